@@ -1,0 +1,45 @@
+// Command sundial is the single binary of the Sundial scheduler. Every
+// component (registry, dispatcher, runner, DAG engine, tools) is a subcommand;
+// main only wires flags to configuration, starts, and waits for a signal.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v3"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args, os.Stdout, os.Stderr))
+}
+
+// run executes the command line and returns the process exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	app := newApp(stdout, stderr)
+	if err := app.Run(ctx, args); err != nil {
+		fmt.Fprintf(stderr, "sundial: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// newApp builds the command tree. Subcommands are defined in the files of this
+// package, one file per command, each a thin layer over a library package.
+func newApp(stdout, stderr io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:      "sundial",
+		Usage:     "a Kafka-partitioned distributed job scheduler",
+		Writer:    stdout,
+		ErrWriter: stderr,
+		Commands: []*cli.Command{
+			versionCommand(),
+		},
+	}
+}
