@@ -1,0 +1,67 @@
+package testenv
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gocql/gocql"
+)
+
+// Cassandra is a test's view of a Cassandra cluster.
+type Cassandra struct {
+	// Hosts are contact points (host or host:port).
+	Hosts []string
+	// Keyspace is a name no other test uses. It is not created here: the test
+	// creates it (normally through the store's migration); it is dropped at
+	// cleanup.
+	Keyspace string
+}
+
+// NeedCassandra returns a reachable Cassandra and a keyspace name of the
+// test's own.
+func NeedCassandra(t testing.TB) Cassandra {
+	t.Helper()
+	skipShort(t, "Cassandra")
+	hosts := addresses(EnvCassandra)
+	if len(hosts) == 0 {
+		var err error
+		hosts, err = containerCassandra()
+		if err != nil {
+			unavailable(t, "Cassandra", EnvCassandra, err.Error())
+		}
+	}
+	sess, err := cassandraSession(hosts)
+	if err != nil {
+		t.Fatalf("cassandra at %v does not accept CQL: %v (%s)", hosts, err, howToStart)
+	}
+	// Keyspace names are limited to 48 characters of [a-zA-Z0-9_].
+	c := Cassandra{Hosts: hosts, Keyspace: fmt.Sprintf("t_%s_%s", slug(t.Name(), 30), randomSuffix())}
+	t.Cleanup(func() {
+		defer sess.Close()
+		if err := sess.Query("DROP KEYSPACE IF EXISTS " + c.Keyspace).Exec(); err != nil {
+			t.Logf("cleanup: drop keyspace %s: %v", c.Keyspace, err)
+		}
+	})
+	return c
+}
+
+func cassandraSession(hosts []string) (*gocql.Session, error) {
+	cluster := gocql.NewCluster(hosts...)
+	cluster.Timeout = connectTimeout
+	cluster.ConnectTimeout = 10 * time.Second
+	// Schema changes (keyspace drops) wait for agreement; one node agrees fast.
+	cluster.MaxWaitSchemaAgreement = 30 * time.Second
+	for _, h := range hosts {
+		// gocql takes the port from the cluster config, not from host:port
+		// contact points, when they disagree with the default; keep both right.
+		if i := strings.LastIndexByte(h, ':'); i > 0 {
+			var port int
+			if _, err := fmt.Sscanf(h[i+1:], "%d", &port); err == nil {
+				cluster.Port = port
+			}
+		}
+	}
+	return cluster.CreateSession()
+}
