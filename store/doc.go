@@ -1,0 +1,85 @@
+// Package store defines Sundial's durable state: job definitions, the
+// minute-bucketed schedule of due entries, the cluster's shard count, the
+// per-shard fencing epoch and watermark, and run history. Two
+// implementations exist, store/cassandra (the real one) and store/memory (the
+// embedded mode); store/storetest is the conformance suite both must pass, so
+// callers may rely on every statement below whichever one they hold.
+//
+// # Shards and buckets
+//
+// The shard count S is fixed when the cluster is initialised (InitCluster)
+// and never changes: changing it would move every job to another shard.
+// The shard of a job is ShardOf(jobID, S), the FNV-1a 32-bit hash of the id
+// modulo S. The store computes it itself from the stored S, so an entry can
+// never be written to a partition its readers do not look at.
+//
+// A bucket is one UTC minute: BucketOf(due) truncates a due time to its
+// minute. A due entry lives in the partition (bucket, shard); a dispatcher
+// that owns a shard reads that shard's buckets shortly before they fall due.
+// Reading a bucket returns every entry of that partition in clustering order
+// (due time, job id, kind, run id), paged, so a bucket of any size can be read
+// without holding it all in one response.
+//
+// Times are stored with millisecond precision, the precision of run ids;
+// the store truncates and converts to UTC on the way in.
+//
+// # Batches stay within one partition
+//
+// PutDue groups entries by partition and writes each group as unlogged
+// batches. A batch confined to one partition is applied atomically and in
+// one round trip by the replica that owns it; a batch spanning partitions
+// would make one coordinator wait on many replicas (or pay for the batch
+// log) and is the classic way to overload a Cassandra cluster. PutDue as a
+// whole is therefore not atomic across partitions: on error, some groups may
+// be written. Every write is idempotent (the primary key is the entry's
+// identity), so the caller retries the whole call.
+//
+// # Job definitions and the liveness of scheduled entries
+//
+// A job row holds the serialized JobSpec, a content hash, the revision that
+// wrote it (the registry uses the record's offset in sundial.jobs, which
+// orders the definitions of one job) and the next due time that definition
+// scheduled. UpsertJob is a no-op when the spec's hash equals the stored one,
+// and ignores (OutcomeStale) a revision not newer than the stored one, so
+// replaying the jobs topic from any offset changes nothing. A delete leaves a
+// tombstone carrying its revision, so an older definition replayed after the
+// delete cannot resurrect the job.
+//
+// A changed definition writes the due entry of its first occurrence, then the
+// job row, then deletes the entry the previous definition had written. Every
+// scheduled entry carries the revision of the definition that produced it,
+// and a scheduled entry is live only while the job exists, is not deleted,
+// and its revision equals the entry's. The dispatcher checks that before
+// firing, so an entry of an old definition (one the dispatcher already
+// chained forward, or one whose delete failed) is dead rather than a second
+// firing. The dispatcher chains a recurring job by writing the next
+// occurrence with the same revision; it never rewrites the job row, so firing
+// costs no lightweight transaction.
+//
+// # Fencing epochs
+//
+// Shard ownership is decided outside the store (a Kafka consumer group); the
+// store makes it safe. ClaimShard(shard, owner, seen) succeeds only if the
+// shard's epoch is still seen, and sets it to seen+1: of any number of
+// claimants that read the same epoch, exactly one wins and the others get
+// ErrEpochConflict (they may re-read with GetShard and try again). A claim
+// fences the previous owner: AdvanceWatermark carries the epoch its caller
+// claimed and fails with ErrStaleEpoch once anyone has claimed since. A
+// dispatcher that sees ErrStaleEpoch stops dispatching the shard.
+//
+// # Watermarks
+//
+// A shard's watermark is the due time up to which every entry has been
+// dispatched. It only moves forward: advancing to a time not after the
+// current watermark changes nothing. The new owner of a shard catches up from
+// it. Claims keep the watermark.
+//
+// # Run history
+//
+// Run history keeps one record per (run, attempt), overwritten as the
+// attempt changes state; a record written with an older UpdatedAt never
+// replaces a newer one, so replayed events cannot move a run backwards.
+// Records expire after the store's retention. ListRuns returns a job's
+// records newest due time first; JobSummary is computed from the retained
+// records.
+package store

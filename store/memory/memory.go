@@ -1,0 +1,479 @@
+// Package memory is the in-memory implementation of store.Store for the
+// embedded mode (sundial dev) and for fast tests. It keeps the behaviour of
+// store/cassandra, proven by the same conformance suite (store/storetest);
+// one mutex guards all state, so every operation is atomic, which is at least
+// as strong as what Cassandra promises.
+//
+// Nothing survives the process. Run history expires after the configured
+// retention, measured from each record's write time on the injected clock,
+// as Cassandra's TTL does.
+package memory
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"iter"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sundialhq/sundial/store"
+)
+
+// DefaultRunRetention is how long run history is kept unless configured.
+const DefaultRunRetention = 7 * 24 * time.Hour
+
+// Options configure a Store. The zero value is usable.
+type Options struct {
+	// Now is the clock; defaults to time.Now.
+	Now func() time.Time
+	// RunRetention is how long a run record is kept after its last write;
+	// defaults to DefaultRunRetention.
+	RunRetention time.Duration
+}
+
+// Store is an in-memory store.Store. Its zero value is not usable; call New.
+type Store struct {
+	now       func() time.Time
+	retention time.Duration
+
+	mu      sync.Mutex
+	cluster *store.ClusterConfig
+	jobs    map[string]store.Job
+	due     map[partition]map[entryKey]store.DueEntry
+	shards  map[int]store.ShardState
+	runs    map[string]map[runKey]storedRun
+}
+
+var _ store.Store = (*Store)(nil)
+
+type partition struct {
+	bucket int64 // unix ms
+	shard  int
+}
+
+type entryKey struct {
+	due   int64 // unix ms
+	jobID string
+	kind  store.Kind
+	runID string
+}
+
+type runKey struct {
+	runID   string
+	attempt int
+}
+
+type storedRun struct {
+	rec     store.RunRecord
+	expires time.Time
+}
+
+// New returns an empty store.
+func New(opts Options) (*Store, error) {
+	if opts.RunRetention < 0 {
+		return nil, fmt.Errorf("memory store: run retention %s: must not be negative", opts.RunRetention)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Store{
+		now:       opts.Now,
+		retention: cmp.Or(opts.RunRetention, DefaultRunRetention),
+		jobs:      map[string]store.Job{},
+		due:       map[partition]map[entryKey]store.DueEntry{},
+		shards:    map[int]store.ShardState{},
+		runs:      map[string]map[runKey]storedRun{},
+	}, nil
+}
+
+// Close does nothing; the store stays usable.
+func (s *Store) Close() error { return nil }
+
+// InitCluster implements store.Cluster.
+func (s *Store) InitCluster(_ context.Context, shards int) (store.ClusterConfig, error) {
+	if shards <= 0 {
+		return store.ClusterConfig{}, fmt.Errorf("init cluster: %w: shards %d: must be positive", store.ErrInvalid, shards)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cluster != nil {
+		if s.cluster.Shards != shards {
+			return store.ClusterConfig{}, fmt.Errorf("init cluster: %w", &store.ShardCountError{Stored: s.cluster.Shards, Requested: shards})
+		}
+		return *s.cluster, nil
+	}
+	s.cluster = &store.ClusterConfig{Shards: shards, CreatedAt: store.Truncate(s.now())}
+	return *s.cluster, nil
+}
+
+// GetClusterConfig implements store.Cluster.
+func (s *Store) GetClusterConfig(context.Context) (store.ClusterConfig, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cluster == nil {
+		return store.ClusterConfig{}, fmt.Errorf("get cluster config: %w", store.ErrNotInitialized)
+	}
+	return *s.cluster, nil
+}
+
+// shardCount returns S; the caller holds mu.
+func (s *Store) shardCount() (int, error) {
+	if s.cluster == nil {
+		return 0, store.ErrNotInitialized
+	}
+	return s.cluster.Shards, nil
+}
+
+// UpsertJob implements store.Jobs.
+func (s *Store) UpsertJob(_ context.Context, job store.Job) (store.Outcome, error) {
+	if err := job.Validate(); err != nil {
+		return 0, fmt.Errorf("upsert job: %w", err)
+	}
+	job.Spec = bytes.Clone(job.Spec)
+	job.Hash = store.SpecHash(job.Spec)
+	job.UpdatedAt = store.Truncate(job.UpdatedAt)
+	job.NextDue = store.Truncate(job.NextDue)
+	job.Deleted = false
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	shards, err := s.shardCount()
+	if err != nil {
+		return 0, fmt.Errorf("upsert job %q: %w", job.ID, err)
+	}
+	old, exists := s.jobs[job.ID]
+	var stored *store.Job
+	if exists {
+		stored = &old
+	}
+	outcome := store.DecideUpsert(stored, job)
+	if outcome != store.OutcomeCreated && outcome != store.OutcomeUpdated {
+		return outcome, nil
+	}
+	if !job.NextDue.IsZero() {
+		s.putDue(shards, job.ScheduledEntry())
+		s.recordRun(scheduledRecord(job))
+	}
+	s.jobs[job.ID] = job
+	if exists && !old.Deleted && store.Supersedes(old.NextDue, job.NextDue) {
+		s.deleteDue(shards, old.ScheduledEntry().Key())
+	}
+	return outcome, nil
+}
+
+// scheduledRecord is the history record of a definition's first occurrence.
+func scheduledRecord(job store.Job) store.RunRecord {
+	e := job.ScheduledEntry()
+	return store.RunRecord{
+		JobID: job.ID, RunID: e.RunID, Attempt: 1, Due: e.Due, AttemptDue: e.Due,
+		State: store.StateScheduled, UpdatedAt: job.UpdatedAt,
+	}
+}
+
+// DeleteJob implements store.Jobs.
+func (s *Store) DeleteJob(_ context.Context, id string, revision int64, at time.Time) (store.Outcome, error) {
+	if id == "" {
+		return 0, fmt.Errorf("delete job: %w: job id: must not be empty", store.ErrInvalid)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	shards, err := s.shardCount()
+	if err != nil {
+		return 0, fmt.Errorf("delete job %q: %w", id, err)
+	}
+	old, exists := s.jobs[id]
+	var stored *store.Job
+	if exists {
+		stored = &old
+	}
+	outcome := store.DecideDelete(stored, revision)
+	if outcome != store.OutcomeDeleted {
+		return outcome, nil
+	}
+	s.jobs[id] = store.Job{ID: id, Revision: revision, UpdatedAt: store.Truncate(at), Deleted: true}
+	if exists && !old.NextDue.IsZero() {
+		s.deleteDue(shards, old.ScheduledEntry().Key())
+	}
+	return outcome, nil
+}
+
+// GetJob implements store.Jobs.
+func (s *Store) GetJob(_ context.Context, id string) (store.Job, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	job, ok := s.jobs[id]
+	if !ok {
+		return store.Job{}, fmt.Errorf("get job %q: %w", id, store.ErrNotFound)
+	}
+	job.Spec = bytes.Clone(job.Spec)
+	job.Hash = bytes.Clone(job.Hash)
+	return job, nil
+}
+
+// PutDue implements store.Schedule.
+func (s *Store) PutDue(_ context.Context, entries ...store.DueEntry) error {
+	for i, e := range entries {
+		if err := e.Validate(); err != nil {
+			return fmt.Errorf("put due entry %d: %w", i, err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	shards, err := s.shardCount()
+	if err != nil {
+		return fmt.Errorf("put due: %w", err)
+	}
+	for _, e := range entries {
+		s.putDue(shards, e)
+	}
+	return nil
+}
+
+func (s *Store) putDue(shards int, e store.DueEntry) {
+	e.Due = store.Truncate(e.Due)
+	e.Payload = bytes.Clone(e.Payload)
+	p := partition{bucket: store.BucketOf(e.Due).UnixMilli(), shard: store.ShardOf(e.JobID, shards)}
+	part := s.due[p]
+	if part == nil {
+		part = map[entryKey]store.DueEntry{}
+		s.due[p] = part
+	}
+	part[keyOf(e.Key())] = e
+}
+
+func keyOf(k store.DueKey) entryKey {
+	return entryKey{due: store.Truncate(k.Due).UnixMilli(), jobID: k.JobID, kind: k.Kind, runID: k.RunID}
+}
+
+// ListBucket implements store.Schedule. It copies the partition under the
+// lock and yields outside it, so the caller may write to the store while
+// iterating.
+func (s *Store) ListBucket(_ context.Context, bucket time.Time, shard int) iter.Seq2[store.DueEntry, error] {
+	return func(yield func(store.DueEntry, error) bool) {
+		entries, err := s.snapshotBucket(bucket, shard)
+		if err != nil {
+			yield(store.DueEntry{}, err)
+			return
+		}
+		for _, e := range entries {
+			if !yield(e, nil) {
+				return
+			}
+		}
+	}
+}
+
+func (s *Store) snapshotBucket(bucket time.Time, shard int) ([]store.DueEntry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	shards, err := s.shardCount()
+	if err != nil {
+		return nil, fmt.Errorf("list bucket: %w", err)
+	}
+	if err := store.CheckShard(shard, shards); err != nil {
+		return nil, fmt.Errorf("list bucket: %w", err)
+	}
+	part := s.due[partition{bucket: store.BucketOf(bucket).UnixMilli(), shard: shard}]
+	entries := make([]store.DueEntry, 0, len(part))
+	for _, e := range part {
+		e.Payload = bytes.Clone(e.Payload)
+		entries = append(entries, e)
+	}
+	slices.SortFunc(entries, compareEntries)
+	return entries, nil
+}
+
+// compareEntries is Cassandra's clustering order of due entries: due time,
+// then job id, kind and run id as UTF-8 bytes.
+func compareEntries(a, b store.DueEntry) int {
+	return cmp.Or(
+		a.Due.Compare(b.Due),
+		cmp.Compare(a.JobID, b.JobID),
+		cmp.Compare(a.Kind, b.Kind),
+		cmp.Compare(a.RunID, b.RunID),
+	)
+}
+
+// DeleteDue implements store.Schedule.
+func (s *Store) DeleteDue(_ context.Context, keys ...store.DueKey) error {
+	for i, k := range keys {
+		if err := k.Validate(); err != nil {
+			return fmt.Errorf("delete due entry %d: %w", i, err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	shards, err := s.shardCount()
+	if err != nil {
+		return fmt.Errorf("delete due: %w", err)
+	}
+	for _, k := range keys {
+		s.deleteDue(shards, k)
+	}
+	return nil
+}
+
+func (s *Store) deleteDue(shards int, k store.DueKey) {
+	p := partition{bucket: store.BucketOf(k.Due).UnixMilli(), shard: store.ShardOf(k.JobID, shards)}
+	if part := s.due[p]; part != nil {
+		delete(part, keyOf(k))
+		if len(part) == 0 {
+			delete(s.due, p)
+		}
+	}
+}
+
+// DeleteBucket implements store.Schedule.
+func (s *Store) DeleteBucket(_ context.Context, bucket time.Time, shard int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	shards, err := s.shardCount()
+	if err != nil {
+		return fmt.Errorf("delete bucket: %w", err)
+	}
+	if err := store.CheckShard(shard, shards); err != nil {
+		return fmt.Errorf("delete bucket: %w", err)
+	}
+	delete(s.due, partition{bucket: store.BucketOf(bucket).UnixMilli(), shard: shard})
+	return nil
+}
+
+// ClaimShard implements store.Shards.
+func (s *Store) ClaimShard(_ context.Context, shard int, owner string, seen int64) (int64, error) {
+	if owner == "" {
+		return 0, fmt.Errorf("claim shard %d: %w: owner: must not be empty", shard, store.ErrInvalid)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.checkShard(shard); err != nil {
+		return 0, fmt.Errorf("claim shard: %w", err)
+	}
+	st := s.shards[shard]
+	if st.Epoch != seen {
+		return 0, fmt.Errorf("claim shard %d at epoch %d (now %d): %w", shard, seen, st.Epoch, store.ErrEpochConflict)
+	}
+	st.Shard = shard
+	st.Epoch = seen + 1
+	st.Owner = owner
+	st.ClaimedAt = store.Truncate(s.now())
+	s.shards[shard] = st
+	return st.Epoch, nil
+}
+
+func (s *Store) checkShard(shard int) error {
+	shards, err := s.shardCount()
+	if err != nil {
+		return err
+	}
+	return store.CheckShard(shard, shards)
+}
+
+// AdvanceWatermark implements store.Shards.
+func (s *Store) AdvanceWatermark(_ context.Context, shard int, epoch int64, t time.Time) error {
+	if t.IsZero() {
+		return fmt.Errorf("advance watermark of shard %d: %w: time: must be set", shard, store.ErrInvalid)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.checkShard(shard); err != nil {
+		return fmt.Errorf("advance watermark: %w", err)
+	}
+	st := s.shards[shard]
+	if st.Epoch != epoch {
+		return fmt.Errorf("advance watermark of shard %d at epoch %d (now %d): %w", shard, epoch, st.Epoch, store.ErrStaleEpoch)
+	}
+	if t = store.Truncate(t); t.After(st.Watermark) {
+		st.Watermark = t
+		s.shards[shard] = st
+	}
+	return nil
+}
+
+// GetShard implements store.Shards.
+func (s *Store) GetShard(_ context.Context, shard int) (store.ShardState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.checkShard(shard); err != nil {
+		return store.ShardState{}, fmt.Errorf("get shard: %w", err)
+	}
+	st := s.shards[shard]
+	st.Shard = shard
+	return st, nil
+}
+
+// RecordRun implements store.History.
+func (s *Store) RecordRun(_ context.Context, rec store.RunRecord) error {
+	if err := rec.Validate(); err != nil {
+		return fmt.Errorf("record run: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.recordRun(rec)
+	return nil
+}
+
+func (s *Store) recordRun(rec store.RunRecord) {
+	rec = rec.Normalize()
+	now := s.now()
+	runs := s.runs[rec.JobID]
+	if runs == nil {
+		runs = map[runKey]storedRun{}
+		s.runs[rec.JobID] = runs
+	}
+	k := runKey{runID: rec.RunID, attempt: rec.Attempt}
+	if old, ok := runs[k]; ok && now.Before(old.expires) && old.rec.UpdatedAt.After(rec.UpdatedAt) {
+		return
+	}
+	runs[k] = storedRun{rec: rec, expires: now.Add(s.retention)}
+}
+
+// ListRuns implements store.History.
+func (s *Store) ListRuns(_ context.Context, jobID string, limit int) ([]store.RunRecord, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("list runs of %q: %w: limit %d: must be positive", jobID, store.ErrInvalid, limit)
+	}
+	recs := s.history(jobID)
+	if len(recs) > limit {
+		recs = recs[:limit]
+	}
+	return recs, nil
+}
+
+// JobSummary implements store.History.
+func (s *Store) JobSummary(_ context.Context, jobID string) (store.Summary, error) {
+	if jobID == "" {
+		return store.Summary{}, fmt.Errorf("job summary: %w: job id: must not be empty", store.ErrInvalid)
+	}
+	return store.Summarize(jobID, s.history(jobID)), nil
+}
+
+// history returns a job's live records in ListRuns order, dropping expired
+// ones.
+func (s *Store) history(jobID string) []store.RunRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	var recs []store.RunRecord
+	for k, r := range s.runs[jobID] {
+		if !now.Before(r.expires) {
+			delete(s.runs[jobID], k)
+			continue
+		}
+		recs = append(recs, r.rec)
+	}
+	slices.SortFunc(recs, compareRuns)
+	return recs
+}
+
+// compareRuns is Cassandra's clustering order of run records: due time
+// descending, run id ascending, attempt descending.
+func compareRuns(a, b store.RunRecord) int {
+	return cmp.Or(
+		b.Due.Compare(a.Due),
+		cmp.Compare(a.RunID, b.RunID),
+		cmp.Compare(b.Attempt, a.Attempt),
+	)
+}

@@ -1,0 +1,94 @@
+package store
+
+import (
+	"context"
+	"iter"
+	"time"
+)
+
+// Jobs is the registry's view of the store: job definitions keyed by id.
+type Jobs interface {
+	// UpsertJob stores a definition and schedules its next occurrence
+	// (job.NextDue; zero schedules nothing). A spec identical to the stored
+	// one is OutcomeUnchanged and writes nothing; a revision not newer than
+	// the stored one (or the tombstone's) is OutcomeStale and writes nothing.
+	// A changed definition replaces the entry the previous one scheduled.
+	UpsertJob(ctx context.Context, job Job) (Outcome, error)
+	// DeleteJob leaves a tombstone with the given revision and deletes the
+	// entry the last definition scheduled. OutcomeUnchanged when already
+	// deleted, OutcomeStale when the revision is not newer than the stored one.
+	DeleteJob(ctx context.Context, id string, revision int64, at time.Time) (Outcome, error)
+	// GetJob returns the stored job, tombstones included (Deleted set), or
+	// ErrNotFound.
+	GetJob(ctx context.Context, id string) (Job, error)
+}
+
+// Schedule is the schedule of due entries, read by dispatchers and written by
+// the registry (first occurrences), the dispatcher (next occurrences), the
+// runner (retries), the trigger API and the DAG engine.
+type Schedule interface {
+	// PutDue writes entries, each into the partition (BucketOf(Due),
+	// ShardOf(JobID, S)), batched per partition. Idempotent; not atomic
+	// across partitions.
+	PutDue(ctx context.Context, entries ...DueEntry) error
+	// ListBucket yields every entry of one partition in clustering order
+	// (Due, JobID, Kind, RunID), reading it page by page. A non-nil error is
+	// yielded once, last.
+	ListBucket(ctx context.Context, bucket time.Time, shard int) iter.Seq2[DueEntry, error]
+	// DeleteDue deletes entries by key; deleting a missing entry is not an
+	// error.
+	DeleteDue(ctx context.Context, keys ...DueKey) error
+	// DeleteBucket deletes a whole partition with one partition tombstone,
+	// which is far cheaper for later reads than a tombstone per entry. Meant
+	// for buckets behind the shard's watermark.
+	DeleteBucket(ctx context.Context, bucket time.Time, shard int) error
+}
+
+// Cluster holds the settings fixed when the cluster is initialised.
+type Cluster interface {
+	// InitCluster stores the shard count once. Calling it again with the
+	// same count returns the stored config; with another count it fails
+	// with a *ShardCountError (errors.Is ErrShardCountMismatch).
+	InitCluster(ctx context.Context, shards int) (ClusterConfig, error)
+	// GetClusterConfig returns the stored config or ErrNotInitialized.
+	GetClusterConfig(ctx context.Context) (ClusterConfig, error)
+}
+
+// Shards holds each shard's fencing epoch, owner and watermark.
+type Shards interface {
+	// ClaimShard makes owner the shard's owner if its epoch is still seen
+	// (0 for a shard never claimed) and returns the new epoch, seen+1.
+	// Otherwise it fails with ErrEpochConflict.
+	ClaimShard(ctx context.Context, shard int, owner string, seen int64) (int64, error)
+	// AdvanceWatermark moves the shard's watermark forward to t if the
+	// shard's epoch is still epoch, else fails with ErrStaleEpoch. A t not
+	// after the current watermark changes nothing.
+	AdvanceWatermark(ctx context.Context, shard int, epoch int64, t time.Time) error
+	// GetShard returns the shard's state; a shard never claimed has epoch 0.
+	GetShard(ctx context.Context, shard int) (ShardState, error)
+}
+
+// History is the run history, written from run events.
+type History interface {
+	// RecordRun stores the state of one attempt. A record whose UpdatedAt
+	// is older than the stored one for the same attempt is ignored.
+	RecordRun(ctx context.Context, rec RunRecord) error
+	// ListRuns returns up to limit records of a job, newest due time first
+	// (then run id ascending, attempt descending).
+	ListRuns(ctx context.Context, jobID string, limit int) ([]RunRecord, error)
+	// JobSummary summarises the retained history of a job.
+	JobSummary(ctx context.Context, jobID string) (Summary, error)
+}
+
+// Store is the whole seam, implemented by store/cassandra and store/memory
+// and checked by store/storetest. Components should depend on the smaller
+// interface they use.
+type Store interface {
+	Jobs
+	Schedule
+	Cluster
+	Shards
+	History
+	// Close releases the store's connections.
+	Close() error
+}

@@ -1,0 +1,810 @@
+// Package storetest is the conformance suite of store.Store. Every
+// implementation runs it from its own tests:
+//
+//	storetest.Run(t, func(t *testing.T) store.Store { ... })
+//
+// The factory is called once per case and must return an empty, migrated
+// store that the case may initialise with its own shard count; cases run in
+// parallel, so stores must not share state. The suite states in tests what
+// the store package's doc promises in prose.
+package storetest
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sundialhq/sundial/store"
+)
+
+// Factory returns a fresh store for one test case.
+type Factory func(t *testing.T) store.Store
+
+// base is a fixed, minute-aligned instant the cases build times from.
+var base = time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC)
+
+// BucketEntries is the size of the large-bucket case.
+const BucketEntries = 10_000
+
+// Run runs every conformance case against stores made by newStore.
+func Run(t *testing.T, newStore Factory) {
+	cases := []struct {
+		name string
+		fn   func(t *testing.T, s store.Store)
+	}{
+		{"ClusterInit", testClusterInit},
+		{"NotInitialized", testNotInitialized},
+		{"JobUpsertGetDelete", testJobUpsertGetDelete},
+		{"IdenticalUpsertIsNoop", testIdenticalUpsertIsNoop},
+		{"StaleRevisionIgnored", testStaleRevisionIgnored},
+		{"ChangedScheduleMovesDueEntry", testChangedScheduleMovesDueEntry},
+		{"JobValidation", testJobValidation},
+		{"LargeBucket", testLargeBucket},
+		{"BucketIsolation", testBucketIsolation},
+		{"DueEntryRoundTrip", testDueEntryRoundTrip},
+		{"DeleteDue", testDeleteDue},
+		{"DueValidation", testDueValidation},
+		{"ClaimRace", testClaimRace},
+		{"ClaimRounds", testClaimRounds},
+		{"StaleEpochCannotAdvance", testStaleEpochCannotAdvance},
+		{"WatermarkMonotonic", testWatermarkMonotonic},
+		{"ShardValidation", testShardValidation},
+		{"RunHistoryOrder", testRunHistoryOrder},
+		{"RunHistoryNoRegression", testRunHistoryNoRegression},
+		{"RunSummary", testRunSummary},
+		{"UpsertRecordsNextDue", testUpsertRecordsNextDue},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.fn(t, newStore(t))
+		})
+	}
+}
+
+func ctxOf(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func initCluster(t *testing.T, s store.Store, shards int) {
+	t.Helper()
+	_, err := s.InitCluster(ctxOf(t), shards)
+	require.NoError(t, err)
+}
+
+// jobsInShard returns n job ids with the given prefix that all fall in shard.
+func jobsInShard(prefix string, shard, shards, n int) []string {
+	ids := make([]string, 0, n)
+	for i := 0; len(ids) < n; i++ {
+		id := fmt.Sprintf("%s-%06d", prefix, i)
+		if store.ShardOf(id, shards) == shard {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// list drains ListBucket.
+func list(t *testing.T, s store.Store, bucket time.Time, shard int) []store.DueEntry {
+	t.Helper()
+	var out []store.DueEntry
+	for e, err := range s.ListBucket(ctxOf(t), bucket, shard) {
+		require.NoError(t, err)
+		out = append(out, e)
+	}
+	return out
+}
+
+// dueOf returns the entries of one job in the bucket of due.
+func dueOf(t *testing.T, s store.Store, jobID string, due time.Time, shards int) []store.DueEntry {
+	t.Helper()
+	var out []store.DueEntry
+	for _, e := range list(t, s, store.BucketOf(due), store.ShardOf(jobID, shards)) {
+		if e.JobID == jobID {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func job(id string, spec string, rev int64, next time.Time) store.Job {
+	return store.Job{ID: id, Spec: []byte(spec), Revision: rev, UpdatedAt: base.Add(time.Duration(rev) * time.Second), NextDue: next}
+}
+
+func testClusterInit(t *testing.T, s store.Store) {
+	ctx := ctxOf(t)
+	_, err := s.GetClusterConfig(ctx)
+	require.ErrorIs(t, err, store.ErrNotInitialized)
+
+	_, err = s.InitCluster(ctx, 0)
+	require.ErrorIs(t, err, store.ErrInvalid)
+	_, err = s.InitCluster(ctx, -3)
+	require.ErrorIs(t, err, store.ErrInvalid)
+
+	first, err := s.InitCluster(ctx, 8)
+	require.NoError(t, err)
+	assert.Equal(t, 8, first.Shards)
+	assert.False(t, first.CreatedAt.IsZero())
+
+	again, err := s.InitCluster(ctx, 8)
+	require.NoError(t, err, "a second init with the same count is idempotent")
+	assert.Equal(t, first.Shards, again.Shards)
+	assert.True(t, first.CreatedAt.Equal(again.CreatedAt), "the second init keeps the first one's creation time")
+
+	_, err = s.InitCluster(ctx, 16)
+	require.ErrorIs(t, err, store.ErrShardCountMismatch)
+	var sce *store.ShardCountError
+	require.ErrorAs(t, err, &sce)
+	assert.Equal(t, store.ShardCountError{Stored: 8, Requested: 16}, *sce)
+
+	got, err := s.GetClusterConfig(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 8, got.Shards, "the conflicting init changed nothing")
+}
+
+func testNotInitialized(t *testing.T, s store.Store) {
+	ctx := ctxOf(t)
+	e := store.DueEntry{Due: base, JobID: "j", Kind: store.KindTrigger, RunID: "j@1", Attempt: 1}
+	require.ErrorIs(t, s.PutDue(ctx, e), store.ErrNotInitialized)
+	_, err := s.UpsertJob(ctx, job("j", "spec", 1, base))
+	require.ErrorIs(t, err, store.ErrNotInitialized)
+	_, err = s.ClaimShard(ctx, 0, "me", 0)
+	require.ErrorIs(t, err, store.ErrNotInitialized)
+	for _, err := range s.ListBucket(ctx, base, 0) {
+		require.ErrorIs(t, err, store.ErrNotInitialized)
+	}
+}
+
+func testJobUpsertGetDelete(t *testing.T, s store.Store) {
+	const shards = 4
+	initCluster(t, s, shards)
+	ctx := ctxOf(t)
+
+	_, err := s.GetJob(ctx, "billing")
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	next := base.Add(90*time.Second + 123*time.Millisecond)
+	out, err := s.UpsertJob(ctx, job("billing", "spec-v1", 10, next))
+	require.NoError(t, err)
+	assert.Equal(t, store.OutcomeCreated, out)
+
+	got, err := s.GetJob(ctx, "billing")
+	require.NoError(t, err)
+	assert.Equal(t, "billing", got.ID)
+	assert.Equal(t, []byte("spec-v1"), got.Spec)
+	assert.Equal(t, int64(10), got.Revision)
+	assert.Equal(t, store.SpecHash([]byte("spec-v1")), got.Hash)
+	assert.True(t, got.NextDue.Equal(next), "next due %v, want %v", got.NextDue, next)
+	assert.True(t, got.UpdatedAt.Equal(base.Add(10*time.Second)))
+	assert.False(t, got.Deleted)
+
+	entries := dueOf(t, s, "billing", next, shards)
+	require.Len(t, entries, 1, "the upsert scheduled the first occurrence")
+	assert.Equal(t, store.DueEntry{
+		Due: next, JobID: "billing", Kind: store.KindScheduled,
+		RunID: store.RunID("billing", next), Attempt: 1, Revision: 10,
+	}, entries[0])
+
+	out, err = s.DeleteJob(ctx, "billing", 11, base.Add(time.Hour))
+	require.NoError(t, err)
+	assert.Equal(t, store.OutcomeDeleted, out)
+	got, err = s.GetJob(ctx, "billing")
+	require.NoError(t, err, "a deleted job stays as a tombstone")
+	assert.True(t, got.Deleted)
+	assert.Equal(t, int64(11), got.Revision)
+	assert.Empty(t, got.Spec)
+	assert.Empty(t, dueOf(t, s, "billing", next, shards), "the delete removed the pending entry")
+
+	out, err = s.DeleteJob(ctx, "billing", 12, base.Add(time.Hour))
+	require.NoError(t, err)
+	assert.Equal(t, store.OutcomeUnchanged, out, "deleting twice")
+
+	// Replaying the definition that preceded the delete must not resurrect it.
+	out, err = s.UpsertJob(ctx, job("billing", "spec-v1", 10, next))
+	require.NoError(t, err)
+	assert.Equal(t, store.OutcomeStale, out)
+	got, err = s.GetJob(ctx, "billing")
+	require.NoError(t, err)
+	assert.True(t, got.Deleted)
+	assert.Empty(t, dueOf(t, s, "billing", next, shards))
+
+	// A newer definition brings it back.
+	out, err = s.UpsertJob(ctx, job("billing", "spec-v1", 13, next))
+	require.NoError(t, err)
+	assert.Equal(t, store.OutcomeCreated, out)
+	got, err = s.GetJob(ctx, "billing")
+	require.NoError(t, err)
+	assert.False(t, got.Deleted)
+	assert.Equal(t, int64(13), got.Revision)
+	require.Len(t, dueOf(t, s, "billing", next, shards), 1)
+
+	// A delete of a job never seen leaves a tombstone that blocks older
+	// definitions.
+	out, err = s.DeleteJob(ctx, "ghost", 5, base)
+	require.NoError(t, err)
+	assert.Equal(t, store.OutcomeDeleted, out)
+	out, err = s.UpsertJob(ctx, job("ghost", "old", 4, next))
+	require.NoError(t, err)
+	assert.Equal(t, store.OutcomeStale, out)
+}
+
+func testIdenticalUpsertIsNoop(t *testing.T, s store.Store) {
+	const shards = 4
+	initCluster(t, s, shards)
+	ctx := ctxOf(t)
+	first := base.Add(time.Minute)
+	out, err := s.UpsertJob(ctx, job("report", "same", 1, first))
+	require.NoError(t, err)
+	require.Equal(t, store.OutcomeCreated, out)
+
+	// Replays of the same definition, even with a later revision or a
+	// different computed next due, change nothing.
+	later := base.Add(5 * time.Minute)
+	for _, rev := range []int64{1, 2, 0} {
+		out, err = s.UpsertJob(ctx, job("report", "same", rev, later))
+		require.NoError(t, err)
+		assert.Equal(t, store.OutcomeUnchanged, out, "revision %d", rev)
+	}
+	got, err := s.GetJob(ctx, "report")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), got.Revision)
+	assert.True(t, got.NextDue.Equal(first))
+	assert.Len(t, dueOf(t, s, "report", first, shards), 1)
+	assert.Empty(t, dueOf(t, s, "report", later, shards), "an identical upsert scheduled nothing")
+}
+
+func testStaleRevisionIgnored(t *testing.T, s store.Store) {
+	const shards = 4
+	initCluster(t, s, shards)
+	ctx := ctxOf(t)
+	t1, t2 := base.Add(time.Minute), base.Add(2*time.Minute)
+	_, err := s.UpsertJob(ctx, job("etl", "v2", 20, t2))
+	require.NoError(t, err)
+	for _, rev := range []int64{10, 20} {
+		out, err := s.UpsertJob(ctx, job("etl", "v1", rev, t1))
+		require.NoError(t, err)
+		assert.Equal(t, store.OutcomeStale, out, "revision %d", rev)
+	}
+	out, err := s.DeleteJob(ctx, "etl", 19, base)
+	require.NoError(t, err)
+	assert.Equal(t, store.OutcomeStale, out)
+
+	got, err := s.GetJob(ctx, "etl")
+	require.NoError(t, err)
+	assert.Equal(t, []byte("v2"), got.Spec)
+	assert.False(t, got.Deleted)
+	assert.Empty(t, dueOf(t, s, "etl", t1, shards))
+	assert.Len(t, dueOf(t, s, "etl", t2, shards), 1)
+}
+
+func testChangedScheduleMovesDueEntry(t *testing.T, s store.Store) {
+	const shards = 4
+	initCluster(t, s, shards)
+	ctx := ctxOf(t)
+	t1 := base.Add(time.Minute + 500*time.Millisecond)
+	t2 := base.Add(3 * time.Minute)
+
+	_, err := s.UpsertJob(ctx, job("sync", "every 10m", 1, t1))
+	require.NoError(t, err)
+	out, err := s.UpsertJob(ctx, job("sync", "every 30m", 2, t2))
+	require.NoError(t, err)
+	assert.Equal(t, store.OutcomeUpdated, out)
+
+	assert.Empty(t, dueOf(t, s, "sync", t1, shards), "the old occurrence must not fire too")
+	moved := dueOf(t, s, "sync", t2, shards)
+	require.Len(t, moved, 1)
+	assert.Equal(t, int64(2), moved[0].Revision)
+	assert.Equal(t, store.RunID("sync", t2), moved[0].RunID)
+
+	// A changed spec with the same next due keeps (rewrites) the entry.
+	out, err = s.UpsertJob(ctx, job("sync", "every 30m, new target", 3, t2))
+	require.NoError(t, err)
+	assert.Equal(t, store.OutcomeUpdated, out)
+	same := dueOf(t, s, "sync", t2, shards)
+	require.Len(t, same, 1)
+	assert.Equal(t, int64(3), same[0].Revision)
+
+	// A definition with no next occurrence removes the pending one.
+	_, err = s.UpsertJob(ctx, job("sync", "paused", 4, time.Time{}))
+	require.NoError(t, err)
+	assert.Empty(t, dueOf(t, s, "sync", t2, shards))
+	got, err := s.GetJob(ctx, "sync")
+	require.NoError(t, err)
+	assert.True(t, got.NextDue.IsZero())
+}
+
+func testJobValidation(t *testing.T, s store.Store) {
+	initCluster(t, s, 4)
+	ctx := ctxOf(t)
+	_, err := s.UpsertJob(ctx, store.Job{})
+	require.ErrorIs(t, err, store.ErrInvalid)
+	for _, field := range []string{"job id", "spec", "updated at"} {
+		assert.ErrorContains(t, err, field)
+	}
+	_, err = s.UpsertJob(ctx, store.Job{ID: "x", Spec: []byte("s"), Revision: -1, UpdatedAt: base})
+	require.ErrorIs(t, err, store.ErrInvalid)
+	assert.ErrorContains(t, err, "revision")
+	_, err = s.DeleteJob(ctx, "", 1, base)
+	require.ErrorIs(t, err, store.ErrInvalid)
+}
+
+// testLargeBucket writes BucketEntries entries into one partition and reads
+// them back: the exact set, in clustering order, with nothing from the
+// neighbouring partitions.
+func testLargeBucket(t *testing.T, s store.Store) {
+	const shards, shard = 16, 5
+	initCluster(t, s, shards)
+	ctx := ctxOf(t)
+	bucket := base.Add(7 * time.Minute)
+	ids := jobsInShard("bulk", shard, shards, BucketEntries/4)
+	kinds := []store.Kind{store.KindScheduled, store.KindRetry, store.KindTrigger, store.KindDAG}
+	want := make([]store.DueEntry, 0, BucketEntries)
+	for i := range BucketEntries {
+		id := ids[i%len(ids)]
+		due := bucket.Add(time.Duration(i*7919%60_000) * time.Millisecond)
+		want = append(want, store.DueEntry{
+			Due: due, JobID: id, Kind: kinds[i/len(ids)], RunID: store.RunID(id, due),
+			Attempt: 1 + i%3, Revision: int64(i),
+		})
+	}
+	// Neighbours: same shard in the next bucket, the same bucket in the
+	// next shard.
+	other := jobsInShard("bulk", shard+1, shards, 1)[0]
+	neighbours := []store.DueEntry{
+		{Due: bucket.Add(time.Minute), JobID: ids[0], Kind: store.KindTrigger, RunID: "n1", Attempt: 1},
+		{Due: bucket.Add(-time.Millisecond), JobID: ids[0], Kind: store.KindTrigger, RunID: "n2", Attempt: 1},
+		{Due: bucket.Add(time.Second), JobID: other, Kind: store.KindTrigger, RunID: "n3", Attempt: 1},
+	}
+	require.NoError(t, s.PutDue(ctx, neighbours...))
+
+	start := time.Now()
+	require.NoError(t, s.PutDue(ctx, want...))
+	wrote := time.Since(start)
+
+	start = time.Now()
+	got := list(t, s, bucket, shard)
+	read := time.Since(start)
+	t.Logf("%s: wrote %d due entries into one bucket in %v (%.0f entries/s), read them back in %v (%.0f entries/s)",
+		t.Name(), len(want), wrote.Round(time.Millisecond), float64(len(want))/wrote.Seconds(),
+		read.Round(time.Millisecond), float64(len(got))/read.Seconds())
+
+	require.Len(t, got, len(want))
+	slices.SortFunc(want, compareEntries)
+	assert.True(t, slices.IsSortedFunc(got, compareEntries), "entries come in clustering order")
+	for i := range want {
+		if !assert.Equal(t, want[i], got[i], "entry %d", i) {
+			break
+		}
+	}
+}
+
+// compareEntries is the clustering order of due entries.
+func compareEntries(a, b store.DueEntry) int {
+	return cmp.Or(a.Due.Compare(b.Due), cmp.Compare(a.JobID, b.JobID), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.RunID, b.RunID))
+}
+
+func testBucketIsolation(t *testing.T, s store.Store) {
+	const shards = 8
+	initCluster(t, s, shards)
+	ctx := ctxOf(t)
+	a := jobsInShard("iso", 2, shards, 1)[0]
+	b := jobsInShard("iso", 3, shards, 1)[0]
+	bucket := base.Add(time.Hour)
+	entries := []store.DueEntry{
+		{Due: bucket, JobID: a, Kind: store.KindTrigger, RunID: "first-ms", Attempt: 1},
+		{Due: bucket.Add(59_999 * time.Millisecond), JobID: a, Kind: store.KindTrigger, RunID: "last-ms", Attempt: 1},
+		{Due: bucket.Add(time.Minute), JobID: a, Kind: store.KindTrigger, RunID: "next-bucket", Attempt: 1},
+		{Due: bucket.Add(-time.Millisecond), JobID: a, Kind: store.KindTrigger, RunID: "previous-bucket", Attempt: 1},
+		{Due: bucket.Add(time.Second), JobID: b, Kind: store.KindTrigger, RunID: "other-shard", Attempt: 1},
+	}
+	require.NoError(t, s.PutDue(ctx, entries...))
+
+	runIDs := func(es []store.DueEntry) []string {
+		var out []string
+		for _, e := range es {
+			out = append(out, e.RunID)
+		}
+		return out
+	}
+	assert.Equal(t, []string{"first-ms", "last-ms"}, runIDs(list(t, s, bucket, 2)))
+	// Any instant inside the minute names the same bucket.
+	assert.Equal(t, []string{"first-ms", "last-ms"}, runIDs(list(t, s, bucket.Add(30*time.Second), 2)))
+	assert.Equal(t, []string{"next-bucket"}, runIDs(list(t, s, bucket.Add(time.Minute), 2)))
+	assert.Equal(t, []string{"previous-bucket"}, runIDs(list(t, s, bucket.Add(-time.Minute), 2)))
+	assert.Equal(t, []string{"other-shard"}, runIDs(list(t, s, bucket, 3)))
+	assert.Empty(t, list(t, s, bucket, 4))
+	assert.Empty(t, list(t, s, bucket.Add(2*time.Minute), 2))
+}
+
+func testDueEntryRoundTrip(t *testing.T, s store.Store) {
+	const shards = 4
+	initCluster(t, s, shards)
+	ctx := ctxOf(t)
+	// A due time in another zone with sub-millisecond digits comes back in
+	// UTC at millisecond precision.
+	zone := time.FixedZone("UTC+5", 5*3600)
+	due := base.Add(42*time.Second + 7*time.Millisecond + 999*time.Microsecond).In(zone)
+	in := store.DueEntry{
+		Due: due, JobID: "rt", Kind: store.KindRetry, RunID: "rt@123", Attempt: 3, Revision: 77,
+		Payload: []byte{0, 1, 2, 0xff},
+	}
+	require.NoError(t, s.PutDue(ctx, in))
+	// Writing the same key again is idempotent and replaces the fields.
+	in.Attempt = 4
+	require.NoError(t, s.PutDue(ctx, in))
+	got := list(t, s, due, store.ShardOf("rt", shards))
+	require.Len(t, got, 1)
+	want := in
+	want.Due = base.Add(42*time.Second + 7*time.Millisecond)
+	assert.Equal(t, want, got[0])
+	assert.Equal(t, time.UTC, got[0].Due.Location())
+
+	// The same job and due time under another kind or run id is another entry.
+	require.NoError(t, s.PutDue(ctx,
+		store.DueEntry{Due: due, JobID: "rt", Kind: store.KindTrigger, RunID: "rt@123", Attempt: 1},
+		store.DueEntry{Due: due, JobID: "rt", Kind: store.KindRetry, RunID: "rt@124", Attempt: 1},
+	))
+	assert.Len(t, list(t, s, due, store.ShardOf("rt", shards)), 3)
+
+	// An empty payload reads back as empty, whatever the backend stores.
+	require.NoError(t, s.PutDue(ctx, store.DueEntry{Due: due, JobID: "rt", Kind: store.KindDAG, RunID: "d", Attempt: 1}))
+	for _, e := range list(t, s, due, store.ShardOf("rt", shards)) {
+		if e.Kind == store.KindDAG {
+			assert.Empty(t, e.Payload)
+		}
+	}
+}
+
+func testDeleteDue(t *testing.T, s store.Store) {
+	const shards = 4
+	initCluster(t, s, shards)
+	ctx := ctxOf(t)
+	ids := jobsInShard("del", 1, shards, 3)
+	bucket := base.Add(10 * time.Minute)
+	var entries []store.DueEntry
+	for i, id := range ids {
+		due := bucket.Add(time.Duration(i) * time.Second)
+		entries = append(entries, store.DueEntry{Due: due, JobID: id, Kind: store.KindScheduled, RunID: store.RunID(id, due), Attempt: 1})
+	}
+	require.NoError(t, s.PutDue(ctx, entries...))
+	missing := store.DueKey{Due: bucket, JobID: "nobody", Kind: store.KindRetry, RunID: "none"}
+	require.NoError(t, s.DeleteDue(ctx, entries[1].Key(), missing))
+	got := list(t, s, bucket, 1)
+	assert.Equal(t, []store.DueEntry{entries[0], entries[2]}, got)
+
+	// Deleting under another kind or run id leaves the entry alone.
+	k := entries[0].Key()
+	k.Kind = store.KindRetry
+	require.NoError(t, s.DeleteDue(ctx, k))
+	assert.Len(t, list(t, s, bucket, 1), 2)
+
+	require.NoError(t, s.DeleteBucket(ctx, bucket, 1))
+	assert.Empty(t, list(t, s, bucket, 1))
+	// The partition stays writable after a partition delete.
+	require.NoError(t, s.PutDue(ctx, entries[1]))
+	assert.Equal(t, []store.DueEntry{entries[1]}, list(t, s, bucket, 1))
+}
+
+func testDueValidation(t *testing.T, s store.Store) {
+	initCluster(t, s, 4)
+	ctx := ctxOf(t)
+	err := s.PutDue(ctx, store.DueEntry{Kind: "weekly", Attempt: 0, Revision: -1})
+	require.ErrorIs(t, err, store.ErrInvalid)
+	for _, field := range []string{"due", "job id", "kind", "run id", "attempt", "revision"} {
+		assert.ErrorContains(t, err, field)
+	}
+	require.ErrorIs(t, s.DeleteDue(ctx, store.DueKey{}), store.ErrInvalid)
+	for _, shard := range []int{-1, 4} {
+		for _, err := range s.ListBucket(ctx, base, shard) {
+			require.ErrorIs(t, err, store.ErrInvalid)
+		}
+		require.ErrorIs(t, s.DeleteBucket(ctx, base, shard), store.ErrInvalid)
+	}
+}
+
+// testClaimRace has two claimants read the same epoch and claim at once:
+// exactly one wins; the loser can re-read and take over.
+func testClaimRace(t *testing.T, s store.Store) {
+	initCluster(t, s, 4)
+	ctx := ctxOf(t)
+	st, err := s.GetShard(ctx, 3)
+	require.NoError(t, err)
+	assert.Equal(t, store.ShardState{Shard: 3}, st, "a shard never claimed")
+
+	epochs, errs := race(ctx, s, 3, st.Epoch, "a", "b")
+	winner, loser := -1, -1
+	for i := range errs {
+		if errs[i] == nil {
+			winner = i
+		} else {
+			require.ErrorIs(t, errs[i], store.ErrEpochConflict)
+			loser = i
+		}
+	}
+	require.NotEqual(t, -1, winner, "one claimant wins")
+	require.NotEqual(t, -1, loser, "the other loses")
+	assert.Equal(t, int64(1), epochs[winner])
+
+	st, err = s.GetShard(ctx, 3)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), st.Epoch)
+	assert.Equal(t, []string{"a", "b"}[winner], st.Owner)
+	assert.False(t, st.ClaimedAt.IsZero())
+
+	// The loser re-reads and takes over.
+	loserName := []string{"a", "b"}[loser]
+	e, err := s.ClaimShard(ctx, 3, loserName, st.Epoch)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), e)
+	st, err = s.GetShard(ctx, 3)
+	require.NoError(t, err)
+	assert.Equal(t, loserName, st.Owner)
+
+	// Other shards are untouched.
+	other, err := s.GetShard(ctx, 2)
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), other.Epoch)
+}
+
+// race runs ClaimShard for each owner at once, all having seen epoch seen.
+func race(ctx context.Context, s store.Store, shard int, seen int64, owners ...string) ([]int64, []error) {
+	epochs := make([]int64, len(owners))
+	errs := make([]error, len(owners))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, owner := range owners {
+		wg.Go(func() {
+			<-start
+			epochs[i], errs[i] = s.ClaimShard(ctx, shard, owner, seen)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return epochs, errs
+}
+
+// testClaimRounds races several claimants for several rounds: every round has
+// exactly one winner and the epoch counts the rounds.
+func testClaimRounds(t *testing.T, s store.Store) {
+	initCluster(t, s, 4)
+	ctx := ctxOf(t)
+	owners := []string{"d1", "d2", "d3", "d4"}
+	const rounds = 5
+	for round := range rounds {
+		st, err := s.GetShard(ctx, 0)
+		require.NoError(t, err)
+		require.Equal(t, int64(round), st.Epoch)
+		epochs, errs := race(ctx, s, 0, st.Epoch, owners...)
+		wins := 0
+		for i, err := range errs {
+			if err == nil {
+				wins++
+				assert.Equal(t, st.Epoch+1, epochs[i])
+				continue
+			}
+			require.ErrorIs(t, err, store.ErrEpochConflict, "round %d claimant %s", round, owners[i])
+		}
+		require.Equal(t, 1, wins, "round %d", round)
+	}
+	_, err := s.ClaimShard(ctx, 0, "late", 2)
+	require.ErrorIs(t, err, store.ErrEpochConflict, "a claim with an epoch read long ago")
+	_, err = s.ClaimShard(ctx, 0, "future", rounds+1)
+	require.ErrorIs(t, err, store.ErrEpochConflict, "a claim with an epoch that never existed")
+}
+
+func testStaleEpochCannotAdvance(t *testing.T, s store.Store) {
+	initCluster(t, s, 4)
+	ctx := ctxOf(t)
+	old, err := s.ClaimShard(ctx, 1, "old", 0)
+	require.NoError(t, err)
+	w1 := base.Add(time.Minute)
+	require.NoError(t, s.AdvanceWatermark(ctx, 1, old, w1))
+
+	next, err := s.ClaimShard(ctx, 1, "new", old)
+	require.NoError(t, err)
+	require.Greater(t, next, old)
+
+	err = s.AdvanceWatermark(ctx, 1, old, base.Add(2*time.Minute))
+	require.ErrorIs(t, err, store.ErrStaleEpoch, "the fenced owner cannot advance")
+	st, err := s.GetShard(ctx, 1)
+	require.NoError(t, err)
+	assert.True(t, st.Watermark.Equal(w1), "the claim kept the watermark and the stale advance did nothing: %v", st.Watermark)
+	assert.Equal(t, "new", st.Owner)
+	assert.Equal(t, next, st.Epoch)
+
+	require.NoError(t, s.AdvanceWatermark(ctx, 1, next, base.Add(3*time.Minute)))
+	require.ErrorIs(t, s.AdvanceWatermark(ctx, 1, next+1, base.Add(4*time.Minute)), store.ErrStaleEpoch, "an epoch nobody claimed")
+	require.ErrorIs(t, s.AdvanceWatermark(ctx, 2, 1, base.Add(4*time.Minute)), store.ErrStaleEpoch, "a shard never claimed")
+}
+
+func testWatermarkMonotonic(t *testing.T, s store.Store) {
+	initCluster(t, s, 4)
+	ctx := ctxOf(t)
+	e, err := s.ClaimShard(ctx, 2, "me", 0)
+	require.NoError(t, err)
+	watermark := func() time.Time {
+		st, err := s.GetShard(ctx, 2)
+		require.NoError(t, err)
+		return st.Watermark
+	}
+	assert.True(t, watermark().IsZero())
+
+	t1 := base.Add(time.Minute + 250*time.Millisecond)
+	t2 := base.Add(2 * time.Minute)
+	require.NoError(t, s.AdvanceWatermark(ctx, 2, e, t1))
+	assert.True(t, watermark().Equal(t1))
+	require.NoError(t, s.AdvanceWatermark(ctx, 2, e, t2))
+	assert.True(t, watermark().Equal(t2))
+	require.NoError(t, s.AdvanceWatermark(ctx, 2, e, t1), "an older watermark is not an error")
+	assert.True(t, watermark().Equal(t2), "but does not move it back")
+	require.NoError(t, s.AdvanceWatermark(ctx, 2, e, t2))
+	assert.True(t, watermark().Equal(t2))
+	require.ErrorIs(t, s.AdvanceWatermark(ctx, 2, e, time.Time{}), store.ErrInvalid)
+
+	// Under concurrent advances from the owner the highest wins.
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			assert.NoError(t, s.AdvanceWatermark(ctx, 2, e, t2.Add(time.Duration(i)*time.Second)))
+		})
+	}
+	wg.Wait()
+	assert.True(t, watermark().Equal(t2.Add(7*time.Second)), "watermark %v", watermark())
+}
+
+func testShardValidation(t *testing.T, s store.Store) {
+	initCluster(t, s, 4)
+	ctx := ctxOf(t)
+	for _, shard := range []int{-1, 4, 100} {
+		_, err := s.GetShard(ctx, shard)
+		require.ErrorIs(t, err, store.ErrInvalid, "shard %d", shard)
+		_, err = s.ClaimShard(ctx, shard, "me", 0)
+		require.ErrorIs(t, err, store.ErrInvalid, "shard %d", shard)
+		require.ErrorIs(t, s.AdvanceWatermark(ctx, shard, 1, base), store.ErrInvalid, "shard %d", shard)
+	}
+	_, err := s.ClaimShard(ctx, 0, "", 0)
+	require.ErrorIs(t, err, store.ErrInvalid)
+}
+
+func run(jobID string, due time.Time, attempt int, state store.RunState, updated time.Time) store.RunRecord {
+	r := store.RunRecord{
+		JobID: jobID, RunID: store.RunID(jobID, due), Attempt: attempt, Due: due,
+		State: state, UpdatedAt: updated,
+	}
+	if state != store.StateScheduled {
+		r.Started = updated.Add(-time.Second)
+	}
+	if state == store.StateSucceeded || state == store.StateFailed {
+		r.Finished = updated
+		r.Duration = time.Second
+	}
+	if state == store.StateFailed {
+		r.Error = "exit status 1"
+	}
+	return r
+}
+
+func testRunHistoryOrder(t *testing.T, s store.Store) {
+	ctx := ctxOf(t)
+	d1, d2, d3 := base, base.Add(time.Minute), base.Add(2*time.Minute)
+	records := []store.RunRecord{
+		run("nightly", d2, 1, store.StateFailed, d2.Add(time.Second)),
+		run("nightly", d1, 1, store.StateSucceeded, d1.Add(time.Second)),
+		run("nightly", d2, 2, store.StateSucceeded, d2.Add(5*time.Second)),
+		run("nightly", d3, 1, store.StateRunning, d3.Add(time.Second)),
+		run("other", d3.Add(time.Minute), 1, store.StateSucceeded, d3.Add(time.Minute)),
+	}
+	for _, r := range records {
+		require.NoError(t, s.RecordRun(ctx, r))
+	}
+	got, err := s.ListRuns(ctx, "nightly", 10)
+	require.NoError(t, err)
+	want := []store.RunRecord{records[3], records[2], records[0], records[1]}
+	for i := range want {
+		want[i] = want[i].Normalize()
+	}
+	assert.Equal(t, want, got, "newest due first, later attempts first")
+
+	got, err = s.ListRuns(ctx, "nightly", 2)
+	require.NoError(t, err)
+	assert.Equal(t, want[:2], got)
+
+	got, err = s.ListRuns(ctx, "nobody", 5)
+	require.NoError(t, err)
+	assert.Empty(t, got)
+
+	_, err = s.ListRuns(ctx, "nightly", 0)
+	require.ErrorIs(t, err, store.ErrInvalid)
+	err = s.RecordRun(ctx, store.RunRecord{State: "exploded"})
+	require.ErrorIs(t, err, store.ErrInvalid)
+	for _, field := range []string{"job id", "run id", "attempt", "due", "state", "updated at"} {
+		assert.ErrorContains(t, err, field)
+	}
+}
+
+func testRunHistoryNoRegression(t *testing.T, s store.Store) {
+	ctx := ctxOf(t)
+	due := base.Add(time.Hour)
+	done := run("j", due, 1, store.StateSucceeded, due.Add(10*time.Second))
+	require.NoError(t, s.RecordRun(ctx, done))
+	// A replayed older event arrives after the newer one.
+	require.NoError(t, s.RecordRun(ctx, run("j", due, 1, store.StateRunning, due.Add(time.Second))))
+	got, err := s.ListRuns(ctx, "j", 10)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, done.Normalize(), got[0])
+
+	// A newer event replaces it, fields it leaves empty included.
+	cancelled := run("j", due, 1, store.StateCancelled, due.Add(20*time.Second))
+	cancelled.Started = time.Time{}
+	require.NoError(t, s.RecordRun(ctx, cancelled))
+	got, err = s.ListRuns(ctx, "j", 10)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, cancelled.Normalize(), got[0])
+}
+
+func testRunSummary(t *testing.T, s store.Store) {
+	ctx := ctxOf(t)
+	sum, err := s.JobSummary(ctx, "hourly")
+	require.NoError(t, err)
+	assert.Equal(t, store.Summary{JobID: "hourly"}, sum, "no history")
+
+	d1, d2, d3 := base, base.Add(time.Hour), base.Add(2*time.Hour)
+	for _, r := range []store.RunRecord{
+		run("hourly", d1, 1, store.StateSucceeded, d1.Add(time.Second)),
+		run("hourly", d2, 1, store.StateFailed, d2.Add(time.Second)),
+		run("hourly", d2, 2, store.StateFailed, d2.Add(time.Minute)),
+		run("hourly", d3, 1, store.StateScheduled, d2.Add(time.Minute)),
+	} {
+		require.NoError(t, s.RecordRun(ctx, r))
+	}
+	sum, err = s.JobSummary(ctx, "hourly")
+	require.NoError(t, err)
+	require.NotNil(t, sum.LastRun)
+	assert.Equal(t, store.RunID("hourly", d2), sum.LastRun.RunID)
+	assert.Equal(t, 2, sum.LastRun.Attempt)
+	assert.Equal(t, store.StateFailed, sum.LastRun.State)
+	assert.True(t, sum.NextDue.Equal(d3), "next due %v", sum.NextDue)
+	assert.Equal(t, 2, sum.Runs)
+	assert.Equal(t, 3, sum.Attempts)
+	assert.Equal(t, 2, sum.Failures)
+
+	// The scheduled run starts: it is the last run and nothing is next.
+	require.NoError(t, s.RecordRun(ctx, run("hourly", d3, 1, store.StateRunning, d3.Add(time.Second))))
+	sum, err = s.JobSummary(ctx, "hourly")
+	require.NoError(t, err)
+	assert.Equal(t, store.StateRunning, sum.LastRun.State)
+	assert.True(t, sum.NextDue.IsZero())
+	assert.Equal(t, 3, sum.Runs)
+	assert.Equal(t, 4, sum.Attempts)
+}
+
+func testUpsertRecordsNextDue(t *testing.T, s store.Store) {
+	initCluster(t, s, 4)
+	ctx := ctxOf(t)
+	next := base.Add(time.Hour)
+	_, err := s.UpsertJob(ctx, job("weekly", "v1", 1, next))
+	require.NoError(t, err)
+	sum, err := s.JobSummary(ctx, "weekly")
+	require.NoError(t, err)
+	assert.True(t, sum.NextDue.Equal(next), "next due %v", sum.NextDue)
+	assert.Nil(t, sum.LastRun)
+
+	// A changed schedule replaces the plan.
+	moved := base.Add(2 * time.Hour)
+	_, err = s.UpsertJob(ctx, job("weekly", "v2", 2, moved))
+	require.NoError(t, err)
+	sum, err = s.JobSummary(ctx, "weekly")
+	require.NoError(t, err)
+	assert.True(t, sum.NextDue.Equal(moved), "next due %v", sum.NextDue)
+}
