@@ -1,0 +1,225 @@
+package schedule
+
+import (
+	"math/bits"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// searchYears bounds the search for a cron's next fire time. The longest gap
+// between two fire times of an expression that fires at all is eight years:
+// "0 0 29 2 *" after 2096-02-29 next fires on 2104-02-29, because 2100 is not
+// a leap year. Ten years covers that with room to spare.
+const searchYears = 10
+
+// starBit is the bit robfig/cron sets in a field's set when the field was
+// written as "*" or "?" (or contains one of them in its list).
+const starBit = uint64(1) << 63
+
+// cronCalc matches local wall-clock times against the parsed bit sets of a
+// cron expression (bit i set = value i allowed) and maps them to instants
+// under the DST policies.
+type cronCalc struct {
+	second, minute, hour, dom, month, dow uint64
+	// domStar and dowStar record whether the day fields were unrestricted,
+	// which decides how they combine (see dayMatches).
+	domStar, dowStar bool
+}
+
+func newCronCalc(s *cron.SpecSchedule) cronCalc {
+	return cronCalc{
+		second:  s.Second &^ starBit,
+		minute:  s.Minute &^ starBit,
+		hour:    s.Hour &^ starBit,
+		dom:     s.Dom &^ starBit,
+		month:   s.Month &^ starBit,
+		dow:     s.Dow &^ starBit,
+		domStar: s.Dom&starBit != 0,
+		dowStar: s.Dow&starBit != 0,
+	}
+}
+
+// dayMatches applies the Vixie cron rule: when both day fields are
+// restricted, a day matching either fires; when one is unrestricted, only the
+// other one constrains.
+func (c cronCalc) dayMatches(t time.Time) bool {
+	domOK := c.dom&(1<<uint(t.Day())) != 0
+	dowOK := c.dow&(1<<uint(t.Weekday())) != 0
+	if c.domStar || c.dowStar {
+		return domOK && dowOK
+	}
+	return domOK || dowOK
+}
+
+// canFire reports whether some calendar day matches. Only a restricted
+// day-of-month with an unrestricted day-of-week can miss every day (the 30th
+// of February); every other combination matches at least one day a week.
+// Hours, minutes and seconds always exist on the wall clock.
+func (c cronCalc) canFire() bool {
+	if c.domStar || !c.dowStar {
+		return true
+	}
+	// Longest month lengths, February counted in a leap year.
+	maxDay := [13]int{0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}
+	for m := 1; m <= 12; m++ {
+		if c.month&(1<<uint(m)) == 0 {
+			continue
+		}
+		days := uint64(1)<<uint(maxDay[m]+1) - 2 // bits 1..maxDay
+		if c.dom&days != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// nextBit returns the smallest set bit of mask at or above from, or -1.
+func nextBit(mask uint64, from int) int {
+	if from >= 64 {
+		return -1
+	}
+	m := mask >> uint(from) << uint(from)
+	if m == 0 {
+		return -1
+	}
+	return bits.TrailingZeros64(m)
+}
+
+// nextWall returns the first whole-second wall time w with lo <= w < hi that
+// matches the expression. Wall times are naive: they are carried as UTC
+// time.Time values, whose calendar has no DST, so stepping through them is
+// plain arithmetic.
+func (c cronCalc) nextWall(lo, hi time.Time) (time.Time, bool) {
+	t := ceilSecond(lo)
+	for t.Before(hi) {
+		y, mo, d := t.Date()
+		h, mi, s := t.Clock()
+		if c.month&(1<<uint(mo)) == 0 {
+			t = time.Date(y, mo+1, 1, 0, 0, 0, 0, time.UTC)
+			continue
+		}
+		if !c.dayMatches(t) {
+			t = time.Date(y, mo, d+1, 0, 0, 0, 0, time.UTC)
+			continue
+		}
+		if c.hour&(1<<uint(h)) == 0 {
+			if nh := nextBit(c.hour, h+1); nh >= 0 && nh < 24 {
+				t = time.Date(y, mo, d, nh, 0, 0, 0, time.UTC)
+			} else {
+				t = time.Date(y, mo, d+1, 0, 0, 0, 0, time.UTC)
+			}
+			continue
+		}
+		if c.minute&(1<<uint(mi)) == 0 {
+			if nm := nextBit(c.minute, mi+1); nm >= 0 && nm < 60 {
+				t = time.Date(y, mo, d, h, nm, 0, 0, time.UTC)
+			} else {
+				t = time.Date(y, mo, d, h+1, 0, 0, 0, time.UTC)
+			}
+			continue
+		}
+		if c.second&(1<<uint(s)) == 0 {
+			if ns := nextBit(c.second, s+1); ns >= 0 && ns < 60 {
+				t = time.Date(y, mo, d, h, mi, ns, 0, time.UTC)
+			} else {
+				t = time.Date(y, mo, d, h, mi+1, 0, 0, time.UTC)
+			}
+			continue
+		}
+		return t, true
+	}
+	return time.Time{}, false
+}
+
+func ceilSecond(t time.Time) time.Time {
+	if r := t.Truncate(time.Second); !r.Equal(t) {
+		return r.Add(time.Second)
+	}
+	return t
+}
+
+// wallAt is the naive wall time an instant shows under a UTC offset.
+func wallAt(instant time.Time, offset time.Duration) time.Time {
+	return instant.UTC().Add(offset)
+}
+
+func offsetAt(t time.Time, loc *time.Location) time.Duration {
+	_, off := t.In(loc).Zone()
+	return time.Duration(off) * time.Second
+}
+
+// next walks the zone's offset periods from after onward. Within one period
+// the wall clock is the instant plus a fixed offset, so the first matching
+// wall time of the period gives its first fire time. The policies trim or
+// extend a period's wall range at its ends:
+//
+//   - a period that begins with clocks falling back shows again wall times
+//     the previous period already showed: AmbiguousFirst leaves them out;
+//   - a period that ends with clocks falling back shows wall times the next
+//     period shows again: AmbiguousSecond leaves them out;
+//   - a period that begins with clocks jumping forward follows a gap of wall
+//     times no instant shows: NonexistentShiftForward fires a matching gap
+//     time w at the instant w would have been under the earlier offset,
+//     which lies in the first gap-length of this period.
+//
+// The walk stops searchYears after after.
+func (c cronCalc) next(after time.Time, loc *time.Location, nonexistent NonexistentPolicy, ambiguous AmbiguousPolicy) (time.Time, bool) {
+	after = after.Round(0)
+	limit := after.AddDate(searchYears, 0, 0)
+	for probe := after; !probe.After(limit); {
+		start, end := probe.In(loc).ZoneBounds()
+		off := offsetAt(probe, loc)
+
+		// Wall times of this period that are strictly after after.
+		lo := wallAt(after, off).Truncate(time.Second).Add(time.Second)
+		stop := limit.Add(time.Nanosecond)
+		if !end.IsZero() && end.Before(stop) {
+			stop = end
+		}
+		hi := wallAt(stop, off)
+
+		var best time.Time
+		found := false
+		if !start.IsZero() {
+			if w := wallAt(start, off); w.After(lo) {
+				lo = w
+			}
+			prev := offsetAt(start.Add(-time.Nanosecond), loc)
+			switch {
+			case prev > off && ambiguous == AmbiguousFirst:
+				if w := wallAt(start, prev); w.After(lo) {
+					lo = w
+				}
+			case prev < off && nonexistent == NonexistentShiftForward:
+				glo := wallAt(after, prev).Truncate(time.Second).Add(time.Second)
+				if w := wallAt(start, prev); w.After(glo) {
+					glo = w
+				}
+				if w, ok := c.nextWall(glo, wallAt(start, off)); ok {
+					best, found = w.Add(-prev), true
+				}
+			}
+		}
+		if !end.IsZero() && ambiguous == AmbiguousSecond {
+			if nextOff := offsetAt(end, loc); nextOff < off {
+				if w := wallAt(end, nextOff); w.Before(hi) {
+					hi = w
+				}
+			}
+		}
+		if w, ok := c.nextWall(lo, hi); ok {
+			if t := w.Add(-off); !found || t.Before(best) {
+				best, found = t, true
+			}
+		}
+		if found {
+			return best, true
+		}
+		if end.IsZero() {
+			break
+		}
+		probe = end
+	}
+	return time.Time{}, false
+}
