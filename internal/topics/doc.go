@@ -1,0 +1,21 @@
+// Package topics names Sundial's Kafka topics and says how each is created.
+//
+// Every component gets topic names from a Names value, never from string
+// literals, so that tests (and several installations on one cluster) can put a
+// prefix in front of every name and never see each other's records.
+//
+// Invariants:
+//   - Partition counts are part of the design, not tuning: records are keyed
+//     by job id, so changing a topic's partition count moves jobs between
+//     partitions and breaks per-job ordering. Ensure therefore refuses a topic
+//     that exists with another count instead of "fixing" it.
+//   - sundial.shards has exactly one partition per shard (S, fixed at cluster
+//     initialisation): dispatchers own shards by owning its partitions in a
+//     consumer group. It carries no records.
+//   - sundial.jobs and sundial.jobs.status are compacted: the latest record of
+//     each job id is kept forever (a tombstone deletes), so a registry can
+//     rebuild from the topic. The other topics are time-retained.
+//
+// Ensure creates topics through franz-go's kadm admin client; it is
+// idempotent and safe to run concurrently with another Ensure.
+package topics
