@@ -6,6 +6,8 @@ SHELL := bash
 
 GO    ?= go
 STACK := deploy/local/stack.sh
+# Pinned tool versions.
+GOLANGCI_LINT_VERSION := v2.15.0
 # Where test logs go; git-ignored.
 OUT   ?= .out
 
@@ -34,7 +36,7 @@ test-unit: ## fast tests only: no backends, integration tests skip under -short
 .PHONY: lint
 lint: ## go vet and golangci-lint (config in .golangci.yml)
 	$(GO) vet ./...
-	$(GO) tool golangci-lint run ./...
+	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run ./...
 
 .PHONY: generate
 generate: ## regenerate protobuf code with the pinned buf and protoc-gen-go
