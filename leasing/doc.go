@@ -1,0 +1,91 @@
+// Package leasing decides, through Redis, which runner may execute a run.
+//
+// A runner that consumed a run from Kafka calls Store.Acquire before it does
+// anything with it. The lease it gets is one of the job's concurrency slots,
+// held for that run, with a fencing token; while the run executes, a Keeper
+// renews the lease; at the end the runner calls Store.Complete (the effect
+// happened) or Store.Release (it did not: retry, cancellation).
+//
+// # Who is authoritative
+//
+// Redis is authoritative for who holds a slot: a holder is whoever the Lua
+// scripts recorded, and each script reads and writes the job's keys
+// atomically, on the Redis server's clock (TIME). No runner's memory or clock
+// decides who holds a slot.
+//
+// The fencing token orders holders. Every acquire of a job's slots takes the
+// next value of the job's counter (INCR), so a later holder always has a
+// larger token than an earlier one, across runs and across lease expiries.
+// The counter never expires.
+//
+// The dedupe mark is authoritative for "this run's effect happened". Complete
+// writes it, atomically with freeing the slot, and only for the live holder;
+// Acquire refuses a run whose mark exists (ErrAlreadyDone). The mark lives
+// for Config.DoneRetention, which must cover how long a run can be redelivered.
+//
+// # Fencing tokens downstream
+//
+// A lease is a promise with a deadline, not a lock: a holder paused by GC or
+// a slow network can act after its lease ended and another holder started.
+// Where the downstream can check, the runner passes the token along with the
+// run id (as a header next to the Idempotency-Key); a downstream that
+// remembers the largest token per job refuses writes with a smaller one. The
+// run id itself is the idempotency key: a downstream that deduplicates on it
+// absorbs a duplicate execution that leasing could not prevent.
+//
+// # How long a lease may be trusted
+//
+// The server expires a lease TTL after the acquire or renewal reached it. The
+// holder cannot know when that was, only when it sent the call, which was
+// earlier. So the holder trusts its lease until
+//
+//	Lease.TrustedUntil() = start of the acquire or renewal call + TTL - Margin
+//
+// measured from when the call started, never from when the reply came back
+// (a slow reply would otherwise stretch the trust past the server's expiry).
+// Margin absorbs differing clock rates and pauses of the holder. A Keeper
+// renews at TTL/3 after each renewal started and cancels the execution's
+// context at TrustedUntil if no renewal succeeded by then, whether or not a
+// renewal call is still hanging.
+//
+// # When Redis dies
+//
+// Renewals fail, and every running execution is cancelled at its lease's
+// TrustedUntil; no new lease can be taken, so no run starts. What a restart
+// brings back depends on persistence. With AOF (appendfsync everysec or
+// always), slots, counters and dedupe marks survive, up to the last fsync. Without
+// persistence the marks and counters are gone: a redelivered run that had
+// completed can execute again, and tokens restart from 1. Such duplicates are
+// caught downstream by the idempotency key (the run id); run Redis with AOF
+// to keep them rare. A failover to a replica that missed the last writes has
+// the same effect for those writes.
+//
+// # When the holder dies
+//
+// Its lease is not renewed and expires TTL after its last renewal. The next
+// Acquire on the job removes expired holders before counting slots, so a
+// slot leaked by a dead holder comes back after at most TTL, with no sweeper.
+// Kafka redelivers the run, because its offset was never committed, and the
+// new holder gets a larger token.
+//
+// # Keys and Redis Cluster
+//
+// All keys of a job share the hash tag {job id}:
+//
+//	<prefix>{<job>}:slots         sorted set, run id -> expiry (ms, server clock)
+//	<prefix>{<job>}:holders       hash, run id -> token and acquire nonce
+//	<prefix>{<job>}:fence         the job's last fencing token
+//	<prefix>{<job>}:done:<run>    dedupe mark, the completing token
+//
+// so every script touches one cluster slot. Job ids must not contain braces.
+// The scripts are called by SHA1 digest (EVALSHA) and loaded again when Redis
+// answers NOSCRIPT. Redis 5 or later is required (scripts that write after
+// reading TIME).
+//
+// # Dependencies
+//
+// github.com/redis/go-redis/v9 is the Redis client (single node, Sentinel and
+// Cluster behind redis.UniversalClient). The tests use
+// github.com/alicebob/miniredis/v2 to run the same conformance suite against
+// the in-process Redis of the embedded mode, and go.uber.org/goleak.
+package leasing

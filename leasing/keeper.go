@@ -1,0 +1,205 @@
+package leasing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// ErrKeeperStopped is the cause of a Keeper's context after Stop.
+var ErrKeeperStopped = errors.New("leasing: keeper stopped")
+
+// ErrLeaseUntrusted is the cause of a Keeper's context when no renewal
+// succeeded before the lease's TrustedUntil (Redis unreachable or too slow).
+// It wraps ErrLeaseLost.
+var ErrLeaseUntrusted = fmt.Errorf("%w: not renewed before it stopped being trusted", ErrLeaseLost)
+
+// errKeeperNotStarted is the cause of the context handed out before Start.
+var errKeeperNotStarted = errors.New("leasing: keeper not started")
+
+// Keeper keeps one lease alive while its run executes. It renews the lease
+// every TTL/3, measured from when the previous renewal started, and cancels
+// its context (Context) as soon as the lease is lost or is no longer trusted:
+//
+//   - a renewal answered ErrLeaseLost (expired, revoked, keys deleted): at once;
+//   - renewals keep failing (Redis unreachable): at the lease's TrustedUntil,
+//     by a timer that does not wait for a hung call.
+//
+// The cause of the cancelled context wraps ErrLeaseLost in both cases (the
+// second also ErrLeaseUntrusted), and is ErrKeeperStopped after Stop. A Keeper never releases or completes its lease:
+// stop it, then call Store.Complete or Store.Release with Lease().
+type Keeper struct {
+	store  *Store
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	lease   Lease
+	started bool
+	stopped bool
+	// ctx is the execution context the Keeper hands out and cancels. It is
+	// derived in Start and kept only to be returned by Context; the renewal
+	// goroutine receives it as an argument.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	trust  *time.Timer
+	quit   chan struct{}
+	done   chan struct{}
+}
+
+// NewKeeper returns a Keeper for l, a lease acquired from store. A nil logger
+// discards.
+func NewKeeper(store *Store, l Lease, logger *slog.Logger) *Keeper {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Keeper{store: store, logger: logger, lease: l}
+}
+
+// Start derives the execution context from ctx and starts renewing. It fails
+// with ErrLeaseLost, starting nothing, when the lease is already past
+// TrustedUntil.
+func (k *Keeper) Start(ctx context.Context) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	switch {
+	case k.stopped:
+		return ErrKeeperStopped
+	case k.started:
+		return errors.New("leasing: keeper already started")
+	}
+	l := k.lease
+	left := l.TrustedUntil().Sub(k.store.cfg.Now())
+	if left <= 0 {
+		return fmt.Errorf("%s trusted until %s, already past: %w", l, l.TrustedUntil().Format(time.RFC3339Nano), ErrLeaseLost)
+	}
+	k.started = true
+	k.ctx, k.cancel = context.WithCancelCause(ctx)
+	cancel := k.cancel
+	k.trust = time.AfterFunc(left, func() { cancel(notRenewed(l)) })
+	k.quit = make(chan struct{})
+	k.done = make(chan struct{})
+	go k.run(k.ctx, l)
+	return nil
+}
+
+// Context is cancelled when the lease is lost or untrusted, or the Keeper
+// stops. Run the execution under it. Before Start it is already cancelled.
+func (k *Keeper) Context() context.Context {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.ctx == nil {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(errKeeperNotStarted)
+		return ctx
+	}
+	return k.ctx
+}
+
+// Lease returns the lease as last renewed.
+func (k *Keeper) Lease() Lease {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.lease
+}
+
+// Stop stops renewing, cancels the context with ErrKeeperStopped (unless it
+// was already cancelled) and returns when the renewal goroutine has exited.
+// It is idempotent and safe before Start.
+func (k *Keeper) Stop() {
+	k.mu.Lock()
+	if k.stopped {
+		k.mu.Unlock()
+		return
+	}
+	k.stopped = true
+	started := k.started
+	if started {
+		close(k.quit)
+		k.trust.Stop()
+	}
+	k.mu.Unlock()
+	if started {
+		<-k.done
+		k.cancel(ErrKeeperStopped)
+	}
+}
+
+func notRenewed(l Lease) error {
+	return fmt.Errorf("%s trusted until %s: %w", l, l.TrustedUntil().Format(time.RFC3339Nano), ErrLeaseUntrusted)
+}
+
+func (k *Keeper) run(ctx context.Context, l Lease) {
+	defer close(k.done)
+	now := k.store.cfg.Now
+	retry := max(l.TTL/10, time.Millisecond)
+	next := l.AcquiredAt.Add(l.TTL / 3)
+	for {
+		if !k.wait(ctx, next.Sub(now())) {
+			return
+		}
+		// The call may not outlive the trust it is trying to extend.
+		callCtx, cancelCall := context.WithTimeout(ctx, l.TrustedUntil().Sub(now()))
+		renewed, err := k.store.Renew(callCtx, l)
+		cancelCall()
+		switch {
+		case err == nil:
+			if !k.extend(renewed) {
+				return // the trust timer fired while the call was out
+			}
+			l = renewed
+			next = l.AcquiredAt.Add(l.TTL / 3)
+		case errors.Is(err, ErrLeaseLost):
+			k.logger.Warn("lease lost", "job", l.JobID, "run", l.RunID, "token", l.Token, "err", err)
+			k.cancel(err)
+			return
+		case ctx.Err() != nil:
+			return
+		default:
+			k.logger.Warn("lease renewal failed; retrying while the lease is trusted",
+				"job", l.JobID, "run", l.RunID, "token", l.Token,
+				"trusted_until", l.TrustedUntil(), "retryable", IsRetryable(err), "err", err)
+			next = now().Add(retry)
+		}
+	}
+}
+
+// wait returns true after d, false when the Keeper stops or ctx ends first.
+func (k *Keeper) wait(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-k.quit:
+			return false
+		default:
+			return true
+		}
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-k.quit:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// extend moves the trust deadline to the renewed lease's. It returns false
+// when the deadline has already passed: the context is cancelled for good.
+func (k *Keeper) extend(l Lease) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.trust.Stop() {
+		return false
+	}
+	k.lease = l
+	cancel := k.cancel
+	k.trust = time.AfterFunc(l.TrustedUntil().Sub(k.store.cfg.Now()), func() { cancel(notRenewed(l)) })
+	return true
+}

@@ -1,0 +1,43 @@
+-- KEYS: slots, holders, fence, done mark of the run.
+-- ARGV: run id, concurrency limit, ttl (ms), acquire nonce.
+-- Returns {1, token} when the lease is taken, {0, 'done'} when the run's
+-- dedupe mark exists, {0, 'held'} when the run already holds a slot under
+-- another acquire, {0, 'full', holder run ids...} when every slot is taken.
+local slots, holders, fence, done = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local run, limit, ttl, nonce = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+
+if redis.call('EXISTS', done) == 1 then
+  return {0, 'done'}
+end
+
+local now = now_ms()
+
+-- Reclaim the slots of holders that stopped renewing.
+local expired = redis.call('ZRANGEBYSCORE', slots, '-inf', '(' .. now)
+for _, member in ipairs(expired) do
+  redis.call('ZREM', slots, member)
+  redis.call('HDEL', holders, member)
+end
+
+if redis.call('ZSCORE', slots, run) then
+  local token, n = holder(holders, run)
+  if token and n == nonce then
+    -- The same acquire, retried by the client after its reply was lost.
+    return {1, tonumber(token)}
+  end
+  return {0, 'held'}
+end
+
+if redis.call('ZCARD', slots) >= limit then
+  local reply = {0, 'full'}
+  for _, member in ipairs(redis.call('ZRANGE', slots, 0, -1)) do
+    reply[#reply + 1] = member
+  end
+  return reply
+end
+
+local token = redis.call('INCR', fence)
+redis.call('ZADD', slots, now + ttl, run)
+redis.call('HSET', holders, run, token .. ':' .. nonce)
+keep_alive(slots, holders, now)
+return {1, token}

@@ -1,0 +1,54 @@
+package leasing
+
+import (
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+)
+
+var (
+	//go:embed lua/prelude.lua
+	preludeLua string
+	//go:embed lua/acquire.lua
+	acquireLua string
+	//go:embed lua/renew.lua
+	renewLua string
+	//go:embed lua/complete.lua
+	completeLua string
+	//go:embed lua/release.lua
+	releaseLua string
+)
+
+// script is a Lua script called by its SHA1 digest. The digest is computed
+// here, so EVALSHA can be sent before any SCRIPT LOAD; a NOSCRIPT reply makes
+// the store load the source and call again.
+type script struct {
+	name string
+	src  string
+	sha  string
+}
+
+func newScript(name, body string) *script {
+	src := preludeLua + "\n" + body
+	sum := sha1.Sum([]byte(src))
+	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
+}
+
+// scripts are the store's Lua scripts. Each Store has its own set, so nothing
+// lives at package level.
+type scripts struct {
+	acquire, renew, complete, release *script
+}
+
+func newScripts() scripts {
+	return scripts{
+		acquire:  newScript("acquire", acquireLua),
+		renew:    newScript("renew", renewLua),
+		complete: newScript("complete", completeLua),
+		release:  newScript("release", releaseLua),
+	}
+}
+
+func (s scripts) all() []*script {
+	return []*script{s.acquire, s.renew, s.complete, s.release}
+}
