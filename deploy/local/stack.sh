@@ -1,0 +1,727 @@
+#!/usr/bin/env bash
+# Sundial's local real stack: Apache Kafka (KRaft, one combined node), Apache
+# Cassandra 5.0 and Redis as plain processes on 127.0.0.1, no Docker.
+#
+#   stack.sh up [BACKEND...]      download once, start, wait until each serves requests
+#   stack.sh down [BACKEND...]    stop; no process is left behind
+#   stack.sh status               state, pid, address, version and readiness
+#   stack.sh logs [-f] [-n N] [BACKEND...]   show (or follow) the logs
+#   stack.sh env                  export lines: source <(deploy/local/stack.sh env)
+#   stack.sh reset                down, then delete data and logs (keeps downloads)
+#
+# BACKEND is kafka, cassandra or redis (default: all three). Settings come
+# from SUNDIAL_* environment variables; deploy/local/README.md lists them.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+REPO=$(cd "$HERE/../.." && pwd -P)
+
+STACK_DIR=$(realpath -m "${SUNDIAL_STACK_DIR:-$REPO/.stack}")
+DIST_DIR=$(realpath -m "${SUNDIAL_STACK_DIST_DIR:-$STACK_DIR/dist}")
+DATA_DIR=$(realpath -m "${SUNDIAL_STACK_DATA_DIR:-$STACK_DIR/data}")
+LOG_DIR=$(realpath -m "${SUNDIAL_STACK_LOG_DIR:-$STACK_DIR/logs}")
+RUN_DIR=$STACK_DIR/run
+
+KAFKA_PORT=${SUNDIAL_KAFKA_PORT:-19092}
+KAFKA_CONTROLLER_PORT=${SUNDIAL_KAFKA_CONTROLLER_PORT:-19093}
+CASSANDRA_PORT=${SUNDIAL_CASSANDRA_PORT:-19042}
+CASSANDRA_STORAGE_PORT=${SUNDIAL_CASSANDRA_STORAGE_PORT:-17000}
+REDIS_PORT=${SUNDIAL_REDIS_PORT:-16379}
+KAFKA_HEAP=${SUNDIAL_KAFKA_HEAP:-1g}
+CASSANDRA_HEAP=${SUNDIAL_CASSANDRA_HEAP:-2g}
+KAFKA_AUTO_CREATE_TOPICS=${SUNDIAL_KAFKA_AUTO_CREATE_TOPICS:-false}
+TIMEOUT=${SUNDIAL_STACK_TIMEOUT:-240}
+STOP_GRACE=${SUNDIAL_STACK_STOP_GRACE:-30}
+
+ALL=(kafka cassandra redis)
+# The marker that tells this stack's JVMs apart from every other process,
+# including another checkout's stack.
+MARKER=-Dsundial.stack=$STACK_DIR
+
+say() { printf '%s\n' "$*"; }
+warn() { printf 'stack: %s\n' "$*" >&2; }
+die() {
+  warn "$*"
+  exit 1
+}
+
+# ---------------------------------------------------------------- settings
+
+validate() {
+  local bad=() name value
+  for name in KAFKA_PORT KAFKA_CONTROLLER_PORT CASSANDRA_PORT CASSANDRA_STORAGE_PORT REDIS_PORT; do
+    value=${!name}
+    if [[ ! $value =~ ^[0-9]{1,5}$ ]] || ((10#$value < 1 || 10#$value > 65535)); then
+      bad+=("SUNDIAL_$name=$value: want a TCP port number 1-65535")
+    fi
+  done
+  local ports="$KAFKA_PORT $KAFKA_CONTROLLER_PORT $CASSANDRA_PORT $CASSANDRA_STORAGE_PORT $REDIS_PORT"
+  local dup
+  dup=$(tr ' ' '\n' <<<"$ports" | sort | uniq -d | tr '\n' ' ')
+  [[ -z $dup ]] || bad+=("ports must differ, but ${dup% } is used twice ($ports)")
+  for name in KAFKA_HEAP CASSANDRA_HEAP; do
+    [[ ${!name} =~ ^[0-9]+[kKmMgG]$ ]] || bad+=("SUNDIAL_$name=${!name}: want a JVM size such as 512m or 2g")
+  done
+  [[ $KAFKA_AUTO_CREATE_TOPICS =~ ^(true|false)$ ]] ||
+    bad+=("SUNDIAL_KAFKA_AUTO_CREATE_TOPICS=$KAFKA_AUTO_CREATE_TOPICS: want true or false")
+  [[ $TIMEOUT =~ ^[0-9]+$ ]] && ((TIMEOUT > 0)) ||
+    bad+=("SUNDIAL_STACK_TIMEOUT=$TIMEOUT: want a positive number of seconds")
+  [[ $STOP_GRACE =~ ^[0-9]+$ ]] && ((STOP_GRACE > 0)) ||
+    bad+=("SUNDIAL_STACK_STOP_GRACE=$STOP_GRACE: want a positive number of seconds")
+  if ((${#bad[@]})); then
+    warn "bad settings:"
+    printf '  %s\n' "${bad[@]}" >&2
+    exit 2
+  fi
+}
+
+# select_backends NAME... checks the names and sets SELECTED to them, or to
+# all backends when none is named.
+SELECTED=()
+select_backends() {
+  local b
+  (($#)) || set -- "${ALL[@]}"
+  for b in "$@"; do
+    case $b in
+      kafka | cassandra | redis) ;;
+      *) die "unknown backend '$b': want kafka, cassandra or redis" ;;
+    esac
+  done
+  SELECTED=("$@")
+}
+
+pom_version() { # component
+  local tag=$1.version
+  sed -n "s:.*<$tag>\(.*\)</$tag>.*:\1:p" "$HERE/$1/pom.xml" | head -n1
+}
+
+KAFKA_VERSION=$(pom_version kafka)
+CASSANDRA_VERSION=$(pom_version cassandra)
+
+port_of() {
+  case $1 in
+    kafka) echo "$KAFKA_PORT" ;;
+    cassandra) echo "$CASSANDRA_PORT" ;;
+    redis) echo "$REDIS_PORT" ;;
+  esac
+}
+
+ports_of() { # every port a backend listens on
+  case $1 in
+    kafka) echo "$KAFKA_PORT $KAFKA_CONTROLLER_PORT" ;;
+    cassandra) echo "$CASSANDRA_PORT $CASSANDRA_STORAGE_PORT" ;;
+    redis) echo "$REDIS_PORT" ;;
+  esac
+}
+
+# The settings a running backend was started with; a running backend whose
+# ports differ from the current settings is an error, other differences a
+# warning.
+settings_of() {
+  case $1 in
+    kafka) echo "ports=$KAFKA_PORT,$KAFKA_CONTROLLER_PORT version=$KAFKA_VERSION heap=$KAFKA_HEAP auto_create_topics=$KAFKA_AUTO_CREATE_TOPICS" ;;
+    cassandra) echo "ports=$CASSANDRA_PORT,$CASSANDRA_STORAGE_PORT version=$CASSANDRA_VERSION heap=$CASSANDRA_HEAP" ;;
+    redis) echo "ports=$REDIS_PORT" ;;
+  esac
+}
+
+# addr_of prints the client address of a backend: the one it was started
+# with when it runs, else the configured one.
+addr_of() {
+  local f=$RUN_DIR/$1.settings
+  if [[ -f $f ]] && [[ -n $(backend_pid "$1") ]]; then
+    sed -n 's/.*ports=\([0-9]*\).*/127.0.0.1:\1/p' "$f"
+  else
+    echo "127.0.0.1:$(port_of "$1")"
+  fi
+}
+
+# ---------------------------------------------------------------- processes
+
+# is_ours PID BACKEND: whether PID is a live process of BACKEND of this stack,
+# judged by its command line (a zombie's is empty). Only bash builtins: it
+# runs for every process on the machine.
+is_ours() {
+  local pid=$1 backend=$2 args=() stat
+  mapfile -d '' -t args 2>/dev/null <"/proc/$pid/cmdline" || return 1
+  ((${#args[@]})) || return 1
+  read -r stat 2>/dev/null <"/proc/$pid/stat" || return 1
+  stat=${stat##*) }
+  [[ ${stat%% *} != [ZX] ]] || return 1
+  if [[ $backend == redis ]]; then
+    [[ ${args[0]##*/} == redis-server && ${args[1]-} == "$RUN_DIR/redis/redis.conf" ]]
+    return
+  fi
+  local a has_marker='' has_backend=''
+  for a in "${args[@]}"; do
+    [[ $a == "$MARKER" ]] && has_marker=1
+    [[ $a == "-Dsundial.stack.component=$backend" ]] && has_backend=1
+  done
+  [[ -n $has_marker && -n $has_backend ]]
+}
+
+# find_pids BACKEND sets FOUND to every process of BACKEND of this stack,
+# found by its command line: a lost pid file does not hide a process.
+FOUND=()
+find_pids() {
+  local p pid
+  FOUND=()
+  for p in /proc/[0-9]*; do
+    pid=${p#/proc/}
+    [[ $pid == "$$" || $pid == "$BASHPID" ]] && continue
+    if is_ours "$pid" "$1"; then FOUND+=("$pid"); fi
+  done
+  return 0
+}
+
+# backend_pid BACKEND prints the pid of the running backend, or nothing.
+backend_pid() {
+  local f=$RUN_DIR/$1.pid pid
+  if [[ -f $f ]]; then
+    pid=$(<"$f")
+    if [[ $pid =~ ^[0-9]+$ ]] && is_ours "$pid" "$1"; then
+      echo "$pid"
+      return
+    fi
+  fi
+  find_pids "$1"
+  if ((${#FOUND[@]})); then echo "${FOUND[0]}"; fi
+  return 0
+}
+
+# port_owner PORT prints who listens on PORT ("pid 123: python3 -m http.server
+# 19092"), "an unknown process" when the port answers but its owner cannot be
+# seen, or nothing when the port is free.
+port_owner() {
+  local port=$1 hex inodes inode fd pid cmd
+  printf -v hex '%04X' "$port"
+  # Listening sockets (state 0A) on that port, any local address.
+  inodes=$(awk -v h=":$hex" 'NR > 1 && $4 == "0A" && substr($2, length($2) - 4) == h { print $10 }' \
+    /proc/net/tcp /proc/net/tcp6 2>/dev/null | sort -u)
+  for inode in $inodes; do
+    fd=$(find /proc/[0-9]*/fd -maxdepth 1 -lname "socket:\[$inode\]" -print -quit 2>/dev/null || true)
+    if [[ -n $fd ]]; then
+      pid=${fd#/proc/}
+      pid=${pid%%/*}
+      cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-160)
+      echo "pid $pid: ${cmd% }"
+      return
+    fi
+  done
+  if [[ -n $inodes ]] || (: <"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    echo "an unknown process"
+  fi
+}
+
+# launch BACKEND OUTFILE COMMAND...: start COMMAND in its own session (so a
+# Ctrl-C in the terminal or the end of `make` does not reach it), detached
+# from our lock and terminal, and record its pid.
+launch() {
+  local backend=$1 out=$2 pid i
+  shift 2
+  (cd "$RUN_DIR/$backend" && exec setsid "$@") </dev/null >>"$out" 2>&1 9>&- &
+  pid=$!
+  # setsid execs in place, so $! is the backend's pid; make sure of it.
+  for ((i = 0; i < 50; i++)); do
+    is_ours "$pid" "$backend" && break
+    sleep 0.1
+  done
+  if ! is_ours "$pid" "$backend"; then
+    find_pids "$backend"
+    pid=${FOUND[0]-}
+  fi
+  [[ -n $pid ]] || return 1
+  echo "$pid" >"$RUN_DIR/$backend.pid"
+  settings_of "$backend" >"$RUN_DIR/$backend.settings"
+  echo "$pid"
+}
+
+# ---------------------------------------------------------------- tools
+
+JAVA=${JAVA_HOME:+$JAVA_HOME/bin/java}
+JAVA=${JAVA:-java}
+
+need_java() {
+  command -v "$JAVA" >/dev/null ||
+    die "java not found: Kafka and Cassandra need OpenJDK 17 (apt-get install openjdk-17-jre-headless)"
+  local v major
+  v=$("$JAVA" -version 2>&1 | sed -n 's/.*version "\([^"]*\)".*/\1/p' | head -n1)
+  major=${v%%.*}
+  [[ $major == 1 ]] && major=$(cut -d. -f2 <<<"$v")
+  [[ $major =~ ^[0-9]+$ ]] || die "cannot read the version of $JAVA (got '$v')"
+  ((major >= 17)) || die "$JAVA is Java $v: Kafka 4 and Cassandra 5.0 need Java 17"
+  ((major == 17)) || warn "$JAVA is Java $v; Cassandra 5.0 is supported on Java 17 (set JAVA_HOME to a JDK 17 if it fails)"
+}
+
+need_redis() {
+  command -v redis-server >/dev/null && return
+  if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
+    say "redis: redis-server not found; installing Debian's redis-server package"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+    command -v redis-server >/dev/null || die "redis-server still missing after apt-get install"
+  else
+    die "redis-server not found: install it (apt-get install redis-server)"
+  fi
+}
+
+# fetch BACKEND: the backend's jars, downloaded by Maven from its pom.xml
+# once. A marker with the pom's checksum says the folder is complete, so a
+# second run neither calls Maven nor downloads anything.
+fetch() {
+  local backend=$1 version dir sum tmp log
+  version=$(pom_version "$backend")
+  dir=$DIST_DIR/$backend-$version
+  sum=$(sha256sum <"$HERE/$backend/pom.xml" | cut -d' ' -f1)
+  if [[ -f $dir/.complete && $(<"$dir/.complete") == "$sum" ]]; then
+    return
+  fi
+  command -v mvn >/dev/null || die "mvn not found: Maven downloads Kafka and Cassandra (apt-get install maven)"
+  say "$backend: downloading $backend $version and its dependencies with Maven (once)"
+  mkdir -p "$DIST_DIR" "$LOG_DIR"
+  tmp=$dir.partial.$$
+  log=$LOG_DIR/mvn-$backend.log
+  rm -rf "$tmp"
+  if ! mvn -B -q -f "$HERE/$backend/pom.xml" dependency:copy-dependencies \
+    -DincludeScope=runtime -DoutputDirectory="$tmp/lib" >"$log" 2>&1; then
+    rm -rf "$tmp"
+    warn "$backend: Maven failed; the end of $log:"
+    tail -n 30 "$log" >&2
+    exit 1
+  fi
+  compgen -G "$tmp/lib/*.jar" >/dev/null || die "$backend: Maven copied no jar into $tmp/lib"
+  echo "$sum" >"$tmp/.complete"
+  rm -rf "$dir"
+  mv "$tmp" "$dir"
+}
+
+STACKCHECK=$STACK_DIR/bin/stackcheck
+
+# build_stackcheck builds the readiness checker when its sources or the
+# module's dependencies changed; a failed rebuild falls back to the old binary.
+build_stackcheck() {
+  local stamp
+  stamp=$(cat "$HERE"/stackcheck/*.go "$REPO/go.mod" "$REPO/go.sum" | sha256sum | cut -d' ' -f1)
+  if [[ -x $STACKCHECK && -f $STACKCHECK.stamp && $(<"$STACKCHECK.stamp") == "$stamp" ]]; then
+    return
+  fi
+  command -v go >/dev/null || die "go not found: the readiness checker deploy/local/stackcheck is a Go program"
+  mkdir -p "$(dirname "$STACKCHECK")"
+  if (cd "$REPO" && go build -o "$STACKCHECK.tmp" ./deploy/local/stackcheck) 2>"$STACKCHECK.log"; then
+    mv "$STACKCHECK.tmp" "$STACKCHECK"
+    echo "$stamp" >"$STACKCHECK.stamp"
+  elif [[ -x $STACKCHECK ]]; then
+    warn "rebuilding deploy/local/stackcheck failed; using the previous build:"
+    cat "$STACKCHECK.log" >&2
+  else
+    cat "$STACKCHECK.log" >&2
+    die "cannot build deploy/local/stackcheck"
+  fi
+}
+
+# render TEMPLATE OUT replaces the @NAME@ placeholders of a config template.
+render() {
+  sed -e "s|@KAFKA_PORT@|$KAFKA_PORT|g" \
+    -e "s|@KAFKA_CONTROLLER_PORT@|$KAFKA_CONTROLLER_PORT|g" \
+    -e "s|@KAFKA_DATA_DIR@|$DATA_DIR/kafka|g" \
+    -e "s|@KAFKA_AUTO_CREATE_TOPICS@|$KAFKA_AUTO_CREATE_TOPICS|g" \
+    -e "s|@CASSANDRA_PORT@|$CASSANDRA_PORT|g" \
+    -e "s|@CASSANDRA_STORAGE_PORT@|$CASSANDRA_STORAGE_PORT|g" \
+    -e "s|@CASSANDRA_DATA_DIR@|$DATA_DIR/cassandra|g" \
+    -e "s|@REDIS_PORT@|$REDIS_PORT|g" \
+    -e "s|@REDIS_DATA_DIR@|$DATA_DIR/redis|g" \
+    -e "s|@REDIS_LOG_DIR@|$LOG_DIR/redis|g" \
+    "$1" >"$2"
+  local left
+  left=$(grep -v '^[[:space:]]*#' "$2" | grep -o '@[A-Z_]*@' || true)
+  [[ -z $left ]] || die "unrendered placeholder in $2: ${left//$'\n'/ }"
+}
+
+# ---------------------------------------------------------------- backends
+
+start_kafka() {
+  local lib=$DIST_DIR/kafka-$KAFKA_VERSION/lib conf=$RUN_DIR/kafka
+  local data=$DATA_DIR/kafka logs=$LOG_DIR/kafka
+  mkdir -p "$conf" "$data" "$logs"
+  render "$HERE/kafka/server.properties.in" "$conf/server.properties"
+  cp "$HERE/kafka/log4j2.xml" "$conf/log4j2.xml"
+  local common=(
+    -Djava.awt.headless=true
+    "-Dkafka.logs.dir=$logs"
+    "-Dlog4j2.configurationFile=$conf/log4j2.xml"
+    -cp "$lib/*"
+  )
+  if [[ ! -f $data/meta.properties ]]; then
+    # A new KRaft node's storage is formatted once with a fresh cluster id
+    # (16 random bytes in URL-safe base64, as Kafka writes them).
+    local id
+    id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+    if ! "$JAVA" "${common[@]}" kafka.tools.StorageTool format --ignore-formatted \
+      -t "$id" -c "$conf/server.properties" >"$logs/format.log" 2>&1; then
+      warn "kafka: formatting the storage in $data failed:"
+      tail -n 20 "$logs/format.log" >&2
+      return 1
+    fi
+  fi
+  launch kafka "$logs/kafka.out" "$JAVA" \
+    "-Xms$KAFKA_HEAP" "-Xmx$KAFKA_HEAP" \
+    -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \
+    -XX:+ExplicitGCInvokesConcurrent -XX:+ExitOnOutOfMemoryError \
+    "-XX:ErrorFile=$logs/hs_err_%p.log" \
+    "$MARKER" -Dsundial.stack.component=kafka \
+    "${common[@]}" kafka.Kafka "$conf/server.properties"
+}
+
+# JVM flags Cassandra 5.0 needs on Java 17: the JDK internals it reaches into
+# (the list of its conf/jvm17-server.options) and Netty's direct buffers.
+CASSANDRA_JDK17_FLAGS=(
+  -Djdk.attach.allowAttachSelf=true
+  --add-exports java.base/jdk.internal.misc=ALL-UNNAMED
+  --add-exports java.base/jdk.internal.ref=ALL-UNNAMED
+  --add-exports java.base/sun.nio.ch=ALL-UNNAMED
+  --add-exports java.management.rmi/com.sun.jmx.remote.internal.rmi=ALL-UNNAMED
+  --add-exports java.rmi/sun.rmi.registry=ALL-UNNAMED
+  --add-exports java.rmi/sun.rmi.server=ALL-UNNAMED
+  --add-exports java.sql/java.sql=ALL-UNNAMED
+  --add-exports java.base/java.lang.ref=ALL-UNNAMED
+  --add-exports jdk.unsupported/sun.misc=ALL-UNNAMED
+  --add-exports jdk.compiler/com.sun.tools.javac.file=ALL-UNNAMED
+  --add-exports jdk.attach/sun.tools.attach=ALL-UNNAMED
+  --add-opens java.base/java.lang.module=ALL-UNNAMED
+  --add-opens java.base/jdk.internal.loader=ALL-UNNAMED
+  --add-opens java.base/jdk.internal.ref=ALL-UNNAMED
+  --add-opens java.base/jdk.internal.reflect=ALL-UNNAMED
+  --add-opens java.base/jdk.internal.math=ALL-UNNAMED
+  --add-opens java.base/jdk.internal.module=ALL-UNNAMED
+  --add-opens java.base/jdk.internal.util.jar=ALL-UNNAMED
+  --add-opens jdk.management/com.sun.management.internal=ALL-UNNAMED
+  --add-opens java.base/sun.nio.ch=ALL-UNNAMED
+  --add-opens java.base/java.io=ALL-UNNAMED
+  --add-opens java.base/java.nio=ALL-UNNAMED
+  --add-opens java.base/java.lang=ALL-UNNAMED
+  --add-opens java.base/java.lang.reflect=ALL-UNNAMED
+  --add-opens java.base/java.util=ALL-UNNAMED
+  --add-opens java.base/java.util.concurrent=ALL-UNNAMED
+  --add-opens java.base/java.util.concurrent.atomic=ALL-UNNAMED
+  --add-opens java.base/java.net=ALL-UNNAMED
+  --add-opens jdk.compiler/com.sun.tools.javac=ALL-UNNAMED
+  -Dio.netty.tryReflectionSetAccessible=true
+  -Dio.netty.allocator.useCacheForAllThreads=true
+  -Dio.netty.allocator.maxOrder=11
+)
+
+start_cassandra() {
+  local lib=$DIST_DIR/cassandra-$CASSANDRA_VERSION/lib conf=$RUN_DIR/cassandra
+  local data=$DATA_DIR/cassandra logs=$LOG_DIR/cassandra jamm
+  mkdir -p "$conf/triggers" "$data" "$logs"
+  render "$HERE/cassandra/cassandra.yaml.in" "$conf/cassandra.yaml"
+  cp "$HERE/cassandra/logback.xml" "$conf/logback.xml"
+  # Cassandra measures memtable sizes with jamm's instrumentation agent.
+  jamm=$(compgen -G "$lib/jamm-*.jar" | head -n1) || true
+  [[ -n $jamm ]] || die "cassandra: no jamm jar in $lib"
+  # Run as root, Cassandra mlockall()s its whole heap at startup: that costs
+  # seconds of page faults on every start and pins gigabytes on a shared
+  # machine. Without CAP_IPC_LOCK the call fails (logged, harmless) and the
+  # node starts faster.
+  local nolock=()
+  if ((EUID == 0)) && setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock true 2>/dev/null; then
+    nolock=(setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock)
+  fi
+  launch cassandra "$logs/cassandra.out" "${nolock[@]}" "$JAVA" \
+    "-Xms$CASSANDRA_HEAP" "-Xmx$CASSANDRA_HEAP" -Xss256k \
+    -XX:+UseG1GC -XX:+ParallelRefProcEnabled -XX:MaxTenuringThreshold=1 \
+    -XX:G1RSetUpdatingPauseTimePercent=5 -XX:MaxGCPauseMillis=300 \
+    -XX:InitiatingHeapOccupancyPercent=70 \
+    -XX:+UseTLAB -XX:+ResizeTLAB -XX:+PerfDisableSharedMem -XX:+ExitOnOutOfMemoryError \
+    "-XX:ErrorFile=$logs/hs_err_%p.log" \
+    -Djava.net.preferIPv4Stack=true \
+    "${CASSANDRA_JDK17_FLAGS[@]}" \
+    "-javaagent:$jamm" \
+    "$MARKER" -Dsundial.stack.component=cassandra \
+    -Dcassandra-foreground=yes \
+    "-Dcassandra.config=file://$conf/cassandra.yaml" \
+    "-Dcassandra.storagedir=$data" \
+    "-Dcassandra.logdir=$logs" \
+    "-Dlogback.configurationFile=$conf/logback.xml" \
+    "-Dcassandra.triggers_dir=$conf/triggers" \
+    -Dcassandra.skip_wait_for_gossip_to_settle=0 \
+    -Dcassandra.ring_delay_ms=1000 \
+    -Dcassandra.superuser_setup_delay_ms=0 \
+    -Dcassandra.shutdown_announce_in_ms=0 \
+    -Dchronicle.analytics.disable=true \
+    -cp "$lib/*" org.apache.cassandra.service.CassandraDaemon
+}
+
+start_redis() {
+  local conf=$RUN_DIR/redis
+  mkdir -p "$conf" "$DATA_DIR/redis" "$LOG_DIR/redis"
+  render "$HERE/redis/redis.conf.in" "$conf/redis.conf"
+  launch redis "$LOG_DIR/redis/redis.out" "$(command -v redis-server)" "$conf/redis.conf"
+}
+
+main_log_of() {
+  case $1 in
+    kafka) echo "$LOG_DIR/kafka/server.log" ;;
+    cassandra) echo "$LOG_DIR/cassandra/system.log" ;;
+    redis) echo "$LOG_DIR/redis/redis.log" ;;
+  esac
+}
+
+# show_failure BACKEND prints the end of the backend's logs.
+show_failure() {
+  local f
+  for f in "$(main_log_of "$1")" "$LOG_DIR/$1/$1.out"; do
+    [[ -s $f ]] || continue
+    warn "$1: the end of $f:"
+    tail -n 40 "$f" | sed 's/^/    /' >&2
+  done
+}
+
+version_of() {
+  case $1 in
+    kafka) echo "$KAFKA_VERSION" ;;
+    cassandra) echo "$CASSANDRA_VERSION" ;;
+    redis) command -v redis-server >/dev/null && redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p' || echo "not installed" ;;
+  esac
+}
+
+# ---------------------------------------------------------------- locking
+
+# lock serialises up, down and reset of one stack: several `make test` runs
+# at once must not start two Kafkas on the same port.
+lock() {
+  mkdir -p "$STACK_DIR"
+  exec 9>"$STACK_DIR/.lock"
+  if ! flock -n 9; then
+    say "stack: waiting for another stack.sh on $STACK_DIR to finish"
+    flock -w $((TIMEOUT * 2 + 120)) 9 || die "stack: gave up waiting for the lock $STACK_DIR/.lock"
+  fi
+}
+
+# ---------------------------------------------------------------- commands
+
+cmd_up() {
+  local start=$SECONDS b pid owner port busy=() started=() failed=()
+  select_backends "$@"
+  local selected=("${SELECTED[@]}")
+  validate
+  lock
+  mkdir -p "$RUN_DIR" "$DATA_DIR" "$LOG_DIR"
+  declare -A pids=()
+  for b in "${selected[@]}"; do
+    pid=$(backend_pid "$b")
+    if [[ -n $pid ]]; then
+      pids[$b]=$pid
+      local was now
+      was=$(cat "$RUN_DIR/$b.settings" 2>/dev/null || true)
+      now=$(settings_of "$b")
+      if [[ ${was%% *} != "${now%% *}" ]]; then
+        die "$b runs (pid $pid) with ${was%% *} but the settings say ${now%% *}: run 'stack.sh down $b' first"
+      elif [[ $was != "$now" ]]; then
+        warn "$b runs (pid $pid) with [$was], the settings say [$now]: 'stack.sh down $b && stack.sh up' applies them"
+      fi
+      continue
+    fi
+    for port in $(ports_of "$b"); do
+      owner=$(port_owner "$port")
+      [[ -z $owner ]] || busy+=("port $port ($b) is already in use by $owner")
+    done
+  done
+  if ((${#busy[@]})); then
+    warn "cannot start the stack:"
+    printf '  %s\n' "${busy[@]}" >&2
+    warn "stop that process, or choose other ports (SUNDIAL_KAFKA_PORT, ... see deploy/local/README.md)"
+    exit 1
+  fi
+
+  build_stackcheck
+  for b in "${selected[@]}"; do
+    [[ -z ${pids[$b]-} ]] || continue
+    case $b in
+      kafka | cassandra) need_java && fetch "$b" ;;
+      redis) need_redis ;;
+    esac
+  done
+  for b in "${selected[@]}"; do
+    [[ -z ${pids[$b]-} ]] || continue
+    if ! pid=$("start_$b"); then
+      show_failure "$b"
+      failed+=("$b")
+      continue
+    fi
+    pids[$b]=$pid
+    started+=("$b")
+    say "$b: started (pid $pid)"
+  done
+
+  # Wait for each backend to serve requests; the fast ones first.
+  local order=() out
+  for b in redis kafka cassandra; do
+    [[ " ${selected[*]} " == *" $b "* && -n ${pids[$b]-} ]] && order+=("$b")
+  done
+  for b in "${order[@]}"; do
+    if out=$("$STACKCHECK" "-$b" "$(addr_of "$b")" "-$b-pid" "${pids[$b]}" -timeout "${TIMEOUT}s"); then
+      if [[ " ${started[*]} " == *" $b "* ]]; then
+        say "$out"
+      else
+        say "$b: already running (pid ${pids[$b]}): ${out#"$b: "}"
+      fi
+    else
+      show_failure "$b"
+      warn "$b: not ready; stopping it"
+      stop "$b" >&2 || true
+      failed+=("$b")
+    fi
+  done
+  if ((${#failed[@]})); then
+    die "not ready: ${failed[*]} (logs: stack.sh logs ${failed[*]})"
+  fi
+  say "stack: ready in $((SECONDS - start))s; use it with: source <($HERE/stack.sh env)"
+}
+
+# stop BACKEND...: SIGTERM, a grace period for a clean shutdown, then SIGKILL
+# for whatever is left; returns non-zero if a process survives even that.
+stop() {
+  local b pid t0=$SECONDS ok=0
+  declare -A victims=()
+  for b in "$@"; do
+    find_pids "$b"
+    victims[$b]=$({ backend_pid "$b"; printf '%s\n' "${FOUND[@]}"; } | sort -u | tr '\n' ' ')
+    if [[ -z ${victims[$b]// /} ]]; then
+      say "$b: not running"
+      rm -f "$RUN_DIR/$b.pid"
+      continue
+    fi
+    # shellcheck disable=SC2086 # a list of pids
+    kill -TERM ${victims[$b]} 2>/dev/null || true
+  done
+  for b in "$@"; do
+    [[ -n ${victims[$b]// /} ]] || continue
+    local left=${victims[$b]} deadline=$((SECONDS + STOP_GRACE)) killed=''
+    while :; do
+      local still=''
+      for pid in $left; do is_ours "$pid" "$b" && still+="$pid "; done
+      left=$still
+      [[ -z $left ]] && break
+      if ((SECONDS >= deadline)); then
+        [[ -n $killed ]] && break
+        warn "$b: pid ${left% } still running ${STOP_GRACE}s after SIGTERM; sending SIGKILL"
+        # shellcheck disable=SC2086
+        kill -KILL $left 2>/dev/null || true
+        killed=1
+        deadline=$((SECONDS + 10))
+      fi
+      sleep 0.2
+    done
+    if [[ -n $left ]]; then
+      warn "$b: pid ${left% } survived SIGKILL"
+      ok=1
+      continue
+    fi
+    rm -f "$RUN_DIR/$b.pid" "$RUN_DIR/$b.settings"
+    say "$b: stopped (pid ${victims[$b]% }) after $((SECONDS - t0))s"
+  done
+  return "$ok"
+}
+
+cmd_down() {
+  select_backends "$@"
+  lock
+  stop "${SELECTED[@]}"
+}
+
+cmd_reset() {
+  (($# == 0)) || die "reset takes no arguments"
+  lock
+  stop "${ALL[@]}"
+  rm -rf "$DATA_DIR" "$LOG_DIR" "$RUN_DIR"
+  say "stack: data and logs deleted (downloads kept in $DIST_DIR)"
+}
+
+cmd_status() {
+  (($# == 0)) || die "status takes no arguments"
+  local b pid all=0 check=() out=''
+  declare -A st=()
+  for b in "${ALL[@]}"; do
+    pid=$(backend_pid "$b")
+    st[$b]=$pid
+    [[ -n $pid ]] && check+=("-$b" "$(addr_of "$b")" "-$b-pid" "$pid")
+  done
+  if ((${#check[@]})) && [[ -x $STACKCHECK ]]; then
+    out=$("$STACKCHECK" "${check[@]}" -timeout 3s -progress 0s 2>&1) || true
+  fi
+  printf '%-10s %-8s %-8s %-16s %-10s %s\n' BACKEND STATE PID ADDRESS VERSION READY
+  for b in "${ALL[@]}"; do
+    local ready=- state=stopped
+    pid=${st[$b]}
+    if [[ -n $pid ]]; then
+      state=running
+      ready=$(grep "^$b: " <<<"$out" | head -n1 | sed -e "s/^$b: //" -e 's/^ready at [^ ]* after [^ ]* /ready /')
+      ready=${ready:-unknown (stackcheck not built)}
+      [[ $ready == ready* ]] || all=3
+    else
+      all=3
+    fi
+    printf '%-10s %-8s %-8s %-16s %-10s %s\n' "$b" "$state" "${pid:--}" "$(addr_of "$b")" "$(version_of "$b")" "$ready"
+  done
+  say "stack dir: $STACK_DIR"
+  return "$all"
+}
+
+cmd_env() {
+  (($# == 0)) || die "env takes no arguments"
+  echo "export SUNDIAL_KAFKA_BROKERS=$(addr_of kafka)"
+  echo "export SUNDIAL_CASSANDRA_HOSTS=$(addr_of cassandra)"
+  echo "export SUNDIAL_REDIS_ADDR=$(addr_of redis)"
+}
+
+cmd_logs() {
+  local follow='' lines=50 b f files=()
+  while (($#)); do
+    case $1 in
+      -f) follow=1 ;;
+      -n)
+        [[ ${2-} =~ ^[0-9]+$ ]] || die "logs -n wants a number of lines"
+        lines=$2
+        shift
+        ;;
+      *) break ;;
+    esac
+    shift
+  done
+  select_backends "$@"
+  for b in "${SELECTED[@]}"; do
+    for f in "$(main_log_of "$b")" "$LOG_DIR/$b/$b.out"; do
+      [[ -f $f ]] && files+=("$f")
+    done
+  done
+  ((${#files[@]})) || die "no logs yet in $LOG_DIR"
+  if [[ -n $follow ]]; then
+    exec tail -n "$lines" -F "${files[@]}"
+  fi
+  tail -n "$lines" "${files[@]}"
+}
+
+usage() {
+  sed -n '2,13s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+}
+
+main() {
+  local cmd=${1-}
+  (($#)) && shift
+  case $cmd in
+    up) cmd_up "$@" ;;
+    down) cmd_down "$@" ;;
+    status) cmd_status "$@" ;;
+    logs) cmd_logs "$@" ;;
+    env) cmd_env "$@" ;;
+    reset) cmd_reset "$@" ;;
+    -h | --help | help) usage ;;
+    *)
+      usage >&2
+      exit 2
+      ;;
+  esac
+}
+
+main "$@"
