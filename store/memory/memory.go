@@ -235,6 +235,9 @@ func (s *Store) PutDue(_ context.Context, entries ...store.DueEntry) error {
 func (s *Store) putDue(shards int, e store.DueEntry) {
 	e.Due = store.Truncate(e.Due)
 	e.Payload = bytes.Clone(e.Payload)
+	if len(e.Payload) == 0 {
+		e.Payload = nil // as Cassandra reads an empty blob
+	}
 	p := partition{bucket: store.BucketOf(e.Due).UnixMilli(), shard: store.ShardOf(e.JobID, shards)}
 	part := s.due[p]
 	if part == nil {
@@ -346,6 +349,9 @@ func (s *Store) ClaimShard(_ context.Context, shard int, owner string, seen int6
 	if owner == "" {
 		return 0, fmt.Errorf("claim shard %d: %w: owner: must not be empty", shard, store.ErrInvalid)
 	}
+	if seen < 0 {
+		return 0, fmt.Errorf("claim shard %d: %w: seen epoch %d: must not be negative", shard, store.ErrInvalid, seen)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.checkShard(shard); err != nil {
@@ -375,6 +381,9 @@ func (s *Store) checkShard(shard int) error {
 func (s *Store) AdvanceWatermark(_ context.Context, shard int, epoch int64, t time.Time) error {
 	if t.IsZero() {
 		return fmt.Errorf("advance watermark of shard %d: %w: time: must be set", shard, store.ErrInvalid)
+	}
+	if epoch < 1 {
+		return fmt.Errorf("advance watermark of shard %d: %w: epoch %d: must be at least 1 (an epoch ClaimShard returned)", shard, store.ErrInvalid, epoch)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

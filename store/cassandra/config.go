@@ -1,0 +1,192 @@
+package cassandra
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gocql/gocql"
+)
+
+// Defaults of Config.
+const (
+	DefaultKeyspace          = "sundial"
+	DefaultReplicationFactor = 1
+	DefaultConsistency       = "LOCAL_QUORUM"
+	DefaultSerialConsistency = "LOCAL_SERIAL"
+	DefaultConnectTimeout    = 5 * time.Second
+	DefaultTimeout           = 10 * time.Second
+	DefaultSchemaTimeout     = time.Minute
+	DefaultPageSize          = 5000
+	DefaultBatchSize         = 200
+	DefaultWriteConcurrency  = 8
+	DefaultRunRetention      = 7 * 24 * time.Hour
+	DefaultNumConns          = 2
+)
+
+// Config configures the Cassandra store and its migrations. The zero value of
+// every field but Hosts means its default.
+type Config struct {
+	// Hosts are contact points, "host" or "host:port" (port 9042 when
+	// omitted). The driver discovers the rest of the cluster from them.
+	Hosts []string
+	// Keyspace holds Sundial's tables; default "sundial". An unquoted
+	// Cassandra identifier: a letter, then letters, digits or underscores,
+	// at most 48 characters.
+	Keyspace string
+	// ReplicationFactor is the keyspace's replication factor when migrations
+	// create it; default 1 (a single local node). Use 3 in production.
+	ReplicationFactor int
+	// Datacenter, if set, makes the keyspace use NetworkTopologyStrategy
+	// with ReplicationFactor replicas in that data centre, and makes the
+	// driver prefer its nodes. Empty means SimpleStrategy, for one DC.
+	Datacenter string
+	// Consistency of reads and writes; default LOCAL_QUORUM, so that a
+	// write and a later read always overlap in one replica while a node per
+	// replica set may be down (with RF 1 it is simply the one replica).
+	Consistency string
+	// SerialConsistency of lightweight transactions (fencing epochs,
+	// watermarks, job rows, cluster init); default LOCAL_SERIAL. SERIAL
+	// makes Paxos span data centres.
+	SerialConsistency string
+	// ConnectTimeout bounds dialling and the handshake with each host, so
+	// an unreachable cluster fails Open and Migrate quickly; default 5s.
+	ConnectTimeout time.Duration
+	// Timeout bounds each query; default 10s.
+	Timeout time.Duration
+	// SchemaTimeout bounds each schema change of a migration, which waits
+	// for the nodes to agree on the schema; default 1m.
+	SchemaTimeout time.Duration
+	// PageSize is how many rows a bucket or history read fetches per round
+	// trip; default 5000.
+	PageSize int
+	// BatchSize is the most statements in one unlogged (single-partition)
+	// batch; default 200.
+	BatchSize int
+	// WriteConcurrency bounds the batches PutDue has in flight at once;
+	// default 8.
+	WriteConcurrency int
+	// NumConns is the number of connections per host; default 2.
+	NumConns int
+	// RunRetention is how long run history is kept (a TTL on every write);
+	// default 7 days. Cassandra TTLs are whole seconds, at least one.
+	RunRetention time.Duration
+	// Username and Password, if set, authenticate with
+	// PasswordAuthenticator.
+	Username string
+	Password string
+	// Now is the clock for the times the store records itself (claims,
+	// cluster init, migrations); default time.Now.
+	Now func() time.Time
+}
+
+var identifier = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_]{0,47}$`)
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	c.Keyspace = cmp.Or(c.Keyspace, DefaultKeyspace)
+	c.ReplicationFactor = cmp.Or(c.ReplicationFactor, DefaultReplicationFactor)
+	c.Consistency = cmp.Or(c.Consistency, DefaultConsistency)
+	c.SerialConsistency = cmp.Or(c.SerialConsistency, DefaultSerialConsistency)
+	c.ConnectTimeout = cmp.Or(c.ConnectTimeout, DefaultConnectTimeout)
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	c.SchemaTimeout = cmp.Or(c.SchemaTimeout, DefaultSchemaTimeout)
+	c.PageSize = cmp.Or(c.PageSize, DefaultPageSize)
+	c.BatchSize = cmp.Or(c.BatchSize, DefaultBatchSize)
+	c.WriteConcurrency = cmp.Or(c.WriteConcurrency, DefaultWriteConcurrency)
+	c.NumConns = cmp.Or(c.NumConns, DefaultNumConns)
+	c.RunRetention = cmp.Or(c.RunRetention, DefaultRunRetention)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate reports every bad field, after defaults are applied.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	bad := func(field string, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("cassandra config: %s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if len(c.Hosts) == 0 {
+		bad("hosts", "at least one contact point is required")
+	}
+	for _, h := range c.Hosts {
+		if err := checkHost(h); err != nil {
+			bad("hosts", "%q: %v", h, err)
+		}
+	}
+	if !identifier.MatchString(c.Keyspace) {
+		bad("keyspace", "%q: must be a letter then letters, digits or underscores, at most 48 characters", c.Keyspace)
+	}
+	if c.ReplicationFactor < 1 {
+		bad("replication factor", "%d: must be at least 1", c.ReplicationFactor)
+	}
+	if _, err := gocql.ParseConsistencyWrapper(c.Consistency); err != nil {
+		bad("consistency", "%q: not a consistency level (e.g. LOCAL_QUORUM, QUORUM, ONE)", c.Consistency)
+	}
+	var serial gocql.SerialConsistency
+	if err := serial.UnmarshalText([]byte(c.SerialConsistency)); err != nil {
+		bad("serial consistency", "%q: must be SERIAL or LOCAL_SERIAL", c.SerialConsistency)
+	}
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{
+		{"connect timeout", c.ConnectTimeout}, {"timeout", c.Timeout}, {"schema timeout", c.SchemaTimeout},
+	} {
+		if d.v < 0 {
+			bad(d.field, "%s: must be positive", d.v)
+		}
+	}
+	if c.RunRetention < time.Second {
+		bad("run retention", "%s: must be at least 1s (Cassandra TTLs are whole seconds)", c.RunRetention)
+	}
+	if c.RunRetention > 20*365*24*time.Hour {
+		bad("run retention", "%s: Cassandra TTLs cannot exceed 20 years", c.RunRetention)
+	}
+	for _, n := range []struct {
+		field string
+		v     int
+	}{
+		{"page size", c.PageSize}, {"batch size", c.BatchSize}, {"write concurrency", c.WriteConcurrency}, {"num conns", c.NumConns},
+	} {
+		if n.v < 1 {
+			bad(n.field, "%d: must be at least 1", n.v)
+		}
+	}
+	if (c.Username == "") != (c.Password == "") {
+		bad("username/password", "set both or neither")
+	}
+	return errors.Join(errs...)
+}
+
+// checkHost accepts "host" and "host:port".
+func checkHost(h string) error {
+	if strings.TrimSpace(h) == "" {
+		return errors.New("empty")
+	}
+	if !strings.Contains(h, ":") || strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(h)
+	if err != nil {
+		if strings.Count(h, ":") > 1 { // a bare IPv6 address
+			return nil
+		}
+		return err
+	}
+	if host == "" {
+		return errors.New("missing host")
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("port %q: must be 1-65535", port)
+	}
+	return nil
+}

@@ -1,0 +1,47 @@
+// Package cassandra is the Apache Cassandra implementation of store.Store,
+// the store of record. It passes the conformance suite of store/storetest,
+// like store/memory; see package store for the data model and invariants.
+//
+// Driver: github.com/gocql/gocql v1. It prepares every statement with bind
+// markers once per host and caches it (MaxPreparedStmts), routes each
+// statement to a replica of its partition (TokenAwareHostPolicy over
+// round-robin, or DC-aware round-robin when Config.Datacenter is set), and
+// pages large reads.
+//
+// Tables (migration 1): cluster_config, jobs, due_entries, shards, runs, and
+// schema_migrations, which records the versions applied. Migrate creates the
+// keyspace (SimpleStrategy, or NetworkTopologyStrategy with a data centre)
+// and applies each missing migration once; every statement is CREATE ... IF
+// NOT EXISTS, so an interrupted migration is re-run safely. Open only checks
+// that the schema is current.
+//
+// Consistency:
+//   - Reads and writes use Config.Consistency, LOCAL_QUORUM by default: a
+//     read after a write overlaps it in at least one replica, and one replica
+//     per partition may be down. On the single local node (RF 1) this is the
+//     one replica.
+//   - The rows that decide ownership and identity (shards, jobs,
+//     cluster_config) are written only by lightweight transactions at
+//     Config.SerialConsistency (LOCAL_SERIAL), never by plain writes, since
+//     mixing the two on a row can lose updates. Their reads before a
+//     decision (GetShard, re-reads after a lost transaction) are serial
+//     reads, which see every completed transaction. GetJob is a plain read:
+//     the dispatcher calls it per entry, and a slightly stale row only
+//     means a just-changed definition takes effect from its next entry.
+//   - A lightweight transaction that times out may or may not have applied;
+//     the store reads the row back serially to decide, and never reports a
+//     retryable error for a claim that may have succeeded.
+//   - Due entries and run history are plain, idempotent writes that the
+//     driver may retry.
+//
+// Writes to the schedule are unlogged batches confined to one partition
+// (bucket, shard), at most Config.BatchSize statements each; a single-
+// partition batch is applied atomically by its replicas without the batch
+// log. Run history rows carry a TTL of Config.RunRetention and the event's
+// time as their write timestamp.
+//
+// Connecting is bounded: dialling each host is limited by
+// Config.ConnectTimeout and the whole attempt by the caller's context, and
+// an unreachable cluster yields an error wrapping ErrUnreachable that names
+// the hosts.
+package cassandra

@@ -1,0 +1,154 @@
+package cassandra
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/gocql/gocql"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sundialhq/sundial/store"
+)
+
+// PutDue implements store.Schedule.
+func (s *Store) PutDue(ctx context.Context, entries ...store.DueEntry) error {
+	for i, e := range entries {
+		if err := e.Validate(); err != nil {
+			return fmt.Errorf("put due entry %d: %w", i, err)
+		}
+	}
+	shards, err := s.shardCount(ctx)
+	if err != nil {
+		return fmt.Errorf("put due: %w", err)
+	}
+	return s.putDue(ctx, shards, entries)
+}
+
+type partitionKey struct {
+	bucket time.Time
+	shard  int
+}
+
+// putDue groups entries by partition and writes each group as unlogged
+// batches of at most BatchSize statements, WriteConcurrency at a time. A
+// batch never spans partitions (see the store package doc).
+func (s *Store) putDue(ctx context.Context, shards int, entries []store.DueEntry) error {
+	if len(entries) == 1 {
+		e := entries[0]
+		p := partitionKey{bucket: store.BucketOf(e.Due), shard: store.ShardOf(e.JobID, shards)}
+		if err := s.idempotent(ctx, s.q.insertDue, s.dueArgs(p, e)...).Exec(); err != nil {
+			return fmt.Errorf("put due entry %s of job %q (bucket %s shard %d): %w", e.RunID, e.JobID, p.bucket.Format(time.RFC3339), p.shard, err)
+		}
+		return nil
+	}
+	groups := map[partitionKey][]store.DueEntry{}
+	var order []partitionKey
+	for _, e := range entries {
+		p := partitionKey{bucket: store.BucketOf(e.Due), shard: store.ShardOf(e.JobID, shards)}
+		if _, ok := groups[p]; !ok {
+			order = append(order, p)
+		}
+		groups[p] = append(groups[p], e)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.cfg.WriteConcurrency)
+	for _, p := range order {
+		group := groups[p]
+		for start := 0; start < len(group); start += s.cfg.BatchSize {
+			chunk := group[start:min(start+s.cfg.BatchSize, len(group))]
+			g.Go(func() error {
+				b := s.sess.NewBatch(gocql.UnloggedBatch).WithContext(gctx)
+				for _, e := range chunk {
+					b.Entries = append(b.Entries, gocql.BatchEntry{Stmt: s.q.insertDue, Args: s.dueArgs(p, e), Idempotent: true})
+				}
+				if err := s.sess.ExecuteBatch(b); err != nil {
+					return fmt.Errorf("put %d due entries into bucket %s shard %d: %w", len(chunk), p.bucket.Format(time.RFC3339), p.shard, err)
+				}
+				return nil
+			})
+		}
+	}
+	return g.Wait()
+}
+
+func (s *Store) dueArgs(p partitionKey, e store.DueEntry) []any {
+	return []any{p.bucket, p.shard, ms(e.Due), e.JobID, string(e.Kind), e.RunID, e.Attempt, e.Revision, e.Payload}
+}
+
+// ListBucket implements store.Schedule, reading PageSize rows per round trip.
+func (s *Store) ListBucket(ctx context.Context, bucket time.Time, shard int) iter.Seq2[store.DueEntry, error] {
+	return func(yield func(store.DueEntry, error) bool) {
+		if err := s.checkShard(ctx, shard); err != nil {
+			yield(store.DueEntry{}, fmt.Errorf("list bucket: %w", err))
+			return
+		}
+		b := store.BucketOf(bucket)
+		it := s.idempotent(ctx, s.q.selectBucket, b, shard).PageSize(s.cfg.PageSize).Iter()
+		sc := it.Scanner()
+		for sc.Next() {
+			var e store.DueEntry
+			var kind string
+			if err := sc.Scan(&e.Due, &e.JobID, &kind, &e.RunID, &e.Attempt, &e.Revision, &e.Payload); err != nil {
+				_ = it.Close()
+				yield(store.DueEntry{}, fmt.Errorf("list bucket %s shard %d: %w", b.Format(time.RFC3339), shard, err))
+				return
+			}
+			e.Due = e.Due.UTC()
+			e.Kind = store.Kind(kind)
+			if len(e.Payload) == 0 {
+				e.Payload = nil
+			}
+			if !yield(e, nil) {
+				_ = it.Close()
+				return
+			}
+		}
+		if err := sc.Err(); err != nil {
+			yield(store.DueEntry{}, fmt.Errorf("list bucket %s shard %d: %w", b.Format(time.RFC3339), shard, err))
+		}
+	}
+}
+
+// DeleteDue implements store.Schedule.
+func (s *Store) DeleteDue(ctx context.Context, keys ...store.DueKey) error {
+	for i, k := range keys {
+		if err := k.Validate(); err != nil {
+			return fmt.Errorf("delete due entry %d: %w", i, err)
+		}
+	}
+	shards, err := s.shardCount(ctx)
+	if err != nil {
+		return fmt.Errorf("delete due: %w", err)
+	}
+	return s.deleteDue(ctx, shards, keys)
+}
+
+func (s *Store) deleteDue(ctx context.Context, shards int, keys []store.DueKey) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.cfg.WriteConcurrency)
+	for _, k := range keys {
+		g.Go(func() error {
+			p := partitionKey{bucket: store.BucketOf(k.Due), shard: store.ShardOf(k.JobID, shards)}
+			err := s.idempotent(gctx, s.q.deleteDue, p.bucket, p.shard, ms(k.Due), k.JobID, string(k.Kind), k.RunID).Exec()
+			if err != nil {
+				return fmt.Errorf("delete due entry %s of job %q: %w", k.RunID, k.JobID, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// DeleteBucket implements store.Schedule with one partition tombstone.
+func (s *Store) DeleteBucket(ctx context.Context, bucket time.Time, shard int) error {
+	if err := s.checkShard(ctx, shard); err != nil {
+		return fmt.Errorf("delete bucket: %w", err)
+	}
+	b := store.BucketOf(bucket)
+	if err := s.idempotent(ctx, s.q.deleteBucket, b, shard).Exec(); err != nil {
+		return fmt.Errorf("delete bucket %s shard %d: %w", b.Format(time.RFC3339), shard, err)
+	}
+	return nil
+}

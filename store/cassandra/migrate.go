@@ -1,0 +1,292 @@
+package cassandra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gocql/gocql"
+)
+
+// migration is one versioned schema change. Its statements are idempotent
+// (IF NOT EXISTS), so a migration interrupted half-way is simply run again;
+// its version is recorded in schema_migrations only after all of them
+// succeeded. Statements name tables as %[1]s.table, the keyspace.
+type migration struct {
+	version     int
+	description string
+	statements  []string
+}
+
+// migrations is the schema's history. Append only: never edit a migration
+// that has been released, add a new one.
+var migrations = []migration{
+	{
+		version:     1,
+		description: "cluster config, jobs, due entries, shards, run history",
+		statements: []string{
+			// One row: the shard count S, written once with IF NOT EXISTS.
+			`CREATE TABLE IF NOT EXISTS %[1]s.cluster_config (
+				id text PRIMARY KEY,
+				shards int,
+				created_at timestamp)`,
+			// Job definitions; every write is a lightweight transaction
+			// conditional on the revision read, so rows are never written
+			// by plain and conditional writes at once.
+			`CREATE TABLE IF NOT EXISTS %[1]s.jobs (
+				id text PRIMARY KEY,
+				spec blob,
+				hash blob,
+				revision bigint,
+				updated_at timestamp,
+				deleted boolean,
+				next_due timestamp)`,
+			// The schedule: one partition per (minute, shard), read whole by
+			// the shard's dispatcher; rows in firing order.
+			`CREATE TABLE IF NOT EXISTS %[1]s.due_entries (
+				bucket timestamp,
+				shard int,
+				due timestamp,
+				job_id text,
+				kind text,
+				run_id text,
+				attempt int,
+				revision bigint,
+				payload blob,
+				PRIMARY KEY ((bucket, shard), due, job_id, kind, run_id))
+			WITH CLUSTERING ORDER BY (due ASC, job_id ASC, kind ASC, run_id ASC)`,
+			// Per-shard fencing epoch and watermark, written only by
+			// lightweight transactions.
+			`CREATE TABLE IF NOT EXISTS %[1]s.shards (
+				shard int PRIMARY KEY,
+				epoch bigint,
+				owner text,
+				watermark timestamp,
+				claimed_at timestamp)`,
+			// Run history, one partition per job, newest first; every write
+			// carries a TTL (the retention) and the event time as its
+			// timestamp.
+			`CREATE TABLE IF NOT EXISTS %[1]s.runs (
+				job_id text,
+				due timestamp,
+				run_id text,
+				attempt int,
+				attempt_due timestamp,
+				state text,
+				started_at timestamp,
+				finished_at timestamp,
+				duration_ms bigint,
+				error text,
+				updated_at timestamp,
+				PRIMARY KEY ((job_id), due, run_id, attempt))
+			WITH CLUSTERING ORDER BY (due DESC, run_id ASC, attempt DESC)`,
+		},
+	},
+}
+
+// SchemaVersion is the schema version this build needs.
+func SchemaVersion() int { return migrations[len(migrations)-1].version }
+
+// MigrateResult says what Migrate did.
+type MigrateResult struct {
+	// KeyspaceCreated is true when this call created the keyspace.
+	KeyspaceCreated bool
+	// Applied lists the migration versions this call applied.
+	Applied []int
+	// Version is the schema version after the call.
+	Version int
+}
+
+// Migrate creates the keyspace if needed and applies every migration not yet
+// recorded in its schema_migrations table. Re-running it is a no-op. It
+// fails, naming the field, when the configuration is invalid, when the
+// replication factor exceeds the nodes of the cluster (or data centre), or
+// when the keyspace exists with another replication.
+//
+// Run migrations from one process at a time: Cassandra may disagree about
+// tables created concurrently by two clients.
+func Migrate(ctx context.Context, c Config) (MigrateResult, error) {
+	if err := c.Validate(); err != nil {
+		return MigrateResult{}, err
+	}
+	c = c.withDefaults()
+	sess, err := connect(ctx, c, c.SchemaTimeout)
+	if err != nil {
+		return MigrateResult{}, err
+	}
+	defer sess.Close()
+	return migrate(ctx, sess, c)
+}
+
+func migrate(ctx context.Context, sess *gocql.Session, c Config) (MigrateResult, error) {
+	var res MigrateResult
+	created, err := ensureKeyspace(ctx, sess, c)
+	if err != nil {
+		return res, err
+	}
+	res.KeyspaceCreated = created
+	ks := c.Keyspace
+	if err := ddl(ctx, sess, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.schema_migrations (
+		version int PRIMARY KEY,
+		description text,
+		applied_at timestamp)`, ks)); err != nil {
+		return res, fmt.Errorf("migrate keyspace %s: create schema_migrations: %w", ks, err)
+	}
+	applied, err := appliedVersions(ctx, sess, c)
+	if err != nil {
+		return res, err
+	}
+	for _, m := range migrations {
+		if applied[m.version] {
+			continue
+		}
+		for i, stmt := range m.statements {
+			if err := ddl(ctx, sess, fmt.Sprintf(stmt, ks)); err != nil {
+				return res, fmt.Errorf("migrate keyspace %s: migration %d (%s) statement %d: %w", ks, m.version, m.description, i+1, err)
+			}
+		}
+		err := sess.Query(fmt.Sprintf(`INSERT INTO %s.schema_migrations (version, description, applied_at) VALUES (?, ?, ?)`, ks),
+			m.version, m.description, c.Now().UTC()).WithContext(ctx).Exec()
+		if err != nil {
+			return res, fmt.Errorf("migrate keyspace %s: record migration %d: %w", ks, m.version, err)
+		}
+		applied[m.version] = true
+		res.Applied = append(res.Applied, m.version)
+	}
+	res.Version = slices.Max(slices.Collect(maps.Keys(applied)))
+	return res, nil
+}
+
+// ddl runs a schema statement. gocql waits for schema agreement after it.
+func ddl(ctx context.Context, sess *gocql.Session, stmt string) error {
+	return sess.Query(stmt).WithContext(ctx).Exec()
+}
+
+func appliedVersions(ctx context.Context, sess *gocql.Session, c Config) (map[int]bool, error) {
+	iter := sess.Query(fmt.Sprintf(`SELECT version FROM %s.schema_migrations`, c.Keyspace)).WithContext(ctx).Iter()
+	applied := map[int]bool{}
+	var v int
+	for iter.Scan(&v) {
+		applied[v] = true
+	}
+	if err := iter.Close(); err != nil {
+		return nil, fmt.Errorf("read schema_migrations of keyspace %s: %w", c.Keyspace, err)
+	}
+	return applied, nil
+}
+
+// ensureKeyspace creates the keyspace, or checks that the existing one has
+// the requested replication.
+func ensureKeyspace(ctx context.Context, sess *gocql.Session, c Config) (created bool, err error) {
+	nodes, err := countNodes(ctx, sess, c.Datacenter)
+	if err != nil {
+		return false, err
+	}
+	if c.ReplicationFactor > nodes {
+		where := "the cluster has"
+		if c.Datacenter != "" {
+			where = fmt.Sprintf("data centre %s has", c.Datacenter)
+		}
+		return false, fmt.Errorf("cassandra config: replication factor: %d, but %s %d node(s): writes at %s would fail", c.ReplicationFactor, where, nodes, c.Consistency)
+	}
+	want := replication(c)
+	have, exists, err := keyspaceReplication(ctx, sess, c.Keyspace)
+	if err != nil {
+		return false, err
+	}
+	if exists {
+		if !sameReplication(have, want) {
+			return false, fmt.Errorf("keyspace %s exists with replication %v, configured %v: change it with ALTER KEYSPACE and run a repair; migrate does not", c.Keyspace, have, want)
+		}
+		return false, nil
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		parts = append(parts, fmt.Sprintf("'%s': '%s'", k, want[k]))
+	}
+	stmt := fmt.Sprintf("CREATE KEYSPACE IF NOT EXISTS %s WITH replication = {%s}", c.Keyspace, strings.Join(parts, ", "))
+	if err := ddl(ctx, sess, stmt); err != nil {
+		return false, fmt.Errorf("create keyspace %s: %w", c.Keyspace, err)
+	}
+	return true, nil
+}
+
+func replication(c Config) map[string]string {
+	if c.Datacenter != "" {
+		return map[string]string{"class": "org.apache.cassandra.locator.NetworkTopologyStrategy", c.Datacenter: strconv.Itoa(c.ReplicationFactor)}
+	}
+	return map[string]string{"class": "org.apache.cassandra.locator.SimpleStrategy", "replication_factor": strconv.Itoa(c.ReplicationFactor)}
+}
+
+func sameReplication(have, want map[string]string) bool {
+	short := func(class string) string { return class[strings.LastIndexByte(class, '.')+1:] }
+	if short(have["class"]) != short(want["class"]) {
+		return false
+	}
+	for k, v := range want {
+		if k != "class" && have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func keyspaceReplication(ctx context.Context, sess *gocql.Session, ks string) (map[string]string, bool, error) {
+	var repl map[string]string
+	err := sess.Query(`SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = ?`, ks).WithContext(ctx).Scan(&repl)
+	if errors.Is(err, gocql.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read keyspace %s: %w", ks, err)
+	}
+	return repl, true, nil
+}
+
+// countNodes counts the nodes of the cluster, or of one data centre.
+func countNodes(ctx context.Context, sess *gocql.Session, dc string) (int, error) {
+	var localDC string
+	if err := sess.Query(`SELECT data_center FROM system.local`).WithContext(ctx).Scan(&localDC); err != nil {
+		return 0, fmt.Errorf("read system.local: %w", err)
+	}
+	n := 0
+	if dc == "" || dc == localDC {
+		n++
+	}
+	iter := sess.Query(`SELECT data_center FROM system.peers`).WithContext(ctx).Iter()
+	var peerDC string
+	for iter.Scan(&peerDC) {
+		if dc == "" || dc == peerDC {
+			n++
+		}
+	}
+	if err := iter.Close(); err != nil {
+		return 0, fmt.Errorf("read system.peers: %w", err)
+	}
+	return n, nil
+}
+
+// checkSchema fails unless the keyspace exists at this build's version.
+func checkSchema(ctx context.Context, sess *gocql.Session, c Config) error {
+	_, exists, err := keyspaceReplication(ctx, sess, c.Keyspace)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		return fmt.Errorf("keyspace %s does not exist: run `sundial migrate`", c.Keyspace)
+	}
+	applied, err := appliedVersions(ctx, sess, c)
+	if err != nil {
+		return fmt.Errorf("%w (run `sundial migrate`)", err)
+	}
+	for _, m := range migrations {
+		if !applied[m.version] {
+			return fmt.Errorf("keyspace %s lacks schema migration %d (%s): run `sundial migrate`", c.Keyspace, m.version, m.description)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,214 @@
+package cassandra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gocql/gocql"
+
+	"github.com/sundialhq/sundial/store"
+)
+
+// Store is the Cassandra implementation of store.Store. It is safe for
+// concurrent use.
+type Store struct {
+	cfg    Config
+	sess   *gocql.Session
+	serial gocql.Consistency // SerialConsistency as a read consistency
+	q      statements
+
+	mu     sync.Mutex
+	shards int // S once read; 0 until then
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the cluster and checks that the keyspace has been
+// migrated to this build's schema. It does not create anything: that is
+// Migrate's job (`sundial migrate`).
+func Open(ctx context.Context, c Config) (*Store, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	c = c.withDefaults()
+	sess, err := connect(ctx, c, c.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSchema(ctx, sess, c); err != nil {
+		sess.Close()
+		return nil, err
+	}
+	var serial gocql.SerialConsistency
+	_ = serial.UnmarshalText([]byte(c.SerialConsistency)) // validated
+	return &Store{cfg: c, sess: sess, serial: gocql.Consistency(serial), q: newStatements(c.Keyspace)}, nil
+}
+
+// Close closes the session.
+func (s *Store) Close() error {
+	s.sess.Close()
+	return nil
+}
+
+// statements are the store's CQL, with the keyspace filled in. gocql
+// prepares each on first use per host and reuses it.
+type statements struct {
+	insertCluster, selectCluster string
+
+	selectJob, insertJob, updateJob string
+
+	insertDue, selectBucket, deleteDue, deleteBucket string
+
+	selectShard, insertShard, claimShard, advanceWatermark string
+
+	insertRun, selectRuns string
+}
+
+func newStatements(ks string) statements {
+	f := func(format string) string { return fmt.Sprintf(format, ks) }
+	return statements{
+		insertCluster: f(`INSERT INTO %s.cluster_config (id, shards, created_at) VALUES ('cluster', ?, ?) IF NOT EXISTS`),
+		selectCluster: f(`SELECT shards, created_at FROM %s.cluster_config WHERE id = 'cluster'`),
+
+		selectJob: f(`SELECT spec, hash, revision, updated_at, deleted, next_due FROM %s.jobs WHERE id = ?`),
+		insertJob: f(`INSERT INTO %s.jobs (id, spec, hash, revision, updated_at, deleted, next_due) VALUES (?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS`),
+		updateJob: f(`UPDATE %s.jobs SET spec = ?, hash = ?, revision = ?, updated_at = ?, deleted = ?, next_due = ? WHERE id = ? IF revision = ?`),
+
+		insertDue:    f(`INSERT INTO %s.due_entries (bucket, shard, due, job_id, kind, run_id, attempt, revision, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		selectBucket: f(`SELECT due, job_id, kind, run_id, attempt, revision, payload FROM %s.due_entries WHERE bucket = ? AND shard = ?`),
+		deleteDue:    f(`DELETE FROM %s.due_entries WHERE bucket = ? AND shard = ? AND due = ? AND job_id = ? AND kind = ? AND run_id = ?`),
+		deleteBucket: f(`DELETE FROM %s.due_entries WHERE bucket = ? AND shard = ?`),
+
+		selectShard:      f(`SELECT epoch, owner, watermark, claimed_at FROM %s.shards WHERE shard = ?`),
+		insertShard:      f(`INSERT INTO %s.shards (shard, epoch, owner, watermark, claimed_at) VALUES (?, 1, ?, ?, ?) IF NOT EXISTS`),
+		claimShard:       f(`UPDATE %s.shards SET epoch = ?, owner = ?, claimed_at = ? WHERE shard = ? IF epoch = ?`),
+		advanceWatermark: f(`UPDATE %s.shards SET watermark = ? WHERE shard = ? IF epoch = ? AND watermark < ?`),
+
+		insertRun: f(`INSERT INTO %s.runs (job_id, due, run_id, attempt, attempt_due, state, started_at, finished_at, duration_ms, error, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?`),
+		selectRuns: f(`SELECT job_id, due, run_id, attempt, attempt_due, state, started_at, finished_at, duration_ms, error, updated_at FROM %s.runs WHERE job_id = ?`),
+	}
+}
+
+// query returns a statement bound to ctx at the store's consistency.
+func (s *Store) query(ctx context.Context, stmt string, args ...any) *gocql.Query {
+	return s.sess.Query(stmt, args...).WithContext(ctx)
+}
+
+// idempotent returns a plain statement the driver may retry.
+func (s *Store) idempotent(ctx context.Context, stmt string, args ...any) *gocql.Query {
+	return s.query(ctx, stmt, args...).Idempotent(true)
+}
+
+// serialRead returns a read at serial consistency: it sees the outcome of
+// every lightweight transaction that completed, and finishes any in flight.
+func (s *Store) serialRead(ctx context.Context, stmt string, args ...any) *gocql.Query {
+	return s.query(ctx, stmt, args...).Consistency(s.serial).Idempotent(true)
+}
+
+// casUnknown reports an error after which a lightweight transaction may or
+// may not have been applied: the store reads back to find out.
+func casUnknown(err error) bool {
+	var wt *gocql.RequestErrWriteTimeout
+	return errors.As(err, &wt) || errors.Is(err, gocql.ErrTimeoutNoResponse)
+}
+
+// casAttempts bounds the read-decide-write loops of lightweight transactions
+// that lose to a concurrent writer or time out.
+const casAttempts = 8
+
+// backoff waits before another attempt of a contended transaction.
+func backoff(ctx context.Context, attempt int) error {
+	d := time.Duration(10<<min(attempt, 6)) * time.Millisecond
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// ms converts a time to the driver's timestamp value at millisecond
+// precision; zero stays zero (written as null).
+func ms(t time.Time) time.Time { return store.Truncate(t) }
+
+// fromDB reads a timestamp column: null is the zero time, the rest UTC.
+func fromDB(t time.Time) time.Time {
+	if t.IsZero() || t.UnixMilli() == 0 {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// InitCluster implements store.Cluster.
+func (s *Store) InitCluster(ctx context.Context, shards int) (store.ClusterConfig, error) {
+	if shards <= 0 {
+		return store.ClusterConfig{}, fmt.Errorf("init cluster: %w: shards %d: must be positive", store.ErrInvalid, shards)
+	}
+	now := ms(s.cfg.Now())
+	applied, err := s.query(ctx, s.q.insertCluster, shards, now).MapScanCAS(map[string]any{})
+	if err != nil && !casUnknown(err) {
+		return store.ClusterConfig{}, fmt.Errorf("init cluster with %d shards: %w", shards, err)
+	}
+	if err == nil && applied {
+		s.setShards(shards)
+		return store.ClusterConfig{Shards: shards, CreatedAt: now}, nil
+	}
+	cfg, err := s.GetClusterConfig(ctx)
+	if err != nil {
+		return store.ClusterConfig{}, fmt.Errorf("init cluster with %d shards: %w", shards, err)
+	}
+	if cfg.Shards != shards {
+		return store.ClusterConfig{}, fmt.Errorf("init cluster: %w", &store.ShardCountError{Stored: cfg.Shards, Requested: shards})
+	}
+	return cfg, nil
+}
+
+// GetClusterConfig implements store.Cluster.
+func (s *Store) GetClusterConfig(ctx context.Context) (store.ClusterConfig, error) {
+	var cfg store.ClusterConfig
+	err := s.serialRead(ctx, s.q.selectCluster).Scan(&cfg.Shards, &cfg.CreatedAt)
+	if errors.Is(err, gocql.ErrNotFound) {
+		return store.ClusterConfig{}, fmt.Errorf("get cluster config: %w", store.ErrNotInitialized)
+	}
+	if err != nil {
+		return store.ClusterConfig{}, fmt.Errorf("get cluster config: %w", err)
+	}
+	cfg.CreatedAt = fromDB(cfg.CreatedAt)
+	s.setShards(cfg.Shards)
+	return cfg, nil
+}
+
+func (s *Store) setShards(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.shards = n
+}
+
+// shardCount returns S, reading it once; S never changes after init.
+func (s *Store) shardCount(ctx context.Context) (int, error) {
+	s.mu.Lock()
+	n := s.shards
+	s.mu.Unlock()
+	if n > 0 {
+		return n, nil
+	}
+	cfg, err := s.GetClusterConfig(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return cfg.Shards, nil
+}
+
+func (s *Store) checkShard(ctx context.Context, shard int) error {
+	n, err := s.shardCount(ctx)
+	if err != nil {
+		return err
+	}
+	return store.CheckShard(shard, n)
+}
