@@ -23,15 +23,8 @@ func (c cronCalc) matches(w time.Time) bool {
 func bruteForce(c cronCalc, loc *time.Location, n NonexistentPolicy, a AmbiguousPolicy, from, to time.Time) []time.Time {
 	offs := []time.Duration{offsetAt(from, loc), offsetAt(to, loc)}
 	lowOff, highOff := min(offs[0], offs[1]), max(offs[0], offs[1])
-	step := time.Second
-	if c.second == 1 { // second 0 only: whole minutes are enough
-		step = time.Minute
-	}
 	var out []time.Time
-	for w := wallAt(from, lowOff).Truncate(step); !w.After(wallAt(to, highOff)); w = w.Add(step) {
-		if !c.matches(w) {
-			continue
-		}
+	fire := func(w time.Time) {
 		var shows []time.Time // instants whose wall clock reads w
 		for _, off := range []time.Duration{highOff, lowOff} {
 			if i := w.Add(-off); offsetAt(i, loc) == off && !slices.ContainsFunc(shows, i.Equal) {
@@ -50,6 +43,17 @@ func bruteForce(c cronCalc, loc *time.Location, n NonexistentPolicy, a Ambiguous
 			out = append(out, shows[1])
 		case len(shows) == 2 && a == AmbiguousBoth:
 			out = append(out, shows...)
+		}
+	}
+	// Minute by minute, then the seconds of each matching minute.
+	for m := wallAt(from, lowOff).Truncate(time.Minute); !m.After(wallAt(to, highOff)); m = m.Add(time.Minute) {
+		if !c.matches(m.Add(time.Duration(nextBit(c.second, 0)) * time.Second)) {
+			continue
+		}
+		for s := range 60 {
+			if c.second&(1<<uint(s)) != 0 {
+				fire(m.Add(time.Duration(s) * time.Second))
+			}
 		}
 	}
 	out = slices.DeleteFunc(out, func(t time.Time) bool { return !t.After(from) || t.After(to) })

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+	// The zone database is compiled in so that schedules resolve the same on
+	// a minimal container image without /usr/share/zoneinfo; the host's
+	// database, when present, still takes precedence.
+	_ "time/tzdata"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/sundialhq/sundial/schedule"
+)
+
+func scheduleCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "schedule",
+		Usage: "inspect schedule expressions",
+		Commands: []*cli.Command{
+			schedulePreviewCommand(),
+		},
+	}
+}
+
+func schedulePreviewCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "preview",
+		Usage:     "print the next fire times of a schedule, in local time and UTC",
+		ArgsUsage: "<expression>",
+		Description: `The expression depends on --kind:
+  cron       a cron expression: '30 2 * * *', '*/15 * * * * *', '@daily', '@every 90m'
+  interval   a duration: 90m (with --start or --offset to fix the phase)
+  at         an RFC 3339 instant: 2026-03-29T02:30:00+01:00
+  delay      a duration counted from --from: 10m
+  immediate  no expression: fires at --from
+
+Example:
+  sundial schedule preview '30 2 * * *' --tz Europe/Berlin -n 5 --from 2026-03-27T00:00:00Z --nonexistent skip`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "kind", Value: "cron", Usage: "schedule kind: cron, interval, at, delay or immediate", Sources: envVar("kind")},
+			&cli.StringFlag{Name: "tz", Value: "UTC", Usage: "IANA time zone the schedule is read and printed in", Sources: envVar("tz")},
+			&cli.IntFlag{Name: "count", Aliases: []string{"n"}, Value: 10, Usage: "how many fire times to print", Sources: envVar("count")},
+			&cli.StringFlag{Name: "from", Usage: "RFC 3339 instant to preview after, and the reference of delay and immediate (default: now)", Sources: envVar("from")},
+			&cli.StringFlag{Name: "nonexistent", Value: "shift", Usage: "cron: a local time skipped by the clocks jumping forward: skip or shift", Sources: envVar("nonexistent")},
+			&cli.StringFlag{Name: "ambiguous", Value: "first", Usage: "cron: a local time repeated by the clocks falling back: first, second or both", Sources: envVar("ambiguous")},
+			&cli.StringFlag{Name: "start", Usage: "interval: RFC 3339 instant of the first fire time", Sources: envVar("start")},
+			&cli.DurationFlag{Name: "offset", Usage: "interval without --start: offset of the grid from the Unix epoch", Sources: envVar("offset")},
+		},
+		Action: func(_ context.Context, cmd *cli.Command) error {
+			spec, from, err := previewSpec(cmd)
+			if err != nil {
+				return err
+			}
+			s, err := schedule.Compile(spec)
+			if err != nil {
+				return fmt.Errorf("invalid schedule:\n%w", err)
+			}
+			if spec.Kind == schedule.KindImmediate {
+				from = from.Add(-time.Nanosecond) // show the reference itself
+			}
+			times := schedule.Preview(s, from, int(cmd.Int("count")))
+			out := cmd.Root().Writer
+			for _, t := range times {
+				fmt.Fprintf(out, "%-25s %-6s %s\n", t.Format(time.RFC3339Nano), t.Format("MST"), t.UTC().Format(time.RFC3339Nano))
+			}
+			if len(times) == 0 {
+				fmt.Fprintf(cmd.Root().ErrWriter, "no fire time after %s\n", from.Format(time.RFC3339Nano))
+			}
+			return nil
+		},
+	}
+}
+
+// previewSpec builds the schedule spec from the command line, and the instant
+// to preview after.
+func previewSpec(cmd *cli.Command) (schedule.Spec, time.Time, error) {
+	var spec schedule.Spec
+	kind, err := schedule.ParseKind(cmd.String("kind"))
+	if err != nil {
+		return spec, time.Time{}, fmt.Errorf("--kind: %w", err)
+	}
+	from := time.Now()
+	if v := cmd.String("from"); v != "" {
+		if from, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			return spec, time.Time{}, fmt.Errorf("--from: want an RFC 3339 instant: %w", err)
+		}
+	}
+	if cmd.Int("count") < 1 {
+		return spec, time.Time{}, fmt.Errorf("--count: must be at least 1, got %d", cmd.Int("count"))
+	}
+	spec = schedule.Spec{Kind: kind, TimeZone: cmd.String("tz"), Offset: cmd.Duration("offset")}
+	if v := cmd.String("start"); v != "" {
+		if spec.Start, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			return spec, time.Time{}, fmt.Errorf("--start: want an RFC 3339 instant: %w", err)
+		}
+	}
+	if kind == schedule.KindCron {
+		if spec.Nonexistent, err = schedule.ParseNonexistent(cmd.String("nonexistent")); err != nil {
+			return spec, time.Time{}, fmt.Errorf("--nonexistent: %w", err)
+		}
+		if spec.Ambiguous, err = schedule.ParseAmbiguous(cmd.String("ambiguous")); err != nil {
+			return spec, time.Time{}, fmt.Errorf("--ambiguous: %w", err)
+		}
+	}
+
+	args := cmd.Args().Slice()
+	want := 1
+	if kind == schedule.KindImmediate {
+		want = 0
+	}
+	if len(args) != want {
+		return spec, time.Time{}, fmt.Errorf("a %s schedule takes %d argument(s), got %d: %q (quote a cron expression as one argument)", kind, want, len(args), args)
+	}
+	switch kind {
+	case schedule.KindCron:
+		spec.Cron = args[0]
+	case schedule.KindInterval:
+		if spec.Every, err = time.ParseDuration(args[0]); err != nil {
+			return spec, time.Time{}, fmt.Errorf("interval: want a duration such as 90m: %w", err)
+		}
+	case schedule.KindAt:
+		if spec.At, err = time.Parse(time.RFC3339Nano, args[0]); err != nil {
+			return spec, time.Time{}, fmt.Errorf("at: want an RFC 3339 instant: %w", err)
+		}
+	case schedule.KindDelay:
+		spec.Reference = from
+		if spec.Delay, err = time.ParseDuration(args[0]); err != nil {
+			return spec, time.Time{}, fmt.Errorf("delay: want a duration such as 10m: %w", err)
+		}
+	case schedule.KindImmediate:
+		spec.Reference = from
+	}
+	return spec, from, nil
+}
