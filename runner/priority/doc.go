@@ -1,0 +1,17 @@
+// Package priority decides which fetched run a free worker takes next, across
+// the three priority topics.
+//
+// Each priority has a FIFO queue of fetched records. A pick is a smooth
+// weighted round robin over the non-empty queues (the scheme nginx uses for
+// upstream weights): with weights 6:3:1 and all three queues busy, ten picks
+// take six high, three default and one low, interleaved, so a flood of high
+// priority runs slows low priority ones down but never stops them.
+//
+// Aging raises a queue's weight with the waiting time of its oldest record:
+// the effective weight is weight * (1 + wait/Aging). A low priority record
+// that has waited 5*Aging counts as much as a fresh high priority one, so
+// lateness, not only rank, decides once a queue has fallen behind.
+//
+// A Queues is pure: it takes the time as an argument and is not safe for
+// concurrent use (the runner guards it).
+package priority
