@@ -47,6 +47,19 @@ check-generate: generate ## fail when generated code differs from what is commit
 	@git diff --exit-code -- proto || { echo "generated code is stale: run 'make generate' and commit" >&2; exit 1; }
 	@test -z "$$(git status --porcelain -- proto)" || { echo "generated files are not committed:" >&2; git status --porcelain -- proto >&2; exit 1; }
 
+.PHONY: lint-proto
+lint-proto: ## lint the protobuf schema with the pinned buf (rules in proto/buf.yaml)
+	cd proto && $(GO) tool buf lint
+
+# What proto-breaking compares the working tree with: the proto directory of
+# the main branch. Override for a fork or a CI checkout, e.g.
+# make proto-breaking PROTO_BREAKING_AGAINST='../.git#branch=origin/main,subdir=proto'
+PROTO_BREAKING_AGAINST ?= ../.git\#branch=main,subdir=proto
+
+.PHONY: proto-breaking
+proto-breaking: ## fail on wire-incompatible protobuf changes against the main branch
+	cd proto && $(GO) tool buf breaking --against '$(PROTO_BREAKING_AGAINST)'
+
 .PHONY: stack-up
 stack-up: ## download (once) and start Kafka, Cassandra and Redis on 127.0.0.1
 	$(STACK) up

@@ -1,0 +1,134 @@
+package sundialv1
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"mime"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// Kafka record headers and their values used on Sundial's topics.
+const (
+	// HeaderContentType names the encoding of a record's value.
+	HeaderContentType = "content-type"
+	// ContentTypeProtobuf is binary protobuf, the encoding of a record
+	// without a content-type header.
+	ContentTypeProtobuf = "application/x-protobuf"
+	// ContentTypeJSON is the protobuf JSON mapping (protojson).
+	ContentTypeJSON = "application/json"
+
+	// HeaderKind names the message of a record on a topic that carries more
+	// than one: sundial.jobs (absent or KindJob: JobSpec; KindDag: DagSpec)
+	// and sundial.events (absent or KindRunEvent: RunEvent; KindDagRunEvent:
+	// DagRunEvent).
+	HeaderKind = "sundial-kind"
+	// KindJob marks a JobSpec on sundial.jobs.
+	KindJob = "job"
+	// KindDag marks a DagSpec on sundial.jobs.
+	KindDag = "dag"
+	// KindRunEvent marks a RunEvent on sundial.events.
+	KindRunEvent = "run_event"
+	// KindDagRunEvent marks a DagRunEvent on sundial.events.
+	KindDagRunEvent = "dag_run_event"
+
+	// HeaderIdempotencyKey carries the run id on records a KafkaTarget
+	// produces. HTTP targets send it as "Idempotency-Key".
+	HeaderIdempotencyKey = "idempotency-key"
+)
+
+// ErrContentType reports a content-type header value that names neither
+// encoding.
+var ErrContentType = errors.New("unsupported content type")
+
+// Encoding is how a record's value is encoded.
+type Encoding int
+
+// The encodings. The zero value is protobuf, the encoding of a record without
+// a content-type header.
+const (
+	EncodingProtobuf Encoding = iota
+	EncodingJSON
+)
+
+// String returns the content-type header value of e.
+func (e Encoding) String() string {
+	if e == EncodingJSON {
+		return ContentTypeJSON
+	}
+	return ContentTypeProtobuf
+}
+
+// ParseContentType reads a content-type header value. An empty value means
+// protobuf. The media type is matched ignoring case and parameters
+// ("application/json; charset=utf-8" is JSON); "application/protobuf" is
+// accepted as a synonym of "application/x-protobuf". Anything else is an
+// error wrapping ErrContentType.
+func ParseContentType(value string) (Encoding, error) {
+	if strings.TrimSpace(value) == "" {
+		return EncodingProtobuf, nil
+	}
+	media, _, err := mime.ParseMediaType(value)
+	if err != nil {
+		return 0, fmt.Errorf("%w %q: %w", ErrContentType, value, err)
+	}
+	switch media { // ParseMediaType lower-cases the media type
+	case ContentTypeProtobuf, "application/protobuf":
+		return EncodingProtobuf, nil
+	case ContentTypeJSON:
+		return EncodingJSON, nil
+	}
+	return 0, fmt.Errorf("%w %q: want %s or %s", ErrContentType, value, ContentTypeProtobuf, ContentTypeJSON)
+}
+
+// Unmarshal decodes a record value into m in the encoding its content-type
+// header value names (see ParseContentType). JSON is decoded strictly: an
+// unknown field is an error, so a misspelled field name is reported instead
+// of silently taking its default.
+func Unmarshal(contentType string, data []byte, m proto.Message) error {
+	enc, err := ParseContentType(contentType)
+	if err != nil {
+		return err
+	}
+	return enc.Unmarshal(data, m)
+}
+
+// Unmarshal decodes data, encoded as e, into m.
+func (e Encoding) Unmarshal(data []byte, m proto.Message) error {
+	if e == EncodingJSON {
+		if err := (protojson.UnmarshalOptions{DiscardUnknown: false}).Unmarshal(data, m); err != nil {
+			return fmt.Errorf("decode %s as JSON: %w", m.ProtoReflect().Descriptor().Name(), err)
+		}
+		return nil
+	}
+	if err := proto.Unmarshal(data, m); err != nil {
+		hint := ""
+		if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '{' {
+			hint = " (the value looks like JSON: set the record header " + HeaderContentType + ": " + ContentTypeJSON + ")"
+		}
+		return fmt.Errorf("decode %s as protobuf%s: %w", m.ProtoReflect().Descriptor().Name(), hint, err)
+	}
+	return nil
+}
+
+// Marshal encodes m as e: deterministic binary protobuf, or indented JSON
+// with protobuf field names as the JSON mapping prescribes (lowerCamelCase).
+// The registry answers a definition in the encoding it arrived in.
+func (e Encoding) Marshal(m proto.Message) ([]byte, error) {
+	var (
+		data []byte
+		err  error
+	)
+	if e == EncodingJSON {
+		data, err = protojson.MarshalOptions{Multiline: true}.Marshal(m)
+	} else {
+		data, err = proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("encode %s as %s: %w", m.ProtoReflect().Descriptor().Name(), e, err)
+	}
+	return data, nil
+}
