@@ -106,11 +106,11 @@ port_of() {
   esac
 }
 
-ports_of() { # every port a backend listens on
+ports_of() { # every port a backend listens on, as PORT:SETTING words
   case $1 in
-    kafka) echo "$KAFKA_PORT $KAFKA_CONTROLLER_PORT" ;;
-    cassandra) echo "$CASSANDRA_PORT $CASSANDRA_STORAGE_PORT" ;;
-    redis) echo "$REDIS_PORT" ;;
+    kafka) echo "$KAFKA_PORT:SUNDIAL_KAFKA_PORT $KAFKA_CONTROLLER_PORT:SUNDIAL_KAFKA_CONTROLLER_PORT" ;;
+    cassandra) echo "$CASSANDRA_PORT:SUNDIAL_CASSANDRA_PORT $CASSANDRA_STORAGE_PORT:SUNDIAL_CASSANDRA_STORAGE_PORT" ;;
+    redis) echo "$REDIS_PORT:SUNDIAL_REDIS_PORT" ;;
   esac
 }
 
@@ -190,23 +190,34 @@ backend_pid() {
 }
 
 # port_owner PORT prints who listens on PORT ("pid 123: python3 -m http.server
-# 19092"), "an unknown process" when the port answers but its owner cannot be
-# seen, or nothing when the port is free.
+# 19092", or which other Sundial stack), "an unknown process" when the port
+# answers but its owner cannot be seen, or nothing when the port is free.
 port_owner() {
-  local port=$1 hex inodes inode fd pid cmd
+  local port=$1 hex inodes inode fd pid args=() a
   printf -v hex '%04X' "$port"
   # Listening sockets (state 0A) on that port, any local address.
   inodes=$(awk -v h=":$hex" 'NR > 1 && $4 == "0A" && substr($2, length($2) - 4) == h { print $10 }' \
     /proc/net/tcp /proc/net/tcp6 2>/dev/null | sort -u)
   for inode in $inodes; do
     fd=$(find /proc/[0-9]*/fd -maxdepth 1 -lname "socket:\[$inode\]" -print -quit 2>/dev/null || true)
-    if [[ -n $fd ]]; then
-      pid=${fd#/proc/}
-      pid=${pid%%/*}
-      cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-160)
-      echo "pid $pid: ${cmd% }"
-      return
+    [[ -n $fd ]] || continue
+    pid=${fd#/proc/}
+    pid=${pid%%/*}
+    mapfile -d '' -t args 2>/dev/null <"/proc/$pid/cmdline" || true
+    local other=''
+    for a in "${args[@]}"; do
+      [[ $a == -Dsundial.stack=* ]] && other=${a#-Dsundial.stack=}
+    done
+    if [[ ${args[0]-} == *redis-server && ${args[1]-} == */run/redis/redis.conf ]]; then
+      other=${args[1]%/run/redis/redis.conf}
     fi
+    if [[ -n $other ]]; then
+      echo "pid $pid of the Sundial stack in $other (stop it with: SUNDIAL_STACK_DIR=$other $HERE/stack.sh down)"
+    else
+      a="${args[*]}"
+      echo "pid $pid: ${a:0:160}"
+    fi
+    return
   done
   if [[ -n $inodes ]] || (: <"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
     echo "an unknown process"
@@ -219,6 +230,8 @@ port_owner() {
 launch() {
   local backend=$1 out=$2 pid i
   shift 2
+  # One file per run, so a failure shows this run's output; one run is kept.
+  [[ ! -s $out ]] || mv -f "$out" "$out.prev"
   (cd "$RUN_DIR/$backend" && exec setsid "$@") </dev/null >>"$out" 2>&1 9>&- &
   pid=$!
   # setsid execs in place, so $! is the backend's pid; make sure of it.
@@ -298,10 +311,15 @@ fetch() {
 STACKCHECK=$STACK_DIR/bin/stackcheck
 
 # build_stackcheck builds the readiness checker when its sources or the
-# module's dependencies changed; a failed rebuild falls back to the old binary.
+# versions of its client libraries changed (not on every change of go.mod,
+# which other work touches often); a failed rebuild falls back to the old
+# binary.
 build_stackcheck() {
   local stamp
-  stamp=$(cat "$HERE"/stackcheck/*.go "$REPO/go.mod" "$REPO/go.sum" | sha256sum | cut -d' ' -f1)
+  stamp=$({
+    cat "$HERE"/stackcheck/*.go
+    grep -E 'github.com/(gocql/gocql|twmb/franz-go|redis/go-redis)' "$REPO/go.mod" || true
+  } | sha256sum | cut -d' ' -f1)
   if [[ -x $STACKCHECK && -f $STACKCHECK.stamp && $(<"$STACKCHECK.stamp") == "$stamp" ]]; then
     return
   fi
@@ -501,13 +519,13 @@ lock() {
 # ---------------------------------------------------------------- commands
 
 cmd_up() {
-  local start=$SECONDS b pid owner port busy=() started=() failed=()
+  local start b pid owner port busy=() failed=()
+  start=$(now_ms)
   select_backends "$@"
   local selected=("${SELECTED[@]}")
   validate
   lock
-  mkdir -p "$RUN_DIR" "$DATA_DIR" "$LOG_DIR"
-  declare -A pids=()
+  declare -A pids=() t_start=()
   for b in "${selected[@]}"; do
     pid=$(backend_pid "$b")
     if [[ -n $pid ]]; then
@@ -523,17 +541,18 @@ cmd_up() {
       continue
     fi
     for port in $(ports_of "$b"); do
-      owner=$(port_owner "$port")
-      [[ -z $owner ]] || busy+=("port $port ($b) is already in use by $owner")
+      owner=$(port_owner "${port%%:*}")
+      [[ -z $owner ]] || busy+=("$b needs port ${port%%:*} (${port#*:}), which is in use by $owner")
     done
   done
   if ((${#busy[@]})); then
     warn "cannot start the stack:"
     printf '  %s\n' "${busy[@]}" >&2
-    warn "stop that process, or choose other ports (SUNDIAL_KAFKA_PORT, ... see deploy/local/README.md)"
+    warn "stop that process, or set the named variable to a free port (deploy/local/README.md)"
     exit 1
   fi
 
+  mkdir -p "$RUN_DIR" "$DATA_DIR" "$LOG_DIR"
   build_stackcheck
   for b in "${selected[@]}"; do
     [[ -z ${pids[$b]-} ]] || continue
@@ -550,7 +569,7 @@ cmd_up() {
       continue
     fi
     pids[$b]=$pid
-    started+=("$b")
+    t_start[$b]=$(now_ms)
     say "$b: started (pid $pid)"
   done
 
@@ -560,9 +579,15 @@ cmd_up() {
     [[ " ${selected[*]} " == *" $b "* && -n ${pids[$b]-} ]] && order+=("$b")
   done
   for b in "${order[@]}"; do
-    if out=$("$STACKCHECK" "-$b" "$(addr_of "$b")" "-$b-pid" "${pids[$b]}" -timeout "${TIMEOUT}s"); then
-      if [[ " ${started[*]} " == *" $b "* ]]; then
-        say "$out"
+    # The time limit counts from the backend's start, not from this check.
+    local limit=$TIMEOUT
+    if [[ -n ${t_start[$b]-} ]]; then
+      limit=$((TIMEOUT - ($(now_ms) - t_start[$b]) / 1000))
+      ((limit >= 5)) || limit=5
+    fi
+    if out=$("$STACKCHECK" "-$b" "$(addr_of "$b")" "-$b-pid" "${pids[$b]}" -timeout "${limit}s"); then
+      if [[ -n ${t_start[$b]-} ]]; then
+        say "$b: ready at $(addr_of "$b") $(since_ms "${t_start[$b]}") after its start (${out#* (}"
       else
         say "$b: already running (pid ${pids[$b]}): ${out#"$b: "}"
       fi
@@ -576,50 +601,69 @@ cmd_up() {
   if ((${#failed[@]})); then
     die "not ready: ${failed[*]} (logs: stack.sh logs ${failed[*]})"
   fi
-  say "stack: ready in $((SECONDS - start))s; use it with: source <($HERE/stack.sh env)"
+  say "stack: ready in $(since_ms "$start"); use it with: source <($HERE/stack.sh env)"
 }
 
-# stop BACKEND...: SIGTERM, a grace period for a clean shutdown, then SIGKILL
-# for whatever is left; returns non-zero if a process survives even that.
+# now_ms prints the wall clock in milliseconds; since_ms T prints the seconds
+# since T with one decimal.
+now_ms() {
+  local t=${EPOCHREALTIME/./}
+  echo $((t / 1000))
+}
+since_ms() {
+  local d=$(($(now_ms) - $1))
+  printf '%d.%ds' $((d / 1000)) $((d % 1000 / 100))
+}
+
+# stop BACKEND...: SIGTERM to all of them at once, a grace period for a clean
+# shutdown, then SIGKILL for whatever is left. Returns non-zero if a process
+# survives even that.
 stop() {
-  local b pid t0=$SECONDS ok=0
-  declare -A victims=()
+  local b pid t0 ok=0 killed='' deadline
+  declare -A left=() victims=()
+  t0=$(now_ms)
   for b in "$@"; do
     find_pids "$b"
     victims[$b]=$({ backend_pid "$b"; printf '%s\n' "${FOUND[@]}"; } | sort -u | tr '\n' ' ')
+    victims[$b]=${victims[$b]# }
     if [[ -z ${victims[$b]// /} ]]; then
       say "$b: not running"
-      rm -f "$RUN_DIR/$b.pid"
+      rm -f "$RUN_DIR/$b.pid" "$RUN_DIR/$b.settings"
       continue
     fi
+    left[$b]=${victims[$b]}
     # shellcheck disable=SC2086 # a list of pids
     kill -TERM ${victims[$b]} 2>/dev/null || true
   done
-  for b in "$@"; do
-    [[ -n ${victims[$b]// /} ]] || continue
-    local left=${victims[$b]} deadline=$((SECONDS + STOP_GRACE)) killed=''
-    while :; do
+  deadline=$((SECONDS + STOP_GRACE))
+  while ((${#left[@]})); do
+    for b in "${!left[@]}"; do
       local still=''
-      for pid in $left; do is_ours "$pid" "$b" && still+="$pid "; done
-      left=$still
-      [[ -z $left ]] && break
-      if ((SECONDS >= deadline)); then
-        [[ -n $killed ]] && break
-        warn "$b: pid ${left% } still running ${STOP_GRACE}s after SIGTERM; sending SIGKILL"
-        # shellcheck disable=SC2086
-        kill -KILL $left 2>/dev/null || true
-        killed=1
-        deadline=$((SECONDS + 10))
+      for pid in ${left[$b]}; do is_ours "$pid" "$b" && still+="$pid "; done
+      if [[ -z $still ]]; then
+        unset "left[$b]"
+        rm -f "$RUN_DIR/$b.pid" "$RUN_DIR/$b.settings"
+        say "$b: stopped (pid ${victims[$b]% }) after $(since_ms "$t0")"
+      else
+        left[$b]=$still
       fi
-      sleep 0.2
     done
-    if [[ -n $left ]]; then
-      warn "$b: pid ${left% } survived SIGKILL"
-      ok=1
-      continue
+    ((${#left[@]})) || break
+    if ((SECONDS >= deadline)); then
+      if [[ -n $killed ]]; then
+        for b in "${!left[@]}"; do warn "$b: pid ${left[$b]% } survived SIGKILL"; done
+        ok=1
+        break
+      fi
+      for b in "${!left[@]}"; do
+        warn "$b: pid ${left[$b]% } still running ${STOP_GRACE}s after SIGTERM; sending SIGKILL"
+        # shellcheck disable=SC2086
+        kill -KILL ${left[$b]} 2>/dev/null || true
+      done
+      killed=1
+      deadline=$((SECONDS + 10))
     fi
-    rm -f "$RUN_DIR/$b.pid" "$RUN_DIR/$b.settings"
-    say "$b: stopped (pid ${victims[$b]% }) after $((SECONDS - t0))s"
+    sleep 0.2
   done
   return "$ok"
 }
