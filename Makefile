@@ -76,6 +76,10 @@ stack-status: ## show each backend's state
 stack-logs: ## tail the backends' logs
 	$(STACK) logs
 
+.PHONY: stack-reset
+stack-reset: ## stop the local stack and delete its data and logs (downloads are kept)
+	$(STACK) reset
+
 .PHONY: migrate
 migrate: stack-up ## create the keyspace, tables and topics on the local stack
 	source <($(STACK) env) && $(GO) run ./cmd/sundial migrate
