@@ -303,25 +303,56 @@ func testKeeperHoldsSlot(t *testing.T, b backend) {
 func testLeakedSlots(t *testing.T, b backend) {
 	s, c := setup(t, b)
 	ctx := t.Context()
-	for _, run := range []string{"job@1", "job@2"} {
-		// Holders that die right after acquiring: nothing renews or frees.
-		_, err := s.Acquire(ctx, Request{JobID: "job", RunID: run, Limit: 2})
+	req := func(run string) Request { return Request{JobID: "job", RunID: run, Limit: 3} }
+
+	// One live holder keeps the job's keys alive, so the dead holders' slots
+	// can only come back through acquire's reclaim, not by the keys expiring.
+	live, err := s.Acquire(ctx, req("job@1"))
+	require.NoError(t, err)
+	k := NewKeeper(s, live, nil)
+	require.NoError(t, k.Start(ctx))
+	defer k.Stop()
+	// Two holders that die right after acquiring: nothing renews or frees.
+	dead := make([]Lease, 2)
+	for i, run := range []string{"job@2", "job@3"} {
+		dead[i], err = s.Acquire(ctx, req(run))
 		require.NoError(t, err)
 	}
-	_, err := s.Acquire(ctx, Request{JobID: "job", RunID: "job@3", Limit: 2})
+	_, err = s.Acquire(ctx, req("job@4"))
 	require.ErrorIs(t, err, ErrNoSlot)
 
-	// Each leaked slot comes back once its holder's lease expired.
-	for _, run := range []string{"job@3", "job@4"} {
-		require.Eventually(t, func() bool {
-			_, err := s.Acquire(ctx, Request{JobID: "job", RunID: run, Limit: 2})
-			return err == nil
-		}, 5*time.Second, 10*time.Millisecond, run)
-	}
-	assert.Equal(t, []string{"job@3", "job@4"}, c.ZRange(ctx, s.slotsKey("job"), 0, -1).Val())
-	assert.ElementsMatch(t, []string{"job@3", "job@4"}, c.HKeys(ctx, s.holdersKey("job")).Val(), "dead holders' entries are gone")
+	// Wait until the server's clock has passed both dead holders' expiry.
+	require.Eventually(t, func() bool {
+		now := c.Time(ctx).Val().UnixMilli()
+		for _, run := range []string{"job@2", "job@3"} {
+			if expiry := c.ZScore(ctx, s.slotsKey("job"), run).Val(); float64(now) <= expiry {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 5*time.Millisecond)
+	require.Len(t, c.ZRange(ctx, s.slotsKey("job"), 0, -1).Val(), 3, "nobody has reclaimed the slots yet")
 
-	// With nobody acquiring, the keys of an abandoned job expire on their own.
+	// An expired lease is lost even before anyone took its slot.
+	_, err = s.Renew(ctx, dead[0])
+	require.ErrorIs(t, err, ErrLeaseLost)
+
+	// Both dead holders' slots come back; the live one keeps its own.
+	_, err = s.Acquire(ctx, req("job@4"))
+	require.NoError(t, err)
+	_, err = s.Acquire(ctx, req("job@5"))
+	require.NoError(t, err)
+	var noSlot *NoSlotError
+	_, err = s.Acquire(ctx, req("job@6"))
+	require.ErrorAs(t, err, &noSlot)
+	assert.ElementsMatch(t, []string{"job@1", "job@4", "job@5"}, noSlot.Holders)
+	assert.ElementsMatch(t, []string{"job@1", "job@4", "job@5"}, c.HKeys(ctx, s.holdersKey("job")).Val(), "dead holders' entries are gone")
+	require.ErrorIs(t, s.Complete(ctx, dead[1]), ErrLeaseLost)
+	require.NoError(t, k.Context().Err(), "the live holder never lost its lease")
+
+	// With nobody renewing or acquiring, the keys of an abandoned job expire
+	// on their own.
+	k.Stop()
 	require.Eventually(t, func() bool {
 		return c.Exists(ctx, s.slotsKey("job"), s.holdersKey("job")).Val() == 0
 	}, 5*time.Second, 10*time.Millisecond)
@@ -410,28 +441,35 @@ func testKeeperKeysDeleted(t *testing.T, b backend) {
 }
 
 func testKeeperRedisDown(t *testing.T, b backend) {
-	var out outage
-	// A longer lease than elsewhere, so that a busy machine's timer delays
-	// stay well inside the margin.
-	s, _ := setupHooked(t, b, []redis.Hook{&out}, func(c *Config) { c.TTL, c.Margin = time.Second, 200*time.Millisecond })
-	ctx := t.Context()
-	l, err := s.Acquire(ctx, Request{JobID: "job", RunID: "job@1"})
-	require.NoError(t, err)
-	k := NewKeeper(s, l, nil)
-	require.NoError(t, k.Start(ctx))
-	defer k.Stop()
+	for _, renewedFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("renewed first %v", renewedFirst), func(t *testing.T) {
+			var out outage
+			// A longer lease than elsewhere, so that a busy machine's timer
+			// delays stay well inside the margin.
+			s, _ := setupHooked(t, b, []redis.Hook{&out}, func(c *Config) { c.TTL, c.Margin = 2*time.Second, 500*time.Millisecond })
+			ctx := t.Context()
+			job := fmt.Sprintf("job-%v", renewedFirst) // the subtests share the backend
+			l, err := s.Acquire(ctx, Request{JobID: job, RunID: job + "@1"})
+			require.NoError(t, err)
+			k := NewKeeper(s, l, nil)
+			require.NoError(t, k.Start(ctx))
+			defer k.Stop()
 
-	// Let one renewal succeed, then cut Redis off.
-	require.Eventually(t, func() bool { return k.Lease().AcquiredAt.After(l.AcquiredAt) }, 5*time.Second, 5*time.Millisecond)
-	out.down.Store(true)
-	last := k.Lease()
-	at := waitDone(t, k.Context(), 5*time.Second)
-	require.ErrorIs(t, context.Cause(k.Context()), ErrLeaseUntrusted)
-	require.ErrorIs(t, context.Cause(k.Context()), ErrLeaseLost)
-	final := k.Lease()
-	assert.Equal(t, last.AcquiredAt, final.AcquiredAt, "no renewal succeeded while Redis was down")
-	assert.False(t, at.Before(final.TrustedUntil()), "cancelled at %s, before the lease's trusted-until %s", at, final.TrustedUntil())
-	assert.Less(t, at.Sub(final.TrustedUntil()), final.Margin, "cancelled within the margin after trusted-until, before the server could expire it")
+			if renewedFirst {
+				require.Eventually(t, func() bool { return k.Lease().AcquiredAt.After(l.AcquiredAt) }, 5*time.Second, 5*time.Millisecond)
+			}
+			// Cut Redis off: every renewal fails with a connection error.
+			out.down.Store(true)
+			last := k.Lease()
+			at := waitDone(t, k.Context(), 5*time.Second)
+			require.ErrorIs(t, context.Cause(k.Context()), ErrLeaseUntrusted)
+			require.ErrorIs(t, context.Cause(k.Context()), ErrLeaseLost)
+			final := k.Lease()
+			assert.Equal(t, last.AcquiredAt, final.AcquiredAt, "no renewal succeeded while Redis was down")
+			assert.False(t, at.Before(final.TrustedUntil()), "cancelled at %s, before the lease's trusted-until %s", at, final.TrustedUntil())
+			assert.Less(t, at.Sub(final.TrustedUntil()), final.Margin, "cancelled within the margin after trusted-until, before the server could expire the lease")
+		})
+	}
 }
 
 func testTrustFromCallStart(t *testing.T, b backend) {

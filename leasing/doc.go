@@ -68,6 +68,22 @@
 // Kafka redelivers the run, because its offset was never committed, and the
 // new holder gets a larger token.
 //
+// # One slot per run, and overlap
+//
+// A run holds at most one slot. Acquire of a run that already holds one fails
+// with ErrRunHeld (a redelivery while the first delivery still executes); the
+// runner tries again later rather than executing. When the job's limit is
+// reached Acquire fails with a *NoSlotError naming the holders, and the
+// runner applies the job's overlap policy. For "replace" it calls Revoke on
+// them: each revoked holder's next renewal fails and its Keeper cancels the
+// execution, while its slot stays taken until the revoked lease would have
+// expired, because the old execution may still be running until its holder
+// notices. Only then does the replacement get the slot.
+//
+// Every call is safe to repeat after a connection error (see IsRetryable):
+// an acquire carries a nonce so that its own retry gets back the lease it
+// took, and a complete recognises the dedupe mark it wrote.
+//
 // # Keys and Redis Cluster
 //
 // All keys of a job share the hash tag {job id}:
