@@ -1,0 +1,205 @@
+// Package consume processes the records of a Kafka consumer group at least
+// once, in order per key, with bounded concurrency across keys. The registry
+// (sundial.jobs) and the trigger path (sundial.triggers) are built on it.
+//
+// # Invariants
+//
+//   - Order: records with the same key (the same job) are handled one after
+//     the other, in offset order; records with different keys may be handled
+//     concurrently (at most Concurrency at a time).
+//   - At least once: a poll's offsets are committed only after every record
+//     of the poll has been handled and every output record the handler asked
+//     for (a status, an event) has been acknowledged by Kafka. A crash or a
+//     lost partition before that redelivers the records, so handlers must be
+//     idempotent.
+//   - No poison: the handler decides what a record means and never fails;
+//     it retries transient errors itself (Retry) and turns a bad record into
+//     an output that says so. Output records are produced until Kafka takes
+//     them. Only Stop (context cancellation) ends processing early, and then
+//     nothing of the unfinished poll is committed.
+//   - Rebalances wait for the poll in hand (kgo.BlockRebalanceOnPoll), so a
+//     commit never lands after the partition moved to another member.
+package consume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+)
+
+// Handler handles one record and returns the records to produce in answer
+// (none is fine). It must not fail: transient errors are retried inside it
+// until ctx ends, and a bad record becomes an answer saying so. When ctx
+// ends the handler returns promptly; its answers are then discarded and the
+// record is redelivered later.
+type Handler func(ctx context.Context, rec *kgo.Record) []*kgo.Record
+
+// GroupOptions returns the consumer options the client given to Run needs:
+// the group and topics, manual commits and rebalances blocked during a poll.
+// A group without committed offsets starts at the beginning of each
+// partition: a registry must read every definition.
+func GroupOptions(group string, topics ...string) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.ConsumerGroup(group),
+		kgo.ConsumeTopics(topics...),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.RequireStableFetchOffsets(),
+	}
+}
+
+// Loop is one consumer's processing loop.
+type Loop struct {
+	// Client consumes (with GroupOptions) and produces the answers.
+	Client *kgo.Client
+	// Handle handles each record.
+	Handle Handler
+	// Concurrency is how many keys are handled at once.
+	Concurrency int
+	// MaxPoll bounds the records taken per poll.
+	MaxPoll int
+	// Backoff bounds the retries of answers and commits.
+	Backoff Backoff
+	// Logger receives errors worth a look.
+	Logger *slog.Logger
+	// OnCommitted, if set, is called with the number of records of each poll
+	// whose offsets were committed.
+	OnCommitted func(n int)
+}
+
+// Run polls and processes until ctx ends or the client is closed.
+func (l *Loop) Run(ctx context.Context) {
+	for {
+		fetches := l.Client.PollRecords(ctx, l.MaxPoll)
+		if fetches.IsClientClosed() || ctx.Err() != nil {
+			l.Client.AllowRebalance()
+			return
+		}
+		fetches.EachError(func(topic string, partition int32, err error) {
+			if !errors.Is(err, context.Canceled) {
+				l.Logger.Warn("fetch failed; the client retries", "topic", topic, "partition", partition, "err", err)
+			}
+		})
+		recs := fetches.Records()
+		if len(recs) > 0 && l.process(ctx, recs) {
+			if err := Retry(ctx, l.Backoff, func() error { return l.Client.CommitRecords(ctx, recs...) }); err == nil {
+				if l.OnCommitted != nil {
+					l.OnCommitted(len(recs))
+				}
+			}
+		}
+		l.Client.AllowRebalance()
+	}
+}
+
+// process handles recs and waits for their answers; false means ctx ended
+// first and nothing may be committed.
+func (l *Loop) process(ctx context.Context, recs []*kgo.Record) bool {
+	type keyID struct {
+		topic     string
+		partition int32
+		key       string
+	}
+	var order []keyID
+	byKey := map[keyID][]*kgo.Record{}
+	for _, r := range recs {
+		k := keyID{r.Topic, r.Partition, string(r.Key)}
+		if _, ok := byKey[k]; !ok {
+			order = append(order, k)
+		}
+		byKey[k] = append(byKey[k], r)
+	}
+
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		failed []*kgo.Record
+	)
+	produce := func(out *kgo.Record) {
+		wg.Add(1)
+		l.Client.Produce(ctx, out, func(r *kgo.Record, err error) {
+			defer wg.Done()
+			if err != nil {
+				mu.Lock()
+				failed = append(failed, r)
+				mu.Unlock()
+			}
+		})
+	}
+
+	g := &errgroup.Group{}
+	g.SetLimit(l.Concurrency)
+	for _, k := range order {
+		g.Go(func() error {
+			for _, rec := range byKey[k] {
+				if ctx.Err() != nil {
+					return nil
+				}
+				for _, out := range l.Handle(ctx, rec) {
+					produce(out)
+				}
+			}
+			return nil
+		})
+	}
+	_ = g.Wait() // the closures never fail
+	wg.Wait()
+	if ctx.Err() != nil {
+		return false
+	}
+	// Kafka refused some answers (after the client's own retries): produce
+	// them again, one at a time, until it takes them or ctx ends.
+	for _, r := range failed {
+		err := Retry(ctx, l.Backoff, func() error {
+			return l.Client.ProduceSync(ctx, r).FirstErr()
+		})
+		if err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// Backoff is a capped exponential backoff with full jitter.
+type Backoff struct {
+	// Min is the first wait's cap.
+	Min time.Duration
+	// Max is the largest wait.
+	Max time.Duration
+	// OnRetry, if set, is called with each error that is retried.
+	OnRetry func(err error)
+}
+
+// Retry calls fn until it succeeds or ctx ends, waiting between attempts.
+// It returns nil or ctx's error.
+func Retry(ctx context.Context, b Backoff, fn func() error) error {
+	wait := b.Min
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("gave up after %w: %w", ctx.Err(), err)
+		}
+		if b.OnRetry != nil {
+			b.OnRetry(err)
+		}
+		t := time.NewTimer(rand.N(wait) + 1)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("gave up after %w: %w", ctx.Err(), err)
+		case <-t.C:
+		}
+		wait = min(2*wait, b.Max)
+	}
+}

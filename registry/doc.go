@@ -1,0 +1,85 @@
+// Package registry is Sundial's job registry: it reads job definitions from
+// sundial.jobs, checks them, stores them with their first occurrence, wakes
+// the dispatcher that owns them, and answers every record on
+// sundial.jobs.status. Validate, DecodeDefinition, CompileSchedule and
+// FirstDue are pure and shared with the Go client (package client), which
+// checks a definition before producing it, and with the dispatcher.
+//
+// # Records
+//
+// A record's key is the job id; its content-type header says protobuf
+// (application/x-protobuf, the default) or JSON (application/json,
+// protojson, unknown fields refused); a record without a value (a tombstone)
+// deletes the job. Records with the header sundial-kind: dag are DAG
+// definitions, left to the DAG engine: the registry neither stores nor
+// answers them.
+//
+// # Validation
+//
+// Every field is checked and every problem reported at once, each as a
+// FieldError naming the field by its protobuf path ("schedule.cron.expression",
+// "labels[\"env\"]", "retry.non_retryable_errors[1]") and the reason.
+// Problems with the record rather than a field use "key", "content_type" or
+// "record". Validation reads no clock: an "at" instant in the past is valid.
+// It is a misfire at acceptance, and the schedule's misfire policy decides
+// whether it still fires (SKIP: never; otherwise at once, if it is inside the
+// catch-up window). Bounds (payload size, label count, ...) are in Limits
+// and the Max* constants.
+//
+// # Invariants
+//
+//   - Every record gets exactly one answer per processing, keyed by the
+//     record's own key, in the record's encoding, naming its source (topic,
+//     partition, offset). Nothing wrong with one record (undecodable, invalid,
+//     key and id differ) stops consumption or affects the records around it:
+//     it is answered REJECTED with the fields at fault.
+//   - Transient failures are never rejections: store and Kafka errors are
+//     retried with capped, jittered exponential backoff until they succeed or
+//     the registry stops.
+//   - At least once: offsets are committed only after the record's store
+//     writes, wake-up and status are acknowledged (internal/consume). A
+//     redelivered record changes nothing: the store's revision of a job is
+//     the offset of its record on sundial.jobs (all records of a job share a
+//     partition), an identical definition is a no-op (UNCHANGED) and an older
+//     record is ignored (STALE). Replaying the topic from any offset therefore
+//     writes no due entry and leaves every job as it was.
+//   - Determinism: the first due time is computed from the record's timestamp
+//     (see FirstDue), so reading a record again gives the same due time and
+//     run id. The clock only matters when the record is older than its
+//     schedule's catch-up window.
+//   - A changed definition replaces the pending entry in one store call
+//     (store.UpsertJob): the new first occurrence is written, the old entry is
+//     deleted, and an entry of the old definition that survives (one the
+//     dispatcher already holds) is dead because its revision is no longer the
+//     job's. Nothing fires twice and the new schedule applies from its next
+//     occurrence.
+//   - Paused jobs are stored with nothing scheduled; a definition that
+//     resumes one schedules its first occurrence at or after the resuming
+//     record, so occurrences that fell due while paused are skipped.
+//   - A tombstone deletes the job and its pending entry (store.DeleteJob). A
+//     delete leaves a tombstone in the store, so a replayed older definition
+//     cannot bring the job back.
+//
+// # Outcomes
+//
+// CREATED, UPDATED, UNCHANGED and DELETED are accepted; REJECTED lists the
+// errors; STALE answers a record older than the one in force (a replay).
+// Deleting an unknown or already deleted id is DELETED. Resending a definition
+// identical to the one in force is UNCHANGED and schedules nothing new: to
+// restart a delay or re-fire an immediate job, change the definition (its
+// revision, say) or use a trigger. When the definition sets revision, a lower
+// revision than the one in force, or the same revision with a different
+// definition, is REJECTED naming "revision".
+//
+// # Metrics
+//
+// sundial_registry_records_total{outcome}, sundial_registry_rejections_total
+// {field} (the field path without indexes and map keys, a bounded set),
+// sundial_registry_retries_total{op}, sundial_registry_processing_seconds and
+// sundial_registry_lag_seconds, registered on the injected Registerer.
+//
+// # Dependencies
+//
+// github.com/twmb/franz-go is the Kafka client of the whole project.
+// github.com/prometheus/client_golang provides the metrics.
+package registry

@@ -1,0 +1,55 @@
+package registry
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+type metrics struct {
+	records    *prometheus.CounterVec
+	rejections *prometheus.CounterVec
+	retries    *prometheus.CounterVec
+	latency    prometheus.Histogram
+	lag        prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		records: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sundial", Subsystem: "registry", Name: "records_total",
+			Help: "Records of sundial.jobs processed, by outcome (created, updated, unchanged, deleted, rejected, stale, dag_skipped).",
+		}, []string{"outcome"}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sundial", Subsystem: "registry", Name: "rejections_total",
+			Help: "Rejected definitions by the field at fault (list indexes and map keys dropped); a definition counts once per field.",
+		}, []string{"field"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sundial", Subsystem: "registry", Name: "retries_total",
+			Help: "Transient store or Kafka errors retried, by operation.",
+		}, []string{"op"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "sundial", Subsystem: "registry", Name: "processing_seconds",
+			Help:    "Time to decode, validate and apply one record (store writes and wake-up included).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "sundial", Subsystem: "registry", Name: "lag_seconds",
+			Help:    "Time from a record's timestamp to the end of its processing.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 20),
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.records, m.rejections, m.retries, m.latency, m.lag} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registry metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func outcomeLabel(o sundialv1.DefinitionOutcome) string {
+	return strings.ToLower(strings.TrimPrefix(o.String(), "DEFINITION_OUTCOME_"))
+}

@@ -1,0 +1,452 @@
+package registry
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/internal/consume"
+	"github.com/sundialhq/sundial/internal/topics"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/schedule"
+	"github.com/sundialhq/sundial/store"
+)
+
+// DefaultGroup is the consumer group of the registry on sundial.jobs.
+const DefaultGroup = "sundial-registry"
+
+// Store is what the registry needs from the store: job definitions and the
+// cluster's shard count.
+type Store interface {
+	store.Jobs
+	GetClusterConfig(ctx context.Context) (store.ClusterConfig, error)
+}
+
+// Waker wakes the dispatcher owning an entry the store already holds
+// (*enqueue.Enqueuer).
+type Waker interface {
+	Wake(ctx context.Context, entries ...store.DueEntry) error
+}
+
+// Config configures a Registry.
+type Config struct {
+	// Brokers are the Kafka seed brokers. Required.
+	Brokers []string
+	// KafkaOptions are extra client options (TLS, SASL, client id). The
+	// registry sets its own group, topics and commit options after them.
+	KafkaOptions []kgo.Opt
+	// Topics names sundial.jobs and sundial.jobs.status.
+	Topics topics.Names
+	// Group is the consumer group. Default DefaultGroup.
+	Group string
+	// Store holds the definitions. Required.
+	Store Store
+	// Waker wakes the owner of a first occurrence due soon. Required.
+	Waker Waker
+	// Limits bound the sizes in a definition. Default: Limits' defaults.
+	Limits Limits
+	// Concurrency is how many jobs are processed at once (records of one
+	// job are always processed in order). Default 64.
+	Concurrency int
+	// MaxPoll bounds the records taken from Kafka at once. Default 5000.
+	MaxPoll int
+	// RetryMin and RetryMax bound the backoff between retries of a
+	// transient store or Kafka error. Defaults 50ms and 10s.
+	RetryMin, RetryMax time.Duration
+	// Registerer receives the registry's metrics. Default: none kept.
+	Registerer prometheus.Registerer
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	c.Group = cmp.Or(c.Group, DefaultGroup)
+	c.Concurrency = cmp.Or(c.Concurrency, 64)
+	c.MaxPoll = cmp.Or(c.MaxPoll, 5000)
+	c.RetryMin = cmp.Or(c.RetryMin, 50*time.Millisecond)
+	c.RetryMax = cmp.Or(c.RetryMax, 10*time.Second)
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate reports every bad field, after defaults are applied.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("registry config: brokers: required"))
+	}
+	if c.Store == nil {
+		errs = append(errs, errors.New("registry config: store: required"))
+	}
+	if c.Waker == nil {
+		errs = append(errs, errors.New("registry config: waker: required"))
+	}
+	if err := c.Limits.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("registry config: %w", err))
+	}
+	if c.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("registry config: concurrency %d: must be positive", c.Concurrency))
+	}
+	if c.MaxPoll < 1 {
+		errs = append(errs, fmt.Errorf("registry config: max poll %d: must be positive", c.MaxPoll))
+	}
+	if c.RetryMin <= 0 || c.RetryMax < c.RetryMin {
+		errs = append(errs, fmt.Errorf("registry config: retry backoff %s..%s: want 0 < min <= max", c.RetryMin, c.RetryMax))
+	}
+	return errors.Join(errs...)
+}
+
+// Registry consumes sundial.jobs and applies each definition to the store.
+type Registry struct {
+	cfg     Config
+	metrics *metrics
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	client  *kgo.Client
+	cancel  context.CancelFunc
+	done    chan struct{}
+	shards  int
+}
+
+// New returns a Registry, or every configuration error. It registers the
+// metrics.
+func New(cfg Config) (*Registry, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Registry{cfg: cfg, metrics: m}, nil
+}
+
+// Start reads the shard count from the store, joins the consumer group and
+// starts processing. It returns once processing has started; Stop ends it.
+func (r *Registry) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started {
+		return errors.New("registry: already started")
+	}
+	cc, err := r.cfg.Store.GetClusterConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("registry: read the shard count: %w", err)
+	}
+	opts := append(append([]kgo.Opt{kgo.SeedBrokers(r.cfg.Brokers...)}, r.cfg.KafkaOptions...),
+		consume.GroupOptions(r.cfg.Group, r.cfg.Topics.Jobs())...)
+	client, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("registry: kafka client: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r.started, r.client, r.cancel, r.shards = true, client, cancel, cc.Shards
+	r.done = make(chan struct{})
+	loop := &consume.Loop{
+		Client:      client,
+		Handle:      r.handle,
+		Concurrency: r.cfg.Concurrency,
+		MaxPoll:     r.cfg.MaxPoll,
+		Backoff:     r.backoff("commit"),
+		Logger:      r.cfg.Logger,
+	}
+	go func() {
+		defer close(r.done)
+		loop.Run(runCtx)
+	}()
+	r.cfg.Logger.Info("registry started", "topic", r.cfg.Topics.Jobs(), "group", r.cfg.Group, "shards", cc.Shards)
+	return nil
+}
+
+// Stop ends processing and leaves the group. What was processed but not
+// committed is processed again by the next member, which is harmless. Stop
+// is idempotent and safe before Start.
+func (r *Registry) Stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.started || r.stopped {
+		r.stopped = true
+		return
+	}
+	r.stopped = true
+	r.cancel()
+	<-r.done
+	r.client.Close()
+}
+
+func (r *Registry) backoff(op string) consume.Backoff {
+	return consume.Backoff{
+		Min: r.cfg.RetryMin,
+		Max: r.cfg.RetryMax,
+		OnRetry: func(err error) {
+			r.metrics.retries.WithLabelValues(op).Inc()
+			r.cfg.Logger.Warn("retrying after a transient error", "op", op, "err", err)
+		},
+	}
+}
+
+// retry runs fn until it succeeds or ctx ends.
+func (r *Registry) retry(ctx context.Context, op string, fn func() error) error {
+	return consume.Retry(ctx, r.backoff(op), fn)
+}
+
+// handle processes one record of sundial.jobs and returns its status record.
+// It returns nothing for a record of another component (a DAG definition),
+// or when ctx ends (the record is then redelivered).
+func (r *Registry) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
+	start := r.cfg.Now()
+	def, errs := DecodeDefinition(rec.Key, rec.Value, rec.Headers, r.cfg.Limits)
+	if def.Kind == sundialv1.KindDag && len(errs) == 0 {
+		r.metrics.records.WithLabelValues("dag_skipped").Inc()
+		return nil
+	}
+	st := &sundialv1.JobStatus{
+		Subject: &sundialv1.JobStatus_JobId{JobId: validUTF8(def.Key)},
+		Source: &sundialv1.RecordSource{
+			Topic:     rec.Topic,
+			Partition: rec.Partition,
+			Offset:    rec.Offset,
+			Timestamp: timestamppb.New(rec.Timestamp),
+		},
+		Shard: uint32(store.ShardOf(def.Key, r.shards)),
+	}
+	if def.Spec != nil && def.Spec.Revision != nil {
+		st.Revision = proto.Uint64(def.Spec.GetRevision())
+	}
+
+	var err error
+	switch {
+	case len(errs) > 0:
+		r.reject(st, errs)
+	case def.Tombstone:
+		err = r.delete(ctx, rec, st)
+	default:
+		err = r.apply(ctx, rec, def.Spec, st)
+	}
+	if err != nil { // only ctx ending stops a record
+		r.cfg.Logger.Debug("record left for redelivery", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "err", err)
+		return nil
+	}
+
+	now := r.cfg.Now()
+	st.ProcessedAt = timestamppb.New(now)
+	r.metrics.records.WithLabelValues(outcomeLabel(st.GetOutcome())).Inc()
+	r.metrics.latency.Observe(now.Sub(start).Seconds())
+	r.metrics.lag.Observe(max(0, now.Sub(rec.Timestamp).Seconds()))
+	return []*kgo.Record{r.statusRecord(rec, def.Encoding, st)}
+}
+
+func (r *Registry) reject(st *sundialv1.JobStatus, errs []FieldError) {
+	st.Accepted = false
+	st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_REJECTED
+	st.Errors = protoErrors(errs)
+	seen := map[string]bool{}
+	for _, e := range errs {
+		if f := metricField(e.Field); !seen[f] {
+			seen[f] = true
+			r.metrics.rejections.WithLabelValues(f).Inc()
+		}
+	}
+}
+
+func (r *Registry) delete(ctx context.Context, rec *kgo.Record, st *sundialv1.JobStatus) error {
+	var outcome store.Outcome
+	err := r.retry(ctx, "delete_job", func() (err error) {
+		outcome, err = r.cfg.Store.DeleteJob(ctx, string(rec.Key), rec.Offset, rec.Timestamp)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if outcome == store.OutcomeStale {
+		st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_STALE
+		return nil
+	}
+	// Deleting an unknown or already deleted id is DELETED too: deletes are
+	// idempotent.
+	st.Accepted = true
+	st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_DELETED
+	return nil
+}
+
+func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.JobSpec, st *sundialv1.JobStatus) error {
+	accepted := rec.Timestamp.UTC().Truncate(time.Millisecond)
+	now := r.cfg.Now()
+
+	var (
+		next  time.Time
+		sched *schedule.Schedule
+	)
+	if s := spec.GetSchedule(); s != nil && !spec.GetPaused() {
+		var errs []FieldError
+		sched, errs = CompileSchedule(s, accepted)
+		if len(errs) > 0 {
+			r.reject(st, errs)
+			return nil
+		}
+		next, _ = FirstDue(sched, MisfirePolicy(s), CatchUpWindow(s), accepted, now)
+	}
+
+	value, err := (proto.MarshalOptions{Deterministic: true}).Marshal(spec)
+	if err != nil { // a decoded message always encodes; say so if not
+		r.reject(st, []FieldError{{Field: "record", Reason: fmt.Sprintf("cannot encode the definition: %v", err)}})
+		return nil
+	}
+	job := store.Job{ID: spec.GetId(), Spec: value, Revision: rec.Offset, UpdatedAt: rec.Timestamp, NextDue: next}
+
+	// What is in force matters only for a producer revision, and for an
+	// "at" instant that passed while the job was paused.
+	atPassed := sched != nil && sched.Kind() == schedule.KindAt && next.Before(accepted) && !next.IsZero()
+	if spec.Revision != nil || atPassed {
+		stored, found, err := r.getJob(ctx, job.ID)
+		if err != nil {
+			return err
+		}
+		inForce := found && !stored.Deleted && stored.Revision < rec.Offset // else a replay: the store answers
+		if inForce {
+			old := &sundialv1.JobSpec{}
+			if err := proto.Unmarshal(stored.Spec, old); err != nil {
+				r.cfg.Logger.Warn("stored definition does not decode; ignoring its revision", "job", job.ID, "err", err)
+				old = nil
+			}
+			if fe := checkRevision(spec, old, store.SpecHash(value), stored.Hash); fe != nil {
+				r.reject(st, []FieldError{*fe})
+				return nil
+			}
+			if atPassed && old.GetPaused() {
+				// Occurrences falling due while a job is paused are
+				// skipped, not misfired.
+				job.NextDue = time.Time{}
+			}
+		}
+	}
+
+	var outcome store.Outcome
+	if err := r.retry(ctx, "upsert_job", func() (err error) {
+		outcome, err = r.cfg.Store.UpsertJob(ctx, job)
+		return err
+	}); err != nil {
+		return err
+	}
+
+	switch outcome {
+	case store.OutcomeCreated, store.OutcomeUpdated:
+		st.Accepted = true
+		st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_CREATED
+		if outcome == store.OutcomeUpdated {
+			st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UPDATED
+		}
+		if !job.NextDue.IsZero() {
+			st.NextDueTime = timestamppb.New(store.Truncate(job.NextDue))
+			if err := r.wake(ctx, job.ScheduledEntry()); err != nil {
+				return err
+			}
+		}
+	case store.OutcomeUnchanged:
+		st.Accepted = true
+		st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UNCHANGED
+		// This very record may have been applied by a process that died
+		// before waking the dispatcher. Waking again is safe only while the
+		// entry has not fired yet: a wake-up for a fired entry fires it again.
+		stored, found, err := r.getJob(ctx, job.ID)
+		if err != nil {
+			return err
+		}
+		if found && !stored.Deleted && !stored.NextDue.IsZero() && stored.NextDue.After(now) {
+			st.NextDueTime = timestamppb.New(stored.NextDue)
+			if stored.Revision == rec.Offset {
+				if err := r.wake(ctx, stored.ScheduledEntry()); err != nil {
+					return err
+				}
+			}
+		}
+	default: // store.OutcomeStale
+		st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_STALE
+	}
+	return nil
+}
+
+// checkRevision applies the producer's revision rules against the
+// definition in force (old, nil when it has none or does not decode).
+func checkRevision(spec, old *sundialv1.JobSpec, hash, oldHash []byte) *FieldError {
+	if spec.Revision == nil || old == nil || old.Revision == nil {
+		return nil
+	}
+	have, want := old.GetRevision(), spec.GetRevision()
+	switch {
+	case want < have:
+		return &FieldError{Field: "revision", Reason: fmt.Sprintf("%d is lower than the revision in force, %d: an older definition arrived after a newer one", want, have)}
+	case want == have && string(hash) != string(oldHash):
+		return &FieldError{Field: "revision", Reason: fmt.Sprintf("%d is the revision in force, but the definition differs from it: increase the revision with every change", want)}
+	}
+	return nil
+}
+
+func (r *Registry) getJob(ctx context.Context, id string) (store.Job, bool, error) {
+	var (
+		job   store.Job
+		found bool
+	)
+	err := r.retry(ctx, "get_job", func() error {
+		j, err := r.cfg.Store.GetJob(ctx, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return nil
+		case err != nil:
+			return err
+		}
+		job, found = j, true
+		return nil
+	})
+	return job, found, err
+}
+
+func (r *Registry) wake(ctx context.Context, e store.DueEntry) error {
+	return r.retry(ctx, "wake", func() error { return r.cfg.Waker.Wake(ctx, e) })
+}
+
+// statusRecord encodes st in enc, keyed by the original record key.
+func (r *Registry) statusRecord(rec *kgo.Record, enc sundialv1.Encoding, st *sundialv1.JobStatus) *kgo.Record {
+	value, err := enc.Marshal(st)
+	if err != nil {
+		// Strings were made valid UTF-8, so this cannot happen; never lose
+		// the answer over it.
+		r.cfg.Logger.Error("encode status", "err", err)
+		enc = sundialv1.EncodingProtobuf
+		st.Errors = []*sundialv1.FieldError{{Field: "record", Reason: "the status could not be encoded"}}
+		value, _ = enc.Marshal(st)
+	}
+	key := rec.Key
+	if key == nil {
+		key = []byte{} // a compacted topic refuses records without a key
+	}
+	return &kgo.Record{
+		Topic:   r.cfg.Topics.JobsStatus(),
+		Key:     key,
+		Value:   value,
+		Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderContentType, Value: []byte(enc.String())}},
+	}
+}
