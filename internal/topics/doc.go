@@ -11,7 +11,11 @@
 //     that exists with another count instead of "fixing" it.
 //   - sundial.shards has exactly one partition per shard (S, fixed at cluster
 //     initialisation): dispatchers own shards by owning its partitions in a
-//     consumer group. It carries no records.
+//     consumer group. Its records are wake-ups (package enqueue): a due entry,
+//     keyed by job id, on the partition of the job's shard, telling the owner
+//     about an entry that falls due inside the window it has already loaded
+//     or in the past. The schedule store stays the truth; a wake-up is only
+//     needed until its entry has fired, hence the short retention.
 //   - sundial.jobs and sundial.jobs.status are compacted: the latest record of
 //     each job id is kept forever (a tombstone deletes), so a registry can
 //     rebuild from the topic. The other topics are time-retained.

@@ -82,8 +82,9 @@ func (n Names) Events() string { return n.Prefix + baseEvents }
 // DLQ is sundial.dlq: runs whose attempts are exhausted, for replay.
 func (n Names) DLQ() string { return n.Prefix + baseDLQ }
 
-// Shards is sundial.shards: one partition per shard, used only for shard
-// ownership through a consumer group.
+// Shards is sundial.shards: one partition per shard, used for shard
+// ownership through a consumer group and carrying wake-ups for the shard's
+// owner (see package enqueue).
 func (n Names) Shards() string { return n.Prefix + baseShards }
 
 // Partition counts of the fixed-size topics.

@@ -1,0 +1,159 @@
+package enqueue
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/store"
+)
+
+// DefaultWakeHorizon is how far ahead of now an entry still gets a wake-up
+// unless configured. It must exceed what any dispatcher loads ahead (its
+// look-ahead plus one bucket, a minute) plus the clock skew between hosts.
+const DefaultWakeHorizon = 5 * time.Minute
+
+// Config configures an Enqueuer.
+type Config struct {
+	// Store receives the entries. Required.
+	Store store.Schedule
+	// Client produces the wake-ups. Required; it must have been created
+	// with kgo.RecordPartitioner(Partitioner(...)) so that a wake-up lands on
+	// the partition of its shard. Its acks setting should be the default
+	// (all), so an acknowledged wake-up survives a broker failure.
+	Client *kgo.Client
+	// Topics names sundial.shards.
+	Topics topics.Names
+	// Shards is S, the cluster's shard count (store.GetClusterConfig).
+	// Required; it must equal the partition count of sundial.shards.
+	Shards int
+	// WakeHorizon: entries due more than this after now get no wake-up
+	// (their bucket has not been loaded by anyone yet). Default
+	// DefaultWakeHorizon; must be at least two minutes.
+	WakeHorizon time.Duration
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	c.WakeHorizon = cmp.Or(c.WakeHorizon, DefaultWakeHorizon)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate reports every bad field, after defaults are applied.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if c.Store == nil {
+		errs = append(errs, errors.New("enqueue config: store: required"))
+	}
+	if c.Client == nil {
+		errs = append(errs, errors.New("enqueue config: client: required"))
+	} else if _, ok := c.Client.OptValue(kgo.RecordPartitioner).(*partitioner); !ok {
+		errs = append(errs, errors.New("enqueue config: client: must be created with kgo.RecordPartitioner(enqueue.Partitioner(...))"))
+	}
+	if c.Shards <= 0 {
+		errs = append(errs, fmt.Errorf("enqueue config: shards %d: must be positive", c.Shards))
+	}
+	if c.WakeHorizon < 2*time.Minute {
+		errs = append(errs, fmt.Errorf("enqueue config: wake horizon %s: must be at least 2m (look-ahead plus one bucket)", c.WakeHorizon))
+	}
+	return errors.Join(errs...)
+}
+
+// Enqueuer writes due entries and wakes their shard owners. It is safe for
+// concurrent use and has no goroutines of its own.
+type Enqueuer struct {
+	cfg Config
+}
+
+// New returns an Enqueuer, or the configuration's errors.
+func New(cfg Config) (*Enqueuer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Enqueuer{cfg: cfg.withDefaults()}, nil
+}
+
+// Enqueue stores the entries (store.PutDue), then produces a wake-up for each
+// entry due within the wake horizon and waits for the acknowledgements. On
+// error the caller retries the whole call; see the package doc.
+func (q *Enqueuer) Enqueue(ctx context.Context, entries ...store.DueEntry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	if err := validate(entries); err != nil {
+		return fmt.Errorf("enqueue: %w", err)
+	}
+	if err := q.cfg.Store.PutDue(ctx, entries...); err != nil {
+		return fmt.Errorf("enqueue: store %d entries: %w", len(entries), err)
+	}
+	return q.Wake(ctx, entries...)
+}
+
+// Wake produces the wake-ups of entries the caller has already stored (the
+// registry stores its first occurrence with the job row, store.UpsertJob).
+// Entries due beyond the wake horizon are skipped.
+func (q *Enqueuer) Wake(ctx context.Context, entries ...store.DueEntry) error {
+	if err := validate(entries); err != nil {
+		return fmt.Errorf("wake: %w", err)
+	}
+	horizon := q.cfg.Now().Add(q.cfg.WakeHorizon)
+	recs := make([]*kgo.Record, 0, len(entries))
+	for _, e := range entries {
+		if e.Due.After(horizon) {
+			continue
+		}
+		rec, err := q.record(e)
+		if err != nil {
+			return fmt.Errorf("wake: %w", err)
+		}
+		recs = append(recs, rec)
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	if err := q.cfg.Client.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return fmt.Errorf("wake: produce %d wake-ups to %s: %w", len(recs), q.cfg.Topics.Shards(), err)
+	}
+	q.cfg.Logger.Debug("woke shard owners", "entries", len(recs))
+	return nil
+}
+
+// record builds the wake-up of one entry.
+func (q *Enqueuer) record(e store.DueEntry) (*kgo.Record, error) {
+	value, err := Encode(e)
+	if err != nil {
+		return nil, err
+	}
+	return &kgo.Record{
+		Topic:     q.cfg.Topics.Shards(),
+		Partition: int32(store.ShardOf(e.JobID, q.cfg.Shards)),
+		Key:       []byte(e.JobID),
+		Value:     value,
+	}, nil
+}
+
+func validate(entries []store.DueEntry) error {
+	var errs []error
+	for i, e := range entries {
+		if err := e.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("entry %d (job %q): %w", i, e.JobID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
