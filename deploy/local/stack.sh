@@ -553,13 +553,24 @@ cmd_up() {
   fi
 
   mkdir -p "$RUN_DIR" "$DATA_DIR" "$LOG_DIR"
-  build_stackcheck
+  # Build the checker and download what is missing in parallel: on a new
+  # machine these are most of the time `up` takes.
+  local prep=()
+  build_stackcheck &
+  prep+=($!)
   for b in "${selected[@]}"; do
     [[ -z ${pids[$b]-} ]] || continue
     case $b in
-      kafka | cassandra) need_java && fetch "$b" ;;
+      kafka | cassandra)
+        need_java
+        fetch "$b" &
+        prep+=($!)
+        ;;
       redis) need_redis ;;
     esac
+  done
+  for pid in "${prep[@]}"; do
+    wait "$pid" || die "could not prepare the stack (see above)"
   done
   for b in "${selected[@]}"; do
     [[ -z ${pids[$b]-} ]] || continue
