@@ -41,6 +41,7 @@ func newApp(stdout, stderr io.Writer) *cli.Command {
 		Commands: []*cli.Command{
 			versionCommand(),
 			scheduleCommand(),
+			migrateCommand(),
 		},
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Result says what Ensure found or did for one topic.
@@ -36,9 +38,10 @@ func (e *PartitionMismatchError) Error() string {
 
 // Ensure creates the topics of specs that do not exist, with the given
 // replication factor (-1 for the broker's default), and checks that those
-// that exist have the right partition count. It returns one Result per spec
-// and an error naming every topic that is wrong or could not be created.
-// Existing topics' configs are left alone.
+// that exist have the right partition count. It returns one Result per good
+// topic and an error naming every topic that is wrong or could not be
+// created. Existing topics' configs are left alone. It returns once every
+// topic it reports is visible in the cluster's metadata.
 func Ensure(ctx context.Context, adm *kadm.Client, specs []Spec, replication int16) ([]Result, error) {
 	if replication == 0 || replication < -1 {
 		return nil, fmt.Errorf("ensure topics: replication factor %d: must be positive or -1 for the broker default", replication)
@@ -51,50 +54,103 @@ func Ensure(ctx context.Context, adm *kadm.Client, specs []Spec, replication int
 	if err != nil {
 		return nil, fmt.Errorf("ensure topics: list %v: %w", names, err)
 	}
-	results := make([]Result, 0, len(specs))
-	var errs []error
+	var (
+		results []Result
+		errs    []error
+		pending []Spec // created now or concurrently: check once visible
+		created = map[string]bool{}
+	)
 	for _, spec := range specs {
-		res, err := ensureOne(ctx, adm, spec, existing[spec.Name], replication)
-		if err != nil {
-			errs = append(errs, err)
+		d := existing[spec.Name]
+		switch {
+		case d.Err == nil && len(d.Partitions) > 0:
+			res, err := check(spec, d)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			results = append(results, res)
+			continue
+		case d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition):
+			errs = append(errs, fmt.Errorf("topic %s: describe: %w", spec.Name, d.Err))
 			continue
 		}
+		configs := make(map[string]*string, len(spec.Configs))
+		for k, v := range spec.Configs {
+			configs[k] = kadm.StringPtr(v)
+		}
+		resp, err := adm.CreateTopic(ctx, spec.Partitions, replication, configs, spec.Name)
+		switch {
+		case err == nil:
+			created[spec.Name] = true
+		case errors.Is(err, kerr.TopicAlreadyExists):
+			// Created concurrently, or not yet in the metadata we read.
+		case resp.ErrMessage != "":
+			errs = append(errs, fmt.Errorf("topic %s: create with %d partitions: %w: %s", spec.Name, spec.Partitions, err, resp.ErrMessage))
+			continue
+		default:
+			errs = append(errs, fmt.Errorf("topic %s: create with %d partitions: %w", spec.Name, spec.Partitions, err))
+			continue
+		}
+		pending = append(pending, spec)
+	}
+	visible, err := waitVisible(ctx, adm, pending)
+	for _, spec := range pending {
+		d, ok := visible[spec.Name]
+		if !ok {
+			errs = append(errs, fmt.Errorf("topic %s: not visible in the cluster metadata: %w", spec.Name, err))
+			continue
+		}
+		res, cerr := check(spec, d)
+		if cerr != nil {
+			errs = append(errs, cerr)
+			continue
+		}
+		res.Created = created[spec.Name]
 		results = append(results, res)
 	}
 	return results, errors.Join(errs...)
 }
 
-func ensureOne(ctx context.Context, adm *kadm.Client, spec Spec, detail kadm.TopicDetail, replication int16) (Result, error) {
-	switch {
-	case detail.Err == nil && detail.Topic != "":
-		return check(spec, detail)
-	case detail.Err != nil && !errors.Is(detail.Err, kerr.UnknownTopicOrPartition):
-		return Result{}, fmt.Errorf("topic %s: describe: %w", spec.Name, detail.Err)
+// waitVisible polls the metadata until every topic of specs has its
+// partitions, or ctx ends: a topic just created reaches every broker's
+// metadata cache a moment later. It returns what became visible.
+func waitVisible(ctx context.Context, adm *kadm.Client, specs []Spec) (map[string]kadm.TopicDetail, error) {
+	visible := map[string]kadm.TopicDetail{}
+	if len(specs) == 0 {
+		return visible, nil
 	}
-	configs := make(map[string]*string, len(spec.Configs))
-	for k, v := range spec.Configs {
-		configs[k] = kadm.StringPtr(v)
-	}
-	resp, err := adm.CreateTopic(ctx, spec.Partitions, replication, configs, spec.Name)
-	switch {
-	case err == nil:
-		return Result{Name: spec.Name, Partitions: spec.Partitions, Created: true}, nil
-	case errors.Is(err, kerr.TopicAlreadyExists):
-		// Created concurrently by someone else: check what they made.
-		again, lerr := adm.ListTopics(ctx, spec.Name)
-		if lerr != nil {
-			return Result{}, fmt.Errorf("topic %s: describe after a concurrent create: %w", spec.Name, lerr)
+	wait := 20 * time.Millisecond
+	for {
+		var missing []string
+		for _, s := range specs {
+			if _, ok := visible[s.Name]; !ok {
+				missing = append(missing, s.Name)
+			}
 		}
-		d := again[spec.Name]
-		if d.Err != nil {
-			return Result{}, fmt.Errorf("topic %s: describe after a concurrent create: %w", spec.Name, d.Err)
+		if len(missing) == 0 {
+			return visible, nil
 		}
-		return check(spec, d)
+		details, err := adm.ListTopics(ctx, missing...)
+		if err == nil {
+			for name, d := range details {
+				if d.Err == nil && len(d.Partitions) > 0 {
+					visible[name] = d
+				}
+			}
+			if len(visible) == len(specs) {
+				return visible, nil
+			}
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return visible, context.Cause(ctx)
+		case <-t.C:
+		}
+		wait = min(2*wait, 500*time.Millisecond)
 	}
-	if resp.ErrMessage != "" {
-		return Result{}, fmt.Errorf("topic %s: create with %d partitions: %w: %s", spec.Name, spec.Partitions, err, resp.ErrMessage)
-	}
-	return Result{}, fmt.Errorf("topic %s: create with %d partitions: %w", spec.Name, spec.Partitions, err)
 }
 
 func check(spec Spec, detail kadm.TopicDetail) (Result, error) {
@@ -103,4 +159,27 @@ func check(spec Spec, detail kadm.TopicDetail) (Result, error) {
 		return Result{}, &PartitionMismatchError{Topic: spec.Name, Have: have, Want: spec.Partitions, ShardsHint: spec.PerShard}
 	}
 	return Result{Name: spec.Name, Partitions: have}, nil
+}
+
+// Setup connects to brokers and ensures every topic of names for a cluster of
+// the given shard count. It returns within ctx's deadline when Kafka cannot be
+// reached.
+func Setup(ctx context.Context, brokers []string, names Names, shards int, replication int16) ([]Result, error) {
+	if len(brokers) == 0 {
+		return nil, errors.New("kafka brokers: at least one seed broker is required")
+	}
+	specs, err := names.Specs(shards)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return nil, fmt.Errorf("kafka client for %v: %w", brokers, err)
+	}
+	defer cl.Close()
+	res, err := Ensure(ctx, kadm.NewClient(cl), specs, replication)
+	if err != nil {
+		return res, fmt.Errorf("kafka at %v: %w", brokers, err)
+	}
+	return res, nil
 }

@@ -2,6 +2,7 @@ package topics_test
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -82,4 +83,28 @@ func TestEnsureRejectsBadReplication(t *testing.T) {
 		_, err := topics.Ensure(t.Context(), nil, nil, rf)
 		assert.ErrorContains(t, err, "replication factor")
 	}
+}
+
+func TestSetupUnreachableKafka(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+
+	const budget = 2 * time.Second
+	ctx, cancel := context.WithTimeout(t.Context(), budget)
+	defer cancel()
+	start := time.Now()
+	_, err = topics.Setup(ctx, []string{addr}, topics.Names{}, 8, 1)
+	took := time.Since(start)
+	require.Error(t, err)
+	assert.ErrorContains(t, err, addr)
+	assert.Less(t, took, budget+time.Second, "took %v", took)
+	t.Logf("setup against %s failed after %v: %v", addr, took.Round(time.Millisecond), err)
+
+	_, err = topics.Setup(t.Context(), nil, topics.Names{}, 8, 1)
+	assert.ErrorContains(t, err, "kafka brokers")
+	_, err = topics.Setup(t.Context(), []string{addr}, topics.Names{}, 0, 1)
+	assert.ErrorContains(t, err, "shards")
 }

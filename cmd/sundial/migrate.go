@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/store/cassandra"
+)
+
+func migrateCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "migrate",
+		Usage: "create the Cassandra keyspace and tables, fix the shard count, and create the Kafka topics",
+		Description: `Idempotent and safe to re-run: applied schema versions are recorded in the
+keyspace's schema_migrations table, the shard count is stored once (a different
+--shards later is an error), and existing topics are kept when their partition
+count is right (a topic with another count is an error naming it).
+
+Example, against the local stack:
+  source <(deploy/local/stack.sh env) && sundial migrate`,
+		Flags: []cli.Flag{
+			&cli.StringSliceFlag{Name: "cassandra-hosts", Usage: "Cassandra contact points, host or host:port", Sources: envVar("cassandra-hosts")},
+			&cli.StringFlag{Name: "keyspace", Value: cassandra.DefaultKeyspace, Usage: "Cassandra keyspace of the schedule store", Sources: envVar("keyspace")},
+			&cli.IntFlag{Name: "replication-factor", Value: cassandra.DefaultReplicationFactor, Usage: "replication factor of the keyspace when it is created", Sources: envVar("replication-factor")},
+			&cli.StringFlag{Name: "cassandra-datacenter", Usage: "data centre for NetworkTopologyStrategy replication (default: SimpleStrategy)", Sources: envVar("cassandra-datacenter")},
+			&cli.StringSliceFlag{Name: "kafka-brokers", Usage: "Kafka seed brokers, host:port", Sources: envVar("kafka-brokers")},
+			&cli.StringFlag{Name: "topic-prefix", Usage: "prefix put in front of every topic name", Sources: envVar("topic-prefix")},
+			&cli.IntFlag{Name: "topic-replication-factor", Value: -1, Usage: "replication factor of created topics; -1 for the brokers' default", Sources: envVar("topic-replication-factor")},
+			&cli.IntFlag{Name: "shards", Value: 128, Usage: "number of shards S, fixed for the life of the cluster", Sources: envVar("shards")},
+			&cli.DurationFlag{Name: "timeout", Value: 2 * time.Minute, Usage: "give up after this long (an unreachable backend fails sooner)", Sources: envVar("timeout")},
+		},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			shards := cmd.Int("shards")
+			var bad []error
+			if shards <= 0 {
+				bad = append(bad, fmt.Errorf("--shards %d: must be positive", shards))
+			}
+			if len(cmd.StringSlice("kafka-brokers")) == 0 {
+				bad = append(bad, errors.New("--kafka-brokers: required (or SUNDIAL_KAFKA_BROKERS)"))
+			}
+			if len(cmd.StringSlice("cassandra-hosts")) == 0 {
+				bad = append(bad, errors.New("--cassandra-hosts: required (or SUNDIAL_CASSANDRA_HOSTS)"))
+			}
+			trf := cmd.Int("topic-replication-factor")
+			if trf == 0 || trf < -1 || trf > math.MaxInt16 {
+				bad = append(bad, fmt.Errorf("--topic-replication-factor %d: must be positive or -1", trf))
+			}
+			if cmd.Duration("timeout") <= 0 {
+				bad = append(bad, fmt.Errorf("--timeout %s: must be positive", cmd.Duration("timeout")))
+			}
+			cfg := cassandra.Config{
+				Hosts:             cmd.StringSlice("cassandra-hosts"),
+				Keyspace:          cmd.String("keyspace"),
+				ReplicationFactor: cmd.Int("replication-factor"),
+				Datacenter:        cmd.String("cassandra-datacenter"),
+			}
+			if cfg.ReplicationFactor <= 0 {
+				// Zero would mean the default; the flag's zero is a mistake.
+				bad = append(bad, fmt.Errorf("--replication-factor %d: must be at least 1", cfg.ReplicationFactor))
+			}
+			if len(cfg.Hosts) > 0 {
+				if err := cfg.Validate(); err != nil {
+					bad = append(bad, err)
+				}
+			}
+			if err := errors.Join(bad...); err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
+			defer cancel()
+			out := cmd.Root().Writer
+
+			res, err := cassandra.Setup(ctx, cfg, shards)
+			if err != nil {
+				return fmt.Errorf("cassandra: %w", err)
+			}
+			fmt.Fprintf(out, "cassandra keyspace %s: schema version %d", cfg.Keyspace, res.Migrate.Version)
+			switch {
+			case res.Migrate.KeyspaceCreated:
+				fmt.Fprintf(out, " (keyspace created, applied %v)\n", res.Migrate.Applied)
+			case len(res.Migrate.Applied) > 0:
+				fmt.Fprintf(out, " (applied %v)\n", res.Migrate.Applied)
+			default:
+				fmt.Fprintln(out, " (up to date)")
+			}
+			fmt.Fprintf(out, "cluster: %d shards, initialised %s\n", res.Cluster.Shards, res.Cluster.CreatedAt.Format(time.RFC3339))
+
+			names := topics.Names{Prefix: cmd.String("topic-prefix")}
+			created, err := topics.Setup(ctx, cmd.StringSlice("kafka-brokers"), names, res.Cluster.Shards, int16(trf))
+			for _, r := range created {
+				state := "exists"
+				if r.Created {
+					state = "created"
+				}
+				fmt.Fprintf(out, "topic %-40s %3d partitions  %s\n", r.Name, r.Partitions, state)
+			}
+			if err != nil {
+				return fmt.Errorf("kafka: %w", err)
+			}
+			return nil
+		},
+	}
+}
