@@ -1,0 +1,246 @@
+package runner
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/leasing"
+	"github.com/sundialhq/sundial/runner/breaker"
+	"github.com/sundialhq/sundial/runner/priority"
+	"github.com/sundialhq/sundial/runner/target"
+	"github.com/sundialhq/sundial/store"
+)
+
+// Enqueuer makes due entries durable and wakes the dispatcher that fires
+// them; package enqueue implements it. The runner writes retries and
+// deferrals through it.
+type Enqueuer interface {
+	Enqueue(ctx context.Context, entries ...store.DueEntry) error
+}
+
+// Defaults of Config.
+const (
+	DefaultGroup                  = "sundial-runners"
+	DefaultConcurrency            = 64
+	DefaultMaxPendingPerPartition = 10000
+	DefaultCommitInterval         = time.Second
+	DefaultRunTimeout             = 30 * time.Second
+	DefaultQueueDelay             = time.Second
+	DefaultHeldRetry              = 200 * time.Millisecond
+	DefaultReplaceGrace           = 2 * time.Second
+	DefaultShutdownTimeout        = 30 * time.Second
+	DefaultKeyPrefix              = "sundial:runner:"
+	// allowLimit is the concurrency limit asked of leasing for the overlap
+	// policy ALLOW: no limit in practice, while the lease still brings the
+	// dedupe mark and the fencing token.
+	allowLimit = 1 << 20
+)
+
+// Config configures a Runner. The zero value of every field but Kafka,
+// Leases, Redis and Enqueuer means its default.
+type Config struct {
+	// ID names this runner in events and dead letters. Default
+	// "<hostname>-<pid>".
+	ID string
+	// Kafka are the client options every Kafka client of the runner starts
+	// from: seed brokers, TLS, SASL. Required (at least kgo.SeedBrokers).
+	// The runner adds its own consumer group and producer options.
+	Kafka []kgo.Opt
+	// Topics names the topics (a prefix in tests).
+	Topics topics.Names
+	// Group is the consumer group of the runners. Default DefaultGroup.
+	Group string
+	// Leases takes the leases. Required.
+	Leases *leasing.Store
+	// Redis carries the replace signal (a pub/sub channel and a marker key
+	// per replaced run). Use the same Redis as Leases. Required.
+	Redis redis.UniversalClient
+	// KeyPrefix starts the runner's own Redis keys and channel. It must not
+	// contain '{' or '}'. Default DefaultKeyPrefix.
+	KeyPrefix string
+	// Enqueuer writes retries and deferrals as due entries. Required.
+	Enqueuer Enqueuer
+
+	// Handlers are the in-process handlers, by the name HandlerTarget uses.
+	Handlers map[string]target.Handler
+	// HTTPClient calls HTTP targets. Default: http.DefaultTransport with no
+	// client timeout (the job's timeout applies).
+	HTTPClient *http.Client
+	// Breakers configures the per-downstream circuit breakers; its
+	// Registerer and Logger default to the runner's.
+	Breakers breaker.Config
+
+	// Concurrency is the number of workers, the most runs executing at
+	// once. Default DefaultConcurrency.
+	Concurrency int
+	// QueueCapacity is how many fetched runs of one priority may wait for a
+	// worker. A priority's topic is paused at this many and resumed at half.
+	// Default 2 * Concurrency.
+	QueueCapacity int
+	// MaxPendingPerPartition bounds the offsets tracked for one partition
+	// between its commit watermark and its newest fetched record. A
+	// partition whose watermark is pinned by a long run is paused at this
+	// many and resumed at half. Default DefaultMaxPendingPerPartition.
+	MaxPendingPerPartition int
+	// Weights are the shares of the high, default and low priority topics
+	// among the runs workers pick. Default priority.DefaultWeights.
+	Weights [priority.Levels]int
+	// Aging is the wait after which a fetched run's weight has doubled.
+	// Default priority.DefaultAging.
+	Aging time.Duration
+
+	// CommitInterval is how often finished offsets are committed. Default 1s.
+	CommitInterval time.Duration
+	// RunTimeout is the per-attempt timeout of runs that carry none.
+	// Default 30s.
+	RunTimeout time.Duration
+	// QueueDelay is the wait of OVERLAP_POLICY_QUEUE for runs that carry
+	// none. Default 1s.
+	QueueDelay time.Duration
+	// HeldRetry is how often a run that another holder has leased (a
+	// redelivery while the first delivery still executes) asks again.
+	// Default 200ms.
+	HeldRetry time.Duration
+	// ReplaceGrace is how long OVERLAP_POLICY_REPLACE waits for the running
+	// execution to stop by the pub/sub signal before it revokes the lease in
+	// Redis (after which the slot frees only when the revoked lease
+	// expires). Default 2s.
+	ReplaceGrace time.Duration
+	// ShutdownTimeout is how long Stop lets executing runs finish before it
+	// cancels them; a cancelled run is released, not committed, and is
+	// redelivered. Default 30s.
+	ShutdownTimeout time.Duration
+
+	// Jitter returns the full-jitter draw in [0, 1) for the retry after a
+	// failed attempt. Default: a hash of the run id and attempt, so two
+	// runners that fail the same attempt schedule the same retry entry
+	// (same key, written once) instead of two.
+	Jitter func(runID string, attempt uint32) float64
+
+	// Registerer receives the runner's metrics. Nil registers nothing.
+	Registerer prometheus.Registerer
+	// Logger logs; nil discards.
+	Logger *slog.Logger
+	// Now is the clock of events and latencies. Default time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	if c.ID == "" {
+		host, _ := os.Hostname()
+		c.ID = cmp.Or(host, "runner") + "-" + strconv.Itoa(os.Getpid())
+	}
+	c.Group = cmp.Or(c.Group, DefaultGroup)
+	c.KeyPrefix = cmp.Or(c.KeyPrefix, DefaultKeyPrefix)
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	c.QueueCapacity = cmp.Or(c.QueueCapacity, 2*c.Concurrency)
+	c.MaxPendingPerPartition = cmp.Or(c.MaxPendingPerPartition, DefaultMaxPendingPerPartition)
+	if c.Weights == [priority.Levels]int{} {
+		c.Weights = priority.DefaultWeights
+	}
+	c.Aging = cmp.Or(c.Aging, priority.DefaultAging)
+	c.CommitInterval = cmp.Or(c.CommitInterval, DefaultCommitInterval)
+	c.RunTimeout = cmp.Or(c.RunTimeout, DefaultRunTimeout)
+	c.QueueDelay = cmp.Or(c.QueueDelay, DefaultQueueDelay)
+	c.HeldRetry = cmp.Or(c.HeldRetry, DefaultHeldRetry)
+	c.ReplaceGrace = cmp.Or(c.ReplaceGrace, DefaultReplaceGrace)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
+	if c.Jitter == nil {
+		c.Jitter = HashJitter
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Breakers.Registerer == nil {
+		c.Breakers.Registerer = c.Registerer
+	}
+	if c.Breakers.Logger == nil {
+		c.Breakers.Logger = c.Logger
+	}
+	return c
+}
+
+// Validate reports every invalid field, after defaults are applied.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("runner config: %s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if len(c.Kafka) == 0 {
+		bad("Kafka", "is required (at least kgo.SeedBrokers)")
+	}
+	if c.Leases == nil {
+		bad("Leases", "is required")
+	}
+	if c.Redis == nil {
+		bad("Redis", "is required")
+	}
+	if c.Enqueuer == nil {
+		bad("Enqueuer", "is required")
+	}
+	if strings.ContainsAny(c.KeyPrefix, "{}") {
+		bad("KeyPrefix", "%q contains '{' or '}'", c.KeyPrefix)
+	}
+	positive := func(field string, v int) {
+		if v <= 0 {
+			bad(field, "%d is not positive", v)
+		}
+	}
+	positive("Concurrency", c.Concurrency)
+	positive("QueueCapacity", c.QueueCapacity)
+	positive("MaxPendingPerPartition", c.MaxPendingPerPartition)
+	for i, w := range c.Weights {
+		if w <= 0 {
+			bad(fmt.Sprintf("Weights[%d]", i), "%d is not positive", w)
+		}
+	}
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{
+		{"Aging", c.Aging}, {"CommitInterval", c.CommitInterval}, {"RunTimeout", c.RunTimeout},
+		{"QueueDelay", c.QueueDelay}, {"HeldRetry", c.HeldRetry}, {"ReplaceGrace", c.ReplaceGrace},
+		{"ShutdownTimeout", c.ShutdownTimeout},
+	} {
+		if d.v <= 0 {
+			bad(d.field, "%s is not positive", d.v)
+		}
+	}
+	for name, h := range c.Handlers {
+		if h == nil {
+			bad("Handlers["+strconv.Quote(name)+"]", "is nil")
+		}
+	}
+	if err := c.Breakers.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("runner config: Breakers: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// HashJitter is the default Config.Jitter: the FNV-1a 64-bit hash of the run
+// id and attempt, scaled to [0, 1). Deterministic, so the retry of an attempt
+// has one due time whoever computes it.
+func HashJitter(runID string, attempt uint32) float64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(runID))
+	_, _ = h.Write([]byte{byte(attempt), byte(attempt >> 8), byte(attempt >> 16), byte(attempt >> 24)})
+	return float64(h.Sum64()>>11) / float64(uint64(1)<<53)
+}

@@ -1,0 +1,586 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/leasing"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/runner/breaker"
+	"github.com/sundialhq/sundial/runner/retry"
+	"github.com/sundialhq/sundial/runner/target"
+	"github.com/sundialhq/sundial/store"
+)
+
+// Codes of failures the runner itself decides (RunError.code).
+const (
+	codeLeaseLost  = "lease_lost"
+	codeInvalidRun = "invalid_run"
+)
+
+// Reasons of SKIPPED, CANCELLED and DEFERRED events.
+const (
+	reasonOverlapForbid = "overlap_forbid"
+	reasonOverlapQueue  = "overlap_queue"
+	reasonCircuitOpen   = "circuit_open"
+	reasonReplaced      = "replaced"
+)
+
+// errTimeout is the cause of an attempt's context when the job's timeout
+// passes.
+var errTimeout = errors.New("runner: attempt exceeded the job's timeout")
+
+// execution is one run being handled by a worker.
+type execution struct {
+	r     *Runner
+	run   *sundialv1.Run
+	log   *slog.Logger
+	token int64
+
+	pending sync.WaitGroup
+	errMu   sync.Mutex
+	prodErr error
+}
+
+// process handles one record and reports whether its offset may be
+// committed: true once the run's outcome is durable (its events acknowledged
+// and, for a retry or deferral, its due entry written); false when the
+// runner stopped first, so the record must be delivered again.
+func (r *Runner) process(ctx context.Context, rec *record) bool {
+	run := &sundialv1.Run{}
+	if err := decodeRun(rec.rec, run); err != nil {
+		r.m.runs.WithLabelValues(outcomeMalformed).Inc()
+		r.log.Error("skipping a record that is not a run", "topic", rec.tp.topic, "partition", rec.tp.partition, "offset", rec.rec.Offset, "err", err)
+		return true
+	}
+	x := &execution{r: r, run: run, log: r.log.With("job_id", run.GetJobId(), "run_id", run.GetRunId(), "attempt", run.GetAttempt())}
+	done := x.handle(ctx)
+	if !done {
+		r.m.runs.WithLabelValues(outcomeAborted).Inc()
+		x.log.Info("run left for redelivery", "cause", context.Cause(ctx))
+	}
+	return done
+}
+
+func decodeRun(rec *kgo.Record, run *sundialv1.Run) error {
+	ct := ""
+	for _, h := range rec.Headers {
+		if h.Key == sundialv1.HeaderContentType {
+			ct = string(h.Value)
+		}
+	}
+	if err := sundialv1.Unmarshal(ct, rec.Value, run); err != nil {
+		return err
+	}
+	switch {
+	case run.GetRunId() == "":
+		return errors.New("run_id is empty")
+	case run.GetJobId() == "":
+		return errors.New("job_id is empty")
+	}
+	if run.GetAttempt() == 0 {
+		run.Attempt = 1
+	}
+	return nil
+}
+
+// policy returns the run's lease limit and effective overlap policy.
+func policy(run *sundialv1.Run) (int, sundialv1.OverlapPolicy) {
+	limit := int(run.GetConcurrencyLimit())
+	p := run.GetOverlapPolicy()
+	if p == sundialv1.OverlapPolicy_OVERLAP_POLICY_UNSPECIFIED {
+		p = sundialv1.OverlapPolicy_OVERLAP_POLICY_ALLOW
+		if limit > 0 {
+			p = sundialv1.OverlapPolicy_OVERLAP_POLICY_FORBID
+		}
+	}
+	if p == sundialv1.OverlapPolicy_OVERLAP_POLICY_ALLOW {
+		return allowLimit, p
+	}
+	return max(limit, 1), p
+}
+
+// acquireResult says how acquiring ended when no lease was taken.
+type acquireResult int
+
+const (
+	acquired acquireResult = iota
+	alreadyDone
+	forbidden
+	queued
+	invalidRun
+	aborted
+)
+
+// handle is the life of one delivery of a run.
+func (x *execution) handle(ctx context.Context) bool {
+	r, run := x.r, x.run
+	downstream := target.Downstream(run)
+	if r.breakers.Open(downstream) {
+		return x.deferRun(ctx, r.breakers.OpenTimeout(), reasonCircuitOpen, nil)
+	}
+	lease, res, err := x.acquire(ctx)
+	switch res {
+	case alreadyDone:
+		r.m.runs.WithLabelValues(outcomeDuplicate).Inc()
+		x.log.Debug("run already done; skipped")
+		return true
+	case forbidden:
+		r.m.runs.WithLabelValues(outcomeSkipped).Inc()
+		x.emit(x.event(sundialv1.RunState_RUN_STATE_SKIPPED, func(ev *sundialv1.RunEvent) { ev.Reason = reasonOverlapForbid }))
+		x.log.Info("run skipped: the job's concurrency limit is reached (overlap policy forbid)")
+		return x.flush(ctx)
+	case queued:
+		return x.deferRun(ctx, queueDelay(run, r.cfg.QueueDelay), reasonOverlapQueue, nil)
+	case invalidRun:
+		return x.dead(ctx, &target.Error{Code: codeInvalidRun, Message: err.Error()}, nil)
+	case aborted:
+		return false
+	}
+
+	acquiredAt := r.cfg.Now()
+	latency := acquiredAt.Sub(attemptDue(run))
+	r.m.triggerLatency.WithLabelValues(priorityLabel(run.GetPriority())).Observe(max(latency, 0).Seconds())
+	r.m.leases.WithLabelValues(leaseAcquired).Inc()
+	x.token = lease.Token
+
+	keeper := leasing.NewKeeper(r.cfg.Leases, lease, x.log)
+	if err := keeper.Start(ctx); err != nil {
+		// Trust ran out before the execution could start (a very slow
+		// acquire): give the slot back and let the record come again.
+		x.log.Warn("lease expired before the run started", "err", err)
+		x.release(lease)
+		return false
+	}
+	defer keeper.Stop()
+	leaseCtx, cancelRun := context.WithCancelCause(keeper.Context())
+	defer cancelRun(nil)
+	r.mu.Lock()
+	r.inflight[run.GetRunId()] = cancelRun
+	r.mu.Unlock()
+	r.m.inFlight.Inc()
+	defer func() {
+		r.mu.Lock()
+		delete(r.inflight, run.GetRunId())
+		r.mu.Unlock()
+		r.m.inFlight.Dec()
+	}()
+
+	timeout := r.cfg.RunTimeout
+	if d := run.GetTimeout(); d != nil && d.AsDuration() > 0 {
+		timeout = d.AsDuration()
+	}
+	attemptCtx, cancelAttempt := context.WithTimeoutCause(leaseCtx, timeout, errTimeout)
+	defer cancelAttempt()
+
+	var started time.Time
+	err = r.breakers.Do(downstream, func() error {
+		started = r.cfg.Now()
+		x.emit(x.event(sundialv1.RunState_RUN_STATE_STARTED, nil))
+		x.log.Debug("run started", "fencing_token", lease.Token, "trigger_latency", latency)
+		return r.targets.Execute(attemptCtx, target.Request{Run: run, FencingToken: lease.Token})
+	})
+	finished := r.cfg.Now()
+	cause := context.Cause(attemptCtx)
+	if attemptCtx.Err() == nil {
+		cause = nil
+	}
+
+	var open *breaker.OpenError
+	switch {
+	case errors.As(err, &open):
+		// A half-open breaker with its probes out: nothing was sent.
+		keeper.Stop()
+		x.release(keeper.Lease())
+		return x.deferRun(ctx, open.RetryIn, reasonCircuitOpen, nil)
+	case err == nil:
+		return x.succeeded(ctx, keeper, started, finished)
+	case errors.Is(cause, errShutdown) || errors.Is(cause, errKilled):
+		if !errors.Is(cause, errKilled) {
+			keeper.Stop()
+			x.release(keeper.Lease())
+		}
+		return false
+	case errors.Is(cause, errReplaced) || (errors.Is(cause, leasing.ErrLeaseLost) && r.wasReplaced(context.WithoutCancel(ctx), run.GetJobId(), run.GetRunId())):
+		keeper.Stop()
+		x.release(keeper.Lease()) // fails harmlessly when the lease was revoked
+		r.m.runs.WithLabelValues(outcomeCancelled).Inc()
+		x.emit(x.event(sundialv1.RunState_RUN_STATE_CANCELLED, func(ev *sundialv1.RunEvent) {
+			ev.Reason = reasonReplaced
+			ev.Duration = durationpb.New(finished.Sub(started))
+		}))
+		x.log.Info("run cancelled: replaced by a newer run of the job")
+		return x.flush(ctx)
+	}
+
+	failure := target.Classify(err, target.CodeConnection)
+	state := sundialv1.RunState_RUN_STATE_FAILED
+	switch {
+	case errors.Is(cause, errTimeout):
+		failure = &target.Error{Code: target.CodeTimeout, Message: fmt.Sprintf("attempt exceeded the job's timeout of %s", timeout), Retryable: true}
+		state = sundialv1.RunState_RUN_STATE_TIMED_OUT
+	case errors.Is(cause, leasing.ErrLeaseLost):
+		r.m.leaseLost.Inc()
+		failure = &target.Error{Code: codeLeaseLost, Message: cause.Error(), Retryable: true}
+	}
+	keeper.Stop()
+	return x.failed(ctx, keeper.Lease(), failure, state, started, finished)
+}
+
+// acquire takes the run's lease, applying the overlap policy when the job's
+// slots are full. It waits while another holder has the same run, and
+// retries while Redis is unreachable, until ctx ends.
+func (x *execution) acquire(ctx context.Context) (leasing.Lease, acquireResult, error) {
+	r, run := x.r, x.run
+	limit, pol := policy(run)
+	req := leasing.Request{JobID: run.GetJobId(), RunID: run.GetRunId(), Limit: limit}
+	backoff := 50 * time.Millisecond
+	signalled := map[string]time.Time{}
+	revoked := map[string]bool{}
+	for {
+		lease, err := r.cfg.Leases.Acquire(ctx, req)
+		wait := r.cfg.HeldRetry
+		switch {
+		case err == nil:
+			return lease, acquired, nil
+		case errors.Is(err, leasing.ErrAlreadyDone):
+			r.m.leases.WithLabelValues(leaseAlreadyDone).Inc()
+			return leasing.Lease{}, alreadyDone, nil
+		case errors.Is(err, leasing.ErrRunHeld):
+			r.m.leases.WithLabelValues(leaseHeld).Inc()
+			x.log.Debug("run is leased by another holder; waiting", "retry_in", wait)
+		case errors.Is(err, leasing.ErrNoSlot):
+			r.m.leases.WithLabelValues(leaseNoSlot).Inc()
+			switch pol {
+			case sundialv1.OverlapPolicy_OVERLAP_POLICY_FORBID:
+				return leasing.Lease{}, forbidden, nil
+			case sundialv1.OverlapPolicy_OVERLAP_POLICY_QUEUE:
+				return leasing.Lease{}, queued, nil
+			case sundialv1.OverlapPolicy_OVERLAP_POLICY_REPLACE:
+				var ns *leasing.NoSlotError
+				if errors.As(err, &ns) && len(ns.Holders) > 0 {
+					x.replace(ctx, ns.Holders[0], signalled, revoked)
+				}
+				wait = min(wait, 50*time.Millisecond)
+			}
+		case ctx.Err() != nil:
+			return leasing.Lease{}, aborted, err
+		case leasing.IsRetryable(err):
+			r.m.leases.WithLabelValues(leaseError).Inc()
+			x.log.Warn("lease acquire failed; retrying", "err", err, "retry_in", backoff)
+			wait = backoff
+			backoff = min(backoff*2, 5*time.Second)
+		default:
+			r.m.leases.WithLabelValues(leaseError).Inc()
+			return leasing.Lease{}, invalidRun, err
+		}
+		if !sleep(ctx, wait) {
+			return leasing.Lease{}, aborted, ctx.Err()
+		}
+	}
+}
+
+// replace asks the execution of holder to stop: first by signal, then, after
+// the grace period, by revoking its lease.
+func (x *execution) replace(ctx context.Context, holder string, signalled map[string]time.Time, revoked map[string]bool) {
+	r, run := x.r, x.run
+	now := r.cfg.Now()
+	at, ok := signalled[holder]
+	switch {
+	case !ok:
+		signalled[holder] = now
+		if err := r.signalReplace(ctx, run.GetJobId(), holder); err != nil {
+			x.log.Warn("replace signal failed", "holder", holder, "err", err)
+		}
+		x.log.Info("replacing the running execution of the job", "holder", holder)
+	case !revoked[holder] && now.Sub(at) >= r.cfg.ReplaceGrace:
+		revoked[holder] = true
+		if _, err := r.cfg.Leases.Revoke(ctx, run.GetJobId(), holder); err != nil {
+			x.log.Warn("revoke failed", "holder", holder, "err", err)
+		}
+		x.log.Info("holder did not stop on the signal; lease revoked", "holder", holder)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// succeeded records a success: the event first (acknowledged), then the
+// dedupe mark, so a crash in between re-executes the run (absorbed by the
+// idempotency key) rather than losing its event.
+func (x *execution) succeeded(ctx context.Context, keeper *leasing.Keeper, started, finished time.Time) bool {
+	r := x.r
+	x.emit(x.event(sundialv1.RunState_RUN_STATE_SUCCEEDED, func(ev *sundialv1.RunEvent) {
+		ev.Duration = durationpb.New(finished.Sub(started))
+	}))
+	if !x.flush(ctx) {
+		keeper.Stop()
+		x.release(keeper.Lease())
+		return false
+	}
+	keeper.Stop()
+	l := keeper.Lease()
+	if err := x.retryRedis(ctx, func(c context.Context) error { return r.cfg.Leases.Complete(c, l) }); err != nil {
+		// The effect happened and its event is out; a redelivery would
+		// execute again, which the downstream absorbs by the run id.
+		x.log.Warn("could not set the run's dedupe mark", "err", err)
+	}
+	r.m.runs.WithLabelValues(outcomeSucceeded).Inc()
+	x.log.Debug("run succeeded", "duration", finished.Sub(started))
+	return true
+}
+
+// failed records a failed attempt and schedules the next one or declares the
+// run dead.
+func (x *execution) failed(ctx context.Context, lease leasing.Lease, f *target.Error, state sundialv1.RunState, started, finished time.Time) bool {
+	r, run := x.r, x.run
+	runErr := &sundialv1.RunError{Code: f.Code, Message: f.Message, Retryable: f.Retryable}
+	outcome := outcomeFailed
+	if state == sundialv1.RunState_RUN_STATE_TIMED_OUT {
+		outcome = outcomeTimedOut
+	}
+	r.m.runs.WithLabelValues(outcome).Inc()
+	x.emit(x.event(state, func(ev *sundialv1.RunEvent) {
+		ev.Error = runErr
+		ev.Duration = durationpb.New(finished.Sub(started))
+	}))
+	pol := retry.FromProto(run.GetRetry())
+	d := pol.Decide(int(run.GetAttempt()), retry.Failure{Code: f.Code, Retryable: f.Retryable, RetryAfter: f.RetryAfter}, r.cfg.Jitter(run.GetRunId(), run.GetAttempt()))
+	if !d.Retry {
+		x.log.Info("run failed for good", "code", f.Code, "err", f.Message, "reason", d.Reason)
+		return x.dead(ctx, f, &lease)
+	}
+	due := store.Truncate(r.cfg.Now().Add(d.Delay))
+	next := proto.Clone(run).(*sundialv1.Run)
+	next.Attempt = run.GetAttempt() + 1
+	next.AttemptDueTime = timestamppb.New(due)
+	next.Origin = sundialv1.RunOrigin_RUN_ORIGIN_RETRY
+	next.DispatchedAt = nil
+	if !x.enqueue(ctx, next, due, int(next.Attempt)) {
+		x.release(lease)
+		return false
+	}
+	r.m.retries.Inc()
+	r.m.runs.WithLabelValues(outcomeRetrying).Inc()
+	x.emit(x.event(sundialv1.RunState_RUN_STATE_RETRYING, func(ev *sundialv1.RunEvent) {
+		ev.Error = runErr
+		ev.NextAttemptDueTime = timestamppb.New(due)
+	}))
+	x.log.Info("run failed; retry scheduled", "code", f.Code, "err", f.Message, "next_attempt", next.Attempt, "due", due)
+	ok := x.flush(ctx)
+	x.release(lease)
+	return ok
+}
+
+// dead writes the run to the dead-letter topic and records DEAD. lease, when
+// not nil, is released afterwards: a dead run has no dedupe mark, so a
+// replay can run it again.
+func (x *execution) dead(ctx context.Context, f *target.Error, lease *leasing.Lease) bool {
+	r, run := x.r, x.run
+	runErr := &sundialv1.RunError{Code: f.Code, Message: f.Message, Retryable: f.Retryable}
+	dl := &sundialv1.DeadLetter{Run: run, LastError: runErr, Attempts: run.GetAttempt(), DeadAt: timestamppb.New(r.cfg.Now()), RunnerId: r.cfg.ID}
+	val, err := proto.Marshal(dl)
+	if err == nil {
+		err = r.producer.ProduceSync(ctx, &kgo.Record{Topic: r.cfg.Topics.DLQ(), Key: []byte(run.GetJobId()), Value: val}).FirstErr()
+	}
+	if err != nil {
+		x.log.Error("could not write the dead letter; the run will be delivered again", "err", err)
+		if lease != nil {
+			x.release(*lease)
+		}
+		return false
+	}
+	r.m.deadLetters.Inc()
+	r.m.runs.WithLabelValues(outcomeDead).Inc()
+	x.emit(x.event(sundialv1.RunState_RUN_STATE_DEAD, func(ev *sundialv1.RunEvent) { ev.Error = runErr }))
+	ok := x.flush(ctx)
+	if lease != nil {
+		x.release(*lease)
+	}
+	return ok
+}
+
+// deferRun writes the same attempt as a due entry after delay and records
+// DEFERRED; no attempt is spent. lease, when not nil, is released.
+func (x *execution) deferRun(ctx context.Context, delay time.Duration, reason string, lease *leasing.Lease) bool {
+	r, run := x.r, x.run
+	due := store.Truncate(r.cfg.Now().Add(delay))
+	next := proto.Clone(run).(*sundialv1.Run)
+	next.AttemptDueTime = timestamppb.New(due)
+	next.Origin = sundialv1.RunOrigin_RUN_ORIGIN_DEFERRAL
+	next.DispatchedAt = nil
+	if lease != nil {
+		defer x.release(*lease)
+	}
+	if !x.enqueue(ctx, next, due, int(run.GetAttempt())) {
+		return false
+	}
+	r.m.runs.WithLabelValues(outcomeDeferred).Inc()
+	x.emit(x.event(sundialv1.RunState_RUN_STATE_DEFERRED, func(ev *sundialv1.RunEvent) {
+		ev.Reason = reason
+		ev.NextAttemptDueTime = timestamppb.New(due)
+	}))
+	x.log.Info("run deferred", "reason", reason, "due", due)
+	return x.flush(ctx)
+}
+
+// enqueue writes next as a KindRetry due entry at due, retrying until it is
+// durable or ctx ends.
+func (x *execution) enqueue(ctx context.Context, next *sundialv1.Run, due time.Time, attempt int) bool {
+	payload, err := proto.Marshal(next)
+	if err != nil {
+		x.log.Error("cannot encode the run for its due entry", "err", err)
+		return false
+	}
+	entry := store.DueEntry{
+		Due: due, JobID: next.GetJobId(), Kind: store.KindRetry, RunID: next.GetRunId(),
+		Attempt: attempt, Revision: max(next.GetDefinitionOffset(), 0), Payload: payload,
+	}
+	backoff := 100 * time.Millisecond
+	for {
+		err := x.r.cfg.Enqueuer.Enqueue(ctx, entry)
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil || x.r.isKilled() {
+			return false
+		}
+		x.log.Warn("enqueue failed; retrying", "err", err, "retry_in", backoff)
+		if !sleep(ctx, backoff) {
+			return false
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// release gives the lease back, best effort: an error only delays the slot
+// until the lease expires.
+func (x *execution) release(l leasing.Lease) {
+	if x.r.isKilled() || l.Token == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := x.r.cfg.Leases.Release(ctx, l); err != nil && !errors.Is(err, leasing.ErrLeaseLost) {
+		x.log.Warn("lease release failed; the slot frees when the lease expires", "err", err)
+	}
+}
+
+// retryRedis calls fn until it succeeds, fails for good, or 5 seconds pass.
+func (x *execution) retryRedis(ctx context.Context, fn func(context.Context) error) error {
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	backoff := 20 * time.Millisecond
+	for {
+		err := fn(c)
+		if err == nil || !leasing.IsRetryable(err) {
+			return err
+		}
+		if !sleep(c, backoff) {
+			return err
+		}
+		backoff = min(backoff*2, time.Second)
+	}
+}
+
+// event returns a RunEvent of the run in state, changed by mod.
+func (x *execution) event(state sundialv1.RunState, mod func(*sundialv1.RunEvent)) *sundialv1.RunEvent {
+	run := x.run
+	ev := &sundialv1.RunEvent{
+		RunId: run.GetRunId(), JobId: run.GetJobId(), Attempt: run.GetAttempt(), State: state,
+		Time: timestamppb.New(x.r.cfg.Now()), DueTime: run.GetDueTime(), AttemptDueTime: timestamppb.New(attemptDue(run)),
+		RunnerId: x.r.cfg.ID, DagRunId: run.GetDagRunId(), DagNodeId: run.GetDagNodeId(),
+		Priority: run.GetPriority(), OwnerTeam: run.GetOwnerTeam(), FencingToken: x.token,
+	}
+	if mod != nil {
+		mod(ev)
+	}
+	return ev
+}
+
+// emit produces ev to the events topic without waiting; flush waits.
+func (x *execution) emit(ev *sundialv1.RunEvent) {
+	if x.r.isKilled() {
+		return
+	}
+	val, err := proto.Marshal(ev)
+	if err != nil {
+		x.setErr(err)
+		return
+	}
+	x.pending.Add(1)
+	x.r.producer.Produce(context.Background(), &kgo.Record{
+		Topic: x.r.cfg.Topics.Events(), Key: []byte(ev.GetJobId()), Value: val,
+		Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindRunEvent)}},
+	}, func(_ *kgo.Record, err error) {
+		if err != nil {
+			x.setErr(err)
+		}
+		x.pending.Done()
+	})
+}
+
+func (x *execution) setErr(err error) {
+	x.errMu.Lock()
+	defer x.errMu.Unlock()
+	if x.prodErr == nil {
+		x.prodErr = err
+	}
+}
+
+// flush waits for every emitted event's acknowledgement and reports whether
+// all were written.
+func (x *execution) flush(context.Context) bool {
+	x.pending.Wait()
+	x.errMu.Lock()
+	defer x.errMu.Unlock()
+	if x.r.isKilled() {
+		return false
+	}
+	if x.prodErr != nil {
+		x.log.Error("event not written; the run will be delivered again", "err", x.prodErr)
+		return false
+	}
+	return true
+}
+
+func attemptDue(run *sundialv1.Run) time.Time {
+	if t := run.GetAttemptDueTime(); t != nil {
+		return t.AsTime()
+	}
+	return run.GetDueTime().AsTime()
+}
+
+func queueDelay(run *sundialv1.Run, def time.Duration) time.Duration {
+	if d := run.GetQueueDelay(); d != nil && d.AsDuration() > 0 {
+		return d.AsDuration()
+	}
+	return def
+}
+
+func priorityLabel(p sundialv1.Priority) string {
+	switch p {
+	case sundialv1.Priority_PRIORITY_HIGH:
+		return "high"
+	case sundialv1.Priority_PRIORITY_LOW:
+		return "low"
+	}
+	return "default"
+}

@@ -1,0 +1,100 @@
+package runner
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Outcomes counted by sundial_runner_runs_total.
+const (
+	outcomeSucceeded = "succeeded"
+	outcomeFailed    = "failed"
+	outcomeTimedOut  = "timed_out"
+	outcomeRetrying  = "retrying"
+	outcomeDead      = "dead"
+	outcomeSkipped   = "skipped"
+	outcomeCancelled = "cancelled"
+	outcomeDeferred  = "deferred"
+	// outcomeDuplicate: the run's dedupe mark existed; nothing executed.
+	outcomeDuplicate = "duplicate"
+	// outcomeMalformed: the record could not be decoded; it is skipped.
+	outcomeMalformed = "malformed"
+	// outcomeAborted: the runner stopped before the run finished; the
+	// record is redelivered.
+	outcomeAborted = "aborted"
+)
+
+// Results counted by sundial_runner_lease_acquisitions_total.
+const (
+	leaseAcquired    = "acquired"
+	leaseAlreadyDone = "already_done"
+	leaseHeld        = "held"
+	leaseNoSlot      = "no_slot"
+	leaseError       = "error"
+)
+
+// metrics are the runner's Prometheus metrics. No label carries a job or run
+// id: the series count is bounded by the label values listed here.
+type metrics struct {
+	triggerLatency *prometheus.HistogramVec
+	runs           *prometheus.CounterVec
+	retries        prometheus.Counter
+	deadLetters    prometheus.Counter
+	leases         *prometheus.CounterVec
+	leaseLost      prometheus.Counter
+	inFlight       prometheus.Gauge
+	queued         *prometheus.GaugeVec
+	commitErrors   prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		triggerLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "sundial", Subsystem: "runner", Name: "trigger_latency_seconds",
+			Help:    "Time from an attempt's due time to the moment its lease was acquired.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		}, []string{"priority"}),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sundial", Subsystem: "runner", Name: "runs_total",
+			Help: "Runs handled by outcome.",
+		}, []string{"outcome"}),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sundial", Subsystem: "runner", Name: "retries_total",
+			Help: "Retries scheduled as due entries.",
+		}),
+		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sundial", Subsystem: "runner", Name: "dead_letters_total",
+			Help: "Runs written to the dead-letter topic.",
+		}),
+		leases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sundial", Subsystem: "runner", Name: "lease_acquisitions_total",
+			Help: "Lease acquisitions by result: acquired, already_done, held and no_slot (contention), error.",
+		}, []string{"result"}),
+		leaseLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sundial", Subsystem: "runner", Name: "leases_lost_total",
+			Help: "Executions whose lease expired or was revoked while they ran.",
+		}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sundial", Subsystem: "runner", Name: "runs_in_flight",
+			Help: "Runs executing now.",
+		}),
+		queued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "sundial", Subsystem: "runner", Name: "queued_runs",
+			Help: "Fetched runs waiting for a worker, by priority.",
+		}, []string{"priority"}),
+		commitErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sundial", Subsystem: "runner", Name: "commit_errors_total",
+			Help: "Offset commits that failed.",
+		}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.triggerLatency, m.runs, m.retries, m.deadLetters, m.leases, m.leaseLost, m.inFlight, m.queued, m.commitErrors} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("runner: register metrics: %w", err)
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,539 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/runner/breaker"
+	"github.com/sundialhq/sundial/runner/commit"
+	"github.com/sundialhq/sundial/runner/priority"
+	"github.com/sundialhq/sundial/runner/target"
+)
+
+// errShutdown is the cause of executions cancelled by Stop.
+var errShutdown = errors.New("runner: shutting down")
+
+// errKilled is the cause of executions cut short by kill (tests of a crash).
+var errKilled = errors.New("runner: killed")
+
+// tp is a topic partition.
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// partState is the runner's bookkeeping of one assigned partition. gen tells
+// the records of this assignment from those of an earlier assignment of the
+// same partition, whose completions no longer count.
+type partState struct {
+	tracker *commit.Partition
+	gen     uint64
+	paused  bool
+}
+
+// record is a fetched run waiting for or held by a worker.
+type record struct {
+	rec   *kgo.Record
+	tp    tp
+	gen   uint64
+	level int
+}
+
+// Runner consumes runs, executes them and reports their states. Several
+// runners share the work through the consumer group.
+type Runner struct {
+	cfg      Config
+	log      *slog.Logger
+	m        *metrics
+	breakers *breaker.Set
+	targets  *target.Targets
+	levels   map[string]int // runs topic -> priority level
+
+	consumer *kgo.Client
+	producer *kgo.Client
+
+	// mu guards everything below it.
+	mu           sync.Mutex
+	parts        map[tp]*partState
+	gen          uint64
+	queues       *priority.Queues[*record]
+	pausedTopics map[string]bool
+	inflight     map[string]context.CancelCauseFunc // run id -> cancel of its execution
+	killed       bool
+
+	// commitMu serialises commits with revocation, so that no commit of a
+	// revoked partition is sent after the revocation's own commit.
+	commitMu sync.Mutex
+
+	notify chan struct{} // a record was queued; capacity 1
+
+	lifeMu    sync.Mutex
+	started   bool
+	stopped   bool
+	stopPoll  context.CancelFunc
+	stopWork  context.CancelFunc
+	stopExec  context.CancelCauseFunc
+	pollDone  chan struct{}
+	workersWG sync.WaitGroup
+	bgWG      sync.WaitGroup
+	bgStop    context.CancelFunc
+}
+
+// New validates cfg and returns a Runner. It does no I/O.
+func New(cfg Config) (*Runner, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	br, err := breaker.New(cfg.Breakers)
+	if err != nil {
+		return nil, err
+	}
+	q, err := priority.New[*record](cfg.Weights, cfg.Aging)
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	r := &Runner{
+		cfg:          cfg,
+		log:          cfg.Logger.With("runner_id", cfg.ID),
+		m:            m,
+		breakers:     br,
+		levels:       map[string]int{},
+		parts:        map[tp]*partState{},
+		queues:       q,
+		pausedTopics: map[string]bool{},
+		inflight:     map[string]context.CancelCauseFunc{},
+		notify:       make(chan struct{}, 1),
+	}
+	for i, p := range topics.Priorities() {
+		r.levels[cfg.Topics.Runs(p)] = i
+	}
+	return r, nil
+}
+
+// Start joins the consumer group and starts the workers. It fails when a
+// Kafka client cannot be created; it does not wait for an assignment.
+func (r *Runner) Start(ctx context.Context) error {
+	r.lifeMu.Lock()
+	defer r.lifeMu.Unlock()
+	switch {
+	case r.stopped:
+		return errors.New("runner: stopped")
+	case r.started:
+		return errors.New("runner: already started")
+	}
+	producer, err := kgo.NewClient(append([]kgo.Opt{kgo.ProducerLinger(2 * time.Millisecond)}, r.cfg.Kafka...)...)
+	if err != nil {
+		return fmt.Errorf("runner: producer client: %w", err)
+	}
+	consumer, err := kgo.NewClient(append(slices.Clone(r.cfg.Kafka),
+		kgo.ConsumerGroup(r.cfg.Group),
+		kgo.ConsumeTopics(r.cfg.Topics.AllRuns()...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(r.onAssigned),
+		kgo.OnPartitionsRevoked(r.onRevoked),
+		kgo.OnPartitionsLost(r.onLost),
+	)...)
+	if err != nil {
+		producer.Close()
+		return fmt.Errorf("runner: consumer client: %w", err)
+	}
+	r.producer, r.consumer = producer, consumer
+	r.targets = &target.Targets{
+		HTTP:     &target.HTTP{Client: r.cfg.HTTPClient, Now: r.cfg.Now},
+		Kafka:    &target.Kafka{Client: producer},
+		Handlers: r.cfg.Handlers,
+	}
+
+	base := context.WithoutCancel(ctx)
+	pollCtx, stopPoll := context.WithCancel(base)
+	workCtx, stopWork := context.WithCancel(base)
+	execCtx, stopExec := context.WithCancelCause(base)
+	bgCtx, bgStop := context.WithCancel(base)
+	r.stopPoll, r.stopWork, r.stopExec, r.bgStop = stopPoll, stopWork, stopExec, bgStop
+	r.started = true
+
+	r.pollDone = make(chan struct{})
+	go r.poll(pollCtx)
+	for range r.cfg.Concurrency {
+		r.workersWG.Go(func() { r.work(workCtx, execCtx) })
+	}
+	r.bgWG.Go(func() { r.commitLoop(bgCtx) })
+	sub := r.subscribeCancels(bgCtx)
+	r.bgWG.Go(func() { r.listenCancels(bgCtx, sub) })
+	r.log.Info("runner started", "group", r.cfg.Group, "topics", r.cfg.Topics.AllRuns(), "concurrency", r.cfg.Concurrency)
+	return nil
+}
+
+// Stop stops fetching, lets executing runs finish for up to
+// Config.ShutdownTimeout (then cancels them: they are released and
+// redelivered), commits what finished, and leaves the group. Runs fetched but
+// not started are not committed and are redelivered. Stop is idempotent and
+// safe before Start.
+func (r *Runner) Stop() {
+	r.lifeMu.Lock()
+	defer r.lifeMu.Unlock()
+	if r.stopped {
+		return
+	}
+	r.stopped = true
+	if !r.started {
+		return
+	}
+	r.stopPoll()
+	<-r.pollDone
+	r.stopWork()
+	idle := make(chan struct{})
+	go func() { r.workersWG.Wait(); close(idle) }()
+	t := time.NewTimer(r.cfg.ShutdownTimeout)
+	select {
+	case <-idle:
+	case <-t.C:
+		r.log.Warn("shutdown timeout: cancelling executing runs", "timeout", r.cfg.ShutdownTimeout)
+		r.stopExec(errShutdown)
+		<-idle
+	}
+	t.Stop()
+	r.stopExec(errShutdown)
+	r.bgStop()
+	r.bgWG.Wait()
+	r.mu.Lock()
+	killed := r.killed
+	r.mu.Unlock()
+	if !killed {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		r.commit(ctx)
+		cancel()
+	}
+	r.consumer.Close()
+	r.producer.Close()
+	r.log.Info("runner stopped")
+}
+
+// kill simulates a crash for tests: executions are cut short without
+// releasing leases, emitting events or enqueueing anything, nothing more is
+// committed, and the clients are closed. Stop afterwards only reaps the
+// goroutines.
+func (r *Runner) kill() {
+	r.mu.Lock()
+	r.killed = true
+	r.mu.Unlock()
+	r.stopExec(errKilled)
+	r.consumer.Close()
+	r.producer.Close()
+}
+
+func (r *Runner) isKilled() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.killed
+}
+
+// poll fetches records into the priority queues until ctx ends. The
+// rebalance is blocked from the return of a poll until its records are
+// tracked, so a revocation always sees every record of the partition.
+func (r *Runner) poll(ctx context.Context) {
+	defer close(r.pollDone)
+	for {
+		fs := r.consumer.PollRecords(ctx, r.cfg.QueueCapacity)
+		if fs.IsClientClosed() || ctx.Err() != nil {
+			r.consumer.AllowRebalance()
+			return
+		}
+		fs.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) {
+				r.log.Warn("fetch error", "topic", topic, "partition", p, "err", err)
+			}
+		})
+		now := r.cfg.Now()
+		queued := 0
+		r.mu.Lock()
+		fs.EachRecord(func(rec *kgo.Record) {
+			key := tp{rec.Topic, rec.Partition}
+			ps := r.parts[key]
+			if ps == nil {
+				// Assigned without the callback having run (cannot happen
+				// with OnPartitionsAssigned set, kept for safety).
+				ps = r.newPartLocked(key)
+			}
+			if !ps.tracker.Add(rec.Offset) {
+				return
+			}
+			r.queues.Push(r.levels[rec.Topic], &record{rec: rec, tp: key, gen: ps.gen, level: r.levels[rec.Topic]}, now)
+			queued++
+		})
+		r.adjustPausesLocked()
+		r.mu.Unlock()
+		r.consumer.AllowRebalance()
+		if queued > 0 {
+			r.wake()
+		}
+	}
+}
+
+func (r *Runner) wake() {
+	select {
+	case r.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (r *Runner) newPartLocked(key tp) *partState {
+	r.gen++
+	ps := &partState{tracker: commit.NewPartition(), gen: r.gen}
+	r.parts[key] = ps
+	return ps
+}
+
+// adjustPausesLocked pauses a priority's topic whose queue is full and a
+// partition whose tracked offsets reached the bound, and resumes them at
+// half, so that memory is bounded whatever the backlog.
+func (r *Runner) adjustPausesLocked() {
+	for i, p := range topics.Priorities() {
+		name := r.cfg.Topics.Runs(p)
+		n := r.queues.Len(i)
+		r.m.queued.WithLabelValues(string(p)).Set(float64(n))
+		switch {
+		case !r.pausedTopics[name] && n >= r.cfg.QueueCapacity:
+			r.pausedTopics[name] = true
+			r.consumer.PauseFetchTopics(name)
+		case r.pausedTopics[name] && n <= r.cfg.QueueCapacity/2:
+			delete(r.pausedTopics, name)
+			r.consumer.ResumeFetchTopics(name)
+		}
+	}
+	for key, ps := range r.parts {
+		n := ps.tracker.Pending()
+		switch {
+		case !ps.paused && n >= r.cfg.MaxPendingPerPartition:
+			ps.paused = true
+			r.consumer.PauseFetchPartitions(map[string][]int32{key.topic: {key.partition}})
+			r.log.Info("partition paused: its commit watermark is held by an unfinished run", "topic", key.topic, "partition", key.partition, "pending", n)
+		case ps.paused && n <= r.cfg.MaxPendingPerPartition/2:
+			ps.paused = false
+			r.consumer.ResumeFetchPartitions(map[string][]int32{key.topic: {key.partition}})
+		}
+	}
+}
+
+// next blocks until a queued record is available or ctx ends (nil).
+func (r *Runner) next(ctx context.Context) *record {
+	for {
+		r.mu.Lock()
+		rec, _, ok := r.queues.Pop(r.cfg.Now())
+		more := r.queues.Size() > 0
+		if ok {
+			r.adjustPausesLocked()
+		}
+		r.mu.Unlock()
+		if ok {
+			if more {
+				r.wake() // pass the baton to another idle worker
+			}
+			return rec
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.notify:
+		}
+	}
+}
+
+// work is one worker: it takes records until workCtx ends, and executes each
+// under execCtx.
+func (r *Runner) work(workCtx, execCtx context.Context) {
+	for {
+		rec := r.next(workCtx)
+		if rec == nil {
+			return
+		}
+		if r.process(execCtx, rec) {
+			r.finish(rec)
+		}
+	}
+}
+
+// finish marks rec's offset finished, so the watermark may pass it.
+func (r *Runner) finish(rec *record) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.killed {
+		return
+	}
+	ps := r.parts[rec.tp]
+	if ps == nil || ps.gen != rec.gen {
+		return // the partition was revoked meanwhile; its new owner redoes it
+	}
+	ps.tracker.Done(rec.rec.Offset)
+	r.adjustPausesLocked()
+}
+
+func (r *Runner) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for topic, ps := range assigned {
+		for _, p := range ps {
+			r.newPartLocked(tp{topic, p})
+		}
+	}
+	r.log.Info("partitions assigned", "partitions", assigned)
+}
+
+// onRevoked commits the watermarks of the revoked partitions, then forgets
+// them: queued records are dropped (the next owner reads them again), and
+// executing ones finish but no longer count for commits.
+func (r *Runner) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	r.commitMu.Lock()
+	defer r.commitMu.Unlock()
+	offsets := r.dropPartitions(revoked, true)
+	if len(offsets) > 0 && !r.isKilled() {
+		r.commitOffsets(ctx, offsets)
+	}
+	r.log.Info("partitions revoked", "partitions", revoked)
+}
+
+// onLost forgets the partitions without committing: another member may
+// already own them.
+func (r *Runner) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	r.commitMu.Lock()
+	defer r.commitMu.Unlock()
+	r.dropPartitions(lost, false)
+	r.log.Warn("partitions lost", "partitions", lost)
+}
+
+func (r *Runner) dropPartitions(parts map[string][]int32, collect bool) map[string]map[int32]kgo.EpochOffset {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	gone := map[tp]uint64{}
+	var resume map[string][]int32
+	for topic, ps := range parts {
+		for _, p := range ps {
+			key := tp{topic, p}
+			st := r.parts[key]
+			if st == nil {
+				continue
+			}
+			if collect {
+				if off, ok := st.tracker.Committable(); ok {
+					if offsets[topic] == nil {
+						offsets[topic] = map[int32]kgo.EpochOffset{}
+					}
+					offsets[topic][p] = kgo.EpochOffset{Epoch: -1, Offset: off}
+				}
+			}
+			if st.paused {
+				if resume == nil {
+					resume = map[string][]int32{}
+				}
+				resume[topic] = append(resume[topic], p)
+			}
+			gone[key] = st.gen
+			delete(r.parts, key)
+		}
+	}
+	if resume != nil {
+		r.consumer.ResumeFetchPartitions(resume)
+	}
+	r.queues.Remove(func(rec *record) bool {
+		g, ok := gone[rec.tp]
+		return ok && g == rec.gen
+	})
+	r.adjustPausesLocked()
+	return offsets
+}
+
+func (r *Runner) commitLoop(ctx context.Context) {
+	t := time.NewTicker(r.cfg.CommitInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.commit(ctx)
+		}
+	}
+}
+
+// commit commits the watermark of every partition that moved since its last
+// commit.
+func (r *Runner) commit(ctx context.Context) {
+	r.commitMu.Lock()
+	defer r.commitMu.Unlock()
+	r.mu.Lock()
+	if r.killed {
+		r.mu.Unlock()
+		return
+	}
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	for key, ps := range r.parts {
+		if off, ok := ps.tracker.Committable(); ok {
+			if offsets[key.topic] == nil {
+				offsets[key.topic] = map[int32]kgo.EpochOffset{}
+			}
+			offsets[key.topic][key.partition] = kgo.EpochOffset{Epoch: -1, Offset: off}
+		}
+	}
+	r.mu.Unlock()
+	if len(offsets) > 0 {
+		r.commitOffsets(ctx, offsets)
+	}
+}
+
+// commitOffsets commits synchronously and records what the broker accepted.
+// The caller holds commitMu.
+func (r *Runner) commitOffsets(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) {
+	r.consumer.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			r.m.commitErrors.Inc()
+			if !errors.Is(err, context.Canceled) {
+				r.log.Warn("offset commit failed", "err", err)
+			}
+			return
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode != 0 {
+					r.m.commitErrors.Inc()
+					r.log.Warn("offset commit refused", "topic", t.Topic, "partition", p.Partition, "code", p.ErrorCode)
+					continue
+				}
+				if st := r.parts[tp{t.Topic, p.Partition}]; st != nil {
+					st.tracker.MarkCommitted(offsets[t.Topic][p.Partition].Offset)
+				}
+			}
+		}
+	})
+}
+
+// committedView returns each tracked partition's committable offset, for
+// tests.
+func (r *Runner) committedView() map[tp]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[tp]int64{}
+	for k, ps := range r.parts {
+		off, _ := ps.tracker.Committable()
+		out[k] = off
+	}
+	return out
+}
