@@ -746,9 +746,11 @@ cmd_logs() {
   done
   select_backends "$@"
   for b in "${SELECTED[@]}"; do
-    for f in "$(main_log_of "$b")" "$LOG_DIR/$b/$b.out"; do
-      [[ -f $f ]] && files+=("$f")
-    done
+    f=$(main_log_of "$b")
+    [[ -f $f ]] && files+=("$f")
+    # The process's own output, when it said anything (JVM errors, crashes).
+    f=$LOG_DIR/$b/$b.out
+    [[ -s $f ]] && files+=("$f")
   done
   ((${#files[@]})) || die "no logs yet in $LOG_DIR"
   if [[ -n $follow ]]; then
