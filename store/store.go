@@ -80,6 +80,18 @@ type History interface {
 	JobSummary(ctx context.Context, jobID string) (Summary, error)
 }
 
+// Triggers remembers the idempotency keys of triggers, so that a trigger
+// sent twice runs once.
+type Triggers interface {
+	// TriggerDedupe records that the trigger of jobID with key runs at due,
+	// unless that job already has a trigger with that key; either way it
+	// returns the due time recorded first (due itself when this call
+	// recorded it, or when an earlier call recorded the same due). The
+	// record expires after ttl. Concurrent calls with one job and key agree
+	// on one due time.
+	TriggerDedupe(ctx context.Context, jobID, key string, due time.Time, ttl time.Duration) (time.Time, error)
+}
+
 // Store is the whole seam, implemented by store/cassandra and store/memory
 // and checked by store/storetest. Components should depend on the smaller
 // interface they use.
@@ -89,6 +101,7 @@ type Store interface {
 	Cluster
 	Shards
 	History
+	Triggers
 	// Close releases the store's connections.
 	Close() error
 }

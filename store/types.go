@@ -419,3 +419,21 @@ func DecideDelete(stored *Job, revision int64) Outcome {
 func Supersedes(old, next time.Time) bool {
 	return !old.IsZero() && !Truncate(old).Equal(Truncate(next))
 }
+
+// CheckTriggerDedupe reports every bad argument of TriggerDedupe.
+func CheckTriggerDedupe(jobID, key string, due time.Time, ttl time.Duration) error {
+	var errs []error
+	if jobID == "" {
+		errs = append(errs, fmt.Errorf("%w: trigger job id: must not be empty", ErrInvalid))
+	}
+	if key == "" {
+		errs = append(errs, fmt.Errorf("%w: trigger idempotency key: must not be empty", ErrInvalid))
+	}
+	if due.IsZero() {
+		errs = append(errs, fmt.Errorf("%w: trigger due: must be set", ErrInvalid))
+	}
+	if ttl < time.Second {
+		errs = append(errs, fmt.Errorf("%w: trigger dedupe ttl %s: must be at least 1s", ErrInvalid, ttl))
+	}
+	return errors.Join(errs...)
+}

@@ -86,6 +86,19 @@ var migrations = []migration{
 			WITH CLUSTERING ORDER BY (due DESC, run_id ASC, attempt DESC)`,
 		},
 	},
+	{
+		version:     2,
+		description: "trigger idempotency keys",
+		statements: []string{
+			// The first due time of each (job, idempotency key), written
+			// once with IF NOT EXISTS and a TTL (the dedupe retention).
+			`CREATE TABLE IF NOT EXISTS %[1]s.trigger_keys (
+				job_id text,
+				key text,
+				due timestamp,
+				PRIMARY KEY ((job_id, key)))`,
+		},
+	},
 }
 
 // SchemaVersion is the schema version this build needs.

@@ -45,6 +45,8 @@ type Store struct {
 	due     map[partition]map[entryKey]store.DueEntry
 	shards  map[int]store.ShardState
 	runs    map[string]map[runKey]storedRun
+	// triggers maps job id + "\x00" + idempotency key to its first due.
+	triggers map[string]triggerKey
 }
 
 var _ store.Store = (*Store)(nil)
@@ -86,6 +88,7 @@ func New(opts Options) (*Store, error) {
 		due:       map[partition]map[entryKey]store.DueEntry{},
 		shards:    map[int]store.ShardState{},
 		runs:      map[string]map[runKey]storedRun{},
+		triggers:  map[string]triggerKey{},
 	}, nil
 }
 
