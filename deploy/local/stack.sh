@@ -337,18 +337,32 @@ build_stackcheck() {
   fi
 }
 
+# sed_escape makes a string literal in the replacement of s|...|...|.
+sed_escape() {
+  local v=$1
+  v=${v//\\/\\\\}
+  v=${v//|/\\|}
+  v=${v//&/\\&}
+  printf '%s' "$v"
+}
+
 # render TEMPLATE OUT replaces the @NAME@ placeholders of a config template.
 render() {
+  local kdata cdata rdata rlog
+  kdata=$(sed_escape "$DATA_DIR/kafka")
+  cdata=$(sed_escape "$DATA_DIR/cassandra")
+  rdata=$(sed_escape "$DATA_DIR/redis")
+  rlog=$(sed_escape "$LOG_DIR/redis")
   sed -e "s|@KAFKA_PORT@|$KAFKA_PORT|g" \
     -e "s|@KAFKA_CONTROLLER_PORT@|$KAFKA_CONTROLLER_PORT|g" \
-    -e "s|@KAFKA_DATA_DIR@|$DATA_DIR/kafka|g" \
+    -e "s|@KAFKA_DATA_DIR@|$kdata|g" \
     -e "s|@KAFKA_AUTO_CREATE_TOPICS@|$KAFKA_AUTO_CREATE_TOPICS|g" \
     -e "s|@CASSANDRA_PORT@|$CASSANDRA_PORT|g" \
     -e "s|@CASSANDRA_STORAGE_PORT@|$CASSANDRA_STORAGE_PORT|g" \
-    -e "s|@CASSANDRA_DATA_DIR@|$DATA_DIR/cassandra|g" \
+    -e "s|@CASSANDRA_DATA_DIR@|$cdata|g" \
     -e "s|@REDIS_PORT@|$REDIS_PORT|g" \
-    -e "s|@REDIS_DATA_DIR@|$DATA_DIR/redis|g" \
-    -e "s|@REDIS_LOG_DIR@|$LOG_DIR/redis|g" \
+    -e "s|@REDIS_DATA_DIR@|$rdata|g" \
+    -e "s|@REDIS_LOG_DIR@|$rlog|g" \
     "$1" >"$2"
   local left
   left=$(grep -v '^[[:space:]]*#' "$2" | grep -o '@[A-Z_]*@' || true)
