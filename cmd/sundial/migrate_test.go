@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sundialhq/sundial/internal/testenv"
+	"github.com/sundialhq/sundial/store/cassandra"
 )
 
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -31,7 +33,7 @@ func TestMigrate(t *testing.T) {
 	}
 	code, out, errOut := runCLI(t, args...)
 	require.Equal(t, 0, code, "stderr: %s", errOut)
-	assert.Contains(t, out, "keyspace created, applied [1]")
+	assert.Contains(t, out, fmt.Sprintf("schema version %d (keyspace created, applied [1", cassandra.SchemaVersion()))
 	assert.Contains(t, out, "cluster: 8 shards")
 	assert.Regexp(t, `topic \S+sundial\.shards\s+8 partitions  created`, out)
 	assert.Equal(t, 9, strings.Count(out, "created\n"), out)
