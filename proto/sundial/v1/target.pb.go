@@ -133,8 +133,9 @@ func (*Target_Handler) isTarget_Kind() {}
 
 // HttpTarget calls an HTTP(S) endpoint. The runner sets the header
 // "Idempotency-Key: <run_id>" and the headers "Sundial-Job-Id",
-// "Sundial-Run-Id" and "Sundial-Attempt"; setting any of them in headers is
-// an error. A 2xx response is success. A 408, 429 or 5xx response, a
+// "Sundial-Run-Id", "Sundial-Attempt" and "Sundial-Fencing-Token" (the
+// lease's fencing token); "Idempotency-Key" and every "Sundial-" header are
+// reserved, and setting one in headers is an error. A 2xx response is success. A 408, 429 or 5xx response, a
 // connection failure or the job's timeout is a retryable failure; any other
 // response is a failure that is not retried. The error code of a response is
 // "http_<status>" (for example "http_503"), usable in
@@ -215,7 +216,8 @@ func (x *HttpTarget) GetBody() []byte {
 
 // KafkaTarget produces one record per attempt to a topic of the cluster
 // Sundial runs on. The record carries the headers "idempotency-key"
-// (the run id), "sundial-job-id", "sundial-run-id" and "sundial-attempt".
+// (the run id), "sundial-job-id", "sundial-run-id", "sundial-attempt" and
+// "sundial-fencing-token".
 // The attempt succeeds when the broker acknowledges the record.
 type KafkaTarget struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -224,8 +226,8 @@ type KafkaTarget struct {
 	// The record key. Empty means the job id, which keeps the records of one
 	// job in order on one partition.
 	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	// Extra record headers (name -> value). The names listed above are
-	// reserved.
+	// Extra record headers (name -> value). "idempotency-key" and every
+	// "sundial-" header are reserved.
 	Headers       map[string]string `protobuf:"bytes,3,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
