@@ -60,9 +60,10 @@ Example, against the local stack:
 				ReplicationFactor: cmd.Int("replication-factor"),
 				Datacenter:        cmd.String("cassandra-datacenter"),
 			}
-			if cfg.ReplicationFactor <= 0 {
-				// Zero would mean the default; the flag's zero is a mistake.
-				bad = append(bad, fmt.Errorf("--replication-factor %d: must be at least 1", cfg.ReplicationFactor))
+			if cfg.ReplicationFactor == 0 {
+				// Config reads zero as "the default"; from the flag it is a
+				// mistake. Config.Validate reports negative values.
+				bad = append(bad, errors.New("--replication-factor 0: must be at least 1"))
 			}
 			if len(cfg.Hosts) > 0 {
 				if err := cfg.Validate(); err != nil {
