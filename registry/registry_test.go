@@ -1,0 +1,380 @@
+package registry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/registry"
+	"github.com/sundialhq/sundial/store"
+)
+
+// malformed returns the i-th kind of bad record and the field its status
+// must name first.
+func malformed(t testing.TB, i int) (*kgo.Record, string) {
+	id := fmt.Sprintf("bad-%04d", i)
+	spec := cronSpec(id, "0 3 * * *")
+	switch i % 12 {
+	case 0: // JSON without its content-type header
+		rec := jobRecord(t, spec, sundialv1.EncodingJSON)
+		rec.Headers = nil
+		return rec, "record"
+	case 1:
+		return &kgo.Record{Key: []byte(id), Value: []byte{0xff, 0x01, 0x02}}, "record"
+	case 2:
+		rec := jobRecord(t, spec, sundialv1.EncodingProtobuf)
+		rec.Key = []byte(id + "-other")
+		return rec, "id"
+	case 3:
+		spec.Schedule.TimeZone = "Mars/Olympus_Mons"
+		return jobRecord(t, spec, sundialv1.EncodingJSON), "schedule.time_zone"
+	case 4:
+		spec.Schedule.GetCron().Expression = "61 * * * *"
+		return jobRecord(t, spec, sundialv1.EncodingProtobuf), "schedule.cron.expression"
+	case 5:
+		spec.Payload = make([]byte, 2048)
+		return jobRecord(t, spec, sundialv1.EncodingProtobuf), "payload"
+	case 6:
+		rec := jobRecord(t, spec, sundialv1.EncodingProtobuf)
+		rec.Headers = []kgo.RecordHeader{{Key: "content-type", Value: []byte("application/xml")}}
+		return rec, "content_type"
+	case 7:
+		spec.Target = &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: "ftp://x.example/"}}}
+		return jobRecord(t, spec, sundialv1.EncodingJSON), "target.http.url"
+	case 8:
+		spec.OwnerTeam = ""
+		return jobRecord(t, spec, sundialv1.EncodingProtobuf), "owner_team"
+	case 9:
+		return &kgo.Record{
+			Key: []byte(id), Value: []byte(`{"id":"` + id + `","ownerTeem":"typo"}`),
+			Headers: []kgo.RecordHeader{{Key: "content-type", Value: []byte("application/json")}},
+		}, "record"
+	case 10:
+		spec.Id = "bad@" + id
+		return jobRecord(t, spec, sundialv1.EncodingProtobuf), "key"
+	default:
+		return &kgo.Record{Key: []byte(id), Value: []byte{}}, "record"
+	}
+}
+
+// TestMalformedInterleaved: 1,000 malformed definitions between 1,000 valid
+// ones. Every valid one is stored, scheduled and acknowledged; every bad one
+// is rejected naming its field; then a replay of the whole topic by another
+// group changes nothing.
+func TestMalformedInterleaved(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	const n = 1000
+	limits := func(c *registry.Config) { c.Limits.MaxPayloadBytes = 1024 }
+	_, metrics := s.startRegistry("registry", limits)
+
+	var recs []*kgo.Record
+	wantField := map[int]string{}
+	for i := range n {
+		enc := sundialv1.EncodingProtobuf
+		if i%2 == 1 {
+			enc = sundialv1.EncodingJSON
+		}
+		recs = append(recs, jobRecord(t, cronSpec(fmt.Sprintf("job-%04d", i), "0 3 * * *"), enc))
+		bad, field := malformed(t, i)
+		wantField[len(recs)] = field
+		recs = append(recs, bad)
+	}
+	start := time.Now()
+	s.produce(recs...)
+	answers := s.statuses.wait(t, 1, recs...)
+	t.Logf("%d records answered in %s", len(recs), time.Since(start).Round(time.Millisecond))
+
+	var due time.Time
+	for i, a := range answers {
+		rec := recs[i]
+		assert.Equal(t, rec.Key, a.key, "status keyed by the original key")
+		assert.Equal(t, rec.Topic, a.status.GetSource().GetTopic())
+		if field, bad := wantField[i]; bad {
+			require.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_REJECTED, a.status.GetOutcome(), "record %d (%s)", i, rec.Key)
+			assert.False(t, a.status.GetAccepted())
+			require.NotEmpty(t, a.status.GetErrors())
+			assert.Equal(t, field, a.status.GetErrors()[0].GetField(), "record %d: %v", i, a.status.GetErrors())
+			assert.NotEmpty(t, a.status.GetErrors()[0].GetReason())
+			continue
+		}
+		require.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_CREATED, a.status.GetOutcome(), "record %d: %v", i, a.status.GetErrors())
+		assert.True(t, a.status.GetAccepted())
+		assert.Equal(t, headerValue(rec, "content-type"), a.contentType, "answered in the record's encoding")
+		assert.Equal(t, uint32(store.ShardOf(string(rec.Key), shards)), a.status.GetShard())
+		next := a.status.GetNextDueTime().AsTime()
+		assert.Equal(t, 3, next.Hour())
+		due = next
+	}
+	// Every valid definition is stored and has its one pending entry.
+	before := s.snapshot(due)
+	require.Len(t, before.entries, n)
+	for i := 0; i < len(recs); i += 2 {
+		job, err := s.store.GetJob(t.Context(), string(recs[i].Key))
+		require.NoError(t, err)
+		assert.Equal(t, recs[i].Offset, job.Revision)
+		assert.Equal(t, due, job.NextDue)
+	}
+	assert.Equal(t, float64(n), counter(t, metrics, "sundial_registry_records_total", "outcome", "created"))
+	assert.Equal(t, float64(n), counter(t, metrics, "sundial_registry_records_total", "outcome", "rejected"))
+	assert.Equal(t, float64(n/12+1), counter(t, metrics, "sundial_registry_rejections_total", "field", "schedule.time_zone"))
+
+	// A replay of the topic (a new group reads it from the start) changes
+	// nothing: valid definitions are UNCHANGED, bad ones rejected alike, and
+	// no due entry or job row moves.
+	s.startRegistry("replay", limits)
+	replayed := s.statuses.wait(t, 2, recs...)
+	for i, a := range replayed {
+		first := answers[i].status
+		if _, bad := wantField[i]; bad {
+			assert.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_REJECTED, a.status.GetOutcome())
+			assert.True(t, proto.Equal(&sundialv1.JobStatus{Errors: first.GetErrors()}, &sundialv1.JobStatus{Errors: a.status.GetErrors()}))
+			continue
+		}
+		assert.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UNCHANGED, a.status.GetOutcome(), "record %d", i)
+		assert.Equal(t, first.GetNextDueTime().AsTime(), a.status.GetNextDueTime().AsTime())
+	}
+	after := s.snapshot(due)
+	assert.Equal(t, before, after)
+}
+
+// snapshot is the state a replay must not change: due entries of a bucket
+// and the job rows they belong to.
+type snapshot struct {
+	entries []store.DueEntry
+	jobs    map[string]store.Job
+}
+
+func (s *stack) snapshot(due time.Time) snapshot {
+	s.t.Helper()
+	snap := snapshot{jobs: map[string]store.Job{}}
+	for shard := range shards {
+		for e, err := range s.store.ListBucket(s.t.Context(), store.BucketOf(due), shard) {
+			require.NoError(s.t, err)
+			snap.entries = append(snap.entries, e)
+			job, err := s.store.GetJob(s.t.Context(), e.JobID)
+			require.NoError(s.t, err)
+			snap.jobs[e.JobID] = job
+		}
+	}
+	return snap
+}
+
+func headerValue(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+func counter(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// TestDefinitionLifecycle walks one job through change, pause, resume,
+// revisions and delete, checking the pending entry after every step.
+func TestDefinitionLifecycle(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	s.startRegistry("registry")
+	const id = "payments.settle"
+
+	step := func(rec *kgo.Record) *sundialv1.JobStatus {
+		t.Helper()
+		s.produce(rec)
+		return s.statuses.wait(t, 1, rec)[0].status
+	}
+	nextDue := func(st *sundialv1.JobStatus) time.Time {
+		t.Helper()
+		require.NotNil(t, st.GetNextDueTime(), "status %v", st)
+		return st.GetNextDueTime().AsTime()
+	}
+
+	created := step(jobRecord(t, cronSpec(id, "0 3 * * *"), sundialv1.EncodingJSON))
+	require.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_CREATED, created.GetOutcome())
+	d1 := nextDue(created)
+	require.Len(t, s.dueEntries(id, d1), 1)
+
+	// A changed schedule replaces the pending entry.
+	changed := cronSpec(id, "0 4 * * *")
+	updated := step(jobRecord(t, changed, sundialv1.EncodingProtobuf))
+	require.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UPDATED, updated.GetOutcome())
+	d2 := nextDue(updated)
+	assert.Equal(t, 4, d2.Hour())
+	assert.Empty(t, s.dueEntries(id, d1), "the old entry is gone")
+	entries := s.dueEntries(id, d2)
+	require.Len(t, entries, 1)
+	assert.Equal(t, updated.GetSource().GetOffset(), entries[0].Revision)
+	assert.Equal(t, store.RunID(id, d2), entries[0].RunID)
+
+	// Resending the same definition changes nothing.
+	same := step(jobRecord(t, changed, sundialv1.EncodingJSON))
+	assert.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UNCHANGED, same.GetOutcome())
+	assert.Equal(t, d2, nextDue(same))
+	assert.Len(t, s.dueEntries(id, d2), 1)
+
+	// Paused: stored, nothing scheduled.
+	paused := proto.Clone(changed).(*sundialv1.JobSpec)
+	paused.Paused = true
+	st := step(jobRecord(t, paused, sundialv1.EncodingProtobuf))
+	assert.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UPDATED, st.GetOutcome())
+	assert.Nil(t, st.GetNextDueTime())
+	assert.Empty(t, s.dueEntries(id, d2))
+	job, err := s.store.GetJob(t.Context(), id)
+	require.NoError(t, err)
+	assert.True(t, job.NextDue.IsZero())
+
+	// Resumed: the next occurrence is scheduled again.
+	resumed := step(jobRecord(t, changed, sundialv1.EncodingProtobuf))
+	assert.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UPDATED, resumed.GetOutcome())
+	assert.Equal(t, d2, nextDue(resumed))
+	require.Len(t, s.dueEntries(id, d2), 1)
+	assert.Equal(t, resumed.GetSource().GetOffset(), s.dueEntries(id, d2)[0].Revision)
+
+	// Producer revisions: a lower one is rejected naming "revision", and so
+	// is the same one with another definition.
+	v5 := proto.Clone(changed).(*sundialv1.JobSpec)
+	v5.Revision = proto.Uint64(5)
+	assert.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UPDATED, step(jobRecord(t, v5, sundialv1.EncodingJSON)).GetOutcome())
+	v3 := proto.Clone(v5).(*sundialv1.JobSpec)
+	v3.Revision = proto.Uint64(3)
+	v3.Description = "older"
+	st = step(jobRecord(t, v3, sundialv1.EncodingJSON))
+	require.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_REJECTED, st.GetOutcome())
+	assert.Equal(t, "revision", st.GetErrors()[0].GetField())
+	assert.Contains(t, st.GetErrors()[0].GetReason(), "3 is lower than the revision in force, 5")
+	assert.Equal(t, uint64(3), st.GetRevision())
+	v5b := proto.Clone(v5).(*sundialv1.JobSpec)
+	v5b.Description = "different"
+	st = step(jobRecord(t, v5b, sundialv1.EncodingJSON))
+	require.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_REJECTED, st.GetOutcome())
+	assert.Equal(t, "revision", st.GetErrors()[0].GetField())
+
+	// A tombstone deletes the job and its pending entry; deleting again is
+	// DELETED too.
+	for range 2 {
+		st = step(&kgo.Record{Key: []byte(id)})
+		assert.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_DELETED, st.GetOutcome())
+		assert.True(t, st.GetAccepted())
+		assert.Empty(t, s.dueEntries(id, d2))
+		job, err := s.store.GetJob(t.Context(), id)
+		require.NoError(t, err)
+		assert.True(t, job.Deleted)
+	}
+
+	// A DAG definition is left to the DAG engine: no answer, and the next
+	// record of the same key (processed after it) is answered.
+	dag := &kgo.Record{Key: []byte("reports.etl"), Value: []byte("not a JobSpec"), Headers: []kgo.RecordHeader{{Key: "sundial-kind", Value: []byte("dag")}}}
+	s.produce(dag)
+	st = step(&kgo.Record{Key: []byte("reports.etl")})
+	assert.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_DELETED, st.GetOutcome())
+	assert.Zero(t, s.statuses.count(dag))
+}
+
+// flakyStore fails the first calls of every kind, as a Cassandra timeout
+// would.
+type flakyStore struct {
+	registry.Store
+	failures atomic.Int64
+}
+
+var errTimeout = errors.New("gocql: timeout (injected)")
+
+func (f *flakyStore) fail() bool { return f.failures.Add(-1) >= 0 }
+
+func (f *flakyStore) UpsertJob(ctx context.Context, job store.Job) (store.Outcome, error) {
+	if f.fail() {
+		return 0, errTimeout
+	}
+	return f.Store.UpsertJob(ctx, job)
+}
+
+func (f *flakyStore) DeleteJob(ctx context.Context, id string, rev int64, at time.Time) (store.Outcome, error) {
+	if f.fail() {
+		return 0, errTimeout
+	}
+	return f.Store.DeleteJob(ctx, id, rev, at)
+}
+
+// TestTransientErrorsAreRetried: store errors are retried until they pass,
+// never turned into rejections.
+func TestTransientErrorsAreRetried(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	flaky := &flakyStore{Store: s.store}
+	flaky.failures.Store(5)
+	_, metrics := s.startRegistry("registry", func(c *registry.Config) { c.Store = flaky })
+
+	recs := s.produce(
+		jobRecord(t, cronSpec("a", "0 3 * * *"), sundialv1.EncodingJSON),
+		&kgo.Record{Key: []byte("b")},
+	)
+	answers := s.statuses.wait(t, 1, recs...)
+	assert.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_CREATED, answers[0].status.GetOutcome())
+	assert.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_DELETED, answers[1].status.GetOutcome())
+	retries := counter(t, metrics, "sundial_registry_retries_total", "op", "upsert_job") +
+		counter(t, metrics, "sundial_registry_retries_total", "op", "delete_job")
+	assert.Equal(t, float64(5), retries)
+	assert.Zero(t, counter(t, metrics, "sundial_registry_records_total", "outcome", "rejected"))
+}
+
+// TestRegistrationRate registers many definitions and reports the rate.
+// SUNDIAL_REGISTRY_RATE_DEFINITIONS sets how many (default 5,000).
+func TestRegistrationRate(t *testing.T) {
+	t.Parallel()
+	n := 5000
+	if v := os.Getenv("SUNDIAL_REGISTRY_RATE_DEFINITIONS"); v != "" {
+		var err error
+		n, err = strconv.Atoi(v)
+		require.NoError(t, err)
+	}
+	s := setup(t)
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		spec := cronSpec(fmt.Sprintf("rate-%07d", i), fmt.Sprintf("%d %d * * *", i%60, i/60%24))
+		recs[i] = jobRecord(t, spec, sundialv1.EncodingProtobuf)
+	}
+	produced := time.Now()
+	s.produce(recs...)
+	t.Logf("produced %d definitions in %s", n, time.Since(produced).Round(time.Millisecond))
+
+	start := time.Now()
+	s.startRegistry("registry")
+	answers := s.statuses.wait(t, 1, recs...)
+	elapsed := time.Since(start)
+	for _, a := range answers {
+		require.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_CREATED, a.status.GetOutcome(), "%v", a.status.GetErrors())
+	}
+	t.Logf("registered %d definitions in %s: %.0f definitions/s (Kafka %v, Cassandra store, 64 jobs at once)",
+		n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), strings.Join(s.brokers, ","))
+}
