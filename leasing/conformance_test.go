@@ -2,6 +2,7 @@ package leasing
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -252,11 +253,9 @@ func testExpiredHolderLosesSlot(t *testing.T, b backend) {
 	var bLease Lease
 	require.Eventually(t, func() bool {
 		bLease, err = s.Acquire(ctx, Request{JobID: "job", RunID: "job@2"})
-		if err != nil {
-			require.ErrorIs(t, err, ErrNoSlot)
-		}
-		return err == nil
+		return !errors.Is(err, ErrNoSlot)
 	}, 5*time.Second, 10*time.Millisecond)
+	require.NoError(t, err)
 	// The server's expiry counts from when the acquire reached it, which is
 	// after a.AcquiredAt (2ms allows for millisecond rounding).
 	assert.GreaterOrEqual(t, time.Since(a.AcquiredAt), a.TTL-2*time.Millisecond)
@@ -274,7 +273,7 @@ func testExpiredHolderLosesSlot(t *testing.T, b backend) {
 }
 
 func testKeeperHoldsSlot(t *testing.T, b backend) {
-	s, _ := setup(t, b)
+	s, _ := setup(t, b, keeperTimes)
 	ctx := t.Context()
 	a, err := s.Acquire(ctx, Request{JobID: "job", RunID: "job@1"})
 	require.NoError(t, err)
@@ -301,7 +300,7 @@ func testKeeperHoldsSlot(t *testing.T, b backend) {
 }
 
 func testLeakedSlots(t *testing.T, b backend) {
-	s, c := setup(t, b)
+	s, c := setup(t, b, keeperTimes)
 	ctx := t.Context()
 	req := func(run string) Request { return Request{JobID: "job", RunID: run, Limit: 3} }
 
@@ -322,15 +321,25 @@ func testLeakedSlots(t *testing.T, b backend) {
 	require.ErrorIs(t, err, ErrNoSlot)
 
 	// Wait until the server's clock has passed both dead holders' expiry.
+	var stop error // ends the wait early; the condition runs on another goroutine
 	require.Eventually(t, func() bool {
+		if stop = k.Context().Err(); stop != nil {
+			return true // the live holder lost its lease
+		}
 		now := c.Time(ctx).Val().UnixMilli()
 		for _, run := range []string{"job@2", "job@3"} {
-			if expiry := c.ZScore(ctx, s.slotsKey("job"), run).Val(); float64(now) <= expiry {
+			expiry, err := c.ZScore(ctx, s.slotsKey("job"), run).Result()
+			if err != nil {
+				stop = fmt.Errorf("slot of %s: %w", run, err)
+				return true
+			}
+			if float64(now) <= expiry {
 				return false
 			}
 		}
 		return true
 	}, 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, stop)
 	require.Len(t, c.ZRange(ctx, s.slotsKey("job"), 0, -1).Val(), 3, "nobody has reclaimed the slots yet")
 
 	// An expired lease is lost even before anyone took its slot.
@@ -425,7 +434,7 @@ func testNoScript(t *testing.T, b backend) {
 }
 
 func testKeeperKeysDeleted(t *testing.T, b backend) {
-	s, c := setup(t, b)
+	s, c := setup(t, b, keeperTimes)
 	ctx := t.Context()
 	l, err := s.Acquire(ctx, Request{JobID: "job", RunID: "job@1"})
 	require.NoError(t, err)
@@ -553,7 +562,7 @@ func testAcquireBatch(t *testing.T, b backend) {
 }
 
 func testRevoke(t *testing.T, b backend) {
-	s, _ := setup(t, b)
+	s, _ := setup(t, b, keeperTimes)
 	ctx := t.Context()
 	a, err := s.Acquire(ctx, Request{JobID: "job", RunID: "job@1"})
 	require.NoError(t, err)

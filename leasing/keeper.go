@@ -17,9 +17,6 @@ var ErrKeeperStopped = errors.New("leasing: keeper stopped")
 // It wraps ErrLeaseLost.
 var ErrLeaseUntrusted = fmt.Errorf("%w: not renewed before it stopped being trusted", ErrLeaseLost)
 
-// errKeeperNotStarted is the cause of the context handed out before Start.
-var errKeeperNotStarted = errors.New("leasing: keeper not started")
-
 // Keeper keeps one lease alive while its run executes. It renews the lease
 // every TTL/3, measured from when the previous renewal started, and cancels
 // its context (Context) as soon as the lease is lost or is no longer trusted:
@@ -76,12 +73,12 @@ func (k *Keeper) Start(ctx context.Context) error {
 		return fmt.Errorf("%s trusted until %s, already past: %w", l, l.TrustedUntil().Format(time.RFC3339Nano), ErrLeaseLost)
 	}
 	k.started = true
-	k.ctx, k.cancel = context.WithCancelCause(ctx)
-	cancel := k.cancel
+	execCtx, cancel := context.WithCancelCause(ctx)
+	k.ctx, k.cancel = execCtx, cancel
 	k.trust = time.AfterFunc(left, func() { cancel(notRenewed(l)) })
 	k.quit = make(chan struct{})
 	k.done = make(chan struct{})
-	go k.run(k.ctx, l)
+	go k.run(execCtx, l)
 	return nil
 }
 
@@ -91,9 +88,7 @@ func (k *Keeper) Context() context.Context {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.ctx == nil {
-		ctx, cancel := context.WithCancelCause(context.Background())
-		cancel(errKeeperNotStarted)
-		return ctx
+		return notStarted{}
 	}
 	return k.ctx
 }
@@ -202,4 +197,18 @@ func (k *Keeper) extend(l Lease) bool {
 	cancel := k.cancel
 	k.trust = time.AfterFunc(l.TrustedUntil().Sub(k.store.cfg.Now()), func() { cancel(notRenewed(l)) })
 	return true
+}
+
+// notStarted is the context of a Keeper before Start: already cancelled, with
+// no parent to inherit from.
+type notStarted struct{}
+
+func (notStarted) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (notStarted) Err() error                  { return context.Canceled }
+func (notStarted) Value(any) any               { return nil }
+
+func (notStarted) Done() <-chan struct{} {
+	done := make(chan struct{})
+	close(done)
+	return done
 }

@@ -58,10 +58,10 @@ func (r Request) validate() error {
 		errs = append(errs, err)
 	}
 	if r.RunID == "" {
-		errs = append(errs, errors.New("RunID: is empty"))
+		errs = append(errs, errors.New("field RunID: is empty"))
 	}
 	if r.Limit < 0 {
-		errs = append(errs, fmt.Errorf("Limit: %d is negative", r.Limit))
+		errs = append(errs, fmt.Errorf("field Limit: %d is negative", r.Limit))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("leasing: bad request for job %q run %q: %w", r.JobID, r.RunID, errors.Join(errs...))
@@ -74,9 +74,9 @@ func (r Request) validate() error {
 func validateJobID(id string) error {
 	switch {
 	case id == "":
-		return errors.New("JobID: is empty")
+		return errors.New("field JobID: is empty")
 	case strings.ContainsAny(id, "{}"):
-		return fmt.Errorf("JobID: %q contains '{' or '}', which cannot be inside a cluster hash tag", id)
+		return fmt.Errorf("field JobID: %q contains '{' or '}', which cannot be inside a cluster hash tag", id)
 	}
 	return nil
 }
@@ -87,10 +87,10 @@ func validateLease(l Lease) error {
 		errs = append(errs, err)
 	}
 	if l.RunID == "" {
-		errs = append(errs, errors.New("RunID: is empty"))
+		errs = append(errs, errors.New("field RunID: is empty"))
 	}
 	if l.Token <= 0 {
-		errs = append(errs, fmt.Errorf("Token: %d is not a token this store issued", l.Token))
+		errs = append(errs, fmt.Errorf("field Token: %d is not a token this store issued", l.Token))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("leasing: bad lease for job %q run %q: %w", l.JobID, l.RunID, errors.Join(errs...))

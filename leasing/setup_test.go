@@ -69,6 +69,11 @@ func setupHooked(t testing.TB, b backend, hooks []redis.Hook, opts ...func(*Conf
 	return s, c
 }
 
+// keeperTimes is the lease timing of tests whose Keeper must renew in time:
+// a renewal (at TTL/3) may be late by TTL*2/3 - Margin = 250ms before the
+// lease stops being trusted, which a loaded two-core machine needs.
+func keeperTimes(c *Config) { c.TTL, c.Margin = 600*time.Millisecond, 150*time.Millisecond }
+
 // outage is a hook that makes every command fail as if the connection to
 // Redis were reset, while down is set.
 type outage struct{ down atomic.Bool }

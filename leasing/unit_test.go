@@ -167,10 +167,10 @@ func TestKeeperLifecycle(t *testing.T) {
 	t.Parallel()
 	b := miniRedis(t)
 	s, _ := setup(t, b)
-	ctx := t.Context()
 
 	t.Run("stop before start", func(t *testing.T) {
 		t.Parallel()
+		ctx := t.Context()
 		l, err := s.Acquire(ctx, Request{JobID: "a", RunID: "a@1"})
 		require.NoError(t, err)
 		k := NewKeeper(s, l, nil)
@@ -181,6 +181,7 @@ func TestKeeperLifecycle(t *testing.T) {
 	})
 	t.Run("start twice, stop twice", func(t *testing.T) {
 		t.Parallel()
+		ctx := t.Context()
 		l, err := s.Acquire(ctx, Request{JobID: "b", RunID: "b@1"})
 		require.NoError(t, err)
 		k := NewKeeper(s, l, nil)
@@ -194,6 +195,7 @@ func TestKeeperLifecycle(t *testing.T) {
 	})
 	t.Run("parent context ends", func(t *testing.T) {
 		t.Parallel()
+		ctx := t.Context()
 		l, err := s.Acquire(ctx, Request{JobID: "c", RunID: "c@1"})
 		require.NoError(t, err)
 		parent, cancel := context.WithCancel(ctx)
