@@ -81,5 +81,8 @@
 // replaces a newer one, so replayed events cannot move a run backwards.
 // Records expire after the store's retention. ListRuns returns a job's
 // records newest due time first; JobSummary is computed from the retained
-// records.
+// records. A planned attempt is a record in state scheduled (the same row its
+// later states overwrite): UpsertJob writes one for the occurrence it
+// schedules, and whoever writes a later occurrence or retry may write one, so
+// that JobSummary.NextDue is the most recently planned attempt.
 package store

@@ -85,21 +85,30 @@ func (s *Store) UpsertJob(ctx context.Context, job store.Job) (store.Outcome, er
 	if err != nil {
 		return 0, fmt.Errorf("upsert job %q: %w", job.ID, err)
 	}
-	return s.changeJob(ctx, job.ID, func(stored *store.Job) (store.Outcome, store.Job, error) {
+	decide := func(stored *store.Job) (store.Outcome, store.Job, error) {
 		outcome := store.DecideUpsert(stored, job)
 		if outcome != store.OutcomeCreated && outcome != store.OutcomeUpdated {
 			return outcome, job, nil
 		}
+		// The new occurrence goes in before the row points at it: a crash
+		// in between leaves a dead entry, never a job with nothing due.
 		if !job.NextDue.IsZero() {
 			if err := s.putDue(ctx, shards, []store.DueEntry{job.ScheduledEntry()}); err != nil {
 				return 0, job, fmt.Errorf("upsert job %q: schedule %s: %w", job.ID, job.NextDue.Format(time.RFC3339Nano), err)
 			}
-			if err := s.recordRun(ctx, scheduledRecord(job)); err != nil {
-				return 0, job, fmt.Errorf("upsert job %q: %w", job.ID, err)
-			}
 		}
 		return outcome, job, nil
-	}, shards)
+	}
+	written := func(row store.Job) error {
+		if row.NextDue.IsZero() {
+			return nil
+		}
+		if err := s.recordRun(ctx, scheduledRecord(row)); err != nil {
+			return fmt.Errorf("upsert job %q: %w", row.ID, err)
+		}
+		return nil
+	}
+	return s.changeJob(ctx, job.ID, shards, decide, written)
 }
 
 // scheduledRecord is the history record of a definition's first occurrence.
@@ -121,16 +130,20 @@ func (s *Store) DeleteJob(ctx context.Context, id string, revision int64, at tim
 		return 0, fmt.Errorf("delete job %q: %w", id, err)
 	}
 	tomb := store.Job{ID: id, Revision: revision, UpdatedAt: ms(at), Deleted: true}
-	return s.changeJob(ctx, id, func(stored *store.Job) (store.Outcome, store.Job, error) {
+	decide := func(stored *store.Job) (store.Outcome, store.Job, error) {
 		return store.DecideDelete(stored, revision), tomb, nil
-	}, shards)
+	}
+	return s.changeJob(ctx, id, shards, decide, nil)
 }
 
 // changeJob runs the read-decide-write loop of a job row. decide sees the
 // stored row and returns the outcome and the row to write (written only for
-// OutcomeCreated, OutcomeUpdated and OutcomeDeleted). After the row is
-// written, the entry the replaced definition scheduled is deleted.
-func (s *Store) changeJob(ctx context.Context, id string, decide func(*store.Job) (store.Outcome, store.Job, error), shards int) (store.Outcome, error) {
+// OutcomeCreated, OutcomeUpdated and OutcomeDeleted). Once the row is
+// written, written (if not nil) is called with it, and the entry the
+// replaced definition scheduled is deleted.
+func (s *Store) changeJob(ctx context.Context, id string, shards int,
+	decide func(*store.Job) (store.Outcome, store.Job, error), written func(store.Job) error,
+) (store.Outcome, error) {
 	for attempt := range casAttempts {
 		stored, err := s.getJob(ctx, id, attempt > 0)
 		if err != nil {
@@ -154,6 +167,11 @@ func (s *Store) changeJob(ctx context.Context, id string, decide func(*store.Job
 				return 0, fmt.Errorf("write job %q: %w", id, err)
 			}
 			continue
+		}
+		if written != nil {
+			if err := written(row); err != nil {
+				return 0, err
+			}
 		}
 		if stored != nil && !stored.Deleted && store.Supersedes(stored.NextDue, row.NextDue) {
 			old := stored.ScheduledEntry().Key()
