@@ -163,7 +163,7 @@ var httpMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"}
 var reservedHTTPHeaders = []string{"idempotency-key"}
 
 // reservedKafkaHeaders are set by the runner on every record.
-var reservedKafkaHeaders = []string{"idempotency-key", "content-type"}
+var reservedKafkaHeaders = []string{"idempotency-key"}
 
 // CheckID reports why id cannot be a job id, or "" when it can.
 func CheckID(id string) string {

@@ -1,0 +1,472 @@
+package trigger
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/internal/consume"
+	"github.com/sundialhq/sundial/internal/topics"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/registry"
+	"github.com/sundialhq/sundial/store"
+)
+
+// DefaultGroup is the consumer group on sundial.triggers.
+const DefaultGroup = "sundial-triggers"
+
+// Limits of a trigger.
+const (
+	// MaxIdempotencyKeyLength bounds Trigger.idempotency_key.
+	MaxIdempotencyKeyLength = 200
+	// MaxCallerLength bounds Trigger.caller.
+	MaxCallerLength = 200
+	// MaxFutureSkew is how far requested_at may lie after the record's
+	// timestamp (clock skew between caller and broker). A trigger asks for
+	// a run now; a later run is a one-off job.
+	MaxFutureSkew = time.Minute
+)
+
+// Reasons of SKIPPED events for refused triggers.
+const (
+	ReasonJobDeleted = "job_deleted"
+	ReasonPaused     = "paused"
+	ReasonInvalid    = "invalid_trigger"
+	ReasonExpired    = "expired"
+)
+
+// Store is what triggers need from the store.
+type Store interface {
+	GetJob(ctx context.Context, id string) (store.Job, error)
+	store.Triggers
+}
+
+// Enqueuer stores due entries and wakes their dispatchers
+// (*enqueue.Enqueuer).
+type Enqueuer interface {
+	Enqueue(ctx context.Context, entries ...store.DueEntry) error
+}
+
+// Config configures a Consumer.
+type Config struct {
+	// Brokers are the Kafka seed brokers. Required.
+	Brokers []string
+	// KafkaOptions are extra client options (TLS, SASL, client id).
+	KafkaOptions []kgo.Opt
+	// Topics names sundial.triggers and sundial.events.
+	Topics topics.Names
+	// Group is the consumer group. Default DefaultGroup.
+	Group string
+	// Store holds jobs and idempotency keys. Required.
+	Store Store
+	// Enqueuer schedules the runs. Required.
+	Enqueuer Enqueuer
+	// Retention is how long idempotency keys are remembered, and the age
+	// beyond which a trigger is refused. Default topics.TriggersRetention.
+	Retention time.Duration
+	// MaxPayloadBytes bounds a trigger's payload override. Default
+	// registry.DefaultMaxPayloadBytes.
+	MaxPayloadBytes int
+	// ID names this process in the events it publishes (RunEvent.runner_id).
+	// Default "trigger".
+	ID string
+	// Concurrency is how many jobs' triggers are processed at once.
+	// Default 32.
+	Concurrency int
+	// MaxPoll bounds the records taken from Kafka at once. Default 1000.
+	MaxPoll int
+	// RetryMin and RetryMax bound the backoff of transient errors.
+	// Defaults 50ms and 10s.
+	RetryMin, RetryMax time.Duration
+	// Registerer receives the metrics. Default: none kept.
+	Registerer prometheus.Registerer
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	c.Group = cmp.Or(c.Group, DefaultGroup)
+	c.Retention = cmp.Or(c.Retention, topics.TriggersRetention)
+	c.MaxPayloadBytes = cmp.Or(c.MaxPayloadBytes, registry.DefaultMaxPayloadBytes)
+	c.ID = cmp.Or(c.ID, "trigger")
+	c.Concurrency = cmp.Or(c.Concurrency, 32)
+	c.MaxPoll = cmp.Or(c.MaxPoll, 1000)
+	c.RetryMin = cmp.Or(c.RetryMin, 50*time.Millisecond)
+	c.RetryMax = cmp.Or(c.RetryMax, 10*time.Second)
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate reports every bad field, after defaults are applied.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("trigger config: brokers: required"))
+	}
+	if c.Store == nil {
+		errs = append(errs, errors.New("trigger config: store: required"))
+	}
+	if c.Enqueuer == nil {
+		errs = append(errs, errors.New("trigger config: enqueuer: required"))
+	}
+	if c.Retention < time.Minute {
+		errs = append(errs, fmt.Errorf("trigger config: retention %s: must be at least 1m", c.Retention))
+	}
+	if c.MaxPayloadBytes < 0 {
+		errs = append(errs, fmt.Errorf("trigger config: max payload bytes %d: must not be negative", c.MaxPayloadBytes))
+	}
+	if c.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("trigger config: concurrency %d: must be positive", c.Concurrency))
+	}
+	if c.MaxPoll < 1 {
+		errs = append(errs, fmt.Errorf("trigger config: max poll %d: must be positive", c.MaxPoll))
+	}
+	if c.RetryMin <= 0 || c.RetryMax < c.RetryMin {
+		errs = append(errs, fmt.Errorf("trigger config: retry backoff %s..%s: want 0 < min <= max", c.RetryMin, c.RetryMax))
+	}
+	return errors.Join(errs...)
+}
+
+// Consumer consumes sundial.triggers.
+type Consumer struct {
+	cfg     Config
+	metrics *metrics
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	client  *kgo.Client
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// New returns a Consumer, or every configuration error.
+func New(cfg Config) (*Consumer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Consumer{cfg: cfg, metrics: m}, nil
+}
+
+// Start joins the consumer group and starts processing.
+func (c *Consumer) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return errors.New("trigger: already started")
+	}
+	opts := append(append([]kgo.Opt{kgo.SeedBrokers(c.cfg.Brokers...)}, c.cfg.KafkaOptions...),
+		consume.GroupOptions(c.cfg.Group, c.cfg.Topics.Triggers())...)
+	client, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("trigger: kafka client: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.started, c.client, c.cancel, c.done = true, client, cancel, make(chan struct{})
+	loop := &consume.Loop{
+		Client:      client,
+		Handle:      c.handle,
+		Concurrency: c.cfg.Concurrency,
+		MaxPoll:     c.cfg.MaxPoll,
+		Backoff:     c.backoff("commit"),
+		Logger:      c.cfg.Logger,
+	}
+	go func() {
+		defer close(c.done)
+		loop.Run(runCtx)
+	}()
+	c.cfg.Logger.Info("trigger consumer started", "topic", c.cfg.Topics.Triggers(), "group", c.cfg.Group)
+	return nil
+}
+
+// Stop ends processing and leaves the group. It is idempotent and safe
+// before Start.
+func (c *Consumer) Stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.started || c.stopped {
+		c.stopped = true
+		return
+	}
+	c.stopped = true
+	c.cancel()
+	<-c.done
+	c.client.Close()
+}
+
+func (c *Consumer) backoff(op string) consume.Backoff {
+	return consume.Backoff{
+		Min: c.cfg.RetryMin,
+		Max: c.cfg.RetryMax,
+		OnRetry: func(err error) {
+			c.metrics.retries.WithLabelValues(op).Inc()
+			c.cfg.Logger.Warn("retrying after a transient error", "op", op, "err", err)
+		},
+	}
+}
+
+// Decoded is a trigger record, read and checked.
+type Decoded struct {
+	// Trigger is the decoded value; nil when it did not decode.
+	Trigger *sundialv1.Trigger
+	// JobID is the record key.
+	JobID string
+	// Due is the run's due time: requested_at, or the record's timestamp,
+	// at millisecond precision.
+	Due time.Time
+}
+
+// Decode reads a record of sundial.triggers and reports every bad value as
+// registry.FieldErrors ("job_id", "idempotency_key", "requested_at",
+// "payload", "caller", or "key", "content_type", "record" for the record).
+func Decode(rec *kgo.Record, maxPayload int) (Decoded, []registry.FieldError) {
+	d := Decoded{JobID: string(rec.Key), Due: store.Truncate(rec.Timestamp)}
+	var errs []registry.FieldError
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, registry.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
+	if !utf8.Valid(rec.Key) {
+		bad("key", "not valid UTF-8")
+	} else if r := registry.CheckID(d.JobID); r != "" {
+		bad("key", "not a job id: %s", r)
+	}
+	var contentType string
+	for _, h := range rec.Headers {
+		if strings.EqualFold(h.Key, sundialv1.HeaderContentType) {
+			contentType = string(h.Value)
+		}
+	}
+	enc, err := sundialv1.ParseContentType(contentType)
+	switch {
+	case err != nil:
+		bad("content_type", "%v", err)
+		return d, errs
+	case len(rec.Value) == 0:
+		bad("record", "no value: a trigger needs a Trigger message")
+		return d, errs
+	}
+	t := &sundialv1.Trigger{}
+	if err := enc.Unmarshal(rec.Value, t); err != nil {
+		bad("record", "%v", err)
+		return d, errs
+	}
+	d.Trigger = t
+	if t.GetJobId() == "" {
+		bad("job_id", "required")
+	} else if t.GetJobId() != d.JobID {
+		bad("job_id", "%q differs from the record key %q: the key must be the job id", t.GetJobId(), d.JobID)
+	}
+	switch k := t.GetIdempotencyKey(); {
+	case k == "":
+		bad("idempotency_key", "required: a key unique per request, so that a resent trigger runs once")
+	case len(k) > MaxIdempotencyKeyLength:
+		bad("idempotency_key", "%d characters, at most %d allowed", len(k), MaxIdempotencyKeyLength)
+	}
+	if ts := t.GetRequestedAt(); ts != nil {
+		if err := ts.CheckValid(); err != nil {
+			bad("requested_at", "invalid timestamp: %v", err)
+		} else if at := ts.AsTime(); at.After(rec.Timestamp.Add(MaxFutureSkew)) {
+			bad("requested_at", "%s is after the record's timestamp %s: a trigger runs now; schedule a later run as a job with an at schedule",
+				at.Format(time.RFC3339Nano), rec.Timestamp.UTC().Format(time.RFC3339Nano))
+		} else {
+			d.Due = store.Truncate(at)
+		}
+	}
+	if n := len(t.GetPayload()); n > maxPayload {
+		bad("payload", "%d bytes, at most %d allowed", n, maxPayload)
+	}
+	if n := len(t.GetCaller()); n > MaxCallerLength {
+		bad("caller", "%d characters, at most %d allowed", n, MaxCallerLength)
+	}
+	return d, errs
+}
+
+// handle processes one trigger record and returns the event that refuses
+// it, if it is refused.
+func (c *Consumer) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
+	start := c.cfg.Now()
+	if rec.Value == nil {
+		c.metrics.records.WithLabelValues("ignored").Inc() // a tombstone means nothing here
+		return nil
+	}
+	d, errs := Decode(rec, c.cfg.MaxPayloadBytes)
+	out, outcome, err := c.decide(ctx, rec, d, errs)
+	if err != nil {
+		c.cfg.Logger.Debug("trigger left for redelivery", "partition", rec.Partition, "offset", rec.Offset, "err", err)
+		return nil
+	}
+	c.metrics.records.WithLabelValues(outcome).Inc()
+	c.metrics.latency.Observe(c.cfg.Now().Sub(start).Seconds())
+	return out
+}
+
+func (c *Consumer) decide(ctx context.Context, rec *kgo.Record, d Decoded, errs []registry.FieldError) ([]*kgo.Record, string, error) {
+	if len(errs) > 0 {
+		msgs := make([]string, len(errs))
+		for i, e := range errs {
+			msgs[i] = e.Error()
+		}
+		return c.refuse(d, ReasonInvalid, nil, strings.Join(msgs, "; ")), "invalid", nil
+	}
+	if age := c.cfg.Now().Sub(d.Due); age > c.cfg.Retention {
+		return c.refuse(d, ReasonExpired, nil, fmt.Sprintf("requested %s ago, longer than the %s idempotency keys are kept", age.Round(time.Second), c.cfg.Retention)), "expired", nil
+	}
+
+	var (
+		job   store.Job
+		found bool
+	)
+	err := consume.Retry(ctx, c.backoff("get_job"), func() error {
+		j, err := c.cfg.Store.GetJob(ctx, d.JobID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return nil
+		case err != nil:
+			return err
+		}
+		job, found = j, true
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	if !found || job.Deleted {
+		return c.refuse(d, ReasonJobDeleted, nil, fmt.Sprintf("job_id %q: no such job", d.JobID)), "job_deleted", nil
+	}
+	spec := &sundialv1.JobSpec{}
+	if err := proto.Unmarshal(job.Spec, spec); err != nil {
+		// The registry stored it, so this is a bug or corruption; refusing
+		// beats retrying forever.
+		c.cfg.Logger.Error("stored definition does not decode", "job", d.JobID, "err", err)
+		return c.refuse(d, ReasonInvalid, nil, fmt.Sprintf("job_id %q: the stored definition does not decode", d.JobID)), "invalid", nil
+	}
+	if spec.GetPaused() {
+		return c.refuse(d, ReasonPaused, spec, fmt.Sprintf("job_id %q is paused", d.JobID)), "paused", nil
+	}
+
+	key := d.Trigger.GetIdempotencyKey()
+	var first time.Time
+	if err := consume.Retry(ctx, c.backoff("dedupe"), func() (err error) {
+		first, err = c.cfg.Store.TriggerDedupe(ctx, d.JobID, key, d.Due, c.cfg.Retention)
+		return err
+	}); err != nil {
+		return nil, "", err
+	}
+	if !first.Equal(d.Due) {
+		c.cfg.Logger.Debug("duplicate trigger", "job", d.JobID, "key", key, "first_due", first)
+		return nil, "duplicate", nil
+	}
+
+	t := proto.Clone(d.Trigger).(*sundialv1.Trigger)
+	t.RequestedAt = timestamppb.New(d.Due)
+	payload, err := proto.MarshalOptions{Deterministic: true}.Marshal(t)
+	if err != nil {
+		return nil, "", fmt.Errorf("encode trigger: %w", err)
+	}
+	entry := store.DueEntry{
+		Due:      d.Due,
+		JobID:    d.JobID,
+		Kind:     store.KindTrigger,
+		RunID:    store.RunID(d.JobID, d.Due),
+		Attempt:  1,
+		Revision: job.Revision,
+		Payload:  payload,
+	}
+	if err := consume.Retry(ctx, c.backoff("enqueue"), func() error { return c.cfg.Enqueuer.Enqueue(ctx, entry) }); err != nil {
+		return nil, "", err
+	}
+	return nil, "enqueued", nil
+}
+
+// refuse builds the SKIPPED event of a trigger that will not run. spec is
+// the job's definition when known.
+func (c *Consumer) refuse(d Decoded, reason string, spec *sundialv1.JobSpec, message string) []*kgo.Record {
+	jobID := strings.ToValidUTF8(d.JobID, "\uFFFD")
+	due := timestamppb.New(d.Due)
+	ev := &sundialv1.RunEvent{
+		RunId:          store.RunID(jobID, d.Due),
+		JobId:          jobID,
+		Attempt:        1,
+		State:          sundialv1.RunState_RUN_STATE_SKIPPED,
+		Time:           timestamppb.New(c.cfg.Now()),
+		DueTime:        due,
+		AttemptDueTime: due,
+		RunnerId:       c.cfg.ID,
+		Reason:         reason,
+		Error:          &sundialv1.RunError{Code: reason, Message: strings.ToValidUTF8(message, "\uFFFD")},
+		Priority:       spec.GetPriority(),
+		OwnerTeam:      spec.GetOwnerTeam(),
+	}
+	value, err := sundialv1.EncodingProtobuf.Marshal(ev)
+	if err != nil {
+		c.cfg.Logger.Error("encode refusal", "job", jobID, "err", err)
+		return nil
+	}
+	key := []byte(d.JobID)
+	return []*kgo.Record{{
+		Topic: c.cfg.Topics.Events(),
+		Key:   key,
+		Value: value,
+		Headers: []kgo.RecordHeader{
+			{Key: sundialv1.HeaderContentType, Value: []byte(sundialv1.ContentTypeProtobuf)},
+			{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindRunEvent)},
+		},
+	}}
+}
+
+type metrics struct {
+	records *prometheus.CounterVec
+	retries *prometheus.CounterVec
+	latency prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		records: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sundial", Subsystem: "trigger", Name: "records_total",
+			Help: "Trigger records processed, by outcome (enqueued, duplicate, job_deleted, paused, invalid, expired, ignored).",
+		}, []string{"outcome"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sundial", Subsystem: "trigger", Name: "retries_total",
+			Help: "Transient store or Kafka errors retried, by operation.",
+		}, []string{"op"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "sundial", Subsystem: "trigger", Name: "processing_seconds",
+			Help:    "Time to check, deduplicate and enqueue one trigger.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+	}
+	for _, col := range []prometheus.Collector{m.records, m.retries, m.latency} {
+		if err := reg.Register(col); err != nil {
+			return nil, fmt.Errorf("trigger metrics: %w", err)
+		}
+	}
+	return m, nil
+}
