@@ -42,6 +42,7 @@ func newApp(stdout, stderr io.Writer) *cli.Command {
 			versionCommand(),
 			scheduleCommand(),
 			migrateCommand(),
+			dispatcherCommand(),
 		},
 	}
 }

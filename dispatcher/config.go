@@ -1,0 +1,191 @@
+package dispatcher
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultGroupID           = "sundial-dispatchers"
+	DefaultLookahead         = 10 * time.Second
+	DefaultCatchUpHorizon    = 24 * time.Hour
+	DefaultMisfireThreshold  = time.Second
+	DefaultWatermarkInterval = time.Second
+	DefaultSessionTimeout    = 10 * time.Second
+	DefaultHeartbeatInterval = time.Second
+	DefaultMaxInflight       = 256
+	DefaultMaxBacklog        = 20000
+	DefaultFireTimeout       = 10 * time.Second
+	DefaultDrainTimeout      = 5 * time.Second
+	DefaultMaxMissedRuns     = 1000
+	DefaultDedupeWindow      = 2 * time.Minute
+)
+
+// Store is what the dispatcher needs from the store: the schedule, shard
+// claims and watermarks, job definitions (to check an entry is live and to
+// snapshot the job into its run) and the cluster's shard count.
+type Store interface {
+	store.Schedule
+	store.Shards
+	GetJob(ctx context.Context, id string) (store.Job, error)
+	GetClusterConfig(ctx context.Context) (store.ClusterConfig, error)
+}
+
+// Config configures a Dispatcher. Zero values mean the defaults above.
+type Config struct {
+	// Brokers are the Kafka seed brokers. Required.
+	Brokers []string
+	// KafkaOpts are appended to the dispatcher's own client options (TLS,
+	// SASL, client id). They must not set the group, topics, balancers,
+	// partition callbacks or commit behaviour.
+	KafkaOpts []kgo.Opt
+	// Store is the schedule store. Required.
+	Store Store
+	// Topics names sundial.shards and sundial.runs.*.
+	Topics topics.Names
+	// GroupID is the consumer group of sundial.shards through which the
+	// dispatchers share the shards. Default "sundial-dispatchers".
+	GroupID string
+	// InstanceID names this dispatcher in shard claims (store) and logs.
+	// Default host name + "-" + process id.
+	InstanceID string
+	// Lookahead: a minute bucket is read when now reaches its start minus
+	// Lookahead, so its entries are in memory before they fall due. At least
+	// 100ms, at most 50s (a bucket is a minute). Default 10s.
+	Lookahead time.Duration
+	// CatchUpHorizon bounds how far back a new owner reads from the shard's
+	// watermark. Entries older than now minus the horizon are never read:
+	// occurrences that old are outside every sane catch-up window, but a
+	// recurring job whose pending entry is that old stops until it is
+	// defined again. At least a minute. Default 24h.
+	CatchUpHorizon time.Duration
+	// MisfireThreshold: an entry first seen (read or woken) more than this
+	// after its due time was missed, and a scheduled one goes through its
+	// job's misfire policy. Entries seen in time always fire, however late a
+	// busy dispatcher gets to them. Default 1s.
+	MisfireThreshold time.Duration
+	// WatermarkInterval is how often each shard's watermark is advanced
+	// (a lightweight transaction) and metrics are refreshed. Default 1s.
+	WatermarkInterval time.Duration
+	// SessionTimeout is the consumer group session timeout: how long after
+	// a dispatcher dies its shards are taken over. Within the brokers'
+	// group.min/max.session.timeout.ms (6s-30m by default). Default 10s.
+	SessionTimeout time.Duration
+	// HeartbeatInterval of the group member; less than SessionTimeout.
+	// Default 1s.
+	HeartbeatInterval time.Duration
+	// MaxInflight bounds the firings of one shard in progress at once.
+	// Default 256.
+	MaxInflight int
+	// MaxBacklog: while catching up, no further past bucket of a shard is
+	// read while this many of its entries are in memory. Default 20000.
+	MaxBacklog int
+	// FireTimeout bounds one attempt to fire an entry (job read, next
+	// occurrence write, run produce). Default 10s.
+	FireTimeout time.Duration
+	// DrainTimeout: a shard being revoked waits this long for its firings
+	// in progress before cancelling them. Default 5s.
+	DrainTimeout time.Duration
+	// MaxMissedRuns bounds the runs one catch-up of one job fires under
+	// MISFIRE_POLICY_FIRE_ALL; the rest follow in later rounds. Default 1000.
+	MaxMissedRuns int
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the metrics. Default a private registry (the
+	// metrics are then not exported).
+	Registerer prometheus.Registerer
+}
+
+func (c Config) withDefaults() Config {
+	c.GroupID = cmp.Or(c.GroupID, DefaultGroupID)
+	if c.InstanceID == "" {
+		host, _ := os.Hostname()
+		c.InstanceID = cmp.Or(host, "dispatcher") + "-" + strconv.Itoa(os.Getpid())
+	}
+	c.Lookahead = cmp.Or(c.Lookahead, DefaultLookahead)
+	c.CatchUpHorizon = cmp.Or(c.CatchUpHorizon, DefaultCatchUpHorizon)
+	c.MisfireThreshold = cmp.Or(c.MisfireThreshold, DefaultMisfireThreshold)
+	c.WatermarkInterval = cmp.Or(c.WatermarkInterval, DefaultWatermarkInterval)
+	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
+	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, DefaultHeartbeatInterval)
+	c.MaxInflight = cmp.Or(c.MaxInflight, DefaultMaxInflight)
+	c.MaxBacklog = cmp.Or(c.MaxBacklog, DefaultMaxBacklog)
+	c.FireTimeout = cmp.Or(c.FireTimeout, DefaultFireTimeout)
+	c.DrainTimeout = cmp.Or(c.DrainTimeout, DefaultDrainTimeout)
+	c.MaxMissedRuns = cmp.Or(c.MaxMissedRuns, DefaultMaxMissedRuns)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	return c
+}
+
+// Validate reports every bad field, after defaults are applied.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("dispatcher config: %s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if len(c.Brokers) == 0 {
+		bad("brokers", "at least one seed broker is required")
+	}
+	if c.Store == nil {
+		bad("store", "required")
+	}
+	if c.Lookahead < 100*time.Millisecond || c.Lookahead > 50*time.Second {
+		bad("lookahead", "%s: must be between 100ms and 50s", c.Lookahead)
+	}
+	if c.CatchUpHorizon < time.Minute {
+		bad("catch-up horizon", "%s: must be at least 1m", c.CatchUpHorizon)
+	}
+	if c.MisfireThreshold < 0 {
+		bad("misfire threshold", "%s: must not be negative", c.MisfireThreshold)
+	}
+	if c.WatermarkInterval < 10*time.Millisecond {
+		bad("watermark interval", "%s: must be at least 10ms", c.WatermarkInterval)
+	}
+	if c.SessionTimeout < time.Second {
+		bad("session timeout", "%s: must be at least 1s", c.SessionTimeout)
+	}
+	if c.HeartbeatInterval <= 0 || c.HeartbeatInterval >= c.SessionTimeout {
+		bad("heartbeat interval", "%s: must be positive and less than the session timeout %s", c.HeartbeatInterval, c.SessionTimeout)
+	}
+	for _, n := range []struct {
+		field string
+		v     int
+	}{{"max inflight", c.MaxInflight}, {"max backlog", c.MaxBacklog}, {"max missed runs", c.MaxMissedRuns}} {
+		if n.v < 1 {
+			bad(n.field, "%d: must be at least 1", n.v)
+		}
+	}
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"fire timeout", c.FireTimeout}, {"drain timeout", c.DrainTimeout}} {
+		if d.v <= 0 {
+			bad(d.field, "%s: must be positive", d.v)
+		}
+	}
+	return errors.Join(errs...)
+}

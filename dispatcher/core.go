@@ -1,0 +1,364 @@
+package dispatcher
+
+import (
+	"container/heap"
+	"time"
+
+	"github.com/sundialhq/sundial/store"
+)
+
+// The timing core of one owned shard. It is pure: every method takes the
+// current time as an argument, nothing reads a clock, starts a goroutine or
+// does I/O. The shard's owner goroutine (owner.go) feeds it events (a page of
+// a bucket read, a wake-up, the outcome of a firing) and carries out what
+// Poll returns (read this bucket, fire these entries, wake me at this time).
+//
+// Terms:
+//
+//   - floor: the shard's watermark when it was claimed. Every entry due at
+//     or before it was dispatched by an earlier owner, so bucket reads skip
+//     such entries; wake-ups for them still fire (an entry written behind
+//     the watermark is found by no bucket read, so its wake-up is all there
+//     is).
+//   - issued: the start of the first bucket whose read has not been
+//     started. Entries due before it are "inside the window": a wake-up or
+//     a chained occurrence due there is taken into memory, because the read
+//     of its bucket may already have passed it. Entries due at or after it
+//     are left to that bucket's read. The window grows when a read is
+//     started, not when it completes, so an entry written while its bucket
+//     is being read is caught by one or the other.
+//   - complete: every bucket before it has been read to the end.
+//
+// Reads are started one at a time, each when now reaches its bucket's
+// start minus the look-ahead. While catching up (reading buckets already in
+// the past), the next read waits until fewer than maxBacklog entries are in
+// memory, so memory stays bounded by the window rather than by the outage.
+
+// key identifies an entry in memory. DueKey holds a time.Time, which is not
+// a reliable map key (location and monotonic reading take part in ==).
+type key struct {
+	due   int64 // unix ms
+	job   string
+	kind  store.Kind
+	runID string
+}
+
+func keyOf(e store.DueEntry) key {
+	return key{due: e.Due.UnixMilli(), job: e.JobID, kind: e.Kind, runID: e.RunID}
+}
+
+// item is an entry waiting to fire or in flight.
+type item struct {
+	entry store.DueEntry
+	key   key
+	// at is when the entry fires: its due time, or a retry time after a
+	// failed attempt to fire it.
+	at time.Time
+	// late says the entry was first seen more than the misfire threshold
+	// after its due time: it was missed, not merely fired a little late.
+	late bool
+	// offsets are the wake-ups waiting for this entry to be done.
+	offsets  []int64
+	failures int
+	// index in the queue; -1 while in flight.
+	index int
+}
+
+// firing is an entry the owner must fire now.
+type firing struct {
+	Entry store.DueEntry
+	// Late: the entry was missed (first seen after its due time plus the
+	// misfire threshold); a scheduled entry then goes through its job's
+	// misfire policy.
+	Late bool
+	// Failures is how many earlier attempts to fire it failed.
+	Failures int
+}
+
+// ready is what Poll asks the owner to do.
+type ready struct {
+	// Load is the bucket to start reading; zero for none.
+	Load time.Time
+	// Fire lists the entries to fire now, in due order.
+	Fire []firing
+	// Deadline is when to Poll again if nothing else happens first; zero
+	// means only after the next event.
+	Deadline time.Time
+}
+
+// coreConfig configures a shardCore.
+type coreConfig struct {
+	// Floor is the shard's watermark at claim time.
+	Floor time.Time
+	// Lookahead: a bucket is read when now >= its start - Lookahead.
+	Lookahead time.Duration
+	// MisfireThreshold: an entry first seen more than this after its due
+	// time is late.
+	MisfireThreshold time.Duration
+	// MaxInflight bounds the firings handed out and not yet reported.
+	MaxInflight int
+	// MaxBacklog: no past bucket is read while this many entries are in
+	// memory.
+	MaxBacklog int
+	// DedupeWindow: fired keys are remembered this long after their due
+	// time, so a repeated wake-up does not fire an entry again.
+	DedupeWindow time.Duration
+}
+
+type shardCore struct {
+	cfg coreConfig
+
+	floor    time.Time
+	issued   time.Time
+	loading  bool
+	complete time.Time
+
+	queue    itemQueue
+	items    map[key]*item
+	inflight int
+	// fired remembers recently fired keys (to their due time) for dedupe.
+	fired map[key]time.Time
+
+	offsets offsetTracker
+	mark    time.Time
+}
+
+func newShardCore(cfg coreConfig) *shardCore {
+	floor := store.Truncate(cfg.Floor)
+	first := store.BucketOf(floor.Add(time.Millisecond))
+	return &shardCore{
+		cfg:      cfg,
+		floor:    floor,
+		issued:   first,
+		complete: first,
+		items:    map[key]*item{},
+		fired:    map[key]time.Time{},
+		offsets:  newOffsetTracker(),
+		mark:     floor,
+	}
+}
+
+// Poll returns what to do at now: a bucket to read, entries to fire, and
+// when to be polled again.
+func (c *shardCore) Poll(now time.Time) ready {
+	var r ready
+	if c.loadable(now) {
+		r.Load = c.issued
+		c.loading = true
+		c.issued = c.issued.Add(time.Minute)
+	}
+	for c.queue.Len() > 0 && c.inflight < c.cfg.MaxInflight {
+		head := c.queue[0]
+		if head.at.After(now) {
+			break
+		}
+		heap.Pop(&c.queue)
+		c.inflight++
+		r.Fire = append(r.Fire, firing{Entry: head.entry, Late: head.late, Failures: head.failures})
+	}
+	if c.queue.Len() > 0 && c.inflight < c.cfg.MaxInflight {
+		r.Deadline = c.queue[0].at
+	}
+	if !c.loading {
+		if next := c.issued.Add(-c.cfg.Lookahead); next.After(now) && (r.Deadline.IsZero() || next.Before(r.Deadline)) {
+			r.Deadline = next
+		}
+	}
+	return r
+}
+
+// loadable says whether the next bucket's read should start at now.
+func (c *shardCore) loadable(now time.Time) bool {
+	if c.loading || c.issued.Add(-c.cfg.Lookahead).After(now) {
+		return false
+	}
+	catchingUp := !c.issued.After(now)
+	return !catchingUp || len(c.items) < c.cfg.MaxBacklog
+}
+
+// Loaded takes a page of the bucket being read.
+func (c *shardCore) Loaded(now time.Time, entries []store.DueEntry) {
+	for _, e := range entries {
+		if !e.Due.After(c.floor) {
+			continue // dispatched before this claim
+		}
+		c.add(now, e, -1)
+	}
+}
+
+// LoadDone says the bucket being read has been read to the end.
+func (c *shardCore) LoadDone() {
+	c.loading = false
+	c.complete = c.issued
+}
+
+// Wake takes a wake-up record at offset for entry e. It returns whether the
+// entry was taken into memory (false: already known, or beyond the window).
+func (c *shardCore) Wake(now time.Time, e store.DueEntry, offset int64, leaderEpoch int32) bool {
+	c.offsets.add(offset, leaderEpoch)
+	return c.add(now, e, offset)
+}
+
+// WakeInvalid records a wake-up whose value could not be decoded: there is
+// nothing to fire, so its offset is done.
+func (c *shardCore) WakeInvalid(offset int64, leaderEpoch int32) {
+	c.offsets.add(offset, leaderEpoch)
+	c.offsets.resolve(offset)
+}
+
+// Insert takes an entry the owner itself stored (the next occurrence of a
+// job it fired). Entries beyond the window are left to their bucket's read.
+func (c *shardCore) Insert(now time.Time, e store.DueEntry) bool {
+	return c.add(now, e, -1)
+}
+
+// add takes an entry into memory unless it is known or beyond the window,
+// attaching the wake-up offset (if not -1) to whatever holds it.
+func (c *shardCore) add(now time.Time, e store.DueEntry, offset int64) bool {
+	k := keyOf(e)
+	if it, ok := c.items[k]; ok {
+		if offset >= 0 {
+			it.offsets = append(it.offsets, offset)
+		}
+		return false
+	}
+	if _, ok := c.fired[k]; ok || !e.Due.Before(c.issued) {
+		if offset >= 0 {
+			c.offsets.resolve(offset)
+		}
+		return false
+	}
+	it := &item{entry: e, key: k, at: e.Due, late: now.Sub(e.Due) > c.cfg.MisfireThreshold}
+	if offset >= 0 {
+		it.offsets = []int64{offset}
+	}
+	c.items[k] = it
+	heap.Push(&c.queue, it)
+	return true
+}
+
+// Done reports that a firing has been carried out (or found dead): the
+// entry is forgotten, except for dedupe, and its wake-ups are resolved.
+func (c *shardCore) Done(e store.DueEntry) {
+	k := keyOf(e)
+	it, ok := c.items[k]
+	if !ok || it.index >= 0 {
+		return
+	}
+	delete(c.items, k)
+	c.inflight--
+	c.fired[k] = e.Due
+	for _, o := range it.offsets {
+		c.offsets.resolve(o)
+	}
+}
+
+// Failed reports that a firing failed and should be tried again at retryAt.
+func (c *shardCore) Failed(e store.DueEntry, retryAt time.Time) {
+	it, ok := c.items[keyOf(e)]
+	if !ok || it.index >= 0 {
+		return
+	}
+	c.inflight--
+	it.failures++
+	it.at = retryAt
+	heap.Push(&c.queue, it)
+}
+
+// Watermark returns the due time up to which every entry of the shard has
+// been dispatched: never past now, an unread bucket, or an entry in memory
+// (waiting or in flight). It only moves forward. It also forgets fired keys
+// that have left the dedupe window.
+func (c *shardCore) Watermark(now time.Time) time.Time {
+	w := store.Truncate(now)
+	if limit := c.complete.Add(-time.Millisecond); limit.Before(w) {
+		w = limit
+	}
+	for _, it := range c.items {
+		if limit := it.entry.Due.Add(-time.Millisecond); limit.Before(w) {
+			w = limit
+		}
+	}
+	if w.After(c.mark) {
+		c.mark = w
+	}
+	forget := now.Add(-c.cfg.DedupeWindow)
+	for k, due := range c.fired {
+		if due.Before(forget) && due.Before(c.complete) {
+			delete(c.fired, k)
+		}
+	}
+	return c.mark
+}
+
+// Commit returns the offset of sundial.shards up to which every wake-up has
+// been resolved (the next offset to consume) and the leader epoch of the
+// record before it; ok is false when no wake-up has been seen.
+func (c *shardCore) Commit() (offset int64, leaderEpoch int32, ok bool) {
+	return c.offsets.commitPoint()
+}
+
+// coreStats describes the core for metrics.
+type coreStats struct {
+	// Entries in memory (waiting and in flight) and in flight.
+	Entries, Inflight int
+	// OldestOverdue is the earliest due time of an entry in memory that is
+	// due by now; zero if none.
+	OldestOverdue time.Time
+	// Fired is the number of keys remembered for dedupe.
+	Fired int
+}
+
+func (c *shardCore) Stats(now time.Time) coreStats {
+	s := coreStats{Entries: len(c.items), Inflight: c.inflight, Fired: len(c.fired)}
+	for _, it := range c.items {
+		if !it.entry.Due.After(now) && (s.OldestOverdue.IsZero() || it.entry.Due.Before(s.OldestOverdue)) {
+			s.OldestOverdue = it.entry.Due
+		}
+	}
+	return s
+}
+
+// itemQueue is a min-heap of items by fire time, then due time, then key.
+type itemQueue []*item
+
+func (q itemQueue) Len() int { return len(q) }
+
+func (q itemQueue) Less(i, j int) bool {
+	a, b := q[i], q[j]
+	if !a.at.Equal(b.at) {
+		return a.at.Before(b.at)
+	}
+	if a.key.due != b.key.due {
+		return a.key.due < b.key.due
+	}
+	if a.key.job != b.key.job {
+		return a.key.job < b.key.job
+	}
+	if a.key.kind != b.key.kind {
+		return a.key.kind < b.key.kind
+	}
+	return a.key.runID < b.key.runID
+}
+
+func (q itemQueue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].index = i
+	q[j].index = j
+}
+
+func (q *itemQueue) Push(x any) {
+	it := x.(*item)
+	it.index = len(*q)
+	*q = append(*q, it)
+}
+
+func (q *itemQueue) Pop() any {
+	old := *q
+	n := len(old)
+	it := old[n-1]
+	old[n-1] = nil
+	it.index = -1
+	*q = old[:n-1]
+	return it
+}

@@ -1,0 +1,425 @@
+package dispatcher
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/registry"
+	"github.com/sundialhq/sundial/store"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// testJobs is how many jobs TestDispatchEveryScheduleKind registers;
+// SUNDIAL_DISPATCH_TEST_JOBS overrides it.
+func testJobs(t *testing.T) int {
+	if s := os.Getenv("SUNDIAL_DISPATCH_TEST_JOBS"); s != "" {
+		n, err := strconv.Atoi(s)
+		require.NoError(t, err, "SUNDIAL_DISPATCH_TEST_JOBS")
+		return n
+	}
+	return 10000
+}
+
+// TestDispatchEveryScheduleKind registers jobs of every schedule kind with
+// three dispatchers sharing the shards, and checks that every job fires into
+// sundial.runs.* with the right run ids at the right times: one-offs exactly
+// once, recurring jobs at every occurrence, none twice. It prints the
+// dispatch latency.
+func TestDispatchEveryScheduleKind(t *testing.T) {
+	t.Parallel()
+	const shards = 16
+	s := newStack(t, shards)
+	ds := []*Dispatcher{s.dispatcher("d1"), s.dispatcher("d2"), s.dispatcher("d3")}
+	s.waitOwned(ds...)
+
+	n := testJobs(t)
+	// One-off instants fall in [t0, t0+10s), late enough for the
+	// registration to finish first.
+	start := time.Now()
+	t0 := start.Add(time.Duration(max(8000, n)) * time.Millisecond).Truncate(time.Second)
+	var specs []*sundialv1.JobSpec
+	kind := map[string]string{}
+	zones := []string{"UTC", "Europe/Berlin", "America/New_York", "Asia/Kathmandu"}
+	for i := range n {
+		var (
+			name  string
+			sched *sundialv1.Schedule
+		)
+		spread := time.Duration(i*7919%10000) * time.Millisecond
+		switch i % 10 {
+		case 0, 1, 2:
+			name, sched = "at", atSchedule(t0.Add(spread))
+		case 3, 4:
+			name, sched = "delay", delaySchedule(t0.Sub(start)+spread)
+		case 5:
+			name, sched = "immediate", immediateSchedule()
+		case 6, 7:
+			name, sched = "cron", cronSchedule("*/5 * * * * *", zones[i%len(zones)])
+		case 8:
+			name, sched = "interval", intervalSchedule(5*time.Second, time.Duration(i%5)*time.Second)
+		case 9:
+			name, sched = "every", cronSchedule("@every 4s", "UTC")
+		}
+		id := fmt.Sprintf("%s-%05d", name, i)
+		kind[id] = name
+		spec := jobSpec(id, sched)
+		spec.Priority = []sundialv1.Priority{sundialv1.Priority_PRIORITY_HIGH, sundialv1.Priority_PRIORITY_DEFAULT, sundialv1.Priority_PRIORITY_LOW, sundialv1.Priority_PRIORITY_UNSPECIFIED}[i%4]
+		specs = append(specs, spec)
+	}
+	ctx := t.Context()
+	first := s.register(ctx, specs, time.Now)
+	registered := time.Now()
+	t.Logf("registered %d jobs in %s (%.0f/s); one-offs due from %s on", n, registered.Sub(start).Round(time.Millisecond),
+		float64(n)/registered.Sub(start).Seconds(), t0.Sub(start).Round(time.Millisecond))
+	if registered.After(t0) {
+		t.Logf("registration ended %s after the first one-off was due: those fire late", registered.Sub(t0))
+	}
+
+	// Let everything fire, recurring jobs at least twice.
+	end := t0.Add(16 * time.Second)
+	time.Sleep(time.Until(end)) // the scenario's duration, not a wait for a condition
+	stopped := time.Now()
+	var wg sync.WaitGroup
+	for _, d := range ds {
+		wg.Go(d.Stop)
+	}
+	wg.Wait()
+	acked := s.latency.count()
+	require.Eventually(t, func() bool { return s.runs.total() >= acked }, 30*time.Second, 50*time.Millisecond,
+		"the runs topics do not hold the %d acknowledged runs", acked)
+	h := s.latency.report(t, sundialv1.RunOrigin_RUN_ORIGIN_SCHEDULE)
+
+	byID := map[string]*sundialv1.JobSpec{}
+	for _, sp := range specs {
+		byID[sp.GetId()] = sp
+	}
+	var duplicates, missing, checked int
+	for id, sp := range byID {
+		runs := s.runs.jobRuns(id)
+		seen := map[string]int{}
+		for _, r := range runs {
+			seen[r.GetRunId()]++
+			due := r.GetDueTime().AsTime()
+			assert.Equal(t, store.RunID(id, due), r.GetRunId(), "run id of %s", id)
+			assert.Equal(t, sundialv1.RunOrigin_RUN_ORIGIN_SCHEDULE, r.GetOrigin(), "run %s", r.GetRunId())
+			assert.Equal(t, uint32(store.ShardOf(id, shards)), r.GetShard(), "run %s", r.GetRunId())
+			assert.GreaterOrEqual(t, r.GetEpoch(), int64(1), "run %s", r.GetRunId())
+			assert.Equal(t, uint32(1), r.GetAttempt())
+			assert.Equal(t, s.names.Runs(priorityOf(sp.GetPriority())), s.runs.topicOf(r.GetRunId()), "topic of %s", r.GetRunId())
+			assert.Equal(t, "noop", r.GetTarget().GetHandler().GetName())
+		}
+		for _, c := range seen {
+			duplicates += c - 1
+		}
+		var want []time.Time
+		switch kind[id] {
+		case "at", "delay", "immediate":
+			want = []time.Time{first[id]}
+		default:
+			sched, errs := registry.CompileSchedule(sp.GetSchedule(), time.Time{})
+			require.Empty(t, errs)
+			// Every occurrence from the first to shortly before the stop.
+			for tm := first[id]; !tm.After(stopped.Add(-time.Second)); {
+				want = append(want, tm)
+				next, ok := sched.Next(tm)
+				require.True(t, ok)
+				tm = store.Truncate(next)
+			}
+			require.GreaterOrEqual(t, len(want), 2, "job %s", id)
+		}
+		for _, due := range want {
+			checked++
+			if seen[store.RunID(id, due)] == 0 {
+				missing++
+				if missing <= 10 {
+					t.Errorf("job %s (%s): no run for %s", id, kind[id], due.Format(time.RFC3339Nano))
+				}
+			}
+		}
+		if kind[id] == "at" || kind[id] == "delay" || kind[id] == "immediate" {
+			assert.Len(t, runs, 1, "one-off %s", id)
+		}
+	}
+	t.Logf("%d jobs, %d runs expected and checked, %d runs in Kafka, %d missing, %d duplicates", n, checked, s.runs.total(), missing, duplicates)
+	assert.Zero(t, missing)
+	assert.Zero(t, duplicates, "no dispatcher crashed, so nothing may fire twice")
+	assert.Less(t, time.Duration(h.ValueAtQuantile(50))*time.Microsecond, time.Second, "median dispatch latency")
+}
+
+// TestWakeupIntoLoadedBucket enqueues entries into a bucket the owner has
+// already read: one due in 1.5 s, one due in 2 s (a one-off job), and one 2 s
+// overdue. Each must fire on time (or at once), not at the next bucket read.
+func TestWakeupIntoLoadedBucket(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, 4)
+	d := s.dispatcher("d1")
+	s.waitOwned(d)
+	// Every owner has read the bucket of now once its watermark passes now.
+	require.Eventually(t, func() bool {
+		for shard := range 4 {
+			st, err := s.store.GetShard(t.Context(), shard)
+			if err != nil || !st.Watermark.After(time.Now().Add(-2*time.Second)) {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 50*time.Millisecond)
+
+	now := time.Now()
+	retryDue := store.Truncate(now.Add(1500 * time.Millisecond))
+	retry := &sundialv1.Run{RunId: "retried@1767261000000", JobId: "retried", DueTime: timestamppb.New(time.UnixMilli(1767261000000)),
+		Attempt: 2, AttemptDueTime: timestamppb.New(retryDue), Origin: sundialv1.RunOrigin_RUN_ORIGIN_RETRY, Priority: sundialv1.Priority_PRIORITY_HIGH}
+	payload, err := proto.Marshal(retry)
+	require.NoError(t, err)
+	overdueDue := store.Truncate(now.Add(-2 * time.Second))
+	overdue := &sundialv1.Run{RunId: "overdue@1767261000000", JobId: "overdue", DueTime: timestamppb.New(time.UnixMilli(1767261000000)),
+		Attempt: 3, AttemptDueTime: timestamppb.New(overdueDue), Origin: sundialv1.RunOrigin_RUN_ORIGIN_RETRY}
+	overduePayload, err := proto.Marshal(overdue)
+	require.NoError(t, err)
+	enqueued := time.Now()
+	require.NoError(t, s.enqueuer.Enqueue(t.Context(),
+		store.DueEntry{Due: retryDue, JobID: "retried", Kind: store.KindRetry, RunID: retry.RunId, Attempt: 2, Payload: payload},
+		store.DueEntry{Due: overdueDue, JobID: "overdue", Kind: store.KindRetry, RunID: overdue.RunId, Attempt: 3, Payload: overduePayload},
+	))
+	oneOff := now.Add(2 * time.Second)
+	first := s.register(t.Context(), []*sundialv1.JobSpec{jobSpec("one-off", atSchedule(oneOff))}, time.Now)
+
+	require.Eventually(t, func() bool {
+		return len(s.runs.jobRuns("retried")) > 0 && len(s.runs.jobRuns("overdue")) > 0 && len(s.runs.jobRuns("one-off")) > 0
+	}, 10*time.Second, 10*time.Millisecond, "wake-ups into a loaded bucket did not fire")
+
+	for _, id := range []string{"retried", "one-off"} {
+		lat, ok := s.latency.of(s.runs.jobRuns(id)[0].GetRunId())
+		require.True(t, ok)
+		t.Logf("%s: fired %s after its due time", id, lat)
+		assert.Less(t, lat, 500*time.Millisecond, "%s fired late", id)
+	}
+	lat, _ := s.latency.of(overdue.RunId)
+	sinceEnqueue := lat - enqueued.Sub(overdueDue)
+	t.Logf("overdue: fired %s after its due time, %s after Enqueue was called", lat, sinceEnqueue)
+	assert.Less(t, sinceEnqueue, time.Second)
+
+	r := s.runs.jobRuns("retried")[0]
+	assert.Equal(t, uint32(2), r.GetAttempt(), "a retry keeps its attempt")
+	assert.Equal(t, "retried@1767261000000", r.GetRunId(), "a retry keeps its run id")
+	assert.Equal(t, s.names.Runs("high"), s.runs.topicOf(r.GetRunId()))
+	assert.Equal(t, store.RunID("one-off", first["one-off"]), s.runs.jobRuns("one-off")[0].GetRunId())
+	assert.GreaterOrEqual(t, testutil.ToFloat64(d.m.wakeups.WithLabelValues("taken")), 3.0, "the wake-ups went into the loaded window")
+}
+
+// TestCrashTakeover aborts one of three dispatchers (no LeaveGroup, nothing
+// committed) and measures how long its shards stay silent: they must fire
+// again within the session timeout plus 2 s, under a new epoch, and no
+// occurrence of a FIRE_ALL job may be lost.
+func TestCrashTakeover(t *testing.T) {
+	t.Parallel()
+	const shards = 12
+	s := newStack(t, shards)
+	ds := []*Dispatcher{s.dispatcher("d1"), s.dispatcher("d2"), s.dispatcher("d3")}
+	s.waitOwned(ds...)
+
+	var specs []*sundialv1.JobSpec
+	perShard := map[int]int{}
+	for i := 0; len(perShard) < shards || len(specs) < 5*shards; i++ {
+		id := fmt.Sprintf("tick-%04d", i)
+		sh := store.ShardOf(id, shards)
+		if perShard[sh] >= 5 {
+			continue
+		}
+		perShard[sh]++
+		sched := intervalSchedule(time.Second, 0)
+		sched.MisfirePolicy = sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ALL
+		specs = append(specs, jobSpec(id, sched))
+	}
+	first := s.register(t.Context(), specs, time.Now)
+	// Runs flow on every shard.
+	require.Eventually(t, func() bool { return len(s.latency.shardsFired()) == shards }, 20*time.Second, 50*time.Millisecond)
+
+	victim := ds[1]
+	owned := victim.Owned()
+	require.NotEmpty(t, owned)
+	epochs := map[int]int64{}
+	for _, sh := range owned {
+		st, err := s.store.GetShard(t.Context(), sh)
+		require.NoError(t, err)
+		epochs[sh] = st.Epoch
+	}
+	crashed := time.Now()
+	victim.abort()
+	t.Logf("aborted %s owning shards %v", victim.cfg.InstanceID, owned)
+
+	limit := ds[0].cfg.SessionTimeout + 2*time.Second
+	var worst time.Duration
+	require.Eventually(t, func() bool {
+		worst = 0
+		for _, sh := range owned {
+			at, ok := s.latency.firstAfterEpoch(sh, epochs[sh])
+			if !ok {
+				return false
+			}
+			worst = max(worst, at.Sub(crashed))
+		}
+		return true
+	}, 30*time.Second, 20*time.Millisecond, "shards of the crashed dispatcher were not taken over")
+	t.Logf("take-over: the crashed dispatcher's %d shards fired again under a new epoch %s after the crash (session timeout %s, limit %s)",
+		len(owned), worst.Round(time.Millisecond), ds[0].cfg.SessionTimeout, limit)
+	assert.Less(t, worst, limit)
+
+	// Run on a little, then check that no occurrence was lost.
+	until := time.Now().Add(2 * time.Second)
+	require.Eventually(t, func() bool {
+		for _, sp := range specs {
+			runs := s.runs.jobRuns(sp.GetId())
+			if len(runs) == 0 || runs[len(runs)-1].GetDueTime().AsTime().Before(until) {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 50*time.Millisecond)
+	var lost, dup, total int
+	for _, sp := range specs {
+		seen := map[string]int{}
+		for _, r := range s.runs.jobRuns(sp.GetId()) {
+			seen[r.GetRunId()]++
+		}
+		for tm := first[sp.GetId()]; tm.Before(until); tm = tm.Add(time.Second) {
+			total++
+			switch c := seen[store.RunID(sp.GetId(), tm)]; {
+			case c == 0:
+				lost++
+			case c > 1:
+				dup += c - 1
+			}
+		}
+	}
+	t.Logf("across the crash: %d occurrences, %d lost, %d fired twice (allowed: the crashed owner's last firings)", total, lost, dup)
+	assert.Zero(t, lost)
+}
+
+// TestCatchUpMisfirePolicies stops every dispatcher for about ten seconds
+// while @every 2s jobs fall due, then starts one: FIRE_ONCE jobs fire once
+// (the latest missed occurrence), FIRE_ALL jobs once per missed occurrence,
+// SKIP jobs not at all; all continue on schedule afterwards.
+func TestCatchUpMisfirePolicies(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, 4)
+	d1 := s.dispatcher("before")
+	s.waitOwned(d1)
+
+	policies := map[string]sundialv1.MisfirePolicy{
+		"once": sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ONCE,
+		"all":  sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ALL,
+		"skip": sundialv1.MisfirePolicy_MISFIRE_POLICY_SKIP,
+	}
+	var specs []*sundialv1.JobSpec
+	for name, p := range policies {
+		for i := range 5 {
+			sched := cronSchedule("@every 2s", "UTC")
+			sched.MisfirePolicy = p
+			specs = append(specs, jobSpec(fmt.Sprintf("%s-%d", name, i), sched))
+		}
+	}
+	s.register(t.Context(), specs, time.Now)
+	require.Eventually(t, func() bool {
+		for _, sp := range specs {
+			if len(s.runs.jobRuns(sp.GetId())) < 2 {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 50*time.Millisecond)
+	d1.Stop()
+	stopped := time.Now()
+	acked := s.latency.count()
+	require.Eventually(t, func() bool { return s.runs.total() >= acked }, 10*time.Second, 20*time.Millisecond)
+	last := map[string]time.Time{}
+	for _, sp := range specs {
+		runs := s.runs.jobRuns(sp.GetId())
+		last[sp.GetId()] = runs[len(runs)-1].GetDueTime().AsTime()
+	}
+
+	time.Sleep(10 * time.Second) // the outage
+	restarted := time.Now()
+	d2 := s.dispatcher("after")
+	s.waitOwned(d2)
+	resumed := restarted.Add(6 * time.Second)
+	require.Eventually(t, func() bool {
+		for _, sp := range specs {
+			runs := s.runs.jobRuns(sp.GetId())
+			if runs[len(runs)-1].GetDueTime().AsTime().Before(resumed) {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 50*time.Millisecond, "jobs did not resume after the catch-up")
+	t.Logf("outage: stopped %s, restarted %s later", stopped.Format("15:04:05.000"), restarted.Sub(stopped).Round(time.Millisecond))
+
+	for _, sp := range specs {
+		id := sp.GetId()
+		sched, errs := registry.CompileSchedule(sp.GetSchedule(), time.Time{})
+		require.Empty(t, errs)
+		var missed []time.Time // occurrences after the last run before the stop, up to the restart
+		for tm, ok := sched.Next(last[id]); ok && !tm.After(restarted); tm, ok = sched.Next(tm) {
+			missed = append(missed, store.Truncate(tm))
+		}
+		require.GreaterOrEqual(t, len(missed), 4, "job %s: the outage must span several occurrences", id)
+		var gap []*sundialv1.Run // runs due after the last one before the stop and before the chain resumed
+		var after []time.Time
+		for _, r := range s.runs.jobRuns(id) {
+			due := r.GetDueTime().AsTime()
+			switch {
+			case !due.After(last[id]):
+			case r.GetOrigin() == sundialv1.RunOrigin_RUN_ORIGIN_CATCH_UP || !due.After(restarted):
+				gap = append(gap, r)
+			default:
+				after = append(after, due)
+			}
+		}
+		dues := func(rs []*sundialv1.Run) []time.Time {
+			var out []time.Time
+			for _, r := range rs {
+				out = append(out, r.GetDueTime().AsTime())
+			}
+			return out
+		}
+		switch policies[id[:len(id)-2]] {
+		case sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ONCE:
+			if assert.Len(t, gap, 1, "fire-once job %s: one run for the outage, got %v", id, dues(gap)) {
+				assert.Equal(t, sundialv1.RunOrigin_RUN_ORIGIN_CATCH_UP, gap[0].GetOrigin())
+				assert.False(t, gap[0].GetDueTime().AsTime().Before(missed[len(missed)-1]),
+					"fire-once job %s fired %s, not the latest missed occurrence %s", id, dues(gap), missed[len(missed)-1])
+			}
+		case sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ALL:
+			got := dues(gap)
+			slices.SortFunc(got, time.Time.Compare)
+			assert.Subset(t, got, missed, "fire-all job %s: one run per missed occurrence", id)
+			for _, r := range gap {
+				assert.Equal(t, sundialv1.RunOrigin_RUN_ORIGIN_CATCH_UP, r.GetOrigin(), "fire-all job %s run %s", id, r.GetRunId())
+			}
+		case sundialv1.MisfirePolicy_MISFIRE_POLICY_SKIP:
+			assert.Empty(t, gap, "skip job %s fired during the outage: %v", id, dues(gap))
+		}
+		// After the catch-up the job is back on its schedule, every
+		// occurrence fired once.
+		require.NotEmpty(t, after, "job %s", id)
+		for i := 1; i < len(after); i++ {
+			assert.Equal(t, 2*time.Second, after[i].Sub(after[i-1]), "job %s after the catch-up: %v", id, after)
+		}
+	}
+}

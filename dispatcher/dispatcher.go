@@ -1,0 +1,321 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/store"
+)
+
+// wakeBuffer is how many wake-ups may wait for a shard's owner before the
+// poll loop waits for it.
+const wakeBuffer = 1024
+
+// Dispatcher owns a share of the shards (through the consumer group of
+// sundial.shards) and fires their due entries. Create it with New, then
+// Start; Stop leaves the group, draining each owned shard.
+type Dispatcher struct {
+	cfg Config
+	m   *metrics
+	log *slog.Logger
+	// observe, if set, sees every acknowledged run (tests).
+	observe func(runs []*sundialv1.Run, acked time.Time)
+
+	lifecycle sync.Mutex
+	started   bool
+	stopped   bool
+
+	cl       *kgo.Client
+	cluster  store.ClusterConfig
+	cancel   context.CancelFunc
+	pollDone chan struct{}
+
+	mu     sync.Mutex
+	owners map[int32]*owner
+	// aborted: the dispatcher is being dropped as if it crashed (tests):
+	// partitions are given up without committing or advancing anything.
+	aborted bool
+	wg      sync.WaitGroup
+}
+
+// New checks the configuration and registers the metrics.
+func New(cfg Config) (*Dispatcher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher metrics: %w", err)
+	}
+	return &Dispatcher{
+		cfg:    cfg,
+		m:      m,
+		log:    cfg.Logger.With("component", "dispatcher", "instance", cfg.InstanceID),
+		owners: map[int32]*owner{},
+	}, nil
+}
+
+// Start reads the cluster's shard count, checks that sundial.shards has one
+// partition per shard, and joins the dispatchers' consumer group. Shards are
+// claimed and dispatched as the group assigns them. ctx bounds the start
+// only.
+func (d *Dispatcher) Start(ctx context.Context) error {
+	d.lifecycle.Lock()
+	defer d.lifecycle.Unlock()
+	if d.started || d.stopped {
+		return errors.New("dispatcher: Start called twice or after Stop")
+	}
+	cluster, err := d.cfg.Store.GetClusterConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("dispatcher: read the shard count: %w", err)
+	}
+	d.cluster = cluster
+
+	topic := d.cfg.Topics.Shards()
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(d.cfg.Brokers...),
+		kgo.ConsumerGroup(d.cfg.GroupID),
+		kgo.ConsumeTopics(topic),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.OnPartitionsAssigned(d.assigned),
+		kgo.OnPartitionsRevoked(d.revoked),
+		kgo.OnPartitionsLost(d.lost),
+		kgo.AutoCommitMarks(),
+		kgo.AutoCommitInterval(d.cfg.WatermarkInterval),
+		kgo.SessionTimeout(d.cfg.SessionTimeout),
+		kgo.HeartbeatInterval(d.cfg.HeartbeatInterval),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(time.Second),
+		kgo.ProducerLinger(0),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+	}, d.cfg.KafkaOpts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("dispatcher: kafka client: %w", err)
+	}
+	if err := checkShardsTopic(ctx, cl, topic, cluster.Shards); err != nil {
+		cl.Close()
+		return fmt.Errorf("dispatcher: %w", err)
+	}
+	d.cl = cl
+	pollCtx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	d.pollDone = make(chan struct{})
+	d.started = true
+	go d.poll(pollCtx)
+	d.log.Info("dispatcher started", "shards", cluster.Shards, "group", d.cfg.GroupID, "lookahead", d.cfg.Lookahead)
+	return nil
+}
+
+// checkShardsTopic refuses to start when sundial.shards does not have one
+// partition per shard: owning a partition would not mean owning a shard.
+func checkShardsTopic(ctx context.Context, cl *kgo.Client, topic string, shards int) error {
+	md, err := kadm.NewClient(cl).Metadata(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("read metadata of %s: %w", topic, err)
+	}
+	t, ok := md.Topics[topic]
+	switch {
+	case !ok || t.Err != nil:
+		return fmt.Errorf("topic %s: %v (run sundial migrate)", topic, t.Err)
+	case len(t.Partitions) != shards:
+		return fmt.Errorf("topic %s has %d partitions, the cluster %d shards: they must be equal", topic, len(t.Partitions), shards)
+	}
+	return nil
+}
+
+// Stop leaves the group: every owned shard is drained (firings in progress
+// finish), its wake-up offsets committed and its watermark advanced, so the
+// dispatchers that take the shards over start where this one stopped. Safe
+// to call more than once and before Start.
+func (d *Dispatcher) Stop() {
+	d.lifecycle.Lock()
+	defer d.lifecycle.Unlock()
+	if d.stopped {
+		return
+	}
+	d.stopped = true
+	if !d.started {
+		return
+	}
+	d.cancel()
+	<-d.pollDone
+	d.cl.Close() // leaves the group; revoked() drains every owner
+	d.stopOwners(d.takeOwners(nil), true)
+	d.wg.Wait()
+	d.log.Info("dispatcher stopped")
+}
+
+// abort drops the dispatcher as if its process died: it stops heartbeating
+// without leaving the group, commits nothing and advances no watermark, so
+// the group notices only after the session timeout. For tests.
+func (d *Dispatcher) abort() {
+	d.lifecycle.Lock()
+	defer d.lifecycle.Unlock()
+	if d.stopped || !d.started {
+		d.stopped = true
+		return
+	}
+	d.stopped = true
+	d.mu.Lock()
+	d.aborted = true
+	d.mu.Unlock()
+	d.cancel()
+	<-d.pollDone
+	// A leave with a cancelled context sends no LeaveGroup request; Close
+	// then finds the group already left.
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = d.cl.LeaveGroupContext(gone)
+	d.cl.Close()
+	d.stopOwners(d.takeOwners(nil), true)
+	d.wg.Wait()
+}
+
+// poll reads wake-up records and hands each to its shard's owner.
+func (d *Dispatcher) poll(ctx context.Context) {
+	defer close(d.pollDone)
+	for {
+		fs := d.cl.PollRecords(ctx, 4096)
+		if ctx.Err() != nil || fs.IsClientClosed() {
+			return
+		}
+		fs.EachError(func(topic string, p int32, err error) {
+			d.log.Warn("fetch error", "topic", topic, "partition", p, "err", err)
+		})
+		fs.EachPartition(func(p kgo.FetchTopicPartition) {
+			d.mu.Lock()
+			o := d.owners[p.Partition]
+			d.mu.Unlock()
+			if o == nil {
+				return // revoked meanwhile; the next owner reads these again
+			}
+			for _, rec := range p.Records {
+				select {
+				case o.wake <- rec:
+				case <-o.ctx.Done():
+					return
+				case <-ctx.Done():
+					return
+				}
+			}
+		})
+	}
+}
+
+// assigned starts an owner for each newly assigned shard.
+func (d *Dispatcher) assigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
+	topic := d.cfg.Topics.Shards()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.aborted {
+		return
+	}
+	for _, p := range assigned[topic] {
+		if d.owners[p] != nil {
+			continue
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		shard := p
+		o := &owner{
+			shard:   int(p),
+			cfg:     d.cfg,
+			store:   d.cfg.Store,
+			prod:    cl,
+			topics:  d.cfg.Topics,
+			m:       d.m,
+			log:     d.log.With("shard", p),
+			created: d.cluster.CreatedAt,
+			observe: d.observe,
+			mark: func(offset int64, leaderEpoch int32) {
+				cl.MarkCommitOffsets(map[string]map[int32]kgo.EpochOffset{topic: {shard: {Epoch: leaderEpoch, Offset: offset}}})
+			},
+			wake:   make(chan *kgo.Record, wakeBuffer),
+			ctx:    ctx,
+			cancel: cancel,
+			done:   make(chan struct{}),
+		}
+		d.owners[p] = o
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			o.run()
+		}()
+	}
+}
+
+// revoked drains the owners of revoked shards and commits their wake-up
+// offsets before the group hands the shards to another dispatcher.
+func (d *Dispatcher) revoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+	d.mu.Lock()
+	aborted := d.aborted
+	d.mu.Unlock()
+	d.stopOwners(d.takeOwners(revoked[d.cfg.Topics.Shards()]), aborted)
+	if aborted {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := cl.CommitMarkedOffsets(ctx); err != nil {
+		d.log.Warn("cannot commit wake-up offsets of revoked shards; their wake-ups will be read again", "err", err)
+	}
+}
+
+// lost stops the owners of shards lost without a revocation (the session
+// expired): another dispatcher may own them already, so nothing is
+// committed or advanced.
+func (d *Dispatcher) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	d.stopOwners(d.takeOwners(lost[d.cfg.Topics.Shards()]), true)
+}
+
+// takeOwners removes the owners of the partitions (all when nil) from the
+// map and returns them.
+func (d *Dispatcher) takeOwners(partitions []int32) []*owner {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []*owner
+	if partitions == nil {
+		for p, o := range d.owners {
+			out = append(out, o)
+			delete(d.owners, p)
+		}
+		return out
+	}
+	for _, p := range partitions {
+		if o := d.owners[p]; o != nil {
+			out = append(out, o)
+			delete(d.owners, p)
+		}
+	}
+	return out
+}
+
+// stopOwners stops owners in parallel and waits for all.
+func (d *Dispatcher) stopOwners(owners []*owner, lost bool) {
+	var wg sync.WaitGroup
+	for _, o := range owners {
+		wg.Go(func() { o.stop(lost) })
+	}
+	wg.Wait()
+}
+
+// Owned returns the shards this dispatcher currently owns (assigned by the
+// group; the claim may still be in progress).
+func (d *Dispatcher) Owned() []int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]int, 0, len(d.owners))
+	for p := range d.owners {
+		out = append(out, int(p))
+	}
+	return out
+}

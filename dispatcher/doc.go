@@ -1,0 +1,118 @@
+// Package dispatcher fires due entries at their due time: it turns the
+// minute-bucketed schedule in the store into run records on
+// sundial.runs.<priority>. Several dispatchers run side by side (`sundial
+// dispatcher`), each owning a share of the shards.
+//
+// # Ownership
+//
+// Shards are shared out by Kafka, not by home-made membership: the
+// dispatchers form the consumer group "sundial-dispatchers" over
+// sundial.shards, which has one partition per shard, so owning partition p
+// means owning shard p. The group uses the cooperative-sticky balancer rather
+// than the range assignor: when a dispatcher joins or leaves, only the
+// shards that move are stopped and re-claimed, while the others keep firing
+// (an eager rebalance would pause every shard of the cluster and re-read its
+// window). Contiguous ranges buy nothing here, since a shard's work does not
+// depend on its neighbours.
+//
+// Each assigned partition gets one owner goroutine. Before dispatching, the
+// owner claims the shard in the store (ClaimShard, a lightweight
+// transaction that bumps the shard's fencing epoch), retrying when another
+// claimant raced it. Every run it emits carries the shard and the epoch.
+// The owner advances the shard's watermark with its epoch; once anyone has
+// claimed the shard since, the store answers ErrStaleEpoch and the owner
+// stops at once. Revoking a partition stops its owner and waits for it to
+// drain: firings in progress finish (or are cancelled after DrainTimeout),
+// the wake-up offsets are committed and the watermark advanced, so the next
+// owner starts where this one stopped. A partition lost without revocation
+// (the session expired) is stopped without committing or advancing anything.
+// A crashed dispatcher's shards are reassigned after the group's session
+// timeout.
+//
+// # Timing
+//
+// The timing logic of a shard is a pure core (core.go): events and the
+// current time in, decisions out; the owner goroutine does the I/O. The core
+// reads each minute bucket of its shard one bucket at a time, when now
+// reaches the bucket's start minus the look-ahead (10s by default), keeps the
+// entries in a heap ordered by due time, deduplicated by entry, and the owner
+// keeps one timer, for the head of the heap: there is no poll loop. An entry
+// fires when its due time comes, from memory.
+//
+// Entries that appear after their bucket was read (a retry in a second, a
+// one-off due in two, an overdue entry written after an outage) are made
+// known by wake-ups: package enqueue stores the entry, then produces it to
+// the shard's partition of sundial.shards, which the owner consumes. A
+// wake-up for an entry due inside the window already read (or being read),
+// or in the past, goes into the heap and fires at its due time, or at once;
+// a wake-up beyond the window is ignored, because the read of its bucket will
+// find the stored entry. The window grows when a read starts, not when it
+// ends, so an entry written while its bucket is being read is caught by the
+// read or by its wake-up; no entry falls between the two (the bug of
+// schedulers that only scan ahead).
+//
+// Memory holds the entries of the buckets read and not yet fired: the
+// look-ahead window, not the number of jobs. A bucket is read page by page.
+// Catching up (reading buckets already in the past) reads the next bucket
+// only while fewer than MaxBacklog entries of the shard are in memory.
+//
+// # Firing
+//
+// A scheduled entry fires only while it is live: its revision is the job's,
+// and the job is neither deleted nor paused. A changed definition therefore
+// takes effect from its next occurrence: the registry writes the new first
+// occurrence, and the old definition's entry (or its successor that the
+// dispatcher chained) is dead. The run record snapshots the job (target,
+// retry, payload, ...), has run id job id + "@" + due time in UTC unix
+// milliseconds, and goes to sundial.runs.<priority>, keyed by job id, through
+// an idempotent producer waiting for acks from all in-sync replicas. Retry and
+// DAG entries carry their run (the runner's or the DAG engine's) and are
+// re-emitted as they are, keeping run id and attempt; trigger entries are
+// built from the job with the trigger's payload override.
+//
+// The next occurrence of a recurring job is computed with package schedule
+// and stored before the runs of the current one are produced and before the
+// current one counts as done. A crash in between fires the current
+// occurrence again (with the same run id, which runners deduplicate); it
+// never loses the next one.
+//
+// Dispatch latency (Kafka's acknowledgement minus the due time) is recorded
+// in sundial_dispatcher_dispatch_latency_seconds.
+//
+// # Watermark and offsets
+//
+// A shard's watermark is the due time up to which every entry has been
+// dispatched and its successor stored. The owner advances it every
+// WatermarkInterval to min(now, the end of the buckets read completely, the
+// earliest entry in memory, waiting or being fired) - 1ms, never backwards.
+// Buckets wholly behind the watermark are deleted (one partition tombstone
+// each, DeleteBucket): they are never read again, and a tombstone per
+// partition costs later reads nothing, unlike a TTL per entry that leaves a
+// tombstone per row. An entry written behind the watermark after the delete
+// is fired from its wake-up, which carries the whole entry.
+//
+// The offset of a wake-up is committed only once its entry has fired or was
+// found beyond the loaded window, so a wake-up for an entry behind the
+// watermark (whose only trace it is) survives a crash; it may then fire
+// twice, with the same run id.
+//
+// # Catch-up and misfires
+//
+// A new owner reads every bucket from the shard's watermark to now (at most
+// CatchUpHorizon back; a never-advanced shard starts at the cluster's
+// creation). An entry first seen more than MisfireThreshold after its due
+// time is late. A late scheduled entry stands for every occurrence of its
+// job from its due time to now, and the job's misfire policy decides which
+// of those inside its catch-up window fire (with origin CATCH_UP):
+// FIRE_ONCE the latest one, FIRE_ALL each of them in order, SKIP none. The
+// chain then continues at the first occurrence after now. Late retry,
+// trigger and DAG entries always fire.
+//
+// # Dependencies
+//
+// franz-go (Kafka client: consumer group with cooperative rebalancing,
+// manual offset marks, idempotent producer), prometheus/client_golang
+// (metrics on an injected Registerer), and, in tests only,
+// cockroachdb/datadriven (the core's scenario files under testdata/core) and
+// HdrHistogram (latency percentiles).
+package dispatcher

@@ -1,0 +1,361 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/internal/topics"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/registry"
+	"github.com/sundialhq/sundial/schedule"
+	"github.com/sundialhq/sundial/store"
+)
+
+// producer writes records and waits for their acknowledgement; *kgo.Client
+// is one.
+type producer interface {
+	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
+}
+
+// Reasons an entry fires no run (the label of entries_dropped_total).
+const (
+	dropDead    = "dead"
+	dropMisfire = "misfire"
+	dropInvalid = "invalid"
+)
+
+// plan is what firing one entry does: the runs to emit and the next
+// occurrence to store first.
+type plan struct {
+	runs []*sundialv1.Run
+	next *store.DueEntry
+	// drop names why no run is emitted, when none is and that is final.
+	drop string
+	// why explains a drop, for the log.
+	why string
+}
+
+// fireResult is the outcome of one firing, reported to the owner's loop.
+type fireResult struct {
+	entry store.DueEntry
+	// err: the firing failed and is to be tried again.
+	err error
+	// next is the stored next occurrence, for the core.
+	next *store.DueEntry
+}
+
+// fire carries out one firing: it plans the runs, stores the next occurrence
+// of a recurring job, then produces the runs and waits for Kafka's
+// acknowledgement. The next occurrence is stored before the runs are
+// produced and before the owner hears the firing is done, so the shard's
+// watermark never passes an occurrence whose successor is not stored: a crash
+// in between fires the current occurrence again (same run id), never loses
+// the next one.
+func (o *owner) fire(ctx context.Context, epoch int64, f firing) fireResult {
+	ctx, cancel := context.WithTimeout(ctx, o.cfg.FireTimeout)
+	defer cancel()
+	res := fireResult{entry: f.Entry}
+	now := o.cfg.Now()
+	p, err := o.plan(ctx, f, now)
+	if err != nil {
+		res.err = err
+		return res
+	}
+	if p.next != nil {
+		if err := o.store.PutDue(ctx, *p.next); err != nil {
+			res.err = fmt.Errorf("store next occurrence %s: %w", p.next.RunID, err)
+			return res
+		}
+		res.next = p.next
+	}
+	if p.drop != "" {
+		o.m.dropped.WithLabelValues(p.drop).Inc()
+		o.log.Debug("entry fires no run", "run_id", f.Entry.RunID, "kind", f.Entry.Kind, "reason", p.drop, "why", p.why)
+	}
+	if len(p.runs) == 0 {
+		return res
+	}
+	recs := make([]*kgo.Record, 0, len(p.runs))
+	dispatched := timestamppb.New(now)
+	for _, r := range p.runs {
+		r.Shard = uint32(o.shard)
+		r.Epoch = epoch
+		r.DispatchedAt = dispatched
+		value, err := proto.Marshal(r)
+		if err != nil {
+			o.m.dropped.WithLabelValues(dropInvalid).Inc()
+			o.log.Error("run does not encode; dropped", "run_id", r.GetRunId(), "err", err)
+			continue
+		}
+		recs = append(recs, &kgo.Record{
+			Topic: o.topics.Runs(priorityOf(r.GetPriority())),
+			Key:   []byte(r.GetJobId()),
+			Value: value,
+		})
+	}
+	if err := o.prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		res.err = fmt.Errorf("produce %d runs of %s: %w", len(recs), f.Entry.RunID, err)
+		return res
+	}
+	acked := o.cfg.Now()
+	for _, r := range p.runs {
+		origin := originLabel(r.GetOrigin())
+		o.m.runs.WithLabelValues(origin).Inc()
+		o.m.dispatchLatency.WithLabelValues(origin).Observe(acked.Sub(r.GetAttemptDueTime().AsTime()).Seconds())
+	}
+	if o.observe != nil {
+		o.observe(p.runs, acked)
+	}
+	return res
+}
+
+// plan decides what an entry fires. An error is transient (the store could
+// not be read) and the firing is tried again; anything wrong with the data
+// itself drops the entry, because trying again cannot help.
+func (o *owner) plan(ctx context.Context, f firing, now time.Time) (plan, error) {
+	e := f.Entry
+	if len(e.Payload) > 0 && (e.Kind == store.KindRetry || e.Kind == store.KindDAG) {
+		// The runner (a retry or deferral) or the DAG engine handed over
+		// the whole run; re-emit it as it is.
+		var run sundialv1.Run
+		if err := proto.Unmarshal(e.Payload, &run); err == nil && run.GetRunId() != "" {
+			if run.GetOrigin() == sundialv1.RunOrigin_RUN_ORIGIN_UNSPECIFIED {
+				run.Origin = originOfKind(e.Kind)
+			}
+			if run.GetAttempt() == 0 {
+				run.Attempt = uint32(e.Attempt)
+			}
+			if run.GetAttemptDueTime() == nil {
+				run.AttemptDueTime = timestamppb.New(e.Due)
+			}
+			return plan{runs: []*sundialv1.Run{&run}}, nil
+		}
+		o.log.Warn("due entry payload is not a run; building the run from the job", "run_id", e.RunID, "kind", e.Kind)
+	}
+
+	job, err := o.store.GetJob(ctx, e.JobID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return plan{drop: dropDead, why: "job not found"}, nil
+	case err != nil:
+		return plan{}, fmt.Errorf("read job %q: %w", e.JobID, err)
+	case job.Deleted:
+		return plan{drop: dropDead, why: "job deleted"}, nil
+	}
+	spec := &sundialv1.JobSpec{}
+	if err := proto.Unmarshal(job.Spec, spec); err != nil {
+		return plan{drop: dropInvalid, why: fmt.Sprintf("stored definition does not decode: %v", err)}, nil
+	}
+
+	switch e.Kind {
+	case store.KindScheduled:
+		return o.planScheduled(f, job, spec, now), nil
+	case store.KindTrigger:
+		if spec.GetPaused() {
+			return plan{drop: dropDead, why: "job paused"}, nil
+		}
+		run := newRun(job, spec, e.RunID, dueOfRunID(e), e.Due, e.Attempt, sundialv1.RunOrigin_RUN_ORIGIN_TRIGGER)
+		if len(e.Payload) > 0 {
+			var tr sundialv1.Trigger
+			if err := proto.Unmarshal(e.Payload, &tr); err == nil {
+				run.TriggerIdempotencyKey = tr.GetIdempotencyKey()
+				if tr.Payload != nil {
+					run.Payload = tr.Payload
+				}
+			}
+		}
+		return plan{runs: []*sundialv1.Run{run}}, nil
+	default: // retry or dag without a run in the payload
+		return plan{runs: []*sundialv1.Run{newRun(job, spec, e.RunID, dueOfRunID(e), e.Due, e.Attempt, originOfKind(e.Kind))}}, nil
+	}
+}
+
+// planScheduled decides what an occurrence of the job's own schedule fires
+// and which occurrence comes next.
+//
+// An entry is live only while its revision is the job's and the job is not
+// paused: an entry of an older definition (the registry replaced it, or the
+// dispatcher had already chained it forward) fires nothing, so a changed
+// schedule takes effect from its next occurrence without firing twice.
+//
+// An entry seen in time fires its occurrence and chains the next one. A late
+// entry (first seen after its due time plus the misfire threshold: the shard
+// had no owner, or the registry scheduled an instant already past) stands for
+// every occurrence from its due time to now, and the job's misfire policy
+// decides, among those inside the catch-up window, what fires:
+//
+//   - FIRE_ONCE: the latest one, once;
+//   - FIRE_ALL: each, in order (at most MaxMissedRuns at once; the rest
+//     follow as the next, equally late, entry);
+//   - SKIP: none.
+//
+// All of them carry RUN_ORIGIN_CATCH_UP and their own run ids. The chain then
+// continues with the first occurrence after now.
+func (o *owner) planScheduled(f firing, job store.Job, spec *sundialv1.JobSpec, now time.Time) plan {
+	e := f.Entry
+	switch {
+	case job.Revision != e.Revision:
+		return plan{drop: dropDead, why: fmt.Sprintf("entry of revision %d, job at revision %d", e.Revision, job.Revision)}
+	case spec.GetPaused():
+		return plan{drop: dropDead, why: "job paused"}
+	case spec.GetSchedule() == nil:
+		return plan{drop: dropDead, why: "job has no schedule"}
+	}
+	s, errs := registry.CompileSchedule(spec.GetSchedule(), job.UpdatedAt)
+	if len(errs) > 0 {
+		return plan{drop: dropInvalid, why: fmt.Sprintf("stored schedule does not compile: %v", errs)}
+	}
+	chain := func(after time.Time) *store.DueEntry {
+		t, ok := s.Next(after)
+		if !ok {
+			return nil
+		}
+		due := store.Truncate(t)
+		return &store.DueEntry{Due: due, JobID: e.JobID, Kind: store.KindScheduled, RunID: store.RunID(e.JobID, due), Attempt: 1, Revision: e.Revision}
+	}
+	run := func(due time.Time, origin sundialv1.RunOrigin) *sundialv1.Run {
+		due = store.Truncate(due)
+		return newRun(job, spec, store.RunID(e.JobID, due), due, due, 1, origin)
+	}
+
+	if !f.Late {
+		return plan{runs: []*sundialv1.Run{run(e.Due, sundialv1.RunOrigin_RUN_ORIGIN_SCHEDULE)}, next: chain(e.Due)}
+	}
+
+	policy := registry.MisfirePolicy(spec.GetSchedule())
+	oldest := now.Add(-registry.CatchUpWindow(spec.GetSchedule()))
+	from := e.Due // the first occurrence considered
+	if from.Before(oldest) {
+		from = oldest
+	}
+	p := plan{next: chain(now)}
+	switch policy {
+	case sundialv1.MisfirePolicy_MISFIRE_POLICY_SKIP:
+		p.drop, p.why = dropMisfire, "misfire policy skip"
+	case sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ALL:
+		var missed []time.Time
+		if !e.Due.Before(oldest) {
+			missed = append(missed, e.Due)
+		}
+		missed = append(missed, s.Between(maxTime(e.Due, oldest.Add(-time.Nanosecond)), now, o.cfg.MaxMissedRuns+1-len(missed))...)
+		if len(missed) > o.cfg.MaxMissedRuns {
+			missed = missed[:o.cfg.MaxMissedRuns]
+			p.next = chain(missed[len(missed)-1])
+			o.log.Warn("catch-up of a job capped; the rest follows", "job", e.JobID, "runs", len(missed))
+		}
+		for _, t := range missed {
+			p.runs = append(p.runs, run(t, sundialv1.RunOrigin_RUN_ORIGIN_CATCH_UP))
+		}
+	default: // FIRE_ONCE
+		if t, ok := latest(s, from, now); ok {
+			p.runs = []*sundialv1.Run{run(t, sundialv1.RunOrigin_RUN_ORIGIN_CATCH_UP)}
+		} else if !e.Due.Before(oldest) {
+			p.runs = []*sundialv1.Run{run(e.Due, sundialv1.RunOrigin_RUN_ORIGIN_CATCH_UP)}
+		}
+	}
+	if len(p.runs) == 0 && p.drop == "" {
+		p.drop, p.why = dropMisfire, "outside the catch-up window"
+	}
+	return p
+}
+
+// latest returns the last fire time t of s with lo <= t <= hi. It looks back
+// from hi over doubling spans, so it steps over few fire times whatever the
+// schedule's period and the width of [lo, hi].
+func latest(s *schedule.Schedule, lo, hi time.Time) (time.Time, bool) {
+	floor := lo.Add(-time.Nanosecond)
+	for span := time.Second; ; span *= 2 {
+		from := hi.Add(-span)
+		if from.Before(floor) {
+			from = floor
+		}
+		if t, ok := s.Next(from); ok && !t.After(hi) {
+			for {
+				n, ok := s.Next(t)
+				if !ok || n.After(hi) {
+					return t, true
+				}
+				t = n
+			}
+		}
+		if from.Equal(floor) {
+			return time.Time{}, false
+		}
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// newRun snapshots the job into a run record.
+func newRun(job store.Job, spec *sundialv1.JobSpec, runID string, due, attemptDue time.Time, attempt int, origin sundialv1.RunOrigin) *sundialv1.Run {
+	return &sundialv1.Run{
+		RunId:            runID,
+		JobId:            job.ID,
+		DueTime:          timestamppb.New(due),
+		Attempt:          uint32(max(attempt, 1)),
+		AttemptDueTime:   timestamppb.New(attemptDue),
+		Priority:         spec.GetPriority(),
+		Origin:           origin,
+		DefinitionOffset: job.Revision,
+		OwnerTeam:        spec.GetOwnerTeam(),
+		Labels:           spec.GetLabels(),
+		Payload:          spec.GetPayload(),
+		Target:           spec.GetTarget(),
+		Timeout:          spec.GetTimeout(),
+		Retry:            spec.GetRetry(),
+		ConcurrencyLimit: spec.GetConcurrencyLimit(),
+		OverlapPolicy:    spec.GetOverlapPolicy(),
+		QueueDelay:       spec.GetQueueDelay(),
+	}
+}
+
+// dueOfRunID returns the due time a run id is made of (job id + "@" + unix
+// ms), or the entry's due time when the id does not have that form.
+func dueOfRunID(e store.DueEntry) time.Time {
+	if i := strings.LastIndexByte(e.RunID, '@'); i >= 0 {
+		if ms, err := strconv.ParseInt(e.RunID[i+1:], 10, 64); err == nil {
+			return time.UnixMilli(ms).UTC()
+		}
+	}
+	return e.Due
+}
+
+func originOfKind(k store.Kind) sundialv1.RunOrigin {
+	switch k {
+	case store.KindRetry:
+		return sundialv1.RunOrigin_RUN_ORIGIN_RETRY
+	case store.KindTrigger:
+		return sundialv1.RunOrigin_RUN_ORIGIN_TRIGGER
+	case store.KindDAG:
+		return sundialv1.RunOrigin_RUN_ORIGIN_DAG
+	}
+	return sundialv1.RunOrigin_RUN_ORIGIN_SCHEDULE
+}
+
+func originLabel(o sundialv1.RunOrigin) string {
+	return strings.ToLower(strings.TrimPrefix(o.String(), "RUN_ORIGIN_"))
+}
+
+// priorityOf maps a job's priority to its runs topic.
+func priorityOf(p sundialv1.Priority) topics.Priority {
+	switch p {
+	case sundialv1.Priority_PRIORITY_HIGH:
+		return topics.PriorityHigh
+	case sundialv1.Priority_PRIORITY_LOW:
+		return topics.PriorityLow
+	}
+	return topics.PriorityDefault
+}

@@ -1,0 +1,103 @@
+package dispatcher
+
+import (
+	"errors"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics of a dispatcher. Labels are bounded sets: the shard number (at
+// most S values), the run origin and the reason an entry was dropped. No
+// metric is labelled by job.
+type metrics struct {
+	dispatchLatency *prometheus.HistogramVec
+	runs            *prometheus.CounterVec
+	dropped         *prometheus.CounterVec
+	fireErrors      prometheus.Counter
+	shardsOwned     prometheus.Gauge
+	claims          *prometheus.CounterVec
+	lag             *prometheus.GaugeVec
+	watermarkAge    *prometheus.GaugeVec
+	entries         *prometheus.GaugeVec
+	bucketLoad      prometheus.Histogram
+	bucketSize      prometheus.Histogram
+	wakeups         *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		dispatchLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sundial_dispatcher_dispatch_latency_seconds",
+			Help:    "Time from a run's due time (its attempt's) to Kafka's acknowledgement of the run record, by origin.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 3600},
+		}, []string{"origin"}),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sundial_dispatcher_runs_total",
+			Help: "Run records written to sundial.runs.*, by origin.",
+		}, []string{"origin"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sundial_dispatcher_entries_dropped_total",
+			Help: "Due entries that fired no run, by reason (dead: the job changed, was deleted or paused; misfire: skipped by the misfire policy or outside the catch-up window; invalid: the stored job or entry cannot be used).",
+		}, []string{"reason"}),
+		fireErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sundial_dispatcher_fire_errors_total",
+			Help: "Attempts to fire an entry that failed and will be retried.",
+		}),
+		shardsOwned: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sundial_dispatcher_shards_owned",
+			Help: "Shards this dispatcher has claimed and is dispatching.",
+		}),
+		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sundial_dispatcher_claims_total",
+			Help: "Shard claims, by result (claimed, conflict, error, stale: the shard was claimed by a newer owner).",
+		}, []string{"result"}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sundial_dispatcher_shard_lag_seconds",
+			Help: "Age of the oldest entry of the shard that is due and not yet dispatched; 0 when none is.",
+		}, []string{"shard"}),
+		watermarkAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sundial_dispatcher_watermark_age_seconds",
+			Help: "Now minus the shard's watermark.",
+		}, []string{"shard"}),
+		entries: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sundial_dispatcher_entries_in_memory",
+			Help: "Entries of the shard held in memory (waiting or being fired).",
+		}, []string{"shard"}),
+		bucketLoad: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sundial_dispatcher_bucket_load_seconds",
+			Help:    "Time to read one minute bucket of one shard.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
+		}),
+		bucketSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sundial_dispatcher_bucket_entries",
+			Help:    "Entries in one minute bucket of one shard when read.",
+			Buckets: []float64{0, 1, 10, 100, 1000, 10000, 100000, 1000000},
+		}),
+		wakeups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sundial_dispatcher_wakeups_total",
+			Help: "Wake-up records read from sundial.shards, by result (taken: into memory; ignored: known already or beyond the loaded window; invalid).",
+		}, []string{"result"}),
+	}
+	var errs []error
+	for _, c := range []prometheus.Collector{
+		m.dispatchLatency, m.runs, m.dropped, m.fireErrors, m.shardsOwned, m.claims,
+		m.lag, m.watermarkAge, m.entries, m.bucketLoad, m.bucketSize, m.wakeups,
+	} {
+		if err := reg.Register(c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// forgetShard removes the shard's series when the shard is given up.
+func (m *metrics) forgetShard(shard int) {
+	s := strconv.Itoa(shard)
+	m.lag.DeleteLabelValues(s)
+	m.watermarkAge.DeleteLabelValues(s)
+	m.entries.DeleteLabelValues(s)
+}

@@ -1,0 +1,411 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sundialhq/sundial/enqueue"
+	"github.com/sundialhq/sundial/internal/topics"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/store"
+)
+
+// loadPage is how many entries of a bucket travel to the core at once.
+const loadPage = 512
+
+// owner is the goroutine that dispatches one owned shard: it claims the
+// shard, then runs the shard's core, carrying out its decisions (bucket
+// reads, firings, watermark advances) with I/O in goroutines it owns and
+// waits for. One owner exists per assigned partition of sundial.shards;
+// revoking the partition stops the owner and waits for it to drain.
+type owner struct {
+	shard   int
+	cfg     Config
+	store   Store
+	prod    producer
+	topics  topics.Names
+	m       *metrics
+	log     *slog.Logger
+	created time.Time
+	// mark records the commit point of the shard's wake-ups.
+	mark func(offset int64, leaderEpoch int32)
+	// observe, if set, sees every acknowledged run (tests).
+	observe func(runs []*sundialv1.Run, acked time.Time)
+
+	// wake carries the shard's wake-up records from the poll loop.
+	wake chan *kgo.Record
+
+	ctx    context.Context // cancelled by stop
+	cancel context.CancelFunc
+	done   chan struct{}
+	// lost: the partition was lost rather than revoked, or the shard was
+	// claimed by a newer owner. Either way this owner may no longer commit
+	// offsets or advance the watermark.
+	lostMu sync.Mutex
+	lost   bool
+}
+
+func (o *owner) setLost() {
+	o.lostMu.Lock()
+	o.lost = true
+	o.lostMu.Unlock()
+}
+
+func (o *owner) isLost() bool {
+	o.lostMu.Lock()
+	defer o.lostMu.Unlock()
+	return o.lost
+}
+
+// stop ends the owner and waits until it has drained. lost says the
+// partition was lost: nothing may be committed or advanced any more.
+func (o *owner) stop(lost bool) {
+	if lost {
+		o.setLost()
+	}
+	o.cancel()
+	<-o.done
+}
+
+type loadMsg struct {
+	entries []store.DueEntry
+	done    bool
+}
+
+type advanceResult struct {
+	stale bool
+	// deleted is the start of the first bucket not yet deleted.
+	deleted time.Time
+}
+
+// run is the owner goroutine.
+func (o *owner) run() {
+	defer close(o.done)
+	epoch, floor, ok := o.claim()
+	if !ok {
+		return
+	}
+	o.m.shardsOwned.Inc()
+	defer o.m.shardsOwned.Dec()
+	defer o.m.forgetShard(o.shard)
+	log := o.log.With("epoch", epoch)
+	log.Info("shard claimed", "watermark", floor)
+
+	core := newShardCore(coreConfig{
+		Floor:            floor,
+		Lookahead:        o.cfg.Lookahead,
+		MisfireThreshold: o.cfg.MisfireThreshold,
+		MaxInflight:      o.cfg.MaxInflight,
+		MaxBacklog:       o.cfg.MaxBacklog,
+		DedupeWindow:     DefaultDedupeWindow,
+	})
+	shardLabel := strconv.Itoa(o.shard)
+
+	// Firings run in goroutines of their own, at most MaxInflight at once
+	// (the core hands out no more), so results never block.
+	fireCtx, cancelFires := context.WithCancel(context.WithoutCancel(o.ctx))
+	defer cancelFires()
+	results := make(chan fireResult, o.cfg.MaxInflight)
+	var fires sync.WaitGroup
+	defer fires.Wait()
+	inflight := 0
+
+	loads := make(chan loadMsg)
+	var (
+		loadCancel context.CancelFunc = func() {}
+		loadDone                      = make(chan struct{})
+	)
+	close(loadDone)
+	stopLoad := func() {
+		loadCancel()
+		<-loadDone
+	}
+	defer stopLoad()
+
+	advances := make(chan advanceResult, 1)
+	advancing := false
+	deleted := store.BucketOf(floor.Add(time.Millisecond))
+	var advanced time.Time
+
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	ticker := time.NewTicker(o.cfg.WatermarkInterval)
+	defer ticker.Stop()
+
+	var committed int64 = -1
+	markCommit := func() {
+		if off, le, ok := core.Commit(); ok && off > committed {
+			committed = off
+			o.mark(off, le)
+		}
+	}
+	handle := func(res fireResult) {
+		inflight--
+		now := o.cfg.Now()
+		if res.next != nil {
+			core.Insert(now, *res.next)
+		}
+		if res.err != nil {
+			o.m.fireErrors.Inc()
+			backoff := min(100*time.Millisecond<<min(failuresOf(core, res.entry), 7), 10*time.Second)
+			log.Warn("firing failed; will try again", "run_id", res.entry.RunID, "retry_in", backoff, "err", res.err)
+			core.Failed(res.entry, now.Add(backoff))
+			return
+		}
+		core.Done(res.entry)
+	}
+
+	stale := false
+loop:
+	for {
+		now := o.cfg.Now()
+		r := core.Poll(now)
+		if !r.Load.IsZero() {
+			ctx, cancel := context.WithCancel(o.ctx)
+			loadCancel, loadDone = cancel, make(chan struct{})
+			go o.load(ctx, r.Load, loads, loadDone)
+		}
+		for _, f := range r.Fire {
+			inflight++
+			fires.Add(1)
+			go func() {
+				defer fires.Done()
+				results <- o.fire(fireCtx, epoch, f)
+			}()
+		}
+		markCommit()
+		if r.Deadline.IsZero() {
+			timer.Stop()
+		} else {
+			timer.Reset(max(r.Deadline.Sub(now), 0))
+		}
+
+		select {
+		case <-o.ctx.Done():
+			break loop
+		case <-timer.C:
+		case rec := <-o.wake:
+			o.wakeUp(core, rec)
+		case msg := <-loads:
+			core.Loaded(o.cfg.Now(), msg.entries)
+			if msg.done {
+				core.LoadDone()
+			}
+		case res := <-results:
+			handle(res)
+		case <-ticker.C:
+			now := o.cfg.Now()
+			w := core.Watermark(now)
+			st := core.Stats(now)
+			o.m.entries.WithLabelValues(shardLabel).Set(float64(st.Entries))
+			if st.OldestOverdue.IsZero() {
+				o.m.lag.WithLabelValues(shardLabel).Set(0)
+			} else {
+				o.m.lag.WithLabelValues(shardLabel).Set(now.Sub(st.OldestOverdue).Seconds())
+			}
+			o.m.watermarkAge.WithLabelValues(shardLabel).Set(now.Sub(maxTime(w, advanced)).Seconds())
+			if !advancing && w.After(advanced) && w.After(floor) {
+				advancing = true
+				go func() { advances <- o.advance(epoch, w, deleted) }()
+				advanced = w
+			}
+		case a := <-advances:
+			advancing = false
+			deleted = a.deleted
+			if a.stale {
+				stale = true
+				break loop
+			}
+		}
+	}
+
+	// Drain: no more reads or firings start; the firings in progress get
+	// DrainTimeout to finish (so that as few as possible are fired again by
+	// the next owner), then are cancelled.
+	stopLoad()
+	if inflight > 0 {
+		drain := time.NewTimer(o.cfg.DrainTimeout)
+		for inflight > 0 {
+			select {
+			case res := <-results:
+				handle(res)
+			case <-drain.C:
+				cancelFires()
+			}
+		}
+		drain.Stop()
+	}
+	if advancing {
+		if a := <-advances; a.stale {
+			stale = true
+		}
+	}
+	if stale {
+		o.m.claims.WithLabelValues("stale").Inc()
+		log.Warn("shard claimed by a newer owner; stopped dispatching it")
+		o.setLost()
+	}
+	if o.isLost() {
+		return
+	}
+	markCommit()
+	if w := core.Watermark(o.cfg.Now()); w.After(advanced) && w.After(floor) {
+		o.advance(epoch, w, deleted)
+	}
+	log.Info("shard released")
+}
+
+func failuresOf(c *shardCore, e store.DueEntry) int {
+	if it, ok := c.items[keyOf(e)]; ok {
+		return it.failures
+	}
+	return 0
+}
+
+// wakeUp hands a wake-up record to the core.
+func (o *owner) wakeUp(core *shardCore, rec *kgo.Record) {
+	e, err := enqueue.Decode(rec.Value)
+	if err != nil {
+		o.m.wakeups.WithLabelValues("invalid").Inc()
+		o.log.Warn("wake-up record does not decode; skipped", "offset", rec.Offset, "err", err)
+		core.WakeInvalid(rec.Offset, rec.LeaderEpoch)
+		return
+	}
+	if core.Wake(o.cfg.Now(), e, rec.Offset, rec.LeaderEpoch) {
+		o.m.wakeups.WithLabelValues("taken").Inc()
+	} else {
+		o.m.wakeups.WithLabelValues("ignored").Inc()
+	}
+}
+
+// claim makes this dispatcher the shard's owner in the store: it reads the
+// shard's epoch and claims the next one, again on a conflict (another
+// claimant won the race; its claim is fenced by ours if we win later, and
+// Kafka gives the partition to one of us only), with backoff on errors. It
+// returns the epoch and the floor: the watermark to catch up from.
+func (o *owner) claim() (int64, time.Time, bool) {
+	backoff := 50 * time.Millisecond
+	for {
+		st, err := o.store.GetShard(o.ctx, o.shard)
+		if err == nil {
+			var epoch int64
+			epoch, err = o.store.ClaimShard(o.ctx, o.shard, o.cfg.InstanceID, st.Epoch)
+			if err == nil {
+				o.m.claims.WithLabelValues("claimed").Inc()
+				return epoch, o.floor(st), true
+			}
+			if errors.Is(err, store.ErrEpochConflict) {
+				o.m.claims.WithLabelValues("conflict").Inc()
+				o.log.Info("shard claim conflict; reading the epoch again", "err", err)
+				continue
+			}
+		}
+		if o.ctx.Err() != nil {
+			return 0, time.Time{}, false
+		}
+		o.m.claims.WithLabelValues("error").Inc()
+		o.log.Warn("cannot claim shard; will try again", "retry_in", backoff, "err", err)
+		select {
+		case <-o.ctx.Done():
+			return 0, time.Time{}, false
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// floor is where catch-up starts: the shard's watermark, but never before
+// the cluster existed or further back than the catch-up horizon.
+func (o *owner) floor(st store.ShardState) time.Time {
+	horizon := store.Truncate(o.cfg.Now().Add(-o.cfg.CatchUpHorizon))
+	floor := st.Watermark
+	if floor.IsZero() {
+		floor = store.Truncate(o.created).Add(-time.Millisecond)
+	} else if floor.Before(horizon) {
+		o.log.Warn("watermark is older than the catch-up horizon; entries before the horizon are not read",
+			"watermark", floor, "horizon", horizon)
+	}
+	return maxTime(floor, horizon)
+}
+
+// load reads one bucket page by page into the core, trying again from the
+// start after an error (the core ignores what it already holds).
+func (o *owner) load(ctx context.Context, bucket time.Time, out chan<- loadMsg, done chan<- struct{}) {
+	defer close(done)
+	start := o.cfg.Now()
+	backoff := 100 * time.Millisecond
+	send := func(m loadMsg) bool {
+		select {
+		case out <- m:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for {
+		n := 0
+		page := make([]store.DueEntry, 0, loadPage)
+		var err error
+		for e, lerr := range o.store.ListBucket(ctx, bucket, o.shard) {
+			if lerr != nil {
+				err = lerr
+				break
+			}
+			page = append(page, e)
+			n++
+			if len(page) == loadPage {
+				if !send(loadMsg{entries: page}) {
+					return
+				}
+				page = make([]store.DueEntry, 0, loadPage)
+			}
+		}
+		if err == nil {
+			o.m.bucketLoad.Observe(o.cfg.Now().Sub(start).Seconds())
+			o.m.bucketSize.Observe(float64(n))
+			send(loadMsg{entries: page, done: true})
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		o.log.Warn("cannot read bucket; will try again", "bucket", bucket, "retry_in", backoff, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
+}
+
+// advance moves the shard's watermark to w (conditional on the epoch), then
+// deletes the buckets wholly behind it, starting at from. It reports the
+// first bucket not deleted and whether the epoch is stale.
+func (o *owner) advance(epoch int64, w, from time.Time) advanceResult {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), o.cfg.FireTimeout)
+	defer cancel()
+	res := advanceResult{deleted: from}
+	if err := o.store.AdvanceWatermark(ctx, o.shard, epoch, w); err != nil {
+		if errors.Is(err, store.ErrStaleEpoch) {
+			res.stale = true
+			return res
+		}
+		o.log.Warn("cannot advance watermark; will try again", "watermark", w, "err", err)
+		return res
+	}
+	for b := from; !b.Add(time.Minute).After(w.Add(time.Millisecond)); b = b.Add(time.Minute) {
+		if err := o.store.DeleteBucket(ctx, b, o.shard); err != nil {
+			o.log.Warn("cannot delete bucket behind the watermark; will try again", "bucket", b, "err", err)
+			return res
+		}
+		res.deleted = b.Add(time.Minute)
+	}
+	return res
+}

@@ -1,0 +1,414 @@
+package dispatcher
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/enqueue"
+	"github.com/sundialhq/sundial/internal/testenv"
+	"github.com/sundialhq/sundial/internal/topics"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/registry"
+	"github.com/sundialhq/sundial/store"
+	"github.com/sundialhq/sundial/store/cassandra"
+)
+
+// stack is one integration test's namespace on the real Kafka and
+// Cassandra: its own topics (with S partitions for sundial.shards) and its
+// own migrated keyspace.
+type stack struct {
+	t      *testing.T
+	shards int
+	names  topics.Names
+	kafka  testenv.Kafka
+	store  *cassandra.Store
+	// producer is a client with enqueue's partitioner, for wake-ups.
+	producer *kgo.Client
+	enqueuer *enqueue.Enqueuer
+	runs     *runLog
+	latency  *latencies
+}
+
+func newStack(t *testing.T, shards int) *stack {
+	t.Helper()
+	k := testenv.NeedKafka(t)
+	c := testenv.NeedCassandra(t)
+	s := &stack{t: t, shards: shards, names: topics.Names{Prefix: k.TopicPrefix}, kafka: k, latency: newLatencies()}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.RecordPartitioner(enqueue.Partitioner(s.names, nil)), kgo.ProducerLinger(0))
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	s.producer = cl
+
+	var g errgroup.Group
+	g.Go(func() error {
+		specs, err := s.names.Specs(shards)
+		if err != nil {
+			return err
+		}
+		adm := kadm.NewClient(cl)
+		if _, err := topics.Ensure(ctx, adm, specs, 1); err != nil {
+			return err
+		}
+		return waitForLeaders(ctx, adm, specs)
+	})
+	g.Go(func() error {
+		cfg := cassandra.Config{Hosts: c.Hosts, Keyspace: c.Keyspace}
+		if _, err := cassandra.Migrate(ctx, cfg); err != nil {
+			return err
+		}
+		st, err := cassandra.Open(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		s.store = st
+		_, err = st.InitCluster(ctx, shards)
+		return err
+	})
+	require.NoError(t, g.Wait())
+	t.Cleanup(func() { _ = s.store.Close() })
+
+	s.enqueuer, err = enqueue.New(enqueue.Config{Store: s.store, Client: cl, Topics: s.names, Shards: shards})
+	require.NoError(t, err)
+	s.runs = collectRuns(t, k.Brokers, s.names)
+	return s
+}
+
+// waitForLeaders waits until every partition of the new topics has a leader.
+func waitForLeaders(ctx context.Context, adm *kadm.Client, specs []topics.Spec) error {
+	var names []string
+	for _, sp := range specs {
+		names = append(names, sp.Name)
+	}
+	for {
+		md, err := adm.Metadata(ctx, names...)
+		ready := err == nil
+		for _, sp := range specs {
+			d, ok := md.Topics[sp.Name]
+			if !ok || d.Err != nil || len(d.Partitions) != int(sp.Partitions) {
+				ready = false
+				continue
+			}
+			for _, p := range d.Partitions {
+				ready = ready && p.Err == nil && p.Leader >= 0
+			}
+		}
+		if ready {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("topics have no leaders: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// dispatcher starts a dispatcher on the stack; Cleanup stops it.
+func (s *stack) dispatcher(name string, mutate ...func(*Config)) *Dispatcher {
+	s.t.Helper()
+	cfg := Config{
+		Brokers:           s.kafka.Brokers,
+		Store:             s.store,
+		Topics:            s.names,
+		GroupID:           "dispatchers",
+		InstanceID:        name,
+		SessionTimeout:    6 * time.Second,
+		HeartbeatInterval: 500 * time.Millisecond,
+		Logger:            slog.New(slog.NewTextHandler(s.t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})).With("test", s.t.Name()),
+		Registerer:        prometheus.NewRegistry(),
+	}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	d, err := New(cfg)
+	require.NoError(s.t, err)
+	d.observe = s.latency.observe
+	require.NoError(s.t, d.Start(s.t.Context()))
+	s.t.Cleanup(d.Stop)
+	return d
+}
+
+// waitOwned waits until the dispatchers together own every shard, each
+// once.
+func (s *stack) waitOwned(ds ...*Dispatcher) {
+	s.t.Helper()
+	require.Eventually(s.t, func() bool {
+		var all []int
+		for _, d := range ds {
+			all = append(all, d.Owned()...)
+		}
+		slices.Sort(all)
+		return len(all) == s.shards && len(slices.Compact(all)) == s.shards
+	}, 60*time.Second, 50*time.Millisecond, "shards not shared out")
+}
+
+// register stores job definitions the way the registry does (first due time
+// from the acceptance instant, entry written with the job) and wakes their
+// shard owners. It returns the first due time of each job.
+func (s *stack) register(ctx context.Context, specs []*sundialv1.JobSpec, accepted func() time.Time) map[string]time.Time {
+	s.t.Helper()
+	var (
+		mu    sync.Mutex
+		first = map[string]time.Time{}
+		g     errgroup.Group
+	)
+	g.SetLimit(64)
+	for _, spec := range specs {
+		g.Go(func() error {
+			at := store.Truncate(accepted())
+			sched, errs := registry.CompileSchedule(spec.GetSchedule(), at)
+			if len(errs) > 0 {
+				return fmt.Errorf("job %s: %v", spec.GetId(), errs)
+			}
+			next, ok := registry.FirstDue(sched, registry.MisfirePolicy(spec.GetSchedule()), registry.CatchUpWindow(spec.GetSchedule()), at, at)
+			if !ok {
+				return fmt.Errorf("job %s schedules nothing", spec.GetId())
+			}
+			value, err := proto.Marshal(spec)
+			if err != nil {
+				return err
+			}
+			job := store.Job{ID: spec.GetId(), Spec: value, Revision: 1, UpdatedAt: at, NextDue: next}
+			if _, err := s.store.UpsertJob(ctx, job); err != nil {
+				return err
+			}
+			if err := s.enqueuer.Wake(ctx, job.ScheduledEntry()); err != nil {
+				return err
+			}
+			mu.Lock()
+			first[spec.GetId()] = store.Truncate(next)
+			mu.Unlock()
+			return nil
+		})
+	}
+	require.NoError(s.t, g.Wait())
+	return first
+}
+
+// runLog collects every run record produced to sundial.runs.*.
+type runLog struct {
+	mu    sync.Mutex
+	byJob map[string][]*sundialv1.Run
+	count int
+	topic map[string]string // run id -> topic
+}
+
+func collectRuns(t *testing.T, brokers []string, names topics.Names) *runLog {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(names.AllRuns()...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond),
+		kgo.MetadataMinAge(100*time.Millisecond))
+	require.NoError(t, err)
+	l := &runLog{byJob: map[string][]*sundialv1.Run{}, topic: map[string]string{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			fs := cl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				run := &sundialv1.Run{}
+				if err := proto.Unmarshal(r.Value, run); err != nil {
+					t.Errorf("run record at %s/%d@%d does not decode: %v", r.Topic, r.Partition, r.Offset, err)
+					return
+				}
+				if string(r.Key) != run.GetJobId() {
+					t.Errorf("run %s keyed %q", run.GetRunId(), r.Key)
+				}
+				l.mu.Lock()
+				l.byJob[run.GetJobId()] = append(l.byJob[run.GetJobId()], run)
+				l.topic[run.GetRunId()] = r.Topic
+				l.count++
+				l.mu.Unlock()
+			})
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		cl.Close()
+	})
+	return l
+}
+
+// jobRuns returns the runs of a job so far, by due time.
+func (l *runLog) jobRuns(job string) []*sundialv1.Run {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := slices.Clone(l.byJob[job])
+	sort.SliceStable(out, func(i, j int) bool { return out[i].GetDueTime().AsTime().Before(out[j].GetDueTime().AsTime()) })
+	return out
+}
+
+func (l *runLog) total() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.count
+}
+
+// latencies records dispatch latency (acknowledgement minus due time) of
+// runs fired on time, in an HDR histogram.
+type latencies struct {
+	mu     sync.Mutex
+	h      map[sundialv1.RunOrigin]*hdrhistogram.Histogram
+	n      int
+	byRun  map[string]time.Duration
+	epochs map[shardEpoch]time.Time // first acknowledgement per shard and epoch
+}
+
+type shardEpoch struct {
+	shard int
+	epoch int64
+}
+
+func newLatencies() *latencies {
+	return &latencies{h: map[sundialv1.RunOrigin]*hdrhistogram.Histogram{}, byRun: map[string]time.Duration{}, epochs: map[shardEpoch]time.Time{}}
+}
+
+func (l *latencies) observe(runs []*sundialv1.Run, acked time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range runs {
+		h := l.h[r.GetOrigin()]
+		if h == nil {
+			h = hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)
+			l.h[r.GetOrigin()] = h
+		}
+		lat := acked.Sub(r.GetAttemptDueTime().AsTime())
+		_ = h.RecordValue(max(lat.Microseconds(), 1))
+		l.n++
+		if _, ok := l.byRun[r.GetRunId()]; !ok {
+			l.byRun[r.GetRunId()] = lat
+		}
+		k := shardEpoch{int(r.GetShard()), r.GetEpoch()}
+		if _, ok := l.epochs[k]; !ok {
+			l.epochs[k] = acked
+		}
+	}
+}
+
+func (l *latencies) report(t *testing.T, origin sundialv1.RunOrigin) *hdrhistogram.Histogram {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h := l.h[origin]
+	if h == nil {
+		t.Logf("dispatch latency %s: no runs", originLabel(origin))
+		return hdrhistogram.New(1, 2, 1)
+	}
+	ms := func(q float64) float64 { return float64(h.ValueAtQuantile(q)) / 1000 }
+	t.Logf("dispatch latency %s (ack - due) over %d runs: p50 %.1fms p95 %.1fms p99 %.1fms p99.9 %.1fms max %.1fms",
+		originLabel(origin), h.TotalCount(), ms(50), ms(95), ms(99), ms(99.9), float64(h.Max())/1000)
+	return h
+}
+
+// Job definitions for the tests.
+
+func jobSpec(id string, sched *sundialv1.Schedule) *sundialv1.JobSpec {
+	return &sundialv1.JobSpec{
+		Id:        id,
+		OwnerTeam: "test",
+		Schedule:  sched,
+		Priority:  sundialv1.Priority_PRIORITY_DEFAULT,
+		Target:    &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: "noop"}}},
+		Payload:   []byte("p"),
+	}
+}
+
+func atSchedule(t time.Time) *sundialv1.Schedule {
+	return &sundialv1.Schedule{TimeZone: "UTC", Kind: &sundialv1.Schedule_At{At: &sundialv1.At{Time: timestamppb.New(store.Truncate(t))}}}
+}
+
+func delaySchedule(d time.Duration) *sundialv1.Schedule {
+	return &sundialv1.Schedule{TimeZone: "UTC", Kind: &sundialv1.Schedule_Delay{Delay: &sundialv1.Delay{Duration: durationpb.New(d)}}}
+}
+
+func immediateSchedule() *sundialv1.Schedule {
+	return &sundialv1.Schedule{TimeZone: "UTC", Kind: &sundialv1.Schedule_Immediate{Immediate: &sundialv1.Immediate{}}}
+}
+
+func cronSchedule(expr, zone string) *sundialv1.Schedule {
+	return &sundialv1.Schedule{
+		TimeZone: zone,
+		Kind:     &sundialv1.Schedule_Cron{Cron: &sundialv1.Cron{Expression: expr}},
+		Dst: &sundialv1.DstPolicy{
+			Nonexistent: sundialv1.NonexistentTimePolicy_NONEXISTENT_TIME_POLICY_SHIFT_FORWARD,
+			Ambiguous:   sundialv1.AmbiguousTimePolicy_AMBIGUOUS_TIME_POLICY_FIRST,
+		},
+	}
+}
+
+func intervalSchedule(every, offset time.Duration) *sundialv1.Schedule {
+	return &sundialv1.Schedule{TimeZone: "UTC", Kind: &sundialv1.Schedule_Interval{Interval: &sundialv1.Interval{
+		Every:  durationpb.New(every),
+		Anchor: &sundialv1.Interval_Offset{Offset: durationpb.New(offset)},
+	}}}
+}
+
+// Bookkeeping on acknowledged runs, fed by the dispatchers' observe hook.
+
+func (l *latencies) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n
+}
+
+// of returns the dispatch latency of a run (its first acknowledgement).
+func (l *latencies) of(runID string) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d, ok := l.byRun[runID]
+	return d, ok
+}
+
+// shardsFired returns the shards that have emitted a run.
+func (l *latencies) shardsFired() map[int]bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[int]bool{}
+	for k := range l.epochs {
+		out[k.shard] = true
+	}
+	return out
+}
+
+// firstAfterEpoch returns when the shard first emitted a run under an epoch
+// newer than epoch.
+func (l *latencies) firstAfterEpoch(shard int, epoch int64) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var first time.Time
+	for k, at := range l.epochs {
+		if k.shard == shard && k.epoch > epoch && (first.IsZero() || at.Before(first)) {
+			first = at
+		}
+	}
+	return first, !first.IsZero()
+}
+
+func (l *runLog) topicOf(runID string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.topic[runID]
+}
