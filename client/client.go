@@ -1,0 +1,265 @@
+// Package client is the Go client platform teams use to define, delete and
+// trigger Sundial jobs. It produces to Kafka exactly what the registry and
+// the trigger consumer read, and reads the registry's answers back:
+//
+//	c, err := client.New(client.Config{Brokers: []string{"127.0.0.1:9092"}})
+//	...
+//	defer c.Close()
+//	receipt, err := c.Apply(ctx, spec)           // validated locally first
+//	status, err := c.WaitStatus(ctx, receipt)    // CREATED, UPDATED, REJECTED...
+//
+// # Invariants
+//
+//   - Nothing invalid is produced: Apply and ApplyAll check every definition
+//     with registry.Validate (the registry's own rules) and return a
+//     *registry.ValidationError listing every bad field, producing nothing.
+//     ApplyAll produces no definition unless all of them are valid.
+//   - A definition is produced keyed by its id, with the content-type header,
+//     and acknowledged by every in-sync replica (acks=all, idempotent
+//     producer) before Apply returns. Its Receipt names the record (topic,
+//     partition, offset), which is what the registry's answer names too, so
+//     WaitStatus finds exactly the answer to that record.
+//   - The client holds no state beyond its Kafka connections; it is safe
+//     for concurrent use.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/sundialhq/sundial/internal/topics"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/registry"
+	"github.com/sundialhq/sundial/trigger"
+)
+
+// Config configures a Client.
+type Config struct {
+	// Brokers are the Kafka seed brokers. Required.
+	Brokers []string
+	// Topics names Sundial's topics (set Prefix when the installation uses
+	// one).
+	Topics topics.Names
+	// Limits are the registry's limits, for local validation. Default:
+	// registry defaults.
+	Limits registry.Limits
+	// KafkaOptions are extra client options (TLS, SASL, client id).
+	KafkaOptions []kgo.Opt
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate reports every bad field.
+func (c Config) Validate() error {
+	var errs []error
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("client config: brokers: required"))
+	}
+	if err := c.Limits.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("client config: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Client produces job definitions, deletes and triggers, and reads the
+// registry's answers.
+type Client struct {
+	cfg      Config
+	producer *kgo.Client
+}
+
+// New connects lazily: the first produce dials the brokers.
+func New(cfg Config) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	opts := append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.KafkaOptions...)
+	producer, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("client: kafka: %w", err)
+	}
+	return &Client{cfg: cfg, producer: producer}, nil
+}
+
+// Close flushes nothing (every produce is synchronous) and closes the
+// connections.
+func (c *Client) Close() { c.producer.Close() }
+
+// Receipt names a record the client produced.
+type Receipt struct {
+	// ID is the record key: the job id.
+	ID        string
+	Topic     string
+	Partition int32
+	Offset    int64
+	// Timestamp is the record's timestamp, the instant immediate and delay
+	// schedules count from.
+	Timestamp time.Time
+}
+
+// Apply validates spec and produces it to sundial.jobs as protobuf. An
+// invalid spec is not produced: the error is a *registry.ValidationError.
+func (c *Client) Apply(ctx context.Context, spec *sundialv1.JobSpec) (Receipt, error) {
+	rs, err := c.ApplyAll(ctx, sundialv1.EncodingProtobuf, spec)
+	if err != nil {
+		return Receipt{}, err
+	}
+	return rs[0], nil
+}
+
+// ApplyAll validates every spec and, only if all are valid, produces them in
+// enc, in order. The error of invalid specs joins one
+// *registry.ValidationError per invalid spec.
+func (c *Client) ApplyAll(ctx context.Context, enc sundialv1.Encoding, specs ...*sundialv1.JobSpec) ([]Receipt, error) {
+	var invalid []error
+	for _, spec := range specs {
+		if errs := c.cfg.Limits.ValidateSpec(spec); len(errs) > 0 {
+			invalid = append(invalid, &registry.ValidationError{JobID: spec.GetId(), Errors: errs})
+		}
+	}
+	if len(invalid) > 0 {
+		return nil, errors.Join(invalid...)
+	}
+	recs := make([]*kgo.Record, len(specs))
+	for i, spec := range specs {
+		value, err := enc.Marshal(spec)
+		if err != nil {
+			return nil, fmt.Errorf("apply job %q: %w", spec.GetId(), err)
+		}
+		recs[i] = &kgo.Record{
+			Topic:   c.cfg.Topics.Jobs(),
+			Key:     []byte(spec.GetId()),
+			Value:   value,
+			Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderContentType, Value: []byte(enc.String())}},
+		}
+	}
+	return c.produce(ctx, "apply", recs)
+}
+
+// ApplyJSON reads one JobSpec or a JSON array of them (protojson, unknown
+// fields refused), validates them all and produces them as JSON, so the
+// registry answers in JSON too.
+func (c *Client) ApplyJSON(ctx context.Context, data []byte) ([]Receipt, error) {
+	specs, err := ParseJSON(data)
+	if err != nil {
+		return nil, err
+	}
+	return c.ApplyAll(ctx, sundialv1.EncodingJSON, specs...)
+}
+
+// ParseJSON reads one JobSpec or a JSON array of them. Unknown fields are
+// errors, naming the element of the array.
+func ParseJSON(data []byte) ([]*sundialv1.JobSpec, error) {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		return nil, errors.New("no job definition: the input is empty")
+	}
+	if trimmed[0] != '[' {
+		spec := &sundialv1.JobSpec{}
+		if err := sundialv1.EncodingJSON.Unmarshal(trimmed, spec); err != nil {
+			return nil, err
+		}
+		return []*sundialv1.JobSpec{spec}, nil
+	}
+	// protojson decodes messages, not arrays: split the array with
+	// encoding/json's scanner, then decode each element strictly.
+	var raws []json.RawMessage
+	if err := json.Unmarshal(trimmed, &raws); err != nil {
+		return nil, fmt.Errorf("read the array of job definitions: %w", err)
+	}
+	if len(raws) == 0 {
+		return nil, errors.New("no job definition: the array is empty")
+	}
+	specs := make([]*sundialv1.JobSpec, len(raws))
+	var errs []error
+	for i, raw := range raws {
+		spec := &sundialv1.JobSpec{}
+		if err := (protojson.UnmarshalOptions{}).Unmarshal(raw, spec); err != nil {
+			errs = append(errs, fmt.Errorf("job definition [%d]: %w", i, err))
+		}
+		specs[i] = spec
+	}
+	return specs, errors.Join(errs...)
+}
+
+// Delete produces a tombstone for the job: the registry deletes it and its
+// pending run.
+func (c *Client) Delete(ctx context.Context, id string) (Receipt, error) {
+	if r := registry.CheckID(id); r != "" {
+		return Receipt{}, &registry.ValidationError{JobID: id, Errors: []registry.FieldError{{Field: "id", Reason: r}}}
+	}
+	rs, err := c.produce(ctx, "delete", []*kgo.Record{{Topic: c.cfg.Topics.Jobs(), Key: []byte(id)}})
+	if err != nil {
+		return Receipt{}, err
+	}
+	return rs[0], nil
+}
+
+// Trigger asks for one run of the job now. Sending the same idempotency key
+// again (a retry after a timeout, say) starts no second run.
+func (c *Client) Trigger(ctx context.Context, jobID, idempotencyKey string) (Receipt, error) {
+	return c.SendTrigger(ctx, &sundialv1.Trigger{JobId: jobID, IdempotencyKey: idempotencyKey})
+}
+
+// SendTrigger produces a Trigger as given (payload override, caller,
+// requested_at), after checking it as the trigger consumer does.
+func (c *Client) SendTrigger(ctx context.Context, t *sundialv1.Trigger) (Receipt, error) {
+	value, err := sundialv1.EncodingProtobuf.Marshal(t)
+	if err != nil {
+		return Receipt{}, fmt.Errorf("trigger job %q: %w", t.GetJobId(), err)
+	}
+	rec := &kgo.Record{
+		Topic:     c.cfg.Topics.Triggers(),
+		Key:       []byte(t.GetJobId()),
+		Value:     value,
+		Timestamp: time.Now(),
+		Headers:   []kgo.RecordHeader{{Key: sundialv1.HeaderContentType, Value: []byte(sundialv1.ContentTypeProtobuf)}},
+	}
+	maxPayload := c.cfg.Limits.MaxPayloadBytes
+	if maxPayload == 0 {
+		maxPayload = registry.DefaultMaxPayloadBytes
+	}
+	if _, errs := trigger.Decode(rec, maxPayload); len(errs) > 0 {
+		return Receipt{}, &registry.ValidationError{JobID: t.GetJobId(), Errors: errs}
+	}
+	rec.Timestamp = time.Time{} // stamped by the producer
+	rs, err := c.produce(ctx, "trigger", []*kgo.Record{rec})
+	if err != nil {
+		return Receipt{}, err
+	}
+	return rs[0], nil
+}
+
+func (c *Client) produce(ctx context.Context, op string, recs []*kgo.Record) ([]Receipt, error) {
+	// Results come back in completion order; receipts go in input order.
+	index := make(map[*kgo.Record]int, len(recs))
+	for i, r := range recs {
+		index[r] = i
+	}
+	results := c.producer.ProduceSync(ctx, recs...)
+	out := make([]Receipt, len(recs))
+	var errs []error
+	for _, r := range results {
+		i := index[r.Record]
+		if r.Err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: produce to %s: %w", op, r.Record.Key, r.Record.Topic, r.Err))
+			continue
+		}
+		out[i] = Receipt{ID: string(r.Record.Key), Topic: r.Record.Topic, Partition: r.Record.Partition, Offset: r.Record.Offset, Timestamp: r.Record.Timestamp}
+	}
+	if len(errs) > 0 {
+		return out, errors.Join(errs...)
+	}
+	return out, nil
+}

@@ -1,0 +1,136 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// statusSkew is how far before a definition's record the status topic is
+// read from: the registry stamps its answers with its own clock, which may be
+// behind the producer's.
+const statusSkew = time.Minute
+
+// WaitStatus waits for the registry's answer to each receipt of
+// sundial.jobs (from Apply, ApplyAll, ApplyJSON or Delete) and returns them
+// in the receipts' order. It reads sundial.jobs.status from shortly before
+// the oldest receipt; an answer is matched by the source it names (topic,
+// partition, offset), so answers to other records of the same job are
+// ignored. It returns ctx's error, with the answers found so far, when ctx
+// ends first.
+func (c *Client) WaitStatus(ctx context.Context, receipts ...Receipt) ([]*sundialv1.JobStatus, error) {
+	if len(receipts) == 0 {
+		return nil, nil
+	}
+	type src struct {
+		topic     string
+		partition int32
+		offset    int64
+	}
+	want := make(map[src]int, len(receipts))
+	since := receipts[0].Timestamp
+	for i, r := range receipts {
+		if r.Topic != c.cfg.Topics.Jobs() {
+			return nil, fmt.Errorf("wait status: receipt %d is from %s, not %s: only definitions and deletes are answered on %s",
+				i, r.Topic, c.cfg.Topics.Jobs(), c.cfg.Topics.JobsStatus())
+		}
+		want[src{r.Topic, r.Partition, r.Offset}] = i
+		if r.Timestamp.Before(since) {
+			since = r.Timestamp
+		}
+	}
+	out := make([]*sundialv1.JobStatus, len(receipts))
+	missing := len(receipts)
+	for st, err := range c.Statuses(ctx, since.Add(-statusSkew)) {
+		if err != nil {
+			return out, fmt.Errorf("wait status: %d of %d answers missing: %w", missing, len(receipts), err)
+		}
+		s := st.GetSource()
+		i, ok := want[src{s.GetTopic(), s.GetPartition(), s.GetOffset()}]
+		if !ok || out[i] != nil {
+			continue
+		}
+		out[i] = st
+		if missing--; missing == 0 {
+			return out, nil
+		}
+	}
+	return out, fmt.Errorf("wait status: %d of %d answers missing: %w", missing, len(receipts), ctx.Err())
+}
+
+// Statuses yields every answer on sundial.jobs.status written from since on
+// (by record timestamp), as it arrives, until ctx ends or the caller stops.
+// A status that does not decode is yielded as an error and reading goes on;
+// when ctx ends, its error is yielded last.
+func (c *Client) Statuses(ctx context.Context, since time.Time) iter.Seq2[*sundialv1.JobStatus, error] {
+	return func(yield func(*sundialv1.JobStatus, error) bool) {
+		opts := append([]kgo.Opt{
+			kgo.SeedBrokers(c.cfg.Brokers...),
+			kgo.ConsumeTopics(c.cfg.Topics.JobsStatus()),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(since.UnixMilli())),
+			kgo.FetchMaxWait(200 * time.Millisecond),
+		}, c.cfg.KafkaOptions...)
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			yield(nil, fmt.Errorf("statuses: kafka: %w", err))
+			return
+		}
+		defer cl.Close()
+		for {
+			fetches := cl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				yield(nil, ctx.Err())
+				return
+			}
+			var errs []error
+			fetches.EachError(func(topic string, p int32, err error) {
+				errs = append(errs, fmt.Errorf("fetch %s[%d]: %w", topic, p, err))
+			})
+			for _, err := range errs {
+				c.cfg.Logger.Warn("reading statuses; the client retries", "err", err)
+			}
+			for it := fetches.RecordIter(); !it.Done(); {
+				rec := it.Next()
+				st := &sundialv1.JobStatus{}
+				if err := sundialv1.Unmarshal(contentType(rec), rec.Value, st); err != nil {
+					if !yield(nil, fmt.Errorf("status at %s[%d]@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)) {
+						return
+					}
+					continue
+				}
+				if !yield(st, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+func contentType(rec *kgo.Record) string {
+	for _, h := range rec.Headers {
+		if strings.EqualFold(h.Key, sundialv1.HeaderContentType) {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// FieldErrors returns the errors of a rejected status as text, one per
+// line, or nil when it was not rejected.
+func FieldErrors(st *sundialv1.JobStatus) error {
+	if st.GetOutcome() != sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_REJECTED {
+		return nil
+	}
+	var errs []error
+	for _, e := range st.GetErrors() {
+		errs = append(errs, fmt.Errorf("%s: %s", e.GetField(), e.GetReason()))
+	}
+	return errors.Join(errs...)
+}
