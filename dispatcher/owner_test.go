@@ -1,0 +1,380 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sundialhq/sundial/enqueue"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/registry"
+	"github.com/sundialhq/sundial/store"
+	"github.com/sundialhq/sundial/store/memory"
+)
+
+// The owner goroutine under testing/synctest: the in-memory store, a fake
+// producer, and the bubble's fake clock. Time advances only while every
+// goroutine waits, so a run acknowledged "at" its due time proves the owner
+// fired it from its timer at exactly that instant, and an owner that polled
+// would show up as a test that never ends.
+
+// fakeProducer records what the owner produces; fail makes the next n
+// produce calls fail.
+type fakeProducer struct {
+	mu   sync.Mutex
+	runs []producedRun
+	fail int
+}
+
+type producedRun struct {
+	run   *sundialv1.Run
+	topic string
+	at    time.Time
+}
+
+var errBrokerDown = errors.New("broker down")
+
+func (p *fakeProducer) ProduceSync(_ context.Context, rs ...*kgo.Record) kgo.ProduceResults {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(kgo.ProduceResults, 0, len(rs))
+	if p.fail > 0 {
+		p.fail--
+		for _, r := range rs {
+			out = append(out, kgo.ProduceResult{Record: r, Err: errBrokerDown})
+		}
+		return out
+	}
+	for _, r := range rs {
+		run := &sundialv1.Run{}
+		if err := proto.Unmarshal(r.Value, run); err != nil {
+			panic(err)
+		}
+		p.runs = append(p.runs, producedRun{run: run, topic: r.Topic, at: time.Now()})
+		out = append(out, kgo.ProduceResult{Record: r})
+	}
+	return out
+}
+
+func (p *fakeProducer) of(job string) []producedRun {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []producedRun
+	for _, r := range p.runs {
+		if r.run.GetJobId() == job {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (p *fakeProducer) all() []producedRun {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.runs)
+}
+
+func (p *fakeProducer) failNext(n int) {
+	p.mu.Lock()
+	p.fail = n
+	p.mu.Unlock()
+}
+
+// ownerEnv is one shard's owner over the memory store.
+type ownerEnv struct {
+	t     *testing.T
+	st    *memory.Store
+	prod  *fakeProducer
+	o     *owner
+	marks []int64
+	mu    sync.Mutex
+}
+
+// newOwnerEnv creates a one-shard cluster at the bubble's current time.
+func newOwnerEnv(t *testing.T) *ownerEnv {
+	st, err := memory.New(memory.Options{})
+	require.NoError(t, err)
+	_, err = st.InitCluster(t.Context(), 1)
+	require.NoError(t, err)
+	return &ownerEnv{t: t, st: st, prod: &fakeProducer{}}
+}
+
+// start starts an owner of shard 0.
+func (e *ownerEnv) start(mutate ...func(*Config)) {
+	cfg := Config{Brokers: []string{"unused:9092"}, Store: e.st, InstanceID: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	require.NoError(e.t, cfg.Validate())
+	cfg = cfg.withDefaults()
+	m, err := newMetrics(prometheus.NewRegistry())
+	require.NoError(e.t, err)
+	cc, err := e.st.GetClusterConfig(e.t.Context())
+	require.NoError(e.t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	e.o = &owner{
+		shard: 0, cfg: cfg, store: e.st, prod: e.prod, topics: cfg.Topics, m: m, log: cfg.Logger, created: cc.CreatedAt,
+		mark: func(offset int64, _ int32) {
+			e.mu.Lock()
+			e.marks = append(e.marks, offset)
+			e.mu.Unlock()
+		},
+		wake: make(chan *kgo.Record, 16), ctx: ctx, cancel: cancel, done: make(chan struct{}),
+	}
+	go e.o.run()
+}
+
+func (e *ownerEnv) register(specs ...*sundialv1.JobSpec) map[string]time.Time {
+	first := map[string]time.Time{}
+	for _, spec := range specs {
+		at := store.Truncate(time.Now())
+		sched, errs := registry.CompileSchedule(spec.GetSchedule(), at)
+		require.Empty(e.t, errs)
+		next, ok := registry.FirstDue(sched, registry.MisfirePolicy(spec.GetSchedule()), registry.CatchUpWindow(spec.GetSchedule()), at, at)
+		require.True(e.t, ok)
+		value, err := proto.Marshal(spec)
+		require.NoError(e.t, err)
+		_, err = e.st.UpsertJob(e.t.Context(), store.Job{ID: spec.GetId(), Spec: value, Revision: 1, UpdatedAt: at, NextDue: next})
+		require.NoError(e.t, err)
+		first[spec.GetId()] = store.Truncate(next)
+	}
+	return first
+}
+
+func (e *ownerEnv) wake(offset int64, entry store.DueEntry) {
+	value, err := enqueue.Encode(entry)
+	require.NoError(e.t, err)
+	e.o.wake <- &kgo.Record{Key: []byte(entry.JobID), Value: value, Offset: offset}
+}
+
+func (e *ownerEnv) lastMark() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.marks) == 0 {
+		return -1
+	}
+	return e.marks[len(e.marks)-1]
+}
+
+func dues(runs []producedRun) []time.Time {
+	var out []time.Time
+	for _, r := range runs {
+		out = append(out, r.run.GetDueTime().AsTime())
+	}
+	return out
+}
+
+func TestOwnerFiresAtDueTimeFromMemory(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		e := newOwnerEnv(t)
+		start := time.Now()
+		first := e.register(
+			jobSpec("every2s", intervalSchedule(2*time.Second, 0)),
+			jobSpec("cron5s", cronSchedule("*/5 * * * * *", "Europe/Berlin")),
+			jobSpec("at", atSchedule(start.Add(90*time.Second+250*time.Millisecond))),
+		)
+		e.start()
+		time.Sleep(3 * time.Minute)
+		e.o.stop(false)
+
+		every := e.prod.of("every2s")
+		require.Len(t, dues(every), 91, "every 2s from 00:00:00 to 00:03:00")
+		for i, r := range every {
+			due := first["every2s"].Add(time.Duration(i) * 2 * time.Second)
+			assert.Equal(t, store.RunID("every2s", due), r.run.GetRunId())
+			assert.True(t, r.at.Equal(due), "run %s acknowledged at %s, due %s", r.run.GetRunId(), r.at, due)
+			assert.Equal(t, sundialv1.RunOrigin_RUN_ORIGIN_SCHEDULE, r.run.GetOrigin())
+			assert.Equal(t, int64(1), r.run.GetEpoch())
+		}
+		assert.Len(t, dues(e.prod.of("cron5s")), 37, "every 5 s from 00:00:00 to 00:03:00")
+		at := e.prod.of("at")
+		require.Len(t, at, 1)
+		assert.True(t, at[0].at.Equal(start.Add(90*time.Second+250*time.Millisecond)))
+		assert.Equal(t, "sundial.runs.default", at[0].topic)
+
+		// The watermark followed; the buckets behind it are deleted.
+		sh, err := e.st.GetShard(t.Context(), 0)
+		require.NoError(t, err)
+		assert.True(t, sh.Watermark.After(start.Add(3*time.Minute-2*time.Second)), "watermark %s", sh.Watermark)
+		n := 0
+		for _, err := range e.st.ListBucket(t.Context(), store.BucketOf(start), 0) {
+			require.NoError(t, err)
+			n++
+		}
+		assert.Zero(t, n, "the first bucket is behind the watermark and deleted")
+	})
+}
+
+func TestOwnerWakeupsFireOnTime(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		e := newOwnerEnv(t)
+		e.start()
+		time.Sleep(5 * time.Second) // the bucket of now is read
+		now := time.Now()
+		retry := &sundialv1.Run{RunId: "r@946684800000", JobId: "r", Attempt: 2, Origin: sundialv1.RunOrigin_RUN_ORIGIN_RETRY}
+		payload, err := proto.Marshal(retry)
+		require.NoError(t, err)
+		soon := store.DueEntry{Due: now.Add(1500 * time.Millisecond), JobID: "r", Kind: store.KindRetry, RunID: retry.RunId, Attempt: 2, Payload: payload}
+		past := store.DueEntry{Due: now.Add(-time.Hour), JobID: "p", Kind: store.KindRetry, RunID: "p@1", Attempt: 4, Payload: payload}
+		later := store.DueEntry{Due: now.Add(5 * time.Minute), JobID: "l", Kind: store.KindRetry, RunID: "l@1", Attempt: 2, Payload: payload}
+		e.wake(10, soon)
+		e.wake(11, past)
+		e.wake(12, later)
+		synctest.Wait()
+		require.Len(t, e.prod.all(), 1, "the overdue entry fires at once")
+		assert.True(t, e.prod.all()[0].at.Equal(now))
+		assert.Equal(t, int64(10), e.lastMark(), "offset 10 waits for its entry; 11 fired, 12 lies beyond the window")
+
+		time.Sleep(time.Until(soon.Due))
+		synctest.Wait()
+		require.Len(t, e.prod.all(), 2)
+		assert.True(t, e.prod.all()[1].at.Equal(soon.Due), "acknowledged at %s, due %s", e.prod.all()[1].at, soon.Due)
+		assert.Equal(t, uint32(2), e.prod.all()[1].run.GetAttempt())
+		assert.Equal(t, int64(13), e.lastMark())
+
+		e.o.wake <- &kgo.Record{Value: []byte{0xff}, Offset: 13} // does not decode
+		synctest.Wait()
+		assert.Equal(t, int64(14), e.lastMark())
+		e.o.stop(false)
+	})
+}
+
+func TestOwnerRetriesFailedFiringAndHoldsWatermark(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		e := newOwnerEnv(t)
+		start := time.Now()
+		due := start.Add(20 * time.Second)
+		e.register(jobSpec("once", atSchedule(due)))
+		e.start()
+		time.Sleep(time.Until(due) - time.Millisecond)
+		e.prod.failNext(3)
+		time.Sleep(2 * time.Second)
+		runs := e.prod.of("once")
+		require.Len(t, runs, 1)
+		// Backoff 100ms, 200ms, 400ms after the first failure at the due time.
+		assert.Equal(t, 700*time.Millisecond, runs[0].at.Sub(due))
+		sh, err := e.st.GetShard(t.Context(), 0)
+		require.NoError(t, err)
+		assert.True(t, sh.Watermark.After(due), "watermark %s passes the fired entry", sh.Watermark)
+		e.o.stop(false)
+	})
+}
+
+func TestOwnerStopsOnStaleEpoch(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		e := newOwnerEnv(t)
+		e.register(jobSpec("tick", intervalSchedule(time.Second, 0)))
+		e.start()
+		time.Sleep(5 * time.Second)
+		fired := len(e.prod.of("tick"))
+		require.NotZero(t, fired)
+		// Another dispatcher claims the shard.
+		sh, err := e.st.GetShard(t.Context(), 0)
+		require.NoError(t, err)
+		_, err = e.st.ClaimShard(t.Context(), 0, "usurper", sh.Epoch)
+		require.NoError(t, err)
+		select {
+		case <-e.o.done:
+		case <-time.After(3 * time.Second):
+			t.Fatal("owner kept dispatching a shard claimed by a newer epoch")
+		}
+		stoppedAt := len(e.prod.of("tick"))
+		assert.LessOrEqual(t, stoppedAt-fired, 2, "at most one watermark interval of firings after the claim")
+		time.Sleep(10 * time.Second)
+		assert.Len(t, e.prod.of("tick"), stoppedAt)
+		e.o.stop(false)
+	})
+}
+
+// TestOwnerCatchUp leaves a shard without owner for ten minutes and checks
+// each misfire policy when a new owner takes it over.
+func TestOwnerCatchUp(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		e := newOwnerEnv(t)
+		specs := map[string]sundialv1.MisfirePolicy{
+			"once": sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ONCE,
+			"all":  sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ALL,
+			"skip": sundialv1.MisfirePolicy_MISFIRE_POLICY_SKIP,
+		}
+		for name, p := range specs {
+			sched := intervalSchedule(time.Minute, 0)
+			sched.MisfirePolicy = p
+			e.register(jobSpec(name, sched))
+			// A job whose catch-up window (3m15s before the restart at
+			// 00:12:30) holds only the last 3 of the missed occurrences.
+			narrow := intervalSchedule(time.Minute, 0)
+			narrow.MisfirePolicy = p
+			narrow.CatchUpWindow = durationpb.New(3*time.Minute + 15*time.Second)
+			e.register(jobSpec(name+"-narrow", narrow))
+		}
+		start := time.Now().UTC()
+		e.start()
+		time.Sleep(2*time.Minute + 30*time.Second)
+		e.o.stop(false) // a clean stop: the watermark is saved
+		before := map[string]int{}
+		for name := range specs {
+			before[name] = len(e.prod.of(name))
+			require.Equal(t, 3, before[name], "%s fired at 00:00, 00:01 and 00:02", name)
+		}
+
+		time.Sleep(10 * time.Minute) // nobody owns the shard
+		restart := time.Now()
+		e.start()
+		synctest.Wait()
+		minute := func(m int) time.Time { return start.Add(time.Duration(m) * time.Minute) }
+		// Missed: 00:03 ... 00:12 (the restart is at 00:12:30).
+		for name := range specs {
+			for _, job := range []string{name, name + "-narrow"} {
+				got := dues(e.prod.of(job))[min(before[name], len(e.prod.of(job))):]
+				for _, r := range e.prod.of(job)[before[name]:] {
+					assert.Equal(t, sundialv1.RunOrigin_RUN_ORIGIN_CATCH_UP, r.run.GetOrigin(), "%s %s", job, r.run.GetRunId())
+					assert.True(t, r.at.Equal(restart), "catch-up of %s fires at once", job)
+				}
+				var want []time.Time
+				switch {
+				case name == "once":
+					want = []time.Time{minute(12)}
+				case name == "all" && job == "all":
+					for m := 3; m <= 12; m++ {
+						want = append(want, minute(m))
+					}
+				case name == "all":
+					want = []time.Time{minute(10), minute(11), minute(12)} // after 00:09:15
+				}
+				if want == nil {
+					assert.Empty(t, got, "%s", job)
+				} else {
+					assert.Equal(t, want, got, "%s", job)
+				}
+			}
+		}
+		// Back on schedule: 00:13 fires on time for every job.
+		time.Sleep(time.Until(minute(13)) + time.Millisecond)
+		for name := range specs {
+			runs := e.prod.of(name)
+			last := runs[len(runs)-1]
+			assert.True(t, last.run.GetDueTime().AsTime().Equal(minute(13)), "%s resumes at 00:13: %v", name, dues(runs))
+			assert.Equal(t, sundialv1.RunOrigin_RUN_ORIGIN_SCHEDULE, last.run.GetOrigin())
+			assert.Equal(t, int64(2), last.run.GetEpoch(), "the second claim")
+		}
+		e.o.stop(false)
+	})
+}
