@@ -40,9 +40,12 @@ func newApp(stdout, stderr io.Writer) *cli.Command {
 		ErrWriter: stderr,
 		Commands: []*cli.Command{
 			versionCommand(),
+			devCommand(),
 			scheduleCommand(),
 			migrateCommand(),
 			dispatcherCommand(),
+			jobsCommand(),
+			triggerCommand(),
 		},
 	}
 }

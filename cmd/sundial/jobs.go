@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/urfave/cli/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sundialhq/sundial/client"
+	"github.com/sundialhq/sundial/internal/topics"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/store"
+	"github.com/sundialhq/sundial/store/cassandra"
+)
+
+func jobsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "jobs",
+		Usage: "define, delete and inspect jobs",
+		Commands: []*cli.Command{
+			jobsApplyCommand(),
+			jobsDeleteCommand(),
+			jobsGetCommand(),
+		},
+	}
+}
+
+// kafkaFlags are the flags of commands that produce to Sundial's topics.
+func kafkaFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringSliceFlag{Name: "kafka-brokers", Usage: "Kafka seed brokers, host:port", Sources: envVar("kafka-brokers")},
+		&cli.StringFlag{Name: "topic-prefix", Usage: "prefix put in front of every topic name", Sources: envVar("topic-prefix")},
+	}
+}
+
+// waitFlags are the flags of commands that wait for the registry's answer.
+func waitFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "wait", Value: true, Usage: "wait for the registry's answer on sundial.jobs.status and print it", Sources: envVar("wait")},
+		&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "give up waiting after this long", Sources: envVar("timeout")},
+	}
+}
+
+func newClient(cmd *cli.Command) (*client.Client, error) {
+	brokers := cmd.StringSlice("kafka-brokers")
+	if len(brokers) == 0 {
+		return nil, errors.New("--kafka-brokers: required (or SUNDIAL_KAFKA_BROKERS)")
+	}
+	return client.New(client.Config{Brokers: brokers, Topics: topics.Names{Prefix: cmd.String("topic-prefix")}})
+}
+
+func jobsApplyCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "apply",
+		Usage: "produce job definitions from a JSON file (one JobSpec or an array) to sundial.jobs",
+		Description: `Every definition is validated first with the registry's own rules; if any is
+invalid, every problem is printed and nothing is produced. Definitions are
+produced as JSON, keyed by id, and the registry's answer to each is printed
+(--wait, the default). The exit code is 1 when any definition was rejected.
+
+Example:
+  sundial jobs apply -f proto/sundial/v1/testdata/jobspec/cron-http.json
+  jq -s . a.json b.json | sundial jobs apply -f -`,
+		Flags: append(append([]cli.Flag{
+			&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "JSON file of one JobSpec or an array of them; - for standard input", Sources: envVar("file")},
+		}, kafkaFlags()...), waitFlags()...),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			data, err := readInput(cmd, cmd.String("file"))
+			if err != nil {
+				return err
+			}
+			specs, err := client.ParseJSON(data)
+			if err != nil {
+				return err
+			}
+			c, err := newClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
+			defer cancel()
+			receipts, err := c.ApplyAll(ctx, sundialv1.EncodingJSON, specs...)
+			if err != nil {
+				return err
+			}
+			return report(ctx, cmd, c, receipts)
+		},
+	}
+}
+
+func jobsDeleteCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "delete",
+		Usage:     "delete jobs: produce a tombstone for each id to sundial.jobs",
+		ArgsUsage: "ID...",
+		Flags:     append(kafkaFlags(), waitFlags()...),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			ids := cmd.Args().Slice()
+			if len(ids) == 0 {
+				return errors.New("name at least one job id")
+			}
+			c, err := newClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
+			defer cancel()
+			var receipts []client.Receipt
+			for _, id := range ids {
+				r, err := c.Delete(ctx, id)
+				if err != nil {
+					return err
+				}
+				receipts = append(receipts, r)
+			}
+			return report(ctx, cmd, c, receipts)
+		},
+	}
+}
+
+// report prints what was produced and, with --wait, the answers.
+func report(ctx context.Context, cmd *cli.Command, c *client.Client, receipts []client.Receipt) error {
+	out := cmd.Root().Writer
+	if !cmd.Bool("wait") {
+		for _, r := range receipts {
+			fmt.Fprintf(out, "%s\tproduced to %s[%d]@%d\n", r.ID, r.Topic, r.Partition, r.Offset)
+		}
+		return nil
+	}
+	statuses, err := c.WaitStatus(ctx, receipts...)
+	rejected := 0
+	for i, r := range receipts {
+		st := statuses[i]
+		if st == nil {
+			fmt.Fprintf(out, "%s\tno answer yet (%s[%d]@%d)\n", r.ID, r.Topic, r.Partition, r.Offset)
+			continue
+		}
+		line := fmt.Sprintf("%s\t%s", r.ID, outcomeName(st.GetOutcome()))
+		if next := st.GetNextDueTime(); next != nil {
+			line += "\tnext due " + next.AsTime().Format(time.RFC3339Nano)
+		}
+		fmt.Fprintln(out, line)
+		for _, e := range st.GetErrors() {
+			fmt.Fprintf(out, "  %s: %s\n", e.GetField(), e.GetReason())
+		}
+		if st.GetOutcome() == sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_REJECTED {
+			rejected++
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("is the registry running? %w", err)
+	}
+	if rejected > 0 {
+		return fmt.Errorf("%d of %d definitions rejected", rejected, len(receipts))
+	}
+	return nil
+}
+
+func outcomeName(o sundialv1.DefinitionOutcome) string {
+	name := o.String()
+	const prefix = "DEFINITION_OUTCOME_"
+	if len(name) > len(prefix) {
+		return name[len(prefix):]
+	}
+	return name
+}
+
+func readInput(cmd *cli.Command, path string) ([]byte, error) {
+	switch path {
+	case "":
+		return nil, errors.New("--file: required (- for standard input)")
+	case "-":
+		r := cmd.Root().Reader
+		if r == nil {
+			r = os.Stdin
+		}
+		return io.ReadAll(r)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--file: %w", err)
+	}
+	return data, nil
+}
+
+func jobsGetCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "get",
+		Usage:     "print a job as the store holds it: its definition, revision, next due time and run summary",
+		ArgsUsage: "ID",
+		Flags: []cli.Flag{
+			&cli.StringSliceFlag{Name: "cassandra-hosts", Usage: "Cassandra contact points, host or host:port", Sources: envVar("cassandra-hosts")},
+			&cli.StringFlag{Name: "keyspace", Value: cassandra.DefaultKeyspace, Usage: "Cassandra keyspace of the schedule store", Sources: envVar("keyspace")},
+			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "give up after this long", Sources: envVar("timeout")},
+		},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if cmd.Args().Len() != 1 {
+				return fmt.Errorf("name one job id, got %d arguments", cmd.Args().Len())
+			}
+			id := cmd.Args().First()
+			hosts := cmd.StringSlice("cassandra-hosts")
+			if len(hosts) == 0 {
+				return errors.New("--cassandra-hosts: required (or SUNDIAL_CASSANDRA_HOSTS)")
+			}
+			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
+			defer cancel()
+			st, err := cassandra.Open(ctx, cassandra.Config{Hosts: hosts, Keyspace: cmd.String("keyspace")})
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			job, err := st.GetJob(ctx, id)
+			if errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("job %q: not found", id)
+			}
+			if err != nil {
+				return err
+			}
+			summary, err := st.JobSummary(ctx, id)
+			if err != nil {
+				return err
+			}
+			return printJob(cmd.Root().Writer, job, summary)
+		},
+	}
+}
+
+func printJob(w io.Writer, job store.Job, summary store.Summary) error {
+	fmt.Fprintf(w, "id:          %s\n", job.ID)
+	fmt.Fprintf(w, "revision:    %d (offset of its record on sundial.jobs)\n", job.Revision)
+	fmt.Fprintf(w, "updated at:  %s\n", job.UpdatedAt.Format(time.RFC3339Nano))
+	if job.Deleted {
+		fmt.Fprintln(w, "deleted:     yes")
+		return nil
+	}
+	if !job.NextDue.IsZero() {
+		fmt.Fprintf(w, "scheduled:   %s (first occurrence of this definition)\n", job.NextDue.Format(time.RFC3339Nano))
+	}
+	if !summary.NextDue.IsZero() {
+		fmt.Fprintf(w, "next due:    %s\n", summary.NextDue.Format(time.RFC3339Nano))
+	}
+	if last := summary.LastRun; last != nil {
+		fmt.Fprintf(w, "last run:    %s attempt %d %s\n", last.RunID, last.Attempt, last.State)
+	}
+	fmt.Fprintf(w, "runs:        %d (%d attempts, %d failed)\n", summary.Runs, summary.Attempts, summary.Failures)
+	spec := &sundialv1.JobSpec{}
+	if err := proto.Unmarshal(job.Spec, spec); err != nil {
+		return fmt.Errorf("job %q: the stored definition does not decode: %w", job.ID, err)
+	}
+	js, err := protojson.MarshalOptions{Multiline: true}.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "definition:\n%s\n", js)
+	return nil
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sundialhq/sundial/enqueue"
+	"github.com/sundialhq/sundial/internal/testenv"
+	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/registry"
+	"github.com/sundialhq/sundial/store/cassandra"
+	"github.com/sundialhq/sundial/trigger"
+)
+
+func TestJobsApplyRefusesInvalidFile(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "jobs.json")
+	require.NoError(t, os.WriteFile(file, []byte(`[
+		{"id": "ok.job", "ownerTeam": "t", "target": {"handler": {"name": "noop"}}},
+		{"id": "bad job", "ownerTeam": "t", "schedule": {"cron": {"expression": "61 * * * *"}, "timeZone": "UTC"}}
+	]`), 0o600))
+	// The broker is unreachable: validation fails before anything is sent.
+	code, _, errOut := runCLI(t, "jobs", "apply", "-f", file, "--kafka-brokers", "127.0.0.1:1")
+	assert.Equal(t, 1, code)
+	for _, want := range []string{`job "bad job" is invalid`, "id:", "schedule.cron.expression:", "schedule.dst.nonexistent:", "target.kind: required"} {
+		assert.Contains(t, errOut, want)
+	}
+	assert.NotContains(t, errOut, "ok.job")
+
+	code, _, errOut = runCLI(t, "jobs", "apply", "--kafka-brokers", "127.0.0.1:1")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "--file: required")
+	code, _, errOut = runCLI(t, "trigger", "some.job", "--kafka-brokers", "127.0.0.1:1")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "idempotency_key: required")
+}
+
+// TestJobsCommands drives apply, get, trigger and delete against a
+// registry and a trigger consumer on the real stack.
+func TestJobsCommands(t *testing.T) {
+	t.Parallel()
+	k := testenv.NeedKafka(t)
+	c := testenv.NeedCassandra(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	const shards = 4
+	names := topics.Names{Prefix: k.TopicPrefix}
+	cfg := cassandra.Config{Hosts: c.Hosts, Keyspace: c.Keyspace}
+	_, err := cassandra.Setup(ctx, cfg, shards)
+	require.NoError(t, err)
+	_, err = topics.Setup(ctx, k.Brokers, names, shards, -1)
+	require.NoError(t, err)
+	st, err := cassandra.Open(ctx, cfg)
+	require.NoError(t, err)
+	defer st.Close()
+	producer, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))
+	require.NoError(t, err)
+	defer producer.Close()
+	enq, err := enqueue.New(enqueue.Config{Store: st, Client: producer, Topics: names, Shards: shards})
+	require.NoError(t, err)
+	quiet := slog.New(slog.DiscardHandler)
+	reg, err := registry.New(registry.Config{Brokers: k.Brokers, Topics: names, Store: st, Waker: enq, Logger: quiet})
+	require.NoError(t, err)
+	require.NoError(t, reg.Start(ctx))
+	defer reg.Stop()
+	trig, err := trigger.New(trigger.Config{Brokers: k.Brokers, Topics: names, Store: st, Enqueuer: enq, Logger: quiet})
+	require.NoError(t, err)
+	require.NoError(t, trig.Start(ctx))
+	defer trig.Stop()
+
+	kafkaArgs := []string{"--kafka-brokers", strings.Join(k.Brokers, ","), "--topic-prefix", k.TopicPrefix}
+	storeArgs := []string{"--cassandra-hosts", strings.Join(c.Hosts, ","), "--keyspace", c.Keyspace}
+
+	code, out, errOut := runCLI(t, append([]string{"jobs", "apply", "-f", "../../proto/sundial/v1/testdata/jobspec/cron-http.json"}, kafkaArgs...)...)
+	require.Equal(t, 0, code, "stderr: %s", errOut)
+	assert.Regexp(t, `billing\.nightly-invoices\tCREATED\tnext due \d{4}-`, out)
+
+	// From standard input, an array; applying the same file again is
+	// UNCHANGED.
+	var in strings.Builder
+	in.WriteString("[")
+	for i, f := range []string{"cron-http.json", "trigger-only.json"} {
+		data, err := os.ReadFile("../../proto/sundial/v1/testdata/jobspec/" + f)
+		require.NoError(t, err)
+		if i > 0 {
+			in.WriteString(",")
+		}
+		in.Write(data)
+	}
+	in.WriteString("]")
+	app := newApp(&strings.Builder{}, &strings.Builder{})
+	var stdout, stderr strings.Builder
+	app.Writer, app.ErrWriter, app.Reader = &stdout, &stderr, strings.NewReader(in.String())
+	require.NoError(t, app.Run(ctx, append([]string{"sundial", "jobs", "apply", "-f", "-"}, kafkaArgs...)), stderr.String())
+	assert.Contains(t, stdout.String(), "billing.nightly-invoices\tUNCHANGED")
+	assert.Contains(t, stdout.String(), "billing.rebuild-ledger\tCREATED\n")
+
+	code, out, errOut = runCLI(t, append([]string{"jobs", "get", "billing.nightly-invoices"}, storeArgs...)...)
+	require.Equal(t, 0, code, "stderr: %s", errOut)
+	assert.Contains(t, out, "id:          billing.nightly-invoices")
+	assert.Contains(t, out, `"expression": "30 2 * * *"`)
+	assert.Regexp(t, `next due:    \d{4}-\d\d-\d\dT0[01]:30:00Z`, out)
+
+	code, out, errOut = runCLI(t, append([]string{"trigger", "billing.rebuild-ledger", "--key", "ticket-1"}, kafkaArgs...)...)
+	require.Equal(t, 0, code, "stderr: %s", errOut)
+	assert.Regexp(t, `billing\.rebuild-ledger\ttriggered .*; run id billing\.rebuild-ledger@\d+ unless key "ticket-1" was used before`, out)
+
+	code, out, errOut = runCLI(t, append([]string{"jobs", "delete", "billing.rebuild-ledger", "billing.nightly-invoices"}, kafkaArgs...)...)
+	require.Equal(t, 0, code, "stderr: %s", errOut)
+	assert.Equal(t, "billing.rebuild-ledger\tDELETED\nbilling.nightly-invoices\tDELETED\n", out)
+	code, out, _ = runCLI(t, append([]string{"jobs", "get", "billing.nightly-invoices"}, storeArgs...)...)
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "deleted:     yes")
+	code, _, errOut = runCLI(t, append([]string{"jobs", "get", "nope"}, storeArgs...)...)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, `job "nope": not found`)
+}
