@@ -1,0 +1,36 @@
+// Package telemetry makes a Sundial process observable: the HTTP server that
+// serves /metrics, /healthz and /readyz, the process's structured logger, and
+// the instrumentation of the three backend clients (Kafka, Redis, Cassandra).
+//
+// Invariants:
+//
+//   - No global state. Every metric is registered on the prometheus.Registerer
+//     the caller hands in; nothing is registered on the default registry and
+//     nothing happens in init(). Two instrumented clients of one kind in one
+//     registry must carry different client names, or registration fails with
+//     an error (never a panic).
+//   - Label values are bounded. No metric built here carries a job id, a run
+//     id, a keyspace or a topic prefix: Redis is labelled by command name,
+//     Cassandra by statement kind and table, Kafka by broker node and topic
+//     (a fixed set). Components follow the same rule for their own metrics:
+//     shard number, priority, outcome, reason or the name of a downstream.
+//   - Metric names read sundial_<component>_<what>_<unit>. Latency histograms
+//     are built with HistogramOpts, which gives them both classic buckets (so
+//     every Prometheus can compute ratios against a fixed threshold such as the
+//     1 s trigger-latency objective) and native-histogram parameters (used by
+//     a Prometheus that scrapes native histograms).
+//   - /healthz answers 200 as long as the process serves HTTP: it says the
+//     process is alive, nothing about its backends, so a restart loop never
+//     follows a backend outage. /readyz runs the readiness checks registered
+//     by the process's components (backends reachable; for a dispatcher,
+//     shards owned) concurrently, each under a timeout, and answers 503 with
+//     the failing checks named when one fails.
+//   - Logs are slog records; job_id and run_id are attributes (WithRun,
+//     ContextWithRun), never part of the message, so they can be searched.
+//
+// Dependencies: prometheus/client_golang for metrics and promhttp;
+// franz-go's kprom plugin for the Kafka client's metrics (maintained with
+// franz-go itself, so its hooks follow the client's). The go-redis hook and
+// the gocql observer are small enough to live here: the go-redis
+// OpenTelemetry extra would bring the OpenTelemetry SDK for one histogram.
+package telemetry
