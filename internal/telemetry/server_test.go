@@ -184,7 +184,7 @@ func TestStartAndStopLifecycle(t *testing.T) {
 	assert.ErrorContains(t, other.Start(t.Context()), "listen on "+addr)
 
 	srv.Stop()
-	srv.Stop() // idempotent
+	srv.Stop()                                       // idempotent
 	_, err = http.Get("http://" + addr + "/healthz") //nolint:noctx // the server is gone
 	require.Error(t, err)
 	assert.True(t, strings.Contains(err.Error(), "refused"), err.Error())
