@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -139,7 +138,11 @@ func (r *Runner) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("runner: producer client: %w", err)
 	}
-	consumer, err := kgo.NewClient(append(slices.Clone(r.cfg.Kafka),
+	// A resumed topic or partition is fetched again only when the fetch in
+	// flight returns, which the broker may hold for FetchMaxWait when there
+	// is no data: keep it short so a pause costs little. Config.Kafka comes
+	// after and may override it.
+	consumer, err := kgo.NewClient(append(append([]kgo.Opt{kgo.FetchMaxWait(200 * time.Millisecond)}, r.cfg.Kafka...),
 		kgo.ConsumerGroup(r.cfg.Group),
 		kgo.ConsumeTopics(r.cfg.Topics.AllRuns()...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -378,9 +381,12 @@ func (r *Runner) finish(rec *record) {
 	}
 	ps := r.parts[rec.tp]
 	if ps == nil || ps.gen != rec.gen {
+		r.log.Debug("finished record of a revoked partition", "topic", rec.tp.topic, "partition", rec.tp.partition, "offset", rec.rec.Offset)
 		return // the partition was revoked meanwhile; its new owner redoes it
 	}
-	ps.tracker.Done(rec.rec.Offset)
+	if !ps.tracker.Done(rec.rec.Offset) {
+		r.log.Warn("finished record was not tracked", "topic", rec.tp.topic, "partition", rec.tp.partition, "offset", rec.rec.Offset)
+	}
 	r.adjustPausesLocked()
 }
 
@@ -536,4 +542,22 @@ func (r *Runner) committedView() map[tp]int64 {
 		out[k] = off
 	}
 	return out
+}
+
+// debugState describes the queues and partitions, for test failures.
+func (r *Runner) debugState() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := fmt.Sprintf("queued %d/%d/%d paused topics %v;", r.queues.Len(0), r.queues.Len(1), r.queues.Len(2), r.pausedTopics)
+	var q []int64
+	r.queues.Remove(func(rec *record) bool { q = append(q, rec.rec.Offset); return false })
+	s += fmt.Sprintf(" queued offsets %v;", q)
+	for k, ps := range r.parts {
+		off, _ := ps.tracker.Committable()
+		if ps.tracker.Pending() == 0 {
+			continue
+		}
+		s += fmt.Sprintf(" %s/%d: pending %d unfinished %v watermark %d paused %v;", k.topic, k.partition, ps.tracker.Pending(), ps.tracker.UnfinishedOffsets(), off, ps.paused)
+	}
+	return s + fmt.Sprintf(" client paused %v", r.consumer.PauseFetchPartitions(nil))
 }

@@ -87,3 +87,15 @@ func (p *Partition) Unfinished() int {
 	}
 	return n
 }
+
+// UnfinishedOffsets lists the tracked offsets that have not finished, for
+// diagnostics.
+func (p *Partition) UnfinishedOffsets() []int64 {
+	var out []int64
+	for i, d := range p.done {
+		if !d {
+			out = append(out, p.offs[i])
+		}
+	}
+	return out
+}

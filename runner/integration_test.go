@@ -1,0 +1,308 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/sundialhq/sundial/internal/topics"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/runner/target"
+)
+
+// runCount is the size of the throughput test: 2,000 by default (a 2-core
+// machine), SUNDIAL_RUNNER_TEST_RUNS to change it (e.g. 10000).
+func runCount(t *testing.T) int {
+	if v := os.Getenv("SUNDIAL_RUNNER_TEST_RUNS"); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(t, err, "SUNDIAL_RUNNER_TEST_RUNS")
+		return n
+	}
+	return 2000
+}
+
+// waitAssigned waits until the runners together own every partition of the
+// runs topics, so that measurements do not include the group's first join.
+func waitAssigned(t *testing.T, partitions int, rs ...*Runner) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		n := 0
+		for _, r := range rs {
+			r.mu.Lock()
+			n += len(r.parts)
+			r.mu.Unlock()
+		}
+		return n == partitions
+	}, 60*time.Second, 20*time.Millisecond)
+}
+
+// latencies records the trigger latency of every STARTED event (lease
+// acquired - attempt due time) and counts runs started more than once.
+func latencies(evs []*sundialv1.RunEvent) (*hdrhistogram.Histogram, int) {
+	h := hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3)
+	startedRuns := map[string]int{}
+	for _, ev := range evs {
+		if ev.GetState() != started {
+			continue
+		}
+		startedRuns[ev.GetRunId()]++
+		us := ev.GetTime().AsTime().Sub(ev.GetAttemptDueTime().AsTime()).Microseconds()
+		_ = h.RecordValue(max(us, 1))
+	}
+	dups := 0
+	for _, n := range startedRuns {
+		if n > 1 {
+			dups++
+		}
+	}
+	return h, dups
+}
+
+func ms(us int64) string { return fmt.Sprintf("%.1fms", float64(us)/1000) }
+
+func report(t *testing.T, h *hdrhistogram.Histogram) {
+	t.Logf("trigger latency over %d starts: p50 %s p95 %s p99 %s p99.9 %s max %s",
+		h.TotalCount(), ms(h.ValueAtQuantile(50)), ms(h.ValueAtQuantile(95)), ms(h.ValueAtQuantile(99)),
+		ms(h.ValueAtQuantile(99.9)), ms(h.Max()))
+}
+
+// TestManyRunsExactlyOnceEffect produces N runs straight to the three runs
+// topics at a steady pace, each due when produced, for two runners against
+// a counting downstream.
+func TestManyRunsExactlyOnceEffect(t *testing.T) {
+	t.Parallel()
+	b := realBackends(t, 8)
+	h := newHarness(t, b, 5*time.Second)
+	r1 := h.start(func(c *Config) { c.Concurrency = 32 })
+	r2 := h.start(func(c *Config) { c.Concurrency = 32 })
+	waitAssigned(t, 3*8, r1, r2)
+
+	n := runCount(t)
+	const batch = 50
+	const rate = 1000 // runs per second
+	prios := []sundialv1.Priority{sundialv1.Priority_PRIORITY_HIGH, sundialv1.Priority_PRIORITY_DEFAULT, sundialv1.Priority_PRIORITY_LOW}
+	begin := time.Now()
+	ids := make([]string, 0, n)
+	for i := 0; i < n; i += batch {
+		// Open loop: batch i is due at its planned time, whenever it gets
+		// produced.
+		due := begin.Add(time.Duration(i) * time.Second / rate)
+		if d := time.Until(due); d > 0 {
+			time.Sleep(d)
+		}
+		var runs []*sundialv1.Run
+		for j := i; j < min(i+batch, n); j++ {
+			run := h.run("job-"+strconv.Itoa(j%500), due.Add(time.Duration(j)*time.Millisecond/1000), func(r *sundialv1.Run) {
+				r.Priority = prios[j%3]
+			})
+			run.RunId = fmt.Sprintf("%s#%d", run.GetRunId(), j) // unique even when due times collide
+			ids = append(ids, run.GetRunId())
+			runs = append(runs, run)
+		}
+		h.produce(runs...)
+	}
+	require.Eventually(t, func() bool { return h.events.count(succeeded) >= n }, 3*time.Minute, 50*time.Millisecond,
+		"succeeded %d of %d", h.events.count(succeeded), n)
+	elapsed := time.Since(begin)
+
+	lost := 0
+	for _, id := range ids {
+		if h.down.requestsOf(id) == 0 {
+			lost++
+		}
+	}
+	effects, dupEffects, dupRequests := h.down.counts()
+	hist, dupStarts := latencies(h.events.all())
+	t.Logf("%d runs at %d/s on 2 runners x 32 workers: all succeeded after %s; lost %d, duplicate executions %d, duplicate effects %d, duplicate requests %d",
+		n, rate, elapsed.Round(time.Millisecond), lost, dupStarts, dupEffects, dupRequests)
+	report(t, hist)
+	assert.Zero(t, lost)
+	assert.Equal(t, n, effects)
+	assert.Zero(t, dupEffects)
+	assert.Zero(t, dupStarts)
+}
+
+// TestCrashedRunnerRunsAreRedelivered kills a runner while its runs are in
+// flight at the downstream, without committing or releasing anything; a
+// second runner takes its partitions and finishes every run.
+func TestCrashedRunnerRunsAreRedelivered(t *testing.T) {
+	t.Parallel()
+	b := realBackends(t, 4)
+	const leaseTTL = time.Second
+	h := newHarness(t, b, leaseTTL)
+	gate := make(chan struct{})
+	h.down.mu.Lock()
+	h.down.gate = gate
+	h.down.arrived = make(chan string, 1000)
+	h.down.mu.Unlock()
+	a := h.start(func(c *Config) { c.Concurrency = 8 })
+	waitAssigned(t, 3*4, a)
+
+	const n = 300
+	now := time.Now()
+	var runs []*sundialv1.Run
+	for i := range n {
+		run := h.run("crash-"+strconv.Itoa(i%40), now.Add(time.Duration(i)*time.Millisecond), nil)
+		runs = append(runs, run)
+	}
+	h.produce(runs...)
+	// Wait until A has its eight workers blocked inside the downstream.
+	for range 8 {
+		select {
+		case <-h.down.arrived:
+		case <-time.After(wait):
+			t.Fatal("runs did not reach the downstream")
+		}
+	}
+	bRunner := h.start(func(c *Config) { c.Concurrency = 16 })
+	killedAt := time.Now()
+	a.kill()
+	h.down.mu.Lock()
+	h.down.gate = nil
+	h.down.arrived = nil
+	h.down.mu.Unlock()
+	close(gate) // the downstream finishes what A had sent: the effects happen
+	require.Eventually(t, func() bool {
+		for _, run := range runs {
+			if h.down.requestsOf(run.GetRunId()) == 0 {
+				return false
+			}
+		}
+		return h.events.count(succeeded) >= n-8
+	}, 2*time.Minute, 20*time.Millisecond)
+	// Every run has a SUCCEEDED event (those A had in flight from B).
+	require.Eventually(t, func() bool {
+		for _, run := range runs {
+			ok := false
+			for _, s := range h.events.states(run.GetRunId()) {
+				ok = ok || s == succeeded
+			}
+			if !ok {
+				return false
+			}
+		}
+		return true
+	}, 2*time.Minute, 20*time.Millisecond)
+	recovery := time.Since(killedAt)
+	effects, dupEffects, dupRequests := h.down.counts()
+	_, dupStarts := latencies(h.events.all())
+	t.Logf("crash with 8 runs in flight: all %d runs succeeded %s after the kill (lease TTL %s); lost 0, duplicate effects %d, duplicate requests %d (A's cut-off calls re-sent by B), runs started twice %d",
+		n, recovery.Round(time.Millisecond), leaseTTL, dupEffects, dupRequests, dupStarts)
+	assert.Equal(t, n, effects)
+	assert.Zero(t, dupEffects)
+	assert.LessOrEqual(t, dupRequests, 8, "only A's in-flight calls can be sent twice")
+	a.Stop()
+	_ = bRunner
+}
+
+// TestLongRunDoesNotHoldBackOthers: a run that takes long pins the commit of
+// its own partition at its offset, while the later records of that partition
+// are still executed and other partitions commit freely.
+func TestLongRunDoesNotHoldBackOthers(t *testing.T) {
+	t.Parallel()
+	b := realBackends(t, 1)
+	h := newHarness(t, b, 5*time.Second)
+	hold := newHolder()
+	r := h.start(func(c *Config) { c.Handlers = map[string]target.Handler{"hold": hold} })
+	waitAssigned(t, 3, r)
+
+	long := h.run("long", time.Now(), func(r *sundialv1.Run) {
+		r.Timeout = durationpb.New(time.Hour)
+		r.Target = &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: "hold"}}}
+	})
+	h.produce(long)
+	awaitStart(t, hold, long.GetRunId())
+	var short, high []*sundialv1.Run
+	for i := range 100 {
+		short = append(short, h.run("short-"+strconv.Itoa(i), time.Now(), nil))
+		high = append(high, h.run("high-"+strconv.Itoa(i), time.Now(), func(r *sundialv1.Run) { r.Priority = sundialv1.Priority_PRIORITY_HIGH }))
+	}
+	h.produce(append(short, high...)...)
+	// Every later run executes while the long one is still running.
+	require.Eventually(t, func() bool { return h.events.count(succeeded) == 200 }, wait, 10*time.Millisecond)
+
+	adm := kadm.NewClient(h.client)
+	committed := func(topic string) int64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		offs, err := adm.FetchOffsets(ctx, h.group)
+		require.NoError(t, err)
+		o, ok := offs.Lookup(topic, 0)
+		if !ok {
+			return -1
+		}
+		return o.At
+	}
+	defTopic, highTopic := b.names.Runs(topics.PriorityDefault), b.names.Runs(topics.PriorityHigh)
+	// The high topic's partition commits past all 100 runs...
+	require.Eventually(t, func() bool { return committed(highTopic) == 100 }, wait, 20*time.Millisecond)
+	// ...while the default partition's commit cannot pass the long run at
+	// offset 0, although the 100 runs behind it have finished.
+	assert.LessOrEqual(t, committed(defTopic), int64(0))
+	hold.release(long.GetRunId())
+	require.Eventually(t, func() bool { return committed(defTopic) == 101 }, wait, 20*time.Millisecond)
+	waitStates(t, h, long.GetRunId(), started, succeeded)
+}
+
+// TestPinnedPartitionIsPausedAtTheBound: with MaxPendingPerPartition, a
+// partition whose watermark is pinned stops being fetched once that many
+// offsets are tracked, so memory stays bounded; it resumes when the pin
+// goes.
+func TestPinnedPartitionIsPausedAtTheBound(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, fakeBackends(t), 5*time.Second)
+	hold := newHolder()
+	r := h.start(func(c *Config) {
+		c.Handlers = map[string]target.Handler{"hold": hold}
+		c.MaxPendingPerPartition = 40
+		c.Concurrency = 4
+	})
+	long := h.run("pin", time.Now(), func(r *sundialv1.Run) {
+		r.Timeout = durationpb.New(time.Hour)
+		r.Target = &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: "hold"}}}
+	})
+	h.produce(long)
+	awaitStart(t, hold, long.GetRunId())
+	// 300 runs of the same job key: the same partition as the pinned run.
+	var runs []*sundialv1.Run
+	for i := range 300 {
+		runs = append(runs, h.run("pin", time.Now().Add(time.Duration(i+1)*time.Millisecond), func(r *sundialv1.Run) {
+			r.ConcurrencyLimit = 0
+		}))
+	}
+	h.produce(runs...)
+	require.Eventually(t, func() bool { return h.events.count(succeeded) >= 30 }, wait, 10*time.Millisecond)
+	paused := func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, ps := range r.parts {
+			if ps.paused {
+				return true
+			}
+		}
+		return false
+	}
+	require.Eventually(t, paused, wait, 5*time.Millisecond)
+	r.mu.Lock()
+	var pending int
+	for _, ps := range r.parts {
+		pending = max(pending, ps.tracker.Pending())
+	}
+	r.mu.Unlock()
+	done := h.events.count(succeeded)
+	t.Logf("with the partition pinned: %d runs finished, %d offsets tracked (bound 40 + one poll)", done, pending)
+	assert.Less(t, done, 300, "fetching stopped at the bound")
+	assert.LessOrEqual(t, pending, 40+2*4*2)
+	hold.release(long.GetRunId())
+	require.Eventually(t, func() bool { return h.events.count(succeeded) == 301 }, wait, 10*time.Millisecond,
+		"succeeded %d, runner state %s", h.events.count(succeeded), r.debugState())
+}

@@ -1,0 +1,216 @@
+package runner
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sundialhq/sundial/leasing"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/runner/target"
+)
+
+// eachBackend runs fn on the in-process backends and on the real stack (the
+// latter skipped under -short or without a stack, failed in CI without one).
+func eachBackend(t *testing.T, fn func(t *testing.T, b func(t *testing.T) backends)) {
+	t.Run("fake", func(t *testing.T) {
+		t.Parallel()
+		fn(t, fakeBackends)
+	})
+	t.Run("real", func(t *testing.T) {
+		t.Parallel()
+		fn(t, func(t *testing.T) backends { return realBackends(t, 2) })
+	})
+}
+
+// holder is a handler whose executions block until released or cancelled,
+// and report when they start.
+type holder struct {
+	mu       sync.Mutex
+	started  chan string
+	released map[string]chan struct{}
+	ended    map[string]error
+}
+
+func newHolder() *holder {
+	return &holder{started: make(chan string, 100), released: map[string]chan struct{}{}, ended: map[string]error{}}
+}
+
+func (h *holder) ch(runID string) chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c, ok := h.released[runID]
+	if !ok {
+		c = make(chan struct{})
+		h.released[runID] = c
+	}
+	return c
+}
+
+func (h *holder) release(runID string) { close(h.ch(runID)) }
+
+func (h *holder) Handle(ctx context.Context, run *sundialv1.Run) error {
+	h.started <- run.GetRunId()
+	select {
+	case <-h.ch(run.GetRunId()):
+		return nil
+	case <-ctx.Done():
+		h.mu.Lock()
+		h.ended[run.GetRunId()] = context.Cause(ctx)
+		h.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+func overlapRun(h *harness, job string, due time.Time, pol sundialv1.OverlapPolicy) *sundialv1.Run {
+	return h.run(job, due, func(r *sundialv1.Run) {
+		r.Target = &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: "hold"}}}
+		r.ConcurrencyLimit = 1
+		r.OverlapPolicy = pol
+		r.QueueDelay = durationpb.New(100 * time.Millisecond)
+		r.Timeout = durationpb.New(time.Minute)
+	})
+}
+
+func awaitStart(t *testing.T, hold *holder, runID string) {
+	t.Helper()
+	select {
+	case got := <-hold.started:
+		require.Equal(t, runID, got)
+	case <-time.After(wait):
+		t.Fatalf("run %s did not start", runID)
+	}
+}
+
+func TestOverlapForbid(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b func(*testing.T) backends) {
+		h := newHarness(t, b(t), time.Second)
+		hold := newHolder()
+		h.start(func(c *Config) { c.Handlers = map[string]target.Handler{"hold": hold} })
+		now := time.Now()
+		first := overlapRun(h, "forbid", now, sundialv1.OverlapPolicy_OVERLAP_POLICY_FORBID)
+		second := overlapRun(h, "forbid", now.Add(time.Second), sundialv1.OverlapPolicy_OVERLAP_POLICY_FORBID)
+		h.produce(first)
+		awaitStart(t, hold, first.GetRunId())
+		h.produce(second)
+		waitStates(t, h, second.GetRunId(), skipped)
+		hold.release(first.GetRunId())
+		waitStates(t, h, first.GetRunId(), started, succeeded)
+		for _, ev := range h.events.all() {
+			if ev.GetState() == skipped {
+				assert.Equal(t, "overlap_forbid", ev.GetReason())
+			}
+		}
+		assert.Empty(t, h.enq.Entries())
+	})
+}
+
+func TestOverlapQueue(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b func(*testing.T) backends) {
+		h := newHarness(t, b(t), time.Second)
+		hold := newHolder()
+		h.start(func(c *Config) { c.Handlers = map[string]target.Handler{"hold": hold} })
+		now := time.Now()
+		first := overlapRun(h, "queue", now, sundialv1.OverlapPolicy_OVERLAP_POLICY_QUEUE)
+		second := overlapRun(h, "queue", now.Add(time.Second), sundialv1.OverlapPolicy_OVERLAP_POLICY_QUEUE)
+		h.produce(first)
+		awaitStart(t, hold, first.GetRunId())
+		h.produce(second)
+		// The second waits in 100ms deferrals while the first holds the slot.
+		require.Eventually(t, func() bool { return len(h.events.states(second.GetRunId())) >= 2 }, wait, 10*time.Millisecond)
+		hold.release(first.GetRunId())
+		awaitStart(t, hold, second.GetRunId())
+		hold.release(second.GetRunId())
+		require.Eventually(t, func() bool {
+			s := h.events.states(second.GetRunId())
+			return len(s) > 0 && s[len(s)-1] == succeeded
+		}, wait, 10*time.Millisecond)
+		states := h.events.states(second.GetRunId())
+		for _, s := range states[:len(states)-2] {
+			assert.Equal(t, deferred, s, "states %v", states)
+		}
+		assert.Equal(t, []sundialv1.RunState{started, succeeded}, states[len(states)-2:])
+		for _, e := range h.enq.Entries() {
+			assert.Equal(t, 1, e.Attempt, "queueing spends no attempt")
+			next := &sundialv1.Run{}
+			require.NoError(t, proto.Unmarshal(e.Payload, next))
+			assert.Equal(t, second.GetRunId(), next.GetRunId())
+		}
+		for _, ev := range h.events.all() {
+			if ev.GetState() == deferred {
+				assert.Equal(t, "overlap_queue", ev.GetReason())
+				assert.EqualValues(t, 1, ev.GetAttempt())
+			}
+		}
+	})
+}
+
+func TestOverlapReplace(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b func(*testing.T) backends) {
+		h := newHarness(t, b(t), 2*time.Second)
+		hold := newHolder()
+		// Two runners: the replaced execution may live on either.
+		h.start(func(c *Config) { c.Handlers = map[string]target.Handler{"hold": hold} })
+		h.start(func(c *Config) { c.Handlers = map[string]target.Handler{"hold": hold} })
+		now := time.Now()
+		first := overlapRun(h, "replace", now, sundialv1.OverlapPolicy_OVERLAP_POLICY_REPLACE)
+		second := overlapRun(h, "replace", now.Add(time.Second), sundialv1.OverlapPolicy_OVERLAP_POLICY_REPLACE)
+		h.produce(first)
+		awaitStart(t, hold, first.GetRunId())
+		begin := time.Now()
+		h.produce(second)
+		awaitStart(t, hold, second.GetRunId())
+		t.Logf("replacement started %s after the newer run was produced", time.Since(begin).Round(time.Millisecond))
+		hold.release(second.GetRunId())
+		waitStates(t, h, first.GetRunId(), started, cancelled)
+		waitStates(t, h, second.GetRunId(), started, succeeded)
+		hold.mu.Lock()
+		assert.ErrorIs(t, hold.ended[first.GetRunId()], errReplaced)
+		hold.mu.Unlock()
+		for _, ev := range h.events.all() {
+			if ev.GetState() == cancelled {
+				assert.Equal(t, "replaced", ev.GetReason())
+			}
+		}
+	})
+}
+
+// TestReplaceByRevokeWhenTheSignalIsMissed: the execution to replace does
+// not hear the pub/sub signal (its runner lost track of it, as an unreachable
+// holder would), so the replacing run revokes the lease after the grace
+// period; the holder's Keeper loses the lease at its next renewal and the
+// marker tells it that it was replaced rather than expired.
+func TestReplaceByRevokeWhenTheSignalIsMissed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, fakeBackends(t), 600*time.Millisecond)
+	hold := newHolder()
+	r := h.start(func(c *Config) {
+		c.Handlers = map[string]target.Handler{"hold": hold}
+		c.ReplaceGrace = 100 * time.Millisecond
+	})
+	now := time.Now()
+	first := overlapRun(h, "revoke", now, sundialv1.OverlapPolicy_OVERLAP_POLICY_REPLACE)
+	h.produce(first)
+	awaitStart(t, hold, first.GetRunId())
+	r.mu.Lock()
+	delete(r.inflight, first.GetRunId()) // the signal finds nothing to cancel
+	r.mu.Unlock()
+	second := overlapRun(h, "revoke", now.Add(time.Second), sundialv1.OverlapPolicy_OVERLAP_POLICY_REPLACE)
+	h.produce(second)
+	awaitStart(t, hold, second.GetRunId())
+	hold.release(second.GetRunId())
+	waitStates(t, h, first.GetRunId(), started, cancelled)
+	waitStates(t, h, second.GetRunId(), started, succeeded)
+	hold.mu.Lock()
+	assert.ErrorIs(t, hold.ended[first.GetRunId()], leasing.ErrLeaseLost)
+	hold.mu.Unlock()
+}
