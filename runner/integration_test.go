@@ -11,8 +11,8 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/protobuf/types/known/durationpb"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
