@@ -40,6 +40,7 @@ func newApp(stdout, stderr io.Writer) *cli.Command {
 		ErrWriter: stderr,
 		Commands: []*cli.Command{
 			versionCommand(),
+			devCommand(),
 			scheduleCommand(),
 			migrateCommand(),
 			dispatcherCommand(),

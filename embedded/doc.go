@@ -1,0 +1,18 @@
+// Package embedded runs the whole Sundial pipeline in one process over
+// in-process backends: franz-go's kfake for Kafka, miniredis for Redis and
+// the in-memory schedule store. It is what `sundial dev` (and `make dev`)
+// starts: a first look that needs nothing installed.
+//
+// The components are the real ones — registry, trigger consumer, dispatcher,
+// runner, history writer — wired exactly as the separate processes wire them;
+// only the backends differ. The in-memory store passes the same conformance
+// suite as the Cassandra store (store/storetest), and the lease scripts run
+// the same suite on miniredis as on Redis (leasing). Figures measured here are
+// never figures of Sundial: the bench runs on the real stack.
+//
+// Invariants:
+//   - Start returns only when every backend and component is up; Stop stops
+//     the components in the reverse order, then the backends, and returns when
+//     every goroutine has exited. Stop is idempotent and safe before Start.
+//   - Nothing outlives the process: no file, port or key is left behind.
+package embedded

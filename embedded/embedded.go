@@ -1,0 +1,293 @@
+package embedded
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sundialhq/sundial/client"
+	"github.com/sundialhq/sundial/dispatcher"
+	"github.com/sundialhq/sundial/enqueue"
+	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/leasing"
+	"github.com/sundialhq/sundial/registry"
+	"github.com/sundialhq/sundial/runner"
+	"github.com/sundialhq/sundial/runner/target"
+	"github.com/sundialhq/sundial/store/memory"
+	"github.com/sundialhq/sundial/trigger"
+)
+
+// DefaultShards is the shard count of the embedded cluster: small, because
+// one dispatcher owns them all.
+const DefaultShards = 8
+
+// Config configures an embedded pipeline.
+type Config struct {
+	// Shards is S. Default DefaultShards.
+	Shards int
+	// Handlers are in-process handlers by name, for HandlerTarget jobs.
+	Handlers map[string]target.Handler
+	// Logger receives the components' logs. Default: slog.Default().
+	Logger *slog.Logger
+	// Registerer receives every component's metrics. Default: a private
+	// registry.
+	Registerer prometheus.Registerer
+	// Now is the clock of every component. Default time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	c.Shards = cmp.Or(c.Shards, DefaultShards)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate reports every bad field.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	if c.Shards < 1 || c.Shards > 1024 {
+		return fmt.Errorf("embedded config: shards %d: must be in [1, 1024]", c.Shards)
+	}
+	return nil
+}
+
+// lifecycle is what every component offers.
+type lifecycle interface {
+	Start(ctx context.Context) error
+	Stop()
+}
+
+// Pipeline is a running embedded Sundial.
+type Pipeline struct {
+	cfg Config
+
+	mu      sync.Mutex
+	started bool
+	// stops run in reverse order in Stop.
+	stops []func()
+
+	kafka  *kfake.Cluster
+	store  *memory.Store
+	client *client.Client
+	echo   string
+}
+
+// New returns a pipeline that Start brings up.
+func New(cfg Config) (*Pipeline, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Pipeline{cfg: cfg.withDefaults()}, nil
+}
+
+func (p *Pipeline) names() topics.Names { return topics.Names{} }
+
+// Brokers are the in-process Kafka's addresses (on 127.0.0.1).
+func (p *Pipeline) Brokers() []string { return p.kafka.ListenAddrs() }
+
+// Client produces job definitions and triggers to the pipeline.
+func (p *Pipeline) Client() *client.Client { return p.client }
+
+// Store is the pipeline's schedule store.
+func (p *Pipeline) Store() *memory.Store { return p.store }
+
+// EchoURL is the URL of the built-in echo target: it answers 200 and the
+// request body to any method.
+func (p *Pipeline) EchoURL() string { return p.echo }
+
+// Start brings up the backends and every component. On error, what was
+// started is stopped again.
+func (p *Pipeline) Start(ctx context.Context) (err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.started {
+		return errors.New("embedded pipeline: already started")
+	}
+	p.started = true
+	defer func() {
+		if err != nil {
+			p.stopLocked()
+		}
+	}()
+	cfg := p.cfg
+	names := p.names()
+	log := cfg.Logger
+
+	// Kafka.
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.ListenFn(func(network, _ string) (net.Listener, error) {
+		return net.Listen(network, "127.0.0.1:0")
+	}))
+	if err != nil {
+		return fmt.Errorf("start in-process kafka: %w", err)
+	}
+	p.kafka = kc
+	p.stops = append(p.stops, kc.Close)
+	brokers := kc.ListenAddrs()
+	if err := ensureTopics(ctx, brokers, names, cfg.Shards); err != nil {
+		return err
+	}
+
+	// Redis.
+	mr := miniredis.NewMiniRedis()
+	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+		return fmt.Errorf("start in-process redis: %w", err)
+	}
+	p.stops = append(p.stops, mr.Close)
+	rc := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	p.stops = append(p.stops, func() { _ = rc.Close() })
+	// miniredis keeps no clock of its own: let TTLs follow the wall clock.
+	mr.ClockTTL(true)
+
+	// Store.
+	st, err := memory.New(memory.Options{Now: cfg.Now})
+	if err != nil {
+		return fmt.Errorf("in-memory store: %w", err)
+	}
+	p.store = st
+	if _, err := st.InitCluster(ctx, cfg.Shards); err != nil {
+		return fmt.Errorf("init cluster: %w", err)
+	}
+
+	// Echo target.
+	echo, stopEcho, err := startEcho()
+	if err != nil {
+		return err
+	}
+	p.echo = echo
+	p.stops = append(p.stops, stopEcho)
+
+	// Enqueuer, shared by registry, trigger consumer and runner.
+	enqClient, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
+		kgo.RecordPartitioner(enqueue.Partitioner(names, nil)), kgo.ProducerLinger(0))
+	if err != nil {
+		return fmt.Errorf("enqueue client: %w", err)
+	}
+	p.stops = append(p.stops, enqClient.Close)
+	enq, err := enqueue.New(enqueue.Config{Store: st, Client: enqClient, Topics: names, Shards: cfg.Shards, Logger: log, Now: cfg.Now})
+	if err != nil {
+		return err
+	}
+
+	leases, err := leasing.New(leasing.Config{Client: rc, Now: cfg.Now})
+	if err != nil {
+		return err
+	}
+
+	reg, err := registry.New(registry.Config{Brokers: brokers, Topics: names, Store: st, Waker: enq,
+		Registerer: cfg.Registerer, Logger: log.With("component", "registry"), Now: cfg.Now})
+	if err != nil {
+		return err
+	}
+	trg, err := trigger.New(trigger.Config{Brokers: brokers, Topics: names, Store: st, Enqueuer: enq,
+		Registerer: cfg.Registerer, Logger: log.With("component", "trigger"), Now: cfg.Now})
+	if err != nil {
+		return err
+	}
+	// One dispatcher owns every shard; a short session timeout makes a
+	// restart of `sundial dev` pick them up at once.
+	dsp, err := dispatcher.New(dispatcher.Config{Brokers: brokers, Store: st, Topics: names,
+		InstanceID: "dev", SessionTimeout: 6 * time.Second,
+		Registerer: cfg.Registerer, Logger: log.With("component", "dispatcher"), Now: cfg.Now})
+	if err != nil {
+		return err
+	}
+	run, err := runner.New(runner.Config{ID: "dev", Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Topics: names,
+		Leases: leases, Redis: rc, Enqueuer: enq, Handlers: cfg.Handlers,
+		Registerer: cfg.Registerer, Logger: log.With("component", "runner"), Now: cfg.Now})
+	if err != nil {
+		return err
+	}
+	for _, c := range []lifecycle{reg, trg, dsp, run} {
+		if err := c.Start(ctx); err != nil {
+			return err
+		}
+		p.stops = append(p.stops, c.Stop)
+	}
+
+	cl, err := client.New(client.Config{Brokers: brokers, Topics: names, Logger: log.With("component", "client")})
+	if err != nil {
+		return err
+	}
+	p.client = cl
+	p.stops = append(p.stops, cl.Close)
+	return nil
+}
+
+// Stop stops every component, then the backends. It is idempotent and safe
+// before Start.
+func (p *Pipeline) Stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopLocked()
+}
+
+func (p *Pipeline) stopLocked() {
+	for i := len(p.stops) - 1; i >= 0; i-- {
+		p.stops[i]()
+	}
+	p.stops = nil
+}
+
+func ensureTopics(ctx context.Context, brokers []string, names topics.Names, shards int) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return fmt.Errorf("kafka admin client: %w", err)
+	}
+	defer cl.Close()
+	specs, err := names.Specs(shards)
+	if err != nil {
+		return err
+	}
+	if _, err := topics.Ensure(ctx, kadm.NewClient(cl), specs, 1); err != nil {
+		return fmt.Errorf("create topics: %w", err)
+	}
+	return nil
+}
+
+// startEcho serves the built-in echo target on 127.0.0.1.
+func startEcho() (url string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("echo target: %w", err)
+	}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", cmp.Or(r.Header.Get("Content-Type"), "text/plain"))
+			w.WriteHeader(http.StatusOK)
+			_, _ = fmt.Fprintf(w, "echo %s %s idempotency-key=%s\n", r.Method, r.URL.Path, r.Header.Get("Idempotency-Key"))
+		}),
+		ReadHeaderTimeout: 5 * time.Second,
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	return "http://" + ln.Addr().String() + "/echo", func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	}, nil
+}

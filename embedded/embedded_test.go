@@ -1,0 +1,104 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// syncBuffer is a bytes.Buffer safe for the watcher goroutine and the test.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestStopBeforeStartAndTwice(t *testing.T) {
+	t.Parallel()
+	p, err := New(Config{})
+	require.NoError(t, err)
+	p.Stop()
+	p.Stop()
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	assert.NoError(t, Config{}.Validate())
+	assert.ErrorContains(t, Config{Shards: -1}.Validate(), "shards -1")
+	assert.ErrorContains(t, Config{Shards: 5000}.Validate(), "shards 5000")
+}
+
+// TestSamplesRunEndToEnd runs the pipeline as `sundial dev` does, with the
+// sample jobs sped up: the cron and HTTP jobs succeed, the flaky job is
+// retried and lands in the dead-letter topic.
+func TestSamplesRunEndToEnd(t *testing.T) {
+	t.Parallel()
+	p, err := New(Config{Handlers: SampleHandlers()})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	require.NoError(t, p.Start(ctx))
+	defer p.Stop()
+
+	specs := SampleJobs(p.EchoURL())
+	second := durationpb.New(time.Second)
+	for _, s := range specs {
+		if s.GetId() != "dev.hello-cron" {
+			// Every second instead of every 10 or 30.
+			s.Schedule.Kind = &sundialv1.Schedule_Interval{Interval: &sundialv1.Interval{Every: second}}
+		}
+		if s.GetRetry() != nil {
+			s.Retry.InitialBackoff, s.Retry.MaxBackoff = durationpb.New(100*time.Millisecond), durationpb.New(200*time.Millisecond)
+		}
+	}
+	receipts, err := p.Client().ApplyAll(ctx, sundialv1.EncodingProtobuf, specs...)
+	require.NoError(t, err)
+	statuses, err := p.Client().WaitStatus(ctx, receipts...)
+	require.NoError(t, err)
+	for _, st := range statuses {
+		require.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_CREATED, st.GetOutcome(), "%s: %v", st.GetJobId(), st.GetErrors())
+	}
+
+	out := &syncBuffer{}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan error, 1)
+	go func() { watched <- p.Watch(watchCtx, out) }()
+	defer func() {
+		stopWatch()
+		require.NoError(t, <-watched)
+	}()
+
+	require.Eventually(t, func() bool {
+		s := out.String()
+		return strings.Contains(s, "dev.hello-cron   SUCCEEDED") &&
+			strings.Contains(s, "dev.echo-http    SUCCEEDED") &&
+			strings.Contains(s, "dev.flaky        RETRYING") &&
+			strings.Contains(s, "dev.flaky        DLQ")
+	}, 90*time.Second, 100*time.Millisecond, "watch output so far:\n%s", out)
+	assert.NotContains(t, out.String(), "undecodable")
+}

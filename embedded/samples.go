@@ -1,0 +1,97 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sundialhq/sundial/client"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/runner/target"
+)
+
+// Names of the sample handlers SampleHandlers provides.
+const (
+	HandlerHello = "dev.hello"
+	HandlerFlaky = "dev.flaky"
+)
+
+// SampleHandlers are the in-process handlers the sample jobs call.
+func SampleHandlers() map[string]target.Handler {
+	return map[string]target.Handler{
+		HandlerHello: target.HandlerFunc(func(context.Context, *sundialv1.Run) error { return nil }),
+		// Always fails, with an error the runner retries: the job's runs
+		// go through their attempts and land in the dead-letter topic.
+		HandlerFlaky: target.HandlerFunc(func(_ context.Context, run *sundialv1.Run) error {
+			return fmt.Errorf("dev.flaky: attempt %d failed on purpose", run.GetAttempt())
+		}),
+	}
+}
+
+// SampleJobs are the jobs `sundial dev` loads: a cron job every five
+// seconds, a flaky job that retries and ends in the dead-letter topic, and
+// an HTTP job calling the built-in echo target.
+func SampleJobs(echoURL string) []*sundialv1.JobSpec {
+	utc := func(s *sundialv1.Schedule) *sundialv1.Schedule {
+		s.TimeZone = "UTC"
+		return s
+	}
+	every := func(d time.Duration) *sundialv1.Schedule {
+		return utc(&sundialv1.Schedule{Kind: &sundialv1.Schedule_Interval{Interval: &sundialv1.Interval{Every: durationpb.New(d)}}})
+	}
+	handler := func(name string) *sundialv1.Target {
+		return &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: name}}}
+	}
+	return []*sundialv1.JobSpec{
+		{
+			Id: "dev.hello-cron", OwnerTeam: "dev", Description: "cron job every five seconds, in-process handler",
+			Schedule: utc(&sundialv1.Schedule{
+				Kind: &sundialv1.Schedule_Cron{Cron: &sundialv1.Cron{Expression: "*/5 * * * * *"}},
+				Dst: &sundialv1.DstPolicy{
+					Nonexistent: sundialv1.NonexistentTimePolicy_NONEXISTENT_TIME_POLICY_SHIFT_FORWARD,
+					Ambiguous:   sundialv1.AmbiguousTimePolicy_AMBIGUOUS_TIME_POLICY_FIRST,
+				},
+			}),
+			Target: handler(HandlerHello),
+		},
+		{
+			Id: "dev.flaky", OwnerTeam: "dev", Description: "fails every attempt: retries with backoff, then the dead-letter topic",
+			Schedule: every(30 * time.Second),
+			Target:   handler(HandlerFlaky),
+			Retry: &sundialv1.RetryPolicy{MaxAttempts: 3, InitialBackoff: durationpb.New(time.Second),
+				MaxBackoff: durationpb.New(4 * time.Second), Multiplier: 2},
+		},
+		{
+			Id: "dev.echo-http", OwnerTeam: "dev", Description: "HTTP POST to the built-in echo target every ten seconds",
+			Schedule: every(10 * time.Second),
+			Target: &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{
+				Method: "POST", Url: echoURL, Body: []byte(`{"hello":"sundial"}`),
+			}}},
+			Timeout: durationpb.New(5 * time.Second),
+		},
+	}
+}
+
+// LoadSamples applies the sample jobs through the client and waits for the
+// registry to accept them. A rejection is an error naming the job and field.
+func (p *Pipeline) LoadSamples(ctx context.Context) ([]*sundialv1.JobSpec, error) {
+	specs := SampleJobs(p.EchoURL())
+	receipts, err := p.client.ApplyAll(ctx, sundialv1.EncodingProtobuf, specs...)
+	if err != nil {
+		return nil, fmt.Errorf("apply sample jobs: %w", err)
+	}
+	statuses, err := p.client.WaitStatus(ctx, receipts...)
+	if err != nil {
+		return nil, fmt.Errorf("wait for the registry: %w", err)
+	}
+	var errs []error
+	for _, st := range statuses {
+		if err := client.FieldErrors(st); err != nil {
+			errs = append(errs, fmt.Errorf("sample job %s rejected: %w", st.GetJobId(), err))
+		}
+	}
+	return specs, errors.Join(errs...)
+}

@@ -1,0 +1,73 @@
+package embedded
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// Watch prints every run event and dead letter as it happens, one line each,
+// until ctx ends. It reads from the start of the topics, so nothing that
+// happened before it was called is missed.
+func (p *Pipeline) Watch(ctx context.Context, w io.Writer) error {
+	names := p.names()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Brokers()...),
+		kgo.ConsumeTopics(names.Events(), names.DLQ()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return fmt.Errorf("watch: %w", err)
+	}
+	defer cl.Close()
+	for {
+		fetches := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		for _, fe := range fetches.Errors() {
+			fmt.Fprintf(w, "watch: %s[%d]: %v\n", fe.Topic, fe.Partition, fe.Err)
+		}
+		fetches.EachRecord(func(rec *kgo.Record) {
+			fmt.Fprintln(w, describe(rec, names.DLQ()))
+		})
+	}
+}
+
+// describe renders one record of sundial.events or sundial.dlq.
+func describe(rec *kgo.Record, dlqTopic string) string {
+	if rec.Topic == dlqTopic {
+		var dl sundialv1.DeadLetter
+		if err := proto.Unmarshal(rec.Value, &dl); err != nil {
+			return fmt.Sprintf("dead letter (undecodable: %v)", err)
+		}
+		return fmt.Sprintf("%s  %-16s %-10s run=%s attempts=%d error=%q", stamp(dl.GetDeadAt().AsTime()), dl.GetRun().GetJobId(), "DLQ",
+			dl.GetRun().GetRunId(), dl.GetAttempts(), dl.GetLastError().GetMessage())
+	}
+	var ev sundialv1.RunEvent
+	if err := proto.Unmarshal(rec.Value, &ev); err != nil {
+		return fmt.Sprintf("event (undecodable: %v)", err)
+	}
+	state := strings.TrimPrefix(ev.GetState().String(), "RUN_STATE_")
+	line := fmt.Sprintf("%s  %-16s %-10s run=%s attempt=%d", stamp(ev.GetTime().AsTime()), ev.GetJobId(), state, ev.GetRunId(), ev.GetAttempt())
+	if ev.GetState() == sundialv1.RunState_RUN_STATE_STARTED && ev.GetDueTime() != nil {
+		line += fmt.Sprintf(" late=%s", ev.GetTime().AsTime().Sub(ev.GetDueTime().AsTime()).Round(time.Millisecond))
+	}
+	if d := ev.GetDuration(); d != nil {
+		line += fmt.Sprintf(" took=%s", d.AsDuration().Round(time.Microsecond))
+	}
+	if msg := ev.GetError().GetMessage(); msg != "" {
+		line += fmt.Sprintf(" error=%q", msg)
+	}
+	if t := ev.GetNextAttemptDueTime(); t != nil {
+		line += " next=" + stamp(t.AsTime())
+	}
+	return line
+}
+
+func stamp(t time.Time) string { return t.Local().Format("15:04:05.000") }
