@@ -142,7 +142,7 @@ func (x *execution) handle(ctx context.Context) bool {
 	case queued:
 		return x.deferRun(ctx, queueDelay(run, r.cfg.QueueDelay), reasonOverlapQueue, nil)
 	case invalidRun:
-		return x.dead(ctx, &target.Error{Code: codeInvalidRun, Message: err.Error()}, nil)
+		return x.dead(ctx, &target.Error{Code: codeInvalidRun, Message: err.Error()}, nil, 0)
 	case aborted:
 		return false
 	}
@@ -365,7 +365,7 @@ func (x *execution) failed(ctx context.Context, lease leasing.Lease, f *target.E
 	d := pol.Decide(int(run.GetAttempt()), retry.Failure{Code: f.Code, Retryable: f.Retryable, RetryAfter: f.RetryAfter}, r.cfg.Jitter(run.GetRunId(), run.GetAttempt()))
 	if !d.Retry {
 		x.log.Info("run failed for good", "code", f.Code, "err", f.Message, "reason", d.Reason)
-		return x.dead(ctx, f, &lease)
+		return x.dead(ctx, f, &lease, finished.Sub(started))
 	}
 	due := store.Truncate(r.cfg.Now().Add(d.Delay))
 	next := proto.Clone(run).(*sundialv1.Run)
@@ -392,7 +392,8 @@ func (x *execution) failed(ctx context.Context, lease leasing.Lease, f *target.E
 // dead writes the run to the dead-letter topic and records DEAD. lease, when
 // not nil, is released afterwards: a dead run has no dedupe mark, so a
 // replay can run it again.
-func (x *execution) dead(ctx context.Context, f *target.Error, lease *leasing.Lease) bool {
+// dur is how long the last attempt executed, 0 when it did not start.
+func (x *execution) dead(ctx context.Context, f *target.Error, lease *leasing.Lease, dur time.Duration) bool {
 	r, run := x.r, x.run
 	runErr := &sundialv1.RunError{Code: f.Code, Message: f.Message, Retryable: f.Retryable}
 	dl := &sundialv1.DeadLetter{Run: run, LastError: runErr, Attempts: run.GetAttempt(), DeadAt: timestamppb.New(r.cfg.Now()), RunnerId: r.cfg.ID}
@@ -409,7 +410,14 @@ func (x *execution) dead(ctx context.Context, f *target.Error, lease *leasing.Le
 	}
 	r.m.deadLetters.Inc()
 	r.m.runs.WithLabelValues(outcomeDead).Inc()
-	x.emit(x.event(sundialv1.RunState_RUN_STATE_DEAD, func(ev *sundialv1.RunEvent) { ev.Error = runErr }))
+	x.emit(x.event(sundialv1.RunState_RUN_STATE_DEAD, func(ev *sundialv1.RunEvent) {
+		ev.Error = runErr
+		if dur > 0 {
+			// The history keeps the last attempt's duration on the dead
+			// run's record.
+			ev.Duration = durationpb.New(dur)
+		}
+	}))
 	ok := x.flush(ctx)
 	if lease != nil {
 		x.release(*lease)

@@ -1,0 +1,16 @@
+// Package history keeps the run history: a Writer consumes sundial.events in
+// its own consumer group and stores the latest state of every attempt of
+// every run in the store (store.History.RecordRun), which `sundial runs list`
+// and JobSummary read (per job: last and next run, durations, failures,
+// attempts).
+//
+// Invariants:
+//
+//   - Events are at least once and may arrive out of order across runners;
+//     a record carries the event's time as UpdatedAt and the store keeps the
+//     newest per (run, attempt), so a replayed or late event never moves an
+//     attempt backwards.
+//   - Offsets are committed only after every record of the poll is stored,
+//     so a crash re-applies events rather than dropping them.
+//   - Records is a pure mapping from one event to the records it writes.
+package history

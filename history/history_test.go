@@ -1,0 +1,157 @@
+package history
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/internal/topics"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/store"
+	"github.com/sundialhq/sundial/store/memory"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var (
+	due = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	t1  = due.Add(10 * time.Millisecond)
+)
+
+func event(state sundialv1.RunState, attempt uint32, at time.Time, mod func(*sundialv1.RunEvent)) *sundialv1.RunEvent {
+	ev := &sundialv1.RunEvent{
+		RunId: store.RunID("job", due), JobId: "job", Attempt: attempt, State: state,
+		Time: timestamppb.New(at), DueTime: timestamppb.New(due), AttemptDueTime: timestamppb.New(due),
+	}
+	if mod != nil {
+		mod(ev)
+	}
+	return ev
+}
+
+func TestRecords(t *testing.T) {
+	t.Parallel()
+	runID := store.RunID("job", due)
+	base := store.RunRecord{JobID: "job", RunID: runID, Attempt: 1, Due: due, AttemptDue: due, UpdatedAt: t1}
+	with := func(mod func(*store.RunRecord)) store.RunRecord { r := base; mod(&r); return r }
+	next := due.Add(time.Second)
+	tests := []struct {
+		name string
+		ev   *sundialv1.RunEvent
+		want []store.RunRecord
+	}{
+		{"enqueued", event(sundialv1.RunState_RUN_STATE_ENQUEUED, 1, t1, nil),
+			[]store.RunRecord{with(func(r *store.RunRecord) { r.State = store.StateScheduled })}},
+		{"started", event(sundialv1.RunState_RUN_STATE_STARTED, 1, t1, nil),
+			[]store.RunRecord{with(func(r *store.RunRecord) { r.State = store.StateRunning; r.Started = t1 })}},
+		{"succeeded", event(sundialv1.RunState_RUN_STATE_SUCCEEDED, 1, t1, func(ev *sundialv1.RunEvent) { ev.Duration = durationpb.New(4 * time.Millisecond) }),
+			[]store.RunRecord{with(func(r *store.RunRecord) {
+				r.State = store.StateSucceeded
+				r.Started, r.Finished, r.Duration = t1.Add(-4*time.Millisecond), t1, 4*time.Millisecond
+			})}},
+		{"timed out", event(sundialv1.RunState_RUN_STATE_TIMED_OUT, 1, t1, func(ev *sundialv1.RunEvent) {
+			ev.Error = &sundialv1.RunError{Code: "timeout", Message: "too slow"}
+		}), []store.RunRecord{with(func(r *store.RunRecord) { r.State = store.StateFailed; r.Finished = t1; r.Error = "timeout: too slow" })}},
+		{"retrying schedules the next attempt", event(sundialv1.RunState_RUN_STATE_RETRYING, 1, t1, func(ev *sundialv1.RunEvent) {
+			ev.NextAttemptDueTime = timestamppb.New(next)
+		}), []store.RunRecord{with(func(r *store.RunRecord) { r.Attempt = 2; r.State = store.StateScheduled; r.AttemptDue = next })}},
+		{"deferred", event(sundialv1.RunState_RUN_STATE_DEFERRED, 1, t1, func(ev *sundialv1.RunEvent) {
+			ev.NextAttemptDueTime = timestamppb.New(next)
+			ev.Reason = "circuit_open"
+		}), []store.RunRecord{with(func(r *store.RunRecord) { r.State = store.StateScheduled; r.AttemptDue = next; r.Error = "deferred: circuit_open" })}},
+		{"dead", event(sundialv1.RunState_RUN_STATE_DEAD, 3, t1, func(ev *sundialv1.RunEvent) {
+			ev.Error = &sundialv1.RunError{Code: "http_404"}
+		}), []store.RunRecord{with(func(r *store.RunRecord) { r.Attempt = 3; r.State = store.StateFailed; r.Finished = t1; r.Error = "dead: http_404" })}},
+		{"skipped", event(sundialv1.RunState_RUN_STATE_SKIPPED, 1, t1, func(ev *sundialv1.RunEvent) { ev.Reason = "overlap_forbid" }),
+			[]store.RunRecord{with(func(r *store.RunRecord) { r.State = store.StateSkipped; r.Error = "overlap_forbid" })}},
+		{"cancelled", event(sundialv1.RunState_RUN_STATE_CANCELLED, 1, t1, func(ev *sundialv1.RunEvent) { ev.Reason = "replaced" }),
+			[]store.RunRecord{with(func(r *store.RunRecord) { r.State = store.StateCancelled; r.Finished = t1; r.Error = "replaced" })}},
+		{"unspecified writes nothing", event(sundialv1.RunState_RUN_STATE_UNSPECIFIED, 1, t1, nil), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := Records(tt.ev)
+			assert.Equal(t, tt.want, got)
+			for _, r := range got {
+				assert.NoError(t, r.Validate())
+			}
+		})
+	}
+}
+
+func TestWriterStoresHistory(t *testing.T) {
+	t.Parallel()
+	names := topics.Names{}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, names.Events()))
+	require.NoError(t, err)
+	defer c.Close()
+	st, err := memory.New(memory.Options{})
+	require.NoError(t, err)
+	w, err := New(Config{Kafka: []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, Topics: names, History: st})
+	require.NoError(t, err)
+	require.NoError(t, w.Start(context.Background()))
+	defer w.Stop()
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	require.NoError(t, err)
+	defer cl.Close()
+	at := func(ms int) time.Time { return due.Add(time.Duration(ms) * time.Millisecond) }
+	evs := []*sundialv1.RunEvent{
+		event(sundialv1.RunState_RUN_STATE_STARTED, 1, at(1), nil),
+		event(sundialv1.RunState_RUN_STATE_FAILED, 1, at(5), func(ev *sundialv1.RunEvent) {
+			ev.Error = &sundialv1.RunError{Code: "http_503"}
+			ev.Duration = durationpb.New(4 * time.Millisecond)
+		}),
+		event(sundialv1.RunState_RUN_STATE_RETRYING, 1, at(6), func(ev *sundialv1.RunEvent) { ev.NextAttemptDueTime = timestamppb.New(at(100)) }),
+		event(sundialv1.RunState_RUN_STATE_STARTED, 2, at(101), nil),
+		event(sundialv1.RunState_RUN_STATE_SUCCEEDED, 2, at(103), func(ev *sundialv1.RunEvent) { ev.Duration = durationpb.New(2 * time.Millisecond) }),
+		// A replayed older event must not move attempt 2 back.
+		event(sundialv1.RunState_RUN_STATE_STARTED, 2, at(101), nil),
+	}
+	for _, ev := range evs {
+		val, err := proto.Marshal(ev)
+		require.NoError(t, err)
+		require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Topic: names.Events(), Key: []byte("job"), Value: val,
+			Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindRunEvent)}}}).FirstErr())
+	}
+	// An event of another kind on the same topic is ignored.
+	require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Topic: names.Events(), Key: []byte("dag"), Value: []byte("x"),
+		Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindDagRunEvent)}}}).FirstErr())
+
+	require.Eventually(t, func() bool {
+		runs, err := st.ListRuns(context.Background(), "job", 10)
+		return err == nil && len(runs) == 2 && runs[0].State == store.StateSucceeded
+	}, 10*time.Second, 10*time.Millisecond)
+	runs, err := st.ListRuns(context.Background(), "job", 10)
+	require.NoError(t, err)
+	assert.Equal(t, 2, runs[0].Attempt)
+	assert.Equal(t, 2*time.Millisecond, runs[0].Duration)
+	assert.Equal(t, store.StateFailed, runs[1].State)
+	assert.Equal(t, "http_503", runs[1].Error)
+	sum, err := st.JobSummary(context.Background(), "job")
+	require.NoError(t, err)
+	assert.Equal(t, 1, sum.Runs)
+	assert.Equal(t, 2, sum.Attempts)
+	assert.Equal(t, 1, sum.Failures)
+	require.NotNil(t, sum.LastRun)
+	assert.Equal(t, store.StateSucceeded, sum.LastRun.State)
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	err := Config{Concurrency: -1}.Validate()
+	require.Error(t, err)
+	for _, f := range []string{"Kafka", "History", "Concurrency"} {
+		assert.Contains(t, err.Error(), f)
+	}
+}

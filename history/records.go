@@ -1,0 +1,86 @@
+package history
+
+import (
+	"time"
+
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/store"
+)
+
+// Records returns what ev writes to history: the new state of its attempt,
+// and for RETRYING the next attempt as scheduled. An event that changes no
+// attempt (unknown state) writes nothing.
+func Records(ev *sundialv1.RunEvent) []store.RunRecord {
+	at := ev.GetTime().AsTime()
+	base := store.RunRecord{
+		JobID: ev.GetJobId(), RunID: ev.GetRunId(), Attempt: int(ev.GetAttempt()),
+		Due: ev.GetDueTime().AsTime(), AttemptDue: ev.GetAttemptDueTime().AsTime(), UpdatedAt: at,
+	}
+	if ev.GetDueTime() == nil {
+		base.Due = base.AttemptDue
+	}
+	if ev.GetAttemptDueTime() == nil {
+		base.AttemptDue = time.Time{}
+	}
+	finished := func(r store.RunRecord) store.RunRecord {
+		r.Finished = at
+		if d := ev.GetDuration(); d != nil {
+			r.Duration = d.AsDuration()
+			r.Started = at.Add(-r.Duration)
+		}
+		return r
+	}
+	errText := func() string {
+		e := ev.GetError()
+		if e == nil {
+			return ""
+		}
+		if e.GetMessage() == "" {
+			return e.GetCode()
+		}
+		return e.GetCode() + ": " + e.GetMessage()
+	}
+	r := base
+	switch ev.GetState() {
+	case sundialv1.RunState_RUN_STATE_ENQUEUED:
+		r.State = store.StateScheduled
+	case sundialv1.RunState_RUN_STATE_DEFERRED:
+		r.State = store.StateScheduled
+		if t := ev.GetNextAttemptDueTime(); t != nil {
+			r.AttemptDue = t.AsTime()
+		}
+		r.Error = "deferred: " + ev.GetReason()
+	case sundialv1.RunState_RUN_STATE_STARTED:
+		r.State = store.StateRunning
+		r.Started = at
+	case sundialv1.RunState_RUN_STATE_SUCCEEDED:
+		r = finished(r)
+		r.State = store.StateSucceeded
+	case sundialv1.RunState_RUN_STATE_FAILED, sundialv1.RunState_RUN_STATE_TIMED_OUT:
+		r = finished(r)
+		r.State = store.StateFailed
+		r.Error = errText()
+	case sundialv1.RunState_RUN_STATE_DEAD:
+		r = finished(r)
+		r.State = store.StateFailed
+		r.Error = "dead: " + errText()
+	case sundialv1.RunState_RUN_STATE_SKIPPED:
+		r.State = store.StateSkipped
+		r.Error = ev.GetReason()
+	case sundialv1.RunState_RUN_STATE_CANCELLED:
+		r = finished(r)
+		r.State = store.StateCancelled
+		r.Error = ev.GetReason()
+	case sundialv1.RunState_RUN_STATE_RETRYING:
+		// The failed attempt keeps what FAILED wrote; the next one is now
+		// scheduled.
+		next := base
+		next.Attempt++
+		next.State = store.StateScheduled
+		next.AttemptDue = ev.GetNextAttemptDueTime().AsTime()
+		return []store.RunRecord{next}
+	default:
+		return nil
+	}
+	return []store.RunRecord{r}
+}

@@ -1,0 +1,201 @@
+package history
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sundialhq/sundial/internal/topics"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultGroup       = "sundial-history"
+	DefaultConcurrency = 16
+)
+
+// Config configures a Writer.
+type Config struct {
+	// Kafka are the base client options (seed brokers, TLS, SASL). Required.
+	Kafka []kgo.Opt
+	// Topics names sundial.events.
+	Topics topics.Names
+	// Group is the consumer group of the history writers. Default
+	// DefaultGroup.
+	Group string
+	// History stores the records. Required.
+	History store.History
+	// Concurrency bounds the RecordRun calls in flight. Default 16.
+	Concurrency int
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// Validate reports every invalid field.
+func (c Config) Validate() error {
+	var errs []error
+	if len(c.Kafka) == 0 {
+		errs = append(errs, errors.New("history config: Kafka: is required (at least kgo.SeedBrokers)"))
+	}
+	if c.History == nil {
+		errs = append(errs, errors.New("history config: History: is required"))
+	}
+	if c.Concurrency < 0 {
+		errs = append(errs, fmt.Errorf("history config: Concurrency: %d is negative", c.Concurrency))
+	}
+	return errors.Join(errs...)
+}
+
+// Writer stores run events as history.
+type Writer struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	cl      *kgo.Client
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// New validates cfg.
+func New(cfg Config) (*Writer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Group = cmp.Or(cfg.Group, DefaultGroup)
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Writer{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// Start joins the group and starts writing.
+func (w *Writer) Start(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started || w.stopped {
+		return errors.New("history: writer already started or stopped")
+	}
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, w.cfg.Kafka...),
+		kgo.ConsumerGroup(w.cfg.Group),
+		kgo.ConsumeTopics(w.cfg.Topics.Events()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+	)...)
+	if err != nil {
+		return fmt.Errorf("history: kafka client: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	w.cl, w.cancel, w.done, w.started = cl, cancel, make(chan struct{}), true
+	go w.run(runCtx)
+	return nil
+}
+
+// Stop stops consuming, waits for the loop and leaves the group. Idempotent,
+// safe before Start.
+func (w *Writer) Stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	w.stopped = true
+	if !w.started {
+		return
+	}
+	w.cancel()
+	<-w.done
+	w.cl.Close()
+}
+
+func (w *Writer) run(ctx context.Context) {
+	defer close(w.done)
+	for {
+		fs := w.cl.PollFetches(ctx)
+		if fs.IsClientClosed() || ctx.Err() != nil {
+			w.cl.AllowRebalance()
+			return
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			w.log.Warn("history: fetch error", "topic", t, "partition", p, "err", err)
+		})
+		if err := w.store(ctx, fs.Records()); err != nil {
+			w.cl.AllowRebalance()
+			return // only when ctx ended: nothing of this poll is committed
+		}
+		if err := w.cl.CommitUncommittedOffsets(ctx); err != nil && ctx.Err() == nil {
+			w.log.Warn("history: commit failed; events will be applied again", "err", err)
+		}
+		w.cl.AllowRebalance()
+	}
+}
+
+// store writes the records of every event, retrying failed writes until ctx
+// ends.
+func (w *Writer) store(ctx context.Context, recs []*kgo.Record) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(w.cfg.Concurrency)
+	for _, rec := range recs {
+		if kind := header(rec, sundialv1.HeaderKind); kind != "" && kind != sundialv1.KindRunEvent {
+			continue
+		}
+		ev := &sundialv1.RunEvent{}
+		if err := sundialv1.Unmarshal(header(rec, sundialv1.HeaderContentType), rec.Value, ev); err != nil {
+			w.log.Error("history: skipping an undecodable event", "partition", rec.Partition, "offset", rec.Offset, "err", err)
+			continue
+		}
+		for _, r := range Records(ev) {
+			if err := r.Validate(); err != nil {
+				w.log.Error("history: skipping an invalid event", "job_id", ev.GetJobId(), "run_id", ev.GetRunId(), "err", err)
+				continue
+			}
+			g.Go(func() error { return w.record(gctx, r) })
+		}
+	}
+	return g.Wait()
+}
+
+func (w *Writer) record(ctx context.Context, r store.RunRecord) error {
+	backoff := 50 * time.Millisecond
+	for {
+		err := w.cfg.History.RecordRun(ctx, r)
+		if err == nil || errors.Is(err, store.ErrInvalid) {
+			if err != nil {
+				w.log.Error("history: record refused", "job_id", r.JobID, "run_id", r.RunID, "err", err)
+			}
+			return nil
+		}
+		w.log.Warn("history: record failed; retrying", "job_id", r.JobID, "run_id", r.RunID, "err", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func header(rec *kgo.Record, key string) string {
+	for _, h := range rec.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
