@@ -67,10 +67,19 @@ func TestRecords(t *testing.T) {
 		{"deferred", event(sundialv1.RunState_RUN_STATE_DEFERRED, 1, t1, func(ev *sundialv1.RunEvent) {
 			ev.NextAttemptDueTime = timestamppb.New(next)
 			ev.Reason = "circuit_open"
-		}), []store.RunRecord{with(func(r *store.RunRecord) { r.State = store.StateScheduled; r.AttemptDue = next; r.Error = "deferred: circuit_open" })}},
+		}), []store.RunRecord{with(func(r *store.RunRecord) {
+			r.State = store.StateScheduled
+			r.AttemptDue = next
+			r.Error = "deferred: circuit_open"
+		})}},
 		{"dead", event(sundialv1.RunState_RUN_STATE_DEAD, 3, t1, func(ev *sundialv1.RunEvent) {
 			ev.Error = &sundialv1.RunError{Code: "http_404"}
-		}), []store.RunRecord{with(func(r *store.RunRecord) { r.Attempt = 3; r.State = store.StateFailed; r.Finished = t1; r.Error = "dead: http_404" })}},
+		}), []store.RunRecord{with(func(r *store.RunRecord) {
+			r.Attempt = 3
+			r.State = store.StateFailed
+			r.Finished = t1
+			r.Error = "dead: http_404"
+		})}},
 		{"skipped", event(sundialv1.RunState_RUN_STATE_SKIPPED, 1, t1, func(ev *sundialv1.RunEvent) { ev.Reason = "overlap_forbid" }),
 			[]store.RunRecord{with(func(r *store.RunRecord) { r.State = store.StateSkipped; r.Error = "overlap_forbid" })}},
 		{"cancelled", event(sundialv1.RunState_RUN_STATE_CANCELLED, 1, t1, func(ev *sundialv1.RunEvent) { ev.Reason = "replaced" }),

@@ -198,4 +198,3 @@ func header(rec *kgo.Record, key string) string {
 	}
 	return ""
 }
-
