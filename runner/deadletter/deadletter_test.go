@@ -1,0 +1,94 @@
+package deadletter
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/store"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var t0 = time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+
+func letter(job string, due, deadAt time.Time, attempts uint32) *sundialv1.DeadLetter {
+	return &sundialv1.DeadLetter{
+		Run:       &sundialv1.Run{RunId: store.RunID(job, due), JobId: job, Attempt: attempts, DueTime: timestamppb.New(due)},
+		LastError: &sundialv1.RunError{Code: "http_500"}, Attempts: attempts, DeadAt: timestamppb.New(deadAt),
+	}
+}
+
+func TestReadFiltersAndReplay(t *testing.T) {
+	t.Parallel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "dlq"))
+	require.NoError(t, err)
+	defer c.Close()
+	opts := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
+	cl, err := kgo.NewClient(opts...)
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx := context.Background()
+
+	empty, err := Read(ctx, opts, "dlq", Filter{})
+	require.NoError(t, err)
+	assert.Empty(t, empty)
+
+	dls := []*sundialv1.DeadLetter{
+		letter("a", t0, t0.Add(time.Minute), 3),
+		letter("b", t0, t0.Add(2*time.Minute), 1),
+		letter("a", t0.Add(time.Hour), t0.Add(3*time.Minute), 2),
+		letter("a", t0, t0.Add(4*time.Minute), 3), // the first run of a, dead again after a replay
+	}
+	for _, dl := range dls {
+		val, err := proto.Marshal(dl)
+		require.NoError(t, err)
+		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "dlq", Key: []byte(dl.GetRun().GetJobId()), Value: val}).FirstErr())
+	}
+	tests := []struct {
+		name string
+		f    Filter
+		want int
+	}{
+		{"all", Filter{}, 4},
+		{"job", Filter{JobID: "a"}, 3},
+		{"run", Filter{RunID: store.RunID("a", t0)}, 2},
+		{"since", Filter{Since: t0.Add(2 * time.Minute)}, 3},
+		{"until is exclusive", Filter{Until: t0.Add(2 * time.Minute)}, 1},
+		{"window and job", Filter{JobID: "a", Since: t0.Add(2 * time.Minute), Until: t0.Add(4 * time.Minute)}, 1},
+	}
+	for _, tt := range tests {
+		got, err := Read(ctx, opts, "dlq", tt.f)
+		require.NoError(t, err, tt.name)
+		assert.Len(t, got, tt.want, tt.name)
+		for i := 1; i < len(got); i++ {
+			assert.False(t, got[i].GetDeadAt().AsTime().Before(got[i-1].GetDeadAt().AsTime()), "oldest first")
+		}
+	}
+
+	all, err := Read(ctx, opts, "dlq", Filter{JobID: "a"})
+	require.NoError(t, err)
+	now := t0.Add(time.Hour + 123*time.Microsecond)
+	entries, err := ReplayEntries(all, now)
+	require.NoError(t, err)
+	require.Len(t, entries, 2, "one entry per run")
+	for _, e := range entries {
+		assert.Equal(t, store.KindRetry, e.Kind)
+		assert.Equal(t, 1, e.Attempt, "attempts start over")
+		assert.Equal(t, store.Truncate(now), e.Due)
+		run := &sundialv1.Run{}
+		require.NoError(t, proto.Unmarshal(e.Payload, run))
+		assert.Equal(t, e.RunID, run.GetRunId(), "the run id is kept")
+		assert.EqualValues(t, 1, run.GetAttempt())
+		assert.Equal(t, sundialv1.RunOrigin_RUN_ORIGIN_REPLAY, run.GetOrigin())
+	}
+}

@@ -1,0 +1,89 @@
+// Package runner consumes runs from sundial.runs.<priority>, executes each
+// one at most once in effect, and publishes every state change to
+// sundial.events. Several runners share the work through one Kafka consumer
+// group.
+//
+// # From record to worker
+//
+// One goroutine polls the group and puts every record into one FIFO queue
+// per priority; Config.Concurrency workers take records from the queues by
+// weighted selection with aging (package runner/priority: 6:3:1 by default,
+// a record's weight rising with its wait), so low priority runs get a share
+// under any flood of high priority ones.
+//
+// Memory is bounded: a priority's topic is paused (PauseFetchTopics) when its
+// queue holds Config.QueueCapacity records and resumed at half, and at most
+// Concurrency runs execute. What one poll returns may overshoot a queue by at
+// most one poll (Config.QueueCapacity records).
+//
+// # Commits: the contiguous watermark
+//
+// Offsets are committed per partition only up to the lowest record that has
+// not finished (package runner/commit), every Config.CommitInterval, on
+// revocation and on Stop. A run finishes when its outcome is durable: its
+// events acknowledged, and its retry or deferral written as a due entry. So a
+// crashed runner's unfinished runs, and everything after them in their
+// partitions, are delivered again to the next owner (at-least-once; the
+// dedupe mark makes the effect once).
+//
+// A long run holds back exactly one thing: the committed offset of its own
+// partition, which cannot pass it. The records after it in that partition
+// are still fetched, executed and finished; other partitions commit freely.
+// If the runner crashes meanwhile, the finished records behind the long run
+// are delivered again and refused by their dedupe marks. To keep memory
+// bounded, a partition whose tracked offsets reach
+// Config.MaxPendingPerPartition is paused until the long run ends.
+//
+// # One execution
+//
+//  1. The circuit breaker of the run's downstream (package runner/breaker)
+//     is open: the run is deferred by the breaker's open timeout (a KindRetry
+//     due entry with the same attempt, a DEFERRED event), spending no
+//     attempt.
+//  2. Acquire the lease (package leasing). A dedupe mark means the run
+//     already took effect: it is skipped and committed. A run leased by
+//     another holder (a redelivery while the first delivery still executes)
+//     waits and asks again, so it neither runs twice nor gets lost if the
+//     first holder dies. When the job's concurrency slots are full, the
+//     overlap policy decides: FORBID records SKIPPED; QUEUE defers the run by
+//     the job's queue delay (a DEFERRED event and a KindRetry due entry with
+//     the same run id and attempt; the dispatcher fires it again then);
+//     REPLACE signals the oldest holder to stop (a Redis marker key and a
+//     pub/sub message that cancels the execution at once; after
+//     Config.ReplaceGrace the lease is revoked through leasing as well) and
+//     takes the slot when it frees; ALLOW runs without a limit.
+//  3. A Keeper renews the lease; losing it cancels the execution's context.
+//     The attempt runs under the job's timeout. The fencing token goes
+//     downstream with the run id (HTTP Sundial-Fencing-Token and
+//     Idempotency-Key; Kafka record headers).
+//  4. Success: SUCCEEDED is acknowledged first, then the dedupe mark is set
+//     (leasing Complete). A crash in between executes the run again, which
+//     the downstream absorbs by the idempotency key; the other order could
+//     lose the event.
+//  5. Failure: FAILED (or TIMED_OUT), then, when the retry policy allows
+//     (exponential backoff with full jitter, Retry-After as a minimum,
+//     non-retryable codes), a KindRetry due entry for attempt+1 through the
+//     Enqueuer and RETRYING; otherwise a DeadLetter to sundial.dlq and DEAD.
+//     The lease is released either way, without a dedupe mark, so a replay
+//     from the dead-letter topic runs with the same run id.
+//  6. Stop cancels executions still running after Config.ShutdownTimeout;
+//     they release their leases, record no event and are not committed.
+//
+// Trigger latency (lease acquired − the attempt's due time) is a histogram
+// metric and the STARTED event's time − attempt_due_time.
+//
+// # Metrics and logs
+//
+// Metrics go to Config.Registerer, labelled only by bounded values
+// (priority, outcome, lease result, downstream host). Every log line about a
+// run carries job_id and run_id.
+//
+// # Dependencies
+//
+// github.com/twmb/franz-go (consumer group, pausing, producing),
+// github.com/redis/go-redis/v9 (the replace signal), github.com/sony/gobreaker/v2
+// (breakers), github.com/prometheus/client_golang (metrics). Tests use
+// franz-go's kfake and miniredis for fast runs, the local stack through
+// internal/testenv for the real ones, and github.com/HdrHistogram/hdrhistogram-go
+// for latency percentiles.
+package runner
