@@ -1,0 +1,370 @@
+package loadgen
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sundialhq/sundial/client"
+	"github.com/sundialhq/sundial/internal/topics"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// Config configures a Generator.
+type Config struct {
+	// Brokers are the Kafka seed brokers. Required.
+	Brokers []string
+	// KafkaOptions are extra client options of the observer (TLS, SASL).
+	KafkaOptions []kgo.Opt
+	// Topics names the installation's topics.
+	Topics topics.Names
+	// Plan is the workload. Required.
+	Plan *Plan
+	// Client produces the definitions and reads the registry's answers.
+	// Required.
+	Client *client.Client
+	// Recorder receives the events and run records. Required.
+	Recorder *Recorder
+	// BatchSize is how many definitions one produce call carries. Default
+	// 2000.
+	BatchSize int
+	// Concurrency is how many produce calls are in flight. Default 4.
+	Concurrency int
+	// ProgressEvery is the interval of the progress lines. Default 5s.
+	ProgressEvery time.Duration
+	// Progress receives the progress lines; nil prints none.
+	Progress io.Writer
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// Validate reports every bad field.
+func (c Config) Validate() error {
+	var errs []error
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("loadgen config: brokers: required"))
+	}
+	if c.Plan == nil {
+		errs = append(errs, errors.New("loadgen config: plan: required"))
+	}
+	if c.Client == nil {
+		errs = append(errs, errors.New("loadgen config: client: required"))
+	}
+	if c.Recorder == nil {
+		errs = append(errs, errors.New("loadgen config: recorder: required"))
+	}
+	if c.BatchSize < 0 || c.Concurrency < 0 || c.ProgressEvery < 0 {
+		errs = append(errs, fmt.Errorf("loadgen config: batch size %d, concurrency %d, progress interval %s: must not be negative",
+			c.BatchSize, c.Concurrency, c.ProgressEvery))
+	}
+	return errors.Join(errs...)
+}
+
+// Generator registers a workload's jobs through the Go client and observes
+// what the pipeline does with them: it reads sundial.events (trigger
+// latency, executions) and the run topics (dispatch latency: the run
+// record's broker timestamp minus its due time) into the Recorder, and
+// counts the registry's answers.
+type Generator struct {
+	cfg Config
+	log *slog.Logger
+
+	produced atomic.Int64
+	accepted atomic.Int64
+	rejected atomic.Int64
+	deleted  atomic.Int64
+	// logAppend counts run records whose timestamp the broker set
+	// (LogAppendTime), the others carrying the producer's CreateTime.
+	logAppend, createTime atomic.Int64
+
+	mu        sync.Mutex
+	answered  []bool // by job index: the registry accepted its definition
+	rejection string // the first rejection, for the error
+	acceptCh  chan struct{}
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	obs    *kgo.Client
+	start  time.Time
+}
+
+// New validates cfg.
+func New(cfg Config) (*Generator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, 2000)
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, 4)
+	cfg.ProgressEvery = cmp.Or(cfg.ProgressEvery, 5*time.Second)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Generator{cfg: cfg, log: cfg.Logger, answered: make([]bool, cfg.Plan.Jobs), acceptCh: make(chan struct{})}, nil
+}
+
+// Start begins observing: the event and run topics from now on (minus a
+// margin for clock skew), the registry's answers, and the progress lines.
+func (g *Generator) Start(ctx context.Context) error {
+	g.start = g.cfg.Now()
+	since := g.start.Add(-time.Minute)
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(g.cfg.Brokers...),
+		kgo.ConsumeTopics(append([]string{g.cfg.Topics.Events()}, g.cfg.Topics.AllRuns()...)...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(since.UnixMilli())),
+		kgo.FetchMaxWait(100 * time.Millisecond),
+		kgo.FetchMaxBytes(64 << 20),
+	}, g.cfg.KafkaOptions...)
+	obs, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("loadgen: observer: %w", err)
+	}
+	g.obs = obs
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	g.cancel = cancel
+	g.wg.Add(3)
+	go func() { defer g.wg.Done(); g.observe(runCtx) }()
+	go func() { defer g.wg.Done(); g.watchStatuses(runCtx, since) }()
+	go func() { defer g.wg.Done(); g.progress(runCtx) }()
+	return nil
+}
+
+// Stop ends observing and waits for the goroutines. Safe before Start and
+// more than once.
+func (g *Generator) Stop() {
+	if g.cancel == nil {
+		return
+	}
+	g.cancel()
+	g.wg.Wait()
+	g.obs.Close()
+	g.cancel = nil
+}
+
+func (g *Generator) observe(ctx context.Context) {
+	events := g.cfg.Topics.Events()
+	for {
+		fetches := g.obs.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		fetches.EachError(func(t string, p int32, err error) {
+			g.log.Warn("loadgen: fetch", "topic", t, "partition", p, "err", err)
+		})
+		fetches.EachRecord(func(rec *kgo.Record) {
+			ct := contentType(rec)
+			if rec.Topic == events {
+				ev := &sundialv1.RunEvent{}
+				if err := sundialv1.Unmarshal(ct, rec.Value, ev); err != nil {
+					g.log.Warn("loadgen: event does not decode", "offset", rec.Offset, "err", err)
+					return
+				}
+				g.cfg.Recorder.ObserveEvent(ev)
+				return
+			}
+			run := &sundialv1.Run{}
+			if err := sundialv1.Unmarshal(ct, rec.Value, run); err != nil {
+				g.log.Warn("loadgen: run record does not decode", "topic", rec.Topic, "offset", rec.Offset, "err", err)
+				return
+			}
+			if rec.Attrs.TimestampType() == 1 {
+				g.logAppend.Add(1)
+			} else {
+				g.createTime.Add(1)
+			}
+			g.cfg.Recorder.ObserveDispatch(run, rec.Timestamp)
+		})
+	}
+}
+
+func contentType(rec *kgo.Record) string {
+	for _, h := range rec.Headers {
+		if strings.EqualFold(h.Key, sundialv1.HeaderContentType) {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// watchStatuses counts the registry's answers to this workload's jobs.
+func (g *Generator) watchStatuses(ctx context.Context, since time.Time) {
+	prefix := g.cfg.Plan.Prefix + "-"
+	for st, err := range g.cfg.Client.Statuses(ctx, since) {
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			g.log.Warn("loadgen: status", "err", err)
+			continue
+		}
+		id := st.GetJobId()
+		if !strings.HasPrefix(id, prefix) {
+			continue
+		}
+		k, ok := g.cfg.Plan.ParseRunID(id + "@0")
+		if !ok {
+			continue
+		}
+		switch st.GetOutcome() {
+		case sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_CREATED,
+			sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UPDATED,
+			sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UNCHANGED:
+			g.mu.Lock()
+			if !g.answered[k.Job] {
+				g.answered[k.Job] = true
+				if g.accepted.Add(1) == int64(g.cfg.Plan.Jobs) {
+					close(g.acceptCh)
+				}
+			}
+			g.mu.Unlock()
+		case sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_DELETED:
+			g.deleted.Add(1)
+		case sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_REJECTED:
+			g.rejected.Add(1)
+			g.mu.Lock()
+			if g.rejection == "" {
+				g.rejection = fmt.Sprintf("job %s: %v", id, client.FieldErrors(st))
+			}
+			g.mu.Unlock()
+		}
+	}
+}
+
+func (g *Generator) progress(ctx context.Context) {
+	if g.cfg.Progress == nil {
+		return
+	}
+	t := time.NewTicker(g.cfg.ProgressEvery)
+	defer t.Stop()
+	last := g.cfg.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := g.cfg.Now()
+		p := g.cfg.Recorder.Progress()
+		rate := float64(p.RecentStarted) / now.Sub(last).Seconds()
+		last = now
+		fmt.Fprintf(g.cfg.Progress, "%s  jobs produced %d registered %d/%d  events %d  runs started %d  rate %.0f/s  p95 %s\n",
+			now.Sub(g.start).Truncate(time.Second), g.produced.Load(), g.accepted.Load(), g.cfg.Plan.Jobs,
+			p.Events, p.Started, rate, p.RecentP95.Round(100*time.Microsecond))
+	}
+}
+
+// Register produces every job definition of the plan through the client,
+// in batches, and returns once all are acknowledged by Kafka. It does not
+// wait for the registry: see WaitAccepted.
+func (g *Generator) Register(ctx context.Context) error {
+	n := g.cfg.Plan.Jobs
+	eg, ctx := errgroup.WithContext(ctx)
+	eg.SetLimit(g.cfg.Concurrency)
+	for lo := 0; lo < n; lo += g.cfg.BatchSize {
+		hi := min(lo+g.cfg.BatchSize, n)
+		eg.Go(func() error {
+			specs := make([]*sundialv1.JobSpec, 0, hi-lo)
+			for i := lo; i < hi; i++ {
+				specs = append(specs, g.cfg.Plan.Spec(i))
+			}
+			if _, err := g.cfg.Client.ApplyAll(ctx, sundialv1.EncodingProtobuf, specs...); err != nil {
+				return fmt.Errorf("loadgen: register jobs %d..%d: %w", lo, hi-1, err)
+			}
+			g.produced.Add(int64(hi - lo))
+			return nil
+		})
+	}
+	return eg.Wait()
+}
+
+// WaitAccepted waits until the registry accepted every definition. It fails
+// at the first rejection, or with ctx's error.
+func (g *Generator) WaitAccepted(ctx context.Context) error {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if g.rejected.Load() > 0 {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			return fmt.Errorf("loadgen: the registry rejected %d definitions, first %s", g.rejected.Load(), g.rejection)
+		}
+		select {
+		case <-g.acceptCh:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("loadgen: %d of %d definitions accepted: %w", g.accepted.Load(), g.cfg.Plan.Jobs, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// Counters are the generator's own counts.
+type Counters struct {
+	Produced int64 `json:"produced"`
+	Accepted int64 `json:"accepted"`
+	Rejected int64 `json:"rejected"`
+	Deleted  int64 `json:"deleted"`
+	// RunRecordsLogAppendTime and RunRecordsCreateTime count the run records
+	// by the kind of timestamp the dispatch latency was read from.
+	RunRecordsLogAppendTime int64 `json:"run_records_log_append_time"`
+	RunRecordsCreateTime    int64 `json:"run_records_create_time"`
+}
+
+// Counters returns the counts so far.
+func (g *Generator) Counters() Counters {
+	return Counters{
+		Produced: g.produced.Load(), Accepted: g.accepted.Load(), Rejected: g.rejected.Load(), Deleted: g.deleted.Load(),
+		RunRecordsLogAppendTime: g.logAppend.Load(), RunRecordsCreateTime: g.createTime.Load(),
+	}
+}
+
+// Cleanup deletes every job of the plan with a tombstone, concurrency
+// deletes at a time.
+func (g *Generator) Cleanup(ctx context.Context) error {
+	ids := make(chan string)
+	eg, ctx := errgroup.WithContext(ctx)
+	var errs []error
+	var mu sync.Mutex
+	for range max(g.cfg.Concurrency*16, 1) {
+		eg.Go(func() error {
+			for id := range ids {
+				if _, err := g.cfg.Client.Delete(ctx, id); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+			return nil
+		})
+	}
+	for i := range g.cfg.Plan.Jobs {
+		select {
+		case ids <- g.cfg.Plan.JobID(i):
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(ids)
+	_ = eg.Wait()
+	if len(errs) > 0 {
+		return fmt.Errorf("loadgen: cleanup: %d deletes failed, first: %w", len(errs), slices.Clone(errs)[0])
+	}
+	return ctx.Err()
+}

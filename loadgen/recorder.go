@@ -1,0 +1,309 @@
+package loadgen
+
+import (
+	"iter"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// Latencies are recorded in microseconds, from 1µs to an hour, with three
+// significant digits.
+const (
+	histMin    = 1
+	histMax    = int64(time.Hour / time.Microsecond)
+	histDigits = 3
+)
+
+func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(histMin, histMax, histDigits) }
+
+// execution names one execution of an attempt: a runner's lease on it. Two
+// STARTED events with the same execution are one event delivered twice (a
+// redelivery of sundial.events), not two executions.
+type execution struct {
+	attempt uint32
+	token   int64
+	runner  uint16
+}
+
+// runState is what the recorder knows of one run.
+type runState struct {
+	dispatches uint16 // run records seen for attempt 1
+	execs      []execution
+}
+
+// Sample is one trigger latency: the run's due time and its latency.
+type Sample struct {
+	DueMs     int64
+	LatencyUs int64
+}
+
+// Recorder turns the events and run records of a workload into latencies and
+// counts. It is safe for concurrent use; it does no I/O.
+type Recorder struct {
+	parse func(runID string) (RunKey, bool)
+	// from and to bound the due times whose latencies are recorded: runs due
+	// before from are the warm-up.
+	from, to int64
+
+	mu        sync.Mutex
+	runs      map[RunKey]*runState
+	runners   map[string]uint16
+	trigger   *hdrhistogram.Histogram
+	dispatch  *hdrhistogram.Histogram
+	recent    *hdrhistogram.Histogram // trigger latencies since the last Progress
+	samples   []Sample
+	events    int64
+	foreign   int64
+	malformed int64
+	early     int64 // STARTED before the due time: recorded as 0, counted here
+	started   int64 // runs started at least once
+	extraRuns int64 // started runs outside the expected set (see Result)
+}
+
+// NewRecorder records the runs parse recognises; latencies of runs due in
+// [from, to) go into the histograms.
+func NewRecorder(parse func(string) (RunKey, bool), from, to time.Time) *Recorder {
+	return &Recorder{
+		parse:    parse,
+		from:     from.UnixMilli(),
+		to:       to.UnixMilli(),
+		runs:     map[RunKey]*runState{},
+		runners:  map[string]uint16{},
+		trigger:  newHist(),
+		dispatch: newHist(),
+		recent:   newHist(),
+	}
+}
+
+// SetWindow moves the measured window; only runs observed afterwards use it.
+func (r *Recorder) SetWindow(from, to time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.from, r.to = from.UnixMilli(), to.UnixMilli()
+}
+
+func (r *Recorder) inWindow(dueMs int64) bool { return dueMs >= r.from && dueMs < r.to }
+
+func (r *Recorder) state(k RunKey) *runState {
+	s := r.runs[k]
+	if s == nil {
+		s = &runState{}
+		r.runs[k] = s
+	}
+	return s
+}
+
+func latencyUs(d time.Duration) (int64, bool) {
+	us := d.Microseconds()
+	if us < histMin {
+		return histMin, us < 0
+	}
+	return min(us, histMax), false
+}
+
+// ObserveEvent records one run event. Only STARTED events matter: the first
+// STARTED of attempt 1 of a run gives its trigger latency (event time minus
+// the attempt's due time); every distinct execution (attempt, fencing
+// token, runner) is remembered for the duplicate count.
+func (r *Recorder) ObserveEvent(ev *sundialv1.RunEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events++
+	if ev.GetState() != sundialv1.RunState_RUN_STATE_STARTED {
+		return
+	}
+	k, ok := r.parse(ev.GetRunId())
+	if !ok {
+		r.foreign++
+		return
+	}
+	if ev.GetTime() == nil || ev.GetAttemptDueTime() == nil {
+		r.malformed++
+		return
+	}
+	runner, ok := r.runners[ev.GetRunnerId()]
+	if !ok {
+		runner = uint16(len(r.runners))
+		r.runners[ev.GetRunnerId()] = runner
+	}
+	x := execution{attempt: max(ev.GetAttempt(), 1), token: ev.GetFencingToken(), runner: runner}
+	s := r.state(k)
+	if slices.Contains(s.execs, x) {
+		return // the same event delivered again
+	}
+	first := len(s.execs) == 0
+	s.execs = append(s.execs, x)
+	if !first || x.attempt != 1 {
+		return
+	}
+	r.started++
+	us, early := latencyUs(ev.GetTime().AsTime().Sub(ev.GetAttemptDueTime().AsTime()))
+	if early {
+		r.early++
+	}
+	r.recent.RecordValue(us) //nolint:errcheck // clamped into range above
+	if r.inWindow(k.DueMs) {
+		r.trigger.RecordValue(us) //nolint:errcheck // clamped into range above
+		r.samples = append(r.samples, Sample{DueMs: k.DueMs, LatencyUs: us})
+	}
+}
+
+// ObserveDispatch records a run record acknowledged by Kafka at acked: the
+// first record of attempt 1 of a run gives its dispatch latency.
+func (r *Recorder) ObserveDispatch(run *sundialv1.Run, acked time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k, ok := r.parse(run.GetRunId())
+	if !ok {
+		r.foreign++
+		return
+	}
+	if max(run.GetAttempt(), 1) != 1 {
+		return
+	}
+	due := run.GetAttemptDueTime()
+	if due == nil {
+		due = run.GetDueTime()
+	}
+	if due == nil {
+		r.malformed++
+		return
+	}
+	s := r.state(k)
+	s.dispatches++
+	if s.dispatches == 1 && r.inWindow(k.DueMs) {
+		us, _ := latencyUs(acked.Sub(due.AsTime()))
+		r.dispatch.RecordValue(us) //nolint:errcheck // clamped into range above
+	}
+}
+
+// Progress is a snapshot for the progress line.
+type Progress struct {
+	Events  int64
+	Started int64
+	// RecentP95 is the p95 trigger latency of the runs started since the
+	// previous call, and RecentStarted how many there were.
+	RecentP95     time.Duration
+	RecentStarted int64
+}
+
+// Progress returns the counts so far and resets the recent histogram.
+func (r *Recorder) Progress() Progress {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := Progress{
+		Events:        r.events,
+		Started:       r.started,
+		RecentP95:     time.Duration(r.recent.ValueAtQuantile(95)) * time.Microsecond,
+		RecentStarted: r.recent.TotalCount(),
+	}
+	r.recent.Reset()
+	return p
+}
+
+// Counts are the loss and duplicate figures of a run of the workload.
+type Counts struct {
+	// Expected runs: due in the window according to the workload.
+	Expected int64 `json:"expected"`
+	// StartedInWindow: expected runs that started at least once.
+	StartedInWindow int64 `json:"started_in_window"`
+	// Lost: expected runs that never started.
+	Lost int64 `json:"lost"`
+	// DuplicateExecutions: runs (any due time) with more than one execution
+	// of the same attempt (distinct fencing token or runner).
+	DuplicateExecutions int64 `json:"duplicate_executions"`
+	// ExtraExecutions: executions beyond the first of each attempt, summed.
+	ExtraExecutions int64 `json:"extra_executions"`
+	// DuplicateDispatches: runs whose first attempt was written to Kafka more
+	// than once (at-least-once delivery; harmless unless it executes twice).
+	DuplicateDispatches int64 `json:"duplicate_dispatches"`
+	// Unexpected: runs due in the window that started but that the workload
+	// did not schedule (a wrong fire time).
+	Unexpected int64 `json:"unexpected"`
+	// EarlyStarts: runs that started before their due time.
+	EarlyStarts int64 `json:"early_starts"`
+	// Events read, and events of other workloads ignored.
+	Events  int64 `json:"events"`
+	Foreign int64 `json:"foreign"`
+	// Malformed events (missing times).
+	Malformed int64 `json:"malformed"`
+}
+
+// Result compares what happened with the expected runs (the workload's runs
+// due in the window). Call it after the drain, when the runs due by the end
+// of the window have had their time to start.
+func (r *Recorder) Result(expected iter.Seq[RunKey]) Counts {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := Counts{Events: r.events, Foreign: r.foreign, Malformed: r.malformed, EarlyStarts: r.early}
+	seen := make(map[RunKey]bool)
+	for k := range expected {
+		c.Expected++
+		seen[k] = true
+		if s := r.runs[k]; s != nil && len(s.execs) > 0 {
+			c.StartedInWindow++
+		} else {
+			c.Lost++
+		}
+	}
+	for k, s := range r.runs {
+		if s.dispatches > 1 {
+			c.DuplicateDispatches++
+		}
+		if len(s.execs) == 0 {
+			continue
+		}
+		if r.inWindow(k.DueMs) && !seen[k] {
+			c.Unexpected++
+		}
+		perAttempt := map[uint32]int{}
+		dup := false
+		for _, x := range s.execs {
+			perAttempt[x.attempt]++
+			if perAttempt[x.attempt] > 1 {
+				dup = true
+				c.ExtraExecutions++
+			}
+		}
+		if dup {
+			c.DuplicateExecutions++
+		}
+	}
+	return c
+}
+
+// Trigger returns a copy of the trigger latency histogram (µs).
+func (r *Recorder) Trigger() *hdrhistogram.Histogram {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return hdrhistogram.Import(r.trigger.Export())
+}
+
+// Dispatch returns a copy of the dispatch latency histogram (µs).
+func (r *Recorder) Dispatch() *hdrhistogram.Histogram {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return hdrhistogram.Import(r.dispatch.Export())
+}
+
+// Samples returns the trigger latencies of the window, by due time.
+func (r *Recorder) Samples() []Sample {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := slices.Clone(r.samples)
+	slices.SortFunc(out, func(a, b Sample) int {
+		switch {
+		case a.DueMs < b.DueMs:
+			return -1
+		case a.DueMs > b.DueMs:
+			return 1
+		}
+		return 0
+	})
+	return out
+}

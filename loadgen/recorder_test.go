@@ -1,0 +1,231 @@
+package loadgen
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// setup returns a 4-job interval plan (every 4s, phases 0,1,2,3s) and a
+// recorder whose window is [t0, t0+8s): 8 expected runs.
+func setup(t *testing.T) (*Plan, *Recorder) {
+	t.Helper()
+	p, err := NewPlan(Workload{Prefix: "lg", Jobs: 4, Rate: 1, Duration: time.Minute, Mix: Mix{Interval: 1}, Target: Target{Handler: "noop"}})
+	require.NoError(t, err)
+	require.Equal(t, 4*time.Second, p.Period)
+	return p, NewRecorder(p.ParseRunID, t0, t0.Add(8*time.Second))
+}
+
+func started(p *Plan, job int, due time.Time, attempt uint32, token int64, runner string, after time.Duration) *sundialv1.RunEvent {
+	id := p.JobID(job)
+	return &sundialv1.RunEvent{
+		RunId: id + "@" + formatMs(due), JobId: id, Attempt: attempt, State: sundialv1.RunState_RUN_STATE_STARTED,
+		Time: timestamppb.New(due.Add(after)), DueTime: timestamppb.New(due), AttemptDueTime: timestamppb.New(due),
+		RunnerId: runner, FencingToken: token,
+	}
+}
+
+func formatMs(t time.Time) string { return itoa(t.UnixMilli()) }
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// due of job j's k-th run in the window.
+func due(j, k int) time.Time {
+	return t0.Add(time.Duration(j)*time.Second + time.Duration(k)*4*time.Second)
+}
+
+func TestRecorderCounts(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		events func(p *Plan) []*sundialv1.RunEvent
+		want   Counts
+		// latencies of the window, in ms, sorted
+		latencies []int64
+	}{
+		{
+			name: "every run once: nothing lost, nothing duplicated",
+			events: func(p *Plan) []*sundialv1.RunEvent {
+				var evs []*sundialv1.RunEvent
+				for j := range 4 {
+					for k := range 2 {
+						evs = append(evs, started(p, j, due(j, k), 1, int64(10*j+k+1), "r1", time.Duration(j+1)*time.Millisecond))
+					}
+				}
+				return evs
+			},
+			want:      Counts{Expected: 8, StartedInWindow: 8, Events: 8},
+			latencies: []int64{1, 1, 2, 2, 3, 3, 4, 4},
+		},
+		{
+			name: "a run never started is lost",
+			events: func(p *Plan) []*sundialv1.RunEvent {
+				return []*sundialv1.RunEvent{started(p, 0, due(0, 0), 1, 1, "r1", 5*time.Millisecond)}
+			},
+			want:      Counts{Expected: 8, StartedInWindow: 1, Lost: 7, Events: 1},
+			latencies: []int64{5},
+		},
+		{
+			name: "the same STARTED event read twice is one execution",
+			events: func(p *Plan) []*sundialv1.RunEvent {
+				e := started(p, 1, due(1, 0), 1, 7, "r1", 3*time.Millisecond)
+				return []*sundialv1.RunEvent{e, e}
+			},
+			want:      Counts{Expected: 8, StartedInWindow: 1, Lost: 7, Events: 2},
+			latencies: []int64{3},
+		},
+		{
+			name: "two leases on one attempt are a duplicate execution; the first start gives the latency",
+			events: func(p *Plan) []*sundialv1.RunEvent {
+				return []*sundialv1.RunEvent{
+					started(p, 1, due(1, 0), 1, 7, "r1", 3*time.Millisecond),
+					started(p, 1, due(1, 0), 1, 8, "r2", 9*time.Second),
+					started(p, 1, due(1, 0), 1, 9, "r1", 10*time.Second),
+				}
+			},
+			want:      Counts{Expected: 8, StartedInWindow: 1, Lost: 7, DuplicateExecutions: 1, ExtraExecutions: 2, Events: 3},
+			latencies: []int64{3},
+		},
+		{
+			name: "a retry (attempt 2) is not a duplicate",
+			events: func(p *Plan) []*sundialv1.RunEvent {
+				return []*sundialv1.RunEvent{
+					started(p, 2, due(2, 1), 1, 7, "r1", time.Millisecond),
+					started(p, 2, due(2, 1), 2, 8, "r1", 2*time.Second),
+				}
+			},
+			want:      Counts{Expected: 8, StartedInWindow: 1, Lost: 7, Events: 2},
+			latencies: []int64{1},
+		},
+		{
+			name: "runs outside the window, at wrong times, of other workloads, and other states",
+			events: func(p *Plan) []*sundialv1.RunEvent {
+				before := started(p, 0, t0.Add(-4*time.Second), 1, 1, "r1", time.Millisecond)
+				wrong := started(p, 0, t0.Add(1500*time.Millisecond), 1, 2, "r1", time.Millisecond)
+				foreign := started(p, 0, due(0, 0), 1, 3, "r1", time.Millisecond)
+				foreign.RunId = "other-0@" + itoa(due(0, 0).UnixMilli())
+				succeeded := started(p, 0, due(0, 0), 1, 4, "r1", time.Millisecond)
+				succeeded.State = sundialv1.RunState_RUN_STATE_SUCCEEDED
+				return []*sundialv1.RunEvent{before, wrong, foreign, succeeded}
+			},
+			want:      Counts{Expected: 8, Lost: 8, Unexpected: 1, Events: 4, Foreign: 1},
+			latencies: []int64{1}, // the wrong-time run is in the window
+		},
+		{
+			name: "a start before the due time is counted and recorded as the minimum",
+			events: func(p *Plan) []*sundialv1.RunEvent {
+				return []*sundialv1.RunEvent{started(p, 3, due(3, 0), 1, 1, "r1", -20*time.Millisecond)}
+			},
+			want:      Counts{Expected: 8, StartedInWindow: 1, Lost: 7, EarlyStarts: 1, Events: 1},
+			latencies: []int64{0},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, r := setup(t)
+			for _, ev := range tt.events(p) {
+				r.ObserveEvent(ev)
+			}
+			got := r.Result(p.Expected(t0, t0.Add(8*time.Second)))
+			assert.Equal(t, tt.want, got)
+			var lat []int64
+			for _, s := range r.Samples() {
+				lat = append(lat, s.LatencyUs/1000)
+			}
+			slices.Sort(lat)
+			assert.Equal(t, tt.latencies, lat)
+			assert.Equal(t, int64(len(tt.latencies)), r.Trigger().TotalCount())
+		})
+	}
+}
+
+func TestRecorderDispatch(t *testing.T) {
+	t.Parallel()
+	p, r := setup(t)
+	run := func(job int, d time.Time, attempt uint32) *sundialv1.Run {
+		return &sundialv1.Run{RunId: p.JobID(job) + "@" + itoa(d.UnixMilli()), JobId: p.JobID(job), Attempt: attempt,
+			DueTime: timestamppb.New(d), AttemptDueTime: timestamppb.New(d)}
+	}
+	r.ObserveDispatch(run(0, due(0, 0), 1), due(0, 0).Add(7*time.Millisecond))
+	r.ObserveDispatch(run(0, due(0, 0), 1), due(0, 0).Add(900*time.Millisecond)) // written again
+	r.ObserveDispatch(run(0, due(0, 0), 2), due(0, 0).Add(5*time.Second))        // a retry
+	r.ObserveDispatch(run(1, t0.Add(-3*time.Second), 1), t0)                     // before the window
+	h := r.Dispatch()
+	require.Equal(t, int64(1), h.TotalCount())
+	assert.InDelta(t, 7000, h.Max(), 10)
+	c := r.Result(p.Expected(t0, t0.Add(8*time.Second)))
+	assert.Equal(t, int64(1), c.DuplicateDispatches)
+	assert.Zero(t, c.DuplicateExecutions, "a run written twice but started never is no duplicate execution")
+}
+
+func TestRecorderProgressResets(t *testing.T) {
+	t.Parallel()
+	p, r := setup(t)
+	r.ObserveEvent(started(p, 0, due(0, 0), 1, 1, "r1", 40*time.Millisecond))
+	r.ObserveEvent(started(p, 1, due(1, 0), 1, 2, "r1", 40*time.Millisecond))
+	pr := r.Progress()
+	assert.Equal(t, int64(2), pr.Started)
+	assert.Equal(t, int64(2), pr.RecentStarted)
+	assert.InDelta(t, 40*time.Millisecond, pr.RecentP95, float64(100*time.Microsecond))
+	pr = r.Progress()
+	assert.Equal(t, int64(2), pr.Started)
+	assert.Zero(t, pr.RecentStarted)
+}
+
+func TestRecorderConcurrent(t *testing.T) {
+	t.Parallel()
+	p, r := setup(t)
+	var wg sync.WaitGroup
+	for j := range 4 {
+		wg.Go(func() {
+			for k := range 2 {
+				ev := started(p, j, due(j, k), 1, int64(j*2+k+1), "r", time.Millisecond)
+				r.ObserveEvent(ev)
+				r.ObserveEvent(ev)
+				_ = r.Progress()
+			}
+		})
+	}
+	wg.Wait()
+	c := r.Result(p.Expected(t0, t0.Add(8*time.Second)))
+	assert.Equal(t, int64(8), c.StartedInWindow)
+	assert.Zero(t, c.Lost)
+	assert.Zero(t, c.DuplicateExecutions)
+}
+
+func TestDownstream(t *testing.T) {
+	t.Parallel()
+	d := NewDownstream()
+	srv := httptest.NewServer(d)
+	defer srv.Close()
+	send := func(key, job, token string) int {
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/effect", nil)
+		require.NoError(t, err)
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		req.Header.Set("Sundial-Job-Id", job)
+		req.Header.Set("Sundial-Fencing-Token", token)
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	assert.Equal(t, http.StatusNoContent, send("j1@1", "j1", "1"))
+	assert.Equal(t, http.StatusNoContent, send("j1@2", "j1", "3"))
+	assert.Equal(t, http.StatusNoContent, send("j1@2", "j1", "2")) // applied again, by an older holder
+	assert.Equal(t, http.StatusNoContent, send("j2@1", "j2", "1"))
+	assert.Equal(t, http.StatusBadRequest, send("", "j2", "2"))
+	assert.Equal(t, Effects{Requests: 4, Keys: 3, DuplicateEffects: 1, StaleFencing: 1, MissingKey: 1}, d.Effects())
+}
