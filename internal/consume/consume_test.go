@@ -1,0 +1,204 @@
+package consume_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+
+	"github.com/sundialhq/sundial/internal/consume"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// The loop's mechanics run against franz-go's in-process fake cluster; the
+// registry's and trigger's tests run it against a real Kafka.
+func cluster(t *testing.T) []string {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "in", "out"))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c.ListenAddrs()
+}
+
+func produce(t *testing.T, brokers []string, n, keys int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	require.NoError(t, err)
+	defer cl.Close()
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: "in", Key: []byte(fmt.Sprintf("k%d", i%keys)), Value: []byte(fmt.Sprint(i))}
+	}
+	require.NoError(t, cl.ProduceSync(t.Context(), recs...).FirstErr())
+}
+
+func committed(t *testing.T, brokers []string, group string) int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	require.NoError(t, err)
+	defer cl.Close()
+	offsets, err := kadm.NewClient(cl).FetchOffsets(t.Context(), group)
+	require.NoError(t, err)
+	var total int64
+	offsets.Each(func(o kadm.OffsetResponse) { total += o.At })
+	return total
+}
+
+func newLoop(t *testing.T, brokers []string, group string, handle consume.Handler) (*consume.Loop, *kgo.Client) {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, consume.GroupOptions(group, "in")...)...)
+	require.NoError(t, err)
+	return &consume.Loop{
+		Client: cl, Handle: handle, Concurrency: 4, MaxPoll: 50,
+		Backoff: consume.Backoff{Min: time.Millisecond, Max: 10 * time.Millisecond},
+		Logger:  slog.New(slog.DiscardHandler),
+	}, cl
+}
+
+func TestLoopKeepsKeyOrderAndCommitsAfterAnswers(t *testing.T) {
+	t.Parallel()
+	brokers := cluster(t)
+	const n, keys = 300, 7
+	produce(t, brokers, n, keys)
+
+	var (
+		mu   sync.Mutex
+		seen = map[string][]int64{}
+		done = make(chan struct{})
+		all  atomic.Int64
+	)
+	loop, cl := newLoop(t, brokers, "g", func(_ context.Context, rec *kgo.Record) []*kgo.Record {
+		mu.Lock()
+		seen[string(rec.Key)] = append(seen[string(rec.Key)], rec.Offset)
+		mu.Unlock()
+		return []*kgo.Record{{Topic: "out", Key: rec.Key, Value: rec.Value}}
+	})
+	loop.OnCommitted = func(k int) {
+		if all.Add(int64(k)) == n {
+			close(done)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		loop.Run(ctx)
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("not every record was committed")
+	}
+	cancel()
+	<-stopped
+	cl.Close()
+
+	for key, offsets := range seen {
+		assert.IsIncreasing(t, offsets, "records of %s in offset order", key)
+	}
+	assert.Equal(t, int64(n), committed(t, brokers, "g"))
+
+	// Every answer was produced.
+	out, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer out.Close()
+	got := 0
+	for got < n {
+		fs := out.PollFetches(t.Context())
+		require.NoError(t, fs.Err())
+		got += fs.NumRecords()
+	}
+	assert.Equal(t, n, got)
+}
+
+// TestNothingCommittedUntilDone: a record whose handler cannot finish (a
+// store that stays down) holds back its poll's commit, and the next member
+// of the group gets every record of that poll again.
+func TestNothingCommittedUntilDone(t *testing.T) {
+	t.Parallel()
+	brokers := cluster(t)
+	const n = 20
+	produce(t, brokers, n, 1)
+
+	reached := make(chan struct{})
+	var once sync.Once
+	loop, cl := newLoop(t, brokers, "g", func(ctx context.Context, rec *kgo.Record) []*kgo.Record {
+		if string(rec.Value) == "5" {
+			once.Do(func() { close(reached) })
+			<-ctx.Done() // retrying a transient error until stopped
+		}
+		return nil
+	})
+	loop.MaxPoll = n
+	ctx, cancel := context.WithCancel(t.Context())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		loop.Run(ctx)
+	}()
+	<-reached
+	cancel()
+	<-stopped
+	cl.Close()
+	// Record 5 (offset 5) never finished: its poll is not committed.
+	kept := committed(t, brokers, "g")
+	assert.LessOrEqual(t, kept, int64(5), "nothing of the unfinished poll is committed")
+
+	var redelivered atomic.Int64
+	done := make(chan struct{})
+	loop2, cl2 := newLoop(t, brokers, "g", func(context.Context, *kgo.Record) []*kgo.Record {
+		if redelivered.Add(1) == n-kept {
+			close(done)
+		}
+		return nil
+	})
+	ctx2, cancel2 := context.WithCancel(t.Context())
+	stopped2 := make(chan struct{})
+	go func() {
+		defer close(stopped2)
+		loop2.Run(ctx2)
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("records were not redelivered")
+	}
+	cancel2()
+	<-stopped2
+	cl2.Close()
+}
+
+func TestRetry(t *testing.T) {
+	t.Parallel()
+	calls, retried := 0, 0
+	b := consume.Backoff{Min: time.Microsecond, Max: time.Millisecond, OnRetry: func(error) { retried++ }}
+	err := consume.Retry(t.Context(), b, func() error {
+		if calls++; calls < 4 {
+			return errors.New("transient")
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 4, calls)
+	assert.Equal(t, 3, retried)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err = consume.Retry(ctx, b, func() error { return errors.New("store down") })
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.ErrorContains(t, err, "store down")
+}
