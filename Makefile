@@ -23,6 +23,7 @@ dev: ## run the pipeline in one process on embedded backends (no install needed)
 test: stack-up ## start the real stack, vet, check generated code, run every test with -race against it
 	$(GO) vet ./...
 	$(MAKE) --no-print-directory check-generate
+	$(MAKE) --no-print-directory check-rules
 	@mkdir -p $(OUT)
 	@source <($(STACK) env) && echo "backends: kafka=$$SUNDIAL_KAFKA_BROKERS cassandra=$$SUNDIAL_CASSANDRA_HOSTS redis=$$SUNDIAL_REDIS_ADDR" && \
 	  $(GO) test -race -count=1 -timeout 20m -v ./... > $(OUT)/test.log 2>&1; rc=$$?; \
@@ -87,3 +88,17 @@ migrate: stack-up ## create the keyspace, tables and topics on the local stack
 .PHONY: bench
 bench: stack-up ## run a bench scenario on the real stack: make bench SCENARIO=steady
 	source <($(STACK) env) && $(GO) run ./cmd/sundial bench $(or $(SCENARIO),steady)
+
+# promtool comes with Prometheus (Debian: apt-get install prometheus).
+PROMTOOL ?= promtool
+
+.PHONY: check-rules
+check-rules: ## check the Prometheus config and alert rules and run the rules' unit tests (promtool)
+	@command -v $(PROMTOOL) >/dev/null || { echo "promtool not found: apt-get install -y prometheus" >&2; exit 1; }
+	$(PROMTOOL) check rules deploy/prometheus/rules/*.yml
+	$(PROMTOOL) check config deploy/prometheus/prometheus.yml
+	$(PROMTOOL) test rules deploy/prometheus/tests/*.yml
+
+.PHONY: test-observability
+test-observability: stack-up check-rules ## telemetry package, dashboards' and rules' PromQL against the real metric names, Prometheus harness
+	source <($(STACK) env) && $(GO) test -race -count=1 ./internal/telemetry/... ./deploy/...
