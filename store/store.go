@@ -92,6 +92,47 @@ type Triggers interface {
 	TriggerDedupe(ctx context.Context, jobID, key string, due time.Time, ttl time.Duration) (time.Time, error)
 }
 
+// Dags holds DAG definitions, with the semantics of Jobs: outcomes,
+// revisions and tombstones follow DecideDagUpsert and DecideDagDelete.
+type Dags interface {
+	// PutDag stores a definition. An identical spec is OutcomeUnchanged, a
+	// revision not newer than the stored one OutcomeStale; neither writes.
+	PutDag(ctx context.Context, dag Dag) (Outcome, error)
+	// DeleteDag leaves a tombstone with the given revision.
+	DeleteDag(ctx context.Context, id string, revision int64, at time.Time) (Outcome, error)
+	// GetDag returns the stored DAG, tombstones included, or ErrNotFound.
+	GetDag(ctx context.Context, id string) (Dag, error)
+	// ListDags returns every DAG that is not deleted, by id.
+	ListDags(ctx context.Context) ([]Dag, error)
+}
+
+// DagRuns holds the state of DAG runs. Every change of a run is
+// conditional on the version its caller read, so two engines applying
+// events to the same run never overwrite each other: one wins, the other
+// gets ErrVersionConflict, re-reads and applies its event again.
+type DagRuns interface {
+	// CreateDagRun stores a new run at version 1 unless a run with its id
+	// exists. It returns the stored run (the existing one if there was
+	// one) and whether this call created it.
+	CreateDagRun(ctx context.Context, run DagRun) (DagRun, bool, error)
+	// UpdateDagRun writes run's State, Status, Summary, Active and
+	// UpdatedAt if the stored version is still run.Version, and returns the
+	// new version (run.Version+1). Otherwise it fails with
+	// ErrVersionConflict, or ErrNotFound when there is no such run. run is
+	// the run as read with those fields changed; its other fields feed the
+	// listings.
+	UpdateDagRun(ctx context.Context, run DagRun) (int64, error)
+	// GetDagRun returns a run or ErrNotFound.
+	GetDagRun(ctx context.Context, id string) (DagRun, error)
+	// ListDagRuns returns up to limit runs of a DAG, newest due time first,
+	// without their Spec and State.
+	ListDagRuns(ctx context.Context, dagID string, limit int) ([]DagRun, error)
+	// ListActiveDagRuns returns the ids of every active run, in no
+	// particular order. A run that ended moments ago may still be listed;
+	// a run that is active always is.
+	ListActiveDagRuns(ctx context.Context) ([]string, error)
+}
+
 // Store is the whole seam, implemented by store/cassandra and store/memory
 // and checked by store/storetest. Components should depend on the smaller
 // interface they use.
@@ -102,6 +143,8 @@ type Store interface {
 	Shards
 	History
 	Triggers
+	Dags
+	DagRuns
 	// Close releases the store's connections.
 	Close() error
 }

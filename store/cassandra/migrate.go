@@ -99,6 +99,59 @@ var migrations = []migration{
 				PRIMARY KEY ((job_id, key)))`,
 		},
 	},
+	{
+		version:     3,
+		description: "DAG definitions and DAG-run state",
+		statements: []string{
+			// DAG definitions, written like jobs: only by lightweight
+			// transactions on the revision read.
+			`CREATE TABLE IF NOT EXISTS %[1]s.dags (
+				id text PRIMARY KEY,
+				spec blob,
+				hash blob,
+				revision bigint,
+				updated_at timestamp,
+				deleted boolean)`,
+			// One partition per DAG run, so that Paxos rounds of different
+			// runs never contend. Written only by lightweight transactions
+			// conditional on version (see dags.go).
+			`CREATE TABLE IF NOT EXISTS %[1]s.dag_runs (
+				id text PRIMARY KEY,
+				dag_id text,
+				due timestamp,
+				origin text,
+				spec blob,
+				state blob,
+				status text,
+				summary text,
+				active boolean,
+				version bigint,
+				created_at timestamp,
+				updated_at timestamp)`,
+			// The runs of each DAG, newest first, for listings. Plain
+			// writes whose write timestamp is the run's version, so an
+			// older write never replaces a newer one.
+			`CREATE TABLE IF NOT EXISTS %[1]s.dag_runs_by_dag (
+				dag_id text,
+				due timestamp,
+				id text,
+				origin text,
+				status text,
+				summary text,
+				active boolean,
+				version bigint,
+				created_at timestamp,
+				updated_at timestamp,
+				PRIMARY KEY ((dag_id), due, id))
+			WITH CLUSTERING ORDER BY (due DESC, id ASC)`,
+			// The ids of active runs, spread over a few partitions; write
+			// timestamps are versions here too.
+			`CREATE TABLE IF NOT EXISTS %[1]s.dag_runs_active (
+				part int,
+				id text,
+				PRIMARY KEY ((part), id))`,
+		},
+	},
 }
 
 // SchemaVersion is the schema version this build needs.

@@ -47,6 +47,9 @@ type Store struct {
 	runs    map[string]map[runKey]storedRun
 	// triggers maps job id + "\x00" + idempotency key to its first due.
 	triggers map[string]triggerKey
+	// dags and dagRuns hold DAG definitions and DAG-run state (dags.go).
+	dags    map[string]store.Dag
+	dagRuns map[string]store.DagRun
 }
 
 var _ store.Store = (*Store)(nil)
@@ -89,6 +92,8 @@ func New(opts Options) (*Store, error) {
 		shards:    map[int]store.ShardState{},
 		runs:      map[string]map[runKey]storedRun{},
 		triggers:  map[string]triggerKey{},
+		dags:      map[string]store.Dag{},
+		dagRuns:   map[string]store.DagRun{},
 	}, nil
 }
 

@@ -61,6 +61,12 @@ func Run(t *testing.T, newStore Factory) {
 		{"RunSummary", testRunSummary},
 		{"UpsertRecordsNextDue", testUpsertRecordsNextDue},
 		{"TriggerDedupe", testTriggerDedupe},
+		{"DagPutGetDelete", testDagPutGetDelete},
+		{"DagRunCreateOnce", testDagRunCreateOnce},
+		{"DagRunConditionalUpdate", testDagRunConditionalUpdate},
+		{"DagRunListing", testDagRunListing},
+		{"DagRunActive", testDagRunActive},
+		{"DagValidation", testDagValidation},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
