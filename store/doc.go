@@ -85,4 +85,16 @@
 // later states overwrite): UpsertJob writes one for the occurrence it
 // schedules, and whoever writes a later occurrence or retry may write one, so
 // that JobSummary.NextDue is the most recently planned attempt.
+//
+// # DAG definitions and DAG runs
+//
+// DAG definitions (Dags) are kept like job definitions: hash, revision and
+// tombstone, decided by DecideDagUpsert and DecideDagDelete. A DAG run
+// (DagRuns) is one record holding the DAG engine's opaque state and the
+// definition it follows (snapshotted at creation). It is created once
+// (CreateDagRun: of racing creators exactly one creates it) and changed only
+// conditionally on the version its writer read (UpdateDagRun fails with
+// ErrVersionConflict otherwise), so two engines applying events to one run
+// never lose each other's changes. ListActiveDagRuns lists every unfinished
+// run; a run that just ended may still be listed for a while.
 package store
