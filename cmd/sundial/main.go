@@ -46,6 +46,9 @@ func newApp(stdout, stderr io.Writer) *cli.Command {
 			dispatcherCommand(),
 			jobsCommand(),
 			triggerCommand(),
+			runnerCommand(),
+			dlqCommand(),
+			runsCommand(),
 		},
 	}
 }

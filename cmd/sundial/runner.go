@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/urfave/cli/v3"
+
+	"github.com/sundialhq/sundial/enqueue"
+	"github.com/sundialhq/sundial/history"
+	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/leasing"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/runner"
+	"github.com/sundialhq/sundial/runner/breaker"
+	"github.com/sundialhq/sundial/runner/target"
+	"github.com/sundialhq/sundial/store"
+	"github.com/sundialhq/sundial/store/cassandra"
+)
+
+// cassandraStoreFlags are the flags of commands that open the Cassandra store.
+func cassandraStoreFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringSliceFlag{Name: "cassandra-hosts", Usage: "Cassandra contact points, host or host:port", Sources: envVar("cassandra-hosts")},
+		&cli.StringFlag{Name: "keyspace", Value: cassandra.DefaultKeyspace, Usage: "Cassandra keyspace of the store", Sources: envVar("keyspace")},
+		&cli.StringFlag{Name: "cassandra-datacenter", Usage: "local data centre, preferred by the driver", Sources: envVar("cassandra-datacenter")},
+	}
+}
+
+func cassandraConfig(cmd *cli.Command) (cassandra.Config, error) {
+	c := cassandra.Config{Hosts: cmd.StringSlice("cassandra-hosts"), Keyspace: cmd.String("keyspace"), Datacenter: cmd.String("cassandra-datacenter")}
+	if len(c.Hosts) == 0 {
+		return c, errors.New("--cassandra-hosts: required (or SUNDIAL_CASSANDRA_HOSTS)")
+	}
+	return c, c.Validate()
+}
+
+// openEnqueuer opens the Cassandra store and an Enqueuer over it. close
+// releases both.
+func openEnqueuer(ctx context.Context, cmd *cli.Command, names topics.Names, logger *slog.Logger) (*enqueue.Enqueuer, *cassandra.Store, func(), error) {
+	cc, err := cassandraConfig(cmd)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	st, err := cassandra.Open(ctx, cc)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("cassandra: %w", err)
+	}
+	cluster, err := st.GetClusterConfig(ctx)
+	if err != nil {
+		st.Close()
+		return nil, nil, nil, fmt.Errorf("cassandra: %w", err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cmd.StringSlice("kafka-brokers")...), kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))
+	if err != nil {
+		st.Close()
+		return nil, nil, nil, fmt.Errorf("kafka: %w", err)
+	}
+	enq, err := enqueue.New(enqueue.Config{Store: st, Client: cl, Topics: names, Shards: cluster.Shards, Logger: logger})
+	if err != nil {
+		cl.Close()
+		st.Close()
+		return nil, nil, nil, err
+	}
+	return enq, st, func() { cl.Close(); st.Close() }, nil
+}
+
+func runnerCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "runner",
+		Usage: "consume runs from sundial.runs.* and execute them",
+		Description: `Run several side by side: they share the runs topics through the consumer group
+--group-id, take a Redis lease per run (dedupe mark, concurrency limit,
+fencing token), execute its target (HTTP, Kafka, or a registered handler:
+this binary registers "noop"), write retries and deferrals as due entries in
+Cassandra, dead runs to sundial.dlq, and every state change to sundial.events.
+With --history (the default) the process also stores the events as run
+history for 'sundial runs list'.
+
+Example, against the local stack:
+  source <(deploy/local/stack.sh env) && sundial runner --concurrency 64 --metrics-addr :9465`,
+		Flags: append(append(kafkaFlags(), cassandraStoreFlags()...),
+			&cli.StringFlag{Name: "redis-addr", Usage: "Redis address, host:port", Sources: envVar("redis-addr")},
+			&cli.StringFlag{Name: "group-id", Value: runner.DefaultGroup, Usage: "consumer group of the runners", Sources: envVar("group-id")},
+			&cli.StringFlag{Name: "runner-id", Usage: "name of this runner in events (default: host name and process id)", Sources: envVar("runner-id")},
+			&cli.IntFlag{Name: "concurrency", Value: runner.DefaultConcurrency, Usage: "runs executing at once", Sources: envVar("concurrency")},
+			&cli.IntFlag{Name: "queue-capacity", Usage: "fetched runs waiting per priority (default: twice --concurrency)", Sources: envVar("queue-capacity")},
+			&cli.IntFlag{Name: "max-pending-per-partition", Value: runner.DefaultMaxPendingPerPartition, Usage: "offsets tracked behind an unfinished run before its partition is paused", Sources: envVar("max-pending-per-partition")},
+			&cli.DurationFlag{Name: "run-timeout", Value: runner.DefaultRunTimeout, Usage: "per-attempt timeout of runs that carry none", Sources: envVar("run-timeout")},
+			&cli.DurationFlag{Name: "lease-ttl", Value: leasing.DefaultTTL, Usage: "lease time to live; a dead runner's runs restart after at most this", Sources: envVar("lease-ttl")},
+			&cli.DurationFlag{Name: "commit-interval", Value: runner.DefaultCommitInterval, Usage: "how often finished offsets are committed", Sources: envVar("commit-interval")},
+			&cli.UintFlag{Name: "breaker-failures", Value: breaker.DefaultFailures, Usage: "consecutive failures of a downstream host that open its circuit breaker", Sources: envVar("breaker-failures")},
+			&cli.DurationFlag{Name: "breaker-open-timeout", Value: breaker.DefaultOpenTimeout, Usage: "how long an open breaker defers runs before probing", Sources: envVar("breaker-open-timeout")},
+			&cli.DurationFlag{Name: "shutdown-timeout", Value: runner.DefaultShutdownTimeout, Usage: "on stop, how long executing runs may finish before they are cancelled", Sources: envVar("shutdown-timeout")},
+			&cli.BoolFlag{Name: "history", Value: true, Usage: "also store run events as history in Cassandra", Sources: envVar("history")},
+			&cli.StringFlag{Name: "metrics-addr", Usage: "serve Prometheus metrics on this address (host:port) at /metrics; empty: do not serve", Sources: envVar("metrics-addr")},
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", Sources: envVar("log-level")},
+		),
+		Action: runRunner,
+	}
+}
+
+// noopHandler succeeds at once; the load generator's jobs use it.
+func noopHandler(context.Context, *sundialv1.Run) error { return nil }
+
+func runRunner(ctx context.Context, cmd *cli.Command) error {
+	var bad []error
+	brokers := cmd.StringSlice("kafka-brokers")
+	if len(brokers) == 0 {
+		bad = append(bad, errors.New("--kafka-brokers: required (or SUNDIAL_KAFKA_BROKERS)"))
+	}
+	if cmd.String("redis-addr") == "" {
+		bad = append(bad, errors.New("--redis-addr: required (or SUNDIAL_REDIS_ADDR)"))
+	}
+	if _, err := cassandraConfig(cmd); err != nil {
+		bad = append(bad, err)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cmd.String("log-level"))); err != nil {
+		bad = append(bad, fmt.Errorf("--log-level %q: want debug, info, warn or error", cmd.String("log-level")))
+	}
+	logger := slog.New(slog.NewTextHandler(cmd.Root().ErrWriter, &slog.HandlerOptions{Level: level}))
+	names := topics.Names{Prefix: cmd.String("topic-prefix")}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	rdb := redis.NewClient(&redis.Options{Addr: cmd.String("redis-addr")})
+	defer rdb.Close()
+	leases, err := leasing.New(leasing.Config{Client: rdb, TTL: cmd.Duration("lease-ttl")})
+	if err != nil {
+		bad = append(bad, err)
+	}
+	cfg := runner.Config{
+		ID:                     cmd.String("runner-id"),
+		Kafka:                  []kgo.Opt{kgo.SeedBrokers(brokers...)},
+		Topics:                 names,
+		Group:                  cmd.String("group-id"),
+		Leases:                 leases,
+		Redis:                  rdb,
+		Enqueuer:               placeholderEnqueuer{},
+		Handlers:               map[string]target.Handler{"noop": target.HandlerFunc(noopHandler)},
+		Breakers:               breaker.Config{Failures: uint32(cmd.Uint("breaker-failures")), OpenTimeout: cmd.Duration("breaker-open-timeout")},
+		Concurrency:            int(cmd.Int("concurrency")),
+		QueueCapacity:          int(cmd.Int("queue-capacity")),
+		MaxPendingPerPartition: int(cmd.Int("max-pending-per-partition")),
+		CommitInterval:         cmd.Duration("commit-interval"),
+		RunTimeout:             cmd.Duration("run-timeout"),
+		ShutdownTimeout:        cmd.Duration("shutdown-timeout"),
+		Registerer:             reg,
+		Logger:                 logger,
+	}
+	if leases != nil {
+		if err := cfg.Validate(); err != nil {
+			bad = append(bad, err)
+		}
+	}
+	if err := errors.Join(bad...); err != nil {
+		return err
+	}
+
+	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	enq, st, closeStore, err := openEnqueuer(openCtx, cmd, names, logger)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	if err := leases.Load(openCtx); err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	cfg.Enqueuer = enq
+	r, err := runner.New(cfg)
+	if err != nil {
+		return err
+	}
+	if addr := cmd.String("metrics-addr"); addr != "" {
+		stop, err := serveMetrics(addr, reg, logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	if err := r.Start(openCtx); err != nil {
+		return err
+	}
+	defer r.Stop()
+	if cmd.Bool("history") {
+		w, err := history.New(history.Config{Kafka: cfg.Kafka, Topics: names, History: st, Logger: logger})
+		if err != nil {
+			return err
+		}
+		if err := w.Start(openCtx); err != nil {
+			return err
+		}
+		defer w.Stop()
+	}
+	<-ctx.Done()
+	logger.Info("stopping: letting executing runs finish", "timeout", cmd.Duration("shutdown-timeout"))
+	return nil
+}
+
+// placeholderEnqueuer lets the runner's configuration be validated before
+// the store is opened; it is replaced by the real Enqueuer.
+type placeholderEnqueuer struct{}
+
+func (placeholderEnqueuer) Enqueue(context.Context, ...store.DueEntry) error {
+	return errors.New("enqueuer not opened")
+}

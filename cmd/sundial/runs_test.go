@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/urfave/cli/v3"
+
+	"github.com/sundialhq/sundial/store"
+	"github.com/sundialhq/sundial/store/memory"
+)
+
+func TestPrintRuns(t *testing.T) {
+	t.Parallel()
+	st, err := memory.New(memory.Options{})
+	require.NoError(t, err)
+	ctx := context.Background()
+	due := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	runID := store.RunID("report", due)
+	for _, r := range []store.RunRecord{
+		{JobID: "report", RunID: runID, Attempt: 1, Due: due, State: store.StateFailed, Started: due, Duration: 40 * time.Millisecond, Error: "http_503", UpdatedAt: due.Add(time.Second)},
+		{JobID: "report", RunID: runID, Attempt: 2, Due: due, AttemptDue: due.Add(2 * time.Second), State: store.StateSucceeded, Started: due.Add(2 * time.Second), Duration: 15 * time.Millisecond, UpdatedAt: due.Add(3 * time.Second)},
+	} {
+		require.NoError(t, st.RecordRun(ctx, r))
+	}
+	var out bytes.Buffer
+	cmd := &cli.Command{Writer: &out}
+	require.NoError(t, printRuns(ctx, cmd, st, "report", 10))
+	s := out.String()
+	assert.Contains(t, s, "job report: 1 run(s), 2 attempt(s), 1 failure(s)")
+	assert.Contains(t, s, "RUN ID")
+	assert.Contains(t, s, "http_503")
+	assert.Contains(t, s, "15ms")
+	assert.Regexp(t, `report@\d+\s+2\s+succeeded`, s)
+}
+
+func TestParseWhen(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		in      string
+		want    time.Time
+		wantErr bool
+	}{
+		{"", time.Time{}, false},
+		{"24h", now.Add(-24 * time.Hour), false},
+		{"2026-05-31T00:00:00Z", time.Date(2026, 5, 31, 0, 0, 0, 0, time.UTC), false},
+		{"-1h", time.Time{}, true},
+		{"yesterday", time.Time{}, true},
+	}
+	for _, tt := range tests {
+		got, err := parseWhen("since", tt.in, now)
+		if tt.wantErr {
+			assert.ErrorContains(t, err, "--since", tt.in)
+			continue
+		}
+		require.NoError(t, err, tt.in)
+		assert.True(t, tt.want.Equal(got), tt.in)
+	}
+}
+
+func TestRunnerCommandReportsEveryMissingFlag(t *testing.T) {
+	for _, env := range []string{"SUNDIAL_KAFKA_BROKERS", "SUNDIAL_REDIS_ADDR", "SUNDIAL_CASSANDRA_HOSTS"} {
+		t.Setenv(env, "") // restored after the test
+		require.NoError(t, os.Unsetenv(env))
+	}
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"sundial", "runner", "--concurrency", "-1"}, &out, &errOut)
+	assert.Equal(t, 1, code)
+	for _, want := range []string{"--kafka-brokers", "--redis-addr", "--cassandra-hosts", "Concurrency"} {
+		assert.Contains(t, errOut.String(), want)
+	}
+}
