@@ -102,3 +102,7 @@ check-rules: ## check the Prometheus config and alert rules and run the rules' u
 .PHONY: test-observability
 test-observability: stack-up check-rules ## telemetry package, dashboards' and rules' PromQL against the real metric names, Prometheus harness
 	source <($(STACK) env) && $(GO) test -race -count=1 ./internal/telemetry/... ./deploy/...
+
+.PHONY: dashboards
+dashboards: ## regenerate the Grafana dashboards (deploy/grafana/dashboards/*.json) from deploy/grafana/*.go
+	$(GO) run ./deploy/grafana/dashgen -out deploy/grafana/dashboards
