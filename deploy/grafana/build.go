@@ -149,8 +149,8 @@ func states(title, description string, mappings map[string][2]string, targets ..
 		Type: "state-timeline", Title: title, Description: description, Datasource: &promDS,
 		Targets: withRefIDs(targets),
 		FieldConfig: &FieldConfig{Defaults: FieldDefaults{
-			Mappings: []any{map[string]any{"type": "value", "options": opts}},
-			Color:    map[string]any{"mode": "thresholds"},
+			Mappings:   []any{map[string]any{"type": "value", "options": opts}},
+			Color:      map[string]any{"mode": "thresholds"},
 			Thresholds: &Thresholds{Mode: "absolute", Steps: []Step{{Color: "green"}}},
 		}, Overrides: []any{}},
 		Options: map[string]any{"showValue": "auto", "mergeValues": true, "rowHeight": 0.9},
