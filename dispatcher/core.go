@@ -29,6 +29,18 @@ import (
 //     is being read is caught by one or the other.
 //   - complete: every bucket before it has been read to the end.
 //
+// Scheduled entries of one job and revision form a chain: the owner that
+// fires an occurrence stores the next one only after the run is produced, so
+// a stored successor proves its predecessor was emitted. The core uses that
+// when a new owner finds several entries of a chain in memory (the previous
+// owner fired some after its last watermark advance): an entry whose chain
+// holds a later entry is superseded and dropped. A late entry stands for
+// every occurrence up to the time it is fired (see fire.go); the owner
+// reports that time as the chain's covered time, and entries of the chain due
+// by then are dropped when they come up, so a catch-up never fires an
+// occurrence twice. While a late entry of a chain is being fired, the chain's
+// other entries wait (parked), because the covered time is not known yet.
+//
 // Reads are started one at a time, each when now reaches its bucket's
 // start minus the look-ahead. While catching up (reading buckets already in
 // the past), the next read waits until fewer than maxBacklog entries are in
@@ -45,6 +57,28 @@ type key struct {
 
 func keyOf(e store.DueEntry) key {
 	return key{due: e.Due.UnixMilli(), job: e.JobID, kind: e.Kind, runID: e.RunID}
+}
+
+// chain names the scheduled entries of one job definition.
+type chain struct {
+	job string
+	rev int64
+}
+
+func chainOf(e store.DueEntry) (chain, bool) {
+	return chain{job: e.JobID, rev: e.Revision}, e.Kind == store.KindScheduled
+}
+
+// chainState tracks a chain's entries in memory.
+type chainState struct {
+	// n counts the chain's entries in memory; latest is the latest due
+	// time (unix ms) among them.
+	n      int
+	latest int64
+	// expanding is the late entry of the chain being fired, if any;
+	// parked are the chain's entries waiting for it.
+	expanding *item
+	parked    []*item
 }
 
 // item is an entry waiting to fire or in flight.
@@ -75,12 +109,29 @@ type firing struct {
 	Failures int
 }
 
+// Reasons the core drops an entry without firing it.
+const (
+	// dropSuperseded: a later entry of its chain is in memory, so its run
+	// was emitted by whoever stored that entry.
+	dropSuperseded = "superseded"
+	// dropCovered: a late entry of its chain, fired already, stood for it.
+	dropCovered = "covered"
+)
+
+// dropped is an entry the core dropped without firing.
+type dropped struct {
+	Entry  store.DueEntry
+	Reason string
+}
+
 // ready is what Poll asks the owner to do.
 type ready struct {
 	// Load is the bucket to start reading; zero for none.
 	Load time.Time
 	// Fire lists the entries to fire now, in due order.
 	Fire []firing
+	// Dropped lists the entries dropped without firing.
+	Dropped []dropped
 	// Deadline is when to Poll again if nothing else happens first; zero
 	// means only after the next event.
 	Deadline time.Time
@@ -118,6 +169,10 @@ type shardCore struct {
 	inflight int
 	// fired remembers recently fired keys (to their due time) for dedupe.
 	fired map[key]time.Time
+	// chains tracks the scheduled entries in memory by chain; covered is
+	// each chain's covered time (see above).
+	chains  map[chain]*chainState
+	covered map[chain]time.Time
 
 	offsets offsetTracker
 	mark    time.Time
@@ -133,6 +188,8 @@ func newShardCore(cfg coreConfig) *shardCore {
 		complete: first,
 		items:    map[key]*item{},
 		fired:    map[key]time.Time{},
+		chains:   map[chain]*chainState{},
+		covered:  map[chain]time.Time{},
 		offsets:  newOffsetTracker(),
 		mark:     floor,
 	}
@@ -153,6 +210,26 @@ func (c *shardCore) Poll(now time.Time) ready {
 			break
 		}
 		heap.Pop(&c.queue)
+		if ch, ok := chainOf(head.entry); ok {
+			st := c.chains[ch]
+			if cov, ok := c.covered[ch]; ok && !head.entry.Due.After(cov) {
+				c.drop(head)
+				r.Dropped = append(r.Dropped, dropped{head.entry, dropCovered})
+				continue
+			}
+			if st.latest > head.key.due {
+				c.drop(head)
+				r.Dropped = append(r.Dropped, dropped{head.entry, dropSuperseded})
+				continue
+			}
+			if st.expanding != nil {
+				st.parked = append(st.parked, head)
+				continue
+			}
+			if head.late {
+				st.expanding = head
+			}
+		}
 		c.inflight++
 		r.Fire = append(r.Fire, firing{Entry: head.entry, Late: head.late, Failures: head.failures})
 	}
@@ -234,23 +311,75 @@ func (c *shardCore) add(now time.Time, e store.DueEntry, offset int64) bool {
 	}
 	c.items[k] = it
 	heap.Push(&c.queue, it)
+	if ch, ok := chainOf(e); ok {
+		st := c.chains[ch]
+		if st == nil {
+			st = &chainState{}
+			c.chains[ch] = st
+		}
+		st.n++
+		st.latest = max(st.latest, k.due)
+	}
 	return true
+}
+
+// forget removes an item from memory: its key is remembered for dedupe, its
+// wake-ups are resolved, its chain no longer counts it.
+func (c *shardCore) forget(it *item) {
+	delete(c.items, it.key)
+	c.fired[it.key] = it.entry.Due
+	for _, o := range it.offsets {
+		c.offsets.resolve(o)
+	}
+	if ch, ok := chainOf(it.entry); ok {
+		st := c.chains[ch]
+		if st.n--; st.n == 0 && st.expanding == nil && len(st.parked) == 0 {
+			delete(c.chains, ch)
+		}
+	}
+}
+
+// drop forgets an item that was popped but not handed out.
+func (c *shardCore) drop(it *item) {
+	c.forget(it)
+}
+
+// settle ends the expansion of a chain whose late entry it was: the parked
+// entries go back to the queue, to be checked against the covered time.
+func (c *shardCore) settle(it *item) {
+	ch, ok := chainOf(it.entry)
+	if !ok {
+		return
+	}
+	st := c.chains[ch]
+	if st == nil || st.expanding != it {
+		return
+	}
+	st.expanding = nil
+	for _, p := range st.parked {
+		heap.Push(&c.queue, p)
+	}
+	st.parked = nil
+	if st.n == 0 {
+		delete(c.chains, ch)
+	}
 }
 
 // Done reports that a firing has been carried out (or found dead): the
 // entry is forgotten, except for dedupe, and its wake-ups are resolved.
-func (c *shardCore) Done(e store.DueEntry) {
-	k := keyOf(e)
-	it, ok := c.items[k]
+// covered, if set, is the time up to which the firing of a late scheduled
+// entry stood for every occurrence of its chain.
+func (c *shardCore) Done(e store.DueEntry, covered time.Time) {
+	it, ok := c.items[keyOf(e)]
 	if !ok || it.index >= 0 {
 		return
 	}
-	delete(c.items, k)
 	c.inflight--
-	c.fired[k] = e.Due
-	for _, o := range it.offsets {
-		c.offsets.resolve(o)
+	if ch, ok := chainOf(e); ok && !covered.IsZero() && covered.After(c.covered[ch]) {
+		c.covered[ch] = covered
 	}
+	c.forget(it)
+	c.settle(it)
 }
 
 // Failed reports that a firing failed and should be tried again at retryAt.
@@ -263,6 +392,7 @@ func (c *shardCore) Failed(e store.DueEntry, retryAt time.Time) {
 	it.failures++
 	it.at = retryAt
 	heap.Push(&c.queue, it)
+	c.settle(it)
 }
 
 // Watermark returns the due time up to which every entry of the shard has
@@ -288,6 +418,11 @@ func (c *shardCore) Watermark(now time.Time) time.Time {
 			delete(c.fired, k)
 		}
 	}
+	for ch, cov := range c.covered {
+		if cov.Before(forget) && cov.Before(c.complete) {
+			delete(c.covered, ch)
+		}
+	}
 	return c.mark
 }
 
@@ -305,12 +440,13 @@ type coreStats struct {
 	// OldestOverdue is the earliest due time of an entry in memory that is
 	// due by now; zero if none.
 	OldestOverdue time.Time
-	// Fired is the number of keys remembered for dedupe.
-	Fired int
+	// Fired is the number of keys remembered for dedupe; Chains and
+	// Covered the chains tracked.
+	Fired, Chains, Covered int
 }
 
 func (c *shardCore) Stats(now time.Time) coreStats {
-	s := coreStats{Entries: len(c.items), Inflight: c.inflight, Fired: len(c.fired)}
+	s := coreStats{Entries: len(c.items), Inflight: c.inflight, Fired: len(c.fired), Chains: len(c.chains), Covered: len(c.covered)}
 	for _, it := range c.items {
 		if !it.entry.Due.After(now) && (s.OldestOverdue.IsZero() || it.entry.Due.Before(s.OldestOverdue)) {
 			s.OldestOverdue = it.entry.Due

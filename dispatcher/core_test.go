@@ -17,7 +17,7 @@ import (
 // cockroachdb/datadriven's format: a command with arguments, input lines,
 // "----", and the expected output. Times are wall times of 2026-01-01 UTC
 // ("10:00:05" or "10:00:05.250"). An entry line reads
-// "job due [kind=retry] [run=job@ms] [attempt=2]". Rewrite the expected
+// "job due [kind=retry] [run=job@ms] [attempt=2] [rev=N]". Rewrite the expected
 // outputs after a deliberate change with: go test ./dispatcher -run TestCore -rewrite
 //
 // Commands:
@@ -29,7 +29,7 @@ import (
 //	wake now=T offset=N <entry> -> "taken" or "ignored"
 //	wake-invalid offset=N
 //	insert now=T <entry>     -> "taken" or "ignored"
-//	done <entries>           -> firings carried out
+//	done [covered=T] <entries> -> firings carried out
 //	failed retry=T <entries> -> firings to try again at T
 //	watermark now=T          -> the watermark
 //	commit                   -> the commit point
@@ -75,8 +75,12 @@ func TestCore(t *testing.T) {
 				require.Len(t, es, 1, d.Pos)
 				return taken(c.Insert(now(t, d), es[0]))
 			case "done":
+				var covered time.Time
+				if v := arg(t, d, "covered", "-"); v != "-" {
+					covered = parseClock(t, v)
+				}
 				for _, e := range entries(t, d.Input) {
-					c.Done(e)
+					c.Done(e, covered)
 				}
 				return ""
 			case "failed":
@@ -95,7 +99,8 @@ func TestCore(t *testing.T) {
 				return fmt.Sprintf("offset %d", o)
 			case "stats":
 				s := c.Stats(now(t, d))
-				return fmt.Sprintf("entries %d, in flight %d, oldest overdue %s, remembered %d", s.Entries, s.Inflight, clock(s.OldestOverdue), s.Fired)
+				return fmt.Sprintf("entries %d, in flight %d, oldest overdue %s, remembered %d, chains %d, covered %d",
+					s.Entries, s.Inflight, clock(s.OldestOverdue), s.Fired, s.Chains, s.Covered)
 			}
 			t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
 			return ""
@@ -187,6 +192,8 @@ func entries(t *testing.T, input string) []store.DueEntry {
 				e.RunID = v
 			case "attempt":
 				e.Attempt = atoi(t, v)
+			case "rev":
+				e.Revision = int64(atoi(t, v))
 			default:
 				t.Fatalf("entry option %q", opt)
 			}
@@ -211,6 +218,9 @@ func formatReady(r ready) string {
 	var b strings.Builder
 	if !r.Load.IsZero() {
 		fmt.Fprintf(&b, "load %s\n", clock(r.Load))
+	}
+	for _, d := range r.Dropped {
+		fmt.Fprintf(&b, "drop %s (%s)\n", formatEntry(d.Entry), d.Reason)
 	}
 	for _, f := range r.Fire {
 		b.WriteString("fire " + formatEntry(f.Entry))

@@ -150,7 +150,7 @@ func (d *Dispatcher) Stop() {
 	d.cancel()
 	<-d.pollDone
 	d.cl.Close() // leaves the group; revoked() drains every owner
-	d.stopOwners(d.takeOwners(nil), true)
+	d.stopOwners(d.takeAllOwners(), true)
 	d.wg.Wait()
 	d.log.Info("dispatcher stopped")
 }
@@ -177,7 +177,7 @@ func (d *Dispatcher) abort() {
 	cancel()
 	_ = d.cl.LeaveGroupContext(gone)
 	d.cl.Close()
-	d.stopOwners(d.takeOwners(nil), true)
+	d.stopOwners(d.takeAllOwners(), true)
 	d.wg.Wait()
 }
 
@@ -259,7 +259,11 @@ func (d *Dispatcher) revoked(ctx context.Context, cl *kgo.Client, revoked map[st
 	d.mu.Lock()
 	aborted := d.aborted
 	d.mu.Unlock()
-	d.stopOwners(d.takeOwners(revoked[d.cfg.Topics.Shards()]), aborted)
+	owners := d.takeOwners(revoked[d.cfg.Topics.Shards()])
+	if len(owners) == 0 {
+		return
+	}
+	d.stopOwners(owners, aborted)
 	if aborted {
 		return
 	}
@@ -277,19 +281,25 @@ func (d *Dispatcher) lost(_ context.Context, _ *kgo.Client, lost map[string][]in
 	d.stopOwners(d.takeOwners(lost[d.cfg.Topics.Shards()]), true)
 }
 
-// takeOwners removes the owners of the partitions (all when nil) from the
-// map and returns them.
+// takeAllOwners removes every owner from the map and returns them.
+func (d *Dispatcher) takeAllOwners() []*owner {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []*owner
+	for p, o := range d.owners {
+		out = append(out, o)
+		delete(d.owners, p)
+	}
+	return out
+}
+
+// takeOwners removes the owners of the partitions from the map and returns
+// them. franz-go calls OnPartitionsRevoked at the end of every cooperative
+// session, often with nothing revoked: an empty list takes nothing.
 func (d *Dispatcher) takeOwners(partitions []int32) []*owner {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var out []*owner
-	if partitions == nil {
-		for p, o := range d.owners {
-			out = append(out, o)
-			delete(d.owners, p)
-		}
-		return out
-	}
 	for _, p := range partitions {
 		if o := d.owners[p]; o != nil {
 			out = append(out, o)

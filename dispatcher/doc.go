@@ -71,10 +71,16 @@
 // built from the job with the trigger's payload override.
 //
 // The next occurrence of a recurring job is computed with package schedule
-// and stored before the runs of the current one are produced and before the
-// current one counts as done. A crash in between fires the current
+// and stored after the current run is acknowledged and before the current
+// occurrence counts as done. A crash in between fires the current
 // occurrence again (with the same run id, which runners deduplicate); it
-// never loses the next one.
+// never loses the next one. Because a successor is stored only after its
+// predecessor's run is out, a stored successor proves the predecessor was
+// emitted: a new owner that finds several entries of one job's chain (its
+// predecessor fired some after its last watermark advance) fires only the
+// latest. A late entry stands for every occurrence up to the moment it
+// fires, and later entries of its chain due by then are dropped, so a
+// catch-up fires no occurrence twice.
 //
 // Dispatch latency (Kafka's acknowledgement minus the due time) is recorded
 // in sundial_dispatcher_dispatch_latency_seconds.

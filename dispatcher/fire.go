@@ -41,6 +41,9 @@ type plan struct {
 	drop string
 	// why explains a drop, for the log.
 	why string
+	// covered, for a late scheduled entry, is the time up to which this
+	// firing stands for every occurrence of the job.
+	covered time.Time
 }
 
 // fireResult is the outcome of one firing, reported to the owner's loop.
@@ -50,15 +53,18 @@ type fireResult struct {
 	err error
 	// next is the stored next occurrence, for the core.
 	next *store.DueEntry
+	// covered: see plan.covered.
+	covered time.Time
 }
 
-// fire carries out one firing: it plans the runs, stores the next occurrence
-// of a recurring job, then produces the runs and waits for Kafka's
-// acknowledgement. The next occurrence is stored before the runs are
-// produced and before the owner hears the firing is done, so the shard's
+// fire carries out one firing: it plans the runs, produces them and waits
+// for Kafka's acknowledgement, then stores the next occurrence of a recurring
+// job. Both happen before the owner hears the firing is done, so the shard's
 // watermark never passes an occurrence whose successor is not stored: a crash
 // in between fires the current occurrence again (same run id), never loses
-// the next one.
+// the next one. Storing the successor only after the run is acknowledged
+// makes a stored successor proof that its predecessor was emitted, which lets
+// a new owner skip the entries of a chain that have successors (core.go).
 func (o *owner) fire(ctx context.Context, epoch int64, f firing) fireResult {
 	ctx, cancel := context.WithTimeout(ctx, o.cfg.FireTimeout)
 	defer cancel()
@@ -69,23 +75,48 @@ func (o *owner) fire(ctx context.Context, epoch int64, f firing) fireResult {
 		res.err = err
 		return res
 	}
-	if p.next != nil {
-		if err := o.store.PutDue(ctx, *p.next); err != nil {
-			res.err = fmt.Errorf("store next occurrence %s: %w", p.next.RunID, err)
-			return res
-		}
-		res.next = p.next
-	}
 	if p.drop != "" {
 		o.m.dropped.WithLabelValues(p.drop).Inc()
 		o.log.Debug("entry fires no run", "run_id", f.Entry.RunID, "kind", f.Entry.Kind, "reason", p.drop, "why", p.why)
 	}
-	if len(p.runs) == 0 {
-		return res
+	if len(p.runs) > 0 {
+		if err := o.produce(ctx, epoch, f.Entry, p.runs, now); err != nil {
+			res.err = err
+			return res
+		}
 	}
-	recs := make([]*kgo.Record, 0, len(p.runs))
+	if p.next != nil {
+		// The runs are out; failing now would fire them again, so the
+		// write is retried for as long as the firing may take.
+		backoff := 50 * time.Millisecond
+		for {
+			err := o.store.PutDue(ctx, *p.next)
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				res.err = fmt.Errorf("store next occurrence %s: %w", p.next.RunID, err)
+				return res
+			}
+			o.log.Warn("cannot store next occurrence; will try again", "run_id", p.next.RunID, "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, time.Second)
+		}
+		res.next = p.next
+	}
+	res.covered = p.covered
+	return res
+}
+
+// produce writes the runs to their topics and waits for the
+// acknowledgements.
+func (o *owner) produce(ctx context.Context, epoch int64, e store.DueEntry, runs []*sundialv1.Run, now time.Time) error {
+	recs := make([]*kgo.Record, 0, len(runs))
 	dispatched := timestamppb.New(now)
-	for _, r := range p.runs {
+	for _, r := range runs {
 		r.Shard = uint32(o.shard)
 		r.Epoch = epoch
 		r.DispatchedAt = dispatched
@@ -102,19 +133,18 @@ func (o *owner) fire(ctx context.Context, epoch int64, f firing) fireResult {
 		})
 	}
 	if err := o.prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		res.err = fmt.Errorf("produce %d runs of %s: %w", len(recs), f.Entry.RunID, err)
-		return res
+		return fmt.Errorf("produce %d runs of %s: %w", len(recs), e.RunID, err)
 	}
 	acked := o.cfg.Now()
-	for _, r := range p.runs {
+	for _, r := range runs {
 		origin := originLabel(r.GetOrigin())
 		o.m.runs.WithLabelValues(origin).Inc()
 		o.m.dispatchLatency.WithLabelValues(origin).Observe(acked.Sub(r.GetAttemptDueTime().AsTime()).Seconds())
 	}
 	if o.observe != nil {
-		o.observe(p.runs, acked)
+		o.observe(runs, acked)
 	}
-	return res
+	return nil
 }
 
 // plan decides what an entry fires. An error is transient (the store could
@@ -236,7 +266,7 @@ func (o *owner) planScheduled(f firing, job store.Job, spec *sundialv1.JobSpec, 
 	if from.Before(oldest) {
 		from = oldest
 	}
-	p := plan{next: chain(now)}
+	p := plan{next: chain(now), covered: now}
 	switch policy {
 	case sundialv1.MisfirePolicy_MISFIRE_POLICY_SKIP:
 		p.drop, p.why = dropMisfire, "misfire policy skip"
@@ -248,7 +278,7 @@ func (o *owner) planScheduled(f firing, job store.Job, spec *sundialv1.JobSpec, 
 		missed = append(missed, s.Between(maxTime(e.Due, oldest.Add(-time.Nanosecond)), now, o.cfg.MaxMissedRuns+1-len(missed))...)
 		if len(missed) > o.cfg.MaxMissedRuns {
 			missed = missed[:o.cfg.MaxMissedRuns]
-			p.next = chain(missed[len(missed)-1])
+			p.next, p.covered = chain(missed[len(missed)-1]), missed[len(missed)-1]
 			o.log.Warn("catch-up of a job capped; the rest follows", "job", e.JobID, "runs", len(missed))
 		}
 		for _, t := range missed {

@@ -158,7 +158,7 @@ func (o *owner) run() {
 			core.Failed(res.entry, now.Add(backoff))
 			return
 		}
-		core.Done(res.entry)
+		core.Done(res.entry, res.covered)
 	}
 
 	stale := false
@@ -170,6 +170,9 @@ loop:
 			ctx, cancel := context.WithCancel(o.ctx)
 			loadCancel, loadDone = cancel, make(chan struct{})
 			go o.load(ctx, r.Load, loads, loadDone)
+		}
+		for _, d := range r.Dropped {
+			o.m.dropped.WithLabelValues(d.Reason).Inc()
 		}
 		for _, f := range r.Fire {
 			inflight++

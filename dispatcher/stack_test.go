@@ -2,6 +2,8 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
+	"net"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -129,7 +131,7 @@ func (s *stack) dispatcher(name string, mutate ...func(*Config)) *Dispatcher {
 		Brokers:           s.kafka.Brokers,
 		Store:             s.store,
 		Topics:            s.names,
-		GroupID:           "dispatchers",
+		GroupID:           s.names.Prefix + "dispatchers", // groups are not namespaced by topic
 		InstanceID:        name,
 		SessionTimeout:    6 * time.Second,
 		HeartbeatInterval: 500 * time.Millisecond,
@@ -148,13 +150,17 @@ func (s *stack) dispatcher(name string, mutate ...func(*Config)) *Dispatcher {
 }
 
 // waitOwned waits until the dispatchers together own every shard, each
-// once.
+// once, shared out evenly (the group's rebalancing has settled).
 func (s *stack) waitOwned(ds ...*Dispatcher) {
 	s.t.Helper()
 	require.Eventually(s.t, func() bool {
 		var all []int
 		for _, d := range ds {
-			all = append(all, d.Owned()...)
+			owned := d.Owned()
+			if len(owned) < s.shards/len(ds) {
+				return false
+			}
+			all = append(all, owned...)
 		}
 		slices.Sort(all)
 		return len(all) == s.shards && len(slices.Compact(all)) == s.shards
@@ -411,4 +417,35 @@ func (l *runLog) topicOf(runID string) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.topic[runID]
+}
+
+// network lets a test cut a dispatcher off Kafka as a crash would: every
+// connection of its client goes through dial, and cut closes them all and
+// refuses new ones, so not even a LeaveGroup request reaches the broker.
+type network struct {
+	mu    sync.Mutex
+	down  bool
+	conns []net.Conn
+}
+
+func (n *network) dial(ctx context.Context, network, host string) (net.Conn, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.down {
+		return nil, errors.New("network cut by the test")
+	}
+	c, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, network, host)
+	if err == nil {
+		n.conns = append(n.conns, c)
+	}
+	return c, err
+}
+
+func (n *network) cut() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.down = true
+	for _, c := range n.conns {
+		_ = c.Close()
+	}
 }
