@@ -81,7 +81,7 @@ func Start(ctx context.Context, cfg Config) (*Prometheus, error) {
 	if err := writeConfig(confPath, cfg); err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := freePort(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -90,9 +90,10 @@ func Start(ctx context.Context, cfg Config) (*Prometheus, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer logFile.Close() // the child holds its own descriptor
+	defer func() { _ = logFile.Close() }() // the child holds its own descriptor
 	listen := fmt.Sprintf("127.0.0.1:%d", port)
-	cmd := exec.Command(bin,
+	// The process outlives ctx, which bounds the start only; Stop ends it.
+	cmd := exec.CommandContext(context.WithoutCancel(ctx), bin,
 		"--config.file="+confPath,
 		"--storage.tsdb.path="+filepath.Join(cfg.Dir, "data"),
 		"--web.listen-address="+listen,
@@ -117,7 +118,8 @@ func Start(ctx context.Context, cfg Config) (*Prometheus, error) {
 		}
 		select {
 		case <-p.exited:
-			return nil, fmt.Errorf("promcheck: prometheus exited (%v) before it was ready; log:\n%s", p.waitErr, p.LogTail(30))
+			return nil, fmt.Errorf("promcheck: prometheus exited before it was ready (%w); log:\n%s",
+				cmp.Or(p.waitErr, errors.New("exit status 0")), p.LogTail(30))
 		case <-ctx.Done():
 			p.Stop()
 			return nil, fmt.Errorf("promcheck: prometheus not ready within %s; log:\n%s", cfg.StartTimeout, p.LogTail(30))
@@ -154,12 +156,12 @@ func writeConfig(path string, cfg Config) error {
 	return os.WriteFile(path, b, 0o644)
 }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(ctx context.Context) (int, error) {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
@@ -198,7 +200,7 @@ func (p *Prometheus) get(ctx context.Context, path string) (bool, []byte) {
 	if err != nil {
 		return false, nil
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode == http.StatusOK, b
 }
@@ -217,7 +219,7 @@ func (p *Prometheus) api(ctx context.Context, path string, params url.Values, da
 	if err != nil {
 		return fmt.Errorf("prometheus %s: %w", path, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return fmt.Errorf("prometheus %s: %w", path, err)
@@ -334,7 +336,7 @@ func (p *Prometheus) WaitTargetsUp(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("promcheck: targets not up: %v (last error: %v)", down, err)
+			return fmt.Errorf("promcheck: targets not up: %v: %w", down, errors.Join(ctx.Err(), err))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -387,7 +389,7 @@ func (p *Prometheus) WaitAlert(ctx context.Context, name, state string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("promcheck: alert %s not %s: alerts now %v (last error: %v)", name, state, last, err)
+			return fmt.Errorf("promcheck: alert %s not %s: alerts now %v: %w", name, state, last, errors.Join(ctx.Err(), err))
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

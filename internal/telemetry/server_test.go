@@ -184,8 +184,13 @@ func TestStartAndStopLifecycle(t *testing.T) {
 	assert.ErrorContains(t, other.Start(t.Context()), "listen on "+addr)
 
 	srv.Stop()
-	srv.Stop()                                       // idempotent
-	_, err = http.Get("http://" + addr + "/healthz") //nolint:noctx // the server is gone
+	srv.Stop() // idempotent
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+addr+"/healthz", nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	if err == nil {
+		_ = resp.Body.Close()
+	}
 	require.Error(t, err)
 	assert.True(t, strings.Contains(err.Error(), "refused"), err.Error())
 }
