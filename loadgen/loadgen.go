@@ -93,7 +93,6 @@ type Generator struct {
 	mu        sync.Mutex
 	answered  []bool // by job index: the registry accepted its definition
 	rejection string // the first rejection, for the error
-	acceptCh  chan struct{}
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -115,7 +114,7 @@ func New(cfg Config) (*Generator, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Generator{cfg: cfg, log: cfg.Logger, answered: make([]bool, cfg.Plan.Jobs), acceptCh: make(chan struct{})}, nil
+	return &Generator{cfg: cfg, log: cfg.Logger, answered: make([]bool, cfg.Plan.Jobs)}, nil
 }
 
 // Start begins observing: the event and run topics from now on (minus a
@@ -227,9 +226,7 @@ func (g *Generator) watchStatuses(ctx context.Context, since time.Time) {
 			g.mu.Lock()
 			if !g.answered[k.Job] {
 				g.answered[k.Job] = true
-				if g.accepted.Add(1) == int64(g.cfg.Plan.Jobs) {
-					close(g.acceptCh)
-				}
+				g.accepted.Add(1)
 			}
 			g.mu.Unlock()
 		case sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_DELETED:
@@ -268,15 +265,17 @@ func (g *Generator) progress(ctx context.Context) {
 	}
 }
 
-// Register produces every job definition of the plan through the client,
-// in batches, and returns once all are acknowledged by Kafka. It does not
-// wait for the registry: see WaitAccepted.
-func (g *Generator) Register(ctx context.Context) error {
-	n := g.cfg.Plan.Jobs
+// Register produces the definitions of jobs [from, to) of the plan through
+// the client, in batches, and returns once all are acknowledged by Kafka.
+// It does not wait for the registry: see WaitAccepted.
+func (g *Generator) Register(ctx context.Context, from, to int) error {
+	if from < 0 || to > g.cfg.Plan.Jobs || from > to {
+		return fmt.Errorf("loadgen: register jobs [%d, %d): the plan has %d", from, to, g.cfg.Plan.Jobs)
+	}
 	eg, ctx := errgroup.WithContext(ctx)
 	eg.SetLimit(g.cfg.Concurrency)
-	for lo := 0; lo < n; lo += g.cfg.BatchSize {
-		hi := min(lo+g.cfg.BatchSize, n)
+	for lo := from; lo < to; lo += g.cfg.BatchSize {
+		hi := min(lo+g.cfg.BatchSize, to)
 		eg.Go(func() error {
 			specs := make([]*sundialv1.JobSpec, 0, hi-lo)
 			for i := lo; i < hi; i++ {
@@ -292,9 +291,9 @@ func (g *Generator) Register(ctx context.Context) error {
 	return eg.Wait()
 }
 
-// WaitAccepted waits until the registry accepted every definition. It fails
-// at the first rejection, or with ctx's error.
-func (g *Generator) WaitAccepted(ctx context.Context) error {
+// WaitAccepted waits until the registry accepted n definitions of the
+// plan. It fails at the first rejection, or with ctx's error.
+func (g *Generator) WaitAccepted(ctx context.Context, n int) error {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -303,11 +302,12 @@ func (g *Generator) WaitAccepted(ctx context.Context) error {
 			defer g.mu.Unlock()
 			return fmt.Errorf("loadgen: the registry rejected %d definitions, first %s", g.rejected.Load(), g.rejection)
 		}
-		select {
-		case <-g.acceptCh:
+		if g.accepted.Load() >= int64(n) {
 			return nil
+		}
+		select {
 		case <-ctx.Done():
-			return fmt.Errorf("loadgen: %d of %d definitions accepted: %w", g.accepted.Load(), g.cfg.Plan.Jobs, ctx.Err())
+			return fmt.Errorf("loadgen: %d of %d definitions accepted: %w", g.accepted.Load(), n, ctx.Err())
 		case <-t.C:
 		}
 	}

@@ -33,6 +33,9 @@ type execution struct {
 // runState is what the recorder knows of one run.
 type runState struct {
 	dispatches uint16 // run records seen for attempt 1
+	dispatchUs int64  // dispatch latency of the first record
+	latencyUs  int64  // trigger latency of the first start of attempt 1
+	startMs    int64  // when that start was, unix ms (0: none yet)
 	execs      []execution
 }
 
@@ -53,10 +56,7 @@ type Recorder struct {
 	mu        sync.Mutex
 	runs      map[RunKey]*runState
 	runners   map[string]uint16
-	trigger   *hdrhistogram.Histogram
-	dispatch  *hdrhistogram.Histogram
 	recent    *hdrhistogram.Histogram // trigger latencies since the last Progress
-	samples   []Sample
 	events    int64
 	foreign   int64
 	malformed int64
@@ -65,22 +65,21 @@ type Recorder struct {
 	extraRuns int64 // started runs outside the expected set (see Result)
 }
 
-// NewRecorder records the runs parse recognises; latencies of runs due in
-// [from, to) go into the histograms.
+// NewRecorder records the runs parse recognises. The latencies of every
+// run are kept; those of the runs due in the window [from, to) make the
+// histograms and samples, whenever the window is set (SetWindow).
 func NewRecorder(parse func(string) (RunKey, bool), from, to time.Time) *Recorder {
 	return &Recorder{
-		parse:    parse,
-		from:     from.UnixMilli(),
-		to:       to.UnixMilli(),
-		runs:     map[RunKey]*runState{},
-		runners:  map[string]uint16{},
-		trigger:  newHist(),
-		dispatch: newHist(),
-		recent:   newHist(),
+		parse:   parse,
+		from:    from.UnixMilli(),
+		to:      to.UnixMilli(),
+		runs:    map[RunKey]*runState{},
+		runners: map[string]uint16{},
+		recent:  newHist(),
 	}
 }
 
-// SetWindow moves the measured window; only runs observed afterwards use it.
+// SetWindow moves the measured window.
 func (r *Recorder) SetWindow(from, to time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -147,10 +146,7 @@ func (r *Recorder) ObserveEvent(ev *sundialv1.RunEvent) {
 		r.early++
 	}
 	r.recent.RecordValue(us) //nolint:errcheck // clamped into range above
-	if r.inWindow(k.DueMs) {
-		r.trigger.RecordValue(us) //nolint:errcheck // clamped into range above
-		r.samples = append(r.samples, Sample{DueMs: k.DueMs, LatencyUs: us})
-	}
+	s.latencyUs, s.startMs = us, ev.GetTime().AsTime().UnixMilli()
 }
 
 // ObserveDispatch records a run record acknowledged by Kafka at acked: the
@@ -176,9 +172,8 @@ func (r *Recorder) ObserveDispatch(run *sundialv1.Run, acked time.Time) {
 	}
 	s := r.state(k)
 	s.dispatches++
-	if s.dispatches == 1 && r.inWindow(k.DueMs) {
-		us, _ := latencyUs(acked.Sub(due.AsTime()))
-		r.dispatch.RecordValue(us) //nolint:errcheck // clamped into range above
+	if s.dispatches == 1 {
+		s.dispatchUs, _ = latencyUs(acked.Sub(due.AsTime()))
 	}
 }
 
@@ -214,6 +209,9 @@ type Counts struct {
 	StartedInWindow int64 `json:"started_in_window"`
 	// Lost: expected runs that never started.
 	Lost int64 `json:"lost"`
+	// StartedDuringWindow: runs due in the window that started before its
+	// end; divided by the window's length, the sustained trigger rate.
+	StartedDuringWindow int64 `json:"started_during_window"`
 	// DuplicateExecutions: runs (any due time) with more than one execution
 	// of the same attempt (distinct fencing token or runner).
 	DuplicateExecutions int64 `json:"duplicate_executions"`
@@ -258,8 +256,13 @@ func (r *Recorder) Result(expected iter.Seq[RunKey]) Counts {
 		if len(s.execs) == 0 {
 			continue
 		}
-		if r.inWindow(k.DueMs) && !seen[k] {
-			c.Unexpected++
+		if r.inWindow(k.DueMs) {
+			if !seen[k] {
+				c.Unexpected++
+			}
+			if s.startMs > 0 && r.inWindow(s.startMs) {
+				c.StartedDuringWindow++
+			}
 		}
 		perAttempt := map[uint32]int{}
 		dup := false
@@ -277,25 +280,45 @@ func (r *Recorder) Result(expected iter.Seq[RunKey]) Counts {
 	return c
 }
 
-// Trigger returns a copy of the trigger latency histogram (µs).
+// Trigger returns the trigger latency histogram (µs) of the runs due in
+// the window that started.
 func (r *Recorder) Trigger() *hdrhistogram.Histogram {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return hdrhistogram.Import(r.trigger.Export())
+	h := newHist()
+	for k, s := range r.runs {
+		if s.startMs > 0 && r.inWindow(k.DueMs) {
+			h.RecordValue(s.latencyUs) //nolint:errcheck // clamped into range when kept
+		}
+	}
+	return h
 }
 
-// Dispatch returns a copy of the dispatch latency histogram (µs).
+// Dispatch returns the dispatch latency histogram (µs) of the runs due in
+// the window that were written to Kafka.
 func (r *Recorder) Dispatch() *hdrhistogram.Histogram {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return hdrhistogram.Import(r.dispatch.Export())
+	h := newHist()
+	for k, s := range r.runs {
+		if s.dispatches > 0 && r.inWindow(k.DueMs) {
+			h.RecordValue(s.dispatchUs) //nolint:errcheck // clamped into range when kept
+		}
+	}
+	return h
 }
 
-// Samples returns the trigger latencies of the window, by due time.
+// Samples returns the trigger latencies of the runs due in the window, by
+// due time.
 func (r *Recorder) Samples() []Sample {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := slices.Clone(r.samples)
+	var out []Sample
+	for k, s := range r.runs {
+		if s.startMs > 0 && r.inWindow(k.DueMs) {
+			out = append(out, Sample{DueMs: k.DueMs, LatencyUs: s.latencyUs})
+		}
+	}
 	slices.SortFunc(out, func(a, b Sample) int {
 		switch {
 		case a.DueMs < b.DueMs:

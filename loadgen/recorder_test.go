@@ -64,7 +64,7 @@ func TestRecorderCounts(t *testing.T) {
 				}
 				return evs
 			},
-			want:      Counts{Expected: 8, StartedInWindow: 8, Events: 8},
+			want:      Counts{Expected: 8, StartedInWindow: 8, StartedDuringWindow: 8, Events: 8},
 			latencies: []int64{1, 1, 2, 2, 3, 3, 4, 4},
 		},
 		{
@@ -72,7 +72,7 @@ func TestRecorderCounts(t *testing.T) {
 			events: func(p *Plan) []*sundialv1.RunEvent {
 				return []*sundialv1.RunEvent{started(p, 0, due(0, 0), 1, 1, "r1", 5*time.Millisecond)}
 			},
-			want:      Counts{Expected: 8, StartedInWindow: 1, Lost: 7, Events: 1},
+			want:      Counts{Expected: 8, StartedInWindow: 1, StartedDuringWindow: 1, Lost: 7, Events: 1},
 			latencies: []int64{5},
 		},
 		{
@@ -81,7 +81,7 @@ func TestRecorderCounts(t *testing.T) {
 				e := started(p, 1, due(1, 0), 1, 7, "r1", 3*time.Millisecond)
 				return []*sundialv1.RunEvent{e, e}
 			},
-			want:      Counts{Expected: 8, StartedInWindow: 1, Lost: 7, Events: 2},
+			want:      Counts{Expected: 8, StartedInWindow: 1, StartedDuringWindow: 1, Lost: 7, Events: 2},
 			latencies: []int64{3},
 		},
 		{
@@ -93,7 +93,7 @@ func TestRecorderCounts(t *testing.T) {
 					started(p, 1, due(1, 0), 1, 9, "r1", 10*time.Second),
 				}
 			},
-			want:      Counts{Expected: 8, StartedInWindow: 1, Lost: 7, DuplicateExecutions: 1, ExtraExecutions: 2, Events: 3},
+			want:      Counts{Expected: 8, StartedInWindow: 1, StartedDuringWindow: 1, Lost: 7, DuplicateExecutions: 1, ExtraExecutions: 2, Events: 3},
 			latencies: []int64{3},
 		},
 		{
@@ -104,7 +104,7 @@ func TestRecorderCounts(t *testing.T) {
 					started(p, 2, due(2, 1), 2, 8, "r1", 2*time.Second),
 				}
 			},
-			want:      Counts{Expected: 8, StartedInWindow: 1, Lost: 7, Events: 2},
+			want:      Counts{Expected: 8, StartedInWindow: 1, StartedDuringWindow: 1, Lost: 7, Events: 2},
 			latencies: []int64{1},
 		},
 		{
@@ -118,15 +118,23 @@ func TestRecorderCounts(t *testing.T) {
 				succeeded.State = sundialv1.RunState_RUN_STATE_SUCCEEDED
 				return []*sundialv1.RunEvent{before, wrong, foreign, succeeded}
 			},
-			want:      Counts{Expected: 8, Lost: 8, Unexpected: 1, Events: 4, Foreign: 1},
+			want:      Counts{Expected: 8, Lost: 8, StartedDuringWindow: 1, Unexpected: 1, Events: 4, Foreign: 1},
 			latencies: []int64{1}, // the wrong-time run is in the window
+		},
+		{
+			name: "a run due in the window that starts after it is not lost, but does not count as sustained",
+			events: func(p *Plan) []*sundialv1.RunEvent {
+				return []*sundialv1.RunEvent{started(p, 3, due(3, 1), 1, 1, "r1", 2*time.Second)}
+			},
+			want:      Counts{Expected: 8, StartedInWindow: 1, Lost: 7, Events: 1},
+			latencies: []int64{2000},
 		},
 		{
 			name: "a start before the due time is counted and recorded as the minimum",
 			events: func(p *Plan) []*sundialv1.RunEvent {
 				return []*sundialv1.RunEvent{started(p, 3, due(3, 0), 1, 1, "r1", -20*time.Millisecond)}
 			},
-			want:      Counts{Expected: 8, StartedInWindow: 1, Lost: 7, EarlyStarts: 1, Events: 1},
+			want:      Counts{Expected: 8, StartedInWindow: 1, StartedDuringWindow: 1, Lost: 7, EarlyStarts: 1, Events: 1},
 			latencies: []int64{0},
 		},
 	}
@@ -228,4 +236,21 @@ func TestDownstream(t *testing.T) {
 	assert.Equal(t, http.StatusNoContent, send("j2@1", "j2", "1"))
 	assert.Equal(t, http.StatusBadRequest, send("", "j2", "2"))
 	assert.Equal(t, Effects{Requests: 4, Keys: 3, DuplicateEffects: 1, StaleFencing: 1, MissingKey: 1}, d.Effects())
+}
+
+func TestRecorderWindowSetAfterTheEvents(t *testing.T) {
+	t.Parallel()
+	p, err := NewPlan(Workload{Prefix: "lg", Jobs: 4, Rate: 1, Duration: time.Minute, Mix: Mix{Interval: 1}, Target: Target{Handler: "noop"}})
+	require.NoError(t, err)
+	// The window is not known yet while the warm-up runs arrive.
+	r := NewRecorder(p.ParseRunID, t0.Add(-time.Hour), t0.Add(time.Hour))
+	r.ObserveEvent(started(p, 0, t0.Add(-4*time.Second), 1, 1, "r1", 20*time.Second)) // warm-up, late
+	r.ObserveEvent(started(p, 0, due(0, 0), 1, 2, "r1", 2*time.Millisecond))
+	r.SetWindow(t0, t0.Add(8*time.Second))
+	h := r.Trigger()
+	require.Equal(t, int64(1), h.TotalCount(), "the warm-up run is not in the window set later")
+	assert.InDelta(t, 2000, h.Max(), 5)
+	c := r.Result(p.Expected(t0, t0.Add(8*time.Second)))
+	assert.Equal(t, int64(1), c.StartedDuringWindow)
+	assert.Equal(t, int64(7), c.Lost)
 }

@@ -372,6 +372,22 @@ func (p *Plan) Expected(from, to time.Time) iter.Seq[RunKey] {
 	}
 }
 
+// NextDue is job i's first due time at or after t, in unix ms; false when
+// it has none (a one-off due before t).
+func (p *Plan) NextDue(i int, t time.Time) (int64, bool) {
+	lo := t.UnixMilli()
+	switch {
+	case i < p.IntervalJobs:
+		per, off := p.Period.Milliseconds(), p.intervalOffset(i).Milliseconds()
+		return off + ceilDiv(lo-off, per)*per, true
+	case i < p.IntervalJobs+p.CronJobs:
+		hour, off := CronPeriod.Milliseconds(), int64(cronPhase(i-p.IntervalJobs))*1000
+		return off + ceilDiv(lo-off, hour)*hour, true
+	}
+	at := p.atTime(i - p.IntervalJobs - p.CronJobs).UnixMilli()
+	return at, at >= lo
+}
+
 // ceilDiv is the ceiling of a/b for b > 0.
 func ceilDiv(a, b int64) int64 {
 	q := a / b

@@ -203,3 +203,27 @@ func TestParseMix(t *testing.T) {
 	_, err = ParseMix("interval=1.5,cron=-0.5")
 	assert.ErrorContains(t, err, "cron share -0.5")
 }
+
+func TestNextDueAgreesWithExpected(t *testing.T) {
+	t.Parallel()
+	p, err := NewPlan(Workload{Prefix: "lg", Jobs: 7300, Rate: 50, Start: t0, Duration: time.Minute,
+		Mix: Mix{Interval: 0.4, Cron: 0.5, At: 0.1}, Target: Target{Handler: "noop"}})
+	require.NoError(t, err)
+	from := t0.Add(-90 * time.Minute).Add(777 * time.Millisecond)
+	first := map[uint32]int64{}
+	for k := range p.Expected(from, from.Add(3*time.Hour)) {
+		if _, ok := first[k.Job]; !ok || k.DueMs < first[k.Job] {
+			first[k.Job] = k.DueMs
+		}
+	}
+	for i := range p.Jobs {
+		got, ok := p.NextDue(i, from)
+		want, wantOK := first[uint32(i)]
+		require.Equal(t, wantOK, ok, "job %d", i)
+		if ok {
+			require.Equal(t, want, got, "job %d", i)
+		}
+	}
+	_, ok := p.NextDue(p.Jobs-1, t0.Add(2*time.Minute))
+	assert.False(t, ok, "a one-off has no occurrence after its instant")
+}

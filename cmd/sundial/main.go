@@ -49,6 +49,7 @@ func newApp(stdout, stderr io.Writer) *cli.Command {
 			runnerCommand(),
 			dlqCommand(),
 			runsCommand(),
+			benchCommand(),
 		},
 	}
 }

@@ -1,0 +1,334 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sundialhq/sundial/dispatcher"
+	"github.com/sundialhq/sundial/enqueue"
+	"github.com/sundialhq/sundial/history"
+	"github.com/sundialhq/sundial/leasing"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/registry"
+	"github.com/sundialhq/sundial/runner"
+	"github.com/sundialhq/sundial/runner/target"
+	"github.com/sundialhq/sundial/store/cassandra"
+)
+
+// lifecycle is the Start/Stop of every long-lived component.
+type lifecycle interface {
+	Start(ctx context.Context) error
+	Stop()
+}
+
+// PipelineConfig says how the pipeline under test is run.
+type PipelineConfig struct {
+	Backends  Backends
+	Namespace Namespace
+	// Dispatchers and Runners are how many of each run.
+	Dispatchers, Runners int
+	// RunnerConcurrency is each runner's worker count (0: its default).
+	RunnerConcurrency int
+	// RunnerHTTPIdleConns, when positive, gives in-process runners an HTTP
+	// client keeping that many idle connections per host; 0 keeps the
+	// runner's default client (as `sundial runner` has).
+	RunnerHTTPIdleConns int
+	// History also runs a history writer per runner (as `sundial runner`
+	// does by default).
+	History bool
+	Logger  *slog.Logger
+}
+
+func (c PipelineConfig) groups() (registryG, dispatcherG, runnerG, historyG string) {
+	p := c.Namespace.TopicPrefix
+	return p + "registry", p + "dispatchers", p + "runners", p + "history"
+}
+
+// InProcess runs the registry, the dispatchers, the runners and the history
+// writers as components of this process, against the real stack.
+type InProcess struct {
+	cfg   PipelineConfig
+	stops []func()
+	st    *cassandra.Store
+	rc    *redis.Client
+}
+
+// NewInProcess returns a pipeline that is not started.
+func NewInProcess(cfg PipelineConfig) *InProcess { return &InProcess{cfg: cfg} }
+
+// Store is the pipeline's store, open after Start.
+func (p *InProcess) Store() *cassandra.Store { return p.st }
+
+// Redis is the pipeline's Redis client, open after Start.
+func (p *InProcess) Redis() *redis.Client { return p.rc }
+
+// Describe names how the pipeline runs.
+func (p *InProcess) Describe() string {
+	return fmt.Sprintf("in-process: 1 registry, %d dispatcher(s), %d runner(s) of concurrency %d, history=%v",
+		p.cfg.Dispatchers, p.cfg.Runners, p.cfg.RunnerConcurrency, p.cfg.History)
+}
+
+// Start opens the store and Redis and starts every component.
+func (p *InProcess) Start(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			p.Stop()
+		}
+	}()
+	c := p.cfg
+	names := c.Namespace.Names()
+	log := c.Logger
+	regG, dispG, runG, histG := c.groups()
+	st, err := cassandra.Open(ctx, cassandra.Config{Hosts: c.Backends.CassandraHosts, Keyspace: c.Namespace.Keyspace})
+	if err != nil {
+		return fmt.Errorf("pipeline: cassandra: %w", err)
+	}
+	p.st = st
+	p.stops = append(p.stops, func() { st.Close() })
+	cluster, err := st.GetClusterConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("pipeline: %w", err)
+	}
+	rc := redis.NewClient(&redis.Options{Addr: c.Backends.RedisAddr, PoolSize: 128})
+	p.rc = rc
+	p.stops = append(p.stops, func() { _ = rc.Close() })
+
+	enqClient, err := kgo.NewClient(kgo.SeedBrokers(c.Backends.Brokers...), kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))
+	if err != nil {
+		return fmt.Errorf("pipeline: enqueue client: %w", err)
+	}
+	p.stops = append(p.stops, enqClient.Close)
+	enq, err := enqueue.New(enqueue.Config{Store: st, Client: enqClient, Topics: names, Shards: cluster.Shards, Logger: log})
+	if err != nil {
+		return err
+	}
+	leases, err := leasing.New(leasing.Config{Client: rc, KeyPrefix: c.Namespace.RedisPrefix + "lease:"})
+	if err != nil {
+		return err
+	}
+	if err := leases.Load(ctx); err != nil {
+		return err
+	}
+	reg, err := registry.New(registry.Config{Brokers: c.Backends.Brokers, Topics: names, Group: regG, Store: st, Waker: enq,
+		Registerer: prometheus.NewRegistry(), Logger: log.With("component", "registry")})
+	if err != nil {
+		return err
+	}
+	comps := []lifecycle{reg}
+	for i := range c.Dispatchers {
+		d, err := dispatcher.New(dispatcher.Config{Brokers: c.Backends.Brokers, Store: st, Topics: names, GroupID: dispG,
+			InstanceID: fmt.Sprintf("bench-dispatcher-%d", i), Registerer: prometheus.NewRegistry(),
+			Logger: log.With("component", "dispatcher", "i", i)})
+		if err != nil {
+			return err
+		}
+		comps = append(comps, d)
+	}
+	var httpClient *http.Client
+	if c.RunnerHTTPIdleConns > 0 {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConns = c.RunnerHTTPIdleConns
+		tr.MaxIdleConnsPerHost = c.RunnerHTTPIdleConns
+		httpClient = &http.Client{Transport: tr}
+	}
+	for i := range c.Runners {
+		kafka := []kgo.Opt{kgo.SeedBrokers(c.Backends.Brokers...)}
+		r, err := runner.New(runner.Config{ID: fmt.Sprintf("bench-runner-%d", i), Kafka: kafka, Topics: names, Group: runG,
+			Leases: leases, Redis: rc, KeyPrefix: c.Namespace.RedisPrefix + "runner:", Enqueuer: enq,
+			Handlers:    map[string]target.Handler{"noop": target.HandlerFunc(func(context.Context, *sundialv1.Run) error { return nil })},
+			HTTPClient:  httpClient,
+			Concurrency: c.RunnerConcurrency, Registerer: prometheus.NewRegistry(), Logger: log.With("component", "runner", "i", i)})
+		if err != nil {
+			return err
+		}
+		comps = append(comps, r)
+		if c.History {
+			w, err := history.New(history.Config{Kafka: kafka, Topics: names, Group: histG, History: st, Logger: log.With("component", "history")})
+			if err != nil {
+				return err
+			}
+			comps = append(comps, w)
+		}
+	}
+	for _, comp := range comps {
+		if err := comp.Start(ctx); err != nil {
+			return err
+		}
+		p.stops = append(p.stops, comp.Stop)
+	}
+	return nil
+}
+
+// Stop stops the components in reverse order. Safe more than once.
+func (p *InProcess) Stop() {
+	for i := len(p.stops) - 1; i >= 0; i-- {
+		p.stops[i]()
+	}
+	p.stops = nil
+}
+
+// Processes runs the registry in this process and the dispatchers and
+// runners as `sundial dispatcher` and `sundial runner` subprocesses of the
+// binary at Binary, so that one can be killed with SIGKILL.
+type Processes struct {
+	cfg    PipelineConfig
+	Binary string
+	LogDir string
+
+	reg   *InProcess // the registry half
+	mu    sync.Mutex
+	procs map[string]*exec.Cmd
+}
+
+// NewProcesses returns a pipeline that is not started.
+func NewProcesses(cfg PipelineConfig, binary, logDir string) *Processes {
+	return &Processes{cfg: cfg, Binary: binary, LogDir: logDir, procs: map[string]*exec.Cmd{}}
+}
+
+// Describe names how the pipeline runs.
+func (p *Processes) Describe() string {
+	return fmt.Sprintf("processes: registry in the bench process; %d `sundial dispatcher` and %d `sundial runner` subprocess(es) (history=%v), logs in %s",
+		p.cfg.Dispatchers, p.cfg.Runners, p.cfg.History, p.LogDir)
+}
+
+// Names lists the subprocesses ("dispatcher-0", "runner-1", ...).
+func (p *Processes) Names() []string {
+	var out []string
+	for i := range p.cfg.Dispatchers {
+		out = append(out, "dispatcher-"+strconv.Itoa(i))
+	}
+	for i := range p.cfg.Runners {
+		out = append(out, "runner-"+strconv.Itoa(i))
+	}
+	return out
+}
+
+func (p *Processes) args(name string) []string {
+	c := p.cfg
+	_, dispG, runG, _ := c.groups()
+	common := []string{
+		"--kafka-brokers", strings.Join(c.Backends.Brokers, ","),
+		"--cassandra-hosts", strings.Join(c.Backends.CassandraHosts, ","),
+		"--keyspace", c.Namespace.Keyspace,
+		"--topic-prefix", c.Namespace.TopicPrefix,
+		"--log-level", "warn",
+	}
+	kind, _, _ := strings.Cut(name, "-")
+	if kind == "dispatcher" {
+		return append([]string{"dispatcher", "--group-id", dispG, "--instance-id", "bench-" + name, "--session-timeout", "6s"}, common...)
+	}
+	args := append([]string{"runner", "--group-id", runG, "--runner-id", "bench-" + name, "--redis-addr", c.Backends.RedisAddr,
+		"--history=" + strconv.FormatBool(c.History)}, common...)
+	if c.RunnerConcurrency > 0 {
+		args = append(args, "--concurrency", strconv.Itoa(c.RunnerConcurrency))
+	}
+	return args
+}
+
+// Start starts the registry and every subprocess.
+func (p *Processes) Start(ctx context.Context) error {
+	if err := os.MkdirAll(p.LogDir, 0o755); err != nil {
+		return err
+	}
+	regOnly := p.cfg
+	regOnly.Dispatchers, regOnly.Runners = 0, 0
+	p.reg = NewInProcess(regOnly)
+	if err := p.reg.Start(ctx); err != nil {
+		return err
+	}
+	for _, n := range p.Names() {
+		if err := p.start(n); err != nil {
+			p.Stop()
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *Processes) start(name string) error {
+	f, err := os.OpenFile(filepath.Join(p.LogDir, name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(p.Binary, p.args(name)...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	go func() { _ = cmd.Wait(); f.Close() }()
+	p.mu.Lock()
+	p.procs[name] = cmd
+	p.mu.Unlock()
+	return nil
+}
+
+// Kill sends SIGKILL to the subprocess name.
+func (p *Processes) Kill(name string) error {
+	p.mu.Lock()
+	cmd := p.procs[name]
+	delete(p.procs, name)
+	p.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return fmt.Errorf("kill %s: not running", name)
+	}
+	return cmd.Process.Signal(syscall.SIGKILL)
+}
+
+// Restart starts the subprocess name again.
+func (p *Processes) Restart(name string) error { return p.start(name) }
+
+// Stop sends SIGTERM to every subprocess, waits up to 30s for them (then
+// kills them), and stops the registry.
+func (p *Processes) Stop() {
+	p.mu.Lock()
+	procs := p.procs
+	p.procs = map[string]*exec.Cmd{}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, cmd := range procs {
+		wg.Go(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			deadline := time.Now().Add(30 * time.Second)
+			for time.Now().Before(deadline) {
+				if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			_ = cmd.Process.Kill()
+		})
+	}
+	wg.Wait()
+	if p.reg != nil {
+		p.reg.Stop()
+	}
+}
+
+// errNoBinary is returned when the sundial binary cannot be built.
+var errNoBinary = errors.New("bench: no sundial binary")
+
+// BuildBinary builds ./cmd/sundial into dir and returns its path.
+func BuildBinary(ctx context.Context, dir string) (string, error) {
+	out := filepath.Join(dir, "sundial")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/sundial")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%w: go build ./cmd/sundial: %v\n%s", errNoBinary, err, b)
+	}
+	return out, nil
+}

@@ -1,0 +1,112 @@
+package bench
+
+import (
+	"fmt"
+	"image/color"
+	"math"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+var palette = []color.Color{
+	color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+}
+
+// PlotOverTime draws the per-second p50, p95 and max trigger latency of
+// every system against the seconds of the window.
+func PlotOverTime(r *Report, path string) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s: trigger latency by due second", r.Scenario)
+	p.X.Label.Text = "due time, seconds since the start of the window"
+	p.Y.Label.Text = "trigger latency (ms)"
+	p.Legend.Top = true
+	i := 0
+	for _, s := range r.Systems {
+		for _, q := range []struct {
+			name string
+			v    func(SeriesPoint) float64
+			dash []vg.Length
+		}{
+			{"p50", func(sp SeriesPoint) float64 { return sp.P50Ms }, nil},
+			{"p95", func(sp SeriesPoint) float64 { return sp.P95Ms }, []vg.Length{vg.Points(4), vg.Points(2)}},
+			{"max", func(sp SeriesPoint) float64 { return sp.MaxMs }, []vg.Length{vg.Points(1), vg.Points(2)}},
+		} {
+			pts := make(plotter.XYs, len(s.Series))
+			for k, sp := range s.Series {
+				pts[k] = plotter.XY{X: float64(sp.Second), Y: q.v(sp)}
+			}
+			if len(pts) == 0 {
+				continue
+			}
+			l, err := plotter.NewLine(pts)
+			if err != nil {
+				return fmt.Errorf("plot: %w", err)
+			}
+			l.Color = palette[i%len(palette)]
+			l.Dashes = q.dash
+			p.Add(l)
+			p.Legend.Add(s.Name+" "+q.name, l)
+		}
+		i++
+	}
+	if err := p.Save(7*vg.Inch, 4*vg.Inch, path); err != nil {
+		return fmt.Errorf("plot %s: %w", path, err)
+	}
+	return nil
+}
+
+// spectrumTicks label the percentile axis, which is -log10(1 - q).
+type spectrumTicks struct{}
+
+func (spectrumTicks) Ticks(lo, hi float64) []plot.Tick {
+	var out []plot.Tick
+	for _, t := range []struct {
+		x     float64
+		label string
+	}{{0, "0%"}, {1, "90%"}, {2, "99%"}, {3, "99.9%"}, {4, "99.99%"}, {5, "99.999%"}} {
+		if t.x >= lo-1e-9 && t.x <= hi+1e-9 {
+			out = append(out, plot.Tick{Value: t.x, Label: t.label})
+		}
+	}
+	return out
+}
+
+// PlotDistribution draws each system's trigger latency percentile spectrum
+// from its HDR histogram (x: percentile on a log scale of 1/(1-q)).
+func PlotDistribution(r *Report, path string) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s: trigger latency distribution", r.Scenario)
+	p.X.Label.Text = "percentile"
+	p.Y.Label.Text = "trigger latency (ms)"
+	p.X.Tick.Marker = spectrumTicks{}
+	p.Legend.Top = true
+	p.Legend.Left = true
+	for i, s := range r.Systems {
+		if s.hist == nil || s.hist.TotalCount() == 0 {
+			continue
+		}
+		var pts plotter.XYs
+		maxX := math.Log10(float64(s.hist.TotalCount()))
+		for x := 0.0; x <= maxX+1e-9; x += 0.02 {
+			q := 100 * (1 - math.Pow(10, -x))
+			pts = append(pts, plotter.XY{X: x, Y: float64(s.hist.ValueAtQuantile(q)) / 1000})
+		}
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+		l.Color = palette[i%len(palette)]
+		l.Width = vg.Points(1.5)
+		p.Add(l)
+		p.Legend.Add(s.Name, l)
+	}
+	if err := p.Save(7*vg.Inch, 4*vg.Inch, path); err != nil {
+		return fmt.Errorf("plot %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,327 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/sundialhq/sundial/loadgen"
+)
+
+// Latency summarises an HDR histogram of microseconds, in milliseconds.
+type Latency struct {
+	Count  int64   `json:"count"`
+	P50Ms  float64 `json:"p50_ms"`
+	P95Ms  float64 `json:"p95_ms"`
+	P99Ms  float64 `json:"p99_ms"`
+	P999Ms float64 `json:"p99_9_ms"`
+	MaxMs  float64 `json:"max_ms"`
+	MeanMs float64 `json:"mean_ms"`
+}
+
+// Summarise reads the percentiles of h (µs). An empty histogram gives
+// zeros and Count 0.
+func Summarise(h *hdrhistogram.Histogram) Latency {
+	if h == nil || h.TotalCount() == 0 {
+		return Latency{}
+	}
+	ms := func(v int64) float64 { return float64(v) / 1000 }
+	return Latency{
+		Count:  h.TotalCount(),
+		P50Ms:  ms(h.ValueAtQuantile(50)),
+		P95Ms:  ms(h.ValueAtQuantile(95)),
+		P99Ms:  ms(h.ValueAtQuantile(99)),
+		P999Ms: ms(h.ValueAtQuantile(99.9)),
+		MaxMs:  ms(h.Max()),
+		MeanMs: h.Mean() / 1000,
+	}
+}
+
+// SeriesPoint is the trigger latency of the runs due in one second.
+type SeriesPoint struct {
+	// Second since the start of the window.
+	Second int     `json:"second"`
+	Count  int     `json:"count"`
+	P50Ms  float64 `json:"p50_ms"`
+	P95Ms  float64 `json:"p95_ms"`
+	P99Ms  float64 `json:"p99_ms"`
+	MaxMs  float64 `json:"max_ms"`
+}
+
+// Series groups samples by the second of their due time since from.
+func Series(samples []loadgen.Sample, from time.Time) []SeriesPoint {
+	if len(samples) == 0 {
+		return nil
+	}
+	base := from.UnixMilli()
+	bySec := map[int][]int64{}
+	for _, s := range samples {
+		sec := int(math.Floor(float64(s.DueMs-base) / 1000))
+		bySec[sec] = append(bySec[sec], s.LatencyUs)
+	}
+	secs := make([]int, 0, len(bySec))
+	for s := range bySec {
+		secs = append(secs, s)
+	}
+	slices.Sort(secs)
+	out := make([]SeriesPoint, 0, len(secs))
+	for _, s := range secs {
+		v := bySec[s]
+		slices.Sort(v)
+		q := func(p float64) float64 {
+			i := int(math.Ceil(p*float64(len(v)))) - 1
+			return float64(v[max(i, 0)]) / 1000
+		}
+		out = append(out, SeriesPoint{Second: s, Count: len(v), P50Ms: q(0.50), P95Ms: q(0.95), P99Ms: q(0.99), MaxMs: float64(v[len(v)-1]) / 1000})
+	}
+	return out
+}
+
+// Baselines are K, R, C and the bottleneck B derived from them.
+type Baselines struct {
+	K      KafkaBaseline     `json:"k_kafka"`
+	R      RedisBaseline     `json:"r_redis"`
+	C      CassandraBaseline `json:"c_cassandra"`
+	PerRun PerRun            `json:"per_run"`
+	// RRunsPerSec = R plain / lease calls per run; CRunsPerSec = C / writes
+	// per run.
+	RRunsPerSec  float64 `json:"r_runs_per_sec"`
+	CRunsPerSec  float64 `json:"c_runs_per_sec"`
+	B            float64 `json:"b_runs_per_sec"`
+	BottleneckOf string  `json:"bottleneck"`
+}
+
+// System is what one scheduler did with the workload.
+type System struct {
+	Name     string          `json:"name"`
+	Trigger  Latency         `json:"trigger_latency"`
+	Dispatch *Latency        `json:"dispatch_latency,omitempty"`
+	Counts   loadgen.Counts  `json:"counts"`
+	Effects  loadgen.Effects `json:"effects"`
+	// SustainedPerSec: runs of the window that started during the window,
+	// per second of the window.
+	SustainedPerSec float64 `json:"sustained_triggers_per_sec"`
+	// FractionOfB = SustainedPerSec / B.
+	FractionOfB float64 `json:"fraction_of_b"`
+	// Herd: seconds from the herd's due time until its last run started
+	// (0 when some never started), and that drain as runs/s.
+	HerdDrainSeconds float64 `json:"herd_drain_seconds,omitempty"`
+	HerdDrainPerSec  float64 `json:"herd_drain_per_sec,omitempty"`
+	// Crash: what was killed and how long until latency recovered.
+	Crash  []CrashEvent  `json:"crash,omitempty"`
+	Series []SeriesPoint `json:"series"`
+	Notes  []string      `json:"notes,omitempty"`
+
+	// hist is the trigger histogram, for the plots.
+	hist *hdrhistogram.Histogram
+}
+
+// CrashEvent is one SIGKILL and restart of a pipeline process.
+type CrashEvent struct {
+	Process   string    `json:"process"`
+	KilledAt  time.Time `json:"killed_at"`
+	Restarted time.Time `json:"restarted_at"`
+	// RecoverySeconds: from the kill until the trigger latency of the runs
+	// due in a second is back under the threshold for good (their p99), or
+	// -1 if it never recovered within the window.
+	RecoverySeconds float64 `json:"recovery_seconds"`
+	ThresholdMs     float64 `json:"threshold_ms"`
+}
+
+// Target is one target of the project with the measured value.
+type Target struct {
+	Name  string  `json:"name"`
+	Want  string  `json:"want"`
+	Value float64 `json:"value"`
+	Met   bool    `json:"met"`
+}
+
+// Report is the JSON document of one bench run.
+type Report struct {
+	Scenario   string          `json:"scenario"`
+	StartedAt  time.Time       `json:"started_at"`
+	FinishedAt time.Time       `json:"finished_at"`
+	Commit     Commit          `json:"commit"`
+	Machine    Machine         `json:"machine"`
+	Backends   BackendVersions `json:"backends"`
+	Config     Config          `json:"config"`
+	Workload   WorkloadInfo    `json:"workload"`
+	Baselines  Baselines       `json:"baselines"`
+	Systems    []System        `json:"systems"`
+	Targets    []Target        `json:"targets"`
+	Notes      []string        `json:"notes,omitempty"`
+}
+
+// WorkloadInfo is the workload as planned.
+type WorkloadInfo struct {
+	Jobs         int       `json:"jobs"`
+	IntervalJobs int       `json:"interval_jobs"`
+	CronJobs     int       `json:"cron_jobs"`
+	AtJobs       int       `json:"at_jobs"`
+	PeriodMs     int64     `json:"interval_period_ms,omitempty"`
+	PlannedRate  float64   `json:"planned_triggers_per_sec"`
+	HerdAt       time.Time `json:"herd_at,omitzero"`
+	WindowFrom   time.Time `json:"window_from"`
+	WindowTo     time.Time `json:"window_to"`
+	Target       string    `json:"target"`
+	PayloadBytes int       `json:"payload_bytes"`
+	// RegisterSeconds: from the first definition produced until the
+	// registry had accepted them all.
+	RegisterSeconds float64 `json:"register_seconds"`
+}
+
+// Write writes report.json, summary.md and the plots into dir.
+func (r *Report) Write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	js, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(js, '\n'), 0o644); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	f, err := os.Create(filepath.Join(dir, "summary.md"))
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	r.Markdown(f)
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := PlotOverTime(r, filepath.Join(dir, "latency-over-time.png")); err != nil {
+		return err
+	}
+	return PlotDistribution(r, filepath.Join(dir, "latency-distribution.png"))
+}
+
+func yes(b bool) string {
+	if b {
+		return "met"
+	}
+	return "**not met**"
+}
+
+// Markdown writes the human-readable summary.
+func (r *Report) Markdown(w io.Writer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	dirty := ""
+	if r.Commit.Dirty {
+		dirty = " (working tree had uncommitted changes)"
+	}
+	p("# Bench: %s\n\n", r.Scenario)
+	p("- Commit: `%s`%s\n", r.Commit.Hash, dirty)
+	p("- Run: %s to %s\n", r.StartedAt.Format(time.RFC3339), r.FinishedAt.Format(time.RFC3339))
+	p("- Machine: %d cores, %.1f GiB, %s, %s/%s, %s; load average %.2f at start; %s\n",
+		r.Machine.Cores, float64(r.Machine.MemoryBytes)/(1<<30), r.Machine.CPU, r.Machine.OS, r.Machine.Arch, r.Machine.GoVersion, r.Machine.LoadAvg1, r.Machine.Note)
+	p("- Backends (real stack, not embedded): Kafka %s at %s; Cassandra %s at %s; Redis %s at %s\n",
+		r.Backends.Kafka, strings.Join(r.Backends.KafkaBrokers, ","), r.Backends.Cassandra, strings.Join(r.Backends.CassandraHosts, ","),
+		r.Backends.Redis, r.Backends.RedisAddr)
+	p("- Configuration: %s\n", r.Config.String())
+	wl := r.Workload
+	if wl.HerdAt.IsZero() {
+		p("- Workload: %d jobs (%d interval every %s, %d hourly cron, %d one-off), planned %.0f triggers/s, window %s, target %s, payload %d B; registered in %.1fs\n",
+			wl.Jobs, wl.IntervalJobs, time.Duration(wl.PeriodMs)*time.Millisecond, wl.CronJobs, wl.AtJobs, wl.PlannedRate,
+			wl.WindowTo.Sub(wl.WindowFrom), wl.Target, wl.PayloadBytes, wl.RegisterSeconds)
+	} else {
+		p("- Workload: herd of %d one-off jobs due at %s, target %s, payload %d B; registered in %.1fs\n",
+			wl.Jobs, wl.HerdAt.Format(time.RFC3339Nano), wl.Target, wl.PayloadBytes, wl.RegisterSeconds)
+	}
+	b := r.Baselines
+	p("\n## Backend baselines (same run)\n\n")
+	p("| baseline | value |\n|---|---|\n")
+	p("| K: franz-go produce→consume, %d B, %d partitions, %s | %.0f records/s, e2e p50 %.1f ms, p95 %.1f ms, p99 %.1f ms |\n",
+		b.K.PayloadBytes, b.K.Partitions, b.K.Producer, b.K.RecordsPerSec, b.K.E2EP50Ms, b.K.E2EP95Ms, b.K.E2EP99Ms)
+	p("| R: lease script EVALSHA, plain (%d callers) | %.0f calls/s |\n", b.R.Concurrency, b.R.PlainCallsPerSec)
+	p("| R: lease script EVALSHA, pipelined (batches of %d) | %.0f calls/s |\n", b.R.Batch, b.R.PipelinedCallsPerSec)
+	p("| C: due-entry PutDue, one row per call (%d in flight) | %.0f writes/s |\n", b.C.Concurrency, b.C.WritesPerSec)
+	p("| per run: %d lease calls, %d Cassandra writes (%d reads), %d Kafka records | %s |\n",
+		b.PerRun.LeaseCalls, b.PerRun.CassandraWrites, b.PerRun.CassandraReads, b.PerRun.KafkaRecords, b.PerRun.Explanation)
+	p("| **B** = min(K, R/%d, C/%d) = min(%.0f, %.0f, %.0f) | **%.0f runs/s** (%s) |\n",
+		b.PerRun.LeaseCalls, b.PerRun.CassandraWrites, b.K.RecordsPerSec, b.RRunsPerSec, b.CRunsPerSec, b.B, b.BottleneckOf)
+
+	p("\n## Results\n\n")
+	p("| | ")
+	for _, s := range r.Systems {
+		p("%s | ", s.Name)
+	}
+	p("\n|---|")
+	for range r.Systems {
+		p("---|")
+	}
+	p("\n")
+	row := func(name string, f func(s System) string) {
+		p("| %s | ", name)
+		for _, s := range r.Systems {
+			p("%s | ", f(s))
+		}
+		p("\n")
+	}
+	ms := func(v float64) string { return fmt.Sprintf("%.1f ms", v) }
+	row("trigger latency p50", func(s System) string { return ms(s.Trigger.P50Ms) })
+	row("trigger latency p95", func(s System) string { return ms(s.Trigger.P95Ms) })
+	row("trigger latency p99", func(s System) string { return ms(s.Trigger.P99Ms) })
+	row("trigger latency p99.9", func(s System) string { return ms(s.Trigger.P999Ms) })
+	row("trigger latency max", func(s System) string { return ms(s.Trigger.MaxMs) })
+	row("runs measured", func(s System) string { return fmt.Sprint(s.Trigger.Count) })
+	row("dispatch latency p50 / p95 / p99", func(s System) string {
+		if s.Dispatch == nil {
+			return "n/a"
+		}
+		return fmt.Sprintf("%.1f / %.1f / %.1f ms", s.Dispatch.P50Ms, s.Dispatch.P95Ms, s.Dispatch.P99Ms)
+	})
+	row("sustained triggers/s", func(s System) string { return fmt.Sprintf("%.0f", s.SustainedPerSec) })
+	row("fraction of B", func(s System) string { return fmt.Sprintf("%.0f%%", 100*s.FractionOfB) })
+	row("expected runs in window", func(s System) string { return fmt.Sprint(s.Counts.Expected) })
+	row("lost", func(s System) string { return fmt.Sprint(s.Counts.Lost) })
+	row("duplicate executions", func(s System) string { return fmt.Sprint(s.Counts.DuplicateExecutions) })
+	row("duplicate effects", func(s System) string { return fmt.Sprint(s.Effects.DuplicateEffects) })
+	row("unexpected runs / early starts", func(s System) string {
+		return fmt.Sprintf("%d / %d", s.Counts.Unexpected, s.Counts.EarlyStarts)
+	})
+	row("duplicate dispatches", func(s System) string { return fmt.Sprint(s.Counts.DuplicateDispatches) })
+	if !wl.HerdAt.IsZero() {
+		row("herd drained in", func(s System) string {
+			if s.HerdDrainSeconds == 0 {
+				return "not drained"
+			}
+			return fmt.Sprintf("%.2f s (%.0f runs/s)", s.HerdDrainSeconds, s.HerdDrainPerSec)
+		})
+	}
+	for _, s := range r.Systems {
+		for _, c := range s.Crash {
+			rec := "did not recover in the window"
+			if c.RecoverySeconds >= 0 {
+				rec = fmt.Sprintf("recovered %.1f s after the kill", c.RecoverySeconds)
+			}
+			p("\n- %s: %s killed (SIGKILL) at %s, restarted at %s; %s (per-second p99 back under %.0f ms)",
+				s.Name, c.Process, c.KilledAt.Format("15:04:05.000"), c.Restarted.Format("15:04:05.000"), rec, c.ThresholdMs)
+		}
+		for _, n := range s.Notes {
+			p("\n- %s: %s", s.Name, n)
+		}
+	}
+	p("\n")
+	if len(r.Targets) > 0 {
+		p("\n## Targets\n\n| target | want | measured | |\n|---|---|---|---|\n")
+		for _, t := range r.Targets {
+			p("| %s | %s | %.2f | %s |\n", t.Name, t.Want, t.Value, yes(t.Met))
+		}
+	}
+	if len(r.Notes) > 0 {
+		p("\n## Notes\n\n")
+		for _, n := range r.Notes {
+			p("- %s\n", n)
+		}
+	}
+	p("\nPlots: `latency-over-time.png` (per-second trigger latency by due time), `latency-distribution.png` (percentile spectrum).\n")
+}

@@ -1,0 +1,558 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/client"
+	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/leasing"
+	"github.com/sundialhq/sundial/loadgen"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/store/cassandra"
+)
+
+// Bench runs one scenario.
+type Bench struct {
+	Config   Config
+	Backends Backends
+	// Progress receives the phase and progress lines.
+	Progress io.Writer
+	Logger   *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+func (b *Bench) say(format string, args ...any) {
+	if b.Progress != nil {
+		fmt.Fprintf(b.Progress, "bench: "+format+"\n", args...)
+	}
+}
+
+// Run runs the scenario and writes its report; it returns the results
+// folder.
+func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
+	if b.Now == nil {
+		b.Now = time.Now
+	}
+	if b.Logger == nil {
+		b.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg := b.Config.WithDefaults()
+	if err := errors.Join(cfg.Validate(), b.Backends.Validate()); err != nil {
+		return "", nil, err
+	}
+	start := b.Now()
+	rep := &Report{Scenario: cfg.Scenario, StartedAt: start.UTC(), Commit: DescribeCommit(ctx), Machine: DescribeMachine(),
+		Backends: DescribeBackends(ctx, b.Backends)}
+	b.say("%s on Kafka %s, Cassandra %s, Redis %s; commit %s", cfg.Scenario, rep.Backends.Kafka, rep.Backends.Cassandra, rep.Backends.Redis, rep.Commit.Hash)
+
+	ns := NewNamespace(cfg.Scenario, start)
+	setupCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	err := ns.Setup(setupCtx, b.Backends, cfg.Shards)
+	cancel()
+	if !cfg.Keep {
+		defer func() {
+			tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
+			defer cancel()
+			b.say("tearing down namespace %s", ns.ID)
+			if err := ns.Teardown(tctx, b.Backends); err != nil {
+				b.say("teardown: %v", err)
+			}
+		}()
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	b.say("namespace %s: topics %s*, keyspace %s, redis %s*", ns.ID, ns.TopicPrefix, ns.Keyspace, ns.RedisPrefix)
+
+	plan, err := b.plan(cfg, ns.ID, "http://127.0.0.1:1/effect")
+	if err != nil {
+		return "", nil, err
+	}
+	perRun := perRunWork(cfg)
+	bl, err := b.baselines(ctx, cfg, ns, plan, perRun)
+	if err != nil {
+		return "", nil, err
+	}
+	rep.Baselines = bl
+
+	sys, wl, err := b.runSundial(ctx, &cfg, ns)
+	if err != nil {
+		return "", nil, err
+	}
+	rep.Workload = wl
+	sys.FractionOfB = safeDiv(sys.SustainedPerSec, bl.B)
+	if sys.HerdDrainPerSec > 0 {
+		sys.FractionOfB = safeDiv(sys.HerdDrainPerSec, bl.B)
+	}
+	rep.Systems = append(rep.Systems, sys)
+
+	if cfg.Scenario == "peer" {
+		peer, err := b.runAsynq(ctx, &cfg, ns)
+		if err != nil {
+			return "", nil, fmt.Errorf("peer asynq: %w", err)
+		}
+		peer.FractionOfB = safeDiv(peer.SustainedPerSec, bl.B)
+		rep.Systems = append(rep.Systems, peer)
+	}
+	rep.Config = cfg
+	rep.Targets = targets(cfg, rep)
+	rep.Notes = append(rep.Notes,
+		"Trigger latency: first STARTED event of attempt 1 minus the attempt's due time, for runs due in the window; dispatch latency: the run record's LogAppendTime on the runs topic minus the due time.",
+		"Lost: runs the workload's own arithmetic makes due in the window that never started by the end of the drain. Duplicate executions: runs with two or more executions (fencing token, runner) of one attempt. Duplicate effects: idempotency keys the counting downstream applied more than once.")
+	rep.FinishedAt = b.Now().UTC()
+	dir := filepath.Join(cfg.ResultsDir, start.UTC().Format("20060102-150405")+"-"+cfg.Scenario)
+	if err := rep.Write(dir); err != nil {
+		return "", rep, err
+	}
+	return dir, rep, nil
+}
+
+func safeDiv(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// plan builds the workload of a scenario with the job id prefix prefix.
+func (b *Bench) plan(cfg Config, prefix, url string) (*loadgen.Plan, error) {
+	w := loadgen.Workload{Prefix: prefix, Jobs: cfg.Jobs, Rate: cfg.Rate, Duration: cfg.Duration, Mix: cfg.Mix,
+		PayloadBytes: cfg.PayloadBytes, Start: b.Now().Add(cfg.Lead)}
+	if cfg.Target == "noop" {
+		w.Target.Handler = "noop"
+	} else {
+		w.Target.URL = url
+	}
+	if cfg.Scenario == "herd" {
+		w.HerdAt = b.Now().Add(cfg.Lead)
+	}
+	return loadgen.NewPlan(w)
+}
+
+// perRunWork counts the backend work of one successful run from the code
+// paths: the dispatcher reads the job (GetJob) and stores the next
+// occurrence (PutDue, one row) before producing the run record; the runner
+// acquires the lease (EVALSHA acquire), emits STARTED and SUCCEEDED events
+// and completes the lease (EVALSHA complete, which sets the dedupe mark);
+// the history writer stores each of the two events (RecordRun, one row
+// each). A run shorter than a third of the lease TTL is never renewed.
+func perRunWork(cfg Config) PerRun {
+	p := PerRun{LeaseCalls: 2, CassandraWrites: 1, CassandraReads: 1, KafkaRecords: 3,
+		Explanation: "dispatcher: GetJob + PutDue(next occurrence) + run record; runner: acquire + complete EVALSHA, STARTED + SUCCEEDED events"}
+	if cfg.History {
+		p.CassandraWrites += 2
+		p.Explanation += "; history writer: RecordRun for STARTED and SUCCEEDED"
+	}
+	return p
+}
+
+// runRecordSize is the size of a run record of the plan's first job, as
+// the dispatcher writes it (the K baseline's payload).
+func runRecordSize(plan *loadgen.Plan) int {
+	spec := plan.Spec(0)
+	now := time.Now()
+	run := &sundialv1.Run{
+		RunId: spec.GetId() + "@1767148200000", JobId: spec.GetId(), DueTime: timestamppb.New(now), Attempt: 1,
+		AttemptDueTime: timestamppb.New(now), Priority: spec.GetPriority(), Origin: sundialv1.RunOrigin_RUN_ORIGIN_SCHEDULE,
+		DefinitionOffset: 123456, OwnerTeam: spec.GetOwnerTeam(), Labels: spec.GetLabels(), Payload: spec.GetPayload(),
+		Target: spec.GetTarget(), Timeout: spec.GetTimeout(), Shard: 17, Epoch: 3, DispatchedAt: timestamppb.New(now),
+	}
+	return proto.Size(run)
+}
+
+func (b *Bench) baselines(ctx context.Context, cfg Config, ns Namespace, plan *loadgen.Plan, per PerRun) (Baselines, error) {
+	bl := Baselines{PerRun: per}
+	d := cfg.BaselineDuration
+	size := runRecordSize(plan)
+	b.say("baseline K: produce→consume %d-byte records on %d partitions for %s", size, topics.RunsPartitions, d)
+	k, err := MeasureKafka(ctx, b.Backends.Brokers, ns.TopicPrefix+"baseline.k", topics.RunsPartitions, size, d)
+	if err != nil {
+		return bl, err
+	}
+	bl.K = k
+	b.say("  K = %.0f records/s, e2e p95 %.1f ms", k.RecordsPerSec, k.E2EP95Ms)
+
+	rc := redis.NewClient(&redis.Options{Addr: b.Backends.RedisAddr, PoolSize: 128})
+	defer rc.Close()
+	ls, err := leasing.New(leasing.Config{Client: rc, KeyPrefix: ns.RedisPrefix + "baseline:", TTL: 30 * time.Second, DoneRetention: 10 * time.Minute})
+	if err != nil {
+		return bl, err
+	}
+	b.say("baseline R: lease EVALSHA plain (64 callers) and pipelined (128 per batch), %s each", d)
+	r, err := MeasureRedis(ctx, ls, 64, 128, d)
+	if err != nil {
+		return bl, err
+	}
+	bl.R = r
+	b.say("  R = %.0f calls/s plain, %.0f pipelined", r.PlainCallsPerSec, r.PipelinedCallsPerSec)
+
+	st, err := cassandra.Open(ctx, cassandra.Config{Hosts: b.Backends.CassandraHosts, Keyspace: ns.Keyspace})
+	if err != nil {
+		return bl, fmt.Errorf("C: %w", err)
+	}
+	defer st.Close()
+	b.say("baseline C: PutDue of one due entry, 64 in flight, %s", d)
+	c, err := MeasureCassandra(ctx, st, 64, d, b.Now())
+	if err != nil {
+		return bl, err
+	}
+	bl.C = c
+	b.say("  C = %.0f writes/s", c.WritesPerSec)
+	bl.RRunsPerSec = r.PlainCallsPerSec / float64(per.LeaseCalls)
+	bl.CRunsPerSec = c.WritesPerSec / float64(per.CassandraWrites)
+	bl.B, bl.BottleneckOf = Bottleneck(k, r, c, per)
+	b.say("  B = %.0f runs/s (%s)", bl.B, bl.BottleneckOf)
+	return bl, nil
+}
+
+type pipeline interface {
+	Start(ctx context.Context) error
+	Stop()
+	Describe() string
+}
+
+// runSundial runs the workload through Sundial.
+func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (System, WorkloadInfo, error) {
+	sys := System{Name: "sundial"}
+	ds := loadgen.NewDownstream()
+	if err := ds.Start(ctx, "127.0.0.1:0"); err != nil {
+		return sys, WorkloadInfo{}, err
+	}
+	defer ds.Stop()
+
+	pc := PipelineConfig{Backends: b.Backends, Namespace: ns, Dispatchers: cfg.Dispatchers, Runners: cfg.Runners,
+		RunnerConcurrency: cfg.RunnerConcurrency, RunnerHTTPIdleConns: cfg.RunnerHTTPIdleConns, History: cfg.History, Logger: b.Logger}
+	var pl pipeline
+	var procs *Processes
+	if cfg.Processes {
+		bin := cfg.Binary
+		tmp, err := os.MkdirTemp("", "sundial-bench-")
+		if err != nil {
+			return sys, WorkloadInfo{}, err
+		}
+		if bin == "" {
+			b.say("building the sundial binary")
+			if bin, err = BuildBinary(ctx, tmp); err != nil {
+				return sys, WorkloadInfo{}, err
+			}
+		}
+		procs = NewProcesses(pc, bin, filepath.Join(tmp, "logs"))
+		pl = procs
+		defer func() {
+			// Runners started as processes use the default lease key prefix.
+			rc := redis.NewClient(&redis.Options{Addr: b.Backends.RedisAddr})
+			defer rc.Close()
+			_ = deleteKeys(context.WithoutCancel(ctx), rc, leasing.DefaultKeyPrefix+"{"+ns.ID+"-*")
+		}()
+	} else {
+		pl = NewInProcess(pc)
+	}
+	cfg.Pipeline = pl.Describe()
+	b.say("starting the pipeline: %s", cfg.Pipeline)
+	if err := pl.Start(ctx); err != nil {
+		return sys, WorkloadInfo{}, err
+	}
+	defer pl.Stop()
+
+	plan, err := b.plan(*cfg, ns.ID, ds.URL())
+	if err != nil {
+		return sys, WorkloadInfo{}, err
+	}
+	cl, err := client.New(client.Config{Brokers: b.Backends.Brokers, Topics: ns.Names(), Logger: b.Logger})
+	if err != nil {
+		return sys, WorkloadInfo{}, err
+	}
+	defer cl.Close()
+	rec := loadgen.NewRecorder(plan.ParseRunID, plan.Start, plan.Start.Add(plan.Duration))
+	gen, err := loadgen.New(loadgen.Config{Brokers: b.Backends.Brokers, Topics: ns.Names(), Plan: plan, Client: cl, Recorder: rec,
+		Progress: b.Progress, Logger: b.Logger})
+	if err != nil {
+		return sys, WorkloadInfo{}, err
+	}
+	if err := gen.Start(ctx); err != nil {
+		return sys, WorkloadInfo{}, err
+	}
+	defer gen.Stop()
+
+	from, to, regSecs, err := b.register(ctx, cfg, plan, gen, rec)
+	if err != nil {
+		return sys, WorkloadInfo{}, err
+	}
+	wl := WorkloadInfo{Jobs: plan.Jobs, IntervalJobs: plan.IntervalJobs, CronJobs: plan.CronJobs, AtJobs: plan.AtJobs,
+		PeriodMs: plan.Period.Milliseconds(), PlannedRate: plan.PlannedRate, HerdAt: plan.HerdAt, WindowFrom: from, WindowTo: to,
+		Target: plan.Target.URL + plan.Target.Handler, PayloadBytes: plan.PayloadBytes, RegisterSeconds: regSecs}
+	if plan.Target.URL != "" {
+		wl.Target = "HTTP POST to the counting downstream"
+	}
+
+	var crashes []CrashEvent
+	crashDone := make(chan struct{})
+	if procs != nil && cfg.Scenario == "crash" {
+		go func() {
+			defer close(crashDone)
+			crashes = b.crash(ctx, *cfg, procs, from)
+		}()
+	} else {
+		close(crashDone)
+	}
+
+	b.say("window %s to %s; waiting", from.Format("15:04:05"), to.Format("15:04:05"))
+	if !sleepUntil(ctx, to) {
+		return sys, wl, ctx.Err()
+	}
+	<-crashDone
+	b.drain(ctx, cfg.Drain, rec, plan, from, to)
+	gen.Stop()
+
+	counts := rec.Result(plan.Expected(from, to))
+	hist := rec.Trigger()
+	sys.Trigger = Summarise(hist)
+	d := Summarise(rec.Dispatch())
+	sys.Dispatch = &d
+	sys.Counts = counts
+	sys.Effects = ds.Effects()
+	sys.Series = Series(rec.Samples(), from)
+	sys.hist = hist
+	if plan.Herd() {
+		if counts.Lost == 0 && counts.Expected > 0 {
+			sys.HerdDrainSeconds = sys.Trigger.MaxMs / 1000
+			sys.HerdDrainPerSec = float64(counts.Expected) / sys.HerdDrainSeconds
+		}
+	} else {
+		sys.SustainedPerSec = float64(counts.StartedDuringWindow) / to.Sub(from).Seconds()
+	}
+	gc := gen.Counters()
+	if gc.RunRecordsCreateTime > 0 {
+		sys.Notes = append(sys.Notes, fmt.Sprintf("%d run records carried CreateTime instead of LogAppendTime", gc.RunRecordsCreateTime))
+	}
+	sys.Crash = crashes
+	for i := range sys.Crash {
+		sys.Crash[i].ThresholdMs, sys.Crash[i].RecoverySeconds = recovery(sys.Series, from, sys.Crash, i)
+	}
+	return sys, wl, nil
+}
+
+// register registers the plan and returns the measured window. Steady
+// plans: the recurring jobs first; once they are accepted the window starts
+// Lead later and the one-offs (spread over the window) are registered.
+// Herds: all at once, and they must be accepted before the herd is due.
+func (b *Bench) register(ctx context.Context, cfg *Config, plan *loadgen.Plan, gen *loadgen.Generator, rec *loadgen.Recorder) (from, to time.Time, regSecs float64, err error) {
+	regStart := b.Now()
+	waitCtx, cancel := context.WithTimeout(ctx, 45*time.Minute)
+	defer cancel()
+	if plan.Herd() {
+		b.say("registering a herd of %d one-offs due at %s", plan.Jobs, plan.HerdAt.Format("15:04:05.000"))
+		if err := gen.Register(waitCtx, 0, plan.Jobs); err != nil {
+			return from, to, 0, err
+		}
+		herdCtx, cancel := context.WithDeadline(waitCtx, plan.HerdAt)
+		defer cancel()
+		if err := gen.WaitAccepted(herdCtx, plan.Jobs); err != nil {
+			return from, to, 0, fmt.Errorf("the herd was not accepted before it fell due (raise --lead): %w", err)
+		}
+		regSecs = b.Now().Sub(regStart).Seconds()
+		from, to = plan.HerdAt, plan.HerdAt.Add(time.Millisecond)
+		rec.SetWindow(from, to)
+		return from, to, regSecs, nil
+	}
+	recurring := plan.IntervalJobs + plan.CronJobs
+	b.say("registering %d recurring jobs (%d interval every %s, %d cron)", recurring, plan.IntervalJobs, plan.Period, plan.CronJobs)
+	if err := gen.Register(waitCtx, 0, recurring); err != nil {
+		return from, to, 0, err
+	}
+	if err := gen.WaitAccepted(waitCtx, recurring); err != nil {
+		return from, to, 0, err
+	}
+	from = b.Now().Add(cfg.Lead).Truncate(time.Second)
+	to = from.Add(plan.Duration)
+	plan.Start = from
+	rec.SetWindow(from, to)
+	if plan.AtJobs > 0 {
+		b.say("registering %d one-offs spread over the window", plan.AtJobs)
+		if err := gen.Register(waitCtx, recurring, plan.Jobs); err != nil {
+			return from, to, 0, err
+		}
+		atCtx, cancel := context.WithDeadline(waitCtx, from)
+		defer cancel()
+		if err := gen.WaitAccepted(atCtx, plan.Jobs); err != nil {
+			return from, to, 0, fmt.Errorf("the one-offs were not accepted before the window (raise --lead): %w", err)
+		}
+	}
+	regSecs = b.Now().Sub(regStart).Seconds()
+	b.say("%d definitions accepted in %.1fs", plan.Jobs, regSecs)
+	return from, to, regSecs, nil
+}
+
+// drain waits until every expected run started, or d passed.
+func (b *Bench) drain(ctx context.Context, d time.Duration, rec *loadgen.Recorder, plan *loadgen.Plan, from, to time.Time) {
+	deadline := b.Now().Add(d)
+	for {
+		c := rec.Result(plan.Expected(from, to))
+		if c.Lost == 0 {
+			return
+		}
+		if !b.Now().Before(deadline) {
+			b.say("drain over with %d of %d runs not started", c.Lost, c.Expected)
+			return
+		}
+		b.say("draining: %d of %d runs not started yet", c.Lost, c.Expected)
+		if !sleepUntil(ctx, minTime(deadline, b.Now().Add(5*time.Second))) {
+			return
+		}
+	}
+}
+
+func minTime(a, c time.Time) time.Time {
+	if a.Before(c) {
+		return a
+	}
+	return c
+}
+
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-tm.C:
+		return true
+	}
+}
+
+// crash kills a runner at from+CrashAfter and a dispatcher at
+// from+2*CrashAfter (as CrashKill says), each restarted CrashDown later.
+func (b *Bench) crash(ctx context.Context, cfg Config, procs *Processes, from time.Time) []CrashEvent {
+	var out []CrashEvent
+	var victims []string
+	switch cfg.CrashKill {
+	case "runner":
+		victims = []string{"runner-0"}
+	case "dispatcher":
+		victims = []string{"dispatcher-0"}
+	default:
+		victims = []string{"runner-0", "dispatcher-0"}
+	}
+	for i, v := range victims {
+		if !sleepUntil(ctx, from.Add(time.Duration(i+1)*cfg.CrashAfter)) {
+			return out
+		}
+		ev := CrashEvent{Process: v, KilledAt: b.Now()}
+		if err := procs.Kill(v); err != nil {
+			b.say("kill %s: %v", v, err)
+			continue
+		}
+		b.say("SIGKILL %s", v)
+		if !sleepUntil(ctx, ev.KilledAt.Add(cfg.CrashDown)) {
+			return out
+		}
+		if err := procs.Restart(v); err != nil {
+			b.say("restart %s: %v", v, err)
+		}
+		ev.Restarted = b.Now()
+		b.say("restarted %s", v)
+		out = append(out, ev)
+	}
+	return out
+}
+
+// recovery is the time from crash i's kill until the per-second p99 of the
+// runs due after it stays under the threshold (up to the next kill or the
+// end of the series): the threshold is the larger of 250ms and twice the
+// p99 of the seconds before the first kill.
+func recovery(series []SeriesPoint, from time.Time, crashes []CrashEvent, i int) (thresholdMs, seconds float64) {
+	firstKill := crashes[0].KilledAt.Sub(from).Seconds()
+	var before []float64
+	for _, sp := range series {
+		if float64(sp.Second) < firstKill {
+			before = append(before, sp.P99Ms)
+		}
+	}
+	thresholdMs = 250
+	if len(before) > 0 {
+		thresholdMs = math.Max(thresholdMs, 2*percentile(before, 0.99))
+	}
+	kill := crashes[i].KilledAt.Sub(from).Seconds()
+	end := math.Inf(1)
+	if i+1 < len(crashes) {
+		end = crashes[i+1].KilledAt.Sub(from).Seconds()
+	}
+	lastBad := -1.0
+	for _, sp := range series {
+		s := float64(sp.Second)
+		if s+1 <= kill || s >= end {
+			continue
+		}
+		if sp.P99Ms > thresholdMs {
+			lastBad = s + 1
+		}
+	}
+	if lastBad < 0 {
+		return thresholdMs, 0
+	}
+	if !math.IsInf(end, 1) && lastBad >= end {
+		return thresholdMs, -1
+	}
+	return thresholdMs, lastBad - kill
+}
+
+func percentile(v []float64, q float64) float64 {
+	s := append([]float64(nil), v...)
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(i, 0)]
+}
+
+// targets compares the report with the project's targets.
+func targets(cfg Config, r *Report) []Target {
+	if len(r.Systems) == 0 {
+		return nil
+	}
+	s := r.Systems[0]
+	var out []Target
+	add := func(name, want string, v float64, met bool) {
+		out = append(out, Target{Name: name, Want: want, Value: v, Met: met})
+	}
+	noLoss := s.Counts.Lost == 0 && s.Counts.DuplicateExecutions == 0 && s.Effects.DuplicateEffects == 0
+	switch cfg.Scenario {
+	case "steady", "crash", "peer":
+		add("trigger p95 (ms)", "≤ 100", s.Trigger.P95Ms, s.Trigger.P95Ms <= 100)
+		add("trigger p99 (ms)", "≤ 250", s.Trigger.P99Ms, s.Trigger.P99Ms <= 250)
+		if cfg.Scenario == "steady" {
+			add("jobs stored", "1,000,000", float64(r.Workload.Jobs), r.Workload.Jobs >= 1_000_000)
+			add("sustained triggers/s", "≥ 2,000", s.SustainedPerSec, s.SustainedPerSec >= 2000)
+			add("sustained / B", "≥ 0.60", s.FractionOfB, s.FractionOfB >= 0.6)
+		}
+	case "herd":
+		limit := 1.25 * float64(r.Workload.Jobs) / r.Baselines.B
+		add(fmt.Sprintf("herd drained (s), limit 1.25 × %d / B", r.Workload.Jobs), fmt.Sprintf("≤ %.1f", limit), s.HerdDrainSeconds,
+			s.HerdDrainSeconds > 0 && s.HerdDrainSeconds <= limit)
+	}
+	add("lost + duplicate executions + duplicate effects", "0", float64(s.Counts.Lost+s.Counts.DuplicateExecutions+s.Effects.DuplicateEffects), noLoss)
+	if cfg.Scenario == "peer" && len(r.Systems) > 1 {
+		p := r.Systems[1]
+		add("sundial p95 / asynq p95", "≤ 0.10", safeDiv(s.Trigger.P95Ms, p.Trigger.P95Ms), safeDiv(s.Trigger.P95Ms, p.Trigger.P95Ms) <= 0.1)
+	}
+	return out
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/sundialhq/sundial/bench"
+	"github.com/sundialhq/sundial/loadgen"
+)
+
+func benchCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "bench",
+		Usage:     "run a capacity scenario (steady, herd, crash, peer) on the real stack and write a report",
+		ArgsUsage: "<" + strings.Join(bench.Scenarios, "|") + ">",
+		Description: `Measures the backend baselines K, R and C in the same run, then runs the
+scenario's workload through the pipeline against the real Kafka, Cassandra and
+Redis, in a namespace of its own (topic prefix, keyspace, Redis key prefix)
+that is deleted afterwards. The report (report.json, summary.md and two PNG
+plots) goes to bench/results/<timestamp>-<scenario>/. See bench/README.md.
+
+Examples, against the local stack:
+  make bench SCENARIO=steady
+  source <(deploy/local/stack.sh env) && sundial bench steady --jobs 1000000 --rate 2000 --duration 3m
+  sundial bench herd --jobs 100000
+  sundial bench crash
+  sundial bench peer --jobs 100000 --rate 1000`,
+		Flags: []cli.Flag{
+			&cli.StringSliceFlag{Name: "kafka-brokers", Usage: "Kafka seed brokers, host:port", Sources: envVar("kafka-brokers")},
+			&cli.StringSliceFlag{Name: "cassandra-hosts", Usage: "Cassandra contact points, host or host:port", Sources: envVar("cassandra-hosts")},
+			&cli.StringFlag{Name: "redis-addr", Usage: "Redis address, host:port", Sources: envVar("redis-addr")},
+			&cli.IntFlag{Name: "jobs", Usage: "jobs (steady, crash, peer) or runs due in the same second (herd); default per scenario", Sources: envVar("jobs")},
+			&cli.FloatFlag{Name: "rate", Usage: "planned triggers/s; default per scenario", Sources: envVar("rate")},
+			&cli.DurationFlag{Name: "duration", Usage: "length of the measured window; default per scenario", Sources: envVar("duration")},
+			&cli.DurationFlag{Name: "drain", Usage: "how long after the window runs due in it may still start before they count as lost", Sources: envVar("drain")},
+			&cli.DurationFlag{Name: "lead", Usage: "herd: how far ahead the herd is due; others: wait between registration and the window", Sources: envVar("lead")},
+			&cli.StringFlag{Name: "mix", Value: "interval=0.85,cron=0.10,at=0.05", Usage: "shares of schedule kinds", Sources: envVar("mix")},
+			&cli.IntFlag{Name: "shards", Value: 128, Usage: "shard count S of the bench's cluster", Sources: envVar("shards")},
+			&cli.IntFlag{Name: "dispatchers", Usage: "dispatchers (default 1; crash 2)", Sources: envVar("dispatchers")},
+			&cli.IntFlag{Name: "runners", Usage: "runners (default 1; crash 2)", Sources: envVar("runners")},
+			&cli.IntFlag{Name: "runner-concurrency", Usage: "workers per runner (default: the runner's)", Sources: envVar("runner-concurrency")},
+			&cli.IntFlag{Name: "runner-http-idle-conns", Usage: "in-process runners: idle HTTP connections per host (0: the runner's default client)", Sources: envVar("runner-http-idle-conns")},
+			&cli.BoolFlag{Name: "history", Value: true, Usage: "run the history writers, as `sundial runner` does", Sources: envVar("history")},
+			&cli.BoolFlag{Name: "processes", Usage: "run dispatchers and runners as subprocesses (always for crash)", Sources: envVar("processes")},
+			&cli.StringFlag{Name: "binary", Usage: "sundial binary for the subprocesses (default: go build ./cmd/sundial)", Sources: envVar("binary")},
+			&cli.StringFlag{Name: "target", Value: "http", Usage: "http (the counting downstream) or noop (in-process handler, no effects counted)", Sources: envVar("target")},
+			&cli.IntFlag{Name: "payload-bytes", Value: 64, Usage: "payload of each job", Sources: envVar("payload-bytes")},
+			&cli.DurationFlag{Name: "baseline-duration", Usage: "how long each of K, R and C is measured (default 10s)", Sources: envVar("baseline-duration")},
+			&cli.StringFlag{Name: "crash-kill", Usage: "crash: runner, dispatcher or both (default both)", Sources: envVar("crash-kill")},
+			&cli.DurationFlag{Name: "crash-after", Usage: "crash: kill this long into the window (default a third of it)", Sources: envVar("crash-after")},
+			&cli.DurationFlag{Name: "crash-down", Usage: "crash: how long the killed process stays down (default 5s)", Sources: envVar("crash-down")},
+			&cli.DurationFlag{Name: "asynq-delayed-check", Usage: "peer: asynq's DelayedTaskCheckInterval (default asynq's 5s)", Sources: envVar("asynq-delayed-check")},
+			&cli.IntFlag{Name: "asynq-concurrency", Usage: "peer: asynq workers (default: runners × runner concurrency)", Sources: envVar("asynq-concurrency")},
+			&cli.BoolFlag{Name: "keep", Usage: "keep the namespace (topics, keyspace, Redis keys) afterwards", Sources: envVar("keep")},
+			&cli.StringFlag{Name: "results-dir", Value: "bench/results", Usage: "where the results folder is written", Sources: envVar("results-dir")},
+			&cli.StringFlag{Name: "log-level", Value: "warn", Usage: "log level of the pipeline's components", Sources: envVar("log-level")},
+		},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if cmd.Args().Len() != 1 {
+				return fmt.Errorf("bench: name one scenario: %s", strings.Join(bench.Scenarios, ", "))
+			}
+			mix, err := loadgen.ParseMix(cmd.String("mix"))
+			if err != nil {
+				return fmt.Errorf("--mix: %w", err)
+			}
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(cmd.String("log-level"))); err != nil {
+				return fmt.Errorf("--log-level %q: want debug, info, warn or error", cmd.String("log-level"))
+			}
+			b := &bench.Bench{
+				Config: bench.Config{
+					Scenario: cmd.Args().First(), Jobs: int(cmd.Int("jobs")), Rate: cmd.Float("rate"), Duration: cmd.Duration("duration"),
+					Drain: cmd.Duration("drain"), Lead: cmd.Duration("lead"), Mix: mix, Shards: int(cmd.Int("shards")),
+					Dispatchers: int(cmd.Int("dispatchers")), Runners: int(cmd.Int("runners")), RunnerConcurrency: int(cmd.Int("runner-concurrency")),
+					RunnerHTTPIdleConns: int(cmd.Int("runner-http-idle-conns")), History: cmd.Bool("history"), Processes: cmd.Bool("processes"),
+					Binary: cmd.String("binary"), Target: cmd.String("target"), PayloadBytes: int(cmd.Int("payload-bytes")),
+					BaselineDuration: cmd.Duration("baseline-duration"), CrashKill: cmd.String("crash-kill"),
+					CrashAfter: cmd.Duration("crash-after"), CrashDown: cmd.Duration("crash-down"),
+					AsynqDelayedCheck: cmd.Duration("asynq-delayed-check"), AsynqConcurrency: int(cmd.Int("asynq-concurrency")),
+					Keep: cmd.Bool("keep"), ResultsDir: cmd.String("results-dir"),
+				},
+				Backends: bench.Backends{Brokers: cmd.StringSlice("kafka-brokers"), CassandraHosts: cmd.StringSlice("cassandra-hosts"),
+					RedisAddr: cmd.String("redis-addr")},
+				Progress: cmd.Root().Writer,
+				Logger:   slog.New(slog.NewTextHandler(cmd.Root().ErrWriter, &slog.HandlerOptions{Level: level})),
+			}
+			dir, rep, err := b.Run(ctx)
+			if err != nil {
+				return err
+			}
+			rep.Markdown(cmd.Root().Writer)
+			fmt.Fprintf(cmd.Root().Writer, "\nreport written to %s\n", dir)
+			return nil
+		},
+	}
+}
