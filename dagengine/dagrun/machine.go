@@ -50,8 +50,10 @@ type StartFailed struct {
 	Reason string
 }
 
-// Published acknowledges that every event up to Seq is published.
-type Published struct{ Seq uint64 }
+// Published acknowledges that the events numbered Seqs are published.
+// Instances acknowledge what they published themselves, which need not be
+// a prefix of the outbox.
+type Published struct{ Seqs []uint64 }
 
 func (RunEvent) isInput()    {}
 func (Tick) isInput()        {}
@@ -418,15 +420,21 @@ func (m *machine) startFailed(in StartFailed) {
 }
 
 func (m *machine) published(in Published) {
-	k := 0
-	for k < len(m.s.Outbox) && m.s.Outbox[k].Seq <= in.Seq {
-		k++
+	done := make(map[uint64]bool, len(in.Seqs))
+	for _, seq := range in.Seqs {
+		done[seq] = true
 	}
-	if k == 0 {
+	var keep []Event
+	for _, e := range m.s.Outbox {
+		if !done[e.Seq] {
+			keep = append(keep, e)
+		}
+	}
+	if len(keep) == len(m.s.Outbox) {
 		m.ignore("already_published")
 		return
 	}
-	m.s.Outbox = append([]Event(nil), m.s.Outbox[k:]...)
+	m.s.Outbox = keep
 	m.changed = true
 }
 

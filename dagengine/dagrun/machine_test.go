@@ -47,7 +47,7 @@ func TestApplyRefusesAStateOfAnotherGraph(t *testing.T) {
 	require.ErrorContains(t, err, `state node 1 is "b", the DAG's "x"`)
 }
 
-func TestPublishedAcknowledgesAPrefix(t *testing.T) {
+func TestPublishedAcknowledgesTheEventsNamed(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
 	g := chain(t, "a", "b")
@@ -55,20 +55,20 @@ func TestPublishedAcknowledgesAPrefix(t *testing.T) {
 	require.Len(t, res.State.Outbox, 2) // dag running, a running
 	assert.True(t, res.State.Pending())
 
-	res2, err := dagrun.Apply(g, res.State, dagrun.Published{Seq: 1}, now)
+	res2, err := dagrun.Apply(g, res.State, dagrun.Published{Seqs: []uint64{1}}, now)
 	require.NoError(t, err)
 	require.Len(t, res2.State.Outbox, 1)
 	assert.Equal(t, uint64(2), res2.State.Outbox[0].Seq)
 	assert.Len(t, res.State.Outbox, 2, "the input state is untouched")
 
-	res3, err := dagrun.Apply(g, res2.State, dagrun.Published{Seq: 1}, now)
+	res3, err := dagrun.Apply(g, res2.State, dagrun.Published{Seqs: []uint64{1}}, now)
 	require.NoError(t, err)
 	assert.False(t, res3.Changed)
 	assert.Equal(t, "already_published", res3.Ignored)
 
 	res4, err := dagrun.Apply(g, res2.State, dagrun.Enqueued{Node: "a", Gen: 1}, now)
 	require.NoError(t, err)
-	res4, err = dagrun.Apply(g, res4.State, dagrun.Published{Seq: 2}, now)
+	res4, err = dagrun.Apply(g, res4.State, dagrun.Published{Seqs: []uint64{2, 99}}, now)
 	require.NoError(t, err)
 	assert.False(t, res4.State.Pending())
 }

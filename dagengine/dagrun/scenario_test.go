@@ -31,7 +31,7 @@ import (
 //
 //	at <offset>             the clock, as an offset from the DAG run's due time
 //	start                   start the DAG run
-//	ack                     the shell's work: Enqueued for every starting node, Published up to the last event
+//	ack                     the shell's work: Enqueued for every starting node, Published for every event in the outbox
 //	event <ids> <state> [attempt=<n>] [gen=<g>]   a RunEvent of each node's run (current generation unless gen=)
 //	tick | resume
 //	startfailed <id> <reason>
@@ -215,7 +215,11 @@ func (sc *scenario) step(verb string, args []string) {
 				inputs = append(inputs, dagrun.Enqueued{Node: n.ID, Gen: n.Gen})
 			}
 		}
-		inputs = append(inputs, dagrun.Published{Seq: sc.state.Seq})
+		var seqs []uint64
+		for _, e := range sc.state.Outbox {
+			seqs = append(seqs, e.Seq)
+		}
+		inputs = append(inputs, dagrun.Published{Seqs: seqs})
 	case "event":
 		state, ok := sundialv1.RunState_value["RUN_STATE_"+strings.ToUpper(args[1])]
 		require.True(t, ok, "unknown run state %q", args[1])

@@ -1,0 +1,229 @@
+package dagengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/dagengine/dag"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/registry"
+	"github.com/sundialhq/sundial/store"
+)
+
+// handleDefinition processes one record of sundial.jobs. Records with the
+// header "sundial-kind: dag" are the engine's: it validates the DagSpec,
+// stores it (or the tombstone) and answers on sundial.jobs.status with a
+// JobStatus whose subject is dag_id, in the encoding of the record. Job
+// records are the registry's and get no answer from here; but a tombstone
+// without the header deletes the DAG of its key too, if there is one, since
+// jobs and DAGs share one id namespace (the registry answers it).
+func (e *Engine) handleDefinition(ctx context.Context, rec *kgo.Record) []*kgo.Record {
+	var kind, contentType string
+	for _, h := range rec.Headers {
+		switch strings.ToLower(h.Key) {
+		case sundialv1.HeaderKind:
+			kind = string(h.Value)
+		case sundialv1.HeaderContentType:
+			contentType = string(h.Value)
+		}
+	}
+	if kind != sundialv1.KindDag {
+		if rec.Value == nil && (kind == "" || kind == sundialv1.KindJob) {
+			e.deleteSilently(ctx, rec)
+		}
+		return nil
+	}
+
+	def, errs := dag.Decode(rec.Key, rec.Value, contentType, e.cfg.Options)
+	st := &sundialv1.JobStatus{
+		Subject: &sundialv1.JobStatus_DagId{DagId: strings.ToValidUTF8(def.Key, "\uFFFD")},
+		Source: &sundialv1.RecordSource{
+			Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: timestamppb.New(rec.Timestamp),
+		},
+		Shard: uint32(store.ShardOf(def.Key, e.cfg.Shards)),
+	}
+	if def.Spec != nil && def.Spec.Revision != nil {
+		st.Revision = proto.Uint64(def.Spec.GetRevision())
+	}
+	var err error
+	switch {
+	case len(errs) > 0:
+		reject(st, errs)
+	case def.Tombstone:
+		err = e.deleteDag(ctx, rec, st)
+	default:
+		err = e.putDag(ctx, rec, def, st)
+	}
+	if err != nil { // only ctx ending stops a record; it is redelivered
+		return nil
+	}
+	st.ProcessedAt = timestamppb.New(e.cfg.Now())
+	e.runs.m.definitions.WithLabelValues(strings.ToLower(strings.TrimPrefix(st.GetOutcome().String(), "DEFINITION_OUTCOME_"))).Inc()
+	return []*kgo.Record{e.statusRecord(rec, def.Encoding, st)}
+}
+
+// maxReportedErrors bounds the errors of one status, so that it fits a
+// record whatever the definition.
+const maxReportedErrors = 100
+
+func reject(st *sundialv1.JobStatus, errs []dag.FieldError) {
+	st.Accepted = false
+	st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_REJECTED
+	for i, fe := range errs {
+		if i == maxReportedErrors {
+			st.Errors = append(st.Errors, &sundialv1.FieldError{Field: "record", Reason: fmt.Sprintf("%d more errors not listed", len(errs)-i)})
+			break
+		}
+		st.Errors = append(st.Errors, &sundialv1.FieldError{
+			Field: strings.ToValidUTF8(fe.Field, "\uFFFD"), Reason: strings.ToValidUTF8(fe.Reason, "\uFFFD"),
+		})
+	}
+}
+
+func (e *Engine) deleteDag(ctx context.Context, rec *kgo.Record, st *sundialv1.JobStatus) error {
+	var outcome store.Outcome
+	err := e.retry(ctx, "delete_dag", func() (err error) {
+		outcome, err = e.cfg.Store.DeleteDag(ctx, string(rec.Key), rec.Offset, rec.Timestamp)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if outcome == store.OutcomeStale {
+		st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_STALE
+		return nil
+	}
+	st.Accepted = true
+	st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_DELETED
+	e.sched.notify(store.Dag{ID: string(rec.Key), Revision: rec.Offset, Deleted: true})
+	return nil
+}
+
+// deleteSilently deletes the DAG named by a tombstone sent without the
+// kind header, if there is one.
+func (e *Engine) deleteSilently(ctx context.Context, rec *kgo.Record) {
+	if len(rec.Key) == 0 {
+		return
+	}
+	id := string(rec.Key)
+	_ = e.retry(ctx, "delete_dag", func() error {
+		d, err := e.cfg.Store.GetDag(ctx, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return nil
+		case err != nil:
+			return err
+		case d.Deleted:
+			return nil
+		}
+		if _, err := e.cfg.Store.DeleteDag(ctx, id, rec.Offset, rec.Timestamp); err != nil {
+			return err
+		}
+		e.sched.notify(store.Dag{ID: id, Revision: rec.Offset, Deleted: true})
+		e.cfg.Logger.Info("DAG deleted by a tombstone without the kind header", "dag", id, "offset", rec.Offset)
+		return nil
+	})
+}
+
+func (e *Engine) putDag(ctx context.Context, rec *kgo.Record, def dag.Definition, st *sundialv1.JobStatus) error {
+	value, err := dag.Marshal(def.Spec)
+	if err != nil {
+		reject(st, []dag.FieldError{{Field: "record", Reason: fmt.Sprintf("cannot encode the definition: %v", err)}})
+		return nil
+	}
+	d := store.Dag{ID: def.Key, Spec: value, Revision: rec.Offset, UpdatedAt: rec.Timestamp}
+
+	// The producer's revision rules hold against the definition in force.
+	if def.Spec.Revision != nil {
+		var stored store.Dag
+		found := false
+		if err := e.retry(ctx, "get_dag", func() error {
+			s, err := e.cfg.Store.GetDag(ctx, d.ID)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				return nil
+			case err != nil:
+				return err
+			}
+			stored, found = s, true
+			return nil
+		}); err != nil {
+			return err
+		}
+		if found && !stored.Deleted && stored.Revision < rec.Offset {
+			old := &sundialv1.DagSpec{}
+			if err := proto.Unmarshal(stored.Spec, old); err == nil && old.Revision != nil {
+				have, want := old.GetRevision(), def.Spec.GetRevision()
+				switch {
+				case want < have:
+					reject(st, []dag.FieldError{{Field: "revision", Reason: fmt.Sprintf("%d is lower than the revision in force, %d: an older definition arrived after a newer one", want, have)}})
+					return nil
+				case want == have && string(store.SpecHash(value)) != string(stored.Hash):
+					reject(st, []dag.FieldError{{Field: "revision", Reason: fmt.Sprintf("%d is the revision in force, but the definition differs from it: increase the revision with every change", want)}})
+					return nil
+				}
+			}
+		}
+	}
+
+	var outcome store.Outcome
+	if err := e.retry(ctx, "put_dag", func() (err error) {
+		outcome, err = e.cfg.Store.PutDag(ctx, d)
+		return err
+	}); err != nil {
+		return err
+	}
+	switch outcome {
+	case store.OutcomeCreated, store.OutcomeUpdated:
+		st.Accepted = true
+		st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_CREATED
+		if outcome == store.OutcomeUpdated {
+			st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UPDATED
+		}
+		d.Hash = store.SpecHash(value)
+		d.UpdatedAt = store.Truncate(d.UpdatedAt)
+		e.sched.notify(d)
+	case store.OutcomeUnchanged:
+		st.Accepted = true
+		st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UNCHANGED
+	default:
+		st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_STALE
+		return nil
+	}
+	if s := def.Spec.GetSchedule(); s != nil && !def.Spec.GetPaused() {
+		if sched, errs := registry.CompileSchedule(s, rec.Timestamp.UTC().Truncate(time.Millisecond)); len(errs) == 0 {
+			if next, ok := registry.FirstDue(sched, registry.MisfirePolicy(s), registry.CatchUpWindow(s), rec.Timestamp, e.cfg.Now()); ok {
+				st.NextDueTime = timestamppb.New(store.Truncate(next))
+			}
+		}
+	}
+	return nil
+}
+
+// statusRecord encodes st in enc, keyed by the definition's key.
+func (e *Engine) statusRecord(rec *kgo.Record, enc sundialv1.Encoding, st *sundialv1.JobStatus) *kgo.Record {
+	value, err := enc.Marshal(st)
+	if err != nil {
+		e.cfg.Logger.Error("encode status", "err", err)
+		enc = sundialv1.EncodingProtobuf
+		st.Errors = []*sundialv1.FieldError{{Field: "record", Reason: "the status could not be encoded"}}
+		value, _ = enc.Marshal(st)
+	}
+	key := rec.Key
+	if key == nil {
+		key = []byte{} // a compacted topic refuses records without a key
+	}
+	return &kgo.Record{
+		Topic:   e.cfg.Topics.JobsStatus(),
+		Key:     key,
+		Value:   value,
+		Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderContentType, Value: []byte(enc.String())}},
+	}
+}

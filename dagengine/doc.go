@@ -1,0 +1,113 @@
+// Package dagengine runs DAGs: jobs (nodes) that start when all their
+// parents have succeeded in the same DAG run. It is a thin shell of I/O
+// around a pure core:
+//
+//   - dagengine/dag decodes and validates DAG definitions into graphs;
+//   - dagengine/dagrun is the state machine of one DAG run: (state, input,
+//     now) in, (new state, decisions) out, with no I/O and no clock;
+//   - this package reads definitions and run events from Kafka, keeps each
+//     DAG run's state in the store, and carries out the machine's
+//     decisions: it enqueues node runs, publishes DagRunEvents, and wakes up
+//     for node deadlines and schedules.
+//
+// # Topics
+//
+// Definitions travel on sundial.jobs like job definitions, keyed by the DAG
+// id, with the record header "sundial-kind: dag" (the registry skips those
+// records). The engine consumes sundial.jobs in its own group
+// (DefaultDefinitionsGroup), validates each DagSpec (package dag), stores it
+// (store.Dags) and answers on sundial.jobs.status with a JobStatus whose
+// subject is dag_id: REJECTED with one FieldError per problem (a cycle is
+// "nodes: cycle a -> b -> c -> a"), or CREATED, UPDATED, UNCHANGED, DELETED,
+// STALE. A tombstone with the header deletes the DAG; a tombstone without it
+// is the registry's to answer, and deletes a DAG of that id too.
+//
+// The engine consumes sundial.events in its group (DefaultGroup) and reads
+// the RunEvents that carry a dag_run_id. It publishes its own state changes
+// on sundial.events too, as DagRunEvent records keyed by the DAG id with
+// the header "sundial-kind: dag_run_event" (which it skips when reading).
+// No new topic is needed.
+//
+// # DAG runs and node runs
+//
+// A DAG run starts when the DAG's schedule fires (every schedule kind of a
+// job; see scheduler.go) or when it is triggered (Runs.StartRun, used by
+// `sundial dag trigger`). Its id is dag id + "@" + its due time in UTC unix
+// milliseconds, so each occurrence has exactly one run however many
+// instances or retries start it: the store creates it once.
+//
+// A node starts with a KindDAG due entry, made durable and handed to the
+// dispatcher by the Enqueuer, due when the engine decided to start the node
+// and carrying the Run to emit (Run.dag_run_id and dag_node_id set, origin
+// RUN_ORIGIN_DAG). The node's run id is
+//
+//	<dag run id>/<node id>          first run of the node
+//	<dag run id>/<node id>#<g>      its g-th run, after g-1 resumes
+//
+// and the entry's due time is the start decision's time, stored in the DAG
+// run's state before the entry is written. So every attempt to start the
+// same node generation (after a crash, by two instances) writes the same
+// entry with the same run id; the store keeps one entry per key, and a
+// Run that reaches the runners twice is refused by the runner's lease and
+// dedupe mark on its run id (leasing: ErrRunHeld while the first executes,
+// ErrAlreadyDone after it completed). A resume gives the rerun node a new
+// generation, hence a new run id that no dedupe mark holds.
+//
+// # Which run states end a node
+//
+// The runners retry failed attempts themselves, so a node fails only when
+// its run ends: SUCCEEDED (succeeded), DEAD (failed: no attempt left or a
+// non-retryable error), SKIPPED (failed: e.g. the job was paused or
+// deleted), CANCELLED (cancelled). FAILED and TIMED_OUT of an attempt are
+// followed by RETRYING or DEAD and change nothing; STARTED and RETRYING
+// update the node's attempt for display. A node with DagNode.timeout that
+// has not ended by its deadline is TIMED_OUT ("stuck"), which counts as a
+// failure; the DAG run is marked stuck at once. See package dagrun for the
+// failure policies.
+//
+// # Durable state, conditional writes
+//
+// Each DAG run is one store record (store.DagRuns): the definition
+// snapshotted at its start, the machine's encoded state, and a version.
+// Every change is read, apply, then UpdateDagRun conditional on the version
+// read (Cassandra: UPDATE ... IF version = ?). When two instances apply
+// events to one run at once, one write applies and the other fails with
+// store.ErrVersionConflict; the loser re-reads and applies its events again
+// to the new state, where the machine ignores what was already applied. So
+// no change is lost and no decision is taken twice: a node is started by
+// exactly the one write that moved it from waiting to starting.
+//
+// Run events reach the engine keyed by job id, so the events of one DAG run
+// are spread over partitions and instances; the conditional write is what
+// makes that safe. Within one poll an instance applies all events of a run
+// in one write.
+//
+// # Crashes lose nothing
+//
+// Decisions are saved before they are carried out (an outbox in the state,
+// see dagrun): nodes in "starting" are runs not yet known to be enqueued,
+// and the state's outbox holds the events not yet known to be published.
+// After carrying them out the instance acknowledges them with another
+// conditional write. Offsets of sundial.events are committed only after the
+// poll's runs are saved and their work done. So an instance killed at any
+// point leaves either uncommitted events (redelivered, and ignored where
+// already applied) or saved work not yet acknowledged, which the next
+// write to the run, or the sweep, carries out again. Carrying out twice
+// costs a duplicate due entry write (same key) or a duplicate DagRunEvent
+// (consumers treat (dag_run_id, node_id, state, run_id) as its identity),
+// never a second node run.
+//
+// The sweep visits every unfinished run at start and every SweepInterval:
+// it carries out left-over work, times out nodes whose deadline no living
+// instance tracks, and sets this instance's timers. Between sweeps each
+// instance keeps a timer heap of the deadlines of the runs it touched.
+//
+// # Dependencies
+//
+// github.com/twmb/franz-go consumes and produces; internal/consume provides
+// the group options, retries and the definitions loop shared with the
+// registry; registry provides the rules a DAG shares with jobs (ids,
+// schedules, inline jobs); schedule computes fire times; enqueue (through the
+// Enqueuer interface) makes node runs due; prometheus/client_golang exports
+// the metrics through an injected Registerer.
+package dagengine

@@ -1,0 +1,286 @@
+package dagengine
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sundialhq/sundial/dagengine/dag"
+	"github.com/sundialhq/sundial/dagengine/dagrun"
+	"github.com/sundialhq/sundial/internal/consume"
+	"github.com/sundialhq/sundial/internal/topics"
+)
+
+// Default consumer groups.
+const (
+	// DefaultGroup consumes sundial.events.
+	DefaultGroup = "sundial-dagengine"
+	// DefaultDefinitionsGroup consumes the DAG records of sundial.jobs.
+	DefaultDefinitionsGroup = "sundial-dagengine-definitions"
+)
+
+// Config configures an Engine.
+type Config struct {
+	// Brokers are the Kafka seed brokers. Required.
+	Brokers []string
+	// KafkaOptions are extra client options (TLS, SASL, client id) for the
+	// engine's consumers. The engine sets its own group, topic and commit
+	// options after them.
+	KafkaOptions []kgo.Opt
+	// Topics names the topics (a prefix in tests).
+	Topics topics.Names
+	// Group consumes sundial.events; every engine instance joins it.
+	// Default DefaultGroup.
+	Group string
+	// DefinitionsGroup consumes sundial.jobs for DAG definitions. Default
+	// DefaultDefinitionsGroup.
+	DefinitionsGroup string
+	// Store holds definitions and DAG-run state. Required.
+	Store Store
+	// Enqueuer makes node runs due (*enqueue.Enqueuer). Required.
+	Enqueuer Enqueuer
+	// Producer publishes DagRunEvents and definition statuses; a
+	// *kgo.Client, for example the Enqueuer's. Required.
+	Producer Producer
+	// Shards is S, the cluster's shard count (store.GetClusterConfig).
+	// Required.
+	Shards int
+	// Options bound DAG definitions; the zero value means the defaults.
+	Options dag.Options
+	// Concurrency is how many DAG runs (or definitions) are processed at
+	// once. Default 32.
+	Concurrency int
+	// MaxPoll bounds the records taken from Kafka at once. Default 2000.
+	MaxPoll int
+	// SweepInterval is how often the engine visits every unfinished DAG
+	// run (to time out nodes whose deadline no instance is tracking, and to
+	// finish work a dead instance left) and re-reads the DAG definitions
+	// for their schedules. Default 30s.
+	SweepInterval time.Duration
+	// RedriveAfter is how long work another instance saved but has not
+	// acknowledged (nodes to start, events to publish) is left to it before
+	// this instance redoes it. Default 10s. See RunsConfig.
+	RedriveAfter time.Duration
+	// RetryMin and RetryMax bound the backoff between retries of a
+	// transient store or Kafka error. Defaults 50ms and 5s.
+	RetryMin, RetryMax time.Duration
+	// Registerer receives the metrics. Default: a registry of its own.
+	Registerer prometheus.Registerer
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	c.Group = cmp.Or(c.Group, DefaultGroup)
+	c.DefinitionsGroup = cmp.Or(c.DefinitionsGroup, DefaultDefinitionsGroup)
+	c.Concurrency = cmp.Or(c.Concurrency, 32)
+	c.MaxPoll = cmp.Or(c.MaxPoll, 2000)
+	c.SweepInterval = cmp.Or(c.SweepInterval, 30*time.Second)
+	c.RetryMin = cmp.Or(c.RetryMin, 50*time.Millisecond)
+	c.RetryMax = cmp.Or(c.RetryMax, 5*time.Second)
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate reports every bad field, after defaults are applied.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("dagengine config: brokers: required"))
+	}
+	if c.Store == nil {
+		errs = append(errs, errors.New("dagengine config: store: required"))
+	}
+	if c.Enqueuer == nil {
+		errs = append(errs, errors.New("dagengine config: enqueuer: required"))
+	}
+	if c.Producer == nil {
+		errs = append(errs, errors.New("dagengine config: producer: required"))
+	}
+	if c.Shards <= 0 {
+		errs = append(errs, fmt.Errorf("dagengine config: shards %d: must be positive", c.Shards))
+	}
+	if c.Group == c.DefinitionsGroup {
+		errs = append(errs, fmt.Errorf("dagengine config: group and definitions group are both %q: they consume different topics", c.Group))
+	}
+	if c.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("dagengine config: concurrency %d: must be positive", c.Concurrency))
+	}
+	if c.MaxPoll < 1 {
+		errs = append(errs, fmt.Errorf("dagengine config: max poll %d: must be positive", c.MaxPoll))
+	}
+	if c.SweepInterval < time.Second {
+		errs = append(errs, fmt.Errorf("dagengine config: sweep interval %s: at least 1s", c.SweepInterval))
+	}
+	if c.RetryMin <= 0 || c.RetryMax < c.RetryMin {
+		errs = append(errs, fmt.Errorf("dagengine config: retry backoff %s..%s: want 0 < min <= max", c.RetryMin, c.RetryMax))
+	}
+	if err := c.Options.Limits.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("dagengine config: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Engine is the DAG engine: it consumes DAG definitions and run events,
+// starts DAG runs on their schedules, and drives each DAG run through Runs.
+// See the package doc.
+type Engine struct {
+	cfg   Config
+	runs  *Runs
+	timer *deadlines
+	sched *scheduler
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	clients []*kgo.Client
+}
+
+// New returns an Engine, or every configuration error. It registers the
+// metrics.
+func New(cfg Config) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	runs, err := NewRuns(RunsConfig{
+		Store: cfg.Store, Enqueuer: cfg.Enqueuer, Producer: cfg.Producer, Topics: cfg.Topics, Shards: cfg.Shards,
+		Options: cfg.Options, RedriveAfter: cfg.RedriveAfter, Registerer: cfg.Registerer, Logger: cfg.Logger, Now: cfg.Now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{cfg: cfg, runs: runs, timer: newDeadlines()}
+	runs.observe = e.observe
+	e.sched = newScheduler(e)
+	return e, nil
+}
+
+// Runs returns the engine's Runs, for triggering and resuming in process.
+func (e *Engine) Runs() *Runs { return e.runs }
+
+// observe tracks the deadline of a run the engine has touched.
+func (e *Engine) observe(id string, st *dagrun.State) {
+	if d := st.NextDeadline(); st.Active() && !d.IsZero() {
+		e.timer.set(id, d)
+		return
+	}
+	e.timer.remove(id)
+}
+
+// Start joins the consumer groups and starts the loops: run events, DAG
+// definitions, schedules, deadlines and the sweep. It returns once they
+// run; Stop ends them.
+func (e *Engine) Start(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.stopped:
+		return errors.New("dagengine: stopped")
+	case e.started:
+		return errors.New("dagengine: already started")
+	}
+	events, err := e.client(e.cfg.Group, e.cfg.Topics.Events())
+	if err != nil {
+		return err
+	}
+	defs, err := e.client(e.cfg.DefinitionsGroup, e.cfg.Topics.Jobs())
+	if err != nil {
+		events.Close()
+		return err
+	}
+	e.clients = []*kgo.Client{events, defs}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	e.started, e.cancel = true, cancel
+
+	defLoop := &consume.Loop{
+		Client: defs, Handle: e.handleDefinition, Concurrency: e.cfg.Concurrency, MaxPoll: e.cfg.MaxPoll,
+		Backoff: e.backoff("commit"), Logger: e.cfg.Logger,
+	}
+	e.wg.Go(func() { e.eventsLoop(runCtx, events) })
+	e.wg.Go(func() { defLoop.Run(runCtx) })
+	e.wg.Go(func() { e.sched.run(runCtx) })
+	e.wg.Go(func() { e.timerLoop(runCtx) })
+	e.wg.Go(func() { e.sweepLoop(runCtx) })
+	e.cfg.Logger.Info("dag engine started", "events", e.cfg.Topics.Events(), "group", e.cfg.Group,
+		"definitions", e.cfg.Topics.Jobs(), "definitions_group", e.cfg.DefinitionsGroup)
+	return nil
+}
+
+func (e *Engine) client(group, topic string) (*kgo.Client, error) {
+	opts := append(append([]kgo.Opt{kgo.SeedBrokers(e.cfg.Brokers...)}, e.cfg.KafkaOptions...),
+		consume.GroupOptions(group, topic)...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dagengine: kafka client for %s: %w", topic, err)
+	}
+	return cl, nil
+}
+
+// Stop ends the loops, waits for them and leaves the consumer groups. What
+// was processed but not committed is processed again by another instance,
+// which is harmless. Stop is idempotent and safe before Start.
+func (e *Engine) Stop() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped {
+		return
+	}
+	e.stopped = true
+	if !e.started {
+		return
+	}
+	e.cancel()
+	e.wg.Wait()
+	for _, cl := range e.clients {
+		cl.Close()
+	}
+}
+
+func (e *Engine) backoff(op string) consume.Backoff {
+	return consume.Backoff{
+		Min: e.cfg.RetryMin,
+		Max: e.cfg.RetryMax,
+		OnRetry: func(err error) {
+			e.runs.m.retries.WithLabelValues(op).Inc()
+			e.cfg.Logger.Warn("retrying after a transient error", "op", op, "err", err)
+		},
+	}
+}
+
+// retry runs fn until it succeeds or ctx ends.
+func (e *Engine) retry(ctx context.Context, op string, fn func() error) error {
+	return consume.Retry(ctx, e.backoff(op), fn)
+}
+
+// sleep waits for d or the end of ctx.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
