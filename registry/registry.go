@@ -327,13 +327,9 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 		}
 		inForce := found && !stored.Deleted && stored.Revision < rec.Offset // else a replay: the store answers
 		if inForce {
-			old := &sundialv1.JobSpec{}
-			if err := proto.Unmarshal(stored.Spec, old); err != nil {
-				r.cfg.Logger.Warn("stored definition does not decode; ignoring its revision", "job", job.ID, "err", err)
-				old = nil
-			}
-			if fe := checkRevision(spec, old, store.SpecHash(value), stored.Hash); fe != nil {
-				r.reject(st, []FieldError{*fe})
+			old := r.decodeStored(stored)
+			if fe, bad := checkRevision(spec, old, store.SpecHash(value), stored.Hash); bad {
+				r.reject(st, []FieldError{fe})
 				return nil
 			}
 			if atPassed && old.GetPaused() {
@@ -389,20 +385,31 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 	return nil
 }
 
+// decodeStored decodes the definition in force, or returns nil (and logs)
+// when it does not decode.
+func (r *Registry) decodeStored(stored store.Job) *sundialv1.JobSpec {
+	old := &sundialv1.JobSpec{}
+	if err := proto.Unmarshal(stored.Spec, old); err != nil {
+		r.cfg.Logger.Warn("stored definition does not decode; ignoring its revision", "job", stored.ID, "err", err)
+		return nil
+	}
+	return old
+}
+
 // checkRevision applies the producer's revision rules against the
 // definition in force (old, nil when it has none or does not decode).
-func checkRevision(spec, old *sundialv1.JobSpec, hash, oldHash []byte) *FieldError {
+func checkRevision(spec, old *sundialv1.JobSpec, hash, oldHash []byte) (FieldError, bool) {
 	if spec.Revision == nil || old == nil || old.Revision == nil {
-		return nil
+		return FieldError{}, false
 	}
 	have, want := old.GetRevision(), spec.GetRevision()
 	switch {
 	case want < have:
-		return &FieldError{Field: "revision", Reason: fmt.Sprintf("%d is lower than the revision in force, %d: an older definition arrived after a newer one", want, have)}
+		return FieldError{Field: "revision", Reason: fmt.Sprintf("%d is lower than the revision in force, %d: an older definition arrived after a newer one", want, have)}, true
 	case want == have && string(hash) != string(oldHash):
-		return &FieldError{Field: "revision", Reason: fmt.Sprintf("%d is the revision in force, but the definition differs from it: increase the revision with every change", want)}
+		return FieldError{Field: "revision", Reason: fmt.Sprintf("%d is the revision in force, but the definition differs from it: increase the revision with every change", want)}, true
 	}
-	return nil
+	return FieldError{}, false
 }
 
 func (r *Registry) getJob(ctx context.Context, id string) (store.Job, bool, error) {
@@ -412,13 +419,10 @@ func (r *Registry) getJob(ctx context.Context, id string) (store.Job, bool, erro
 	)
 	err := r.retry(ctx, "get_job", func() error {
 		j, err := r.cfg.Store.GetJob(ctx, id)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			return nil
-		case err != nil:
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		job, found = j, true
+		job, found = j, err == nil
 		return nil
 	})
 	return job, found, err

@@ -212,7 +212,9 @@ func newStatusReader(t *testing.T, brokers []string, topic string) *statusReader
 // them up to a deadline.
 func (r *statusReader) wait(t *testing.T, n int, recs ...*kgo.Record) []answer {
 	t.Helper()
-	deadline := time.AfterFunc(2*time.Minute, func() {
+	// Generous: a slow machine must not fail a correct run. 100,000
+	// definitions get 1,000s.
+	deadline := time.AfterFunc(max(2*time.Minute, time.Duration(len(recs))*10*time.Millisecond), func() {
 		r.mu.Lock()
 		r.err = fmt.Errorf("timed out waiting for statuses")
 		r.cond.Broadcast()

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"net/url"
@@ -318,7 +319,8 @@ func (v *validator) httpTarget(l Limits, h *sundialv1.HttpTarget) {
 }
 
 func unwrapURLError(err error) error {
-	if ue, ok := err.(*url.Error); ok {
+	var ue *url.Error
+	if errors.As(err, &ue) {
 		return ue.Err
 	}
 	return err

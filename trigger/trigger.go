@@ -345,13 +345,10 @@ func (c *Consumer) decide(ctx context.Context, rec *kgo.Record, d Decoded, errs 
 	)
 	err := consume.Retry(ctx, c.backoff("get_job"), func() error {
 		j, err := c.cfg.Store.GetJob(ctx, d.JobID)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			return nil
-		case err != nil:
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		job, found = j, true
+		job, found = j, err == nil
 		return nil
 	})
 	if err != nil {

@@ -147,7 +147,7 @@ func report(ctx context.Context, cmd *cli.Command, c *client.Client, receipts []
 		if next := st.GetNextDueTime(); next != nil {
 			line += "\tnext due " + next.AsTime().Format(time.RFC3339Nano)
 		}
-		fmt.Fprintln(out, line)
+		fmt.Fprintf(out, "%s\n", line)
 		for _, e := range st.GetErrors() {
 			fmt.Fprintf(out, "  %s: %s\n", e.GetField(), e.GetReason())
 		}
@@ -216,7 +216,7 @@ func jobsGetCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			defer st.Close()
+			defer func() { _ = st.Close() }()
 			job, err := st.GetJob(ctx, id)
 			if errors.Is(err, store.ErrNotFound) {
 				return fmt.Errorf("job %q: not found", id)
@@ -238,7 +238,7 @@ func printJob(w io.Writer, job store.Job, summary store.Summary) error {
 	fmt.Fprintf(w, "revision:    %d (offset of its record on sundial.jobs)\n", job.Revision)
 	fmt.Fprintf(w, "updated at:  %s\n", job.UpdatedAt.Format(time.RFC3339Nano))
 	if job.Deleted {
-		fmt.Fprintln(w, "deleted:     yes")
+		fmt.Fprintf(w, "deleted:     yes\n")
 		return nil
 	}
 	if !job.NextDue.IsZero() {

@@ -52,7 +52,6 @@ func GroupOptions(group string, topics ...string) []kgo.Opt {
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.RequireStableFetchOffsets(),
 	}
 }
 
@@ -140,8 +139,8 @@ func (l *Loop) process(ctx context.Context, recs []*kgo.Record) bool {
 	for _, k := range order {
 		g.Go(func() error {
 			for _, rec := range byKey[k] {
-				if ctx.Err() != nil {
-					return nil
+				if err := ctx.Err(); err != nil {
+					return err // the poll will not be committed
 				}
 				for _, out := range l.Handle(ctx, rec) {
 					produce(out)
@@ -150,7 +149,7 @@ func (l *Loop) process(ctx context.Context, recs []*kgo.Record) bool {
 			return nil
 		})
 	}
-	_ = g.Wait() // the closures never fail
+	_ = g.Wait() // only ctx ending fails a closure; checked below
 	wg.Wait()
 	if ctx.Err() != nil {
 		return false
