@@ -78,7 +78,8 @@ func TestCassandraObserverOnRealCluster(t *testing.T) {
 	o, err := telemetry.NewCassandraObserver(reg)
 	require.NoError(t, err)
 	cluster := gocql.NewCluster(c.Hosts...)
-	cluster.Timeout = 10 * time.Second
+	// Schema changes on a single busy test node can take several seconds.
+	cluster.Timeout = time.Minute
 	o.Instrument(cluster)
 	session, err := cluster.CreateSession()
 	require.NoError(t, err)
