@@ -205,6 +205,9 @@ func (r *Registry) backoff(op string) consume.Backoff {
 			r.metrics.retries.WithLabelValues(op).Inc()
 			r.cfg.Logger.Warn("retrying after a transient error", "op", op, "err", err)
 		},
+		// The store refusing its arguments is a bug or a record it cannot
+		// hold; retrying it would stop the partition for good.
+		Permanent: func(err error) bool { return errors.Is(err, store.ErrInvalid) },
 	}
 }
 
@@ -246,7 +249,12 @@ func (r *Registry) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
 	default:
 		err = r.apply(ctx, rec, def.Spec, st)
 	}
-	if err != nil { // only ctx ending stops a record
+	switch {
+	case errors.Is(err, consume.ErrPermanent):
+		r.cfg.Logger.Error("the store refused a record", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "err", err)
+		st.NextDueTime = nil
+		r.reject(st, []FieldError{{Field: "record", Reason: fmt.Sprintf("the store refused the definition: %v", err)}})
+	case err != nil: // ctx ended: the record is redelivered later
 		r.cfg.Logger.Debug("record left for redelivery", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "err", err)
 		return nil
 	}
@@ -429,7 +437,13 @@ func (r *Registry) getJob(ctx context.Context, id string) (store.Job, bool, erro
 }
 
 func (r *Registry) wake(ctx context.Context, e store.DueEntry) error {
-	return r.retry(ctx, "wake", func() error { return r.cfg.Waker.Wake(ctx, e) })
+	err := r.retry(ctx, "wake", func() error { return r.cfg.Waker.Wake(ctx, e) })
+	if errors.Is(err, consume.ErrPermanent) {
+		// The entry is stored; the wake-up is only a hint.
+		r.cfg.Logger.Error("wake-up refused; the entry waits for its bucket read", "job", e.JobID, "err", err)
+		return nil
+	}
+	return err
 }
 
 // statusRecord encodes st in enc, keyed by the original record key.

@@ -314,6 +314,9 @@ var errTimeout = errors.New("gocql: timeout (injected)")
 func (f *flakyStore) fail() bool { return f.failures.Add(-1) >= 0 }
 
 func (f *flakyStore) UpsertJob(ctx context.Context, job store.Job) (store.Outcome, error) {
+	if job.ID == "refused" {
+		return 0, fmt.Errorf("upsert job: %w: the store cannot hold it", store.ErrInvalid)
+	}
 	if f.fail() {
 		return 0, errTimeout
 	}
@@ -328,7 +331,8 @@ func (f *flakyStore) DeleteJob(ctx context.Context, id string, rev int64, at tim
 }
 
 // TestTransientErrorsAreRetried: store errors are retried until they pass,
-// never turned into rejections.
+// never turned into rejections; a store that refuses a record as invalid
+// gets it rejected instead of retried forever.
 func TestTransientErrorsAreRetried(t *testing.T) {
 	t.Parallel()
 	s := setup(t)
@@ -339,14 +343,19 @@ func TestTransientErrorsAreRetried(t *testing.T) {
 	recs := s.produce(
 		jobRecord(t, cronSpec("a", "0 3 * * *"), sundialv1.EncodingJSON),
 		&kgo.Record{Key: []byte("b")},
+		jobRecord(t, cronSpec("refused", "0 3 * * *"), sundialv1.EncodingJSON),
 	)
 	answers := s.statuses.wait(t, 1, recs...)
 	assert.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_CREATED, answers[0].status.GetOutcome())
 	assert.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_DELETED, answers[1].status.GetOutcome())
+	refused := answers[2].status
+	require.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_REJECTED, refused.GetOutcome())
+	assert.Equal(t, "record", refused.GetErrors()[0].GetField())
+	assert.Contains(t, refused.GetErrors()[0].GetReason(), "the store cannot hold it")
 	retries := counter(t, metrics, "sundial_registry_retries_total", "op", "upsert_job") +
 		counter(t, metrics, "sundial_registry_retries_total", "op", "delete_job")
 	assert.Equal(t, float64(5), retries)
-	assert.Zero(t, counter(t, metrics, "sundial_registry_records_total", "outcome", "rejected"))
+	assert.Equal(t, float64(1), counter(t, metrics, "sundial_registry_records_total", "outcome", "rejected"))
 }
 
 // TestRegistrationRate registers many definitions and reports the rate.

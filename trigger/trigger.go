@@ -229,6 +229,7 @@ func (c *Consumer) backoff(op string) consume.Backoff {
 			c.metrics.retries.WithLabelValues(op).Inc()
 			c.cfg.Logger.Warn("retrying after a transient error", "op", op, "err", err)
 		},
+		Permanent: func(err error) bool { return errors.Is(err, store.ErrInvalid) },
 	}
 }
 
@@ -318,6 +319,10 @@ func (c *Consumer) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
 	}
 	d, errs := Decode(rec, c.cfg.MaxPayloadBytes)
 	out, outcome, err := c.decide(ctx, rec, d, errs)
+	if errors.Is(err, consume.ErrPermanent) {
+		c.cfg.Logger.Error("the store refused a trigger", "partition", rec.Partition, "offset", rec.Offset, "err", err)
+		out, outcome, err = c.refuse(d, ReasonInvalid, nil, err.Error()), "invalid", nil
+	}
 	if err != nil {
 		c.cfg.Logger.Debug("trigger left for redelivery", "partition", rec.Partition, "offset", rec.Offset, "err", err)
 		return nil

@@ -167,6 +167,10 @@ func (l *Loop) process(ctx context.Context, recs []*kgo.Record) bool {
 	return true
 }
 
+// ErrPermanent marks the error of Retry when Backoff.Permanent classified
+// it: retrying cannot help (the store refused the arguments as invalid).
+var ErrPermanent = errors.New("permanent error")
+
 // Backoff is a capped exponential backoff with full jitter.
 type Backoff struct {
 	// Min is the first wait's cap.
@@ -175,10 +179,14 @@ type Backoff struct {
 	Max time.Duration
 	// OnRetry, if set, is called with each error that is retried.
 	OnRetry func(err error)
+	// Permanent, if set, says which errors are not worth retrying; Retry
+	// returns them at once, wrapped with ErrPermanent.
+	Permanent func(err error) bool
 }
 
 // Retry calls fn until it succeeds or ctx ends, waiting between attempts.
-// It returns nil or ctx's error.
+// It returns nil, ctx's error, or an error b.Permanent refuses to retry
+// (errors.Is ErrPermanent).
 func Retry(ctx context.Context, b Backoff, fn func() error) error {
 	wait := b.Min
 	for {
@@ -188,6 +196,9 @@ func Retry(ctx context.Context, b Backoff, fn func() error) error {
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("gave up after %w: %w", ctx.Err(), err)
+		}
+		if b.Permanent != nil && b.Permanent(err) {
+			return fmt.Errorf("%w: %w", ErrPermanent, err)
 		}
 		if b.OnRetry != nil {
 			b.OnRetry(err)

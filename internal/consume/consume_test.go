@@ -196,6 +196,17 @@ func TestRetry(t *testing.T) {
 	assert.Equal(t, 4, calls)
 	assert.Equal(t, 3, retried)
 
+	errInvalid := errors.New("invalid")
+	b.Permanent = func(err error) bool { return errors.Is(err, errInvalid) }
+	calls = 0
+	err = consume.Retry(t.Context(), b, func() error {
+		calls++
+		return fmt.Errorf("put: %w", errInvalid)
+	})
+	assert.ErrorIs(t, err, consume.ErrPermanent)
+	assert.ErrorIs(t, err, errInvalid)
+	assert.Equal(t, 1, calls, "a permanent error is not retried")
+
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	err = consume.Retry(ctx, b, func() error { return errors.New("store down") })
