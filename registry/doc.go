@@ -35,7 +35,10 @@
 //     it is answered REJECTED with the fields at fault.
 //   - Transient failures are never rejections: store and Kafka errors are
 //     retried with capped, jittered exponential backoff until they succeed or
-//     the registry stops.
+//     the registry stops. The one exception is an error the store marks as
+//     store.ErrInvalid (it refuses the arguments, so no retry can succeed):
+//     the record is answered REJECTED with field "record" rather than
+//     blocking its partition for good.
 //   - At least once: offsets are committed only after the record's store
 //     writes, wake-up and status are acknowledged (internal/consume). A
 //     redelivered record changes nothing: the store's revision of a job is

@@ -42,6 +42,7 @@
 // Processing is at least once and in order per job (internal/consume):
 // offsets are committed only after the entry is enqueued (stored and its
 // dispatcher woken) or the refusal is acknowledged by Kafka. Store and Kafka
-// errors are retried with backoff, never turned into refusals; a bad record
-// never stops consumption.
+// errors are retried with backoff, never turned into refusals, except errors
+// the store marks store.ErrInvalid, which no retry can fix (refused as
+// "invalid_trigger"); a bad record never stops consumption.
 package trigger
