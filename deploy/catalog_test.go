@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sundialhq/sundial/dagengine"
 	"github.com/sundialhq/sundial/dispatcher"
 	"github.com/sundialhq/sundial/internal/telemetry"
 	"github.com/sundialhq/sundial/leasing"
@@ -204,6 +205,9 @@ func buildCatalog(t *testing.T) *catalog {
 	kc, err := kgo.NewClient(kgo.SeedBrokers(brokers...), telemetry.KafkaMetrics(c, "catalog"))
 	require.NoError(t, err)
 	t.Cleanup(kc.Close)
+
+	_, err = dagengine.New(dagengine.Config{Brokers: brokers, Store: mem, Enqueuer: nopEnqueuer{}, Producer: kc, Shards: 128, Registerer: c})
+	require.NoError(t, err, "dagengine")
 
 	c.gather(t)
 	return c

@@ -157,11 +157,6 @@ func states(title, description string, mappings map[string][2]string, targets ..
 	}
 }
 
-// text is a Markdown panel.
-func text(title, markdown string) *Panel {
-	return &Panel{Type: "text", Title: title, Options: map[string]any{"mode": "markdown", "content": markdown}}
-}
-
 func f(v float64) *float64 { return &v }
 
 // Threshold steps used by several stats.

@@ -212,29 +212,46 @@ func Runner() *Dashboard {
 	return b.done()
 }
 
-// DAG shows the runs the DAG engine triggers and its consumption of events.
+// DAG shows DAG runs and nodes by state, the runs the engine triggers, and
+// the engine's processing of events.
 func DAG() *Dashboard {
 	b := newDashboard("sundial-dag", "Sundial / DAG",
-		"Runs triggered by the DAG engine, their dispatch and outcomes, and the engine's consumption of sundial.events.")
+		"DAG runs and nodes by state, the runs the DAG engine triggers, and its processing of sundial.events.")
 
-	b.row("Runs triggered by DAGs")
-	b.add(12, 8, ts("DAG runs dispatched", "ops", "Runs of DAG nodes whose parents all succeeded, written to sundial.runs.*.",
+	b.row("DAG runs")
+	b.add(6, 5, stat("DAG runs in progress", "none", "Unfinished DAG runs as of the engine's last sweep.", nil,
+		q(`max(sundial_dagengine_dag_runs{state="running"}) or vector(0)`, "")))
+	b.add(6, 5, stat("Stuck DAG runs", "none", "Unfinished DAG runs in which nothing can progress (see the engine's logs).", greenAtZero,
+		q(`max(sundial_dagengine_dag_runs{state="stuck"}) or vector(0)`, "")))
+	b.add(6, 5, stat("DAG runs succeeded (1 h)", "none", "", nil,
+		q(`sum(increase(sundial_dagengine_dag_runs_total{state="succeeded"}[1h])) or vector(0)`, "")))
+	b.add(6, 5, stat("DAG runs failed or timed out (1 h)", "none", "", greenAtZero,
+		q(`sum(increase(sundial_dagengine_dag_runs_total{state=~"failed|timed_out"}[1h])) or vector(0)`, "")))
+	b.add(12, 8, ts("DAG runs entering each state", "ops", "running: started or resumed; succeeded, failed, timed_out. Each transition counts once over all engine instances.",
+		q(`sum by (state) (rate(sundial_dagengine_dag_runs_total[$__rate_interval]))`, "{{state}}")))
+	b.add(12, 8, ts("Unfinished DAG runs by state", "none", "Every instance sweeps every unfinished run, so the instances agree; the largest is shown.",
+		q(`max by (state) (sundial_dagengine_dag_runs)`, "{{state}}")))
+
+	b.row("Nodes and their runs")
+	b.add(8, 8, ts("Nodes entering each state", "ops", "running (started), succeeded, failed, cancelled, timed_out, skipped.",
+		q(`sum by (state) (rate(sundial_dagengine_nodes_total[$__rate_interval]))`, "{{state}}")))
+	b.add(8, 8, ts("Node runs dispatched", "ops", "Runs of DAG nodes whose parents all succeeded, written to sundial.runs.*.",
 		q(`sum(rate(sundial_dispatcher_runs_total{origin="dag"}[$__rate_interval]))`, "dispatched")))
-	b.add(12, 8, latency("Dispatch latency of DAG runs", "",
+	b.add(8, 8, latency("Dispatch latency of node runs", "",
 		quantiles("sundial_dispatcher_dispatch_latency_seconds", `{origin="dag"}`, "")...))
 
 	b.row("DAG engine")
-	b.add(8, 8, ts("Events consumed", "ops", "Records of sundial.events read by the DAG engine.",
+	b.add(8, 8, ts("Run events by result", "ops", "Events of DAG nodes read from sundial.events: applied, ignored (duplicates, stale), unknown_dag_run, malformed, failed.",
+		q(`sum by (result) (rate(sundial_dagengine_run_events_total[$__rate_interval]))`, "{{result}}")))
+	b.add(8, 8, ts("Conflicts and retries", "ops", "Conditional writes that lost to another instance (recomputed), and transient errors retried by operation.",
+		q(`sum(rate(sundial_dagengine_version_conflicts_total[$__rate_interval]))`, "version conflicts"),
+		q(`sum by (op) (rate(sundial_dagengine_retries_total[$__rate_interval]))`, "retries: {{op}}")))
+	b.add(8, 8, ts("DAG definitions by outcome", "ops", "DAG records of sundial.jobs.",
+		q(`sum by (outcome) (rate(sundial_dagengine_definitions_total[$__rate_interval]))`, "{{outcome}}")))
+	b.add(12, 7, ts("Records fetched by topic", "ops", "",
 		q(`sum by (topic) (rate(sundial_kafka_fetch_records_total{component="dagengine"}[$__rate_interval]))`, "{{topic}}")))
-	b.add(8, 8, ts("Records produced", "ops", "Triggers of dependent nodes and DAG-run state records.",
-		q(`sum by (topic) (rate(sundial_kafka_produce_records_total{component="dagengine"}[$__rate_interval]))`, "{{topic}}")))
-	b.add(8, 8, ts("DAG engine processes up", "none", "",
+	b.add(12, 7, ts("DAG engine processes up", "none", "",
 		q(`sum(up{job="sundial", component="dagengine"})`, "up")))
-	b.add(24, 4, text("DAG runs by state", "The DAG engine does not export its own metrics yet. "+
-		"Once it does, this board charts DAG runs by state (`sundial_dagengine_runs_total{state}`), "+
-		"DAG runs in progress (`sundial_dagengine_runs_active`), nodes triggered "+
-		"(`sundial_dagengine_nodes_triggered_total`) and event processing lag "+
-		"(`sundial_dagengine_event_lag_seconds`)."))
 	return b.done()
 }
 

@@ -75,7 +75,7 @@ type Link struct {
 	KeepTime    bool     `json:"keepTime"`
 }
 
-// Panel is a row, a time series, a stat, a state timeline or a text panel.
+// Panel is a row, a time series, a stat or a state timeline.
 type Panel struct {
 	ID          int          `json:"id"`
 	Type        string       `json:"type"`
