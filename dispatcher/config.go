@@ -21,6 +21,7 @@ import (
 const (
 	DefaultGroupID           = "sundial-dispatchers"
 	DefaultLookahead         = 10 * time.Second
+	DefaultPrepareAhead      = 500 * time.Millisecond
 	DefaultCatchUpHorizon    = 24 * time.Hour
 	DefaultMisfireThreshold  = time.Second
 	DefaultWatermarkInterval = time.Second
@@ -66,6 +67,15 @@ type Config struct {
 	// Lookahead, so its entries are in memory before they fall due. At least
 	// 100ms, at most 50s (a bucket is a minute). Default 10s.
 	Lookahead time.Duration
+	// PrepareAhead: an entry's firing starts this long before its due time
+	// (the job is read, the entry checked to be live, the run built); the
+	// run is produced at the due time, never before. It takes the store
+	// read off the dispatch latency. A definition changed less than this
+	// before an occurrence may still fire that occurrence under the old
+	// definition (the registry's own processing makes such a change racy
+	// anyway). At least 1ms, less than Lookahead and FireTimeout. Default
+	// 500ms.
+	PrepareAhead time.Duration
 	// CatchUpHorizon bounds how far back a new owner reads from the shard's
 	// watermark. Entries older than now minus the horizon are never read:
 	// occurrences that old are outside every sane catch-up window, but a
@@ -118,6 +128,7 @@ func (c Config) withDefaults() Config {
 		c.InstanceID = cmp.Or(host, "dispatcher") + "-" + strconv.Itoa(os.Getpid())
 	}
 	c.Lookahead = cmp.Or(c.Lookahead, DefaultLookahead)
+	c.PrepareAhead = cmp.Or(c.PrepareAhead, DefaultPrepareAhead)
 	c.CatchUpHorizon = cmp.Or(c.CatchUpHorizon, DefaultCatchUpHorizon)
 	c.MisfireThreshold = cmp.Or(c.MisfireThreshold, DefaultMisfireThreshold)
 	c.WatermarkInterval = cmp.Or(c.WatermarkInterval, DefaultWatermarkInterval)
@@ -155,6 +166,9 @@ func (c Config) Validate() error {
 	}
 	if c.Lookahead < 100*time.Millisecond || c.Lookahead > 50*time.Second {
 		bad("lookahead", "%s: must be between 100ms and 50s", c.Lookahead)
+	}
+	if c.PrepareAhead < time.Millisecond || c.PrepareAhead >= c.Lookahead || c.PrepareAhead >= c.FireTimeout {
+		bad("prepare ahead", "%s: must be at least 1ms and less than the lookahead %s and the fire timeout %s", c.PrepareAhead, c.Lookahead, c.FireTimeout)
 	}
 	if c.CatchUpHorizon < time.Minute {
 		bad("catch-up horizon", "%s: must be at least 1m", c.CatchUpHorizon)

@@ -98,9 +98,12 @@ type item struct {
 	index int
 }
 
-// firing is an entry the owner must fire now.
+// firing is an entry the owner must fire at At (now, or at most
+// PrepareAhead from now).
 type firing struct {
 	Entry store.DueEntry
+	// At is when to produce its run: the due time, or a retry time.
+	At time.Time
 	// Late: the entry was missed (first seen after its due time plus the
 	// misfire threshold); a scheduled entry then goes through its job's
 	// misfire policy.
@@ -143,6 +146,10 @@ type coreConfig struct {
 	Floor time.Time
 	// Lookahead: a bucket is read when now >= its start - Lookahead.
 	Lookahead time.Duration
+	// PrepareAhead: an entry is handed out this long before it fires, so
+	// the owner can read its job and build its run in advance and produce
+	// it at the firing time (firing.At).
+	PrepareAhead time.Duration
 	// MisfireThreshold: an entry first seen more than this after its due
 	// time is late.
 	MisfireThreshold time.Duration
@@ -206,7 +213,7 @@ func (c *shardCore) Poll(now time.Time) ready {
 	}
 	for c.queue.Len() > 0 && c.inflight < c.cfg.MaxInflight {
 		head := c.queue[0]
-		if head.at.After(now) {
+		if head.at.Add(-c.cfg.PrepareAhead).After(now) {
 			break
 		}
 		heap.Pop(&c.queue)
@@ -231,10 +238,10 @@ func (c *shardCore) Poll(now time.Time) ready {
 			}
 		}
 		c.inflight++
-		r.Fire = append(r.Fire, firing{Entry: head.entry, Late: head.late, Failures: head.failures})
+		r.Fire = append(r.Fire, firing{Entry: head.entry, At: head.at, Late: head.late, Failures: head.failures})
 	}
 	if c.queue.Len() > 0 && c.inflight < c.cfg.MaxInflight {
-		r.Deadline = c.queue[0].at
+		r.Deadline = c.queue[0].at.Add(-c.cfg.PrepareAhead)
 	}
 	if !c.loading {
 		if next := c.issued.Add(-c.cfg.Lookahead); next.After(now) && (r.Deadline.IsZero() || next.Before(r.Deadline)) {

@@ -22,7 +22,7 @@ import (
 //
 // Commands:
 //
-//	init floor=T [lookahead=10s] [threshold=1s] [inflight=N] [backlog=N] [dedupe=2m]
+//	init floor=T [lookahead=10s] [prepare=0s] [threshold=1s] [inflight=N] [backlog=N] [dedupe=2m]
 //	poll now=T               -> load/fire/deadline lines
 //	loaded now=T  <entries>  -> a page of the bucket being read
 //	load-done
@@ -48,6 +48,7 @@ func TestCore(t *testing.T) {
 				cfg := coreConfig{
 					Floor:            parseClock(t, arg(t, d, "floor", "")),
 					Lookahead:        parseDuration(t, arg(t, d, "lookahead", "10s")),
+					PrepareAhead:     parseDuration(t, arg(t, d, "prepare", "0s")),
 					MisfireThreshold: parseDuration(t, arg(t, d, "threshold", "1s")),
 					MaxInflight:      atoi(t, arg(t, d, "inflight", "100")),
 					MaxBacklog:       atoi(t, arg(t, d, "backlog", "1000")),
@@ -224,6 +225,9 @@ func formatReady(r ready) string {
 	}
 	for _, f := range r.Fire {
 		b.WriteString("fire " + formatEntry(f.Entry))
+		if !f.At.Equal(f.Entry.Due) {
+			b.WriteString(" at=" + clock(f.At))
+		}
 		if f.Late {
 			b.WriteString(" late")
 		}

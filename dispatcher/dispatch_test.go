@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -50,50 +51,64 @@ func TestDispatchEveryScheduleKind(t *testing.T) {
 	s.waitOwned(ds...)
 
 	n := testJobs(t)
-	// One-off instants fall in [t0, t0+10s), late enough for the
-	// registration to finish first.
-	start := time.Now()
-	t0 := start.Add(time.Duration(max(8000, n)) * time.Millisecond).Truncate(time.Second)
-	var specs []*sundialv1.JobSpec
 	kind := map[string]string{}
 	zones := []string{"UTC", "Europe/Berlin", "America/New_York", "Asia/Kathmandu"}
-	for i := range n {
-		var (
-			name  string
-			sched *sundialv1.Schedule
-		)
-		spread := time.Duration(i*7919%10000) * time.Millisecond
-		switch i % 10 {
-		case 0, 1, 2:
-			name, sched = "at", atSchedule(t0.Add(spread))
-		case 3, 4:
-			name, sched = "delay", delaySchedule(t0.Sub(start)+spread)
-		case 5:
-			name, sched = "immediate", immediateSchedule()
-		case 6, 7:
-			name, sched = "cron", cronSchedule("*/5 * * * * *", zones[i%len(zones)])
-		case 8:
-			name, sched = "interval", intervalSchedule(5*time.Second, time.Duration(i%5)*time.Second)
-		case 9:
-			name, sched = "every", cronSchedule("@every 4s", "UTC")
-		}
+	priorities := []sundialv1.Priority{sundialv1.Priority_PRIORITY_HIGH, sundialv1.Priority_PRIORITY_DEFAULT, sundialv1.Priority_PRIORITY_LOW, sundialv1.Priority_PRIORITY_UNSPECIFIED}
+	newSpec := func(i int, name string, sched *sundialv1.Schedule) *sundialv1.JobSpec {
 		id := fmt.Sprintf("%s-%05d", name, i)
 		kind[id] = name
 		spec := jobSpec(id, sched)
-		spec.Priority = []sundialv1.Priority{sundialv1.Priority_PRIORITY_HIGH, sundialv1.Priority_PRIORITY_DEFAULT, sundialv1.Priority_PRIORITY_LOW, sundialv1.Priority_PRIORITY_UNSPECIFIED}[i%4]
-		specs = append(specs, spec)
+		spec.Priority = priorities[i%len(priorities)]
+		return spec
+	}
+	// Recurring jobs first: their first occurrence is never before their
+	// registration. The registration's pace then says how far ahead the
+	// one-off instants must lie.
+	var recurring, oneOffs []*sundialv1.JobSpec
+	for i := range n {
+		switch i % 10 {
+		case 6, 7:
+			recurring = append(recurring, newSpec(i, "cron", cronSchedule("*/5 * * * * *", zones[i%len(zones)])))
+		case 8:
+			recurring = append(recurring, newSpec(i, "interval", intervalSchedule(5*time.Second, time.Duration(i%5)*time.Second)))
+		case 9:
+			recurring = append(recurring, newSpec(i, "every", cronSchedule("@every 4s", "UTC")))
+		}
 	}
 	ctx := t.Context()
-	first := s.register(ctx, specs, time.Now)
+	start := time.Now()
+	first := s.register(ctx, recurring, time.Now)
+	perJob := time.Since(start) / time.Duration(len(recurring))
+	oneOffStart := time.Now()
+	t0 := oneOffStart.Add(3*time.Second + 2*perJob*time.Duration(n-len(recurring))).Truncate(time.Second)
+	for i := range n {
+		spread := time.Duration(i*7919%10000) * time.Millisecond
+		switch i % 10 {
+		case 0, 1, 2:
+			oneOffs = append(oneOffs, newSpec(i, "at", atSchedule(t0.Add(spread))))
+		case 3, 4:
+			oneOffs = append(oneOffs, newSpec(i, "delay", delaySchedule((t0.Sub(oneOffStart) + spread).Truncate(time.Millisecond))))
+		case 5:
+			oneOffs = append(oneOffs, newSpec(i, "immediate", immediateSchedule()))
+		}
+	}
+	for id, due := range s.register(ctx, oneOffs, time.Now) {
+		first[id] = due
+	}
 	registered := time.Now()
 	t.Logf("registered %d jobs in %s (%.0f/s); one-offs due from %s on", n, registered.Sub(start).Round(time.Millisecond),
 		float64(n)/registered.Sub(start).Seconds(), t0.Sub(start).Round(time.Millisecond))
 	if registered.After(t0) {
-		t.Logf("registration ended %s after the first one-off was due: those fire late", registered.Sub(t0))
+		t.Logf("registration ended %s after the first one-off was due: those may fire late (catch-up)", registered.Sub(t0))
 	}
+	specs := append(recurring, oneOffs...)
 
-	// Let everything fire, recurring jobs at least twice.
-	end := t0.Add(16 * time.Second)
+	// Let everything fire: every one-off (delays count from their own
+	// registration), recurring jobs several times.
+	end := t0.Add(12 * time.Second)
+	for _, sp := range oneOffs {
+		end = maxTime(end, first[sp.GetId()].Add(2*time.Second))
+	}
 	time.Sleep(time.Until(end)) // the scenario's duration, not a wait for a condition
 	stopped := time.Now()
 	var wg sync.WaitGroup
@@ -110,7 +125,7 @@ func TestDispatchEveryScheduleKind(t *testing.T) {
 	for _, sp := range specs {
 		byID[sp.GetId()] = sp
 	}
-	var duplicates, missing, checked int
+	var duplicates, missing, checked, caughtUp int
 	for id, sp := range byID {
 		runs := s.runs.jobRuns(id)
 		seen := map[string]int{}
@@ -118,7 +133,13 @@ func TestDispatchEveryScheduleKind(t *testing.T) {
 			seen[r.GetRunId()]++
 			due := r.GetDueTime().AsTime()
 			assert.Equal(t, store.RunID(id, due), r.GetRunId(), "run id of %s", id)
-			assert.Equal(t, sundialv1.RunOrigin_RUN_ORIGIN_SCHEDULE, r.GetOrigin(), "run %s", r.GetRunId())
+			if r.GetOrigin() == sundialv1.RunOrigin_RUN_ORIGIN_CATCH_UP {
+				// Only a one-off registered after its instant is late.
+				assert.True(t, registered.After(due) && kind[id] != "cron" && kind[id] != "interval" && kind[id] != "every", "run %s caught up", r.GetRunId())
+				caughtUp++
+			} else {
+				assert.Equal(t, sundialv1.RunOrigin_RUN_ORIGIN_SCHEDULE, r.GetOrigin(), "run %s", r.GetRunId())
+			}
 			assert.Equal(t, uint32(store.ShardOf(id, shards)), r.GetShard(), "run %s", r.GetRunId())
 			assert.GreaterOrEqual(t, r.GetEpoch(), int64(1), "run %s", r.GetRunId())
 			assert.Equal(t, uint32(1), r.GetAttempt())
@@ -157,7 +178,8 @@ func TestDispatchEveryScheduleKind(t *testing.T) {
 			assert.Len(t, runs, 1, "one-off %s", id)
 		}
 	}
-	t.Logf("%d jobs, %d runs expected and checked, %d runs in Kafka, %d missing, %d duplicates", n, checked, s.runs.total(), missing, duplicates)
+	t.Logf("%d jobs, %d runs expected and checked, %d runs in Kafka, %d missing, %d duplicates, %d one-offs registered after their due time", n, checked, s.runs.total(), missing, duplicates, caughtUp)
+	s.latency.reportBy(t, func(runID string) string { return kind[runID[:strings.LastIndexByte(runID, '@')]] })
 	assert.Zero(t, missing)
 	assert.Zero(t, duplicates, "no dispatcher crashed, so nothing may fire twice")
 	assert.Less(t, time.Duration(h.ValueAtQuantile(50))*time.Microsecond, time.Second, "median dispatch latency")

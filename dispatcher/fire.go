@@ -57,9 +57,10 @@ type fireResult struct {
 	covered time.Time
 }
 
-// fire carries out one firing: it plans the runs, produces them and waits
-// for Kafka's acknowledgement, then stores the next occurrence of a recurring
-// job. Both happen before the owner hears the firing is done, so the shard's
+// fire carries out one firing: it plans the runs (reading the job, up to
+// PrepareAhead before the firing time), produces them at the firing time and
+// waits for Kafka's acknowledgement, then stores the next occurrence of a
+// recurring job. Both happen before the owner hears the firing is done, so the shard's
 // watermark never passes an occurrence whose successor is not stored: a crash
 // in between fires the current occurrence again (same run id), never loses
 // the next one. Storing the successor only after the run is acknowledged
@@ -80,7 +81,19 @@ func (o *owner) fire(ctx context.Context, epoch int64, f firing) fireResult {
 		o.log.Debug("entry fires no run", "run_id", f.Entry.RunID, "kind", f.Entry.Kind, "reason", p.drop, "why", p.why)
 	}
 	if len(p.runs) > 0 {
-		if err := o.produce(ctx, epoch, f.Entry, p.runs, now); err != nil {
+		// Prepared ahead of time: the run goes out at its firing time,
+		// never before.
+		if wait := f.At.Sub(o.cfg.Now()); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				res.err = fmt.Errorf("wait for the due time of %s: %w", f.Entry.RunID, ctx.Err())
+				return res
+			}
+		}
+		if err := o.produce(ctx, epoch, f.Entry, p.runs, o.cfg.Now()); err != nil {
 			res.err = err
 			return res
 		}

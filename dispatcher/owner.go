@@ -100,6 +100,7 @@ func (o *owner) run() {
 	core := newShardCore(coreConfig{
 		Floor:            floor,
 		Lookahead:        o.cfg.Lookahead,
+		PrepareAhead:     o.cfg.PrepareAhead,
 		MisfireThreshold: o.cfg.MisfireThreshold,
 		MaxInflight:      o.cfg.MaxInflight,
 		MaxBacklog:       o.cfg.MaxBacklog,

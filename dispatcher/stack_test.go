@@ -3,9 +3,9 @@ package dispatcher
 import (
 	"context"
 	"errors"
-	"net"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"sort"
 	"sync"
@@ -447,5 +447,29 @@ func (n *network) cut() {
 	n.down = true
 	for _, c := range n.conns {
 		_ = c.Close()
+	}
+}
+
+// reportBy prints the latency percentiles of the runs grouped by group(run id).
+func (l *latencies) reportBy(t *testing.T, group func(runID string) string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	hs := map[string]*hdrhistogram.Histogram{}
+	for id, d := range l.byRun {
+		g := group(id)
+		if hs[g] == nil {
+			hs[g] = hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)
+		}
+		_ = hs[g].RecordValue(max(d.Microseconds(), 1))
+	}
+	names := make([]string, 0, len(hs))
+	for g := range hs {
+		names = append(names, g)
+	}
+	slices.Sort(names)
+	for _, g := range names {
+		h := hs[g]
+		ms := func(q float64) float64 { return float64(h.ValueAtQuantile(q)) / 1000 }
+		t.Logf("  %-10s %6d runs: p50 %7.1fms p95 %7.1fms p99 %7.1fms max %7.1fms", g, h.TotalCount(), ms(50), ms(95), ms(99), float64(h.Max())/1000)
 	}
 }
