@@ -47,6 +47,9 @@ type Config struct {
 	Runners     int `json:"runners"`
 	// RunnerConcurrency: workers per runner; 0 keeps the runner's default.
 	RunnerConcurrency int `json:"runner_concurrency"`
+	// RegistryConcurrency: jobs the registry processes at once (0: the
+	// registry's default).
+	RegistryConcurrency int `json:"registry_concurrency"`
 	// RunnerHTTPIdleConns: see PipelineConfig (in-process only).
 	RunnerHTTPIdleConns int `json:"runner_http_idle_conns"`
 	// History runs the history writers (as `sundial runner` does). Default

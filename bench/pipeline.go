@@ -48,6 +48,8 @@ type PipelineConfig struct {
 	// client keeping that many idle connections per host; 0 keeps the
 	// runner's default client (as `sundial runner` has).
 	RunnerHTTPIdleConns int
+	// RegistryConcurrency is the registry's Concurrency (0: its default).
+	RegistryConcurrency int
 	// History also runs a history writer per runner (as `sundial runner`
 	// does by default).
 	History bool
@@ -79,8 +81,8 @@ func (p *InProcess) Redis() *redis.Client { return p.rc }
 
 // Describe names how the pipeline runs.
 func (p *InProcess) Describe() string {
-	return fmt.Sprintf("in-process: 1 registry, %d dispatcher(s), %d runner(s) of concurrency %d, history=%v",
-		p.cfg.Dispatchers, p.cfg.Runners, p.cfg.RunnerConcurrency, p.cfg.History)
+	return fmt.Sprintf("in-process: 1 registry (concurrency %s), %d dispatcher(s), %d runner(s) (concurrency %s), history=%v",
+		orDefault(p.cfg.RegistryConcurrency), p.cfg.Dispatchers, p.cfg.Runners, orDefault(p.cfg.RunnerConcurrency), p.cfg.History)
 }
 
 // Start opens the store and Redis and starts every component.
@@ -125,7 +127,8 @@ func (p *InProcess) Start(ctx context.Context) (err error) {
 		return err
 	}
 	reg, err := registry.New(registry.Config{Brokers: c.Backends.Brokers, Topics: names, Group: regG, Store: st, Waker: enq,
-		Registerer: prometheus.NewRegistry(), Logger: log.With("component", "registry")})
+		Concurrency: c.RegistryConcurrency,
+		Registerer:  prometheus.NewRegistry(), Logger: log.With("component", "registry")})
 	if err != nil {
 		return err
 	}
@@ -202,8 +205,8 @@ func NewProcesses(cfg PipelineConfig, binary, logDir string) *Processes {
 
 // Describe names how the pipeline runs.
 func (p *Processes) Describe() string {
-	return fmt.Sprintf("processes: registry in the bench process; %d `sundial dispatcher` and %d `sundial runner` subprocess(es) (history=%v), logs in %s",
-		p.cfg.Dispatchers, p.cfg.Runners, p.cfg.History, p.LogDir)
+	return fmt.Sprintf("processes: registry in the bench process (concurrency %s); %d `sundial dispatcher` and %d `sundial runner` subprocess(es) (history=%v), logs in %s",
+		orDefault(p.cfg.RegistryConcurrency), p.cfg.Dispatchers, p.cfg.Runners, p.cfg.History, p.LogDir)
 }
 
 // Names lists the subprocesses ("dispatcher-0", "runner-1", ...).
@@ -331,4 +334,11 @@ func BuildBinary(ctx context.Context, dir string) (string, error) {
 		return "", fmt.Errorf("%w: go build ./cmd/sundial: %v\n%s", errNoBinary, err, b)
 	}
 	return out, nil
+}
+
+func orDefault(n int) string {
+	if n == 0 {
+		return "default"
+	}
+	return strconv.Itoa(n)
 }

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,6 +33,10 @@ type Bench struct {
 	Logger   *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// CPUProfile, if set, is where a CPU profile of the bench process (with
+	// an in-process pipeline: the dispatchers and runners too) over the
+	// measured window is written.
+	CPUProfile string
 }
 
 func (b *Bench) say(format string, args ...any) {
@@ -234,7 +239,7 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 	defer ds.Stop()
 
 	pc := PipelineConfig{Backends: b.Backends, Namespace: ns, Dispatchers: cfg.Dispatchers, Runners: cfg.Runners,
-		RunnerConcurrency: cfg.RunnerConcurrency, RunnerHTTPIdleConns: cfg.RunnerHTTPIdleConns, History: cfg.History, Logger: b.Logger}
+		RunnerConcurrency: cfg.RunnerConcurrency, RegistryConcurrency: cfg.RegistryConcurrency, RunnerHTTPIdleConns: cfg.RunnerHTTPIdleConns, History: cfg.History, Logger: b.Logger}
 	var pl pipeline
 	var procs *Processes
 	if cfg.Processes {
@@ -310,9 +315,12 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 	}
 
 	b.say("window %s to %s; waiting", from.Format("15:04:05"), to.Format("15:04:05"))
+	stopProfile := b.profile(ctx, from)
 	if !sleepUntil(ctx, to) {
+		stopProfile()
 		return sys, wl, ctx.Err()
 	}
+	stopProfile()
 	<-crashDone
 	b.drain(ctx, cfg.Drain, rec, plan, from, to)
 	gen.Stop()
@@ -338,11 +346,38 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 	if gc.RunRecordsCreateTime > 0 {
 		sys.Notes = append(sys.Notes, fmt.Sprintf("%d run records carried CreateTime instead of LogAppendTime", gc.RunRecordsCreateTime))
 	}
+	for _, k := range counts.LostExamples {
+		sys.Notes = append(sys.Notes, fmt.Sprintf("lost run %s@%d (%s job): %d run record(s) seen on the runs topics",
+			plan.JobID(int(k.Job)), k.DueMs, plan.Kind(int(k.Job)), rec.DispatchesOf(k)))
+	}
 	sys.Crash = crashes
 	for i := range sys.Crash {
 		sys.Crash[i].ThresholdMs, sys.Crash[i].RecoverySeconds = recovery(sys.Series, from, sys.Crash, i)
 	}
 	return sys, wl, nil
+}
+
+// profile writes a CPU profile of this process from the start of the
+// window until the returned function is called, when CPUProfile is set.
+func (b *Bench) profile(ctx context.Context, from time.Time) func() {
+	if b.CPUProfile == "" || !sleepUntil(ctx, from) {
+		return func() {}
+	}
+	f, err := os.Create(b.CPUProfile)
+	if err != nil {
+		b.say("cpu profile: %v", err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.say("cpu profile: %v", err)
+		f.Close()
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+		b.say("cpu profile of the window written to %s", b.CPUProfile)
+	}
 }
 
 // register registers the plan and returns the measured window. Steady

@@ -230,6 +230,8 @@ type Counts struct {
 	Foreign int64 `json:"foreign"`
 	// Malformed events (missing times).
 	Malformed int64 `json:"malformed"`
+	// LostExamples are up to 10 of the lost runs, for diagnosis.
+	LostExamples []RunKey `json:"lost_examples,omitempty"`
 }
 
 // Result compares what happened with the expected runs (the workload's runs
@@ -247,6 +249,9 @@ func (r *Recorder) Result(expected iter.Seq[RunKey]) Counts {
 			c.StartedInWindow++
 		} else {
 			c.Lost++
+			if len(c.LostExamples) < 10 {
+				c.LostExamples = append(c.LostExamples, k)
+			}
 		}
 	}
 	for k, s := range r.runs {
@@ -329,4 +334,24 @@ func (r *Recorder) Samples() []Sample {
 		return 0
 	})
 	return out
+}
+
+// StartsOf returns how many executions of run k were seen.
+func (r *Recorder) StartsOf(k RunKey) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s := r.runs[k]; s != nil {
+		return len(s.execs)
+	}
+	return 0
+}
+
+// DispatchesOf returns how many run records of attempt 1 of run k were seen.
+func (r *Recorder) DispatchesOf(k RunKey) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s := r.runs[k]; s != nil {
+		return int(s.dispatches)
+	}
+	return 0
 }

@@ -146,6 +146,11 @@ func TestRecorderCounts(t *testing.T) {
 				r.ObserveEvent(ev)
 			}
 			got := r.Result(p.Expected(t0, t0.Add(8*time.Second)))
+			assert.Len(t, got.LostExamples, int(got.Lost))
+			for _, k := range got.LostExamples {
+				assert.Zero(t, r.StartsOf(k), "a lost example never started")
+			}
+			got.LostExamples = nil
 			assert.Equal(t, tt.want, got)
 			var lat []int64
 			for _, s := range r.Samples() {
@@ -253,4 +258,5 @@ func TestRecorderWindowSetAfterTheEvents(t *testing.T) {
 	c := r.Result(p.Expected(t0, t0.Add(8*time.Second)))
 	assert.Equal(t, int64(1), c.StartedDuringWindow)
 	assert.Equal(t, int64(7), c.Lost)
+	assert.Len(t, c.LostExamples, 7)
 }

@@ -231,8 +231,8 @@ func (p *Plan) JobID(i int) string { return p.Prefix + "-" + strconv.Itoa(i) }
 // RunKey identifies a run of the workload compactly: the job's index and the
 // due time in unix milliseconds.
 type RunKey struct {
-	Job   uint32
-	DueMs int64
+	Job   uint32 `json:"job"`
+	DueMs int64  `json:"due_ms"`
 }
 
 // ParseRunID reads a run id of this workload ("<prefix>-<i>@<ms>"); ok is
@@ -255,6 +255,17 @@ func (p *Plan) ParseRunID(runID string) (RunKey, bool) {
 		return RunKey{}, false
 	}
 	return RunKey{Job: uint32(i), DueMs: due}, true
+}
+
+// Kind names the schedule kind of job i: "interval", "cron" or "at".
+func (p *Plan) Kind(i int) string {
+	switch {
+	case i < p.IntervalJobs:
+		return "interval"
+	case i < p.IntervalJobs+p.CronJobs:
+		return "cron"
+	}
+	return "at"
 }
 
 // intervalOffset is the phase of interval job i: the jobs are spread evenly

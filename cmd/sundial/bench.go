@@ -43,6 +43,7 @@ Examples, against the local stack:
 			&cli.IntFlag{Name: "dispatchers", Usage: "dispatchers (default 1; crash 2)", Sources: envVar("dispatchers")},
 			&cli.IntFlag{Name: "runners", Usage: "runners (default 1; crash 2)", Sources: envVar("runners")},
 			&cli.IntFlag{Name: "runner-concurrency", Usage: "workers per runner (default: the runner's)", Sources: envVar("runner-concurrency")},
+			&cli.IntFlag{Name: "registry-concurrency", Usage: "jobs the registry processes at once (default: the registry's)", Sources: envVar("registry-concurrency")},
 			&cli.IntFlag{Name: "runner-http-idle-conns", Usage: "in-process runners: idle HTTP connections per host (0: the runner's default client)", Sources: envVar("runner-http-idle-conns")},
 			&cli.BoolFlag{Name: "history", Value: true, Usage: "run the history writers, as `sundial runner` does", Sources: envVar("history")},
 			&cli.BoolFlag{Name: "processes", Usage: "run dispatchers and runners as subprocesses (always for crash)", Sources: envVar("processes")},
@@ -57,6 +58,7 @@ Examples, against the local stack:
 			&cli.IntFlag{Name: "asynq-concurrency", Usage: "peer: asynq workers (default: runners × runner concurrency)", Sources: envVar("asynq-concurrency")},
 			&cli.BoolFlag{Name: "keep", Usage: "keep the namespace (topics, keyspace, Redis keys) afterwards", Sources: envVar("keep")},
 			&cli.StringFlag{Name: "results-dir", Value: "bench/results", Usage: "where the results folder is written", Sources: envVar("results-dir")},
+			&cli.StringFlag{Name: "cpu-profile", Usage: "write a CPU profile of the bench process over the measured window to this file", Sources: envVar("cpu-profile")},
 			&cli.StringFlag{Name: "log-level", Value: "warn", Usage: "log level of the pipeline's components", Sources: envVar("log-level")},
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
@@ -76,7 +78,7 @@ Examples, against the local stack:
 					Scenario: cmd.Args().First(), Jobs: int(cmd.Int("jobs")), Rate: cmd.Float("rate"), Duration: cmd.Duration("duration"),
 					Drain: cmd.Duration("drain"), Lead: cmd.Duration("lead"), Mix: mix, Shards: int(cmd.Int("shards")),
 					Dispatchers: int(cmd.Int("dispatchers")), Runners: int(cmd.Int("runners")), RunnerConcurrency: int(cmd.Int("runner-concurrency")),
-					RunnerHTTPIdleConns: int(cmd.Int("runner-http-idle-conns")), History: cmd.Bool("history"), Processes: cmd.Bool("processes"),
+					RunnerHTTPIdleConns: int(cmd.Int("runner-http-idle-conns")), RegistryConcurrency: int(cmd.Int("registry-concurrency")), History: cmd.Bool("history"), Processes: cmd.Bool("processes"),
 					Binary: cmd.String("binary"), Target: cmd.String("target"), PayloadBytes: int(cmd.Int("payload-bytes")),
 					BaselineDuration: cmd.Duration("baseline-duration"), CrashKill: cmd.String("crash-kill"),
 					CrashAfter: cmd.Duration("crash-after"), CrashDown: cmd.Duration("crash-down"),
@@ -85,8 +87,9 @@ Examples, against the local stack:
 				},
 				Backends: bench.Backends{Brokers: cmd.StringSlice("kafka-brokers"), CassandraHosts: cmd.StringSlice("cassandra-hosts"),
 					RedisAddr: cmd.String("redis-addr")},
-				Progress: cmd.Root().Writer,
-				Logger:   slog.New(slog.NewTextHandler(cmd.Root().ErrWriter, &slog.HandlerOptions{Level: level})),
+				Progress:   cmd.Root().Writer,
+				CPUProfile: cmd.String("cpu-profile"),
+				Logger:     slog.New(slog.NewTextHandler(cmd.Root().ErrWriter, &slog.HandlerOptions{Level: level})),
 			}
 			dir, rep, err := b.Run(ctx)
 			if err != nil {

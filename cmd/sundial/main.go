@@ -50,6 +50,7 @@ func newApp(stdout, stderr io.Writer) *cli.Command {
 			dlqCommand(),
 			runsCommand(),
 			benchCommand(),
+			loadgenCommand(),
 		},
 	}
 }
