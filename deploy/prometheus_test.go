@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -43,12 +44,28 @@ func TestPrometheusScrapesAndEvaluates(t *testing.T) {
 	require.NoError(t, srv.Start(t.Context()))
 	t.Cleanup(srv.Stop)
 
+	// A second process stands in for a runner: it serves a trigger-latency
+	// histogram of the runner's name, built like the components build
+	// theirs, so the objective's rules read real scraped buckets (the le
+	// label's spelling depends on the exposition format Prometheus picks).
+	runnerReg := telemetry.NewRegistry()
+	latency := prometheus.NewHistogramVec(telemetry.HistogramOpts("sundial_runner_trigger_latency_seconds", "Trigger latency.", nil), []string{"priority"})
+	runnerReg.MustRegister(latency)
+	runnerSrv, err := telemetry.NewServer(telemetry.Config{Addr: "127.0.0.1:0", Gatherer: runnerReg})
+	require.NoError(t, err)
+	require.NoError(t, runnerSrv.Start(t.Context()))
+	t.Cleanup(runnerSrv.Stop)
+	latency.WithLabelValues("default").Observe(0.2)
+
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	p, err := promcheck.Start(ctx, promcheck.Config{
-		Binary:    bin,
-		Dir:       t.TempDir(),
-		Targets:   []promcheck.Target{{Addr: srv.Addr().String(), Labels: map[string]string{"component": "dispatcher"}}},
+		Binary: bin,
+		Dir:    t.TempDir(),
+		Targets: []promcheck.Target{
+			{Addr: srv.Addr().String(), Labels: map[string]string{"component": "dispatcher"}},
+			{Addr: runnerSrv.Addr().String(), Labels: map[string]string{"component": "runner"}},
+		},
 		RuleFiles: ruleFiles(t),
 	})
 	require.NoError(t, err)
@@ -83,6 +100,15 @@ func TestPrometheusScrapesAndEvaluates(t *testing.T) {
 	r, err := p.Query(ctx, `sundial_dispatcher_shards_owned{job="sundial", component="dispatcher"}`)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"0"}, r.Values)
+
+	// Three of four starts within 1 s: the objective's rules count them.
+	for _, v := range []float64{0.01, 0.5, 3} {
+		latency.WithLabelValues("default").Observe(v)
+	}
+	require.Eventually(t, func() bool {
+		r, err := p.Query(ctx, `sundial:runs_started_within_objective:rate5m / sundial:runs_started:rate5m`)
+		return err == nil && r.HasData() && r.Values[0] == "0.6666666666666666"
+	}, time.Minute, 200*time.Millisecond, "the scraped le=1 bucket is not counted as within the objective")
 
 	// Every dashboard query runs (Prometheus itself finds no type error);
 	// which return data depends on traffic, so they are only counted here.
