@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -516,7 +517,7 @@ func recovery(series []SeriesPoint, from time.Time, crashes []CrashEvent, i int)
 	firstKill := crashes[0].KilledAt.Sub(from).Seconds()
 	var before []float64
 	for _, sp := range series {
-		if float64(sp.Second) < firstKill {
+		if float64(sp.Second)+1 <= firstKill {
 			before = append(before, sp.P99Ms)
 		}
 	}
@@ -549,12 +550,8 @@ func recovery(series []SeriesPoint, from time.Time, crashes []CrashEvent, i int)
 }
 
 func percentile(v []float64, q float64) float64 {
-	s := append([]float64(nil), v...)
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
+	s := slices.Clone(v)
+	slices.Sort(s)
 	i := int(math.Ceil(q*float64(len(s)))) - 1
 	return s[max(i, 0)]
 }

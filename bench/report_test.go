@@ -1,0 +1,226 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sundialhq/sundial/loadgen"
+)
+
+var from = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func histOf(ms ...float64) *hdrhistogram.Histogram {
+	h := hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)
+	for _, v := range ms {
+		_ = h.RecordValue(int64(v * 1000))
+	}
+	return h
+}
+
+func TestSummarise(t *testing.T) {
+	t.Parallel()
+	var ms []float64
+	for i := 1; i <= 1000; i++ {
+		ms = append(ms, float64(i))
+	}
+	l := Summarise(histOf(ms...))
+	assert.Equal(t, int64(1000), l.Count)
+	assert.InDelta(t, 500, l.P50Ms, 1)
+	assert.InDelta(t, 950, l.P95Ms, 1)
+	assert.InDelta(t, 990, l.P99Ms, 1)
+	assert.InDelta(t, 999, l.P999Ms, 1)
+	assert.InDelta(t, 1000, l.MaxMs, 1)
+	assert.InDelta(t, 500.5, l.MeanMs, 1)
+	assert.Equal(t, Latency{}, Summarise(histOf()))
+}
+
+func TestSeries(t *testing.T) {
+	t.Parallel()
+	var samples []loadgen.Sample
+	// Second 0: 1..100 ms; second 2: one run of 7 ms; one run before the
+	// window (second -1).
+	for i := 1; i <= 100; i++ {
+		samples = append(samples, loadgen.Sample{DueMs: from.UnixMilli() + int64(i), LatencyUs: int64(i) * 1000})
+	}
+	samples = append(samples, loadgen.Sample{DueMs: from.UnixMilli() + 2500, LatencyUs: 7000},
+		loadgen.Sample{DueMs: from.UnixMilli() - 1, LatencyUs: 3000})
+	got := Series(samples, from)
+	require.Len(t, got, 3)
+	assert.Equal(t, SeriesPoint{Second: -1, Count: 1, P50Ms: 3, P95Ms: 3, P99Ms: 3, MaxMs: 3}, got[0])
+	assert.Equal(t, SeriesPoint{Second: 0, Count: 100, P50Ms: 50, P95Ms: 95, P99Ms: 99, MaxMs: 100}, got[1])
+	assert.Equal(t, SeriesPoint{Second: 2, Count: 1, P50Ms: 7, P95Ms: 7, P99Ms: 7, MaxMs: 7}, got[2])
+	assert.Nil(t, Series(nil, from))
+}
+
+func TestRecovery(t *testing.T) {
+	t.Parallel()
+	// p99 of 20 ms before the kill at second 10; seconds 10-13 are slow,
+	// 14 on are fine again; a second kill at 30 with slow seconds to the end.
+	var series []SeriesPoint
+	for s := range 40 {
+		p99 := 20.0
+		if (s >= 10 && s <= 13) || s >= 30 {
+			p99 = 2000
+		}
+		series = append(series, SeriesPoint{Second: s, Count: 10, P99Ms: p99})
+	}
+	crashes := []CrashEvent{
+		{Process: "runner-0", KilledAt: from.Add(10*time.Second + 300*time.Millisecond)},
+		{Process: "dispatcher-0", KilledAt: from.Add(30 * time.Second)},
+	}
+	th, rec := recovery(series, from, crashes, 0)
+	assert.Equal(t, 250.0, th, "the threshold is at least 250 ms")
+	assert.InDelta(t, 3.7, rec, 0.001, "back under the threshold from second 14")
+	_, rec = recovery(series, from, crashes, 1)
+	assert.InDelta(t, 10, rec, 0.001, "slow until the end of the series")
+
+	quiet := []SeriesPoint{{Second: 0, P99Ms: 400}, {Second: 5, P99Ms: 10}}
+	th, rec = recovery(quiet, from, []CrashEvent{{KilledAt: from.Add(3 * time.Second)}}, 0)
+	assert.Equal(t, 800.0, th, "twice the p99 before the kill")
+	assert.Zero(t, rec)
+}
+
+func TestBottleneck(t *testing.T) {
+	t.Parallel()
+	per := PerRun{LeaseCalls: 2, CassandraWrites: 3}
+	b, which := Bottleneck(KafkaBaseline{RecordsPerSec: 50000}, RedisBaseline{PlainCallsPerSec: 12000}, CassandraBaseline{WritesPerSec: 15000}, per)
+	assert.InDelta(t, 5000, b, 0.001)
+	assert.Equal(t, "C (Cassandra writes)", which)
+	b, which = Bottleneck(KafkaBaseline{RecordsPerSec: 50000}, RedisBaseline{PlainCallsPerSec: 6000}, CassandraBaseline{WritesPerSec: 15000}, per)
+	assert.InDelta(t, 3000, b, 0.001)
+	assert.Equal(t, "R (Redis leases, plain)", which)
+	b, which = Bottleneck(KafkaBaseline{RecordsPerSec: 1000}, RedisBaseline{PlainCallsPerSec: 6000}, CassandraBaseline{WritesPerSec: 15000}, per)
+	assert.InDelta(t, 1000, b, 0.001)
+	assert.Equal(t, "K (Kafka)", which)
+}
+
+func sampleReport() *Report {
+	sys := System{
+		Name: "sundial", Trigger: Summarise(histOf(5, 10, 20, 300)), Counts: loadgen.Counts{Expected: 4, StartedInWindow: 4},
+		Effects: loadgen.Effects{Requests: 5, Keys: 4, DuplicateEffects: 1}, SustainedPerSec: 2100, FractionOfB: 0.7,
+		Series: []SeriesPoint{{Second: 0, Count: 2, P50Ms: 5, P95Ms: 10, P99Ms: 10, MaxMs: 10}, {Second: 1, Count: 2, P50Ms: 20, P95Ms: 300, P99Ms: 300, MaxMs: 300}},
+		hist:   histOf(5, 10, 20, 300),
+	}
+	peer := sys
+	peer.Name = "asynq"
+	peer.Trigger = Summarise(histOf(2500, 4000))
+	peer.hist = histOf(2500, 4000)
+	r := &Report{
+		Scenario: "peer", StartedAt: from, FinishedAt: from.Add(time.Minute), Commit: Commit{Hash: "abc123", Dirty: true},
+		Machine:  Machine{Cores: 2, MemoryBytes: 24 << 30, CPU: "test cpu"},
+		Backends: BackendVersions{Kafka: "v4.3", Cassandra: "5.0.9", Redis: "7.0.15", KafkaBrokers: []string{"127.0.0.1:19092"}},
+		Config:   Config{Scenario: "peer", Pipeline: "in-process: test"},
+		Workload: WorkloadInfo{Jobs: 1000, IntervalJobs: 900, CronJobs: 100, PeriodMs: 1000, PlannedRate: 1000, WindowFrom: from, WindowTo: from.Add(time.Minute)},
+		Baselines: Baselines{K: KafkaBaseline{RecordsPerSec: 100000}, R: RedisBaseline{PlainCallsPerSec: 20000}, C: CassandraBaseline{WritesPerSec: 9000},
+			PerRun: PerRun{LeaseCalls: 2, CassandraWrites: 3}, RRunsPerSec: 10000, CRunsPerSec: 3000, B: 3000, BottleneckOf: "C (Cassandra writes)"},
+		Systems: []System{sys, peer},
+	}
+	r.Targets = targets(r.Config, r)
+	return r
+}
+
+func TestReportWrite(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "20260301-120000-peer")
+	r := sampleReport()
+	require.NoError(t, r.Write(dir))
+
+	var back Report
+	b, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.Equal(t, "abc123", back.Commit.Hash)
+	assert.Equal(t, 2, back.Machine.Cores)
+	assert.Equal(t, "5.0.9", back.Backends.Cassandra)
+	assert.False(t, back.Backends.Embedded)
+	require.Len(t, back.Systems, 2)
+	assert.Equal(t, r.Systems[0].Trigger, back.Systems[0].Trigger)
+	assert.Equal(t, int64(1), back.Systems[0].Effects.DuplicateEffects)
+	assert.InDelta(t, 3000, back.Baselines.B, 0.001)
+	for _, key := range []string{`"p99_9_ms"`, `"lost"`, `"duplicate_executions"`, `"duplicate_effects"`, `"fraction_of_b"`, `"commit"`, `"machine"`} {
+		assert.Contains(t, string(b), key)
+	}
+
+	md, err := os.ReadFile(filepath.Join(dir, "summary.md"))
+	require.NoError(t, err)
+	s := string(md)
+	for _, want := range []string{"abc123", "uncommitted changes", "Kafka v4.3", "Cassandra 5.0.9", "Redis 7.0.15", "2 cores",
+		"**3000 runs/s** (C (Cassandra writes))", "| sundial | asynq |", "| duplicate effects | 1 | 1 |", "in-process: test"} {
+		assert.Contains(t, s, want)
+	}
+	assert.Contains(t, s, "sundial p95 / asynq p95")
+
+	for _, name := range []string{"latency-over-time.png", "latency-distribution.png"} {
+		f, err := os.Open(filepath.Join(dir, name))
+		require.NoError(t, err)
+		img, err := png.Decode(f)
+		f.Close()
+		require.NoError(t, err, name)
+		assert.Greater(t, img.Bounds().Dx(), 100, name)
+	}
+}
+
+func TestTargets(t *testing.T) {
+	t.Parallel()
+	r := sampleReport()
+	got := map[string]Target{}
+	for _, tg := range r.Targets {
+		got[tg.Name] = tg
+	}
+	p95 := got["trigger p95 (ms)"]
+	assert.False(t, p95.Met, "p95 of 300 ms misses 100 ms")
+	ratio := got["sundial p95 / asynq p95"]
+	assert.InDelta(t, r.Systems[0].Trigger.P95Ms/r.Systems[1].Trigger.P95Ms, ratio.Value, 1e-9)
+	assert.True(t, ratio.Met)
+	loss := got["lost + duplicate executions + duplicate effects"]
+	assert.False(t, loss.Met, "one duplicate effect fails the target")
+	assert.Equal(t, 1.0, loss.Value)
+
+	herd := &Report{Workload: WorkloadInfo{Jobs: 100000}, Baselines: Baselines{B: 5000},
+		Systems: []System{{HerdDrainSeconds: 24}}}
+	tg := targets(Config{Scenario: "herd"}, herd)
+	require.NotEmpty(t, tg)
+	assert.True(t, tg[0].Met, "24 s is within 1.25 × 100000 / 5000 = 25 s")
+	assert.True(t, strings.Contains(tg[0].Want, "25.0"))
+	herd.Systems[0].HerdDrainSeconds = 0
+	assert.False(t, targets(Config{Scenario: "herd"}, herd)[0].Met, "a herd that never drained misses")
+}
+
+func TestMarkdownHerd(t *testing.T) {
+	t.Parallel()
+	r := sampleReport()
+	r.Scenario = "herd"
+	r.Workload.HerdAt = from
+	r.Systems = r.Systems[:1]
+	r.Systems[0].HerdDrainSeconds, r.Systems[0].HerdDrainPerSec = 12.5, 8000
+	var buf bytes.Buffer
+	r.Markdown(&buf)
+	assert.Contains(t, buf.String(), "herd of 1000 one-off jobs")
+	assert.Contains(t, buf.String(), "12.50 s (8000 runs/s)")
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, Config{Scenario: "steady"}.Validate())
+	require.NoError(t, Config{Scenario: "crash"}.Validate())
+	err := Config{Scenario: "soak", Jobs: -1, Shards: 5000, Target: "grpc"}.Validate()
+	require.Error(t, err)
+	for _, want := range []string{`scenario "soak"`, "jobs -1", "shards 5000", `target "grpc"`} {
+		assert.ErrorContains(t, err, want)
+	}
+	err = Config{Scenario: "crash", Duration: time.Minute, CrashAfter: 40 * time.Second}.Validate()
+	assert.ErrorContains(t, err, "do not fit")
+	c := Config{Scenario: "crash"}.WithDefaults()
+	assert.True(t, c.Processes, "crash always runs processes")
+	assert.Equal(t, 2, c.Runners)
+}
