@@ -43,6 +43,7 @@ func newApp(stdout, stderr io.Writer) *cli.Command {
 			devCommand(),
 			scheduleCommand(),
 			migrateCommand(),
+			registryCommand(),
 			dispatcherCommand(),
 			jobsCommand(),
 			triggerCommand(),

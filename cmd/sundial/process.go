@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/urfave/cli/v3"
+
+	"github.com/sundialhq/sundial/internal/telemetry"
+)
+
+// lifecycle is what every long-lived component offers.
+type lifecycle interface {
+	Start(ctx context.Context) error
+	Stop()
+}
+
+// processFlags are the flags every long-running component command shares:
+// where to serve /metrics, /healthz and /readyz, and how to log.
+func processFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "metrics-addr", Usage: "serve /metrics, /healthz and /readyz on this address (host:port); empty: do not serve", Sources: envVar("metrics-addr")},
+		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", Sources: envVar("log-level")},
+		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text (key=value, for people) or json (one object per line)", Sources: envVar("log-format")},
+	}
+}
+
+// process is the scaffolding of one long-running command: its logger, its
+// metrics registry and its telemetry server.
+type process struct {
+	base   *slog.Logger // without a component attribute
+	logger *slog.Logger // base with the command's component
+	reg    *prometheus.Registry
+	server *telemetry.Server // nil without --metrics-addr
+}
+
+// newProcess reads processFlags. The telemetry server is created but not
+// started: components add their readiness checks first.
+func newProcess(cmd *cli.Command, component string) (*process, error) {
+	logger, err := telemetry.NewLogger(cmd.Root().ErrWriter, telemetry.LogConfig{
+		Format: cmd.String("log-format"), Level: cmd.String("log-level"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--log-level/--log-format: %w", err)
+	}
+	p := &process{base: logger, logger: logger.With("component", component), reg: telemetry.NewRegistry()}
+	if addr := cmd.String("metrics-addr"); addr != "" {
+		p.server, err = telemetry.NewServer(telemetry.Config{Addr: addr, Gatherer: p.reg, Registerer: p.reg, Logger: p.logger})
+		if err != nil {
+			return nil, fmt.Errorf("--metrics-addr: %w", err)
+		}
+	}
+	return p, nil
+}
+
+// named is the process's logger for another component of the process.
+func (p *process) named(component string) *slog.Logger {
+	return p.base.With("component", component)
+}
+
+// check registers a readiness check for /readyz; a no-op without a server.
+func (p *process) check(name string, c telemetry.Check) error {
+	if p.server == nil {
+		return nil
+	}
+	return p.server.AddCheck(name, c)
+}
+
+// run starts the telemetry server and the components in order, marks the
+// process ready, waits until ctx ends, then stops the components in reverse
+// order and the server last.
+func (p *process) run(ctx context.Context, components ...lifecycle) error {
+	if p.server != nil {
+		if err := p.server.Start(ctx); err != nil {
+			return err
+		}
+		defer p.server.Stop()
+		p.logger.Info("serving /metrics, /healthz and /readyz", "addr", p.server.Addr().String())
+	}
+	var started []lifecycle
+	defer func() {
+		for i := len(started) - 1; i >= 0; i-- {
+			started[i].Stop()
+		}
+	}()
+	for _, c := range components {
+		if err := c.Start(ctx); err != nil {
+			return err
+		}
+		started = append(started, c)
+	}
+	if p.server != nil {
+		p.server.MarkStarted()
+	}
+	p.logger.Info("started")
+	<-ctx.Done()
+	p.logger.Info("stopping")
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}

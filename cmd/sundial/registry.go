@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/urfave/cli/v3"
+
+	"github.com/sundialhq/sundial/internal/telemetry"
+	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/registry"
+	"github.com/sundialhq/sundial/trigger"
+)
+
+func registryCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "registry",
+		Usage: "consume job definitions (sundial.jobs) and triggers (sundial.triggers) into the schedule",
+		Description: `Validates every definition produced to sundial.jobs, stores accepted ones in
+Cassandra with their first due entry, and answers each on sundial.jobs.status
+(accepted, or rejected naming the field and the reason). Triggers on
+sundial.triggers start a job now; a repeated idempotency key runs once.
+Several registries may run side by side: they share the partitions through
+their consumer groups.
+
+Example, against the local stack:
+  source <(deploy/local/stack.sh env) && sundial registry --metrics-addr :9463`,
+		Flags: append(append(append(kafkaFlags(), cassandraStoreFlags()...), processFlags()...),
+			&cli.StringFlag{Name: "group-id", Value: registry.DefaultGroup, Usage: "consumer group of the registries on sundial.jobs", Sources: envVar("group-id")},
+			&cli.StringFlag{Name: "trigger-group-id", Value: trigger.DefaultGroup, Usage: "consumer group on sundial.triggers", Sources: envVar("trigger-group-id")},
+			&cli.IntFlag{Name: "max-payload-bytes", Value: registry.DefaultMaxPayloadBytes, Usage: "largest payload a definition or trigger may carry", Sources: envVar("max-payload-bytes")},
+		),
+		Action: runRegistry,
+	}
+}
+
+func runRegistry(ctx context.Context, cmd *cli.Command) error {
+	var bad []error
+	brokers := cmd.StringSlice("kafka-brokers")
+	if len(brokers) == 0 {
+		bad = append(bad, errors.New("--kafka-brokers: required (or SUNDIAL_KAFKA_BROKERS)"))
+	}
+	if _, err := cassandraConfig(cmd); err != nil {
+		bad = append(bad, err)
+	}
+	p, err := newProcess(cmd, "registry")
+	if err != nil {
+		bad = append(bad, err)
+	}
+	if err := errors.Join(bad...); err != nil {
+		return err
+	}
+	names := topics.Names{Prefix: cmd.String("topic-prefix")}
+	limits := registry.Limits{MaxPayloadBytes: int(cmd.Int("max-payload-bytes"))}
+
+	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	enq, st, closeStore, err := openEnqueuer(openCtx, cmd, names, p.logger)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	reg, err := registry.New(registry.Config{
+		Brokers: brokers, Topics: names, Group: cmd.String("group-id"), Store: st, Waker: enq, Limits: limits,
+		KafkaOptions: []kgo.Opt{telemetry.KafkaMetrics(p.reg, "registry")},
+		Registerer:   p.reg, Logger: p.logger,
+	})
+	if err != nil {
+		return err
+	}
+	trg, err := trigger.New(trigger.Config{
+		Brokers: brokers, Topics: names, Group: cmd.String("trigger-group-id"), Store: st, Enqueuer: enq,
+		MaxPayloadBytes: limits.MaxPayloadBytes,
+		KafkaOptions:    []kgo.Opt{telemetry.KafkaMetrics(p.reg, "trigger")},
+		Registerer:      p.reg, Logger: p.named("trigger"),
+	})
+	if err != nil {
+		return err
+	}
+	if err := p.check("cassandra", func(ctx context.Context) error {
+		if _, err := st.GetClusterConfig(ctx); err != nil {
+			return fmt.Errorf("cassandra: %w", err)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return p.run(ctx, reg, trg)
+}
