@@ -1,0 +1,60 @@
+// Package bench runs Sundial's capacity scenarios on the real stack (Kafka,
+// Cassandra, Redis) and writes reports, following the project's BENCH.md:
+// steady, herd, crash and peer (asynq over the same Redis). `sundial bench`
+// and `make bench SCENARIO=...` drive it; bench/README.md explains how to
+// run the scenarios and read the reports.
+//
+// # One run
+//
+//  1. Describe the commit (git), the machine (/proc) and the backends'
+//     versions (Kafka: franz-go's guess from the broker's API versions;
+//     Cassandra: system.local; Redis: INFO).
+//  2. Create a namespace of the run's own: topic prefix, keyspace (the
+//     store's migrations, S shards) and Redis key prefix, and consumer
+//     groups named after the prefix. The run topics are created with
+//     message.timestamp.type=LogAppendTime so that a run record's timestamp
+//     is the broker's append (the acknowledgement, with one in-sync
+//     replica): dispatch latency is read from it. Everything is deleted at
+//     the end unless Config.Keep.
+//  3. Measure the baselines in the same run, one after the other, before
+//     the pipeline starts: K (MeasureKafka: produce→consume on one topic
+//     with the runs topic's partitions, the dispatcher's producer settings
+//     and the size of the workload's run record), R (MeasureRedis: acquire
+//     and complete through leasing.Store, plain and pipelined) and C
+//     (MeasureCassandra: PutDue of one scheduled due entry per call, with
+//     due times beyond every catch-up horizon so no dispatcher reads them).
+//     B = min(K, R plain / lease calls per run, C / writes per run), with
+//     the per-run counts of perRunWork, read off the code paths: the
+//     dispatcher reads the job and writes the next occurrence (1 write),
+//     the runner makes 2 EVALSHA calls (acquire, complete) and emits
+//     STARTED and SUCCEEDED, and the history writer stores both (2 writes).
+//  4. Start the pipeline: in-process components (registry, dispatchers,
+//     runners, history writers) or, for crash, `sundial dispatcher` and
+//     `sundial runner` subprocesses of a freshly built binary with the
+//     registry in the bench process.
+//  5. Register the workload through loadgen (the Go client), wait for the
+//     registry to accept it, measure the window, drain, and compare with
+//     the workload's expected runs. A large steady workload registers its
+//     cron jobs first to time the registry, and anchors the interval jobs
+//     with a start at the estimated end of registration, so that they do
+//     not fire (and slow the registry) while the rest is registered.
+//  6. Write report.json, summary.md and two PNG plots into
+//     <ResultsDir>/<UTC timestamp>-<scenario>/.
+//
+// # Invariants
+//
+//   - Never the embedded backends: Backends must name a real stack, and
+//     every report names the backends and their versions.
+//   - Every figure of a report comes from the same run: baselines, latency,
+//     counts. Lost, duplicate executions and duplicate effects are always
+//     reported, zero or not.
+//   - A run touches nothing outside its namespace (the subprocess runners'
+//     lease keys, under the default prefix, carry the namespace's job ids
+//     and are deleted too).
+//
+// # Dependencies
+//
+// gonum.org/v1/plot draws the PNG plots; github.com/hibiken/asynq is the
+// peer scheduler; HdrHistogram (through package loadgen) keeps the
+// latency distributions.
+package bench
