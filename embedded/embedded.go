@@ -21,6 +21,7 @@ import (
 	"github.com/sundialhq/sundial/client"
 	"github.com/sundialhq/sundial/dispatcher"
 	"github.com/sundialhq/sundial/enqueue"
+	"github.com/sundialhq/sundial/history"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
 	"github.com/sundialhq/sundial/registry"
@@ -218,7 +219,12 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	for _, c := range []lifecycle{reg, trg, dsp, run} {
+	hist, err := history.New(history.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Topics: names, History: st,
+		Logger: log.With("component", "history")})
+	if err != nil {
+		return err
+	}
+	for _, c := range []lifecycle{reg, trg, dsp, run, hist} {
 		if err := c.Start(ctx); err != nil {
 			return err
 		}

@@ -101,4 +101,14 @@ func TestSamplesRunEndToEnd(t *testing.T) {
 			strings.Contains(s, "dev.flaky        DLQ")
 	}, 90*time.Second, 100*time.Millisecond, "watch output so far:\n%s", out)
 	assert.NotContains(t, out.String(), "undecodable")
+
+	// The history writer keeps the runs: the flaky job's run is dead after
+	// its attempts.
+	require.Eventually(t, func() bool {
+		sum, err := p.Store().JobSummary(ctx, "dev.flaky")
+		return err == nil && sum.Failures > 0
+	}, 30*time.Second, 50*time.Millisecond)
+	runs, err := p.Store().ListRuns(ctx, "dev.hello-cron", 10)
+	require.NoError(t, err)
+	assert.NotEmpty(t, runs)
 }

@@ -16,7 +16,7 @@ func devCommand() *cli.Command {
 		Name:  "dev",
 		Usage: "run the whole pipeline in one process on in-process backends, load sample jobs, print their runs until Ctrl-C",
 		Description: "Starts an in-process Kafka (kfake), Redis (miniredis) and schedule store, then the registry, trigger\n" +
-			"consumer, dispatcher and runner, exactly as the separate processes run them. Three sample jobs are\n" +
+			"consumer, dispatcher, runner and history writer, exactly as the separate processes run them. Three sample jobs are\n" +
 			"applied through the Go client: a cron job every five seconds, a flaky job that retries and lands in the\n" +
 			"dead-letter topic, and an HTTP job calling a built-in echo target. Figures seen here are not Sundial's:\n" +
 			"the bench runs on the real stack.",
@@ -46,7 +46,7 @@ func devCommand() *cli.Command {
 				return fmt.Errorf("start embedded pipeline: %w", err)
 			}
 			defer p.Stop()
-			fmt.Fprintf(out, "sundial dev: registry, trigger consumer, dispatcher and runner up in %s on in-process Kafka %v, Redis and store\n",
+			fmt.Fprintf(out, "sundial dev: registry, trigger consumer, dispatcher, runner and history writer up in %s on in-process Kafka %v, Redis and store\n",
 				time.Since(start).Round(time.Millisecond), p.Brokers())
 			if !cmd.Bool("no-samples") {
 				specs, err := p.LoadSamples(ctx)
