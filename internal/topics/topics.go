@@ -103,7 +103,11 @@ const (
 	EventsRetention   = 7 * 24 * time.Hour
 	TriggersRetention = 7 * 24 * time.Hour
 	DLQRetention      = 30 * 24 * time.Hour
-	ShardsRetention   = time.Hour
+	// ShardsRetention bounds how long all dispatchers may be down without
+	// losing an entry that exists only as a wake-up: one written behind its
+	// shard's watermark (an overdue trigger or retry), which bucket reads
+	// after the watermark never see. A week, like the runs it becomes.
+	ShardsRetention = 7 * 24 * time.Hour
 )
 
 // Spec is how one topic is created.
