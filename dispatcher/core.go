@@ -292,8 +292,16 @@ func (c *shardCore) WakeInvalid(offset int64, leaderEpoch int32) {
 
 // Insert takes an entry the owner itself stored (the next occurrence of a
 // job it fired). Entries beyond the window are left to their bucket's read.
-func (c *shardCore) Insert(now time.Time, e store.DueEntry) bool {
-	return c.add(now, e, -1)
+// The entry's lateness is the owner's to say, not the clock's: a busy owner
+// that stores the next occurrence after it fell due has not missed it (only
+// a shard without owner misses occurrences), while the rest of a capped
+// catch-up is still late.
+func (c *shardCore) Insert(now time.Time, e store.DueEntry, late bool) bool {
+	if !c.add(now, e, -1) {
+		return false
+	}
+	c.items[keyOf(e)].late = late
+	return true
 }
 
 // add takes an entry into memory unless it is known or beyond the window,

@@ -28,7 +28,7 @@ import (
 //	load-done
 //	wake now=T offset=N <entry> -> "taken" or "ignored"
 //	wake-invalid offset=N
-//	insert now=T <entry>     -> "taken" or "ignored"
+//	insert now=T [late=true] <entry> -> "taken" or "ignored"
 //	done [covered=T] <entries> -> firings carried out
 //	failed retry=T <entries> -> firings to try again at T
 //	watermark now=T          -> the watermark
@@ -74,7 +74,7 @@ func TestCore(t *testing.T) {
 			case "insert":
 				es := entries(t, d.Input)
 				require.Len(t, es, 1, d.Pos)
-				return taken(c.Insert(now(t, d), es[0]))
+				return taken(c.Insert(now(t, d), es[0], arg(t, d, "late", "false") == "true"))
 			case "done":
 				var covered time.Time
 				if v := arg(t, d, "covered", "-"); v != "-" {

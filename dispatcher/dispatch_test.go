@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -50,6 +52,9 @@ func TestDispatchEveryScheduleKind(t *testing.T) {
 	ds := []*Dispatcher{s.dispatcher("d1"), s.dispatcher("d2"), s.dispatcher("d3")}
 	s.waitOwned(ds...)
 
+	base := s.produceBaseline(5, 500)
+	t.Logf("kafka baseline (bursts of 500 concurrent ProduceSync): p50 %.1fms p95 %.1fms p99 %.1fms",
+		float64(base.ValueAtQuantile(50))/1000, float64(base.ValueAtQuantile(95))/1000, float64(base.ValueAtQuantile(99))/1000)
 	n := testJobs(t)
 	kind := map[string]string{}
 	zones := []string{"UTC", "Europe/Berlin", "America/New_York", "Asia/Kathmandu"}
@@ -68,11 +73,11 @@ func TestDispatchEveryScheduleKind(t *testing.T) {
 	for i := range n {
 		switch i % 10 {
 		case 6, 7:
-			recurring = append(recurring, newSpec(i, "cron", cronSchedule("*/5 * * * * *", zones[i%len(zones)])))
+			recurring = append(recurring, newSpec(i, "cron", cronSchedule("*/10 * * * * *", zones[i%len(zones)])))
 		case 8:
-			recurring = append(recurring, newSpec(i, "interval", intervalSchedule(5*time.Second, time.Duration(i%5)*time.Second)))
+			recurring = append(recurring, newSpec(i, "interval", intervalSchedule(10*time.Second, time.Duration(i%10)*time.Second)))
 		case 9:
-			recurring = append(recurring, newSpec(i, "every", cronSchedule("@every 4s", "UTC")))
+			recurring = append(recurring, newSpec(i, "every", cronSchedule("@every 8s", "UTC")))
 		}
 	}
 	ctx := t.Context()
@@ -80,14 +85,14 @@ func TestDispatchEveryScheduleKind(t *testing.T) {
 	first := s.register(ctx, recurring, time.Now)
 	perJob := time.Since(start) / time.Duration(len(recurring))
 	oneOffStart := time.Now()
-	t0 := oneOffStart.Add(3*time.Second + 2*perJob*time.Duration(n-len(recurring))).Truncate(time.Second)
+	t0 := oneOffStart.Add(3*time.Second + 3*perJob*time.Duration(n-len(recurring))/2).Truncate(time.Second)
 	for i := range n {
-		spread := time.Duration(i*7919%10000) * time.Millisecond
+		spread := time.Duration(i*7919%5000) * time.Millisecond
 		switch i % 10 {
 		case 0, 1, 2:
 			oneOffs = append(oneOffs, newSpec(i, "at", atSchedule(t0.Add(spread))))
 		case 3, 4:
-			oneOffs = append(oneOffs, newSpec(i, "delay", delaySchedule((t0.Sub(oneOffStart) + spread).Truncate(time.Millisecond))))
+			oneOffs = append(oneOffs, newSpec(i, "delay", delaySchedule((t0.Sub(oneOffStart)+spread).Truncate(time.Millisecond))))
 		case 5:
 			oneOffs = append(oneOffs, newSpec(i, "immediate", immediateSchedule()))
 		}
@@ -105,7 +110,7 @@ func TestDispatchEveryScheduleKind(t *testing.T) {
 
 	// Let everything fire: every one-off (delays count from their own
 	// registration), recurring jobs several times.
-	end := t0.Add(12 * time.Second)
+	end := t0.Add(7 * time.Second)
 	for _, sp := range oneOffs {
 		end = maxTime(end, first[sp.GetId()].Add(2*time.Second))
 	}
@@ -134,8 +139,9 @@ func TestDispatchEveryScheduleKind(t *testing.T) {
 			due := r.GetDueTime().AsTime()
 			assert.Equal(t, store.RunID(id, due), r.GetRunId(), "run id of %s", id)
 			if r.GetOrigin() == sundialv1.RunOrigin_RUN_ORIGIN_CATCH_UP {
-				// Only a one-off registered after its instant is late.
-				assert.True(t, registered.After(due) && kind[id] != "cron" && kind[id] != "interval" && kind[id] != "every", "run %s caught up", r.GetRunId())
+				// Only a first occurrence can be late: registered after (or
+				// so shortly before) its due time that its wake-up came late.
+				assert.True(t, due.Equal(first[id]) && registered.After(due), "run %s caught up", r.GetRunId())
 				caughtUp++
 			} else {
 				assert.Equal(t, sundialv1.RunOrigin_RUN_ORIGIN_SCHEDULE, r.GetOrigin(), "run %s", r.GetRunId())
@@ -178,8 +184,19 @@ func TestDispatchEveryScheduleKind(t *testing.T) {
 			assert.Len(t, runs, 1, "one-off %s", id)
 		}
 	}
-	t.Logf("%d jobs, %d runs expected and checked, %d runs in Kafka, %d missing, %d duplicates, %d one-offs registered after their due time", n, checked, s.runs.total(), missing, duplicates, caughtUp)
+	t.Logf("%d jobs, %d runs expected and checked, %d runs in Kafka, %d missing, %d duplicates, %d first occurrences registered too late to fire on time", n, checked, s.runs.total(), missing, duplicates, caughtUp)
 	s.latency.reportBy(t, func(runID string) string { return kind[runID[:strings.LastIndexByte(runID, '@')]] })
+	for _, phase := range []string{"plan", "produce", "chain"} {
+		var sum float64
+		var count uint64
+		for _, d := range ds {
+			m := &dto.Metric{}
+			require.NoError(t, d.m.firePhase.WithLabelValues(phase).(prometheus.Histogram).Write(m))
+			sum += m.GetHistogram().GetSampleSum()
+			count += m.GetHistogram().GetSampleCount()
+		}
+		t.Logf("  firing phase %-8s mean %.1fms over %d firings", phase, 1000*sum/float64(max(count, 1)), count)
+	}
 	assert.Zero(t, missing)
 	assert.Zero(t, duplicates, "no dispatcher crashed, so nothing may fire twice")
 	assert.Less(t, time.Duration(h.ValueAtQuantile(50))*time.Microsecond, time.Second, "median dispatch latency")
@@ -231,7 +248,8 @@ func TestWakeupIntoLoadedBucket(t *testing.T) {
 		lat, ok := s.latency.of(s.runs.jobRuns(id)[0].GetRunId())
 		require.True(t, ok)
 		t.Logf("%s: fired %s after its due time", id, lat)
-		assert.Less(t, lat, 500*time.Millisecond, "%s fired late", id)
+		// A bucket read would find it a minute late, or never (BigBen).
+		assert.Less(t, lat, time.Second, "%s fired late", id)
 	}
 	lat, _ := s.latency.of(overdue.RunId)
 	sinceEnqueue := lat - enqueued.Sub(overdueDue)

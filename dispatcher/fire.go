@@ -55,6 +55,9 @@ type fireResult struct {
 	next *store.DueEntry
 	// covered: see plan.covered.
 	covered time.Time
+	// nextLate: next is overdue and still part of a catch-up (the rest of a
+	// capped FIRE_ALL).
+	nextLate bool
 }
 
 // fire carries out one firing: it plans the runs (reading the job, up to
@@ -72,6 +75,7 @@ func (o *owner) fire(ctx context.Context, epoch int64, f firing) fireResult {
 	res := fireResult{entry: f.Entry}
 	now := o.cfg.Now()
 	p, err := o.plan(ctx, f, now)
+	o.m.firePhase.WithLabelValues("plan").Observe(o.cfg.Now().Sub(now).Seconds())
 	if err != nil {
 		res.err = err
 		return res
@@ -93,12 +97,16 @@ func (o *owner) fire(ctx context.Context, epoch int64, f firing) fireResult {
 				return res
 			}
 		}
-		if err := o.produce(ctx, epoch, f.Entry, p.runs, o.cfg.Now()); err != nil {
+		at := o.cfg.Now()
+		if err := o.produce(ctx, epoch, f.Entry, p.runs, at); err != nil {
 			res.err = err
 			return res
 		}
+		o.m.firePhase.WithLabelValues("produce").Observe(o.cfg.Now().Sub(at).Seconds())
 	}
 	if p.next != nil {
+		start := o.cfg.Now()
+		defer func() { o.m.firePhase.WithLabelValues("chain").Observe(o.cfg.Now().Sub(start).Seconds()) }()
 		// The runs are out; failing now would fire them again, so the
 		// write is retried for as long as the firing may take.
 		backoff := 50 * time.Millisecond
@@ -119,6 +127,7 @@ func (o *owner) fire(ctx context.Context, epoch int64, f firing) fireResult {
 			backoff = min(backoff*2, time.Second)
 		}
 		res.next = p.next
+		res.nextLate = f.Late && !p.next.Due.After(now)
 	}
 	res.covered = p.covered
 	return res

@@ -15,6 +15,7 @@ type metrics struct {
 	runs            *prometheus.CounterVec
 	dropped         *prometheus.CounterVec
 	fireErrors      prometheus.Counter
+	firePhase       *prometheus.HistogramVec
 	shardsOwned     prometheus.Gauge
 	claims          *prometheus.CounterVec
 	lag             *prometheus.GaugeVec
@@ -40,6 +41,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "sundial_dispatcher_entries_dropped_total",
 			Help: "Due entries that fired no run, by reason (dead: the job changed, was deleted or paused; misfire: skipped by the misfire policy or outside the catch-up window; invalid: the stored job or entry cannot be used).",
 		}, []string{"reason"}),
+		firePhase: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sundial_dispatcher_fire_phase_seconds",
+			Help:    "Duration of the phases of a firing: plan (job read, liveness check, runs built; done ahead of the due time), produce (from the firing time to Kafka's acknowledgement), chain (storing the next occurrence).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12),
+		}, []string{"phase"}),
 		fireErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sundial_dispatcher_fire_errors_total",
 			Help: "Attempts to fire an entry that failed and will be retried.",
@@ -81,7 +87,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	var errs []error
 	for _, c := range []prometheus.Collector{
-		m.dispatchLatency, m.runs, m.dropped, m.fireErrors, m.shardsOwned, m.claims,
+		m.dispatchLatency, m.runs, m.dropped, m.fireErrors, m.firePhase, m.shardsOwned, m.claims,
 		m.lag, m.watermarkAge, m.entries, m.bucketLoad, m.bucketSize, m.wakeups,
 	} {
 		if err := reg.Register(c); err != nil {

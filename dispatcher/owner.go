@@ -150,7 +150,7 @@ func (o *owner) run() {
 		inflight--
 		now := o.cfg.Now()
 		if res.next != nil {
-			core.Insert(now, *res.next)
+			core.Insert(now, *res.next, res.nextLate)
 		}
 		if res.err != nil {
 			o.m.fireErrors.Inc()

@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -472,4 +473,32 @@ func (l *latencies) reportBy(t *testing.T, group func(runID string) string) {
 		ms := func(q float64) float64 { return float64(h.ValueAtQuantile(q)) / 1000 }
 		t.Logf("  %-10s %6d runs: p50 %7.1fms p95 %7.1fms p99 %7.1fms max %7.1fms", g, h.TotalCount(), ms(50), ms(95), ms(99), float64(h.Max())/1000)
 	}
+}
+
+// produceBaseline measures raw Kafka produce latency on the stack in the
+// shape of a dispatcher's firings (bursts of concurrent ProduceSync calls of
+// one small record each, to sundial.events, which has as many partitions as
+// a runs topic and no reader here), so the dispatch latency can be
+// read against what Kafka itself gives on this machine at this moment.
+func (s *stack) produceBaseline(rounds, burst int) *hdrhistogram.Histogram {
+	s.t.Helper()
+	h := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
+	var mu sync.Mutex
+	value := make([]byte, 300)
+	for range rounds {
+		var wg sync.WaitGroup
+		for i := range burst {
+			wg.Go(func() {
+				start := time.Now()
+				err := s.producer.ProduceSync(s.t.Context(), &kgo.Record{Topic: s.names.Events(), Key: []byte(strconv.Itoa(i)), Value: value}).FirstErr()
+				mu.Lock()
+				defer mu.Unlock()
+				if err == nil {
+					_ = h.RecordValue(max(time.Since(start).Microseconds(), 1))
+				}
+			})
+		}
+		wg.Wait()
+	}
+	return h
 }
