@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
+// migrateMu makes the package's tests create their keyspaces one at a time.
+var migrateMu sync.Mutex
+
 // shards is S in the tests: small, so topics are cheap to create.
 const shards = 8
 
@@ -49,11 +52,15 @@ func setup(t *testing.T) *stack {
 	t.Helper()
 	k := testenv.NeedKafka(t)
 	c := testenv.NeedCassandra(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 
-	cfg := cassandra.Config{Hosts: c.Hosts, Keyspace: c.Keyspace}
+	// Schema changes wait for the nodes to agree; on a busy node several at
+	// once can take minutes, so this package makes them one at a time.
+	cfg := cassandra.Config{Hosts: c.Hosts, Keyspace: c.Keyspace, SchemaTimeout: 2 * time.Minute}
+	migrateMu.Lock()
 	_, err := cassandra.Migrate(ctx, cfg)
+	migrateMu.Unlock()
 	require.NoError(t, err)
 	st, err := cassandra.Open(ctx, cfg)
 	require.NoError(t, err)
