@@ -157,6 +157,8 @@ func Dispatcher() *Dashboard {
 		q(`sum(rate(sundial_dispatcher_fire_errors_total[$__rate_interval]))`, "fire errors")))
 	b.add(8, 8, ts("Wake-ups by result", "ops", "Records read from sundial.shards for entries that land in a loaded or past bucket.",
 		q(`sum by (result) (rate(sundial_dispatcher_wakeups_total[$__rate_interval]))`, "{{result}}")))
+	b.add(24, 8, latency("Firing phases p99", "plan: job read, liveness check, runs built (ahead of the due time); produce: from the firing time to Kafka's acknowledgement; chain: storing the next occurrence.",
+		q(`histogram_quantile(0.99, sum by (le, phase) (rate(sundial_dispatcher_fire_phase_seconds_bucket[$__rate_interval])))`, "{{phase}}")))
 
 	b.row("Kafka client")
 	b.add(12, 7, ts("Records produced by topic", "ops", "",
