@@ -63,7 +63,12 @@ func wait(ctx context.Context, t target, opts waitOptions, report func(string)) 
 		if err == nil {
 			return result{detail: detail, elapsed: time.Since(start)}
 		}
-		last = err
+		// A probe cut short because the whole wait ended says only that
+		// time ran out; the probe before it says why the backend is not
+		// ready, so it stays the reported error.
+		if last == nil || ctx.Err() == nil {
+			last = err
+		}
 		if opts.progress > 0 && !time.Now().Before(nextReport) {
 			report(fmt.Sprintf("%s: still waiting at %s (%s): %v", t.name, t.addr, time.Since(start).Round(time.Second), err))
 			nextReport = time.Now().Add(opts.progress)

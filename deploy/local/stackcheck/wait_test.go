@@ -165,16 +165,44 @@ func TestRunUsage(t *testing.T) {
 }
 
 // TestRunReportsNotReady probes a port nobody listens on: the closed port
-// must be reported as not ready with the dial error, within the timeout.
+// must be reported as not ready with the dial error once the timeout passes.
+// The timeout leaves a loaded machine time to finish at least one probe; a
+// probe still out at the deadline does not hide that probe's error
+// (TestWaitKeepsTheErrorOfTheLastFinishedProbe).
 func TestRunReportsNotReady(t *testing.T) {
 	t.Parallel()
 	var stdout, stderr bytes.Buffer
 	addr := closedAddr(t)
-	code := run([]string{"-redis", addr, "-timeout", "300ms", "-interval", "50ms", "-progress", "0s"}, &stdout, &stderr)
+	code := run([]string{"-redis", addr, "-timeout", "2s", "-interval", "50ms", "-progress", "0s"}, &stdout, &stderr)
 	require.Equal(t, 1, code)
 	assert.Empty(t, stdout.String())
 	assert.Contains(t, stderr.String(), fmt.Sprintf("redis: not ready at %s after", addr))
 	assert.Contains(t, stderr.String(), "connection refused")
+}
+
+// TestWaitKeepsTheErrorOfTheLastFinishedProbe: the overall timeout cuts the
+// probe in flight; the report carries the error of the probe before it, not
+// the deadline.
+func TestWaitKeepsTheErrorOfTheLastFinishedProbe(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		refused := errors.New("connection refused")
+		calls := 0
+		probe := func(ctx context.Context, _ string) (string, error) {
+			calls++
+			if calls == 1 {
+				return "", refused
+			}
+			<-ctx.Done() // a probe slower than what is left of the wait
+			return "", fmt.Errorf("ping: %w", ctx.Err())
+		}
+		res := wait(t.Context(), target{name: "x", addr: "a:1", probe: probe},
+			waitOptions{timeout: 3 * time.Second, interval: time.Second, probeTimeout: 10 * time.Second}, func(string) {})
+		require.ErrorIs(t, res.err, errTimeout)
+		require.ErrorIs(t, res.err, refused)
+		assert.NotContains(t, res.err.Error(), "ping:")
+		assert.Equal(t, 2, calls)
+	})
 }
 
 func TestIsZombie(t *testing.T) {
