@@ -74,7 +74,15 @@ func (n Namespace) Names() topics.Names { return topics.Names{Prefix: n.TopicPre
 // dispatch latency the load generator reads from it is then Kafka's ack
 // minus the due time (see package loadgen).
 func (n Namespace) Setup(ctx context.Context, b Backends, shards int) error {
-	if _, err := cassandra.Setup(ctx, cassandra.Config{Hosts: b.CassandraHosts, Keyspace: n.Keyspace}, shards); err != nil {
+	// Setup is idempotent; a loaded node sometimes times out a schema
+	// change, so try it a few times.
+	var err error
+	for range 3 {
+		if _, err = cassandra.Setup(ctx, cassandra.Config{Hosts: b.CassandraHosts, Keyspace: n.Keyspace}, shards); err == nil || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("bench: keyspace %s: %w", n.Keyspace, err)
 	}
 	specs, err := n.Names().Specs(shards)
