@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v3"
 
 	"github.com/sundialhq/sundial/dispatcher"
+	"github.com/sundialhq/sundial/internal/telemetry"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/store/cassandra"
 )
@@ -27,76 +28,64 @@ func dispatcherCommand() *cli.Command {
 group --group-id over sundial.shards, claim each shard in Cassandra (fencing
 epoch), read each shard's minute buckets --lookahead before they fall due, and
 fire every entry at its due time. The shard count comes from the cluster
-(sundial migrate fixes it).
+(sundial migrate fixes it). /readyz reports ready while the dispatcher owns at
+least one shard.
 
 Example, against the local stack:
   source <(deploy/local/stack.sh env) && sundial dispatcher --metrics-addr :9464`,
-		Flags: []cli.Flag{
-			&cli.StringSliceFlag{Name: "kafka-brokers", Usage: "Kafka seed brokers, host:port", Sources: envVar("kafka-brokers")},
-			&cli.StringSliceFlag{Name: "cassandra-hosts", Usage: "Cassandra contact points, host or host:port", Sources: envVar("cassandra-hosts")},
-			&cli.StringFlag{Name: "keyspace", Value: cassandra.DefaultKeyspace, Usage: "Cassandra keyspace of the schedule store", Sources: envVar("keyspace")},
-			&cli.StringFlag{Name: "cassandra-datacenter", Usage: "local data centre, preferred by the driver", Sources: envVar("cassandra-datacenter")},
-			&cli.StringFlag{Name: "topic-prefix", Usage: "prefix put in front of every topic name", Sources: envVar("topic-prefix")},
+		Flags: append(append(append(kafkaFlags(), cassandraStoreFlags()...), processFlags()...),
 			&cli.StringFlag{Name: "group-id", Value: dispatcher.DefaultGroupID, Usage: "consumer group the dispatchers share the shards in", Sources: envVar("group-id")},
 			&cli.StringFlag{Name: "instance-id", Usage: "name of this dispatcher in shard claims (default: host name and process id)", Sources: envVar("instance-id")},
 			&cli.DurationFlag{Name: "lookahead", Value: dispatcher.DefaultLookahead, Usage: "read a minute bucket this long before it starts", Sources: envVar("lookahead")},
+			&cli.DurationFlag{Name: "prepare-ahead", Value: dispatcher.DefaultPrepareAhead, Usage: "start a firing (job read, run built) this long before its due time; the run is produced at the due time", Sources: envVar("prepare-ahead")},
 			&cli.DurationFlag{Name: "catch-up-horizon", Value: dispatcher.DefaultCatchUpHorizon, Usage: "read at most this far back from a shard's watermark after an outage", Sources: envVar("catch-up-horizon")},
 			&cli.DurationFlag{Name: "misfire-threshold", Value: dispatcher.DefaultMisfireThreshold, Usage: "an entry first seen this long after its due time was missed (misfire policy applies)", Sources: envVar("misfire-threshold")},
 			&cli.DurationFlag{Name: "watermark-interval", Value: dispatcher.DefaultWatermarkInterval, Usage: "how often each shard's watermark and wake-up offsets are saved", Sources: envVar("watermark-interval")},
 			&cli.DurationFlag{Name: "session-timeout", Value: dispatcher.DefaultSessionTimeout, Usage: "consumer group session timeout: how soon a dead dispatcher's shards move", Sources: envVar("session-timeout")},
-			&cli.StringFlag{Name: "metrics-addr", Usage: "serve Prometheus metrics on this address (host:port) at /metrics; empty: do not serve", Sources: envVar("metrics-addr")},
-			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", Sources: envVar("log-level")},
-		},
+			&cli.IntFlag{Name: "max-inflight", Value: dispatcher.DefaultMaxInflight, Usage: "firings of one shard in progress at once", Sources: envVar("max-inflight")},
+		),
 		Action: runDispatcher,
 	}
 }
 
 func runDispatcher(ctx context.Context, cmd *cli.Command) error {
 	var bad []error
-	if len(cmd.StringSlice("kafka-brokers")) == 0 {
+	brokers := cmd.StringSlice("kafka-brokers")
+	if len(brokers) == 0 {
 		bad = append(bad, errors.New("--kafka-brokers: required (or SUNDIAL_KAFKA_BROKERS)"))
 	}
-	if len(cmd.StringSlice("cassandra-hosts")) == 0 {
-		bad = append(bad, errors.New("--cassandra-hosts: required (or SUNDIAL_CASSANDRA_HOSTS)"))
+	storeCfg, err := cassandraConfig(cmd)
+	if err != nil {
+		bad = append(bad, err)
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cmd.String("log-level"))); err != nil {
-		bad = append(bad, fmt.Errorf("--log-level %q: want debug, info, warn or error", cmd.String("log-level")))
+	p, err := newProcess(cmd, "dispatcher")
+	if err != nil {
+		bad = append(bad, err)
 	}
-	storeCfg := cassandra.Config{
-		Hosts:      cmd.StringSlice("cassandra-hosts"),
-		Keyspace:   cmd.String("keyspace"),
-		Datacenter: cmd.String("cassandra-datacenter"),
+	if len(bad) > 0 {
+		return errors.Join(bad...)
 	}
-	if len(storeCfg.Hosts) > 0 {
-		if err := storeCfg.Validate(); err != nil {
-			bad = append(bad, err)
-		}
-	}
-	logger := slog.New(slog.NewTextHandler(cmd.Root().ErrWriter, &slog.HandlerOptions{Level: level}))
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg := dispatcher.Config{
-		Brokers:           cmd.StringSlice("kafka-brokers"),
+		Brokers:           brokers,
+		KafkaOpts:         []kgo.Opt{telemetry.KafkaMetrics(p.reg, "dispatcher")},
 		Topics:            topics.Names{Prefix: cmd.String("topic-prefix")},
 		GroupID:           cmd.String("group-id"),
 		InstanceID:        cmd.String("instance-id"),
 		Lookahead:         cmd.Duration("lookahead"),
+		PrepareAhead:      cmd.Duration("prepare-ahead"),
 		CatchUpHorizon:    cmd.Duration("catch-up-horizon"),
 		MisfireThreshold:  cmd.Duration("misfire-threshold"),
 		WatermarkInterval: cmd.Duration("watermark-interval"),
 		SessionTimeout:    cmd.Duration("session-timeout"),
-		Logger:            logger,
-		Registerer:        reg,
+		MaxInflight:       int(cmd.Int("max-inflight")),
+		Logger:            p.logger,
+		Registerer:        p.reg,
 	}
 	// Check the flags before connecting to anything; the store is opened
 	// only when they are right.
 	check := cfg
 	check.Store = (*cassandra.Store)(nil)
 	if err := check.Validate(); err != nil {
-		bad = append(bad, err)
-	}
-	if err := errors.Join(bad...); err != nil {
 		return err
 	}
 
@@ -112,23 +101,24 @@ func runDispatcher(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	if addr := cmd.String("metrics-addr"); addr != "" {
-		stop, err := serveMetrics(addr, reg, logger)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
-	if err := d.Start(openCtx); err != nil {
+	if err := p.check("shards", telemetry.ShardsCheck(d.Owned)); err != nil {
 		return err
 	}
-	<-ctx.Done()
-	logger.Info("stopping: draining owned shards")
-	d.Stop()
-	return nil
+	if err := p.check("cassandra", func(ctx context.Context) error {
+		if _, err := st.GetClusterConfig(ctx); err != nil {
+			return fmt.Errorf("cassandra: %w", err)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return p.run(ctx, d)
 }
 
 // serveMetrics serves reg at /metrics until the returned stop is called.
+// Commands built on process (processFlags, newProcess) get /metrics,
+// /healthz and /readyz from the telemetry server instead; this remains for
+// the commands that do not use it yet.
 func serveMetrics(addr string, reg *prometheus.Registry, logger *slog.Logger) (func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
