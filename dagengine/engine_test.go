@@ -27,16 +27,17 @@ func node(id string, parents ...string) *sundialv1.DagNode {
 	return &sundialv1.DagNode{Id: id, Job: &sundialv1.DagNode_JobId{JobId: "job." + id}, Parents: parents}
 }
 
-// fanDag is root -> m1..mN -> join.
+// fanDag is root -> m1..mN -> join, with node ids prefixed by the DAG id
+// so that DAGs of different scenarios never share a node id or a job.
 func fanDag(id string, n int) *sundialv1.DagSpec {
-	spec := &sundialv1.DagSpec{Id: id, OwnerTeam: "test", Nodes: []*sundialv1.DagNode{node("root")}}
+	spec := &sundialv1.DagSpec{Id: id, OwnerTeam: "test", Nodes: []*sundialv1.DagNode{node(id + "-root")}}
 	var mids []string
 	for i := 1; i <= n; i++ {
-		m := fmt.Sprintf("m%d", i)
+		m := fmt.Sprintf("%s-m%d", id, i)
 		mids = append(mids, m)
-		spec.Nodes = append(spec.Nodes, node(m, "root"))
+		spec.Nodes = append(spec.Nodes, node(m, id+"-root"))
 	}
-	spec.Nodes = append(spec.Nodes, node("join", mids...))
+	spec.Nodes = append(spec.Nodes, node(id+"-join", mids...))
 	return spec
 }
 
@@ -48,13 +49,39 @@ func (s *stack) putJobs(spec *sundialv1.DagSpec) {
 	}
 }
 
-// TestDefinitionsOnKafka produces DAG definitions to sundial.jobs and reads
-// the engine's answers on sundial.jobs.status.
-func TestDefinitionsOnKafka(t *testing.T) {
+// TestOnRealStack runs the engine on Kafka and Cassandra. A keyspace and
+// topics take many seconds to make and drop, so the scenarios share one
+// stack and one simulated runner; each has DAGs, nodes and engine
+// instances (consumer groups) of its own, and stops its instances before
+// the next begins. A group that joins later reads the earlier scenarios'
+// events too; they belong to ended DAG runs and change nothing.
+func TestOnRealStack(t *testing.T) {
 	t.Parallel()
 	s := setup(t)
-	s.engine("defs", nil)
+	sim := s.runner([]string{"bad"}, []string{"hang", "crash-root"})
+	for _, sc := range []struct {
+		name string
+		fn   func(*stack, *simRunner)
+	}{
+		{"Definitions", testDefinitions},
+		{"FailureAndResume", testFailureAndResume},
+		{"StuckNode", testStuckNode},
+		{"TwoEnginesSeeTheSameEvents", testTwoEngines},
+		{"EngineKilledMidDag", testEngineKilled},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			sub := *s
+			sub.t = t
+			sc.fn(&sub, sim)
+		})
+	}
+}
 
+// testDefinitions produces DAG definitions to sundial.jobs and reads the
+// engine's answers on sundial.jobs.status.
+func testDefinitions(s *stack, _ *simRunner) {
+	t := s.t
+	s.engine("defs", nil)
 	example, err := os.ReadFile("../proto/sundial/v1/testdata/dagspec/nightly-etl.json")
 	require.NoError(t, err)
 	dagHeaders := func(ct string) []kgo.RecordHeader {
@@ -151,12 +178,12 @@ func contentTypeOf(rec *kgo.Record) string {
 	return ""
 }
 
-// TestFailureAndResumeOnRealStack runs a DAG whose one branch fails under
+// testFailureAndResume runs a DAG whose one branch fails under
 // CONTINUE_INDEPENDENT, checks the durable state, the enqueued node runs
 // and the published events, then resumes it.
-func TestFailureAndResumeOnRealStack(t *testing.T) {
-	t.Parallel()
-	s := setup(t)
+func testFailureAndResume(s *stack, sim *simRunner) {
+	t := s.t
+	e := s.engine("resume", nil)
 	spec := &sundialv1.DagSpec{Id: "etl", OwnerTeam: "test",
 		FailurePolicy: sundialv1.DagFailurePolicy_DAG_FAILURE_POLICY_CONTINUE_INDEPENDENT,
 		Nodes: []*sundialv1.DagNode{
@@ -164,8 +191,6 @@ func TestFailureAndResumeOnRealStack(t *testing.T) {
 		}}
 	s.putDag(spec)
 	s.putJobs(spec)
-	e := s.engine("engine", nil)
-	sim := s.runner([]string{"bad"}, nil)
 
 	due := time.Now().Truncate(time.Millisecond)
 	id, created, err := e.Runs().StartRun(s.ctx, "etl", due, dagengine.OriginTrigger)
@@ -189,7 +214,7 @@ func TestFailureAndResumeOnRealStack(t *testing.T) {
 		require.Contains(t, entries, n.RunID(id), "due entry of node %s", n.ID)
 		assert.Equal(t, store.KindDAG, entries[n.RunID(id)].Kind)
 	}
-	assert.Equal(t, map[string]int{id + "/extract": 1, id + "/bad": 1, id + "/good": 1, id + "/report": 1}, sim.runIDs())
+	assert.Equal(t, map[string]int{id + "/extract": 1, id + "/bad": 1, id + "/good": 1, id + "/report": 1}, sim.runIDs(id))
 
 	// Resume: bad runs again as generation 2 and succeeds; nothing that
 	// succeeded runs again.
@@ -197,7 +222,7 @@ func TestFailureAndResumeOnRealStack(t *testing.T) {
 	_, err = e.Runs().Resume(s.ctx, id)
 	require.NoError(t, err)
 	st = s.waitStatus(id, "succeeded", time.Minute)
-	assert.Equal(t, map[string]int{id + "/extract": 1, id + "/bad": 1, id + "/good": 1, id + "/report": 1, id + "/bad#2": 1, id + "/after-bad": 1}, sim.runIDs())
+	assert.Equal(t, map[string]int{id + "/extract": 1, id + "/bad": 1, id + "/good": 1, id + "/report": 1, id + "/bad#2": 1, id + "/after-bad": 1}, sim.runIDs(id))
 	_, err = e.Runs().Resume(s.ctx, id)
 	require.ErrorIs(t, err, dagrun.ErrNothingToResume)
 
@@ -231,27 +256,28 @@ func (s *stack) dueEntries(jobID string, at time.Time) map[string]store.DueEntry
 	return out
 }
 
-// TestTwoEnginesSeeTheSameEvents runs two engine instances in different
-// consumer groups, so both read every event, over a fan-out and fan-in:
-// each node is started by exactly one saved decision.
-func TestTwoEnginesSeeTheSameEvents(t *testing.T) {
-	t.Parallel()
-	s := setup(t)
+// testTwoEngines runs two engine instances in different consumer groups,
+// so both read every event, over a fan-out and fan-in: each node is started
+// by exactly one saved decision.
+func testTwoEngines(s *stack, sim *simRunner) {
+	t := s.t
 	const width = 30
 	spec := fanDag("fan", width)
 	s.putDag(spec)
 	s.putJobs(spec)
-	a := s.engine("engine-a", nil)
-	b := s.engine("engine-b", nil)
-	sim := s.runner(nil, nil)
+	a := s.engine("two-a", nil)
+	b := s.engine("two-b", nil)
 
+	start := time.Now()
 	id, _, err := a.Runs().StartRun(s.ctx, "fan", time.Now(), dagengine.OriginTrigger)
 	require.NoError(t, err)
+	t.Logf("started in %v", time.Since(start))
 	st := s.waitStatus(id, "succeeded", 2*time.Minute)
+	t.Logf("succeeded after %v", time.Since(start))
 	for _, n := range st.Nodes {
 		assert.Equal(t, 1, n.Gen, "node %s started once", n.ID)
 	}
-	runs := sim.runIDs()
+	runs := sim.runIDs(id)
 	assert.Len(t, runs, width+2, "one run id per node")
 	// Both instances applied events, and together they saved each start
 	// exactly once (the counter counts saved transitions only).
@@ -283,28 +309,26 @@ func (g *gate) Enqueue(ctx context.Context, entries ...store.DueEntry) error {
 	return g.next.Enqueue(ctx, entries...)
 }
 
-// TestEngineKilledMidDag stops an engine after it saved the decision to
-// start nodes but before it could enqueue them, and starts another: the
-// new instance finishes the DAG run, and no node is started twice.
-func TestEngineKilledMidDag(t *testing.T) {
-	t.Parallel()
-	s := setup(t)
+// testEngineKilled stops an engine after it saved the decision to start
+// nodes but before it could enqueue them, and starts another: the new
+// instance finishes the DAG run, and no node is started twice.
+func testEngineKilled(s *stack, sim *simRunner) {
+	t := s.t
 	const width = 10
 	spec := fanDag("crash", width)
 	s.putDag(spec)
 	s.putJobs(spec)
 	g := &gate{next: s.enq}
-	first := s.engine("engine", g)
-	sim := s.runner(nil, []string{"root"})
+	first := s.engine("killed", g)
 
 	id, _, err := first.Runs().StartRun(s.ctx, "crash", time.Now(), dagengine.OriginTrigger)
 	require.NoError(t, err)
-	sim.waitHeld("root")
+	sim.waitHeld(t, "crash-root")
 
 	// The enqueue path dies; root succeeds; the engine saves the fan-out
 	// as starting and cannot carry it out.
 	g.closed.Store(true)
-	sim.release("root", false)
+	sim.release(t, "crash-root", false)
 	require.True(t, eventually(s.ctx, time.Minute, func() bool {
 		_, st := s.state(id)
 		return st.Nodes[1].Phase == dagrun.Starting
@@ -320,12 +344,12 @@ func TestEngineKilledMidDag(t *testing.T) {
 	for _, n := range st.Nodes[1 : width+1] {
 		require.Equal(t, dagrun.Starting, n.Phase, "node %s", n.ID)
 	}
-	second := s.engine("engine", nil)
+	second := s.engine("killed", nil)
 	st = s.waitStatus(id, "succeeded", 2*time.Minute)
 	for _, n := range st.Nodes {
 		assert.Equal(t, 1, n.Gen, "node %s started once", n.ID)
 	}
-	runs := sim.runIDs()
+	runs := sim.runIDs(id)
 	assert.Len(t, runs, width+2)
 	for runID, deliveries := range runs {
 		assert.Equal(t, 1, deliveries, "run %s delivered once", runID)
@@ -334,23 +358,21 @@ func TestEngineKilledMidDag(t *testing.T) {
 	assert.Equal(t, 1, second.nodesStarted(), "the second instance saved only the join's")
 }
 
-// TestStuckNodeOnRealStack: a node past its timeout is marked timed out and
-// its DAG run stuck, by the engine's timer, with events.
-func TestStuckNodeOnRealStack(t *testing.T) {
-	t.Parallel()
-	s := setup(t)
+// testStuckNode: a node past its timeout is marked timed out and its DAG
+// run stuck, by the engine's timer, with events.
+func testStuckNode(s *stack, sim *simRunner) {
+	t := s.t
+	e := s.engine("stuck", nil)
 	spec := &sundialv1.DagSpec{Id: "slow", OwnerTeam: "test", Nodes: []*sundialv1.DagNode{
 		{Id: "hang", Job: &sundialv1.DagNode_JobId{JobId: "job.hang"}, Timeout: durationpb.New(2 * time.Second)},
 		node("after", "hang"),
 	}}
 	s.putDag(spec)
 	s.putJobs(spec)
-	e := s.engine("engine", nil)
-	sim := s.runner(nil, []string{"hang"})
 
 	id, _, err := e.Runs().StartRun(s.ctx, "slow", time.Now(), dagengine.OriginTrigger)
 	require.NoError(t, err)
-	sim.waitHeld("hang")
+	sim.waitHeld(t, "hang")
 	st := s.waitStatus(id, "timed_out", 30*time.Second)
 	assert.True(t, st.Stuck)
 	assert.Equal(t, dagrun.TimedOut, st.Nodes[0].Phase)
@@ -363,11 +385,11 @@ func TestStuckNodeOnRealStack(t *testing.T) {
 	assert.Contains(t, evs, "hang:timed_out")
 
 	// The late success of the stuck run changes nothing.
-	sim.release("hang", false)
+	sim.release(t, "hang", false)
 	// Resume reruns it with a new run id.
 	_, err = e.Runs().Resume(s.ctx, id)
 	require.NoError(t, err)
 	st = s.waitStatus(id, "succeeded", time.Minute)
 	assert.Equal(t, 2, st.Nodes[0].Gen)
-	assert.Contains(t, sim.runIDs(), id+"/hang#2")
+	assert.Contains(t, sim.runIDs(id), id+"/hang#2")
 }

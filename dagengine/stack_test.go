@@ -102,7 +102,8 @@ func (in *instance) nodesStarted() int {
 	return int(metricSum(in.reg, "sundial_dagengine_nodes_total", "running"))
 }
 
-// metricSum adds up the samples of a metric whose labels include value.
+// metricSum adds up the samples of a metric whose labels include value
+// (every sample when value is empty).
 func metricSum(reg *prometheus.Registry, name, value string) float64 {
 	mfs, _ := reg.Gather()
 	var v float64
@@ -111,10 +112,12 @@ func metricSum(reg *prometheus.Registry, name, value string) float64 {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
+			match := value == ""
 			for _, l := range m.GetLabel() {
-				if l.GetValue() == value {
-					v += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-				}
+				match = match || l.GetValue() == value
+			}
+			if match {
+				v += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			}
 		}
 	}
@@ -289,14 +292,14 @@ func (r *simRunner) finish(ctx context.Context, run *sundialv1.Run, fail bool) {
 }
 
 // release lets a held node's run end, and stops holding the node.
-func (r *simRunner) release(node string, fail bool) {
-	r.t.Helper()
+func (r *simRunner) release(t *testing.T, node string, fail bool) {
+	t.Helper()
 	r.mu.Lock()
 	run := r.held[node]
 	delete(r.held, node)
 	delete(r.hold, node)
 	r.mu.Unlock()
-	require.NotNil(r.t, run, "node %s has no held run", node)
+	require.NotNil(t, run, "node %s has no held run", node)
 	r.finish(r.s.ctx, run, fail)
 }
 
@@ -308,23 +311,26 @@ func (r *simRunner) setFail(node string, fail bool) {
 }
 
 // waitHeld waits until a run of node is held.
-func (r *simRunner) waitHeld(node string) {
-	r.t.Helper()
+func (r *simRunner) waitHeld(t *testing.T, node string) {
+	t.Helper()
 	ok := eventually(r.s.ctx, time.Minute, func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		return r.held[node] != nil
 	})
-	require.True(r.t, ok, "no run of node %s arrived", node)
+	require.True(t, ok, "no run of node %s arrived", node)
 }
 
-// runIDs returns the distinct run ids delivered.
-func (r *simRunner) runIDs() map[string]int {
+// runIDs returns the distinct run ids of a DAG run delivered, with their
+// number of deliveries.
+func (r *simRunner) runIDs(dagRunID string) map[string]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := map[string]int{}
 	for k, v := range r.deliveries {
-		out[k] = v
+		if strings.HasPrefix(k, dagRunID+"/") {
+			out[k] = v
+		}
 	}
 	return out
 }
