@@ -378,3 +378,43 @@ func TestOwnerCatchUp(t *testing.T) {
 		e.o.stop(false)
 	})
 }
+
+// TestOwnerCatchUpCapped: a FIRE_ALL job missing ten occurrences with
+// MaxMissedRuns 3 fires them all in rounds of three, each once, all as
+// catch-up, and then continues on schedule.
+func TestOwnerCatchUpCapped(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		e := newOwnerEnv(t)
+		sched := intervalSchedule(time.Minute, 0)
+		sched.MisfirePolicy = sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ALL
+		e.register(jobSpec("all", sched))
+		start := time.Now().UTC()
+		capped := func(c *Config) { c.MaxMissedRuns = 3 }
+		e.start(capped)
+		time.Sleep(30 * time.Second)
+		e.o.stop(false)
+		require.Len(t, e.prod.of("all"), 1, "00:00 fired")
+
+		time.Sleep(10 * time.Minute) // 00:01 ... 00:10 missed
+		restart := time.Now()
+		e.start(capped)
+		synctest.Wait()
+		var got []time.Time
+		for _, r := range e.prod.of("all")[1:] {
+			got = append(got, r.run.GetDueTime().AsTime())
+			assert.Equal(t, sundialv1.RunOrigin_RUN_ORIGIN_CATCH_UP, r.run.GetOrigin())
+			assert.True(t, r.at.Equal(restart))
+		}
+		var want []time.Time
+		for m := 1; m <= 10; m++ {
+			want = append(want, start.Add(time.Duration(m)*time.Minute))
+		}
+		assert.Equal(t, want, got)
+		time.Sleep(time.Until(start.Add(11*time.Minute)) + time.Millisecond)
+		last := e.prod.of("all")[len(e.prod.of("all"))-1]
+		assert.True(t, last.run.GetDueTime().AsTime().Equal(start.Add(11*time.Minute)))
+		assert.Equal(t, sundialv1.RunOrigin_RUN_ORIGIN_SCHEDULE, last.run.GetOrigin())
+		e.o.stop(false)
+	})
+}
