@@ -52,16 +52,18 @@ func setup(t *testing.T) *stack {
 	t.Helper()
 	k := testenv.NeedKafka(t)
 	c := testenv.NeedCassandra(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
-	defer cancel()
-
 	// Schema changes wait for the nodes to agree; on a busy node several at
-	// once can take minutes, so this package makes them one at a time.
+	// once can take minutes, so this package makes them one at a time (the
+	// wait for the others does not count against the timeout).
 	cfg := cassandra.Config{Hosts: c.Hosts, Keyspace: c.Keyspace, SchemaTimeout: 2 * time.Minute}
 	migrateMu.Lock()
-	_, err := cassandra.Migrate(ctx, cfg)
+	mctx, mcancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	_, err := cassandra.Migrate(mctx, cfg)
+	mcancel()
 	migrateMu.Unlock()
 	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
 	st, err := cassandra.Open(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
