@@ -111,7 +111,7 @@ func (o *owner) fire(ctx context.Context, epoch int64, f firing) fireResult {
 		// write is retried for as long as the firing may take.
 		backoff := 50 * time.Millisecond
 		for {
-			err := o.store.PutDue(ctx, *p.next)
+			err := o.putNext(ctx, *p.next)
 			if err == nil {
 				break
 			}

@@ -40,6 +40,9 @@ type owner struct {
 
 	// wake carries the shard's wake-up records from the poll loop.
 	wake chan *kgo.Record
+	// puts reaches the writer of next occurrences (writeNext) while the
+	// shard is dispatched.
+	puts chan<- putRequest
 
 	ctx    context.Context // cancelled by stop
 	cancel context.CancelFunc
@@ -112,6 +115,17 @@ func (o *owner) run() {
 	// (the core hands out no more), so results never block.
 	fireCtx, cancelFires := context.WithCancel(context.WithoutCancel(o.ctx))
 	defer cancelFires()
+	// The next occurrences the firings store go through one writer, which
+	// batches them (PutDue groups a batch by partition).
+	writerCtx, stopWriter := context.WithCancel(context.Background())
+	puts := make(chan putRequest)
+	writerDone := make(chan struct{})
+	go o.writeNext(writerCtx, puts, writerDone)
+	o.puts = puts
+	defer func() {
+		stopWriter()
+		<-writerDone
+	}()
 	results := make(chan fireResult, o.cfg.MaxInflight)
 	var fires sync.WaitGroup
 	defer fires.Wait()
@@ -412,4 +426,66 @@ func (o *owner) advance(epoch int64, w, from time.Time) advanceResult {
 		res.deleted = b.Add(time.Minute)
 	}
 	return res
+}
+
+// putRequest asks writeNext to store an entry; the outcome goes to done
+// (buffered).
+type putRequest struct {
+	entry store.DueEntry
+	done  chan error
+}
+
+// maxPutBatch bounds the entries of one PutDue call of writeNext.
+const maxPutBatch = 512
+
+// writeNext stores the next occurrences the firings hand it. It writes what
+// has piled up while the previous write was in progress in one PutDue call,
+// so a herd of firings costs a few batched writes instead of one write each,
+// and a lone firing waits for nothing.
+func (o *owner) writeNext(ctx context.Context, in <-chan putRequest, done chan<- struct{}) {
+	defer close(done)
+	for {
+		var batch []putRequest
+		select {
+		case r := <-in:
+			batch = append(batch, r)
+		case <-ctx.Done():
+			return
+		}
+	more:
+		for len(batch) < maxPutBatch {
+			select {
+			case r := <-in:
+				batch = append(batch, r)
+			default:
+				break more
+			}
+		}
+		entries := make([]store.DueEntry, len(batch))
+		for i, r := range batch {
+			entries[i] = r.entry
+		}
+		wctx, cancel := context.WithTimeout(ctx, o.cfg.FireTimeout)
+		err := o.store.PutDue(wctx, entries...)
+		cancel()
+		for _, r := range batch {
+			r.done <- err
+		}
+	}
+}
+
+// putNext stores an entry through writeNext.
+func (o *owner) putNext(ctx context.Context, e store.DueEntry) error {
+	r := putRequest{entry: e, done: make(chan error, 1)}
+	select {
+	case o.puts <- r:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
