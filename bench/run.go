@@ -65,7 +65,7 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 	b.say("%s on Kafka %s, Cassandra %s, Redis %s; commit %s", cfg.Scenario, rep.Backends.Kafka, rep.Backends.Cassandra, rep.Backends.Redis, rep.Commit.Hash)
 
 	ns := NewNamespace(cfg.Scenario, start)
-	setupCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	setupCtx, cancel := context.WithTimeout(ctx, 8*time.Minute)
 	err := ns.Setup(setupCtx, b.Backends, cfg.Shards)
 	cancel()
 	if !cfg.Keep {
@@ -405,14 +405,42 @@ func (b *Bench) register(ctx context.Context, cfg *Config, plan *loadgen.Plan, g
 		return from, to, regSecs, nil
 	}
 	recurring := plan.IntervalJobs + plan.CronJobs
-	b.say("registering %d recurring jobs (%d interval every %s, %d cron)", recurring, plan.IntervalJobs, plan.Period, plan.CronJobs)
-	if err := gen.Register(waitCtx, 0, recurring); err != nil {
-		return from, to, 0, err
+	if plan.IntervalJobs >= 50_000 && plan.CronJobs >= 1000 {
+		// A large workload: register the cron jobs first and time them;
+		// the interval jobs then start (Interval.start, on the same grid)
+		// once all of them should be registered, so that the registry is
+		// not slowed by the runs of the jobs it registered first.
+		b.say("registering %d cron jobs first, to time the registry", plan.CronJobs)
+		t0 := b.Now()
+		if err := gen.Register(waitCtx, plan.IntervalJobs, recurring); err != nil {
+			return from, to, 0, err
+		}
+		if err := gen.WaitAccepted(waitCtx, plan.CronJobs); err != nil {
+			return from, to, 0, err
+		}
+		rate := float64(plan.CronJobs) / b.Now().Sub(t0).Seconds()
+		est := time.Duration(float64(plan.IntervalJobs) / rate * 1.25 * float64(time.Second))
+		plan.NotBefore = b.Now().Add(est + 30*time.Second)
+		b.say("registry: %.0f definitions/s; the interval jobs start firing at %s", rate, plan.NotBefore.Format("15:04:05"))
+		b.say("registering %d interval jobs (every %s)", plan.IntervalJobs, plan.Period)
+		if err := gen.Register(waitCtx, 0, plan.IntervalJobs); err != nil {
+			return from, to, 0, err
+		}
+	} else {
+		b.say("registering %d recurring jobs (%d interval every %s, %d cron)", recurring, plan.IntervalJobs, plan.Period, plan.CronJobs)
+		if err := gen.Register(waitCtx, 0, recurring); err != nil {
+			return from, to, 0, err
+		}
 	}
 	if err := gen.WaitAccepted(waitCtx, recurring); err != nil {
 		return from, to, 0, err
 	}
-	from = b.Now().Add(cfg.Lead).Truncate(time.Second)
+	from = b.Now().Add(cfg.Lead)
+	if plan.NotBefore.After(from) {
+		b.say("registered ahead of the estimate; waiting for the interval jobs' start")
+		from = plan.NotBefore
+	}
+	from = from.Add(time.Second - 1).Truncate(time.Second)
 	to = from.Add(plan.Duration)
 	plan.Start = from
 	rec.SetWindow(from, to)
