@@ -93,7 +93,12 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		kgo.AutoCommitInterval(d.cfg.WatermarkInterval),
 		kgo.SessionTimeout(d.cfg.SessionTimeout),
 		kgo.HeartbeatInterval(d.cfg.HeartbeatInterval),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		// A partition without a committed offset (a new group) is read
+		// from the wake-ups of the last CatchUpHorizon: older entries
+		// are beyond any catch-up anyway, and a group id changed on a
+		// long-running installation does not fire a week of wake-ups
+		// again.
+		kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(d.cfg.Now().Add(-d.cfg.CatchUpHorizon).UnixMilli())),
 		kgo.FetchMaxWait(time.Second),
 		kgo.ProducerLinger(0),
 		kgo.RequiredAcks(kgo.AllISRAcks()),

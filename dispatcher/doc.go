@@ -100,7 +100,8 @@
 // The offset of a wake-up is committed only once its entry has fired or was
 // found beyond the loaded window, so a wake-up for an entry behind the
 // watermark (whose only trace it is) survives a crash; it may then fire
-// twice, with the same run id.
+// twice, with the same run id. A partition without a committed offset (a new
+// consumer group) is read from the wake-ups of the last CatchUpHorizon.
 //
 // # Catch-up and misfires
 //
