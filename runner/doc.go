@@ -24,7 +24,12 @@
 // events acknowledged, and its retry or deferral written as a due entry. So a
 // crashed runner's unfinished runs, and everything after them in their
 // partitions, are delivered again to the next owner (at-least-once; the
-// dedupe mark makes the effect once).
+// dedupe mark makes the effect once). A record whose outcome could not be
+// made durable while the runner keeps its partition (the lease stopped
+// being trusted before the run started, an event was not acknowledged) is
+// tried again by its worker after a backoff: nobody else would deliver it
+// before the next rebalance, and its partition's watermark would stay
+// pinned until then.
 //
 // A long run holds back exactly one thing: the committed offset of its own
 // partition, which cannot pass it. The records after it in that partition

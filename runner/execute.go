@@ -51,10 +51,11 @@ type execution struct {
 	prodErr error
 }
 
-// process handles one record and reports whether its offset may be
-// committed: true once the run's outcome is durable (its events acknowledged
-// and, for a retry or deferral, its due entry written); false when the
-// runner stopped first, so the record must be delivered again.
+// process handles one delivery of a record and reports whether its offset
+// may be committed: true once the run's outcome is durable (its events
+// acknowledged and, for a retry or deferral, its due entry written); false
+// when the runner stopped first or the outcome could not be made durable, so
+// the record must be handled again (handleRecord).
 func (r *Runner) process(ctx context.Context, rec *record) bool {
 	run := &sundialv1.Run{}
 	if err := decodeRun(rec.rec, run); err != nil {
@@ -66,7 +67,7 @@ func (r *Runner) process(ctx context.Context, rec *record) bool {
 	done := x.handle(ctx)
 	if !done {
 		r.m.runs.WithLabelValues(outcomeAborted).Inc()
-		x.log.Info("run left for redelivery", "cause", context.Cause(ctx))
+		x.log.Info("run not finished", "cause", context.Cause(ctx))
 	}
 	return done
 }
@@ -156,7 +157,7 @@ func (x *execution) handle(ctx context.Context) bool {
 	keeper := leasing.NewKeeper(r.cfg.Leases, lease, x.log)
 	if err := keeper.Start(ctx); err != nil {
 		// Trust ran out before the execution could start (a very slow
-		// acquire): give the slot back and let the record come again.
+		// acquire): give the slot back; handleRecord tries again.
 		x.log.Warn("lease expired before the run started", "err", err)
 		x.release(lease)
 		return false

@@ -20,8 +20,10 @@ const (
 	outcomeDuplicate = "duplicate"
 	// outcomeMalformed: the record could not be decoded; it is skipped.
 	outcomeMalformed = "malformed"
-	// outcomeAborted: the runner stopped before the run finished; the
-	// record is redelivered.
+	// outcomeAborted: a delivery ended before the run's outcome was
+	// durable (the runner stopped, the lease stopped being trusted before
+	// the run started, an event was not acknowledged); the record is tried
+	// again, or redelivered to the partition's next owner.
 	outcomeAborted = "aborted"
 )
 

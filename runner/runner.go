@@ -366,10 +366,50 @@ func (r *Runner) work(workCtx, execCtx context.Context) {
 		if rec == nil {
 			return
 		}
+		r.handleRecord(workCtx, execCtx, rec)
+	}
+}
+
+// maxRecordRetry caps the wait between two tries of a record whose outcome
+// could not be made durable.
+const maxRecordRetry = 5 * time.Second
+
+// handleRecord processes rec until its outcome is durable, then finishes it.
+// A try that ends unfinished while the runner keeps the partition (the
+// lease stopped being trusted before the execution could start, an event
+// was not acknowledged) is tried again here after a backoff: no one else
+// delivers the record while this runner owns its partition, so giving up
+// would lose the run and pin the partition's watermark until the next
+// rebalance. Trying again is what a redelivery would do; the dedupe mark and
+// the idempotency key absorb a repeated effect. It gives up when the runner
+// stops, is killed, or loses the partition: the record is then delivered
+// again to the partition's next owner.
+func (r *Runner) handleRecord(workCtx, execCtx context.Context, rec *record) {
+	backoff := r.cfg.HeldRetry
+	for {
 		if r.process(execCtx, rec) {
 			r.finish(rec)
+			return
 		}
+		if workCtx.Err() != nil || execCtx.Err() != nil || !r.owns(rec) {
+			return
+		}
+		r.log.Warn("run not finished; trying the record again", "topic", rec.tp.topic, "partition", rec.tp.partition,
+			"offset", rec.rec.Offset, "retry_in", backoff)
+		if !sleep(workCtx, backoff) {
+			return
+		}
+		backoff = min(backoff*2, maxRecordRetry)
 	}
+}
+
+// owns reports whether rec's partition is still assigned as it was when rec
+// was fetched, and the runner was not killed.
+func (r *Runner) owns(rec *record) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ps := r.parts[rec.tp]
+	return !r.killed && ps != nil && ps.gen == rec.gen
 }
 
 // finish marks rec's offset finished, so the watermark may pass it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sundialhq/sundial/leasing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/runner/breaker"
 	"github.com/sundialhq/sundial/runner/target"
@@ -253,4 +255,39 @@ func TestOpenBreakerDefersWithoutSpendingAttempts(t *testing.T) {
 			assert.Equal(t, "circuit_open", ev.GetReason())
 		}
 	}
+}
+
+// TestRunWhoseLeaseExpiredBeforeItStartedIsTriedAgain: the acquire took
+// longer than the lease's trust (a loaded machine or a slow Redis), so the
+// Keeper refuses to start. The runner gives the slot back and must try the
+// record again itself: nobody else will deliver it while this runner owns
+// the partition.
+func TestRunWhoseLeaseExpiredBeforeItStartedIsTriedAgain(t *testing.T) {
+	t.Parallel()
+	const ttl = 10 * time.Second
+	h := newHarness(t, fakeBackends(t), ttl)
+	// The first reading of the leasing clock is the first acquire's start;
+	// every later reading is two TTLs ahead, as if that call had taken that
+	// long, past the lease's trust.
+	var calls atomic.Int64
+	ls, err := leasing.New(leasing.Config{Client: h.redis, KeyPrefix: h.b.prefix + "lease:", TTL: ttl, Now: func() time.Time {
+		if calls.Add(1) == 1 {
+			return time.Now()
+		}
+		return time.Now().Add(2 * ttl)
+	}})
+	require.NoError(t, err)
+	h.leases = ls
+	r := h.start(nil)
+	run := h.run("slow-acquire", time.Now(), nil)
+	h.produce(run)
+	waitStates(t, h, run.GetRunId(), started, succeeded)
+	assert.Equal(t, 1, h.down.requestsOf(run.GetRunId()))
+	require.Eventually(t, func() bool {
+		sum := int64(0)
+		for _, off := range r.committedView() {
+			sum += max(off, 0)
+		}
+		return sum == 1
+	}, wait, 10*time.Millisecond, "the record is committed")
 }
