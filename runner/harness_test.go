@@ -2,10 +2,12 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -85,6 +87,13 @@ type harness struct {
 	group   string
 	runners []*Runner
 }
+
+// steadyTTL is the lease TTL of tests that never wait for a lease to expire:
+// the default, as in production. A loaded machine can hold a renewal back
+// by hundreds of milliseconds, and with a TTL of a second that loses the
+// lease, which the runner rightly turns into a retry these tests do not
+// expect.
+const steadyTTL = leasing.DefaultTTL
 
 func newHarness(t *testing.T, b backends, leaseTTL time.Duration) *harness {
 	t.Helper()
@@ -184,6 +193,10 @@ func topicPriority(p sundialv1.Priority) topics.Priority {
 type fakeEnqueuer struct {
 	cl    *kgo.Client
 	names topics.Names
+	// ctx ends at Close; until then a due run is produced however long it
+	// takes, as the dispatcher keeps a due entry until its run is out.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu      sync.Mutex
 	entries []store.DueEntry
@@ -194,7 +207,8 @@ type fakeEnqueuer struct {
 }
 
 func newFakeEnqueuer(cl *kgo.Client, names topics.Names) *fakeEnqueuer {
-	return &fakeEnqueuer{cl: cl, names: names}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &fakeEnqueuer{cl: cl, names: names, ctx: ctx, cancel: cancel}
 }
 
 func (f *fakeEnqueuer) Enqueue(_ context.Context, entries ...store.DueEntry) error {
@@ -220,10 +234,17 @@ func (f *fakeEnqueuer) Enqueue(_ context.Context, entries ...store.DueEntry) err
 			if proto.Unmarshal(payload, run) != nil {
 				return
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
 			val, _ := proto.Marshal(run)
-			_ = f.cl.ProduceSync(ctx, &kgo.Record{Topic: f.names.Runs(topicPriority(run.GetPriority())), Key: []byte(run.GetJobId()), Value: val}).FirstErr()
+			rec := &kgo.Record{Topic: f.names.Runs(topicPriority(run.GetPriority())), Key: []byte(run.GetJobId()), Value: val}
+			for f.ctx.Err() == nil {
+				if f.cl.ProduceSync(f.ctx, rec).FirstErr() == nil {
+					return
+				}
+				select {
+				case <-f.ctx.Done():
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
 		}))
 	}
 	return nil
@@ -236,6 +257,7 @@ func (f *fakeEnqueuer) Entries() []store.DueEntry {
 }
 
 func (f *fakeEnqueuer) Close() {
+	f.cancel()
 	f.mu.Lock()
 	f.closed = true
 	for _, t := range f.timers {
@@ -398,6 +420,25 @@ func (l *eventLog) states(runID string) []sundialv1.RunState {
 		out = append(out, ev.GetState())
 	}
 	return out
+}
+
+// describe lists run's events with their error codes and reasons, for
+// failure messages.
+func (l *eventLog) describe(runID string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b strings.Builder
+	for _, ev := range l.byRun[runID] {
+		fmt.Fprintf(&b, "[attempt %d %s", ev.GetAttempt(), ev.GetState())
+		if c := ev.GetError().GetCode(); c != "" {
+			fmt.Fprintf(&b, " %s: %s", c, ev.GetError().GetMessage())
+		}
+		if ev.GetReason() != "" {
+			fmt.Fprintf(&b, " reason %s", ev.GetReason())
+		}
+		b.WriteString("] ")
+	}
+	return b.String()
 }
 
 // count returns how many events are in state.

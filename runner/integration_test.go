@@ -78,10 +78,13 @@ func report(t *testing.T, h *hdrhistogram.Histogram) {
 // TestManyRunsExactlyOnceEffect produces N runs straight to the three runs
 // topics at a steady pace, each due when produced, for two runners against
 // a counting downstream.
+//
+// It does not run in parallel: it saturates the machine for its whole
+// length, which would starve the package's timing-sensitive tests, and it
+// measures latency, which other tests in the same process would distort.
 func TestManyRunsExactlyOnceEffect(t *testing.T) {
-	t.Parallel()
 	b := realBackends(t, 8)
-	h := newHarness(t, b, 5*time.Second)
+	h := newHarness(t, b, steadyTTL)
 	r1 := h.start(func(c *Config) { c.Concurrency = 32 })
 	r2 := h.start(func(c *Config) { c.Concurrency = 32 })
 	waitAssigned(t, 3*8, r1, r2)
@@ -195,11 +198,20 @@ func TestCrashedRunnerRunsAreRedelivered(t *testing.T) {
 	recovery := time.Since(killedAt)
 	effects, dupEffects, dupRequests := h.down.counts()
 	_, dupStarts := latencies(h.events.all())
-	t.Logf("crash with 8 runs in flight: all %d runs succeeded %s after the kill (lease TTL %s); lost 0, duplicate effects %d, duplicate requests %d (A's cut-off calls re-sent by B), runs started twice %d",
-		n, recovery.Round(time.Millisecond), leaseTTL, dupEffects, dupRequests, dupStarts)
+	// B's own leases are short too: on a loaded machine a renewal can come
+	// too late, and the attempt is then cut off and retried, which may send
+	// its call again.
+	lapsed := 0
+	for _, ev := range h.events.all() {
+		if ev.GetState() == failed && ev.GetError().GetCode() == codeLeaseLost {
+			lapsed++
+		}
+	}
+	t.Logf("crash with 8 runs in flight: all %d runs succeeded %s after the kill (lease TTL %s); lost 0, duplicate effects %d, duplicate requests %d (A's cut-off calls re-sent by B), runs started twice %d, attempts whose lease lapsed %d",
+		n, recovery.Round(time.Millisecond), leaseTTL, dupEffects, dupRequests, dupStarts, lapsed)
 	assert.Equal(t, n, effects)
 	assert.Zero(t, dupEffects)
-	assert.LessOrEqual(t, dupRequests, 8, "only A's in-flight calls can be sent twice")
+	assert.LessOrEqual(t, dupRequests, 8+lapsed, "only A's in-flight calls, and calls whose lease lapsed, can be sent twice")
 	a.Stop()
 	_ = bRunner
 }
@@ -210,7 +222,7 @@ func TestCrashedRunnerRunsAreRedelivered(t *testing.T) {
 func TestLongRunDoesNotHoldBackOthers(t *testing.T) {
 	t.Parallel()
 	b := realBackends(t, 1)
-	h := newHarness(t, b, 5*time.Second)
+	h := newHarness(t, b, steadyTTL)
 	hold := newHolder()
 	r := h.start(func(c *Config) { c.Handlers = map[string]target.Handler{"hold": hold} })
 	waitAssigned(t, 3, r)
@@ -259,7 +271,7 @@ func TestLongRunDoesNotHoldBackOthers(t *testing.T) {
 // goes.
 func TestPinnedPartitionIsPausedAtTheBound(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakeBackends(t), 5*time.Second)
+	h := newHarness(t, fakeBackends(t), steadyTTL)
 	hold := newHolder()
 	r := h.start(func(c *Config) {
 		c.Handlers = map[string]target.Handler{"hold": hold}

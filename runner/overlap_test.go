@@ -91,7 +91,7 @@ func awaitStart(t *testing.T, hold *holder, runID string) {
 func TestOverlapForbid(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, b func(*testing.T) backends) {
-		h := newHarness(t, b(t), time.Second)
+		h := newHarness(t, b(t), steadyTTL)
 		hold := newHolder()
 		h.start(func(c *Config) { c.Handlers = map[string]target.Handler{"hold": hold} })
 		now := time.Now()
@@ -115,7 +115,7 @@ func TestOverlapForbid(t *testing.T) {
 func TestOverlapQueue(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, b func(*testing.T) backends) {
-		h := newHarness(t, b(t), time.Second)
+		h := newHarness(t, b(t), steadyTTL)
 		hold := newHolder()
 		h.start(func(c *Config) { c.Handlers = map[string]target.Handler{"hold": hold} })
 		now := time.Now()
@@ -156,7 +156,7 @@ func TestOverlapQueue(t *testing.T) {
 func TestOverlapReplace(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, b func(*testing.T) backends) {
-		h := newHarness(t, b(t), 2*time.Second)
+		h := newHarness(t, b(t), steadyTTL)
 		hold := newHolder()
 		// Two runners: the replaced execution may live on either.
 		h.start(func(c *Config) { c.Handlers = map[string]target.Handler{"hold": hold} })
@@ -191,7 +191,10 @@ func TestOverlapReplace(t *testing.T) {
 // marker tells it that it was replaced rather than expired.
 func TestReplaceByRevokeWhenTheSignalIsMissed(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakeBackends(t), 600*time.Millisecond)
+	// The revoked lease must expire before the newer run gets the slot, so
+	// the TTL is short; 3 s leaves a loaded machine room to renew the
+	// holder's lease until the revoke.
+	h := newHarness(t, fakeBackends(t), 3*time.Second)
 	hold := newHolder()
 	r := h.start(func(c *Config) {
 		c.Handlers = map[string]target.Handler{"hold": hold}

@@ -37,14 +37,15 @@ const wait = 30 * time.Second
 
 func waitStates(t *testing.T, h *harness, runID string, want ...sundialv1.RunState) {
 	t.Helper()
-	require.Eventually(t, func() bool { return len(h.events.states(runID)) >= len(want) }, wait, 10*time.Millisecond,
-		"run %s: events %v, want %v", runID, h.events.states(runID), want)
-	assert.Equal(t, want, h.events.states(runID), "run %s", runID)
+	if !assert.Eventually(t, func() bool { return len(h.events.states(runID)) >= len(want) }, wait, 10*time.Millisecond) {
+		require.FailNow(t, "run did not reach its states", "run %s: events %s, want %v", runID, h.events.describe(runID), want)
+	}
+	assert.Equal(t, want, h.events.states(runID), "run %s: events %s", runID, h.events.describe(runID))
 }
 
 func TestRunsSucceedOnceAndCommit(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakeBackends(t), time.Second)
+	h := newHarness(t, fakeBackends(t), steadyTTL)
 	r := h.start(nil)
 	now := time.Now()
 	var runs []*sundialv1.Run
@@ -74,7 +75,7 @@ func TestRunsSucceedOnceAndCommit(t *testing.T) {
 
 func TestRedeliveredRunIsNotExecutedAgain(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakeBackends(t), time.Second)
+	h := newHarness(t, fakeBackends(t), steadyTTL)
 	h.start(nil)
 	run := h.run("dup", time.Now(), nil)
 	h.produce(run)
@@ -90,7 +91,7 @@ func TestRedeliveredRunIsNotExecutedAgain(t *testing.T) {
 
 func TestRetryThenSucceed(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakeBackends(t), time.Second)
+	h := newHarness(t, fakeBackends(t), steadyTTL)
 	h.down.set(func(_ *http.Request, n int) (int, http.Header) {
 		if n <= 2 {
 			return http.StatusServiceUnavailable, nil
@@ -130,7 +131,7 @@ func TestRetryThenSucceed(t *testing.T) {
 
 func TestRetryAfterIsTheMinimumDelay(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakeBackends(t), time.Second)
+	h := newHarness(t, fakeBackends(t), steadyTTL)
 	h.down.set(func(_ *http.Request, n int) (int, http.Header) {
 		if n == 1 {
 			return http.StatusTooManyRequests, http.Header{"Retry-After": {"2"}}
@@ -157,7 +158,7 @@ func TestRetryAfterIsTheMinimumDelay(t *testing.T) {
 
 func TestExhaustedAndFinalFailuresGoToTheDeadLetterTopic(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakeBackends(t), time.Second)
+	h := newHarness(t, fakeBackends(t), steadyTTL)
 	h.down.set(func(r *http.Request, _ int) (int, http.Header) {
 		if r.URL.Path == "/final" {
 			return http.StatusNotFound, nil
@@ -195,7 +196,7 @@ func TestExhaustedAndFinalFailuresGoToTheDeadLetterTopic(t *testing.T) {
 
 func TestTimeoutIsRetryable(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakeBackends(t), time.Second)
+	h := newHarness(t, fakeBackends(t), steadyTTL)
 	block := make(chan struct{})
 	defer close(block)
 	h.start(func(c *Config) {
@@ -217,7 +218,7 @@ func TestTimeoutIsRetryable(t *testing.T) {
 
 func TestOpenBreakerDefersWithoutSpendingAttempts(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakeBackends(t), time.Second)
+	h := newHarness(t, fakeBackends(t), steadyTTL)
 	h.down.set(func(*http.Request, int) (int, http.Header) { return http.StatusBadGateway, nil })
 	h.start(func(c *Config) {
 		c.Concurrency = 1 // one at a time, so the breaker sees the failures in order
@@ -264,17 +265,16 @@ func TestOpenBreakerDefersWithoutSpendingAttempts(t *testing.T) {
 // the partition.
 func TestRunWhoseLeaseExpiredBeforeItStartedIsTriedAgain(t *testing.T) {
 	t.Parallel()
-	const ttl = 10 * time.Second
-	h := newHarness(t, fakeBackends(t), ttl)
+	h := newHarness(t, fakeBackends(t), steadyTTL)
 	// The first reading of the leasing clock is the first acquire's start;
 	// every later reading is two TTLs ahead, as if that call had taken that
 	// long, past the lease's trust.
 	var calls atomic.Int64
-	ls, err := leasing.New(leasing.Config{Client: h.redis, KeyPrefix: h.b.prefix + "lease:", TTL: ttl, Now: func() time.Time {
+	ls, err := leasing.New(leasing.Config{Client: h.redis, KeyPrefix: h.b.prefix + "lease:", TTL: steadyTTL, Now: func() time.Time {
 		if calls.Add(1) == 1 {
 			return time.Now()
 		}
-		return time.Now().Add(2 * ttl)
+		return time.Now().Add(2 * steadyTTL)
 	}})
 	require.NoError(t, err)
 	h.leases = ls
