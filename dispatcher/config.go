@@ -32,8 +32,12 @@ const (
 	DefaultFireTimeout       = 10 * time.Second
 	DefaultDrainTimeout      = 5 * time.Second
 	DefaultMaxMissedRuns     = 1000
-	DefaultDedupeWindow      = 2 * time.Minute
 )
+
+// dedupeWindow is how long after its due time a fired entry's key is
+// remembered, so that a repeated wake-up (an enqueuer's retry) does not fire
+// it again. Memory grows with the entries fired in this window.
+const dedupeWindow = 30 * time.Second
 
 // Store is what the dispatcher needs from the store: the schedule, shard
 // claims and watermarks, job definitions (to check an entry is live and to

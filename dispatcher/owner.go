@@ -107,7 +107,7 @@ func (o *owner) run() {
 		MisfireThreshold: o.cfg.MisfireThreshold,
 		MaxInflight:      o.cfg.MaxInflight,
 		MaxBacklog:       o.cfg.MaxBacklog,
-		DedupeWindow:     DefaultDedupeWindow,
+		DedupeWindow:     dedupeWindow,
 	})
 	shardLabel := strconv.Itoa(o.shard)
 
