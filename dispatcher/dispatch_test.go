@@ -48,9 +48,11 @@ func testJobs(t *testing.T) int {
 func TestDispatchEveryScheduleKind(t *testing.T) {
 	t.Parallel()
 	const shards = 16
+	setup := time.Now()
 	s := newStack(t, shards)
 	ds := []*Dispatcher{s.dispatcher("d1"), s.dispatcher("d2"), s.dispatcher("d3")}
 	s.waitOwned(ds...)
+	t.Logf("stack and dispatchers ready in %s", time.Since(setup).Round(time.Millisecond))
 
 	base := s.produceBaseline(5, 500)
 	t.Logf("kafka baseline (bursts of 500 concurrent ProduceSync): p50 %.1fms p95 %.1fms p99 %.1fms",
@@ -85,7 +87,7 @@ func TestDispatchEveryScheduleKind(t *testing.T) {
 	first := s.register(ctx, recurring, time.Now)
 	perJob := time.Since(start) / time.Duration(len(recurring))
 	oneOffStart := time.Now()
-	t0 := oneOffStart.Add(3*time.Second + 3*perJob*time.Duration(n-len(recurring))/2).Truncate(time.Second)
+	t0 := oneOffStart.Add(2*time.Second + 5*perJob*time.Duration(n-len(recurring))/4).Truncate(time.Second)
 	for i := range n {
 		spread := time.Duration(i*7919%5000) * time.Millisecond
 		switch i % 10 {
@@ -291,7 +293,7 @@ func TestCrashTakeover(t *testing.T) {
 	}
 	first := s.register(t.Context(), specs, time.Now)
 	// Runs flow on every shard.
-	require.Eventually(t, func() bool { return len(s.latency.shardsFired()) == shards }, 20*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return len(s.latency.shardsFired()) == shards }, time.Minute, 50*time.Millisecond)
 
 	victim := ds[1]
 	owned := victim.Owned()

@@ -178,7 +178,7 @@ func (s *stack) register(ctx context.Context, specs []*sundialv1.JobSpec, accept
 		first = map[string]time.Time{}
 		g     errgroup.Group
 	)
-	g.SetLimit(64)
+	g.SetLimit(128)
 	for _, spec := range specs {
 		g.Go(func() error {
 			at := store.Truncate(accepted())
