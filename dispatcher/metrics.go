@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sundialhq/sundial/internal/telemetry"
 )
 
 // metrics of a dispatcher. Labels are bounded sets: the shard number (at
@@ -28,11 +30,9 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		dispatchLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "sundial_dispatcher_dispatch_latency_seconds",
-			Help:    "Time from a run's due time (its attempt's) to Kafka's acknowledgement of the run record, by origin.",
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 3600},
-		}, []string{"origin"}),
+		dispatchLatency: prometheus.NewHistogramVec(telemetry.HistogramOpts("sundial_dispatcher_dispatch_latency_seconds",
+			"Time from a run's due time (its attempt's) to Kafka's acknowledgement of the run record, by origin.",
+			telemetry.LatencyBuckets()), []string{"origin"}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sundial_dispatcher_runs_total",
 			Help: "Run records written to sundial.runs.*, by origin.",
@@ -41,11 +41,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "sundial_dispatcher_entries_dropped_total",
 			Help: "Due entries that fired no run, by reason (dead: the job changed, was deleted or paused; misfire: skipped by the misfire policy or outside the catch-up window; invalid: the stored job or entry cannot be used).",
 		}, []string{"reason"}),
-		firePhase: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "sundial_dispatcher_fire_phase_seconds",
-			Help:    "Duration of the phases of a firing: plan (job read, liveness check, runs built; done ahead of the due time), produce (from the firing time to Kafka's acknowledgement), chain (storing the next occurrence).",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12),
-		}, []string{"phase"}),
+		firePhase: prometheus.NewHistogramVec(telemetry.HistogramOpts("sundial_dispatcher_fire_phase_seconds",
+			"Duration of the phases of a firing: plan (job read, liveness check, runs built; done ahead of the due time), produce (from the firing time to Kafka's acknowledgement), chain (storing the next occurrence).",
+			telemetry.CallBuckets()), []string{"phase"}),
 		fireErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sundial_dispatcher_fire_errors_total",
 			Help: "Attempts to fire an entry that failed and will be retried.",
@@ -70,16 +68,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "sundial_dispatcher_entries_in_memory",
 			Help: "Entries of the shard held in memory (waiting or being fired).",
 		}, []string{"shard"}),
-		bucketLoad: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "sundial_dispatcher_bucket_load_seconds",
-			Help:    "Time to read one minute bucket of one shard.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
-		}),
-		bucketSize: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "sundial_dispatcher_bucket_entries",
-			Help:    "Entries in one minute bucket of one shard when read.",
-			Buckets: []float64{0, 1, 10, 100, 1000, 10000, 100000, 1000000},
-		}),
+		bucketLoad: prometheus.NewHistogram(telemetry.HistogramOpts("sundial_dispatcher_bucket_load_seconds",
+			"Time to read one minute bucket of one shard.",
+			telemetry.CallBuckets())),
+		bucketSize: prometheus.NewHistogram(telemetry.HistogramOpts("sundial_dispatcher_bucket_entries",
+			"Entries in one minute bucket of one shard when read.",
+			[]float64{0, 1, 10, 100, 1000, 10000, 100000, 1000000})),
 		wakeups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sundial_dispatcher_wakeups_total",
 			Help: "Wake-up records read from sundial.shards, by result (taken: into memory; ignored: known already or beyond the loaded window; invalid).",
