@@ -282,7 +282,9 @@ func (r *Report) Markdown(w io.Writer) {
 	row("sustained triggers/s", func(s System) string { return fmt.Sprintf("%.0f", s.SustainedPerSec) })
 	row("fraction of B", func(s System) string { return fmt.Sprintf("%.0f%%", 100*s.FractionOfB) })
 	row("expected runs in window", func(s System) string { return fmt.Sprint(s.Counts.Expected) })
-	row("lost", func(s System) string { return fmt.Sprint(s.Counts.Lost) })
+	row("lost (of which dispatched, not started)", func(s System) string {
+		return fmt.Sprintf("%d (%d)", s.Counts.Lost, s.Counts.LostDispatched)
+	})
 	row("duplicate executions", func(s System) string { return fmt.Sprint(s.Counts.DuplicateExecutions) })
 	row("duplicate effects", func(s System) string { return fmt.Sprint(s.Effects.DuplicateEffects) })
 	row("unexpected runs / early starts", func(s System) string {

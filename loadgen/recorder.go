@@ -209,6 +209,9 @@ type Counts struct {
 	StartedInWindow int64 `json:"started_in_window"`
 	// Lost: expected runs that never started.
 	Lost int64 `json:"lost"`
+	// LostDispatched: of the lost runs, those whose run record reached
+	// Kafka (a runner-side backlog or loss); the rest were never dispatched.
+	LostDispatched int64 `json:"lost_dispatched"`
 	// StartedDuringWindow: runs due in the window that started before its
 	// end; divided by the window's length, the sustained trigger rate.
 	StartedDuringWindow int64 `json:"started_during_window"`
@@ -249,6 +252,9 @@ func (r *Recorder) Result(expected iter.Seq[RunKey]) Counts {
 			c.StartedInWindow++
 		} else {
 			c.Lost++
+			if s != nil && s.dispatches > 0 {
+				c.LostDispatched++
+			}
 			if len(c.LostExamples) < 10 {
 				c.LostExamples = append(c.LostExamples, k)
 			}

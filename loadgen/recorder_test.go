@@ -178,6 +178,8 @@ func TestRecorderDispatch(t *testing.T) {
 	require.Equal(t, int64(1), h.TotalCount())
 	assert.InDelta(t, 7000, h.Max(), 10)
 	c := r.Result(p.Expected(t0, t0.Add(8*time.Second)))
+	assert.Equal(t, int64(8), c.Lost)
+	assert.Equal(t, int64(1), c.LostDispatched, "job 0's first run reached Kafka, the others did not")
 	assert.Equal(t, int64(1), c.DuplicateDispatches)
 	assert.Zero(t, c.DuplicateExecutions, "a run written twice but started never is no duplicate execution")
 }

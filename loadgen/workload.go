@@ -115,6 +115,12 @@ type Workload struct {
 	Start time.Time
 	// Duration is the length of the measured window.
 	Duration time.Duration
+	// NotBefore, when set, anchors each interval job with a start instead
+	// of an offset: its first grid point at or after NotBefore. The grid is
+	// the same (epoch + offset + k*period), but nothing fires before
+	// NotBefore, so a large workload can be registered without the jobs
+	// registered first already firing. Zero: offset anchors.
+	NotBefore time.Time
 	// Mix of schedule kinds of a steady workload. Default DefaultMix.
 	Mix Mix
 	// HerdAt, when set, makes a herd: every job is a one-off due at this
@@ -275,6 +281,17 @@ func (p *Plan) intervalOffset(i int) time.Duration {
 	return time.Duration(int64(i)*ms/int64(p.IntervalJobs)) * time.Millisecond
 }
 
+// intervalStart is the first due time of interval job i, unix ms: its
+// first grid point at or after NotBefore (the minimum when NotBefore is
+// zero).
+func (p *Plan) intervalStart(i int) int64 {
+	if p.NotBefore.IsZero() {
+		return math.MinInt64
+	}
+	per, off := p.Period.Milliseconds(), p.intervalOffset(i).Milliseconds()
+	return off + ceilDiv(p.NotBefore.UnixMilli()-off, per)*per
+}
+
 // cronPhase is the second of the hour cron job c (counted among the cron
 // jobs) fires at.
 func cronPhase(c int) int { return c % 3600 }
@@ -305,10 +322,13 @@ func (p *Plan) Spec(i int) *sundialv1.JobSpec {
 	}
 	switch {
 	case i < p.IntervalJobs:
-		spec.Schedule = &sundialv1.Schedule{TimeZone: "UTC", Kind: &sundialv1.Schedule_Interval{Interval: &sundialv1.Interval{
-			Every:  durationpb.New(p.Period),
-			Anchor: &sundialv1.Interval_Offset{Offset: durationpb.New(p.intervalOffset(i))},
-		}}}
+		iv := &sundialv1.Interval{Every: durationpb.New(p.Period)}
+		if p.NotBefore.IsZero() {
+			iv.Anchor = &sundialv1.Interval_Offset{Offset: durationpb.New(p.intervalOffset(i))}
+		} else {
+			iv.Anchor = &sundialv1.Interval_Start{Start: timestamppb.New(time.UnixMilli(p.intervalStart(i)))}
+		}
+		spec.Schedule = &sundialv1.Schedule{TimeZone: "UTC", Kind: &sundialv1.Schedule_Interval{Interval: iv}}
 	case i < p.IntervalJobs+p.CronJobs:
 		ph := cronPhase(i - p.IntervalJobs)
 		spec.Schedule = &sundialv1.Schedule{
@@ -354,8 +374,8 @@ func (p *Plan) Expected(from, to time.Time) iter.Seq[RunKey] {
 			per := p.Period.Milliseconds()
 			for i := range p.IntervalJobs {
 				off := p.intervalOffset(i).Milliseconds()
-				// The first k with off + k*per >= lo.
-				k := ceilDiv(lo-off, per)
+				// The first k with off + k*per >= lo and >= the job's start.
+				k := ceilDiv(max(lo, p.intervalStart(i))-off, per)
 				for t := off + k*per; t < hi; t += per {
 					if !yield(RunKey{Job: uint32(i), DueMs: t}) {
 						return
@@ -390,7 +410,7 @@ func (p *Plan) NextDue(i int, t time.Time) (int64, bool) {
 	switch {
 	case i < p.IntervalJobs:
 		per, off := p.Period.Milliseconds(), p.intervalOffset(i).Milliseconds()
-		return off + ceilDiv(lo-off, per)*per, true
+		return off + ceilDiv(max(lo, p.intervalStart(i))-off, per)*per, true
 	case i < p.IntervalJobs+p.CronJobs:
 		hour, off := CronPeriod.Milliseconds(), int64(cronPhase(i-p.IntervalJobs))*1000
 		return off + ceilDiv(lo-off, hour)*hour, true

@@ -227,3 +227,31 @@ func TestNextDueAgreesWithExpected(t *testing.T) {
 	_, ok := p.NextDue(p.Jobs-1, t0.Add(2*time.Minute))
 	assert.False(t, ok, "a one-off has no occurrence after its instant")
 }
+
+func TestNotBefore(t *testing.T) {
+	t.Parallel()
+	p, err := NewPlan(Workload{Prefix: "lg", Jobs: 10, Rate: 2, Duration: time.Minute, Mix: Mix{Interval: 1}, Target: Target{Handler: "noop"}})
+	require.NoError(t, err)
+	plain := collect(p, t0, t0.Add(20*time.Second))
+	p.NotBefore = t0.Add(7300 * time.Millisecond)
+	keys := collect(p, t0, t0.Add(20*time.Second))
+	for _, k := range keys {
+		assert.GreaterOrEqual(t, k.DueMs, p.NotBefore.UnixMilli(), "nothing is due before NotBefore")
+	}
+	// The same grid from NotBefore on.
+	var want []RunKey
+	for _, k := range plain {
+		if k.DueMs >= p.NotBefore.UnixMilli() {
+			want = append(want, k)
+		}
+	}
+	assert.ElementsMatch(t, want, keys)
+	// The specs say so: job 3 (phase 1.5s) starts at its first grid point
+	// at or after NotBefore: 5s-grid at 1.5s phase, first >= 7.3s is 11.5s.
+	start := p.Spec(3).GetSchedule().GetInterval().GetStart().AsTime()
+	assert.Equal(t, t0.Add(11500*time.Millisecond), start)
+	assert.Empty(t, registry.Limits{}.ValidateSpec(p.Spec(3)))
+	due, ok := p.NextDue(3, t0)
+	require.True(t, ok)
+	assert.Equal(t, start.UnixMilli(), due)
+}
