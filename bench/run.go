@@ -351,6 +351,9 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 		sys.Notes = append(sys.Notes, fmt.Sprintf("lost run %s@%d (%s job): %d run record(s) seen on the runs topics",
 			plan.JobID(int(k.Job)), k.DueMs, plan.Kind(int(k.Job)), rec.DispatchesOf(k)))
 	}
+	for _, d := range counts.DuplicateExamples {
+		sys.Notes = append(sys.Notes, "executed more than once: "+d)
+	}
 	sys.Crash = crashes
 	for i := range sys.Crash {
 		sys.Crash[i].ThresholdMs, sys.Crash[i].RecoverySeconds = recovery(sys.Series, from, sys.Crash, i)

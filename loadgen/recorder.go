@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"fmt"
 	"iter"
 	"slices"
 	"sync"
@@ -235,6 +236,9 @@ type Counts struct {
 	Malformed int64 `json:"malformed"`
 	// LostExamples are up to 10 of the lost runs, for diagnosis.
 	LostExamples []RunKey `json:"lost_examples,omitempty"`
+	// DuplicateExamples describe up to 10 runs executed more than once:
+	// each execution's attempt, fencing token and runner.
+	DuplicateExamples []string `json:"duplicate_examples,omitempty"`
 }
 
 // Result compares what happened with the expected runs (the workload's runs
@@ -286,6 +290,9 @@ func (r *Recorder) Result(expected iter.Seq[RunKey]) Counts {
 		}
 		if dup {
 			c.DuplicateExecutions++
+			if len(c.DuplicateExamples) < 10 {
+				c.DuplicateExamples = append(c.DuplicateExamples, r.describe(k, s))
+			}
 		}
 	}
 	return c
@@ -360,4 +367,17 @@ func (r *Recorder) DispatchesOf(k RunKey) int {
 		return int(s.dispatches)
 	}
 	return 0
+}
+
+// describe names a run's executions, for DuplicateExamples.
+func (r *Recorder) describe(k RunKey, s *runState) string {
+	names := make(map[uint16]string, len(r.runners))
+	for n, i := range r.runners {
+		names[i] = n
+	}
+	out := fmt.Sprintf("job %d due %d (%d run records):", k.Job, k.DueMs, s.dispatches)
+	for _, x := range s.execs {
+		out += fmt.Sprintf(" [attempt %d, token %d, runner %s]", x.attempt, x.token, names[x.runner])
+	}
+	return out
 }
