@@ -52,6 +52,7 @@ func newApp(stdout, stderr io.Writer) *cli.Command {
 			runsCommand(),
 			benchCommand(),
 			loadgenCommand(),
+			dagCommand(),
 		},
 	}
 }

@@ -1,0 +1,510 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/urfave/cli/v3"
+
+	"github.com/sundialhq/sundial/client"
+	"github.com/sundialhq/sundial/dagengine"
+	"github.com/sundialhq/sundial/dagengine/dag"
+	"github.com/sundialhq/sundial/dagengine/dagrun"
+	"github.com/sundialhq/sundial/enqueue"
+	"github.com/sundialhq/sundial/internal/telemetry"
+	"github.com/sundialhq/sundial/internal/topics"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/store/cassandra"
+)
+
+func dagCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "dag",
+		Usage: "run the DAG engine, and inspect, trigger and resume DAG runs",
+		Description: `A DAG is defined like a job: a DagSpec produced to sundial.jobs, keyed by its
+id, with the record header sundial-kind: dag. Each DAG run has the id
+<dag id>@<due time in UTC unix ms>; its nodes start when all their parents
+have succeeded in that run.`,
+		Commands: []*cli.Command{
+			dagApplyCommand(),
+			dagDeleteCommand(),
+			dagEngineCommand(),
+			dagRunsCommand(),
+			dagShowCommand(),
+			dagResumeCommand(),
+			dagTriggerCommand(),
+			dagValidateCommand(),
+		},
+	}
+}
+
+func dagEngineCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "engine",
+		Usage: "run the DAG engine: DAG definitions, schedules and node runs",
+		Description: `Consumes DAG definitions from sundial.jobs (answering each on
+sundial.jobs.status) and run events from sundial.events; starts DAG runs on
+their schedules and each node when its parents have succeeded. Several
+engines may run side by side: every change of a DAG run is a conditional
+write, so none is lost and no node starts twice.
+
+Example, against the local stack:
+  source <(deploy/local/stack.sh env) && sundial dag engine --metrics-addr :9466`,
+		Flags: append(append(append(kafkaFlags(), cassandraStoreFlags()...), processFlags()...),
+			&cli.StringFlag{Name: "group-id", Value: dagengine.DefaultGroup, Usage: "consumer group on sundial.events", Sources: envVar("group-id")},
+			&cli.StringFlag{Name: "definitions-group-id", Value: dagengine.DefaultDefinitionsGroup, Usage: "consumer group on sundial.jobs", Sources: envVar("definitions-group-id")},
+			&cli.DurationFlag{Name: "sweep-interval", Value: 30 * time.Second, Usage: "how often every unfinished DAG run is visited and definitions re-read", Sources: envVar("sweep-interval")},
+			&cli.DurationFlag{Name: "redrive-after", Value: 10 * time.Second, Usage: "how long work another engine saved is left to it before this one redoes it", Sources: envVar("redrive-after")},
+		),
+		Action: runDagEngine,
+	}
+}
+
+func runDagEngine(ctx context.Context, cmd *cli.Command) error {
+	p, err := newProcess(cmd, "dagengine")
+	if err != nil {
+		return err
+	}
+	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	b, err := openDagBackends(openCtx, cmd)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	e, err := dagengine.New(dagengine.Config{
+		Brokers: cmd.StringSlice("kafka-brokers"), Topics: b.names,
+		Group: cmd.String("group-id"), DefinitionsGroup: cmd.String("definitions-group-id"),
+		KafkaOptions: []kgo.Opt{telemetry.KafkaMetrics(p.reg, "dagengine")},
+		Store:        b.store, Enqueuer: b.enq, Producer: b.client, Shards: b.shards,
+		SweepInterval: cmd.Duration("sweep-interval"), RedriveAfter: cmd.Duration("redrive-after"),
+		Registerer: p.reg, Logger: p.logger,
+	})
+	if err != nil {
+		return err
+	}
+	if err := p.check("cassandra", func(ctx context.Context) error {
+		if _, err := b.store.GetClusterConfig(ctx); err != nil {
+			return fmt.Errorf("cassandra: %w", err)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return p.run(ctx, e)
+}
+
+// dagBackends are what the commands that change DAG runs need.
+type dagBackends struct {
+	names  topics.Names
+	store  *cassandra.Store
+	client *kgo.Client
+	enq    *enqueue.Enqueuer
+	shards int
+}
+
+func (b *dagBackends) close() {
+	b.client.Close()
+	_ = b.store.Close()
+}
+
+// openDagBackends opens the store, a Kafka client that can wake dispatchers
+// and publish events, and an Enqueuer.
+func openDagBackends(ctx context.Context, cmd *cli.Command) (*dagBackends, error) {
+	var bad []error
+	brokers := cmd.StringSlice("kafka-brokers")
+	if len(brokers) == 0 {
+		bad = append(bad, errors.New("--kafka-brokers: required (or SUNDIAL_KAFKA_BROKERS)"))
+	}
+	cc, err := cassandraConfig(cmd)
+	if err != nil {
+		bad = append(bad, err)
+	}
+	if err := errors.Join(bad...); err != nil {
+		return nil, err
+	}
+	names := topics.Names{Prefix: cmd.String("topic-prefix")}
+	st, err := cassandra.Open(ctx, cc)
+	if err != nil {
+		return nil, fmt.Errorf("cassandra: %w", err)
+	}
+	cluster, err := st.GetClusterConfig(ctx)
+	if err != nil {
+		_ = st.Close()
+		return nil, fmt.Errorf("cassandra: %w", err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))
+	if err != nil {
+		_ = st.Close()
+		return nil, fmt.Errorf("kafka: %w", err)
+	}
+	enq, err := enqueue.New(enqueue.Config{Store: st, Client: cl, Topics: names, Shards: cluster.Shards})
+	if err != nil {
+		cl.Close()
+		_ = st.Close()
+		return nil, err
+	}
+	return &dagBackends{names: names, store: st, client: cl, enq: enq, shards: cluster.Shards}, nil
+}
+
+// runs returns the library that changes DAG runs, over the backends.
+func (b *dagBackends) runs() (*dagengine.Runs, error) {
+	return dagengine.NewRuns(dagengine.RunsConfig{Store: b.store, Enqueuer: b.enq, Producer: b.client, Topics: b.names, Shards: b.shards})
+}
+
+// oneArg returns the command's single argument or an error naming it.
+func oneArg(cmd *cli.Command, name string) (string, error) {
+	if cmd.Args().Len() != 1 || cmd.Args().First() == "" {
+		return "", fmt.Errorf("want exactly one argument, the %s; got %d", name, cmd.Args().Len())
+	}
+	return cmd.Args().First(), nil
+}
+
+func dagRunsCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "runs",
+		Usage:     "list a DAG's runs, newest first, with the state of their nodes",
+		ArgsUsage: "<dag-id>",
+		Description: `Example:
+  sundial dag runs reports.daily-etl --limit 10`,
+		Flags: append(cassandraStoreFlags(),
+			&cli.IntFlag{Name: "limit", Value: 20, Usage: "how many runs to print", Sources: envVar("limit")},
+		),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			var bad []error
+			id, err := oneArg(cmd, "DAG id")
+			if err != nil {
+				bad = append(bad, err)
+			}
+			if cmd.Int("limit") <= 0 {
+				bad = append(bad, fmt.Errorf("--limit %d: must be positive", cmd.Int("limit")))
+			}
+			cc, err := cassandraConfig(cmd)
+			if err != nil {
+				bad = append(bad, err)
+			}
+			if err := errors.Join(bad...); err != nil {
+				return err
+			}
+			st, err := cassandra.Open(ctx, cc)
+			if err != nil {
+				return fmt.Errorf("cassandra: %w", err)
+			}
+			defer st.Close()
+			runs, err := st.ListDagRuns(ctx, id, int(cmd.Int("limit")))
+			if err != nil {
+				return err
+			}
+			if len(runs) == 0 {
+				fmt.Fprintf(cmd.Root().Writer, "DAG %s has no runs\n", id)
+				return nil
+			}
+			return dagengine.WriteRuns(cmd.Root().Writer, runs)
+		},
+	}
+}
+
+func dagShowCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "show",
+		Usage:     "print one DAG run and the state of each of its nodes",
+		ArgsUsage: "<dag-run-id>",
+		Description: `Example:
+  sundial dag show reports.daily-etl@1767229200000`,
+		Flags: cassandraStoreFlags(),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			var bad []error
+			id, err := oneArg(cmd, "DAG run id")
+			if err != nil {
+				bad = append(bad, err)
+			}
+			cc, err := cassandraConfig(cmd)
+			if err != nil {
+				bad = append(bad, err)
+			}
+			if err := errors.Join(bad...); err != nil {
+				return err
+			}
+			st, err := cassandra.Open(ctx, cc)
+			if err != nil {
+				return fmt.Errorf("cassandra: %w", err)
+			}
+			defer st.Close()
+			row, err := st.GetDagRun(ctx, id)
+			if err != nil {
+				return err
+			}
+			state, err := dagrun.Unmarshal(row.State)
+			if err != nil {
+				return err
+			}
+			return dagengine.WriteRun(cmd.Root().Writer, row, state, dag.Options{})
+		},
+	}
+}
+
+func dagResumeCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "resume",
+		Usage:     "rerun the failed, cancelled and timed-out nodes of a DAG run and continue it",
+		ArgsUsage: "<dag-run-id>",
+		Description: `Nodes that succeeded are not run again. Each rerun node gets a new run id
+(<dag run id>/<node id>#<n>), so the runners do not refuse it as a duplicate.
+Its nodes are enqueued and the run continues under the running engines.
+
+Example:
+  sundial dag resume reports.daily-etl@1767229200000`,
+		Flags: append(kafkaFlags(), cassandraStoreFlags()...),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			id, err := oneArg(cmd, "DAG run id")
+			if err != nil {
+				return err
+			}
+			b, err := openDagBackends(ctx, cmd)
+			if err != nil {
+				return err
+			}
+			defer b.close()
+			r, err := b.runs()
+			if err != nil {
+				return err
+			}
+			if _, err := r.Resume(ctx, id); err != nil {
+				return err
+			}
+			row, st, err := r.Get(ctx, id)
+			if err != nil {
+				return err
+			}
+			return dagengine.WriteRun(cmd.Root().Writer, row, st, dag.Options{})
+		},
+	}
+}
+
+func dagTriggerCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "trigger",
+		Usage:     "start a run of a DAG now (or at --at)",
+		ArgsUsage: "<dag-id>",
+		Description: `The run's id is <dag id>@<due time in UTC unix ms>: triggering the same
+instant twice starts one run.
+
+Example:
+  sundial dag trigger reports.daily-etl`,
+		Flags: append(append(kafkaFlags(), cassandraStoreFlags()...),
+			&cli.TimestampFlag{Name: "at", Usage: "the run's due time (RFC 3339); default now",
+				Config: cli.TimestampConfig{Layouts: []string{time.RFC3339Nano}}, Sources: envVar("at")},
+		),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			id, err := oneArg(cmd, "DAG id")
+			if err != nil {
+				return err
+			}
+			due := cmd.Timestamp("at")
+			if due.IsZero() {
+				due = time.Now()
+			}
+			b, err := openDagBackends(ctx, cmd)
+			if err != nil {
+				return err
+			}
+			defer b.close()
+			r, err := b.runs()
+			if err != nil {
+				return err
+			}
+			runID, created, err := r.StartRun(ctx, id, due, dagengine.OriginTrigger)
+			if err != nil {
+				return err
+			}
+			verb := "started"
+			if !created {
+				verb = "already exists"
+			}
+			fmt.Fprintf(cmd.Root().Writer, "DAG run %s %s\n", runID, verb)
+			return nil
+		},
+	}
+}
+
+func dagApplyCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "apply",
+		Usage:     "produce a DAG definition (a JSON DagSpec) to sundial.jobs and print the engine's answer",
+		ArgsUsage: "<file|->",
+		Description: `The definition is validated first with the engine's own rules; an invalid one
+is not produced. It is produced as JSON keyed by its id with the header
+sundial-kind: dag, and the DAG engine's answer on sundial.jobs.status is
+printed (--wait, the default).
+
+Example:
+  sundial dag apply proto/sundial/v1/testdata/dagspec/nightly-etl.json`,
+		Flags: append(kafkaFlags(), waitFlags()...),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			path, err := oneArg(cmd, "file")
+			if err != nil {
+				return err
+			}
+			data, err := readDagFile(cmd, path)
+			if err != nil {
+				return err
+			}
+			spec := &sundialv1.DagSpec{}
+			if err := sundialv1.Unmarshal(sundialv1.ContentTypeJSON, data, spec); err != nil {
+				return err
+			}
+			if _, errs := dag.Compile(spec, dag.Options{}); len(errs) > 0 {
+				return &dag.ValidationError{DagID: spec.GetId(), Errors: errs}
+			}
+			value, err := sundialv1.EncodingJSON.Marshal(spec)
+			if err != nil {
+				return err
+			}
+			return produceDag(ctx, cmd, &kgo.Record{Key: []byte(spec.GetId()), Value: value, Headers: []kgo.RecordHeader{
+				{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindDag)},
+				{Key: sundialv1.HeaderContentType, Value: []byte(sundialv1.ContentTypeJSON)},
+			}})
+		},
+	}
+}
+
+func dagDeleteCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "delete",
+		Usage:     "delete a DAG: produce its tombstone (with the header sundial-kind: dag) to sundial.jobs",
+		ArgsUsage: "<dag-id>",
+		Description: `DAG runs already started go on with the definition they started with; no new
+run starts.
+
+Example:
+  sundial dag delete reports.daily-etl`,
+		Flags: append(kafkaFlags(), waitFlags()...),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			id, err := oneArg(cmd, "DAG id")
+			if err != nil {
+				return err
+			}
+			return produceDag(ctx, cmd, &kgo.Record{Key: []byte(id), Headers: []kgo.RecordHeader{
+				{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindDag)},
+			}})
+		},
+	}
+}
+
+// produceDag produces a DAG record to sundial.jobs and, with --wait, prints
+// the engine's answer.
+func produceDag(ctx context.Context, cmd *cli.Command, rec *kgo.Record) error {
+	c, err := newClient(cmd)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	names := topics.Names{Prefix: cmd.String("topic-prefix")}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cmd.StringSlice("kafka-brokers")...))
+	if err != nil {
+		return fmt.Errorf("kafka: %w", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
+	defer cancel()
+	rec.Topic = names.Jobs()
+	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return fmt.Errorf("produce DAG %q to %s: %w", rec.Key, rec.Topic, err)
+	}
+	out := cmd.Root().Writer
+	if !cmd.Bool("wait") {
+		fmt.Fprintf(out, "%s\tproduced to %s[%d]@%d\n", rec.Key, rec.Topic, rec.Partition, rec.Offset)
+		return nil
+	}
+	statuses, err := c.WaitStatus(ctx, client.Receipt{ID: string(rec.Key), Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp})
+	if err != nil {
+		return fmt.Errorf("is a DAG engine running? %w", err)
+	}
+	st := statuses[0]
+	fmt.Fprintf(out, "%s\t%s", rec.Key, outcomeName(st.GetOutcome()))
+	if next := st.GetNextDueTime(); next != nil {
+		fmt.Fprintf(out, "\tnext due %s", next.AsTime().Format(time.RFC3339Nano))
+	}
+	fmt.Fprintln(out)
+	for _, e := range st.GetErrors() {
+		fmt.Fprintf(out, "  %s: %s\n", e.GetField(), e.GetReason())
+	}
+	if st.GetOutcome() == sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_REJECTED {
+		return fmt.Errorf("DAG %q rejected", rec.Key)
+	}
+	return nil
+}
+
+// readDagFile reads a file argument, "-" for standard input.
+func readDagFile(cmd *cli.Command, path string) ([]byte, error) {
+	var (
+		data []byte
+		err  error
+	)
+	if path == "-" {
+		r := cmd.Root().Reader
+		if r == nil {
+			r = os.Stdin
+		}
+		data, err = io.ReadAll(r)
+	} else {
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return data, nil
+}
+
+func dagValidateCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "validate",
+		Usage:     "check a DAG definition file (JSON, or binary protobuf) without producing it",
+		ArgsUsage: "<file|->",
+		Description: `Prints every problem as field: reason, the way sundial.jobs.status would,
+and exits non-zero when there is one.
+
+Example:
+  sundial dag validate nightly-etl.json`,
+		Action: func(_ context.Context, cmd *cli.Command) error {
+			path, err := oneArg(cmd, "file")
+			if err != nil {
+				return err
+			}
+			data, err := readDagFile(cmd, path)
+			if err != nil {
+				return err
+			}
+			ct := sundialv1.ContentTypeProtobuf
+			if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '{' {
+				ct = sundialv1.ContentTypeJSON
+			}
+			spec := &sundialv1.DagSpec{}
+			if err := sundialv1.Unmarshal(ct, data, spec); err != nil {
+				return err
+			}
+			g, errs := dag.Compile(spec, dag.Options{})
+			out := cmd.Root().Writer
+			if len(errs) > 0 {
+				for _, fe := range errs {
+					fmt.Fprintf(out, "%s: %s\n", fe.Field, fe.Reason)
+				}
+				return fmt.Errorf("DAG %q: %d problem(s)", spec.GetId(), len(errs))
+			}
+			roots := 0
+			for i := range g.Len() {
+				if len(g.Parents(i)) == 0 {
+					roots++
+				}
+			}
+			fmt.Fprintf(out, "DAG %s is valid: %d nodes, %d roots, policy %s\n", g.ID(), g.Len(), roots, g.Policy())
+			return nil
+		},
+	}
+}

@@ -1,0 +1,87 @@
+package dagengine
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sundialhq/sundial/dagengine/dag"
+	"github.com/sundialhq/sundial/dagengine/dagrun"
+	"github.com/sundialhq/sundial/store"
+)
+
+const viewTime = "2006-01-02T15:04:05.000Z"
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(viewTime)
+}
+
+// WriteRuns writes a table of DAG runs (ListDagRuns), newest first.
+func WriteRuns(w io.Writer, runs []store.DagRun) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DAG RUN\tDUE\tSTATUS\tORIGIN\tNODES\tUPDATED")
+	for _, r := range runs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, fmtTime(r.Due), r.Status, r.Origin, r.Summary, fmtTime(r.UpdatedAt))
+	}
+	return tw.Flush()
+}
+
+// WriteRun writes one DAG run: a header, then each node's state as a table
+// in the order of the definition.
+func WriteRun(w io.Writer, row store.DagRun, st dagrun.State, opts dag.Options) error {
+	g, err := dag.Unmarshal(row.Spec, opts)
+	if err != nil {
+		return fmt.Errorf("dag run %s: %w", row.ID, err)
+	}
+	status := statusOf(&st)
+	fmt.Fprintf(w, "DAG run   %s\n", row.ID)
+	fmt.Fprintf(w, "DAG       %s (policy %s)\n", row.DagID, g.Policy())
+	fmt.Fprintf(w, "Origin    %s\n", row.Origin)
+	fmt.Fprintf(w, "Due       %s\n", fmtTime(st.Due))
+	fmt.Fprintf(w, "Status    %s\n", status)
+	fmt.Fprintf(w, "Nodes     %s\n", summaryOf(&st))
+	fmt.Fprintf(w, "Started   %s\n", fmtTime(st.CreatedAt))
+	fmt.Fprintf(w, "Ended     %s\n", fmtTime(st.EndedAt))
+	if st.Resumes > 0 {
+		fmt.Fprintf(w, "Resumes   %d\n", st.Resumes)
+	}
+	fmt.Fprintf(w, "Version   %d\n\n", row.Version)
+
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tSTATE\tJOB\tAFTER\tRUN ID\tATTEMPT\tSTARTED\tENDED\tREASON")
+	for i, n := range st.Nodes {
+		after := make([]string, 0, len(g.Parents(i)))
+		for _, p := range g.Parents(i) {
+			after = append(after, g.Node(p).ID)
+		}
+		run, attempt, reason := n.RunID(st.DagRunID), "-", n.Reason
+		if run == "" {
+			run = "-"
+		}
+		if n.Attempt > 0 {
+			attempt = fmt.Sprint(n.Attempt)
+		}
+		if reason == "" {
+			reason = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.Phase, g.Node(i).JobID, list(after),
+			run, attempt, fmtTime(n.StartedAt), fmtTime(n.EndedAt), reason)
+	}
+	return tw.Flush()
+}
+
+// list joins ids, eliding the middle of a long list.
+func list(ids []string) string {
+	switch {
+	case len(ids) == 0:
+		return "-"
+	case len(ids) > 4:
+		return fmt.Sprintf("%s,%s,...(%d more),%s", ids[0], ids[1], len(ids)-3, ids[len(ids)-1])
+	}
+	return strings.Join(ids, ",")
+}
