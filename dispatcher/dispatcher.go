@@ -112,7 +112,8 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		return fmt.Errorf("dispatcher: %w", err)
 	}
 	d.cl = cl
-	pollCtx, cancel := context.WithCancel(context.Background())
+	// The poll loop outlives Start's ctx, which bounds the start only.
+	pollCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	d.cancel = cancel
 	d.pollDone = make(chan struct{})
 	d.started = true
@@ -130,8 +131,10 @@ func checkShardsTopic(ctx context.Context, cl *kgo.Client, topic string, shards 
 	}
 	t, ok := md.Topics[topic]
 	switch {
-	case !ok || t.Err != nil:
-		return fmt.Errorf("topic %s: %v (run sundial migrate)", topic, t.Err)
+	case !ok:
+		return fmt.Errorf("topic %s does not exist (run sundial migrate)", topic)
+	case t.Err != nil:
+		return fmt.Errorf("topic %s: %w (run sundial migrate)", topic, t.Err)
 	case len(t.Partitions) != shards:
 		return fmt.Errorf("topic %s has %d partitions, the cluster %d shards: they must be equal", topic, len(t.Partitions), shards)
 	}
@@ -207,7 +210,7 @@ func (d *Dispatcher) poll(ctx context.Context) {
 			for _, rec := range p.Records {
 				select {
 				case o.wake <- rec:
-				case <-o.ctx.Done():
+				case <-o.quit:
 					return
 				case <-ctx.Done():
 					return
@@ -217,8 +220,10 @@ func (d *Dispatcher) poll(ctx context.Context) {
 	}
 }
 
-// assigned starts an owner for each newly assigned shard.
-func (d *Dispatcher) assigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
+// assigned starts an owner for each newly assigned shard. An owner's context
+// keeps ctx's values but not its end: the owner ends when its shard is
+// revoked or lost, or the dispatcher stops.
+func (d *Dispatcher) assigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	topic := d.cfg.Topics.Shards()
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -229,7 +234,7 @@ func (d *Dispatcher) assigned(_ context.Context, cl *kgo.Client, assigned map[st
 		if d.owners[p] != nil {
 			continue
 		}
-		ctx, cancel := context.WithCancel(context.Background())
+		ownerCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		shard := p
 		o := &owner{
 			shard:   int(p),
@@ -245,15 +250,15 @@ func (d *Dispatcher) assigned(_ context.Context, cl *kgo.Client, assigned map[st
 				cl.MarkCommitOffsets(map[string]map[int32]kgo.EpochOffset{topic: {shard: {Epoch: leaderEpoch, Offset: offset}}})
 			},
 			wake:   make(chan *kgo.Record, wakeBuffer),
-			ctx:    ctx,
 			cancel: cancel,
+			quit:   ownerCtx.Done(),
 			done:   make(chan struct{}),
 		}
 		d.owners[p] = o
 		d.wg.Add(1)
 		go func() {
 			defer d.wg.Done()
-			o.run()
+			o.run(ownerCtx)
 		}()
 	}
 }

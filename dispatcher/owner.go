@@ -44,8 +44,10 @@ type owner struct {
 	// shard is dispatched.
 	puts chan<- putRequest
 
-	ctx    context.Context // cancelled by stop
+	// cancel ends run's context (stop); quit is that context's Done, for
+	// the poll loop; done closes when run has returned.
 	cancel context.CancelFunc
+	quit   <-chan struct{}
 	done   chan struct{}
 	// lost: the partition was lost rather than revoked, or the shard was
 	// claimed by a newer owner. Either way this owner may no longer commit
@@ -87,10 +89,10 @@ type advanceResult struct {
 	deleted time.Time
 }
 
-// run is the owner goroutine.
-func (o *owner) run() {
+// run is the owner goroutine; ctx ends when the shard is given up.
+func (o *owner) run(ctx context.Context) {
 	defer close(o.done)
-	epoch, floor, ok := o.claim()
+	epoch, floor, ok := o.claim(ctx)
 	if !ok {
 		return
 	}
@@ -113,11 +115,11 @@ func (o *owner) run() {
 
 	// Firings run in goroutines of their own, at most MaxInflight at once
 	// (the core hands out no more), so results never block.
-	fireCtx, cancelFires := context.WithCancel(context.WithoutCancel(o.ctx))
+	fireCtx, cancelFires := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelFires()
 	// The next occurrences the firings store go through one writer, which
 	// batches them (PutDue groups a batch by partition).
-	writerCtx, stopWriter := context.WithCancel(context.Background())
+	writerCtx, stopWriter := context.WithCancel(context.WithoutCancel(ctx))
 	puts := make(chan putRequest)
 	writerDone := make(chan struct{})
 	go o.writeNext(writerCtx, puts, writerDone)
@@ -182,9 +184,9 @@ loop:
 		now := o.cfg.Now()
 		r := core.Poll(now)
 		if !r.Load.IsZero() {
-			ctx, cancel := context.WithCancel(o.ctx)
+			loadCtx, cancel := context.WithCancel(ctx)
 			loadCancel, loadDone = cancel, make(chan struct{})
-			go o.load(ctx, r.Load, loads, loadDone)
+			go o.load(loadCtx, r.Load, loads, loadDone)
 		}
 		for _, d := range r.Dropped {
 			o.m.dropped.WithLabelValues(d.Reason).Inc()
@@ -205,7 +207,7 @@ loop:
 		}
 
 		select {
-		case <-o.ctx.Done():
+		case <-ctx.Done():
 			break loop
 		case <-timer.C:
 		case rec := <-o.wake:
@@ -230,7 +232,7 @@ loop:
 			o.m.watermarkAge.WithLabelValues(shardLabel).Set(now.Sub(maxTime(w, advanced)).Seconds())
 			if !advancing && w.After(advanced) && w.After(floor) {
 				advancing = true
-				go func() { advances <- o.advance(epoch, w, deleted) }()
+				go func() { advances <- o.advance(ctx, epoch, w, deleted) }()
 				advanced = w
 			}
 		case a := <-advances:
@@ -274,7 +276,7 @@ loop:
 	}
 	markCommit()
 	if w := core.Watermark(o.cfg.Now()); w.After(advanced) && w.After(floor) {
-		o.advance(epoch, w, deleted)
+		o.advance(ctx, epoch, w, deleted)
 	}
 	log.Info("shard released")
 }
@@ -307,13 +309,13 @@ func (o *owner) wakeUp(core *shardCore, rec *kgo.Record) {
 // claimant won the race; its claim is fenced by ours if we win later, and
 // Kafka gives the partition to one of us only), with backoff on errors. It
 // returns the epoch and the floor: the watermark to catch up from.
-func (o *owner) claim() (int64, time.Time, bool) {
+func (o *owner) claim(ctx context.Context) (int64, time.Time, bool) {
 	backoff := 50 * time.Millisecond
 	for {
-		st, err := o.store.GetShard(o.ctx, o.shard)
+		st, err := o.store.GetShard(ctx, o.shard)
 		if err == nil {
 			var epoch int64
-			epoch, err = o.store.ClaimShard(o.ctx, o.shard, o.cfg.InstanceID, st.Epoch)
+			epoch, err = o.store.ClaimShard(ctx, o.shard, o.cfg.InstanceID, st.Epoch)
 			if err == nil {
 				o.m.claims.WithLabelValues("claimed").Inc()
 				return epoch, o.floor(st), true
@@ -324,13 +326,13 @@ func (o *owner) claim() (int64, time.Time, bool) {
 				continue
 			}
 		}
-		if o.ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return 0, time.Time{}, false
 		}
 		o.m.claims.WithLabelValues("error").Inc()
 		o.log.Warn("cannot claim shard; will try again", "retry_in", backoff, "err", err)
 		select {
-		case <-o.ctx.Done():
+		case <-ctx.Done():
 			return 0, time.Time{}, false
 		case <-time.After(backoff):
 		}
@@ -405,9 +407,10 @@ func (o *owner) load(ctx context.Context, bucket time.Time, out chan<- loadMsg, 
 
 // advance moves the shard's watermark to w (conditional on the epoch), then
 // deletes the buckets wholly behind it, starting at from. It reports the
-// first bucket not deleted and whether the epoch is stale.
-func (o *owner) advance(epoch int64, w, from time.Time) advanceResult {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), o.cfg.FireTimeout)
+// first bucket not deleted and whether the epoch is stale. It is not cut
+// short by ctx's end: the last advance happens while the owner drains.
+func (o *owner) advance(ctx context.Context, epoch int64, w, from time.Time) advanceResult {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.cfg.FireTimeout)
 	defer cancel()
 	res := advanceResult{deleted: from}
 	if err := o.store.AdvanceWatermark(ctx, o.shard, epoch, w); err != nil {

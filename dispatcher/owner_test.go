@@ -132,9 +132,9 @@ func (e *ownerEnv) start(mutate ...func(*Config)) {
 			e.marks = append(e.marks, offset)
 			e.mu.Unlock()
 		},
-		wake: make(chan *kgo.Record, 16), ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		wake: make(chan *kgo.Record, 16), cancel: cancel, quit: ctx.Done(), done: make(chan struct{}),
 	}
-	go e.o.run()
+	go e.o.run(ctx)
 }
 
 func (e *ownerEnv) register(specs ...*sundialv1.JobSpec) map[string]time.Time {

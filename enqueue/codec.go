@@ -54,13 +54,13 @@ func Encode(e store.DueEntry) ([]byte, error) {
 func Decode(b []byte) (store.DueEntry, error) {
 	var m sundialv1.DueEntry
 	if err := proto.Unmarshal(b, &m); err != nil {
-		return store.DueEntry{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return store.DueEntry{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	var errs []error
 	if m.DueTime == nil {
 		errs = append(errs, errors.New("due_time: must be set"))
 	} else if err := m.DueTime.CheckValid(); err != nil {
-		errs = append(errs, fmt.Errorf("due_time: %v", err))
+		errs = append(errs, fmt.Errorf("due_time: %w", err))
 	}
 	kind, ok := kindFromProto[m.Kind]
 	if !ok {

@@ -77,7 +77,7 @@ func runDispatcher(ctx context.Context, cmd *cli.Command) error {
 		MisfireThreshold:  cmd.Duration("misfire-threshold"),
 		WatermarkInterval: cmd.Duration("watermark-interval"),
 		SessionTimeout:    cmd.Duration("session-timeout"),
-		MaxInflight:       int(cmd.Int("max-inflight")),
+		MaxInflight:       cmd.Int("max-inflight"),
 		Logger:            p.logger,
 		Registerer:        p.reg,
 	}
@@ -95,7 +95,7 @@ func runDispatcher(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return fmt.Errorf("cassandra: %w", err)
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	cfg.Store = st
 	d, err := dispatcher.New(cfg)
 	if err != nil {
