@@ -48,12 +48,15 @@ type stack struct {
 	latency  *latencies
 }
 
+// migrateMu makes the package's tests create their keyspaces one at a time.
+var migrateMu sync.Mutex
+
 func newStack(t *testing.T, shards int) *stack {
 	t.Helper()
 	k := testenv.NeedKafka(t)
 	c := testenv.NeedCassandra(t)
 	s := &stack{t: t, shards: shards, names: topics.Names{Prefix: k.TopicPrefix}, kafka: k, latency: newLatencies()}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.RecordPartitioner(enqueue.Partitioner(s.names, nil)), kgo.ProducerLinger(0))
@@ -74,10 +77,17 @@ func newStack(t *testing.T, shards int) *stack {
 		return waitForLeaders(ctx, adm, specs)
 	})
 	g.Go(func() error {
-		cfg := cassandra.Config{Hosts: c.Hosts, Keyspace: c.Keyspace}
-		if _, err := cassandra.Migrate(ctx, cfg); err != nil {
+		// Schema changes wait for the nodes to agree; on a busy shared
+		// node several at once can take minutes, so the package's tests
+		// make them one at a time, with patience.
+		cfg := cassandra.Config{Hosts: c.Hosts, Keyspace: c.Keyspace, SchemaTimeout: 2 * time.Minute, Timeout: 30 * time.Second}
+		migrateMu.Lock()
+		_, err := cassandra.Migrate(ctx, cfg)
+		migrateMu.Unlock()
+		if err != nil {
 			return err
 		}
+		cfg.Timeout = 0 // the default, as in production
 		st, err := cassandra.Open(ctx, cfg)
 		if err != nil {
 			return err
