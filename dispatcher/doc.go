@@ -37,7 +37,9 @@
 // reaches the bucket's start minus the look-ahead (10s by default), keeps the
 // entries in a heap ordered by due time, deduplicated by entry, and the owner
 // keeps one timer, for the head of the heap: there is no poll loop. An entry
-// fires when its due time comes, from memory.
+// fires when its due time comes, from memory. Its firing starts PrepareAhead
+// (500ms) earlier, so that the job read and the run's construction are done
+// by then; the run is produced at the due time, never before.
 //
 // Entries that appear after their bucket was read (a retry in a second, a
 // one-off due in two, an overdue entry written after an outage) are made
