@@ -55,4 +55,10 @@
 // hands every other topic to the partitioner it wraps. New refuses a client
 // without it, so a misconfigured client fails at start rather than waking
 // the wrong dispatcher.
+//
+// # Metrics
+//
+// Through Config.Registerer (metrics.go): entries stored by kind, wake-ups
+// by result (produced, skipped beyond the horizon, failed), and the time of
+// each Enqueue or Wake call by outcome.
 package enqueue

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sundialhq/sundial/internal/topics"
@@ -37,6 +38,10 @@ type Config struct {
 	// (their bucket has not been loaded by anyone yet). Default
 	// DefaultWakeHorizon; must be at least two minutes.
 	WakeHorizon time.Duration
+	// Registerer receives the Enqueuer's metrics (see metrics.go). Nil:
+	// none kept. One Enqueuer per registry: a second one's metrics collide
+	// and New fails.
+	Registerer prometheus.Registerer
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.
@@ -79,6 +84,7 @@ func (c Config) Validate() error {
 // concurrent use and has no goroutines of its own.
 type Enqueuer struct {
 	cfg Config
+	m   *metrics
 }
 
 // New returns an Enqueuer, or the configuration's errors.
@@ -86,7 +92,16 @@ func New(cfg Config) (*Enqueuer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Enqueuer{cfg: cfg.withDefaults()}, nil
+	cfg = cfg.withDefaults()
+	reg := cfg.Registerer
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	return &Enqueuer{cfg: cfg, m: m}, nil
 }
 
 // Enqueue stores the entries (store.PutDue), then produces a wake-up for each
@@ -96,21 +111,38 @@ func (q *Enqueuer) Enqueue(ctx context.Context, entries ...store.DueEntry) error
 	if len(entries) == 0 {
 		return nil
 	}
+	start := time.Now()
+	outcome, err := q.enqueue(ctx, entries)
+	q.m.duration.WithLabelValues(opEnqueue, outcome).Observe(time.Since(start).Seconds())
+	return err
+}
+
+func (q *Enqueuer) enqueue(ctx context.Context, entries []store.DueEntry) (outcome string, _ error) {
 	if err := validate(entries); err != nil {
-		return fmt.Errorf("enqueue: %w", err)
+		return outcomeInvalid, fmt.Errorf("enqueue: %w", err)
 	}
 	if err := q.cfg.Store.PutDue(ctx, entries...); err != nil {
-		return fmt.Errorf("enqueue: store %d entries: %w", len(entries), err)
+		return outcomeStoreError, fmt.Errorf("enqueue: store %d entries: %w", len(entries), err)
 	}
-	return q.Wake(ctx, entries...)
+	for _, e := range entries {
+		q.m.entries.WithLabelValues(string(e.Kind)).Inc()
+	}
+	return q.wake(ctx, entries)
 }
 
 // Wake produces the wake-ups of entries the caller has already stored (the
 // registry stores its first occurrence with the job row, store.UpsertJob).
 // Entries due beyond the wake horizon are skipped.
 func (q *Enqueuer) Wake(ctx context.Context, entries ...store.DueEntry) error {
+	start := time.Now()
+	outcome, err := q.wake(ctx, entries)
+	q.m.duration.WithLabelValues(opWake, outcome).Observe(time.Since(start).Seconds())
+	return err
+}
+
+func (q *Enqueuer) wake(ctx context.Context, entries []store.DueEntry) (outcome string, _ error) {
 	if err := validate(entries); err != nil {
-		return fmt.Errorf("wake: %w", err)
+		return outcomeInvalid, fmt.Errorf("wake: %w", err)
 	}
 	horizon := q.cfg.Now().Add(q.cfg.WakeHorizon)
 	recs := make([]*kgo.Record, 0, len(entries))
@@ -120,18 +152,21 @@ func (q *Enqueuer) Wake(ctx context.Context, entries ...store.DueEntry) error {
 		}
 		rec, err := q.record(e)
 		if err != nil {
-			return fmt.Errorf("wake: %w", err)
+			return outcomeInvalid, fmt.Errorf("wake: %w", err)
 		}
 		recs = append(recs, rec)
 	}
+	q.m.wakeups.WithLabelValues(wakeSkipped).Add(float64(len(entries) - len(recs)))
 	if len(recs) == 0 {
-		return nil
+		return outcomeOK, nil
 	}
 	if err := q.cfg.Client.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		return fmt.Errorf("wake: produce %d wake-ups to %s: %w", len(recs), q.cfg.Topics.Shards(), err)
+		q.m.wakeups.WithLabelValues(wakeFailed).Add(float64(len(recs)))
+		return outcomeWakeError, fmt.Errorf("wake: produce %d wake-ups to %s: %w", len(recs), q.cfg.Topics.Shards(), err)
 	}
+	q.m.wakeups.WithLabelValues(wakeProduced).Add(float64(len(recs)))
 	q.cfg.Logger.Debug("woke shard owners", "entries", len(recs))
-	return nil
+	return outcomeOK, nil
 }
 
 // record builds the wake-up of one entry.

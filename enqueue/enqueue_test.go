@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -42,7 +44,8 @@ func TestEnqueueRefusesInvalidEntriesBeforeWriting(t *testing.T) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.RecordPartitioner(enqueue.Partitioner(topics.Names{}, nil)))
 	require.NoError(t, err)
 	defer cl.Close()
-	q, err := enqueue.New(enqueue.Config{Store: st, Client: cl, Shards: 8})
+	reg := prometheus.NewPedanticRegistry()
+	q, err := enqueue.New(enqueue.Config{Store: st, Client: cl, Shards: 8, Registerer: reg})
 	require.NoError(t, err)
 	good := entry("good", time.Now().Add(time.Hour), store.KindScheduled)
 	err = q.Enqueue(t.Context(), good, store.DueEntry{JobID: "bad"})
@@ -54,6 +57,61 @@ func TestEnqueueRefusesInvalidEntriesBeforeWriting(t *testing.T) {
 		n++
 	}
 	assert.Zero(t, n, "nothing may be written when an entry is invalid")
+	assert.Equal(t, uint64(1), sample(t, reg, "sundial_enqueue_duration_seconds", "op", "enqueue", "outcome", "invalid").GetHistogram().GetSampleCount())
+	assert.Zero(t, sample(t, reg, "sundial_enqueue_entries_total", "kind", "scheduled").GetCounter().GetValue())
+}
+
+// A wake-up Kafka does not acknowledge fails the call after the store write:
+// the entry is counted as stored, the wake-up as failed.
+func TestEnqueueCountsFailedWakeUps(t *testing.T) {
+	t.Parallel()
+	st := newStore(t, 8)
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.RecordPartitioner(enqueue.Partitioner(topics.Names{}, nil)))
+	require.NoError(t, err)
+	defer cl.Close()
+	reg := prometheus.NewPedanticRegistry()
+	q, err := enqueue.New(enqueue.Config{Store: st, Client: cl, Shards: 8, Registerer: reg})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	err = q.Enqueue(ctx, entry("soon", time.Now().Add(time.Second), store.KindRetry), entry("later", time.Now().Add(time.Hour), store.KindScheduled))
+	require.ErrorContains(t, err, "wake: produce 1 wake-ups")
+	assert.Equal(t, 1.0, sample(t, reg, "sundial_enqueue_entries_total", "kind", "retry").GetCounter().GetValue())
+	assert.Equal(t, 1.0, sample(t, reg, "sundial_enqueue_entries_total", "kind", "scheduled").GetCounter().GetValue())
+	assert.Equal(t, 1.0, sample(t, reg, "sundial_enqueue_wakeups_total", "result", "failed").GetCounter().GetValue())
+	assert.Equal(t, 1.0, sample(t, reg, "sundial_enqueue_wakeups_total", "result", "skipped").GetCounter().GetValue())
+	assert.Zero(t, sample(t, reg, "sundial_enqueue_wakeups_total", "result", "produced").GetCounter().GetValue())
+	assert.Equal(t, uint64(1), sample(t, reg, "sundial_enqueue_duration_seconds", "op", "enqueue", "outcome", "wake_error").GetHistogram().GetSampleCount())
+
+	_, err = enqueue.New(enqueue.Config{Store: st, Client: cl, Shards: 8, Registerer: reg})
+	assert.ErrorContains(t, err, "enqueue: register metrics", "two Enqueuers cannot share a registry")
+}
+
+// sample returns the series of the family name with the given label pairs.
+func sample(t *testing.T, g prometheus.Gatherer, name string, labels ...string) *dto.Metric {
+	t.Helper()
+	mfs, err := g.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				have[lp.GetName()] = lp.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if have[labels[i]] != labels[i+1] {
+					continue series
+				}
+			}
+			return m
+		}
+	}
+	t.Fatalf("no series %s%v", name, labels)
+	return nil
 }
 
 func newStore(t *testing.T, shards int) *memory.Store {
@@ -87,7 +145,8 @@ func TestEnqueueWakesShardOwner(t *testing.T) {
 
 	st := newStore(t, shards)
 	now := time.Now()
-	q, err := enqueue.New(enqueue.Config{Store: st, Client: cl, Topics: names, Shards: shards, Now: func() time.Time { return now }})
+	reg := prometheus.NewPedanticRegistry()
+	q, err := enqueue.New(enqueue.Config{Store: st, Client: cl, Topics: names, Shards: shards, Now: func() time.Time { return now }, Registerer: reg})
 	require.NoError(t, err)
 
 	var soon []store.DueEntry
@@ -134,6 +193,12 @@ func TestEnqueueWakesShardOwner(t *testing.T) {
 	assert.Equal(t, int64(len(soon)+1), total, "one wake-up per entry within the horizon, none more")
 	assert.Contains(t, woken, "past")
 	assert.Equal(t, 3, woken["a"].Attempt)
+
+	assert.Equal(t, float64(len(soon)), sample(t, reg, "sundial_enqueue_entries_total", "kind", "retry").GetCounter().GetValue())
+	assert.Equal(t, 1.0, sample(t, reg, "sundial_enqueue_entries_total", "kind", "trigger").GetCounter().GetValue())
+	assert.Equal(t, float64(len(soon)+1), sample(t, reg, "sundial_enqueue_wakeups_total", "result", "produced").GetCounter().GetValue())
+	assert.Equal(t, 1.0, sample(t, reg, "sundial_enqueue_wakeups_total", "result", "skipped").GetCounter().GetValue())
+	assert.Equal(t, uint64(1), sample(t, reg, "sundial_enqueue_duration_seconds", "op", "enqueue", "outcome", "ok").GetHistogram().GetSampleCount())
 }
 
 // waitForLeaders waits until every partition of a new topic has a leader, so

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -106,7 +108,8 @@ func TestWriterStoresHistory(t *testing.T) {
 	defer c.Close()
 	st, err := memory.New(memory.Options{})
 	require.NoError(t, err)
-	w, err := New(Config{Kafka: []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, Topics: names, History: st})
+	reg := prometheus.NewPedanticRegistry()
+	w, err := New(Config{Kafka: []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, Topics: names, History: st, Registerer: reg})
 	require.NoError(t, err)
 	require.NoError(t, w.Start(context.Background()))
 	defer w.Stop()
@@ -136,6 +139,23 @@ func TestWriterStoresHistory(t *testing.T) {
 	// An event of another kind on the same topic is ignored.
 	require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Topic: names.Events(), Key: []byte("dag"), Value: []byte("x"),
 		Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindDagRunEvent)}}}).FirstErr())
+	// A run event that does not decode is skipped and counted.
+	require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Topic: names.Events(), Key: []byte("job"), Value: []byte{0xff, 0xff},
+		Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindRunEvent)}}}).FirstErr())
+
+	// Every event writes one record, the replayed one included (the store
+	// keeps the newest).
+	require.Eventually(t, func() bool {
+		return testutil.ToFloat64(w.m.records.WithLabelValues(resultStored)) == float64(len(evs)) &&
+			testutil.ToFloat64(w.m.events.WithLabelValues(eventMalformed)) == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, float64(len(evs)), testutil.ToFloat64(w.m.events.WithLabelValues(eventDecoded)))
+	assert.Zero(t, testutil.ToFloat64(w.m.records.WithLabelValues(resultRefused)))
+	assert.Zero(t, testutil.ToFloat64(w.m.retries))
+	assert.Equal(t, uint64(len(evs)), histogramCount(t, reg, "sundial_history_lag_seconds"))
+	lint, err := testutil.GatherAndLint(reg)
+	require.NoError(t, err)
+	assert.Empty(t, lint)
 
 	require.Eventually(t, func() bool {
 		runs, err := st.ListRuns(context.Background(), "job", 10)
@@ -163,4 +183,32 @@ func TestConfigValidate(t *testing.T) {
 	for _, f := range []string{"Kafka", "History", "Concurrency"} {
 		assert.Contains(t, err.Error(), f)
 	}
+}
+
+func histogramCount(t *testing.T, g prometheus.Gatherer, name string) uint64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			require.Len(t, mf.GetMetric(), 1)
+			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	t.Fatalf("%s not gathered", name)
+	return 0
+}
+
+// Two writers cannot share a registry: the second's metrics collide, and
+// New says so instead of panicking.
+func TestMetricsRegistrationConflict(t *testing.T) {
+	t.Parallel()
+	st, err := memory.New(memory.Options{})
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	cfg := Config{Kafka: []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, History: st, Registerer: reg}
+	_, err = New(cfg)
+	require.NoError(t, err)
+	_, err = New(cfg)
+	require.ErrorContains(t, err, "history: register metrics")
 }

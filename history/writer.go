@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
@@ -36,8 +37,13 @@ type Config struct {
 	History store.History
 	// Concurrency bounds the RecordRun calls in flight. Default 16.
 	Concurrency int
+	// Registerer receives the writer's metrics (see metrics.go). Nil:
+	// none kept.
+	Registerer prometheus.Registerer
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// Now is the clock of the lag metric; default time.Now.
+	Now func() time.Time
 }
 
 // Validate reports every invalid field.
@@ -59,6 +65,7 @@ func (c Config) Validate() error {
 type Writer struct {
 	cfg Config
 	log *slog.Logger
+	m   *metrics
 
 	mu      sync.Mutex
 	started bool
@@ -78,7 +85,17 @@ func New(cfg Config) (*Writer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Writer{cfg: cfg, log: cfg.Logger}, nil
+	if cfg.Registerer == nil {
+		cfg.Registerer = prometheus.NewRegistry()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Writer{cfg: cfg, log: cfg.Logger, m: m}, nil
 }
 
 // Start joins the group and starts writing.
@@ -154,11 +171,14 @@ func (w *Writer) store(ctx context.Context, recs []*kgo.Record) error {
 		}
 		ev := &sundialv1.RunEvent{}
 		if err := sundialv1.Unmarshal(header(rec, sundialv1.HeaderContentType), rec.Value, ev); err != nil {
+			w.m.events.WithLabelValues(eventMalformed).Inc()
 			w.log.Error("history: skipping an undecodable event", "partition", rec.Partition, "offset", rec.Offset, "err", err)
 			continue
 		}
+		w.m.events.WithLabelValues(eventDecoded).Inc()
 		for _, r := range Records(ev) {
 			if err := r.Validate(); err != nil {
+				w.m.records.WithLabelValues(resultInvalid).Inc()
 				w.log.Error("history: skipping an invalid event", "job_id", ev.GetJobId(), "run_id", ev.GetRunId(), "err", err)
 				continue
 			}
@@ -172,12 +192,19 @@ func (w *Writer) record(ctx context.Context, r store.RunRecord) error {
 	backoff := 50 * time.Millisecond
 	for {
 		err := w.cfg.History.RecordRun(ctx, r)
-		if err == nil || errors.Is(err, store.ErrInvalid) {
-			if err != nil {
-				w.log.Error("history: record refused", "job_id", r.JobID, "run_id", r.RunID, "err", err)
+		if err == nil {
+			w.m.records.WithLabelValues(resultStored).Inc()
+			if !r.UpdatedAt.IsZero() {
+				w.m.lag.Observe(max(w.cfg.Now().Sub(r.UpdatedAt).Seconds(), 0))
 			}
 			return nil
 		}
+		if errors.Is(err, store.ErrInvalid) {
+			w.m.records.WithLabelValues(resultRefused).Inc()
+			w.log.Error("history: record refused", "job_id", r.JobID, "run_id", r.RunID, "err", err)
+			return nil
+		}
+		w.m.retries.Inc()
 		w.log.Warn("history: record failed; retrying", "job_id", r.JobID, "run_id", r.RunID, "err", err)
 		t := time.NewTimer(backoff)
 		select {
