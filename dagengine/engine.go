@@ -34,6 +34,10 @@ type Config struct {
 	// engine's consumers. The engine sets its own group, topic and commit
 	// options after them.
 	KafkaOptions []kgo.Opt
+	// ClientOptions, if set, returns further options for one of the
+	// engine's consumers by name ("events", "definitions"): per-client
+	// hooks such as metrics, which must not be shared between clients.
+	ClientOptions func(client string) []kgo.Opt
 	// Topics names the topics (a prefix in tests).
 	Topics topics.Names
 	// Group consumes sundial.events; every engine instance joins it.
@@ -200,11 +204,11 @@ func (e *Engine) Start(ctx context.Context) error {
 	case e.started:
 		return errors.New("dagengine: already started")
 	}
-	events, err := e.client(e.cfg.Group, e.cfg.Topics.Events())
+	events, err := e.client("events", e.cfg.Group, e.cfg.Topics.Events())
 	if err != nil {
 		return err
 	}
-	defs, err := e.client(e.cfg.DefinitionsGroup, e.cfg.Topics.Jobs())
+	defs, err := e.client("definitions", e.cfg.DefinitionsGroup, e.cfg.Topics.Jobs())
 	if err != nil {
 		events.Close()
 		return err
@@ -227,9 +231,12 @@ func (e *Engine) Start(ctx context.Context) error {
 	return nil
 }
 
-func (e *Engine) client(group, topic string) (*kgo.Client, error) {
-	opts := append(append([]kgo.Opt{kgo.SeedBrokers(e.cfg.Brokers...)}, e.cfg.KafkaOptions...),
-		consume.GroupOptions(group, topic)...)
+func (e *Engine) client(name, group, topic string) (*kgo.Client, error) {
+	opts := append([]kgo.Opt{kgo.SeedBrokers(e.cfg.Brokers...)}, e.cfg.KafkaOptions...)
+	if e.cfg.ClientOptions != nil {
+		opts = append(opts, e.cfg.ClientOptions(name)...)
+	}
+	opts = append(opts, consume.GroupOptions(group, topic)...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dagengine: kafka client for %s: %w", topic, err)

@@ -81,8 +81,10 @@ func runDagEngine(ctx context.Context, cmd *cli.Command) error {
 	e, err := dagengine.New(dagengine.Config{
 		Brokers: cmd.StringSlice("kafka-brokers"), Topics: b.names,
 		Group: cmd.String("group-id"), DefinitionsGroup: cmd.String("definitions-group-id"),
-		KafkaOptions: []kgo.Opt{telemetry.KafkaMetrics(p.reg, "dagengine")},
-		Store:        b.store, Enqueuer: b.enq, Producer: b.client, Shards: b.shards,
+		ClientOptions: func(name string) []kgo.Opt {
+			return []kgo.Opt{telemetry.KafkaMetrics(p.reg, "dagengine-"+name)}
+		},
+		Store: b.store, Enqueuer: b.enq, Producer: b.client, Shards: b.shards,
 		SweepInterval: cmd.Duration("sweep-interval"), RedriveAfter: cmd.Duration("redrive-after"),
 		Registerer: p.reg, Logger: p.logger,
 	})
