@@ -80,6 +80,14 @@ type Config struct {
 	// PasswordAuthenticator.
 	Username string
 	Password string
+	// QueryObserver, if set, is called by the driver after every attempt of
+	// every statement (one call per page of a read), with its latency and
+	// error: telemetry.CassandraObserver records them as metrics. It must
+	// be safe for concurrent use and quick: it runs on the query's path.
+	QueryObserver gocql.QueryObserver
+	// BatchObserver, if set, is called likewise after every attempt of
+	// every batch (the schedule's writes are batches).
+	BatchObserver gocql.BatchObserver
 	// Now is the clock for the times the store records itself (claims,
 	// cluster init, migrations); default time.Now.
 	Now func() time.Time

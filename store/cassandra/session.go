@@ -53,6 +53,8 @@ func clusterConfig(c Config, timeout time.Duration) *gocql.ClusterConfig {
 	// default of retrying the initial hosts.
 	cluster.ReconnectionPolicy = &gocql.ConstantReconnectionPolicy{MaxRetries: 1, Interval: 100 * time.Millisecond}
 	cluster.MaxWaitSchemaAgreement = c.SchemaTimeout
+	cluster.QueryObserver = c.QueryObserver
+	cluster.BatchObserver = c.BatchObserver
 	if c.Username != "" {
 		cluster.Authenticator = gocql.PasswordAuthenticator{Username: c.Username, Password: c.Password}
 	}

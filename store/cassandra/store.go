@@ -47,6 +47,17 @@ func Open(ctx context.Context, c Config) (*Store, error) {
 	return &Store{cfg: c, sess: sess, serial: gocql.Consistency(serial), q: newStatements(c.Keyspace)}, nil
 }
 
+// Ping reads the coordinator's release version from system.local: it
+// succeeds when a node answers a query, whatever the state of Sundial's
+// keyspace. A process's readiness check.
+func (s *Store) Ping(ctx context.Context) error {
+	var version string
+	if err := s.query(ctx, `SELECT release_version FROM system.local`).Idempotent(true).Scan(&version); err != nil {
+		return fmt.Errorf("ping cassandra: %w", err)
+	}
+	return nil
+}
+
 // Close closes the session.
 func (s *Store) Close() error {
 	s.sess.Close()

@@ -1,0 +1,93 @@
+package cassandra_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gocql/gocql"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sundialhq/sundial/store"
+	"github.com/sundialhq/sundial/store/cassandra"
+)
+
+// recorder remembers the statements and batches the driver reports.
+type recorder struct {
+	mu      sync.Mutex
+	queries []string
+	batches [][]string
+}
+
+func (r *recorder) ObserveQuery(_ context.Context, q gocql.ObservedQuery) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.queries = append(r.queries, q.Statement)
+}
+
+func (r *recorder) ObserveBatch(_ context.Context, b gocql.ObservedBatch) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.batches = append(r.batches, b.Statements)
+}
+
+func (r *recorder) sawQuery(substr string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, q := range r.queries {
+		if strings.Contains(q, substr) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *recorder) sawBatch(substr string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, b := range r.batches {
+		if len(b) > 0 && strings.Contains(b[0], substr) {
+			return true
+		}
+	}
+	return false
+}
+
+// The observers of the configuration see the store's statements and
+// batches, and Ping answers while the session is open.
+func TestObserversAndPing(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	_, s := setup(t, func(c *cassandra.Config) {
+		c.QueryObserver = rec
+		c.BatchObserver = rec
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+
+	require.NoError(t, s.Ping(ctx))
+	assert.True(t, rec.sawQuery("FROM system.local"), "the ping is observed")
+
+	_, err := s.InitCluster(ctx, 8)
+	require.NoError(t, err)
+	due := time.Now().UTC().Add(time.Hour).Truncate(time.Minute)
+	entry := func(job string) store.DueEntry {
+		return store.DueEntry{Due: due, JobID: job, Kind: store.KindScheduled, RunID: store.RunID(job, due), Attempt: 1}
+	}
+	// Two entries of one job share a partition: one batch.
+	second := entry("observed")
+	second.Due = due.Add(time.Second)
+	second.RunID = store.RunID("observed", second.Due)
+	require.NoError(t, s.PutDue(ctx, entry("observed"), second))
+	assert.True(t, rec.sawBatch(".due_entries"), "the batch of due entries is observed")
+
+	_, err = s.GetJob(ctx, "observed")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	assert.True(t, rec.sawQuery(".jobs WHERE id"), "the job read is observed")
+
+	require.NoError(t, s.Close())
+	assert.Error(t, s.Ping(ctx), "a closed store is not ready")
+}
