@@ -71,13 +71,11 @@ func malformed(t testing.TB, i int) (*kgo.Record, string) {
 	}
 }
 
-// TestMalformedInterleaved: 1,000 malformed definitions between 1,000 valid
+// testMalformedInterleaved: 1,000 malformed definitions between 1,000 valid
 // ones. Every valid one is stored, scheduled and acknowledged; every bad one
 // is rejected naming its field; then a replay of the whole topic by another
 // group changes nothing.
-func TestMalformedInterleaved(t *testing.T) {
-	t.Parallel()
-	s := setup(t)
+func testMalformedInterleaved(t *testing.T, s *stack) {
 	const n = 1000
 	limits := func(c *registry.Config) { c.Limits.MaxPayloadBytes = 1024 }
 	_, metrics := s.startRegistry("registry", limits)
@@ -152,8 +150,9 @@ func TestMalformedInterleaved(t *testing.T) {
 	assert.Equal(t, before, after)
 }
 
-// snapshot is the state a replay must not change: due entries of a bucket
-// and the job rows they belong to.
+// snapshot is the state a replay must not change: the due entries of a
+// bucket of the jobs named job-*, and their job rows. (Other tests share the
+// keyspace, and may have entries in the same bucket.)
 type snapshot struct {
 	entries []store.DueEntry
 	jobs    map[string]store.Job
@@ -165,6 +164,9 @@ func (s *stack) snapshot(due time.Time) snapshot {
 	for shard := range shards {
 		for e, err := range s.store.ListBucket(s.t.Context(), store.BucketOf(due), shard) {
 			require.NoError(s.t, err)
+			if !strings.HasPrefix(e.JobID, "job-") {
+				continue
+			}
 			snap.entries = append(snap.entries, e)
 			job, err := s.store.GetJob(s.t.Context(), e.JobID)
 			require.NoError(s.t, err)
@@ -202,11 +204,9 @@ func counter(t *testing.T, reg *prometheus.Registry, name, label, value string) 
 	return 0
 }
 
-// TestDefinitionLifecycle walks one job through change, pause, resume,
+// testDefinitionLifecycle walks one job through change, pause, resume,
 // revisions and delete, checking the pending entry after every step.
-func TestDefinitionLifecycle(t *testing.T) {
-	t.Parallel()
-	s := setup(t)
+func testDefinitionLifecycle(t *testing.T, s *stack) {
 	s.startRegistry("registry")
 	const id = "payments.settle"
 
@@ -330,12 +330,10 @@ func (f *flakyStore) DeleteJob(ctx context.Context, id string, rev int64, at tim
 	return f.Store.DeleteJob(ctx, id, rev, at)
 }
 
-// TestTransientErrorsAreRetried: store errors are retried until they pass,
+// testTransientErrorsAreRetried: store errors are retried until they pass,
 // never turned into rejections; a store that refuses a record as invalid
 // gets it rejected instead of retried forever.
-func TestTransientErrorsAreRetried(t *testing.T) {
-	t.Parallel()
-	s := setup(t)
+func testTransientErrorsAreRetried(t *testing.T, s *stack) {
 	flaky := &flakyStore{Store: s.store}
 	flaky.failures.Store(5)
 	_, metrics := s.startRegistry("registry", func(c *registry.Config) { c.Store = flaky })
@@ -358,18 +356,16 @@ func TestTransientErrorsAreRetried(t *testing.T) {
 	assert.Equal(t, float64(1), counter(t, metrics, "sundial_registry_records_total", "outcome", "rejected"))
 }
 
-// TestRegistrationRate registers many definitions and reports the rate.
+// testRegistrationRate registers many definitions and reports the rate.
 // SUNDIAL_REGISTRY_RATE_DEFINITIONS sets how many (default 5,000),
 // SUNDIAL_REGISTRY_RATE_CONCURRENCY how many jobs at once (default 64).
-func TestRegistrationRate(t *testing.T) {
-	t.Parallel()
+func testRegistrationRate(t *testing.T, s *stack) {
 	n := 5000
 	if v := os.Getenv("SUNDIAL_REGISTRY_RATE_DEFINITIONS"); v != "" {
 		var err error
 		n, err = strconv.Atoi(v)
 		require.NoError(t, err)
 	}
-	s := setup(t)
 	recs := make([]*kgo.Record, n)
 	for i := range recs {
 		spec := cronSpec(fmt.Sprintf("rate-%07d", i), fmt.Sprintf("%d %d * * *", i%60, i/60%24))

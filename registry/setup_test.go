@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -28,14 +29,60 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// migrateMu makes the package's tests create their keyspaces one at a time.
-var migrateMu sync.Mutex
-
 // shards is S in the tests: small, so topics are cheap to create.
 const shards = 8
 
-// stack is one test's own installation: topics with its prefix, a keyspace,
-// a producer, and registries started on demand.
+// TestOnRealStack runs the integration tests on Kafka and Cassandra. They
+// share one keyspace (schema changes are the slowest thing a busy Cassandra
+// node does) and each has topics of its own, so they run in parallel
+// without seeing each other's records; job ids differ between them.
+func TestOnRealStack(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s *stack)
+	}{
+		{"MalformedInterleaved", testMalformedInterleaved},
+		{"DefinitionLifecycle", testDefinitionLifecycle},
+		{"TransientErrorsAreRetried", testTransientErrorsAreRetried},
+		{"RegistrationRate", testRegistrationRate},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, b.stack(t, strings.ToLower(tc.name)))
+		})
+	}
+}
+
+// backend is the Kafka cluster and the migrated keyspace the tests share.
+type backend struct {
+	brokers []string
+	prefix  string
+	store   *cassandra.Store
+}
+
+func newBackend(t *testing.T) *backend {
+	t.Helper()
+	k := testenv.NeedKafka(t)
+	c := testenv.NeedCassandra(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	cfg := cassandra.Config{Hosts: c.Hosts, Keyspace: c.Keyspace, SchemaTimeout: 2 * time.Minute}
+	_, err := cassandra.Migrate(ctx, cfg)
+	require.NoError(t, err)
+	st, err := cassandra.Open(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	_, err = st.InitCluster(ctx, shards)
+	require.NoError(t, err)
+	return &backend{brokers: k.Brokers, prefix: k.TopicPrefix, store: st}
+}
+
+// stack is one test's own installation: topics with its prefix (inside the
+// backend's, so testenv deletes them), a producer, a status reader, and
+// registries started on demand.
 type stack struct {
 	t       *testing.T
 	brokers []string
@@ -48,29 +95,11 @@ type stack struct {
 	statuses *statusReader
 }
 
-func setup(t *testing.T) *stack {
+func (b *backend) stack(t *testing.T, name string) *stack {
 	t.Helper()
-	k := testenv.NeedKafka(t)
-	c := testenv.NeedCassandra(t)
-	// Schema changes wait for the nodes to agree; on a busy node several at
-	// once can take minutes, so this package makes them one at a time (the
-	// wait for the others does not count against the timeout).
-	cfg := cassandra.Config{Hosts: c.Hosts, Keyspace: c.Keyspace, SchemaTimeout: 2 * time.Minute}
-	migrateMu.Lock()
-	mctx, mcancel := context.WithTimeout(t.Context(), 4*time.Minute)
-	_, err := cassandra.Migrate(mctx, cfg)
-	mcancel()
-	migrateMu.Unlock()
-	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	st, err := cassandra.Open(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	_, err = st.InitCluster(ctx, shards)
-	require.NoError(t, err)
-
-	names := topics.Names{Prefix: k.TopicPrefix}
+	names := topics.Names{Prefix: b.prefix + name + "."}
 	all, err := names.Specs(shards)
 	require.NoError(t, err)
 	var specs []topics.Spec
@@ -79,24 +108,20 @@ func setup(t *testing.T) *stack {
 			specs = append(specs, s)
 		}
 	}
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...))
-	require.NoError(t, err)
-	defer admCl.Close()
-	_, err = topics.Ensure(ctx, kadm.NewClient(admCl), specs, -1)
-	require.NoError(t, err)
-
 	producer, err := kgo.NewClient(
-		kgo.SeedBrokers(k.Brokers...),
+		kgo.SeedBrokers(b.brokers...),
 		kgo.RecordPartitioner(enqueue.Partitioner(names, nil)),
 		kgo.ProducerLinger(5*time.Millisecond),
 	)
 	require.NoError(t, err)
 	t.Cleanup(producer.Close)
-	waker, err := enqueue.New(enqueue.Config{Store: st, Client: producer, Topics: names, Shards: shards})
+	_, err = topics.Ensure(ctx, kadm.NewClient(producer), specs, -1)
+	require.NoError(t, err)
+	waker, err := enqueue.New(enqueue.Config{Store: b.store, Client: producer, Topics: names, Shards: shards})
 	require.NoError(t, err)
 
-	s := &stack{t: t, brokers: k.Brokers, names: names, store: st, waker: waker, producer: producer}
-	s.statuses = newStatusReader(t, k.Brokers, names.JobsStatus())
+	s := &stack{t: t, brokers: b.brokers, names: names, store: b.store, waker: waker, producer: producer}
+	s.statuses = newStatusReader(t, b.brokers, names.JobsStatus())
 	return s
 }
 
