@@ -16,7 +16,10 @@ import (
 
 	"github.com/sundialhq/sundial/dagengine"
 	"github.com/sundialhq/sundial/dispatcher"
+	"github.com/sundialhq/sundial/enqueue"
+	"github.com/sundialhq/sundial/history"
 	"github.com/sundialhq/sundial/internal/telemetry"
+	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
 	"github.com/sundialhq/sundial/registry"
 	"github.com/sundialhq/sundial/runner"
@@ -192,6 +195,17 @@ func buildCatalog(t *testing.T) *catalog {
 		Enqueuer: nopEnqueuer{}, Registerer: c,
 	})
 	require.NoError(t, err, "runner")
+
+	// The runner's process also writes run history.
+	_, err = history.New(history.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, History: mem, Registerer: c})
+	require.NoError(t, err, "history")
+	// The registry's and the runner's processes enqueue through one
+	// Enqueuer each.
+	enqClient, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(enqueue.Partitioner(topics.Names{}, nil)))
+	require.NoError(t, err)
+	t.Cleanup(enqClient.Close)
+	_, err = enqueue.New(enqueue.Config{Store: mem, Client: enqClient, Shards: 128, Registerer: c})
+	require.NoError(t, err, "enqueue")
 
 	_, err = registry.New(registry.Config{Brokers: brokers, Store: mem, Waker: nopEnqueuer{}, Registerer: c})
 	require.NoError(t, err, "registry")

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/sundialhq/sundial/internal/telemetry"
+	"github.com/sundialhq/sundial/store/cassandra"
 )
 
 // lifecycle is what every long-lived component offers.
@@ -35,6 +36,8 @@ type process struct {
 	logger *slog.Logger // base with the command's component
 	reg    *prometheus.Registry
 	server *telemetry.Server // nil without --metrics-addr
+
+	cassandra *telemetry.CassandraObserver // created by instrumentCassandra
 }
 
 // newProcess reads processFlags. The telemetry server is created but not
@@ -59,6 +62,22 @@ func newProcess(cmd *cli.Command, component string) (*process, error) {
 // named is the process's logger for another component of the process.
 func (p *process) named(component string) *slog.Logger {
 	return p.base.With("component", component)
+}
+
+// instrumentCassandra sets the process's Cassandra observer on c, so the
+// statements of the store opened with c are measured on the process's
+// registry. The observer is created, and its metrics registered, on first
+// use: a process has one, however many stores it opens.
+func (p *process) instrumentCassandra(c *cassandra.Config) error {
+	if p.cassandra == nil {
+		o, err := telemetry.NewCassandraObserver(p.reg)
+		if err != nil {
+			return err
+		}
+		p.cassandra = o
+	}
+	c.QueryObserver, c.BatchObserver = p.cassandra, p.cassandra
+	return nil
 }
 
 // check registers a readiness check for /readyz; a no-op without a server.

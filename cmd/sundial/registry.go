@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -58,13 +57,13 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 
 	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	enq, st, closeStore, err := openEnqueuer(openCtx, cmd, names, p.logger)
+	b, err := p.openEnqueuer(openCtx, cmd, names)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
+	defer b.close()
 	reg, err := registry.New(registry.Config{
-		Brokers: brokers, Topics: names, Group: cmd.String("group-id"), Store: st, Waker: enq, Limits: limits,
+		Brokers: brokers, Topics: names, Group: cmd.String("group-id"), Store: b.store, Waker: b.enq, Limits: limits,
 		KafkaOptions: []kgo.Opt{telemetry.KafkaMetrics(p.reg, "registry")},
 		Registerer:   p.reg, Logger: p.logger,
 	})
@@ -72,20 +71,12 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 	trg, err := trigger.New(trigger.Config{
-		Brokers: brokers, Topics: names, Group: cmd.String("trigger-group-id"), Store: st, Enqueuer: enq,
+		Brokers: brokers, Topics: names, Group: cmd.String("trigger-group-id"), Store: b.store, Enqueuer: b.enq,
 		MaxPayloadBytes: limits.MaxPayloadBytes,
 		KafkaOptions:    []kgo.Opt{telemetry.KafkaMetrics(p.reg, "trigger")},
 		Registerer:      p.reg, Logger: p.named("trigger"),
 	})
 	if err != nil {
-		return err
-	}
-	if err := p.check("cassandra", func(ctx context.Context) error {
-		if _, err := st.GetClusterConfig(ctx); err != nil {
-			return fmt.Errorf("cassandra: %w", err)
-		}
-		return nil
-	}); err != nil {
 		return err
 	}
 	return p.run(ctx, reg, trg)

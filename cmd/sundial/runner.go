@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v3"
 
 	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/history"
+	"github.com/sundialhq/sundial/internal/telemetry"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -42,34 +42,86 @@ func cassandraConfig(cmd *cli.Command) (cassandra.Config, error) {
 	return c, c.Validate()
 }
 
-// openEnqueuer opens the Cassandra store and an Enqueuer over it. close
-// releases both.
+// openEnqueuer opens the Cassandra store and an Enqueuer over it, for a
+// one-shot command (no telemetry). close releases both.
 func openEnqueuer(ctx context.Context, cmd *cli.Command, names topics.Names, logger *slog.Logger) (*enqueue.Enqueuer, *cassandra.Store, func(), error) {
-	cc, err := cassandraConfig(cmd)
+	b, err := openEnqueueBackends(ctx, cmd, names, logger, nil)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	return b.enq, b.store, b.close, nil
+}
+
+// enqueueBackends are the Cassandra store, the Kafka client that produces
+// wake-ups, and the Enqueuer over both.
+type enqueueBackends struct {
+	store *cassandra.Store
+	kafka *kgo.Client
+	enq   *enqueue.Enqueuer
+}
+
+func (b *enqueueBackends) close() {
+	b.kafka.Close()
+	_ = b.store.Close()
+}
+
+// openEnqueuer is openEnqueuer for a long-running process: the store's
+// statements (Cassandra observer), the wake-up client (Kafka client
+// "enqueue") and the Enqueuer are measured on the process's registry, and
+// the readiness checks "cassandra" and "kafka" are registered.
+func (p *process) openEnqueuer(ctx context.Context, cmd *cli.Command, names topics.Names) (*enqueueBackends, error) {
+	b, err := openEnqueueBackends(ctx, cmd, names, p.logger, p)
+	if err != nil {
+		return nil, err
+	}
+	err = errors.Join(
+		p.check("cassandra", b.store.Ping),
+		p.check("kafka", telemetry.KafkaCheck(b.kafka)),
+	)
+	if err != nil {
+		b.close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// openEnqueueBackends opens the store and the Enqueuer, instrumented on p's
+// registry when p is not nil.
+func openEnqueueBackends(ctx context.Context, cmd *cli.Command, names topics.Names, logger *slog.Logger, p *process) (*enqueueBackends, error) {
+	cc, err := cassandraConfig(cmd)
+	if err != nil {
+		return nil, err
+	}
+	kopts := []kgo.Opt{kgo.SeedBrokers(cmd.StringSlice("kafka-brokers")...), kgo.RecordPartitioner(enqueue.Partitioner(names, nil))}
+	var reg prometheus.Registerer
+	if p != nil {
+		if err := p.instrumentCassandra(&cc); err != nil {
+			return nil, err
+		}
+		kopts = append(kopts, telemetry.KafkaMetrics(p.reg, "enqueue"))
+		reg = p.reg
 	}
 	st, err := cassandra.Open(ctx, cc)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("cassandra: %w", err)
+		return nil, fmt.Errorf("cassandra: %w", err)
 	}
 	cluster, err := st.GetClusterConfig(ctx)
 	if err != nil {
-		st.Close()
-		return nil, nil, nil, fmt.Errorf("cassandra: %w", err)
+		_ = st.Close()
+		return nil, fmt.Errorf("cassandra: %w", err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cmd.StringSlice("kafka-brokers")...), kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))
+	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
-		st.Close()
-		return nil, nil, nil, fmt.Errorf("kafka: %w", err)
+		_ = st.Close()
+		return nil, fmt.Errorf("kafka: %w", err)
 	}
-	enq, err := enqueue.New(enqueue.Config{Store: st, Client: cl, Topics: names, Shards: cluster.Shards, Logger: logger})
+	b := &enqueueBackends{store: st, kafka: cl}
+	b.enq, err = enqueue.New(enqueue.Config{Store: st, Client: cl, Topics: names, Shards: cluster.Shards, Registerer: reg, Logger: logger})
 	if err != nil {
-		cl.Close()
-		st.Close()
-		return nil, nil, nil, err
+		b.close()
+		return nil, err
 	}
-	return enq, st, func() { cl.Close(); st.Close() }, nil
+	return b, nil
 }
 
 func runnerCommand() *cli.Command {
@@ -86,8 +138,9 @@ history for 'sundial runs list'.
 
 Example, against the local stack:
   source <(deploy/local/stack.sh env) && sundial runner --concurrency 64 --metrics-addr :9465`,
-		Flags: append(append(kafkaFlags(), cassandraStoreFlags()...),
+		Flags: append(append(append(kafkaFlags(), cassandraStoreFlags()...), processFlags()...),
 			&cli.StringFlag{Name: "redis-addr", Usage: "Redis address, host:port", Sources: envVar("redis-addr")},
+			&cli.StringFlag{Name: "redis-key-prefix", Usage: "put in front of every Redis key and channel of the runner (leases, dedupe marks, replace signals), to share one Redis between installations", Sources: envVar("redis-key-prefix")},
 			&cli.StringFlag{Name: "group-id", Value: runner.DefaultGroup, Usage: "consumer group of the runners", Sources: envVar("group-id")},
 			&cli.StringFlag{Name: "runner-id", Usage: "name of this runner in events (default: host name and process id)", Sources: envVar("runner-id")},
 			&cli.IntFlag{Name: "concurrency", Value: runner.DefaultConcurrency, Usage: "runs executing at once", Sources: envVar("concurrency")},
@@ -100,8 +153,6 @@ Example, against the local stack:
 			&cli.DurationFlag{Name: "breaker-open-timeout", Value: breaker.DefaultOpenTimeout, Usage: "how long an open breaker defers runs before probing", Sources: envVar("breaker-open-timeout")},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: runner.DefaultShutdownTimeout, Usage: "on stop, how long executing runs may finish before they are cancelled", Sources: envVar("shutdown-timeout")},
 			&cli.BoolFlag{Name: "history", Value: true, Usage: "also store run events as history in Cassandra", Sources: envVar("history")},
-			&cli.StringFlag{Name: "metrics-addr", Usage: "serve Prometheus metrics on this address (host:port) at /metrics; empty: do not serve", Sources: envVar("metrics-addr")},
-			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", Sources: envVar("log-level")},
 		),
 		Action: runRunner,
 	}
@@ -122,27 +173,29 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 	if _, err := cassandraConfig(cmd); err != nil {
 		bad = append(bad, err)
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cmd.String("log-level"))); err != nil {
-		bad = append(bad, fmt.Errorf("--log-level %q: want debug, info, warn or error", cmd.String("log-level")))
+	p, err := newProcess(cmd, "runner")
+	if err != nil {
+		bad = append(bad, err)
 	}
-	logger := slog.New(slog.NewTextHandler(cmd.Root().ErrWriter, &slog.HandlerOptions{Level: level}))
 	names := topics.Names{Prefix: cmd.String("topic-prefix")}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	rdb := redis.NewClient(&redis.Options{Addr: cmd.String("redis-addr")})
 	defer rdb.Close()
-	leases, err := leasing.New(leasing.Config{Client: rdb, TTL: cmd.Duration("lease-ttl")})
+	keyPrefix := cmd.String("redis-key-prefix")
+	leases, err := leasing.New(leasing.Config{Client: rdb, TTL: cmd.Duration("lease-ttl"), KeyPrefix: keyPrefix + leasing.DefaultKeyPrefix})
 	if err != nil {
 		bad = append(bad, err)
 	}
 	cfg := runner.Config{
-		ID:                     cmd.String("runner-id"),
+		ID: cmd.String("runner-id"),
+		// The runner makes a producer and a consumer from these options,
+		// so they carry no Kafka metrics hook: one kprom instance describes
+		// one client.
 		Kafka:                  []kgo.Opt{kgo.SeedBrokers(brokers...)},
 		Topics:                 names,
 		Group:                  cmd.String("group-id"),
 		Leases:                 leases,
 		Redis:                  rdb,
+		KeyPrefix:              keyPrefix + runner.DefaultKeyPrefix,
 		Enqueuer:               placeholderEnqueuer{},
 		Handlers:               map[string]target.Handler{"noop": target.HandlerFunc(noopHandler)},
 		Breakers:               breaker.Config{Failures: uint32(cmd.Uint("breaker-failures")), OpenTimeout: cmd.Duration("breaker-open-timeout")},
@@ -152,9 +205,8 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 		CommitInterval:         cmd.Duration("commit-interval"),
 		RunTimeout:             cmd.Duration("run-timeout"),
 		ShutdownTimeout:        cmd.Duration("shutdown-timeout"),
-		Registerer:             reg,
-		Logger:                 logger,
 	}
+	// Check the flags before connecting to anything.
 	if leases != nil {
 		if err := cfg.Validate(); err != nil {
 			bad = append(bad, err)
@@ -163,46 +215,44 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 	if err := errors.Join(bad...); err != nil {
 		return err
 	}
+	cfg.Registerer, cfg.Logger = p.reg, p.logger
+	if err := telemetry.InstrumentRedis(rdb, p.reg, "leases"); err != nil {
+		return err
+	}
 
 	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	enq, st, closeStore, err := openEnqueuer(openCtx, cmd, names, logger)
+	b, err := p.openEnqueuer(openCtx, cmd, names)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
+	defer b.close()
 	if err := leases.Load(openCtx); err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}
-	cfg.Enqueuer = enq
+	if err := p.check("redis", telemetry.RedisCheck(rdb)); err != nil {
+		return err
+	}
+	cfg.Enqueuer = b.enq
 	r, err := runner.New(cfg)
 	if err != nil {
 		return err
 	}
-	if addr := cmd.String("metrics-addr"); addr != "" {
-		stop, err := serveMetrics(addr, reg, logger)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
-	if err := r.Start(openCtx); err != nil {
-		return err
-	}
-	defer r.Stop()
+	components := []lifecycle{r}
 	if cmd.Bool("history") {
-		w, err := history.New(history.Config{Kafka: cfg.Kafka, Topics: names, History: st, Logger: logger})
+		w, err := history.New(history.Config{
+			Kafka:      []kgo.Opt{kgo.SeedBrokers(brokers...), telemetry.KafkaMetrics(p.reg, "history")},
+			Topics:     names,
+			History:    b.store,
+			Registerer: p.reg,
+			Logger:     p.named("history"),
+		})
 		if err != nil {
 			return err
 		}
-		if err := w.Start(openCtx); err != nil {
-			return err
-		}
-		defer w.Stop()
+		components = append(components, w)
 	}
-	<-ctx.Done()
-	logger.Info("stopping: letting executing runs finish", "timeout", cmd.Duration("shutdown-timeout"))
-	return nil
+	return p.run(ctx, components...)
 }
 
 // placeholderEnqueuer lets the runner's configuration be validated before

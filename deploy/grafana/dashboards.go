@@ -160,6 +160,18 @@ func Dispatcher() *Dashboard {
 	b.add(24, 8, latency("Firing phases p99", "plan: job read, liveness check, runs built (ahead of the due time); produce: from the firing time to Kafka's acknowledgement; chain: storing the next occurrence.",
 		q(`histogram_quantile(0.99, sum by (le, phase) (rate(sundial_dispatcher_fire_phase_seconds_bucket[$__rate_interval])))`, "{{phase}}")))
 
+	b.row("Entries enqueued (registry, triggers, runner retries, DAG engine)")
+	b.add(8, 8, ts("Due entries enqueued by kind", "ops",
+		"Entries written to the schedule by the processes that schedule runs: scheduled (the registry's first occurrences), retry (runners), trigger, dag.",
+		q(`sum by (component, kind) (rate(sundial_enqueue_entries_total[$__rate_interval]))`, "{{component}} {{kind}}")))
+	b.add(8, 8, ts("Wake-ups produced by result", "ops",
+		"Records written to sundial.shards for entries due within the wake horizon; skipped: due later, found by the bucket read; failed: not acknowledged, the call is retried.",
+		q(`sum by (result) (rate(sundial_enqueue_wakeups_total[$__rate_interval]))`, "{{result}}")))
+	b.add(8, 8, latency("Enqueue call latency p99", "One Enqueue (store write, then wake-ups) or Wake call, by process and operation.",
+		q(`histogram_quantile(0.99, sum by (le, component, op) (rate(sundial_enqueue_duration_seconds_bucket[$__rate_interval])))`, "{{component}} {{op}}")))
+	b.add(24, 7, ts("Enqueue calls by outcome", "ops", "ok; invalid: refused before any write; store_error; wake_error (the entry is stored, its wake-up is retried).",
+		q(`sum by (component, outcome) (rate(sundial_enqueue_duration_seconds_count[$__rate_interval]))`, "{{component}} {{outcome}}")))
+
 	b.row("Kafka client")
 	b.add(12, 7, ts("Records produced by topic", "ops", "",
 		q(`sum by (topic) (rate(sundial_kafka_produce_records_total{component="dispatcher"}[$__rate_interval]))`, "{{topic}}")))
@@ -200,6 +212,15 @@ func Runner() *Dashboard {
 		q(`sum(rate(sundial_runner_lease_acquisitions_total{result=~"held|no_slot"}[$__rate_interval])) / sum(rate(sundial_runner_lease_acquisitions_total[$__rate_interval]))`, "contention")))
 	b.add(8, 8, ts("Leases lost during execution", "ops", "Expired or revoked while the run executed; the execution is cancelled.",
 		q(`sum(rate(sundial_runner_leases_lost_total[$__rate_interval]))`, "lost")))
+
+	b.row("Run history")
+	b.add(12, 8, ts("History records by result", "ops",
+		"Run events read from sundial.events and the history records stored for 'sundial runs list'; refused and invalid records are dropped, retries are failed writes tried again.",
+		q(`sum by (result) (rate(sundial_history_records_total[$__rate_interval]))`, "records {{result}}"),
+		q(`sum by (result) (rate(sundial_history_events_total[$__rate_interval]))`, "events {{result}}"),
+		q(`sum(rate(sundial_history_retries_total[$__rate_interval]))`, "retries")))
+	b.add(12, 8, latency("History lag", "From a run event's time to its record stored: how far run history is behind.",
+		quantiles("sundial_history_lag_seconds", "", "")...))
 
 	b.row("Downstreams")
 	b.add(24, 8, states("Circuit breakers", "Per downstream, the worst state over the runners.",
