@@ -109,4 +109,3 @@ func runDispatcher(ctx context.Context, cmd *cli.Command) error {
 	}
 	return p.run(ctx, d)
 }
-
