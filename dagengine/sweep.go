@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -67,6 +66,6 @@ func (e *Engine) sweep(ctx context.Context) error {
 	_ = g.Wait()
 	e.runs.m.active.WithLabelValues("running").Set(float64(running.Load()))
 	e.runs.m.active.WithLabelValues("stuck").Set(float64(stuck.Load()))
-	e.cfg.Logger.Debug("swept active DAG runs", "runs", len(ids), "took", time.Duration(e.cfg.Now().Sub(start)))
+	e.cfg.Logger.Debug("swept active DAG runs", "runs", len(ids), "took", e.cfg.Now().Sub(start))
 	return ctx.Err()
 }

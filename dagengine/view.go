@@ -1,6 +1,7 @@
 package dagengine
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"strings"
@@ -23,12 +24,22 @@ func fmtTime(t time.Time) string {
 
 // WriteRuns writes a table of DAG runs (ListDagRuns), newest first.
 func WriteRuns(w io.Writer, runs []store.DagRun) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	var b bytes.Buffer
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DAG RUN\tDUE\tSTATUS\tORIGIN\tNODES\tUPDATED")
 	for _, r := range runs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, fmtTime(r.Due), r.Status, r.Origin, r.Summary, fmtTime(r.UpdatedAt))
 	}
-	return tw.Flush()
+	return flush(w, tw, &b)
+}
+
+// flush writes what was formatted in b through tw to w.
+func flush(w io.Writer, tw *tabwriter.Writer, b *bytes.Buffer) error {
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := b.WriteTo(w)
+	return err
 }
 
 // WriteRun writes one DAG run: a header, then each node's state as a table
@@ -39,20 +50,21 @@ func WriteRun(w io.Writer, row store.DagRun, st dagrun.State, opts dag.Options) 
 		return fmt.Errorf("dag run %s: %w", row.ID, err)
 	}
 	status := statusOf(&st)
-	fmt.Fprintf(w, "DAG run   %s\n", row.ID)
-	fmt.Fprintf(w, "DAG       %s (policy %s)\n", row.DagID, g.Policy())
-	fmt.Fprintf(w, "Origin    %s\n", row.Origin)
-	fmt.Fprintf(w, "Due       %s\n", fmtTime(st.Due))
-	fmt.Fprintf(w, "Status    %s\n", status)
-	fmt.Fprintf(w, "Nodes     %s\n", summaryOf(&st))
-	fmt.Fprintf(w, "Started   %s\n", fmtTime(st.CreatedAt))
-	fmt.Fprintf(w, "Ended     %s\n", fmtTime(st.EndedAt))
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "DAG run   %s\n", row.ID)
+	fmt.Fprintf(&b, "DAG       %s (policy %s)\n", row.DagID, g.Policy())
+	fmt.Fprintf(&b, "Origin    %s\n", row.Origin)
+	fmt.Fprintf(&b, "Due       %s\n", fmtTime(st.Due))
+	fmt.Fprintf(&b, "Status    %s\n", status)
+	fmt.Fprintf(&b, "Nodes     %s\n", summaryOf(&st))
+	fmt.Fprintf(&b, "Started   %s\n", fmtTime(st.CreatedAt))
+	fmt.Fprintf(&b, "Ended     %s\n", fmtTime(st.EndedAt))
 	if st.Resumes > 0 {
-		fmt.Fprintf(w, "Resumes   %d\n", st.Resumes)
+		fmt.Fprintf(&b, "Resumes   %d\n", st.Resumes)
 	}
-	fmt.Fprintf(w, "Version   %d\n\n", row.Version)
+	fmt.Fprintf(&b, "Version   %d\n\n", row.Version)
 
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tSTATE\tJOB\tAFTER\tRUN ID\tATTEMPT\tSTARTED\tENDED\tREASON")
 	for i, n := range st.Nodes {
 		after := make([]string, 0, len(g.Parents(i)))
@@ -72,7 +84,7 @@ func WriteRun(w io.Writer, row store.DagRun, st dagrun.State, opts dag.Options) 
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.Phase, g.Node(i).JobID, list(after),
 			run, attempt, fmtTime(n.StartedAt), fmtTime(n.EndedAt), reason)
 	}
-	return tw.Flush()
+	return flush(w, tw, &b)
 }
 
 // list joins ids, eliding the middle of a long list.

@@ -30,8 +30,6 @@ func TestWriteRunAndRuns(t *testing.T) {
 	require.NoError(t, err)
 	_, err = r.Apply(t.Context(), id, succeeded(st, id, 0)...)
 	require.NoError(t, err)
-	_, st, err = r.Get(t.Context(), id)
-	require.NoError(t, err)
 	_, err = r.Apply(t.Context(), id, dagrun.RunEvent{RunID: id + "/b", Node: "b", Attempt: 3, State: sundialv1.RunState_RUN_STATE_DEAD})
 	require.NoError(t, err)
 

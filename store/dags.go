@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// ErrVersionConflict: a conditional update of a DAG run lost, because the
-// run's version is no longer the one the caller read. Re-read the run with
+// ErrVersionConflict reports a conditional update of a DAG run that lost,
+// because the run's version is no longer the one the caller read. Re-read the run with
 // GetDagRun and apply the change again.
 var ErrVersionConflict = errors.New("dag run changed since it was read")
 

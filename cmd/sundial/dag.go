@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -198,14 +199,14 @@ func dagRunsCommand() *cli.Command {
 			if err != nil {
 				return fmt.Errorf("cassandra: %w", err)
 			}
-			defer st.Close()
-			runs, err := st.ListDagRuns(ctx, id, int(cmd.Int("limit")))
+			defer func() { _ = st.Close() }()
+			runs, err := st.ListDagRuns(ctx, id, cmd.Int("limit"))
 			if err != nil {
 				return err
 			}
 			if len(runs) == 0 {
-				fmt.Fprintf(cmd.Root().Writer, "DAG %s has no runs\n", id)
-				return nil
+				_, err := fmt.Fprintf(cmd.Root().Writer, "DAG %s has no runs\n", id)
+				return err
 			}
 			return dagengine.WriteRuns(cmd.Root().Writer, runs)
 		},
@@ -237,7 +238,7 @@ func dagShowCommand() *cli.Command {
 			if err != nil {
 				return fmt.Errorf("cassandra: %w", err)
 			}
-			defer st.Close()
+			defer func() { _ = st.Close() }()
 			row, err := st.GetDagRun(ctx, id)
 			if err != nil {
 				return err
@@ -329,8 +330,8 @@ Example:
 			if !created {
 				verb = "already exists"
 			}
-			fmt.Fprintf(cmd.Root().Writer, "DAG run %s %s\n", runID, verb)
-			return nil
+			_, err = fmt.Fprintf(cmd.Root().Writer, "DAG run %s %s\n", runID, verb)
+			return err
 		},
 	}
 }
@@ -419,23 +420,27 @@ func produceDag(ctx context.Context, cmd *cli.Command, rec *kgo.Record) error {
 	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		return fmt.Errorf("produce DAG %q to %s: %w", rec.Key, rec.Topic, err)
 	}
-	out := cmd.Root().Writer
+	var b strings.Builder
 	if !cmd.Bool("wait") {
-		fmt.Fprintf(out, "%s\tproduced to %s[%d]@%d\n", rec.Key, rec.Topic, rec.Partition, rec.Offset)
-		return nil
+		fmt.Fprintf(&b, "%s\tproduced to %s[%d]@%d\n", rec.Key, rec.Topic, rec.Partition, rec.Offset)
+		_, err := io.WriteString(cmd.Root().Writer, b.String())
+		return err
 	}
 	statuses, err := c.WaitStatus(ctx, client.Receipt{ID: string(rec.Key), Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp})
 	if err != nil {
 		return fmt.Errorf("is a DAG engine running? %w", err)
 	}
 	st := statuses[0]
-	fmt.Fprintf(out, "%s\t%s", rec.Key, outcomeName(st.GetOutcome()))
+	fmt.Fprintf(&b, "%s\t%s", rec.Key, outcomeName(st.GetOutcome()))
 	if next := st.GetNextDueTime(); next != nil {
-		fmt.Fprintf(out, "\tnext due %s", next.AsTime().Format(time.RFC3339Nano))
+		fmt.Fprintf(&b, "\tnext due %s", next.AsTime().Format(time.RFC3339Nano))
 	}
-	fmt.Fprintln(out)
+	b.WriteString("\n")
 	for _, e := range st.GetErrors() {
-		fmt.Fprintf(out, "  %s: %s\n", e.GetField(), e.GetReason())
+		fmt.Fprintf(&b, "  %s: %s\n", e.GetField(), e.GetReason())
+	}
+	if _, err := io.WriteString(cmd.Root().Writer, b.String()); err != nil {
+		return err
 	}
 	if st.GetOutcome() == sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_REJECTED {
 		return fmt.Errorf("DAG %q rejected", rec.Key)
@@ -494,8 +499,12 @@ Example:
 			g, errs := dag.Compile(spec, dag.Options{})
 			out := cmd.Root().Writer
 			if len(errs) > 0 {
+				var b strings.Builder
 				for _, fe := range errs {
-					fmt.Fprintf(out, "%s: %s\n", fe.Field, fe.Reason)
+					fmt.Fprintf(&b, "%s: %s\n", fe.Field, fe.Reason)
+				}
+				if _, err := io.WriteString(out, b.String()); err != nil {
+					return err
 				}
 				return fmt.Errorf("DAG %q: %d problem(s)", spec.GetId(), len(errs))
 			}
@@ -505,8 +514,8 @@ Example:
 					roots++
 				}
 			}
-			fmt.Fprintf(out, "DAG %s is valid: %d nodes, %d roots, policy %s\n", g.ID(), g.Len(), roots, g.Policy())
-			return nil
+			_, err = fmt.Fprintf(out, "DAG %s is valid: %d nodes, %d roots, policy %s\n", g.ID(), g.Len(), roots, g.Policy())
+			return err
 		},
 	}
 }

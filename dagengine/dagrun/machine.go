@@ -65,8 +65,8 @@ func (Published) isInput()   {}
 // Decision is something the shell must do.
 type Decision interface{ isDecision() }
 
-// StartNode: enqueue the run RunID of node Node (position Index in the
-// graph), due At.
+// StartNode says: enqueue the run RunID of node Node (position Index in
+// the graph), due At.
 type StartNode struct {
 	Index int
 	Node  string
@@ -76,11 +76,11 @@ type StartNode struct {
 	At    time.Time
 }
 
-// Publish: publish the event (it is also in State.Outbox until
+// Publish says: publish the event (it is also in State.Outbox until
 // acknowledged).
 type Publish struct{ Event Event }
 
-// Finish: the DAG run ended with Status.
+// Finish says: the DAG run ended with Status.
 type Finish struct{ Status Status }
 
 func (StartNode) isDecision() {}

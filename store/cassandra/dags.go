@@ -297,7 +297,7 @@ func (s *Store) UpdateDagRun(ctx context.Context, r store.DagRun) (int64, error)
 			return 0, fmt.Errorf("update dag run %q: %w", r.ID, store.ErrNotFound)
 		}
 		if stored.Version != next || !bytes.Equal(stored.State, r.State) {
-			return 0, fmt.Errorf("update dag run %q at version %d (now %d, after %v): %w", r.ID, r.Version, stored.Version, err, store.ErrVersionConflict)
+			return 0, fmt.Errorf("update dag run %q at version %d (now %d, after %w): %w", r.ID, r.Version, stored.Version, err, store.ErrVersionConflict)
 		}
 	case !applied:
 		have, found := current["version"].(int64)
