@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v3"
 
@@ -58,6 +62,7 @@ Examples, against the local stack:
 			&cli.IntFlag{Name: "asynq-concurrency", Usage: "peer: asynq workers (default: runners × runner concurrency)", Sources: envVar("asynq-concurrency")},
 			&cli.BoolFlag{Name: "keep", Usage: "keep the namespace (topics, keyspace, Redis keys) afterwards", Sources: envVar("keep")},
 			&cli.StringFlag{Name: "results-dir", Value: "bench/results", Usage: "where the results folder is written", Sources: envVar("results-dir")},
+			&cli.StringFlag{Name: "pprof-addr", Usage: "serve net/http/pprof of the bench process (and an in-process pipeline) on this address", Sources: envVar("pprof-addr")},
 			&cli.StringFlag{Name: "cpu-profile", Usage: "write a CPU profile of the bench process over the measured window to this file", Sources: envVar("cpu-profile")},
 			&cli.StringFlag{Name: "log-level", Value: "warn", Usage: "log level of the pipeline's components", Sources: envVar("log-level")},
 		},
@@ -91,6 +96,13 @@ Examples, against the local stack:
 				CPUProfile: cmd.String("cpu-profile"),
 				Logger:     slog.New(slog.NewTextHandler(cmd.Root().ErrWriter, &slog.HandlerOptions{Level: level})),
 			}
+			if addr := cmd.String("pprof-addr"); addr != "" {
+				stop, err := servePprof(addr)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			dir, rep, err := b.Run(ctx)
 			if err != nil {
 				return err
@@ -100,4 +112,19 @@ Examples, against the local stack:
 			return nil
 		},
 	}
+}
+
+// servePprof serves the runtime profiles on addr until stop is called.
+func servePprof(addr string) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--pprof-addr %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return func() { _ = srv.Close() }, nil
 }
