@@ -102,6 +102,26 @@
 // instance tracks, and sets this instance's timers. Between sweeps each
 // instance keeps a timer heap of the deadlines of the runs it touched.
 //
+// # Limits and choices
+//
+//   - Every instance schedules every DAG; the run id makes the occurrence
+//     one run, at the price of one conditional insert per instance per
+//     occurrence. Definitions changed by another instance are seen at its
+//     next refresh (SweepInterval); missed occurrences then follow the
+//     DAG's misfire policy and catch-up window.
+//   - A DAG run follows the definition it started with. Deleting or
+//     changing a DAG starts no new run of the old definition and leaves
+//     the runs under way alone; a resume reruns nodes with their DAG run's
+//     definition, but a node that runs a registered job reads that job
+//     afresh when it starts.
+//   - A node that times out is marked TIMED_OUT; the engine does not cancel
+//     the runner's execution (a late event of it is ignored).
+//   - DAG runs are triggered with Runs.StartRun (`sundial dag trigger`); a
+//     Trigger record on sundial.triggers names jobs only.
+//   - DAG-run records carry no TTL: they stay until deleted.
+//   - Transition metrics are counted by the process whose write applied;
+//     `sundial dag trigger` and `resume` count theirs in their own process.
+//
 // # Dependencies
 //
 // github.com/twmb/franz-go consumes and produces; internal/consume provides
