@@ -105,6 +105,7 @@ func (a *asynqPeer) handle(ctx context.Context, t *asynq.Task) error {
 	}
 	req.Header.Set("Idempotency-Key", runID)
 	req.Header.Set("Sundial-Job-Id", a.plan.JobID(int(job)))
+	req.Header.Set("Sundial-Attempt", strconv.Itoa(retry+1))
 	resp, err := a.http.Do(req)
 	if err != nil {
 		a.errs.Add(1)

@@ -286,7 +286,9 @@ func (r *Report) Markdown(w io.Writer) {
 		return fmt.Sprintf("%d (%d)", s.Counts.Lost, s.Counts.LostDispatched)
 	})
 	row("duplicate executions", func(s System) string { return fmt.Sprint(s.Counts.DuplicateExecutions) })
-	row("duplicate effects", func(s System) string { return fmt.Sprint(s.Effects.DuplicateEffects) })
+	row("duplicate effects (of which within one attempt)", func(s System) string {
+		return fmt.Sprintf("%d (%d)", s.Effects.DuplicateEffects, s.Effects.DuplicateSameAttempt)
+	})
 	row("unexpected runs / early starts", func(s System) string {
 		return fmt.Sprintf("%d / %d", s.Counts.Unexpected, s.Counts.EarlyStarts)
 	})

@@ -155,7 +155,7 @@ func TestReportWrite(t *testing.T) {
 	require.NoError(t, err)
 	s := string(md)
 	for _, want := range []string{"abc123", "uncommitted changes", "Kafka v4.3", "Cassandra 5.0.9", "Redis 7.0.15", "2 cores",
-		"**3000 runs/s** (C (Cassandra writes))", "| sundial | asynq |", "| duplicate effects | 1 | 1 |", "in-process: test"} {
+		"**3000 runs/s** (C (Cassandra writes))", "| sundial | asynq |", "| duplicate effects (of which within one attempt) | 1 (0) | 1 (0) |", "in-process: test"} {
 		assert.Contains(t, s, want)
 	}
 	assert.Contains(t, s, "sundial p95 / asynq p95")

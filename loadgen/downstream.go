@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -18,6 +19,7 @@ const (
 	headerIdempotencyKey = "Idempotency-Key"
 	headerJobID          = "Sundial-Job-Id"
 	headerFencingToken   = "Sundial-Fencing-Token"
+	headerAttempt        = "Sundial-Attempt"
 )
 
 // Downstream is the counting HTTP server the workload's jobs call: it
@@ -28,10 +30,15 @@ const (
 type Downstream struct {
 	mu      sync.Mutex
 	applied map[string]uint32
-	fence   map[string]int64
-	stale   int64
-	missing int64
-	total   int64
+	// perAttempt counts applications of (key, attempt): a key applied twice
+	// in one attempt was sent twice by one execution or executed twice; in
+	// two attempts, the runner retried after a failure it could not tell
+	// from a lost response.
+	perAttempt map[string]uint32
+	fence      map[string]int64
+	stale      int64
+	missing    int64
+	total      int64
 
 	srv  *http.Server
 	ln   net.Listener
@@ -41,7 +48,7 @@ type Downstream struct {
 // NewDownstream returns a Downstream that is not serving yet; ServeHTTP may
 // be used directly (tests) or Start serves it on an address.
 func NewDownstream() *Downstream {
-	return &Downstream{applied: map[string]uint32{}, fence: map[string]int64{}}
+	return &Downstream{applied: map[string]uint32{}, perAttempt: map[string]uint32{}, fence: map[string]int64{}}
 }
 
 // ServeHTTP applies one request.
@@ -60,6 +67,7 @@ func (d *Downstream) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	d.mu.Lock()
 	d.total++
 	d.applied[key]++
+	d.perAttempt[key+"#"+req.Header.Get(headerAttempt)]++
 	if token > 0 && job != "" {
 		if token < d.fence[job] {
 			d.stale++
@@ -112,6 +120,10 @@ type Effects struct {
 	Keys int64 `json:"keys"`
 	// DuplicateEffects: keys applied more than once.
 	DuplicateEffects int64 `json:"duplicate_effects"`
+	// DuplicateSameAttempt: keys applied more than once within one attempt
+	// (Sundial-Attempt header): a request sent twice by one execution (an
+	// HTTP client retrying) or two executions of the attempt.
+	DuplicateSameAttempt int64 `json:"duplicate_same_attempt"`
 	// StaleFencing: requests whose fencing token was below the highest
 	// already seen for their job.
 	StaleFencing int64 `json:"stale_fencing"`
@@ -127,6 +139,16 @@ func (d *Downstream) Effects() Effects {
 	for _, n := range d.applied {
 		if n > 1 {
 			e.DuplicateEffects++
+		}
+	}
+	seen := map[string]bool{}
+	for ka, n := range d.perAttempt {
+		if n > 1 {
+			key := ka[:strings.LastIndexByte(ka, '#')]
+			if !seen[key] {
+				seen[key] = true
+				e.DuplicateSameAttempt++
+			}
 		}
 	}
 	return e

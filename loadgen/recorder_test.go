@@ -226,7 +226,7 @@ func TestDownstream(t *testing.T) {
 	d := NewDownstream()
 	srv := httptest.NewServer(d)
 	defer srv.Close()
-	send := func(key, job, token string) int {
+	send := func(key, job, token string, attempt ...string) int {
 		req, err := http.NewRequest(http.MethodPost, srv.URL+"/effect", nil)
 		require.NoError(t, err)
 		if key != "" {
@@ -234,6 +234,10 @@ func TestDownstream(t *testing.T) {
 		}
 		req.Header.Set("Sundial-Job-Id", job)
 		req.Header.Set("Sundial-Fencing-Token", token)
+		req.Header.Set("Sundial-Attempt", "1")
+		if len(attempt) > 0 {
+			req.Header.Set("Sundial-Attempt", attempt[0])
+		}
 		resp, err := srv.Client().Do(req)
 		require.NoError(t, err)
 		resp.Body.Close()
@@ -243,8 +247,9 @@ func TestDownstream(t *testing.T) {
 	assert.Equal(t, http.StatusNoContent, send("j1@2", "j1", "3"))
 	assert.Equal(t, http.StatusNoContent, send("j1@2", "j1", "2")) // applied again, by an older holder
 	assert.Equal(t, http.StatusNoContent, send("j2@1", "j2", "1"))
+	assert.Equal(t, http.StatusNoContent, send("j2@1", "j2", "4", "2")) // a retry: another attempt
 	assert.Equal(t, http.StatusBadRequest, send("", "j2", "2"))
-	assert.Equal(t, Effects{Requests: 4, Keys: 3, DuplicateEffects: 1, StaleFencing: 1, MissingKey: 1}, d.Effects())
+	assert.Equal(t, Effects{Requests: 5, Keys: 3, DuplicateEffects: 2, DuplicateSameAttempt: 1, StaleFencing: 1, MissingKey: 1}, d.Effects())
 }
 
 func TestRecorderWindowSetAfterTheEvents(t *testing.T) {
