@@ -291,9 +291,12 @@ func TestCrashTakeover(t *testing.T) {
 		sched.MisfirePolicy = sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ALL
 		specs = append(specs, jobSpec(id, sched))
 	}
+	registered := time.Now()
 	first := s.register(t.Context(), specs, time.Now)
 	// Runs flow on every shard.
-	require.Eventually(t, func() bool { return len(s.latency.shardsFired()) == shards }, time.Minute, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return len(s.latency.shardsFired()) == shards }, 2*time.Minute, 50*time.Millisecond,
+		"shards that fired: %v", s.latency.shardsFired())
+	t.Logf("every shard fired %s after the registration began", time.Since(registered).Round(time.Millisecond))
 
 	victim := ds[1]
 	owned := victim.Owned()

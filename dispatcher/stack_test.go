@@ -146,7 +146,7 @@ func (s *stack) dispatcher(name string, mutate ...func(*Config)) *Dispatcher {
 		InstanceID:        name,
 		SessionTimeout:    6 * time.Second,
 		HeartbeatInterval: 500 * time.Millisecond,
-		Logger:            slog.New(slog.NewTextHandler(s.t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})).With("test", s.t.Name()),
+		Logger:            slog.New(slog.NewTextHandler(s.t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo})).With("test", s.t.Name()),
 		Registerer:        prometheus.NewRegistry(),
 	}
 	for _, m := range mutate {
