@@ -34,7 +34,7 @@
 //     registry in the bench process.
 //  5. Register the workload through loadgen (the Go client), wait for the
 //     registry to accept it, measure the window, drain, and compare with
-//     the workload's expected runs. A large steady workload registers its
+//     the workload's expected runs. A steady workload registers its
 //     cron jobs first to time the registry, and anchors the interval jobs
 //     with a start at the estimated end of registration, so that they do
 //     not fire (and slow the registry) while the rest is registered.
