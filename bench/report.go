@@ -307,7 +307,7 @@ func (r *Report) Markdown(w io.Writer) {
 			if c.RecoverySeconds >= 0 {
 				rec = fmt.Sprintf("recovered %.1f s after the kill", c.RecoverySeconds)
 			}
-			p("\n- %s: %s killed (SIGKILL) at %s, restarted at %s; %s (per-second p99 back under %.0f ms)",
+			p("\n- %s: %s killed (SIGKILL) at %s, restarted at %s; %s (per-second p99 of the runs due after the kill back under %.0f ms)",
 				s.Name, c.Process, c.KilledAt.Format("15:04:05.000"), c.Restarted.Format("15:04:05.000"), rec, c.ThresholdMs)
 		}
 		for _, n := range s.Notes {

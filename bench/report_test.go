@@ -64,29 +64,30 @@ func TestSeries(t *testing.T) {
 
 func TestRecovery(t *testing.T) {
 	t.Parallel()
-	// p99 of 20 ms before the kill at second 10; seconds 10-13 are slow,
-	// 14 on are fine again; a second kill at 30 with slow seconds to the end.
+	// p99 of 20 ms well before the kill at second 20.3; seconds 18-19 are
+	// slow (runs queued on the killed process), as are 20-23; 24 on are
+	// fine again; a second kill at 40 with slow seconds to the end.
 	var series []SeriesPoint
-	for s := range 40 {
+	for s := range 50 {
 		p99 := 20.0
-		if (s >= 10 && s <= 13) || s >= 30 {
+		if (s >= 18 && s <= 23) || s >= 40 {
 			p99 = 2000
 		}
 		series = append(series, SeriesPoint{Second: s, Count: 10, P99Ms: p99})
 	}
 	crashes := []CrashEvent{
-		{Process: "runner-0", KilledAt: from.Add(10*time.Second + 300*time.Millisecond)},
-		{Process: "dispatcher-0", KilledAt: from.Add(30 * time.Second)},
+		{Process: "runner-0", KilledAt: from.Add(20*time.Second + 300*time.Millisecond)},
+		{Process: "dispatcher-0", KilledAt: from.Add(40 * time.Second)},
 	}
 	th, rec := recovery(series, from, crashes, 0)
 	assert.Equal(t, 250.0, th, "the threshold is at least 250 ms")
-	assert.InDelta(t, 3.7, rec, 0.001, "back under the threshold from second 14")
+	assert.InDelta(t, 3.7, rec, 0.001, "back under the threshold from second 24")
 	_, rec = recovery(series, from, crashes, 1)
 	assert.InDelta(t, 10, rec, 0.001, "slow until the end of the series")
 
-	quiet := []SeriesPoint{{Second: 0, P99Ms: 400}, {Second: 5, P99Ms: 10}}
-	th, rec = recovery(quiet, from, []CrashEvent{{KilledAt: from.Add(3 * time.Second)}}, 0)
-	assert.Equal(t, 800.0, th, "twice the p99 before the kill")
+	quiet := []SeriesPoint{{Second: 0, P99Ms: 400}, {Second: 1, P99Ms: 500}, {Second: 2, P99Ms: 450}, {Second: 15, P99Ms: 10}}
+	th, rec = recovery(quiet, from, []CrashEvent{{KilledAt: from.Add(13 * time.Second)}}, 0)
+	assert.Equal(t, 900.0, th, "twice the median p99 of the seconds ending 10s before the kill")
 	assert.Zero(t, rec)
 }
 

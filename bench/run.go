@@ -549,19 +549,21 @@ func (b *Bench) crash(ctx context.Context, cfg Config, procs *Processes, from ti
 
 // recovery is the time from crash i's kill until the per-second p99 of the
 // runs due after it stays under the threshold (up to the next kill or the
-// end of the series): the threshold is the larger of 250ms and twice the
-// p99 of the seconds before the first kill.
+// end of the series). The threshold is the larger of 250ms and twice the
+// median per-second p99 of the seconds that ended at least 10s before the
+// first kill: runs due just before a kill may still be queued on the
+// killed process, so those seconds do not count as the undisturbed state.
 func recovery(series []SeriesPoint, from time.Time, crashes []CrashEvent, i int) (thresholdMs, seconds float64) {
 	firstKill := crashes[0].KilledAt.Sub(from).Seconds()
 	var before []float64
 	for _, sp := range series {
-		if float64(sp.Second)+1 <= firstKill {
+		if float64(sp.Second)+1 <= firstKill-10 {
 			before = append(before, sp.P99Ms)
 		}
 	}
 	thresholdMs = 250
 	if len(before) > 0 {
-		thresholdMs = math.Max(thresholdMs, 2*percentile(before, 0.99))
+		thresholdMs = math.Max(thresholdMs, 2*percentile(before, 0.5))
 	}
 	kill := crashes[i].KilledAt.Sub(from).Seconds()
 	end := math.Inf(1)
@@ -585,6 +587,17 @@ func recovery(series []SeriesPoint, from time.Time, crashes []CrashEvent, i int)
 		return thresholdMs, -1
 	}
 	return thresholdMs, lastBad - kill
+}
+
+// Recovery recomputes the recovery of every crash of every system of r
+// from its series (for reports written before a change of the rule).
+func Recovery(r *Report) {
+	for si := range r.Systems {
+		s := &r.Systems[si]
+		for i := range s.Crash {
+			s.Crash[i].ThresholdMs, s.Crash[i].RecoverySeconds = recovery(s.Series, r.Workload.WindowFrom, s.Crash, i)
+		}
+	}
 }
 
 func percentile(v []float64, q float64) float64 {
