@@ -168,6 +168,14 @@ func TestUnreachableFailsWithinTimeout(t *testing.T) {
 			}{
 				{"migrate", func(ctx context.Context) error { _, err := cassandra.Migrate(ctx, cfg); return err }},
 				{"open", func(ctx context.Context) error { _, err := cassandra.Open(ctx, cfg); return err }},
+				// The default connect timeout is longer than the budget:
+				// the caller's deadline bounds it.
+				{"open with the default connect timeout", func(ctx context.Context) error {
+					def := cfg
+					def.ConnectTimeout = 0
+					_, err := cassandra.Open(ctx, def)
+					return err
+				}},
 			} {
 				ctx, cancel := context.WithTimeout(t.Context(), budget)
 				start := time.Now()

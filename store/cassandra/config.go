@@ -19,7 +19,7 @@ const (
 	DefaultReplicationFactor = 1
 	DefaultConsistency       = "LOCAL_QUORUM"
 	DefaultSerialConsistency = "LOCAL_SERIAL"
-	DefaultConnectTimeout    = 5 * time.Second
+	DefaultConnectTimeout    = 10 * time.Second
 	DefaultTimeout           = 10 * time.Second
 	DefaultSchemaTimeout     = time.Minute
 	DefaultPageSize          = 5000
@@ -55,7 +55,11 @@ type Config struct {
 	// makes Paxos span data centres.
 	SerialConsistency string
 	// ConnectTimeout bounds dialling and the handshake with each host, so
-	// an unreachable cluster fails Open and Migrate quickly; default 5s.
+	// an unreachable cluster fails Open and Migrate in bounded time; default
+	// 10s. A busy node can take seconds to answer the handshake, and a
+	// host whose every connection fails it is marked down by the driver
+	// until its next reconnection attempt, so a tight value turns load into
+	// an outage. The caller's context deadline, when sooner, bounds it too.
 	ConnectTimeout time.Duration
 	// Timeout bounds each query; default 10s.
 	Timeout time.Duration
