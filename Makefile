@@ -99,9 +99,23 @@ check-rules: ## check the Prometheus config and alert rules and run the rules' u
 	$(PROMTOOL) check config deploy/prometheus/prometheus.yml
 	$(PROMTOOL) test rules deploy/prometheus/tests/*.yml
 
+# The end-to-end scenario of test-observability (deploy/scenario_test.go):
+# migrate, start a registry, a dispatcher, a runner and a DAG engine, put load on them, check
+# that every dashboard query returns data (or is known to stay empty, with the
+# reason) and that the trigger-latency alerts fire when the runner is stopped
+# and resolve when it continues. About ten minutes; the processes, keyspace,
+# topics and Redis keys are removed however it ends. Logs: $(OUT)/observe/.
 .PHONY: test-observability
-test-observability: stack-up check-rules ## telemetry package, dashboards' and rules' PromQL against the real metric names, Prometheus harness
+test-observability: stack-up check-rules ## telemetry, dashboards' and rules' PromQL, Prometheus harness, then the end-to-end scenario (~10 min)
 	source <($(STACK) env) && $(GO) test -race -count=1 ./internal/telemetry/... ./deploy/...
+	@mkdir -p $(OUT)
+	$(GO) build -o $(OUT)/sundial ./cmd/sundial
+	@rm -rf $(OUT)/observe
+	@source <($(STACK) env); rc=0; \
+	  SUNDIAL_OBSERVE_SCENARIO=1 SUNDIAL_OBSERVE_BINARY=$(CURDIR)/$(OUT)/sundial SUNDIAL_OBSERVE_DIR=$(CURDIR)/$(OUT)/observe \
+	  $(GO) test -count=1 -v -timeout 90m -run '^TestObservabilityScenario$$' ./deploy/ > $(OUT)/observability.log 2>&1 || rc=$$?; \
+	  grep -E '^\s+(scenario|prometheus)_test.go:[0-9]+: |^(ok|FAIL|---|panic:)' $(OUT)/observability.log || true; \
+	  echo "full log: $(OUT)/observability.log"; exit $$rc
 
 .PHONY: dashboards
 dashboards: ## regenerate the Grafana dashboards (deploy/grafana/dashboards/*.json) from deploy/grafana/*.go

@@ -2,11 +2,13 @@ package deploy_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -135,10 +137,10 @@ func TestPrometheusScrapesAndEvaluates(t *testing.T) {
 // It starts Debian's prometheus on 127.0.0.1 with the rules of
 // deploy/prometheus/rules (scrape and evaluation every second), waits until
 // every target is up, then polls every dashboard query until all return data
-// or SUNDIAL_OBSERVE_SETTLE (default 3m) passes, and fails naming the queries
-// that never did, except panels whose title matches the regular expression
-// SUNDIAL_OBSERVE_ALLOW_EMPTY (for example "Circuit breakers" when no
-// downstream was called). With SUNDIAL_OBSERVE_STOP_RUNNERS and
+// (except panels whose title matches the regular expression
+// SUNDIAL_OBSERVE_ALLOW_EMPTY, for example "Circuit breakers" when no
+// downstream was called) or SUNDIAL_OBSERVE_SETTLE (default 3m) passes, and
+// fails naming the queries that never did and were not allowed to. With SUNDIAL_OBSERVE_STOP_RUNNERS and
 // SUNDIAL_OBSERVE_START_RUNNERS (shell commands), it then stops the runners,
 // waits for each alert of SUNDIAL_OBSERVE_ALERTS (default
 // SundialRunsNotStarting,SundialTriggerLatencyBudgetBurn) to fire, starts them
@@ -148,30 +150,99 @@ func TestPrometheusScrapesAndEvaluates(t *testing.T) {
 // SUNDIAL_OBSERVE_RESOLVE to wait for that too. Each wait is bounded by
 // SUNDIAL_OBSERVE_ALERT_TIMEOUT (default 15m, 40m when the budget-burn alert
 // must resolve). Prometheus's directory is kept when SUNDIAL_OBSERVE_DIR is set.
+// TestObservabilityScenario (scenario_test.go) does the same with a pipeline
+// and load of its own.
 func TestEndToEndObservability(t *testing.T) {
 	spec := os.Getenv("SUNDIAL_OBSERVE_TARGETS")
 	if spec == "" {
 		t.Skip("SUNDIAL_OBSERVE_TARGETS is not set: no Sundial processes to observe")
 	}
-	bin := needPrometheus(t)
 	targets, err := parseTargets(spec)
 	require.NoError(t, err)
-	settle := envDuration(t, "SUNDIAL_OBSERVE_SETTLE", 3*time.Minute)
-	resolve := envList("SUNDIAL_OBSERVE_RESOLVE", "SundialRunsNotStarting")
-	alertTimeout := 15 * time.Minute
-	for _, a := range resolve {
-		if a == "SundialTriggerLatencyBudgetBurn" {
-			alertTimeout = 40 * time.Minute
+	o := observation{
+		targets: targets,
+		dir:     os.Getenv("SUNDIAL_OBSERVE_DIR"),
+		settle:  envDuration(t, "SUNDIAL_OBSERVE_SETTLE", 3*time.Minute),
+		warmup:  envDuration(t, "SUNDIAL_OBSERVE_WARMUP", 0),
+		alerts:  envList("SUNDIAL_OBSERVE_ALERTS", "SundialRunsNotStarting,SundialTriggerLatencyBudgetBurn"),
+		resolve: envList("SUNDIAL_OBSERVE_RESOLVE", "SundialRunsNotStarting"),
+	}
+	if v := os.Getenv("SUNDIAL_OBSERVE_ALLOW_EMPTY"); v != "" {
+		re, err := regexp.Compile(v)
+		require.NoError(t, err, "SUNDIAL_OBSERVE_ALLOW_EMPTY")
+		o.expectedEmpty = func(q promcheck.Query) (string, bool) {
+			return "panel title matches SUNDIAL_OBSERVE_ALLOW_EMPTY", re.MatchString(q.Where)
 		}
 	}
-	alertTimeout = envDuration(t, "SUNDIAL_OBSERVE_ALERT_TIMEOUT", alertTimeout)
-	dir := os.Getenv("SUNDIAL_OBSERVE_DIR")
+	o.alertTimeout = o.defaultAlertTimeout()
+	o.alertTimeout = envDuration(t, "SUNDIAL_OBSERVE_ALERT_TIMEOUT", o.alertTimeout)
+	if stop, start := os.Getenv("SUNDIAL_OBSERVE_STOP_RUNNERS"), os.Getenv("SUNDIAL_OBSERVE_START_RUNNERS"); stop != "" && start != "" {
+		o.stopRunners = func() error { return runShell(t, stop) }
+		o.startRunners = func() error { return runShell(t, start) }
+	}
+	observe(t, o)
+}
+
+// observation is what observe checks against a running pipeline.
+type observation struct {
+	// targets are the Sundial processes to scrape.
+	targets []promcheck.Target
+	// dir keeps Prometheus's configuration, data and log; empty: a
+	// temporary directory.
+	dir string
+	// settle bounds the wait for the dashboard queries to return data.
+	settle time.Duration
+	// warmup is the least time the queries are polled before they are
+	// judged and the runners stopped, so that both happen on a pipeline
+	// that has run under its load for a while.
+	warmup time.Duration
+	// expectedEmpty says whether a dashboard query may stay without data,
+	// and why; nil: none may.
+	expectedEmpty func(promcheck.Query) (reason string, ok bool)
+	// stopRunners and startRunners stop and start every runner; nil: the
+	// alerts are not exercised.
+	stopRunners, startRunners func() error
+	// alerts must fire once the runners stop; resolve must resolve once
+	// they start again.
+	alerts, resolve []string
+	// alertTimeout bounds each wait for an alert's state.
+	alertTimeout time.Duration
+}
+
+// defaultAlertTimeout is 15 minutes, or 40 when the budget-burn alert must
+// resolve (its 30-minute short window must pass the outage first).
+func (o observation) defaultAlertTimeout() time.Duration {
+	for _, a := range o.resolve {
+		if a == "SundialTriggerLatencyBudgetBurn" {
+			return 40 * time.Minute
+		}
+	}
+	return 15 * time.Minute
+}
+
+// observe starts Debian's prometheus on 127.0.0.1 with the rules of
+// deploy/prometheus/rules (scrape and evaluation every second), waits until
+// every target is up, then polls every dashboard query until all return
+// data, or all that do not are expected to stay empty (but for at least
+// o.warmup), or o.settle passes;
+// it fails naming the queries that never did and were not expected to
+// stay empty. With stopRunners and startRunners, it then waits for
+// o.alerts to be inactive, stops the runners, waits for each of o.alerts
+// to fire, starts them again and waits for each of o.resolve to resolve,
+// logging when each happened.
+func observe(t *testing.T, o observation) {
+	bin := needPrometheus(t)
+	dir := o.dir
 	if dir == "" {
 		dir = t.TempDir()
 	}
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	if o.alertTimeout == 0 {
+		o.alertTimeout = o.defaultAlertTimeout()
+	}
 	ctx := t.Context()
 
-	p, err := promcheck.Start(ctx, promcheck.Config{Binary: bin, Dir: dir, Targets: targets, RuleFiles: ruleFiles(t)})
+	p, err := promcheck.Start(ctx, promcheck.Config{Binary: bin, Dir: dir, Targets: o.targets, RuleFiles: ruleFiles(t)})
 	require.NoError(t, err)
 	t.Cleanup(p.Stop)
 	t.Logf("prometheus at %s, log %s", p.URL, p.LogPath)
@@ -181,16 +252,24 @@ func TestEndToEndObservability(t *testing.T) {
 
 	dash, err := promcheck.DashboardQueries(dashboardGlob)
 	require.NoError(t, err)
-	deadline := time.Now().Add(settle)
-	var missing []promcheck.QueryResult
+	expected := func(q promcheck.Query) (string, bool) {
+		if o.expectedEmpty == nil {
+			return "", false
+		}
+		return o.expectedEmpty(q)
+	}
+	begin := time.Now()
+	deadline := begin.Add(max(o.settle, o.warmup))
+	var results []promcheck.QueryResult
 	for {
-		missing = missing[:0]
-		for _, res := range p.CheckQueries(ctx, dash) {
-			if res.Err != nil || !res.Result.HasData() {
-				missing = append(missing, res)
+		results = p.CheckQueries(ctx, dash)
+		settled := true
+		for _, res := range results {
+			if _, ok := expected(res.Query); res.Err != nil || !res.Result.HasData() && !ok {
+				settled = false
 			}
 		}
-		if len(missing) == 0 || time.Now().After(deadline) {
+		if settled && time.Since(begin) >= o.warmup || time.Now().After(deadline) {
 			break
 		}
 		select {
@@ -199,49 +278,78 @@ func TestEndToEndObservability(t *testing.T) {
 		case <-time.After(5 * time.Second):
 		}
 	}
-	t.Logf("%d of %d dashboard queries return data", len(dash)-len(missing), len(dash))
-	var allowEmpty *regexp.Regexp
-	if v := os.Getenv("SUNDIAL_OBSERVE_ALLOW_EMPTY"); v != "" {
-		allowEmpty, err = regexp.Compile(v)
-		require.NoError(t, err, "SUNDIAL_OBSERVE_ALLOW_EMPTY")
-	}
-	for _, m := range missing {
-		if m.Err == nil && allowEmpty != nil && allowEmpty.MatchString(m.Query.Where) {
-			t.Logf("no data (allowed): %s", m.Query)
-			continue
+	withData := 0
+	for _, res := range results {
+		reason, ok := expected(res.Query)
+		switch {
+		case res.Err == nil && res.Result.HasData():
+			withData++
+			if ok {
+				t.Logf("data, though expected to stay empty (%s): %s", reason, res.Query)
+			}
+		case res.Err == nil && ok:
+			t.Logf("no data, as expected: %s\n    why: %s", res.Query, reason)
+		default:
+			t.Errorf("no data: %s (err: %v)", res.Query, res.Err)
 		}
-		t.Errorf("no data: %s (err: %v)", m.Query, m.Err)
 	}
+	t.Logf("%d of %d dashboard queries return data", withData, len(dash))
 
-	stop, start := os.Getenv("SUNDIAL_OBSERVE_STOP_RUNNERS"), os.Getenv("SUNDIAL_OBSERVE_START_RUNNERS")
-	if stop == "" || start == "" {
-		t.Log("SUNDIAL_OBSERVE_STOP_RUNNERS/START_RUNNERS not set: alerts not exercised")
+	if o.stopRunners == nil || o.startRunners == nil {
+		t.Log("no way to stop and start the runners: alerts not exercised")
 		return
 	}
-	alerts := envList("SUNDIAL_OBSERVE_ALERTS", "SundialRunsNotStarting,SundialTriggerLatencyBudgetBurn")
-	for _, a := range alerts {
-		actx, cancel := context.WithTimeout(ctx, alertTimeout)
-		err := p.WaitAlert(actx, a, "inactive")
-		cancel()
-		require.NoError(t, err, "%s fires before the runners stop", a)
-	}
-	runShell(t, stop)
+	require.NoError(t, waitAlerts(t, p, o.alerts, "inactive", time.Now(), o.alertTimeout), "alerts fire before the runners stop")
+	require.NoError(t, o.stopRunners())
 	stopped := time.Now()
-	for _, a := range alerts {
-		actx, cancel := context.WithTimeout(ctx, alertTimeout)
-		err := p.WaitAlert(actx, a, "firing")
-		cancel()
-		require.NoError(t, err)
-		t.Logf("%s firing %s after the runners stopped", a, time.Since(stopped).Round(time.Second))
-	}
-	runShell(t, start)
+	t.Logf("runners stopped at %s", stopped.UTC().Format(time.TimeOnly))
+	require.NoError(t, waitAlerts(t, p, o.alerts, "firing", stopped, o.alertTimeout))
+	require.NoError(t, o.startRunners())
 	started := time.Now()
-	for _, a := range resolve {
-		actx, cancel := context.WithTimeout(ctx, alertTimeout)
-		err := p.WaitAlert(actx, a, "inactive")
-		cancel()
-		require.NoError(t, err)
-		t.Logf("%s resolved %s after the runners started", a, time.Since(started).Round(time.Second))
+	t.Logf("runners started at %s", started.UTC().Format(time.TimeOnly))
+	require.NoError(t, waitAlerts(t, p, o.resolve, "inactive", started, o.alertTimeout))
+}
+
+// waitAlerts waits until every alert of names is in state ("firing",
+// "pending", or "inactive": neither), logging when each got there, counted
+// from since. It returns an error naming those that did not within timeout.
+func waitAlerts(t *testing.T, p *promcheck.Prometheus, names []string, state string, since time.Time, timeout time.Duration) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	left := slices.Clone(names)
+	var last []promcheck.Alert
+	for {
+		alerts, err := p.Alerts(ctx)
+		if err == nil {
+			last = alerts
+			left = slices.DeleteFunc(left, func(name string) bool {
+				// Any alert of the name when waiting for inactive; one
+				// in state otherwise.
+				i := slices.IndexFunc(alerts, func(a promcheck.Alert) bool {
+					return a.Name() == name && (state == "inactive" || a.State == state)
+				})
+				now := time.Now()
+				after := fmt.Sprintf("at %s, %s after %s", now.UTC().Format(time.TimeOnly), now.Sub(since).Round(time.Second), since.UTC().Format(time.TimeOnly))
+				switch {
+				case state == "inactive" && i < 0:
+					t.Logf("%s inactive %s", name, after)
+					return true
+				case state != "inactive" && i >= 0:
+					t.Logf("%s %s %s (pending since %s, value %s)", name, state, after, alerts[i].ActiveAt.UTC().Format(time.TimeOnly), alerts[i].Value)
+					return true
+				}
+				return false
+			})
+			if len(left) == 0 {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("alerts %v not %s within %s; alerts now %v: %w", left, state, timeout, last, errors.Join(ctx.Err(), err))
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 }
 
@@ -282,9 +390,12 @@ func envList(name, def string) []string {
 	return out
 }
 
-func runShell(t *testing.T, command string) {
+func runShell(t *testing.T, command string) error {
 	t.Helper()
 	out, err := exec.CommandContext(t.Context(), "bash", "-c", command).CombinedOutput()
-	require.NoError(t, err, "%s: %s", command, out)
+	if err != nil {
+		return fmt.Errorf("%s: %w: %s", command, err, out)
+	}
 	t.Logf("ran %q", command)
+	return nil
 }

@@ -208,8 +208,10 @@ func Runner() *Dashboard {
 	b.add(8, 8, ts("Lease acquisitions by result", "ops",
 		"acquired; already_done: dedupe mark found; held and no_slot: contention (another holder, or the job's concurrency limit); error.",
 		q(`sum by (result) (rate(sundial_runner_lease_acquisitions_total[$__rate_interval]))`, "{{result}}")))
+	// "or vector(0)": the held and no_slot series appear at the first
+	// refusal; until then the contention is 0, not unknown.
 	b.add(8, 8, ts("Lease contention", "percentunit", "Share of acquisitions refused because the lease or every slot was held.",
-		q(`sum(rate(sundial_runner_lease_acquisitions_total{result=~"held|no_slot"}[$__rate_interval])) / sum(rate(sundial_runner_lease_acquisitions_total[$__rate_interval]))`, "contention")))
+		q(`(sum(rate(sundial_runner_lease_acquisitions_total{result=~"held|no_slot"}[$__rate_interval])) or vector(0)) / sum(rate(sundial_runner_lease_acquisitions_total[$__rate_interval]))`, "contention")))
 	b.add(8, 8, ts("Leases lost during execution", "ops", "Expired or revoked while the run executed; the execution is cancelled.",
 		q(`sum(rate(sundial_runner_leases_lost_total[$__rate_interval]))`, "lost")))
 

@@ -11,7 +11,8 @@
 //     duration), nothing else is rewritten.
 //   - The Prometheus started by Start listens on 127.0.0.1 only, keeps its
 //     data in a directory the caller owns, and is killed by Stop, which
-//     returns once the process has exited.
+//     returns once the process has exited, or, on Linux, when the process
+//     that started it dies.
 //
 // Dependencies: github.com/prometheus/prometheus/promql/parser, the parser
 // of Prometheus itself (so a query that passes here parses in Prometheus),

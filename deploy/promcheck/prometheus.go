@@ -101,6 +101,9 @@ func Start(ctx context.Context, cfg Config) (*Prometheus, error) {
 		"--log.level=info",
 	)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Prometheus dies with the process that started it, even when that one
+	// is killed before it can call Stop (a test binary's timeout).
+	cmd.SysProcAttr = dieWithParent()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("promcheck: start %s: %w", bin, err)
 	}
@@ -348,6 +351,9 @@ type Alert struct {
 	Annotations map[string]string `json:"annotations"`
 	State       string            `json:"state"`
 	Value       string            `json:"value"`
+	// ActiveAt is when the alert's condition started to hold (it became
+	// pending).
+	ActiveAt time.Time `json:"activeAt"`
 }
 
 // Name is the alert's name.
