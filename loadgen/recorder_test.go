@@ -269,3 +269,27 @@ func TestRecorderWindowSetAfterTheEvents(t *testing.T) {
 	assert.Equal(t, int64(7), c.Lost)
 	assert.Len(t, c.LostExamples, 7)
 }
+
+func TestDownstreamServes(t *testing.T) {
+	t.Parallel()
+	d := NewDownstream()
+	require.NoError(t, d.Start(t.Context(), "127.0.0.1:0"))
+	defer d.Stop()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	for range 2 {
+		req, err := http.NewRequest(http.MethodPost, d.URL(), nil)
+		require.NoError(t, err)
+		req.Header.Set("Idempotency-Key", "lg-1@5")
+		req.Header.Set("Sundial-Attempt", "1")
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	}
+	e := d.Effects()
+	assert.Equal(t, int64(1), e.DuplicateEffects)
+	assert.Equal(t, int64(1), e.DuplicateSameAttempt)
+	NewDownstream().Stop() // safe before Start
+}
