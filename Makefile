@@ -100,11 +100,13 @@ check-rules: ## check the Prometheus config and alert rules and run the rules' u
 	$(PROMTOOL) test rules deploy/prometheus/tests/*.yml
 
 # The end-to-end scenario of test-observability (deploy/scenario_test.go):
-# migrate, start a registry, a dispatcher, a runner and a DAG engine, put load on them, check
-# that every dashboard query returns data (or is known to stay empty, with the
-# reason) and that the trigger-latency alerts fire when the runner is stopped
-# and resolve when it continues. About ten minutes; the processes, keyspace,
-# topics and Redis keys are removed however it ends. Logs: $(OUT)/observe/.
+# migrate, start a registry, a dispatcher, a runner and a DAG engine, put load
+# on them, check that every dashboard query returns data (or is known to stay
+# empty, with the reason) and that the trigger-latency alerts fire when the
+# runner is stopped and resolve when it continues. About ten minutes; the
+# processes, keyspace, topics and Redis keys are removed however it ends (the
+# processes die with the test binary even when it is killed). Logs:
+# $(OUT)/observe/.
 .PHONY: test-observability
 test-observability: stack-up check-rules ## telemetry, dashboards' and rules' PromQL, Prometheus harness, then the end-to-end scenario (~10 min)
 	source <($(STACK) env) && $(GO) test -race -count=1 ./internal/telemetry/... ./deploy/...
