@@ -134,7 +134,8 @@ fencing token), execute its target (HTTP, Kafka, or a registered handler:
 this binary registers "noop"), write retries and deferrals as due entries in
 Cassandra, dead runs to sundial.dlq, and every state change to sundial.events.
 With --history (the default) the process also stores the events as run
-history for 'sundial runs list'.
+history for 'sundial runs list'. With --metrics-addr it serves /metrics,
+/healthz, and /readyz, ready while Kafka, Redis and Cassandra answer.
 
 Example, against the local stack:
   source <(deploy/local/stack.sh env) && sundial runner --concurrency 64 --metrics-addr :9465`,
