@@ -85,7 +85,7 @@ func (a *asynqPeer) handle(ctx context.Context, t *asynq.Task) error {
 	now := time.Now()
 	job, dueMs, err := decodeTask(t.Payload())
 	if err != nil {
-		return fmt.Errorf("%w: %v", asynq.SkipRetry, err)
+		return fmt.Errorf("%w: %w", asynq.SkipRetry, err)
 	}
 	retry, _ := asynq.GetRetryCount(ctx)
 	runID := a.plan.JobID(int(job)) + "@" + strconv.FormatInt(dueMs, 10)
@@ -111,7 +111,7 @@ func (a *asynqPeer) handle(ctx context.Context, t *asynq.Task) error {
 		a.errs.Add(1)
 		return err
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	return nil
 }
 
@@ -129,7 +129,7 @@ func (b *Bench) runAsynq(ctx context.Context, cfg *Config, ns Namespace) (System
 		return sys, err
 	}
 	rc := redis.NewClient(&redis.Options{Addr: b.Backends.RedisAddr, PoolSize: 128})
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	queue := "bench-" + ns.ID
 	workers := cmp.Or(cfg.AsynqConcurrency, cfg.Runners*cmp.Or(cfg.RunnerConcurrency, 64))
 	cfg.AsynqConcurrency = workers
@@ -201,7 +201,7 @@ func (b *Bench) runAsynq(ctx context.Context, cfg *Config, ns Namespace) (System
 				}
 				p := peer.rec.Progress()
 				if b.Progress != nil {
-					fmt.Fprintf(b.Progress, "asynq  runs started %d  rate %.0f/s  p95 %s\n", p.Started, float64(p.RecentStarted)/5, p.RecentP95.Round(100*time.Microsecond))
+					_, _ = fmt.Fprintf(b.Progress, "asynq  runs started %d  rate %.0f/s  p95 %s\n", p.Started, float64(p.RecentStarted)/5, p.RecentP95.Round(100*time.Microsecond))
 				}
 			}
 		}

@@ -68,12 +68,12 @@ func MeasureKafka(ctx context.Context, brokers []string, topic string, partition
 	res := KafkaBaseline{PayloadBytes: payloadBytes, Partitions: partitions, Producer: "franz-go, linger 0, acks=all, idempotent, key = job id"}
 	adm, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
-		return res, fmt.Errorf("K: admin client: %w", err)
+		return res, fmt.Errorf("baseline K: admin client: %w", err)
 	}
 	defer adm.Close()
 	spec := topics.Spec{Name: topic, Partitions: partitions}
 	if _, err := topics.Ensure(ctx, kadm.NewClient(adm), []topics.Spec{spec}, 1); err != nil {
-		return res, fmt.Errorf("K: create topic: %w", err)
+		return res, fmt.Errorf("baseline K: create topic: %w", err)
 	}
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -84,13 +84,13 @@ func MeasureKafka(ctx context.Context, brokers []string, topic string, partition
 	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ProducerLinger(0), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.MaxBufferedRecords(20000))
 	if err != nil {
-		return res, fmt.Errorf("K: producer: %w", err)
+		return res, fmt.Errorf("baseline K: producer: %w", err)
 	}
 	defer prod.Close()
 	cons, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond))
 	if err != nil {
-		return res, fmt.Errorf("K: consumer: %w", err)
+		return res, fmt.Errorf("baseline K: consumer: %w", err)
 	}
 	defer cons.Close()
 
@@ -133,11 +133,11 @@ func MeasureKafka(ctx context.Context, brokers []string, topic string, partition
 	})
 	wg.Wait()
 	if err, ok := produceErr.Load().(error); ok {
-		return res, fmt.Errorf("K: produce: %w", err)
+		return res, fmt.Errorf("baseline K: produce: %w", err)
 	}
 	elapsed := last.Sub(start).Seconds()
 	if elapsed <= 0 || consumed.Load() == 0 {
-		return res, errors.New("K: nothing consumed")
+		return res, errors.New("baseline K: nothing consumed")
 	}
 	res.Records = consumed.Load()
 	res.Seconds = elapsed
@@ -154,7 +154,7 @@ func MeasureKafka(ctx context.Context, brokers []string, topic string, partition
 func MeasureRedis(ctx context.Context, s *leasing.Store, concurrency, batch int, d time.Duration) (RedisBaseline, error) {
 	res := RedisBaseline{Concurrency: concurrency, Batch: batch, Seconds: d.Seconds()}
 	if err := s.Load(ctx); err != nil {
-		return res, fmt.Errorf("R: %w", err)
+		return res, fmt.Errorf("baseline R: %w", err)
 	}
 	var seq atomic.Int64
 	next := func() leasing.Request {
@@ -174,7 +174,7 @@ func MeasureRedis(ctx context.Context, s *leasing.Store, concurrency, batch int,
 					n, err := worker(egCtx)
 					if err != nil {
 						if egCtx.Err() != nil {
-							return nil
+							return nil //nolint:nilerr // the deadline cut the call: the measurement is over
 						}
 						return err
 					}
@@ -199,7 +199,7 @@ func MeasureRedis(ctx context.Context, s *leasing.Store, concurrency, batch int,
 		return 2, nil
 	})
 	if err != nil {
-		return res, fmt.Errorf("R plain: %w", err)
+		return res, fmt.Errorf("baseline R plain: %w", err)
 	}
 	res.PlainCallsPerSec = plain
 	piped, err := measure(func(ctx context.Context) (int64, error) {
@@ -222,7 +222,7 @@ func MeasureRedis(ctx context.Context, s *leasing.Store, concurrency, batch int,
 		return int64(2 * batch), nil
 	})
 	if err != nil {
-		return res, fmt.Errorf("R pipelined: %w", err)
+		return res, fmt.Errorf("baseline R pipelined: %w", err)
 	}
 	res.PipelinedCallsPerSec = piped
 	return res, nil
@@ -249,7 +249,7 @@ func MeasureCassandra(ctx context.Context, s store.Schedule, concurrency int, d 
 				e := store.DueEntry{Due: due, JobID: job, Kind: store.KindScheduled, RunID: store.RunID(job, due), Attempt: 1, Revision: n}
 				if err := s.PutDue(egCtx, e); err != nil {
 					if egCtx.Err() != nil {
-						return nil
+						return nil //nolint:nilerr // the deadline cut the write: the measurement is over
 					}
 					return err
 				}
@@ -259,7 +259,7 @@ func MeasureCassandra(ctx context.Context, s store.Schedule, concurrency int, d 
 		})
 	}
 	if err := eg.Wait(); err != nil {
-		return res, fmt.Errorf("C: %w", err)
+		return res, fmt.Errorf("baseline C: %w", err)
 	}
 	elapsed := time.Since(start).Seconds()
 	res.Writes = done.Load()

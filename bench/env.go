@@ -142,7 +142,7 @@ func (n Namespace) Teardown(ctx context.Context, b Backends) error {
 		errs = append(errs, err)
 	}
 	rc := redis.NewClient(&redis.Options{Addr: b.RedisAddr})
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	if err := deleteKeys(ctx, rc, n.RedisPrefix+"*"); err != nil {
 		errs = append(errs, err)
 	}
@@ -223,7 +223,7 @@ func DescribeMachine() Machine {
 				m.MemoryBytes = kb * 1024
 			}
 		}
-		f.Close()
+		_ = f.Close()
 	}
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
 		sc := bufio.NewScanner(f)
@@ -233,7 +233,7 @@ func DescribeMachine() Machine {
 				break
 			}
 		}
-		f.Close()
+		_ = f.Close()
 	}
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		if f := strings.Fields(string(b)); len(f) > 0 {
@@ -299,6 +299,6 @@ func DescribeBackends(ctx context.Context, b Backends) BackendVersions {
 	}
 	rc := redis.NewClient(&redis.Options{Addr: b.RedisAddr})
 	v.Redis = redisVersion(ctx, rc)
-	rc.Close()
+	_ = rc.Close()
 	return v
 }

@@ -101,7 +101,7 @@ func (p *InProcess) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("pipeline: cassandra: %w", err)
 	}
 	p.st = st
-	p.stops = append(p.stops, func() { st.Close() })
+	p.stops = append(p.stops, func() { _ = st.Close() })
 	cluster, err := st.GetClusterConfig(ctx)
 	if err != nil {
 		return fmt.Errorf("pipeline: %w", err)
@@ -268,13 +268,14 @@ func (p *Processes) start(name string) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(p.Binary, p.args(name)...)
+	// The process outlives any one context: Kill and Stop end it.
+	cmd := exec.Command(p.Binary, p.args(name)...) //nolint:noctx // see above
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
-		f.Close()
+		_ = f.Close()
 		return fmt.Errorf("start %s: %w", name, err)
 	}
-	go func() { _ = cmd.Wait(); f.Close() }()
+	go func() { _ = cmd.Wait(); _ = f.Close() }()
 	p.mu.Lock()
 	p.procs[name] = cmd
 	p.mu.Unlock()
@@ -331,7 +332,7 @@ func BuildBinary(ctx context.Context, dir string) (string, error) {
 	out := filepath.Join(dir, "sundial")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/sundial")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("%w: go build ./cmd/sundial: %v\n%s", errNoBinary, err, b)
+		return "", fmt.Errorf("%w: go build ./cmd/sundial: %w\n%s", errNoBinary, err, b)
 	}
 	return out, nil
 }

@@ -213,7 +213,7 @@ func yes(b bool) string {
 
 // Markdown writes the human-readable summary.
 func (r *Report) Markdown(w io.Writer) {
-	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p := func(format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }
 	dirty := ""
 	if r.Commit.Dirty {
 		dirty = " (working tree had uncommitted changes)"

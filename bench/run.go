@@ -42,7 +42,7 @@ type Bench struct {
 
 func (b *Bench) say(format string, args ...any) {
 	if b.Progress != nil {
-		fmt.Fprintf(b.Progress, "bench: "+format+"\n", args...)
+		_, _ = fmt.Fprintf(b.Progress, "bench: "+format+"\n", args...)
 	}
 }
 
@@ -192,7 +192,7 @@ func (b *Bench) baselines(ctx context.Context, cfg Config, ns Namespace, plan *l
 	b.say("  K = %.0f records/s, e2e p95 %.1f ms", k.RecordsPerSec, k.E2EP95Ms)
 
 	rc := redis.NewClient(&redis.Options{Addr: b.Backends.RedisAddr, PoolSize: 128})
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	ls, err := leasing.New(leasing.Config{Client: rc, KeyPrefix: ns.RedisPrefix + "baseline:", TTL: 30 * time.Second, DoneRetention: 10 * time.Minute})
 	if err != nil {
 		return bl, err
@@ -207,9 +207,9 @@ func (b *Bench) baselines(ctx context.Context, cfg Config, ns Namespace, plan *l
 
 	st, err := cassandra.Open(ctx, cassandra.Config{Hosts: b.Backends.CassandraHosts, Keyspace: ns.Keyspace})
 	if err != nil {
-		return bl, fmt.Errorf("C: %w", err)
+		return bl, fmt.Errorf("baseline C: %w", err)
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	b.say("baseline C: PutDue of one due entry, 64 in flight, %s", d)
 	c, err := MeasureCassandra(ctx, st, 64, d, b.Now())
 	if err != nil {
@@ -260,7 +260,7 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 		defer func() {
 			// Runners started as processes use the default lease key prefix.
 			rc := redis.NewClient(&redis.Options{Addr: b.Backends.RedisAddr})
-			defer rc.Close()
+			defer func() { _ = rc.Close() }()
 			_ = deleteKeys(context.WithoutCancel(ctx), rc, leasing.DefaultKeyPrefix+"{"+ns.ID+"-*")
 		}()
 	} else {
@@ -374,12 +374,12 @@ func (b *Bench) profile(ctx context.Context, from time.Time) func() {
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		b.say("cpu profile: %v", err)
-		f.Close()
+		_ = f.Close()
 		return func() {}
 	}
 	return func() {
 		pprof.StopCPUProfile()
-		f.Close()
+		_ = f.Close()
 		b.say("cpu profile of the window written to %s", b.CPUProfile)
 	}
 }

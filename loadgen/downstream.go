@@ -101,14 +101,13 @@ func (d *Downstream) Start(ctx context.Context, addr string) error {
 // URL is the address jobs call; valid after Start.
 func (d *Downstream) URL() string { return "http://" + d.ln.Addr().String() + "/effect" }
 
-// Stop shuts the server down and waits for it. Safe before Start.
+// Stop closes the server and its connections and waits for it. Safe
+// before Start.
 func (d *Downstream) Stop() {
 	if d.srv == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = d.srv.Shutdown(ctx)
+	_ = d.srv.Close()
 	<-d.done
 }
 

@@ -259,7 +259,7 @@ func (g *Generator) progress(ctx context.Context) {
 		p := g.cfg.Recorder.Progress()
 		rate := float64(p.RecentStarted) / now.Sub(last).Seconds()
 		last = now
-		fmt.Fprintf(g.cfg.Progress, "%s  jobs produced %d registered %d/%d  events %d  runs started %d  rate %.0f/s  p95 %s\n",
+		_, _ = fmt.Fprintf(g.cfg.Progress, "%s  jobs produced %d registered %d/%d  events %d  runs started %d  rate %.0f/s  p95 %s\n",
 			now.Sub(g.start).Truncate(time.Second), g.produced.Load(), g.accepted.Load(), g.cfg.Plan.Jobs,
 			p.Events, p.Started, rate, p.RecentP95.Round(100*time.Microsecond))
 	}

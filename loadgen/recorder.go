@@ -63,7 +63,6 @@ type Recorder struct {
 	malformed int64
 	early     int64 // STARTED before the due time: recorded as 0, counted here
 	started   int64 // runs started at least once
-	extraRuns int64 // started runs outside the expected set (see Result)
 }
 
 // NewRecorder records the runs parse recognises. The latencies of every

@@ -227,7 +227,7 @@ func TestDownstream(t *testing.T) {
 	srv := httptest.NewServer(d)
 	defer srv.Close()
 	send := func(key, job, token string, attempt ...string) int {
-		req, err := http.NewRequest(http.MethodPost, srv.URL+"/effect", nil)
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/effect", nil)
 		require.NoError(t, err)
 		if key != "" {
 			req.Header.Set("Idempotency-Key", key)
@@ -279,7 +279,7 @@ func TestDownstreamServes(t *testing.T) {
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Transport: tr}
 	for range 2 {
-		req, err := http.NewRequest(http.MethodPost, d.URL(), nil)
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, d.URL(), nil)
 		require.NoError(t, err)
 		req.Header.Set("Idempotency-Key", "lg-1@5")
 		req.Header.Set("Sundial-Attempt", "1")

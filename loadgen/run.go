@@ -74,7 +74,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	}
 	say := func(format string, args ...any) {
 		if o.Progress != nil {
-			fmt.Fprintf(o.Progress, "loadgen: "+format+"\n", args...)
+			_, _ = fmt.Fprintf(o.Progress, "loadgen: "+format+"\n", args...)
 		}
 	}
 	w := o.Workload

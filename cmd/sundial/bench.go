@@ -97,7 +97,7 @@ Examples, against the local stack:
 				Logger:     slog.New(slog.NewTextHandler(cmd.Root().ErrWriter, &slog.HandlerOptions{Level: level})),
 			}
 			if addr := cmd.String("pprof-addr"); addr != "" {
-				stop, err := servePprof(addr)
+				stop, err := servePprof(ctx, addr)
 				if err != nil {
 					return err
 				}
@@ -108,15 +108,16 @@ Examples, against the local stack:
 				return err
 			}
 			rep.Markdown(cmd.Root().Writer)
-			fmt.Fprintf(cmd.Root().Writer, "\nreport written to %s\n", dir)
+			_, _ = fmt.Fprintf(cmd.Root().Writer, "\nreport written to %s\n", dir)
 			return nil
 		},
 	}
 }
 
 // servePprof serves the runtime profiles on addr until stop is called.
-func servePprof(addr string) (stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
+func servePprof(ctx context.Context, addr string) (stop func(), err error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--pprof-addr %s: %w", addr, err)
 	}

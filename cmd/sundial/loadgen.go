@@ -62,8 +62,8 @@ Example, against a running pipeline on the local stack:
 			if prefix == "" {
 				prefix = "lg" + strconv.FormatInt(time.Now().Unix(), 10)
 			}
-			w := loadgen.Workload{Prefix: prefix, Jobs: int(cmd.Int("jobs")), Rate: cmd.Float("rate"), Duration: cmd.Duration("duration"),
-				Mix: mix, PayloadBytes: int(cmd.Int("payload-bytes")), Target: loadgen.Target{Handler: cmd.String("handler")}}
+			w := loadgen.Workload{Prefix: prefix, Jobs: cmd.Int("jobs"), Rate: cmd.Float("rate"), Duration: cmd.Duration("duration"),
+				Mix: mix, PayloadBytes: cmd.Int("payload-bytes"), Target: loadgen.Target{Handler: cmd.String("handler")}}
 			if cmd.Bool("herd") {
 				w.HerdAt = time.Now() // moved to now + lead by the run
 			}
@@ -78,19 +78,19 @@ Example, against a running pipeline on the local stack:
 			}
 			ms := func(v int64) float64 { return float64(v) / 1000 }
 			t, d := sum.Trigger, sum.Dispatch
-			fmt.Fprintf(out, "\nwindow %s to %s, %d jobs, planned %.0f triggers/s\n", sum.WindowFrom.Format(time.RFC3339), sum.WindowTo.Format(time.RFC3339), sum.Plan.Jobs, sum.Plan.PlannedRate)
-			fmt.Fprintf(out, "trigger latency (%d runs): p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  p99.9 %.1f ms  max %.1f ms\n",
+			_, _ = fmt.Fprintf(out, "\nwindow %s to %s, %d jobs, planned %.0f triggers/s\n", sum.WindowFrom.Format(time.RFC3339), sum.WindowTo.Format(time.RFC3339), sum.Plan.Jobs, sum.Plan.PlannedRate)
+			_, _ = fmt.Fprintf(out, "trigger latency (%d runs): p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  p99.9 %.1f ms  max %.1f ms\n",
 				t.TotalCount(), ms(t.ValueAtQuantile(50)), ms(t.ValueAtQuantile(95)), ms(t.ValueAtQuantile(99)), ms(t.ValueAtQuantile(99.9)), ms(t.Max()))
-			fmt.Fprintf(out, "dispatch latency (%d runs): p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  max %.1f ms\n",
+			_, _ = fmt.Fprintf(out, "dispatch latency (%d runs): p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  max %.1f ms\n",
 				d.TotalCount(), ms(d.ValueAtQuantile(50)), ms(d.ValueAtQuantile(95)), ms(d.ValueAtQuantile(99)), ms(d.Max()))
 			c := sum.Counts
-			fmt.Fprintf(out, "expected %d  lost %d  duplicate executions %d  unexpected %d  early starts %d\n",
+			_, _ = fmt.Fprintf(out, "expected %d  lost %d  duplicate executions %d  unexpected %d  early starts %d\n",
 				c.Expected, c.Lost, c.DuplicateExecutions, c.Unexpected, c.EarlyStarts)
 			if sum.EffectsCounted {
-				fmt.Fprintf(out, "duplicate effects %d (%d requests, %d keys, %d with a stale fencing token)\n",
+				_, _ = fmt.Fprintf(out, "duplicate effects %d (%d requests, %d keys, %d with a stale fencing token)\n",
 					sum.Effects.DuplicateEffects, sum.Effects.Requests, sum.Effects.Keys, sum.Effects.StaleFencing)
 			} else {
-				fmt.Fprintln(out, "duplicate effects: not counted (the jobs call a runner handler)")
+				_, _ = fmt.Fprintln(out, "duplicate effects: not counted (the jobs call a runner handler)")
 			}
 			return nil
 		},
