@@ -101,11 +101,10 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(d.cfg.Now().Add(-d.cfg.CatchUpHorizon).UnixMilli())),
 		kgo.FetchMaxWait(time.Second),
 		kgo.ProducerLinger(0),
-		// A run that cannot reach a broker fails its firing after
-		// FireTimeout instead of waiting forever: the firing is retried
-		// (same run id), and a shard being given up can drain. Without it
-		// a revocation during a broker outage would wait on a record that
-		// only Close can fail, while Close waits for the revocation.
+		// A run record that is not delivered within FireTimeout fails its
+		// firing, which is retried (same run id), instead of waiting without
+		// bound. It does not cover a broker that cannot be dialled at all:
+		// then the record waits until Close fails it (see TestCrashTakeover).
 		kgo.RecordDeliveryTimeout(d.cfg.FireTimeout),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 	}, d.cfg.KafkaOpts...)
