@@ -126,7 +126,7 @@ func TestDispatchEveryScheduleKind(t *testing.T) {
 	acked := s.latency.count()
 	require.Eventually(t, func() bool { return s.runs.total() >= acked }, 30*time.Second, 50*time.Millisecond,
 		"the runs topics do not hold the %d acknowledged runs", acked)
-	h := s.latency.report(t, sundialv1.RunOrigin_RUN_ORIGIN_SCHEDULE)
+	s.latency.report(t, sundialv1.RunOrigin_RUN_ORIGIN_SCHEDULE)
 
 	byID := map[string]*sundialv1.JobSpec{}
 	for _, sp := range specs {
