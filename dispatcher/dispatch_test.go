@@ -248,8 +248,14 @@ func TestWakeupIntoLoadedBucket(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond, "wake-ups into a loaded bucket did not fire")
 
 	for _, id := range []string{"retried", "one-off"} {
-		lat, ok := s.latency.of(s.runs.jobRuns(id)[0].GetRunId())
-		require.True(t, ok)
+		// The run can reach the runs topic before the producer's ack
+		// callback has recorded its latency: wait for the record.
+		var lat time.Duration
+		require.Eventually(t, func() bool {
+			var ok bool
+			lat, ok = s.latency.of(s.runs.jobRuns(id)[0].GetRunId())
+			return ok
+		}, 10*time.Second, 10*time.Millisecond, "no dispatch latency recorded for %s", id)
 		t.Logf("%s: fired %s after its due time", id, lat)
 		// A bucket read would find it a minute late, or never (BigBen).
 		assert.Less(t, lat, time.Second, "%s fired late", id)
