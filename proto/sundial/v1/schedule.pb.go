@@ -486,8 +486,9 @@ func (x *At) GetTime() *timestamppb.Timestamp {
 // definition on sundial.jobs (its CreateTime, or LogAppendTime if the topic
 // is configured so), never from the moment a registry happened to process
 // it: reprocessing the same record after a restart gives the same due time.
-// A later record of the same job with a Delay schedule starts a new delay
-// from its own timestamp.
+// A later record that changes the definition starts a new delay from its
+// own timestamp; a record identical to the stored definition is UNCHANGED
+// and keeps the first due time, so a retried produce never postpones it.
 type Delay struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// How long after the record's timestamp to fire. Required, positive, whole
