@@ -119,7 +119,7 @@ func (a *asynqPeer) handle(ctx context.Context, t *asynq.Task) error {
 // length) on asynq.
 func (b *Bench) runAsynq(ctx context.Context, cfg *Config, ns Namespace) (System, error) {
 	sys := System{Name: "asynq"}
-	ds := loadgen.NewDownstream()
+	ds := loadgen.NewDownstream(loadgen.DownstreamConfig{EffectDuration: cfg.EffectDuration})
 	if err := ds.Start(ctx, "127.0.0.1:0"); err != nil {
 		return sys, err
 	}

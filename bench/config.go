@@ -63,6 +63,11 @@ type Config struct {
 	// Target is "http" (the counting downstream; default) or "noop" (the
 	// runners' in-process handler: no effects counted).
 	Target string `json:"target"`
+	// EffectDuration is how long the counting downstream takes to apply
+	// one effect, so that two executions of one run at the same time
+	// overlap there (a duplicate effect). Default
+	// loadgen.DefaultEffectDuration.
+	EffectDuration time.Duration `json:"effect_duration"`
 	// PayloadBytes of each job's payload. Default 64.
 	PayloadBytes int `json:"payload_bytes"`
 	// BaselineDuration is how long each of K, R and C is measured. Default
@@ -125,6 +130,7 @@ func (c Config) WithDefaults() Config {
 	c.Runners = cmp.Or(c.Runners, 1)
 	c.Target = cmp.Or(c.Target, "http")
 	c.PayloadBytes = cmp.Or(c.PayloadBytes, 64)
+	c.EffectDuration = cmp.Or(c.EffectDuration, loadgen.DefaultEffectDuration)
 	c.BaselineDuration = cmp.Or(c.BaselineDuration, 10*time.Second)
 	c.ResultsDir = cmp.Or(c.ResultsDir, "bench/results")
 	return c
@@ -170,6 +176,9 @@ func (c Config) Validate() error {
 		if n*c.CrashAfter+c.CrashDown >= c.Duration {
 			bad("crash after %s (each of %d kills) and down %s do not fit in the window %s", c.CrashAfter, n, c.CrashDown, c.Duration)
 		}
+	}
+	if c.EffectDuration < 0 || c.EffectDuration > time.Minute {
+		bad("effect duration %s: must be in [0, 1m]", c.EffectDuration)
 	}
 	if c.RunnerConcurrency < 0 || c.AsynqConcurrency < 0 || c.RunnerHTTPIdleConns < 0 {
 		bad("concurrencies must not be negative")

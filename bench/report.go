@@ -289,6 +289,10 @@ func (r *Report) Markdown(w io.Writer) {
 	row("duplicate effects (of which within one attempt)", func(s System) string {
 		return fmt.Sprintf("%d (%d)", s.Effects.DuplicateEffects, s.Effects.DuplicateSameAttempt)
 	})
+	row("redeliveries answered as replays (keys)", func(s System) string {
+		return fmt.Sprintf("%d (%d)", s.Effects.Redeliveries, s.Effects.RedeliveredKeys)
+	})
+	row("stale fencing tokens at the downstream", func(s System) string { return fmt.Sprint(s.Effects.StaleFencing) })
 	row("unexpected runs / early starts", func(s System) string {
 		return fmt.Sprintf("%d / %d", s.Counts.Unexpected, s.Counts.EarlyStarts)
 	})

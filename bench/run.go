@@ -117,7 +117,8 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 	rep.Targets = targets(cfg, rep)
 	rep.Notes = append(rep.Notes,
 		"Trigger latency: first STARTED event of attempt 1 minus the attempt's due time, for runs due in the window; dispatch latency: the run record's LogAppendTime on the runs topic minus the due time.",
-		"Lost: runs the workload's own arithmetic makes due in the window that never started by the end of the drain. Duplicate executions: runs with two or more executions (fencing token, runner) of one attempt. Duplicate effects: idempotency keys the counting downstream applied more than once.")
+		"Lost: runs the workload's own arithmetic makes due in the window that never started by the end of the drain. Duplicate executions: runs with two or more executions (fencing token, runner) of one attempt. Duplicate effects: idempotency keys the counting downstream applied more than once.",
+		fmt.Sprintf("The counting downstream honours the idempotency key (the run id): applying an effect takes %s; a key already applied is answered as a replay and counted as a redelivery, not applied again; a key that arrives while another request is still applying it is applied again, a duplicate effect (two executions of one run at once, which leases and fencing must prevent).", cfg.EffectDuration))
 	rep.FinishedAt = b.Now().UTC()
 	dir := filepath.Join(cfg.ResultsDir, start.UTC().Format("20060102-150405")+"-"+cfg.Scenario)
 	if err := rep.Write(dir); err != nil {
@@ -233,7 +234,7 @@ type pipeline interface {
 // runSundial runs the workload through Sundial.
 func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (System, WorkloadInfo, error) {
 	sys := System{Name: "sundial"}
-	ds := loadgen.NewDownstream()
+	ds := loadgen.NewDownstream(loadgen.DownstreamConfig{EffectDuration: cfg.EffectDuration})
 	if err := ds.Start(ctx, "127.0.0.1:0"); err != nil {
 		return sys, WorkloadInfo{}, err
 	}

@@ -15,6 +15,21 @@
 // registry's answers, and reads sundial.events and the run topics into a
 // Recorder. The Downstream is the HTTP server the jobs call.
 //
+// # The downstream
+//
+// The design hands the run id to the downstream as its idempotency key and
+// counts on the downstream to honour it: delivery is at least once, the
+// effect is once. The Downstream is such a downstream. Applying an effect
+// takes a set time (DownstreamConfig.EffectDuration, default 10ms), after
+// which the key is recorded as applied. A request whose key is already
+// applied is answered 200 with Idempotent-Replayed: true and changes
+// nothing (a redelivery). A request whose key is still being applied by
+// another request cannot be recognised, so it applies the effect a second
+// time: a duplicate effect. That only happens when two executions of one
+// run overlap, which the runners' leases and fencing tokens must prevent;
+// a runner killed mid-call and its run delivered again later is a
+// redelivery, not a duplicate.
+//
 // # What is measured
 //
 // The definitions are those of the project's BENCH.md:
@@ -37,7 +52,9 @@
 //     event read twice is one execution, while two leases on one run are
 //     two.
 //   - Duplicate effects: idempotency keys (run ids) the Downstream applied
-//     more than once.
+//     more than once, which with a downstream honouring the key means two
+//     requests of one run applied at the same time. Redeliveries (requests
+//     answered as replays) are reported beside them; they cost nothing.
 //
 // # Invariants
 //

@@ -1,6 +1,8 @@
 package loadgen
 
 import (
+	"cmp"
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -221,35 +223,135 @@ func TestRecorderConcurrent(t *testing.T) {
 	assert.Zero(t, c.DuplicateExecutions)
 }
 
+// request is one call of a runner to the downstream.
+type request struct {
+	key, job, token, attempt string
+}
+
+func (r request) do(t *testing.T, h http.Handler) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/effect", nil)
+	if r.key != "" {
+		req.Header.Set("Idempotency-Key", r.key)
+	}
+	req.Header.Set("Sundial-Job-Id", r.job)
+	req.Header.Set("Sundial-Fencing-Token", r.token)
+	req.Header.Set("Sundial-Attempt", cmp.Or(r.attempt, "1"))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return w
+}
+
+// TestDownstream sends requests one after the other: a key already applied
+// is answered as a replay and counted as a redelivery, never applied again.
 func TestDownstream(t *testing.T) {
 	t.Parallel()
-	d := NewDownstream()
-	srv := httptest.NewServer(d)
-	defer srv.Close()
-	send := func(key, job, token string, attempt ...string) int {
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/effect", nil)
-		require.NoError(t, err)
-		if key != "" {
-			req.Header.Set("Idempotency-Key", key)
-		}
-		req.Header.Set("Sundial-Job-Id", job)
-		req.Header.Set("Sundial-Fencing-Token", token)
-		req.Header.Set("Sundial-Attempt", "1")
-		if len(attempt) > 0 {
-			req.Header.Set("Sundial-Attempt", attempt[0])
-		}
-		resp, err := srv.Client().Do(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		return resp.StatusCode
+	tests := []struct {
+		name     string
+		requests []request
+		codes    []int
+		want     Effects
+	}{
+		{
+			name:     "distinct keys are applied once each",
+			requests: []request{{key: "j1@1", job: "j1", token: "1"}, {key: "j1@2", job: "j1", token: "2"}, {key: "j2@1", job: "j2", token: "1"}},
+			codes:    []int{http.StatusNoContent, http.StatusNoContent, http.StatusNoContent},
+			want:     Effects{Requests: 3, Keys: 3},
+		},
+		{
+			name: "a key sent again after its effect is a redelivery, answered as a replay",
+			requests: []request{
+				{key: "j1@1", job: "j1", token: "1"},
+				{key: "j1@1", job: "j1", token: "2"},               // a later lease ran it again (runner killed before its commit)
+				{key: "j1@1", job: "j1", token: "3", attempt: "2"}, // a retry after a lost answer
+			},
+			codes: []int{http.StatusNoContent, http.StatusOK, http.StatusOK},
+			want:  Effects{Requests: 3, Keys: 1, Redeliveries: 2, RedeliveredKeys: 1},
+		},
+		{
+			name: "an older fencing token after a newer one is stale",
+			requests: []request{
+				{key: "j1@1", job: "j1", token: "3"},
+				{key: "j1@2", job: "j1", token: "2"},
+				{key: "j2@1", job: "j2", token: "1"},
+			},
+			codes: []int{http.StatusNoContent, http.StatusNoContent, http.StatusNoContent},
+			want:  Effects{Requests: 3, Keys: 3, StaleFencing: 1},
+		},
+		{
+			name:     "a request without a key is refused",
+			requests: []request{{job: "j1", token: "1"}},
+			codes:    []int{http.StatusBadRequest},
+			want:     Effects{MissingKey: 1},
+		},
 	}
-	assert.Equal(t, http.StatusNoContent, send("j1@1", "j1", "1"))
-	assert.Equal(t, http.StatusNoContent, send("j1@2", "j1", "3"))
-	assert.Equal(t, http.StatusNoContent, send("j1@2", "j1", "2")) // applied again, by an older holder
-	assert.Equal(t, http.StatusNoContent, send("j2@1", "j2", "1"))
-	assert.Equal(t, http.StatusNoContent, send("j2@1", "j2", "4", "2")) // a retry: another attempt
-	assert.Equal(t, http.StatusBadRequest, send("", "j2", "2"))
-	assert.Equal(t, Effects{Requests: 5, Keys: 3, DuplicateEffects: 2, DuplicateSameAttempt: 1, StaleFencing: 1, MissingKey: 1}, d.Effects())
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := NewDownstream(DownstreamConfig{EffectDuration: -1})
+			var codes []int
+			for _, r := range tt.requests {
+				w := r.do(t, d)
+				codes = append(codes, w.Code)
+				assert.Equal(t, w.Code == http.StatusOK, w.Header().Get("Idempotent-Replayed") == "true")
+			}
+			assert.Equal(t, tt.codes, codes)
+			assert.Equal(t, tt.want, d.Effects())
+		})
+	}
+}
+
+// TestDownstreamOverlap holds effects in flight: a request whose key is
+// still being applied by another is applied again, a duplicate effect; one
+// arriving after the first finished is a replay.
+func TestDownstreamOverlap(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		second request
+		want   Effects
+	}{
+		{
+			name:   "two executions of one attempt at the same time",
+			second: request{key: "j1@1", job: "j1", token: "2"},
+			want:   Effects{Requests: 3, Keys: 1, DuplicateEffects: 1, DuplicateSameAttempt: 1, Redeliveries: 1, RedeliveredKeys: 1},
+		},
+		{
+			name:   "a retry while the first attempt is still being applied",
+			second: request{key: "j1@1", job: "j1", token: "2", attempt: "2"},
+			want:   Effects{Requests: 3, Keys: 1, DuplicateEffects: 1, Redeliveries: 1, RedeliveredKeys: 1},
+		},
+		{
+			name:   "another key at the same time is no duplicate",
+			second: request{key: "j1@2", job: "j1", token: "2"},
+			want:   Effects{Requests: 3, Keys: 2, Redeliveries: 1, RedeliveredKeys: 1},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			entered := make(chan string, 2)
+			release := make(chan struct{})
+			d := NewDownstream(DownstreamConfig{Effect: func(_ context.Context, key string) {
+				entered <- key
+				<-release
+			}})
+			first := request{key: "j1@1", job: "j1", token: "1"}
+			var wg sync.WaitGroup
+			codes := make([]int, 2)
+			wg.Go(func() { codes[0] = first.do(t, d).Code })
+			require.Equal(t, "j1@1", <-entered, "the first effect is in flight")
+			wg.Go(func() { codes[1] = tt.second.do(t, d).Code })
+			require.Equal(t, tt.second.key, <-entered, "the second request applies its effect too")
+			close(release)
+			wg.Wait()
+			assert.Equal(t, []int{http.StatusNoContent, http.StatusNoContent}, codes)
+			// Once applied, the key is answered as a replay (a later lease
+			// delivering the run again).
+			assert.Equal(t, http.StatusOK, request{key: "j1@1", job: "j1", token: "3"}.do(t, d).Code)
+			assert.Equal(t, tt.want, d.Effects())
+		})
+	}
 }
 
 func TestRecorderWindowSetAfterTheEvents(t *testing.T) {
@@ -272,12 +374,13 @@ func TestRecorderWindowSetAfterTheEvents(t *testing.T) {
 
 func TestDownstreamServes(t *testing.T) {
 	t.Parallel()
-	d := NewDownstream()
+	d := NewDownstream(DownstreamConfig{EffectDuration: time.Millisecond})
 	require.NoError(t, d.Start(t.Context(), "127.0.0.1:0"))
 	defer d.Stop()
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Transport: tr}
+	var codes []int
 	for range 2 {
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, d.URL(), nil)
 		require.NoError(t, err)
@@ -286,10 +389,9 @@ func TestDownstreamServes(t *testing.T) {
 		resp, err := c.Do(req)
 		require.NoError(t, err)
 		resp.Body.Close()
-		require.Equal(t, http.StatusNoContent, resp.StatusCode)
+		codes = append(codes, resp.StatusCode)
 	}
-	e := d.Effects()
-	assert.Equal(t, int64(1), e.DuplicateEffects)
-	assert.Equal(t, int64(1), e.DuplicateSameAttempt)
-	NewDownstream().Stop() // safe before Start
+	assert.Equal(t, []int{http.StatusNoContent, http.StatusOK}, codes, "applied, then replayed")
+	assert.Equal(t, Effects{Requests: 2, Keys: 1, EffectDurationMs: 1, Redeliveries: 1, RedeliveredKeys: 1}, d.Effects())
+	NewDownstream(DownstreamConfig{}).Stop() // safe before Start
 }

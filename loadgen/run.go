@@ -28,6 +28,9 @@ type Options struct {
 	// DownstreamAddr is where the counting downstream listens when the
 	// workload has no target. Default "127.0.0.1:0".
 	DownstreamAddr string
+	// EffectDuration is how long the counting downstream takes to apply
+	// one effect (see DownstreamConfig). Default DefaultEffectDuration.
+	EffectDuration time.Duration
 	// Lead: steady: the wait between the recurring jobs being accepted and
 	// the window (the one-offs are registered in it); herd: how far ahead
 	// of now the herd is due. Default 30s.
@@ -81,7 +84,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	sum := &Summary{}
 	var ds *Downstream
 	if w.Target == (Target{}) {
-		ds = NewDownstream()
+		ds = NewDownstream(DownstreamConfig{EffectDuration: o.EffectDuration})
 		if err := ds.Start(ctx, cmpOr(o.DownstreamAddr, "127.0.0.1:0")); err != nil {
 			return nil, err
 		}

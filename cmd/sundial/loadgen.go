@@ -44,6 +44,7 @@ Example, against a running pipeline on the local stack:
 			&cli.StringFlag{Name: "handler", Usage: "call this runner handler (e.g. noop) instead of the counting downstream", Sources: envVar("handler")},
 			&cli.StringFlag{Name: "downstream-addr", Value: "127.0.0.1:0", Usage: "where the counting downstream listens (the runners must reach it)", Sources: envVar("downstream-addr")},
 			&cli.IntFlag{Name: "payload-bytes", Value: 64, Usage: "payload of each job", Sources: envVar("payload-bytes")},
+			&cli.DurationFlag{Name: "effect-duration", Value: loadgen.DefaultEffectDuration, Usage: "how long the counting downstream takes to apply one effect", Sources: envVar("effect-duration")},
 			&cli.BoolFlag{Name: "keep", Usage: "do not delete the jobs at the end", Sources: envVar("keep")},
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
@@ -70,7 +71,7 @@ Example, against a running pipeline on the local stack:
 			out := cmd.Root().Writer
 			sum, err := loadgen.Run(ctx, loadgen.Options{
 				Brokers: cmd.StringSlice("kafka-brokers"), Topics: topics.Names{Prefix: cmd.String("topic-prefix")}, Workload: w,
-				DownstreamAddr: cmd.String("downstream-addr"), Lead: cmd.Duration("lead"), Drain: cmd.Duration("drain"),
+				DownstreamAddr: cmd.String("downstream-addr"), EffectDuration: cmd.Duration("effect-duration"), Lead: cmd.Duration("lead"), Drain: cmd.Duration("drain"),
 				Cleanup: !cmd.Bool("keep"), Progress: out, Logger: slog.New(slog.NewTextHandler(cmd.Root().ErrWriter, nil)),
 			})
 			if err != nil {
@@ -87,8 +88,9 @@ Example, against a running pipeline on the local stack:
 			_, _ = fmt.Fprintf(out, "expected %d  lost %d  duplicate executions %d  unexpected %d  early starts %d\n",
 				c.Expected, c.Lost, c.DuplicateExecutions, c.Unexpected, c.EarlyStarts)
 			if sum.EffectsCounted {
-				_, _ = fmt.Fprintf(out, "duplicate effects %d (%d requests, %d keys, %d with a stale fencing token)\n",
-					sum.Effects.DuplicateEffects, sum.Effects.Requests, sum.Effects.Keys, sum.Effects.StaleFencing)
+				e := sum.Effects
+				_, _ = fmt.Fprintf(out, "duplicate effects %d (%d within one attempt)  redeliveries %d (of %d keys, answered as replays)  %d requests, %d keys, %d with a stale fencing token\n",
+					e.DuplicateEffects, e.DuplicateSameAttempt, e.Redeliveries, e.RedeliveredKeys, e.Requests, e.Keys, e.StaleFencing)
 			} else {
 				_, _ = fmt.Fprintln(out, "duplicate effects: not counted (the jobs call a runner handler)")
 			}
