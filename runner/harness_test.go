@@ -269,22 +269,54 @@ func (f *fakeEnqueuer) Close() {
 	f.wg.Wait()
 }
 
-// downstream is an HTTP server that counts requests per idempotency key and
-// applies each key's effect once, as an idempotent downstream does.
+// downstream is an HTTP server that models a downstream which honours the
+// Idempotency-Key header, as DESIGN asks of Sundial's downstreams, and
+// counts what it sees.
+//
+// Applying an effect takes applyFor. A request whose key was already applied
+// is answered as a replay (2xx) without applying the effect again, and
+// counted as a redelivery. A request whose key is being applied by another
+// request at that moment (two executions of one run at the same time, what
+// leases and fencing must prevent) is not protected by the key: it applies
+// the effect again, and the run counts as a duplicate effect. Effects are
+// counted per Sundial-Run-Id, so a key other than the run id shows up as a
+// duplicate effect too. A request whose fencing token is smaller than one
+// already seen for its key (an older holder acting after a newer one) is
+// counted as stale.
 type downstream struct {
 	srv *httptest.Server
+	// applyFor is how long applying an effect takes; set before the first
+	// request.
+	applyFor time.Duration
+	// applyGate, when set before the first request, holds every effect
+	// being applied until it is closed, instead of applyFor.
+	applyGate chan struct{}
 
-	mu       sync.Mutex
-	requests map[string]int // idempotency key -> requests
-	applied  map[string]int // Sundial-Run-Id -> effects applied
-	tokens   map[string]int64
-	behave   func(r *http.Request, n int) (status int, header http.Header)
-	gate     chan struct{} // when set, requests wait on it
-	arrived  chan string
+	mu         sync.Mutex
+	requests   map[string]int   // idempotency key -> requests
+	applied    map[string]int   // Sundial-Run-Id -> effects applied
+	applying   map[string]int   // idempotency key -> effects being applied now
+	done       map[string]bool  // idempotency key -> an effect completed
+	maxToken   map[string]int64 // idempotency key -> largest fencing token seen
+	replays    int              // requests answered as replays of an applied key
+	stale      int              // requests with a fencing token smaller than one seen before for the key
+	inflight   map[string]int   // X-Test-Runner header -> requests being served
+	behave     func(r *http.Request, n int) (status int, header http.Header)
+	gate       chan struct{} // when set, requests wait on it
+	arrived    chan string
+	onResponse func(key string, status int) // when set, called after each response is decided
 }
 
+// downstreamApply is the default time an effect takes to apply: long enough
+// that two executions of one run at the same time overlap in it.
+const downstreamApply = 5 * time.Millisecond
+
 func newDownstream(t *testing.T) *downstream {
-	d := &downstream{requests: map[string]int{}, applied: map[string]int{}, tokens: map[string]int64{}}
+	d := &downstream{
+		applyFor: downstreamApply,
+		requests: map[string]int{}, applied: map[string]int{}, applying: map[string]int{},
+		done: map[string]bool{}, maxToken: map[string]int64{}, inflight: map[string]int{},
+	}
 	d.srv = httptest.NewServer(http.HandlerFunc(d.serve))
 	t.Cleanup(d.srv.Close)
 	return d
@@ -292,11 +324,23 @@ func newDownstream(t *testing.T) *downstream {
 
 func (d *downstream) serve(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Idempotency-Key")
+	tok, _ := strconv.ParseInt(r.Header.Get("Sundial-Fencing-Token"), 10, 64)
+	who := r.Header.Get(testRunnerHeader)
 	d.mu.Lock()
 	d.requests[key]++
 	n := d.requests[key]
-	behave, gate, arrived := d.behave, d.gate, d.arrived
+	if tok < d.maxToken[key] {
+		d.stale++
+	}
+	d.maxToken[key] = max(d.maxToken[key], tok)
+	d.inflight[who]++
+	behave, gate, arrived, onResponse, applyFor := d.behave, d.gate, d.arrived, d.onResponse, d.applyFor
 	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		d.inflight[who]--
+		d.mu.Unlock()
+	}()
 	if arrived != nil {
 		select {
 		case arrived <- key:
@@ -313,27 +357,42 @@ func (d *downstream) serve(w http.ResponseWriter, r *http.Request) {
 	if behave != nil {
 		status, header = behave(r, n)
 	}
+	if status/100 == 2 {
+		d.apply(key, r.Header.Get("Sundial-Run-Id"), applyFor)
+	}
+	if onResponse != nil {
+		onResponse(key, status)
+	}
 	for k, v := range header {
 		w.Header()[k] = v
-	}
-	if status/100 == 2 {
-		d.mu.Lock()
-		// The effect is applied once per idempotency key; it is counted
-		// per run id, so a wrong key shows up as a duplicate effect.
-		if !d.seenApplied(key) {
-			d.applied[r.Header.Get("Sundial-Run-Id")]++
-			tok, _ := strconv.ParseInt(r.Header.Get("Sundial-Fencing-Token"), 10, 64)
-			d.tokens[key] = tok
-		}
-		d.mu.Unlock()
 	}
 	w.WriteHeader(status)
 }
 
-// seenApplied is called with mu held.
-func (d *downstream) seenApplied(key string) bool {
-	_, ok := d.tokens[key]
-	return ok
+// apply applies the effect of key unless it was applied before. Once begun,
+// an effect completes even if the caller goes away, as a downstream's does.
+func (d *downstream) apply(key, runID string, applyFor time.Duration) {
+	d.mu.Lock()
+	if d.done[key] {
+		d.replays++
+		d.mu.Unlock()
+		return
+	}
+	// Not applied yet; if another request is applying it right now, the
+	// key cannot help and this one applies it again.
+	d.applying[key]++
+	d.applied[runID]++
+	d.mu.Unlock()
+	switch {
+	case d.applyGate != nil:
+		<-d.applyGate
+	case applyFor > 0:
+		time.Sleep(applyFor) // the simulated work of the effect
+	}
+	d.mu.Lock()
+	d.applying[key]--
+	d.done[key] = true
+	d.mu.Unlock()
 }
 
 func (d *downstream) set(behave func(r *http.Request, n int) (int, http.Header)) {
@@ -345,20 +404,43 @@ func (d *downstream) set(behave func(r *http.Request, n int) (int, http.Header))
 // counts returns how many run ids had an effect, how many had more than one
 // effect, and how many keys were requested more than once.
 func (d *downstream) counts() (effects, dupEffects, dupRequests int) {
+	f := d.figures()
+	return f.effects, f.dupEffects, f.dupRequests
+}
+
+// downstreamFigures is what the downstream counted.
+type downstreamFigures struct {
+	requests    int // requests received
+	effects     int // run ids whose effect was applied
+	dupEffects  int // run ids whose effect was applied more than once
+	dupRequests int // keys requested more than once
+	redelivered int // requests answered as replays of an applied key
+	stale       int // requests with a stale fencing token
+}
+
+func (d *downstream) figures() downstreamFigures {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	var f downstreamFigures
 	for _, n := range d.applied {
-		effects++
+		f.effects++
 		if n > 1 {
-			dupEffects++
+			f.dupEffects++
 		}
 	}
 	for _, n := range d.requests {
+		f.requests += n
 		if n > 1 {
-			dupRequests++
+			f.dupRequests++
 		}
 	}
-	return
+	f.redelivered, f.stale = d.replays, d.stale
+	return f
+}
+
+func (f downstreamFigures) String() string {
+	return fmt.Sprintf("requests %d, effects %d, duplicate effects %d, redeliveries answered as replays %d, keys requested more than once %d, stale fencing tokens %d",
+		f.requests, f.effects, f.dupEffects, f.redelivered, f.dupRequests, f.stale)
 }
 
 func (d *downstream) requestsOf(key string) int {
@@ -366,6 +448,18 @@ func (d *downstream) requestsOf(key string) int {
 	defer d.mu.Unlock()
 	return d.requests[key]
 }
+
+// inFlightOf is how many requests carrying X-Test-Runner: who are being
+// served.
+func (d *downstream) inFlightOf(who string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.inflight[who]
+}
+
+// testRunnerHeader names the runner process that sent a request; the runner
+// processes of TestRunnerProcessKilled add it.
+const testRunnerHeader = "X-Test-Runner"
 
 // eventLog reads the events topic from the start, in the background.
 type eventLog struct {

@@ -19,13 +19,18 @@ import (
 	"github.com/sundialhq/sundial/runner/target"
 )
 
-// runCount is the size of the throughput test: 2,000 by default (a 2-core
-// machine), SUNDIAL_RUNNER_TEST_RUNS to change it (e.g. 10000).
+// runCount is the size of the throughput test: 10,000 under CI (the size
+// the runner issue asks for; about 16 s at 1,000 runs/s with -race on a
+// 2-core machine), 2,000 for a plain local `go test`, and
+// SUNDIAL_RUNNER_TEST_RUNS to choose.
 func runCount(t *testing.T) int {
 	if v := os.Getenv("SUNDIAL_RUNNER_TEST_RUNS"); v != "" {
 		n, err := strconv.Atoi(v)
 		require.NoError(t, err, "SUNDIAL_RUNNER_TEST_RUNS")
 		return n
+	}
+	if os.Getenv("CI") != "" {
+		return 10000
 	}
 	return 2000
 }
@@ -123,14 +128,15 @@ func TestManyRunsExactlyOnceEffect(t *testing.T) {
 			lost++
 		}
 	}
-	effects, dupEffects, dupRequests := h.down.counts()
+	f := h.down.figures()
 	hist, dupStarts := latencies(h.events.all())
-	t.Logf("%d runs at %d/s on 2 runners x 32 workers: all succeeded after %s; lost %d, duplicate executions %d, duplicate effects %d, duplicate requests %d",
-		n, rate, elapsed.Round(time.Millisecond), lost, dupStarts, dupEffects, dupRequests)
+	t.Logf("%d runs at %d/s on 2 runners x 32 workers: all succeeded after %s; lost %d, duplicate executions %d, duplicate effects %d",
+		n, rate, elapsed.Round(time.Millisecond), lost, dupStarts, f.dupEffects)
+	t.Logf("downstream: %s", f)
 	report(t, hist)
 	assert.Zero(t, lost)
-	assert.Equal(t, n, effects)
-	assert.Zero(t, dupEffects)
+	assert.Equal(t, n, f.effects)
+	assert.Zero(t, f.dupEffects)
 	assert.Zero(t, dupStarts)
 }
 
