@@ -24,6 +24,8 @@ const (
 	DefaultGroup = "sundial-dagengine"
 	// DefaultDefinitionsGroup consumes the DAG records of sundial.jobs.
 	DefaultDefinitionsGroup = "sundial-dagengine-definitions"
+	// DefaultSessionTimeout is the consumer groups' session timeout.
+	DefaultSessionTimeout = 10 * time.Second
 )
 
 // Config configures an Engine.
@@ -46,6 +48,13 @@ type Config struct {
 	// DefinitionsGroup consumes sundial.jobs for DAG definitions. Default
 	// DefaultDefinitionsGroup.
 	DefinitionsGroup string
+	// SessionTimeout is the session timeout of both consumer groups: how
+	// long after an instance dies (killed, cut off) its partitions move to
+	// the other instances, or to the instance that restarts in its place.
+	// Until then the events of those partitions wait. The broker bounds it
+	// (group.min.session.timeout.ms, 6s by default). The heartbeat interval
+	// is a third of it, at most 3s. Default DefaultSessionTimeout.
+	SessionTimeout time.Duration
 	// Store holds definitions and DAG-run state. Required.
 	Store Store
 	// Enqueuer makes node runs due (*enqueue.Enqueuer). Required.
@@ -86,6 +95,7 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	c.Group = cmp.Or(c.Group, DefaultGroup)
 	c.DefinitionsGroup = cmp.Or(c.DefinitionsGroup, DefaultDefinitionsGroup)
+	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
 	c.Concurrency = cmp.Or(c.Concurrency, 32)
 	c.MaxPoll = cmp.Or(c.MaxPoll, 2000)
 	c.SweepInterval = cmp.Or(c.SweepInterval, 30*time.Second)
@@ -124,6 +134,9 @@ func (c Config) Validate() error {
 	}
 	if c.Group == c.DefinitionsGroup {
 		errs = append(errs, fmt.Errorf("dagengine config: group and definitions group are both %q: they consume different topics", c.Group))
+	}
+	if c.SessionTimeout < time.Second {
+		errs = append(errs, fmt.Errorf("dagengine config: session timeout %s: at least 1s", c.SessionTimeout))
 	}
 	if c.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("dagengine config: concurrency %d: must be positive", c.Concurrency))
@@ -237,6 +250,7 @@ func (e *Engine) client(name, group, topic string) (*kgo.Client, error) {
 		opts = append(opts, e.cfg.ClientOptions(name)...)
 	}
 	opts = append(opts, consume.GroupOptions(group, topic)...)
+	opts = append(opts, kgo.SessionTimeout(e.cfg.SessionTimeout), kgo.HeartbeatInterval(min(3*time.Second, e.cfg.SessionTimeout/3)))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dagengine: kafka client for %s: %w", topic, err)

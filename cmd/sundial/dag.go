@@ -61,6 +61,7 @@ Example, against the local stack:
 			&cli.StringFlag{Name: "group-id", Value: dagengine.DefaultGroup, Usage: "consumer group on sundial.events", Sources: envVar("group-id")},
 			&cli.StringFlag{Name: "definitions-group-id", Value: dagengine.DefaultDefinitionsGroup, Usage: "consumer group on sundial.jobs", Sources: envVar("definitions-group-id")},
 			&cli.DurationFlag{Name: "sweep-interval", Value: 30 * time.Second, Usage: "how often every unfinished DAG run is visited and definitions re-read", Sources: envVar("sweep-interval")},
+			&cli.DurationFlag{Name: "session-timeout", Value: dagengine.DefaultSessionTimeout, Usage: "consumer group session timeout: how soon a dead engine's partitions move to another engine or to its restart", Sources: envVar("session-timeout")},
 			&cli.DurationFlag{Name: "redrive-after", Value: 10 * time.Second, Usage: "how long work another engine saved is left to it before this one redoes it", Sources: envVar("redrive-after")},
 		),
 		Action: runDagEngine,
@@ -82,6 +83,7 @@ func runDagEngine(ctx context.Context, cmd *cli.Command) error {
 	e, err := dagengine.New(dagengine.Config{
 		Brokers: cmd.StringSlice("kafka-brokers"), Topics: b.names,
 		Group: cmd.String("group-id"), DefinitionsGroup: cmd.String("definitions-group-id"),
+		SessionTimeout: cmd.Duration("session-timeout"),
 		ClientOptions: func(name string) []kgo.Opt {
 			return []kgo.Opt{telemetry.KafkaMetrics(p.reg, "dagengine-"+name)}
 		},
