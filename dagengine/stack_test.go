@@ -30,13 +30,15 @@ const testShards = 4
 
 // stack is one test's real Kafka topics and Cassandra keyspace.
 type stack struct {
-	t       *testing.T
-	ctx     context.Context
-	names   topics.Names
-	brokers []string
-	store   *cassandra.Store
-	client  *kgo.Client // produces wake-ups (enqueue's partitioner), events and records
-	enq     *enqueue.Enqueuer
+	t        *testing.T
+	ctx      context.Context
+	names    topics.Names
+	brokers  []string
+	hosts    []string // Cassandra's
+	keyspace string
+	store    *cassandra.Store
+	client   *kgo.Client // produces wake-ups (enqueue's partitioner), events and records
+	enq      *enqueue.Enqueuer
 }
 
 func setup(t *testing.T) *stack {
@@ -67,7 +69,7 @@ func setup(t *testing.T) *stack {
 	t.Cleanup(cl.Close)
 	enq, err := enqueue.New(enqueue.Config{Store: st, Client: cl, Topics: names, Shards: testShards})
 	require.NoError(t, err)
-	return &stack{t: t, ctx: ctx, names: names, brokers: k.Brokers, store: st, client: cl, enq: enq}
+	return &stack{t: t, ctx: ctx, names: names, brokers: k.Brokers, hosts: c.Hosts, keyspace: c.Keyspace, store: st, client: cl, enq: enq}
 }
 
 // instance is one running engine and its metrics.

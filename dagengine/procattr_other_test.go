@@ -1,0 +1,9 @@
+//go:build !linux
+
+package dagengine_test
+
+import "syscall"
+
+// dieWithParent: only Linux can tie a child's life to the test binary's;
+// the cleanups end it elsewhere.
+func dieWithParent() *syscall.SysProcAttr { return nil }
