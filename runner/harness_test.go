@@ -574,3 +574,38 @@ func (l *eventLog) terminal() int {
 	}
 	return n
 }
+
+// timeline is an ordered log of what a test's downstream and runner did.
+type timeline struct {
+	mu      sync.Mutex
+	start   time.Time
+	entries []timelineEntry
+}
+
+type timelineEntry struct {
+	at   time.Duration
+	kind string // "call" or "breaker"
+	what string
+}
+
+func newTimeline() *timeline { return &timeline{start: time.Now()} }
+
+func (tl *timeline) add(kind, what string) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.entries = append(tl.entries, timelineEntry{at: time.Since(tl.start), kind: kind, what: what})
+}
+
+func (tl *timeline) all() []timelineEntry {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return append([]timelineEntry(nil), tl.entries...)
+}
+
+func (tl *timeline) String() string {
+	var b strings.Builder
+	for _, e := range tl.all() {
+		fmt.Fprintf(&b, "\n  %8s  %-7s %s", e.at.Round(time.Millisecond), e.kind, e.what)
+	}
+	return b.String()
+}

@@ -1,7 +1,11 @@
 package runner
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,15 +35,17 @@ func eachBackend(t *testing.T, fn func(t *testing.T, b func(t *testing.T) backen
 
 // holder is a handler whose executions block until released or cancelled,
 // and report when they start.
+// Its timeline records when each execution started and ended.
 type holder struct {
 	mu       sync.Mutex
 	started  chan string
 	released map[string]chan struct{}
 	ended    map[string]error
+	tl       *timeline
 }
 
 func newHolder() *holder {
-	return &holder{started: make(chan string, 100), released: map[string]chan struct{}{}, ended: map[string]error{}}
+	return &holder{started: make(chan string, 100), released: map[string]chan struct{}{}, ended: map[string]error{}, tl: newTimeline()}
 }
 
 func (h *holder) ch(runID string) chan struct{} {
@@ -56,16 +62,55 @@ func (h *holder) ch(runID string) chan struct{} {
 func (h *holder) release(runID string) { close(h.ch(runID)) }
 
 func (h *holder) Handle(ctx context.Context, run *sundialv1.Run) error {
+	h.tl.add("call", "start "+run.GetRunId())
 	h.started <- run.GetRunId()
 	select {
 	case <-h.ch(run.GetRunId()):
+		h.tl.add("call", "end "+run.GetRunId()+" (finished)")
 		return nil
 	case <-ctx.Done():
 		h.mu.Lock()
 		h.ended[run.GetRunId()] = context.Cause(ctx)
 		h.mu.Unlock()
+		h.tl.add("call", fmt.Sprintf("end %s (cancelled: %v)", run.GetRunId(), context.Cause(ctx)))
 		return ctx.Err()
 	}
+}
+
+// calls returns the holder's timeline entries: "start <run>" and
+// "end <run> (...)", in order.
+func (h *holder) calls() []string {
+	var out []string
+	for _, e := range h.tl.all() {
+		out = append(out, e.what)
+	}
+	return out
+}
+
+// callIndex is the position of the first call entry that starts with
+// prefix, -1 if none.
+func (h *holder) callIndex(prefix string) int {
+	return slices.IndexFunc(h.calls(), func(c string) bool { return strings.HasPrefix(c, prefix) })
+}
+
+// logOverlapTimeline prints the holder's timeline (the downstream's view)
+// merged with the runner's events, by time.
+func logOverlapTimeline(t *testing.T, h *harness, hold *holder) {
+	t.Helper()
+	entries := hold.tl.all()
+	for _, ev := range h.events.all() {
+		what := fmt.Sprintf("%s %s", ev.GetRunId(), strings.TrimPrefix(ev.GetState().String(), "RUN_STATE_"))
+		if ev.GetReason() != "" {
+			what += " reason " + ev.GetReason()
+		}
+		entries = append(entries, timelineEntry{at: ev.GetTime().AsTime().Sub(hold.tl.start), kind: "event", what: what})
+	}
+	slices.SortStableFunc(entries, func(a, b timelineEntry) int { return cmp.Compare(a.at, b.at) })
+	var b strings.Builder
+	for _, e := range entries {
+		fmt.Fprintf(&b, "\n  %8s  %-5s %s", e.at.Round(time.Millisecond), e.kind, e.what)
+	}
+	t.Logf("timeline (call: the downstream; event: the runner's events):%s", b.String())
 }
 
 func overlapRun(h *harness, job string, due time.Time, pol sundialv1.OverlapPolicy) *sundialv1.Run {
@@ -103,12 +148,15 @@ func TestOverlapForbid(t *testing.T) {
 		waitStates(t, h, second.GetRunId(), skipped)
 		hold.release(first.GetRunId())
 		waitStates(t, h, first.GetRunId(), started, succeeded)
+		logOverlapTimeline(t, h, hold)
 		for _, ev := range h.events.all() {
 			if ev.GetState() == skipped {
 				assert.Equal(t, "overlap_forbid", ev.GetReason())
 			}
 		}
 		assert.Empty(t, h.enq.Entries())
+		// The downstream saw the first run only.
+		assert.Equal(t, []string{"start " + first.GetRunId(), "end " + first.GetRunId() + " (finished)"}, hold.calls())
 	})
 }
 
@@ -133,6 +181,9 @@ func TestOverlapQueue(t *testing.T) {
 			s := h.events.states(second.GetRunId())
 			return len(s) > 0 && s[len(s)-1] == succeeded
 		}, wait, 10*time.Millisecond)
+		logOverlapTimeline(t, h, hold)
+		// The downstream ran them one after the other.
+		assert.Less(t, hold.callIndex("end "+first.GetRunId()), hold.callIndex("start "+second.GetRunId()), "calls %v", hold.calls())
 		states := h.events.states(second.GetRunId())
 		for _, s := range states[:len(states)-2] {
 			assert.Equal(t, deferred, s, "states %v", states)
@@ -173,6 +224,9 @@ func TestOverlapReplace(t *testing.T) {
 		hold.release(second.GetRunId())
 		waitStates(t, h, first.GetRunId(), started, cancelled)
 		waitStates(t, h, second.GetRunId(), started, succeeded)
+		logOverlapTimeline(t, h, hold)
+		// The downstream saw the first cancelled before the second started.
+		assert.Less(t, hold.callIndex("end "+first.GetRunId()+" (cancelled"), hold.callIndex("start "+second.GetRunId()), "calls %v", hold.calls())
 		hold.mu.Lock()
 		assert.ErrorIs(t, hold.ended[first.GetRunId()], errReplaced)
 		hold.mu.Unlock()

@@ -248,7 +248,8 @@ func TestRedisRestartLosesNoRun(t *testing.T) {
 			lost++
 		}
 	}
-	effects, dupEffects, dupRequests := h.down.counts()
+	f := h.down.figures()
+	effects, dupEffects, dupRequests := f.effects, f.dupEffects, f.dupRequests
 	_, dupStarts := latencies(h.events.all())
 	leaseLost, dead := 0, 0
 	for _, ev := range h.events.all() {
@@ -263,6 +264,7 @@ func TestRedisRestartLosesNoRun(t *testing.T) {
 		succeededAtKill, n, inFlightAtKill, outage.Round(time.Millisecond), recovered.Round(time.Millisecond))
 	t.Logf("lost %d, dead %d, attempts failed with lease_lost %d, duplicate executions (runs started more than once) %d, duplicate requests (keys called more than once, what a non-idempotent downstream would apply twice) %d, duplicate effects at the idempotent downstream %d, requests with a wrong idempotency key %d",
 		lost, dead, leaseLost, dupStarts, dupRequests, dupEffects, wrongKey.Load())
+	t.Logf("downstream: %s", f)
 	assert.Zero(t, lost, "every run reached the downstream")
 	assert.Zero(t, dead, "no run was dead-lettered")
 	assert.Equal(t, n, effects, "every run took effect")
