@@ -73,6 +73,20 @@ func (o *owner) fire(ctx context.Context, epoch int64, f firing) fireResult {
 	ctx, cancel := context.WithTimeout(ctx, o.cfg.FireTimeout)
 	defer cancel()
 	res := fireResult{entry: f.Entry}
+	// With the job definitions followed by the jobs feed, the job is
+	// taken from memory (read when its bucket was, or now, ahead of the
+	// firing time) and the firing is planned at its firing time, so the
+	// run reflects the definition in force then. Without, the job is read
+	// and the firing planned ahead, as late as PrepareAhead allows.
+	ahead := o.jobs == nil || !needsJob(f.Entry) || !o.jobs.usable(o.cfg.Now())
+	if !ahead {
+		// An error here is the plan's to report: it reads again.
+		_, _ = o.jobs.get(ctx, f.Entry.JobID, f.Entry.Due)
+		if err := o.waitFor(ctx, f); err != nil {
+			res.err = err
+			return res
+		}
+	}
 	now := o.cfg.Now()
 	p, err := o.plan(ctx, f, now)
 	o.m.firePhase.WithLabelValues("plan").Observe(o.cfg.Now().Sub(now).Seconds())
@@ -87,13 +101,9 @@ func (o *owner) fire(ctx context.Context, epoch int64, f firing) fireResult {
 	if len(p.runs) > 0 {
 		// Prepared ahead of time: the run goes out at its firing time,
 		// never before.
-		if wait := f.At.Sub(o.cfg.Now()); wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				res.err = fmt.Errorf("wait for the due time of %s: %w", f.Entry.RunID, ctx.Err())
+		if ahead {
+			if err := o.waitFor(ctx, f); err != nil {
+				res.err = err
 				return res
 			}
 		}
@@ -131,6 +141,31 @@ func (o *owner) fire(ctx context.Context, epoch int64, f firing) fireResult {
 	}
 	res.covered = p.covered
 	return res
+}
+
+// waitFor waits until the firing time of f.
+func (o *owner) waitFor(ctx context.Context, f firing) error {
+	wait := f.At.Sub(o.cfg.Now())
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for the due time of %s: %w", f.Entry.RunID, ctx.Err())
+	}
+}
+
+// readJob returns the job of entry e: from memory when the jobs feed allows
+// it, else from the store.
+func (o *owner) readJob(ctx context.Context, e store.DueEntry) (store.Job, error) {
+	if o.jobs != nil {
+		return o.jobs.get(ctx, e.JobID, e.Due)
+	}
+	return o.store.GetJob(ctx, e.JobID)
 }
 
 // produce writes the runs to their topics and waits for the
@@ -193,7 +228,7 @@ func (o *owner) plan(ctx context.Context, f firing, now time.Time) (plan, error)
 		o.log.Warn("due entry payload is not a run; building the run from the job", "run_id", e.RunID, "kind", e.Kind)
 	}
 
-	job, err := o.store.GetJob(ctx, e.JobID)
+	job, err := o.readJob(ctx, e)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return plan{drop: dropDead, why: "job not found"}, nil

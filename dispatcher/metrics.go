@@ -26,6 +26,9 @@ type metrics struct {
 	bucketLoad      prometheus.Histogram
 	bucketSize      prometheus.Histogram
 	wakeups         *prometheus.CounterVec
+	jobCache        *prometheus.CounterVec
+	jobsCached      prometheus.Gauge
+	jobFeedLag      prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -42,7 +45,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Due entries that fired no run, by reason (dead: the job changed, was deleted or paused; misfire: skipped by the misfire policy or outside the catch-up window; invalid: the stored job or entry cannot be used).",
 		}, []string{"reason"}),
 		firePhase: prometheus.NewHistogramVec(telemetry.HistogramOpts("sundial_dispatcher_fire_phase_seconds",
-			"Duration of the phases of a firing: plan (job read, liveness check, runs built; done ahead of the due time), produce (from the firing time to Kafka's acknowledgement), chain (storing the next occurrence).",
+			"Duration of the phases of a firing: plan (job lookup, liveness check, runs built; at the due time when the job is in memory, else ahead of it), produce (from the firing time to Kafka's acknowledgement), chain (storing the next occurrence).",
 			telemetry.CallBuckets()), []string{"phase"}),
 		fireErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sundial_dispatcher_fire_errors_total",
@@ -78,11 +81,24 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "sundial_dispatcher_wakeups_total",
 			Help: "Wake-up records read from sundial.shards, by result (taken: into memory; ignored: known already or beyond the loaded window; invalid).",
 		}, []string{"result"}),
+		jobCache: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sundial_dispatcher_job_cache_total",
+			Help: "Job definitions wanted by firings and bucket reads, by result (prefetch: read with a bucket; hit: a firing found it in memory; miss: a firing read it from the store; invalidated: dropped because the registry answered a change).",
+		}, []string{"result"}),
+		jobsCached: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sundial_dispatcher_jobs_cached",
+			Help: "Job definitions held in memory for the entries of the loaded windows.",
+		}),
+		jobFeedLag: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sundial_dispatcher_job_feed_lag_seconds",
+			Help: "Now minus the time up to which every answer of the registry on sundial.jobs.status has been applied to the job definitions in memory; above the prepare-ahead time, firings read their jobs from the store.",
+		}),
 	}
 	var errs []error
 	for _, c := range []prometheus.Collector{
 		m.dispatchLatency, m.runs, m.dropped, m.fireErrors, m.firePhase, m.shardsOwned, m.claims,
 		m.lag, m.watermarkAge, m.entries, m.bucketLoad, m.bucketSize, m.wakeups,
+		m.jobCache, m.jobsCached, m.jobFeedLag,
 	} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)

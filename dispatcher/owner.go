@@ -28,6 +28,7 @@ type owner struct {
 	shard   int
 	cfg     Config
 	store   Store
+	jobs    *jobCache // job definitions read ahead, if set (prefetch.go)
 	prod    producer
 	topics  topics.Names
 	m       *metrics
@@ -247,16 +248,8 @@ loop:
 
 	// Drain: no more reads or firings start; the firings in progress get
 	// DrainTimeout to finish (so that as few as possible are fired again by
-	// the next owner), then are cancelled. A lost shard (or a stale epoch)
-	// may have a new owner already, and nothing of this one counts any
-	// more: its firings are cancelled at once. Either way a firing waits
-	// on nothing beyond its context (not even an unacknowledged run record,
-	// see boundedProducer), so the drain is bounded; a cancelled firing is
-	// not done, and the watermark stays before it.
+	// the next owner), then are cancelled.
 	stopLoad()
-	if stale || o.isLost() {
-		cancelFires()
-	}
 	if inflight > 0 {
 		drain := time.NewTimer(o.cfg.DrainTimeout)
 		for inflight > 0 {
@@ -391,13 +384,20 @@ func (o *owner) load(ctx context.Context, bucket time.Time, out chan<- loadMsg, 
 				if !send(loadMsg{entries: page}) {
 					return
 				}
+				o.prefetch(ctx, page)
 				page = make([]store.DueEntry, 0, loadPage)
 			}
 		}
 		if err == nil {
+			// The bucket counts as read once its jobs are: the next
+			// bucket's read does not start before.
+			if !send(loadMsg{entries: page}) {
+				return
+			}
+			o.prefetch(ctx, page)
 			o.m.bucketLoad.Observe(o.cfg.Now().Sub(start).Seconds())
 			o.m.bucketSize.Observe(float64(n))
-			send(loadMsg{entries: page, done: true})
+			send(loadMsg{done: true})
 			return
 		}
 		if ctx.Err() != nil {
@@ -410,6 +410,14 @@ func (o *owner) load(ctx context.Context, bucket time.Time, out chan<- loadMsg, 
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, 10*time.Second)
+	}
+}
+
+// prefetch reads the jobs of a page of a bucket ahead of their firings, when
+// the dispatcher follows the jobs feed.
+func (o *owner) prefetch(ctx context.Context, page []store.DueEntry) {
+	if o.jobs != nil && len(page) > 0 {
+		o.jobs.prefetch(ctx, jobsOf(page))
 	}
 }
 

@@ -1,0 +1,163 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// feedInterval is how often the jobs feed checks that it has read
+// sundial.jobs.status to the end, which is how fresh it says it is.
+const feedInterval = 100 * time.Millisecond
+
+// jobFeed follows sundial.jobs.status and drops from the job cache every job
+// the registry answered a record for (stored a change, or found none: the
+// key is all it looks at, so it needs no decoding and a needless drop costs
+// one read). The registry answers a record after storing what it changed, so
+// a job dropped on its answer is read again with the change.
+//
+// Freshness: the feed lists the topic's end offsets at t0, reads up to them,
+// and then declares fresh = t0: every answer acknowledged before t0 lay below
+// those offsets and has been applied. It starts from the end offsets it first
+// lists, so the cache is usable once the feed has caught up with the answers
+// written since.
+type jobFeed struct {
+	cl     *kgo.Client
+	adm    *kadm.Client
+	topic  string
+	cache  *jobCache
+	now    func() time.Time
+	m      *metrics
+	log    *slog.Logger
+	cancel context.CancelFunc
+	done   chan struct{}
+	stop   sync.Once
+}
+
+// startJobFeed starts following topic. Its client has opts (the seed brokers
+// and the dispatcher's KafkaOpts) and consumes no group. Stop ends it.
+func startJobFeed(opts []kgo.Opt, topic string, cache *jobCache, now func() time.Time, m *metrics, log *slog.Logger) (*jobFeed, error) {
+	cl, err := kgo.NewClient(append(opts, kgo.FetchMaxWait(feedInterval))...)
+	if err != nil {
+		return nil, fmt.Errorf("jobs feed: kafka client: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &jobFeed{cl: cl, adm: kadm.NewClient(cl), topic: topic, cache: cache, now: now, m: m, log: log, cancel: cancel, done: make(chan struct{})}
+	go f.run(ctx)
+	return f, nil
+}
+
+// Stop ends the feed and waits for it; safe to call more than once.
+func (f *jobFeed) Stop() {
+	f.stop.Do(func() {
+		f.cancel()
+		<-f.done
+		f.cl.Close()
+	})
+}
+
+func (f *jobFeed) run(ctx context.Context) {
+	defer close(f.done)
+	pos := map[int32]int64{} // next offset to read, per partition consumed
+	backoff := feedInterval
+	for {
+		t0 := f.now()
+		err := f.catchUp(ctx, pos)
+		if ctx.Err() != nil {
+			return
+		}
+		wait := feedInterval
+		if err != nil {
+			f.log.Warn("jobs feed behind; firings read their jobs from the store meanwhile", "topic", f.topic, "err", err)
+			wait, backoff = backoff, min(backoff*2, 5*time.Second)
+		} else {
+			f.cache.setFresh(t0)
+			backoff = feedInterval
+		}
+		now := f.now()
+		f.cache.sweep(now)
+		if fresh := f.cache.freshness(); !fresh.IsZero() {
+			f.m.jobFeedLag.Set(now.Sub(fresh).Seconds())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// catchUp lists the end offsets and reads every partition up to them,
+// giving up after a few seconds (the next round lists again).
+func (f *jobFeed) catchUp(ctx context.Context, pos map[int32]int64) error {
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	listed, err := f.adm.ListEndOffsets(lctx, f.topic)
+	if err == nil {
+		err = listed.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("list end offsets: %w", err)
+	}
+	ends := map[int32]int64{}
+	add := map[int32]kgo.Offset{}
+	listed.Each(func(o kadm.ListedOffset) {
+		if o.Topic != f.topic {
+			return
+		}
+		ends[o.Partition] = o.Offset
+		if _, ok := pos[o.Partition]; !ok {
+			// The first listing starts each partition at its end; a
+			// partition added later is read from its start.
+			start := o.Offset
+			if len(pos) > 0 {
+				start = 0
+			}
+			pos[o.Partition] = start
+			add[o.Partition] = kgo.NewOffset().At(start)
+		}
+	})
+	if len(ends) == 0 {
+		return fmt.Errorf("topic %s has no partitions", f.topic)
+	}
+	if len(add) > 0 {
+		f.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{f.topic: add})
+	}
+	behind := func() bool {
+		for p, end := range ends {
+			if pos[p] < end {
+				return true
+			}
+		}
+		return false
+	}
+	for behind() {
+		fs := f.cl.PollFetches(lctx)
+		if lctx.Err() != nil {
+			return fmt.Errorf("read to the end offsets: %w", lctx.Err())
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+				ferr = err
+			}
+		})
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Topic != f.topic {
+				return
+			}
+			f.cache.invalidate(string(r.Key))
+			pos[r.Partition] = max(pos[r.Partition], r.Offset+1)
+		})
+		if ferr != nil {
+			f.log.Debug("jobs feed fetch error", "err", ferr)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,248 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/sundialhq/sundial/store"
+)
+
+// Job definitions read ahead of their firings.
+//
+// A firing needs its job (to check the entry is live and to snapshot the
+// job into the run). Reading it on the firing path costs a store read per
+// run, all at once when many runs fall due together. Instead, a bucket's
+// read also reads the jobs of its entries (prefetch, at most maxJobReads
+// reads in flight per dispatcher), and firings take them from memory.
+//
+// A definition in memory may have changed since it was read. The jobs feed
+// (jobfeed.go) follows sundial.jobs.status, which the registry writes after
+// it has stored a change, and drops the job from memory when its answer
+// arrives. The feed also says how fresh it is: every answer acknowledged
+// before fresh has been applied. A definition in memory is used only while
+// the feed is fresher than maxLag, and while it is younger than maxAge;
+// otherwise the firing reads the store as it did without a feed. So a change
+// the registry has answered more than maxLag before a firing is always seen,
+// the same bound as reading the job PrepareAhead before the firing.
+
+// maxJobReads bounds the job reads of one dispatcher in flight at once,
+// prefetches and firings together, so that a bucket of a hundred thousand
+// entries queues here rather than in the store.
+const maxJobReads = 64
+
+// jobCacheMaxAge bounds how long a definition read is trusted, whatever the
+// feed says: a change the registry stored but never answered (it crashed in
+// between, and has not processed the record again yet) is seen after this
+// long at the latest. It covers the look-ahead window (a bucket is read at
+// most a minute and Lookahead before its last entry is due).
+const jobCacheMaxAge = 2 * time.Minute
+
+// jobReader reads a job definition; Store is one.
+type jobReader interface {
+	GetJob(ctx context.Context, id string) (store.Job, error)
+}
+
+// jobCache holds the definitions the dispatcher's entries in memory need.
+// Memory is bounded by the entries of the loaded windows: a definition is
+// forgotten a minute after the last due time it was wanted for.
+type jobCache struct {
+	store  jobReader
+	now    func() time.Time
+	maxLag time.Duration
+	m      *metrics
+	reads  chan struct{}
+
+	mu    sync.Mutex
+	jobs  map[string]*cachedJob
+	fresh time.Time
+}
+
+// cachedJob is a definition read, or being read (ready not closed yet).
+type cachedJob struct {
+	ready chan struct{}
+	// job and err are set before ready closes; err is nil or wraps
+	// store.ErrNotFound (other errors are not kept).
+	job    store.Job
+	err    error
+	readAt time.Time
+	// until is the latest due time of an entry that wants the job.
+	until time.Time
+}
+
+func newJobCache(r jobReader, now func() time.Time, maxLag time.Duration, m *metrics) *jobCache {
+	return &jobCache{store: r, now: now, maxLag: maxLag, m: m, reads: make(chan struct{}, maxJobReads), jobs: map[string]*cachedJob{}}
+}
+
+// usable says whether definitions in memory may be used at now: the feed
+// has applied every change answered before now - maxLag.
+func (c *jobCache) usable(now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.usableLocked(now)
+}
+
+func (c *jobCache) usableLocked(now time.Time) bool {
+	return !c.fresh.IsZero() && !c.fresh.Before(now.Add(-c.maxLag))
+}
+
+// setFresh records that every change answered before t has been applied.
+func (c *jobCache) setFresh(t time.Time) {
+	c.mu.Lock()
+	if t.After(c.fresh) {
+		c.fresh = t
+	}
+	c.mu.Unlock()
+}
+
+// freshness returns the feed's fresh time (zero before it first caught up).
+func (c *jobCache) freshness() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fresh
+}
+
+// invalidate forgets a job that changed. A read in flight for it is
+// detached: its result serves no later lookup.
+func (c *jobCache) invalidate(id string) {
+	c.mu.Lock()
+	if _, ok := c.jobs[id]; ok {
+		delete(c.jobs, id)
+		c.m.jobCache.WithLabelValues("invalidated").Inc()
+	}
+	c.mu.Unlock()
+}
+
+// prefetch reads the jobs not in memory yet, waiting for the reads. due is
+// when each is wanted; errors are left to the firings, which read again.
+func (c *jobCache) prefetch(ctx context.Context, want map[string]time.Time) {
+	if !c.usable(c.now()) {
+		return // the firings read their jobs; reading now would be wasted
+	}
+	var wg sync.WaitGroup
+	for id, due := range want {
+		c.mu.Lock()
+		cj, ok := c.jobs[id]
+		if ok {
+			cj.until = maxTime(cj.until, due)
+			c.mu.Unlock()
+			continue
+		}
+		cj = c.startLocked(id, due)
+		c.mu.Unlock()
+		c.m.jobCache.WithLabelValues("prefetch").Inc()
+		wg.Go(func() { c.read(ctx, id, cj) })
+	}
+	wg.Wait()
+}
+
+// startLocked puts a new entry for id in memory, to be filled by read.
+func (c *jobCache) startLocked(id string, due time.Time) *cachedJob {
+	cj := &cachedJob{ready: make(chan struct{}), until: due}
+	c.jobs[id] = cj
+	return cj
+}
+
+// read fills cj from the store. A failed read is not kept.
+func (c *jobCache) read(ctx context.Context, id string, cj *cachedJob) {
+	defer close(cj.ready)
+	select {
+	case c.reads <- struct{}{}:
+	case <-ctx.Done():
+		cj.err = ctx.Err()
+		c.drop(id, cj)
+		return
+	}
+	cj.readAt = c.now()
+	cj.job, cj.err = c.store.GetJob(ctx, id)
+	<-c.reads
+	if cj.err != nil && !errors.Is(cj.err, store.ErrNotFound) {
+		c.drop(id, cj)
+	}
+}
+
+// drop removes cj if it is still id's entry.
+func (c *jobCache) drop(id string, cj *cachedJob) {
+	c.mu.Lock()
+	if c.jobs[id] == cj {
+		delete(c.jobs, id)
+	}
+	c.mu.Unlock()
+}
+
+// get returns job id for an entry due at due: from memory when that is
+// allowed at now (see usable), else from the store (and keeps it).
+func (c *jobCache) get(ctx context.Context, id string, due time.Time) (store.Job, error) {
+	for {
+		now := c.now()
+		c.mu.Lock()
+		cj, ok := c.jobs[id]
+		usable := c.usableLocked(now)
+		if ok && (!usable || (isReady(cj) && cj.readAt.Before(now.Add(-jobCacheMaxAge)))) {
+			// Not to be trusted: read again, in place of it.
+			ok = false
+		}
+		if !ok {
+			cj = c.startLocked(id, due)
+			c.mu.Unlock()
+			c.m.jobCache.WithLabelValues("miss").Inc()
+			c.read(ctx, id, cj)
+			return cj.job, cj.err
+		}
+		cj.until = maxTime(cj.until, due)
+		c.mu.Unlock()
+		select {
+		case <-cj.ready:
+		case <-ctx.Done():
+			return store.Job{}, ctx.Err()
+		}
+		c.mu.Lock()
+		current := c.jobs[id] == cj
+		c.mu.Unlock()
+		if current && (cj.err == nil || errors.Is(cj.err, store.ErrNotFound)) {
+			c.m.jobCache.WithLabelValues("hit").Inc()
+			return cj.job, cj.err
+		}
+		// Changed (or failed) while it was being read: look again.
+	}
+}
+
+func isReady(cj *cachedJob) bool {
+	select {
+	case <-cj.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// sweep forgets the definitions no entry has wanted for a minute.
+func (c *jobCache) sweep(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, cj := range c.jobs {
+		if isReady(cj) && cj.until.Before(now.Add(-time.Minute)) {
+			delete(c.jobs, id)
+		}
+	}
+	c.m.jobsCached.Set(float64(len(c.jobs)))
+}
+
+// needsJob says whether firing e reads its job: everything but a retry or
+// DAG entry that carries its run.
+func needsJob(e store.DueEntry) bool {
+	return len(e.Payload) == 0 || (e.Kind != store.KindRetry && e.Kind != store.KindDAG)
+}
+
+// jobsOf returns the jobs a page of entries needs, each with the latest due
+// time it is wanted for.
+func jobsOf(entries []store.DueEntry) map[string]time.Time {
+	want := map[string]time.Time{}
+	for _, e := range entries {
+		if needsJob(e) {
+			want[e.JobID] = maxTime(want[e.JobID], e.Due)
+		}
+	}
+	return want
+}

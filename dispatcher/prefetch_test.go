@@ -1,0 +1,259 @@
+package dispatcher
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/store"
+)
+
+// countingReader is a jobReader over a map that counts reads; block, if
+// set, holds every read until it is closed.
+type countingReader struct {
+	mu    sync.Mutex
+	jobs  map[string]store.Job
+	reads atomic.Int64
+	block chan struct{}
+}
+
+func (r *countingReader) GetJob(ctx context.Context, id string) (store.Job, error) {
+	r.reads.Add(1)
+	if r.block != nil {
+		select {
+		case <-r.block:
+		case <-ctx.Done():
+			return store.Job{}, ctx.Err()
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	j, ok := r.jobs[id]
+	if !ok {
+		return store.Job{}, store.ErrNotFound
+	}
+	return j, nil
+}
+
+func (r *countingReader) set(j store.Job) {
+	r.mu.Lock()
+	r.jobs[j.ID] = j
+	r.mu.Unlock()
+}
+
+func newTestCache(t *testing.T, r jobReader) *jobCache {
+	m, err := newMetrics(prometheus.NewRegistry())
+	require.NoError(t, err)
+	return newJobCache(r, time.Now, 500*time.Millisecond, m)
+}
+
+func TestJobCache(t *testing.T) {
+	t.Parallel()
+	due := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		// run acts on the cache and returns the revision a firing would
+		// get and how many store reads that took in all.
+		run       func(t *testing.T, c *jobCache, r *countingReader)
+		wantReads int64
+		wantRev   int64
+	}{
+		{
+			name: "prefetched job is served from memory",
+			run: func(t *testing.T, c *jobCache, r *countingReader) {
+				c.prefetch(t.Context(), map[string]time.Time{"a": due})
+				r.set(store.Job{ID: "a", Revision: 2}) // not answered by the registry yet
+			},
+			wantReads: 1, wantRev: 1,
+		},
+		{
+			name: "a job the feed says changed is read again",
+			run: func(t *testing.T, c *jobCache, r *countingReader) {
+				c.prefetch(t.Context(), map[string]time.Time{"a": due})
+				r.set(store.Job{ID: "a", Revision: 2})
+				c.invalidate("a")
+			},
+			wantReads: 2, wantRev: 2,
+		},
+		{
+			name: "a stale feed makes every firing read the store",
+			run: func(t *testing.T, c *jobCache, r *countingReader) {
+				c.prefetch(t.Context(), map[string]time.Time{"a": due})
+				r.set(store.Job{ID: "a", Revision: 2})
+				time.Sleep(time.Second) // the feed stops advancing
+			},
+			wantReads: 2, wantRev: 2,
+		},
+		{
+			name: "nothing is prefetched while the feed is stale",
+			run: func(t *testing.T, c *jobCache, r *countingReader) {
+				time.Sleep(time.Second)
+				c.prefetch(t.Context(), map[string]time.Time{"a": due})
+				assert.Zero(t, r.reads.Load())
+			},
+			wantReads: 1, wantRev: 1,
+		},
+		{
+			name: "a definition older than the maximum age is read again",
+			run: func(t *testing.T, c *jobCache, r *countingReader) {
+				c.prefetch(t.Context(), map[string]time.Time{"a": due})
+				r.set(store.Job{ID: "a", Revision: 2})
+				time.Sleep(jobCacheMaxAge + time.Second)
+				c.setFresh(time.Now())
+			},
+			wantReads: 2, wantRev: 2,
+		},
+		{
+			name: "a change answered while the read is in flight is not served",
+			run: func(t *testing.T, c *jobCache, r *countingReader) {
+				r.block = make(chan struct{})
+				go c.prefetch(t.Context(), map[string]time.Time{"a": due})
+				synctest.Wait() // the read is in flight
+				r.set(store.Job{ID: "a", Revision: 2})
+				c.invalidate("a")
+				close(r.block)
+				synctest.Wait()
+			},
+			wantReads: 2, wantRev: 2,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				r := &countingReader{jobs: map[string]store.Job{"a": {ID: "a", Revision: 1}}}
+				c := newTestCache(t, r)
+				c.setFresh(time.Now())
+				tt.run(t, c, r)
+				j, err := c.get(t.Context(), "a", due)
+				require.NoError(t, err)
+				assert.Equal(t, tt.wantRev, j.Revision)
+				assert.Equal(t, tt.wantReads, r.reads.Load())
+			})
+		})
+	}
+}
+
+func TestJobCacheNotFoundAndSweep(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		r := &countingReader{jobs: map[string]store.Job{"a": {ID: "a", Revision: 1}}}
+		c := newTestCache(t, r)
+		c.setFresh(time.Now())
+		c.prefetch(t.Context(), map[string]time.Time{"a": time.Now(), "gone": time.Now()})
+		_, err := c.get(t.Context(), "gone", time.Now())
+		require.ErrorIs(t, err, store.ErrNotFound)
+		assert.Equal(t, int64(2), r.reads.Load(), "a job not found is remembered too")
+
+		time.Sleep(2 * time.Minute)
+		c.sweep(time.Now())
+		assert.Empty(t, c.jobs, "definitions no entry wants any more are forgotten")
+		assert.Equal(t, 0.0, testutil.ToFloat64(c.m.jobsCached))
+	})
+}
+
+// TestOwnerFiresFromPrefetchedJobs: with the jobs feed (here a fake that
+// keeps the cache fresh), a bucket's read reads its jobs and the firings
+// take them from memory, still at their due time; a job changed after its
+// bucket was read fires no stale run once the feed has seen the change.
+func TestOwnerFiresFromPrefetchedJobs(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		e := newOwnerEnv(t)
+		start := time.Now()
+		first := e.register(
+			jobSpec("every2s", intervalSchedule(2*time.Second, 0)),
+			jobSpec("paused", atSchedule(start.Add(40*time.Second))),
+			jobSpec("deleted", atSchedule(start.Add(40*time.Second))),
+			jobSpec("kept", atSchedule(start.Add(40*time.Second))),
+		)
+		reader := &countingReader{jobs: map[string]store.Job{}}
+		for id := range first {
+			j, err := e.st.GetJob(t.Context(), id)
+			require.NoError(t, err)
+			reader.set(j)
+		}
+		cache := startWithJobs(e, reader)
+		ctx, stopFeed := context.WithCancel(context.Background())
+		feedDone := make(chan struct{})
+		go func() { // a feed that is always caught up
+			defer close(feedDone)
+			for ctx.Err() == nil {
+				cache.setFresh(time.Now())
+				select {
+				case <-ctx.Done():
+				case <-time.After(feedInterval):
+				}
+			}
+		}()
+
+		time.Sleep(20 * time.Second) // the bucket of the one-offs is read
+		synctest.Wait()
+		assert.Positive(t, testutil.ToFloat64(e.o.m.jobCache.WithLabelValues("prefetch")))
+
+		// The registry pauses one job and deletes another, then answers.
+		paused := &sundialv1.JobSpec{}
+		j, err := reader.GetJob(t.Context(), "paused")
+		require.NoError(t, err)
+		require.NoError(t, proto.Unmarshal(j.Spec, paused))
+		paused.Paused = true
+		value, err := proto.Marshal(paused)
+		require.NoError(t, err)
+		reader.set(store.Job{ID: "paused", Spec: value, Revision: 2, UpdatedAt: time.Now()})
+		reader.set(store.Job{ID: "deleted", Revision: 3, Deleted: true, UpdatedAt: time.Now()})
+		cache.invalidate("paused")
+		cache.invalidate("deleted")
+
+		time.Sleep(time.Minute)
+		stopFeed()
+		<-feedDone
+		e.o.stop(false)
+
+		assert.Empty(t, e.prod.of("paused"), "a job paused after its bucket was read fires no run")
+		assert.Empty(t, e.prod.of("deleted"), "a job deleted after its bucket was read fires no run")
+		kept := e.prod.of("kept")
+		require.Len(t, kept, 1)
+		assert.True(t, kept[0].at.Equal(first["kept"]), "acknowledged at %s, due %s", kept[0].at, first["kept"])
+		every := e.prod.of("every2s")
+		require.Len(t, every, 41, "every 2s over 80s")
+		for _, r := range every {
+			assert.True(t, r.at.Equal(r.run.GetDueTime().AsTime()), "run %s acknowledged at %s", r.run.GetRunId(), r.at)
+		}
+		assert.Less(t, reader.reads.Load(), int64(10), "the recurring job is read once, not at every firing")
+		assert.Positive(t, testutil.ToFloat64(e.o.m.jobCache.WithLabelValues("hit")))
+	})
+}
+
+// startWithJobs starts an owner of shard 0 of e with a job cache over r.
+func startWithJobs(e *ownerEnv, r jobReader) *jobCache {
+	cfg := Config{Brokers: []string{"unused:9092"}, Store: e.st, InstanceID: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	require.NoError(e.t, cfg.Validate())
+	cfg = cfg.withDefaults()
+	m, err := newMetrics(prometheus.NewRegistry())
+	require.NoError(e.t, err)
+	cache := newJobCache(r, cfg.Now, cfg.PrepareAhead, m)
+	cache.setFresh(time.Now())
+	cc, err := e.st.GetClusterConfig(e.t.Context())
+	require.NoError(e.t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	e.o = &owner{
+		shard: 0, cfg: cfg, store: e.st, jobs: cache, prod: e.prod, topics: cfg.Topics, m: m, log: cfg.Logger, created: cc.CreatedAt,
+		mark: func(int64, int32) {},
+		wake: make(chan *kgo.Record, 16), cancel: cancel, quit: ctx.Done(), done: make(chan struct{}),
+	}
+	go e.o.run(ctx)
+	return cache
+}
