@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sundialhq/sundial/store"
@@ -31,6 +32,9 @@ import (
 // prefetches and firings together, so that a bucket of a hundred thousand
 // entries queues here rather than in the store.
 const maxJobReads = 64
+
+// prefetchWorkers bounds the goroutines one bucket read uses for its jobs.
+const prefetchWorkers = 8
 
 // jobCacheMaxAge bounds how long a definition read is trusted, whatever the
 // feed says: a change the registry stored but never answered (it crashed in
@@ -120,19 +124,34 @@ func (c *jobCache) prefetch(ctx context.Context, want map[string]time.Time) {
 	if !c.usable(c.now()) {
 		return // the firings read their jobs; reading now would be wasted
 	}
-	var wg sync.WaitGroup
+	type pending struct {
+		id string
+		cj *cachedJob
+	}
+	var todo []pending
+	c.mu.Lock()
 	for id, due := range want {
-		c.mu.Lock()
-		cj, ok := c.jobs[id]
-		if ok {
+		if cj, ok := c.jobs[id]; ok {
 			cj.until = maxTime(cj.until, due)
-			c.mu.Unlock()
 			continue
 		}
-		cj = c.startLocked(id, due)
-		c.mu.Unlock()
-		c.m.jobCache.WithLabelValues("prefetch").Inc()
-		wg.Go(func() { c.read(ctx, id, cj) })
+		todo = append(todo, pending{id, c.startLocked(id, due)})
+	}
+	c.mu.Unlock()
+	c.m.jobCache.WithLabelValues("prefetch").Add(float64(len(todo)))
+	// A few workers per caller: the reads in flight are bounded by
+	// c.reads anyway, and a herd's buckets, read by every owner at once,
+	// must not park a goroutine per entry.
+	var (
+		wg   sync.WaitGroup
+		next atomic.Int64
+	)
+	for range min(len(todo), prefetchWorkers) {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(len(todo)); i = next.Add(1) - 1 {
+				c.read(ctx, todo[i].id, todo[i].cj)
+			}
+		})
 	}
 	wg.Wait()
 }
