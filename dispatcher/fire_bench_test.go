@@ -1,0 +1,114 @@
+package dispatcher
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sundialhq/sundial/store"
+)
+
+// slowReader is a jobReader that takes delay per read, like a store under
+// load.
+type slowReader struct {
+	jobs  map[string]store.Job
+	delay time.Duration
+}
+
+func (r slowReader) GetJob(ctx context.Context, id string) (store.Job, error) {
+	select {
+	case <-time.After(r.delay):
+	case <-ctx.Done():
+		return store.Job{}, ctx.Err()
+	}
+	j, ok := r.jobs[id]
+	if !ok {
+		return store.Job{}, store.ErrNotFound
+	}
+	return j, nil
+}
+
+// nullProducer acknowledges every record at once.
+type nullProducer struct{}
+
+func (nullProducer) ProduceSync(_ context.Context, rs ...*kgo.Record) kgo.ProduceResults {
+	out := make(kgo.ProduceResults, len(rs))
+	for i, r := range rs {
+		out[i] = kgo.ProduceResult{Record: r}
+	}
+	return out
+}
+
+// BenchmarkFire measures one firing of a recurring job that is due (plan,
+// produce to a producer that acknowledges at once, and the hand-over of the
+// next occurrence), with the job in memory and with a store read of 1ms
+// on the firing path.
+func BenchmarkFire(b *testing.B) {
+	spec := jobSpec("job", intervalSchedule(time.Second, 0))
+	value, err := proto.Marshal(spec)
+	require.NoError(b, err)
+	jobs := map[string]store.Job{"job": {ID: "job", Spec: value, Revision: 1, UpdatedAt: time.Unix(0, 0)}}
+	for _, tc := range []struct {
+		name   string
+		cached bool
+	}{{"job in memory", true}, {"job read per firing", false}} {
+		b.Run(tc.name, func(b *testing.B) {
+			cfg := Config{Brokers: []string{"unused:9092"}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.withDefaults()
+			m, err := newMetrics(prometheus.NewRegistry())
+			require.NoError(b, err)
+			r := slowReader{jobs: jobs, delay: time.Millisecond}
+			o := &owner{cfg: cfg, prod: nullProducer{}, topics: cfg.Topics, m: m, log: cfg.Logger}
+			o.store = storeOf{r: r}
+			if tc.cached {
+				o.jobs = newJobCache(r, time.Now, time.Hour, m)
+				o.jobs.setFresh(time.Now())
+			}
+			puts := make(chan putRequest)
+			ctx, cancel := context.WithCancel(b.Context())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for {
+					select {
+					case p := <-puts:
+						p.done <- nil
+					case <-ctx.Done():
+						return
+					}
+				}
+			}()
+			o.puts = puts
+			due := store.Truncate(time.Now())
+			b.ResetTimer()
+			for i := range b.N {
+				e := store.DueEntry{Due: due, JobID: "job", Kind: store.KindScheduled, RunID: fmt.Sprintf("job@%d", i), Attempt: 1, Revision: 1}
+				res := o.fire(ctx, 1, firing{Entry: e, At: due})
+				if res.err != nil || res.next == nil {
+					b.Fatalf("firing: %v", res.err)
+				}
+			}
+			b.StopTimer()
+			cancel()
+			<-done
+		})
+	}
+}
+
+// storeOf makes a jobReader the owner's Store for the benchmark; only
+// GetJob is called.
+type storeOf struct {
+	Store
+	r jobReader
+}
+
+func (s storeOf) GetJob(ctx context.Context, id string) (store.Job, error) {
+	return s.r.GetJob(ctx, id)
+}
