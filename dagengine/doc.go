@@ -114,8 +114,20 @@
 //     the runs under way alone; a resume reruns nodes with their DAG run's
 //     definition, but a node that runs a registered job reads that job
 //     afresh when it starts.
-//   - A node that times out is marked TIMED_OUT; the engine does not cancel
-//     the runner's execution (a late event of it is ignored).
+//   - A node that times out (DagNode.timeout) is marked TIMED_OUT and its
+//     DAG run stuck; the engine does not cancel the node's run. The
+//     runners have no cancel of a run by id for other components: their
+//     one cancel path (a Redis signal among runners, then a lease revoke)
+//     belongs to the overlap policy REPLACE, and the engine holds no Redis
+//     client. So the run goes on: the attempt under way ends at the job's
+//     own timeout (JobSpec.timeout, 30s unless set; the runner cancels the
+//     attempt there), failed attempts are still retried, and the run's
+//     later events are ignored by the DAG run. To bound the work itself,
+//     give the node's job a timeout and a retry policy that fit in the
+//     node's timeout. A resume reruns the node under a new run id while
+//     the old run may still be retrying; a concurrency limit of 1 with the
+//     overlap policy QUEUE on the job (an inline job's id is the same for
+//     every DAG run and generation) keeps the two from executing at once.
 //   - DAG runs are triggered with Runs.StartRun (`sundial dag trigger`); a
 //     Trigger record on sundial.triggers names jobs only.
 //   - DAG-run records carry no TTL: they stay until deleted.

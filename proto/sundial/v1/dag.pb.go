@@ -297,9 +297,12 @@ type DagNode struct {
 	//	*DagNode_Inline
 	Job isDagNode_Job `protobuf_oneof:"job"`
 	// The most time the node may take, from the moment it is started until
-	// its run ends, across all retries. When it runs out, the node's run is
-	// cancelled and the node is TIMED_OUT, which counts as a failure. Unset
-	// means no limit beyond the job's own timeout and retries.
+	// its run ends, across all retries. When it runs out, the node is
+	// TIMED_OUT, which counts as a failure, and the DAG run is marked stuck.
+	// The node's run is not cancelled: the attempt under way ends at the
+	// job's own timeout, failed attempts are still retried, and the run's
+	// later events are ignored by the DAG run. Unset means no limit beyond
+	// the job's own timeout and retries.
 	Timeout *durationpb.Duration `protobuf:"bytes,4,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	// The ids of the nodes that must succeed before this one starts. Empty
 	// for a root node.
