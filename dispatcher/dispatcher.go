@@ -103,8 +103,10 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		kgo.ProducerLinger(0),
 		// A run record that is not delivered within FireTimeout fails its
 		// firing, which is retried (same run id), instead of waiting without
-		// bound. It does not cover a broker that cannot be dialled at all:
-		// then the record waits until Close fails it (see TestCrashTakeover).
+		// bound. An idempotent producer cannot fail a record whose request
+		// may have reached the broker, though, and with no broker dialable
+		// such a record waits until Close: the firing's wait for it ends
+		// with the firing's context instead (boundedProducer).
 		kgo.RecordDeliveryTimeout(d.cfg.FireTimeout),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 	}, d.cfg.KafkaOpts...)

@@ -40,7 +40,9 @@ type stack struct {
 	shards int
 	names  topics.Names
 	kafka  testenv.Kafka
-	store  *cassandra.Store
+	// cassandra is the test's keyspace, for dispatcher processes.
+	cassandra testenv.Cassandra
+	store     *cassandra.Store
 	// producer is a client with enqueue's partitioner, for wake-ups.
 	producer *kgo.Client
 	enqueuer *enqueue.Enqueuer
@@ -55,7 +57,7 @@ func newStack(t *testing.T, shards int) *stack {
 	t.Helper()
 	k := testenv.NeedKafka(t)
 	c := testenv.NeedCassandra(t)
-	s := &stack{t: t, shards: shards, names: topics.Names{Prefix: k.TopicPrefix}, kafka: k, latency: newLatencies()}
+	s := &stack{t: t, shards: shards, names: topics.Names{Prefix: k.TopicPrefix}, kafka: k, cassandra: c, latency: newLatencies()}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 
