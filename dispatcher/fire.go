@@ -44,6 +44,10 @@ type plan struct {
 	// covered, for a late scheduled entry, is the time up to which this
 	// firing stands for every occurrence of the job.
 	covered time.Time
+	// fromJob: the runs were built from the job's definition at revision
+	// jobRev.
+	fromJob bool
+	jobRev  int64
 }
 
 // fireResult is the outcome of one firing, reported to the owner's loop.
@@ -60,10 +64,11 @@ type fireResult struct {
 	nextLate bool
 }
 
-// fire carries out one firing: it plans the runs (reading the job, up to
-// PrepareAhead before the firing time), produces them at the firing time and
-// waits for Kafka's acknowledgement, then stores the next occurrence of a
-// recurring job. Both happen before the owner hears the firing is done, so the shard's
+// fire carries out one firing: it plans the runs (with the job from memory,
+// or read, up to PrepareAhead before the firing time), checks at the firing
+// time that a job taken from memory is still the job's (else plans again),
+// produces the runs and waits for Kafka's acknowledgement, then stores the
+// next occurrence of a recurring job. Both happen before the owner hears the firing is done, so the shard's
 // watermark never passes an occurrence whose successor is not stored: a crash
 // in between fires the current occurrence again (same run id), never loses
 // the next one. Storing the successor only after the run is acknowledged
@@ -73,40 +78,38 @@ func (o *owner) fire(ctx context.Context, epoch int64, f firing) fireResult {
 	ctx, cancel := context.WithTimeout(ctx, o.cfg.FireTimeout)
 	defer cancel()
 	res := fireResult{entry: f.Entry}
-	// With the job definitions followed by the jobs feed, the job is
-	// taken from memory (read when its bucket was, or now, ahead of the
-	// firing time) and the firing is planned at its firing time, so the
-	// run reflects the definition in force then. Without, the job is read
-	// and the firing planned ahead, as late as PrepareAhead allows.
-	ahead := o.jobs == nil || !needsJob(f.Entry) || !o.jobs.usable(o.cfg.Now())
-	if !ahead {
-		// An error here is the plan's to report: it reads again.
-		_, _ = o.jobs.get(ctx, f.Entry.JobID, f.Entry.Due)
-		if err := o.waitFor(ctx, f); err != nil {
-			res.err = err
-			return res
-		}
-	}
 	now := o.cfg.Now()
+	// With the jobs feed fresh, the job comes from memory (read with its
+	// bucket), and must still be the job's at the firing time.
+	fromMemory := o.jobs != nil && o.jobs.usable(now)
 	p, err := o.plan(ctx, f, now)
 	o.m.firePhase.WithLabelValues("plan").Observe(o.cfg.Now().Sub(now).Seconds())
 	if err != nil {
 		res.err = err
 		return res
 	}
+	if len(p.runs) > 0 {
+		// Prepared ahead of time: the run goes out at its firing time,
+		// never before.
+		if err := o.waitFor(ctx, f); err != nil {
+			res.err = err
+			return res
+		}
+		if fromMemory && p.fromJob && !o.jobs.unchanged(f.Entry.JobID, p.jobRev) {
+			// The job changed during the wait (or memory can no longer
+			// be trusted): plan again with the definition in force.
+			o.m.jobCache.WithLabelValues("replan").Inc()
+			if p, err = o.plan(ctx, f, o.cfg.Now()); err != nil {
+				res.err = err
+				return res
+			}
+		}
+	}
 	if p.drop != "" {
 		o.m.dropped.WithLabelValues(p.drop).Inc()
 		o.log.Debug("entry fires no run", "run_id", f.Entry.RunID, "kind", f.Entry.Kind, "reason", p.drop, "why", p.why)
 	}
 	if len(p.runs) > 0 {
-		// Prepared ahead of time: the run goes out at its firing time,
-		// never before.
-		if ahead {
-			if err := o.waitFor(ctx, f); err != nil {
-				res.err = err
-				return res
-			}
-		}
 		at := o.cfg.Now()
 		if err := o.produce(ctx, epoch, f.Entry, p.runs, at); err != nil {
 			res.err = err
@@ -242,12 +245,20 @@ func (o *owner) plan(ctx context.Context, f firing, now time.Time) (plan, error)
 		return plan{drop: dropInvalid, why: fmt.Sprintf("stored definition does not decode: %v", err)}, nil
 	}
 
+	p := o.planJob(f, job, spec, now)
+	p.fromJob, p.jobRev = true, job.Revision
+	return p, nil
+}
+
+// planJob decides what an entry fires from its job's definition.
+func (o *owner) planJob(f firing, job store.Job, spec *sundialv1.JobSpec, now time.Time) plan {
+	e := f.Entry
 	switch e.Kind {
 	case store.KindScheduled:
-		return o.planScheduled(f, job, spec, now), nil
+		return o.planScheduled(f, job, spec, now)
 	case store.KindTrigger:
 		if spec.GetPaused() {
-			return plan{drop: dropDead, why: "job paused"}, nil
+			return plan{drop: dropDead, why: "job paused"}
 		}
 		run := newRun(job, spec, e.RunID, dueOfRunID(e), e.Due, e.Attempt, sundialv1.RunOrigin_RUN_ORIGIN_TRIGGER)
 		if len(e.Payload) > 0 {
@@ -259,9 +270,9 @@ func (o *owner) plan(ctx context.Context, f firing, now time.Time) (plan, error)
 				}
 			}
 		}
-		return plan{runs: []*sundialv1.Run{run}}, nil
+		return plan{runs: []*sundialv1.Run{run}}
 	default: // retry or dag without a run in the payload
-		return plan{runs: []*sundialv1.Run{newRun(job, spec, e.RunID, dueOfRunID(e), e.Due, e.Attempt, originOfKind(e.Kind))}}, nil
+		return plan{runs: []*sundialv1.Run{newRun(job, spec, e.RunID, dueOfRunID(e), e.Due, e.Attempt, originOfKind(e.Kind))}}
 	}
 }
 

@@ -45,7 +45,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Due entries that fired no run, by reason (dead: the job changed, was deleted or paused; misfire: skipped by the misfire policy or outside the catch-up window; invalid: the stored job or entry cannot be used).",
 		}, []string{"reason"}),
 		firePhase: prometheus.NewHistogramVec(telemetry.HistogramOpts("sundial_dispatcher_fire_phase_seconds",
-			"Duration of the phases of a firing: plan (job lookup, liveness check, runs built; at the due time when the job is in memory, else ahead of it), produce (from the firing time to Kafka's acknowledgement), chain (storing the next occurrence).",
+			"Duration of the phases of a firing: plan (job from memory or read, liveness check, runs built; done ahead of the due time), produce (from the firing time to Kafka's acknowledgement), chain (storing the next occurrence).",
 			telemetry.CallBuckets()), []string{"phase"}),
 		fireErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sundial_dispatcher_fire_errors_total",
@@ -83,7 +83,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"result"}),
 		jobCache: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sundial_dispatcher_job_cache_total",
-			Help: "Job definitions wanted by firings and bucket reads, by result (prefetch: read with a bucket; hit: a firing found it in memory; miss: a firing read it from the store; invalidated: dropped because the registry answered a change).",
+			Help: "Job definitions wanted by firings and bucket reads, by result (prefetch: read with a bucket; hit: a firing found it in memory; miss: a firing read it from the store; invalidated: dropped because the registry answered a change; replan: a firing prepared from memory found the job changed at its firing time and was planned again).",
 		}, []string{"result"}),
 		jobsCached: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sundial_dispatcher_jobs_cached",

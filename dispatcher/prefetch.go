@@ -227,6 +227,18 @@ func (c *jobCache) get(ctx context.Context, id string, due time.Time) (store.Job
 	}
 }
 
+// unchanged says whether the job in memory is still at revision rev and may
+// still be used: a firing planned from it ahead of its firing time checks
+// this at the firing time.
+func (c *jobCache) unchanged(id string, rev int64) bool {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cj, ok := c.jobs[id]
+	return ok && c.usableLocked(now) && isReady(cj) && cj.err == nil && cj.job.Revision == rev &&
+		!cj.readAt.Before(now.Add(-jobCacheMaxAge))
+}
+
 func isReady(cj *cachedJob) bool {
 	select {
 	case <-cj.ready:

@@ -179,6 +179,7 @@ func TestOwnerFiresFromPrefetchedJobs(t *testing.T) {
 			jobSpec("paused", atSchedule(start.Add(40*time.Second))),
 			jobSpec("deleted", atSchedule(start.Add(40*time.Second))),
 			jobSpec("kept", atSchedule(start.Add(40*time.Second))),
+			jobSpec("changed-while-prepared", atSchedule(start.Add(50*time.Second))),
 		)
 		reader := &countingReader{jobs: map[string]store.Job{}}
 		for id := range first {
@@ -217,13 +218,21 @@ func TestOwnerFiresFromPrefetchedJobs(t *testing.T) {
 		cache.invalidate("paused")
 		cache.invalidate("deleted")
 
-		time.Sleep(time.Minute)
+		// A change answered after the firing was prepared from memory
+		// (PrepareAhead before its due time) but before it is due.
+		time.Sleep(time.Until(first["changed-while-prepared"].Add(-200 * time.Millisecond)))
+		reader.set(store.Job{ID: "changed-while-prepared", Revision: 4, Deleted: true, UpdatedAt: time.Now()})
+		cache.invalidate("changed-while-prepared")
+
+		time.Sleep(time.Until(start.Add(80 * time.Second)))
 		stopFeed()
 		<-feedDone
 		e.o.stop(false)
 
 		assert.Empty(t, e.prod.of("paused"), "a job paused after its bucket was read fires no run")
 		assert.Empty(t, e.prod.of("deleted"), "a job deleted after its bucket was read fires no run")
+		assert.Empty(t, e.prod.of("changed-while-prepared"), "a job deleted after its firing was prepared fires no run")
+		assert.Equal(t, 1.0, testutil.ToFloat64(e.o.m.jobCache.WithLabelValues("replan")))
 		kept := e.prod.of("kept")
 		require.Len(t, kept, 1)
 		assert.True(t, kept[0].at.Equal(first["kept"]), "acknowledged at %s, due %s", kept[0].at, first["kept"])
