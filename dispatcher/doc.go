@@ -38,8 +38,8 @@
 // entries in a heap ordered by due time, deduplicated by entry, and the owner
 // keeps one timer, for the head of the heap: there is no poll loop. An entry
 // fires when its due time comes, from memory. Its firing starts PrepareAhead
-// (500ms) earlier, so that the job read and the run's construction are done
-// by then; the run is produced at the due time, never before.
+// (500ms) earlier, so that its job is in memory (or read) by then; the run
+// is produced at the due time, never before.
 //
 // Entries that appear after their bucket was read (a retry in a second, a
 // one-off due in two, an overdue entry written after an outage) are made
@@ -53,8 +53,9 @@
 // read or by its wake-up; no entry falls between the two (the bug of
 // schedulers that only scan ahead).
 //
-// Memory holds the entries of the buckets read and not yet fired: the
-// look-ahead window, not the number of jobs. A bucket is read page by page.
+// Memory holds the entries of the buckets read and not yet fired, and the
+// definitions of their jobs: the look-ahead window, not the number of jobs.
+// A bucket is read page by page.
 // Catching up (reading buckets already in the past) reads the next bucket
 // only while fewer than MaxBacklog entries of the shard are in memory.
 //
@@ -83,6 +84,37 @@
 // latest. A late entry stands for every occurrence up to the moment it
 // fires, and later entries of its chain due by then are dropped, so a
 // catch-up fires no occurrence twice.
+//
+// Firings run concurrently, up to MaxInflight per shard, each waiting for
+// its own acknowledgement; the client coalesces the records of concurrent
+// firings into one produce request per broker, so a herd is not produced a
+// record at a time, and the watermark still passes only firings whose runs
+// were acknowledged and whose successors are stored.
+//
+// # Job definitions
+//
+// A firing needs its job, and reading it then would cost a store read per
+// run, all at once when many runs fall due together. Instead, a bucket's
+// read also reads the jobs of its entries (at most 64 reads in flight per
+// dispatcher; the bucket counts as read once they are), and firings take
+// them from memory: a firing is prepared from memory PrepareAhead ahead of
+// its firing time, and at its firing time checks that the job in memory is
+// still the one it used (else it is planned again).
+//
+// Definitions in memory are kept current by the jobs feed: each dispatcher
+// follows sundial.jobs.status, which the registry writes after it has
+// stored a change, and forgets a job on every answer for it (the key is
+// all it reads), so the next firing reads the job again. The feed is fresh
+// up to t0 when it has read the topic to the end offsets it listed at t0.
+// Definitions in memory are used only while the feed is fresh up to
+// PrepareAhead ago, and for at most two minutes after their read;
+// otherwise, or when an entry's job is not in memory (a wake-up), the
+// firing reads its job from the store PrepareAhead before its firing time,
+// as every firing did before the feed. Either way, a change the registry
+// answered more than PrepareAhead before a firing is seen by it; one
+// answered later may miss that one occurrence. A change stored by a
+// registry that died before answering is seen when the record is processed
+// again, or two minutes after the read at the latest.
 //
 // Dispatch latency (Kafka's acknowledgement minus the due time) is recorded
 // in sundial_dispatcher_dispatch_latency_seconds.

@@ -4,7 +4,8 @@
 // starts: a first look that needs nothing installed.
 //
 // The components are the real ones — registry, trigger consumer, dispatcher,
-// runner, history writer — wired exactly as the separate processes wire them;
+// runner, history writer, DAG engine — wired exactly as the separate
+// processes wire them;
 // only the backends differ. The in-memory store passes the same conformance
 // suite as the Cassandra store (store/storetest), and the lease scripts run
 // the same suite on miniredis as on Redis (leasing). Figures measured here are

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sundialhq/sundial/client"
+	"github.com/sundialhq/sundial/dagengine"
 	"github.com/sundialhq/sundial/dispatcher"
 	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/history"
@@ -91,6 +92,7 @@ type Pipeline struct {
 	kafka  *kfake.Cluster
 	store  *memory.Store
 	client *client.Client
+	dags   *kgo.Client // produces DAG definitions
 	echo   string
 }
 
@@ -178,7 +180,7 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 	p.echo = echo
 	p.stops = append(p.stops, stopEcho)
 
-	// Enqueuer, shared by registry, trigger consumer and runner.
+	// Enqueuer, shared by registry, trigger consumer, runner and DAG engine.
 	enqClient, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
 		kgo.RecordPartitioner(enqueue.Partitioner(names, nil)), kgo.ProducerLinger(0))
 	if err != nil {
@@ -224,7 +226,15 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	for _, c := range []lifecycle{reg, trg, dsp, run, hist} {
+	// The DAG engine; its client also publishes its DagRunEvents, as in
+	// `sundial dag engine`.
+	dag, err := dagengine.New(dagengine.Config{Brokers: brokers, Topics: names, Store: st, Enqueuer: enq, Producer: enqClient,
+		Shards: cfg.Shards, SessionTimeout: 6 * time.Second,
+		Registerer: cfg.Registerer, Logger: log.With("component", "dagengine"), Now: cfg.Now})
+	if err != nil {
+		return err
+	}
+	for _, c := range []lifecycle{reg, trg, dsp, run, hist, dag} {
 		if err := c.Start(ctx); err != nil {
 			return err
 		}
@@ -237,6 +247,12 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 	}
 	p.client = cl
 	p.stops = append(p.stops, cl.Close)
+	dags, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ProducerLinger(0))
+	if err != nil {
+		return fmt.Errorf("dag definitions client: %w", err)
+	}
+	p.dags = dags
+	p.stops = append(p.stops, dags.Close)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package embedded
 import (
 	"bytes"
 	"context"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -38,6 +39,10 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// dagRunSucceeded matches the watch line of a sample DAG run that
+// succeeded, and takes its id.
+var dagRunSucceeded = regexp.MustCompile(`(?m)dev\.hello-dag\s+SUCCEEDED\s+dag_run=(\S+)$`)
+
 func TestStopBeforeStartAndTwice(t *testing.T) {
 	t.Parallel()
 	p, err := New(Config{})
@@ -54,8 +59,9 @@ func TestConfigValidate(t *testing.T) {
 }
 
 // TestSamplesRunEndToEnd runs the pipeline as `sundial dev` does, with the
-// sample jobs sped up: the cron and HTTP jobs succeed, the flaky job is
-// retried and lands in the dead-letter topic.
+// sample jobs and DAG sped up: the cron and HTTP jobs succeed, the flaky job
+// is retried and lands in the dead-letter topic, and a run of the DAG
+// succeeds with each of its nodes.
 func TestSamplesRunEndToEnd(t *testing.T) {
 	t.Parallel()
 	p, err := New(Config{Handlers: SampleHandlers()})
@@ -83,6 +89,9 @@ func TestSamplesRunEndToEnd(t *testing.T) {
 	for _, st := range statuses {
 		require.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_CREATED, st.GetOutcome(), "%s: %v", st.GetJobId(), st.GetErrors())
 	}
+	dag := SampleDag()
+	dag.Schedule.Kind = &sundialv1.Schedule_Interval{Interval: &sundialv1.Interval{Every: second}}
+	require.NoError(t, p.ApplyDag(ctx, dag))
 
 	out := &syncBuffer{}
 	watchCtx, stopWatch := context.WithCancel(ctx)
@@ -98,9 +107,16 @@ func TestSamplesRunEndToEnd(t *testing.T) {
 		return strings.Contains(s, "dev.hello-cron   SUCCEEDED") &&
 			strings.Contains(s, "dev.echo-http    SUCCEEDED") &&
 			strings.Contains(s, "dev.flaky        RETRYING") &&
-			strings.Contains(s, "dev.flaky        DLQ")
+			strings.Contains(s, "dev.flaky        DLQ") &&
+			dagRunSucceeded.MatchString(s)
 	}, 90*time.Second, 100*time.Millisecond, "watch output so far:\n%s", out)
 	assert.NotContains(t, out.String(), "undecodable")
+
+	// The first DAG run that succeeded ran each of its nodes.
+	run := dagRunSucceeded.FindStringSubmatch(out.String())[1]
+	for _, node := range []string{"extract-a", "extract-b", "join", "publish"} {
+		assert.Regexp(t, `dev\.hello-dag\s+SUCCEEDED\s+dag_run=`+regexp.QuoteMeta(run)+` node=`+node+` `, out.String())
+	}
 
 	// The history writer keeps the runs: the flaky job's run is dead after
 	// its attempts.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sundialhq/sundial/client"
@@ -76,7 +77,8 @@ func SampleJobs(echoURL string) []*sundialv1.JobSpec {
 }
 
 // LoadSamples applies the sample jobs through the client and waits for the
-// registry to accept them. A rejection is an error naming the job and field.
+// registry to accept them, then applies the sample DAG (SampleDag) and waits
+// for the DAG engine. A rejection is an error naming the job and field.
 func (p *Pipeline) LoadSamples(ctx context.Context) ([]*sundialv1.JobSpec, error) {
 	specs := SampleJobs(p.EchoURL())
 	receipts, err := p.client.ApplyAll(ctx, sundialv1.EncodingProtobuf, specs...)
@@ -93,5 +95,53 @@ func (p *Pipeline) LoadSamples(ctx context.Context) ([]*sundialv1.JobSpec, error
 			errs = append(errs, fmt.Errorf("sample job %s rejected: %w", st.GetJobId(), err))
 		}
 	}
-	return specs, errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return specs, err
+	}
+	return specs, p.ApplyDag(ctx, SampleDag())
+}
+
+// SampleDag is the DAG `sundial dev` loads: every twenty seconds, two
+// extracts run side by side, then a join once both have succeeded, then a
+// publish; every node is an inline job calling the hello handler.
+func SampleDag() *sundialv1.DagSpec {
+	node := func(id string, parents ...string) *sundialv1.DagNode {
+		return &sundialv1.DagNode{Id: id, Parents: parents, Job: &sundialv1.DagNode_Inline{Inline: &sundialv1.JobSpec{
+			Target: &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: HandlerHello}}},
+		}}}
+	}
+	return &sundialv1.DagSpec{
+		Id: "dev.hello-dag", OwnerTeam: "dev", Description: "DAG every twenty seconds: two extracts, a join, a publish",
+		Schedule: &sundialv1.Schedule{TimeZone: "UTC",
+			Kind: &sundialv1.Schedule_Interval{Interval: &sundialv1.Interval{Every: durationpb.New(20 * time.Second)}}},
+		Nodes: []*sundialv1.DagNode{
+			node("extract-a"), node("extract-b"), node("join", "extract-a", "extract-b"), node("publish", "join"),
+		},
+	}
+}
+
+// ApplyDag produces a DAG definition to sundial.jobs (header sundial-kind:
+// dag), as `sundial dag apply` does, and waits for the DAG engine's
+// answer. A rejection is an error naming the fields.
+func (p *Pipeline) ApplyDag(ctx context.Context, spec *sundialv1.DagSpec) error {
+	value, err := sundialv1.EncodingProtobuf.Marshal(spec)
+	if err != nil {
+		return fmt.Errorf("encode DAG %s: %w", spec.GetId(), err)
+	}
+	rec := &kgo.Record{Topic: p.names().Jobs(), Key: []byte(spec.GetId()), Value: value, Headers: []kgo.RecordHeader{
+		{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindDag)},
+		{Key: sundialv1.HeaderContentType, Value: []byte(sundialv1.ContentTypeProtobuf)},
+	}}
+	if err := p.dags.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return fmt.Errorf("produce DAG %s: %w", spec.GetId(), err)
+	}
+	statuses, err := p.client.WaitStatus(ctx, client.Receipt{ID: spec.GetId(), Topic: rec.Topic, Partition: rec.Partition,
+		Offset: rec.Offset, Timestamp: rec.Timestamp})
+	if err != nil {
+		return fmt.Errorf("wait for the DAG engine: %w", err)
+	}
+	if err := client.FieldErrors(statuses[0]); err != nil {
+		return fmt.Errorf("DAG %s rejected: %w", spec.GetId(), err)
+	}
+	return nil
 }

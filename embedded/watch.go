@@ -13,8 +13,8 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
-// Watch prints every run event and dead letter as it happens, one line each,
-// until ctx ends. It reads from the start of the topics, so nothing that
+// Watch prints every run event, DAG-run event and dead letter as it
+// happens, one line each, until ctx ends. It reads from the start of the topics, so nothing that
 // happened before it was called is missed.
 func (p *Pipeline) Watch(ctx context.Context, w io.Writer) error {
 	names := p.names()
@@ -49,6 +49,9 @@ func describe(rec *kgo.Record, dlqTopic string) string {
 		return fmt.Sprintf("%s  %-16s %-10s run=%s attempts=%d error=%q", stamp(dl.GetDeadAt().AsTime()), dl.GetRun().GetJobId(), "DLQ",
 			dl.GetRun().GetRunId(), dl.GetAttempts(), dl.GetLastError().GetMessage())
 	}
+	if kind(rec) == sundialv1.KindDagRunEvent {
+		return describeDag(rec)
+	}
 	var ev sundialv1.RunEvent
 	if err := proto.Unmarshal(rec.Value, &ev); err != nil {
 		return fmt.Sprintf("event (undecodable: %v)", err)
@@ -68,6 +71,34 @@ func describe(rec *kgo.Record, dlqTopic string) string {
 		line += " next=" + stamp(t.AsTime())
 	}
 	return line
+}
+
+// describeDag renders a DagRunEvent: the DAG run's own state changes, and
+// those of its nodes (with the node's run id).
+func describeDag(rec *kgo.Record) string {
+	var ev sundialv1.DagRunEvent
+	if err := proto.Unmarshal(rec.Value, &ev); err != nil {
+		return fmt.Sprintf("dag run event (undecodable: %v)", err)
+	}
+	state := strings.TrimPrefix(ev.GetState().String(), "DAG_STATE_")
+	line := fmt.Sprintf("%s  %-16s %-10s dag_run=%s", stamp(ev.GetTime().AsTime()), ev.GetDagId(), state, ev.GetDagRunId())
+	if ev.GetNodeId() != "" {
+		line += fmt.Sprintf(" node=%s run=%s", ev.GetNodeId(), ev.GetRunId())
+	}
+	if ev.GetReason() != "" {
+		line += fmt.Sprintf(" reason=%q", ev.GetReason())
+	}
+	return line
+}
+
+// kind is a record's sundial-kind header, empty without one.
+func kind(rec *kgo.Record) string {
+	for _, h := range rec.Headers {
+		if h.Key == sundialv1.HeaderKind {
+			return string(h.Value)
+		}
+	}
+	return ""
 }
 
 func stamp(t time.Time) string { return t.Local().Format("15:04:05.000") }

@@ -16,10 +16,10 @@ func devCommand() *cli.Command {
 		Name:  "dev",
 		Usage: "run the whole pipeline in one process on in-process backends, load sample jobs, print their runs until Ctrl-C",
 		Description: "Starts an in-process Kafka (kfake), Redis (miniredis) and schedule store, then the registry, trigger\n" +
-			"consumer, dispatcher, runner and history writer, exactly as the separate processes run them. Three sample jobs are\n" +
-			"applied through the Go client: a cron job every five seconds, a flaky job that retries and lands in the\n" +
-			"dead-letter topic, and an HTTP job calling a built-in echo target. Figures seen here are not Sundial's:\n" +
-			"the bench runs on the real stack.",
+			"consumer, dispatcher, runner, history writer and DAG engine, exactly as the separate processes run them. Three\n" +
+			"sample jobs are applied through the Go client: a cron job every five seconds, a flaky job that retries and lands\n" +
+			"in the dead-letter topic, and an HTTP job calling a built-in echo target; and a sample DAG of four nodes every\n" +
+			"twenty seconds. Figures seen here are not Sundial's: the bench runs on the real stack.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "log-level", Value: "warn", Usage: "level of the components' logs: debug, info, warn, error", Sources: envVar("log-level")},
 			&cli.BoolFlag{Name: "no-samples", Usage: "do not load the sample jobs", Sources: envVar("no-samples")},
@@ -46,7 +46,7 @@ func devCommand() *cli.Command {
 				return fmt.Errorf("start embedded pipeline: %w", err)
 			}
 			defer p.Stop()
-			fmt.Fprintf(out, "sundial dev: registry, trigger consumer, dispatcher, runner and history writer up in %s on in-process Kafka %v, Redis and store\n",
+			fmt.Fprintf(out, "sundial dev: registry, trigger consumer, dispatcher, runner, history writer and DAG engine up in %s on in-process Kafka %v, Redis and store\n",
 				time.Since(start).Round(time.Millisecond), p.Brokers())
 			if !cmd.Bool("no-samples") {
 				specs, err := p.LoadSamples(ctx)
@@ -56,6 +56,8 @@ func devCommand() *cli.Command {
 				for _, s := range specs {
 					fmt.Fprintf(out, "  job %-16s %s\n", s.GetId(), s.GetDescription())
 				}
+				d := embedded.SampleDag()
+				fmt.Fprintf(out, "  dag %-16s %s\n", d.GetId(), d.GetDescription())
 			}
 			fmt.Fprintln(out, "runs as they happen (Ctrl-C stops):")
 			return p.Watch(ctx, out)
