@@ -105,8 +105,10 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		kgo.ProducerLinger(0),
 		// A run record that is not delivered within FireTimeout fails its
 		// firing, which is retried (same run id), instead of waiting without
-		// bound. It does not cover a broker that cannot be dialled at all:
-		// then the record waits until Close fails it (see TestCrashTakeover).
+		// bound. An idempotent producer cannot fail a record whose request
+		// may have reached the broker, though, and with no broker dialable
+		// such a record waits until Close: the firing's wait for it ends
+		// with the firing's context instead (boundedProducer).
 		kgo.RecordDeliveryTimeout(d.cfg.FireTimeout),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 	}, d.cfg.KafkaOpts...)
@@ -171,7 +173,18 @@ func (d *Dispatcher) Stop() {
 	}
 	d.cancel()
 	<-d.pollDone
-	d.cl.Close() // leaves the group; revoked() drains every owner
+	// Leaving runs revoked(), which drains every owner (bounded by
+	// DrainTimeout, FireTimeout and the commit's timeout), then sends
+	// LeaveGroup. During a broker outage that request could be retried for
+	// a long time; a leave later than the session timeout is pointless
+	// (the group has dropped the member by then), so it is bounded. Close
+	// then finds the group left.
+	leave, cancel := context.WithTimeout(context.Background(), d.cfg.DrainTimeout+d.cfg.FireTimeout+d.cfg.SessionTimeout)
+	if err := d.cl.LeaveGroupContext(leave); err != nil {
+		d.log.Warn("leaving the group failed; the group drops this member after the session timeout", "err", err)
+	}
+	cancel()
+	d.cl.Close() // fails the run records still buffered
 	d.stopOwners(d.takeAllOwners(), true)
 	d.wg.Wait()
 	d.feed.Stop()
@@ -257,7 +270,7 @@ func (d *Dispatcher) assigned(ctx context.Context, cl *kgo.Client, assigned map[
 			cfg:     d.cfg,
 			store:   d.cfg.Store,
 			jobs:    d.jobs,
-			prod:    cl,
+			prod:    boundedProducer{cl},
 			topics:  d.cfg.Topics,
 			m:       d.m,
 			log:     d.log.With("shard", p),
@@ -331,6 +344,41 @@ func (d *Dispatcher) takeOwners(partitions []int32) []*owner {
 		if o := d.owners[p]; o != nil {
 			out = append(out, o)
 			delete(d.owners, p)
+		}
+	}
+	return out
+}
+
+// boundedProducer produces records and waits for their acknowledgements no
+// longer than ctx. kgo's ProduceSync waits for every promise, and an
+// idempotent producer cannot fail a record whose request may have reached
+// the broker, even when its context ends or its delivery timeout passes:
+// with no broker dialable, only Close fails it. A firing waiting on such a
+// record would then hold up its owner's drain, and the drain holds up the
+// revocation, which Close waits for: a deadlock during a network cut or a
+// broker outage. Here the wait ends with ctx, the firing fails (it is
+// tried again, or fired again by the next owner, with the same run id) and
+// the record is left to the client, which delivers it or fails it on
+// Close.
+type boundedProducer struct{ cl *kgo.Client }
+
+func (p boundedProducer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults {
+	acks := make(chan kgo.ProduceResult, len(rs)) // the promises never block
+	for _, r := range rs {
+		p.cl.Produce(ctx, r, func(r *kgo.Record, err error) { acks <- kgo.ProduceResult{Record: r, Err: err} })
+	}
+	out := make(kgo.ProduceResults, 0, len(rs))
+	for len(out) < len(rs) {
+		select {
+		case res := <-acks:
+			out = append(out, res)
+		case <-ctx.Done():
+			// The records not acknowledged yet still belong to the
+			// client: the results carry the error only.
+			err := fmt.Errorf("waiting for the acknowledgement of %d of %d records: %w", len(rs)-len(out), len(rs), ctx.Err())
+			for len(out) < len(rs) {
+				out = append(out, kgo.ProduceResult{Err: err})
+			}
 		}
 	}
 	return out
