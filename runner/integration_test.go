@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -269,6 +270,61 @@ func TestLongRunDoesNotHoldBackOthers(t *testing.T) {
 	hold.release(long.GetRunId())
 	require.Eventually(t, func() bool { return committed(defTopic) == 101 }, wait, 20*time.Millisecond)
 	waitStates(t, h, long.GetRunId(), started, succeeded)
+}
+
+// TestCrashWhileAPartitionIsPinnedReexecutesOnlyTheLongRun: what a long run
+// holds back is its partition's commit, not the finished runs behind it. The
+// runner is killed while the long run pins offset 0 and the 50 runs behind
+// it have finished; the next runner reads all 51 records again, refuses the
+// 50 by their dedupe marks without calling the downstream, and executes only
+// the long run again (after the dead runner's lease on it expires).
+func TestCrashWhileAPartitionIsPinnedReexecutesOnlyTheLongRun(t *testing.T) {
+	t.Parallel()
+	b := realBackends(t, 1)
+	const leaseTTL = 3 * time.Second
+	h := newHarness(t, b, leaseTTL)
+	hold := newHolder()
+	handlers := map[string]target.Handler{"hold": hold}
+	a := h.start(func(c *Config) { c.Handlers = handlers })
+	waitAssigned(t, 3, a)
+
+	long := h.run("pinned-long", time.Now(), func(r *sundialv1.Run) {
+		r.Timeout = durationpb.New(time.Hour)
+		r.Target = &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: "hold"}}}
+	})
+	h.produce(long)
+	awaitStart(t, hold, long.GetRunId())
+	var short []*sundialv1.Run
+	for i := range 50 {
+		short = append(short, h.run("pinned-short-"+strconv.Itoa(i), time.Now(), nil))
+	}
+	h.produce(short...)
+	require.Eventually(t, func() bool { return h.events.count(succeeded) == 50 }, wait, 10*time.Millisecond)
+
+	a.kill()
+	bRunner := h.start(func(c *Config) { c.Handlers = handlers })
+	awaitStart(t, hold, long.GetRunId()) // the long run, executed again by B
+	hold.release(long.GetRunId())
+	require.Eventually(t, func() bool {
+		ss := h.events.states(long.GetRunId())
+		return len(ss) > 0 && ss[len(ss)-1] == succeeded
+	}, wait, 10*time.Millisecond, "long run: %s", h.events.describe(long.GetRunId()))
+	// B refuses the 50 finished runs: they are re-read (the commit was
+	// pinned at offset 0) but not executed.
+	refused := func() int { return int(testutil.ToFloat64(bRunner.m.runs.WithLabelValues(outcomeDuplicate))) }
+	require.Eventually(t, func() bool { return refused() == 50 }, wait, 10*time.Millisecond, "refused %d", refused())
+	reexecuted := 0
+	for _, run := range short {
+		if n := h.down.requestsOf(run.GetRunId()); n != 1 {
+			reexecuted++
+		}
+		assert.Equal(t, []sundialv1.RunState{started, succeeded}, h.events.states(run.GetRunId()))
+	}
+	t.Logf("after the crash the next runner re-read the pinned partition: long run executed again (%s), %d finished runs refused by their dedupe marks, %d re-executed",
+		h.events.describe(long.GetRunId()), refused(), reexecuted)
+	assert.Zero(t, reexecuted)
+	assert.Equal(t, []sundialv1.RunState{started, started, succeeded}, h.events.states(long.GetRunId()))
+	a.Stop()
 }
 
 // TestPinnedPartitionIsPausedAtTheBound: with MaxPendingPerPartition, a

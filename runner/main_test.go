@@ -1,12 +1,18 @@
 package runner
 
 import (
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
+	// The test binary doubles as a runner process for the tests that kill
+	// one with SIGKILL (process_test.go).
+	if cfg := os.Getenv(runnerProcessEnv); cfg != "" {
+		os.Exit(runnerProcessMain(cfg))
+	}
 	goleak.VerifyTestMain(m,
 		// httptest servers' idle keep-alive connections of the default
 		// transport outlive the test that closed the server briefly.

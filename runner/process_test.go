@@ -1,0 +1,449 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/leasing"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/store"
+)
+
+// runnerProcessEnv carries, as JSON, the runnerProcessConfig of a runner
+// process. When it is set, the test binary runs one runner until SIGTERM
+// instead of the tests (see TestMain).
+//
+// A runner process is the test binary rather than `sundial runner`: the
+// command needs Cassandra and a dispatcher for its retries, while this
+// process writes its due entries to a Kafka topic the test fires them from
+// (dueTopicEnqueuer), so a killed process loses none, and it marks its HTTP
+// calls with its id, so the test sees which process has calls in flight.
+const runnerProcessEnv = "SUNDIAL_RUNNER_TEST_PROCESS"
+
+type runnerProcessConfig struct {
+	ID             string
+	Brokers        []string
+	TopicPrefix    string
+	DueTopic       string
+	RedisAddr      string
+	KeyPrefix      string
+	Group          string
+	LeaseTTL       time.Duration
+	SessionTimeout time.Duration
+	Concurrency    int
+}
+
+// runnerProcessMain runs a runner configured by raw until SIGTERM or
+// SIGINT and returns the exit code.
+func runnerProcessMain(raw string) int {
+	var c runnerProcessConfig
+	if err := json.Unmarshal([]byte(raw), &c); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", runnerProcessEnv, err)
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("process", c.ID)
+	rc := redis.NewClient(&redis.Options{Addr: c.RedisAddr})
+	defer rc.Close()
+	ls, err := leasing.New(leasing.Config{Client: rc, KeyPrefix: c.KeyPrefix + "lease:", TTL: c.LeaseTTL})
+	if err != nil {
+		logger.Error("leasing", "err", err)
+		return 1
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.ProducerLinger(time.Millisecond))
+	if err != nil {
+		logger.Error("kafka", "err", err)
+		return 1
+	}
+	defer cl.Close()
+	r, err := New(Config{
+		ID: c.ID,
+		Kafka: []kgo.Opt{kgo.SeedBrokers(c.Brokers...),
+			kgo.SessionTimeout(c.SessionTimeout), kgo.HeartbeatInterval(c.SessionTimeout / 10)},
+		Topics:         topics.Names{Prefix: c.TopicPrefix},
+		Group:          c.Group,
+		Leases:         ls,
+		Redis:          rc,
+		KeyPrefix:      c.KeyPrefix + "runner:",
+		Enqueuer:       dueTopicEnqueuer{cl: cl, topic: c.DueTopic},
+		HTTPClient:     &http.Client{Transport: taggingTransport{id: c.ID, base: http.DefaultTransport}},
+		Concurrency:    c.Concurrency,
+		CommitInterval: 100 * time.Millisecond,
+		HeldRetry:      50 * time.Millisecond,
+		Logger:         logger,
+	})
+	if err != nil {
+		logger.Error("runner", "err", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := r.Start(ctx); err != nil {
+		logger.Error("runner", "err", err)
+		return 1
+	}
+	<-ctx.Done()
+	r.Stop()
+	return 0
+}
+
+// dueTopicEnqueuer makes a runner process's due entries durable in a Kafka
+// topic, as JSON; the test relays them to its fakeEnqueuer.
+type dueTopicEnqueuer struct {
+	cl    *kgo.Client
+	topic string
+}
+
+func (e dueTopicEnqueuer) Enqueue(ctx context.Context, entries ...store.DueEntry) error {
+	recs := make([]*kgo.Record, 0, len(entries))
+	for _, en := range entries {
+		if err := en.Validate(); err != nil {
+			return err
+		}
+		val, err := json.Marshal(en)
+		if err != nil {
+			return err
+		}
+		recs = append(recs, &kgo.Record{Topic: e.topic, Key: []byte(en.JobID), Value: val})
+	}
+	return e.cl.ProduceSync(ctx, recs...).FirstErr()
+}
+
+// relayDueEntries reads the due entries runner processes wrote with
+// dueTopicEnqueuer and hands them to enq, until the test ends.
+func relayDueEntries(t *testing.T, brokers []string, topic string, enq *fakeEnqueuer) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			fs := cl.PollFetches(ctx)
+			if ctx.Err() != nil || fs.IsClientClosed() {
+				return
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				var e store.DueEntry
+				if json.Unmarshal(r.Value, &e) == nil {
+					_ = enq.Enqueue(ctx, e)
+				}
+			})
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		cl.Close()
+	})
+}
+
+// taggingTransport adds testRunnerHeader to every request.
+type taggingTransport struct {
+	id   string
+	base http.RoundTripper
+}
+
+func (tt taggingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set(testRunnerHeader, tt.id)
+	return tt.base.RoundTrip(req)
+}
+
+// runnerProc is a runner process started by a test.
+type runnerProc struct {
+	t    *testing.T
+	id   string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+}
+
+// startRunnerProcess starts the test binary as a runner process. At cleanup
+// it is stopped with SIGTERM, and SIGKILL if it has not exited after 30 s.
+func startRunnerProcess(t *testing.T, c runnerProcessConfig) *runnerProc {
+	t.Helper()
+	raw, err := json.Marshal(c)
+	require.NoError(t, err)
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	p := &runnerProc{t: t, id: c.ID, log: filepath.Join(t.TempDir(), c.ID+".log"), done: make(chan struct{})}
+	f, err := os.Create(p.log)
+	require.NoError(t, err)
+	defer f.Close()
+	p.cmd = exec.Command(exe, "-test.run=^$")
+	p.cmd.Env = append(os.Environ(), runnerProcessEnv+"="+string(raw))
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	require.NoError(t, p.cmd.Start())
+	go func() {
+		_ = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(30 * time.Second):
+			t.Logf("%s did not stop on SIGTERM; killing it", p.id)
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("log of %s (last 3000 bytes):\n%s", p.id, p.tail(3000))
+		}
+	})
+	return p
+}
+
+// kill sends SIGKILL and waits until the process is gone.
+func (p *runnerProc) kill() {
+	p.t.Helper()
+	require.NoError(p.t, p.cmd.Process.Signal(syscall.SIGKILL))
+	<-p.done
+}
+
+func (p *runnerProc) tail(n int) string {
+	b, _ := os.ReadFile(p.log)
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+// waitGroupStable waits until the consumer group is stable with members
+// members, each with partitions assigned, together all partitions.
+func waitGroupStable(t *testing.T, cl *kgo.Client, group string, members, partitions int) {
+	t.Helper()
+	adm := kadm.NewClient(cl)
+	var last string
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		gs, err := adm.DescribeGroups(ctx, group)
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		g := gs[group]
+		total := 0
+		for _, m := range g.Members {
+			c, ok := m.Assigned.AsConsumer()
+			if !ok {
+				return false
+			}
+			n := 0
+			for _, tp := range c.Topics {
+				n += len(tp.Partitions)
+			}
+			if n == 0 {
+				return false
+			}
+			total += n
+		}
+		last = fmt.Sprintf("state %s, %d members, %d partitions assigned", g.State, len(g.Members), total)
+		return g.State == "Stable" && len(g.Members) == members && total == partitions
+	}, 90*time.Second, 100*time.Millisecond, "group %s: %s", group, func() string { return last }())
+}
+
+// TestRunnerProcessKilledMidExecution runs three runners as separate OS
+// processes (the test binary in runner mode) under a steady load of runs
+// whose HTTP calls take 300 ms at the test's counting downstream, kills one
+// with SIGKILL while it has calls in flight, and checks that every run
+// succeeds (lost 0, duplicate effects 0): the killed process's runs are redelivered to the others, whose
+// calls are answered as replays where the killed process's call had
+// applied the effect. It prints the recovery time (kill -> the first and the
+// last of the killed process's unfinished runs succeeded elsewhere) next to
+// lease TTL + 2 s and the consumer group's session timeout, which is when
+// Kafka hands a dead member's partitions to the others.
+//
+// About 30 s on a loaded 2-core machine.
+func TestRunnerProcessKilledMidExecution(t *testing.T) {
+	t.Parallel()
+	const partitions = 4
+	b := realBackends(t, partitions)
+	dueTopic := b.names.Prefix + "test.due"
+	{
+		cl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...))
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err = topics.Ensure(ctx, kadm.NewClient(cl), []topics.Spec{{Name: dueTopic, Partitions: 1}}, 1)
+		cancel()
+		cl.Close()
+		require.NoError(t, err)
+	}
+	// Kafka moves a dead member's partitions only after the group's session
+	// timeout, and the others can take its runs only after its leases
+	// expire, so recovery takes the longer of the two. The session timeout
+	// is the brokers' smallest allowed by default
+	// (group.min.session.timeout.ms); the lease TTL is as long, so that the
+	// printed bound, lease TTL + 2 s, is one the runners can meet.
+	const sessionTimeout = 6 * time.Second
+	const leaseTTL = sessionTimeout
+	h := newHarness(t, b, leaseTTL)
+	h.down.applyFor = 300 * time.Millisecond
+	relayDueEntries(t, b.brokers, dueTopic, h.enq)
+
+	procs := make([]*runnerProc, 3)
+	for i := range procs {
+		procs[i] = startRunnerProcess(t, runnerProcessConfig{
+			ID: "proc-" + strconv.Itoa(i), Brokers: b.brokers, TopicPrefix: b.names.Prefix, DueTopic: dueTopic,
+			RedisAddr: b.redisAddr, KeyPrefix: b.prefix, Group: h.group,
+			LeaseTTL: leaseTTL, SessionTimeout: sessionTimeout, Concurrency: 8,
+		})
+	}
+	waitGroupStable(t, h.client, h.group, len(procs), 3*partitions)
+	victim := procs[1]
+
+	// Open loop: 480 runs at 60/s, each due when produced; three processes
+	// of 8 workers, 300 ms a call, keep up with about 80/s.
+	const n = 480
+	const rate = 60
+	const batch = 6
+	begin := time.Now()
+	runs := make([]*sundialv1.Run, 0, n)
+	for i := range n {
+		runs = append(runs, h.run("pk-"+strconv.Itoa(i), begin.Add(time.Duration(i)*time.Second/rate), nil))
+	}
+	produced := make(chan struct{})
+	var produceErr error
+	go func() {
+		defer close(produced)
+		for i := 0; i < n; i += batch {
+			if d := time.Until(runs[i].GetDueTime().AsTime()); d > 0 {
+				time.Sleep(d) // open-loop pacing of the producer, not a wait for a condition
+			}
+			if produceErr = produceBatch(h.client, b.names, runs[i:min(i+batch, n)]); produceErr != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { <-produced })
+
+	// Kill the victim once a quarter of the runs have succeeded and it has
+	// calls in flight at the downstream.
+	produceFailed := func() bool {
+		select {
+		case <-produced:
+			return produceErr != nil
+		default:
+			return false
+		}
+	}
+	inFlight := 0
+	require.Eventually(t, func() bool {
+		if produceFailed() {
+			return true
+		}
+		inFlight = h.down.inFlightOf(victim.id)
+		return h.events.count(succeeded) >= n/4 && inFlight >= 3
+	}, 90*time.Second, 2*time.Millisecond, "succeeded %d, victim's calls in flight %d, events %d, downstream: %s",
+		h.events.count(succeeded), inFlight, len(h.events.all()), h.down.figures())
+	if produceFailed() {
+		require.NoError(t, produceErr, "producing the runs")
+	}
+	victim.kill()
+	killedAt := time.Now()
+	succeededAtKill := h.events.count(succeeded)
+	<-produced
+	require.NoError(t, produceErr)
+
+	succeededRun := func(id string) bool { return slices.Contains(h.events.states(id), succeeded) }
+	missing := func() int {
+		m := 0
+		for _, run := range runs {
+			if !succeededRun(run.GetRunId()) {
+				m++
+			}
+		}
+		return m
+	}
+	require.Eventually(t, func() bool { return missing() == 0 }, 2*time.Minute, 50*time.Millisecond,
+		"runs without SUCCEEDED: %d of %d; first: %s", missing(), n, firstMissing(h, runs, succeededRun))
+	allDone := time.Since(killedAt)
+
+	// The victim's unfinished runs: started by it, never succeeded by it.
+	var first, last time.Duration
+	found := false
+	unfinished, finishedElsewhere := 0, 0
+	evs := h.events.all()
+	byRun := map[string][]*sundialv1.RunEvent{}
+	for _, ev := range evs {
+		byRun[ev.GetRunId()] = append(byRun[ev.GetRunId()], ev)
+	}
+	for _, run := range runs {
+		startedByVictim, doneByVictim := false, false
+		var doneElsewhere time.Time
+		for _, ev := range byRun[run.GetRunId()] {
+			switch {
+			case ev.GetRunnerId() == victim.id && ev.GetState() == started:
+				startedByVictim = true
+			case ev.GetRunnerId() == victim.id && ev.GetState() == succeeded:
+				doneByVictim = true
+			case ev.GetState() == succeeded && doneElsewhere.IsZero():
+				doneElsewhere = ev.GetTime().AsTime()
+			}
+		}
+		if !startedByVictim || doneByVictim {
+			continue
+		}
+		unfinished++
+		if doneElsewhere.IsZero() {
+			continue
+		}
+		finishedElsewhere++
+		d := doneElsewhere.Sub(killedAt)
+		if !found || d < first {
+			first, found = d, true
+		}
+		last = max(last, d)
+	}
+
+	lost := 0
+	for _, run := range runs {
+		if h.down.requestsOf(run.GetRunId()) == 0 {
+			lost++
+		}
+	}
+	f := h.down.figures()
+	_, dupStarts := latencies(evs)
+	leaseLost, deadRuns := 0, 0
+	for _, ev := range evs {
+		switch {
+		case ev.GetState() == failed && ev.GetError().GetCode() == codeLeaseLost:
+			leaseLost++
+		case ev.GetState() == dead:
+			deadRuns++
+		}
+	}
+	t.Logf("SIGKILLed %s after %d of %d runs succeeded, with %d calls in flight; it left %d runs unfinished, %d of them finished by the other processes",
+		victim.id, succeededAtKill, n, inFlight, unfinished, finishedElsewhere)
+	t.Logf("recovery: first of its runs finished elsewhere %s, last %s after the kill (lease TTL + 2 s = %s; group session timeout %s); every run succeeded %s after the kill",
+		first.Round(time.Millisecond), last.Round(time.Millisecond), leaseTTL+2*time.Second, sessionTimeout, allDone.Round(time.Millisecond))
+	t.Logf("lost %d, dead %d, duplicate executions (runs started more than once) %d, attempts failed with lease_lost %d", lost, deadRuns, dupStarts, leaseLost)
+	t.Logf("downstream: %s", f)
+	assert.Zero(t, lost)
+	assert.Zero(t, deadRuns)
+	assert.Equal(t, n, f.effects, "every run took effect")
+	assert.Zero(t, f.dupEffects, "no run's effect was applied twice")
+	assert.Positive(t, unfinished, "the victim had runs in flight")
+	assert.Equal(t, unfinished, finishedElsewhere, "the other processes finished every run the victim left")
+}
