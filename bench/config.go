@@ -58,6 +58,12 @@ type Config struct {
 	// Processes runs dispatchers and runners as subprocesses (always for
 	// crash).
 	Processes bool `json:"processes"`
+	// DispatcherProcess runs the dispatchers as `sundial dispatcher`
+	// subprocesses while the registry and the runners stay in the bench
+	// process, so the dispatcher's memory can be read on its own (the
+	// report's dispatcher_memory). Processes runs the runners as
+	// subprocesses too. `sundial bench` sets it by default.
+	DispatcherProcess bool `json:"dispatcher_process"`
 	// Binary is the sundial binary for subprocesses; empty: build it.
 	Binary string `json:"binary,omitempty"`
 	// Target is "http" (the counting downstream; default) or "noop" (the

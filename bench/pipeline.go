@@ -187,11 +187,16 @@ func (p *InProcess) Stop() {
 
 // Processes runs the registry in this process and the dispatchers and
 // runners as `sundial dispatcher` and `sundial runner` subprocesses of the
-// binary at Binary, so that one can be killed with SIGKILL.
+// binary at Binary, so that one can be killed with SIGKILL or its memory
+// read from /proc.
 type Processes struct {
 	cfg    PipelineConfig
 	Binary string
 	LogDir string
+	// InProcessRunners keeps the runners (and their history writers) in
+	// this process with the registry: only the dispatchers are
+	// subprocesses. Set before Start.
+	InProcessRunners bool
 
 	reg   *InProcess // the registry half
 	mu    sync.Mutex
@@ -205,6 +210,10 @@ func NewProcesses(cfg PipelineConfig, binary, logDir string) *Processes {
 
 // Describe names how the pipeline runs.
 func (p *Processes) Describe() string {
+	if p.InProcessRunners {
+		return fmt.Sprintf("dispatchers as processes: registry and %d runner(s) (concurrency %s, history=%v) in the bench process (registry concurrency %s); %d `sundial dispatcher` subprocess(es), logs in %s",
+			p.cfg.Runners, orDefault(p.cfg.RunnerConcurrency), p.cfg.History, orDefault(p.cfg.RegistryConcurrency), p.cfg.Dispatchers, p.LogDir)
+	}
 	return fmt.Sprintf("processes: registry in the bench process (concurrency %s); %d `sundial dispatcher` and %d `sundial runner` subprocess(es) (history=%v), logs in %s",
 		orDefault(p.cfg.RegistryConcurrency), p.cfg.Dispatchers, p.cfg.Runners, p.cfg.History, p.LogDir)
 }
@@ -215,10 +224,24 @@ func (p *Processes) Names() []string {
 	for i := range p.cfg.Dispatchers {
 		out = append(out, "dispatcher-"+strconv.Itoa(i))
 	}
+	if p.InProcessRunners {
+		return out
+	}
 	for i := range p.cfg.Runners {
 		out = append(out, "runner-"+strconv.Itoa(i))
 	}
 	return out
+}
+
+// PID returns the process id of the running subprocess name.
+func (p *Processes) PID(name string) (int, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cmd := p.procs[name]
+	if cmd == nil || cmd.Process == nil {
+		return 0, false
+	}
+	return cmd.Process.Pid, true
 }
 
 func (p *Processes) args(name string) []string {
@@ -249,7 +272,10 @@ func (p *Processes) Start(ctx context.Context) error {
 		return err
 	}
 	regOnly := p.cfg
-	regOnly.Dispatchers, regOnly.Runners = 0, 0
+	regOnly.Dispatchers = 0
+	if !p.InProcessRunners {
+		regOnly.Runners = 0
+	}
 	p.reg = NewInProcess(regOnly)
 	if err := p.reg.Start(ctx); err != nil {
 		return err

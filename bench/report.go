@@ -106,6 +106,9 @@ type System struct {
 	Dispatch *Latency        `json:"dispatch_latency,omitempty"`
 	Counts   loadgen.Counts  `json:"counts"`
 	Effects  loadgen.Effects `json:"effects"`
+	// DispatcherMemory is the first dispatcher's memory over the run, when
+	// it ran as a subprocess.
+	DispatcherMemory *ProcessMemory `json:"dispatcher_memory,omitempty"`
 	// SustainedPerSec: runs of the window that started during the window,
 	// per second of the window.
 	SustainedPerSec float64 `json:"sustained_triggers_per_sec"`
@@ -319,6 +322,11 @@ func (r *Report) Markdown(w io.Writer) {
 		}
 	}
 	p("\n")
+	for _, s := range r.Systems {
+		if s.DispatcherMemory != nil {
+			memoryMarkdown(p, s.Name, s.DispatcherMemory)
+		}
+	}
 	if len(r.Targets) > 0 {
 		p("\n## Targets\n\n| target | want | measured | |\n|---|---|---|---|\n")
 		for _, t := range r.Targets {
@@ -332,4 +340,29 @@ func (r *Report) Markdown(w io.Writer) {
 		}
 	}
 	p("\nPlots: `latency-over-time.png` (per-second trigger latency by due time), `latency-distribution.png` (percentile spectrum).\n")
+}
+
+// memoryMarkdown writes the dispatcher memory section.
+func memoryMarkdown(p func(string, ...any), system string, m *ProcessMemory) {
+	p("\n## Dispatcher memory (%s, %s, /proc VmRSS every %.0fs)\n\n", system, m.Process, m.SampleEverySeconds)
+	p("| when | jobs stored | RSS | peak so far (VmHWM) |\n|---|---|---|---|\n")
+	for _, ms := range m.Milestones {
+		p("| first sample with %d jobs stored (%s) | %d | %.1f MiB | %.1f MiB |\n",
+			ms.Stored, ms.Sample.At.Format("15:04:05"), ms.Sample.Stored, ms.Sample.RSSMiB, ms.Sample.HWMMiB)
+	}
+	if m.WindowMaxRSSMiB > 0 {
+		p("| measured window, every job stored and firing: max / last | | %.1f / %.1f MiB | |\n", m.WindowMaxRSSMiB, m.WindowLastRSSMiB)
+	}
+	p("| whole run | | | %.1f MiB |\n", m.PeakHWMMiB)
+	if len(m.Milestones) == 2 && m.Milestones[0].Sample.RSSMiB > 0 {
+		first, last := m.Milestones[0], m.Milestones[1]
+		p("\nRSS with %d jobs stored is %.2f × the RSS with %d stored", last.Stored, last.Sample.RSSMiB/first.Sample.RSSMiB, first.Stored)
+		if m.WindowMaxRSSMiB > 0 {
+			p("; the window's largest is %.2f ×", m.WindowMaxRSSMiB/first.Sample.RSSMiB)
+		}
+		p(".\n")
+	}
+	if m.Errors > 0 {
+		p("\n%d samples failed (the process was not running).\n", m.Errors)
+	}
 }

@@ -108,11 +108,16 @@ func TestBottleneck(t *testing.T) {
 func sampleReport() *Report {
 	sys := System{
 		Name: "sundial", Trigger: Summarise(histOf(5, 10, 20, 300)), Counts: loadgen.Counts{Expected: 4, StartedInWindow: 4},
-		Effects: loadgen.Effects{Requests: 5, Keys: 4, DuplicateEffects: 1}, SustainedPerSec: 2100, FractionOfB: 0.7,
+		Effects: loadgen.Effects{Requests: 7, Keys: 4, DuplicateEffects: 1, Redeliveries: 2, RedeliveredKeys: 1}, SustainedPerSec: 2100, FractionOfB: 0.7,
 		Series: []SeriesPoint{{Second: 0, Count: 2, P50Ms: 5, P95Ms: 10, P99Ms: 10, MaxMs: 10}, {Second: 1, Count: 2, P50Ms: 20, P95Ms: 300, P99Ms: 300, MaxMs: 300}},
 		hist:   histOf(5, 10, 20, 300),
 	}
 	peer := sys
+	sys.DispatcherMemory = summariseMemory("dispatcher-0", 2*time.Second, []RSSSample{
+		{At: from.Add(-time.Minute), Stored: 500, RSSMiB: 30, HWMMiB: 30},
+		{At: from.Add(-50 * time.Second), Stored: 1000, RSSMiB: 40, HWMMiB: 41},
+		{At: from.Add(time.Second), Stored: 1000, RSSMiB: 44, HWMMiB: 50},
+	}, 0, memoryMarks(1000), from, from.Add(time.Minute))
 	peer.Name = "asynq"
 	peer.Trigger = Summarise(histOf(2500, 4000))
 	peer.hist = histOf(2500, 4000)
@@ -156,7 +161,10 @@ func TestReportWrite(t *testing.T) {
 	require.NoError(t, err)
 	s := string(md)
 	for _, want := range []string{"abc123", "uncommitted changes", "Kafka v4.3", "Cassandra 5.0.9", "Redis 7.0.15", "2 cores",
-		"**3000 runs/s** (C (Cassandra writes))", "| sundial | asynq |", "| duplicate effects (of which within one attempt) | 1 (0) | 1 (0) |", "in-process: test"} {
+		"**3000 runs/s** (C (Cassandra writes))", "| sundial | asynq |", "| duplicate effects (of which within one attempt) | 1 (0) | 1 (0) |", "in-process: test",
+		"| redeliveries answered as replays (keys) | 2 (1) | 2 (1) |",
+		"## Dispatcher memory (sundial, dispatcher-0, /proc VmRSS every 2s)",
+		"| first sample with 1000 jobs stored (", "| 1000 | 40.0 MiB | 41.0 MiB |", "max / last | | 44.0 / 44.0 MiB |", "| whole run | | | 50.0 MiB |"} {
 		assert.Contains(t, s, want)
 	}
 	assert.Contains(t, s, "sundial p95 / asynq p95")

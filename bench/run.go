@@ -244,7 +244,7 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 		RunnerConcurrency: cfg.RunnerConcurrency, RegistryConcurrency: cfg.RegistryConcurrency, RunnerHTTPIdleConns: cfg.RunnerHTTPIdleConns, History: cfg.History, Logger: b.Logger}
 	var pl pipeline
 	var procs *Processes
-	if cfg.Processes {
+	if cfg.Processes || cfg.DispatcherProcess {
 		bin := cfg.Binary
 		tmp, err := os.MkdirTemp("", "sundial-bench-")
 		if err != nil {
@@ -257,6 +257,7 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 			}
 		}
 		procs = NewProcesses(pc, bin, filepath.Join(tmp, "logs"))
+		procs.InProcessRunners = !cfg.Processes
 		pl = procs
 		defer func() {
 			// Runners started as processes use the default lease key prefix.
@@ -293,6 +294,17 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 		return sys, WorkloadInfo{}, err
 	}
 	defer gen.Stop()
+	var mem *memorySampler
+	if procs != nil {
+		const victim = "dispatcher-0"
+		mem = &memorySampler{name: victim, every: 2 * time.Second, now: b.Now, say: b.say,
+			pid:    func() (int, bool) { return procs.PID(victim) },
+			stored: func() int64 { return gen.Counters().Accepted }, marks: memoryMarks(int64(plan.Jobs))}
+		memCtx, stopMem := context.WithCancel(ctx)
+		memDone := make(chan struct{})
+		go func() { defer close(memDone); mem.run(memCtx) }()
+		defer func() { stopMem(); <-memDone }()
+	}
 
 	from, to, regSecs, err := b.register(ctx, cfg, plan, gen, rec)
 	if err != nil {
@@ -334,6 +346,10 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 	sys.Dispatch = &d
 	sys.Counts = counts
 	sys.Effects = ds.Effects()
+	if mem != nil {
+		mem.sample()
+		sys.DispatcherMemory = mem.report(from, to)
+	}
 	sys.Series = Series(rec.Samples(), from)
 	sys.hist = hist
 	if plan.Herd() {
