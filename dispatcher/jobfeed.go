@@ -66,6 +66,7 @@ func (f *jobFeed) run(ctx context.Context) {
 	defer close(f.done)
 	pos := map[int32]int64{} // next offset to read, per partition consumed
 	backoff := feedInterval
+	var swept time.Time
 	for {
 		t0 := f.now()
 		err := f.catchUp(ctx, pos)
@@ -81,7 +82,10 @@ func (f *jobFeed) run(ctx context.Context) {
 			backoff = feedInterval
 		}
 		now := f.now()
-		f.cache.sweep(now)
+		if now.Sub(swept) >= time.Second {
+			f.cache.sweep(now)
+			swept = now
+		}
 		if fresh := f.cache.freshness(); !fresh.IsZero() {
 			f.m.jobFeedLag.Set(now.Sub(fresh).Seconds())
 		}
