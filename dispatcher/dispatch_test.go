@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -450,26 +452,43 @@ func (s *stack) waitEveryOccurrence(specs []*sundialv1.JobSpec, first map[string
 	return total, lost, dup
 }
 
-// TestCatchUpMisfirePolicies stops every dispatcher for about ten seconds
-// while @every 2s jobs fall due, then starts one: FIRE_ONCE jobs fire once
-// (the latest missed occurrence), FIRE_ALL jobs once per missed occurrence,
-// SKIP jobs not at all; all continue on schedule afterwards.
+// TestCatchUpMisfirePolicies stops every dispatcher for 3 minutes while
+// @every 5s jobs fall due, then starts one: FIRE_ONCE jobs fire once (the
+// latest missed occurrence), FIRE_ALL jobs once per missed occurrence, SKIP
+// jobs not at all; all continue on schedule afterwards. The catch-up
+// windows make the policies distinguishable over the gap: 10 minutes for
+// those three, longer than the outage, so FIRE_ALL owes every one of its ~36
+// missed occurrences; and a FIRE_ALL job with a 1-minute window, which owes
+// only the occurrences of the last minute before the catch-up.
+//
+// The test takes about 3.5 minutes (the outage is real time); it runs in
+// parallel with the package's other tests.
 func TestCatchUpMisfirePolicies(t *testing.T) {
 	t.Parallel()
+	const (
+		period = 5 * time.Second
+		outage = 3 * time.Minute
+	)
 	s := newStack(t, 4)
 	d1 := s.dispatcher("before")
 	s.waitOwned(d1)
 
-	policies := map[string]sundialv1.MisfirePolicy{
-		"once": sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ONCE,
-		"all":  sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ALL,
-		"skip": sundialv1.MisfirePolicy_MISFIRE_POLICY_SKIP,
+	type policy struct {
+		misfire sundialv1.MisfirePolicy
+		window  time.Duration
+	}
+	policies := map[string]policy{
+		"once":   {sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ONCE, 10 * time.Minute},
+		"all":    {sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ALL, 10 * time.Minute},
+		"skip":   {sundialv1.MisfirePolicy_MISFIRE_POLICY_SKIP, 10 * time.Minute},
+		"all-1m": {sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ALL, time.Minute},
 	}
 	var specs []*sundialv1.JobSpec
 	for name, p := range policies {
 		for i := range 5 {
-			sched := cronSchedule("@every 2s", "UTC")
-			sched.MisfirePolicy = p
+			sched := cronSchedule("@every 5s", "UTC")
+			sched.MisfirePolicy = p.misfire
+			sched.CatchUpWindow = durationpb.New(p.window)
 			specs = append(specs, jobSpec(fmt.Sprintf("%s-%d", name, i), sched))
 		}
 	}
@@ -481,7 +500,7 @@ func TestCatchUpMisfirePolicies(t *testing.T) {
 			}
 		}
 		return true
-	}, 20*time.Second, 50*time.Millisecond)
+	}, time.Minute, 50*time.Millisecond)
 	d1.Stop()
 	stopped := time.Now()
 	acked := s.latency.count()
@@ -492,11 +511,11 @@ func TestCatchUpMisfirePolicies(t *testing.T) {
 		last[sp.GetId()] = runs[len(runs)-1].GetDueTime().AsTime()
 	}
 
-	time.Sleep(10 * time.Second) // the outage
+	time.Sleep(outage) // the outage: no dispatcher runs
 	restarted := time.Now()
 	d2 := s.dispatcher("after")
 	s.waitOwned(d2)
-	resumed := restarted.Add(6 * time.Second)
+	resumed := restarted.Add(3 * period)
 	require.Eventually(t, func() bool {
 		for _, sp := range specs {
 			runs := s.runs.jobRuns(sp.GetId())
@@ -505,18 +524,20 @@ func TestCatchUpMisfirePolicies(t *testing.T) {
 			}
 		}
 		return true
-	}, 30*time.Second, 50*time.Millisecond, "jobs did not resume after the catch-up")
+	}, time.Minute, 50*time.Millisecond, "jobs did not resume after the catch-up")
 	t.Logf("outage: stopped %s, restarted %s later", stopped.Format("15:04:05.000"), restarted.Sub(stopped).Round(time.Millisecond))
 
+	fired := map[string][]int{}
 	for _, sp := range specs {
 		id := sp.GetId()
+		name := id[:strings.LastIndexByte(id, '-')]
 		sched, errs := registry.CompileSchedule(sp.GetSchedule(), time.Time{})
 		require.Empty(t, errs)
 		var missed []time.Time // occurrences after the last run before the stop, up to the restart
 		for tm, ok := sched.Next(last[id]); ok && !tm.After(restarted); tm, ok = sched.Next(tm) {
 			missed = append(missed, store.Truncate(tm))
 		}
-		require.GreaterOrEqual(t, len(missed), 4, "job %s: the outage must span several occurrences", id)
+		require.GreaterOrEqual(t, len(missed), int(outage/period)-2, "job %s: the outage must span many occurrences", id)
 		var gap []*sundialv1.Run // runs due after the last one before the stop and before the chain resumed
 		var after []time.Time
 		for _, r := range s.runs.jobRuns(id) {
@@ -534,30 +555,56 @@ func TestCatchUpMisfirePolicies(t *testing.T) {
 			for _, r := range rs {
 				out = append(out, r.GetDueTime().AsTime())
 			}
+			slices.SortFunc(out, time.Time.Compare)
 			return out
 		}
-		switch policies[id[:len(id)-2]] {
-		case sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ONCE:
+		fired[name] = append(fired[name], len(gap))
+		for _, r := range gap {
+			assert.Equal(t, sundialv1.RunOrigin_RUN_ORIGIN_CATCH_UP, r.GetOrigin(), "job %s run %s", id, r.GetRunId())
+		}
+		switch name {
+		case "once":
 			if assert.Len(t, gap, 1, "fire-once job %s: one run for the outage, got %v", id, dues(gap)) {
-				assert.Equal(t, sundialv1.RunOrigin_RUN_ORIGIN_CATCH_UP, gap[0].GetOrigin())
 				assert.False(t, gap[0].GetDueTime().AsTime().Before(missed[len(missed)-1]),
 					"fire-once job %s fired %s, not the latest missed occurrence %s", id, dues(gap), missed[len(missed)-1])
 			}
-		case sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ALL:
+		case "all":
 			got := dues(gap)
-			slices.SortFunc(got, time.Time.Compare)
 			assert.Subset(t, got, missed, "fire-all job %s: one run per missed occurrence", id)
+			assert.Len(t, slices.Compact(slices.Clone(got)), len(gap), "fire-all job %s fired an occurrence twice", id)
+		case "all-1m":
+			// The catch-up fires what is due from its own now minus the
+			// window on: never an occurrence due before the restart minus
+			// the window, always those due from its runs' dispatch time
+			// minus the window on.
+			var dispatched time.Time
 			for _, r := range gap {
-				assert.Equal(t, sundialv1.RunOrigin_RUN_ORIGIN_CATCH_UP, r.GetOrigin(), "fire-all job %s run %s", id, r.GetRunId())
+				dispatched = maxTime(dispatched, r.GetDispatchedAt().AsTime())
 			}
-		case sundialv1.MisfirePolicy_MISFIRE_POLICY_SKIP:
+			var owed []time.Time
+			for _, tm := range missed {
+				if !tm.Before(dispatched.Add(-time.Minute)) {
+					owed = append(owed, tm)
+				}
+			}
+			got := dues(gap)
+			assert.Subset(t, got, owed, "fire-all job %s with a 1m window: the occurrences of the last minute", id)
+			for _, tm := range got {
+				assert.False(t, tm.Before(restarted.Add(-time.Minute)), "fire-all job %s with a 1m window fired %s, older than the window", id, tm)
+			}
+			assert.Less(t, len(gap), len(missed), "fire-all job %s with a 1m window fired every missed occurrence", id)
+		case "skip":
 			assert.Empty(t, gap, "skip job %s fired during the outage: %v", id, dues(gap))
 		}
 		// After the catch-up the job is back on its schedule, every
 		// occurrence fired once.
 		require.NotEmpty(t, after, "job %s", id)
 		for i := 1; i < len(after); i++ {
-			assert.Equal(t, 2*time.Second, after[i].Sub(after[i-1]), "job %s after the catch-up: %v", id, after)
+			assert.Equal(t, period, after[i].Sub(after[i-1]), "job %s after the catch-up: %v", id, after)
 		}
+	}
+	names := slices.Sorted(maps.Keys(fired))
+	for _, name := range names {
+		t.Logf("%-6s (%s, window %s): catch-up runs per job %v", name, policies[name].misfire, policies[name].window, fired[name])
 	}
 }
