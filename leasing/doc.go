@@ -84,6 +84,15 @@
 // an acquire carries a nonce so that its own retry gets back the lease it
 // took, and a complete recognises the dedupe mark it wrote.
 //
+// # Pipelines
+//
+// AcquireBatch and CompleteBatch send many calls in one pipelined round
+// trip. A Batcher does the same for calls made by many goroutines at once:
+// a call that finds no pipeline out is sent alone at once; the calls that
+// arrive while a pipeline is out go together in the next one (no timer).
+// The scripts and replies are the same as one call at a time; a pipeline's
+// calls are decided one after the other in arrival order.
+//
 // # Keys and Redis Cluster
 //
 // All keys of a job share the hash tag {job id}:

@@ -73,11 +73,29 @@ type call struct {
 // evalBatch sends the calls of sc in one pipeline and returns each one's
 // reply and error, index for index; skipped calls get neither.
 func (s *Store) evalBatch(ctx context.Context, sc *script, calls []*call) ([]any, []error) {
+	sc2 := make([]scriptCall, len(calls))
+	for i, c := range calls {
+		sc2[i] = scriptCall{sc: sc, c: c}
+	}
+	return s.evalPipeline(ctx, sc2)
+}
+
+// scriptCall is one call of one script in a pipeline of several scripts.
+type scriptCall struct {
+	sc *script
+	c  *call
+}
+
+// evalPipeline sends the calls in one pipeline, in order, and returns each
+// one's reply and error, index for index; calls with a nil call are skipped.
+// Calls answered NOSCRIPT did not run: their scripts are loaded and they are
+// sent once more.
+func (s *Store) evalPipeline(ctx context.Context, calls []scriptCall) ([]any, []error) {
 	vals := make([]any, len(calls))
 	errs := make([]error, len(calls))
 	pending := make([]int, 0, len(calls))
 	for i, c := range calls {
-		if c != nil {
+		if c.c != nil {
 			pending = append(pending, i)
 		}
 	}
@@ -85,27 +103,31 @@ func (s *Store) evalBatch(ctx context.Context, sc *script, calls []*call) ([]any
 		pipe := s.cfg.Client.Pipeline()
 		cmds := make([]*redis.Cmd, len(pending))
 		for j, i := range pending {
-			cmds[j] = pipe.EvalSha(ctx, sc.sha, calls[i].keys, calls[i].args...)
+			cmds[j] = pipe.EvalSha(ctx, calls[i].sc.sha, calls[i].c.keys, calls[i].c.args...)
 		}
 		// Exec reports the first failed command; every command's own error is
 		// read below.
 		_, _ = pipe.Exec(ctx)
 		var again []int
+		missing := map[*script]error{}
 		for j, i := range pending {
 			vals[i], errs[i] = cmds[j].Result()
 			if attempt == 0 && isNoScript(errs[i]) {
 				again = append(again, i)
+				missing[calls[i].sc] = nil
 			}
 		}
-		if len(again) > 0 {
-			if err := s.load(ctx, sc); err != nil {
-				for _, i := range again {
-					errs[i] = err
-				}
-				break
-			}
+		for sc := range missing {
+			missing[sc] = s.load(ctx, sc)
 		}
-		pending = again
+		pending = pending[:0]
+		for _, i := range again {
+			if err := missing[calls[i].sc]; err != nil {
+				errs[i] = err
+				continue
+			}
+			pending = append(pending, i)
+		}
 	}
 	return vals, errs
 }
@@ -272,11 +294,15 @@ func (s *Store) Release(ctx context.Context, l Lease) error {
 	if err := validateLease(l); err != nil {
 		return err
 	}
-	v, err := s.eval(ctx, s.scripts.release, call{
+	v, err := s.eval(ctx, s.scripts.release, *s.releaseCall(l))
+	return s.held("release", l, v, err)
+}
+
+func (s *Store) releaseCall(l Lease) *call {
+	return &call{
 		keys: []string{s.slotsKey(l.JobID), s.holdersKey(l.JobID)},
 		args: []any{l.RunID, l.Token},
-	})
-	return s.held("release", l, v, err)
+	}
 }
 
 // Revoke takes the lease of runID away from its holder, for the overlap
