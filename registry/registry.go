@@ -24,6 +24,16 @@ import (
 // DefaultGroup is the consumer group of the registry on sundial.jobs.
 const DefaultGroup = "sundial-registry"
 
+// DefaultConcurrency is how many jobs one registry processes at once by
+// default. A definition costs the Cassandra store four sequential
+// operations (a read, a due-entry write, a lightweight transaction on the
+// job row and a history write), so registration is bound by how many are
+// in flight until Cassandra saturates: on the 2-core reference machine
+// 20,000 definitions registered at about 2,700/s with 64 in flight and
+// 4,100 to 4,300/s with 256, while 512 only lengthened Cassandra's queues
+// (each operation 50 to 60 ms instead of 12 to 20).
+const DefaultConcurrency = 256
+
 // Store is what the registry needs from the store: job definitions and the
 // cluster's shard count.
 type Store interface {
@@ -55,7 +65,7 @@ type Config struct {
 	// Limits bound the sizes in a definition. Default: Limits' defaults.
 	Limits Limits
 	// Concurrency is how many jobs are processed at once (records of one
-	// job are always processed in order). Default 64.
+	// job are always processed in order). Default DefaultConcurrency.
 	Concurrency int
 	// MaxPoll bounds the records taken from Kafka at once. Default 5000.
 	MaxPoll int
@@ -72,7 +82,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	c.Group = cmp.Or(c.Group, DefaultGroup)
-	c.Concurrency = cmp.Or(c.Concurrency, 64)
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
 	c.MaxPoll = cmp.Or(c.MaxPoll, 5000)
 	c.RetryMin = cmp.Or(c.RetryMin, 50*time.Millisecond)
 	c.RetryMax = cmp.Or(c.RetryMax, 10*time.Second)

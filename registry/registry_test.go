@@ -375,7 +375,7 @@ func testRegistrationRate(t *testing.T, s *stack) {
 	s.produce(recs...)
 	t.Logf("produced %d definitions in %s", n, time.Since(produced).Round(time.Millisecond))
 
-	concurrency := 64
+	concurrency := registry.DefaultConcurrency
 	if v := os.Getenv("SUNDIAL_REGISTRY_RATE_CONCURRENCY"); v != "" {
 		var err error
 		concurrency, err = strconv.Atoi(v)

@@ -30,6 +30,7 @@ Example, against the local stack:
 		Flags: append(append(append(kafkaFlags(), cassandraStoreFlags()...), processFlags()...),
 			&cli.StringFlag{Name: "group-id", Value: registry.DefaultGroup, Usage: "consumer group of the registries on sundial.jobs", Sources: envVar("group-id")},
 			&cli.StringFlag{Name: "trigger-group-id", Value: trigger.DefaultGroup, Usage: "consumer group on sundial.triggers", Sources: envVar("trigger-group-id")},
+			&cli.IntFlag{Name: "concurrency", Value: registry.DefaultConcurrency, Usage: "definitions processed at once (records of one job stay in order)", Sources: envVar("concurrency")},
 			&cli.IntFlag{Name: "max-payload-bytes", Value: registry.DefaultMaxPayloadBytes, Usage: "largest payload a definition or trigger may carry", Sources: envVar("max-payload-bytes")},
 		),
 		Action: runRegistry,
@@ -64,6 +65,7 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 	defer b.close()
 	reg, err := registry.New(registry.Config{
 		Brokers: brokers, Topics: names, Group: cmd.String("group-id"), Store: b.store, Waker: b.enq, Limits: limits,
+		Concurrency:  int(cmd.Int("concurrency")),
 		KafkaOptions: []kgo.Opt{telemetry.KafkaMetrics(p.reg, "registry")},
 		Registerer:   p.reg, Logger: p.logger,
 	})
