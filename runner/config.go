@@ -34,8 +34,10 @@ type Enqueuer interface {
 
 // Defaults of Config.
 const (
-	DefaultGroup                  = "sundial-runners"
-	DefaultConcurrency            = 64
+	DefaultGroup = "sundial-runners"
+	// DefaultConcurrency suits I/O-bound targets (HTTP calls that mostly
+	// wait): a worker costs a goroutine while it waits.
+	DefaultConcurrency            = 256
 	DefaultMaxPendingPerPartition = 10000
 	DefaultCommitInterval         = time.Second
 	DefaultRunTimeout             = 30 * time.Second
@@ -44,6 +46,11 @@ const (
 	DefaultReplaceGrace           = 2 * time.Second
 	DefaultShutdownTimeout        = 30 * time.Second
 	DefaultKeyPrefix              = "sundial:runner:"
+	// DefaultSessionTimeout and DefaultHeartbeatInterval detect a dead
+	// runner in about 10s (Kafka's own default session is 45s), so its
+	// partitions move to the others sooner.
+	DefaultSessionTimeout    = 10 * time.Second
+	DefaultHeartbeatInterval = time.Second
 	// allowLimit is the concurrency limit asked of leasing for the overlap
 	// policy ALLOW: no limit in practice, while the lease still brings the
 	// dedupe mark and the fencing token.
@@ -60,10 +67,31 @@ type Config struct {
 	// from: seed brokers, TLS, SASL. Required (at least kgo.SeedBrokers).
 	// The runner adds its own consumer group and producer options.
 	Kafka []kgo.Opt
+	// ProducerKafka and ConsumerKafka are added after Kafka to the
+	// options of the runner's producer (events, dead letters, Kafka
+	// targets) and of its group consumer (runs) only: per-client hooks such
+	// as metrics (one kprom instance describes one client).
+	ProducerKafka []kgo.Opt
+	ConsumerKafka []kgo.Opt
 	// Topics names the topics (a prefix in tests).
 	Topics topics.Names
 	// Group is the consumer group of the runners. Default DefaultGroup.
 	Group string
+	// SessionTimeout is how long the group waits for a silent runner
+	// before it gives the runner's partitions to the others (a crashed
+	// runner's runs wait at least this long). HeartbeatInterval is how
+	// often the runner tells the group it is alive; it must be below
+	// SessionTimeout (a third or less is usual). Defaults
+	// DefaultSessionTimeout and DefaultHeartbeatInterval.
+	SessionTimeout    time.Duration
+	HeartbeatInterval time.Duration
+	// InstanceID, when set, makes this runner a static member of the
+	// group (kgo.InstanceID): a runner that restarts with the same id
+	// within SessionTimeout gets its partitions back without a rebalance
+	// of the others, and a runner that stops does not leave the group, so
+	// its partitions wait for its return or for SessionTimeout. Every
+	// runner of the group needs its own id. Default: dynamic membership.
+	InstanceID string
 	// Leases takes the leases. Required.
 	Leases *leasing.Store
 	// Redis carries the replace signal (a pub/sub channel and a marker key
@@ -77,8 +105,11 @@ type Config struct {
 
 	// Handlers are the in-process handlers, by the name HandlerTarget uses.
 	Handlers map[string]target.Handler
-	// HTTPClient calls HTTP targets. Default: http.DefaultTransport with no
-	// client timeout (the job's timeout applies).
+	// HTTPClient calls HTTP targets. Default: a client with no timeout of
+	// its own (the job's timeout applies) over a clone of
+	// http.DefaultTransport that keeps up to Concurrency idle connections,
+	// in all and per downstream host, so that workers reuse connections
+	// instead of dialling anew (http.DefaultTransport keeps two per host).
 	HTTPClient *http.Client
 	// Breakers configures the per-downstream circuit breakers; its
 	// Registerer and Logger default to the runner's.
@@ -87,6 +118,11 @@ type Config struct {
 	// Concurrency is the number of workers, the most runs executing at
 	// once. Default DefaultConcurrency.
 	Concurrency int
+	// MaxInFlight bounds the runs that hold a lease at once: those
+	// executing (at most Concurrency) plus those that executed and whose
+	// SUCCEEDED event and dedupe mark are being written, which a worker
+	// does not wait for. Default 2 * Concurrency; at least Concurrency.
+	MaxInFlight int
 	// QueueCapacity is how many fetched runs of one priority may wait for a
 	// worker. A priority's topic is paused at this many and resumed at half.
 	// Default 2 * Concurrency.
@@ -148,6 +184,12 @@ func (c Config) withDefaults() Config {
 	c.KeyPrefix = cmp.Or(c.KeyPrefix, DefaultKeyPrefix)
 	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
 	c.QueueCapacity = cmp.Or(c.QueueCapacity, 2*c.Concurrency)
+	c.MaxInFlight = cmp.Or(c.MaxInFlight, 2*c.Concurrency)
+	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
+	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, DefaultHeartbeatInterval)
+	if c.HTTPClient == nil && c.Concurrency > 0 {
+		c.HTTPClient = NewHTTPClient(c.Concurrency)
+	}
 	c.MaxPendingPerPartition = cmp.Or(c.MaxPendingPerPartition, DefaultMaxPendingPerPartition)
 	if c.Weights == [priority.Levels]int{} {
 		c.Weights = priority.DefaultWeights
@@ -206,6 +248,12 @@ func (c Config) Validate() error {
 	}
 	positive("Concurrency", c.Concurrency)
 	positive("QueueCapacity", c.QueueCapacity)
+	if c.MaxInFlight < c.Concurrency {
+		bad("MaxInFlight", "%d is below Concurrency %d", c.MaxInFlight, c.Concurrency)
+	}
+	if c.HeartbeatInterval >= c.SessionTimeout {
+		bad("HeartbeatInterval", "%s is not below SessionTimeout %s", c.HeartbeatInterval, c.SessionTimeout)
+	}
 	positive("MaxPendingPerPartition", c.MaxPendingPerPartition)
 	for i, w := range c.Weights {
 		if w <= 0 {
@@ -218,7 +266,8 @@ func (c Config) Validate() error {
 	}{
 		{"Aging", c.Aging}, {"CommitInterval", c.CommitInterval}, {"RunTimeout", c.RunTimeout},
 		{"QueueDelay", c.QueueDelay}, {"HeldRetry", c.HeldRetry}, {"ReplaceGrace", c.ReplaceGrace},
-		{"ShutdownTimeout", c.ShutdownTimeout},
+		{"ShutdownTimeout", c.ShutdownTimeout}, {"SessionTimeout", c.SessionTimeout},
+		{"HeartbeatInterval", c.HeartbeatInterval},
 	} {
 		if d.v <= 0 {
 			bad(d.field, "%s is not positive", d.v)
@@ -233,6 +282,16 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("runner config: Breakers: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// NewHTTPClient returns the default Config.HTTPClient for concurrency
+// workers: no client timeout, and a clone of http.DefaultTransport that
+// keeps up to concurrency idle connections in all and per host.
+func NewHTTPClient(concurrency int) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = max(concurrency, t.MaxIdleConns)
+	t.MaxIdleConnsPerHost = concurrency
+	return &http.Client{Transport: t}
 }
 
 // HashJitter is the default Config.Jitter: the FNV-1a 64-bit hash of the run

@@ -27,6 +27,13 @@ const (
 	outcomeAborted = "aborted"
 )
 
+// outcomes lists every outcome label, so that each series exists (at 0)
+// from the start and dashboards show 0 rather than no data.
+var outcomes = []string{
+	outcomeSucceeded, outcomeFailed, outcomeTimedOut, outcomeRetrying, outcomeDead, outcomeSkipped,
+	outcomeCancelled, outcomeDeferred, outcomeDuplicate, outcomeMalformed, outcomeAborted,
+}
+
 // Results counted by sundial_runner_lease_acquisitions_total.
 const (
 	leaseAcquired    = "acquired"
@@ -35,6 +42,12 @@ const (
 	leaseNoSlot      = "no_slot"
 	leaseError       = "error"
 )
+
+// leaseResults lists every lease result label (see outcomes).
+var leaseResults = []string{leaseAcquired, leaseAlreadyDone, leaseHeld, leaseNoSlot, leaseError}
+
+// priorityLabels are the values of the priority label.
+var priorityLabels = []string{"high", "default", "low"}
 
 // metrics are the runner's Prometheus metrics. No label carries a job or run
 // id: the series count is bounded by the label values listed here.
@@ -89,6 +102,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "sundial", Subsystem: "runner", Name: "commit_errors_total",
 			Help: "Offset commits that failed.",
 		}),
+	}
+	// Every labelled series exists from the start, at 0.
+	for _, o := range outcomes {
+		m.runs.WithLabelValues(o)
+	}
+	for _, l := range leaseResults {
+		m.leases.WithLabelValues(l)
+	}
+	for _, p := range priorityLabels {
+		m.triggerLatency.WithLabelValues(p)
+		m.queued.WithLabelValues(p)
 	}
 	if reg == nil {
 		return m, nil

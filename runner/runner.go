@@ -51,6 +51,7 @@ type record struct {
 // runners share the work through the consumer group.
 type Runner struct {
 	cfg      Config
+	ownHTTP  bool // cfg.HTTPClient is the runner's own: Stop closes its idle connections
 	log      *slog.Logger
 	m        *metrics
 	breakers *breaker.Set
@@ -92,6 +93,7 @@ func New(cfg Config) (*Runner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	ownHTTP := cfg.HTTPClient == nil
 	cfg = cfg.withDefaults()
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
@@ -107,6 +109,7 @@ func New(cfg Config) (*Runner, error) {
 	}
 	r := &Runner{
 		cfg:          cfg,
+		ownHTTP:      ownHTTP,
 		log:          cfg.Logger.With("runner_id", cfg.ID),
 		m:            m,
 		breakers:     br,
@@ -134,7 +137,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	case r.started:
 		return errors.New("runner: already started")
 	}
-	producer, err := kgo.NewClient(append([]kgo.Opt{kgo.ProducerLinger(2 * time.Millisecond)}, r.cfg.Kafka...)...)
+	producer, err := kgo.NewClient(append(append([]kgo.Opt{kgo.ProducerLinger(2 * time.Millisecond)}, r.cfg.Kafka...), r.cfg.ProducerKafka...)...)
 	if err != nil {
 		return fmt.Errorf("runner: producer client: %w", err)
 	}
@@ -142,8 +145,14 @@ func (r *Runner) Start(ctx context.Context) error {
 	// flight returns, which the broker may hold for FetchMaxWait when there
 	// is no data: keep it short so a pause costs little. Config.Kafka comes
 	// after and may override it.
-	consumer, err := kgo.NewClient(append(append([]kgo.Opt{kgo.FetchMaxWait(200 * time.Millisecond)}, r.cfg.Kafka...),
+	copts := append(append([]kgo.Opt{kgo.FetchMaxWait(200 * time.Millisecond)}, r.cfg.Kafka...), r.cfg.ConsumerKafka...)
+	if r.cfg.InstanceID != "" {
+		copts = append(copts, kgo.InstanceID(r.cfg.InstanceID))
+	}
+	consumer, err := kgo.NewClient(append(copts,
 		kgo.ConsumerGroup(r.cfg.Group),
+		kgo.SessionTimeout(r.cfg.SessionTimeout),
+		kgo.HeartbeatInterval(r.cfg.HeartbeatInterval),
 		kgo.ConsumeTopics(r.cfg.Topics.AllRuns()...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
@@ -225,6 +234,9 @@ func (r *Runner) Stop() {
 	}
 	r.consumer.Close()
 	r.producer.Close()
+	if r.ownHTTP {
+		r.cfg.HTTPClient.CloseIdleConnections()
+	}
 	r.log.Info("runner stopped")
 }
 
