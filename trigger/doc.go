@@ -19,6 +19,16 @@
 // sundial.triggers); a trigger older than that is refused as "expired",
 // because a key that has been forgotten can no longer protect it.
 //
+// # DAGs
+//
+// Jobs and DAGs share one id namespace. With Config.Dags set, a trigger
+// whose key names no job but a DAG starts that DAG's run due at the
+// trigger's due time (run id dag_id + "@" + due ms), after the same
+// idempotency check: a duplicate key starts nothing, a redelivery starts the
+// same run again, which the store creates once. A DAG run has no payload:
+// the trigger's payload is not used. A paused DAG is refused as "paused", a
+// deleted or unknown id as "job_deleted".
+//
 // # Refusals
 //
 // A trigger that cannot run is answered with a RunEvent on sundial.events in

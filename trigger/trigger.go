@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/dagengine"
 	"github.com/sundialhq/sundial/internal/consume"
 	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -49,7 +50,15 @@ const (
 // Store is what triggers need from the store.
 type Store interface {
 	GetJob(ctx context.Context, id string) (store.Job, error)
+	// GetDag is read only with Config.Dags set.
+	GetDag(ctx context.Context, id string) (store.Dag, error)
 	store.Triggers
+}
+
+// DagStarter starts the run of a DAG due at a time, once however often it
+// is asked (*dagengine.Runs).
+type DagStarter interface {
+	StartRun(ctx context.Context, dagID string, due time.Time, origin string) (id string, created bool, err error)
 }
 
 // Enqueuer stores due entries and wakes their dispatchers
@@ -72,6 +81,10 @@ type Config struct {
 	Store Store
 	// Enqueuer schedules the runs. Required.
 	Enqueuer Enqueuer
+	// Dags, if set, starts DAG runs: a trigger whose key names no job but
+	// a DAG starts that DAG's run due at the trigger's due time. Nil: such
+	// a trigger is refused as job_deleted.
+	Dags DagStarter
 	// Retention is how long idempotency keys are remembered, and the age
 	// beyond which a trigger is refused. Default topics.TriggersRetention.
 	Retention time.Duration
@@ -360,6 +373,11 @@ func (c *Consumer) decide(ctx context.Context, rec *kgo.Record, d Decoded, errs 
 		return nil, "", err
 	}
 	if !found || job.Deleted {
+		if c.cfg.Dags != nil {
+			if out, outcome, ok, err := c.decideDag(ctx, d); ok || err != nil {
+				return out, outcome, err
+			}
+		}
 		return c.refuse(d, ReasonJobDeleted, nil, fmt.Sprintf("job_id %q: no such job", d.JobID)), "job_deleted", nil
 	}
 	spec := &sundialv1.JobSpec{}
@@ -373,17 +391,8 @@ func (c *Consumer) decide(ctx context.Context, rec *kgo.Record, d Decoded, errs 
 		return c.refuse(d, ReasonPaused, spec, fmt.Sprintf("job_id %q is paused", d.JobID)), "paused", nil
 	}
 
-	key := d.Trigger.GetIdempotencyKey()
-	var first time.Time
-	if err := consume.Retry(ctx, c.backoff("dedupe"), func() (err error) {
-		first, err = c.cfg.Store.TriggerDedupe(ctx, d.JobID, key, d.Due, c.cfg.Retention)
-		return err
-	}); err != nil {
-		return nil, "", err
-	}
-	if !first.Equal(d.Due) {
-		c.cfg.Logger.Debug("duplicate trigger", "job", d.JobID, "key", key, "first_due", first)
-		return nil, "duplicate", nil
+	if dup, err := c.duplicate(ctx, d); err != nil || dup {
+		return nil, "duplicate", err
 	}
 
 	t := proto.Clone(d.Trigger).(*sundialv1.Trigger)
@@ -405,6 +414,72 @@ func (c *Consumer) decide(ctx context.Context, rec *kgo.Record, d Decoded, errs 
 		return nil, "", err
 	}
 	return nil, "enqueued", nil
+}
+
+// duplicate records the trigger's idempotency key, and reports whether an
+// earlier trigger holds it (under another due time).
+func (c *Consumer) duplicate(ctx context.Context, d Decoded) (bool, error) {
+	key := d.Trigger.GetIdempotencyKey()
+	var first time.Time
+	if err := consume.Retry(ctx, c.backoff("dedupe"), func() (err error) {
+		first, err = c.cfg.Store.TriggerDedupe(ctx, d.JobID, key, d.Due, c.cfg.Retention)
+		return err
+	}); err != nil {
+		return false, err
+	}
+	if !first.Equal(d.Due) {
+		c.cfg.Logger.Debug("duplicate trigger", "id", d.JobID, "key", key, "first_due", first)
+		return true, nil
+	}
+	return false, nil
+}
+
+// decideDag handles a trigger whose key names no job: if it names a DAG,
+// the DAG's run due at the trigger's due time is started (ok true). Jobs
+// and DAGs share one id namespace and one table of idempotency keys.
+func (c *Consumer) decideDag(ctx context.Context, d Decoded) (out []*kgo.Record, outcome string, ok bool, err error) {
+	var (
+		dg    store.Dag
+		found bool
+	)
+	err = consume.Retry(ctx, c.backoff("get_dag"), func() error {
+		g, err := c.cfg.Store.GetDag(ctx, d.JobID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		dg, found = g, err == nil
+		return nil
+	})
+	switch {
+	case err != nil:
+		return nil, "", false, err
+	case !found || dg.Deleted:
+		return nil, "", false, nil
+	}
+	spec := &sundialv1.DagSpec{}
+	if err := proto.Unmarshal(dg.Spec, spec); err != nil {
+		c.cfg.Logger.Error("stored DAG definition does not decode", "dag", d.JobID, "err", err)
+		return c.refuse(d, ReasonInvalid, nil, fmt.Sprintf("job_id %q: the stored DAG definition does not decode", d.JobID)), "invalid", true, nil
+	}
+	if spec.GetPaused() {
+		return c.refuse(d, ReasonPaused, &sundialv1.JobSpec{OwnerTeam: spec.GetOwnerTeam()}, fmt.Sprintf("DAG %q is paused", d.JobID)), "paused", true, nil
+	}
+	if dup, err := c.duplicate(ctx, d); err != nil || dup {
+		return nil, "duplicate", true, err
+	}
+	// A DAG deleted or paused since it was read, or a run that cannot be
+	// processed, is refused rather than retried.
+	b := c.backoff("start_dag_run")
+	b.Permanent = func(err error) bool {
+		return errors.Is(err, dagengine.ErrNotRunnable) || errors.Is(err, dagengine.ErrPermanent)
+	}
+	if err := consume.Retry(ctx, b, func() error {
+		_, _, err := c.cfg.Dags.StartRun(ctx, d.JobID, d.Due, dagengine.OriginTrigger)
+		return err
+	}); err != nil {
+		return nil, "", true, err
+	}
+	return nil, "dag_started", true, nil
 }
 
 // refuse builds the SKIPPED event of a trigger that will not run. spec is
@@ -453,7 +528,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sundial", Subsystem: "trigger", Name: "records_total",
-			Help: "Trigger records processed, by outcome (enqueued, duplicate, job_deleted, paused, invalid, expired, ignored).",
+			Help: "Trigger records processed, by outcome (enqueued, dag_started, duplicate, job_deleted, paused, invalid, expired, ignored).",
 		}, []string{"outcome"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sundial", Subsystem: "trigger", Name: "retries_total",

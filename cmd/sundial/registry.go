@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v3"
 
+	"github.com/sundialhq/sundial/dagengine"
 	"github.com/sundialhq/sundial/internal/telemetry"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/registry"
@@ -21,7 +23,8 @@ func registryCommand() *cli.Command {
 		Description: `Validates every definition produced to sundial.jobs, stores accepted ones in
 Cassandra with their first due entry, and answers each on sundial.jobs.status
 (accepted, or rejected naming the field and the reason). Triggers on
-sundial.triggers start a job now; a repeated idempotency key runs once.
+sundial.triggers start a job now, or a run of the DAG they name (the DAG
+engines carry it on); a repeated idempotency key runs once.
 Several registries may run side by side: they share the partitions through
 their consumer groups.
 
@@ -72,8 +75,19 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	// A trigger naming a DAG starts the DAG's run through the DAG engine's
+	// library; the running engines carry the run on.
+	cluster, err := b.store.GetClusterConfig(openCtx)
+	if err != nil {
+		return fmt.Errorf("cassandra: %w", err)
+	}
+	dags, err := dagengine.NewRuns(dagengine.RunsConfig{Store: b.store, Enqueuer: b.enq, Producer: b.kafka, Topics: names,
+		Shards: cluster.Shards, Registerer: p.reg, Logger: p.named("dagengine")})
+	if err != nil {
+		return err
+	}
 	trg, err := trigger.New(trigger.Config{
-		Brokers: brokers, Topics: names, Group: cmd.String("trigger-group-id"), Store: b.store, Enqueuer: b.enq,
+		Brokers: brokers, Topics: names, Group: cmd.String("trigger-group-id"), Store: b.store, Enqueuer: b.enq, Dags: dags,
 		MaxPayloadBytes: limits.MaxPayloadBytes,
 		KafkaOptions:    []kgo.Opt{telemetry.KafkaMetrics(p.reg, "trigger")},
 		Registerer:      p.reg, Logger: p.named("trigger"),
