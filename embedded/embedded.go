@@ -202,7 +202,16 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	trg, err := trigger.New(trigger.Config{Brokers: brokers, Topics: names, Store: st, Enqueuer: enq,
+	// The DAG engine; its client also publishes its DagRunEvents, as in
+	// `sundial dag engine`. The trigger consumer starts the runs of DAGs
+	// that triggers name through it.
+	dag, err := dagengine.New(dagengine.Config{Brokers: brokers, Topics: names, Store: st, Enqueuer: enq, Producer: enqClient,
+		Shards: cfg.Shards, SessionTimeout: 6 * time.Second,
+		Registerer: cfg.Registerer, Logger: log.With("component", "dagengine"), Now: cfg.Now})
+	if err != nil {
+		return err
+	}
+	trg, err := trigger.New(trigger.Config{Brokers: brokers, Topics: names, Store: st, Enqueuer: enq, Dags: dag.Runs(),
 		Registerer: cfg.Registerer, Logger: log.With("component", "trigger"), Now: cfg.Now})
 	if err != nil {
 		return err
@@ -223,14 +232,6 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 	}
 	hist, err := history.New(history.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Topics: names, History: st,
 		Logger: log.With("component", "history")})
-	if err != nil {
-		return err
-	}
-	// The DAG engine; its client also publishes its DagRunEvents, as in
-	// `sundial dag engine`.
-	dag, err := dagengine.New(dagengine.Config{Brokers: brokers, Topics: names, Store: st, Enqueuer: enq, Producer: enqClient,
-		Shards: cfg.Shards, SessionTimeout: 6 * time.Second,
-		Registerer: cfg.Registerer, Logger: log.With("component", "dagengine"), Now: cfg.Now})
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/dagengine"
+	"github.com/sundialhq/sundial/dagengine/dagrun"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -60,8 +63,8 @@ func TestConfigValidate(t *testing.T) {
 
 // TestSamplesRunEndToEnd runs the pipeline as `sundial dev` does, with the
 // sample jobs and DAG sped up: the cron and HTTP jobs succeed, the flaky job
-// is retried and lands in the dead-letter topic, and a run of the DAG
-// succeeds with each of its nodes.
+// is retried and lands in the dead-letter topic, a run of the DAG succeeds
+// with each of its nodes, and a trigger naming the DAG starts a run of it.
 func TestSamplesRunEndToEnd(t *testing.T) {
 	t.Parallel()
 	p, err := New(Config{Handlers: SampleHandlers()})
@@ -117,6 +120,20 @@ func TestSamplesRunEndToEnd(t *testing.T) {
 	for _, node := range []string{"extract-a", "extract-b", "join", "publish"} {
 		assert.Regexp(t, `dev\.hello-dag\s+SUCCEEDED\s+dag_run=`+regexp.QuoteMeta(run)+` node=`+node+` `, out.String())
 	}
+
+	// A trigger naming the DAG starts a run of it, due at the requested
+	// time (half past a second: no scheduled run has that id).
+	at := time.Now().UTC().Truncate(time.Second).Add(500 * time.Millisecond)
+	_, err = p.Client().SendTrigger(ctx, &sundialv1.Trigger{JobId: dag.GetId(), IdempotencyKey: "test", RequestedAt: timestamppb.New(at)})
+	require.NoError(t, err)
+	triggered := dagrun.RunID(dag.GetId(), at)
+	require.Eventually(t, func() bool {
+		row, err := p.Store().GetDagRun(ctx, triggered)
+		return err == nil && row.Status == "succeeded"
+	}, 30*time.Second, 50*time.Millisecond, "DAG run %s", triggered)
+	row, err := p.Store().GetDagRun(ctx, triggered)
+	require.NoError(t, err)
+	assert.Equal(t, dagengine.OriginTrigger, row.Origin)
 
 	// The history writer keeps the runs: the flaky job's run is dead after
 	// its attempts.
