@@ -53,12 +53,14 @@ func startJobFeed(opts []kgo.Opt, topic string, cache *jobCache, now func() time
 	return f, nil
 }
 
-// Stop ends the feed and waits for it; safe to call more than once.
+// Stop ends the feed and the cache's background reads, and waits for them;
+// safe to call more than once.
 func (f *jobFeed) Stop() {
 	f.stop.Do(func() {
 		f.cancel()
 		<-f.done
 		f.cl.Close()
+		f.cache.close()
 	})
 }
 

@@ -300,6 +300,9 @@ func (o *owner) wakeUp(core *shardCore, rec *kgo.Record) {
 	}
 	if core.Wake(o.cfg.Now(), e, rec.Offset, rec.LeaderEpoch) {
 		o.m.wakeups.WithLabelValues("taken").Inc()
+		if o.jobs != nil && needsJob(e) {
+			o.jobs.warm(e.JobID, e.Due) // read on arrival, ahead of the firing
+		}
 	} else {
 		o.m.wakeups.WithLabelValues("ignored").Inc()
 	}

@@ -61,6 +61,11 @@ type jobCache struct {
 	mu    sync.Mutex
 	jobs  map[string]*cachedJob
 	fresh time.Time
+	// Background reads (warm): closed stops new ones, quit cancels those
+	// in flight, wg waits for them.
+	closed bool
+	quit   chan struct{}
+	wg     sync.WaitGroup
 }
 
 // cachedJob is a definition read, or being read (ready not closed yet).
@@ -76,7 +81,52 @@ type cachedJob struct {
 }
 
 func newJobCache(r jobReader, now func() time.Time, maxLag time.Duration, m *metrics) *jobCache {
-	return &jobCache{store: r, now: now, maxLag: maxLag, m: m, reads: make(chan struct{}, maxJobReads), jobs: map[string]*cachedJob{}}
+	return &jobCache{store: r, now: now, maxLag: maxLag, m: m, reads: make(chan struct{}, maxJobReads), jobs: map[string]*cachedJob{}, quit: make(chan struct{})}
+}
+
+// close cancels the background reads and waits for them; idempotent.
+func (c *jobCache) close() {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		close(c.quit)
+	}
+	c.mu.Unlock()
+	c.wg.Wait()
+}
+
+// warm starts reading job id in the background, unless it is in memory or
+// being read: the job of an entry that arrived by wake-up is read on
+// arrival, so it is in memory by the entry's firing time.
+func (c *jobCache) warm(id string, due time.Time) {
+	if !c.usable(c.now()) {
+		return
+	}
+	c.mu.Lock()
+	if cj, ok := c.jobs[id]; ok || c.closed {
+		if ok {
+			cj.until = maxTime(cj.until, due)
+		}
+		c.mu.Unlock()
+		return
+	}
+	cj := c.startLocked(id, due)
+	c.wg.Add(1)
+	c.mu.Unlock()
+	c.m.jobCache.WithLabelValues("prefetch").Inc()
+	go func() {
+		defer c.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), DefaultFireTimeout)
+		defer cancel()
+		go func() {
+			select {
+			case <-c.quit:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		c.read(ctx, id, cj)
+	}()
 }
 
 // usable says whether definitions in memory may be used at now: the feed

@@ -218,6 +218,16 @@ func TestOwnerFiresFromPrefetchedJobs(t *testing.T) {
 		cache.invalidate("paused")
 		cache.invalidate("deleted")
 
+		// An entry that arrives by wake-up has its job read on arrival.
+		woken, err := proto.Marshal(jobSpec("woken", atSchedule(start.Add(time.Hour))))
+		require.NoError(t, err)
+		reader.set(store.Job{ID: "woken", Spec: woken, Revision: 1, UpdatedAt: time.Now()})
+		trigger := store.DueEntry{Due: store.Truncate(time.Now().Add(3 * time.Second)), JobID: "woken", Kind: store.KindTrigger, RunID: "woken@t", Attempt: 1}
+		reads := reader.reads.Load()
+		e.wake(1, trigger)
+		synctest.Wait()
+		assert.Equal(t, reads+1, reader.reads.Load(), "the woken entry's job is read on arrival, not at its firing")
+
 		// A change answered after the firing was prepared from memory
 		// (PrepareAhead before its due time) but before it is due.
 		time.Sleep(time.Until(first["changed-while-prepared"].Add(-200 * time.Millisecond)))
@@ -228,6 +238,11 @@ func TestOwnerFiresFromPrefetchedJobs(t *testing.T) {
 		stopFeed()
 		<-feedDone
 		e.o.stop(false)
+		cache.close()
+
+		woke := e.prod.of("woken")
+		require.Len(t, woke, 1)
+		assert.True(t, woke[0].at.Equal(trigger.Due), "acknowledged at %s, due %s", woke[0].at, trigger.Due)
 
 		assert.Empty(t, e.prod.of("paused"), "a job paused after its bucket was read fires no run")
 		assert.Empty(t, e.prod.of("deleted"), "a job deleted after its bucket was read fires no run")
@@ -241,7 +256,7 @@ func TestOwnerFiresFromPrefetchedJobs(t *testing.T) {
 		for _, r := range every {
 			assert.True(t, r.at.Equal(r.run.GetDueTime().AsTime()), "run %s acknowledged at %s", r.run.GetRunId(), r.at)
 		}
-		assert.Less(t, reader.reads.Load(), int64(10), "the recurring job is read once, not at every firing")
+		assert.Less(t, reader.reads.Load(), int64(20), "jobs are read with their buckets or on arrival and after changes, not at each of the recurring job's 41 firings")
 		assert.Positive(t, testutil.ToFloat64(e.o.m.jobCache.WithLabelValues("hit")))
 	})
 }
