@@ -297,7 +297,7 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 	var mem *memorySampler
 	if procs != nil {
 		const victim = "dispatcher-0"
-		mem = &memorySampler{name: victim, every: 2 * time.Second, now: b.Now, say: b.say,
+		mem = &memorySampler{name: victim, every: time.Second, now: b.Now, say: b.say,
 			pid:    func() (int, bool) { return procs.PID(victim) },
 			stored: func() int64 { return gen.Counters().Accepted }, marks: memoryMarks(int64(plan.Jobs))}
 		memCtx, stopMem := context.WithCancel(ctx)
