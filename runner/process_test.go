@@ -60,7 +60,7 @@ func runnerProcessMain(raw string) int {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", runnerProcessEnv, err)
 		return 2
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("process", c.ID)
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("process", c.ID)
 	rc := redis.NewClient(&redis.Options{Addr: c.RedisAddr})
 	defer rc.Close()
 	ls, err := leasing.New(leasing.Config{Client: rc, KeyPrefix: c.KeyPrefix + "lease:", TTL: c.LeaseTTL})
@@ -208,7 +208,7 @@ func startRunnerProcess(t *testing.T, c runnerProcessConfig) *runnerProc {
 			<-p.done
 		}
 		if t.Failed() {
-			t.Logf("log of %s (last 3000 bytes):\n%s", p.id, p.tail(3000))
+			t.Logf("log of %s (last 6000 bytes):\n%s", p.id, p.tail(6000))
 		}
 	})
 	return p
@@ -227,6 +227,26 @@ func (p *runnerProc) tail(n int) string {
 		b = b[len(b)-n:]
 	}
 	return string(b)
+}
+
+// logGroupProgress logs the end offsets of the runs topics and the group's
+// committed offsets, for failures.
+func logGroupProgress(t *testing.T, cl *kgo.Client, group string, names topics.Names) {
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := adm.ListEndOffsets(ctx, names.AllRuns()...)
+	if err != nil {
+		t.Logf("end offsets: %v", err)
+	}
+	committed, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		t.Logf("committed offsets: %v", err)
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		c, _ := committed.Lookup(o.Topic, o.Partition)
+		t.Logf("%s/%d: end %d, committed %d", o.Topic, o.Partition, o.Offset, c.At)
+	})
 }
 
 // waitGroupStable waits until the consumer group is stable with members
@@ -349,6 +369,11 @@ func TestRunnerProcessKilledMidExecution(t *testing.T) {
 		}
 	}
 	inFlight := 0
+	defer func() {
+		if t.Failed() {
+			logGroupProgress(t, h.client, h.group, b.names)
+		}
+	}()
 	require.Eventually(t, func() bool {
 		if produceFailed() {
 			return true
