@@ -75,9 +75,9 @@ func runnerProcessMain(raw string) int {
 	}
 	defer cl.Close()
 	r, err := New(Config{
-		ID: c.ID,
-		Kafka: []kgo.Opt{kgo.SeedBrokers(c.Brokers...),
-			kgo.SessionTimeout(c.SessionTimeout), kgo.HeartbeatInterval(c.SessionTimeout / 10)},
+		ID:             c.ID,
+		Kafka:          []kgo.Opt{kgo.SeedBrokers(c.Brokers...)},
+		SessionTimeout: c.SessionTimeout,
 		Topics:         topics.Names{Prefix: c.TopicPrefix},
 		Group:          c.Group,
 		Leases:         ls,
@@ -293,9 +293,10 @@ func waitGroupStable(t *testing.T, cl *kgo.Client, group string, members, partit
 // applied the effect. It prints the recovery time (kill -> the first and the
 // last of the killed process's unfinished runs succeeded elsewhere) next to
 // lease TTL + 2 s and the consumer group's session timeout, which is when
-// Kafka hands a dead member's partitions to the others.
+// Kafka hands a dead member's partitions to the others (both the defaults,
+// 10 s).
 //
-// About 30 s on a loaded 2-core machine.
+// About 35 s on a loaded 2-core machine.
 func TestRunnerProcessKilledMidExecution(t *testing.T) {
 	t.Parallel()
 	const partitions = 4
@@ -312,12 +313,10 @@ func TestRunnerProcessKilledMidExecution(t *testing.T) {
 	}
 	// Kafka moves a dead member's partitions only after the group's session
 	// timeout, and the others can take its runs only after its leases
-	// expire, so recovery takes the longer of the two. The session timeout
-	// is the brokers' smallest allowed by default
-	// (group.min.session.timeout.ms); the lease TTL is as long, so that the
-	// printed bound, lease TTL + 2 s, is one the runners can meet.
-	const sessionTimeout = 6 * time.Second
-	const leaseTTL = sessionTimeout
+	// expire, so recovery takes the longer of the two. Both are the
+	// production defaults.
+	const sessionTimeout = DefaultSessionTimeout
+	const leaseTTL = leasing.DefaultTTL
 	h := newHarness(t, b, leaseTTL)
 	h.down.applyFor = 300 * time.Millisecond
 	relayDueEntries(t, b.brokers, dueTopic, h.enq)
