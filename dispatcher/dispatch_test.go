@@ -113,8 +113,10 @@ func TestDispatchEveryScheduleKind(t *testing.T) {
 	specs := append(recurring, oneOffs...)
 
 	// Let everything fire: every one-off (delays count from their own
-	// registration), recurring jobs several times.
-	end := t0.Add(7 * time.Second)
+	// registration), recurring jobs several times: at least twice, so the
+	// last one registered (a 10s period) needs 20s and a bit after
+	// oneOffStart, however fast the registration went.
+	end := maxTime(t0.Add(7*time.Second), oneOffStart.Add(22*time.Second))
 	for _, sp := range oneOffs {
 		end = maxTime(end, first[sp.GetId()].Add(2*time.Second))
 	}
