@@ -284,13 +284,14 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// NewHTTPClient returns the default Config.HTTPClient for concurrency
-// workers: no client timeout, and a clone of http.DefaultTransport that
-// keeps up to concurrency idle connections in all and per host.
-func NewHTTPClient(concurrency int) *http.Client {
+// NewHTTPClient returns the default Config.HTTPClient, with idlePerHost
+// set to Concurrency: no client timeout (the job's timeout applies), and a
+// clone of http.DefaultTransport that keeps up to idlePerHost idle
+// connections per downstream host (and at least as many in all).
+func NewHTTPClient(idlePerHost int) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConns = max(concurrency, t.MaxIdleConns)
-	t.MaxIdleConnsPerHost = concurrency
+	t.MaxIdleConns = max(idlePerHost, t.MaxIdleConns)
+	t.MaxIdleConnsPerHost = idlePerHost
 	return &http.Client{Transport: t}
 }
 

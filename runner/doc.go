@@ -12,8 +12,11 @@
 // under any flood of high priority ones.
 //
 // Memory is bounded: a priority's topic is paused (PauseFetchTopics) when its
-// queue holds Config.QueueCapacity records and resumed at half, and at most
-// Concurrency runs execute. What one poll returns may overshoot a queue by at
+// queue holds Config.QueueCapacity records and resumed at half, at most
+// Concurrency runs execute, and at most Config.MaxInFlight hold a lease
+// (executing, or succeeded and being made durable: a worker takes an
+// in-flight slot before it takes a record, and the slot comes back when the
+// record finishes). What one poll returns may overshoot a queue by at
 // most one poll (Config.QueueCapacity records).
 //
 // # Commits: the contiguous watermark
@@ -62,9 +65,15 @@
 //     downstream with the run id (HTTP Sundial-Fencing-Token and
 //     Idempotency-Key; Kafka record headers).
 //  4. Success: SUCCEEDED is acknowledged first, then the dedupe mark is set
-//     (leasing Complete). A crash in between executes the run again, which
-//     the downstream absorbs by the idempotency key; the other order could
-//     lose the event.
+//     (leasing Complete), then the offset may be committed. A crash in
+//     between executes the run again, which the downstream absorbs by the
+//     idempotency key; the other order could lose the event. The worker
+//     does not wait for any of it: it produces SUCCEEDED and takes its next
+//     run, while a finishing goroutine waits for the acknowledgements, has
+//     the Keeper renew the lease meanwhile, completes the lease and only
+//     then marks the offset finished. If the event is not acknowledged, the
+//     lease is released and the record goes back to its queue after a
+//     backoff (as in "Commits" above).
 //  5. Failure: FAILED (or TIMED_OUT), then, when the retry policy allows
 //     (exponential backoff with full jitter, Retry-After as a minimum,
 //     non-retryable codes), a KindRetry due entry for attempt+1 through the
@@ -73,6 +82,22 @@
 //     from the dead-letter topic runs with the same run id.
 //  6. Stop cancels executions still running after Config.ShutdownTimeout;
 //     they release their leases, record no event and are not committed.
+//
+// The lease calls of all workers (acquire, complete, release) go through one
+// leasing.Batcher: calls that arrive while a pipeline is out share the next
+// one, so a busy runner pays one Redis round trip for many runs. Events are
+// produced without waiting (the producer batches them, 2ms linger), and
+// only the commit waits for their acknowledgements.
+//
+// # Production settings
+//
+// The default Concurrency (256) suits HTTP targets, which mostly wait; the
+// default HTTP client keeps Concurrency idle connections per downstream host,
+// so workers reuse connections instead of dialling for every call. The
+// group session (Config.SessionTimeout, 10s, heartbeats every second) moves
+// a dead runner's partitions within about ten seconds; Config.InstanceID
+// makes the runner a static member, so a restart under the same id keeps
+// its partitions without rebalancing the others.
 //
 // Trigger latency (lease acquired − the attempt's due time) is a histogram
 // metric and the STARTED event's time − attempt_due_time.

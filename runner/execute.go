@@ -42,34 +42,62 @@ var errTimeout = errors.New("runner: attempt exceeded the job's timeout")
 // execution is one run being handled by a worker.
 type execution struct {
 	r     *Runner
+	rec   *record
 	run   *sundialv1.Run
-	log   *slog.Logger
+	logp  *slog.Logger // made on first use: most runs log nothing
 	token int64
+	// tail is set when the run succeeded and a finishing goroutine took
+	// over writing its outcome (finishSucceeded).
+	tail bool
 
 	pending sync.WaitGroup
 	errMu   sync.Mutex
 	prodErr error
 }
 
-// process handles one delivery of a record and reports whether its offset
-// may be committed: true once the run's outcome is durable (its events
-// acknowledged and, for a retry or deferral, its due entry written); false
-// when the runner stopped first or the outcome could not be made durable, so
-// the record must be handled again (handleRecord).
-func (r *Runner) process(ctx context.Context, rec *record) bool {
+// result is how the handling of one delivery ended.
+type result int
+
+const (
+	// unfinished: the runner stopped first or the outcome could not be
+	// made durable; the record must be handled again (handleRecord).
+	unfinished result = iota
+	// finished: the run's outcome is durable (its events acknowledged
+	// and, for a retry or deferral, its due entry written); its offset may
+	// be committed.
+	finished
+	// handedOff: the run succeeded and a finishing goroutine took the
+	// record over; it finishes the record, or puts it back in its queue.
+	handedOff
+)
+
+// process handles one delivery of a record.
+func (r *Runner) process(ctx context.Context, rec *record) result {
 	run := &sundialv1.Run{}
 	if err := decodeRun(rec.rec, run); err != nil {
 		r.m.runs.WithLabelValues(outcomeMalformed).Inc()
 		r.log.Error("skipping a record that is not a run", "topic", rec.tp.topic, "partition", rec.tp.partition, "offset", rec.rec.Offset, "err", err)
-		return true
+		return finished
 	}
-	x := &execution{r: r, run: run, log: r.log.With("job_id", run.GetJobId(), "run_id", run.GetRunId(), "attempt", run.GetAttempt())}
+	x := &execution{r: r, rec: rec, run: run}
 	done := x.handle(ctx)
-	if !done {
-		r.m.runs.WithLabelValues(outcomeAborted).Inc()
-		x.log.Info("run not finished", "cause", context.Cause(ctx))
+	switch {
+	case x.tail:
+		return handedOff
+	case done:
+		return finished
 	}
-	return done
+	r.m.runs.WithLabelValues(outcomeAborted).Inc()
+	x.logger().Info("run not finished", "cause", context.Cause(ctx))
+	return unfinished
+}
+
+// logger returns the execution's logger, which names the run.
+func (x *execution) logger() *slog.Logger {
+	if x.logp == nil {
+		x.logp = x.r.log.With("job_id", x.run.GetJobId(), "run_id", x.run.GetRunId(), "attempt", x.run.GetAttempt())
+	}
+	return x.logp
 }
 
 func decodeRun(rec *kgo.Record, run *sundialv1.Run) error {
@@ -133,12 +161,12 @@ func (x *execution) handle(ctx context.Context) bool {
 	switch res {
 	case alreadyDone:
 		r.m.runs.WithLabelValues(outcomeDuplicate).Inc()
-		x.log.Debug("run already done; skipped")
+		x.logger().Debug("run already done; skipped")
 		return true
 	case forbidden:
 		r.m.runs.WithLabelValues(outcomeSkipped).Inc()
 		x.emit(x.event(sundialv1.RunState_RUN_STATE_SKIPPED, func(ev *sundialv1.RunEvent) { ev.Reason = reasonOverlapForbid }))
-		x.log.Info("run skipped: the job's concurrency limit is reached (overlap policy forbid)")
+		x.logger().Info("run skipped: the job's concurrency limit is reached (overlap policy forbid)")
 		return x.flush(ctx)
 	case queued:
 		return x.deferRun(ctx, queueDelay(run, r.cfg.QueueDelay), reasonOverlapQueue, nil)
@@ -154,15 +182,20 @@ func (x *execution) handle(ctx context.Context) bool {
 	r.m.leases.WithLabelValues(leaseAcquired).Inc()
 	x.token = lease.Token
 
-	keeper := leasing.NewKeeper(r.cfg.Leases, lease, x.log)
+	// The Keeper names the lease's job and run in its own log lines.
+	keeper := leasing.NewKeeper(r.cfg.Leases, lease, r.log)
 	if err := keeper.Start(ctx); err != nil {
 		// Trust ran out before the execution could start (a very slow
 		// acquire): give the slot back; handleRecord tries again.
-		x.log.Warn("lease expired before the run started", "err", err)
+		x.logger().Warn("lease expired before the run started", "err", err)
 		x.release(lease)
 		return false
 	}
-	defer keeper.Stop()
+	defer func() {
+		if !x.tail {
+			keeper.Stop()
+		}
+	}()
 	leaseCtx, cancelRun := context.WithCancelCause(keeper.Context())
 	defer cancelRun(nil)
 	r.mu.Lock()
@@ -187,7 +220,7 @@ func (x *execution) handle(ctx context.Context) bool {
 	err = r.breakers.Do(downstream, func() error {
 		started = r.cfg.Now()
 		x.emit(x.event(sundialv1.RunState_RUN_STATE_STARTED, nil))
-		x.log.Debug("run started", "fencing_token", lease.Token, "trigger_latency", latency)
+		x.logger().Debug("run started", "fencing_token", lease.Token, "trigger_latency", latency)
 		return r.targets.Execute(attemptCtx, target.Request{Run: run, FencingToken: lease.Token})
 	})
 	finished := r.cfg.Now()
@@ -219,7 +252,7 @@ func (x *execution) handle(ctx context.Context) bool {
 			ev.Reason = reasonReplaced
 			ev.Duration = durationpb.New(finished.Sub(started))
 		}))
-		x.log.Info("run cancelled: replaced by a newer run of the job")
+		x.logger().Info("run cancelled: replaced by a newer run of the job")
 		return x.flush(ctx)
 	}
 
@@ -248,7 +281,7 @@ func (x *execution) acquire(ctx context.Context) (leasing.Lease, acquireResult, 
 	signalled := map[string]time.Time{}
 	revoked := map[string]bool{}
 	for {
-		lease, err := r.cfg.Leases.Acquire(ctx, req)
+		lease, err := r.leases.Acquire(ctx, req)
 		wait := r.cfg.HeldRetry
 		switch {
 		case err == nil:
@@ -258,7 +291,7 @@ func (x *execution) acquire(ctx context.Context) (leasing.Lease, acquireResult, 
 			return leasing.Lease{}, alreadyDone, nil
 		case errors.Is(err, leasing.ErrRunHeld):
 			r.m.leases.WithLabelValues(leaseHeld).Inc()
-			x.log.Debug("run is leased by another holder; waiting", "retry_in", wait)
+			x.logger().Debug("run is leased by another holder; waiting", "retry_in", wait)
 		case errors.Is(err, leasing.ErrNoSlot):
 			r.m.leases.WithLabelValues(leaseNoSlot).Inc()
 			switch pol {
@@ -277,7 +310,7 @@ func (x *execution) acquire(ctx context.Context) (leasing.Lease, acquireResult, 
 			return leasing.Lease{}, aborted, err
 		case leasing.IsRetryable(err):
 			r.m.leases.WithLabelValues(leaseError).Inc()
-			x.log.Warn("lease acquire failed; retrying", "err", err, "retry_in", backoff)
+			x.logger().Warn("lease acquire failed; retrying", "err", err, "retry_in", backoff)
 			wait = backoff
 			backoff = min(backoff*2, 5*time.Second)
 		default:
@@ -300,15 +333,15 @@ func (x *execution) replace(ctx context.Context, holder string, signalled map[st
 	case !ok:
 		signalled[holder] = now
 		if err := r.signalReplace(ctx, run.GetJobId(), holder); err != nil {
-			x.log.Warn("replace signal failed", "holder", holder, "err", err)
+			x.logger().Warn("replace signal failed", "holder", holder, "err", err)
 		}
-		x.log.Info("replacing the running execution of the job", "holder", holder)
+		x.logger().Info("replacing the running execution of the job", "holder", holder)
 	case !revoked[holder] && now.Sub(at) >= r.cfg.ReplaceGrace:
 		revoked[holder] = true
 		if _, err := r.cfg.Leases.Revoke(ctx, run.GetJobId(), holder); err != nil {
-			x.log.Warn("revoke failed", "holder", holder, "err", err)
+			x.logger().Warn("revoke failed", "holder", holder, "err", err)
 		}
-		x.log.Info("holder did not stop on the signal; lease revoked", "holder", holder)
+		x.logger().Info("holder did not stop on the signal; lease revoked", "holder", holder)
 	}
 }
 
@@ -323,29 +356,47 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// succeeded records a success: the event first (acknowledged), then the
-// dedupe mark, so a crash in between re-executes the run (absorbed by the
-// idempotency key) rather than losing its event.
+// succeeded records a success. The SUCCEEDED event is produced, and the
+// rest is left to a finishing goroutine (finishSucceeded), so the worker
+// takes its next run without waiting for Kafka and Redis.
 func (x *execution) succeeded(ctx context.Context, keeper *leasing.Keeper, started, finished time.Time) bool {
 	r := x.r
 	x.emit(x.event(sundialv1.RunState_RUN_STATE_SUCCEEDED, func(ev *sundialv1.RunEvent) {
 		ev.Duration = durationpb.New(finished.Sub(started))
 	}))
+	x.tail = true
+	r.tailsWG.Go(func() { x.finishSucceeded(ctx, keeper, finished.Sub(started)) })
+	return true
+}
+
+// finishSucceeded makes a success durable: the events acknowledged first,
+// then the dedupe mark (leasing Complete, pipelined with other runs'), so a
+// crash in between re-executes the run (absorbed by the idempotency key)
+// rather than losing its event; only then may the offset be committed.
+// The Keeper renews the lease until the dedupe mark is written. When an
+// event was not acknowledged, the lease is released and the record goes
+// back to its queue after a backoff, as handleRecord would try it again. It
+// frees the in-flight slot the record's worker took.
+func (x *execution) finishSucceeded(ctx context.Context, keeper *leasing.Keeper, dur time.Duration) {
+	r := x.r
+	defer func() { <-r.slots }()
 	if !x.flush(ctx) {
 		keeper.Stop()
 		x.release(keeper.Lease())
-		return false
+		r.m.runs.WithLabelValues(outcomeAborted).Inc()
+		r.retryLater(ctx, x.rec)
+		return
 	}
 	keeper.Stop()
 	l := keeper.Lease()
-	if err := x.retryRedis(ctx, func(c context.Context) error { return r.cfg.Leases.Complete(c, l) }); err != nil {
+	if err := x.retryRedis(ctx, func(c context.Context) error { return r.leases.Complete(c, l) }); err != nil {
 		// The effect happened and its event is out; a redelivery would
 		// execute again, which the downstream absorbs by the run id.
-		x.log.Warn("could not set the run's dedupe mark", "err", err)
+		x.logger().Warn("could not set the run's dedupe mark", "err", err)
 	}
 	r.m.runs.WithLabelValues(outcomeSucceeded).Inc()
-	x.log.Debug("run succeeded", "duration", finished.Sub(started))
-	return true
+	x.logger().Debug("run succeeded", "duration", dur)
+	r.finish(x.rec)
 }
 
 // failed records a failed attempt and schedules the next one or declares the
@@ -365,7 +416,7 @@ func (x *execution) failed(ctx context.Context, lease leasing.Lease, f *target.E
 	pol := retry.FromProto(run.GetRetry())
 	d := pol.Decide(int(run.GetAttempt()), retry.Failure{Code: f.Code, Retryable: f.Retryable, RetryAfter: f.RetryAfter}, r.cfg.Jitter(run.GetRunId(), run.GetAttempt()))
 	if !d.Retry {
-		x.log.Info("run failed for good", "code", f.Code, "err", f.Message, "reason", d.Reason)
+		x.logger().Info("run failed for good", "code", f.Code, "err", f.Message, "reason", d.Reason)
 		return x.dead(ctx, f, &lease, finished.Sub(started))
 	}
 	due := store.Truncate(r.cfg.Now().Add(d.Delay))
@@ -384,7 +435,7 @@ func (x *execution) failed(ctx context.Context, lease leasing.Lease, f *target.E
 		ev.Error = runErr
 		ev.NextAttemptDueTime = timestamppb.New(due)
 	}))
-	x.log.Info("run failed; retry scheduled", "code", f.Code, "err", f.Message, "next_attempt", next.Attempt, "due", due)
+	x.logger().Info("run failed; retry scheduled", "code", f.Code, "err", f.Message, "next_attempt", next.Attempt, "due", due)
 	ok := x.flush(ctx)
 	x.release(lease)
 	return ok
@@ -403,7 +454,7 @@ func (x *execution) dead(ctx context.Context, f *target.Error, lease *leasing.Le
 		err = r.producer.ProduceSync(ctx, &kgo.Record{Topic: r.cfg.Topics.DLQ(), Key: []byte(run.GetJobId()), Value: val}).FirstErr()
 	}
 	if err != nil {
-		x.log.Error("could not write the dead letter; the run will be delivered again", "err", err)
+		x.logger().Error("could not write the dead letter; the run will be delivered again", "err", err)
 		if lease != nil {
 			x.release(*lease)
 		}
@@ -446,7 +497,7 @@ func (x *execution) deferRun(ctx context.Context, delay time.Duration, reason st
 		ev.Reason = reason
 		ev.NextAttemptDueTime = timestamppb.New(due)
 	}))
-	x.log.Info("run deferred", "reason", reason, "due", due)
+	x.logger().Info("run deferred", "reason", reason, "due", due)
 	return x.flush(ctx)
 }
 
@@ -455,7 +506,7 @@ func (x *execution) deferRun(ctx context.Context, delay time.Duration, reason st
 func (x *execution) enqueue(ctx context.Context, next *sundialv1.Run, due time.Time, attempt int) bool {
 	payload, err := proto.Marshal(next)
 	if err != nil {
-		x.log.Error("cannot encode the run for its due entry", "err", err)
+		x.logger().Error("cannot encode the run for its due entry", "err", err)
 		return false
 	}
 	entry := store.DueEntry{
@@ -471,7 +522,7 @@ func (x *execution) enqueue(ctx context.Context, next *sundialv1.Run, due time.T
 		if ctx.Err() != nil || x.r.isKilled() {
 			return false
 		}
-		x.log.Warn("enqueue failed; retrying", "err", err, "retry_in", backoff)
+		x.logger().Warn("enqueue failed; retrying", "err", err, "retry_in", backoff)
 		if !sleep(ctx, backoff) {
 			return false
 		}
@@ -487,8 +538,8 @@ func (x *execution) release(l leasing.Lease) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := x.r.cfg.Leases.Release(ctx, l); err != nil && !errors.Is(err, leasing.ErrLeaseLost) {
-		x.log.Warn("lease release failed; the slot frees when the lease expires", "err", err)
+	if err := x.r.leases.Release(ctx, l); err != nil && !errors.Is(err, leasing.ErrLeaseLost) {
+		x.logger().Warn("lease release failed; the slot frees when the lease expires", "err", err)
 	}
 }
 
@@ -564,7 +615,7 @@ func (x *execution) flush(context.Context) bool {
 		return false
 	}
 	if x.prodErr != nil {
-		x.log.Error("event not written; the run will be delivered again", "err", x.prodErr)
+		x.logger().Error("event not written; the run will be delivered again", "err", x.prodErr)
 		return false
 	}
 	return true

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/leasing"
 	"github.com/sundialhq/sundial/runner/breaker"
 	"github.com/sundialhq/sundial/runner/commit"
 	"github.com/sundialhq/sundial/runner/priority"
@@ -45,6 +46,9 @@ type record struct {
 	tp    tp
 	gen   uint64
 	level int
+	// backoff is the wait before the record was last put back in its
+	// queue (retryLater); it doubles with every return.
+	backoff time.Duration
 }
 
 // Runner consumes runs, executes them and reports their states. Several
@@ -60,6 +64,13 @@ type Runner struct {
 
 	consumer *kgo.Client
 	producer *kgo.Client
+	// leases sends the lease calls of all workers in shared pipelines.
+	leases *leasing.Batcher
+	// slots holds a token per run that holds a lease (Config.MaxInFlight):
+	// a worker takes one before it takes a record; the worker gives it
+	// back, or the finishing goroutine of a success does (tailsWG).
+	slots   chan struct{}
+	tailsWG sync.WaitGroup
 
 	// mu guards everything below it.
 	mu           sync.Mutex
@@ -110,6 +121,8 @@ func New(cfg Config) (*Runner, error) {
 	r := &Runner{
 		cfg:          cfg,
 		ownHTTP:      ownHTTP,
+		leases:       leasing.NewBatcher(cfg.Leases, 0),
+		slots:        make(chan struct{}, cfg.MaxInFlight),
 		log:          cfg.Logger.With("runner_id", cfg.ID),
 		m:            m,
 		breakers:     br,
@@ -211,7 +224,11 @@ func (r *Runner) Stop() {
 	<-r.pollDone
 	r.stopWork()
 	idle := make(chan struct{})
-	go func() { r.workersWG.Wait(); close(idle) }()
+	go func() {
+		r.workersWG.Wait()
+		r.tailsWG.Wait() // every tailsWG.Go was called by a worker
+		close(idle)
+	}()
 	t := time.NewTimer(r.cfg.ShutdownTimeout)
 	select {
 	case <-idle:
@@ -371,14 +388,24 @@ func (r *Runner) next(ctx context.Context) *record {
 }
 
 // work is one worker: it takes records until workCtx ends, and executes each
-// under execCtx.
+// under execCtx. It takes an in-flight slot before each record, which the
+// record's finishing goroutine gives back when the worker hands the record
+// over.
 func (r *Runner) work(workCtx, execCtx context.Context) {
 	for {
-		rec := r.next(workCtx)
-		if rec == nil {
+		select {
+		case r.slots <- struct{}{}:
+		case <-workCtx.Done():
 			return
 		}
-		r.handleRecord(workCtx, execCtx, rec)
+		rec := r.next(workCtx)
+		if rec == nil {
+			<-r.slots
+			return
+		}
+		if !r.handleRecord(workCtx, execCtx, rec) {
+			<-r.slots
+		}
 	}
 }
 
@@ -395,24 +422,59 @@ const maxRecordRetry = 5 * time.Second
 // rebalance. Trying again is what a redelivery would do; the dedupe mark and
 // the idempotency key absorb a repeated effect. It gives up when the runner
 // stops, is killed, or loses the partition: the record is then delivered
-// again to the partition's next owner.
-func (r *Runner) handleRecord(workCtx, execCtx context.Context, rec *record) {
+// again to the partition's next owner. It reports whether a finishing
+// goroutine took the record over (a success whose outcome is being
+// written).
+func (r *Runner) handleRecord(workCtx, execCtx context.Context, rec *record) bool {
 	backoff := r.cfg.HeldRetry
 	for {
-		if r.process(execCtx, rec) {
+		switch r.process(execCtx, rec) {
+		case finished:
 			r.finish(rec)
-			return
+			return false
+		case handedOff:
+			return true
 		}
 		if workCtx.Err() != nil || execCtx.Err() != nil || !r.owns(rec) {
-			return
+			return false
 		}
 		r.log.Warn("run not finished; trying the record again", "topic", rec.tp.topic, "partition", rec.tp.partition,
 			"offset", rec.rec.Offset, "retry_in", backoff)
 		if !sleep(workCtx, backoff) {
-			return
+			return false
 		}
 		backoff = min(backoff*2, maxRecordRetry)
 	}
+}
+
+// retryLater puts rec back in its queue after a backoff: the finishing
+// goroutine of a success could not make it durable (an event was not
+// acknowledged), and, as handleRecord does, the record is tried again while
+// the runner owns its partition. It is dropped when the runner stops, is
+// killed or loses the partition first: the next owner gets it again.
+func (r *Runner) retryLater(ctx context.Context, rec *record) {
+	if ctx.Err() != nil || !r.owns(rec) {
+		return
+	}
+	rec.backoff = min(max(2*rec.backoff, r.cfg.HeldRetry), maxRecordRetry)
+	r.log.Warn("run not finished; trying the record again", "topic", rec.tp.topic, "partition", rec.tp.partition,
+		"offset", rec.rec.Offset, "retry_in", rec.backoff)
+	time.AfterFunc(rec.backoff, func() {
+		if ctx.Err() != nil {
+			return
+		}
+		r.mu.Lock()
+		ps := r.parts[rec.tp]
+		ok := !r.killed && ps != nil && ps.gen == rec.gen
+		if ok {
+			r.queues.Push(rec.level, rec, r.cfg.Now())
+			r.adjustPausesLocked()
+		}
+		r.mu.Unlock()
+		if ok {
+			r.wake()
+		}
+	})
 }
 
 // owns reports whether rec's partition is still assigned as it was when rec
