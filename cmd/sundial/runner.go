@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -144,7 +145,13 @@ Example, against the local stack:
 			&cli.StringFlag{Name: "redis-key-prefix", Usage: "put in front of every Redis key and channel of the runner (leases, dedupe marks, replace signals), to share one Redis between installations", Sources: envVar("redis-key-prefix")},
 			&cli.StringFlag{Name: "group-id", Value: runner.DefaultGroup, Usage: "consumer group of the runners", Sources: envVar("group-id")},
 			&cli.StringFlag{Name: "runner-id", Usage: "name of this runner in events (default: host name and process id)", Sources: envVar("runner-id")},
-			&cli.IntFlag{Name: "concurrency", Value: runner.DefaultConcurrency, Usage: "runs executing at once", Sources: envVar("concurrency")},
+			&cli.IntFlag{Name: "concurrency", Value: runner.DefaultConcurrency, Usage: "workers: runs executing at once (HTTP targets mostly wait, so this is well above the core count)", Sources: envVar("concurrency")},
+			&cli.IntFlag{Name: "max-in-flight", Usage: "runs holding a lease at once: executing, plus succeeded ones whose event and dedupe mark are being written (default: twice --concurrency)", Sources: envVar("max-in-flight")},
+			&cli.IntFlag{Name: "redis-pool-size", Usage: "most connections to Redis (default: --concurrency)", Sources: envVar("redis-pool-size")},
+			&cli.IntFlag{Name: "http-idle-conns-per-host", Usage: "idle HTTP connections kept per downstream host for reuse (default: --concurrency)", Sources: envVar("http-idle-conns-per-host")},
+			&cli.DurationFlag{Name: "group-session-timeout", Value: runner.DefaultSessionTimeout, Usage: "how long the consumer group waits for a silent runner before moving its partitions (and its unfinished runs) to the others", Sources: envVar("group-session-timeout")},
+			&cli.DurationFlag{Name: "group-heartbeat-interval", Value: runner.DefaultHeartbeatInterval, Usage: "how often the runner tells the group it is alive; below --group-session-timeout", Sources: envVar("group-heartbeat-interval")},
+			&cli.StringFlag{Name: "group-instance-id", Usage: "static group membership: a unique, stable id per runner (e.g. the pod name); a restart within --group-session-timeout keeps its partitions without a rebalance, a stop does not leave the group (default: dynamic membership)", Sources: envVar("group-instance-id")},
 			&cli.IntFlag{Name: "queue-capacity", Usage: "fetched runs waiting per priority (default: twice --concurrency)", Sources: envVar("queue-capacity")},
 			&cli.IntFlag{Name: "max-pending-per-partition", Value: runner.DefaultMaxPendingPerPartition, Usage: "offsets tracked behind an unfinished run before its partition is paused", Sources: envVar("max-pending-per-partition")},
 			&cli.DurationFlag{Name: "run-timeout", Value: runner.DefaultRunTimeout, Usage: "per-attempt timeout of runs that carry none", Sources: envVar("run-timeout")},
@@ -179,7 +186,21 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 		bad = append(bad, err)
 	}
 	names := topics.Names{Prefix: cmd.String("topic-prefix")}
-	rdb := redis.NewClient(&redis.Options{Addr: cmd.String("redis-addr")})
+	concurrency := int(cmd.Int("concurrency"))
+	if concurrency <= 0 {
+		bad = append(bad, fmt.Errorf("--concurrency: %d is not positive", concurrency))
+	}
+	poolSize := cmp.Or(int(cmd.Int("redis-pool-size")), concurrency)
+	idleConns := cmp.Or(int(cmd.Int("http-idle-conns-per-host")), concurrency)
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"redis-pool-size", poolSize}, {"http-idle-conns-per-host", idleConns}} {
+		if f.v < 0 {
+			bad = append(bad, fmt.Errorf("--%s: %d is negative", f.name, f.v))
+		}
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: cmd.String("redis-addr"), PoolSize: max(poolSize, 1)})
 	defer rdb.Close()
 	keyPrefix := cmd.String("redis-key-prefix")
 	leases, err := leasing.New(leasing.Config{Client: rdb, TTL: cmd.Duration("lease-ttl"), KeyPrefix: keyPrefix + leasing.DefaultKeyPrefix})
@@ -187,11 +208,13 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 		bad = append(bad, err)
 	}
 	cfg := runner.Config{
-		ID: cmd.String("runner-id"),
-		// The runner makes a producer and a consumer from these options,
-		// so they carry no Kafka metrics hook: one kprom instance describes
-		// one client.
+		ID:                     cmd.String("runner-id"),
 		Kafka:                  []kgo.Opt{kgo.SeedBrokers(brokers...)},
+		SessionTimeout:         cmd.Duration("group-session-timeout"),
+		HeartbeatInterval:      cmd.Duration("group-heartbeat-interval"),
+		InstanceID:             cmd.String("group-instance-id"),
+		HTTPClient:             runner.NewHTTPClient(max(idleConns, 1)),
+		MaxInFlight:            int(cmd.Int("max-in-flight")),
 		Topics:                 names,
 		Group:                  cmd.String("group-id"),
 		Leases:                 leases,
@@ -200,7 +223,7 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 		Enqueuer:               placeholderEnqueuer{},
 		Handlers:               map[string]target.Handler{"noop": target.HandlerFunc(noopHandler)},
 		Breakers:               breaker.Config{Failures: uint32(cmd.Uint("breaker-failures")), OpenTimeout: cmd.Duration("breaker-open-timeout")},
-		Concurrency:            int(cmd.Int("concurrency")),
+		Concurrency:            concurrency,
 		QueueCapacity:          int(cmd.Int("queue-capacity")),
 		MaxPendingPerPartition: int(cmd.Int("max-pending-per-partition")),
 		CommitInterval:         cmd.Duration("commit-interval"),
@@ -217,6 +240,10 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 	cfg.Registerer, cfg.Logger = p.reg, p.logger
+	// One kprom instance describes one client: the runner's producer and
+	// its group consumer get one each.
+	cfg.ProducerKafka = []kgo.Opt{telemetry.KafkaMetrics(p.reg, "runner-producer")}
+	cfg.ConsumerKafka = []kgo.Opt{telemetry.KafkaMetrics(p.reg, "runner-consumer")}
 	if err := telemetry.InstrumentRedis(rdb, p.reg, "leases"); err != nil {
 		return err
 	}
