@@ -4,6 +4,9 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/runner/priority"
 )
 
 // Outcomes counted by sundial_runner_runs_total.
@@ -46,7 +49,8 @@ const (
 // leaseResults lists every lease result label (see outcomes).
 var leaseResults = []string{leaseAcquired, leaseAlreadyDone, leaseHeld, leaseNoSlot, leaseError}
 
-// priorityLabels are the values of the priority label.
+// priorityLabels are the values of the trigger latency's priority label
+// (priorityLabel).
 var priorityLabels = []string{"high", "default", "low"}
 
 // metrics are the runner's Prometheus metrics. No label carries a job or run
@@ -60,7 +64,10 @@ type metrics struct {
 	leaseLost      prometheus.Counter
 	inFlight       prometheus.Gauge
 	queued         *prometheus.GaugeVec
-	commitErrors   prometheus.Counter
+	// queuedBy are queued's gauges by priority level (topics.Priorities
+	// order), resolved once: they are set on every pop.
+	queuedBy     [priority.Levels]prometheus.Gauge
+	commitErrors prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -112,7 +119,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	for _, p := range priorityLabels {
 		m.triggerLatency.WithLabelValues(p)
-		m.queued.WithLabelValues(p)
+	}
+	for i, p := range topics.Priorities() {
+		m.queuedBy[i] = m.queued.WithLabelValues(string(p))
 	}
 	if reg == nil {
 		return m, nil

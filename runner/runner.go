@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -79,7 +80,8 @@ type Runner struct {
 	queues       *priority.Queues[*record]
 	pausedTopics map[string]bool
 	inflight     map[string]context.CancelCauseFunc // run id -> cancel of its execution
-	killed       bool
+	// killed is written under mu and read without it on the hot path.
+	killed atomic.Bool
 
 	// commitMu serialises commits with revocation, so that no commit of a
 	// revoked partition is sent after the revocation's own commit.
@@ -242,7 +244,7 @@ func (r *Runner) Stop() {
 	r.bgStop()
 	r.bgWG.Wait()
 	r.mu.Lock()
-	killed := r.killed
+	killed := r.killed.Load()
 	r.mu.Unlock()
 	if !killed {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -263,18 +265,14 @@ func (r *Runner) Stop() {
 // goroutines.
 func (r *Runner) kill() {
 	r.mu.Lock()
-	r.killed = true
+	r.killed.Store(true)
 	r.mu.Unlock()
 	r.stopExec(errKilled)
 	r.consumer.Close()
 	r.producer.Close()
 }
 
-func (r *Runner) isKilled() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.killed
-}
+func (r *Runner) isKilled() bool { return r.killed.Load() }
 
 // poll fetches records into the priority queues until ctx ends. The
 // rebalance is blocked from the return of a poll until its records are
@@ -339,7 +337,7 @@ func (r *Runner) adjustPausesLocked() {
 	for i, p := range topics.Priorities() {
 		name := r.cfg.Topics.Runs(p)
 		n := r.queues.Len(i)
-		r.m.queued.WithLabelValues(string(p)).Set(float64(n))
+		r.m.queuedBy[i].Set(float64(n))
 		switch {
 		case !r.pausedTopics[name] && n >= r.cfg.QueueCapacity:
 			r.pausedTopics[name] = true
@@ -465,7 +463,7 @@ func (r *Runner) retryLater(ctx context.Context, rec *record) {
 		}
 		r.mu.Lock()
 		ps := r.parts[rec.tp]
-		ok := !r.killed && ps != nil && ps.gen == rec.gen
+		ok := !r.killed.Load() && ps != nil && ps.gen == rec.gen
 		if ok {
 			r.queues.Push(rec.level, rec, r.cfg.Now())
 			r.adjustPausesLocked()
@@ -483,14 +481,14 @@ func (r *Runner) owns(rec *record) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ps := r.parts[rec.tp]
-	return !r.killed && ps != nil && ps.gen == rec.gen
+	return !r.killed.Load() && ps != nil && ps.gen == rec.gen
 }
 
 // finish marks rec's offset finished, so the watermark may pass it.
 func (r *Runner) finish(rec *record) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.killed {
+	if r.killed.Load() {
 		return
 	}
 	ps := r.parts[rec.tp]
@@ -598,7 +596,7 @@ func (r *Runner) commit(ctx context.Context) {
 	r.commitMu.Lock()
 	defer r.commitMu.Unlock()
 	r.mu.Lock()
-	if r.killed {
+	if r.killed.Load() {
 		r.mu.Unlock()
 		return
 	}
