@@ -248,8 +248,16 @@ loop:
 
 	// Drain: no more reads or firings start; the firings in progress get
 	// DrainTimeout to finish (so that as few as possible are fired again by
-	// the next owner), then are cancelled.
+	// the next owner), then are cancelled. A lost shard (or a stale epoch)
+	// may have a new owner already, and nothing of this one counts any
+	// more: its firings are cancelled at once. Either way a firing waits
+	// on nothing beyond its context (not even an unacknowledged run record,
+	// see boundedProducer), so the drain is bounded; a cancelled firing is
+	// not done, and the watermark stays before it.
 	stopLoad()
+	if stale || o.isLost() {
+		cancelFires()
+	}
 	if inflight > 0 {
 		drain := time.NewTimer(o.cfg.DrainTimeout)
 		for inflight > 0 {
