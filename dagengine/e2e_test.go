@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sundialhq/sundial/dagengine"
 	"github.com/sundialhq/sundial/dagengine/dagrun"
 	"github.com/sundialhq/sundial/dispatcher"
 	"github.com/sundialhq/sundial/internal/testenv"
@@ -65,12 +66,6 @@ func TestFiftyNodeDagEngineKilledTwice(t *testing.T) {
 	}
 	bin := buildSundial(t)
 	s := setup(t)
-	rd := testenv.NeedRedis(t)
-	rc := redis.NewClient(&redis.Options{Addr: rd.Addr})
-	t.Cleanup(func() { _ = rc.Close() })
-	leases, err := leasing.New(leasing.Config{Client: rc, KeyPrefix: rd.KeyPrefix + "lease:"})
-	require.NoError(t, err)
-	require.NoError(t, leases.Load(s.ctx))
 
 	killAt := []int{12, 32} // kill when the n-th distinct node starts
 	kills := newKillPoints(killAt)
@@ -88,21 +83,7 @@ func TestFiftyNodeDagEngineKilledTwice(t *testing.T) {
 			return nil
 		})
 	}
-	handlers := map[string]target.Handler{"work": handler(false), "flaky": handler(true)}
-
-	group := s.names.Prefix + "e2e-"
-	disp, err := dispatcher.New(dispatcher.Config{Brokers: s.brokers, Store: s.store, Topics: s.names, GroupID: group + "dispatchers",
-		InstanceID: "e2e-dispatcher", Registerer: prometheus.NewRegistry(), Logger: testLogger(t)})
-	require.NoError(t, err)
-	runnerMetrics := prometheus.NewRegistry()
-	run, err := runner.New(runner.Config{ID: "e2e-runner", Kafka: []kgo.Opt{kgo.SeedBrokers(s.brokers...)}, Topics: s.names,
-		Group: group + "runners", Leases: leases, Redis: rc, KeyPrefix: rd.KeyPrefix + "runner:", Enqueuer: s.enq,
-		Handlers: handlers, Registerer: runnerMetrics, Logger: testLogger(t)})
-	require.NoError(t, err)
-	require.NoError(t, disp.Start(s.ctx))
-	t.Cleanup(disp.Stop)
-	require.NoError(t, run.Start(s.ctx))
-	t.Cleanup(run.Stop)
+	runnerMetrics := s.dispatchAndRun(map[string]target.Handler{"work": handler(false), "flaky": handler(true)})
 
 	// Five layers of ten; each node waits for two nodes of the layer above.
 	const layers, width = 5, 10
@@ -130,13 +111,8 @@ func TestFiftyNodeDagEngineKilledTwice(t *testing.T) {
 	}
 	s.putDag(spec)
 
-	common := []string{
-		"--kafka-brokers", strings.Join(s.brokers, ","), "--topic-prefix", s.names.Prefix,
-		"--cassandra-hosts", strings.Join(s.hosts, ","), "--keyspace", s.keyspace,
-	}
-	engineArgs := append([]string{"dag", "engine"}, common...)
-	engineArgs = append(engineArgs, "--group-id", group+"dagengine", "--definitions-group-id", group+"dagengine-definitions",
-		"--session-timeout", "6s", "--sweep-interval", "1s", "--redrive-after", "2s", "--log-level", "info")
+	common := s.commandFlags()
+	engineArgs := s.engineArgs()
 	dir := t.TempDir()
 	engine := startProcess(t, bin, filepath.Join(dir, "engine-1.log"), engineArgs...)
 
@@ -221,6 +197,117 @@ func TestFiftyNodeDagEngineKilledTwice(t *testing.T) {
 		}
 		assert.Equal(t, want, execs[node], "executions of node %s", node)
 	}
+}
+
+// TestDagAppliedAndTriggeredThroughTheCommands defines a DAG with `sundial
+// dag apply` and starts it with `sundial trigger`, on the real stack: the
+// definition is answered by the engine (`sundial dag engine`, a process),
+// the Trigger record is routed to the DAG by the trigger consumer of
+// `sundial registry` (a process), and a real dispatcher and runner execute
+// the nodes. The downstream sees each node once, each after its parents.
+func TestDagAppliedAndTriggeredThroughTheCommands(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("real stack")
+	}
+	bin := buildSundial(t)
+	s := setup(t)
+	log := &downstreamLog{nodes: map[string]bool{}}
+	s.dispatchAndRun(map[string]target.Handler{"work": target.HandlerFunc(func(_ context.Context, run *sundialv1.Run) error {
+		log.start(run)
+		log.end(run, true)
+		return nil
+	})})
+	dir := t.TempDir()
+	startProcess(t, bin, filepath.Join(dir, "engine.log"), s.engineArgs()...)
+	group := s.names.Prefix + "e2e-"
+	startProcess(t, bin, filepath.Join(dir, "registry.log"), append(append([]string{"registry"}, s.commandFlags()...),
+		"--group-id", group+"registry", "--trigger-group-id", group+"triggers", "--log-level", "info")...)
+
+	const spec = `{"id": "cli", "ownerTeam": "test", "nodes": [
+		{"id": "a", "inline": {"target": {"handler": {"name": "work"}}}},
+		{"id": "b", "parents": ["a"], "inline": {"target": {"handler": {"name": "work"}}}},
+		{"id": "c", "parents": ["a"], "inline": {"target": {"handler": {"name": "work"}}}},
+		{"id": "d", "parents": ["b", "c"], "inline": {"target": {"handler": {"name": "work"}}}}]}`
+	apply := exec.CommandContext(s.ctx, bin, append([]string{"dag", "apply", "-"}, s.commandFlags()[:4]...)...)
+	apply.Stdin = strings.NewReader(spec)
+	out, err := apply.CombinedOutput()
+	require.NoError(t, err, "sundial dag apply: %s", out)
+	require.Contains(t, string(out), "cli\tCREATED")
+
+	out, err = exec.CommandContext(s.ctx, bin, append([]string{"trigger", "cli", "--key", "first"}, s.commandFlags()[:4]...)...).CombinedOutput()
+	require.NoError(t, err, "sundial trigger: %s", out)
+	m := regexp.MustCompile(`run id (\S+) unless`).FindStringSubmatch(string(out))
+	require.NotNil(t, m, "sundial trigger printed %q", out)
+	id := m[1]
+	start := time.Now()
+	st := s.waitStatus(id, "succeeded", time.Minute)
+	t.Logf("DAG run %s, started by a Trigger record, succeeded %v after sundial trigger returned", id, since(start))
+	row, _ := s.state(id)
+	assert.Equal(t, dagengine.OriginTrigger, row.Origin)
+	for _, n := range st.Nodes {
+		assert.Equal(t, dagrun.Succeeded, n.Phase, n.ID)
+	}
+
+	parents := map[string][]string{"a": nil, "b": {"a"}, "c": {"a"}, "d": {"b", "c"}}
+	succeeded := map[string]bool{}
+	for _, e := range log.snapshot() {
+		switch e.what {
+		case "start":
+			assert.False(t, succeeded[e.node], "node %s executed again", e.node)
+			for _, p := range parents[e.node] {
+				assert.True(t, succeeded[p], "node %s started before its parent %s succeeded", e.node, p)
+			}
+		case "ok":
+			succeeded[e.node] = true
+		}
+		assert.Equal(t, dagrun.NodeRunID(id, e.node, 1), e.runID)
+	}
+	assert.Len(t, succeeded, len(parents))
+}
+
+// dispatchAndRun starts a real dispatcher and a real runner with the
+// handlers, and returns the runner's metrics.
+func (s *stack) dispatchAndRun(handlers map[string]target.Handler) *prometheus.Registry {
+	t := s.t
+	rd := testenv.NeedRedis(t)
+	rc := redis.NewClient(&redis.Options{Addr: rd.Addr})
+	t.Cleanup(func() { _ = rc.Close() })
+	leases, err := leasing.New(leasing.Config{Client: rc, KeyPrefix: rd.KeyPrefix + "lease:"})
+	require.NoError(t, err)
+	require.NoError(t, leases.Load(s.ctx))
+	group := s.names.Prefix + "e2e-"
+	disp, err := dispatcher.New(dispatcher.Config{Brokers: s.brokers, Store: s.store, Topics: s.names, GroupID: group + "dispatchers",
+		InstanceID: "e2e-dispatcher", Registerer: prometheus.NewRegistry(), Logger: testLogger(t)})
+	require.NoError(t, err)
+	metrics := prometheus.NewRegistry()
+	run, err := runner.New(runner.Config{ID: "e2e-runner", Kafka: []kgo.Opt{kgo.SeedBrokers(s.brokers...)}, Topics: s.names,
+		Group: group + "runners", Leases: leases, Redis: rc, KeyPrefix: rd.KeyPrefix + "runner:", Enqueuer: s.enq,
+		Handlers: handlers, Registerer: metrics, Logger: testLogger(t)})
+	require.NoError(t, err)
+	require.NoError(t, disp.Start(s.ctx))
+	t.Cleanup(disp.Stop)
+	require.NoError(t, run.Start(s.ctx))
+	t.Cleanup(run.Stop)
+	return metrics
+}
+
+// commandFlags are the flags that point a sundial command at the test's
+// topics (the first four) and keyspace.
+func (s *stack) commandFlags() []string {
+	return []string{
+		"--kafka-brokers", strings.Join(s.brokers, ","), "--topic-prefix", s.names.Prefix,
+		"--cassandra-hosts", strings.Join(s.hosts, ","), "--keyspace", s.keyspace,
+	}
+}
+
+// engineArgs run `sundial dag engine` on the test's topics, keyspace and
+// groups, with short timers.
+func (s *stack) engineArgs() []string {
+	group := s.names.Prefix + "e2e-"
+	return append(append([]string{"dag", "engine"}, s.commandFlags()...),
+		"--group-id", group+"dagengine", "--definitions-group-id", group+"dagengine-definitions",
+		"--session-timeout", "6s", "--sweep-interval", "1s", "--redrive-after", "2s", "--log-level", "info")
 }
 
 func since(start time.Time) time.Duration { return time.Since(start).Round(time.Millisecond) }
