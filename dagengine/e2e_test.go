@@ -436,7 +436,8 @@ func startProcess(t *testing.T, bin, logPath string, args ...string) *process {
 	f, err := os.Create(logPath)
 	require.NoError(t, err)
 	defer func() { _ = f.Close() }() // the child holds its own descriptor
-	cmd := exec.Command(bin, args...)
+	// Not tied to a context: the cleanup stops it gently, then kills it.
+	cmd := exec.CommandContext(context.Background(), bin, args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "SUNDIAL_") {
 			cmd.Env = append(cmd.Env, kv)
@@ -481,7 +482,7 @@ func (p *process) kill(t *testing.T) {
 func (p *process) exitErr() error {
 	select {
 	case <-p.exited:
-		return fmt.Errorf("exited: %v; %s:\n%s", p.err, p.log, p.tail())
+		return fmt.Errorf("exited: %w; %s:\n%s", p.err, p.log, p.tail())
 	default:
 		return nil
 	}
