@@ -216,6 +216,7 @@ func TestCrashedRunnerRunsAreRedelivered(t *testing.T) {
 	}
 	t.Logf("crash with 8 runs in flight: all %d runs succeeded %s after the kill (lease TTL %s); lost 0, duplicate effects %d, duplicate requests %d (A's cut-off calls re-sent by B), runs started twice %d, attempts whose lease lapsed %d",
 		n, recovery.Round(time.Millisecond), leaseTTL, dupEffects, dupRequests, dupStarts, lapsed)
+	t.Logf("downstream: %s", h.down.figures())
 	assert.Equal(t, n, effects)
 	assert.Zero(t, dupEffects)
 	assert.LessOrEqual(t, dupRequests, 8+lapsed, "only A's in-flight calls, and calls whose lease lapsed, can be sent twice")

@@ -460,6 +460,8 @@ func TestRunnerProcessKilledMidExecution(t *testing.T) {
 	}
 	t.Logf("SIGKILLed %s after %d of %d runs succeeded, with %d calls in flight; it left %d runs unfinished, %d of them finished by the other processes",
 		victim.id, succeededAtKill, n, inFlight, unfinished, finishedElsewhere)
+	// The last includes the backlog its partitions gathered while nobody
+	// owned them.
 	t.Logf("recovery: first of its runs finished elsewhere %s, last %s after the kill (lease TTL + 2 s = %s; group session timeout %s); every run succeeded %s after the kill",
 		first.Round(time.Millisecond), last.Round(time.Millisecond), leaseTTL+2*time.Second, sessionTimeout, allDone.Round(time.Millisecond))
 	t.Logf("lost %d, dead %d, duplicate executions (runs started more than once) %d, attempts failed with lease_lost %d", lost, deadRuns, dupStarts, leaseLost)
