@@ -44,10 +44,12 @@ import (
 // wherever they are (a node saved as starting but not enqueued, an event
 // saved but not published, offsets not committed). The kills happen when
 // the 12th and the 32nd node start, from inside that node's execution, so
-// the killed engine is in the middle of starting a layer (the other nodes
-// of it are being enqueued or executed) and the node's own success reaches
-// sundial.events while no engine runs. A new process takes over at once
-// with the same consumer groups.
+// the killed engine is usually in the middle of starting a layer (the test
+// prints the DAG run's summary at each kill: "starting" nodes are starts
+// saved but not known to be enqueued) while other nodes execute, and the
+// node's own success reaches sundial.events while no engine runs. A new
+// process is started at once with the same consumer groups; it gets the
+// partitions when the killed member's session (6s) expires.
 //
 // The downstream (the runner's handler) keeps a log of every execution:
 // its start, and its success or failure, in one sequence. From that log
