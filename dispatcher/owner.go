@@ -306,13 +306,26 @@ func (o *owner) wakeUp(core *shardCore, rec *kgo.Record) {
 		core.WakeInvalid(rec.Offset, rec.LeaderEpoch)
 		return
 	}
-	if core.Wake(o.cfg.Now(), e, rec.Offset, rec.LeaderEpoch) {
+	taken := core.Wake(o.cfg.Now(), e, rec.Offset, rec.LeaderEpoch)
+	if taken {
 		o.m.wakeups.WithLabelValues("taken").Inc()
-		if o.jobs != nil && needsJob(e) {
-			o.jobs.warm(e.JobID, e.Due) // read on arrival, ahead of the firing
-		}
 	} else {
 		o.m.wakeups.WithLabelValues("ignored").Inc()
+	}
+	if o.jobs != nil && needsJob(e) {
+		// A wake-up is sent once its entry and its job's row are stored
+		// (the store writes the entry first). What memory holds of the
+		// job may predate the row: a bucket read between the two writes
+		// found the entry and remembered the job as not found, or an
+		// older revision; fired from that, the entry would be dropped as
+		// dead and its chain would end. So the job is read again: on
+		// arrival if the wake-up took the entry into memory, else by the
+		// firing. Also when the entry was known already: the racing
+		// bucket read took it first.
+		o.jobs.invalidate(e.JobID)
+		if taken {
+			o.jobs.warm(e.JobID, e.Due) // read on arrival, ahead of the firing
+		}
 	}
 }
 
