@@ -39,6 +39,7 @@ const (
 	// wait): a worker costs a goroutine while it waits.
 	DefaultConcurrency            = 256
 	DefaultMaxPendingPerPartition = 10000
+	DefaultMinQueueCapacity       = 1024
 	DefaultCommitInterval         = time.Second
 	DefaultRunTimeout             = 30 * time.Second
 	DefaultQueueDelay             = time.Second
@@ -125,7 +126,10 @@ type Config struct {
 	MaxInFlight int
 	// QueueCapacity is how many fetched runs of one priority may wait for a
 	// worker. A priority's topic is paused at this many and resumed at half.
-	// Default 2 * Concurrency.
+	// A resumed topic waits for a new fetch, so a small queue starves the
+	// workers under a backlog: with 64 workers on the local stack, a
+	// capacity of 128 gave 2,100 runs/s where 1,024 gave 4,800. Default
+	// max(2 * Concurrency, DefaultMinQueueCapacity).
 	QueueCapacity int
 	// MaxPendingPerPartition bounds the offsets tracked for one partition
 	// between its commit watermark and its newest fetched record. A
@@ -183,7 +187,7 @@ func (c Config) withDefaults() Config {
 	c.Group = cmp.Or(c.Group, DefaultGroup)
 	c.KeyPrefix = cmp.Or(c.KeyPrefix, DefaultKeyPrefix)
 	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
-	c.QueueCapacity = cmp.Or(c.QueueCapacity, 2*c.Concurrency)
+	c.QueueCapacity = cmp.Or(c.QueueCapacity, max(2*c.Concurrency, DefaultMinQueueCapacity))
 	c.MaxInFlight = cmp.Or(c.MaxInFlight, 2*c.Concurrency)
 	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
 	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, DefaultHeartbeatInterval)

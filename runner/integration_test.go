@@ -340,6 +340,7 @@ func TestPinnedPartitionIsPausedAtTheBound(t *testing.T) {
 		c.Handlers = map[string]target.Handler{"hold": hold}
 		c.MaxPendingPerPartition = 40
 		c.Concurrency = 4
+		c.QueueCapacity = 2 * 4 // one poll's overshoot, in the bound below
 	})
 	long := h.run("pin", time.Now(), func(r *sundialv1.Run) {
 		r.Timeout = durationpb.New(time.Hour)
