@@ -16,15 +16,20 @@ import (
 func triggerCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "trigger",
-		Usage:     "run a job now: produce a Trigger to sundial.triggers",
-		ArgsUsage: "JOB_ID",
+		Usage:     "run a job or a DAG now: produce a Trigger to sundial.triggers",
+		ArgsUsage: "JOB_ID|DAG_ID",
 		Description: `The run's due time is the trigger record's timestamp, so its run id is
 JOB_ID@<that time in unix milliseconds>. Sending the same --key again (a retry
 after a timeout) starts no second run. A trigger of an unknown, deleted or
 paused job is refused with a SKIPPED event on sundial.events.
 
-Example:
-  sundial trigger billing.rebuild-ledger --key ticket-4711`,
+An id that names a DAG starts a run of that DAG, due at the trigger's time,
+with the same idempotency rule; a paused DAG is refused. --payload is not used
+for a DAG.
+
+Examples:
+  sundial trigger billing.rebuild-ledger --key ticket-4711
+  sundial trigger nightly-etl --key backfill-2026-11-20`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "key", Usage: "idempotency key, unique per request (required)", Sources: envVar("key")},
 			&cli.StringFlag{Name: "payload", Usage: "replaces the job's payload for this run", Sources: envVar("payload")},
@@ -33,7 +38,7 @@ Example:
 		}, kafkaFlags()...),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if cmd.Args().Len() != 1 {
-				return fmt.Errorf("name one job id, got %d arguments", cmd.Args().Len())
+				return fmt.Errorf("name one job or DAG id, got %d arguments", cmd.Args().Len())
 			}
 			t := &sundialv1.Trigger{JobId: cmd.Args().First(), IdempotencyKey: cmd.String("key"), Caller: cmd.String("caller")}
 			if cmd.IsSet("payload") {
