@@ -51,7 +51,7 @@ Examples, against the local stack:
 			&cli.IntFlag{Name: "runner-http-idle-conns", Usage: "in-process runners: idle HTTP connections per host (0: the runner's default client)", Sources: envVar("runner-http-idle-conns")},
 			&cli.BoolFlag{Name: "history", Value: true, Usage: "run the history writers, as `sundial runner` does", Sources: envVar("history")},
 			&cli.BoolFlag{Name: "processes", Usage: "run dispatchers and runners as subprocesses (always for crash)", Sources: envVar("processes")},
-			&cli.BoolFlag{Name: "dispatcher-process", Value: true, Usage: "run the dispatchers as subprocesses (registry and runners in the bench process) and report the first one's memory", Sources: envVar("dispatcher-process")},
+			&cli.BoolFlag{Name: "dispatcher-process", Value: true, Usage: "run the dispatchers as subprocesses (registry and runners in the bench process) and report the first one's memory; on by default, =false runs them in the bench process", Sources: envVar("dispatcher-process")},
 			&cli.StringFlag{Name: "binary", Usage: "sundial binary for the subprocesses (default: go build ./cmd/sundial)", Sources: envVar("binary")},
 			&cli.StringFlag{Name: "target", Value: "http", Usage: "http (the counting downstream) or noop (in-process handler, no effects counted)", Sources: envVar("target")},
 			&cli.IntFlag{Name: "payload-bytes", Value: 64, Usage: "payload of each job", Sources: envVar("payload-bytes")},
