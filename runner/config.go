@@ -83,7 +83,9 @@ type Config struct {
 	// runner's runs wait at least this long). HeartbeatInterval is how
 	// often the runner tells the group it is alive; it must be below
 	// SessionTimeout (a third or less is usual). Defaults
-	// DefaultSessionTimeout and DefaultHeartbeatInterval.
+	// DefaultSessionTimeout and DefaultHeartbeatInterval. They override
+	// kgo.SessionTimeout and kgo.HeartbeatInterval given in Kafka or
+	// ConsumerKafka.
 	SessionTimeout    time.Duration
 	HeartbeatInterval time.Duration
 	// InstanceID, when set, makes this runner a static member of the
