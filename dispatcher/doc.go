@@ -95,9 +95,9 @@
 //
 // A firing needs its job, and reading it then would cost a store read per
 // run, all at once when many runs fall due together. Instead, a bucket's
-// read also reads the jobs of its entries (at most 64 reads in flight per
-// dispatcher; the bucket counts as read once they are), and firings take
-// them from memory: a firing is prepared from memory PrepareAhead ahead of
+// read also reads the jobs of its entries (at most 256 reads in flight per
+// dispatcher; the bucket counts as read once they are; a firing whose job
+// is still queued reads it itself), and firings take them from memory: a firing is prepared from memory PrepareAhead ahead of
 // its firing time, and at its firing time checks that the job in memory is
 // still the one it used (else it is planned again).
 //

@@ -31,7 +31,7 @@ import (
 // maxJobReads bounds the job reads of one dispatcher in flight at once,
 // prefetches and firings together, so that a bucket of a hundred thousand
 // entries queues here rather than in the store.
-const maxJobReads = 64
+const maxJobReads = 256
 
 // prefetchWorkers bounds the goroutines one bucket read uses for its jobs.
 const prefetchWorkers = 8
@@ -78,6 +78,10 @@ type cachedJob struct {
 	readAt time.Time
 	// until is the latest due time of an entry that wants the job.
 	until time.Time
+	// started: a read of it has begun (guarded by the cache's mu). A
+	// prefetched job waits in its bucket read's queue until then, and a
+	// firing that wants it first reads it itself.
+	started bool
 }
 
 func newJobCache(r jobReader, now func() time.Time, maxLag time.Duration, m *metrics) *jobCache {
@@ -111,6 +115,7 @@ func (c *jobCache) warm(id string, due time.Time) {
 		return
 	}
 	cj := c.startLocked(id, due)
+	cj.started = true
 	c.wg.Add(1)
 	c.mu.Unlock()
 	c.m.jobCache.WithLabelValues("prefetch").Inc()
@@ -199,11 +204,24 @@ func (c *jobCache) prefetch(ctx context.Context, want map[string]time.Time) {
 	for range min(len(todo), prefetchWorkers) {
 		wg.Go(func() {
 			for i := next.Add(1) - 1; i < int64(len(todo)); i = next.Add(1) - 1 {
-				c.read(ctx, todo[i].id, todo[i].cj)
+				if c.claim(todo[i].cj) {
+					c.read(ctx, todo[i].id, todo[i].cj)
+				}
 			}
 		})
 	}
 	wg.Wait()
+}
+
+// claim marks cj's read as begun; false if it already had.
+func (c *jobCache) claim(cj *cachedJob) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cj.started {
+		return false
+	}
+	cj.started = true
+	return true
 }
 
 // startLocked puts a new entry for id in memory, to be filled by read.
@@ -254,13 +272,20 @@ func (c *jobCache) get(ctx context.Context, id string, due time.Time) (store.Job
 		}
 		if !ok {
 			cj = c.startLocked(id, due)
+			cj.started = true
 			c.mu.Unlock()
 			c.m.jobCache.WithLabelValues("miss").Inc()
 			c.read(ctx, id, cj)
 			return cj.job, cj.err
 		}
 		cj.until = maxTime(cj.until, due)
+		steal := !cj.started
+		cj.started = true
 		c.mu.Unlock()
+		if steal {
+			// Still queued behind its bucket's other reads: read it now.
+			c.read(ctx, id, cj)
+		}
 		select {
 		case <-cj.ready:
 		case <-ctx.Done():

@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -280,4 +281,50 @@ func startWithJobs(e *ownerEnv, r jobReader) *jobCache {
 	}
 	go e.o.run(ctx)
 	return cache
+}
+
+// TestJobCacheFiringReadsAQueuedJobItself: a firing does not wait for its
+// job's turn in a bucket read's queue.
+func TestJobCacheFiringReadsAQueuedJobItself(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		r := &countingReader{jobs: map[string]store.Job{}, block: make(chan struct{})}
+		want := map[string]time.Time{}
+		for i := range 3 * prefetchWorkers {
+			id := fmt.Sprintf("j%02d", i)
+			r.jobs[id] = store.Job{ID: id, Revision: 1}
+			want[id] = time.Now()
+		}
+		c := newTestCache(t, r)
+		c.setFresh(time.Now())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.prefetch(t.Context(), want)
+		}()
+		synctest.Wait()
+		require.Equal(t, int64(prefetchWorkers), r.reads.Load(), "the bucket read's workers")
+		var queued string
+		c.mu.Lock()
+		for id, cj := range c.jobs {
+			if !cj.started {
+				queued = id
+				break
+			}
+		}
+		c.mu.Unlock()
+		require.NotEmpty(t, queued)
+		got := make(chan store.Job)
+		go func() {
+			j, err := c.get(t.Context(), queued, time.Now())
+			assert.NoError(t, err)
+			got <- j
+		}()
+		synctest.Wait()
+		assert.Equal(t, int64(prefetchWorkers+1), r.reads.Load(), "the firing reads its queued job at once")
+		close(r.block)
+		assert.Equal(t, queued, (<-got).ID)
+		<-done
+		assert.Equal(t, int64(3*prefetchWorkers), r.reads.Load(), "every job is read once")
+	})
 }
