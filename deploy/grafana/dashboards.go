@@ -157,6 +157,13 @@ func Dispatcher() *Dashboard {
 		q(`sum(rate(sundial_dispatcher_fire_errors_total[$__rate_interval]))`, "fire errors")))
 	b.add(8, 8, ts("Wake-ups by result", "ops", "Records read from sundial.shards for entries that land in a loaded or past bucket.",
 		q(`sum by (result) (rate(sundial_dispatcher_wakeups_total[$__rate_interval]))`, "{{result}}")))
+	b.add(8, 8, ts("Job definitions by result", "ops",
+		"prefetch: read with a bucket; hit: a firing found its job in memory; miss: a firing read it from the store (many misses: the job feed is behind); invalidated: a registry answer dropped it; replan: the job changed before its firing time.",
+		q(`sum by (result) (rate(sundial_dispatcher_job_cache_total[$__rate_interval]))`, "{{result}}")))
+	b.add(8, 8, ts("Job definitions in memory", "none", "Jobs held for the entries of the loaded windows: follows the look-ahead window, not the number of jobs stored.",
+		q(`sum by (instance) (sundial_dispatcher_jobs_cached)`, "{{instance}}")))
+	b.add(8, 8, ts("Job feed lag", "s", "How far behind the registry's answers on sundial.jobs.status the jobs in memory are; above the prepare-ahead time firings read their jobs from the store (slower, still correct).",
+		q(`max by (instance) (sundial_dispatcher_job_feed_lag_seconds)`, "{{instance}}")))
 	b.add(24, 8, latency("Firing phases p99", "plan: job read, liveness check, runs built (ahead of the due time); produce: from the firing time to Kafka's acknowledgement; chain: storing the next occurrence.",
 		q(`histogram_quantile(0.99, sum by (le, phase) (rate(sundial_dispatcher_fire_phase_seconds_bucket[$__rate_interval])))`, "{{phase}}")))
 
