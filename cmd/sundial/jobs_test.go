@@ -77,7 +77,11 @@ func TestJobsCommands(t *testing.T) {
 	require.NoError(t, trig.Start(ctx))
 	defer trig.Stop()
 
-	kafkaArgs := []string{"--kafka-brokers", strings.Join(k.Brokers, ","), "--topic-prefix", k.TopicPrefix}
+	// The commands wait for the registry's answers. On a loaded CI machine
+	// (every package's real-stack tests at once) an answer once took longer
+	// than the commands' default 30 s; the test is about the answers, not
+	// their speed.
+	kafkaArgs := []string{"--kafka-brokers", strings.Join(k.Brokers, ","), "--topic-prefix", k.TopicPrefix, "--timeout", "2m"}
 	storeArgs := []string{"--cassandra-hosts", strings.Join(c.Hosts, ","), "--keyspace", c.Keyspace}
 
 	code, out, errOut := runCLI(t, append([]string{"jobs", "apply", "-f", "../../proto/sundial/v1/testdata/jobspec/cron-http.json"}, kafkaArgs...)...)
