@@ -71,8 +71,11 @@ type jobCache struct {
 // cachedJob is a definition read, or being read (ready not closed yet).
 type cachedJob struct {
 	ready chan struct{}
-	// job and err are set before ready closes; err is nil or wraps
-	// store.ErrNotFound (other errors are not kept).
+	// job and err are set before ready closes. Only a job found is kept:
+	// a failed read, and a job not found, are dropped once ready closes.
+	// Not found is not remembered because the store writes a job's first
+	// due entry before its row: a bucket read between the two writes finds
+	// the entry and not the job, and its firing must look again.
 	job    store.Job
 	err    error
 	readAt time.Time
@@ -231,7 +234,8 @@ func (c *jobCache) startLocked(id string, due time.Time) *cachedJob {
 	return cj
 }
 
-// read fills cj from the store. A failed read is not kept.
+// read fills cj from the store. A failed read, or a job not found, is not
+// kept (see cachedJob).
 func (c *jobCache) read(ctx context.Context, id string, cj *cachedJob) {
 	defer close(cj.ready)
 	select {
@@ -244,7 +248,7 @@ func (c *jobCache) read(ctx context.Context, id string, cj *cachedJob) {
 	cj.readAt = c.now()
 	cj.job, cj.err = c.store.GetJob(ctx, id)
 	<-c.reads
-	if cj.err != nil && !errors.Is(cj.err, store.ErrNotFound) {
+	if cj.err != nil {
 		c.drop(id, cj)
 	}
 }

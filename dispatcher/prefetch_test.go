@@ -148,16 +148,29 @@ func TestJobCache(t *testing.T) {
 	}
 }
 
-func TestJobCacheNotFoundAndSweep(t *testing.T) {
+// TestJobCacheNotFoundIsReadAgainAndSweep: the store writes a job's first
+// due entry before its row, so a bucket read between the two writes finds
+// no job; the firing must read it again instead of dropping the entry as
+// dead (which ended the job's chain: TestCrashTakeover saw shards that
+// never fired).
+func TestJobCacheNotFoundIsReadAgainAndSweep(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		r := &countingReader{jobs: map[string]store.Job{"a": {ID: "a", Revision: 1}}}
 		c := newTestCache(t, r)
 		c.setFresh(time.Now())
-		c.prefetch(t.Context(), map[string]time.Time{"a": time.Now(), "gone": time.Now()})
-		_, err := c.get(t.Context(), "gone", time.Now())
+		c.prefetch(t.Context(), map[string]time.Time{"a": time.Now(), "late": time.Now(), "gone": time.Now()})
+		assert.Equal(t, int64(3), r.reads.Load())
+		r.set(store.Job{ID: "late", Revision: 1}) // its row lands after the bucket read
+		j, err := c.get(t.Context(), "late", time.Now())
+		require.NoError(t, err, "a job not found by the bucket read is read again by its firing")
+		assert.Equal(t, int64(1), j.Revision)
+		_, err = c.get(t.Context(), "gone", time.Now())
 		require.ErrorIs(t, err, store.ErrNotFound)
-		assert.Equal(t, int64(2), r.reads.Load(), "a job not found is remembered too")
+		assert.Equal(t, int64(5), r.reads.Load(), "a job not found is not remembered")
+		_, err = c.get(t.Context(), "a", time.Now())
+		require.NoError(t, err)
+		assert.Equal(t, int64(5), r.reads.Load(), "a job found is")
 
 		time.Sleep(2 * time.Minute)
 		c.sweep(time.Now())
