@@ -72,7 +72,8 @@ type Config struct {
 	// 100ms, at most 50s (a bucket is a minute). Default 10s.
 	Lookahead time.Duration
 	// PrepareAhead: an entry's firing starts this long before its due time
-	// (the job is read, the entry checked to be live, the run built); the
+	// (the job is taken from memory, or read, the entry checked to be live,
+	// the run built; at the due time the job's revision is checked again); the
 	// run is produced at the due time, never before. It takes the store
 	// read off the dispatch latency. A definition changed less than this
 	// before an occurrence may still fire that occurrence under the old

@@ -25,7 +25,8 @@
 // drain: firings in progress finish (or are cancelled after DrainTimeout),
 // the wake-up offsets are committed and the watermark advanced, so the next
 // owner starts where this one stopped. A partition lost without revocation
-// (the session expired) is stopped without committing or advancing anything.
+// (the session expired), or a shard whose epoch went stale, is stopped at
+// once: its firings are cancelled, and nothing is committed or advanced.
 // A crashed dispatcher's shards are reassigned after the group's session
 // timeout.
 //
@@ -86,7 +87,9 @@
 // catch-up fires no occurrence twice.
 //
 // Firings run concurrently, up to MaxInflight per shard, each waiting for
-// its own acknowledgement; the client coalesces the records of concurrent
+// its own acknowledgement for as long as its context lives (a firing whose
+// context ends first counts as failed, never as done, and fires again with
+// the same run id; the record, if it was sent, is failed by Close); the client coalesces the records of concurrent
 // firings into one produce request per broker, so a herd is not produced a
 // record at a time, and the watermark still passes only firings whose runs
 // were acknowledged and whose successors are stored.
