@@ -66,7 +66,11 @@
 // and the job is neither deleted nor paused. A changed definition therefore
 // takes effect from its next occurrence: the registry writes the new first
 // occurrence, and the old definition's entry (or its successor that the
-// dispatcher chained) is dead. The run record snapshots the job (target,
+// dispatcher chained) is dead. The store writes the new entry before the job
+// row, so an entry found with no row, or with an older one, is not dead yet:
+// for a minute after its due time (jobRowWait) its firing is tried again,
+// with backoff, until the row is there; dropped at once, a new job's chain
+// would end before its first run. The run record snapshots the job (target,
 // retry, payload, ...), has run id job id + "@" + due time in UTC unix
 // milliseconds, and goes to sundial.runs.<priority>, keyed by job id, through
 // an idempotent producer waiting for acks from all in-sync replicas. Retry and

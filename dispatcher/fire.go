@@ -207,6 +207,39 @@ func (o *owner) produce(ctx context.Context, epoch int64, e store.DueEntry, runs
 	return nil
 }
 
+// errRowBehind: an entry was found before its job's row (see rowMayFollow).
+var errRowBehind = errors.New("the job's row is not stored yet")
+
+// jobRowWait is how long after its due time an entry whose job row is
+// missing, or older than the entry, is taken for one written ahead of its
+// row rather than for a dead one.
+//
+// The store writes a definition's first entry before the job row (a crash in
+// between leaves a dead entry, never a job with nothing due), and a bucket
+// read or a firing can come between the two writes; under load the gap lasts
+// seconds. Dropped as dead, such an entry would end the job's chain before
+// it began: the entry is fired again, with backoff, until the row is there
+// or this long after its due time. A row still missing after that belongs to
+// a registry that crashed between the writes; it writes both again when it
+// processes the definition again, and its wake-up then finds the entry
+// (the core remembers a key for dedupe for dedupeWindow after its due time
+// only, which is shorter than jobRowWait).
+const jobRowWait = time.Minute
+
+// rowMayFollow says whether entry e, found without its job's row (or with
+// an older row), may still see the row written: it is due less than
+// jobRowWait before now. The job is dropped from memory, so the next attempt
+// reads the store.
+func (o *owner) rowMayFollow(e store.DueEntry, now time.Time) bool {
+	if now.Sub(e.Due) >= jobRowWait {
+		return false
+	}
+	if o.jobs != nil {
+		o.jobs.invalidate(e.JobID)
+	}
+	return true
+}
+
 // plan decides what an entry fires. An error is transient (the store could
 // not be read) and the firing is tried again; anything wrong with the data
 // itself drops the entry, because trying again cannot help.
@@ -234,11 +267,16 @@ func (o *owner) plan(ctx context.Context, f firing, now time.Time) (plan, error)
 	job, err := o.readJob(ctx, e)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
+		if o.rowMayFollow(e, now) {
+			return plan{}, fmt.Errorf("%w: job %q not found", errRowBehind, e.JobID)
+		}
 		return plan{drop: dropDead, why: "job not found"}, nil
 	case err != nil:
 		return plan{}, fmt.Errorf("read job %q: %w", e.JobID, err)
 	case job.Deleted:
 		return plan{drop: dropDead, why: "job deleted"}, nil
+	case e.Kind == store.KindScheduled && job.Revision < e.Revision && o.rowMayFollow(e, now):
+		return plan{}, fmt.Errorf("%w: entry of revision %d, job %q at revision %d", errRowBehind, e.Revision, e.JobID, job.Revision)
 	}
 	spec := &sundialv1.JobSpec{}
 	if err := proto.Unmarshal(job.Spec, spec); err != nil {

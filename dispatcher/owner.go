@@ -191,6 +191,7 @@ loop:
 		}
 		for _, d := range r.Dropped {
 			o.m.dropped.WithLabelValues(d.Reason).Inc()
+			log.Debug("entry fires no run", "run_id", d.Entry.RunID, "kind", d.Entry.Kind, "due", d.Entry.Due, "reason", d.Reason)
 		}
 		for _, f := range r.Fire {
 			inflight++

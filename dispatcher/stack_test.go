@@ -48,6 +48,9 @@ type stack struct {
 	enqueuer *enqueue.Enqueuer
 	runs     *runLog
 	latency  *latencies
+	// logLevel is the dispatchers' log level (Info unless a test needs
+	// the Debug lines of dropped entries).
+	logLevel slog.Level
 }
 
 // migrateMu makes the package's tests create their keyspaces one at a time.
@@ -148,7 +151,7 @@ func (s *stack) dispatcher(name string, mutate ...func(*Config)) *Dispatcher {
 		InstanceID:        name,
 		SessionTimeout:    6 * time.Second,
 		HeartbeatInterval: 500 * time.Millisecond,
-		Logger:            slog.New(slog.NewTextHandler(s.t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo})).With("test", s.t.Name()),
+		Logger:            slog.New(slog.NewTextHandler(s.t.Output(), &slog.HandlerOptions{Level: s.logLevel})).With("test", s.t.Name()),
 		Registerer:        prometheus.NewRegistry(),
 	}
 	for _, m := range mutate {
