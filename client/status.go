@@ -8,8 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sundialhq/sundial/internal/consume"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -68,13 +70,12 @@ func (c *Client) WaitStatus(ctx context.Context, receipts ...Receipt) ([]*sundia
 // Statuses yields every answer on sundial.jobs.status written from since on
 // (by record timestamp), as it arrives, until ctx ends or the caller stops.
 // A status that does not decode is yielded as an error and reading goes on;
-// when ctx ends, its error is yielded last.
+// when ctx ends, its error is yielded last. It reads the partitions the topic
+// has when it starts (the status topic's partitions are fixed at setup).
 func (c *Client) Statuses(ctx context.Context, since time.Time) iter.Seq2[*sundialv1.JobStatus, error] {
 	return func(yield func(*sundialv1.JobStatus, error) bool) {
 		opts := append([]kgo.Opt{
 			kgo.SeedBrokers(c.cfg.Brokers...),
-			kgo.ConsumeTopics(c.cfg.Topics.JobsStatus()),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(since.UnixMilli())),
 			kgo.FetchMaxWait(200 * time.Millisecond),
 		}, c.cfg.KafkaOptions...)
 		cl, err := kgo.NewClient(opts...)
@@ -83,6 +84,27 @@ func (c *Client) Statuses(ctx context.Context, since time.Time) iter.Seq2[*sundi
 			return
 		}
 		defer cl.Close()
+		topic := c.cfg.Topics.JobsStatus()
+		var starts map[int32]int64
+		err = consume.Retry(ctx, consume.Backoff{
+			Min: 100 * time.Millisecond,
+			Max: 2 * time.Second,
+			OnRetry: func(err error) {
+				c.cfg.Logger.Warn("finding where to read statuses from; the client retries", "err", err)
+			},
+		}, func() (err error) {
+			starts, err = startOffsets(ctx, kadm.NewClient(cl), topic, since)
+			return err
+		})
+		if err != nil { // ctx ended; err says what failed before
+			yield(nil, err)
+			return
+		}
+		parts := make(map[int32]kgo.Offset, len(starts))
+		for p, o := range starts {
+			parts[p] = kgo.NewOffset().At(o)
+		}
+		cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts})
 		for {
 			fetches := cl.PollFetches(ctx)
 			if ctx.Err() != nil {
@@ -111,6 +133,47 @@ func (c *Client) Statuses(ctx context.Context, since time.Time) iter.Seq2[*sundi
 			}
 		}
 	}
+}
+
+// startOffsets returns, for each partition of topic, an offset from which
+// reading yields every record stamped at or after since, including those
+// appended while it looks.
+//
+// A lookup by time finds nothing in a partition holding no record from since
+// on, and the partition's end looked up after it may already be past a
+// record appended in between: starting there skips that record for good
+// (kgo's AfterMilli offset and kadm's ListOffsetsAfterMilli both fall back on
+// an end looked up after or alongside the lookup by time). So the ends are
+// looked up first: every record appended later is at or after them, and every
+// record between an end and what the later lookup by time finds is stamped
+// before since. Each partition starts at the smaller of the two.
+func startOffsets(ctx context.Context, adm *kadm.Client, topic string, since time.Time) (map[int32]int64, error) {
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list the end offsets of %s: %w", topic, err)
+	}
+	byTime, err := adm.ListOffsetsAfterMilli(ctx, since.UnixMilli(), topic)
+	if err == nil {
+		err = byTime.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list the offsets of %s after %s: %w", topic, since.UTC().Format(time.RFC3339Nano), err)
+	}
+	starts := map[int32]int64{}
+	ends.Each(func(end kadm.ListedOffset) {
+		start := end.Offset
+		if o, ok := byTime.Lookup(topic, end.Partition); ok && o.Offset >= 0 && o.Offset < start {
+			start = o.Offset
+		}
+		starts[end.Partition] = start
+	})
+	if len(starts) == 0 {
+		return nil, fmt.Errorf("list the end offsets of %s: no partitions", topic)
+	}
+	return starts, nil
 }
 
 func contentType(rec *kgo.Record) string {
