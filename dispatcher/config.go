@@ -108,8 +108,10 @@ type Config struct {
 	// MaxBacklog: while catching up, no further past bucket of a shard is
 	// read while this many of its entries are in memory. Default 20000.
 	MaxBacklog int
-	// FireTimeout bounds one attempt to fire an entry (job read, next
-	// occurrence write, run produce). Default 10s.
+	// FireTimeout bounds one attempt to fire an entry (job read, run
+	// produce) and each try to store the next occurrence; once the runs
+	// are out, that write is tried again until it succeeds or the shard is
+	// given up, so a slow store does not emit a run again. Default 10s.
 	FireTimeout time.Duration
 	// DrainTimeout: a shard being revoked waits this long for its firings
 	// in progress before cancelling them. Default 5s.

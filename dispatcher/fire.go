@@ -74,8 +74,11 @@ type fireResult struct {
 // the next one. Storing the successor only after the run is acknowledged
 // makes a stored successor proof that its predecessor was emitted, which lets
 // a new owner skip the entries of a chain that have successors (core.go).
-func (o *owner) fire(ctx context.Context, epoch int64, f firing) fireResult {
-	ctx, cancel := context.WithTimeout(ctx, o.cfg.FireTimeout)
+func (o *owner) fire(firingCtx context.Context, epoch int64, f firing) fireResult {
+	// Planning and producing are bounded by FireTimeout; the next
+	// occurrence's write, once the runs are out, only by the firing's
+	// context (see below).
+	ctx, cancel := context.WithTimeout(firingCtx, o.cfg.FireTimeout)
 	defer cancel()
 	res := fireResult{entry: f.Entry}
 	now := o.cfg.Now()
@@ -120,21 +123,26 @@ func (o *owner) fire(ctx context.Context, epoch int64, f firing) fireResult {
 	if p.next != nil {
 		start := o.cfg.Now()
 		defer func() { o.m.firePhase.WithLabelValues("chain").Observe(o.cfg.Now().Sub(start).Seconds()) }()
-		// The runs are out; failing now would fire them again, so the
-		// write is retried for as long as the firing may take.
+		// The runs are out; failing now would fire them again, once per
+		// attempt for as long as the store is slow or out of reach. So the
+		// write (each try bounded by FireTimeout in writeNext) is retried
+		// until it succeeds or the firing's context ends: the shard is
+		// given up, and the next owner fires the occurrence again under the
+		// same run id.
 		backoff := 50 * time.Millisecond
 		for {
-			err := o.putNext(ctx, *p.next)
+			err := o.putNext(firingCtx, *p.next)
 			if err == nil {
 				break
 			}
-			if ctx.Err() != nil {
+			if firingCtx.Err() != nil {
 				res.err = fmt.Errorf("store next occurrence %s: %w", p.next.RunID, err)
 				return res
 			}
+			o.m.fireErrors.Inc()
 			o.log.Warn("cannot store next occurrence; will try again", "run_id", p.next.RunID, "err", err)
 			select {
-			case <-ctx.Done():
+			case <-firingCtx.Done():
 			case <-time.After(backoff):
 			}
 			backoff = min(backoff*2, time.Second)

@@ -95,8 +95,10 @@ func (p *fakeProducer) failNext(n int) {
 
 // ownerEnv is one shard's owner over the memory store.
 type ownerEnv struct {
-	t     *testing.T
-	st    *memory.Store
+	t  *testing.T
+	st *memory.Store
+	// store, if set, is what the owner uses in place of st.
+	store Store
 	prod  *fakeProducer
 	o     *owner
 	marks []int64
@@ -125,8 +127,12 @@ func (e *ownerEnv) start(mutate ...func(*Config)) {
 	cc, err := e.st.GetClusterConfig(e.t.Context())
 	require.NoError(e.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
+	var st Store = e.st
+	if e.store != nil {
+		st = e.store
+	}
 	e.o = &owner{
-		shard: 0, cfg: cfg, store: e.st, prod: e.prod, topics: cfg.Topics, m: m, log: cfg.Logger, created: cc.CreatedAt,
+		shard: 0, cfg: cfg, store: st, prod: e.prod, topics: cfg.Topics, m: m, log: cfg.Logger, created: cc.CreatedAt,
 		mark: func(offset int64, _ int32) {
 			e.mu.Lock()
 			e.marks = append(e.marks, offset)
@@ -273,6 +279,70 @@ func TestOwnerRetriesFailedFiringAndHoldsWatermark(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, sh.Watermark.After(due), "watermark %s passes the fired entry", sh.Watermark)
 		e.o.stop(false)
+	})
+}
+
+// unwritableStore fails every PutDue until until.
+type unwritableStore struct {
+	Store
+	mu    sync.Mutex
+	until time.Time
+}
+
+func (s *unwritableStore) downUntil(t time.Time) {
+	s.mu.Lock()
+	s.until = t
+	s.mu.Unlock()
+}
+
+var errStoreDown = errors.New("store unavailable")
+
+func (s *unwritableStore) PutDue(ctx context.Context, entries ...store.DueEntry) error {
+	s.mu.Lock()
+	down := time.Now().Before(s.until)
+	s.mu.Unlock()
+	if down {
+		return errStoreDown
+	}
+	return s.Store.PutDue(ctx, entries...)
+}
+
+// TestOwnerKeepsStoringNextAfterTheRunIsOut: a run is out, and its next
+// occurrence cannot be stored for longer than FireTimeout. The firing keeps
+// trying to store it rather than failing and producing the run again on
+// every retry: no run is emitted twice, and the chain goes on once the
+// store is back.
+func TestOwnerKeepsStoringNextAfterTheRunIsOut(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		e := newOwnerEnv(t)
+		start := time.Now()
+		down := &unwritableStore{Store: e.st}
+		e.store = down
+		first := e.register(jobSpec("every2s", intervalSchedule(2*time.Second, 0)))
+		e.start()
+		// The store goes away just before an occurrence, for three fire
+		// timeouts.
+		outage := first["every2s"].Add(10 * time.Second)
+		time.Sleep(time.Until(outage.Add(-time.Millisecond)))
+		back := outage.Add(3 * DefaultFireTimeout)
+		down.downUntil(back)
+		time.Sleep(time.Until(start.Add(time.Minute)))
+		e.o.stop(false)
+
+		seen := map[string]int{}
+		for _, r := range e.prod.of("every2s") {
+			seen[r.run.GetRunId()]++
+		}
+		for id, n := range seen {
+			assert.Equal(t, 1, n, "run %s emitted %d times", id, n)
+		}
+		require.Contains(t, seen, store.RunID("every2s", outage), "the run due as the store went away")
+		last := first["every2s"]
+		for _, r := range e.prod.of("every2s") {
+			last = maxTime(last, r.run.GetDueTime().AsTime())
+		}
+		assert.True(t, last.After(back), "the chain goes on after the outage (last run due %s, store back at %s)", last, back)
 	})
 }
 
