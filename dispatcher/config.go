@@ -108,10 +108,14 @@ type Config struct {
 	// MaxBacklog: while catching up, no further past bucket of a shard is
 	// read while this many of its entries are in memory. Default 20000.
 	MaxBacklog int
-	// FireTimeout bounds one attempt to fire an entry (job read, run
-	// produce) and each try to store the next occurrence; once the runs
-	// are out, that write is tried again until it succeeds or the shard is
-	// given up, so a slow store does not emit a run again. Default 10s.
+	// FireTimeout bounds the planning of one attempt to fire an entry
+	// (its job's read), the delivery of its run records (the Kafka client
+	// fails a record it could not send within it, and the firing is tried
+	// again) and each try to store the next occurrence. A run the client
+	// may still deliver is waited for, and once the runs are out the next
+	// occurrence's write is tried again until it succeeds: a slow broker
+	// or store does not emit a run twice. Only giving the shard up ends
+	// those waits. Default 10s.
 	FireTimeout time.Duration
 	// DrainTimeout: a shard being revoked waits this long for its firings
 	// in progress before cancelling them. Default 5s.

@@ -75,9 +75,8 @@ type fireResult struct {
 // makes a stored successor proof that its predecessor was emitted, which lets
 // a new owner skip the entries of a chain that have successors (core.go).
 func (o *owner) fire(firingCtx context.Context, epoch int64, f firing) fireResult {
-	// Planning and producing are bounded by FireTimeout; the next
-	// occurrence's write, once the runs are out, only by the firing's
-	// context (see below).
+	// Planning is bounded by FireTimeout; producing and the next
+	// occurrence's write only by the firing's context (see below).
 	ctx, cancel := context.WithTimeout(firingCtx, o.cfg.FireTimeout)
 	defer cancel()
 	res := fireResult{entry: f.Entry}
@@ -114,7 +113,12 @@ func (o *owner) fire(firingCtx context.Context, epoch int64, f firing) fireResul
 	}
 	if len(p.runs) > 0 {
 		at := o.cfg.Now()
-		if err := o.produce(ctx, epoch, f.Entry, p.runs, at); err != nil {
+		// The wait for the acknowledgement ends with the firing's
+		// context, not with this attempt's: a record the client has taken
+		// is either acknowledged or failed by it (RecordDeliveryTimeout),
+		// and producing it again while it may still be delivered would
+		// emit the run twice.
+		if err := o.produce(firingCtx, epoch, f.Entry, p.runs, at); err != nil {
 			res.err = err
 			return res
 		}
