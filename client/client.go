@@ -19,6 +19,11 @@
 //     producer) before Apply returns. Its Receipt names the record (topic,
 //     partition, offset), which is what the registry's answer names too, so
 //     WaitStatus finds exactly the answer to that record.
+//   - WaitStatus reads every answer written from shortly before the record on,
+//     including one written while it looks up where to start: it looks up the
+//     status partitions' ends before their offsets by time (startOffsets), as
+//     a lookup by time that finds nothing falls back on an end that may
+//     already be past such an answer.
 //   - The client holds no state beyond its Kafka connections; it is safe
 //     for concurrent use.
 package client
