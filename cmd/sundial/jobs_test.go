@@ -11,11 +11,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/internal/testenv"
 	"github.com/sundialhq/sundial/internal/topics"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/registry"
 	"github.com/sundialhq/sundial/store/cassandra"
 	"github.com/sundialhq/sundial/trigger"
@@ -47,14 +49,6 @@ func TestJobsApplyRefusesInvalidFile(t *testing.T) {
 // TestJobsCommands drives apply, get, trigger and delete against a
 // registry and a trigger consumer on the real stack.
 func TestJobsCommands(t *testing.T) {
-	// Known failure, open: in two of three fresh-clone CI runs on 21
-	// November, `jobs apply -f -` with two definitions (one UNCHANGED, one
-	// new) got one answer and never the other, even after 2 minutes ("1 of
-	// 2 answers missing"); it passes alone on the local stack. An accepted
-	// definition without an answer is a registry (or status-reading) bug to
-	// find before this test is re-enabled: make it print which answer is
-	// missing and what sundial.jobs.status holds for it.
-	t.Skip("known intermittent missing registry answer, under investigation: see the comment above")
 	t.Parallel()
 	k := testenv.NeedKafka(t)
 	c := testenv.NeedCassandra(t)
@@ -112,7 +106,11 @@ func TestJobsCommands(t *testing.T) {
 	app := newApp(&strings.Builder{}, &strings.Builder{})
 	var stdout, stderr strings.Builder
 	app.Writer, app.ErrWriter, app.Reader = &stdout, &stderr, strings.NewReader(in.String())
-	require.NoError(t, app.Run(ctx, append([]string{"sundial", "jobs", "apply", "-f", "-"}, kafkaArgs...)), stderr.String())
+	if err := app.Run(ctx, append([]string{"sundial", "jobs", "apply", "-f", "-"}, kafkaArgs...)); err != nil {
+		// Say which answer is missing and what the status topic holds.
+		logStatuses(t, k.Brokers, names)
+		require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	}
 	assert.Contains(t, stdout.String(), "billing.nightly-invoices\tUNCHANGED")
 	assert.Contains(t, stdout.String(), "billing.rebuild-ledger\tCREATED\n")
 
@@ -135,4 +133,52 @@ func TestJobsCommands(t *testing.T) {
 	code, _, errOut = runCLI(t, append([]string{"jobs", "get", "nope"}, storeArgs...)...)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, `job "nope": not found`)
+}
+
+// logStatuses logs every record of sundial.jobs.status: the answers a
+// failed wait could have read, with the source record each one names.
+func logStatuses(t *testing.T, brokers []string, names topics.Names) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Logf("status dump: %v", err)
+		return
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, names.JobsStatus())
+	if err != nil {
+		t.Logf("status dump: list end offsets: %v", err)
+		return
+	}
+	start := map[string]map[int32]kgo.Offset{names.JobsStatus(): {}}
+	left := 0
+	ends.Each(func(o kadm.ListedOffset) {
+		t.Logf("status dump: %s[%d] ends at %d", o.Topic, o.Partition, o.Offset)
+		if o.Offset > 0 {
+			start[o.Topic][o.Partition] = kgo.NewOffset().AtStart()
+			left += int(o.Offset)
+		}
+	})
+	cl.AddConsumePartitions(start)
+	for left > 0 && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			left--
+			st := &sundialv1.JobStatus{}
+			err := sundialv1.Unmarshal(statusContentType(r), r.Value, st)
+			t.Logf("status dump: %s[%d]@%d ts=%s key=%s outcome=%s source=%s[%d]@%d err=%v", r.Topic, r.Partition, r.Offset,
+				r.Timestamp.UTC().Format(time.RFC3339Nano), r.Key, st.GetOutcome(),
+				st.GetSource().GetTopic(), st.GetSource().GetPartition(), st.GetSource().GetOffset(), err)
+		})
+	}
+}
+
+func statusContentType(r *kgo.Record) string {
+	for _, h := range r.Headers {
+		if strings.EqualFold(h.Key, sundialv1.HeaderContentType) {
+			return string(h.Value)
+		}
+	}
+	return ""
 }
