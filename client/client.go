@@ -21,7 +21,7 @@
 //     WaitStatus finds exactly the answer to that record.
 //   - WaitStatus reads every answer written from shortly before the record on,
 //     including one written while it looks up where to start: it looks up the
-//     status partitions' ends before their offsets by time (startOffsets), as
+//     status partitions' ends before their offsets by time (internal/startoffsets), as
 //     a lookup by time that finds nothing falls back on an end that may
 //     already be past such an answer.
 //   - The client holds no state beyond its Kafka connections; it is safe

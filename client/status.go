@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sundialhq/sundial/internal/consume"
+	"github.com/sundialhq/sundial/internal/startoffsets"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -93,7 +94,7 @@ func (c *Client) Statuses(ctx context.Context, since time.Time) iter.Seq2[*sundi
 				c.cfg.Logger.Warn("finding where to read statuses from; the client retries", "err", err)
 			},
 		}, func() (err error) {
-			starts, err = startOffsets(ctx, kadm.NewClient(cl), topic, since)
+			starts, err = startoffsets.Since(ctx, kadm.NewClient(cl), topic, since)
 			return err
 		})
 		if err != nil { // ctx ended; err says what failed before
@@ -133,47 +134,6 @@ func (c *Client) Statuses(ctx context.Context, since time.Time) iter.Seq2[*sundi
 			}
 		}
 	}
-}
-
-// startOffsets returns, for each partition of topic, an offset from which
-// reading yields every record stamped at or after since, including those
-// appended while it looks.
-//
-// A lookup by time finds nothing in a partition holding no record from since
-// on, and the partition's end looked up after it may already be past a
-// record appended in between: starting there skips that record for good
-// (kgo's AfterMilli offset and kadm's ListOffsetsAfterMilli both fall back on
-// an end looked up after or alongside the lookup by time). So the ends are
-// looked up first: every record appended later is at or after them, and every
-// record between an end and what the later lookup by time finds is stamped
-// before since. Each partition starts at the smaller of the two.
-func startOffsets(ctx context.Context, adm *kadm.Client, topic string, since time.Time) (map[int32]int64, error) {
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list the end offsets of %s: %w", topic, err)
-	}
-	byTime, err := adm.ListOffsetsAfterMilli(ctx, since.UnixMilli(), topic)
-	if err == nil {
-		err = byTime.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list the offsets of %s after %s: %w", topic, since.UTC().Format(time.RFC3339Nano), err)
-	}
-	starts := map[int32]int64{}
-	ends.Each(func(end kadm.ListedOffset) {
-		start := end.Offset
-		if o, ok := byTime.Lookup(topic, end.Partition); ok && o.Offset >= 0 && o.Offset < start {
-			start = o.Offset
-		}
-		starts[end.Partition] = start
-	})
-	if len(starts) == 0 {
-		return nil, fmt.Errorf("list the end offsets of %s: no partitions", topic)
-	}
-	return starts, nil
 }
 
 func contentType(rec *kgo.Record) string {
