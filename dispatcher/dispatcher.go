@@ -10,7 +10,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sundialhq/sundial/internal/consume"
+	"github.com/sundialhq/sundial/internal/startoffsets"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store"
 )
@@ -46,6 +49,14 @@ type Dispatcher struct {
 	// partitions are given up without committing or advancing anything.
 	aborted bool
 	wg      sync.WaitGroup
+
+	// The start of shard partitions the group has no committed offset
+	// for (see startUncommitted).
+	readSince time.Time // wake-ups stamped from then on are read
+	shardsID  [16]byte  // the topic id of sundial.shards
+	startMu   sync.Mutex
+	startCl   *kgo.Client // the client that fetched the group's offsets
+	noCommit  []int32     // shard partitions just fetched without a commit
 }
 
 // New checks the configuration and registers the metrics.
@@ -83,6 +94,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	d.cluster = cluster
 
 	topic := d.cfg.Topics.Shards()
+	d.readSince = d.cfg.Now().Add(-d.cfg.CatchUpHorizon)
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(d.cfg.Brokers...),
 		kgo.ConsumerGroup(d.cfg.GroupID),
@@ -95,12 +107,18 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		kgo.AutoCommitInterval(d.cfg.WatermarkInterval),
 		kgo.SessionTimeout(d.cfg.SessionTimeout),
 		kgo.HeartbeatInterval(d.cfg.HeartbeatInterval),
-		// A partition without a committed offset (a new group) is read
-		// from the wake-ups of the last CatchUpHorizon: older entries
-		// are beyond any catch-up anyway, and a group id changed on a
-		// long-running installation does not fire a week of wake-ups
-		// again.
-		kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(d.cfg.Now().Add(-d.cfg.CatchUpHorizon).UnixMilli())),
+		// A partition without a committed offset (a new group, or a
+		// shard that never had a wake-up resolved) is read from the
+		// wake-ups of the last CatchUpHorizon: older entries are beyond
+		// any catch-up anyway, and a group id changed on a long-running
+		// installation does not fire a week of wake-ups again. Such
+		// partitions are placed by offsetsFetched and startUncommitted
+		// (kgo's AfterMilli reset can skip a wake-up appended while it
+		// looks the offsets up); the reset offset below only serves the
+		// other resets (an offset out of range).
+		kgo.OnOffsetsFetched(d.offsetsFetched),
+		kgo.AdjustFetchOffsetsFn(d.startUncommitted),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(d.readSince.UnixMilli())),
 		kgo.FetchMaxWait(time.Second),
 		kgo.ProducerLinger(0),
 		// A run record that is not delivered within FireTimeout fails its
@@ -116,10 +134,12 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("dispatcher: kafka client: %w", err)
 	}
-	if err := checkShardsTopic(ctx, cl, topic, cluster.Shards); err != nil {
+	shardsID, err := checkShardsTopic(ctx, cl, topic, cluster.Shards)
+	if err != nil {
 		cl.Close()
 		return fmt.Errorf("dispatcher: %w", err)
 	}
+	d.shardsID = shardsID
 	d.jobs = newJobCache(d.cfg.Store, d.cfg.Now, d.cfg.PrepareAhead, d.m)
 	d.feed, err = startJobFeed(append([]kgo.Opt{kgo.SeedBrokers(d.cfg.Brokers...)}, d.cfg.KafkaOpts...),
 		d.cfg.Topics.JobsStatus(), d.jobs, d.cfg.Now, d.m, d.log)
@@ -140,21 +160,95 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 
 // checkShardsTopic refuses to start when sundial.shards does not have one
 // partition per shard: owning a partition would not mean owning a shard.
-func checkShardsTopic(ctx context.Context, cl *kgo.Client, topic string, shards int) error {
+// It returns the topic's id.
+func checkShardsTopic(ctx context.Context, cl *kgo.Client, topic string, shards int) ([16]byte, error) {
 	md, err := kadm.NewClient(cl).Metadata(ctx, topic)
 	if err != nil {
-		return fmt.Errorf("read metadata of %s: %w", topic, err)
+		return [16]byte{}, fmt.Errorf("read metadata of %s: %w", topic, err)
 	}
 	t, ok := md.Topics[topic]
 	switch {
 	case !ok:
-		return fmt.Errorf("topic %s does not exist (run sundial migrate)", topic)
+		return [16]byte{}, fmt.Errorf("topic %s does not exist (run sundial migrate)", topic)
 	case t.Err != nil:
-		return fmt.Errorf("topic %s: %w (run sundial migrate)", topic, t.Err)
+		return [16]byte{}, fmt.Errorf("topic %s: %w (run sundial migrate)", topic, t.Err)
 	case len(t.Partitions) != shards:
-		return fmt.Errorf("topic %s has %d partitions, the cluster %d shards: they must be equal", topic, len(t.Partitions), shards)
+		return [16]byte{}, fmt.Errorf("topic %s has %d partitions, the cluster %d shards: they must be equal", topic, len(t.Partitions), shards)
 	}
+	return t.ID, nil
+}
+
+// offsetsFetched notes the shard partitions just assigned that the group
+// has no committed offset for (the coordinator answers -1), for
+// startUncommitted. franz-go calls the two one after the other, in the same
+// goroutine, after fetching the group's offsets of newly assigned
+// partitions.
+func (d *Dispatcher) offsetsFetched(_ context.Context, cl *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
+	topic := d.cfg.Topics.Shards()
+	var none []int32
+	for _, g := range resp.Groups {
+		for _, t := range g.Topics {
+			if t.Topic != topic && (t.Topic != "" || t.TopicID != d.shardsID) {
+				continue
+			}
+			for _, p := range t.Partitions {
+				if p.ErrorCode == 0 && p.Offset < 0 {
+					none = append(none, p.Partition)
+				}
+			}
+		}
+	}
+	d.startMu.Lock()
+	d.startCl, d.noCommit = cl, none
+	d.startMu.Unlock()
 	return nil
+}
+
+// startUncommitted starts each shard partition without a committed offset
+// at the offset startoffsets.Since finds for readSince instead of kgo's
+// AfterMilli reset: that reset looks the partition up by time and, finding
+// no wake-up from readSince on, falls back on the partition's end, looked up
+// alongside; a wake-up appended between the two lookups would be skipped
+// for good, and with it the firing of an entry written into a window
+// already loaded. Since looks the ends up first. The offsets carry no
+// leader epoch: they are not a consumed position to validate. The lookup
+// is retried until it succeeds or the group session ends (ctx).
+func (d *Dispatcher) startUncommitted(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	topic := d.cfg.Topics.Shards()
+	d.startMu.Lock()
+	cl, none := d.startCl, d.noCommit
+	d.noCommit = nil
+	d.startMu.Unlock()
+	parts := offsets[topic]
+	var todo []int32
+	for _, p := range none {
+		if _, ok := parts[p]; ok {
+			todo = append(todo, p)
+		}
+	}
+	if len(todo) == 0 || cl == nil {
+		return offsets, nil
+	}
+	var starts map[int32]int64
+	err := consume.Retry(ctx, consume.Backoff{
+		Min: 100 * time.Millisecond,
+		Max: 2 * time.Second,
+		OnRetry: func(err error) {
+			d.log.Warn("finding where to read the wake-ups of newly assigned shards; retrying", "err", err)
+		},
+	}, func() (err error) {
+		starts, err = startoffsets.Since(ctx, kadm.NewClient(cl), topic, d.readSince)
+		return err
+	})
+	if err != nil { // the session ended; the group assigns the shards again
+		return nil, fmt.Errorf("find where to read the wake-ups of shards %v: %w", todo, err)
+	}
+	for _, p := range todo {
+		if o, ok := starts[p]; ok {
+			parts[p] = kgo.NewOffset().At(o)
+		}
+	}
+	return offsets, nil
 }
 
 // Stop leaves the group: every owned shard is drained (firings in progress
