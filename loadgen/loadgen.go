@@ -13,10 +13,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sundialhq/sundial/client"
+	"github.com/sundialhq/sundial/internal/startoffsets"
 	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
@@ -119,12 +121,14 @@ func New(cfg Config) (*Generator, error) {
 
 // Start begins observing: the event and run topics from now on (minus a
 // margin for clock skew), the registry's answers, and the progress lines.
+// It reads the partitions the topics have when it starts.
 func (g *Generator) Start(ctx context.Context) error {
 	g.start = g.cfg.Now()
 	since := g.start.Add(-time.Minute)
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(g.cfg.Brokers...),
-		kgo.ConsumeTopics(append([]string{g.cfg.Topics.Events()}, g.cfg.Topics.AllRuns()...)...),
+		// Only for a reset after an offset out of range: the start
+		// offsets are set below.
 		kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(since.UnixMilli())),
 		kgo.FetchMaxWait(100 * time.Millisecond),
 		kgo.FetchMaxBytes(64 << 20),
@@ -133,6 +137,25 @@ func (g *Generator) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("loadgen: observer: %w", err)
 	}
+	// Each partition starts where startoffsets.Since says, not at kgo's
+	// AfterMilli offset: in a partition with no record from since on, that
+	// offset falls back on an end looked up after a record appended in the
+	// meantime (an early run or event of the workload), which would never
+	// be observed.
+	adm := kadm.NewClient(obs)
+	parts := map[string]map[int32]kgo.Offset{}
+	for _, topic := range append([]string{g.cfg.Topics.Events()}, g.cfg.Topics.AllRuns()...) {
+		starts, err := startoffsets.Since(ctx, adm, topic, since)
+		if err != nil {
+			obs.Close()
+			return fmt.Errorf("loadgen: observer: %w", err)
+		}
+		parts[topic] = map[int32]kgo.Offset{}
+		for p, o := range starts {
+			parts[topic][p] = kgo.NewOffset().At(o)
+		}
+	}
+	obs.AddConsumePartitions(parts)
 	g.obs = obs
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	g.cancel = cancel
