@@ -94,7 +94,15 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	d.cluster = cluster
 
 	topic := d.cfg.Topics.Shards()
+	// The topic is checked, and what the group's callbacks use is set,
+	// before the group client exists: it joins the group at once.
+	shardsID, err := checkShardsTopic(ctx, append([]kgo.Opt{kgo.SeedBrokers(d.cfg.Brokers...)}, d.cfg.KafkaOpts...), topic, cluster.Shards)
+	if err != nil {
+		return fmt.Errorf("dispatcher: %w", err)
+	}
+	d.shardsID = shardsID
 	d.readSince = d.cfg.Now().Add(-d.cfg.CatchUpHorizon)
+	d.jobs = newJobCache(d.cfg.Store, d.cfg.Now, d.cfg.PrepareAhead, d.m)
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(d.cfg.Brokers...),
 		kgo.ConsumerGroup(d.cfg.GroupID),
@@ -134,13 +142,6 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("dispatcher: kafka client: %w", err)
 	}
-	shardsID, err := checkShardsTopic(ctx, cl, topic, cluster.Shards)
-	if err != nil {
-		cl.Close()
-		return fmt.Errorf("dispatcher: %w", err)
-	}
-	d.shardsID = shardsID
-	d.jobs = newJobCache(d.cfg.Store, d.cfg.Now, d.cfg.PrepareAhead, d.m)
 	d.feed, err = startJobFeed(append([]kgo.Opt{kgo.SeedBrokers(d.cfg.Brokers...)}, d.cfg.KafkaOpts...),
 		d.cfg.Topics.JobsStatus(), d.jobs, d.cfg.Now, d.m, d.log)
 	if err != nil {
@@ -160,8 +161,13 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 
 // checkShardsTopic refuses to start when sundial.shards does not have one
 // partition per shard: owning a partition would not mean owning a shard.
-// It returns the topic's id.
-func checkShardsTopic(ctx context.Context, cl *kgo.Client, topic string, shards int) ([16]byte, error) {
+// It returns the topic's id. It uses a client of its own, made with opts.
+func checkShardsTopic(ctx context.Context, opts []kgo.Opt, topic string, shards int) ([16]byte, error) {
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return [16]byte{}, fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
 	md, err := kadm.NewClient(cl).Metadata(ctx, topic)
 	if err != nil {
 		return [16]byte{}, fmt.Errorf("read metadata of %s: %w", topic, err)
