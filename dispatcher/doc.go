@@ -142,7 +142,9 @@
 // found beyond the loaded window, so a wake-up for an entry behind the
 // watermark (whose only trace it is) survives a crash; it may then fire
 // twice, with the same run id. A partition without a committed offset (a new
-// consumer group) is read from the wake-ups of the last CatchUpHorizon.
+// consumer group) is read from the wake-ups of the last CatchUpHorizon,
+// including any appended while the start is looked up (package
+// internal/startoffsets; kgo's own reset by time can skip those).
 //
 // # Catch-up and misfires
 //
