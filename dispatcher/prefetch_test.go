@@ -202,18 +202,7 @@ func TestOwnerFiresFromPrefetchedJobs(t *testing.T) {
 			reader.set(j)
 		}
 		cache := startWithJobs(e, reader)
-		ctx, stopFeed := context.WithCancel(context.Background())
-		feedDone := make(chan struct{})
-		go func() { // a feed that is always caught up
-			defer close(feedDone)
-			for ctx.Err() == nil {
-				cache.setFresh(time.Now())
-				select {
-				case <-ctx.Done():
-				case <-time.After(feedInterval):
-				}
-			}
-		}()
+		stopFeed := alwaysFresh(cache) // a feed that is always caught up
 
 		time.Sleep(20 * time.Second) // the bucket of the one-offs is read
 		synctest.Wait()
@@ -250,7 +239,6 @@ func TestOwnerFiresFromPrefetchedJobs(t *testing.T) {
 
 		time.Sleep(time.Until(start.Add(80 * time.Second)))
 		stopFeed()
-		<-feedDone
 		e.o.stop(false)
 		cache.close()
 

@@ -37,19 +37,8 @@ func TestWakeupRereadsJobNotFoundByBucketRead(t *testing.T) {
 		require.NoError(t, err)
 		reader := &countingReader{jobs: map[string]store.Job{}}
 		cache := startWithJobs(e, reader)
-		ctx, stopFeed := context.WithCancel(context.Background())
-		feedDone := make(chan struct{})
-		go func() { // a feed that is always caught up
-			defer close(feedDone)
-			for ctx.Err() == nil {
-				cache.setFresh(time.Now())
-				select {
-				case <-ctx.Done():
-				case <-time.After(feedInterval):
-				}
-			}
-		}()
-		synctest.Wait() // the bucket is read and its job looked up: not found
+		stopFeed := alwaysFresh(cache) // a feed that is always caught up
+		synctest.Wait()                // the bucket is read and its job looked up: not found
 		require.Positive(t, reader.reads.Load(), "the bucket read looked the job up")
 		require.Empty(t, e.prod.of("every2s"))
 
@@ -59,7 +48,6 @@ func TestWakeupRereadsJobNotFoundByBucketRead(t *testing.T) {
 
 		time.Sleep(time.Until(start.Add(10 * time.Second)))
 		stopFeed()
-		<-feedDone
 		e.o.stop(false)
 
 		runs := e.prod.of("every2s")
