@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/robfig/cron/v3"
 )
 
 // minEvery is the shortest period of an interval or @every schedule. Run ids
@@ -162,9 +160,8 @@ func parseCron(expr string) (_ calculator, reason string) {
 	if expr == "" {
 		return nil, "required"
 	}
-	// The parser reads a TZ= or CRON_TZ= prefix itself (and panics on some
-	// malformed ones); the zone belongs in schedule.time_zone, where the DST
-	// policies apply to it.
+	// The zone belongs in schedule.time_zone, where the DST policies apply to
+	// it; other cron dialects accept it as a prefix, so say where it goes.
 	if upper := strings.ToUpper(expr); strings.HasPrefix(upper, "TZ=") || strings.HasPrefix(upper, "CRON_TZ=") {
 		return nil, "a time zone prefix is not accepted in the expression; set " + FieldTimeZone
 	}
@@ -182,34 +179,12 @@ func parseCron(expr string) (_ calculator, reason string) {
 		return newInterval(d, time.Time{}, 0), ""
 	}
 
-	sched, err := parseSpec(expr)
+	c, err := parseCronFields(expr)
 	if err != nil {
 		return nil, err.Error()
 	}
-	c := newCronCalc(sched)
 	if !c.canFire() {
 		return nil, "never fires: no month of the expression has the day of month it names"
 	}
 	return c, ""
-}
-
-// parseSpec runs the third-party parser and returns its bit sets. A panic in
-// the parser becomes an error: a job definition must never take the process
-// down.
-func parseSpec(expr string) (spec *cron.SpecSchedule, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			spec, err = nil, fmt.Errorf("cannot parse %q", expr)
-		}
-	}()
-	p := cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-	s, err := p.Parse(expr)
-	if err != nil {
-		return nil, err
-	}
-	spec, ok := s.(*cron.SpecSchedule)
-	if !ok {
-		return nil, fmt.Errorf("unsupported expression %q", expr)
-	}
-	return spec, nil
 }

@@ -28,13 +28,13 @@ func TestCompileRejects(t *testing.T) {
 		{"bad policy values", Spec{Kind: KindCron, Cron: "0 0 * * *", TimeZone: "UTC", Nonexistent: 9, Ambiguous: -1}, []string{FieldNonexistent, FieldAmbiguous}, "unknown policy 9"},
 		{"empty cron", berlinCron(""), []string{FieldCronExpression}, "required"},
 		{"blank cron", berlinCron("   "), []string{FieldCronExpression}, "required"},
-		{"too few fields", berlinCron("0 0 *"), []string{FieldCronExpression}, "expected 5 to 6 fields"},
-		{"too many fields", berlinCron("0 0 0 * * * *"), []string{FieldCronExpression}, "expected 5 to 6 fields"},
-		{"minute out of range", berlinCron("60 * * * *"), []string{FieldCronExpression}, "above maximum"},
-		{"day of week 7", berlinCron("0 0 * * 7"), []string{FieldCronExpression}, "above maximum"},
+		{"too few fields", berlinCron("0 0 *"), []string{FieldCronExpression}, "expected 5 fields"},
+		{"too many fields", berlinCron("0 0 0 * * * *"), []string{FieldCronExpression}, "got 7"},
+		{"minute out of range", berlinCron("60 * * * *"), []string{FieldCronExpression}, `minute field "60": 60 in "60" is out of range: want 0-59`},
+		{"day of week 7", berlinCron("0 0 * * 7"), []string{FieldCronExpression}, `day-of-week field "7": 7 in "7" is out of range: want 0-6`},
 		{"zero step", berlinCron("*/0 * * * *"), []string{FieldCronExpression}, "step"},
 		{"garbage", berlinCron("every day at noon"), []string{FieldCronExpression}, ""},
-		{"unknown descriptor", berlinCron("@fortnightly"), []string{FieldCronExpression}, "unrecognized descriptor"},
+		{"unknown descriptor", berlinCron("@fortnightly"), []string{FieldCronExpression}, `unknown descriptor "@fortnightly"`},
 		{"TZ prefix", berlinCron("TZ=Asia/Tokyo 0 0 * * *"), []string{FieldCronExpression}, FieldTimeZone},
 		{"CRON_TZ prefix", berlinCron("CRON_TZ=Asia/Tokyo 0 0 * * *"), []string{FieldCronExpression}, FieldTimeZone},
 		{"malformed TZ prefix that panics the parser", berlinCron("TZ="), []string{FieldCronExpression}, FieldTimeZone},
@@ -140,4 +140,88 @@ func TestParseNames(t *testing.T) {
 	assert.Equal(t, "Kind(-1)", Kind(-1).String())
 	assert.Equal(t, "NonexistentPolicy(7)", NonexistentPolicy(7).String())
 	assert.Equal(t, "AmbiguousPolicy(7)", AmbiguousPolicy(7).String())
+}
+
+// TestCronFieldErrors checks that every malformed field is refused with a
+// reason that names the field and quotes the text written in it.
+func TestCronFieldErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		expr   string
+		reason string
+	}{
+		{"1,,2 * * * *", `minute field "1,,2": empty element in the list`},
+		{",5 * * * *", `minute field ",5": empty element in the list`},
+		{"5, * * * *", `minute field "5,": empty element in the list`},
+		{"*-5 * * * *", `minute field "*-5": "*" in "*-5" is not a number`},
+		{"0 5-* * * *", `hour field "5-*": "*" in "5-*" is not a number`},
+		{"-5 * * * *", `minute field "-5": "-5" is missing a value`},
+		{"0 5- * * *", `hour field "5-": "5-" is missing a value`},
+		{"0 1-2-3 * * *", `hour field "1-2-3": "2-3" in "1-2-3" is not a number`},
+		{"0 0 0-31 * *", `day-of-month field "0-31": 0 in "0-31" is out of range: want 1-31`},
+		{"0 0 1-32 * *", `day-of-month field "1-32": 32 in "1-32" is out of range: want 1-31`},
+		{"0 0 * 0 *", `month field "0": 0 in "0" is out of range: want 1-12`},
+		{"0 0 * 13 *", `month field "13": 13 in "13" is out of range: want 1-12`},
+		{"0 0 * foo *", `month field "foo": "foo" in "foo" is neither a number nor a name (jan-dec)`},
+		{"0 0 * * mon-fri,funday", `day-of-week field "mon-fri,funday": "funday" in "funday" is neither a number nor a name (sun-sat)`},
+		{"0 0 * * 5-1", `day-of-week field "5-1": range "5-1" runs backwards`},
+		{"0 0 * * fri-mon", `day-of-week field "fri-mon": range "fri-mon" runs backwards`},
+		{"*/0 * * * *", `minute field "*/0": step 0 in "*/0" is out of range: want 1-59`},
+		{"*/60 * * * *", `minute field "*/60": step 60 in "*/60" is out of range: want 1-59`},
+		{"0 */24 * * *", `hour field "*/24": step 24 in "*/24" is out of range: want 1-23`},
+		{"0 0 * * */7", `day-of-week field "*/7": step 7 in "*/7" is out of range: want 1-6`},
+		{"0 0 * */12 *", `month field "*/12": step 12 in "*/12" is out of range: want 1-11`},
+		{"*/ * * * *", `minute field "*/": step "" in "*/" is not a number`},
+		{"*/x * * * *", `minute field "*/x": step "x" in "*/x" is not a number`},
+		{"*/-1 * * * *", `minute field "*/-1": step "-1" in "*/-1" is not a number`},
+		{"*/1/2 * * * *", `minute field "*/1/2": "*/1/2" has more than one step`},
+		{"99999999999999999999 * * * *", `minute field "99999999999999999999": 99999999999999999999 in "99999999999999999999" is out of range: want 0-59`},
+		{"+5 * * * *", `minute field "+5": "+5" in "+5" is not a number`},
+		{"60 0 0 * * *", `second field "60": 60 in "60" is out of range: want 0-59`},
+		{"0 0 L * *", `day-of-month field "L": "L" in "L" is not a number`},
+		{"0 0 * * 5#3", `day-of-week field "5#3": "5#3" in "5#3" is neither a number nor a name (sun-sat)`},
+		{"0 jan * * *", `hour field "jan": "jan" in "jan" is not a number`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.expr, func(t *testing.T) {
+			t.Parallel()
+			_, err := Compile(cronSpec(tc.expr, "UTC", skip, first))
+			require.Error(t, err)
+			assert.Equal(t, []string{FieldCronExpression}, fieldsOf(err))
+			assert.Equal(t, FieldCronExpression+": "+tc.reason, err.Error())
+			assert.NotContains(t, err.Error(), "strconv")
+		})
+	}
+}
+
+// TestCronFieldsAccepted pins the sets the parser builds for the forms it
+// accepts.
+func TestCronFieldsAccepted(t *testing.T) {
+	t.Parallel()
+	bits := func(vs ...int) uint64 {
+		var b uint64
+		for _, v := range vs {
+			b |= 1 << uint(v)
+		}
+		return b
+	}
+	tests := []struct {
+		expr string
+		want cronCalc
+	}{
+		{"* * * * *", cronCalc{second: bits(0), minute: 1<<60 - 1, hour: 1<<24 - 1, dom: 1<<32 - 2, month: 1<<13 - 2, dow: 1<<7 - 1, domStar: true, dowStar: true}},
+		{"5/20 1-3,7 */10 jan,MAR-apr sun,6", cronCalc{second: bits(0), minute: bits(5, 25, 45), hour: bits(1, 2, 3, 7), dom: bits(1, 11, 21, 31), month: bits(1, 3, 4), dow: bits(0, 6)}},
+		{"0-59/30 0 0 ? * ?", cronCalc{second: bits(0, 30), minute: bits(0), hour: bits(0), dom: 1<<32 - 2, month: 1<<13 - 2, dow: 1<<7 - 1, domStar: true, dowStar: true}},
+		{"0 0 1,* * 1-5", cronCalc{second: bits(0), minute: bits(0), hour: bits(0), dom: 1<<32 - 2, month: 1<<13 - 2, dow: bits(1, 2, 3, 4, 5), domStar: true}},
+		{"@weekly", cronCalc{second: bits(0), minute: bits(0), hour: bits(0), dom: 1<<32 - 2, month: 1<<13 - 2, dow: bits(0), domStar: true}},
+		{"@HOURLY", cronCalc{second: bits(0), minute: bits(0), hour: 1<<24 - 1, dom: 1<<32 - 2, month: 1<<13 - 2, dow: 1<<7 - 1, domStar: true, dowStar: true}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.expr, func(t *testing.T) {
+			t.Parallel()
+			got, err := parseCronFields(tc.expr)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
 }

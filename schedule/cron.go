@@ -1,10 +1,9 @@
 package schedule
 
 import (
+	"fmt"
 	"math/bits"
 	"time"
-
-	"github.com/robfig/cron/v3"
 )
 
 // searchYears bounds the search for a cron's next fire time. The longest gap
@@ -12,10 +11,6 @@ import (
 // "0 0 29 2 *" after 2096-02-29 next fires on 2104-02-29, because 2100 is not
 // a leap year. Ten years covers that with room to spare.
 const searchYears = 10
-
-// starBit is the bit robfig/cron sets in a field's set when the field was
-// written as "*" or "?" (or contains one of them in its list).
-const starBit = uint64(1) << 63
 
 // cronCalc matches local wall-clock times against the parsed bit sets of a
 // cron expression (bit i set = value i allowed) and maps them to instants
@@ -25,19 +20,6 @@ type cronCalc struct {
 	// domStar and dowStar record whether the day fields were unrestricted,
 	// which decides how they combine (see dayMatches).
 	domStar, dowStar bool
-}
-
-func newCronCalc(s *cron.SpecSchedule) cronCalc {
-	return cronCalc{
-		second:  s.Second &^ starBit,
-		minute:  s.Minute &^ starBit,
-		hour:    s.Hour &^ starBit,
-		dom:     s.Dom &^ starBit,
-		month:   s.Month &^ starBit,
-		dow:     s.Dow &^ starBit,
-		domStar: s.Dom&starBit != 0,
-		dowStar: s.Dow&starBit != 0,
-	}
 }
 
 // dayMatches applies the Vixie cron rule: when both day fields are
@@ -144,34 +126,40 @@ func wallAt(instant time.Time, offset time.Duration) time.Time {
 	return instant.UTC().Add(offset)
 }
 
-func offsetAt(t time.Time, loc *time.Location) time.Duration {
-	_, off := t.In(loc).Zone()
-	return time.Duration(off) * time.Second
-}
+// maxSpans bounds the zone spans one search walks through. Ten years hold
+// a few dozen in any zone (two transitions a year, the year boundaries the
+// standard library reports past a zone's last explicit transition, and the
+// occasional two-day span of the fallback scan), so the cap is only reached
+// by a zone database that stops making progress; the search then fails
+// rather than spinning.
+const maxSpans = 1000
 
-// next walks the zone's offset periods from after onward. Within one period
-// the wall clock is the instant plus a fixed offset, so the first matching
-// wall time of the period gives its first fire time. The policies trim or
-// extend a period's wall range at its ends:
+// next walks the zone's offset spans from after onward. Within one span the
+// wall clock is the instant plus a fixed offset, so the first matching wall
+// time of the span gives its first fire time. The policies trim or extend a
+// span's wall range at its ends:
 //
-//   - a period that begins with clocks falling back shows again wall times
-//     the previous period already showed: AmbiguousFirst leaves them out;
-//   - a period that ends with clocks falling back shows wall times the next
-//     period shows again: AmbiguousSecond leaves them out;
-//   - a period that begins with clocks jumping forward follows a gap of wall
+//   - a span that begins with clocks falling back shows again wall times the
+//     previous span already showed: AmbiguousFirst leaves them out;
+//   - a span that ends with clocks falling back shows wall times the next
+//     span shows again: AmbiguousSecond leaves them out;
+//   - a span that begins with clocks jumping forward follows a gap of wall
 //     times no instant shows: NonexistentShiftForward fires a matching gap
 //     time w at the instant w would have been under the earlier offset,
-//     which lies in the first gap-length of this period.
+//     which lies in the first gap-length of this span.
 //
-// The walk stops searchYears after after.
-func (c cronCalc) next(after time.Time, loc *time.Location, nonexistent NonexistentPolicy, ambiguous AmbiguousPolicy) (time.Time, bool) {
+// The walk stops searchYears after after. Every step moves strictly forward
+// (spanAt guarantees an end after its probe), and at most maxSpans steps are
+// taken.
+func (c cronCalc) next(after time.Time, loc *time.Location, nonexistent NonexistentPolicy, ambiguous AmbiguousPolicy) (time.Time, error) {
 	after = after.Round(0)
 	limit := after.AddDate(searchYears, 0, 0)
-	for probe := after; !probe.After(limit); {
-		start, end := probe.In(loc).ZoneBounds()
-		off := offsetAt(probe, loc)
+	probe := after
+	for range maxSpans {
+		sp := spanAt(probe, loc)
+		start, end, off := sp.start, sp.end, sp.off
 
-		// Wall times of this period that are strictly after after.
+		// Wall times of this span that are strictly after after.
 		lo := wallAt(after, off).Truncate(time.Second).Add(time.Second)
 		stop := limit.Add(time.Nanosecond)
 		if !end.IsZero() && end.Before(stop) {
@@ -185,7 +173,7 @@ func (c cronCalc) next(after time.Time, loc *time.Location, nonexistent Nonexist
 			if w := wallAt(start, off); w.After(lo) {
 				lo = w
 			}
-			prev := offsetAt(start.Add(-time.Nanosecond), loc)
+			prev := offsetBefore(start, loc)
 			switch {
 			case prev > off && ambiguous == AmbiguousFirst:
 				if w := wallAt(start, prev); w.After(lo) {
@@ -214,12 +202,12 @@ func (c cronCalc) next(after time.Time, loc *time.Location, nonexistent Nonexist
 			}
 		}
 		if found {
-			return best, true
+			return best, nil
 		}
-		if end.IsZero() {
-			break
+		if end.IsZero() || end.After(limit) {
+			return time.Time{}, ErrNoFireTime
 		}
 		probe = end
 	}
-	return time.Time{}, false
+	return time.Time{}, &SearchError{Zone: loc.String(), After: after, Reason: fmt.Sprintf("gave up after %d zone offset spans", maxSpans)}
 }

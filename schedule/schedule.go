@@ -1,15 +1,23 @@
 package schedule
 
 import (
+	"context"
+	"errors"
 	"math/big"
 	"time"
 )
 
+// ErrNoFireTime means a schedule has no fire time after the instant asked
+// about: a one-off whose instant has passed, or a cron expression with no
+// match within the search horizon.
+var ErrNoFireTime = errors.New("no fire time")
+
 // calculator computes the fire times of one kind of schedule.
 type calculator interface {
-	// next returns the first fire time strictly after after, if there is one
-	// within the search horizon.
-	next(after time.Time, loc *time.Location, nonexistent NonexistentPolicy, ambiguous AmbiguousPolicy) (time.Time, bool)
+	// next returns the first fire time strictly after after, ErrNoFireTime
+	// when there is none within the search horizon, or a *SearchError when
+	// the bounded search gave up.
+	next(after time.Time, loc *time.Location, nonexistent NonexistentPolicy, ambiguous AmbiguousPolicy) (time.Time, error)
 }
 
 // Schedule is a compiled Spec. It is immutable and safe for concurrent use.
@@ -34,15 +42,28 @@ func (s *Schedule) Location() *time.Location { return s.loc }
 // (ten years past after). Calling Next again with the returned time walks the
 // fire times in strictly increasing order; the two instants of an ambiguous
 // local time under AmbiguousBoth come out as two steps.
+//
+// Next reports a failed search (see NextFireTime) as false too: a caller that
+// must tell "never again" from "could not tell" uses NextFireTime.
 func (s *Schedule) Next(after time.Time) (time.Time, bool) {
+	t, err := s.NextFireTime(after)
+	return t, err == nil
+}
+
+// NextFireTime is Next with the reason when there is no fire time:
+// ErrNoFireTime when the schedule has none within the search horizon, or a
+// *SearchError when the bounded search gave up (a zone database it could not
+// step through). The search is bounded in time and memory whatever the
+// expression, zone or year.
+func (s *Schedule) NextFireTime(after time.Time) (time.Time, error) {
 	if s == nil || s.calc == nil {
-		return time.Time{}, false
+		return time.Time{}, ErrNoFireTime
 	}
-	t, ok := s.calc.next(after, s.loc, s.spec.Nonexistent, s.spec.Ambiguous)
-	if !ok {
-		return time.Time{}, false
+	t, err := s.calc.next(after, s.loc, s.spec.Nonexistent, s.spec.Ambiguous)
+	if err != nil {
+		return time.Time{}, err
 	}
-	return t.In(s.loc), true
+	return t.In(s.loc), nil
 }
 
 // Between returns the fire times t with from < t <= to, earliest first, at
@@ -64,26 +85,40 @@ func (s *Schedule) Between(from, to time.Time, limit int) []time.Time {
 // Preview returns the next n fire times strictly after from, earliest first;
 // fewer when the schedule ends sooner.
 func Preview(s *Schedule, from time.Time, n int) []time.Time {
+	out, _ := PreviewContext(context.Background(), s, from, n)
+	return out
+}
+
+// PreviewContext is Preview that stops when ctx is done and reports why the
+// list is short: ctx's error, or a *SearchError. Running out of fire times is
+// not an error. It returns the fire times found so far in every case.
+func PreviewContext(ctx context.Context, s *Schedule, from time.Time, n int) ([]time.Time, error) {
 	var out []time.Time
 	for t := from; len(out) < n; {
-		next, ok := s.Next(t)
-		if !ok {
-			break
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		next, err := s.NextFireTime(t)
+		if errors.Is(err, ErrNoFireTime) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
 		}
 		out = append(out, next)
 		t = next
 	}
-	return out
+	return out, nil
 }
 
 // oneShot fires once, at an instant.
 type oneShot struct{ at time.Time }
 
-func (o oneShot) next(after time.Time, _ *time.Location, _ NonexistentPolicy, _ AmbiguousPolicy) (time.Time, bool) {
+func (o oneShot) next(after time.Time, _ *time.Location, _ NonexistentPolicy, _ AmbiguousPolicy) (time.Time, error) {
 	if o.at.After(after) {
-		return o.at, true
+		return o.at, nil
 	}
-	return time.Time{}, false
+	return time.Time{}, ErrNoFireTime
 }
 
 // interval fires at anchor + k*every: for every integer k when bounded is
@@ -104,12 +139,12 @@ func newInterval(every time.Duration, start time.Time, offset time.Duration) int
 
 // next computes in 128-bit-safe integers: the distance from the anchor can
 // exceed the ±292 years a time.Duration holds.
-func (iv interval) next(after time.Time, _ *time.Location, _ NonexistentPolicy, _ AmbiguousPolicy) (time.Time, bool) {
+func (iv interval) next(after time.Time, _ *time.Location, _ NonexistentPolicy, _ AmbiguousPolicy) (time.Time, error) {
 	if iv.every <= 0 {
-		return time.Time{}, false
+		return time.Time{}, ErrNoFireTime
 	}
 	if iv.bounded && after.Before(iv.anchor) {
-		return iv.anchor, true
+		return iv.anchor, nil
 	}
 	diff := unixNanos(after)
 	diff.Sub(diff, unixNanos(iv.anchor))
@@ -121,9 +156,9 @@ func (iv interval) next(after time.Time, _ *time.Location, _ NonexistentPolicy, 
 	sec, nsec := new(big.Int).DivMod(k.Mul(k, every), big.NewInt(int64(time.Second)), new(big.Int))
 	sec.Add(sec, big.NewInt(iv.anchor.Unix()))
 	if !sec.IsInt64() {
-		return time.Time{}, false
+		return time.Time{}, ErrNoFireTime
 	}
-	return time.Unix(sec.Int64(), int64(iv.anchor.Nanosecond())+nsec.Int64()), true
+	return time.Unix(sec.Int64(), int64(iv.anchor.Nanosecond())+nsec.Int64()), nil
 }
 
 func unixNanos(t time.Time) *big.Int {
