@@ -351,7 +351,7 @@ func (g genCron) oracle(loc *time.Location, n NonexistentPolicy, a AmbiguousPoli
 				// The gap is [T+before, T+after) in wall time for the
 				// transition T whose offset grew; w-before lies at or after T.
 				for _, o := range offs {
-					if i := w.Add(-o); offset(i) > o && offset(i.Add(-(offset(i) - o))) == o {
+					if i := w.Add(-o); offset(i) > o && offset(i.Add(-(offset(i)-o))) == o {
 						out = append(out, i)
 						break
 					}
