@@ -89,6 +89,17 @@ migrate: stack-up ## create the keyspace, tables and topics on the local stack
 bench: stack-up ## run a bench scenario on the real stack: make bench SCENARIO=steady
 	source <($(STACK) env) && $(GO) run ./cmd/sundial bench $(or $(SCENARIO),steady)
 
+.PHONY: bench-schedule
+bench-schedule: ## time the next occurrence of rare cron expressions, with the host's and the compiled-in zone database
+	$(GO) test -run '^$$' -bench BenchmarkNextRare -benchtime $(or $(BENCHTIME),300x) ./schedule/
+
+# The property test runs in `make test` at a few hundred cases; this runs it
+# long. SEED replays a failure (the test logs the seed it used).
+.PHONY: property-schedule
+property-schedule: ## check the schedule calculator against its oracle: make property-schedule CASES=100000
+	SUNDIAL_SCHEDULE_PROPERTY_CASES=$(or $(CASES),100000) $(if $(SEED),SUNDIAL_SCHEDULE_PROPERTY_SEED=$(SEED)) \
+	  $(GO) test -count=1 -timeout 60m -run TestNextMatchesOracle -v ./schedule/
+
 # promtool comes with Prometheus (Debian: apt-get install prometheus).
 PROMTOOL ?= promtool
 

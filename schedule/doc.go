@@ -14,8 +14,10 @@
 //		Ambiguous:   schedule.AmbiguousFirst,
 //	})
 //	next, ok := s.Next(after)               // first fire time > after
+//	next, err := s.NextFireTime(after)      // the same, with the reason when there is none
 //	missed := s.Between(watermark, now, 100) // watermark < t <= now
 //	soon := schedule.Preview(s, now, 10)
+//	soon, err = schedule.PreviewContext(ctx, s, now, 10) // stops when ctx is done
 //
 // Compile reports every bad value at once, each as a *FieldError whose Field
 // is the JSON path of the value in the job definition ("schedule.time_zone",
@@ -36,8 +38,20 @@
 //     exactly the first n fire times in (from, to].
 //   - Bounded: a cron search looks at most ten years past after (the longest
 //     gap of an expression that fires at all is eight years: the 29th of
-//     February around 2100). Compile refuses expressions that can never
-//     match a calendar day, such as "0 0 30 2 *".
+//     February around 2100) and walks at most a fixed number of zone offset
+//     spans, so every call ends, for any expression, zone and year; when the
+//     zone database cannot be stepped through, NextFireTime returns a
+//     *SearchError instead of spinning. Compile refuses expressions that can
+//     never match a calendar day, such as "0 0 30 2 *".
+//   - Zone databases: the search works alike with the host's zone files and
+//     with the database compiled in by time/tzdata (answers differ only where
+//     the two carry different rules). Past a zone's last
+//     explicit transition (2037 in the host's files, decades earlier in the
+//     compiled-in ones) the standard library derives offsets from the zone's
+//     rule string, and its Time.ZoneBounds can then report an end before the
+//     instant asked about (on the last day of a leap year). The search uses
+//     ZoneBounds only where it makes progress and otherwise finds the next
+//     offset change by sampling the offset hourly and bisecting.
 //   - Returned instants carry the schedule's *time.Location, for printing;
 //     compare them with Equal.
 //
@@ -52,7 +66,7 @@
 //     day-of-week) or six (seconds first); the descriptors @yearly (or
 //     @annually), @monthly, @weekly, @daily (or @midnight) and @hourly; and
 //     "@every <duration>", which is exactly an interval with that period and
-//     no start or offset. Day-of-week runs 0-6 from Sunday, or sun-sat.
+//     no start or offset. See "Cron syntax" below.
 //   - Interval fires every Spec.Every (at least 1s) on a fixed grid: Start,
 //     Start+Every, ... when Start is set (never before Start); otherwise
 //     epoch + Offset + k*Every for every integer k, so "every 1h, offset
@@ -106,17 +120,18 @@
 // 2026-04-05), and zones without DST such as Asia/Kathmandu (+05:45) have
 // neither gaps nor repeats.
 //
-// # Dependency
+// # Cron syntax
 //
-// The cron fields are parsed by github.com/robfig/cron/v3's Parser (options
-// SecondOptional|Minute|Hour|Dom|Month|Dow|Descriptor), the parser behind
-// most Go schedulers, Kubernetes' CronJob controller among them: its syntax
-// is what users already write, it has no dependencies, and it exposes the
-// parsed fields as bit sets (SpecSchedule). Its own Next is not used: its
-// DST behaviour is fixed and differs from the policies above, so this
-// package computes fire times itself. The module has had no release since
-// v3.0.1 (2020); the parser is small and stable, its known panic (a
-// malformed TZ= prefix) cannot be reached because TZ= prefixes are refused
-// before parsing, and a recover turns any other panic into a FieldError. The
-// maintained forks change the runner, not the parser we use.
+// Each field is a comma-separated list; each element is "*" (or "?"), a
+// value, or a range "lo-hi", optionally followed by a step "/n" ("5/15" runs
+// from 5 to the field's maximum). Values: second and minute 0-59, hour 0-23,
+// day-of-month 1-31, month 1-12 or jan-dec, day-of-week 0-6 from Sunday or
+// sun-sat (names in any case). A step lies between 1 and the field's maximum
+// minus its minimum. Empty elements (","), ranges that run backwards or name
+// "*" ("*-5"), values or steps out of range, and Quartz extensions (L, W, #)
+// are refused: the reason names the field and quotes what was written in it
+// (minute field "*-5": ...), and a *CronFieldError carries the same. The
+// parser is this package's own, so the syntax and its messages are ours to
+// keep stable; it accepts what the robfig/cron parser accepted apart from
+// the malformed forms above.
 package schedule

@@ -1,6 +1,10 @@
 package schedule
 
 import (
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -122,6 +126,78 @@ func FuzzCompile(f *testing.F) {
 			if spec.Nonexistent != NonexistentShiftForward || start.IsZero() || before >= offsetAt(g, s.loc) || !c.matches(wallAt(g, before)) {
 				t.Fatalf("%+v: fire time %s matches no wall time", spec, g)
 			}
+		}
+	})
+}
+
+// FuzzParseCron feeds arbitrary text to the cron parser. It must never
+// panic. A rejection of a field must be a *CronFieldError naming one of the
+// six fields and quoting a field of the input, without a conversion
+// library's message. An accepted expression must allow only values inside
+// each field's range, at least one in each, and must read back the same
+// from its canonical form (every field as a list of numbers, or "*").
+func FuzzParseCron(f *testing.F) {
+	for _, s := range []string{
+		"* * * * *", "*/15 * * * * *", "0 0 29 2 *", "5/20 1-3,7 */10 jan,MAR-apr sun,6", "0-59/30 0 0 ? * ?",
+		"1,,2 * * * *", "*-5 * * * *", "*/60 * * * *", "0 0 * * 5-1", "@weekly", "@HOURLY", "@fortnightly",
+		"99999999999999999999 * * * *", "0 0 L * *", "0 0 * * 5#3", "0 0 1,* * 1-5", "", "   ", "* * *",
+	} {
+		f.Add(s)
+	}
+	names := map[string]bool{"second": true, "minute": true, "hour": true, "day-of-month": true, "month": true, "day-of-week": true}
+	f.Fuzz(func(t *testing.T, expr string) {
+		c, err := parseCronFields(expr)
+		if err != nil {
+			msg := err.Error()
+			// What the input says may be quoted; the rest must not be a
+			// conversion library's message.
+			own := msg
+			for _, w := range append(strings.Fields(expr), strconv.Quote(expr), strconv.Quote(strings.TrimSpace(expr))) {
+				own = strings.ReplaceAll(own, w, "")
+			}
+			if strings.Contains(own, "strconv") || strings.Contains(own, "invalid syntax") {
+				t.Fatalf("%q: conversion message leaked: %s", expr, msg)
+			}
+			var fe *CronFieldError
+			if !errors.As(err, &fe) {
+				if !strings.Contains(msg, "expected 5 fields") && !strings.Contains(msg, "unknown descriptor") {
+					t.Fatalf("%q: unexpected error shape: %s", expr, msg)
+				}
+				return
+			}
+			if !names[fe.Field] || fe.Reason == "" || !slices.Contains(strings.Fields(expr), fe.Text) {
+				t.Fatalf("%q: field error %#v does not name a field and quote its text", expr, fe)
+			}
+			return
+		}
+		sets := []struct {
+			set      uint64
+			min, max int
+		}{{c.second, 0, 59}, {c.minute, 0, 59}, {c.hour, 0, 23}, {c.dom, 1, 31}, {c.month, 1, 12}, {c.dow, 0, 6}}
+		var canon []string
+		for i, s := range sets {
+			inRange := (uint64(1)<<uint(s.max+1) - 1) &^ (uint64(1)<<uint(s.min) - 1)
+			if s.set == 0 || s.set&^inRange != 0 {
+				t.Fatalf("%q: field %d allows %b, outside %d-%d or nothing", expr, i, s.set, s.min, s.max)
+			}
+			if (i == 3 && c.domStar) || (i == 5 && c.dowStar) {
+				if s.set != inRange {
+					t.Fatalf("%q: field %d is unrestricted but allows %b", expr, i, s.set)
+				}
+				canon = append(canon, "*")
+				continue
+			}
+			var vals []string
+			for v := s.min; v <= s.max; v++ {
+				if s.set&(1<<uint(v)) != 0 {
+					vals = append(vals, strconv.Itoa(v))
+				}
+			}
+			canon = append(canon, strings.Join(vals, ","))
+		}
+		again, err := parseCronFields(strings.Join(canon, " "))
+		if err != nil || again != c {
+			t.Fatalf("%q: canonical form %q reads back as %+v, %v; want %+v", expr, strings.Join(canon, " "), again, err, c)
 		}
 	})
 }
