@@ -15,7 +15,12 @@ import (
 )
 
 func main() {
+	// The first SIGINT or SIGTERM cancels ctx, which every subcommand runs
+	// under, so that services drain and computations stop. Handling is then
+	// handed back to the runtime: a second signal ends the process at once,
+	// whatever the command is blocked in.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop)
 	defer stop()
 	os.Exit(run(ctx, os.Args, os.Stdout, os.Stderr))
 }

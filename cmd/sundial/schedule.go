@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 	// The zone database is compiled in so that schedules resolve the same on
@@ -48,7 +49,7 @@ Example:
 			&cli.StringFlag{Name: "start", Usage: "interval: RFC 3339 instant of the first fire time", Sources: envVar("start")},
 			&cli.DurationFlag{Name: "offset", Usage: "interval without --start: offset of the grid from the Unix epoch", Sources: envVar("offset")},
 		},
-		Action: func(_ context.Context, cmd *cli.Command) error {
+		Action: func(ctx context.Context, cmd *cli.Command) error {
 			spec, from, err := previewSpec(cmd)
 			if err != nil {
 				return err
@@ -60,17 +61,36 @@ Example:
 			if spec.Kind == schedule.KindImmediate {
 				from = from.Add(-time.Nanosecond) // show the reference itself
 			}
-			times := schedule.Preview(s, from, int(cmd.Int("count")))
-			out := cmd.Root().Writer
-			for _, t := range times {
-				fmt.Fprintf(out, "%-25s %-6s %s\n", t.Format(time.RFC3339Nano), t.Format("MST"), t.UTC().Format(time.RFC3339Nano))
-			}
-			if len(times) == 0 {
+			return printPreview(ctx, cmd, s, from, int(cmd.Int("count")))
+		},
+	}
+}
+
+// printPreview prints up to count fire times after from as it finds them, so
+// a long preview shows progress, and stops as soon as ctx is done (Ctrl-C).
+func printPreview(ctx context.Context, cmd *cli.Command, s *schedule.Schedule, from time.Time, count int) error {
+	out := cmd.Root().Writer
+	t := from
+	for i := range count {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("preview stopped after %d fire time(s): %w", i, context.Cause(ctx))
+		}
+		next, err := s.NextFireTime(t)
+		if errors.Is(err, schedule.ErrNoFireTime) {
+			if i == 0 {
 				fmt.Fprintf(cmd.Root().ErrWriter, "no fire time after %s\n", from.Format(time.RFC3339Nano))
 			}
 			return nil
-		},
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(out, "%-25s %-6s %s\n", next.Format(time.RFC3339Nano), next.Format("MST"), next.UTC().Format(time.RFC3339Nano)); err != nil {
+			return err
+		}
+		t = next
 	}
+	return nil
 }
 
 // previewSpec builds the schedule spec from the command line, and the instant
