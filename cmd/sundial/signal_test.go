@@ -2,11 +2,11 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -28,16 +28,20 @@ func TestMain(m *testing.M) {
 }
 
 // startSundial starts the command in a child process with the given
-// arguments and returns it with its stdout.
-func startSundial(t *testing.T, stdin io.Reader, args ...string) (*exec.Cmd, *bufio.Reader, *bytes.Buffer) {
+// arguments. It returns the process, its stdout, and its stderr, which is a
+// file the test may read once the process has exited.
+func startSundial(t *testing.T, stdin *os.File, args ...string) (*exec.Cmd, *bufio.Reader, func() string) {
 	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), envRunMain+"=1")
 	cmd.Stdin = stdin
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderrPath := filepath.Join(t.TempDir(), "stderr")
+	stderr, err := os.Create(stderrPath)
+	require.NoError(t, err)
+	defer stderr.Close()
+	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -47,7 +51,12 @@ func startSundial(t *testing.T, stdin io.Reader, args ...string) (*exec.Cmd, *bu
 			_ = cmd.Wait()
 		}
 	})
-	return cmd, bufio.NewReader(stdout), &stderr
+	readStderr := func() string {
+		data, err := os.ReadFile(stderrPath)
+		require.NoError(t, err)
+		return string(data)
+	}
+	return cmd, bufio.NewReader(stdout), readStderr
 }
 
 // TestPreviewStopsOnSIGINT starts a preview that would print a billion fire
@@ -60,7 +69,7 @@ func TestPreviewStopsOnSIGINT(t *testing.T) {
 			t.Parallel()
 			cmd, stdout, stderr := startSundial(t, nil, "schedule", "preview", "* * * * * *", "-n", "1000000000", "--from", "2026-01-01T00:00:00Z")
 			line, err := stdout.ReadString('\n')
-			require.NoError(t, err, "stderr: %s", stderr.String())
+			require.NoError(t, err)
 			assert.Contains(t, line, "2026-01-01T00:00:01Z")
 
 			require.NoError(t, cmd.Process.Signal(sig))
@@ -76,9 +85,10 @@ func TestPreviewStopsOnSIGINT(t *testing.T) {
 			ws, ok := exit.Sys().(syscall.WaitStatus)
 			require.True(t, ok)
 			assert.False(t, ws.Signaled(), "the command stops by itself rather than being killed by %s", ws.Signal())
-			assert.Equal(t, 1, exit.ExitCode(), "stderr: %s", stderr.String())
-			assert.Contains(t, stderr.String(), "preview stopped after")
-			assert.Contains(t, stderr.String(), "signal received")
+			errOut := stderr()
+			assert.Equal(t, 1, exit.ExitCode(), "stderr: %s", errOut)
+			assert.Contains(t, errOut, "preview stopped after")
+			assert.Contains(t, errOut, "signal received")
 		})
 	}
 }
