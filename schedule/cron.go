@@ -34,6 +34,41 @@ func (c cronCalc) dayMatches(t time.Time) bool {
 	return domOK || dowOK
 }
 
+// daysToCandidate is how many days after t's day the next day that may
+// match lies, so that nextWall skips to it instead of stepping day by day.
+// When only one day field constrains, that is its next allowed value; when
+// both do, the nearer of the two. It is at least one; a day in the next
+// month (or later) is normalised by time.Date and checked again by nextWall.
+func (c cronCalc) daysToCandidate(t time.Time) int {
+	byDom, byDow := 1, 1
+	if !c.domStar {
+		// With no allowed day left in this month, the 1st of the next
+		// month is the earliest candidate.
+		y, m, d := t.Date()
+		monthDays := time.Date(y, m+1, 0, 0, 0, 0, 0, time.UTC).Day()
+		byDom = monthDays - d + 1
+		if nd := nextBit(c.dom, d+1); nd > 0 && nd <= monthDays {
+			byDom = nd - d
+		}
+	}
+	if !c.dowStar {
+		wd := int(t.Weekday())
+		nd := nextBit(c.dow, wd+1)
+		if nd < 0 || nd > 6 {
+			nd = nextBit(c.dow, 0) + 7
+		}
+		byDow = nd - wd
+	}
+	switch {
+	case c.domStar:
+		return byDow
+	case c.dowStar:
+		return byDom
+	default:
+		return min(byDom, byDow)
+	}
+}
+
 // canFire reports whether some calendar day matches. Only a restricted
 // day-of-month with an unrestricted day-of-week can miss every day (the 30th
 // of February); every other combination matches at least one day a week.
@@ -82,7 +117,7 @@ func (c cronCalc) nextWall(lo, hi time.Time) (time.Time, bool) {
 			continue
 		}
 		if !c.dayMatches(t) {
-			t = time.Date(y, mo, d+1, 0, 0, 0, 0, time.UTC)
+			t = time.Date(y, mo, d+c.daysToCandidate(t), 0, 0, 0, 0, time.UTC)
 			continue
 		}
 		if c.hour&(1<<uint(h)) == 0 {
@@ -152,10 +187,17 @@ const maxSpans = 1000
 // (spanAt guarantees an end after its probe), and at most maxSpans steps are
 // taken.
 func (c cronCalc) next(after time.Time, loc *time.Location, nonexistent NonexistentPolicy, ambiguous AmbiguousPolicy) (time.Time, error) {
+	t, _, err := c.search(after, loc, nonexistent, ambiguous)
+	return t, err
+}
+
+// search is next that also reports how many spans it walked, the measure of
+// its work that tests and benchmarks bound.
+func (c cronCalc) search(after time.Time, loc *time.Location, nonexistent NonexistentPolicy, ambiguous AmbiguousPolicy) (_ time.Time, spans int, _ error) {
 	after = after.Round(0)
 	limit := after.AddDate(searchYears, 0, 0)
 	probe := after
-	for range maxSpans {
+	for spans = 1; spans <= maxSpans; spans++ {
 		sp := spanAt(probe, loc)
 		start, end, off := sp.start, sp.end, sp.off
 
@@ -202,12 +244,12 @@ func (c cronCalc) next(after time.Time, loc *time.Location, nonexistent Nonexist
 			}
 		}
 		if found {
-			return best, nil
+			return best, spans, nil
 		}
 		if end.IsZero() || end.After(limit) {
-			return time.Time{}, ErrNoFireTime
+			return time.Time{}, spans, ErrNoFireTime
 		}
 		probe = end
 	}
-	return time.Time{}, &SearchError{Zone: loc.String(), After: after, Reason: fmt.Sprintf("gave up after %d zone offset spans", maxSpans)}
+	return time.Time{}, maxSpans, &SearchError{Zone: loc.String(), After: after, Reason: fmt.Sprintf("gave up after %d zone offset spans", maxSpans)}
 }

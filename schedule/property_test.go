@@ -375,3 +375,68 @@ func (g genCron) oracle(loc *time.Location, n NonexistentPolicy, a AmbiguousPoli
 func firstAllowed(allowed []bool) int {
 	return slices.Index(allowed, true)
 }
+
+// TestNextMatchesCalendarOracle checks long searches, where the calculator
+// skips months and days, against an oracle that walks the calendar day by
+// day in UTC (no DST, so only the calendar is under test): from a random
+// instant between 2026 and 2200, the first fire time must be the first
+// matching second of the first matching day. It runs a tenth of the cases
+// of TestNextMatchesOracle.
+func TestNextMatchesCalendarOracle(t *testing.T) {
+	t.Parallel()
+	cases := defaultPropertyCnt
+	if v := os.Getenv(envPropertyCases); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(t, err, "%s", envPropertyCases)
+		cases = n
+	}
+	cases = max(cases/10, 30)
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv(envPropertySeed); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		require.NoError(t, err, "%s", envPropertySeed)
+		seed = n
+	}
+	t.Logf("%d cases, %s=%d", cases, envPropertySeed, seed)
+	rng := rand.New(rand.NewPCG(seed, seed^0xca1))
+	span := time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC).Sub(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	for i := range cases {
+		from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(rng.Int64N(int64(span))))
+		expr := randomCron(rng, from.AddDate(0, 0, rng.IntN(400)))
+		s, err := Compile(cronSpec(expr.text, "UTC", skip, first))
+		require.NoError(t, err, "case %d: %q", i, expr.text)
+		want, wantErr := expr.firstAfter(from)
+		got, err := s.NextFireTime(from)
+		if wantErr != nil {
+			require.ErrorIs(t, err, ErrNoFireTime, "case %d (%s=%d): %q after %s", i, envPropertySeed, seed, expr.text, from)
+			continue
+		}
+		require.NoError(t, err, "case %d (%s=%d): %q after %s", i, envPropertySeed, seed, expr.text, from)
+		require.True(t, want.Equal(got), "case %d (%s=%d): %q after %s: oracle %s, calculator %s",
+			i, envPropertySeed, seed, expr.text, from, want, got)
+	}
+}
+
+// firstAfter is the first wall second after from that the expression names,
+// read as UTC, within the calculator's ten-year horizon.
+func (g genCron) firstAfter(from time.Time) (time.Time, error) {
+	day := time.Date(from.Year(), from.Month(), from.Day(), 0, 0, 0, 0, time.UTC)
+	horizon := from.AddDate(searchYears, 0, 0)
+	for ; !day.After(horizon); day = day.AddDate(0, 0, 1) {
+		if !g.matchesWall(day.Add(time.Duration(firstAllowed(g.allowed[2]))*time.Hour +
+			time.Duration(firstAllowed(g.allowed[1]))*time.Minute + time.Duration(firstAllowed(g.allowed[0]))*time.Second)) {
+			continue
+		}
+		for h := range 24 {
+			for m := range 60 {
+				for s := range 60 {
+					w := day.Add(time.Duration(h)*time.Hour + time.Duration(m)*time.Minute + time.Duration(s)*time.Second)
+					if w.After(from) && !w.After(horizon) && g.matchesWall(w) {
+						return w, nil
+					}
+				}
+			}
+		}
+	}
+	return time.Time{}, ErrNoFireTime
+}
