@@ -22,11 +22,19 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 REPO=$(cd "$HERE/../.." && pwd -P)
 
 STACK_DIR=$(realpath -m "${SUNDIAL_STACK_DIR:-$REPO/.stack}")
-DIST_DIR=$(realpath -m "${SUNDIAL_STACK_DIST_DIR:-$STACK_DIR/dist}")
 CLUSTER_DIR=$(realpath -m "${SUNDIAL_CLUSTER_DIR:-$STACK_DIR/cluster}")
 DATA_DIR=$CLUSTER_DIR/data
 LOG_DIR=$CLUSTER_DIR/logs
 RUN_DIR=$CLUSTER_DIR/run
+# The settings `up` started the cluster with. Every other command reads them
+# back, so that `start NODE` from a test restarts a node exactly as it ran,
+# whatever the test's environment says.
+SETTINGS=$RUN_DIR/settings
+if [[ ${1-} != up && -f $SETTINGS ]]; then
+  # shellcheck disable=SC1090 # written by save_settings
+  source "$SETTINGS"
+fi
+DIST_DIR=$(realpath -m "${SUNDIAL_STACK_DIST_DIR:-$STACK_DIR/dist}")
 
 KAFKA_PORT=${SUNDIAL_KAFKA_CLUSTER_PORT:-24092}
 KAFKA_CONTROLLER_PORT=${SUNDIAL_KAFKA_CLUSTER_CONTROLLER_PORT:-24192}
@@ -42,6 +50,20 @@ KAFKA_NODES=(kafka-1 kafka-2 kafka-3)
 REDIS_NODES=(redis-1 redis-2 redis-3 redis-4 redis-5 redis-6)
 MARKER=-Dsundial.cluster=$CLUSTER_DIR
 STACKCHECK=$CLUSTER_DIR/bin/stackcheck
+
+save_settings() {
+  mkdir -p "$RUN_DIR"
+  {
+    echo "SUNDIAL_STACK_DIST_DIR=${DIST_DIR@Q}"
+    echo "SUNDIAL_KAFKA_CLUSTER_PORT=$KAFKA_PORT"
+    echo "SUNDIAL_KAFKA_CLUSTER_CONTROLLER_PORT=$KAFKA_CONTROLLER_PORT"
+    echo "SUNDIAL_REDIS_CLUSTER_PORT=$REDIS_PORT"
+    echo "SUNDIAL_REDIS_CLUSTER_BUS_PORT=$REDIS_BUS_PORT"
+    echo "SUNDIAL_KAFKA_CLUSTER_HEAP=$KAFKA_HEAP"
+    echo "SUNDIAL_KAFKA_CLUSTER_SESSION_TIMEOUT_MS=$KAFKA_SESSION_TIMEOUT_MS"
+    echo "SUNDIAL_REDIS_CLUSTER_NODE_TIMEOUT_MS=$REDIS_NODE_TIMEOUT_MS"
+  } >"$SETTINGS"
+}
 
 say() { printf '%s\n' "$*"; }
 warn() { printf 'cluster: %s\n' "$*" >&2; }
@@ -403,6 +425,7 @@ cmd_up() {
   for b in "${backends[@]}"; do nodes_of "$b" >/dev/null; done
   validate
   lock
+  save_settings
   prepare "${backends[@]}"
   for b in "${backends[@]}"; do
     local t0
@@ -525,6 +548,7 @@ cmd_env() {
   echo "export SUNDIAL_KAFKA_CLUSTER_BROKERS=$(addrs_of kafka)"
   echo "export SUNDIAL_REDIS_CLUSTER_ADDRS=$(addrs_of redis)"
   echo "export SUNDIAL_CLUSTER_CTL=$HERE/cluster.sh"
+  echo "export SUNDIAL_CLUSTER_DIR=$CLUSTER_DIR"
 }
 
 cmd_logs() {
