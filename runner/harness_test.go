@@ -100,9 +100,11 @@ const steadyTTL = leasing.DefaultTTL
 
 func newHarness(t *testing.T, b backends, leaseTTL time.Duration) *harness {
 	t.Helper()
-	var rc redis.UniversalClient = redis.NewClient(&redis.Options{Addr: b.redisAddr})
+	var rc redis.UniversalClient
 	if len(b.redisCluster) > 0 {
 		rc = redis.NewClusterClient(&redis.ClusterOptions{Addrs: b.redisCluster})
+	} else {
+		rc = redis.NewClient(&redis.Options{Addr: b.redisAddr})
 	}
 	t.Cleanup(func() { _ = rc.Close() })
 	ls, err := leasing.New(leasing.Config{Client: rc, KeyPrefix: b.prefix + "lease:", TTL: leaseTTL})
