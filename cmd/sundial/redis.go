@@ -14,6 +14,9 @@ import (
 // reads the slot map from them and follows failovers by itself. poolSize
 // bounds the connections to each node.
 func redisClient(addrs string, cluster bool, poolSize int) (redis.UniversalClient, error) {
+	if strings.TrimSpace(addrs) == "" {
+		return nil, errors.New("--redis-addr: required (or SUNDIAL_REDIS_ADDR)")
+	}
 	var list []string
 	for a := range strings.SplitSeq(addrs, ",") {
 		a = strings.TrimSpace(a)
@@ -21,9 +24,6 @@ func redisClient(addrs string, cluster bool, poolSize int) (redis.UniversalClien
 			return nil, fmt.Errorf("--redis-addr %q: an empty address in the list", addrs)
 		}
 		list = append(list, a)
-	}
-	if len(list) == 0 {
-		return nil, errors.New("--redis-addr: required (or SUNDIAL_REDIS_ADDR)")
 	}
 	return redis.NewUniversalClient(&redis.UniversalOptions{Addrs: list, IsClusterMode: cluster, PoolSize: poolSize}), nil
 }
