@@ -15,7 +15,7 @@
 // For the local clusters (deploy/local/cluster.sh) two flags ask more:
 // -kafka-brokers N wants N brokers in the metadata, and -redis-cluster N
 // wants the node's view of the cluster to be healthy (cluster_state ok,
-// every slot served) with N masters, each with a connected replica.
+// every slot served) with N masters, each with a replica it sees connected.
 //
 // A probe stops early when the process named by -<backend>-pid exits, so a
 // backend that crashes at startup is reported at once instead of after the

@@ -106,7 +106,8 @@ func redisProbe(masters int) probeFunc {
 
 // probeRedisCluster reads the node's view of the cluster: CLUSTER INFO must
 // say the state is ok with every slot served, and CLUSTER NODES must list
-// the given number of masters, each followed by a replica whose link is up.
+// the given number of masters, each with a replica that this node sees
+// connected on the cluster bus.
 // It names the node's own role.
 func probeRedisCluster(ctx context.Context, addr string, masters int) (string, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second,
@@ -146,7 +147,7 @@ func probeRedisCluster(ctx context.Context, addr string, masters int) (string, e
 
 // redisClusterShape is what clusterShape reads from CLUSTER NODES.
 type redisClusterShape struct {
-	masters map[string]int // master id -> connected replicas; masters serving slots only
+	masters map[string]int // master id -> its replicas seen connected; masters serving slots only
 	self    string         // "master" or "replica"
 }
 
