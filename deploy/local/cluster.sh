@@ -77,7 +77,9 @@ validate() {
   for name in KAFKA_PORT KAFKA_CONTROLLER_PORT REDIS_PORT REDIS_BUS_PORT; do
     value=${!name}
     if [[ ! $value =~ ^[0-9]{1,5}$ ]] || ((10#$value < 1 || 10#$value > 65530)); then
-      bad+=("SUNDIAL_${name/KAFKA_/KAFKA_CLUSTER_}=$value: want a TCP port number 1-65530 (the nodes use it and the next ones)")
+      local var=${name/KAFKA_/KAFKA_CLUSTER_}
+      var=${var/REDIS_/REDIS_CLUSTER_}
+      bad+=("SUNDIAL_$var=$value: want a TCP port number 1-65530 (the nodes use it and the next ones)")
     fi
   done
   [[ $KAFKA_HEAP =~ ^[0-9]+[kKmMgG]$ ]] || bad+=("SUNDIAL_KAFKA_CLUSTER_HEAP=$KAFKA_HEAP: want a JVM size such as 512m")
