@@ -98,13 +98,13 @@ cluster-status: ## show each cluster node's state and role
 # suite and the hash-slot proof on the Redis Cluster, then a Kafka broker and
 # a Redis master killed while runs fire. They kill nodes, so they run one
 # package at a time and apart from `make test`; SUNDIAL_CLUSTER_TESTS makes a
-# missing cluster fail them instead of skipping them. About 4 minutes on a
+# missing cluster fail them instead of skipping them. 2 to 4 minutes on a
 # busy two-core machine once the clusters run, compiling included (starting
 # them adds 15 s to a minute). Log: $(OUT)/test-cluster.log.
 CLUSTER_TESTS := ^(TestConformanceRedisCluster|TestLeaseKeysShareSlotOnCluster|TestKafkaBrokerKilledWhileRunsFire|TestRedisMasterKilledWhileRunsFire)$$
 
 .PHONY: test-cluster
-test-cluster: cluster-up ## failure tests on the local clusters: broker kill, Redis master kill, leasing on Redis Cluster (~4 min)
+test-cluster: cluster-up ## failure tests on the local clusters: broker kill, Redis master kill, leasing on Redis Cluster (2-4 min)
 	@mkdir -p $(OUT)
 	@source <($(CLUSTER) env); echo "clusters: kafka=$$SUNDIAL_KAFKA_CLUSTER_BROKERS redis=$$SUNDIAL_REDIS_CLUSTER_ADDRS"; rc=0; \
 	  SUNDIAL_CLUSTER_TESTS=1 $(GO) test -race -count=1 -p 1 -timeout 20m -v -run '$(CLUSTER_TESTS)' ./leasing/ ./runner/ > $(OUT)/test-cluster.log 2>&1 || rc=$$?; \
