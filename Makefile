@@ -6,6 +6,7 @@ SHELL := bash
 
 GO    ?= go
 STACK := deploy/local/stack.sh
+CLUSTER := deploy/local/cluster.sh
 # Pinned tool versions.
 GOLANGCI_LINT_VERSION := v2.15.0
 # Where test logs go; git-ignored.
@@ -80,6 +81,35 @@ stack-logs: ## tail the backends' logs
 .PHONY: stack-reset
 stack-reset: ## stop the local stack and delete its data and logs (downloads are kept)
 	$(STACK) reset
+
+.PHONY: cluster-up
+cluster-up: ## start the local clusters: 3 Kafka brokers (RF 3, min ISR 2) and a Redis Cluster of 3 masters with replicas
+	$(CLUSTER) up
+
+.PHONY: cluster-down
+cluster-down: ## stop the local clusters; no process is left behind
+	$(CLUSTER) down
+
+.PHONY: cluster-status
+cluster-status: ## show each cluster node's state and role
+	$(CLUSTER) status
+
+# The tests of the local clusters (deploy/local/cluster.sh): the leasing
+# suite and the hash-slot proof on the Redis Cluster, then a Kafka broker and
+# a Redis master killed while runs fire. They kill nodes, so they run one
+# package at a time and apart from `make test`; SUNDIAL_CLUSTER_TESTS makes a
+# missing cluster fail them instead of skipping them. 2 to 4 minutes on a
+# busy two-core machine once the clusters run, compiling included (starting
+# them adds 15 s to a minute). Log: $(OUT)/test-cluster.log.
+CLUSTER_TESTS := ^(TestConformanceRedisCluster|TestLeaseKeysShareSlotOnCluster|TestKafkaBrokerKilledWhileRunsFire|TestRedisMasterKilledWhileRunsFire)$$
+
+.PHONY: test-cluster
+test-cluster: cluster-up ## failure tests on the local clusters: broker kill, Redis master kill, leasing on Redis Cluster (2-4 min)
+	@mkdir -p $(OUT)
+	@source <($(CLUSTER) env); echo "clusters: kafka=$$SUNDIAL_KAFKA_CLUSTER_BROKERS redis=$$SUNDIAL_REDIS_CLUSTER_ADDRS"; rc=0; \
+	  SUNDIAL_CLUSTER_TESTS=1 $(GO) test -race -count=1 -p 1 -timeout 20m -v -run '$(CLUSTER_TESTS)' ./leasing/ ./runner/ > $(OUT)/test-cluster.log 2>&1 || rc=$$?; \
+	  grep -E '^(ok|FAIL|---|panic:)|^\s+cluster_test.go:[0-9]+: (killed|cost|runs|every|restarted|[0-9]+ jobs)' $(OUT)/test-cluster.log | grep -v -- '--- PASS' || true; \
+	  echo "full log: $(OUT)/test-cluster.log"; exit $$rc
 
 .PHONY: migrate
 migrate: stack-up ## create the keyspace, tables and topics on the local stack

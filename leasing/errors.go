@@ -85,7 +85,17 @@ func IsRetryable(err error) bool {
 	return redis.IsLoadingError(err) || redis.IsReadOnlyError(err) ||
 		redis.IsMasterDownError(err) || redis.IsClusterDownError(err) ||
 		redis.IsTryAgainError(err) || redis.IsMaxClientsError(err) ||
-		isNoScript(err)
+		isRedirect(err) || isNoScript(err)
+}
+
+// isRedirect reports a Redis Cluster MOVED or ASK reply: the node did not
+// run the command because another one serves its slot. A cluster client
+// follows these itself; one that reaches the caller means the slot map kept
+// changing under the client's redirects, as during a failover.
+func isRedirect(err error) bool {
+	_, moved := redis.IsMovedError(err)
+	_, ask := redis.IsAskError(err)
+	return moved || ask
 }
 
 func isNoScript(err error) bool {

@@ -15,11 +15,13 @@ import (
 	"github.com/sundialhq/sundial/internal/testenv"
 )
 
-// backend is a Redis a test may use: an address and a key prefix no other
-// test uses.
+// backend is a Redis a test may use: an address (or a cluster's) and a key
+// prefix no other test uses.
 type backend struct {
-	addr   string
-	prefix string
+	addr string
+	// cluster, when set, are the nodes of a Redis Cluster; addr is unused.
+	cluster []string
+	prefix  string
 }
 
 // backendFactory gives each test its own backend.
@@ -31,6 +33,12 @@ func realRedis(t testing.TB) backend {
 	return backend{addr: env.Addr, prefix: env.KeyPrefix}
 }
 
+// redisCluster is the local Redis Cluster (deploy/local/cluster.sh).
+func redisCluster(t testing.TB) backend {
+	env := testenv.NeedRedisCluster(t)
+	return backend{cluster: env.Addrs, prefix: env.KeyPrefix}
+}
+
 // miniRedis is an in-process Redis of the embedded mode, one per test, whose
 // TTLs run on the wall clock like a real server's.
 func miniRedis(t testing.TB) backend {
@@ -40,8 +48,13 @@ func miniRedis(t testing.TB) backend {
 }
 
 // client returns a client of b, closed at cleanup.
-func (b backend) client(t testing.TB, hooks ...redis.Hook) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: b.addr})
+func (b backend) client(t testing.TB, hooks ...redis.Hook) redis.UniversalClient {
+	var c redis.UniversalClient
+	if len(b.cluster) > 0 {
+		c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: b.cluster})
+	} else {
+		c = redis.NewClient(&redis.Options{Addr: b.addr})
+	}
 	for _, h := range hooks {
 		c.AddHook(h)
 	}
@@ -50,13 +63,13 @@ func (b backend) client(t testing.TB, hooks ...redis.Hook) *redis.Client {
 }
 
 // setup returns a Store on b with test-friendly TTLs, changed by opts.
-func setup(t testing.TB, b backend, opts ...func(*Config)) (*Store, *redis.Client) {
+func setup(t testing.TB, b backend, opts ...func(*Config)) (*Store, redis.UniversalClient) {
 	t.Helper()
 	return setupHooked(t, b, nil, opts...)
 }
 
 // setupHooked is setup with hooks on the store's client.
-func setupHooked(t testing.TB, b backend, hooks []redis.Hook, opts ...func(*Config)) (*Store, *redis.Client) {
+func setupHooked(t testing.TB, b backend, hooks []redis.Hook, opts ...func(*Config)) (*Store, redis.UniversalClient) {
 	t.Helper()
 	c := b.client(t, hooks...)
 	cfg := Config{Client: c, KeyPrefix: b.prefix, TTL: 300 * time.Millisecond, Margin: 60 * time.Millisecond}

@@ -109,10 +109,12 @@ func TestRedisReplyErrorsAreRetryable(t *testing.T) {
 	b := miniRedis(t)
 	c := b.client(t)
 	ctx := t.Context()
-	for _, msg := range []string{"LOADING Redis is loading", "READONLY replica", "TRYAGAIN x", "CLUSTERDOWN x", "MASTERDOWN x"} {
+	for _, msg := range []string{"LOADING Redis is loading", "READONLY replica", "TRYAGAIN x", "CLUSTERDOWN x", "MASTERDOWN x",
+		"MOVED 6345 127.0.0.1:26104", "ASK 6345 127.0.0.1:26104"} {
 		_, err := c.Do(ctx, "EVAL", "return redis.error_reply('"+msg+"')", 0).Result()
 		require.Error(t, err)
 		assert.True(t, IsRetryable(err), "%q", msg)
+		assert.True(t, IsRetryable(fmt.Errorf("leasing: acquire job j run r: %w", err)), "%q wrapped", msg)
 	}
 	_, err := c.Do(ctx, "EVAL", "return redis.error_reply('ERR something else')", 0).Result()
 	require.Error(t, err)

@@ -35,8 +35,11 @@ type backends struct {
 	brokers   []string
 	names     topics.Names
 	redisAddr string
-	prefix    string
-	real      bool
+	// redisCluster, when set, are the nodes of a Redis Cluster; redisAddr
+	// is unused.
+	redisCluster []string
+	prefix       string
+	real         bool
 }
 
 // fakeBackends are in-process: kfake and miniredis, for fast tests.
@@ -78,7 +81,7 @@ func realBackends(t *testing.T, partitions int32) backends {
 type harness struct {
 	t       *testing.T
 	b       backends
-	redis   *redis.Client
+	redis   redis.UniversalClient
 	leases  *leasing.Store
 	enq     *fakeEnqueuer
 	down    *downstream
@@ -97,7 +100,12 @@ const steadyTTL = leasing.DefaultTTL
 
 func newHarness(t *testing.T, b backends, leaseTTL time.Duration) *harness {
 	t.Helper()
-	rc := redis.NewClient(&redis.Options{Addr: b.redisAddr})
+	var rc redis.UniversalClient
+	if len(b.redisCluster) > 0 {
+		rc = redis.NewClusterClient(&redis.ClusterOptions{Addrs: b.redisCluster})
+	} else {
+		rc = redis.NewClient(&redis.Options{Addr: b.redisAddr})
+	}
 	t.Cleanup(func() { _ = rc.Close() })
 	ls, err := leasing.New(leasing.Config{Client: rc, KeyPrefix: b.prefix + "lease:", TTL: leaseTTL})
 	require.NoError(t, err)

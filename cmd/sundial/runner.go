@@ -137,11 +137,14 @@ Cassandra, dead runs to sundial.dlq, and every state change to sundial.events.
 With --history (the default) the process also stores the events as run
 history for 'sundial runs list'. With --metrics-addr it serves /metrics,
 /healthz, and /readyz, ready while Kafka, Redis and Cassandra answer.
+Several --redis-addr addresses (or --redis-cluster) use a Redis Cluster: every
+Lua script of a job touches keys of one hash tag, so of one slot.
 
 Example, against the local stack:
   source <(deploy/local/stack.sh env) && sundial runner --concurrency 64 --metrics-addr :9465`,
 		Flags: append(append(append(kafkaFlags(), cassandraStoreFlags()...), processFlags()...),
-			&cli.StringFlag{Name: "redis-addr", Usage: "Redis address, host:port", Sources: envVar("redis-addr")},
+			&cli.StringFlag{Name: "redis-addr", Usage: "Redis address, host:port; several, comma-separated, are the seed nodes of a Redis Cluster", Sources: envVar("redis-addr")},
+			&cli.BoolFlag{Name: "redis-cluster", Usage: "--redis-addr is a Redis Cluster even with one address (implied by several)", Sources: envVar("redis-cluster")},
 			&cli.StringFlag{Name: "redis-key-prefix", Usage: "put in front of every Redis key and channel of the runner (leases, dedupe marks, replace signals), to share one Redis between installations", Sources: envVar("redis-key-prefix")},
 			&cli.StringFlag{Name: "group-id", Value: runner.DefaultGroup, Usage: "consumer group of the runners", Sources: envVar("group-id")},
 			&cli.StringFlag{Name: "runner-id", Usage: "name of this runner in events (default: host name and process id)", Sources: envVar("runner-id")},
@@ -175,9 +178,6 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 	if len(brokers) == 0 {
 		bad = append(bad, errors.New("--kafka-brokers: required (or SUNDIAL_KAFKA_BROKERS)"))
 	}
-	if cmd.String("redis-addr") == "" {
-		bad = append(bad, errors.New("--redis-addr: required (or SUNDIAL_REDIS_ADDR)"))
-	}
 	if _, err := cassandraConfig(cmd); err != nil {
 		bad = append(bad, err)
 	}
@@ -200,7 +200,13 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 			bad = append(bad, fmt.Errorf("--%s: %d is negative", f.name, f.v))
 		}
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: cmd.String("redis-addr"), PoolSize: max(poolSize, 1)})
+	rdb, err := redisClient(cmd.String("redis-addr"), cmd.Bool("redis-cluster"), max(poolSize, 1))
+	if err != nil {
+		// Validation goes on with a client that is never used, so that every
+		// bad flag is reported at once.
+		bad = append(bad, err)
+		rdb = redis.NewClient(&redis.Options{})
+	}
 	defer rdb.Close()
 	keyPrefix := cmd.String("redis-key-prefix")
 	leases, err := leasing.New(leasing.Config{Client: rdb, TTL: cmd.Duration("lease-ttl"), KeyPrefix: keyPrefix + leasing.DefaultKeyPrefix})

@@ -8,6 +8,7 @@
 #   stack.sh logs [-f] [-n N] [BACKEND...]   show (or follow) the logs
 #   stack.sh env                  export lines: source <(deploy/local/stack.sh env)
 #   stack.sh reset                down, then delete data and logs (keeps downloads)
+#   stack.sh prepare [BACKEND...] download and build what is missing, start nothing
 #
 # BACKEND is kafka, cassandra or redis (default: all three). Settings come
 # from SUNDIAL_* environment variables; deploy/local/README.md lists them.
@@ -707,6 +708,33 @@ cmd_reset() {
   say "stack: data and logs deleted (downloads kept in $DIST_DIR)"
 }
 
+# cmd_prepare downloads the jars, installs redis-server and builds the
+# readiness checker where they are missing, and starts nothing: cluster.sh
+# runs its nodes from the same downloads and checks them with the same
+# checker.
+cmd_prepare() {
+  select_backends "$@"
+  local selected=("${SELECTED[@]}") prep=() b pid
+  validate
+  lock
+  mkdir -p "$LOG_DIR"
+  build_stackcheck &
+  prep+=($!)
+  for b in "${selected[@]}"; do
+    case $b in
+      kafka | cassandra)
+        need_java
+        fetch "$b" &
+        prep+=($!)
+        ;;
+      redis) need_redis ;;
+    esac
+  done
+  for pid in "${prep[@]}"; do
+    wait "$pid" || die "could not prepare the stack (see above)"
+  done
+}
+
 cmd_status() {
   (($# == 0)) || die "status takes no arguments"
   local b pid all=0 check=() out=''
@@ -774,7 +802,7 @@ cmd_logs() {
 }
 
 usage() {
-  sed -n '2,13s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+  sed -n '2,14s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
 }
 
 main() {
@@ -787,6 +815,7 @@ main() {
     logs) cmd_logs "$@" ;;
     env) cmd_env "$@" ;;
     reset) cmd_reset "$@" ;;
+    prepare) cmd_prepare "$@" ;;
     -h | --help | help) usage ;;
     *)
       usage >&2

@@ -17,6 +17,13 @@
 // Under `go test -short` every test that needs a backend is skipped: -short is
 // the fast unit-test mode (`make test-unit`).
 //
+// The local clusters (deploy/local/cluster.sh: three Kafka brokers, a Redis
+// Cluster) come only from the environment: SUNDIAL_KAFKA_CLUSTER_BROKERS,
+// SUNDIAL_REDIS_CLUSTER_ADDRS and, for tests that kill nodes,
+// SUNDIAL_CLUSTER_CTL. A test that needs them is skipped when they are
+// unset, so `make test` does not need the clusters, and fails when
+// SUNDIAL_CLUSTER_TESTS is set (`make test-cluster` sets it), in CI or not.
+//
 // Invariants:
 //   - Each Need* call returns a namespace no other test uses: a Cassandra
 //     keyspace name, a Kafka topic prefix, a Redis key prefix. Tests of

@@ -30,6 +30,13 @@ func NeedKafka(t testing.TB) Kafka {
 			unavailable(t, "Kafka", EnvKafka, err.Error())
 		}
 	}
+	return newKafka(t, brokers)
+}
+
+// newKafka checks that brokers answer and gives the test a topic prefix
+// whose topics are deleted at cleanup.
+func newKafka(t testing.TB, brokers []string) Kafka {
+	t.Helper()
 	adm, err := kafkaAdmin(brokers)
 	if err != nil {
 		t.Fatalf("kafka client for %v: %v", brokers, err)

@@ -22,4 +22,10 @@
 //
 // Ensure creates topics through franz-go's kadm admin client; it is
 // idempotent and safe to run concurrently with another Ensure.
+//
+// The replication factor is the caller's; -1 (the default of `sundial
+// migrate`) takes the brokers' default.replication.factor, and no topic sets
+// min.insync.replicas, so each inherits the brokers' value. A cluster's
+// brokers therefore decide: the local three-broker cluster
+// (deploy/local/cluster.sh) says 3 and 2, the single-node stack 1 and 1.
 package topics

@@ -12,6 +12,11 @@
 //   - Redis: PING must succeed (it fails with LOADING while the AOF is
 //     replayed) and INFO reports the server version.
 //
+// For the local clusters (deploy/local/cluster.sh) two flags ask more:
+// -kafka-brokers N wants N brokers in the metadata, and -redis-cluster N
+// wants the node's view of the cluster to be healthy (cluster_state ok,
+// every slot served) with N masters, each with a replica it sees connected.
+//
 // A probe stops early when the process named by -<backend>-pid exits, so a
 // backend that crashes at startup is reported at once instead of after the
 // whole timeout. stackcheck prints one line per backend: "NAME: ready ..." on
@@ -56,6 +61,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		cassPID      = fs.Int("cassandra-pid", 0, "stop waiting for Cassandra when this process exits (0: do not watch)")
 		redisAddr    = fs.String("redis", "", "Redis address host:port to probe")
 		redisPID     = fs.Int("redis-pid", 0, "stop waiting for Redis when this process exits (0: do not watch)")
+		kafkaBrokers = fs.Int("kafka-brokers", 1, "how many brokers the Kafka metadata must list")
+		redisCluster = fs.Int("redis-cluster", 0, "want a healthy Redis Cluster with this many masters, each with a replica (0: a single node)")
 		timeout      = fs.Duration("timeout", 3*time.Minute, "how long to wait for each backend")
 		interval     = fs.Duration("interval", 500*time.Millisecond, "pause between two probes of a backend")
 		progress     = fs.Duration("progress", 15*time.Second, "print a waiting line this often (0: never)")
@@ -70,9 +77,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			targets = append(targets, target{name: name, addr: addr, pid: pid, probe: p})
 		}
 	}
-	add("kafka", *kafkaAddr, *kafkaPID, probeKafka)
+	add("kafka", *kafkaAddr, *kafkaPID, kafkaProbe(*kafkaBrokers))
 	add("cassandra", *cassAddr, *cassPID, probeCassandra)
-	add("redis", *redisAddr, *redisPID, probeRedis)
+	add("redis", *redisAddr, *redisPID, redisProbe(*redisCluster))
 
 	var problems []error
 	if fs.NArg() > 0 {
@@ -89,6 +96,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if *probeTimeout <= 0 {
 		problems = append(problems, fmt.Errorf("-probe-timeout: must be positive, got %s", *probeTimeout))
+	}
+	if *kafkaBrokers < 1 {
+		problems = append(problems, fmt.Errorf("-kafka-brokers: must be at least 1, got %d", *kafkaBrokers))
+	}
+	if *redisCluster < 0 {
+		problems = append(problems, fmt.Errorf("-redis-cluster: must not be negative, got %d", *redisCluster))
 	}
 	if *progress < 0 {
 		problems = append(problems, fmt.Errorf("-progress: must not be negative, got %s", *progress))

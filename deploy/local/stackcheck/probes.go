@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,9 +19,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// kafkaProbe is probeKafka wanting at least brokers brokers in the
+// metadata: a node of a cluster is ready once the cluster has every broker.
+func kafkaProbe(brokers int) probeFunc {
+	return func(ctx context.Context, addr string) (string, error) {
+		return probeKafka(ctx, addr, brokers)
+	}
+}
+
 // probeKafka asks the broker for cluster metadata with a fresh client, so
 // nothing cached from an earlier attempt can hide a broker that went away.
-func probeKafka(ctx context.Context, addr string) (string, error) {
+func probeKafka(ctx context.Context, addr string, brokers int) (string, error) {
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(addr),
 		kgo.DialTimeout(2*time.Second),
@@ -33,8 +43,8 @@ func probeKafka(ctx context.Context, addr string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("metadata request: %w", err)
 	}
-	if len(md.Brokers) == 0 {
-		return "", errors.New("metadata lists no broker yet")
+	if len(md.Brokers) < brokers {
+		return "", fmt.Errorf("metadata lists %d broker(s), want %d", len(md.Brokers), brokers)
 	}
 	if md.Controller < 0 {
 		return "", errors.New("no active controller yet")
@@ -76,6 +86,110 @@ func probeCassandra(ctx context.Context, addr string) (string, error) {
 		return "", fmt.Errorf("bootstrapped = %q, want COMPLETED", bootstrapped)
 	}
 	return "version " + version, nil
+}
+
+// redisProbe is probeRedis, followed for a cluster node (masters > 0) by
+// probeRedisCluster.
+func redisProbe(masters int) probeFunc {
+	return func(ctx context.Context, addr string) (string, error) {
+		detail, err := probeRedis(ctx, addr)
+		if err != nil || masters == 0 {
+			return detail, err
+		}
+		shape, err := probeRedisCluster(ctx, addr, masters)
+		if err != nil {
+			return "", err
+		}
+		return detail + ", " + shape, nil
+	}
+}
+
+// probeRedisCluster reads the node's view of the cluster: CLUSTER INFO must
+// say the state is ok with every slot served, and CLUSTER NODES must list
+// the given number of masters, each with a replica that this node sees
+// connected on the cluster bus.
+// It names the node's own role.
+func probeRedisCluster(ctx context.Context, addr string, masters int) (string, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second,
+		MaxRetries: -1, PoolSize: 1, Protocol: 2, DisableIdentity: true})
+	defer func() { _ = rdb.Close() }()
+	info, err := rdb.ClusterInfo(ctx).Result()
+	if err != nil {
+		return "", fmt.Errorf("cluster info: %w", err)
+	}
+	fields := map[string]string{}
+	for line := range strings.Lines(info) {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			fields[k] = v
+		}
+	}
+	if fields["cluster_state"] != "ok" || fields["cluster_slots_ok"] != "16384" {
+		return "", fmt.Errorf("cluster_state %s, %s of 16384 slots ok", cmp.Or(fields["cluster_state"], "?"), cmp.Or(fields["cluster_slots_ok"], "?"))
+	}
+	nodes, err := rdb.ClusterNodes(ctx).Result()
+	if err != nil {
+		return "", fmt.Errorf("cluster nodes: %w", err)
+	}
+	shape, err := clusterShape(nodes)
+	if err != nil {
+		return "", err
+	}
+	if len(shape.masters) != masters {
+		return "", fmt.Errorf("%d masters with slots, want %d", len(shape.masters), masters)
+	}
+	for id, replicas := range shape.masters {
+		if replicas == 0 {
+			return "", fmt.Errorf("master %s has no connected replica", id)
+		}
+	}
+	return fmt.Sprintf("cluster ok, %d masters, this node a %s", masters, shape.self), nil
+}
+
+// redisClusterShape is what clusterShape reads from CLUSTER NODES.
+type redisClusterShape struct {
+	masters map[string]int // master id -> its replicas seen connected; masters serving slots only
+	self    string         // "master" or "replica"
+}
+
+// clusterShape parses CLUSTER NODES: "<id> <addr> <flags> <master-id>
+// <ping> <pong> <epoch> <link> <slot>...", one node a line.
+func clusterShape(nodes string) (redisClusterShape, error) {
+	shape := redisClusterShape{masters: map[string]int{}}
+	type replica struct{ master, link string }
+	var replicas []replica
+	for line := range strings.Lines(nodes) {
+		f := strings.Fields(line)
+		if len(f) < 8 {
+			continue
+		}
+		flags := strings.Split(f[2], ",")
+		if slices.Contains(flags, "myself") {
+			shape.self = "master"
+			if slices.Contains(flags, "slave") {
+				shape.self = "replica"
+			}
+		}
+		if slices.Contains(flags, "fail") || slices.Contains(flags, "noaddr") {
+			continue
+		}
+		switch {
+		case slices.Contains(flags, "master") && len(f) > 8:
+			if _, ok := shape.masters[f[0]]; !ok {
+				shape.masters[f[0]] = 0
+			}
+		case slices.Contains(flags, "slave"):
+			replicas = append(replicas, replica{master: f[3], link: f[7]})
+		}
+	}
+	for _, r := range replicas {
+		if _, ok := shape.masters[r.master]; ok && r.link == "connected" {
+			shape.masters[r.master]++
+		}
+	}
+	if shape.self == "" {
+		return shape, errors.New("cluster nodes: no line for this node")
+	}
+	return shape, nil
 }
 
 // probeRedis sends PING, which fails with LOADING while Redis replays its

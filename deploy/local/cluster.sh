@@ -1,0 +1,604 @@
+#!/usr/bin/env bash
+# Sundial's local clusters: a three-node Apache Kafka (KRaft, every node a
+# controller and a broker; replication factor 3, min.insync.replicas 2) and a
+# Redis Cluster of three masters with a replica each, as plain processes on
+# 127.0.0.1. The failure tests (make test-cluster) kill their nodes.
+#
+#   cluster.sh up [kafka|redis]      start what is not running, wait until it serves
+#   cluster.sh down [kafka|redis]    stop; no process is left behind
+#   cluster.sh status                every node: state, pid, address, role
+#   cluster.sh env                   export lines: source <(deploy/local/cluster.sh env)
+#   cluster.sh kill NODE             SIGKILL one node (kafka-1..3, redis-1..6)
+#   cluster.sh start NODE            start one stopped node and wait until it serves
+#   cluster.sh logs [-n N] NODE...   the end of the nodes' logs
+#   cluster.sh reset                 down, then delete data and logs
+#
+# Cassandra stays a single node (deploy/local/stack.sh): three JVMs of it do
+# not fit beside the rest on a two-core machine. Settings come from
+# SUNDIAL_* environment variables; deploy/local/README.md lists them.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+REPO=$(cd "$HERE/../.." && pwd -P)
+
+STACK_DIR=$(realpath -m "${SUNDIAL_STACK_DIR:-$REPO/.stack}")
+CLUSTER_DIR=$(realpath -m "${SUNDIAL_CLUSTER_DIR:-$STACK_DIR/cluster}")
+DATA_DIR=$CLUSTER_DIR/data
+LOG_DIR=$CLUSTER_DIR/logs
+RUN_DIR=$CLUSTER_DIR/run
+# The settings `up` started the cluster with. Every other command reads them
+# back, so that `start NODE` from a test restarts a node exactly as it ran,
+# whatever the test's environment says.
+SETTINGS=$RUN_DIR/settings
+if [[ ${1-} != up && -f $SETTINGS ]]; then
+  # shellcheck disable=SC1090 # written by save_settings
+  source "$SETTINGS"
+fi
+DIST_DIR=$(realpath -m "${SUNDIAL_STACK_DIST_DIR:-$STACK_DIR/dist}")
+
+KAFKA_PORT=${SUNDIAL_KAFKA_CLUSTER_PORT:-24092}
+KAFKA_CONTROLLER_PORT=${SUNDIAL_KAFKA_CLUSTER_CONTROLLER_PORT:-24192}
+REDIS_PORT=${SUNDIAL_REDIS_CLUSTER_PORT:-26101}
+REDIS_BUS_PORT=${SUNDIAL_REDIS_CLUSTER_BUS_PORT:-26201}
+KAFKA_HEAP=${SUNDIAL_KAFKA_CLUSTER_HEAP:-512m}
+KAFKA_SESSION_TIMEOUT_MS=${SUNDIAL_KAFKA_CLUSTER_SESSION_TIMEOUT_MS:-3000}
+REDIS_NODE_TIMEOUT_MS=${SUNDIAL_REDIS_CLUSTER_NODE_TIMEOUT_MS:-2000}
+TIMEOUT=${SUNDIAL_STACK_TIMEOUT:-240}
+STOP_GRACE=${SUNDIAL_STACK_STOP_GRACE:-30}
+
+KAFKA_NODES=(kafka-1 kafka-2 kafka-3)
+REDIS_NODES=(redis-1 redis-2 redis-3 redis-4 redis-5 redis-6)
+MARKER=-Dsundial.cluster=$CLUSTER_DIR
+STACKCHECK=$CLUSTER_DIR/bin/stackcheck
+
+save_settings() {
+  mkdir -p "$RUN_DIR"
+  {
+    echo "SUNDIAL_STACK_DIST_DIR=${DIST_DIR@Q}"
+    echo "SUNDIAL_KAFKA_CLUSTER_PORT=$KAFKA_PORT"
+    echo "SUNDIAL_KAFKA_CLUSTER_CONTROLLER_PORT=$KAFKA_CONTROLLER_PORT"
+    echo "SUNDIAL_REDIS_CLUSTER_PORT=$REDIS_PORT"
+    echo "SUNDIAL_REDIS_CLUSTER_BUS_PORT=$REDIS_BUS_PORT"
+    echo "SUNDIAL_KAFKA_CLUSTER_HEAP=$KAFKA_HEAP"
+    echo "SUNDIAL_KAFKA_CLUSTER_SESSION_TIMEOUT_MS=$KAFKA_SESSION_TIMEOUT_MS"
+    echo "SUNDIAL_REDIS_CLUSTER_NODE_TIMEOUT_MS=$REDIS_NODE_TIMEOUT_MS"
+  } >"$SETTINGS"
+}
+
+say() { printf '%s\n' "$*"; }
+warn() { printf 'cluster: %s\n' "$*" >&2; }
+die() {
+  warn "$*"
+  exit 1
+}
+
+validate() {
+  local bad=() name value
+  for name in KAFKA_PORT KAFKA_CONTROLLER_PORT REDIS_PORT REDIS_BUS_PORT; do
+    value=${!name}
+    if [[ ! $value =~ ^[0-9]{1,5}$ ]] || ((10#$value < 1 || 10#$value > 65530)); then
+      local var=${name/KAFKA_/KAFKA_CLUSTER_}
+      var=${var/REDIS_/REDIS_CLUSTER_}
+      bad+=("SUNDIAL_$var=$value: want a TCP port number 1-65530 (the nodes use it and the next ones)")
+    fi
+  done
+  [[ $KAFKA_HEAP =~ ^[0-9]+[kKmMgG]$ ]] || bad+=("SUNDIAL_KAFKA_CLUSTER_HEAP=$KAFKA_HEAP: want a JVM size such as 512m")
+  [[ $KAFKA_SESSION_TIMEOUT_MS =~ ^[0-9]+$ ]] && ((KAFKA_SESSION_TIMEOUT_MS >= 1000)) ||
+    bad+=("SUNDIAL_KAFKA_CLUSTER_SESSION_TIMEOUT_MS=$KAFKA_SESSION_TIMEOUT_MS: want at least 1000")
+  [[ $REDIS_NODE_TIMEOUT_MS =~ ^[0-9]+$ ]] && ((REDIS_NODE_TIMEOUT_MS >= 500)) ||
+    bad+=("SUNDIAL_REDIS_CLUSTER_NODE_TIMEOUT_MS=$REDIS_NODE_TIMEOUT_MS: want at least 500")
+  [[ $TIMEOUT =~ ^[0-9]+$ ]] && ((TIMEOUT > 0)) || bad+=("SUNDIAL_STACK_TIMEOUT=$TIMEOUT: want a positive number of seconds")
+  [[ $STOP_GRACE =~ ^[0-9]+$ ]] && ((STOP_GRACE > 0)) || bad+=("SUNDIAL_STACK_STOP_GRACE=$STOP_GRACE: want a positive number of seconds")
+  if ((${#bad[@]} == 0)); then
+    local ports dup
+    ports=$(for n in "${KAFKA_NODES[@]}" "${REDIS_NODES[@]}"; do ports_of "$n"; done | tr ' ' '\n')
+    dup=$(sort <<<"$ports" | uniq -d | tr '\n' ' ')
+    [[ -z $dup ]] || bad+=("the port ranges overlap: ${dup% } used twice")
+  fi
+  if ((${#bad[@]})); then
+    warn "bad settings:"
+    printf '  %s\n' "${bad[@]}" >&2
+    exit 2
+  fi
+}
+
+# ---------------------------------------------------------------- nodes
+
+index_of() { echo "${1##*-}"; } # kafka-2 -> 2
+
+# ports_of NODE prints every port NODE listens on.
+ports_of() {
+  local i
+  i=$(index_of "$1")
+  case $1 in
+    kafka-*) echo "$((KAFKA_PORT + i - 1)) $((KAFKA_CONTROLLER_PORT + i - 1))" ;;
+    redis-*) echo "$((REDIS_PORT + i - 1)) $((REDIS_BUS_PORT + i - 1))" ;;
+  esac
+}
+
+addr_of() {
+  local i
+  i=$(index_of "$1")
+  case $1 in
+    kafka-*) echo "127.0.0.1:$((KAFKA_PORT + i - 1))" ;;
+    redis-*) echo "127.0.0.1:$((REDIS_PORT + i - 1))" ;;
+  esac
+}
+
+addrs_of() { # kafka|redis: comma-separated client addresses
+  local n out=()
+  for n in $(nodes_of "$1"); do out+=("$(addr_of "$n")"); done
+  local IFS=,
+  echo "${out[*]}"
+}
+
+nodes_of() {
+  case $1 in
+    kafka) echo "${KAFKA_NODES[*]}" ;;
+    redis) echo "${REDIS_NODES[*]}" ;;
+    *) die "unknown backend '$1': want kafka or redis" ;;
+  esac
+}
+
+check_node() {
+  [[ " ${KAFKA_NODES[*]} ${REDIS_NODES[*]} " == *" $1 "* ]] ||
+    die "unknown node '$1': want one of ${KAFKA_NODES[*]} ${REDIS_NODES[*]}"
+}
+
+# is_ours PID NODE: whether PID is NODE of this cluster, judged by its
+# command line (a zombie's is empty).
+is_ours() {
+  local pid=$1 node=$2 args=() stat a has_marker='' has_node=''
+  mapfile -d '' -t args 2>/dev/null <"/proc/$pid/cmdline" || return 1
+  ((${#args[@]})) || return 1
+  read -r stat 2>/dev/null <"/proc/$pid/stat" || return 1
+  stat=${stat##*) }
+  [[ ${stat%% *} != [ZX] ]] || return 1
+  if [[ $node == redis-* ]]; then
+    [[ ${args[0]##*/} == redis-server && ${args[1]-} == "$RUN_DIR/$node/redis.conf" ]]
+    return
+  fi
+  for a in "${args[@]}"; do
+    [[ $a == "$MARKER" ]] && has_marker=1
+    [[ $a == "-Dsundial.cluster.node=$node" ]] && has_node=1
+  done
+  [[ -n $has_marker && -n $has_node ]]
+}
+
+# node_pid NODE prints the pid of the running node, or nothing; a lost pid
+# file does not hide a process.
+node_pid() {
+  local f=$RUN_DIR/$1.pid pid p
+  if [[ -f $f ]]; then
+    pid=$(<"$f")
+    if [[ $pid =~ ^[0-9]+$ ]] && is_ours "$pid" "$1"; then
+      echo "$pid"
+      return
+    fi
+  fi
+  for p in /proc/[0-9]*; do
+    pid=${p#/proc/}
+    [[ $pid == "$$" || $pid == "$BASHPID" ]] && continue
+    if is_ours "$pid" "$1"; then
+      echo "$pid"
+      return
+    fi
+  done
+  return 0
+}
+
+port_busy() { (: <"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# launch NODE OUTFILE COMMAND...: start COMMAND in its own session, detached
+# from our lock and terminal, and record its pid.
+launch() {
+  local node=$1 out=$2 pid i
+  shift 2
+  [[ ! -s $out ]] || mv -f "$out" "$out.prev"
+  (cd "$RUN_DIR/$node" && exec setsid "$@") </dev/null >>"$out" 2>&1 9>&- &
+  pid=$!
+  for ((i = 0; i < 50; i++)); do
+    is_ours "$pid" "$node" && break
+    sleep 0.1
+  done
+  is_ours "$pid" "$node" || pid=$(node_pid "$node")
+  [[ -n $pid ]] || return 1
+  echo "$pid" >"$RUN_DIR/$node.pid"
+  echo "$pid"
+}
+
+# render TEMPLATE OUT NAME=VALUE... replaces @NAME@ placeholders.
+render() {
+  local in=$1 out=$2 kv args=()
+  shift 2
+  for kv in "$@"; do
+    local v=${kv#*=}
+    v=${v//\\/\\\\}
+    v=${v//|/\\|}
+    v=${v//&/\\&}
+    args+=(-e "s|@${kv%%=*}@|$v|g")
+  done
+  sed "${args[@]}" "$in" >"$out"
+  local left
+  left=$(grep -v '^[[:space:]]*#' "$out" | grep -o '@[A-Z_]*@' || true)
+  [[ -z $left ]] || die "unrendered placeholder in $out: ${left//$'\n'/ }"
+}
+
+JAVA=${JAVA_HOME:+$JAVA_HOME/bin/java}
+JAVA=${JAVA:-java}
+
+kafka_voters() {
+  local n i out=()
+  for n in "${KAFKA_NODES[@]}"; do
+    i=$(index_of "$n")
+    out+=("$i@127.0.0.1:$((KAFKA_CONTROLLER_PORT + i - 1))")
+  done
+  local IFS=,
+  echo "${out[*]}"
+}
+
+start_kafka_node() {
+  local node=$1 i lib conf data logs
+  i=$(index_of "$node")
+  lib=$DIST_DIR/kafka-$KAFKA_VERSION/lib
+  conf=$RUN_DIR/$node
+  data=$DATA_DIR/$node
+  logs=$LOG_DIR/$node
+  mkdir -p "$conf" "$data" "$logs"
+  render "$HERE/cluster/kafka.properties.in" "$conf/server.properties" \
+    NODE_ID="$i" VOTERS="$(kafka_voters)" PORT=$((KAFKA_PORT + i - 1)) \
+    CONTROLLER_PORT=$((KAFKA_CONTROLLER_PORT + i - 1)) DATA_DIR="$data" \
+    SESSION_TIMEOUT_MS="$KAFKA_SESSION_TIMEOUT_MS" HEARTBEAT_MS=$((KAFKA_SESSION_TIMEOUT_MS / 6))
+  cp "$HERE/kafka/log4j2.xml" "$conf/log4j2.xml"
+  local common=(
+    -Djava.awt.headless=true
+    "-Dkafka.logs.dir=$logs"
+    "-Dlog4j2.configurationFile=$conf/log4j2.xml"
+    -cp "$lib/*"
+  )
+  if [[ ! -f $data/meta.properties ]]; then
+    # Every node of one cluster is formatted with the same cluster id.
+    local id
+    id=$(<"$CLUSTER_DIR/kafka.cluster-id")
+    if ! "$JAVA" "${common[@]}" kafka.tools.StorageTool format --ignore-formatted \
+      -t "$id" -c "$conf/server.properties" >"$logs/format.log" 2>&1; then
+      warn "$node: formatting the storage in $data failed:"
+      tail -n 20 "$logs/format.log" >&2
+      return 1
+    fi
+  fi
+  launch "$node" "$logs/kafka.out" "$JAVA" \
+    "-Xms$KAFKA_HEAP" "-Xmx$KAFKA_HEAP" \
+    -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \
+    -XX:+ExplicitGCInvokesConcurrent -XX:+ExitOnOutOfMemoryError \
+    -XX:TieredStopAtLevel=1 -XX:CICompilerCount=2 \
+    "-XX:ErrorFile=$logs/hs_err_%p.log" \
+    "$MARKER" "-Dsundial.cluster.node=$node" \
+    "${common[@]}" kafka.Kafka "$conf/server.properties"
+}
+
+start_redis_node() {
+  local node=$1 i conf data logs
+  i=$(index_of "$node")
+  conf=$RUN_DIR/$node
+  data=$DATA_DIR/$node
+  logs=$LOG_DIR/$node
+  mkdir -p "$conf" "$data" "$logs"
+  render "$HERE/cluster/redis.conf.in" "$conf/redis.conf" \
+    PORT=$((REDIS_PORT + i - 1)) BUS_PORT=$((REDIS_BUS_PORT + i - 1)) \
+    DATA_DIR="$data" LOG_DIR="$logs" NODE_TIMEOUT_MS="$REDIS_NODE_TIMEOUT_MS"
+  launch "$node" "$logs/redis.out" "$(command -v redis-server)" "$conf/redis.conf"
+}
+
+log_of() {
+  case $1 in
+    kafka-*) echo "$LOG_DIR/$1/server.log" ;;
+    redis-*) echo "$LOG_DIR/$1/redis.log" ;;
+  esac
+}
+
+show_failure() {
+  local f
+  for f in "$(log_of "$1")" "$LOG_DIR/$1/kafka.out" "$LOG_DIR/$1/redis.out"; do
+    [[ -s $f ]] || continue
+    warn "$1: the end of $f:"
+    tail -n 30 "$f" | sed 's/^/    /' >&2
+  done
+}
+
+KAFKA_VERSION=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$HERE/kafka/pom.xml" | head -n1)
+
+# prepare downloads Kafka (once, into the single-node stack's download
+# folder, which it shares) and builds the readiness checker into the
+# cluster's folder, through stack.sh.
+prepare() {
+  SUNDIAL_STACK_DIR=$CLUSTER_DIR SUNDIAL_STACK_DIST_DIR=$DIST_DIR "$HERE/stack.sh" prepare "$@" ||
+    die "could not prepare the cluster (see above)"
+}
+
+lock() {
+  mkdir -p "$CLUSTER_DIR"
+  exec 9>"$CLUSTER_DIR/.cluster.lock"
+  if ! flock -n 9; then
+    say "cluster: waiting for another cluster.sh on $CLUSTER_DIR to finish"
+    flock -w $((TIMEOUT * 2 + 120)) 9 || die "gave up waiting for the lock $CLUSTER_DIR/.cluster.lock"
+  fi
+}
+
+now_ms() {
+  local t=${EPOCHREALTIME/./}
+  echo $((t / 1000))
+}
+since_ms() {
+  local d=$(($(now_ms) - $1))
+  printf '%d.%ds' $((d / 1000)) $((d % 1000 / 100))
+}
+
+# start_nodes NODE...: starts the nodes that are not running; sets STARTED
+# to node=pid words of every node (running or started).
+STARTED=()
+start_nodes() {
+  local n pid port busy=()
+  STARTED=()
+  for n in "$@"; do
+    pid=$(node_pid "$n")
+    if [[ -n $pid ]]; then
+      STARTED+=("$n=$pid")
+      continue
+    fi
+    for port in $(ports_of "$n"); do
+      port_busy "$port" && busy+=("$n needs port $port, which is in use")
+    done
+  done
+  if ((${#busy[@]})); then
+    warn "cannot start:"
+    printf '  %s\n' "${busy[@]}" >&2
+    die "stop that process, or move the cluster's ports (deploy/local/README.md)"
+  fi
+  mkdir -p "$RUN_DIR" "$DATA_DIR" "$LOG_DIR"
+  if [[ " $* " == *" kafka-"* && ! -f $CLUSTER_DIR/kafka.cluster-id ]]; then
+    head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n' >"$CLUSTER_DIR/kafka.cluster-id"
+  fi
+  for n in "$@"; do
+    [[ -z $(node_pid "$n") ]] || continue
+    if ! pid=$("start_${n%%-*}_node" "$n"); then
+      show_failure "$n"
+      die "$n: did not start"
+    fi
+    say "$n: started (pid $pid) on $(addr_of "$n")"
+    STARTED+=("$n=$pid")
+  done
+}
+
+# wait_nodes FLAGS NODE=PID...: waits, in parallel, until every node answers
+# the stackcheck probe with FLAGS; a node that is not ready is reported with
+# its logs.
+wait_nodes() {
+  local flags=$1 kv n pid ok=0
+  shift
+  declare -A jobs=()
+  for kv in "$@"; do
+    n=${kv%%=*}
+    pid=${kv#*=}
+    # shellcheck disable=SC2086 # flags are words
+    # A subshell, so that its status is the checker's (pipefail), not sed's.
+    ("$STACKCHECK" "-${n%%-*}" "$(addr_of "$n")" "-${n%%-*}-pid" "$pid" $flags -timeout "${TIMEOUT}s" |
+      sed "s/^[a-z]*: /$n: /") &
+    jobs[$n]=$!
+  done
+  for n in "${!jobs[@]}"; do
+    if ! wait "${jobs[$n]}"; then
+      show_failure "$n"
+      ok=1
+    fi
+  done
+  return "$ok"
+}
+
+# redis_cli NODE ARGS... runs redis-cli against NODE.
+redis_cli() {
+  local a
+  a=$(addr_of "$1")
+  shift
+  redis-cli -h "${a%:*}" -p "${a#*:}" "$@"
+}
+
+# create_redis_cluster assigns the slots once: on nodes that were never part
+# of a cluster, redis-cli makes redis-1..3 masters and redis-4..6 their
+# replicas. A cluster that exists (nodes.conf in every node's folder) is
+# left as it is: its masters may have moved by failovers.
+create_redis_cluster() {
+  local known
+  known=$(redis_cli redis-1 cluster info | tr -d '\r' | sed -n 's/^cluster_known_nodes://p')
+  [[ $known == 1 ]] || return 0
+  local addrs=() n
+  for n in "${REDIS_NODES[@]}"; do addrs+=("$(addr_of "$n")"); done
+  say "redis: creating the cluster (3 masters, 1 replica each)"
+  redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$LOG_DIR/redis-create.log" 2>&1 || {
+    cat "$LOG_DIR/redis-create.log" >&2
+    die "redis: creating the cluster failed"
+  }
+}
+
+cmd_up() {
+  local start b backends=("$@")
+  start=$(now_ms)
+  ((${#backends[@]})) || backends=(kafka redis)
+  for b in "${backends[@]}"; do nodes_of "$b" >/dev/null; done
+  validate
+  lock
+  save_settings
+  prepare "${backends[@]}"
+  for b in "${backends[@]}"; do
+    local t0
+    t0=$(now_ms)
+    # shellcheck disable=SC2046 # node names are words
+    start_nodes $(nodes_of "$b")
+    case $b in
+      kafka)
+        wait_nodes "-kafka-brokers ${#KAFKA_NODES[@]}" "${STARTED[@]}" || die "kafka: not ready (logs: cluster.sh logs kafka-1)"
+        ;;
+      redis)
+        wait_nodes "" "${STARTED[@]}" || die "redis: a node is not ready"
+        create_redis_cluster
+        wait_nodes "-redis-cluster 3" "${STARTED[@]}" || die "redis: the cluster is not ready"
+        ;;
+    esac
+    say "$b: cluster ready at $(addrs_of "$b") $(since_ms "$t0") after its start"
+  done
+  say "cluster: ready in $(since_ms "$start"); use it with: source <($HERE/cluster.sh env)"
+}
+
+# stop NODE...: SIGTERM, a grace period, then SIGKILL.
+stop() {
+  local n pid t0 deadline killed=''
+  declare -A left=()
+  t0=$(now_ms)
+  for n in "$@"; do
+    pid=$(node_pid "$n")
+    rm -f "$RUN_DIR/$n.pid"
+    [[ -n $pid ]] || continue
+    left[$n]=$pid
+    kill -TERM "$pid" 2>/dev/null || true
+  done
+  deadline=$((SECONDS + STOP_GRACE))
+  while ((${#left[@]})); do
+    for n in "${!left[@]}"; do
+      if ! is_ours "${left[$n]}" "$n"; then
+        say "$n: stopped (pid ${left[$n]}) after $(since_ms "$t0")"
+        unset "left[$n]"
+      fi
+    done
+    ((${#left[@]})) || break
+    if ((SECONDS >= deadline)); then
+      [[ -z $killed ]] || die "pids ${left[*]} survived SIGKILL"
+      for n in "${!left[@]}"; do
+        warn "$n: still running ${STOP_GRACE}s after SIGTERM; sending SIGKILL"
+        kill -KILL "${left[$n]}" 2>/dev/null || true
+      done
+      killed=1
+      deadline=$((SECONDS + 10))
+    fi
+    sleep 0.2
+  done
+}
+
+cmd_down() {
+  local b nodes=()
+  (($#)) || set -- kafka redis
+  # shellcheck disable=SC2207 # node names are words
+  for b in "$@"; do nodes+=($(nodes_of "$b")); done
+  lock
+  stop "${nodes[@]}"
+}
+
+cmd_kill() {
+  (($# == 1)) || die "kill takes one node"
+  check_node "$1"
+  local pid
+  lock
+  pid=$(node_pid "$1")
+  [[ -n $pid ]] || die "$1: not running"
+  kill -KILL "$pid"
+  while is_ours "$pid" "$1"; do sleep 0.05; done
+  rm -f "$RUN_DIR/$1.pid"
+  say "$1: killed (pid $pid)"
+}
+
+cmd_start() {
+  (($# == 1)) || die "start takes one node"
+  check_node "$1"
+  local t0 flags
+  t0=$(now_ms)
+  validate
+  lock
+  [[ -x $STACKCHECK ]] || prepare "${1%%-*}"
+  start_nodes "$1"
+  case $1 in
+    kafka-*) flags="-kafka-brokers ${#KAFKA_NODES[@]}" ;;
+    redis-*) flags="-redis-cluster 3" ;;
+  esac
+  wait_nodes "$flags" "${STARTED[@]}" || die "$1: not ready"
+  say "$1: ready $(since_ms "$t0") after its start"
+}
+
+cmd_status() {
+  local n pid state role all=0
+  printf '%-8s %-8s %-8s %-16s %s\n' NODE STATE PID ADDRESS READY
+  for n in "${KAFKA_NODES[@]}" "${REDIS_NODES[@]}"; do
+    pid=$(node_pid "$n")
+    state=stopped role=-
+    if [[ -n $pid ]]; then
+      state=running
+      if [[ -x $STACKCHECK ]]; then
+        local flags="-kafka-brokers ${#KAFKA_NODES[@]}"
+        [[ $n == redis-* ]] && flags="-redis-cluster 3"
+        # shellcheck disable=SC2086
+        role=$("$STACKCHECK" "-${n%%-*}" "$(addr_of "$n")" $flags -timeout 3s -progress 0s 2>&1 | head -n1 | sed 's/^[a-z]*: //') || all=3
+      fi
+    else
+      all=3
+    fi
+    printf '%-8s %-8s %-8s %-16s %s\n' "$n" "$state" "${pid:--}" "$(addr_of "$n")" "$role"
+  done
+  say "cluster dir: $CLUSTER_DIR"
+  return "$all"
+}
+
+cmd_env() {
+  (($# == 0)) || die "env takes no arguments"
+  echo "export SUNDIAL_KAFKA_CLUSTER_BROKERS=$(addrs_of kafka)"
+  echo "export SUNDIAL_REDIS_CLUSTER_ADDRS=$(addrs_of redis)"
+  echo "export SUNDIAL_CLUSTER_CTL=$HERE/cluster.sh"
+  echo "export SUNDIAL_CLUSTER_DIR=$CLUSTER_DIR"
+}
+
+cmd_logs() {
+  local lines=50 n files=()
+  if [[ ${1-} == -n ]]; then
+    [[ ${2-} =~ ^[0-9]+$ ]] || die "logs -n wants a number of lines"
+    lines=$2
+    shift 2
+  fi
+  (($#)) || set -- "${KAFKA_NODES[@]}" "${REDIS_NODES[@]}"
+  for n in "$@"; do
+    check_node "$n"
+    [[ -f $(log_of "$n") ]] && files+=("$(log_of "$n")")
+  done
+  ((${#files[@]})) || die "no logs yet in $LOG_DIR"
+  tail -n "$lines" "${files[@]}"
+}
+
+cmd_reset() {
+  (($# == 0)) || die "reset takes no arguments"
+  lock
+  stop "${KAFKA_NODES[@]}" "${REDIS_NODES[@]}"
+  rm -rf "$DATA_DIR" "$LOG_DIR" "$RUN_DIR" "$CLUSTER_DIR/kafka.cluster-id"
+  say "cluster: data and logs deleted"
+}
+
+usage() {
+  sed -n '2,18s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+}
+
+main() {
+  local cmd=${1-}
+  (($#)) && shift
+  case $cmd in
+    up) cmd_up "$@" ;;
+    down) cmd_down "$@" ;;
+    status) cmd_status "$@" ;;
+    env) cmd_env "$@" ;;
+    kill) cmd_kill "$@" ;;
+    start) cmd_start "$@" ;;
+    logs) cmd_logs "$@" ;;
+    reset) cmd_reset "$@" ;;
+    -h | --help | help) usage ;;
+    *)
+      usage >&2
+      exit 2
+      ;;
+  esac
+}
+
+main "$@"
