@@ -20,8 +20,9 @@ var StackBackends = []string{"redis", "kafka", "cassandra"}
 type ChaosPlan struct {
 	// Window is the length of the measured window; kills fall inside it.
 	Window time.Duration
-	// Every is the interval between two process kills: the first at Every,
-	// then 2×Every, ... while inside the window.
+	// Every is the interval between two process kills: the first at
+	// Every/2 (the seconds before it are the undisturbed state recovery is
+	// measured against), then every Every while inside the window.
 	Every time.Duration
 	// Processes are the names a process kill picks from, uniformly at
 	// random.
@@ -54,8 +55,8 @@ func (c ChaosPlan) Kills() ([]PlannedKill, error) {
 		errs = append(errs, errors.New("chaos plan: processes: need at least one to kill"))
 	}
 	n := 0
-	if c.Every > 0 {
-		n = int((c.Window - 1) / c.Every) // process kills strictly inside the window
+	if c.Every > 0 && c.Window > c.Every/2 {
+		n = int((c.Window-c.Every/2-1)/c.Every) + 1 // process kills strictly inside the window
 	}
 	if len(c.Backends) > 0 && n < len(c.Backends) {
 		errs = append(errs, fmt.Errorf("chaos plan: %d process kills in a window of %s leave no room for %d backend kills between them", n, c.Window, len(c.Backends)))
@@ -65,16 +66,16 @@ func (c ChaosPlan) Kills() ([]PlannedKill, error) {
 	}
 	rng := rand.New(rand.NewPCG(c.Seed, 0x5eed))
 	out := make([]PlannedKill, 0, n+len(c.Backends))
-	for k := 1; k <= n; k++ {
-		out = append(out, PlannedKill{At: time.Duration(k) * c.Every, Target: c.Processes[rng.IntN(len(c.Processes))]})
+	for k := range n {
+		out = append(out, PlannedKill{At: c.Every/2 + time.Duration(k)*c.Every, Target: c.Processes[rng.IntN(len(c.Processes))]})
 	}
-	// Backend j goes after process kill slot(j), the slots spread evenly
-	// over the n kills, so that each outage has a process kill before and
-	// after it and the recovery of each is measured on its own.
+	// Backend j goes half-way between process kills slot(j)-1 and
+	// slot(j), the slots spread evenly over the n kills, so that each
+	// outage has a process kill before and after it and the recovery of
+	// each is measured on its own.
 	for j, b := range c.Backends {
-		slot := (j + 1) * n / (len(c.Backends) + 1)
-		slot = max(slot, 1)
-		out = append(out, PlannedKill{At: time.Duration(slot)*c.Every + c.Every/2, Target: b, Backend: true})
+		slot := max((j+1)*n/(len(c.Backends)+1), 1)
+		out = append(out, PlannedKill{At: time.Duration(slot) * c.Every, Target: b, Backend: true})
 	}
 	slices.SortStableFunc(out, func(a, b PlannedKill) int { return int(a.At - b.At) })
 	return out, nil

@@ -38,19 +38,19 @@ func TestChaosPlanKills(t *testing.T) {
 			assert.Contains(t, procs, k.Target)
 		}
 	}
-	// 30 s, 60 s, ..., 570 s: the kill at 600 s would be at the window's end.
-	require.Len(t, processKills, 19)
+	// 15 s, 45 s, ..., 585 s.
+	require.Len(t, processKills, 20)
 	for i, k := range processKills {
-		assert.Equal(t, time.Duration(i+1)*30*time.Second, k.At)
+		assert.Equal(t, 15*time.Second+time.Duration(i)*30*time.Second, k.At)
 	}
 	// Each backend once, in order, half-way between two process kills and
-	// spread over the window: after kills 4, 9 and 14.
+	// spread over the window: after kills 5, 10 and 15.
 	require.Len(t, backendKills, 3)
-	for i, want := range []time.Duration{135 * time.Second, 285 * time.Second, 435 * time.Second} {
+	for i, want := range []time.Duration{150 * time.Second, 300 * time.Second, 450 * time.Second} {
 		assert.Equal(t, StackBackends[i], backendKills[i].Target)
 		assert.Equal(t, want, backendKills[i].At)
 	}
-	// Every kind of process is hit over 19 kills (seed 7).
+	// Every kind of process is hit over 20 kills (seed 7).
 	kinds := map[string]bool{}
 	for _, k := range processKills {
 		kind, _, _ := strings.Cut(k.Target, "-")
@@ -66,10 +66,11 @@ func TestChaosPlanKills(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEqual(t, kills, other, "another seed picks other victims")
 
-	// The short development run: 2 minutes, a kill every 20 s.
+	// The short development run: 2 minutes, a kill every 20 s: at 10, 30,
+	// ..., 110 s.
 	short, err := ChaosPlan{Window: 2 * time.Minute, Every: 20 * time.Second, Processes: procs, Backends: StackBackends}.Kills()
 	require.NoError(t, err)
-	assert.Len(t, short, 5+3)
+	assert.Len(t, short, 6+3)
 }
 
 func TestChaosPlanKillsRefuses(t *testing.T) {
@@ -82,7 +83,7 @@ func TestChaosPlanKillsRefuses(t *testing.T) {
 		{"no interval", ChaosPlan{Window: time.Minute, Processes: []string{"runner-0"}}, "every 0s"},
 		{"no process", ChaosPlan{Window: time.Minute, Every: 10 * time.Second}, "processes"},
 		{"no room for the backends", ChaosPlan{Window: time.Minute, Every: 30 * time.Second, Processes: []string{"runner-0"}, Backends: StackBackends},
-			"1 process kills in a window of 1m0s leave no room for 3 backend kills"},
+			"2 process kills in a window of 1m0s leave no room for 3 backend kills"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -168,16 +169,22 @@ func chaosReport() *Report {
 	r := sampleReport()
 	r.Scenario = "chaos"
 	r.Workload.WindowFrom = from
+	r.Workload.WindowTo = from.Add(2 * time.Minute)
 	r.Config = Config{Scenario: "chaos", Duration: 2 * time.Minute}.WithDefaults()
 	r.Config.ChaosEvery = 20 * time.Second
 	s := r.Systems[0]
+	plan, err := r.Config.chaosPlan(nil).Kills()
+	if err != nil {
+		panic(err)
+	}
 	s.Crash = []CrashEvent{
 		{Process: "runner-1", Kind: "process", KilledAt: from.Add(20 * time.Second), Restarted: from.Add(22 * time.Second), RecoverySeconds: 3, ThresholdMs: 250},
 		{Process: "kafka", Kind: "backend", KilledAt: from.Add(30 * time.Second), Restarted: from.Add(50 * time.Second), RecoverySeconds: -1, ThresholdMs: 250},
 		{Process: "dagengine-0", Kind: "process", KilledAt: from.Add(40 * time.Second), Error: "not running when its kill came due"},
+		{Process: "runner-0", Kind: "process", KilledAt: from.Add(130 * time.Second), Restarted: from.Add(132 * time.Second)},
 	}
 	s.Dags = &DagCounts{DAGs: 20, Nodes: 3, EveryMs: 10000, Expected: 240, Succeeded: 240}
-	s.Chaos = &ChaosInfo{Seed: 42, EverySeconds: 20, ProcessDownSecs: 2, BackendDownSecs: 5,
+	s.Chaos = &ChaosInfo{Seed: 42, EverySeconds: 20, Plan: plan, ProcessDownSecs: 2, BackendDownSecs: 5,
 		Exits: []ProcessExit{{Process: "dispatcher-2", At: from.Add(31 * time.Second), Err: "exit status 1", Restarted: true}}}
 	s.Chaos.countKills(s.Crash)
 	r.Systems = []System{s}
@@ -189,7 +196,7 @@ func TestChaosReport(t *testing.T) {
 	t.Parallel()
 	r := chaosReport()
 	s := r.Systems[0]
-	assert.Equal(t, 1, s.Chaos.ProcessKills, "a skipped kill does not count")
+	assert.Equal(t, 2, s.Chaos.ProcessKills, "a skipped kill does not count")
 	assert.Equal(t, []string{"kafka"}, s.Chaos.BackendKills)
 
 	got := map[string]Target{}
@@ -199,7 +206,7 @@ func TestChaosReport(t *testing.T) {
 	assert.False(t, got["duplicate effects"].Met, "the sample has one duplicate effect")
 	assert.True(t, got["lost DAG runs (after the drain)"].Met)
 	kills := got["process kills"]
-	assert.Equal(t, "≥ 5", kills.Want)
+	assert.Equal(t, "≥ 6", kills.Want)
 	assert.False(t, kills.Met)
 	backends := got["backends killed and restarted ([redis kafka cassandra])"]
 	assert.InDelta(t, 1, backends.Value, 1e-9)
@@ -211,11 +218,12 @@ func TestChaosReport(t *testing.T) {
 	md, err := os.ReadFile(filepath.Join(dir, "summary.md"))
 	require.NoError(t, err)
 	for _, want := range []string{
-		"## Chaos (sundial): 1 process kills, backends killed: [kafka] (seed 42)",
+		"## Chaos (sundial): 2 process kills, backends killed: [kafka] (seed 42)",
 		"| 1 | 20.0 | runner-1 | 2.0 s | 3.0 s |  |",
 		"| 2 | 30.0 | **kafka** (backend) | 20.0 s | not recovered before the next kill |  |",
 		"| 3 | 40.0 | dagengine-0 | - | - | not running when its kill came due |",
 		"- dispatcher-2 at 12:00:31.000: exit status 1",
+		"| 4 | 130.0 | runner-0 | 2.0 s | after the window: not measured |  |",
 		"DAG runs due in the window (20 DAGs of 3 nodes every 10s): 240 expected, 240 succeeded, 0 failed, 0 lost, 0 unexpected",
 		"`chaos-timeline.png`",
 	} {
@@ -243,7 +251,7 @@ func TestChaosConfig(t *testing.T) {
 	require.NoError(t, none.Validate())
 	assert.Empty(t, none.WithDefaults().chaosBackends(), "defaults applied twice keep none")
 
-	err := Config{Scenario: "chaos", Runners: 1, ChaosBackends: []string{"postgres"}, Duration: 30 * time.Second, ChaosEvery: 30 * time.Second}.Validate()
+	err := Config{Scenario: "chaos", Runners: 1, ChaosBackends: []string{"postgres", "redis"}, Duration: 30 * time.Second, ChaosEvery: 30 * time.Second}.Validate()
 	for _, want := range []string{"runners 1", `chaos backend "postgres"`, "leave no room"} {
 		assert.ErrorContains(t, err, want)
 	}

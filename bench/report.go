@@ -351,7 +351,7 @@ func (r *Report) Markdown(w io.Writer) {
 	p("\n")
 	for _, s := range r.Systems {
 		if s.Chaos != nil {
-			chaosMarkdown(p, s, r.Workload.WindowFrom)
+			chaosMarkdown(p, s, r.Workload.WindowFrom, r.Workload.WindowTo)
 		}
 	}
 	for _, s := range r.Systems {
