@@ -183,7 +183,7 @@ func chaosReport() *Report {
 		{Process: "dagengine-0", Kind: "process", KilledAt: from.Add(40 * time.Second), Error: "not running when its kill came due"},
 		{Process: "runner-0", Kind: "process", KilledAt: from.Add(130 * time.Second), Restarted: from.Add(132 * time.Second)},
 	}
-	s.Dags = &DagCounts{DAGs: 20, Nodes: 3, EveryMs: 10000, Expected: 240, Succeeded: 240}
+	s.Dags = &DagCounts{DAGs: 20, Nodes: 3, EveryMs: 10000, Expected: 240, Succeeded: 240, EngineLag: 7}
 	s.Chaos = &ChaosInfo{Seed: 42, EverySeconds: 20, Plan: plan, ProcessDownSecs: 2, BackendDownSecs: 5,
 		Exits: []ProcessExit{{Process: "dispatcher-2", At: from.Add(31 * time.Second), Err: "exit status 1", Restarted: true}}}
 	s.Chaos.countKills(s.Crash)
@@ -224,7 +224,7 @@ func TestChaosReport(t *testing.T) {
 		"| 3 | 40.0 | dagengine-0 | - | - | not running when its kill came due |",
 		"- dispatcher-2 at 12:00:31.000: exit status 1",
 		"| 4 | 130.0 | runner-0 | 2.0 s | after the window: not measured |  |",
-		"DAG runs due in the window (20 DAGs of 3 nodes every 10s): 240 expected, 240 succeeded, 0 failed, 0 lost, 0 unexpected",
+		"DAG runs due in the window (20 DAGs of 3 nodes every 10s): 240 expected, 240 succeeded, 0 failed, 0 lost, 0 unexpected; DAG engines' lag on sundial.events at the end: 7 records",
 		"`chaos-timeline.png`",
 	} {
 		assert.Contains(t, string(md), want)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -165,6 +166,11 @@ type DagCounts struct {
 	Lost int `json:"lost"`
 	// Unexpected: runs due in the window the workload did not schedule.
 	Unexpected int `json:"unexpected"`
+	// EngineLag is how many records of sundial.events the DAG engines'
+	// group had not yet committed when the counting ended (-1: unknown):
+	// the engines read every run event, so a lag there delays every DAG
+	// run's next node.
+	EngineLag int64 `json:"engine_events_lag"`
 	// Examples of runs that were lost, failed or unexpected, with status.
 	Examples []string `json:"examples,omitempty"`
 }
@@ -233,6 +239,33 @@ func (w DagWorkload) ReadDagRuns(ctx context.Context, st dagStore, perDag int) (
 // dagSummary is one line about the DAG runs.
 func (c DagCounts) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d expected, %d succeeded, %d failed, %d lost, %d unexpected", c.Expected, c.Succeeded, c.Failed, c.Lost, c.Unexpected)
+	fmt.Fprintf(&b, "%d expected, %d succeeded, %d failed, %d lost, %d unexpected; DAG engines' lag on sundial.events at the end: %d records",
+		c.Expected, c.Succeeded, c.Failed, c.Lost, c.Unexpected, c.EngineLag)
 	return b.String()
+}
+
+// groupLag is the records of topic the consumer group has not committed,
+// summed over the partitions.
+func groupLag(ctx context.Context, brokers []string, group, topic string) (int64, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	lags, err := kadm.NewClient(cl).Lag(ctx, group)
+	if err != nil {
+		return 0, fmt.Errorf("lag of %s: %w", group, err)
+	}
+	l, ok := lags[group]
+	if !ok {
+		return 0, fmt.Errorf("lag of %s: no answer", group)
+	}
+	if err := l.Error(); err != nil {
+		return 0, fmt.Errorf("lag of %s: %w", group, err)
+	}
+	var n int64
+	for _, p := range l.Lag[topic] {
+		n += p.Lag
+	}
+	return n, nil
 }

@@ -569,11 +569,19 @@ func (b *Bench) drainDags(ctx context.Context, d time.Duration, dw DagWorkload, 
 		}
 		c := CountDagRuns(expected, stored, from, to)
 		c.DAGs, c.Nodes, c.EveryMs = dw.Count, dw.Nodes, dw.Every.Milliseconds()
+		evG, _ := procs.cfg.dagGroups()
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		c.EngineLag, err = groupLag(lctx, b.Backends.Brokers, evG, procs.cfg.Namespace.Names().Events())
+		cancel()
+		if err != nil {
+			b.say("DAG engines' lag: %v", err)
+			c.EngineLag = -1
+		}
 		if c.Lost == 0 || !b.Now().Before(deadline) {
 			b.say("DAG runs: %s", c)
 			return c, nil
 		}
-		b.say("draining DAG runs: %d of %d not ended yet", c.Lost, c.Expected)
+		b.say("draining DAG runs: %d of %d not ended yet; the DAG engines' lag on sundial.events is %d records", c.Lost, c.Expected, c.EngineLag)
 		if !sleepUntil(ctx, minTime(deadline, b.Now().Add(5*time.Second))) {
 			return c, ctx.Err()
 		}
