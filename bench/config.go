@@ -30,7 +30,8 @@ type Config struct {
 	Duration time.Duration `json:"duration"`
 	// Drain: after the window, how long runs due in it may still start
 	// before they count as lost. Herd: the longest wait for the herd.
-	// Default 60s (herd 10m).
+	// Chaos: the same, then as long again for the DAG runs to end.
+	// Default 60s (herd 10m, chaos 5m).
 	Drain time.Duration `json:"drain"`
 	// Lead: herd: how far ahead the herd is due (the definitions must be
 	// accepted before); steady: how long after the recurring jobs are
@@ -143,7 +144,7 @@ func (c Config) WithDefaults() Config {
 	if c.Scenario == "chaos" {
 		// A backend outage leaves a backlog behind it; the drain gives
 		// it time to run before anything counts as lost.
-		c.Drain = cmp.Or(c.Drain, 3*time.Minute)
+		c.Drain = cmp.Or(c.Drain, 5*time.Minute)
 		c.Processes = true
 		c.Dispatchers = cmp.Or(c.Dispatchers, 3)
 		c.Runners = cmp.Or(c.Runners, 3)
