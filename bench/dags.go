@@ -236,7 +236,7 @@ func (w DagWorkload) ReadDagRuns(ctx context.Context, st dagStore, perDag int) (
 	return out, nil
 }
 
-// dagSummary is one line about the DAG runs.
+// String is one line about the DAG runs.
 func (c DagCounts) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d expected, %d succeeded, %d failed, %d lost, %d unexpected; DAG engines' lag on sundial.events at the end: %d records",
