@@ -138,13 +138,17 @@ func PlotTimeline(r *Report, path string) error {
 	// The log scale cannot show 0: a latency under 0.1 ms is drawn at 0.1.
 	const floor = 0.1
 	top := 1.0
-	for i, q := range []struct {
-		name string
-		v    func(SeriesPoint) float64
+	// Not red: red marks the backend kills. max is dashed so that p99
+	// stays visible where the two coincide.
+	for _, q := range []struct {
+		name  string
+		v     func(SeriesPoint) float64
+		color color.Color
+		dash  []vg.Length
 	}{
-		{"p50", func(sp SeriesPoint) float64 { return sp.P50Ms }},
-		{"p99", func(sp SeriesPoint) float64 { return sp.P99Ms }},
-		{"max", func(sp SeriesPoint) float64 { return sp.MaxMs }},
+		{"p50", func(sp SeriesPoint) float64 { return sp.P50Ms }, palette[0], nil},
+		{"p99", func(sp SeriesPoint) float64 { return sp.P99Ms }, color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}, nil},
+		{"max", func(sp SeriesPoint) float64 { return sp.MaxMs }, palette[2], []vg.Length{vg.Points(2), vg.Points(2)}},
 	} {
 		pts := make(plotter.XYs, len(s.Series))
 		for k, sp := range s.Series {
@@ -158,7 +162,8 @@ func PlotTimeline(r *Report, path string) error {
 		if err != nil {
 			return fmt.Errorf("plot: %w", err)
 		}
-		l.Color = palette[i%len(palette)]
+		l.Color = q.color
+		l.Dashes = q.dash
 		p.Add(l)
 		p.Legend.Add(s.Name+" "+q.name, l)
 	}
