@@ -292,3 +292,44 @@ func TestParseExports(t *testing.T) {
 	buf.WriteString("")
 	assert.Empty(t, parseExports(buf.Bytes()))
 }
+
+// script writes an executable shell script standing in for the sundial
+// binary.
+func script(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sundial")
+	require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755))
+	return path
+}
+
+func TestProcessesSupervise(t *testing.T) {
+	t.Parallel()
+	cfg := PipelineConfig{Dispatchers: 1, Runners: 1, DagEngines: 1}
+	// A process that exits on its own is recorded and started again.
+	p := NewProcesses(cfg, script(t, "exit 3"), t.TempDir())
+	p.Supervise, p.SuperviseDelay = true, 10*time.Millisecond
+	require.NoError(t, p.start("dagengine-0"))
+	require.Eventually(t, func() bool { return len(p.Exits()) >= 2 }, 30*time.Second, 10*time.Millisecond, "exits: %v", p.Exits())
+	p.Stop()
+	exits := p.Exits()
+	assert.Equal(t, "dagengine-0", exits[0].Process)
+	assert.Equal(t, "exit status 3", exits[0].Err)
+	assert.True(t, exits[0].Restarted)
+	// Stop returns after every watcher ended, so nothing can restart later.
+	assert.False(t, p.Running("dagengine-0"), "nothing runs after Stop")
+	assert.ErrorContains(t, p.Restart("dagengine-0"), "stopping")
+
+	// A process killed by the bench is not an exit, and is not restarted
+	// by the supervisor.
+	q := NewProcesses(cfg, script(t, "exec sleep 60"), t.TempDir())
+	q.Supervise, q.SuperviseDelay = true, 10*time.Millisecond
+	require.NoError(t, q.start("runner-0"))
+	require.True(t, q.Running("runner-0"))
+	require.NoError(t, q.Kill("runner-0"))
+	assert.False(t, q.Running("runner-0"))
+	require.NoError(t, q.Restart("runner-0"))
+	assert.True(t, q.Running("runner-0"))
+	q.Stop()
+	assert.Empty(t, q.Exits())
+	assert.Equal(t, []string{"dispatcher-0", "runner-0", "dagengine-0"}, q.Names())
+}
