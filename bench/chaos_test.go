@@ -182,6 +182,7 @@ func chaosReport() *Report {
 		{Process: "kafka", Kind: "backend", KilledAt: from.Add(30 * time.Second), Restarted: from.Add(50 * time.Second), RecoverySeconds: -1, ThresholdMs: 250},
 		{Process: "dagengine-0", Kind: "process", KilledAt: from.Add(40 * time.Second), Error: "not running when its kill came due"},
 		{Process: "runner-0", Kind: "process", KilledAt: from.Add(130 * time.Second), Restarted: from.Add(132 * time.Second)},
+		{Process: "redis", Kind: "backend", KilledAt: from.Add(100 * time.Second), Restarted: from.Add(110 * time.Second), RecoverySeconds: 20},
 	}
 	s.Dags = &DagCounts{DAGs: 20, Nodes: 3, EveryMs: 10000, Expected: 240, Succeeded: 240, EngineLag: 7}
 	s.Chaos = &ChaosInfo{Seed: 42, EverySeconds: 20, Plan: plan, ProcessDownSecs: 2, BackendDownSecs: 5,
@@ -197,7 +198,7 @@ func TestChaosReport(t *testing.T) {
 	r := chaosReport()
 	s := r.Systems[0]
 	assert.Equal(t, 2, s.Chaos.ProcessKills, "a skipped kill does not count")
-	assert.Equal(t, []string{"kafka"}, s.Chaos.BackendKills)
+	assert.Equal(t, []string{"kafka", "redis"}, s.Chaos.BackendKills)
 
 	got := map[string]Target{}
 	for _, tg := range r.Targets {
@@ -209,7 +210,7 @@ func TestChaosReport(t *testing.T) {
 	assert.Equal(t, "≥ 6", kills.Want)
 	assert.False(t, kills.Met)
 	backends := got["backends killed and restarted ([redis kafka cassandra])"]
-	assert.InDelta(t, 1, backends.Value, 1e-9)
+	assert.InDelta(t, 2, backends.Value, 1e-9)
 	assert.False(t, backends.Met)
 	assert.NotContains(t, got, "trigger p95 (ms)", "chaos is judged on loss and effects, not latency")
 
@@ -218,12 +219,13 @@ func TestChaosReport(t *testing.T) {
 	md, err := os.ReadFile(filepath.Join(dir, "summary.md"))
 	require.NoError(t, err)
 	for _, want := range []string{
-		"## Chaos (sundial): 2 process kills, backends killed: [kafka] (seed 42)",
+		"## Chaos (sundial): 2 process kills, backends killed: [kafka redis] (seed 42)",
 		"| 1 | 20.0 | runner-1 | 2.0 s | 3.0 s |  |",
 		"| 2 | 30.0 | **kafka** (backend) | 20.0 s | not recovered before the next kill |  |",
 		"| 3 | 40.0 | dagengine-0 | - | - | not running when its kill came due |",
 		"- dispatcher-2 at 12:00:31.000: exit status 1",
 		"| 4 | 130.0 | runner-0 | 2.0 s | after the window: not measured |  |",
+		"| 5 | 100.0 | **redis** (backend) | 10.0 s | ≥ 20.0 s (slow until the end of the window) |  |",
 		"DAG runs due in the window (20 DAGs of 3 nodes every 10s): 240 expected, 240 succeeded, 0 failed, 0 lost, 0 unexpected; DAG engines' lag on sundial.events at the end: 7 records",
 		"`chaos-timeline.png`",
 	} {

@@ -57,6 +57,9 @@ func chaosMarkdown(p func(string, ...any), s System, from, to time.Time) {
 			rec = "-"
 		case !e.KilledAt.Before(to):
 			rec = "after the window: not measured"
+		case e.RecoverySeconds > 0 && !e.KilledAt.Add(time.Duration(e.RecoverySeconds*float64(time.Second))).Before(to.Add(-time.Second)):
+			// Slow up to the window's last second: a lower bound.
+			rec = fmt.Sprintf("≥ %.1f s (slow until the end of the window)", e.RecoverySeconds)
 		case e.RecoverySeconds >= 0:
 			rec = fmt.Sprintf("%.1f s", e.RecoverySeconds)
 		}
