@@ -12,7 +12,7 @@ import (
 )
 
 // Scenarios are the bench's scenarios (see BENCH.md).
-var Scenarios = []string{"steady", "herd", "crash", "peer"}
+var Scenarios = []string{"steady", "herd", "crash", "peer", "chaos"}
 
 // Config is one bench run.
 type Config struct {
@@ -30,7 +30,8 @@ type Config struct {
 	Duration time.Duration `json:"duration"`
 	// Drain: after the window, how long runs due in it may still start
 	// before they count as lost. Herd: the longest wait for the herd.
-	// Default 60s (herd 10m).
+	// Chaos: the same, then as long again for the DAG runs to end.
+	// Default 60s (herd 10m, chaos 5m).
 	Drain time.Duration `json:"drain"`
 	// Lead: herd: how far ahead the herd is due (the definitions must be
 	// accepted before); steady: how long after the recurring jobs are
@@ -85,6 +86,32 @@ type Config struct {
 	CrashKill  string        `json:"crash_kill,omitempty"`
 	CrashAfter time.Duration `json:"crash_after,omitempty"`
 	CrashDown  time.Duration `json:"crash_down,omitempty"`
+	// DagEngines: chaos: `sundial dag engine` subprocesses. Default 2.
+	DagEngines int `json:"dag_engines,omitempty"`
+	// Dags, DagNodes, DagEvery: chaos: the DAGs that run throughout: how
+	// many, nodes in each chain, how often each fires. Defaults 20, 3,
+	// 10s.
+	Dags     int           `json:"dags,omitempty"`
+	DagNodes int           `json:"dag_nodes,omitempty"`
+	DagEvery time.Duration `json:"dag_every,omitempty"`
+	// ChaosEvery: chaos: the interval between two process kills (a random
+	// dispatcher, runner or DAG engine). Default 30s.
+	ChaosEvery time.Duration `json:"chaos_every,omitempty"`
+	// ChaosProcessDown: how long a killed process stays down. Default 2s.
+	ChaosProcessDown time.Duration `json:"chaos_process_down,omitempty"`
+	// ChaosBackendDown: how long a killed backend stays down before its
+	// restart. Default 5s.
+	ChaosBackendDown time.Duration `json:"chaos_backend_down,omitempty"`
+	// ChaosBackends are killed once each, in this order. Default redis,
+	// kafka, cassandra; "none" (alone) kills no backend.
+	ChaosBackends []string `json:"chaos_backends,omitempty"`
+	// ChaosSeed makes the choice of victims repeatable; 0: from the clock.
+	ChaosSeed uint64 `json:"chaos_seed,omitempty"`
+	// StackScript is deploy/local/stack.sh of the stack the backends run
+	// in: chaos kills and restarts them through it, and refuses to run
+	// when it does not answer for the bench's backends. Default
+	// deploy/local/stack.sh.
+	StackScript string `json:"stack_script,omitempty"`
 	// Asynq peer: delayed-task check interval (default asynq's 5s) and
 	// worker count (default: runners × concurrency of the Sundial run).
 	AsynqDelayedCheck time.Duration `json:"asynq_delayed_check,omitempty"`
@@ -109,10 +136,30 @@ func (c Config) WithDefaults() Config {
 		"herd":   {100_000, 0, 0},
 		"crash":  {50_000, 500, 3 * time.Minute},
 		"peer":   {100_000, 1000, 2 * time.Minute},
+		"chaos":  {60_000, 1000, 10 * time.Minute},
 	}[c.Scenario]
 	c.Jobs = cmp.Or(c.Jobs, def.jobs)
 	c.Rate = cmp.Or(c.Rate, def.rate)
 	c.Duration = cmp.Or(c.Duration, def.duration)
+	if c.Scenario == "chaos" {
+		// A backend outage leaves a backlog behind it; the drain gives
+		// it time to run before anything counts as lost.
+		c.Drain = cmp.Or(c.Drain, 5*time.Minute)
+		c.Processes = true
+		c.Dispatchers = cmp.Or(c.Dispatchers, 3)
+		c.Runners = cmp.Or(c.Runners, 3)
+		c.DagEngines = cmp.Or(c.DagEngines, 2)
+		c.Dags = cmp.Or(c.Dags, 20)
+		c.DagNodes = cmp.Or(c.DagNodes, 3)
+		c.DagEvery = cmp.Or(c.DagEvery, 10*time.Second)
+		c.ChaosEvery = cmp.Or(c.ChaosEvery, 30*time.Second)
+		c.ChaosProcessDown = cmp.Or(c.ChaosProcessDown, 2*time.Second)
+		c.ChaosBackendDown = cmp.Or(c.ChaosBackendDown, 5*time.Second)
+		if len(c.ChaosBackends) == 0 {
+			c.ChaosBackends = slices.Clone(StackBackends)
+		}
+		c.StackScript = cmp.Or(c.StackScript, "deploy/local/stack.sh")
+	}
 	if c.Scenario == "herd" {
 		c.Drain = cmp.Or(c.Drain, 10*time.Minute)
 		c.Lead = cmp.Or(c.Lead, 2*time.Minute+time.Duration(c.Jobs)*time.Millisecond)
@@ -183,6 +230,25 @@ func (c Config) Validate() error {
 			bad("crash after %s (each of %d kills) and down %s do not fit in the window %s", c.CrashAfter, n, c.CrashDown, c.Duration)
 		}
 	}
+	if c.Scenario == "chaos" {
+		if c.Dispatchers < 2 || c.Runners < 2 || c.DagEngines < 2 {
+			bad("dispatchers %d, runners %d, dag engines %d: chaos needs at least 2 of each, so one survives each kill", c.Dispatchers, c.Runners, c.DagEngines)
+		}
+		if c.Dags < 1 || c.DagNodes < 1 || c.DagNodes > 20 || c.DagEvery < time.Second {
+			bad("dags %d, dag nodes %d, dag every %s: need at least 1 DAG of 1 to 20 nodes, firing at most once a second", c.Dags, c.DagNodes, c.DagEvery)
+		}
+		if c.ChaosProcessDown < 0 || c.ChaosBackendDown < 0 {
+			bad("chaos process down %s, backend down %s: must not be negative", c.ChaosProcessDown, c.ChaosBackendDown)
+		}
+		for _, b := range c.chaosBackends() {
+			if !slices.Contains(StackBackends, b) {
+				bad("chaos backend %q: want some of %s, or none", b, strings.Join(StackBackends, ", "))
+			}
+		}
+		if _, err := c.chaosPlan(nil).Kills(); err != nil {
+			bad("%v", err)
+		}
+	}
 	if c.EffectDuration < 0 || c.EffectDuration > time.Minute {
 		bad("effect duration %s: must be in [0, 1m]", c.EffectDuration)
 	}
@@ -199,8 +265,38 @@ func (c Config) String() string {
 	if c.Scenario == "crash" {
 		s += fmt.Sprintf("; kill %s %s into the window, down %s", c.CrashKill, c.CrashAfter, c.CrashDown)
 	}
+	if c.Scenario == "chaos" {
+		s += fmt.Sprintf("; a process kill every %s (down %s), backends %v killed once each (down %s), %d dag engines, %d DAGs of %d nodes every %s",
+			c.ChaosEvery, c.ChaosProcessDown, c.chaosBackends(), c.ChaosBackendDown, c.DagEngines, c.Dags, c.DagNodes, c.DagEvery)
+	}
 	if c.Scenario == "peer" {
 		s += fmt.Sprintf("; asynq delayed-task check %s, %d workers", c.AsynqDelayedCheck, c.AsynqConcurrency)
 	}
 	return s
+}
+
+// chaosPlan is the chaos plan of the configuration, killing among names
+// (nil: the names the pipeline's subprocesses will have).
+func (c Config) chaosPlan(names []string) ChaosPlan {
+	if names == nil {
+		for i := range c.Dispatchers {
+			names = append(names, fmt.Sprintf("dispatcher-%d", i))
+		}
+		for i := range c.Runners {
+			names = append(names, fmt.Sprintf("runner-%d", i))
+		}
+		for i := range c.DagEngines {
+			names = append(names, fmt.Sprintf("dagengine-%d", i))
+		}
+	}
+	return ChaosPlan{Window: c.Duration, Every: c.ChaosEvery, Processes: names, Backends: c.chaosBackends(), Seed: c.ChaosSeed}
+}
+
+// chaosBackends are the backends a chaos run kills: ChaosBackends, or none
+// for ["none"].
+func (c Config) chaosBackends() []string {
+	if len(c.ChaosBackends) == 1 && c.ChaosBackends[0] == "none" {
+		return nil
+	}
+	return c.ChaosBackends
 }

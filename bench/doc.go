@@ -1,6 +1,6 @@
 // Package bench runs Sundial's capacity scenarios on the real stack (Kafka,
 // Cassandra, Redis) and writes reports, following the project's BENCH.md:
-// steady, herd, crash and peer (asynq over the same Redis). `sundial bench`
+// steady, herd, crash, peer (asynq over the same Redis) and chaos. `sundial bench`
 // and `make bench SCENARIO=...` drive it; bench/README.md explains how to
 // run the scenarios and read the reports.
 //
@@ -29,9 +29,10 @@
 //     the runner makes 2 EVALSHA calls (acquire, complete) and emits
 //     STARTED and SUCCEEDED, and the history writer stores both (2 writes).
 //  4. Start the pipeline: in-process components (registry, dispatchers,
-//     runners, history writers) or, for crash, `sundial dispatcher` and
-//     `sundial runner` subprocesses of a freshly built binary with the
-//     registry in the bench process.
+//     runners, history writers) or, for crash and chaos, `sundial
+//     dispatcher` and `sundial runner` (and for chaos `sundial dag engine`)
+//     subprocesses of a freshly built binary with the registry in the
+//     bench process.
 //  5. Register the workload through loadgen (the Go client), wait for the
 //     registry to accept it, measure the window, drain, and compare with
 //     the workload's expected runs. A steady workload registers its
@@ -40,6 +41,19 @@
 //     not fire (and slow the registry) while the rest is registered.
 //  6. Write report.json, summary.md and two PNG plots into
 //     <ResultsDir>/<UTC timestamp>-<scenario>/.
+//
+// # Chaos
+//
+// The chaos scenario kills, on a seeded schedule (ChaosPlan.Kills, pure),
+// a random subprocess every interval and each backend of the stack once,
+// and restarts them; DAGs (DagWorkload) run throughout. It kills backends
+// only through deploy/local/stack.sh (Stack: `kill`, then `up`), and
+// refuses to start unless that script answers for the bench's own backend
+// addresses and reports them all ready. A subprocess that exits on its own
+// is restarted by Processes' supervisor and reported, never hidden. Jobs
+// and DAGs use the misfire policy FIRE_ALL, so an occurrence missed during
+// an outage is late, not lost; lost runs and DAG runs are counted after
+// the drain.
 //
 // # Invariants
 //

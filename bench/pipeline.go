@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,6 +44,9 @@ type PipelineConfig struct {
 	Namespace Namespace
 	// Dispatchers and Runners are how many of each run.
 	Dispatchers, Runners int
+	// DagEngines is how many `sundial dag engine` subprocesses run
+	// (Processes only; 0: none).
+	DagEngines int
 	// RunnerConcurrency is each runner's worker count (0: its default).
 	RunnerConcurrency int
 	// RunnerHTTPIdleConns, when positive, gives in-process runners an HTTP
@@ -59,6 +64,12 @@ type PipelineConfig struct {
 func (c PipelineConfig) groups() (registryG, dispatcherG, runnerG, historyG string) {
 	p := c.Namespace.TopicPrefix
 	return p + "registry", p + "dispatchers", p + "runners", p + "history"
+}
+
+// dagGroups are the DAG engines' groups on sundial.events and sundial.jobs.
+func (c PipelineConfig) dagGroups() (eventsG, definitionsG string) {
+	p := c.Namespace.TopicPrefix
+	return p + "dagengine", p + "dagdefinitions"
 }
 
 // InProcess runs the registry, the dispatchers, the runners and the history
@@ -185,10 +196,14 @@ func (p *InProcess) Stop() {
 	p.stops = nil
 }
 
-// Processes runs the registry in this process and the dispatchers and
-// runners as `sundial dispatcher` and `sundial runner` subprocesses of the
-// binary at Binary, so that one can be killed with SIGKILL or its memory
-// read from /proc.
+// Processes runs the registry in this process and the dispatchers, runners
+// and DAG engines as `sundial dispatcher`, `sundial runner` and `sundial
+// dag engine` subprocesses of the binary at Binary, so that one can be
+// killed with SIGKILL or its memory read from /proc.
+//
+// A subprocess that exits on its own (not through Kill or Stop) is an
+// exit, recorded in Exits; with Supervise it is started again after
+// SuperviseDelay, as a process supervisor would.
 type Processes struct {
 	cfg    PipelineConfig
 	Binary string
@@ -197,16 +212,48 @@ type Processes struct {
 	// this process with the registry: only the dispatchers are
 	// subprocesses. Set before Start.
 	InProcessRunners bool
+	// Supervise restarts a subprocess that exited on its own. Set before
+	// Start.
+	Supervise bool
+	// SuperviseDelay is the wait before such a restart. Default 2s.
+	SuperviseDelay time.Duration
+	// Now is the clock of the exit records; default time.Now.
+	Now func() time.Time
 
-	reg   *InProcess // the registry half
-	mu    sync.Mutex
-	procs map[string]*exec.Cmd
+	reg      *InProcess // the registry half
+	mu       sync.Mutex
+	procs    map[string]*exec.Cmd
+	exits    []ProcessExit
+	stopping bool
+	quit     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup // one watcher per started subprocess
+}
+
+// ProcessExit is a subprocess that ended without being killed or stopped
+// by the bench.
+type ProcessExit struct {
+	Process string    `json:"process"`
+	At      time.Time `json:"at"`
+	Err     string    `json:"error"`
+	// Restarted says whether the supervisor started it again.
+	Restarted bool `json:"restarted"`
 }
 
 // NewProcesses returns a pipeline that is not started.
 func NewProcesses(cfg PipelineConfig, binary, logDir string) *Processes {
-	return &Processes{cfg: cfg, Binary: binary, LogDir: logDir, procs: map[string]*exec.Cmd{}}
+	return &Processes{cfg: cfg, Binary: binary, LogDir: logDir, procs: map[string]*exec.Cmd{}, quit: make(chan struct{})}
 }
+
+// Exits returns the subprocesses that ended on their own so far.
+func (p *Processes) Exits() []ProcessExit {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.exits)
+}
+
+// Store is the store of the registry half, open after Start.
+func (p *Processes) Store() *cassandra.Store { return p.reg.Store() }
 
 // Describe names how the pipeline runs.
 func (p *Processes) Describe() string {
@@ -214,8 +261,8 @@ func (p *Processes) Describe() string {
 		return fmt.Sprintf("dispatchers as processes: registry and %d runner(s) (concurrency %s, history=%v) in the bench process (registry concurrency %s); %d `sundial dispatcher` subprocess(es), logs in %s",
 			p.cfg.Runners, orDefault(p.cfg.RunnerConcurrency), p.cfg.History, orDefault(p.cfg.RegistryConcurrency), p.cfg.Dispatchers, p.LogDir)
 	}
-	return fmt.Sprintf("processes: registry in the bench process (concurrency %s); %d `sundial dispatcher` and %d `sundial runner` subprocess(es) (history=%v), logs in %s",
-		orDefault(p.cfg.RegistryConcurrency), p.cfg.Dispatchers, p.cfg.Runners, p.cfg.History, p.LogDir)
+	return fmt.Sprintf("processes: registry in the bench process (concurrency %s); %d `sundial dispatcher`, %d `sundial runner` (concurrency %s, history=%v) and %d `sundial dag engine` subprocess(es), logs in %s",
+		orDefault(p.cfg.RegistryConcurrency), p.cfg.Dispatchers, p.cfg.Runners, orDefault(p.cfg.RunnerConcurrency), p.cfg.History, p.cfg.DagEngines, p.LogDir)
 }
 
 // Names lists the subprocesses ("dispatcher-0", "runner-1", ...).
@@ -229,6 +276,9 @@ func (p *Processes) Names() []string {
 	}
 	for i := range p.cfg.Runners {
 		out = append(out, "runner-"+strconv.Itoa(i))
+	}
+	for i := range p.cfg.DagEngines {
+		out = append(out, "dagengine-"+strconv.Itoa(i))
 	}
 	return out
 }
@@ -255,8 +305,12 @@ func (p *Processes) args(name string) []string {
 		"--log-level", "warn",
 	}
 	kind, _, _ := strings.Cut(name, "-")
-	if kind == "dispatcher" {
+	switch kind {
+	case "dispatcher":
 		return append([]string{"dispatcher", "--group-id", dispG, "--instance-id", "bench-" + name, "--session-timeout", "6s"}, common...)
+	case "dagengine":
+		evG, defG := c.dagGroups()
+		return append([]string{"dag", "engine", "--group-id", evG, "--definitions-group-id", defG, "--session-timeout", "6s"}, common...)
 	}
 	args := append([]string{"runner", "--group-id", runG, "--runner-id", "bench-" + name, "--redis-addr", c.Backends.RedisAddr,
 		"--history=" + strconv.FormatBool(c.History)}, common...)
@@ -294,6 +348,12 @@ func (p *Processes) start(name string) error {
 	if err != nil {
 		return err
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopping {
+		_ = f.Close()
+		return fmt.Errorf("start %s: the pipeline is stopping", name)
+	}
 	// The process outlives any one context: Kill and Stop end it.
 	cmd := exec.Command(p.Binary, p.args(name)...) //nolint:noctx // see above
 	cmd.Stdout, cmd.Stderr = f, f
@@ -301,11 +361,47 @@ func (p *Processes) start(name string) error {
 		_ = f.Close()
 		return fmt.Errorf("start %s: %w", name, err)
 	}
-	go func() { _ = cmd.Wait(); _ = f.Close() }()
-	p.mu.Lock()
 	p.procs[name] = cmd
-	p.mu.Unlock()
+	p.wg.Add(1)
+	go p.watch(name, cmd, f)
 	return nil
+}
+
+// watch waits for the subprocess to end. One that ended while it was
+// still the registered process of its name ended on its own (Kill and Stop
+// unregister it first): it is recorded and, with Supervise, started again.
+func (p *Processes) watch(name string, cmd *exec.Cmd, f *os.File) {
+	defer p.wg.Done()
+	err := cmd.Wait()
+	_ = f.Close()
+	now := time.Now
+	if p.Now != nil {
+		now = p.Now
+	}
+	p.mu.Lock()
+	own := p.procs[name] == cmd && !p.stopping
+	if !own {
+		p.mu.Unlock()
+		return
+	}
+	delete(p.procs, name)
+	p.exits = append(p.exits, ProcessExit{Process: name, At: now().UTC(), Err: fmt.Sprint(err), Restarted: p.Supervise})
+	p.mu.Unlock()
+	if !p.Supervise {
+		return
+	}
+	t := time.NewTimer(cmp.Or(p.SuperviseDelay, 2*time.Second))
+	defer t.Stop()
+	select {
+	case <-p.quit:
+		return
+	case <-t.C:
+	}
+	if err := p.start(name); err != nil {
+		p.mu.Lock()
+		p.exits = append(p.exits, ProcessExit{Process: name, At: now().UTC(), Err: "supervisor restart: " + err.Error()})
+		p.mu.Unlock()
+	}
 }
 
 // Kill sends SIGKILL to the subprocess name.
@@ -323,13 +419,23 @@ func (p *Processes) Kill(name string) error {
 // Restart starts the subprocess name again.
 func (p *Processes) Restart(name string) error { return p.start(name) }
 
+// Running says whether the subprocess name is running (started and not
+// known to have ended).
+func (p *Processes) Running(name string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.procs[name] != nil
+}
+
 // Stop sends SIGTERM to every subprocess, waits up to 30s for them (then
-// kills them), and stops the registry.
+// kills them), and stops the registry. Safe more than once.
 func (p *Processes) Stop() {
 	p.mu.Lock()
+	p.stopping = true
 	procs := p.procs
 	p.procs = map[string]*exec.Cmd{}
 	p.mu.Unlock()
+	p.stopOnce.Do(func() { close(p.quit) })
 	var wg sync.WaitGroup
 	for _, cmd := range procs {
 		wg.Go(func() {
@@ -345,6 +451,7 @@ func (p *Processes) Stop() {
 		})
 	}
 	wg.Wait()
+	p.wg.Wait()
 	if p.reg != nil {
 		p.reg.Stop()
 	}

@@ -110,3 +110,95 @@ func PlotDistribution(r *Report, path string) error {
 	}
 	return nil
 }
+
+// killColor tells process kills from backend kills on the timeline.
+func killColor(kind string) color.Color {
+	if kind == "backend" {
+		return color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
+	}
+	return color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}
+}
+
+// PlotTimeline draws the first system's per-second trigger latency (p50,
+// p99, max by due second, on a log scale) with every kill of the run as a
+// vertical line at its second, labelled with its target: grey for a
+// process, red for a backend.
+func PlotTimeline(r *Report, path string) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s: trigger latency by due second, kills marked", r.Scenario)
+	p.X.Label.Text = "due time, seconds since the start of the window"
+	p.Y.Label.Text = "trigger latency (ms, log scale)"
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Legend.Top = true
+	if len(r.Systems) == 0 {
+		return p.Save(12*vg.Inch, 5*vg.Inch, path)
+	}
+	s := r.Systems[0]
+	// The log scale cannot show 0: a latency under 0.1 ms is drawn at 0.1.
+	const floor = 0.1
+	top := 1.0
+	// Not red: red marks the backend kills. max is dashed so that p99
+	// stays visible where the two coincide.
+	for _, q := range []struct {
+		name  string
+		v     func(SeriesPoint) float64
+		color color.Color
+		dash  []vg.Length
+	}{
+		{"p50", func(sp SeriesPoint) float64 { return sp.P50Ms }, palette[0], nil},
+		{"p99", func(sp SeriesPoint) float64 { return sp.P99Ms }, color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}, nil},
+		{"max", func(sp SeriesPoint) float64 { return sp.MaxMs }, palette[2], []vg.Length{vg.Points(2), vg.Points(2)}},
+	} {
+		pts := make(plotter.XYs, len(s.Series))
+		for k, sp := range s.Series {
+			pts[k] = plotter.XY{X: float64(sp.Second), Y: math.Max(q.v(sp), floor)}
+			top = math.Max(top, pts[k].Y)
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+		l.Color = q.color
+		l.Dashes = q.dash
+		p.Add(l)
+		p.Legend.Add(s.Name+" "+q.name, l)
+	}
+	from := r.Workload.WindowFrom
+	var labels plotter.XYLabels
+	for _, c := range s.Crash {
+		x := c.KilledAt.Sub(from).Seconds()
+		l, err := plotter.NewLine(plotter.XYs{{X: x, Y: floor}, {X: x, Y: top}})
+		if err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+		l.Color = killColor(c.Kind)
+		l.Dashes = []vg.Length{vg.Points(3), vg.Points(2)}
+		if c.Kind == "backend" {
+			l.Width = vg.Points(1.5)
+			l.Dashes = nil
+		}
+		p.Add(l)
+		labels.XYs = append(labels.XYs, plotter.XY{X: x, Y: top})
+		labels.Labels = append(labels.Labels, c.Process)
+	}
+	if len(labels.XYs) > 0 {
+		lb, err := plotter.NewLabels(labels)
+		if err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+		for i := range lb.TextStyle {
+			lb.TextStyle[i].Rotation = math.Pi / 2
+			lb.TextStyle[i].XAlign = -1 // the label runs down from the top of its line
+			lb.TextStyle[i].Font.Size = vg.Points(7)
+		}
+		p.Add(lb)
+	}
+	if err := p.Save(12*vg.Inch, 5*vg.Inch, path); err != nil {
+		return fmt.Errorf("plot %s: %w", path, err)
+	}
+	return nil
+}

@@ -119,7 +119,11 @@ type System struct {
 	HerdDrainSeconds float64 `json:"herd_drain_seconds,omitempty"`
 	HerdDrainPerSec  float64 `json:"herd_drain_per_sec,omitempty"`
 	// Crash: what was killed and how long until latency recovered.
-	Crash  []CrashEvent  `json:"crash,omitempty"`
+	Crash []CrashEvent `json:"crash,omitempty"`
+	// Dags: chaos: what became of the DAG runs due in the window.
+	Dags *DagCounts `json:"dags,omitempty"`
+	// Chaos: the chaos run's plan and what the supervisor saw.
+	Chaos  *ChaosInfo    `json:"chaos,omitempty"`
 	Series []SeriesPoint `json:"series"`
 	Notes  []string      `json:"notes,omitempty"`
 
@@ -127,11 +131,19 @@ type System struct {
 	hist *hdrhistogram.Histogram
 }
 
-// CrashEvent is one SIGKILL and restart of a pipeline process.
+// CrashEvent is one SIGKILL and restart of a pipeline process or, in a
+// chaos run, of a backend.
 type CrashEvent struct {
-	Process   string    `json:"process"`
+	Process string `json:"process"`
+	// Kind is "process" or "backend" (chaos).
+	Kind string `json:"kind,omitempty"`
+	// PlannedAt is when the chaos plan wanted the kill; KilledAt is when
+	// it happened (later when the previous kill's restart ran late).
+	PlannedAt time.Time `json:"planned_at,omitzero"`
 	KilledAt  time.Time `json:"killed_at"`
 	Restarted time.Time `json:"restarted_at"`
+	// Error says why the kill or the restart did not happen as planned.
+	Error string `json:"error,omitempty"`
 	// RecoverySeconds: from the kill until the trigger latency of the runs
 	// due in a second is back under the threshold for good (their p99), or
 	// -1 if it never recovered within the window.
@@ -203,6 +215,11 @@ func (r *Report) Write(dir string) error {
 	}
 	if err := PlotOverTime(r, filepath.Join(dir, "latency-over-time.png")); err != nil {
 		return err
+	}
+	if r.Scenario == "chaos" {
+		if err := PlotTimeline(r, filepath.Join(dir, "chaos-timeline.png")); err != nil {
+			return err
+		}
 	}
 	return PlotDistribution(r, filepath.Join(dir, "latency-distribution.png"))
 }
@@ -309,6 +326,16 @@ func (r *Report) Markdown(w io.Writer) {
 		})
 	}
 	for _, s := range r.Systems {
+		if s.Dags != nil {
+			p("\n- %s: DAG runs due in the window (%d DAGs of %d nodes every %s): %s", s.Name, s.Dags.DAGs, s.Dags.Nodes,
+				time.Duration(s.Dags.EveryMs)*time.Millisecond, s.Dags)
+			for _, e := range s.Dags.Examples {
+				p("\n  - %s", e)
+			}
+		}
+		if s.Chaos != nil {
+			continue // the kills are a table of their own
+		}
 		for _, c := range s.Crash {
 			rec := "did not recover in the window"
 			if c.RecoverySeconds >= 0 {
@@ -322,6 +349,11 @@ func (r *Report) Markdown(w io.Writer) {
 		}
 	}
 	p("\n")
+	for _, s := range r.Systems {
+		if s.Chaos != nil {
+			chaosMarkdown(p, s, r.Workload.WindowFrom, r.Workload.WindowTo)
+		}
+	}
 	for _, s := range r.Systems {
 		if s.DispatcherMemory != nil {
 			memoryMarkdown(p, s.Name, s.DispatcherMemory)
@@ -339,7 +371,11 @@ func (r *Report) Markdown(w io.Writer) {
 			p("- %s\n", n)
 		}
 	}
-	p("\nPlots: `latency-over-time.png` (per-second trigger latency by due time), `latency-distribution.png` (percentile spectrum).\n")
+	p("\nPlots: `latency-over-time.png` (per-second trigger latency by due time), `latency-distribution.png` (percentile spectrum)")
+	if r.Scenario == "chaos" {
+		p(", `chaos-timeline.png` (per-second p50, p99 and max on a log scale, every kill marked)")
+	}
+	p(".\n")
 }
 
 // memoryMarkdown writes the dispatcher memory section.

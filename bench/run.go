@@ -60,6 +60,16 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 		return "", nil, err
 	}
 	start := b.Now()
+	if cfg.Scenario == "chaos" {
+		// Refuse before anything is created: a run that cannot restart
+		// the backends it kills would leave the stack down.
+		if err := (Stack{Script: cfg.StackScript}).Check(ctx, b.Backends); err != nil {
+			return "", nil, err
+		}
+		if cfg.ChaosSeed == 0 {
+			cfg.ChaosSeed = uint64(start.UnixNano())
+		}
+	}
 	rep := &Report{Scenario: cfg.Scenario, StartedAt: start.UTC(), Commit: DescribeCommit(ctx), Machine: DescribeMachine(),
 		Backends: DescribeBackends(ctx, b.Backends)}
 	b.say("%s on Kafka %s, Cassandra %s, Redis %s; commit %s", cfg.Scenario, rep.Backends.Kafka, rep.Backends.Cassandra, rep.Backends.Redis, rep.Commit.Hash)
@@ -145,6 +155,11 @@ func (b *Bench) plan(cfg Config, prefix, url string) (*loadgen.Plan, error) {
 	}
 	if cfg.Scenario == "herd" {
 		w.HerdAt = b.Now().Add(cfg.Lead)
+	}
+	if cfg.Scenario == "chaos" {
+		// Every occurrence missed while a backend is down must still run
+		// (late) for "lost" to mean lost.
+		w.Misfire = sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ALL
 	}
 	return loadgen.NewPlan(w)
 }
@@ -242,6 +257,10 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 
 	pc := PipelineConfig{Backends: b.Backends, Namespace: ns, Dispatchers: cfg.Dispatchers, Runners: cfg.Runners,
 		RunnerConcurrency: cfg.RunnerConcurrency, RegistryConcurrency: cfg.RegistryConcurrency, RunnerHTTPIdleConns: cfg.RunnerHTTPIdleConns, History: cfg.History, Logger: b.Logger}
+	chaos := cfg.Scenario == "chaos"
+	if chaos {
+		pc.DagEngines = cfg.DagEngines
+	}
 	var pl pipeline
 	var procs *Processes
 	if cfg.Processes || cfg.DispatcherProcess {
@@ -258,6 +277,10 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 		}
 		procs = NewProcesses(pc, bin, filepath.Join(tmp, "logs"))
 		procs.InProcessRunners = !cfg.Processes
+		// A chaos run kills backends: a subprocess that exits because one
+		// is down is started again, as a supervisor would, and recorded.
+		procs.Supervise = chaos
+		procs.Now = b.Now
 		pl = procs
 		defer func() {
 			// Runners started as processes use the default lease key prefix.
@@ -317,14 +340,33 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 		wl.Target = "HTTP POST to the counting downstream"
 	}
 
+	var dw DagWorkload
+	var info *ChaosInfo
 	var crashes []CrashEvent
 	crashDone := make(chan struct{})
-	if procs != nil && cfg.Scenario == "crash" {
+	switch {
+	case procs != nil && cfg.Scenario == "crash":
 		go func() {
 			defer close(crashDone)
 			crashes = b.crash(ctx, *cfg, procs, from)
 		}()
-	} else {
+	case chaos:
+		dw = DagWorkload{Prefix: ns.ID, Count: cfg.Dags, Nodes: cfg.DagNodes, Every: cfg.DagEvery, Start: from, URL: ds.URL()}
+		if err := b.defineDags(ctx, dw, procs); err != nil {
+			return sys, wl, err
+		}
+		kills, err := cfg.chaosPlan(procs.Names()).Kills()
+		if err != nil {
+			return sys, wl, err
+		}
+		info = &ChaosInfo{Seed: cfg.ChaosSeed, EverySeconds: cfg.ChaosEvery.Seconds(), ProcessDownSecs: cfg.ChaosProcessDown.Seconds(),
+			BackendDownSecs: cfg.ChaosBackendDown.Seconds(), Plan: kills}
+		b.say("chaos: %d kills planned (seed %d)", len(kills), cfg.ChaosSeed)
+		go func() {
+			defer close(crashDone)
+			crashes = b.chaos(ctx, *cfg, kills, procs, Stack{Script: cfg.StackScript}, from)
+		}()
+	default:
 		close(crashDone)
 	}
 
@@ -337,6 +379,14 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 	stopProfile()
 	<-crashDone
 	b.drain(ctx, cfg.Drain, rec, plan, from, to)
+	if chaos {
+		dc, err := b.drainDags(ctx, cfg.Drain, dw, procs, from, to)
+		if err != nil {
+			return sys, wl, err
+		}
+		sys.Dags = &dc
+		info.Exits = procs.Exits()
+	}
 	gen.Stop()
 
 	counts := rec.Result(plan.Expected(from, to))
@@ -374,6 +424,10 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 	sys.Crash = crashes
 	for i := range sys.Crash {
 		sys.Crash[i].ThresholdMs, sys.Crash[i].RecoverySeconds = recovery(sys.Series, from, sys.Crash, i)
+	}
+	if info != nil {
+		info.countKills(crashes)
+		sys.Chaos = info
 	}
 	return sys, wl, nil
 }
@@ -485,6 +539,53 @@ func (b *Bench) register(ctx context.Context, cfg *Config, plan *loadgen.Plan, g
 	regSecs = b.Now().Sub(regStart).Seconds()
 	b.say("%d definitions accepted in %.1fs", plan.Jobs, regSecs)
 	return from, to, regSecs, nil
+}
+
+// defineDags produces the chaos run's DAGs and waits until the DAG
+// engines stored them.
+func (b *Bench) defineDags(ctx context.Context, dw DagWorkload, procs *Processes) error {
+	if err := dw.Validate(); err != nil {
+		return err
+	}
+	b.say("defining %d DAGs of %d nodes, every %s from %s", dw.Count, dw.Nodes, dw.Every, dw.Start.Format("15:04:05"))
+	if err := dw.Apply(ctx, b.Backends.Brokers, procs.cfg.Namespace.Names()); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	return dw.WaitStored(wctx, procs.Store())
+}
+
+// drainDags waits until every DAG run due in the window ended, or d
+// passed, and counts them.
+func (b *Bench) drainDags(ctx context.Context, d time.Duration, dw DagWorkload, procs *Processes, from, to time.Time) (DagCounts, error) {
+	expected := dw.Expected(from, to)
+	perDag := int(to.Sub(from)/dw.Every) + 1000
+	deadline := b.Now().Add(d)
+	for {
+		stored, err := dw.ReadDagRuns(ctx, procs.Store(), perDag)
+		if err != nil {
+			return DagCounts{}, err
+		}
+		c := CountDagRuns(expected, stored, from, to)
+		c.DAGs, c.Nodes, c.EveryMs = dw.Count, dw.Nodes, dw.Every.Milliseconds()
+		evG, _ := procs.cfg.dagGroups()
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		c.EngineLag, err = groupLag(lctx, b.Backends.Brokers, evG, procs.cfg.Namespace.Names().Events())
+		cancel()
+		if err != nil {
+			b.say("DAG engines' lag: %v", err)
+			c.EngineLag = -1
+		}
+		if c.Lost == 0 || !b.Now().Before(deadline) {
+			b.say("DAG runs: %s", c)
+			return c, nil
+		}
+		b.say("draining DAG runs: %d of %d not ended yet; the DAG engines' lag on sundial.events is %d records", c.Lost, c.Expected, c.EngineLag)
+		if !sleepUntil(ctx, minTime(deadline, b.Now().Add(5*time.Second))) {
+			return c, ctx.Err()
+		}
+	}
 }
 
 // drain waits until every expected run started, or d passed.
@@ -644,6 +745,9 @@ func targets(cfg Config, r *Report) []Target {
 			add("sustained triggers/s", "≥ 2,000", s.SustainedPerSec, s.SustainedPerSec >= 2000)
 			add("sustained / B", "≥ 0.60", s.FractionOfB, s.FractionOfB >= 0.6)
 		}
+	case "chaos":
+		chaosTargets(cfg, s, add)
+		return out
 	case "herd":
 		limit := 1.25 * float64(r.Workload.Jobs) / r.Baselines.B
 		add(fmt.Sprintf("herd drained (s), limit 1.25 × %d / B", r.Workload.Jobs), fmt.Sprintf("≤ %.1f", limit), s.HerdDrainSeconds,

@@ -190,6 +190,9 @@ func (g *Generator) observe(ctx context.Context) {
 		})
 		fetches.EachRecord(func(rec *kgo.Record) {
 			ct := contentType(rec)
+			if rec.Topic == events && header(rec, sundialv1.HeaderKind) == sundialv1.KindDagRunEvent {
+				return // the DAG engine's own events share the topic; they are not run events
+			}
 			if rec.Topic == events {
 				ev := &sundialv1.RunEvent{}
 				if err := sundialv1.Unmarshal(ct, rec.Value, ev); err != nil {
@@ -214,9 +217,12 @@ func (g *Generator) observe(ctx context.Context) {
 	}
 }
 
-func contentType(rec *kgo.Record) string {
+func contentType(rec *kgo.Record) string { return header(rec, sundialv1.HeaderContentType) }
+
+// header returns the value of the record's header key (any case), or "".
+func header(rec *kgo.Record, key string) string {
 	for _, h := range rec.Headers {
-		if strings.EqualFold(h.Key, sundialv1.HeaderContentType) {
+		if strings.EqualFold(h.Key, key) {
 			return string(h.Value)
 		}
 	}

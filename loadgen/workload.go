@@ -133,6 +133,11 @@ type Workload struct {
 	// PayloadBytes is the size of each job's payload, carried in every run
 	// record. Default 64.
 	PayloadBytes int
+	// Misfire is every job's misfire policy; unspecified leaves the
+	// schedule's default (FIRE_ONCE). A workload that counts every missed
+	// occurrence as lost, across backend outages, needs FIRE_ALL: FIRE_ONCE
+	// drops all but the latest occurrence missed during an outage by design.
+	Misfire sundialv1.MisfirePolicy
 }
 
 var prefixRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
@@ -344,6 +349,7 @@ func (p *Plan) Spec(i int) *sundialv1.JobSpec {
 			Time: timestamppb.New(p.atTime(i - p.IntervalJobs - p.CronJobs)),
 		}}}
 	}
+	spec.Schedule.MisfirePolicy = p.Misfire
 	return spec
 }
 

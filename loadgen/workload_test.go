@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/registry"
 )
 
@@ -254,4 +255,16 @@ func TestNotBefore(t *testing.T) {
 	due, ok := p.NextDue(3, t0)
 	require.True(t, ok)
 	assert.Equal(t, start.UnixMilli(), due)
+}
+
+func TestSpecMisfire(t *testing.T) {
+	t.Parallel()
+	for _, m := range []sundialv1.MisfirePolicy{sundialv1.MisfirePolicy_MISFIRE_POLICY_UNSPECIFIED, sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ALL} {
+		p, err := NewPlan(Workload{Prefix: "m", Jobs: 100, Rate: 10, Duration: time.Minute, Start: time.Unix(1_700_000_000, 0),
+			Target: Target{Handler: "noop"}, Misfire: m})
+		require.NoError(t, err)
+		for i := range p.Jobs {
+			require.Equal(t, m, p.Spec(i).GetSchedule().GetMisfirePolicy(), "job %d (%s)", i, p.Kind(i))
+		}
+	}
 }

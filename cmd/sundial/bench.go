@@ -19,7 +19,7 @@ import (
 func benchCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "bench",
-		Usage:     "run a capacity scenario (steady, herd, crash, peer) on the real stack and write a report",
+		Usage:     "run a capacity scenario (steady, herd, crash, peer, chaos) on the real stack and write a report",
 		ArgsUsage: "<" + strings.Join(bench.Scenarios, "|") + ">",
 		Description: `Measures the backend baselines K, R and C in the same run, then runs the
 scenario's workload through the pipeline against the real Kafka, Cassandra and
@@ -32,7 +32,8 @@ Examples, against the local stack:
   source <(deploy/local/stack.sh env) && sundial bench steady --jobs 1000000 --rate 2000 --duration 3m
   sundial bench herd --jobs 100000
   sundial bench crash
-  sundial bench peer --jobs 100000 --rate 1000`,
+  sundial bench peer --jobs 100000 --rate 1000
+  sundial bench chaos --rate 1000 --duration 10m   # kills processes and backends of the stack`,
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "kafka-brokers", Usage: "Kafka seed brokers, host:port", Sources: envVar("kafka-brokers")},
 			&cli.StringSliceFlag{Name: "cassandra-hosts", Usage: "Cassandra contact points, host or host:port", Sources: envVar("cassandra-hosts")},
@@ -60,6 +61,16 @@ Examples, against the local stack:
 			&cli.StringFlag{Name: "crash-kill", Usage: "crash: runner, dispatcher or both (default both)", Sources: envVar("crash-kill")},
 			&cli.DurationFlag{Name: "crash-after", Usage: "crash: kill this long into the window (default a third of it)", Sources: envVar("crash-after")},
 			&cli.DurationFlag{Name: "crash-down", Usage: "crash: how long the killed process stays down (default 5s)", Sources: envVar("crash-down")},
+			&cli.IntFlag{Name: "dag-engines", Usage: "chaos: `sundial dag engine` subprocesses (default 2)", Sources: envVar("dag-engines")},
+			&cli.IntFlag{Name: "dags", Usage: "chaos: DAGs running throughout (default 20)", Sources: envVar("dags")},
+			&cli.IntFlag{Name: "dag-nodes", Usage: "chaos: nodes in each DAG's chain (default 3)", Sources: envVar("dag-nodes")},
+			&cli.DurationFlag{Name: "dag-every", Usage: "chaos: how often each DAG fires (default 10s)", Sources: envVar("dag-every")},
+			&cli.DurationFlag{Name: "chaos-every", Usage: "chaos: interval between two process kills (default 30s)", Sources: envVar("chaos-every")},
+			&cli.DurationFlag{Name: "chaos-process-down", Usage: "chaos: how long a killed process stays down (default 2s)", Sources: envVar("chaos-process-down")},
+			&cli.DurationFlag{Name: "chaos-backend-down", Usage: "chaos: how long a killed backend stays down before its restart (default 5s)", Sources: envVar("chaos-backend-down")},
+			&cli.StringSliceFlag{Name: "chaos-backends", Usage: "chaos: backends killed once each, in order (default redis,kafka,cassandra; none: no backend)", Sources: envVar("chaos-backends")},
+			&cli.UintFlag{Name: "chaos-seed", Usage: "chaos: seed of the choice of victims (default: from the clock; the report names it)", Sources: envVar("chaos-seed")},
+			&cli.StringFlag{Name: "stack-script", Usage: "chaos: deploy/local/stack.sh of the stack whose backends are killed and restarted (the run refuses a stack it does not answer for)", Sources: envVar("stack-script")},
 			&cli.DurationFlag{Name: "asynq-delayed-check", Usage: "peer: asynq's DelayedTaskCheckInterval (default asynq's 5s)", Sources: envVar("asynq-delayed-check")},
 			&cli.IntFlag{Name: "asynq-concurrency", Usage: "peer: asynq workers (default: runners × runner concurrency)", Sources: envVar("asynq-concurrency")},
 			&cli.BoolFlag{Name: "keep", Usage: "keep the namespace (topics, keyspace, Redis keys) afterwards", Sources: envVar("keep")},
@@ -89,6 +100,9 @@ Examples, against the local stack:
 					Binary: cmd.String("binary"), Target: cmd.String("target"), PayloadBytes: int(cmd.Int("payload-bytes")), EffectDuration: cmd.Duration("effect-duration"),
 					BaselineDuration: cmd.Duration("baseline-duration"), CrashKill: cmd.String("crash-kill"),
 					CrashAfter: cmd.Duration("crash-after"), CrashDown: cmd.Duration("crash-down"),
+					DagEngines: int(cmd.Int("dag-engines")), Dags: int(cmd.Int("dags")), DagNodes: int(cmd.Int("dag-nodes")), DagEvery: cmd.Duration("dag-every"),
+					ChaosEvery: cmd.Duration("chaos-every"), ChaosProcessDown: cmd.Duration("chaos-process-down"), ChaosBackendDown: cmd.Duration("chaos-backend-down"),
+					ChaosBackends: cmd.StringSlice("chaos-backends"), ChaosSeed: uint64(cmd.Uint("chaos-seed")), StackScript: cmd.String("stack-script"),
 					AsynqDelayedCheck: cmd.Duration("asynq-delayed-check"), AsynqConcurrency: int(cmd.Int("asynq-concurrency")),
 					Keep: cmd.Bool("keep"), ResultsDir: cmd.String("results-dir"),
 				},

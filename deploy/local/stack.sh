@@ -4,6 +4,7 @@
 #
 #   stack.sh up [BACKEND...]      download once, start, wait until each serves requests
 #   stack.sh down [BACKEND...]    stop; no process is left behind
+#   stack.sh kill [BACKEND...]    SIGKILL at once, no clean shutdown (crash tests)
 #   stack.sh status               state, pid, address, version and readiness
 #   stack.sh logs [-f] [-n N] [BACKEND...]   show (or follow) the logs
 #   stack.sh env                  export lines: source <(deploy/local/stack.sh env)
@@ -700,6 +701,37 @@ cmd_down() {
   stop "${SELECTED[@]}"
 }
 
+# cmd_kill BACKEND...: SIGKILL with no grace period, as a crash or a power
+# cut would end the process; the data stays for the next `up` to recover.
+cmd_kill() {
+  select_backends "$@"
+  lock
+  local b pid t0 victims still deadline
+  for b in "${SELECTED[@]}"; do
+    t0=$(now_ms)
+    find_pids "$b"
+    victims=$({ backend_pid "$b"; printf '%s\n' "${FOUND[@]}"; } | sort -u | tr '\n' ' ')
+    victims=${victims# }
+    if [[ -z ${victims// /} ]]; then
+      say "$b: not running"
+      rm -f "$RUN_DIR/$b.pid" "$RUN_DIR/$b.settings"
+      continue
+    fi
+    # shellcheck disable=SC2086 # a list of pids
+    kill -KILL $victims 2>/dev/null || true
+    deadline=$((SECONDS + 10))
+    while :; do
+      still=''
+      for pid in $victims; do is_ours "$pid" "$b" && still+="$pid "; done
+      [[ -z $still ]] && break
+      ((SECONDS < deadline)) || die "$b: pid ${still% } survived SIGKILL"
+      sleep 0.1
+    done
+    rm -f "$RUN_DIR/$b.pid" "$RUN_DIR/$b.settings"
+    say "$b: killed (SIGKILL, pid ${victims% }) after $(since_ms "$t0")"
+  done
+}
+
 cmd_reset() {
   (($# == 0)) || die "reset takes no arguments"
   lock
@@ -811,6 +843,7 @@ main() {
   case $cmd in
     up) cmd_up "$@" ;;
     down) cmd_down "$@" ;;
+    kill) cmd_kill "$@" ;;
     status) cmd_status "$@" ;;
     logs) cmd_logs "$@" ;;
     env) cmd_env "$@" ;;
