@@ -20,6 +20,7 @@ import (
 	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/internal/testenv"
 	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/registry"
 	"github.com/sundialhq/sundial/store"
@@ -84,7 +85,7 @@ func TestInvalidIsNotProduced(t *testing.T) {
 	bad := spec("a@b")
 	bad.Schedule.TimeZone = "Nowhere/City"
 	_, err = c.ApplyAll(ctx, sundialv1.EncodingProtobuf, spec("fine"), bad)
-	var ve *registry.ValidationError
+	var ve *jobspec.ValidationError
 	require.ErrorAs(t, err, &ve)
 	assert.Equal(t, "a@b", ve.JobID)
 	fields := []string{}

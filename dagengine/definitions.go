@@ -12,8 +12,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/dagengine/dag"
+	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/registry"
 	"github.com/sundialhq/sundial/store"
 )
 
@@ -198,8 +198,8 @@ func (e *Engine) putDag(ctx context.Context, rec *kgo.Record, def dag.Definition
 		return nil
 	}
 	if s := def.Spec.GetSchedule(); s != nil && !def.Spec.GetPaused() {
-		if sched, errs := registry.CompileSchedule(s, rec.Timestamp.UTC().Truncate(time.Millisecond)); len(errs) == 0 {
-			if next, ok := registry.FirstDue(sched, registry.MisfirePolicy(s), registry.CatchUpWindow(s), rec.Timestamp, e.cfg.Now()); ok {
+		if sched, errs := jobspec.CompileSchedule(s, rec.Timestamp.UTC().Truncate(time.Millisecond)); len(errs) == 0 {
+			if next, ok := jobspec.FirstDue(sched, jobspec.MisfirePolicy(s), jobspec.CatchUpWindow(s), rec.Timestamp, e.cfg.Now()); ok {
 				st.NextDueTime = timestamppb.New(store.Truncate(next))
 			}
 		}

@@ -13,8 +13,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/registry"
 	"github.com/sundialhq/sundial/schedule"
 	"github.com/sundialhq/sundial/store"
 )
@@ -357,7 +357,7 @@ func (o *owner) planScheduled(f firing, job store.Job, spec *sundialv1.JobSpec, 
 	case spec.GetSchedule() == nil:
 		return plan{drop: dropDead, why: "job has no schedule"}
 	}
-	s, errs := registry.CompileSchedule(spec.GetSchedule(), job.UpdatedAt)
+	s, errs := jobspec.CompileSchedule(spec.GetSchedule(), job.UpdatedAt)
 	if len(errs) > 0 {
 		return plan{drop: dropInvalid, why: fmt.Sprintf("stored schedule does not compile: %v", errs)}
 	}
@@ -378,8 +378,8 @@ func (o *owner) planScheduled(f firing, job store.Job, spec *sundialv1.JobSpec, 
 		return plan{runs: []*sundialv1.Run{run(e.Due, sundialv1.RunOrigin_RUN_ORIGIN_SCHEDULE)}, next: chain(e.Due)}
 	}
 
-	policy := registry.MisfirePolicy(spec.GetSchedule())
-	oldest := now.Add(-registry.CatchUpWindow(spec.GetSchedule()))
+	policy := jobspec.MisfirePolicy(spec.GetSchedule())
+	oldest := now.Add(-jobspec.CatchUpWindow(spec.GetSchedule()))
 	from := e.Due // the first occurrence considered
 	if from.Before(oldest) {
 		from = oldest
