@@ -207,31 +207,13 @@ func (d *scheduled) after(last, now time.Time) time.Time {
 	if !ok || next.After(now) {
 		return next
 	}
-	// Behind: the misfire policy decides, within the window.
-	oldest := now.Add(-d.window)
-	switch d.policy {
-	case sundialv1.MisfirePolicy_MISFIRE_POLICY_SKIP:
-		t, _ := d.sched.Next(now)
-		return t
-	case sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ALL:
-		if next.Before(oldest) {
-			next, _ = d.sched.Next(oldest.Add(-time.Nanosecond))
-		}
-		return next
+	// Behind: the misfire rule decides, one occurrence at a time (each fired
+	// occurrence asks again from itself).
+	plan := jobspec.CatchUp(d.sched, d.policy, d.window, next, now, 1)
+	if len(plan.Fire) > 0 {
+		return plan.Fire[0]
 	}
-	latest := next
-	for range 10_000_000 { // bounded: a 1s interval over a 7-day window is 604,800 steps
-		n, ok := d.sched.Next(latest)
-		if !ok || n.After(now) {
-			break
-		}
-		latest = n
-	}
-	if latest.Before(oldest) {
-		t, _ := d.sched.Next(now)
-		return t
-	}
-	return latest
+	return plan.Next
 }
 
 // fireDue starts the runs of every occurrence due by now.
