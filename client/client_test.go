@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sundialhq/sundial/client"
@@ -190,9 +191,15 @@ func TestClientAgainstRegistry(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return len(triggerEntries(t, st, "ops.rollup", thirdDue, shards)) == 1
 	}, time.Minute, 20*time.Millisecond)
+	// The third trigger may share the repeated one's millisecond, so only
+	// an entry of the repeated key counts.
 	againDue := again.Timestamp.UTC().Truncate(time.Millisecond)
 	if !againDue.Equal(due) {
-		assert.Empty(t, triggerEntries(t, st, "ops.rollup", againDue, shards), "the repeated key ran again")
+		for _, e := range triggerEntries(t, st, "ops.rollup", againDue, shards) {
+			tr := &sundialv1.Trigger{}
+			require.NoError(t, proto.Unmarshal(e.Payload, tr))
+			assert.NotEqual(t, "ticket-1", tr.GetIdempotencyKey(), "the repeated key ran again: %v", e)
+		}
 	}
 
 	// A rejection comes back with its fields; the client refuses to send
