@@ -11,8 +11,8 @@
 // # Invariants
 //
 //   - Nothing invalid is produced: Apply and ApplyAll check every definition
-//     with registry.Validate (the registry's own rules) and return a
-//     *registry.ValidationError listing every bad field, producing nothing.
+//     with jobspec.Limits.ValidateSpec (the registry's own rules) and return a
+//     *jobspec.ValidationError listing every bad field, producing nothing.
 //     ApplyAll produces no definition unless all of them are valid.
 //   - A definition is produced keyed by its id, with the content-type header,
 //     and acknowledged by every in-sync replica (acks=all, idempotent
@@ -26,6 +26,9 @@
 //     already be past such an answer.
 //   - The client holds no state beyond its Kafka connections; it is safe
 //     for concurrent use.
+//   - A library: it imports no process package (registry, trigger,
+//     dispatcher, runner, dagengine, store) and no Prometheus, so a producer
+//     links only what it needs; internal/layering enforces it.
 package client
 
 import (
@@ -41,9 +44,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/registry"
-	"github.com/sundialhq/sundial/trigger"
 )
 
 // Config configures a Client.
@@ -54,8 +56,8 @@ type Config struct {
 	// one).
 	Topics topics.Names
 	// Limits are the registry's limits, for local validation. Default:
-	// registry defaults.
-	Limits registry.Limits
+	// jobspec.Limits' defaults.
+	Limits jobspec.Limits
 	// KafkaOptions are extra client options (TLS, SASL, client id).
 	KafkaOptions []kgo.Opt
 	// Logger; default slog.Default().
@@ -114,7 +116,7 @@ type Receipt struct {
 }
 
 // Apply validates spec and produces it to sundial.jobs as protobuf. An
-// invalid spec is not produced: the error is a *registry.ValidationError.
+// invalid spec is not produced: the error is a *jobspec.ValidationError.
 func (c *Client) Apply(ctx context.Context, spec *sundialv1.JobSpec) (Receipt, error) {
 	rs, err := c.ApplyAll(ctx, sundialv1.EncodingProtobuf, spec)
 	if err != nil {
@@ -125,12 +127,12 @@ func (c *Client) Apply(ctx context.Context, spec *sundialv1.JobSpec) (Receipt, e
 
 // ApplyAll validates every spec and, only if all are valid, produces them in
 // enc, in order. The error of invalid specs joins one
-// *registry.ValidationError per invalid spec.
+// *jobspec.ValidationError per invalid spec.
 func (c *Client) ApplyAll(ctx context.Context, enc sundialv1.Encoding, specs ...*sundialv1.JobSpec) ([]Receipt, error) {
 	var invalid []error
 	for _, spec := range specs {
 		if errs := c.cfg.Limits.ValidateSpec(spec); len(errs) > 0 {
-			invalid = append(invalid, &registry.ValidationError{JobID: spec.GetId(), Errors: errs})
+			invalid = append(invalid, &jobspec.ValidationError{JobID: spec.GetId(), Errors: errs})
 		}
 	}
 	if len(invalid) > 0 {
@@ -201,8 +203,8 @@ func ParseJSON(data []byte) ([]*sundialv1.JobSpec, error) {
 // Delete produces a tombstone for the job: the registry deletes it and its
 // pending run.
 func (c *Client) Delete(ctx context.Context, id string) (Receipt, error) {
-	if r := registry.CheckID(id); r != "" {
-		return Receipt{}, &registry.ValidationError{JobID: id, Errors: []registry.FieldError{{Field: "id", Reason: r}}}
+	if r := jobspec.CheckID(id); r != "" {
+		return Receipt{}, &jobspec.ValidationError{JobID: id, Errors: []jobspec.FieldError{{Field: "id", Reason: r}}}
 	}
 	rs, err := c.produce(ctx, "delete", []*kgo.Record{{Topic: c.cfg.Topics.Jobs(), Key: []byte(id)}})
 	if err != nil {
@@ -233,10 +235,10 @@ func (c *Client) SendTrigger(ctx context.Context, t *sundialv1.Trigger) (Receipt
 	}
 	maxPayload := c.cfg.Limits.MaxPayloadBytes
 	if maxPayload == 0 {
-		maxPayload = registry.DefaultMaxPayloadBytes
+		maxPayload = jobspec.DefaultMaxPayloadBytes
 	}
-	if _, errs := trigger.Decode(rec, maxPayload); len(errs) > 0 {
-		return Receipt{}, &registry.ValidationError{JobID: t.GetJobId(), Errors: errs}
+	if _, errs := jobspec.DecodeTrigger(rec, maxPayload); len(errs) > 0 {
+		return Receipt{}, &jobspec.ValidationError{JobID: t.GetJobId(), Errors: errs}
 	}
 	rec.Timestamp = time.Time{} // stamped by the producer
 	rs, err := c.produce(ctx, "trigger", []*kgo.Record{rec})

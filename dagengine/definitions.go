@@ -12,8 +12,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/dagengine/dag"
+	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/registry"
 	"github.com/sundialhq/sundial/store"
 )
 
@@ -43,11 +43,9 @@ func (e *Engine) handleDefinition(ctx context.Context, rec *kgo.Record) []*kgo.R
 
 	def, errs := dag.Decode(rec.Key, rec.Value, contentType, e.cfg.Options)
 	st := &sundialv1.JobStatus{
-		Subject: &sundialv1.JobStatus_DagId{DagId: strings.ToValidUTF8(def.Key, "\uFFFD")},
-		Source: &sundialv1.RecordSource{
-			Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: timestamppb.New(rec.Timestamp),
-		},
-		Shard: uint32(store.ShardOf(def.Key, e.cfg.Shards)),
+		Subject: &sundialv1.JobStatus_DagId{DagId: jobspec.ValidUTF8(def.Key)},
+		Source:  jobspec.StatusSource(rec),
+		Shard:   uint32(store.ShardOf(def.Key, e.cfg.Shards)),
 	}
 	if def.Spec != nil && def.Spec.Revision != nil {
 		st.Revision = proto.Uint64(def.Spec.GetRevision())
@@ -55,7 +53,7 @@ func (e *Engine) handleDefinition(ctx context.Context, rec *kgo.Record) []*kgo.R
 	var err error
 	switch {
 	case len(errs) > 0:
-		reject(st, errs)
+		jobspec.Reject(st, errs)
 	case def.Tombstone:
 		err = e.deleteDag(ctx, rec, st)
 	default:
@@ -67,24 +65,6 @@ func (e *Engine) handleDefinition(ctx context.Context, rec *kgo.Record) []*kgo.R
 	st.ProcessedAt = timestamppb.New(e.cfg.Now())
 	e.runs.m.definitions.WithLabelValues(strings.ToLower(strings.TrimPrefix(st.GetOutcome().String(), "DEFINITION_OUTCOME_"))).Inc()
 	return []*kgo.Record{e.statusRecord(rec, def.Encoding, st)}
-}
-
-// maxReportedErrors bounds the errors of one status, so that it fits a
-// record whatever the definition.
-const maxReportedErrors = 100
-
-func reject(st *sundialv1.JobStatus, errs []dag.FieldError) {
-	st.Accepted = false
-	st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_REJECTED
-	for i, fe := range errs {
-		if i == maxReportedErrors {
-			st.Errors = append(st.Errors, &sundialv1.FieldError{Field: "record", Reason: fmt.Sprintf("%d more errors not listed", len(errs)-i)})
-			break
-		}
-		st.Errors = append(st.Errors, &sundialv1.FieldError{
-			Field: strings.ToValidUTF8(fe.Field, "\uFFFD"), Reason: strings.ToValidUTF8(fe.Reason, "\uFFFD"),
-		})
-	}
 }
 
 func (e *Engine) deleteDag(ctx context.Context, rec *kgo.Record, st *sundialv1.JobStatus) error {
@@ -135,7 +115,7 @@ func (e *Engine) deleteSilently(ctx context.Context, rec *kgo.Record) {
 func (e *Engine) putDag(ctx context.Context, rec *kgo.Record, def dag.Definition, st *sundialv1.JobStatus) error {
 	value, err := dag.Marshal(def.Spec)
 	if err != nil {
-		reject(st, []dag.FieldError{{Field: "record", Reason: fmt.Sprintf("cannot encode the definition: %v", err)}})
+		jobspec.Reject(st, []dag.FieldError{{Field: "record", Reason: fmt.Sprintf("cannot encode the definition: %v", err)}})
 		return nil
 	}
 	d := store.Dag{ID: def.Key, Spec: value, Revision: rec.Offset, UpdatedAt: rec.Timestamp}
@@ -163,10 +143,10 @@ func (e *Engine) putDag(ctx context.Context, rec *kgo.Record, def dag.Definition
 				have, want := old.GetRevision(), def.Spec.GetRevision()
 				switch {
 				case want < have:
-					reject(st, []dag.FieldError{{Field: "revision", Reason: fmt.Sprintf("%d is lower than the revision in force, %d: an older definition arrived after a newer one", want, have)}})
+					jobspec.Reject(st, []dag.FieldError{{Field: "revision", Reason: fmt.Sprintf("%d is lower than the revision in force, %d: an older definition arrived after a newer one", want, have)}})
 					return nil
 				case want == have && string(store.SpecHash(value)) != string(stored.Hash):
-					reject(st, []dag.FieldError{{Field: "revision", Reason: fmt.Sprintf("%d is the revision in force, but the definition differs from it: increase the revision with every change", want)}})
+					jobspec.Reject(st, []dag.FieldError{{Field: "revision", Reason: fmt.Sprintf("%d is the revision in force, but the definition differs from it: increase the revision with every change", want)}})
 					return nil
 				}
 			}
@@ -198,8 +178,8 @@ func (e *Engine) putDag(ctx context.Context, rec *kgo.Record, def dag.Definition
 		return nil
 	}
 	if s := def.Spec.GetSchedule(); s != nil && !def.Spec.GetPaused() {
-		if sched, errs := registry.CompileSchedule(s, rec.Timestamp.UTC().Truncate(time.Millisecond)); len(errs) == 0 {
-			if next, ok := registry.FirstDue(sched, registry.MisfirePolicy(s), registry.CatchUpWindow(s), rec.Timestamp, e.cfg.Now()); ok {
+		if sched, errs := jobspec.CompileSchedule(s, rec.Timestamp.UTC().Truncate(time.Millisecond)); len(errs) == 0 {
+			if next, ok := jobspec.FirstDue(sched, jobspec.MisfirePolicy(s), jobspec.CatchUpWindow(s), rec.Timestamp, e.cfg.Now()); ok {
 				st.NextDueTime = timestamppb.New(store.Truncate(next))
 			}
 		}
@@ -209,21 +189,9 @@ func (e *Engine) putDag(ctx context.Context, rec *kgo.Record, def dag.Definition
 
 // statusRecord encodes st in enc, keyed by the definition's key.
 func (e *Engine) statusRecord(rec *kgo.Record, enc sundialv1.Encoding, st *sundialv1.JobStatus) *kgo.Record {
-	value, err := enc.Marshal(st)
+	out, err := jobspec.StatusRecord(e.cfg.Topics.JobsStatus(), rec, enc, st)
 	if err != nil {
-		e.cfg.Logger.Error("encode status", "err", err)
-		enc = sundialv1.EncodingProtobuf
-		st.Errors = []*sundialv1.FieldError{{Field: "record", Reason: "the status could not be encoded"}}
-		value, _ = enc.Marshal(st)
+		e.cfg.Logger.Error("answering with a status that says it could not be encoded", "err", err)
 	}
-	key := rec.Key
-	if key == nil {
-		key = []byte{} // a compacted topic refuses records without a key
-	}
-	return &kgo.Record{
-		Topic:   e.cfg.Topics.JobsStatus(),
-		Key:     key,
-		Value:   value,
-		Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderContentType, Value: []byte(enc.String())}},
-	}
+	return out
 }

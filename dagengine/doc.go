@@ -109,7 +109,8 @@
 //     one run, at the price of one conditional insert per instance per
 //     occurrence. Definitions changed by another instance are seen at its
 //     next refresh (SweepInterval); missed occurrences then follow the
-//     DAG's misfire policy and catch-up window.
+//     DAG's misfire policy and catch-up window, by the jobs' own rule
+//     (jobspec.CatchUp), one occurrence at a time.
 //   - A DAG run follows the definition it started with. Deleting or
 //     changing a DAG starts no new run of the old definition and leaves
 //     the runs under way alone; a resume reruns nodes with their DAG run's
@@ -142,8 +143,9 @@
 //
 // github.com/twmb/franz-go consumes and produces; internal/consume provides
 // the group options, retries and the definitions loop shared with the
-// registry; registry provides the rules a DAG shares with jobs (ids,
-// schedules, inline jobs); schedule computes fire times; enqueue (through the
+// registry; jobspec provides the rules a DAG shares with jobs (ids,
+// schedules, misfires, inline jobs, status answers); schedule computes fire
+// times; enqueue (through the
 // Enqueuer interface) makes node runs due; prometheus/client_golang exports
 // the metrics through an injected Registerer.
 package dagengine

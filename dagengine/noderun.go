@@ -12,8 +12,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/dagengine/dagrun"
+	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/registry"
 	"github.com/sundialhq/sundial/store"
 )
 
@@ -95,7 +95,7 @@ func buildRun(def *jobDef, jobID, runID string, due time.Time, dagRunID, nodeID 
 	dueTS := timestamppb.New(store.Truncate(due))
 	timeout := spec.GetTimeout()
 	if timeout == nil {
-		timeout = durationpb.New(registry.DefaultTimeout)
+		timeout = durationpb.New(jobspec.DefaultTimeout)
 	}
 	return &sundialv1.Run{
 		RunId:            runID,

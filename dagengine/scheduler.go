@@ -8,8 +8,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/registry"
 	"github.com/sundialhq/sundial/schedule"
 	"github.com/sundialhq/sundial/store"
 )
@@ -162,7 +162,7 @@ func (s *scheduler) update(ctx context.Context, d store.Dag) {
 		drop()
 		return
 	}
-	sched, errs := registry.CompileSchedule(spec.GetSchedule(), d.UpdatedAt)
+	sched, errs := jobspec.CompileSchedule(spec.GetSchedule(), d.UpdatedAt)
 	if len(errs) > 0 {
 		s.e.cfg.Logger.Error("stored DAG schedule does not compile; not scheduled", "dag", d.ID, "errors", errs)
 		drop()
@@ -173,7 +173,7 @@ func (s *scheduler) update(ctx context.Context, d store.Dag) {
 		s.e.cfg.Logger.Warn("reading the DAG's latest run failed; next refresh retries", "dag", d.ID, "err", err)
 		return // keep the old entry; the revision check makes the next refresh retry
 	}
-	e := &scheduled{dag: d, sched: sched, policy: registry.MisfirePolicy(spec.GetSchedule()), window: registry.CatchUpWindow(spec.GetSchedule())}
+	e := &scheduled{dag: d, sched: sched, policy: jobspec.MisfirePolicy(spec.GetSchedule()), window: jobspec.CatchUpWindow(spec.GetSchedule())}
 	e.next = e.after(last, s.e.cfg.Now())
 	s.mu.Lock()
 	s.dags[d.ID] = e
@@ -200,38 +200,20 @@ func (s *scheduler) lastScheduled(ctx context.Context, dagID string) (time.Time,
 func (d *scheduled) after(last, now time.Time) time.Time {
 	accepted := d.dag.UpdatedAt
 	if last.IsZero() || last.Before(accepted) {
-		t, _ := registry.FirstDue(d.sched, d.policy, d.window, accepted, now)
+		t, _ := jobspec.FirstDue(d.sched, d.policy, d.window, accepted, now)
 		return t
 	}
 	next, ok := d.sched.Next(last)
 	if !ok || next.After(now) {
 		return next
 	}
-	// Behind: the misfire policy decides, within the window.
-	oldest := now.Add(-d.window)
-	switch d.policy {
-	case sundialv1.MisfirePolicy_MISFIRE_POLICY_SKIP:
-		t, _ := d.sched.Next(now)
-		return t
-	case sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ALL:
-		if next.Before(oldest) {
-			next, _ = d.sched.Next(oldest.Add(-time.Nanosecond))
-		}
-		return next
+	// Behind: the misfire rule decides, one occurrence at a time (each fired
+	// occurrence asks again from itself).
+	plan := jobspec.CatchUp(d.sched, d.policy, d.window, next, now, 1)
+	if len(plan.Fire) > 0 {
+		return plan.Fire[0]
 	}
-	latest := next
-	for range 10_000_000 { // bounded: a 1s interval over a 7-day window is 604,800 steps
-		n, ok := d.sched.Next(latest)
-		if !ok || n.After(now) {
-			break
-		}
-		latest = n
-	}
-	if latest.Before(oldest) {
-		t, _ := d.sched.Next(now)
-		return t
-	}
-	return latest
+	return plan.Next
 }
 
 // fireDue starts the runs of every occurrence due by now.

@@ -23,8 +23,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/registry"
 	"github.com/sundialhq/sundial/store"
 )
 
@@ -167,7 +167,7 @@ func TestDispatchEveryScheduleKind(t *testing.T) {
 		case "at", "delay", "immediate":
 			want = []time.Time{first[id]}
 		default:
-			sched, errs := registry.CompileSchedule(sp.GetSchedule(), time.Time{})
+			sched, errs := jobspec.CompileSchedule(sp.GetSchedule(), time.Time{})
 			require.Empty(t, errs)
 			// Every occurrence from the first to shortly before the stop.
 			for tm := first[id]; !tm.After(stopped.Add(-time.Second)); {
@@ -546,7 +546,7 @@ func TestCatchUpMisfirePolicies(t *testing.T) {
 	for _, sp := range specs {
 		id := sp.GetId()
 		name := id[:strings.LastIndexByte(id, '-')]
-		sched, errs := registry.CompileSchedule(sp.GetSchedule(), time.Time{})
+		sched, errs := jobspec.CompileSchedule(sp.GetSchedule(), time.Time{})
 		require.Empty(t, errs)
 		var missed []time.Time // occurrences after the last run before the stop, up to the restart
 		for tm, ok := sched.Next(last[id]); ok && !tm.After(restarted); tm, ok = sched.Next(tm) {

@@ -155,8 +155,10 @@
 // job from its due time to now, and the job's misfire policy decides which
 // of those inside its catch-up window fire (with origin CATCH_UP):
 // FIRE_ONCE the latest one, FIRE_ALL each of them in order, SKIP none. The
-// chain then continues at the first occurrence after now. Late retry,
-// trigger and DAG entries always fire.
+// chain then continues at the first occurrence after now. The rule itself is
+// jobspec.CatchUp, shared with the registry and the DAG engine; the
+// dispatcher decides only which entries are late. Late retry, trigger and
+// DAG entries always fire.
 //
 // # Dependencies
 //

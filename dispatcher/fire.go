@@ -13,9 +13,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/registry"
-	"github.com/sundialhq/sundial/schedule"
 	"github.com/sundialhq/sundial/store"
 )
 
@@ -338,7 +337,8 @@ func (o *owner) planJob(f firing, job store.Job, spec *sundialv1.JobSpec, now ti
 // entry (first seen after its due time plus the misfire threshold: the shard
 // had no owner, or the registry scheduled an instant already past) stands for
 // every occurrence from its due time to now, and the job's misfire policy
-// decides, among those inside the catch-up window, what fires:
+// decides, among those inside the catch-up window, what fires (the rule is
+// jobspec.CatchUp, shared with the registry and the DAG engine):
 //
 //   - FIRE_ONCE: the latest one, once;
 //   - FIRE_ALL: each, in order (at most MaxMissedRuns at once; the rest
@@ -346,7 +346,8 @@ func (o *owner) planJob(f firing, job store.Job, spec *sundialv1.JobSpec, now ti
 //   - SKIP: none.
 //
 // All of them carry RUN_ORIGIN_CATCH_UP and their own run ids. The chain then
-// continues with the first occurrence after now.
+// continues with the first occurrence after now (after the last one fired
+// when MaxMissedRuns cut FIRE_ALL short).
 func (o *owner) planScheduled(f firing, job store.Job, spec *sundialv1.JobSpec, now time.Time) plan {
 	e := f.Entry
 	switch {
@@ -357,7 +358,7 @@ func (o *owner) planScheduled(f firing, job store.Job, spec *sundialv1.JobSpec, 
 	case spec.GetSchedule() == nil:
 		return plan{drop: dropDead, why: "job has no schedule"}
 	}
-	s, errs := registry.CompileSchedule(spec.GetSchedule(), job.UpdatedAt)
+	s, errs := jobspec.CompileSchedule(spec.GetSchedule(), job.UpdatedAt)
 	if len(errs) > 0 {
 		return plan{drop: dropInvalid, why: fmt.Sprintf("stored schedule does not compile: %v", errs)}
 	}
@@ -378,66 +379,23 @@ func (o *owner) planScheduled(f firing, job store.Job, spec *sundialv1.JobSpec, 
 		return plan{runs: []*sundialv1.Run{run(e.Due, sundialv1.RunOrigin_RUN_ORIGIN_SCHEDULE)}, next: chain(e.Due)}
 	}
 
-	policy := registry.MisfirePolicy(spec.GetSchedule())
-	oldest := now.Add(-registry.CatchUpWindow(spec.GetSchedule()))
-	from := e.Due // the first occurrence considered
-	if from.Before(oldest) {
-		from = oldest
+	policy := jobspec.MisfirePolicy(spec.GetSchedule())
+	c := jobspec.CatchUp(s, policy, jobspec.CatchUpWindow(spec.GetSchedule()), e.Due, now, o.cfg.MaxMissedRuns)
+	p := plan{next: chain(c.Covered), covered: c.Covered}
+	if c.Covered.Before(now) {
+		o.log.Warn("catch-up of a job capped; the rest follows", "job", e.JobID, "runs", len(c.Fire))
 	}
-	p := plan{next: chain(now), covered: now}
-	switch policy {
-	case sundialv1.MisfirePolicy_MISFIRE_POLICY_SKIP:
+	for _, t := range c.Fire {
+		p.runs = append(p.runs, run(t, sundialv1.RunOrigin_RUN_ORIGIN_CATCH_UP))
+	}
+	switch {
+	case len(p.runs) > 0:
+	case policy == sundialv1.MisfirePolicy_MISFIRE_POLICY_SKIP:
 		p.drop, p.why = dropMisfire, "misfire policy skip"
-	case sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ALL:
-		var missed []time.Time
-		if !e.Due.Before(oldest) {
-			missed = append(missed, e.Due)
-		}
-		missed = append(missed, s.Between(maxTime(e.Due, oldest.Add(-time.Nanosecond)), now, o.cfg.MaxMissedRuns+1-len(missed))...)
-		if len(missed) > o.cfg.MaxMissedRuns {
-			missed = missed[:o.cfg.MaxMissedRuns]
-			p.next, p.covered = chain(missed[len(missed)-1]), missed[len(missed)-1]
-			o.log.Warn("catch-up of a job capped; the rest follows", "job", e.JobID, "runs", len(missed))
-		}
-		for _, t := range missed {
-			p.runs = append(p.runs, run(t, sundialv1.RunOrigin_RUN_ORIGIN_CATCH_UP))
-		}
-	default: // FIRE_ONCE
-		if t, ok := latest(s, from, now); ok {
-			p.runs = []*sundialv1.Run{run(t, sundialv1.RunOrigin_RUN_ORIGIN_CATCH_UP)}
-		} else if !e.Due.Before(oldest) {
-			p.runs = []*sundialv1.Run{run(e.Due, sundialv1.RunOrigin_RUN_ORIGIN_CATCH_UP)}
-		}
-	}
-	if len(p.runs) == 0 && p.drop == "" {
+	default:
 		p.drop, p.why = dropMisfire, "outside the catch-up window"
 	}
 	return p
-}
-
-// latest returns the last fire time t of s with lo <= t <= hi. It looks back
-// from hi over doubling spans, so it steps over few fire times whatever the
-// schedule's period and the width of [lo, hi].
-func latest(s *schedule.Schedule, lo, hi time.Time) (time.Time, bool) {
-	floor := lo.Add(-time.Nanosecond)
-	for span := time.Second; ; span *= 2 {
-		from := hi.Add(-span)
-		if from.Before(floor) {
-			from = floor
-		}
-		if t, ok := s.Next(from); ok && !t.After(hi) {
-			for {
-				n, ok := s.Next(t)
-				if !ok || n.After(hi) {
-					return t, true
-				}
-				t = n
-			}
-		}
-		if from.Equal(floor) {
-			return time.Time{}, false
-		}
-	}
 }
 
 func maxTime(a, b time.Time) time.Time {

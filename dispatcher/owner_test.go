@@ -19,8 +19,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sundialhq/sundial/enqueue"
+	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/registry"
 	"github.com/sundialhq/sundial/store"
 	"github.com/sundialhq/sundial/store/memory"
 )
@@ -147,9 +147,9 @@ func (e *ownerEnv) register(specs ...*sundialv1.JobSpec) map[string]time.Time {
 	first := map[string]time.Time{}
 	for _, spec := range specs {
 		at := store.Truncate(time.Now())
-		sched, errs := registry.CompileSchedule(spec.GetSchedule(), at)
+		sched, errs := jobspec.CompileSchedule(spec.GetSchedule(), at)
 		require.Empty(e.t, errs)
-		next, ok := registry.FirstDue(sched, registry.MisfirePolicy(spec.GetSchedule()), registry.CatchUpWindow(spec.GetSchedule()), at, at)
+		next, ok := jobspec.FirstDue(sched, jobspec.MisfirePolicy(spec.GetSchedule()), jobspec.CatchUpWindow(spec.GetSchedule()), at, at)
 		require.True(e.t, ok)
 		value, err := proto.Marshal(spec)
 		require.NoError(e.t, err)

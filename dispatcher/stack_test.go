@@ -26,8 +26,8 @@ import (
 	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/internal/testenv"
 	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/registry"
 	"github.com/sundialhq/sundial/store"
 	"github.com/sundialhq/sundial/store/cassandra"
 )
@@ -197,11 +197,11 @@ func (s *stack) register(ctx context.Context, specs []*sundialv1.JobSpec, accept
 	for _, spec := range specs {
 		g.Go(func() error {
 			at := store.Truncate(accepted())
-			sched, errs := registry.CompileSchedule(spec.GetSchedule(), at)
+			sched, errs := jobspec.CompileSchedule(spec.GetSchedule(), at)
 			if len(errs) > 0 {
 				return fmt.Errorf("job %s: %v", spec.GetId(), errs)
 			}
-			next, ok := registry.FirstDue(sched, registry.MisfirePolicy(spec.GetSchedule()), registry.CatchUpWindow(spec.GetSchedule()), at, at)
+			next, ok := jobspec.FirstDue(sched, jobspec.MisfirePolicy(spec.GetSchedule()), jobspec.CatchUpWindow(spec.GetSchedule()), at, at)
 			if !ok {
 				return fmt.Errorf("job %s schedules nothing", spec.GetId())
 			}

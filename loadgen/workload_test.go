@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/registry"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -132,7 +132,7 @@ func TestSpecsAreValid(t *testing.T) {
 	require.NotZero(t, p.AtJobs)
 	for i := range p.Jobs {
 		spec := p.Spec(i)
-		require.Empty(t, registry.Limits{}.ValidateSpec(spec), "job %d", i)
+		require.Empty(t, jobspec.Limits{}.ValidateSpec(spec), "job %d", i)
 		require.Len(t, spec.GetPayload(), 100)
 	}
 }
@@ -251,7 +251,7 @@ func TestNotBefore(t *testing.T) {
 	// at or after NotBefore: 5s-grid at 1.5s phase, first >= 7.3s is 11.5s.
 	start := p.Spec(3).GetSchedule().GetInterval().GetStart().AsTime()
 	assert.Equal(t, t0.Add(11500*time.Millisecond), start)
-	assert.Empty(t, registry.Limits{}.ValidateSpec(p.Spec(3)))
+	assert.Empty(t, jobspec.Limits{}.ValidateSpec(p.Spec(3)))
 	due, ok := p.NextDue(3, t0)
 	require.True(t, ok)
 	assert.Equal(t, start.UnixMilli(), due)

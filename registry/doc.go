@@ -1,9 +1,9 @@
 // Package registry is Sundial's job registry: it reads job definitions from
 // sundial.jobs, checks them, stores them with their first occurrence, wakes
 // the dispatcher that owns them, and answers every record on
-// sundial.jobs.status. Validate, DecodeDefinition, CompileSchedule and
-// FirstDue are pure and shared with the Go client (package client), which
-// checks a definition before producing it, and with the dispatcher.
+// sundial.jobs.status. What a definition is (its validation, decoding,
+// schedule compilation and first due time) is package jobspec, which the Go
+// client, the dispatcher and the DAG engine share with it.
 //
 // # Records
 //
@@ -16,15 +16,10 @@
 //
 // # Validation
 //
-// Every field is checked and every problem reported at once, each as a
-// FieldError naming the field by its protobuf path ("schedule.cron.expression",
-// "labels[\"env\"]", "retry.non_retryable_errors[1]") and the reason.
-// Problems with the record rather than a field use "key", "content_type" or
-// "record". Validation reads no clock: an "at" instant in the past is valid.
-// It is a misfire at acceptance, and the schedule's misfire policy decides
-// whether it still fires (SKIP: never; otherwise at once, if it is inside the
-// catch-up window). Bounds (payload size, label count, ...) are in Limits
-// and the Max* constants.
+// Every record is decoded and checked by jobspec.DecodeDefinition, and
+// answered REJECTED with every field at fault (jobspec.FieldError) when it
+// fails. Bounds (payload size, label count, ...) are in jobspec.Limits and
+// the jobspec.Max* constants; Config.Limits sets this registry's.
 //
 // # Invariants
 //
@@ -47,9 +42,9 @@
 //     record is ignored (STALE). Replaying the topic from any offset therefore
 //     writes no due entry and leaves every job as it was.
 //   - Determinism: the first due time is computed from the record's timestamp
-//     (see FirstDue), so reading a record again gives the same due time and
-//     run id. The clock only matters when the record is older than its
-//     schedule's catch-up window.
+//     (see jobspec.FirstDue), so reading a record again gives the same due
+//     time and run id. The clock only matters when the record is older than
+//     its schedule's catch-up window.
 //   - A changed definition replaces the pending entry in one store call
 //     (store.UpsertJob): the new first occurrence is written, the old entry is
 //     deleted, and an entry of the old definition that survives (one the

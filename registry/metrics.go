@@ -53,3 +53,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 func outcomeLabel(o sundialv1.DefinitionOutcome) string {
 	return strings.ToLower(strings.TrimPrefix(o.String(), "DEFINITION_OUTCOME_"))
 }
+
+// metricField maps a field path to a bounded metric label: list indexes and
+// map keys are dropped ("labels[\"env\"]" -> "labels"). Every path with a
+// bracket ends with it, so cutting at the first one loses nothing else.
+func metricField(field string) string {
+	if i := strings.IndexByte(field, '['); i >= 0 {
+		return field[:i]
+	}
+	return field
+}

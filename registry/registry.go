@@ -16,6 +16,7 @@ import (
 
 	"github.com/sundialhq/sundial/internal/consume"
 	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/schedule"
 	"github.com/sundialhq/sundial/store"
@@ -62,8 +63,8 @@ type Config struct {
 	Store Store
 	// Waker wakes the owner of a first occurrence due soon. Required.
 	Waker Waker
-	// Limits bound the sizes in a definition. Default: Limits' defaults.
-	Limits Limits
+	// Limits bound the sizes in a definition. Default: jobspec.Limits' defaults.
+	Limits jobspec.Limits
 	// Concurrency is how many jobs are processed at once (records of one
 	// job are always processed in order). Default DefaultConcurrency.
 	Concurrency int
@@ -231,20 +232,15 @@ func (r *Registry) retry(ctx context.Context, op string, fn func() error) error 
 // or when ctx ends (the record is then redelivered).
 func (r *Registry) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
 	start := r.cfg.Now()
-	def, errs := DecodeDefinition(rec.Key, rec.Value, rec.Headers, r.cfg.Limits)
+	def, errs := jobspec.DecodeDefinition(rec.Key, rec.Value, rec.Headers, r.cfg.Limits)
 	if def.Kind == sundialv1.KindDag && len(errs) == 0 {
 		r.metrics.records.WithLabelValues("dag_skipped").Inc()
 		return nil
 	}
 	st := &sundialv1.JobStatus{
-		Subject: &sundialv1.JobStatus_JobId{JobId: validUTF8(def.Key)},
-		Source: &sundialv1.RecordSource{
-			Topic:     rec.Topic,
-			Partition: rec.Partition,
-			Offset:    rec.Offset,
-			Timestamp: timestamppb.New(rec.Timestamp),
-		},
-		Shard: uint32(store.ShardOf(def.Key, r.shards)),
+		Subject: &sundialv1.JobStatus_JobId{JobId: jobspec.ValidUTF8(def.Key)},
+		Source:  jobspec.StatusSource(rec),
+		Shard:   uint32(store.ShardOf(def.Key, r.shards)),
 	}
 	if def.Spec != nil && def.Spec.Revision != nil {
 		st.Revision = proto.Uint64(def.Spec.GetRevision())
@@ -263,7 +259,7 @@ func (r *Registry) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
 	case errors.Is(err, consume.ErrPermanent):
 		r.cfg.Logger.Error("the store refused a record", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "err", err)
 		st.NextDueTime = nil
-		r.reject(st, []FieldError{{Field: "record", Reason: fmt.Sprintf("the store refused the definition: %v", err)}})
+		r.reject(st, []jobspec.FieldError{{Field: "record", Reason: fmt.Sprintf("the store refused the definition: %v", err)}})
 	case err != nil: // ctx ended: the record is redelivered later
 		r.cfg.Logger.Debug("record left for redelivery", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "err", err)
 		return nil
@@ -277,10 +273,8 @@ func (r *Registry) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
 	return []*kgo.Record{r.statusRecord(rec, def.Encoding, st)}
 }
 
-func (r *Registry) reject(st *sundialv1.JobStatus, errs []FieldError) {
-	st.Accepted = false
-	st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_REJECTED
-	st.Errors = protoErrors(errs)
+func (r *Registry) reject(st *sundialv1.JobStatus, errs []jobspec.FieldError) {
+	jobspec.Reject(st, errs)
 	seen := map[string]bool{}
 	for _, e := range errs {
 		if f := metricField(e.Field); !seen[f] {
@@ -319,18 +313,18 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 		sched *schedule.Schedule
 	)
 	if s := spec.GetSchedule(); s != nil && !spec.GetPaused() {
-		var errs []FieldError
-		sched, errs = CompileSchedule(s, accepted)
+		var errs []jobspec.FieldError
+		sched, errs = jobspec.CompileSchedule(s, accepted)
 		if len(errs) > 0 {
 			r.reject(st, errs)
 			return nil
 		}
-		next, _ = FirstDue(sched, MisfirePolicy(s), CatchUpWindow(s), accepted, now)
+		next, _ = jobspec.FirstDue(sched, jobspec.MisfirePolicy(s), jobspec.CatchUpWindow(s), accepted, now)
 	}
 
 	value, err := (proto.MarshalOptions{Deterministic: true}).Marshal(spec)
 	if err != nil { // a decoded message always encodes; say so if not
-		r.reject(st, []FieldError{{Field: "record", Reason: fmt.Sprintf("cannot encode the definition: %v", err)}})
+		r.reject(st, []jobspec.FieldError{{Field: "record", Reason: fmt.Sprintf("cannot encode the definition: %v", err)}})
 		return nil
 	}
 	job := store.Job{ID: spec.GetId(), Spec: value, Revision: rec.Offset, UpdatedAt: rec.Timestamp, NextDue: next}
@@ -347,7 +341,7 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 		if inForce {
 			old := r.decodeStored(stored)
 			if fe, bad := checkRevision(spec, old, store.SpecHash(value), stored.Hash); bad {
-				r.reject(st, []FieldError{fe})
+				r.reject(st, []jobspec.FieldError{fe})
 				return nil
 			}
 			if atPassed && old.GetPaused() {
@@ -416,18 +410,18 @@ func (r *Registry) decodeStored(stored store.Job) *sundialv1.JobSpec {
 
 // checkRevision applies the producer's revision rules against the
 // definition in force (old, nil when it has none or does not decode).
-func checkRevision(spec, old *sundialv1.JobSpec, hash, oldHash []byte) (FieldError, bool) {
+func checkRevision(spec, old *sundialv1.JobSpec, hash, oldHash []byte) (jobspec.FieldError, bool) {
 	if spec.Revision == nil || old == nil || old.Revision == nil {
-		return FieldError{}, false
+		return jobspec.FieldError{}, false
 	}
 	have, want := old.GetRevision(), spec.GetRevision()
 	switch {
 	case want < have:
-		return FieldError{Field: "revision", Reason: fmt.Sprintf("%d is lower than the revision in force, %d: an older definition arrived after a newer one", want, have)}, true
+		return jobspec.FieldError{Field: "revision", Reason: fmt.Sprintf("%d is lower than the revision in force, %d: an older definition arrived after a newer one", want, have)}, true
 	case want == have && string(hash) != string(oldHash):
-		return FieldError{Field: "revision", Reason: fmt.Sprintf("%d is the revision in force, but the definition differs from it: increase the revision with every change", want)}, true
+		return jobspec.FieldError{Field: "revision", Reason: fmt.Sprintf("%d is the revision in force, but the definition differs from it: increase the revision with every change", want)}, true
 	}
-	return FieldError{}, false
+	return jobspec.FieldError{}, false
 }
 
 func (r *Registry) getJob(ctx context.Context, id string) (store.Job, bool, error) {
@@ -458,23 +452,9 @@ func (r *Registry) wake(ctx context.Context, e store.DueEntry) error {
 
 // statusRecord encodes st in enc, keyed by the original record key.
 func (r *Registry) statusRecord(rec *kgo.Record, enc sundialv1.Encoding, st *sundialv1.JobStatus) *kgo.Record {
-	value, err := enc.Marshal(st)
+	out, err := jobspec.StatusRecord(r.cfg.Topics.JobsStatus(), rec, enc, st)
 	if err != nil {
-		// Strings were made valid UTF-8, so this cannot happen; never lose
-		// the answer over it.
-		r.cfg.Logger.Error("encode status", "err", err)
-		enc = sundialv1.EncodingProtobuf
-		st.Errors = []*sundialv1.FieldError{{Field: "record", Reason: "the status could not be encoded"}}
-		value, _ = enc.Marshal(st)
+		r.cfg.Logger.Error("answering with a status that says it could not be encoded", "err", err)
 	}
-	key := rec.Key
-	if key == nil {
-		key = []byte{} // a compacted topic refuses records without a key
-	}
-	return &kgo.Record{
-		Topic:   r.cfg.Topics.JobsStatus(),
-		Key:     key,
-		Value:   value,
-		Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderContentType, Value: []byte(enc.String())}},
-	}
+	return out
 }

@@ -37,8 +37,10 @@
 //
 //   - "job_deleted": the job does not exist or was deleted;
 //   - "paused": the job is paused;
-//   - "invalid_trigger": the record is undecodable or a field is bad (the
-//     event's error message names the field: "idempotency_key: required");
+//   - "invalid_trigger": the record is undecodable or a field is bad, as
+//     jobspec.DecodeTrigger reads it, the same check the Go client makes
+//     before producing (the event's error message names the field:
+//     "idempotency_key: required");
 //   - "expired": the trigger is older than the retention.
 //
 // These answers go to sundial.events rather than sundial.jobs.status: the

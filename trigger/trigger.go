@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -19,25 +18,13 @@ import (
 	"github.com/sundialhq/sundial/dagengine"
 	"github.com/sundialhq/sundial/internal/consume"
 	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/registry"
 	"github.com/sundialhq/sundial/store"
 )
 
 // DefaultGroup is the consumer group on sundial.triggers.
 const DefaultGroup = "sundial-triggers"
-
-// Limits of a trigger.
-const (
-	// MaxIdempotencyKeyLength bounds Trigger.idempotency_key.
-	MaxIdempotencyKeyLength = 200
-	// MaxCallerLength bounds Trigger.caller.
-	MaxCallerLength = 200
-	// MaxFutureSkew is how far requested_at may lie after the record's
-	// timestamp (clock skew between caller and broker). A trigger asks for
-	// a run now; a later run is a one-off job.
-	MaxFutureSkew = time.Minute
-)
 
 // Reasons of SKIPPED events for refused triggers.
 const (
@@ -89,7 +76,7 @@ type Config struct {
 	// beyond which a trigger is refused. Default topics.TriggersRetention.
 	Retention time.Duration
 	// MaxPayloadBytes bounds a trigger's payload override. Default
-	// registry.DefaultMaxPayloadBytes.
+	// jobspec.DefaultMaxPayloadBytes.
 	MaxPayloadBytes int
 	// ID names this process in the events it publishes (RunEvent.runner_id).
 	// Default "trigger".
@@ -113,7 +100,7 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	c.Group = cmp.Or(c.Group, DefaultGroup)
 	c.Retention = cmp.Or(c.Retention, topics.TriggersRetention)
-	c.MaxPayloadBytes = cmp.Or(c.MaxPayloadBytes, registry.DefaultMaxPayloadBytes)
+	c.MaxPayloadBytes = cmp.Or(c.MaxPayloadBytes, jobspec.DefaultMaxPayloadBytes)
 	c.ID = cmp.Or(c.ID, "trigger")
 	c.Concurrency = cmp.Or(c.Concurrency, 32)
 	c.MaxPoll = cmp.Or(c.MaxPoll, 1000)
@@ -246,82 +233,6 @@ func (c *Consumer) backoff(op string) consume.Backoff {
 	}
 }
 
-// Decoded is a trigger record, read and checked.
-type Decoded struct {
-	// Trigger is the decoded value; nil when it did not decode.
-	Trigger *sundialv1.Trigger
-	// JobID is the record key.
-	JobID string
-	// Due is the run's due time: requested_at, or the record's timestamp,
-	// at millisecond precision.
-	Due time.Time
-}
-
-// Decode reads a record of sundial.triggers and reports every bad value as
-// registry.FieldErrors ("job_id", "idempotency_key", "requested_at",
-// "payload", "caller", or "key", "content_type", "record" for the record).
-func Decode(rec *kgo.Record, maxPayload int) (Decoded, []registry.FieldError) {
-	d := Decoded{JobID: string(rec.Key), Due: store.Truncate(rec.Timestamp)}
-	var errs []registry.FieldError
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, registry.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)})
-	}
-	if !utf8.Valid(rec.Key) {
-		bad("key", "not valid UTF-8")
-	} else if r := registry.CheckID(d.JobID); r != "" {
-		bad("key", "not a job id: %s", r)
-	}
-	var contentType string
-	for _, h := range rec.Headers {
-		if strings.EqualFold(h.Key, sundialv1.HeaderContentType) {
-			contentType = string(h.Value)
-		}
-	}
-	enc, err := sundialv1.ParseContentType(contentType)
-	switch {
-	case err != nil:
-		bad("content_type", "%v", err)
-		return d, errs
-	case len(rec.Value) == 0:
-		bad("record", "no value: a trigger needs a Trigger message")
-		return d, errs
-	}
-	t := &sundialv1.Trigger{}
-	if err := enc.Unmarshal(rec.Value, t); err != nil {
-		bad("record", "%v", err)
-		return d, errs
-	}
-	d.Trigger = t
-	if t.GetJobId() == "" {
-		bad("job_id", "required")
-	} else if t.GetJobId() != d.JobID {
-		bad("job_id", "%q differs from the record key %q: the key must be the job id", t.GetJobId(), d.JobID)
-	}
-	switch k := t.GetIdempotencyKey(); {
-	case k == "":
-		bad("idempotency_key", "required: a key unique per request, so that a resent trigger runs once")
-	case len(k) > MaxIdempotencyKeyLength:
-		bad("idempotency_key", "%d characters, at most %d allowed", len(k), MaxIdempotencyKeyLength)
-	}
-	if ts := t.GetRequestedAt(); ts != nil {
-		if err := ts.CheckValid(); err != nil {
-			bad("requested_at", "invalid timestamp: %v", err)
-		} else if at := ts.AsTime(); at.After(rec.Timestamp.Add(MaxFutureSkew)) {
-			bad("requested_at", "%s is after the record's timestamp %s: a trigger runs now; schedule a later run as a job with an at schedule",
-				at.Format(time.RFC3339Nano), rec.Timestamp.UTC().Format(time.RFC3339Nano))
-		} else {
-			d.Due = store.Truncate(at)
-		}
-	}
-	if n := len(t.GetPayload()); n > maxPayload {
-		bad("payload", "%d bytes, at most %d allowed", n, maxPayload)
-	}
-	if n := len(t.GetCaller()); n > MaxCallerLength {
-		bad("caller", "%d characters, at most %d allowed", n, MaxCallerLength)
-	}
-	return d, errs
-}
-
 // handle processes one trigger record and returns the event that refuses
 // it, if it is refused.
 func (c *Consumer) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
@@ -330,7 +241,7 @@ func (c *Consumer) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
 		c.metrics.records.WithLabelValues("ignored").Inc() // a tombstone means nothing here
 		return nil
 	}
-	d, errs := Decode(rec, c.cfg.MaxPayloadBytes)
+	d, errs := jobspec.DecodeTrigger(rec, c.cfg.MaxPayloadBytes)
 	out, outcome, err := c.decide(ctx, rec, d, errs)
 	if errors.Is(err, consume.ErrPermanent) {
 		c.cfg.Logger.Error("the store refused a trigger", "partition", rec.Partition, "offset", rec.Offset, "err", err)
@@ -345,7 +256,7 @@ func (c *Consumer) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
 	return out
 }
 
-func (c *Consumer) decide(ctx context.Context, rec *kgo.Record, d Decoded, errs []registry.FieldError) ([]*kgo.Record, string, error) {
+func (c *Consumer) decide(ctx context.Context, rec *kgo.Record, d jobspec.TriggerRecord, errs []jobspec.FieldError) ([]*kgo.Record, string, error) {
 	if len(errs) > 0 {
 		msgs := make([]string, len(errs))
 		for i, e := range errs {
@@ -418,7 +329,7 @@ func (c *Consumer) decide(ctx context.Context, rec *kgo.Record, d Decoded, errs 
 
 // duplicate records the trigger's idempotency key, and reports whether an
 // earlier trigger holds it (under another due time).
-func (c *Consumer) duplicate(ctx context.Context, d Decoded) (bool, error) {
+func (c *Consumer) duplicate(ctx context.Context, d jobspec.TriggerRecord) (bool, error) {
 	key := d.Trigger.GetIdempotencyKey()
 	var first time.Time
 	if err := consume.Retry(ctx, c.backoff("dedupe"), func() (err error) {
@@ -437,7 +348,7 @@ func (c *Consumer) duplicate(ctx context.Context, d Decoded) (bool, error) {
 // decideDag handles a trigger whose key names no job: if it names a DAG,
 // the DAG's run due at the trigger's due time is started (ok true). Jobs
 // and DAGs share one id namespace and one table of idempotency keys.
-func (c *Consumer) decideDag(ctx context.Context, d Decoded) (out []*kgo.Record, outcome string, ok bool, err error) {
+func (c *Consumer) decideDag(ctx context.Context, d jobspec.TriggerRecord) (out []*kgo.Record, outcome string, ok bool, err error) {
 	var (
 		dg    store.Dag
 		found bool
@@ -484,7 +395,7 @@ func (c *Consumer) decideDag(ctx context.Context, d Decoded) (out []*kgo.Record,
 
 // refuse builds the SKIPPED event of a trigger that will not run. spec is
 // the job's definition when known.
-func (c *Consumer) refuse(d Decoded, reason string, spec *sundialv1.JobSpec, message string) []*kgo.Record {
+func (c *Consumer) refuse(d jobspec.TriggerRecord, reason string, spec *sundialv1.JobSpec, message string) []*kgo.Record {
 	jobID := strings.ToValidUTF8(d.JobID, "\uFFFD")
 	due := timestamppb.New(d.Due)
 	ev := &sundialv1.RunEvent{

@@ -12,6 +12,7 @@ import (
 	"github.com/sundialhq/sundial/dagengine"
 	"github.com/sundialhq/sundial/internal/telemetry"
 	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/jobspec"
 	"github.com/sundialhq/sundial/registry"
 	"github.com/sundialhq/sundial/trigger"
 )
@@ -34,7 +35,7 @@ Example, against the local stack:
 			&cli.StringFlag{Name: "group-id", Value: registry.DefaultGroup, Usage: "consumer group of the registries on sundial.jobs", Sources: envVar("group-id")},
 			&cli.StringFlag{Name: "trigger-group-id", Value: trigger.DefaultGroup, Usage: "consumer group on sundial.triggers", Sources: envVar("trigger-group-id")},
 			&cli.IntFlag{Name: "concurrency", Value: registry.DefaultConcurrency, Usage: "definitions processed at once (records of one job stay in order)", Sources: envVar("concurrency")},
-			&cli.IntFlag{Name: "max-payload-bytes", Value: registry.DefaultMaxPayloadBytes, Usage: "largest payload a definition or trigger may carry", Sources: envVar("max-payload-bytes")},
+			&cli.IntFlag{Name: "max-payload-bytes", Value: jobspec.DefaultMaxPayloadBytes, Usage: "largest payload a definition or trigger may carry", Sources: envVar("max-payload-bytes")},
 		),
 		Action: runRegistry,
 	}
@@ -57,7 +58,7 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 	names := topics.Names{Prefix: cmd.String("topic-prefix")}
-	limits := registry.Limits{MaxPayloadBytes: int(cmd.Int("max-payload-bytes"))}
+	limits := jobspec.Limits{MaxPayloadBytes: int(cmd.Int("max-payload-bytes"))}
 
 	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()

@@ -6,12 +6,12 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/registry"
 )
 
-// FieldError is one bad value of a definition; see registry.FieldError.
-type FieldError = registry.FieldError
+// FieldError is one bad value of a definition; see jobspec.FieldError.
+type FieldError = jobspec.FieldError
 
 // Policy is what a DAG run does when a node fails.
 type Policy int

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/registry"
 )
 
 // Definition is one DAG record of sundial.jobs (header sundial-kind: dag),
@@ -48,7 +48,7 @@ func Decode(key, value []byte, contentType string, opts Options) (Definition, []
 	case !utf8.Valid(key):
 		bad("key", "not valid UTF-8")
 	default:
-		if r := registry.CheckID(string(key)); r != "" {
+		if r := jobspec.CheckID(string(key)); r != "" {
 			bad("key", "not a DAG id: %s", r)
 		}
 	}

@@ -10,7 +10,7 @@
 // Every problem is reported at once, each as a FieldError whose Field is the
 // protobuf path of the bad value and whose Reason says what is wrong:
 //
-//   - id: a job id (registry.CheckID); it must equal the record key. Jobs and
+//   - id: a job id (jobspec.CheckID); it must equal the record key. Jobs and
 //     DAGs share one id namespace.
 //   - owner_team, labels, description: the rules of JobSpec.
 //   - nodes: at least one and at most MaxNodes.

@@ -9,8 +9,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/registry"
 )
 
 // Bounds of a DAG definition.
@@ -29,7 +29,7 @@ const (
 type Options struct {
 	// Limits bounds the fields a DAG shares with job definitions and the
 	// inline jobs; the zero value means registry's defaults.
-	Limits registry.Limits
+	Limits jobspec.Limits
 	// MaxNodes bounds the number of nodes; default DefaultMaxNodes.
 	MaxNodes int
 }
@@ -118,7 +118,7 @@ func Compile(spec *sundialv1.DagSpec, opts Options) (*Graph, []FieldError) {
 		g.nodes[i] = Node{ID: id}
 		switch job := n.GetJob().(type) {
 		case *sundialv1.DagNode_JobId:
-			if r := registry.CheckID(job.JobId); r != "" {
+			if r := jobspec.CheckID(job.JobId); r != "" {
 				add(field+".job_id", "%s", r)
 			}
 			g.nodes[i].JobID = job.JobId

@@ -1,4 +1,4 @@
-package registry_test
+package jobspec_test
 
 import (
 	"testing"
@@ -9,8 +9,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/registry"
 )
 
 func TestFirstDue(t *testing.T) {
@@ -66,9 +66,9 @@ func TestFirstDue(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			s, errs := registry.CompileSchedule(c.schedule, accepted)
+			s, errs := jobspec.CompileSchedule(c.schedule, accepted)
 			require.Empty(t, errs)
-			got, ok := registry.FirstDue(s, registry.MisfirePolicy(c.schedule), registry.CatchUpWindow(c.schedule), accepted, c.now)
+			got, ok := jobspec.FirstDue(s, jobspec.MisfirePolicy(c.schedule), jobspec.CatchUpWindow(c.schedule), accepted, c.now)
 			if c.want.IsZero() {
 				assert.False(t, ok, "scheduled %s", got)
 				return
@@ -77,13 +77,13 @@ func TestFirstDue(t *testing.T) {
 			assert.Equal(t, c.want, got.UTC())
 		})
 	}
-	_, ok := registry.FirstDue(nil, once, time.Hour, accepted, accepted)
+	_, ok := jobspec.FirstDue(nil, once, time.Hour, accepted, accepted)
 	assert.False(t, ok)
 }
 
 func TestScheduleDefaults(t *testing.T) {
 	t.Parallel()
-	assert.Equal(t, sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ONCE, registry.MisfirePolicy(nil))
-	assert.Equal(t, time.Hour, registry.CatchUpWindow(nil))
-	assert.Equal(t, 6*time.Hour, registry.CatchUpWindow(&sundialv1.Schedule{CatchUpWindow: durationpb.New(6 * time.Hour)}))
+	assert.Equal(t, sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ONCE, jobspec.MisfirePolicy(nil))
+	assert.Equal(t, time.Hour, jobspec.CatchUpWindow(nil))
+	assert.Equal(t, 6*time.Hour, jobspec.CatchUpWindow(&sundialv1.Schedule{CatchUpWindow: durationpb.New(6 * time.Hour)}))
 }

@@ -1,4 +1,4 @@
-package registry_test
+package jobspec_test
 
 import (
 	"math"
@@ -15,8 +15,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/registry"
 )
 
 // validSpec returns a definition that passes, with every optional part set,
@@ -61,7 +61,7 @@ func validSpec() *sundialv1.JobSpec {
 
 func TestValidSpecsPass(t *testing.T) {
 	t.Parallel()
-	assert.Empty(t, registry.Validate(validSpec()))
+	assert.Empty(t, jobspec.Validate(validSpec()))
 
 	// Every example of the documentation is valid.
 	files, err := filepath.Glob("../proto/sundial/v1/testdata/jobspec/*.json")
@@ -72,7 +72,7 @@ func TestValidSpecsPass(t *testing.T) {
 		require.NoError(t, err)
 		spec := &sundialv1.JobSpec{}
 		require.NoError(t, sundialv1.EncodingJSON.Unmarshal(data, spec), f)
-		assert.Empty(t, registry.Validate(spec), f)
+		assert.Empty(t, jobspec.Validate(spec), f)
 	}
 }
 
@@ -262,7 +262,7 @@ func TestValidateNamesTheField(t *testing.T) {
 			t.Parallel()
 			spec := validSpec()
 			c.mutate(spec)
-			errs := registry.Validate(spec)
+			errs := jobspec.Validate(spec)
 			require.Len(t, errs, 1, "want exactly one error, got %v", errs)
 			assert.Equal(t, c.field, errs[0].Field)
 			assert.Contains(t, errs[0].Reason, c.reason)
@@ -278,7 +278,7 @@ func TestValidateReportsEveryError(t *testing.T) {
 	spec.Retry.MaxBackoff = durationpb.New(time.Second)
 	spec.OwnerTeam = ""
 	var fields []string
-	for _, e := range registry.Validate(spec) {
+	for _, e := range jobspec.Validate(spec) {
 		fields = append(fields, e.Field)
 	}
 	assert.Equal(t, []string{"owner_team", "schedule.cron.expression", "schedule.time_zone", "retry.max_backoff"}, fields)
@@ -286,7 +286,7 @@ func TestValidateReportsEveryError(t *testing.T) {
 
 func TestValidateNil(t *testing.T) {
 	t.Parallel()
-	errs := registry.Validate(nil)
+	errs := jobspec.Validate(nil)
 	require.Len(t, errs, 1)
 	assert.Equal(t, "record", errs[0].Field)
 }
@@ -295,11 +295,11 @@ func TestPayloadLimitIsConfigurable(t *testing.T) {
 	t.Parallel()
 	spec := validSpec()
 	spec.Payload = make([]byte, 2000)
-	errs := registry.Limits{MaxPayloadBytes: 1024}.ValidateSpec(spec)
+	errs := jobspec.Limits{MaxPayloadBytes: 1024}.ValidateSpec(spec)
 	require.Len(t, errs, 1)
 	assert.Equal(t, "payload", errs[0].Field)
 	assert.Contains(t, errs[0].Reason, "2000 bytes, at most 1024")
-	assert.Error(t, registry.Limits{MaxPayloadBytes: -1}.Validate())
+	assert.Error(t, jobspec.Limits{MaxPayloadBytes: -1}.Validate())
 }
 
 func TestPastAtIsValid(t *testing.T) {
@@ -309,5 +309,5 @@ func TestPastAtIsValid(t *testing.T) {
 		Kind:     &sundialv1.Schedule_At{At: &sundialv1.At{Time: timestamppb.New(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))}},
 		TimeZone: "UTC",
 	}
-	assert.Empty(t, registry.Validate(spec))
+	assert.Empty(t, jobspec.Validate(spec))
 }

@@ -1,4 +1,4 @@
-package registry
+package jobspec
 
 import (
 	"time"
@@ -108,9 +108,8 @@ func compileSchedule(s *sundialv1.Schedule, accepted time.Time) (*schedule.Sched
 // Bounds of schedule durations beyond the schedule package's own rules: a
 // delay or period longer than a century is a unit mistake.
 const (
-	maxLookBack = 100 * 365 * 24 * time.Hour
-	maxDelay    = 100 * 365 * 24 * time.Hour
-	maxEvery    = 100 * 365 * 24 * time.Hour
+	maxDelay = 100 * 365 * 24 * time.Hour
+	maxEvery = 100 * 365 * 24 * time.Hour
 )
 
 func (v *validator) has(field string) bool {
@@ -214,68 +213,36 @@ func CatchUpWindow(s *sundialv1.Schedule) time.Duration {
 //
 // When the registry reads the record so late (a backlog, a rebuild of the
 // store from sundial.jobs) that this occurrence is older than now minus the
-// catch-up window, the window rules: a one-off schedules nothing; a recurring
-// schedule applies its misfire policy to the occurrences inside the window
-// (FIRE_ALL: the first of them, the dispatcher fires the rest in order;
-// FIRE_ONCE: the latest of them; SKIP: none) and otherwise starts at the
-// next occurrence after now.
+// catch-up window, the misfire rule (CatchUp) decides from that occurrence
+// on: a one-off schedules nothing; a recurring schedule starts at the first
+// occurrence its policy fires (FIRE_ALL: the first inside the window, the
+// dispatcher fires the rest in order; FIRE_ONCE: the latest inside the
+// window; SKIP: none), or else at the next occurrence after now.
 func FirstDue(s *schedule.Schedule, policy sundialv1.MisfirePolicy, window time.Duration, accepted, now time.Time) (time.Time, bool) {
 	if s == nil {
 		return time.Time{}, false
 	}
-	oldest := now.Add(-window)
+	var (
+		t  time.Time
+		ok bool
+	)
 	switch s.Kind() {
 	case schedule.KindImmediate, schedule.KindDelay, schedule.KindAt:
-		t, ok := s.Next(time.Time{})
-		switch {
-		case !ok:
-			return time.Time{}, false
-		case s.Kind() == schedule.KindAt && t.Before(accepted) && policy == sundialv1.MisfirePolicy_MISFIRE_POLICY_SKIP:
-			return time.Time{}, false
-		case t.Before(oldest):
+		t, ok = s.Next(time.Time{})
+		if ok && s.Kind() == schedule.KindAt && t.Before(accepted) && policy == sundialv1.MisfirePolicy_MISFIRE_POLICY_SKIP {
 			return time.Time{}, false
 		}
-		return t, true
+	default:
+		t, ok = s.Next(accepted.Add(-time.Nanosecond))
 	}
-
-	t, ok := s.Next(accepted.Add(-time.Nanosecond))
-	if !ok || !t.Before(oldest) {
+	if !ok || !t.Before(now.Add(-window)) {
 		return t, ok
 	}
-	switch policy {
-	case sundialv1.MisfirePolicy_MISFIRE_POLICY_SKIP:
-		return s.Next(now)
-	case sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ALL:
-		return s.Next(oldest.Add(-time.Nanosecond))
-	default:
-		if last, ok := latestBetween(s, oldest, now); ok {
-			return last, true
-		}
-		return s.Next(now)
+	// Only the first occurrence to fire matters here: a FIRE_ALL limit of
+	// one finds it without reading the others.
+	plan := CatchUp(s, policy, window, t, now, 1)
+	if len(plan.Fire) > 0 {
+		return plan.Fire[0], true
 	}
-}
-
-// latestBetween returns the last fire time t with lo <= t <= hi. It looks
-// back from hi over doubling spans, so it walks forward over few fire times
-// whatever the schedule's period.
-func latestBetween(s *schedule.Schedule, lo, hi time.Time) (time.Time, bool) {
-	floor := lo.Add(-time.Nanosecond)
-	for span := time.Second; ; span *= 2 {
-		from := hi.Add(-span)
-		if from.Before(floor) || span > maxLookBack {
-			from = floor
-		}
-		if t, ok := s.Next(from); ok && !t.After(hi) {
-			for {
-				n, ok := s.Next(t)
-				if !ok || n.After(hi) {
-					return t, true
-				}
-				t = n
-			}
-		}
-		if from.Equal(floor) {
-			return time.Time{}, false
-		}
-	}
+	return plan.Next, !plan.Next.IsZero()
 }

@@ -1,4 +1,4 @@
-package registry
+package jobspec
 
 import (
 	"fmt"
@@ -26,10 +26,6 @@ type Definition struct {
 	// Tombstone is set for a record without a value: a delete.
 	Tombstone bool
 }
-
-// maxReportedErrors bounds the errors a status carries, so a definition with
-// a hundred thousand bad labels still gets an answer that fits a record.
-const maxReportedErrors = 100
 
 // DecodeDefinition reads a record of sundial.jobs: its key, its content-type
 // and sundial-kind headers and its value. It returns every problem of the
@@ -110,30 +106,4 @@ func checkKey(key []byte) string {
 		return "not a job id: " + r
 	}
 	return ""
-}
-
-// protoErrors converts errors for a status: at most maxReportedErrors, in
-// valid UTF-8 (a status is a protobuf message; its strings must be).
-func protoErrors(errs []FieldError) []*sundialv1.FieldError {
-	out := make([]*sundialv1.FieldError, 0, min(len(errs), maxReportedErrors+1))
-	for i, e := range errs {
-		if i == maxReportedErrors {
-			out = append(out, &sundialv1.FieldError{Field: "record", Reason: fmt.Sprintf("%d more errors not listed", len(errs)-i)})
-			break
-		}
-		out = append(out, &sundialv1.FieldError{Field: validUTF8(e.Field), Reason: validUTF8(e.Reason)})
-	}
-	return out
-}
-
-func validUTF8(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
-
-// metricField maps a field path to a bounded metric label: list indexes and
-// map keys are dropped ("labels[\"env\"]" -> "labels"). Every path with a
-// bracket ends with it, so cutting at the first one loses nothing else.
-func metricField(field string) string {
-	if i := strings.IndexByte(field, '['); i >= 0 {
-		return field[:i]
-	}
-	return field
 }

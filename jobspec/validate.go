@@ -1,4 +1,4 @@
-package registry
+package jobspec
 
 import (
 	"cmp"
@@ -141,7 +141,7 @@ func (l Limits) Validate() error {
 		errs = append(errs, fmt.Sprintf("max label bytes %d: must not be negative", l.MaxLabelBytes))
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("registry limits: %s", strings.Join(errs, "; "))
+		return fmt.Errorf("limits: %s", strings.Join(errs, "; "))
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package registry
+package jobspec
 
 import (
 	"os"
@@ -92,24 +92,17 @@ func TestDecodeReportsIDOnce(t *testing.T) {
 	assert.Equal(t, "id", errs[0].Field)
 }
 
-func TestProtoErrorsAreBounded(t *testing.T) {
+func TestStatusErrorsAreBounded(t *testing.T) {
 	t.Parallel()
 	errs := make([]FieldError, 250)
 	for i := range errs {
 		errs[i] = FieldError{Field: "labels[\"\xff\"]", Reason: "bad \xfe"}
 	}
-	out := protoErrors(errs)
-	require.Len(t, out, maxReportedErrors+1)
-	assert.Equal(t, "150 more errors not listed", out[maxReportedErrors].GetReason())
+	out := StatusErrors(errs)
+	require.Len(t, out, MaxReportedErrors+1)
+	assert.Equal(t, "150 more errors not listed", out[MaxReportedErrors].GetReason())
 	_, err := proto.Marshal(&sundialv1.JobStatus{Errors: out})
 	assert.NoError(t, err, "invalid UTF-8 must not make the status unencodable")
-}
-
-func TestMetricField(t *testing.T) {
-	t.Parallel()
-	assert.Equal(t, "labels", metricField(`labels["a]b"]`))
-	assert.Equal(t, "retry.non_retryable_errors", metricField("retry.non_retryable_errors[3]"))
-	assert.Equal(t, "schedule.cron.expression", metricField("schedule.cron.expression"))
 }
 
 // FuzzDecodeDefinition feeds arbitrary records to the decoder. It must never
@@ -142,7 +135,7 @@ func FuzzDecodeDefinition(f *testing.F) {
 	f.Fuzz(func(t *testing.T, key, value []byte, contentType string) {
 		d, errs := DecodeDefinition(key, value, header("content-type", contentType), Limits{})
 		if len(errs) > 0 {
-			if _, err := proto.Marshal(&sundialv1.JobStatus{Errors: protoErrors(errs)}); err != nil {
+			if _, err := proto.Marshal(&sundialv1.JobStatus{Errors: StatusErrors(errs)}); err != nil {
 				t.Fatalf("status of a rejected record does not encode: %v", err)
 			}
 			for _, e := range errs {
