@@ -131,9 +131,9 @@
 // "*" ("*-5"), values or steps out of range, and Quartz extensions (L, W, #)
 // are refused: the reason names the field and quotes what was written in it
 // (minute field "*-5": ...), and a *CronFieldError carries the same. The
-// parser is this package's own rather than a library's: the library parser
-// used before accepted malformed fields silently and reported strconv
-// messages that named no field, and a definition's error must name the field
-// and the text. It accepts what that parser accepted apart from the
-// malformed forms above.
+// parser is this package's own rather than a library's because a
+// definition's error must name the field and the text, and the common Go
+// cron parsers accept some malformed fields silently or report strconv
+// messages that name no field. It accepts the classic five- and six-field
+// syntax apart from the malformed forms above.
 package schedule
