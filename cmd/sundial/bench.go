@@ -82,14 +82,14 @@ Examples, against the local stack:
 			}
 			b := &bench.Bench{
 				Config: bench.Config{
-					Scenario: cmd.Args().First(), Jobs: int(cmd.Int("jobs")), Rate: cmd.Float("rate"), Duration: cmd.Duration("duration"),
-					Drain: cmd.Duration("drain"), Lead: cmd.Duration("lead"), Mix: mix, Shards: int(cmd.Int("shards")),
-					Dispatchers: int(cmd.Int("dispatchers")), Runners: int(cmd.Int("runners")), RunnerConcurrency: int(cmd.Int("runner-concurrency")),
-					RunnerHTTPIdleConns: int(cmd.Int("runner-http-idle-conns")), RegistryConcurrency: int(cmd.Int("registry-concurrency")), History: cmd.Bool("history"), Processes: cmd.Bool("processes"), DispatcherProcess: cmd.Bool("dispatcher-process"),
-					Binary: cmd.String("binary"), Target: cmd.String("target"), PayloadBytes: int(cmd.Int("payload-bytes")), EffectDuration: cmd.Duration("effect-duration"),
+					Scenario: cmd.Args().First(), Jobs: cmd.Int("jobs"), Rate: cmd.Float("rate"), Duration: cmd.Duration("duration"),
+					Drain: cmd.Duration("drain"), Lead: cmd.Duration("lead"), Mix: mix, Shards: cmd.Int("shards"),
+					Dispatchers: cmd.Int("dispatchers"), Runners: cmd.Int("runners"), RunnerConcurrency: cmd.Int("runner-concurrency"),
+					RunnerHTTPIdleConns: cmd.Int("runner-http-idle-conns"), RegistryConcurrency: cmd.Int("registry-concurrency"), History: cmd.Bool("history"), Processes: cmd.Bool("processes"), DispatcherProcess: cmd.Bool("dispatcher-process"),
+					Binary: cmd.String("binary"), Target: cmd.String("target"), PayloadBytes: cmd.Int("payload-bytes"), EffectDuration: cmd.Duration("effect-duration"),
 					BaselineDuration: cmd.Duration("baseline-duration"), CrashKill: cmd.String("crash-kill"),
 					CrashAfter: cmd.Duration("crash-after"), CrashDown: cmd.Duration("crash-down"),
-					AsynqDelayedCheck: cmd.Duration("asynq-delayed-check"), AsynqConcurrency: int(cmd.Int("asynq-concurrency")),
+					AsynqDelayedCheck: cmd.Duration("asynq-delayed-check"), AsynqConcurrency: cmd.Int("asynq-concurrency"),
 					Keep: cmd.Bool("keep"), ResultsDir: cmd.String("results-dir"),
 				},
 				Backends: bench.Backends{Brokers: cmd.StringSlice("kafka-brokers"), CassandraHosts: cmd.StringSlice("cassandra-hosts"),

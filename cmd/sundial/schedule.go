@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+
 	// The zone database is compiled in so that schedules resolve the same on
 	// a minimal container image without /usr/share/zoneinfo; the host's
 	// database, when present, still takes precedence.
@@ -60,7 +61,7 @@ Example:
 			if spec.Kind == schedule.KindImmediate {
 				from = from.Add(-time.Nanosecond) // show the reference itself
 			}
-			times := schedule.Preview(s, from, int(cmd.Int("count")))
+			times := schedule.Preview(s, from, cmd.Int("count"))
 			out := cmd.Root().Writer
 			for _, t := range times {
 				fmt.Fprintf(out, "%-25s %-6s %s\n", t.Format(time.RFC3339Nano), t.Format("MST"), t.UTC().Format(time.RFC3339Nano))
