@@ -163,3 +163,18 @@ test-observability: stack-up check-rules ## telemetry, dashboards' and rules' Pr
 .PHONY: dashboards
 dashboards: ## regenerate the Grafana dashboards (deploy/grafana/dashboards/*.json) from deploy/grafana/*.go
 	$(GO) run ./deploy/grafana/dashgen -out deploy/grafana/dashboards
+
+.PHONY: check-dashboards
+check-dashboards: dashboards ## fail when the committed dashboards differ from what deploy/grafana/*.go generates
+	@git diff --exit-code -- deploy/grafana/dashboards || { echo "dashboards are stale: run 'make dashboards' and commit" >&2; exit 1; }
+	@test -z "$$(git status --porcelain -- deploy/grafana/dashboards)" || { echo "generated dashboards are not committed:" >&2; git status --porcelain -- deploy/grafana/dashboards >&2; exit 1; }
+
+# Everything CI checks before it runs the tests; needs no backend. Each step
+# stops the run at its first failure, so the cheap ones come first.
+.PHONY: verify
+verify: ## golangci-lint, buf lint, the breaking check against main, generated-code and dashboard drift
+	$(MAKE) --no-print-directory lint-proto
+	$(MAKE) --no-print-directory proto-breaking
+	$(MAKE) --no-print-directory check-generate
+	$(MAKE) --no-print-directory check-dashboards
+	$(MAKE) --no-print-directory lint

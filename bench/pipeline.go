@@ -445,7 +445,7 @@ func (p *Processes) Stop() {
 				if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
 					return
 				}
-				time.Sleep(100 * time.Millisecond)
+				time.Sleep(100 * time.Millisecond) //nolint:forbidigo // Stop has no context; the loop is bounded by its 30 s deadline
 			}
 			_ = cmd.Process.Kill()
 		})

@@ -309,7 +309,7 @@ func (p *sundialProcess) stop(t *testing.T) {
 func (p *sundialProcess) exitErr() error {
 	select {
 	case <-p.exited:
-		return fmt.Errorf("%s exited: %v; last lines of %s:\n%s", p.name, p.err, p.logPath, tailFile(p.logPath, 20))
+		return fmt.Errorf("%s exited: %w; last lines of %s:\n%s", p.name, p.err, p.logPath, tailFile(p.logPath, 20))
 	default:
 		return nil
 	}
@@ -336,7 +336,9 @@ func (p *sundialProcess) waitReady(t *testing.T, timeout time.Duration) {
 			p.addr = serverAddr(p.logPath)
 		}
 		if p.addr != "" {
-			resp, err := client.Get("http://" + p.addr + "/readyz")
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+p.addr+"/readyz", nil)
+			require.NoError(t, err)
+			resp, err := client.Do(req)
 			if err == nil {
 				_ = resp.Body.Close()
 				if resp.StatusCode == http.StatusOK {

@@ -139,7 +139,7 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 
 	// Kafka.
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.ListenFn(func(network, _ string) (net.Listener, error) {
-		return net.Listen(network, "127.0.0.1:0")
+		return net.Listen(network, "127.0.0.1:0") //nolint:noctx // kfake gives ListenFn no context; the listener lives as long as the cluster
 	}))
 	if err != nil {
 		return fmt.Errorf("start in-process kafka: %w", err)
@@ -290,7 +290,7 @@ func ensureTopics(ctx context.Context, brokers []string, names topics.Names, sha
 
 // startEcho serves the built-in echo target on 127.0.0.1.
 func startEcho() (url string, stop func(), err error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", "127.0.0.1:0") //nolint:noctx // the listener lives until stop, not for one context
 	if err != nil {
 		return "", nil, fmt.Errorf("echo target: %w", err)
 	}

@@ -53,7 +53,7 @@ func TestDownstreamCounts(t *testing.T) {
 			t.Parallel()
 			d := newDownstream(t)
 			send := func(c call) {
-				req, err := http.NewRequest(http.MethodPost, d.srv.URL, nil)
+				req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, d.srv.URL, nil)
 				require.NoError(t, err)
 				req.Header.Set("Idempotency-Key", c.key)
 				req.Header.Set("Sundial-Run-Id", c.runID)

@@ -563,26 +563,6 @@ func (l *eventLog) all() []*sundialv1.RunEvent {
 	return append([]*sundialv1.RunEvent(nil), l.events...)
 }
 
-// terminal reports how many distinct runs reached a terminal state.
-func (l *eventLog) terminal() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, evs := range l.byRun {
-		for _, ev := range evs {
-			switch ev.GetState() {
-			case sundialv1.RunState_RUN_STATE_SUCCEEDED, sundialv1.RunState_RUN_STATE_DEAD,
-				sundialv1.RunState_RUN_STATE_SKIPPED, sundialv1.RunState_RUN_STATE_CANCELLED:
-				n++
-			default:
-				continue
-			}
-			break
-		}
-	}
-	return n
-}
-
 // timeline is an ordered log of what a test's downstream and runner did.
 type timeline struct {
 	mu      sync.Mutex

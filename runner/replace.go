@@ -64,7 +64,7 @@ func (r *Runner) subscribeCancels(ctx context.Context) *redis.PubSub {
 
 // listenCancels cancels local executions named on the cancel channel.
 func (r *Runner) listenCancels(ctx context.Context, sub *redis.PubSub) {
-	defer sub.Close()
+	defer func() { _ = sub.Close() }()
 	ch := sub.Channel()
 	for {
 		select {

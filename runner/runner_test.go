@@ -238,10 +238,7 @@ func TestOpenBreakerDefersWithoutSpendingAttempts(t *testing.T) {
 		waitStates(t, h, run.GetRunId(), deferred)
 		assert.Zero(t, h.down.requestsOf(run.GetRunId()))
 	}
-	var defers []store.DueEntry
-	for _, e := range h.enq.Entries() {
-		defers = append(defers, e)
-	}
+	defers := h.enq.Entries()
 	require.Len(t, defers, 2)
 	for _, e := range defers {
 		assert.Equal(t, 1, e.Attempt, "a deferral spends no attempt")

@@ -118,11 +118,13 @@ func FieldErrors(err error) []*FieldError {
 	var out []*FieldError
 	var walk func(error)
 	walk = func(err error) {
-		if fe, ok := err.(*FieldError); ok {
+		// The walk visits every node of the tree itself, so each node is
+		// looked at directly rather than through errors.As.
+		if fe, ok := err.(*FieldError); ok { //nolint:errorlint // see above
 			out = append(out, fe)
 			return
 		}
-		switch u := err.(type) {
+		switch u := err.(type) { //nolint:errorlint // the walk unwraps one level at a time
 		case interface{ Unwrap() []error }:
 			for _, e := range u.Unwrap() {
 				walk(e)

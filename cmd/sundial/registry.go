@@ -58,7 +58,7 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 	names := topics.Names{Prefix: cmd.String("topic-prefix")}
-	limits := jobspec.Limits{MaxPayloadBytes: int(cmd.Int("max-payload-bytes"))}
+	limits := jobspec.Limits{MaxPayloadBytes: cmd.Int("max-payload-bytes")}
 
 	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -69,7 +69,7 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 	defer b.close()
 	reg, err := registry.New(registry.Config{
 		Brokers: brokers, Topics: names, Group: cmd.String("group-id"), Store: b.store, Waker: b.enq, Limits: limits,
-		Concurrency:  int(cmd.Int("concurrency")),
+		Concurrency:  cmd.Int("concurrency"),
 		KafkaOptions: []kgo.Opt{telemetry.KafkaMetrics(p.reg, "registry")},
 		Registerer:   p.reg, Logger: p.logger,
 	})

@@ -186,12 +186,12 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 		bad = append(bad, err)
 	}
 	names := topics.Names{Prefix: cmd.String("topic-prefix")}
-	concurrency := int(cmd.Int("concurrency"))
+	concurrency := cmd.Int("concurrency")
 	if concurrency <= 0 {
 		bad = append(bad, fmt.Errorf("--concurrency: %d is not positive", concurrency))
 	}
-	poolSize := cmp.Or(int(cmd.Int("redis-pool-size")), concurrency)
-	idleConns := cmp.Or(int(cmd.Int("http-idle-conns-per-host")), concurrency)
+	poolSize := cmp.Or(cmd.Int("redis-pool-size"), concurrency)
+	idleConns := cmp.Or(cmd.Int("http-idle-conns-per-host"), concurrency)
 	for _, f := range []struct {
 		name string
 		v    int
@@ -207,7 +207,7 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 		bad = append(bad, err)
 		rdb = redis.NewClient(&redis.Options{})
 	}
-	defer rdb.Close()
+	defer func() { _ = rdb.Close() }()
 	keyPrefix := cmd.String("redis-key-prefix")
 	leases, err := leasing.New(leasing.Config{Client: rdb, TTL: cmd.Duration("lease-ttl"), KeyPrefix: keyPrefix + leasing.DefaultKeyPrefix})
 	if err != nil {
@@ -220,7 +220,7 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 		HeartbeatInterval:      cmd.Duration("group-heartbeat-interval"),
 		InstanceID:             cmd.String("group-instance-id"),
 		HTTPClient:             runner.NewHTTPClient(max(idleConns, 1)),
-		MaxInFlight:            int(cmd.Int("max-in-flight")),
+		MaxInFlight:            cmd.Int("max-in-flight"),
 		Topics:                 names,
 		Group:                  cmd.String("group-id"),
 		Leases:                 leases,
@@ -230,8 +230,8 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 		Handlers:               map[string]target.Handler{"noop": target.HandlerFunc(noopHandler)},
 		Breakers:               breaker.Config{Failures: uint32(cmd.Uint("breaker-failures")), OpenTimeout: cmd.Duration("breaker-open-timeout")},
 		Concurrency:            concurrency,
-		QueueCapacity:          int(cmd.Int("queue-capacity")),
-		MaxPendingPerPartition: int(cmd.Int("max-pending-per-partition")),
+		QueueCapacity:          cmd.Int("queue-capacity"),
+		MaxPendingPerPartition: cmd.Int("max-pending-per-partition"),
 		CommitInterval:         cmd.Duration("commit-interval"),
 		RunTimeout:             cmd.Duration("run-timeout"),
 		ShutdownTimeout:        cmd.Duration("shutdown-timeout"),

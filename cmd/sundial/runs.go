@@ -54,8 +54,8 @@ Example:
 			if err != nil {
 				return fmt.Errorf("cassandra: %w", err)
 			}
-			defer st.Close()
-			return printRuns(ctx, cmd, st, cmd.String("job"), int(cmd.Int("limit")))
+			defer func() { _ = st.Close() }()
+			return printRuns(ctx, cmd, st, cmd.String("job"), cmd.Int("limit"))
 		},
 	}
 }

@@ -61,7 +61,7 @@ Example:
 			if spec.Kind == schedule.KindImmediate {
 				from = from.Add(-time.Nanosecond) // show the reference itself
 			}
-			return printPreview(ctx, cmd, s, from, int(cmd.Int("count")))
+			return printPreview(ctx, cmd, s, from, cmd.Int("count"))
 		},
 	}
 }

@@ -39,7 +39,7 @@ func NeedRedis(t testing.TB) Redis {
 	}
 	r := Redis{Addr: addr, KeyPrefix: fmt.Sprintf("t:%s:%s:", slug(t.Name(), 20), randomSuffix())}
 	t.Cleanup(func() {
-		defer client.Close()
+		defer func() { _ = client.Close() }()
 		ctx, cancel := timeoutCtx()
 		defer cancel()
 		iter := client.Scan(ctx, 0, r.KeyPrefix+"*", 1000).Iterator()

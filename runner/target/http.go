@@ -84,7 +84,7 @@ func (h *HTTP) Execute(ctx context.Context, req Request, t *sundialv1.HttpTarget
 		}
 		return &Error{Code: CodeConnection, Message: err.Error(), Retryable: true, Err: err}
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	now := time.Now
 	if h.Now != nil {
 		now = h.Now

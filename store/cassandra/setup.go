@@ -31,7 +31,7 @@ func Setup(ctx context.Context, c Config, shards int) (SetupResult, error) {
 	if err != nil {
 		return res, err
 	}
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	cfg, err := s.InitCluster(ctx, shards)
 	if err != nil {
 		return res, err

@@ -81,7 +81,9 @@ func (s *Store) ClaimShard(ctx context.Context, shard int, owner string, seen in
 	if st.Epoch == seen+1 && st.Owner == owner {
 		return st.Epoch, nil
 	}
-	return 0, fmt.Errorf("claim shard %d at epoch %d (now %d, after %v): %w", shard, seen, st.Epoch, err, store.ErrEpochConflict)
+	// Only the conflict is for callers to branch on; the last write error is
+	// context, and wrapping it could make a conflict look retryable.
+	return 0, fmt.Errorf("claim shard %d at epoch %d (now %d, after %v): %w", shard, seen, st.Epoch, err, store.ErrEpochConflict) //nolint:errorlint // see above
 }
 
 // AdvanceWatermark implements store.Shards: `UPDATE ... SET watermark = t IF

@@ -91,7 +91,7 @@ func TestWaitSurvivesPanickingProbe(t *testing.T) {
 		probe := func(context.Context, string) (string, error) {
 			calls++
 			var m map[string]int
-			m["boom"]++ // a nil map write, as a buggy driver might do
+			m["boom"]++ //nolint:staticcheck // a nil map write, as a buggy driver might do
 			return "", nil
 		}
 		res := wait(t.Context(), target{name: "x", addr: "a:1", probe: probe},
