@@ -29,15 +29,13 @@ var benchZones = []string{"Europe/Berlin", "Australia/Lord_Howe", "Antarctica/Tr
 func benchStarts() []time.Time {
 	var out []time.Time
 	for _, y := range []int{2026, 2028, 2037, 2038, 2040, 2096, 2099, 2100, 2104, 2196, 2199, 2200} {
-		for _, d := range []time.Time{
+		out = append(out,
 			time.Date(y, 1, 1, 0, 0, 0, 0, time.UTC),
 			time.Date(y, 3, 28, 23, 0, 0, 0, time.UTC),
 			time.Date(y, 10, 3, 12, 0, 0, 0, time.UTC),
 			time.Date(y, 12, 30, 23, 30, 0, 0, time.UTC),
 			time.Date(y, 12, 31, 12, 0, 0, 0, time.UTC),
-		} {
-			out = append(out, d)
-		}
+		)
 	}
 	return out
 }

@@ -188,14 +188,14 @@ func randomCron(rng *rand.Rand, near time.Time) genCron {
 		case 1: // minutes
 			switch rng.IntN(5) {
 			case 0:
-				text, star = starOrStep(rng, g.allowed[f], lo, hi, []int{1, 15, 20, 30})
+				text, _ = starOrStep(rng, g.allowed[f], lo, hi, []int{1, 15, 20, 30}) // only day fields' stars matter
 			default:
 				text = randomList(rng, g.allowed[f], lo, hi, 3, []int{0, 15, 29, 30, 31, 45, 59})
 			}
 		case 2: // hours
 			switch rng.IntN(4) {
 			case 0:
-				text, star = starOrStep(rng, g.allowed[f], lo, hi, []int{1, 2, 3, 5})
+				text, _ = starOrStep(rng, g.allowed[f], lo, hi, []int{1, 2, 3, 5})
 			default:
 				text = randomList(rng, g.allowed[f], lo, hi, 3, []int{0, 1, 2, 3, 4, 22, 23})
 			}
