@@ -13,7 +13,8 @@ import (
 	"time"
 )
 
-// Backend names of the local stack, as deploy/local/stack.sh spells them.
+// StackBackends are the backend names of the local stack, as
+// deploy/local/stack.sh spells them.
 var StackBackends = []string{"redis", "kafka", "cassandra"}
 
 // ChaosPlan is what a chaos run kills and when.

@@ -153,7 +153,7 @@ func (w *jobWatch) arrive(job, run string, token int64, now time.Time) {
 	w.inflight[job]++
 	// A request of the run seen last with its token again is the same
 	// execution's; anything else must carry a larger token.
-	if last, ok := w.lastToken[job]; ok && token <= last && !(token == last && run == w.lastRun[job]) {
+	if last, ok := w.lastToken[job]; ok && token <= last && (token != last || run != w.lastRun[job]) {
 		w.backwards = append(w.backwards, fmt.Sprintf("%s token %d after %s token %d", run, token, w.lastRun[job], last))
 	}
 	w.lastToken[job], w.lastRun[job] = max(token, w.lastToken[job]), run

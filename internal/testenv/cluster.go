@@ -85,7 +85,7 @@ func NeedRedisCluster(t testing.TB) RedisCluster {
 	}
 	r := RedisCluster{Addrs: addrs, KeyPrefix: fmt.Sprintf("t:%s:%s:", slug(t.Name(), 20), randomSuffix())}
 	t.Cleanup(func() {
-		defer client.Close()
+		defer func() { _ = client.Close() }()
 		ctx, cancel := timeoutCtx()
 		defer cancel()
 		// Keys of one prefix spread over every master; each master deletes
