@@ -14,6 +14,7 @@ import (
 
 	"github.com/sundialhq/sundial/dagengine/dag"
 	"github.com/sundialhq/sundial/dagengine/dagrun"
+	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/consume"
 	"github.com/sundialhq/sundial/internal/topics"
 )
@@ -278,8 +279,8 @@ func (e *Engine) Stop() {
 	}
 }
 
-func (e *Engine) backoff(op string) consume.Backoff {
-	return consume.Backoff{
+func (e *Engine) backoff(op string) backoff.Config {
+	return backoff.Config{
 		Min: e.cfg.RetryMin,
 		Max: e.cfg.RetryMax,
 		OnRetry: func(err error) {
@@ -291,17 +292,5 @@ func (e *Engine) backoff(op string) consume.Backoff {
 
 // retry runs fn until it succeeds or ctx ends.
 func (e *Engine) retry(ctx context.Context, op string, fn func() error) error {
-	return consume.Retry(ctx, e.backoff(op), fn)
-}
-
-// sleep waits for d or the end of ctx.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	return backoff.Retry(ctx, e.backoff(op), fn)
 }

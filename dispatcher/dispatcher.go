@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sundialhq/sundial/internal/consume"
+	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/startoffsets"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store"
@@ -236,7 +236,7 @@ func (d *Dispatcher) startUncommitted(ctx context.Context, offsets map[string]ma
 		return offsets, nil
 	}
 	var starts map[int32]int64
-	err := consume.Retry(ctx, consume.Backoff{
+	err := backoff.Retry(ctx, backoff.Config{
 		Min: 100 * time.Millisecond,
 		Max: 2 * time.Second,
 		OnRetry: func(err error) {

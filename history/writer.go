@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store"
@@ -189,7 +190,7 @@ func (w *Writer) store(ctx context.Context, recs []*kgo.Record) error {
 }
 
 func (w *Writer) record(ctx context.Context, r store.RunRecord) error {
-	backoff := 50 * time.Millisecond
+	b := backoff.New(50*time.Millisecond, 5*time.Second)
 	for {
 		err := w.cfg.History.RecordRun(ctx, r)
 		if err == nil {
@@ -206,14 +207,9 @@ func (w *Writer) record(ctx context.Context, r store.RunRecord) error {
 		}
 		w.m.retries.Inc()
 		w.log.Warn("history: record failed; retrying", "job_id", r.JobID, "run_id", r.RunID, "err", err)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !b.Wait(ctx) {
 			return ctx.Err()
-		case <-t.C:
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/consume"
 	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -207,8 +208,8 @@ func (r *Registry) Stop() {
 	r.client.Close()
 }
 
-func (r *Registry) backoff(op string) consume.Backoff {
-	return consume.Backoff{
+func (r *Registry) backoff(op string) backoff.Config {
+	return backoff.Config{
 		Min: r.cfg.RetryMin,
 		Max: r.cfg.RetryMax,
 		OnRetry: func(err error) {
@@ -223,7 +224,7 @@ func (r *Registry) backoff(op string) consume.Backoff {
 
 // retry runs fn until it succeeds or ctx ends.
 func (r *Registry) retry(ctx context.Context, op string, fn func() error) error {
-	return consume.Retry(ctx, r.backoff(op), fn)
+	return backoff.Retry(ctx, r.backoff(op), fn)
 }
 
 // handle processes one record of sundial.jobs and returns its status record.
@@ -260,7 +261,7 @@ func (r *Registry) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
 		err = r.apply(ctx, rec, def.Spec, st)
 	}
 	switch {
-	case errors.Is(err, consume.ErrPermanent):
+	case errors.Is(err, backoff.ErrPermanent):
 		r.cfg.Logger.Error("the store refused a record", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "err", err)
 		st.NextDueTime = nil
 		r.reject(st, []FieldError{{Field: "record", Reason: fmt.Sprintf("the store refused the definition: %v", err)}})
@@ -448,7 +449,7 @@ func (r *Registry) getJob(ctx context.Context, id string) (store.Job, bool, erro
 
 func (r *Registry) wake(ctx context.Context, e store.DueEntry) error {
 	err := r.retry(ctx, "wake", func() error { return r.cfg.Waker.Wake(ctx, e) })
-	if errors.Is(err, consume.ErrPermanent) {
+	if errors.Is(err, backoff.ErrPermanent) {
 		// The entry is stored; the wake-up is only a hint.
 		r.cfg.Logger.Error("wake-up refused; the entry waits for its bucket read", "job", e.JobID, "err", err)
 		return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
 	"github.com/sundialhq/sundial/runner/breaker"
@@ -424,7 +425,7 @@ const maxRecordRetry = 5 * time.Second
 // goroutine took the record over (a success whose outcome is being
 // written).
 func (r *Runner) handleRecord(workCtx, execCtx context.Context, rec *record) bool {
-	backoff := r.cfg.HeldRetry
+	retry := backoff.New(r.cfg.HeldRetry, maxRecordRetry)
 	for {
 		switch r.process(execCtx, rec) {
 		case finished:
@@ -437,11 +438,10 @@ func (r *Runner) handleRecord(workCtx, execCtx context.Context, rec *record) boo
 			return false
 		}
 		r.log.Warn("run not finished; trying the record again", "topic", rec.tp.topic, "partition", rec.tp.partition,
-			"offset", rec.rec.Offset, "retry_in", backoff)
-		if !sleep(workCtx, backoff) {
+			"offset", rec.rec.Offset, "retry_within", retry.Peek())
+		if !retry.Wait(workCtx) {
 			return false
 		}
-		backoff = min(backoff*2, maxRecordRetry)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/dagengine"
+	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/consume"
 	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -234,8 +235,8 @@ func (c *Consumer) Stop() {
 	c.client.Close()
 }
 
-func (c *Consumer) backoff(op string) consume.Backoff {
-	return consume.Backoff{
+func (c *Consumer) backoff(op string) backoff.Config {
+	return backoff.Config{
 		Min: c.cfg.RetryMin,
 		Max: c.cfg.RetryMax,
 		OnRetry: func(err error) {
@@ -332,7 +333,7 @@ func (c *Consumer) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
 	}
 	d, errs := Decode(rec, c.cfg.MaxPayloadBytes)
 	out, outcome, err := c.decide(ctx, rec, d, errs)
-	if errors.Is(err, consume.ErrPermanent) {
+	if errors.Is(err, backoff.ErrPermanent) {
 		c.cfg.Logger.Error("the store refused a trigger", "partition", rec.Partition, "offset", rec.Offset, "err", err)
 		out, outcome, err = c.refuse(d, ReasonInvalid, nil, err.Error()), "invalid", nil
 	}
@@ -361,7 +362,7 @@ func (c *Consumer) decide(ctx context.Context, rec *kgo.Record, d Decoded, errs 
 		job   store.Job
 		found bool
 	)
-	err := consume.Retry(ctx, c.backoff("get_job"), func() error {
+	err := backoff.Retry(ctx, c.backoff("get_job"), func() error {
 		j, err := c.cfg.Store.GetJob(ctx, d.JobID)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
@@ -410,7 +411,7 @@ func (c *Consumer) decide(ctx context.Context, rec *kgo.Record, d Decoded, errs 
 		Revision: job.Revision,
 		Payload:  payload,
 	}
-	if err := consume.Retry(ctx, c.backoff("enqueue"), func() error { return c.cfg.Enqueuer.Enqueue(ctx, entry) }); err != nil {
+	if err := backoff.Retry(ctx, c.backoff("enqueue"), func() error { return c.cfg.Enqueuer.Enqueue(ctx, entry) }); err != nil {
 		return nil, "", err
 	}
 	return nil, "enqueued", nil
@@ -421,7 +422,7 @@ func (c *Consumer) decide(ctx context.Context, rec *kgo.Record, d Decoded, errs 
 func (c *Consumer) duplicate(ctx context.Context, d Decoded) (bool, error) {
 	key := d.Trigger.GetIdempotencyKey()
 	var first time.Time
-	if err := consume.Retry(ctx, c.backoff("dedupe"), func() (err error) {
+	if err := backoff.Retry(ctx, c.backoff("dedupe"), func() (err error) {
 		first, err = c.cfg.Store.TriggerDedupe(ctx, d.JobID, key, d.Due, c.cfg.Retention)
 		return err
 	}); err != nil {
@@ -442,7 +443,7 @@ func (c *Consumer) decideDag(ctx context.Context, d Decoded) (out []*kgo.Record,
 		dg    store.Dag
 		found bool
 	)
-	err = consume.Retry(ctx, c.backoff("get_dag"), func() error {
+	err = backoff.Retry(ctx, c.backoff("get_dag"), func() error {
 		g, err := c.cfg.Store.GetDag(ctx, d.JobID)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
@@ -473,7 +474,7 @@ func (c *Consumer) decideDag(ctx context.Context, d Decoded) (out []*kgo.Record,
 	b.Permanent = func(err error) bool {
 		return errors.Is(err, dagengine.ErrNotRunnable) || errors.Is(err, dagengine.ErrPermanent)
 	}
-	if err := consume.Retry(ctx, b, func() error {
+	if err := backoff.Retry(ctx, b, func() error {
 		_, _, err := c.cfg.Dags.StartRun(ctx, d.JobID, d.Due, dagengine.OriginTrigger)
 		return err
 	}); err != nil {
