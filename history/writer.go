@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sundialhq/sundial/internal/backoff"
+	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store"
@@ -68,12 +68,7 @@ type Writer struct {
 	log *slog.Logger
 	m   *metrics
 
-	mu      sync.Mutex
-	started bool
-	stopped bool
-	cl      *kgo.Client
-	cancel  context.CancelFunc
-	done    chan struct{}
+	life lifecycle.Lifecycle
 }
 
 // New validates cfg.
@@ -99,13 +94,16 @@ func New(cfg Config) (*Writer, error) {
 	return &Writer{cfg: cfg, log: cfg.Logger, m: m}, nil
 }
 
-// Start joins the group and starts writing.
+// Start joins the group and starts writing. ctx bounds the start only. A
+// stopped Writer may be started again.
 func (w *Writer) Start(ctx context.Context) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.started || w.stopped {
-		return errors.New("history: writer already started or stopped")
+	if err := w.life.Start(ctx, w.start); err != nil {
+		return fmt.Errorf("history: %w", err)
 	}
+	return nil
+}
+
+func (w *Writer) start(_ context.Context, run *lifecycle.Run) error {
 	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, w.cfg.Kafka...),
 		kgo.ConsumerGroup(w.cfg.Group),
 		kgo.ConsumeTopics(w.cfg.Topics.Events()),
@@ -114,50 +112,35 @@ func (w *Writer) Start(ctx context.Context) error {
 		kgo.BlockRebalanceOnPoll(),
 	)...)
 	if err != nil {
-		return fmt.Errorf("history: kafka client: %w", err)
+		return fmt.Errorf("kafka client: %w", err)
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	w.cl, w.cancel, w.done, w.started = cl, cancel, make(chan struct{}), true
-	go w.run(runCtx)
+	run.OnStop(cl.Close)
+	run.Go(func(ctx context.Context) { w.run(ctx, cl) })
 	return nil
 }
 
 // Stop stops consuming, waits for the loop and leaves the group. Idempotent,
 // safe before Start.
-func (w *Writer) Stop() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.stopped {
-		return
-	}
-	w.stopped = true
-	if !w.started {
-		return
-	}
-	w.cancel()
-	<-w.done
-	w.cl.Close()
-}
+func (w *Writer) Stop() { w.life.Stop() }
 
-func (w *Writer) run(ctx context.Context) {
-	defer close(w.done)
+func (w *Writer) run(ctx context.Context, cl *kgo.Client) {
 	for {
-		fs := w.cl.PollFetches(ctx)
+		fs := cl.PollFetches(ctx)
 		if fs.IsClientClosed() || ctx.Err() != nil {
-			w.cl.AllowRebalance()
+			cl.AllowRebalance()
 			return
 		}
 		fs.EachError(func(t string, p int32, err error) {
 			w.log.Warn("history: fetch error", "topic", t, "partition", p, "err", err)
 		})
 		if err := w.store(ctx, fs.Records()); err != nil {
-			w.cl.AllowRebalance()
+			cl.AllowRebalance()
 			return // only when ctx ended: nothing of this poll is committed
 		}
-		if err := w.cl.CommitUncommittedOffsets(ctx); err != nil && ctx.Err() == nil {
+		if err := cl.CommitUncommittedOffsets(ctx); err != nil && ctx.Err() == nil {
 			w.log.Warn("history: commit failed; events will be applied again", "err", err)
 		}
-		w.cl.AllowRebalance()
+		cl.AllowRebalance()
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/consume"
+	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/schedule"
@@ -132,13 +132,9 @@ type Registry struct {
 	cfg     Config
 	metrics *metrics
 
-	mu      sync.Mutex
-	started bool
-	stopped bool
-	client  *kgo.Client
-	cancel  context.CancelFunc
-	done    chan struct{}
-	shards  int
+	life lifecycle.Lifecycle
+	// shards is set by Start, before any record is handled.
+	shards int
 }
 
 // New returns a Registry, or every configuration error. It registers the
@@ -157,25 +153,27 @@ func New(cfg Config) (*Registry, error) {
 
 // Start reads the shard count from the store, joins the consumer group and
 // starts processing. It returns once processing has started; Stop ends it.
+// ctx bounds the start only. A stopped Registry may be started again.
 func (r *Registry) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.started {
-		return errors.New("registry: already started")
+	if err := r.life.Start(ctx, r.start); err != nil {
+		return fmt.Errorf("registry: %w", err)
 	}
+	return nil
+}
+
+func (r *Registry) start(ctx context.Context, run *lifecycle.Run) error {
 	cc, err := r.cfg.Store.GetClusterConfig(ctx)
 	if err != nil {
-		return fmt.Errorf("registry: read the shard count: %w", err)
+		return fmt.Errorf("read the shard count: %w", err)
 	}
 	opts := append(append([]kgo.Opt{kgo.SeedBrokers(r.cfg.Brokers...)}, r.cfg.KafkaOptions...),
 		consume.GroupOptions(r.cfg.Group, r.cfg.Topics.Jobs())...)
 	client, err := kgo.NewClient(opts...)
 	if err != nil {
-		return fmt.Errorf("registry: kafka client: %w", err)
+		return fmt.Errorf("kafka client: %w", err)
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r.started, r.client, r.cancel, r.shards = true, client, cancel, cc.Shards
-	r.done = make(chan struct{})
+	run.OnStop(client.Close)
+	r.shards = cc.Shards
 	loop := &consume.Loop{
 		Client:      client,
 		Handle:      r.handle,
@@ -184,29 +182,15 @@ func (r *Registry) Start(ctx context.Context) error {
 		Backoff:     r.backoff("commit"),
 		Logger:      r.cfg.Logger,
 	}
-	go func() {
-		defer close(r.done)
-		loop.Run(runCtx)
-	}()
+	run.Go(loop.Run)
 	r.cfg.Logger.Info("registry started", "topic", r.cfg.Topics.Jobs(), "group", r.cfg.Group, "shards", cc.Shards)
 	return nil
 }
 
 // Stop ends processing and leaves the group. What was processed but not
 // committed is processed again by the next member, which is harmless. Stop
-// is idempotent and safe before Start.
-func (r *Registry) Stop() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.started || r.stopped {
-		r.stopped = true
-		return
-	}
-	r.stopped = true
-	r.cancel()
-	<-r.done
-	r.client.Close()
-}
+// is idempotent, safe before Start, and returns once processing has ended.
+func (r *Registry) Stop() { r.life.Stop() }
 
 func (r *Registry) backoff(op string) backoff.Config {
 	return backoff.Config{

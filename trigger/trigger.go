@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/sundialhq/sundial/dagengine"
 	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/consume"
+	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/registry"
@@ -168,12 +168,7 @@ type Consumer struct {
 	cfg     Config
 	metrics *metrics
 
-	mu      sync.Mutex
-	started bool
-	stopped bool
-	client  *kgo.Client
-	cancel  context.CancelFunc
-	done    chan struct{}
+	life lifecycle.Lifecycle
 }
 
 // New returns a Consumer, or every configuration error.
@@ -189,21 +184,23 @@ func New(cfg Config) (*Consumer, error) {
 	return &Consumer{cfg: cfg, metrics: m}, nil
 }
 
-// Start joins the consumer group and starts processing.
+// Start joins the consumer group and starts processing. ctx bounds the
+// start only. A stopped Consumer may be started again.
 func (c *Consumer) Start(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.started {
-		return errors.New("trigger: already started")
+	if err := c.life.Start(ctx, c.start); err != nil {
+		return fmt.Errorf("trigger: %w", err)
 	}
+	return nil
+}
+
+func (c *Consumer) start(_ context.Context, run *lifecycle.Run) error {
 	opts := append(append([]kgo.Opt{kgo.SeedBrokers(c.cfg.Brokers...)}, c.cfg.KafkaOptions...),
 		consume.GroupOptions(c.cfg.Group, c.cfg.Topics.Triggers())...)
 	client, err := kgo.NewClient(opts...)
 	if err != nil {
-		return fmt.Errorf("trigger: kafka client: %w", err)
+		return fmt.Errorf("kafka client: %w", err)
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c.started, c.client, c.cancel, c.done = true, client, cancel, make(chan struct{})
+	run.OnStop(client.Close)
 	loop := &consume.Loop{
 		Client:      client,
 		Handle:      c.handle,
@@ -212,28 +209,14 @@ func (c *Consumer) Start(ctx context.Context) error {
 		Backoff:     c.backoff("commit"),
 		Logger:      c.cfg.Logger,
 	}
-	go func() {
-		defer close(c.done)
-		loop.Run(runCtx)
-	}()
+	run.Go(loop.Run)
 	c.cfg.Logger.Info("trigger consumer started", "topic", c.cfg.Topics.Triggers(), "group", c.cfg.Group)
 	return nil
 }
 
-// Stop ends processing and leaves the group. It is idempotent and safe
-// before Start.
-func (c *Consumer) Stop() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.started || c.stopped {
-		c.stopped = true
-		return
-	}
-	c.stopped = true
-	c.cancel()
-	<-c.done
-	c.client.Close()
-}
+// Stop ends processing and leaves the group. It is idempotent, safe before
+// Start, and returns once processing has ended.
+func (c *Consumer) Stop() { c.life.Stop() }
 
 func (c *Consumer) backoff(op string) backoff.Config {
 	return backoff.Config{
