@@ -22,6 +22,7 @@ import (
 	"github.com/sundialhq/sundial/dispatcher"
 	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/history"
+	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
@@ -42,7 +43,7 @@ type Config struct {
 	Shards int
 	// Handlers are in-process handlers by name, for HandlerTarget jobs.
 	Handlers map[string]target.Handler
-	// Logger receives the components' logs. Default: slog.Default().
+	// Logger receives the components' logs; nil discards.
 	Logger *slog.Logger
 	// Registerer receives every component's metrics. Default: a private
 	// registry.
@@ -53,15 +54,9 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	c.Shards = cmp.Or(c.Shards, DefaultShards)
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Registerer == nil {
-		c.Registerer = prometheus.NewRegistry()
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Logger = deps.Logger(c.Logger)
+	c.Registerer = deps.Registerer(c.Registerer)
+	c.Now = deps.Clock(c.Now)
 	return c
 }
 

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sundialhq/sundial/internal/backoff"
+	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -78,15 +79,9 @@ func New(cfg Config) (*Writer, error) {
 	}
 	cfg.Group = cmp.Or(cfg.Group, DefaultGroup)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Registerer == nil {
-		cfg.Registerer = prometheus.NewRegistry()
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Logger = deps.Logger(cfg.Logger)
+	cfg.Registerer = deps.Registerer(cfg.Registerer)
+	cfg.Now = deps.Clock(cfg.Now)
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err

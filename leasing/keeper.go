@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/internal/lifecycle"
 )
 
@@ -50,9 +51,7 @@ type Keeper struct {
 // NewKeeper returns a Keeper for l, a lease acquired from store. A nil logger
 // discards.
 func NewKeeper(store *Store, l Lease, logger *slog.Logger) *Keeper {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+	logger = deps.Logger(logger)
 	return &Keeper{store: store, logger: logger, lease: l}
 }
 

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sundialhq/sundial/client"
+	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/internal/startoffsets"
 	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -47,7 +48,7 @@ type Config struct {
 	ProgressEvery time.Duration
 	// Progress receives the progress lines; nil prints none.
 	Progress io.Writer
-	// Logger; default slog.Default().
+	// Logger; nil discards.
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
@@ -110,12 +111,8 @@ func New(cfg Config) (*Generator, error) {
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 2000)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 4)
 	cfg.ProgressEvery = cmp.Or(cfg.ProgressEvery, 5*time.Second)
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Logger = deps.Logger(cfg.Logger)
+	cfg.Now = deps.Clock(cfg.Now)
 	return &Generator{cfg: cfg, log: cfg.Logger, answered: make([]bool, cfg.Plan.Jobs)}, nil
 }
 

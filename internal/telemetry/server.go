@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/internal/lifecycle"
 )
 
@@ -51,9 +52,7 @@ func (c Config) withDefaults() Config {
 	c.Addr = cmp.Or(c.Addr, DefaultAddr)
 	c.CheckTimeout = cmp.Or(c.CheckTimeout, DefaultCheckTimeout)
 	c.StopTimeout = cmp.Or(c.StopTimeout, DefaultStopTimeout)
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c.Logger = deps.Logger(c.Logger)
 	return c
 }
 
