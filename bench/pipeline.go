@@ -24,6 +24,7 @@ import (
 	"github.com/sundialhq/sundial/dispatcher"
 	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/history"
+	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/leasing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/registry"
@@ -32,8 +33,8 @@ import (
 	"github.com/sundialhq/sundial/store/cassandra"
 )
 
-// lifecycle is the Start/Stop of every long-lived component.
-type lifecycle interface {
+// component is the Start/Stop of every long-lived component.
+type component interface {
 	Start(ctx context.Context) error
 	Stop()
 }
@@ -75,10 +76,10 @@ func (c PipelineConfig) dagGroups() (eventsG, definitionsG string) {
 // InProcess runs the registry, the dispatchers, the runners and the history
 // writers as components of this process, against the real stack.
 type InProcess struct {
-	cfg   PipelineConfig
-	stops []func()
-	st    *cassandra.Store
-	rc    *redis.Client
+	cfg  PipelineConfig
+	life lifecycle.Lifecycle
+	st   *cassandra.Store // set by Start
+	rc   *redis.Client    // set by Start
 }
 
 // NewInProcess returns a pipeline that is not started.
@@ -96,13 +97,13 @@ func (p *InProcess) Describe() string {
 		orDefault(p.cfg.RegistryConcurrency), p.cfg.Dispatchers, p.cfg.Runners, orDefault(p.cfg.RunnerConcurrency), p.cfg.History)
 }
 
-// Start opens the store and Redis and starts every component.
-func (p *InProcess) Start(ctx context.Context) (err error) {
-	defer func() {
-		if err != nil {
-			p.Stop()
-		}
-	}()
+// Start opens the store and Redis and starts every component. On error,
+// what was started is stopped again.
+func (p *InProcess) Start(ctx context.Context) error {
+	return p.life.Start(ctx, p.start)
+}
+
+func (p *InProcess) start(ctx context.Context, run *lifecycle.Run) error {
 	c := p.cfg
 	names := c.Namespace.Names()
 	log := c.Logger
@@ -112,20 +113,20 @@ func (p *InProcess) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("pipeline: cassandra: %w", err)
 	}
 	p.st = st
-	p.stops = append(p.stops, func() { _ = st.Close() })
+	run.OnStop(func() { _ = st.Close() })
 	cluster, err := st.GetClusterConfig(ctx)
 	if err != nil {
 		return fmt.Errorf("pipeline: %w", err)
 	}
 	rc := redis.NewClient(&redis.Options{Addr: c.Backends.RedisAddr, PoolSize: 128})
 	p.rc = rc
-	p.stops = append(p.stops, func() { _ = rc.Close() })
+	run.OnStop(func() { _ = rc.Close() })
 
 	enqClient, err := kgo.NewClient(kgo.SeedBrokers(c.Backends.Brokers...), kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))
 	if err != nil {
 		return fmt.Errorf("pipeline: enqueue client: %w", err)
 	}
-	p.stops = append(p.stops, enqClient.Close)
+	run.OnStop(enqClient.Close)
 	enq, err := enqueue.New(enqueue.Config{Store: st, Client: enqClient, Topics: names, Shards: cluster.Shards, Logger: log})
 	if err != nil {
 		return err
@@ -143,7 +144,7 @@ func (p *InProcess) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	comps := []lifecycle{reg}
+	comps := []component{reg}
 	for i := range c.Dispatchers {
 		d, err := dispatcher.New(dispatcher.Config{Brokers: c.Backends.Brokers, Store: st, Topics: names, GroupID: dispG,
 			InstanceID: fmt.Sprintf("bench-dispatcher-%d", i), Registerer: prometheus.NewRegistry(),
@@ -183,18 +184,14 @@ func (p *InProcess) Start(ctx context.Context) (err error) {
 		if err := comp.Start(ctx); err != nil {
 			return err
 		}
-		p.stops = append(p.stops, comp.Stop)
+		run.OnStop(comp.Stop)
 	}
 	return nil
 }
 
-// Stop stops the components in reverse order. Safe more than once.
-func (p *InProcess) Stop() {
-	for i := len(p.stops) - 1; i >= 0; i-- {
-		p.stops[i]()
-	}
-	p.stops = nil
-}
+// Stop stops the components in reverse order, then closes the clients.
+// Safe before Start and more than once.
+func (p *InProcess) Stop() { p.life.Stop() }
 
 // Processes runs the registry in this process and the dispatchers, runners
 // and DAG engines as `sundial dispatcher`, `sundial runner` and `sundial

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/client"
+	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
 	"github.com/sundialhq/sundial/loadgen"
@@ -615,18 +616,7 @@ func minTime(a, c time.Time) time.Time {
 }
 
 func sleepUntil(ctx context.Context, t time.Time) bool {
-	d := time.Until(t)
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-tm.C:
-		return true
-	}
+	return backoff.Sleep(ctx, time.Until(t))
 }
 
 // crash kills a runner at from+CrashAfter and a dispatcher at

@@ -43,6 +43,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -60,7 +61,7 @@ type Config struct {
 	Limits jobspec.Limits
 	// KafkaOptions are extra client options (TLS, SASL, client id).
 	KafkaOptions []kgo.Opt
-	// Logger; default slog.Default().
+	// Logger; nil discards.
 	Logger *slog.Logger
 }
 
@@ -88,9 +89,7 @@ func New(cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = deps.Logger(cfg.Logger)
 	opts := append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.KafkaOptions...)
 	producer, err := kgo.NewClient(opts...)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sundialhq/sundial/internal/consume"
+	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/startoffsets"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
@@ -87,7 +87,7 @@ func (c *Client) Statuses(ctx context.Context, since time.Time) iter.Seq2[*sundi
 		defer cl.Close()
 		topic := c.cfg.Topics.JobsStatus()
 		var starts map[int32]int64
-		err = consume.Retry(ctx, consume.Backoff{
+		err = backoff.Retry(ctx, backoff.Config{
 			Min: 100 * time.Millisecond,
 			Max: 2 * time.Second,
 			OnRetry: func(err error) {

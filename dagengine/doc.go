@@ -148,4 +148,14 @@
 // times; enqueue (through the
 // Enqueuer interface) makes node runs due; prometheus/client_golang exports
 // the metrics through an injected Registerer.
+//
+// # Lifecycle
+//
+// Start joins both consumer groups and starts five loops (run events, DAG
+// definitions, schedules, deadlines, sweep); Stop (internal/lifecycle) ends
+// them, returns once all five have exited, and then closes the clients. Stop
+// is idempotent and safe before Start. A stopped Engine may be started
+// again: what it tracks in memory (schedules, deadlines) is kept and brought
+// up to date by the scheduler's refresh and the sweep, which both run at
+// each start, as in a new process.
 package dagengine

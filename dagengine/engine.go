@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,7 +13,10 @@ import (
 
 	"github.com/sundialhq/sundial/dagengine/dag"
 	"github.com/sundialhq/sundial/dagengine/dagrun"
+	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/consume"
+	"github.com/sundialhq/sundial/internal/deps"
+	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/topics"
 )
 
@@ -86,7 +88,7 @@ type Config struct {
 	RetryMin, RetryMax time.Duration
 	// Registerer receives the metrics. Default: a registry of its own.
 	Registerer prometheus.Registerer
-	// Logger; default slog.Default().
+	// Logger; nil discards.
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
@@ -101,15 +103,9 @@ func (c Config) withDefaults() Config {
 	c.SweepInterval = cmp.Or(c.SweepInterval, 30*time.Second)
 	c.RetryMin = cmp.Or(c.RetryMin, 50*time.Millisecond)
 	c.RetryMax = cmp.Or(c.RetryMax, 5*time.Second)
-	if c.Registerer == nil {
-		c.Registerer = prometheus.NewRegistry()
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Registerer = deps.Registerer(c.Registerer)
+	c.Logger = deps.Logger(c.Logger)
+	c.Now = deps.Clock(c.Now)
 	return c
 }
 
@@ -165,12 +161,7 @@ type Engine struct {
 	timer *deadlines
 	sched *scheduler
 
-	mu      sync.Mutex
-	started bool
-	stopped bool
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	clients []*kgo.Client
+	life lifecycle.Lifecycle
 }
 
 // New returns an Engine, or every configuration error. It registers the
@@ -207,38 +198,36 @@ func (e *Engine) observe(id string, st *dagrun.State) {
 
 // Start joins the consumer groups and starts the loops: run events, DAG
 // definitions, schedules, deadlines and the sweep. It returns once they
-// run; Stop ends them.
+// run; Stop ends them. ctx bounds the start only. A stopped Engine may be
+// started again.
 func (e *Engine) Start(ctx context.Context) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	switch {
-	case e.stopped:
-		return errors.New("dagengine: stopped")
-	case e.started:
-		return errors.New("dagengine: already started")
+	if err := e.life.Start(ctx, e.start); err != nil {
+		return fmt.Errorf("dagengine: %w", err)
 	}
+	return nil
+}
+
+func (e *Engine) start(_ context.Context, run *lifecycle.Run) error {
 	events, err := e.client("events", e.cfg.Group, e.cfg.Topics.Events())
 	if err != nil {
 		return err
 	}
+	run.OnStop(events.Close)
 	defs, err := e.client("definitions", e.cfg.DefinitionsGroup, e.cfg.Topics.Jobs())
 	if err != nil {
-		events.Close()
 		return err
 	}
-	e.clients = []*kgo.Client{events, defs}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	e.started, e.cancel = true, cancel
+	run.OnStop(defs.Close)
 
 	defLoop := &consume.Loop{
 		Client: defs, Handle: e.handleDefinition, Concurrency: e.cfg.Concurrency, MaxPoll: e.cfg.MaxPoll,
 		Backoff: e.backoff("commit"), Logger: e.cfg.Logger,
 	}
-	e.wg.Go(func() { e.eventsLoop(runCtx, events) })
-	e.wg.Go(func() { defLoop.Run(runCtx) })
-	e.wg.Go(func() { e.sched.run(runCtx) })
-	e.wg.Go(func() { e.timerLoop(runCtx) })
-	e.wg.Go(func() { e.sweepLoop(runCtx) })
+	run.Go(func(ctx context.Context) { e.eventsLoop(ctx, events) })
+	run.Go(defLoop.Run)
+	run.Go(e.sched.run)
+	run.Go(e.timerLoop)
+	run.Go(e.sweepLoop)
 	e.cfg.Logger.Info("dag engine started", "events", e.cfg.Topics.Events(), "group", e.cfg.Group,
 		"definitions", e.cfg.Topics.Jobs(), "definitions_group", e.cfg.DefinitionsGroup)
 	return nil
@@ -253,33 +242,19 @@ func (e *Engine) client(name, group, topic string) (*kgo.Client, error) {
 	opts = append(opts, kgo.SessionTimeout(e.cfg.SessionTimeout), kgo.HeartbeatInterval(min(3*time.Second, e.cfg.SessionTimeout/3)))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("dagengine: kafka client for %s: %w", topic, err)
+		return nil, fmt.Errorf("kafka client for %s: %w", topic, err)
 	}
 	return cl, nil
 }
 
 // Stop ends the loops, waits for them and leaves the consumer groups. What
 // was processed but not committed is processed again by another instance,
-// which is harmless. Stop is idempotent and safe before Start.
-func (e *Engine) Stop() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.stopped {
-		return
-	}
-	e.stopped = true
-	if !e.started {
-		return
-	}
-	e.cancel()
-	e.wg.Wait()
-	for _, cl := range e.clients {
-		cl.Close()
-	}
-}
+// which is harmless. Stop is idempotent, safe before Start, and returns once
+// every loop has exited.
+func (e *Engine) Stop() { e.life.Stop() }
 
-func (e *Engine) backoff(op string) consume.Backoff {
-	return consume.Backoff{
+func (e *Engine) backoff(op string) backoff.Config {
+	return backoff.Config{
 		Min: e.cfg.RetryMin,
 		Max: e.cfg.RetryMax,
 		OnRetry: func(err error) {
@@ -291,17 +266,5 @@ func (e *Engine) backoff(op string) consume.Backoff {
 
 // retry runs fn until it succeeds or ctx ends.
 func (e *Engine) retry(ctx context.Context, op string, fn func() error) error {
-	return consume.Retry(ctx, e.backoff(op), fn)
-}
-
-// sleep waits for d or the end of ctx.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	return backoff.Retry(ctx, e.backoff(op), fn)
 }

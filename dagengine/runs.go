@@ -17,6 +17,7 @@ import (
 
 	"github.com/sundialhq/sundial/dagengine/dag"
 	"github.com/sundialhq/sundial/dagengine/dagrun"
+	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store"
@@ -81,7 +82,7 @@ type RunsConfig struct {
 	MaxConflicts int
 	// Registerer receives the metrics. Default: a registry of its own.
 	Registerer prometheus.Registerer
-	// Logger; default slog.Default().
+	// Logger; nil discards.
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
@@ -94,15 +95,9 @@ func (c RunsConfig) withDefaults() RunsConfig {
 	if c.RedriveAfter == 0 {
 		c.RedriveAfter = 10 * time.Second
 	}
-	if c.Registerer == nil {
-		c.Registerer = prometheus.NewRegistry()
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Registerer = deps.Registerer(c.Registerer)
+	c.Logger = deps.Logger(c.Logger)
+	c.Now = deps.Clock(c.Now)
 	return c
 }
 

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sundialhq/sundial/dagengine/dagrun"
+	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/store"
 )
 
@@ -20,7 +21,7 @@ func (e *Engine) sweepLoop(ctx context.Context) {
 		if err := e.sweep(ctx); err != nil && ctx.Err() == nil {
 			e.cfg.Logger.Warn("sweep of active DAG runs failed; next sweep retries", "err", err)
 		}
-		if !sleep(ctx, e.cfg.SweepInterval) {
+		if !backoff.Sleep(ctx, e.cfg.SweepInterval) {
 			return
 		}
 	}

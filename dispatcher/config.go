@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/store"
 )
@@ -125,7 +126,7 @@ type Config struct {
 	MaxMissedRuns int
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
-	// Logger. Default slog.Default().
+	// Logger; nil discards.
 	Logger *slog.Logger
 	// Registerer receives the metrics. Default a private registry (the
 	// metrics are then not exported).
@@ -150,15 +151,9 @@ func (c Config) withDefaults() Config {
 	c.FireTimeout = cmp.Or(c.FireTimeout, DefaultFireTimeout)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, DefaultDrainTimeout)
 	c.MaxMissedRuns = cmp.Or(c.MaxMissedRuns, DefaultMaxMissedRuns)
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Registerer == nil {
-		c.Registerer = prometheus.NewRegistry()
-	}
+	c.Now = deps.Clock(c.Now)
+	c.Logger = deps.Logger(c.Logger)
+	c.Registerer = deps.Registerer(c.Registerer)
 	return c
 }
 

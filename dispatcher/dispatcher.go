@@ -2,7 +2,6 @@ package dispatcher
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -12,7 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sundialhq/sundial/internal/consume"
+	"github.com/sundialhq/sundial/internal/backoff"
+	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/startoffsets"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store"
@@ -32,21 +32,17 @@ type Dispatcher struct {
 	// observe, if set, sees every acknowledged run (tests).
 	observe func(runs []*sundialv1.Run, acked time.Time)
 
-	lifecycle sync.Mutex
-	started   bool
-	stopped   bool
+	life lifecycle.Lifecycle
 
-	cl       *kgo.Client
-	cluster  store.ClusterConfig
-	jobs     *jobCache // job definitions read ahead, kept current by feed
-	feed     *jobFeed
-	cancel   context.CancelFunc
-	pollDone chan struct{}
+	// Set by Start before the group client exists, read by its callbacks.
+	cluster store.ClusterConfig
+	jobs    *jobCache // job definitions read ahead, kept current by the jobs feed
 
 	mu     sync.Mutex
 	owners map[int32]*owner
 	// aborted: the dispatcher is being dropped as if it crashed (tests):
 	// partitions are given up without committing or advancing anything.
+	// Start clears it.
 	aborted bool
 	wg      sync.WaitGroup
 
@@ -80,16 +76,18 @@ func New(cfg Config) (*Dispatcher, error) {
 // Start reads the cluster's shard count, checks that sundial.shards has one
 // partition per shard, and joins the dispatchers' consumer group. Shards are
 // claimed and dispatched as the group assigns them. ctx bounds the start
-// only.
+// only. A stopped Dispatcher may be started again.
 func (d *Dispatcher) Start(ctx context.Context) error {
-	d.lifecycle.Lock()
-	defer d.lifecycle.Unlock()
-	if d.started || d.stopped {
-		return errors.New("dispatcher: Start called twice or after Stop")
+	if err := d.life.Start(ctx, d.start); err != nil {
+		return fmt.Errorf("dispatcher: %w", err)
 	}
+	return nil
+}
+
+func (d *Dispatcher) start(ctx context.Context, run *lifecycle.Run) error {
 	cluster, err := d.cfg.Store.GetClusterConfig(ctx)
 	if err != nil {
-		return fmt.Errorf("dispatcher: read the shard count: %w", err)
+		return fmt.Errorf("read the shard count: %w", err)
 	}
 	d.cluster = cluster
 
@@ -98,11 +96,23 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	// before the group client exists: it joins the group at once.
 	shardsID, err := checkShardsTopic(ctx, append([]kgo.Opt{kgo.SeedBrokers(d.cfg.Brokers...)}, d.cfg.KafkaOpts...), topic, cluster.Shards)
 	if err != nil {
-		return fmt.Errorf("dispatcher: %w", err)
+		return err
 	}
 	d.shardsID = shardsID
 	d.readSince = d.cfg.Now().Add(-d.cfg.CatchUpHorizon)
 	d.jobs = newJobCache(d.cfg.Store, d.cfg.Now, d.cfg.PrepareAhead, d.m)
+	d.mu.Lock()
+	d.aborted = false
+	d.mu.Unlock()
+	run.OnStop(func() { d.log.Info("dispatcher stopped") })
+	// The feed starts first and stops last: owners read the job cache it
+	// keeps current until they have drained.
+	feed, err := startJobFeed(append([]kgo.Opt{kgo.SeedBrokers(d.cfg.Brokers...)}, d.cfg.KafkaOpts...),
+		d.cfg.Topics.JobsStatus(), d.jobs, d.cfg.Now, d.m, d.log)
+	if err != nil {
+		return err
+	}
+	run.OnStop(feed.Stop)
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(d.cfg.Brokers...),
 		kgo.ConsumerGroup(d.cfg.GroupID),
@@ -140,21 +150,10 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	}, d.cfg.KafkaOpts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return fmt.Errorf("dispatcher: kafka client: %w", err)
+		return fmt.Errorf("kafka client: %w", err)
 	}
-	d.feed, err = startJobFeed(append([]kgo.Opt{kgo.SeedBrokers(d.cfg.Brokers...)}, d.cfg.KafkaOpts...),
-		d.cfg.Topics.JobsStatus(), d.jobs, d.cfg.Now, d.m, d.log)
-	if err != nil {
-		cl.Close()
-		return fmt.Errorf("dispatcher: %w", err)
-	}
-	d.cl = cl
-	// The poll loop outlives Start's ctx, which bounds the start only.
-	pollCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	d.cancel = cancel
-	d.pollDone = make(chan struct{})
-	d.started = true
-	go d.poll(pollCtx)
+	run.OnStop(func() { d.leave(cl) })
+	run.Go(func(ctx context.Context) { d.poll(ctx, cl) })
 	d.log.Info("dispatcher started", "shards", cluster.Shards, "group", d.cfg.GroupID, "lookahead", d.cfg.Lookahead)
 	return nil
 }
@@ -236,7 +235,7 @@ func (d *Dispatcher) startUncommitted(ctx context.Context, offsets map[string]ma
 		return offsets, nil
 	}
 	var starts map[int32]int64
-	err := consume.Retry(ctx, consume.Backoff{
+	err := backoff.Retry(ctx, backoff.Config{
 		Min: 100 * time.Millisecond,
 		Max: 2 * time.Second,
 		OnRetry: func(err error) {
@@ -260,19 +259,28 @@ func (d *Dispatcher) startUncommitted(ctx context.Context, offsets map[string]ma
 // Stop leaves the group: every owned shard is drained (firings in progress
 // finish), its wake-up offsets committed and its watermark advanced, so the
 // dispatchers that take the shards over start where this one stopped. Safe
-// to call more than once and before Start.
-func (d *Dispatcher) Stop() {
-	d.lifecycle.Lock()
-	defer d.lifecycle.Unlock()
-	if d.stopped {
+// to call more than once and before Start; it returns once the poll loop,
+// every owner and the jobs feed have exited.
+func (d *Dispatcher) Stop() { d.life.Stop() }
+
+// leave runs in Stop once the poll loop has exited: it leaves the group
+// (gracefully, or as a crash when aborted), closes the client and waits
+// for every owner.
+func (d *Dispatcher) leave(cl *kgo.Client) {
+	d.mu.Lock()
+	aborted := d.aborted
+	d.mu.Unlock()
+	if aborted {
+		// A leave with a cancelled context sends no LeaveGroup request;
+		// Close then finds the group already left.
+		gone, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = cl.LeaveGroupContext(gone)
+		cl.Close()
+		d.stopOwners(d.takeAllOwners(), true)
+		d.wg.Wait()
 		return
 	}
-	d.stopped = true
-	if !d.started {
-		return
-	}
-	d.cancel()
-	<-d.pollDone
 	// Leaving runs revoked(), which drains every owner (bounded by
 	// DrainTimeout, FireTimeout and the commit's timeout), then sends
 	// LeaveGroup. During a broker outage that request could be retried for
@@ -280,49 +288,29 @@ func (d *Dispatcher) Stop() {
 	// (the group has dropped the member by then), so it is bounded. Close
 	// then finds the group left.
 	leave, cancel := context.WithTimeout(context.Background(), d.cfg.DrainTimeout+d.cfg.FireTimeout+d.cfg.SessionTimeout)
-	if err := d.cl.LeaveGroupContext(leave); err != nil {
+	if err := cl.LeaveGroupContext(leave); err != nil {
 		d.log.Warn("leaving the group failed; the group drops this member after the session timeout", "err", err)
 	}
 	cancel()
-	d.cl.Close() // fails the run records still buffered
+	cl.Close() // fails the run records still buffered
 	d.stopOwners(d.takeAllOwners(), true)
 	d.wg.Wait()
-	d.feed.Stop()
-	d.log.Info("dispatcher stopped")
 }
 
 // abort drops the dispatcher as if its process died: it stops heartbeating
 // without leaving the group, commits nothing and advances no watermark, so
 // the group notices only after the session timeout. For tests.
 func (d *Dispatcher) abort() {
-	d.lifecycle.Lock()
-	defer d.lifecycle.Unlock()
-	if d.stopped || !d.started {
-		d.stopped = true
-		return
-	}
-	d.stopped = true
 	d.mu.Lock()
 	d.aborted = true
 	d.mu.Unlock()
-	d.cancel()
-	<-d.pollDone
-	// A leave with a cancelled context sends no LeaveGroup request; Close
-	// then finds the group already left.
-	gone, cancel := context.WithCancel(context.Background())
-	cancel()
-	_ = d.cl.LeaveGroupContext(gone)
-	d.cl.Close()
-	d.stopOwners(d.takeAllOwners(), true)
-	d.wg.Wait()
-	d.feed.Stop()
+	d.life.Stop()
 }
 
 // poll reads wake-up records and hands each to its shard's owner.
-func (d *Dispatcher) poll(ctx context.Context) {
-	defer close(d.pollDone)
+func (d *Dispatcher) poll(ctx context.Context, cl *kgo.Client) {
 	for {
-		fs := d.cl.PollRecords(ctx, 4096)
+		fs := cl.PollRecords(ctx, 4096)
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			return
 		}

@@ -160,6 +160,16 @@
 // dispatcher decides only which entries are late. Late retry, trigger and
 // DAG entries always fire.
 //
+// # Lifecycle
+//
+// Start and Stop follow internal/lifecycle. Start starts the jobs feed, then
+// joins the group; Stop ends the poll loop, leaves the group (each owned
+// shard drained, committed and its watermark advanced, as on a revocation),
+// waits for every owner and stops the jobs feed last, since owners read the
+// job cache it keeps current. Stop is idempotent, safe before Start, and
+// returns when all of them have exited. A stopped Dispatcher may be started
+// again; it claims the shards the group gives it under a new epoch.
+//
 // # Dependencies
 //
 // franz-go (Kafka client: consumer group with cooperative rebalancing,

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -132,7 +133,7 @@ func (o *owner) fire(firingCtx context.Context, epoch int64, f firing) fireResul
 		// until it succeeds or the firing's context ends: the shard is
 		// given up, and the next owner fires the occurrence again under the
 		// same run id.
-		backoff := 50 * time.Millisecond
+		retry := backoff.New(50*time.Millisecond, time.Second)
 		for {
 			err := o.putNext(firingCtx, *p.next)
 			if err == nil {
@@ -144,11 +145,7 @@ func (o *owner) fire(firingCtx context.Context, epoch int64, f firing) fireResul
 			}
 			o.m.fireErrors.Inc()
 			o.log.Warn("cannot store next occurrence; will try again", "run_id", p.next.RunID, "err", err)
-			select {
-			case <-firingCtx.Done():
-			case <-time.After(backoff):
-			}
-			backoff = min(backoff*2, time.Second)
+			retry.Wait(firingCtx) // an ended context fails the next try
 		}
 		res.next = p.next
 		res.nextLate = f.Late && !p.next.Due.After(now)

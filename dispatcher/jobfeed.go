@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sundialhq/sundial/internal/backoff"
 )
 
 // feedInterval is how often the jobs feed checks that it has read
@@ -67,7 +69,7 @@ func (f *jobFeed) Stop() {
 func (f *jobFeed) run(ctx context.Context) {
 	defer close(f.done)
 	pos := map[int32]int64{} // next offset to read, per partition consumed
-	backoff := feedInterval
+	retry := backoff.New(feedInterval, 5*time.Second)
 	var swept time.Time
 	for {
 		t0 := f.now()
@@ -78,10 +80,10 @@ func (f *jobFeed) run(ctx context.Context) {
 		wait := feedInterval
 		if err != nil {
 			f.log.Warn("jobs feed behind; firings read their jobs from the store meanwhile", "topic", f.topic, "err", err)
-			wait, backoff = backoff, min(backoff*2, 5*time.Second)
+			wait = retry.Next()
 		} else {
 			f.cache.setFresh(t0)
-			backoff = feedInterval
+			retry.Reset()
 		}
 		now := f.now()
 		if now.Sub(swept) >= time.Second {
@@ -91,10 +93,8 @@ func (f *jobFeed) run(ctx context.Context) {
 		if fresh := f.cache.freshness(); !fresh.IsZero() {
 			f.m.jobFeedLag.Set(now.Sub(fresh).Seconds())
 		}
-		select {
-		case <-ctx.Done():
+		if !backoff.Sleep(ctx, wait) {
 			return
-		case <-time.After(wait):
 		}
 	}
 }

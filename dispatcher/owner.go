@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sundialhq/sundial/enqueue"
+	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store"
@@ -336,7 +337,7 @@ func (o *owner) wakeUp(core *shardCore, rec *kgo.Record) {
 // Kafka gives the partition to one of us only), with backoff on errors. It
 // returns the epoch and the floor: the watermark to catch up from.
 func (o *owner) claim(ctx context.Context) (int64, time.Time, bool) {
-	backoff := 50 * time.Millisecond
+	retry := backoff.New(50*time.Millisecond, 5*time.Second)
 	for {
 		st, err := o.store.GetShard(ctx, o.shard)
 		if err == nil {
@@ -356,13 +357,10 @@ func (o *owner) claim(ctx context.Context) (int64, time.Time, bool) {
 			return 0, time.Time{}, false
 		}
 		o.m.claims.WithLabelValues("error").Inc()
-		o.log.Warn("cannot claim shard; will try again", "retry_in", backoff, "err", err)
-		select {
-		case <-ctx.Done():
+		o.log.Warn("cannot claim shard; will try again", "retry_within", retry.Peek(), "err", err)
+		if !retry.Wait(ctx) {
 			return 0, time.Time{}, false
-		case <-time.After(backoff):
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 
@@ -385,7 +383,7 @@ func (o *owner) floor(st store.ShardState) time.Time {
 func (o *owner) load(ctx context.Context, bucket time.Time, out chan<- loadMsg, done chan<- struct{}) {
 	defer close(done)
 	start := o.cfg.Now()
-	backoff := 100 * time.Millisecond
+	retry := backoff.New(100*time.Millisecond, 10*time.Second)
 	send := func(m loadMsg) bool {
 		select {
 		case out <- m:
@@ -428,13 +426,10 @@ func (o *owner) load(ctx context.Context, bucket time.Time, out chan<- loadMsg, 
 		if ctx.Err() != nil {
 			return
 		}
-		o.log.Warn("cannot read bucket; will try again", "bucket", bucket, "retry_in", backoff, "err", err)
-		select {
-		case <-ctx.Done():
+		o.log.Warn("cannot read bucket; will try again", "bucket", bucket, "retry_within", retry.Peek(), "err", err)
+		if !retry.Wait(ctx) {
 			return
-		case <-time.After(backoff):
 		}
-		backoff = min(backoff*2, 10*time.Second)
 	}
 }
 

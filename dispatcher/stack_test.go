@@ -143,6 +143,15 @@ func waitForLeaders(ctx context.Context, adm *kadm.Client, specs []topics.Spec) 
 // dispatcher starts a dispatcher on the stack; Cleanup stops it.
 func (s *stack) dispatcher(name string, mutate ...func(*Config)) *Dispatcher {
 	s.t.Helper()
+	d := s.newDispatcher(name, mutate...)
+	require.NoError(s.t, d.Start(s.t.Context()))
+	return d
+}
+
+// newDispatcher returns a dispatcher on the stack, not started; Cleanup
+// stops it.
+func (s *stack) newDispatcher(name string, mutate ...func(*Config)) *Dispatcher {
+	s.t.Helper()
 	cfg := Config{
 		Brokers:           s.kafka.Brokers,
 		Store:             s.store,
@@ -160,7 +169,6 @@ func (s *stack) dispatcher(name string, mutate ...func(*Config)) *Dispatcher {
 	d, err := New(cfg)
 	require.NoError(s.t, err)
 	d.observe = s.latency.observe
-	require.NoError(s.t, d.Start(s.t.Context()))
 	s.t.Cleanup(d.Stop)
 	return d
 }

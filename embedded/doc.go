@@ -14,6 +14,9 @@
 // Invariants:
 //   - Start returns only when every backend and component is up; Stop stops
 //     the components in the reverse order, then the backends, and returns when
-//     every goroutine has exited. Stop is idempotent and safe before Start.
+//     every goroutine has exited (internal/lifecycle). Stop is idempotent and
+//     safe before Start. A stopped pipeline may be started again, with new,
+//     empty backends; the metrics of the stopped components are unregistered
+//     from Config.Registerer first, so the new ones can register.
 //   - Nothing outlives the process: no file, port or key is left behind.
 package embedded

@@ -3,7 +3,6 @@ package embedded
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -23,6 +22,8 @@ import (
 	"github.com/sundialhq/sundial/dispatcher"
 	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/history"
+	"github.com/sundialhq/sundial/internal/deps"
+	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
 	"github.com/sundialhq/sundial/registry"
@@ -42,7 +43,7 @@ type Config struct {
 	Shards int
 	// Handlers are in-process handlers by name, for HandlerTarget jobs.
 	Handlers map[string]target.Handler
-	// Logger receives the components' logs. Default: slog.Default().
+	// Logger receives the components' logs; nil discards.
 	Logger *slog.Logger
 	// Registerer receives every component's metrics. Default: a private
 	// registry.
@@ -53,15 +54,9 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	c.Shards = cmp.Or(c.Shards, DefaultShards)
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Registerer == nil {
-		c.Registerer = prometheus.NewRegistry()
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Logger = deps.Logger(c.Logger)
+	c.Registerer = deps.Registerer(c.Registerer)
+	c.Now = deps.Clock(c.Now)
 	return c
 }
 
@@ -74,8 +69,8 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// lifecycle is what every component offers.
-type lifecycle interface {
+// component is what every long-running component offers.
+type component interface {
 	Start(ctx context.Context) error
 	Stop()
 }
@@ -84,11 +79,13 @@ type lifecycle interface {
 type Pipeline struct {
 	cfg Config
 
-	mu      sync.Mutex
-	started bool
-	// stops run in reverse order in Stop.
-	stops []func()
+	life lifecycle.Lifecycle
+	// metrics is cfg.Registerer, remembering what the components of a run
+	// register, so that Stop can unregister it and a later Start register
+	// the new components' metrics again.
+	metrics *unregistering
 
+	// Set by Start, for the accessors below.
 	kafka  *kfake.Cluster
 	store  *memory.Store
 	client *client.Client
@@ -101,7 +98,8 @@ func New(cfg Config) (*Pipeline, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Pipeline{cfg: cfg.withDefaults()}, nil
+	cfg = cfg.withDefaults()
+	return &Pipeline{cfg: cfg, metrics: &unregistering{Registerer: cfg.Registerer}}, nil
 }
 
 func (p *Pipeline) names() topics.Names { return topics.Names{} }
@@ -120,20 +118,19 @@ func (p *Pipeline) Store() *memory.Store { return p.store }
 func (p *Pipeline) EchoURL() string { return p.echo }
 
 // Start brings up the backends and every component. On error, what was
-// started is stopped again.
-func (p *Pipeline) Start(ctx context.Context) (err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.started {
-		return errors.New("embedded pipeline: already started")
+// started is stopped again. A stopped pipeline may be started again: it
+// starts with new, empty backends.
+func (p *Pipeline) Start(ctx context.Context) error {
+	if err := p.life.Start(ctx, p.start); err != nil {
+		return fmt.Errorf("embedded pipeline: %w", err)
 	}
-	p.started = true
-	defer func() {
-		if err != nil {
-			p.stopLocked()
-		}
-	}()
+	return nil
+}
+
+func (p *Pipeline) start(ctx context.Context, run *lifecycle.Run) error {
 	cfg := p.cfg
+	cfg.Registerer = p.metrics
+	run.OnStop(p.metrics.unregisterAll)
 	names := p.names()
 	log := cfg.Logger
 
@@ -145,7 +142,7 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("start in-process kafka: %w", err)
 	}
 	p.kafka = kc
-	p.stops = append(p.stops, kc.Close)
+	run.OnStop(kc.Close)
 	brokers := kc.ListenAddrs()
 	if err := ensureTopics(ctx, brokers, names, cfg.Shards); err != nil {
 		return err
@@ -156,9 +153,9 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
 		return fmt.Errorf("start in-process redis: %w", err)
 	}
-	p.stops = append(p.stops, mr.Close)
+	run.OnStop(mr.Close)
 	rc := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	p.stops = append(p.stops, func() { _ = rc.Close() })
+	run.OnStop(func() { _ = rc.Close() })
 	// miniredis keeps no clock of its own: let TTLs follow the wall clock.
 	mr.ClockTTL(true)
 
@@ -178,7 +175,7 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 		return err
 	}
 	p.echo = echo
-	p.stops = append(p.stops, stopEcho)
+	run.OnStop(stopEcho)
 
 	// Enqueuer, shared by registry, trigger consumer, runner and DAG engine.
 	enqClient, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
@@ -186,7 +183,7 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("enqueue client: %w", err)
 	}
-	p.stops = append(p.stops, enqClient.Close)
+	run.OnStop(enqClient.Close)
 	enq, err := enqueue.New(enqueue.Config{Store: st, Client: enqClient, Topics: names, Shards: cfg.Shards, Logger: log, Now: cfg.Now})
 	if err != nil {
 		return err
@@ -224,7 +221,7 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	run, err := runner.New(runner.Config{ID: "dev", Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Topics: names,
+	rnr, err := runner.New(runner.Config{ID: "dev", Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Topics: names,
 		Leases: leases, Redis: rc, Enqueuer: enq, Handlers: cfg.Handlers,
 		Registerer: cfg.Registerer, Logger: log.With("component", "runner"), Now: cfg.Now})
 	if err != nil {
@@ -235,11 +232,11 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	for _, c := range []lifecycle{reg, trg, dsp, run, hist, dag} {
+	for _, c := range []component{reg, trg, dsp, rnr, hist, dag} {
 		if err := c.Start(ctx); err != nil {
 			return err
 		}
-		p.stops = append(p.stops, c.Stop)
+		run.OnStop(c.Stop)
 	}
 
 	cl, err := client.New(client.Config{Brokers: brokers, Topics: names, Logger: log.With("component", "client")})
@@ -247,29 +244,56 @@ func (p *Pipeline) Start(ctx context.Context) (err error) {
 		return err
 	}
 	p.client = cl
-	p.stops = append(p.stops, cl.Close)
+	run.OnStop(cl.Close)
 	dags, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ProducerLinger(0))
 	if err != nil {
 		return fmt.Errorf("dag definitions client: %w", err)
 	}
 	p.dags = dags
-	p.stops = append(p.stops, dags.Close)
+	run.OnStop(dags.Close)
 	return nil
 }
 
-// Stop stops every component, then the backends. It is idempotent and safe
-// before Start.
-func (p *Pipeline) Stop() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.stopLocked()
+// Stop stops every component, then the backends. It is idempotent, safe
+// before Start, and returns when every goroutine has exited.
+func (p *Pipeline) Stop() { p.life.Stop() }
+
+// unregistering is a Registerer that remembers what it registered, so that
+// it can unregister all of it: a restarted pipeline builds new components,
+// whose metrics would otherwise collide with those of the stopped ones.
+type unregistering struct {
+	prometheus.Registerer
+
+	mu  sync.Mutex
+	got []prometheus.Collector
 }
 
-func (p *Pipeline) stopLocked() {
-	for i := len(p.stops) - 1; i >= 0; i-- {
-		p.stops[i]()
+func (u *unregistering) Register(c prometheus.Collector) error {
+	if err := u.Registerer.Register(c); err != nil {
+		return err
 	}
-	p.stops = nil
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.got = append(u.got, c)
+	return nil
+}
+
+func (u *unregistering) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := u.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// unregisterAll unregisters everything registered through u.
+func (u *unregistering) unregisterAll() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, c := range u.got {
+		u.Registerer.Unregister(c)
+	}
+	u.got = nil
 }
 
 func ensureTopics(ctx context.Context, brokers []string, names topics.Names, shards int) error {

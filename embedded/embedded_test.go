@@ -3,12 +3,14 @@ package embedded
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -46,12 +48,32 @@ func (b *syncBuffer) String() string {
 // succeeded, and takes its id.
 var dagRunSucceeded = regexp.MustCompile(`(?m)dev\.hello-dag\s+SUCCEEDED\s+dag_run=(\S+)$`)
 
-func TestStopBeforeStartAndTwice(t *testing.T) {
+// TestStartStopTwice stops a pipeline before it starts and twice in a row,
+// and starts it again after a Stop, with one registry for the metrics of
+// both runs: each run registers a job, and goleak (TestMain) finds no
+// goroutine left behind.
+func TestStartStopTwice(t *testing.T) {
 	t.Parallel()
-	p, err := New(Config{})
+	p, err := New(Config{Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	p.Stop()
-	p.Stop()
+	p.Stop() // before Start: nothing to stop
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	for i := range 2 {
+		require.NoError(t, p.Start(ctx), "start %d", i+1)
+		require.Error(t, p.Start(ctx), "a second Start while running")
+		spec := SampleJobs(p.EchoURL())[0]
+		receipts, err := p.Client().ApplyAll(ctx, sundialv1.EncodingProtobuf, spec)
+		require.NoError(t, err)
+		statuses, err := p.Client().WaitStatus(ctx, receipts...)
+		require.NoError(t, err)
+		require.Len(t, statuses, 1)
+		// Each run has new, empty backends: the job is new again.
+		require.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_CREATED, statuses[0].GetOutcome(),
+			"run %d: %v", i+1, statuses[0])
+		p.Stop()
+		p.Stop()
+	}
 }
 
 func TestConfigValidate(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/store"
 )
@@ -42,7 +43,7 @@ type Config struct {
 	// none kept. One Enqueuer per registry: a second one's metrics collide
 	// and New fails.
 	Registerer prometheus.Registerer
-	// Logger; default slog.Default().
+	// Logger; nil discards.
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
@@ -50,12 +51,8 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	c.WakeHorizon = cmp.Or(c.WakeHorizon, DefaultWakeHorizon)
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Logger = deps.Logger(c.Logger)
+	c.Now = deps.Clock(c.Now)
 	return c
 }
 
@@ -94,9 +91,7 @@ func New(cfg Config) (*Enqueuer, error) {
 	}
 	cfg = cfg.withDefaults()
 	reg := cfg.Registerer
-	if reg == nil {
-		reg = prometheus.NewRegistry()
-	}
+	reg = deps.Registerer(reg)
 	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, err

@@ -16,4 +16,10 @@
 //
 // Metrics (metrics.go) go to Config.Registerer: events read, records by
 // result, retried writes, and the lag from an event to its record stored.
+//
+// Lifecycle: Start joins the group and Stop leaves it (internal/lifecycle).
+// Stop is idempotent, safe before Start, and returns once the consuming
+// goroutine has exited and the Kafka client is closed; records stored but
+// not committed are stored again by the next member, which the store's
+// newest-wins rule absorbs. A stopped Writer may be started again.
 package history

@@ -6,13 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sundialhq/sundial/internal/backoff"
+	"github.com/sundialhq/sundial/internal/deps"
+	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store"
@@ -67,12 +69,7 @@ type Writer struct {
 	log *slog.Logger
 	m   *metrics
 
-	mu      sync.Mutex
-	started bool
-	stopped bool
-	cl      *kgo.Client
-	cancel  context.CancelFunc
-	done    chan struct{}
+	life lifecycle.Lifecycle
 }
 
 // New validates cfg.
@@ -82,15 +79,9 @@ func New(cfg Config) (*Writer, error) {
 	}
 	cfg.Group = cmp.Or(cfg.Group, DefaultGroup)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Registerer == nil {
-		cfg.Registerer = prometheus.NewRegistry()
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Logger = deps.Logger(cfg.Logger)
+	cfg.Registerer = deps.Registerer(cfg.Registerer)
+	cfg.Now = deps.Clock(cfg.Now)
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
@@ -98,13 +89,16 @@ func New(cfg Config) (*Writer, error) {
 	return &Writer{cfg: cfg, log: cfg.Logger, m: m}, nil
 }
 
-// Start joins the group and starts writing.
+// Start joins the group and starts writing. ctx bounds the start only. A
+// stopped Writer may be started again.
 func (w *Writer) Start(ctx context.Context) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.started || w.stopped {
-		return errors.New("history: writer already started or stopped")
+	if err := w.life.Start(ctx, w.start); err != nil {
+		return fmt.Errorf("history: %w", err)
 	}
+	return nil
+}
+
+func (w *Writer) start(_ context.Context, run *lifecycle.Run) error {
 	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, w.cfg.Kafka...),
 		kgo.ConsumerGroup(w.cfg.Group),
 		kgo.ConsumeTopics(w.cfg.Topics.Events()),
@@ -113,50 +107,35 @@ func (w *Writer) Start(ctx context.Context) error {
 		kgo.BlockRebalanceOnPoll(),
 	)...)
 	if err != nil {
-		return fmt.Errorf("history: kafka client: %w", err)
+		return fmt.Errorf("kafka client: %w", err)
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	w.cl, w.cancel, w.done, w.started = cl, cancel, make(chan struct{}), true
-	go w.run(runCtx)
+	run.OnStop(cl.Close)
+	run.Go(func(ctx context.Context) { w.run(ctx, cl) })
 	return nil
 }
 
 // Stop stops consuming, waits for the loop and leaves the group. Idempotent,
 // safe before Start.
-func (w *Writer) Stop() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.stopped {
-		return
-	}
-	w.stopped = true
-	if !w.started {
-		return
-	}
-	w.cancel()
-	<-w.done
-	w.cl.Close()
-}
+func (w *Writer) Stop() { w.life.Stop() }
 
-func (w *Writer) run(ctx context.Context) {
-	defer close(w.done)
+func (w *Writer) run(ctx context.Context, cl *kgo.Client) {
 	for {
-		fs := w.cl.PollFetches(ctx)
+		fs := cl.PollFetches(ctx)
 		if fs.IsClientClosed() || ctx.Err() != nil {
-			w.cl.AllowRebalance()
+			cl.AllowRebalance()
 			return
 		}
 		fs.EachError(func(t string, p int32, err error) {
 			w.log.Warn("history: fetch error", "topic", t, "partition", p, "err", err)
 		})
 		if err := w.store(ctx, fs.Records()); err != nil {
-			w.cl.AllowRebalance()
+			cl.AllowRebalance()
 			return // only when ctx ended: nothing of this poll is committed
 		}
-		if err := w.cl.CommitUncommittedOffsets(ctx); err != nil && ctx.Err() == nil {
+		if err := cl.CommitUncommittedOffsets(ctx); err != nil && ctx.Err() == nil {
 			w.log.Warn("history: commit failed; events will be applied again", "err", err)
 		}
-		w.cl.AllowRebalance()
+		cl.AllowRebalance()
 	}
 }
 
@@ -189,7 +168,7 @@ func (w *Writer) store(ctx context.Context, recs []*kgo.Record) error {
 }
 
 func (w *Writer) record(ctx context.Context, r store.RunRecord) error {
-	backoff := 50 * time.Millisecond
+	b := backoff.New(50*time.Millisecond, 5*time.Second)
 	for {
 		err := w.cfg.History.RecordRun(ctx, r)
 		if err == nil {
@@ -206,14 +185,9 @@ func (w *Writer) record(ctx context.Context, r store.RunRecord) error {
 		}
 		w.m.retries.Inc()
 		w.log.Warn("history: record failed; retrying", "job_id", r.JobID, "run_id", r.RunID, "err", err)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !b.Wait(ctx) {
 			return ctx.Err()
-		case <-t.C:
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sundialhq/sundial/internal/deps"
 )
 
 // Defaults of Config.
@@ -60,9 +62,7 @@ func (c Config) withDefaults() Config {
 	c.TTL = cmp.Or(c.TTL, DefaultTTL)
 	c.Margin = cmp.Or(c.Margin, c.TTL/5)
 	c.DoneRetention = cmp.Or(c.DoneRetention, DefaultDoneRetention)
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Now = deps.Clock(c.Now)
 	return c
 }
 

@@ -48,6 +48,12 @@
 // context at TrustedUntil if no renewal succeeded by then, whether or not a
 // renewal call is still hanging.
 //
+// A Keeper follows internal/lifecycle: Stop ends the renewals, returns once
+// the renewal goroutine has exited, cancels the execution's context with
+// ErrKeeperStopped, is idempotent and safe before Start. It leaves the lease
+// to its caller (Complete or Release), so a stopped Keeper may be started
+// again while the lease is trusted, with a new execution context.
+//
 // # When Redis dies
 //
 // Renewals fail, and every running execution is cancelled at its lease's

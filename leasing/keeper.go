@@ -7,6 +7,9 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/sundialhq/sundial/internal/deps"
+	"github.com/sundialhq/sundial/internal/lifecycle"
 )
 
 // ErrKeeperStopped is the cause of a Keeper's context after Stop.
@@ -26,60 +29,71 @@ var ErrLeaseUntrusted = fmt.Errorf("%w: not renewed before it stopped being trus
 //     by a timer that does not wait for a hung call.
 //
 // The cause of the cancelled context wraps ErrLeaseLost in both cases (the
-// second also ErrLeaseUntrusted), and is ErrKeeperStopped after Stop. A Keeper never releases or completes its lease:
-// stop it, then call Store.Complete or Store.Release with Lease().
+// second also ErrLeaseUntrusted), and is ErrKeeperStopped after Stop. A
+// Keeper never releases or completes its lease: stop it, then call
+// Store.Complete or Store.Release with Lease().
 type Keeper struct {
 	store  *Store
 	logger *slog.Logger
 
-	mu      sync.Mutex
-	lease   Lease
-	started bool
-	stopped bool
+	life lifecycle.Lifecycle
+
+	mu    sync.Mutex
+	lease Lease
 	// ctx is the execution context the Keeper hands out and cancels. It is
 	// derived in Start and kept only to be returned by Context; the renewal
 	// goroutine receives it as an argument.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	trust  *time.Timer
-	quit   chan struct{}
-	done   chan struct{}
 }
 
 // NewKeeper returns a Keeper for l, a lease acquired from store. A nil logger
 // discards.
 func NewKeeper(store *Store, l Lease, logger *slog.Logger) *Keeper {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+	logger = deps.Logger(logger)
 	return &Keeper{store: store, logger: logger, lease: l}
 }
 
 // Start derives the execution context from ctx and starts renewing. It fails
 // with ErrLeaseLost, starting nothing, when the lease is already past
-// TrustedUntil.
+// TrustedUntil. Unlike the execution context, the renewals do not end with
+// ctx but with Stop. A stopped Keeper may be started again while its lease
+// is trusted: it hands out a new execution context.
 func (k *Keeper) Start(ctx context.Context) error {
+	if err := k.life.Start(ctx, k.start); err != nil {
+		return fmt.Errorf("leasing: keeper: %w", err)
+	}
+	return nil
+}
+
+func (k *Keeper) start(ctx context.Context, run *lifecycle.Run) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	switch {
-	case k.stopped:
-		return ErrKeeperStopped
-	case k.started:
-		return errors.New("leasing: keeper already started")
-	}
 	l := k.lease
 	left := l.TrustedUntil().Sub(k.store.cfg.Now())
 	if left <= 0 {
 		return fmt.Errorf("%s trusted until %s, already past: %w", l, l.TrustedUntil().Format(time.RFC3339Nano), ErrLeaseLost)
 	}
-	k.started = true
 	execCtx, cancel := context.WithCancelCause(ctx)
 	k.ctx, k.cancel = execCtx, cancel
 	k.trust = time.AfterFunc(left, func() { cancel(notRenewed(l)) })
-	k.quit = make(chan struct{})
-	k.done = make(chan struct{})
-	go k.run(execCtx, l)
+	// After the renewals have ended (and with them the trust timer), the
+	// context is cancelled with ErrKeeperStopped, unless it already was.
+	run.OnStop(func() { cancel(ErrKeeperStopped) })
+	run.Go(func(stop context.Context) {
+		defer k.stopTrust()
+		k.run(execCtx, stop.Done(), l)
+	})
 	return nil
+}
+
+// stopTrust stops the trust timer: the renewals have ended, so the
+// context's end is decided by Stop, a lost lease or the caller's ctx.
+func (k *Keeper) stopTrust() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.trust.Stop()
 }
 
 // Context is cancelled when the lease is lost or untrusted, or the Keeper
@@ -103,36 +117,20 @@ func (k *Keeper) Lease() Lease {
 // Stop stops renewing, cancels the context with ErrKeeperStopped (unless it
 // was already cancelled) and returns when the renewal goroutine has exited.
 // It is idempotent and safe before Start.
-func (k *Keeper) Stop() {
-	k.mu.Lock()
-	if k.stopped {
-		k.mu.Unlock()
-		return
-	}
-	k.stopped = true
-	started := k.started
-	if started {
-		close(k.quit)
-		k.trust.Stop()
-	}
-	k.mu.Unlock()
-	if started {
-		<-k.done
-		k.cancel(ErrKeeperStopped)
-	}
-}
+func (k *Keeper) Stop() { k.life.Stop() }
 
 func notRenewed(l Lease) error {
 	return fmt.Errorf("%s trusted until %s: %w", l, l.TrustedUntil().Format(time.RFC3339Nano), ErrLeaseUntrusted)
 }
 
-func (k *Keeper) run(ctx context.Context, l Lease) {
-	defer close(k.done)
+// run renews until the lease is lost or untrusted, ctx ends, or quit is
+// closed (Stop).
+func (k *Keeper) run(ctx context.Context, quit <-chan struct{}, l Lease) {
 	now := k.store.cfg.Now
 	retry := max(l.TTL/10, time.Millisecond)
 	next := l.AcquiredAt.Add(l.TTL / 3)
 	for {
-		if !k.wait(ctx, next.Sub(now())) {
+		if !wait(ctx, quit, next.Sub(now())) {
 			return
 		}
 		// The call may not outlive the trust it is trying to extend.
@@ -161,13 +159,13 @@ func (k *Keeper) run(ctx context.Context, l Lease) {
 	}
 }
 
-// wait returns true after d, false when the Keeper stops or ctx ends first.
-func (k *Keeper) wait(ctx context.Context, d time.Duration) bool {
+// wait returns true after d, false when quit is closed or ctx ends first.
+func wait(ctx context.Context, quit <-chan struct{}, d time.Duration) bool {
 	if d <= 0 {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-k.quit:
+		case <-quit:
 			return false
 		default:
 			return true
@@ -178,7 +176,7 @@ func (k *Keeper) wait(ctx context.Context, d time.Duration) bool {
 	select {
 	case <-ctx.Done():
 		return false
-	case <-k.quit:
+	case <-quit:
 		return false
 	case <-t.C:
 		return true

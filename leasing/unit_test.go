@@ -165,9 +165,16 @@ func TestRequestValidation(t *testing.T) {
 	assert.ErrorContains(t, err, "JobID")
 }
 
+// TestKeeperLifecycle stops Keepers before Start and twice, and starts them
+// again after Stop, on Redis and on miniredis; goleak (TestMain) finds no
+// renewal goroutine left behind.
 func TestKeeperLifecycle(t *testing.T) {
 	t.Parallel()
-	b := miniRedis(t)
+	t.Run("Redis", func(t *testing.T) { t.Parallel(); testKeeperLifecycle(t, realRedis(t)) })
+	t.Run("Miniredis", func(t *testing.T) { t.Parallel(); testKeeperLifecycle(t, miniRedis(t)) })
+}
+
+func testKeeperLifecycle(t *testing.T, b backend) {
 	s, _ := setup(t, b)
 
 	t.Run("stop before start", func(t *testing.T) {
@@ -179,7 +186,11 @@ func TestKeeperLifecycle(t *testing.T) {
 		require.Error(t, k.Context().Err(), "not started: already cancelled")
 		k.Stop()
 		k.Stop()
-		require.ErrorIs(t, k.Start(ctx), ErrKeeperStopped)
+		require.Error(t, k.Context().Err(), "stopped before Start: still cancelled")
+		require.NoError(t, k.Start(ctx), "a Keeper stopped before Start starts")
+		require.NoError(t, k.Context().Err())
+		k.Stop()
+		require.ErrorIs(t, context.Cause(k.Context()), ErrKeeperStopped)
 	})
 	t.Run("start twice, stop twice", func(t *testing.T) {
 		t.Parallel()
@@ -190,6 +201,16 @@ func TestKeeperLifecycle(t *testing.T) {
 		require.NoError(t, k.Start(ctx))
 		require.NoError(t, k.Context().Err())
 		require.Error(t, k.Start(ctx))
+		k.Stop()
+		k.Stop()
+		stopped := k.Context()
+		require.ErrorIs(t, context.Cause(stopped), ErrKeeperStopped)
+
+		// Started again while the lease is trusted: a new execution
+		// context, the old one stays cancelled.
+		require.NoError(t, k.Start(ctx))
+		require.NoError(t, k.Context().Err())
+		require.ErrorIs(t, context.Cause(stopped), ErrKeeperStopped)
 		k.Stop()
 		k.Stop()
 		require.ErrorIs(t, context.Cause(k.Context()), ErrKeeperStopped)

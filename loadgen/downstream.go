@@ -3,7 +3,6 @@ package loadgen
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +10,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/sundialhq/sundial/internal/lifecycle"
 )
 
 // Headers the runners send with every HTTP attempt (see
@@ -83,9 +84,8 @@ type Downstream struct {
 	missing int64
 	total   int64
 
-	srv  *http.Server
-	ln   net.Listener
-	done chan struct{}
+	life lifecycle.Lifecycle
+	ln   net.Listener // set by Start
 }
 
 // NewDownstream returns a Downstream that is not serving yet; ServeHTTP may
@@ -175,20 +175,28 @@ func (d *Downstream) apply(ctx context.Context, key string) {
 
 // Start serves on addr ("127.0.0.1:0" picks a port) until Stop.
 func (d *Downstream) Start(ctx context.Context, addr string) error {
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", addr)
-	if err != nil {
-		return fmt.Errorf("downstream: listen on %s: %w", addr, err)
-	}
-	d.ln = ln
-	d.srv = &http.Server{Handler: d, ReadHeaderTimeout: 5 * time.Second}
-	d.done = make(chan struct{})
-	go func() {
-		defer close(d.done)
-		if err := d.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			_ = err // Serve only fails when the listener does; Stop reports nothing more useful
+	err := d.life.Start(ctx, func(ctx context.Context, run *lifecycle.Run) error {
+		var lc net.ListenConfig
+		ln, err := lc.Listen(ctx, "tcp", addr)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w", addr, err)
 		}
-	}()
+		d.ln = ln
+		srv := &http.Server{Handler: d, ReadHeaderTimeout: 5 * time.Second}
+		// Serve only fails when the listener does; Stop reports nothing
+		// more useful.
+		run.Go(func(context.Context) { _ = srv.Serve(ln) })
+		// Close ends Serve at once, without waiting for the requests in
+		// progress.
+		run.Go(func(ctx context.Context) {
+			<-ctx.Done()
+			_ = srv.Close()
+		})
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("downstream: %w", err)
+	}
 	return nil
 }
 
@@ -196,14 +204,8 @@ func (d *Downstream) Start(ctx context.Context, addr string) error {
 func (d *Downstream) URL() string { return "http://" + d.ln.Addr().String() + "/effect" }
 
 // Stop closes the server and its connections and waits for it. Safe
-// before Start.
-func (d *Downstream) Stop() {
-	if d.srv == nil {
-		return
-	}
-	_ = d.srv.Close()
-	<-d.done
-}
+// before Start and more than once.
+func (d *Downstream) Stop() { d.life.Stop() }
 
 // Effects are the downstream's counts.
 type Effects struct {

@@ -18,6 +18,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sundialhq/sundial/client"
+	"github.com/sundialhq/sundial/internal/deps"
+	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/startoffsets"
 	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -47,7 +49,7 @@ type Config struct {
 	ProgressEvery time.Duration
 	// Progress receives the progress lines; nil prints none.
 	Progress io.Writer
-	// Logger; default slog.Default().
+	// Logger; nil discards.
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
@@ -96,10 +98,8 @@ type Generator struct {
 	answered  []bool // by job index: the registry accepted its definition
 	rejection string // the first rejection, for the error
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	obs    *kgo.Client
-	start  time.Time
+	life  lifecycle.Lifecycle
+	start time.Time // set by Start, before the goroutines it starts
 }
 
 // New validates cfg.
@@ -110,19 +110,23 @@ func New(cfg Config) (*Generator, error) {
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 2000)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 4)
 	cfg.ProgressEvery = cmp.Or(cfg.ProgressEvery, 5*time.Second)
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Logger = deps.Logger(cfg.Logger)
+	cfg.Now = deps.Clock(cfg.Now)
 	return &Generator{cfg: cfg, log: cfg.Logger, answered: make([]bool, cfg.Plan.Jobs)}, nil
 }
 
 // Start begins observing: the event and run topics from now on (minus a
 // margin for clock skew), the registry's answers, and the progress lines.
-// It reads the partitions the topics have when it starts.
+// It reads the partitions the topics have when it starts. ctx bounds the
+// start only.
 func (g *Generator) Start(ctx context.Context) error {
+	if err := g.life.Start(ctx, g.startRun); err != nil {
+		return fmt.Errorf("loadgen: %w", err)
+	}
+	return nil
+}
+
+func (g *Generator) startRun(ctx context.Context, run *lifecycle.Run) error {
 	g.start = g.cfg.Now()
 	since := g.start.Add(-time.Minute)
 	opts := append([]kgo.Opt{
@@ -135,8 +139,9 @@ func (g *Generator) Start(ctx context.Context) error {
 	}, g.cfg.KafkaOptions...)
 	obs, err := kgo.NewClient(opts...)
 	if err != nil {
-		return fmt.Errorf("loadgen: observer: %w", err)
+		return fmt.Errorf("observer: %w", err)
 	}
+	run.OnStop(obs.Close)
 	// Each partition starts where startoffsets.Since says, not at kgo's
 	// AfterMilli offset: in a partition with no record from since on, that
 	// offset falls back on an end looked up after a record appended in the
@@ -147,8 +152,7 @@ func (g *Generator) Start(ctx context.Context) error {
 	for _, topic := range append([]string{g.cfg.Topics.Events()}, g.cfg.Topics.AllRuns()...) {
 		starts, err := startoffsets.Since(ctx, adm, topic, since)
 		if err != nil {
-			obs.Close()
-			return fmt.Errorf("loadgen: observer: %w", err)
+			return fmt.Errorf("observer: %w", err)
 		}
 		parts[topic] = map[int32]kgo.Offset{}
 		for p, o := range starts {
@@ -156,32 +160,20 @@ func (g *Generator) Start(ctx context.Context) error {
 		}
 	}
 	obs.AddConsumePartitions(parts)
-	g.obs = obs
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	g.cancel = cancel
-	g.wg.Add(3)
-	go func() { defer g.wg.Done(); g.observe(runCtx) }()
-	go func() { defer g.wg.Done(); g.watchStatuses(runCtx, since) }()
-	go func() { defer g.wg.Done(); g.progress(runCtx) }()
+	run.Go(func(ctx context.Context) { g.observe(ctx, obs) })
+	run.Go(func(ctx context.Context) { g.watchStatuses(ctx, since) })
+	run.Go(g.progress)
 	return nil
 }
 
 // Stop ends observing and waits for the goroutines. Safe before Start and
 // more than once.
-func (g *Generator) Stop() {
-	if g.cancel == nil {
-		return
-	}
-	g.cancel()
-	g.wg.Wait()
-	g.obs.Close()
-	g.cancel = nil
-}
+func (g *Generator) Stop() { g.life.Stop() }
 
-func (g *Generator) observe(ctx context.Context) {
+func (g *Generator) observe(ctx context.Context, obs *kgo.Client) {
 	events := g.cfg.Topics.Events()
 	for {
-		fetches := g.obs.PollFetches(ctx)
+		fetches := obs.PollFetches(ctx)
 		if ctx.Err() != nil {
 			return
 		}

@@ -394,4 +394,22 @@ func TestDownstreamServes(t *testing.T) {
 	assert.Equal(t, []int{http.StatusNoContent, http.StatusOK}, codes, "applied, then replayed")
 	assert.Equal(t, Effects{Requests: 2, Keys: 1, EffectDurationMs: 1, Redeliveries: 1, RedeliveredKeys: 1}, d.Effects())
 	NewDownstream(DownstreamConfig{}).Stop() // safe before Start
+
+	// Stopped twice and started again, it serves again and remembers the
+	// keys it applied.
+	d.Stop()
+	d.Stop()
+	require.NoError(t, d.Start(t.Context(), "127.0.0.1:0"))
+	require.Error(t, d.Start(t.Context(), "127.0.0.1:0"), "a second Start while serving")
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, d.URL(), nil)
+	require.NoError(t, err)
+	req.Header.Set("Idempotency-Key", "lg-1@5")
+	req.Header.Set("Sundial-Attempt", "1")
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "replayed")
+	tr.CloseIdleConnections()
+	d.Stop()
+	d.Stop()
 }

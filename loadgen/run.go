@@ -11,6 +11,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/sundialhq/sundial/client"
+	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/topics"
 )
 
@@ -199,15 +200,8 @@ func cmpOr(a, b string) string {
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
+	if !backoff.Sleep(ctx, d) {
 		return ctx.Err()
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return nil
 }

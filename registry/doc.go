@@ -69,6 +69,13 @@
 // revision than the one in force, or the same revision with a different
 // definition, is REJECTED naming "revision".
 //
+// # Lifecycle
+//
+// Start joins the consumer group and Stop leaves it (internal/lifecycle):
+// Stop is idempotent, safe before Start, and returns once the processing
+// goroutine has exited and the Kafka client is closed. A stopped Registry may
+// be started again; it then resumes from the group's committed offsets.
+//
 // # Metrics
 //
 // sundial_registry_records_total{outcome}, sundial_registry_rejections_total

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,7 +13,10 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/consume"
+	"github.com/sundialhq/sundial/internal/deps"
+	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -75,7 +77,7 @@ type Config struct {
 	RetryMin, RetryMax time.Duration
 	// Registerer receives the registry's metrics. Default: none kept.
 	Registerer prometheus.Registerer
-	// Logger; default slog.Default().
+	// Logger; nil discards.
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
@@ -87,15 +89,9 @@ func (c Config) withDefaults() Config {
 	c.MaxPoll = cmp.Or(c.MaxPoll, 5000)
 	c.RetryMin = cmp.Or(c.RetryMin, 50*time.Millisecond)
 	c.RetryMax = cmp.Or(c.RetryMax, 10*time.Second)
-	if c.Registerer == nil {
-		c.Registerer = prometheus.NewRegistry()
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Registerer = deps.Registerer(c.Registerer)
+	c.Logger = deps.Logger(c.Logger)
+	c.Now = deps.Clock(c.Now)
 	return c
 }
 
@@ -132,13 +128,9 @@ type Registry struct {
 	cfg     Config
 	metrics *metrics
 
-	mu      sync.Mutex
-	started bool
-	stopped bool
-	client  *kgo.Client
-	cancel  context.CancelFunc
-	done    chan struct{}
-	shards  int
+	life lifecycle.Lifecycle
+	// shards is set by Start, before any record is handled.
+	shards int
 }
 
 // New returns a Registry, or every configuration error. It registers the
@@ -157,25 +149,27 @@ func New(cfg Config) (*Registry, error) {
 
 // Start reads the shard count from the store, joins the consumer group and
 // starts processing. It returns once processing has started; Stop ends it.
+// ctx bounds the start only. A stopped Registry may be started again.
 func (r *Registry) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.started {
-		return errors.New("registry: already started")
+	if err := r.life.Start(ctx, r.start); err != nil {
+		return fmt.Errorf("registry: %w", err)
 	}
+	return nil
+}
+
+func (r *Registry) start(ctx context.Context, run *lifecycle.Run) error {
 	cc, err := r.cfg.Store.GetClusterConfig(ctx)
 	if err != nil {
-		return fmt.Errorf("registry: read the shard count: %w", err)
+		return fmt.Errorf("read the shard count: %w", err)
 	}
 	opts := append(append([]kgo.Opt{kgo.SeedBrokers(r.cfg.Brokers...)}, r.cfg.KafkaOptions...),
 		consume.GroupOptions(r.cfg.Group, r.cfg.Topics.Jobs())...)
 	client, err := kgo.NewClient(opts...)
 	if err != nil {
-		return fmt.Errorf("registry: kafka client: %w", err)
+		return fmt.Errorf("kafka client: %w", err)
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r.started, r.client, r.cancel, r.shards = true, client, cancel, cc.Shards
-	r.done = make(chan struct{})
+	run.OnStop(client.Close)
+	r.shards = cc.Shards
 	loop := &consume.Loop{
 		Client:      client,
 		Handle:      r.handle,
@@ -184,32 +178,18 @@ func (r *Registry) Start(ctx context.Context) error {
 		Backoff:     r.backoff("commit"),
 		Logger:      r.cfg.Logger,
 	}
-	go func() {
-		defer close(r.done)
-		loop.Run(runCtx)
-	}()
+	run.Go(loop.Run)
 	r.cfg.Logger.Info("registry started", "topic", r.cfg.Topics.Jobs(), "group", r.cfg.Group, "shards", cc.Shards)
 	return nil
 }
 
 // Stop ends processing and leaves the group. What was processed but not
 // committed is processed again by the next member, which is harmless. Stop
-// is idempotent and safe before Start.
-func (r *Registry) Stop() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.started || r.stopped {
-		r.stopped = true
-		return
-	}
-	r.stopped = true
-	r.cancel()
-	<-r.done
-	r.client.Close()
-}
+// is idempotent, safe before Start, and returns once processing has ended.
+func (r *Registry) Stop() { r.life.Stop() }
 
-func (r *Registry) backoff(op string) consume.Backoff {
-	return consume.Backoff{
+func (r *Registry) backoff(op string) backoff.Config {
+	return backoff.Config{
 		Min: r.cfg.RetryMin,
 		Max: r.cfg.RetryMax,
 		OnRetry: func(err error) {
@@ -224,7 +204,7 @@ func (r *Registry) backoff(op string) consume.Backoff {
 
 // retry runs fn until it succeeds or ctx ends.
 func (r *Registry) retry(ctx context.Context, op string, fn func() error) error {
-	return consume.Retry(ctx, r.backoff(op), fn)
+	return backoff.Retry(ctx, r.backoff(op), fn)
 }
 
 // handle processes one record of sundial.jobs and returns its status record.
@@ -256,7 +236,7 @@ func (r *Registry) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
 		err = r.apply(ctx, rec, def.Spec, st)
 	}
 	switch {
-	case errors.Is(err, consume.ErrPermanent):
+	case errors.Is(err, backoff.ErrPermanent):
 		r.cfg.Logger.Error("the store refused a record", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "err", err)
 		st.NextDueTime = nil
 		r.reject(st, []jobspec.FieldError{{Field: "record", Reason: fmt.Sprintf("the store refused the definition: %v", err)}})
@@ -442,7 +422,7 @@ func (r *Registry) getJob(ctx context.Context, id string) (store.Job, bool, erro
 
 func (r *Registry) wake(ctx context.Context, e store.DueEntry) error {
 	err := r.retry(ctx, "wake", func() error { return r.cfg.Waker.Wake(ctx, e) })
-	if errors.Is(err, consume.ErrPermanent) {
+	if errors.Is(err, backoff.ErrPermanent) {
 		// The entry is stored; the wake-up is only a hint.
 		r.cfg.Logger.Error("wake-up refused; the entry waits for its bucket read", "job", e.JobID, "err", err)
 		return nil

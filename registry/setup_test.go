@@ -47,6 +47,7 @@ func TestOnRealStack(t *testing.T) {
 		{"DefinitionLifecycle", testDefinitionLifecycle},
 		{"TransientErrorsAreRetried", testTransientErrorsAreRetried},
 		{"RegistrationRate", testRegistrationRate},
+		{"StartStopTwice", testStartStopTwice},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
 	"github.com/sundialhq/sundial/runner/breaker"
@@ -210,12 +211,8 @@ func (c Config) withDefaults() Config {
 	if c.Jitter == nil {
 		c.Jitter = HashJitter
 	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Logger = deps.Logger(c.Logger)
+	c.Now = deps.Clock(c.Now)
 	if c.Breakers.Registerer == nil {
 		c.Breakers.Registerer = c.Registerer
 	}

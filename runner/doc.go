@@ -89,6 +89,17 @@
 // produced without waiting (the producer batches them, 2ms linger), and
 // only the commit waits for their acknowledgements.
 //
+// # Lifecycle
+//
+// Start and Stop follow internal/lifecycle. Stop ends the poll loop first,
+// then the workers (waiting up to ShutdownTimeout for executions and for the
+// goroutines finishing successes), then the commit and cancel-signal loops,
+// commits what finished and closes the clients; it returns when all of them
+// have exited, is idempotent and safe before Start. A stopped Runner may be
+// started again: queues, partitions, pauses and slots start empty, since
+// what an earlier run fetched belongs to a group membership that ended and
+// is redelivered.
+//
 // # Production settings
 //
 // The default Concurrency (256) suits HTTP targets, which mostly wait; the

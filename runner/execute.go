@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/leasing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/runner/breaker"
@@ -277,7 +278,7 @@ func (x *execution) acquire(ctx context.Context) (leasing.Lease, acquireResult, 
 	r, run := x.r, x.run
 	limit, pol := policy(run)
 	req := leasing.Request{JobID: run.GetJobId(), RunID: run.GetRunId(), Limit: limit}
-	backoff := 50 * time.Millisecond
+	retry := backoff.New(50*time.Millisecond, 5*time.Second)
 	signalled := map[string]time.Time{}
 	revoked := map[string]bool{}
 	for {
@@ -310,14 +311,13 @@ func (x *execution) acquire(ctx context.Context) (leasing.Lease, acquireResult, 
 			return leasing.Lease{}, aborted, err
 		case leasing.IsRetryable(err):
 			r.m.leases.WithLabelValues(leaseError).Inc()
-			x.logger().Warn("lease acquire failed; retrying", "err", err, "retry_in", backoff)
-			wait = backoff
-			backoff = min(backoff*2, 5*time.Second)
+			wait = retry.Next()
+			x.logger().Warn("lease acquire failed; retrying", "err", err, "retry_in", wait)
 		default:
 			r.m.leases.WithLabelValues(leaseError).Inc()
 			return leasing.Lease{}, invalidRun, err
 		}
-		if !sleep(ctx, wait) {
+		if !backoff.Sleep(ctx, wait) {
 			return leasing.Lease{}, aborted, ctx.Err()
 		}
 	}
@@ -342,17 +342,6 @@ func (x *execution) replace(ctx context.Context, holder string, signalled map[st
 			x.logger().Warn("revoke failed", "holder", holder, "err", err)
 		}
 		x.logger().Info("holder did not stop on the signal; lease revoked", "holder", holder)
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 
@@ -513,7 +502,7 @@ func (x *execution) enqueue(ctx context.Context, next *sundialv1.Run, due time.T
 		Due: due, JobID: next.GetJobId(), Kind: store.KindRetry, RunID: next.GetRunId(),
 		Attempt: attempt, Revision: max(next.GetDefinitionOffset(), 0), Payload: payload,
 	}
-	backoff := 100 * time.Millisecond
+	retry := backoff.New(100*time.Millisecond, 5*time.Second)
 	for {
 		err := x.r.cfg.Enqueuer.Enqueue(ctx, entry)
 		if err == nil {
@@ -522,11 +511,10 @@ func (x *execution) enqueue(ctx context.Context, next *sundialv1.Run, due time.T
 		if ctx.Err() != nil || x.r.isKilled() {
 			return false
 		}
-		x.logger().Warn("enqueue failed; retrying", "err", err, "retry_in", backoff)
-		if !sleep(ctx, backoff) {
+		x.logger().Warn("enqueue failed; retrying", "err", err, "retry_within", retry.Peek())
+		if !retry.Wait(ctx) {
 			return false
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 
@@ -547,16 +535,15 @@ func (x *execution) release(l leasing.Lease) {
 func (x *execution) retryRedis(ctx context.Context, fn func(context.Context) error) error {
 	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	backoff := 20 * time.Millisecond
+	retry := backoff.New(20*time.Millisecond, time.Second)
 	for {
 		err := fn(c)
 		if err == nil || !leasing.IsRetryable(err) {
 			return err
 		}
-		if !sleep(c, backoff) {
+		if !retry.Wait(c) {
 			return err
 		}
-		backoff = min(backoff*2, time.Second)
 	}
 }
 

@@ -123,6 +123,15 @@ func newHarness(t *testing.T, b backends, leaseTTL time.Duration) *harness {
 // start starts a runner with cfg changed by mod.
 func (h *harness) start(mod func(*Config)) *Runner {
 	h.t.Helper()
+	r := h.newRunner(mod)
+	require.NoError(h.t, r.Start(context.Background()))
+	return r
+}
+
+// newRunner returns a runner with cfg changed by mod, not started; Cleanup
+// stops it.
+func (h *harness) newRunner(mod func(*Config)) *Runner {
+	h.t.Helper()
 	cfg := Config{
 		ID:             "runner-" + strconv.Itoa(len(h.runners)),
 		Kafka:          []kgo.Opt{kgo.SeedBrokers(h.b.brokers...)},
@@ -143,7 +152,6 @@ func (h *harness) start(mod func(*Config)) *Runner {
 	}
 	r, err := New(cfg)
 	require.NoError(h.t, err)
-	require.NoError(h.t, r.Start(context.Background()))
 	h.runners = append(h.runners, r)
 	h.t.Cleanup(r.Stop)
 	return r

@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sundialhq/sundial/internal/backoff"
+	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
 	"github.com/sundialhq/sundial/runner/breaker"
@@ -89,16 +91,12 @@ type Runner struct {
 
 	notify chan struct{} // a record was queued; capacity 1
 
-	lifeMu    sync.Mutex
-	started   bool
-	stopped   bool
-	stopPoll  context.CancelFunc
-	stopWork  context.CancelFunc
+	life lifecycle.Lifecycle
+	// stopExec cancels the executions of the current run (set by Start;
+	// kill uses it).
 	stopExec  context.CancelCauseFunc
-	pollDone  chan struct{}
 	workersWG sync.WaitGroup
 	bgWG      sync.WaitGroup
-	bgStop    context.CancelFunc
 }
 
 // New validates cfg and returns a Runner. It does no I/O.
@@ -142,20 +140,31 @@ func New(cfg Config) (*Runner, error) {
 }
 
 // Start joins the consumer group and starts the workers. It fails when a
-// Kafka client cannot be created; it does not wait for an assignment.
+// Kafka client cannot be created; it does not wait for an assignment. ctx
+// bounds the start only. A stopped Runner may be started again: it begins
+// with nothing queued, assigned or in flight, as a new process would.
 func (r *Runner) Start(ctx context.Context) error {
-	r.lifeMu.Lock()
-	defer r.lifeMu.Unlock()
-	switch {
-	case r.stopped:
-		return errors.New("runner: stopped")
-	case r.started:
-		return errors.New("runner: already started")
+	if err := r.life.Start(ctx, r.start); err != nil {
+		return fmt.Errorf("runner: %w", err)
 	}
+	return nil
+}
+
+func (r *Runner) start(ctx context.Context, run *lifecycle.Run) error {
+	if err := r.reset(); err != nil {
+		return err
+	}
+	run.OnStop(func() {
+		if r.ownHTTP {
+			r.cfg.HTTPClient.CloseIdleConnections()
+		}
+		r.log.Info("runner stopped")
+	})
 	producer, err := kgo.NewClient(append(append([]kgo.Opt{kgo.ProducerLinger(2 * time.Millisecond)}, r.cfg.Kafka...), r.cfg.ProducerKafka...)...)
 	if err != nil {
-		return fmt.Errorf("runner: producer client: %w", err)
+		return fmt.Errorf("producer client: %w", err)
 	}
+	run.OnStop(producer.Close)
 	// A resumed topic or partition is fetched again only when the fetch in
 	// flight returns, which the broker may hold for FetchMaxWait when there
 	// is no data: keep it short so a pause costs little. Config.Kafka comes
@@ -177,9 +186,9 @@ func (r *Runner) Start(ctx context.Context) error {
 		kgo.OnPartitionsLost(r.onLost),
 	)...)
 	if err != nil {
-		producer.Close()
-		return fmt.Errorf("runner: consumer client: %w", err)
+		return fmt.Errorf("consumer client: %w", err)
 	}
+	run.OnStop(consumer.Close)
 	r.producer, r.consumer = producer, consumer
 	r.targets = &target.Targets{
 		HTTP:     &target.HTTP{Client: r.cfg.HTTPClient, Now: r.cfg.Now},
@@ -187,16 +196,17 @@ func (r *Runner) Start(ctx context.Context) error {
 		Handlers: r.cfg.Handlers,
 	}
 
+	// The poll loop ends with the run's context; workers, executions and
+	// the background loops each have a context of their own, ended one
+	// after the other by drain.
 	base := context.WithoutCancel(ctx)
-	pollCtx, stopPoll := context.WithCancel(base)
 	workCtx, stopWork := context.WithCancel(base)
 	execCtx, stopExec := context.WithCancelCause(base)
 	bgCtx, bgStop := context.WithCancel(base)
-	r.stopPoll, r.stopWork, r.stopExec, r.bgStop = stopPoll, stopWork, stopExec, bgStop
-	r.started = true
+	r.stopExec = stopExec
+	run.OnStop(func() { r.drain(stopWork, stopExec, bgStop) })
 
-	r.pollDone = make(chan struct{})
-	go r.poll(pollCtx)
+	run.Go(r.poll)
 	for range r.cfg.Concurrency {
 		r.workersWG.Go(func() { r.work(workCtx, execCtx) })
 	}
@@ -207,24 +217,36 @@ func (r *Runner) Start(ctx context.Context) error {
 	return nil
 }
 
+// reset gives a new run fresh state: what an earlier run fetched, queued or
+// paused belongs to a group membership that has ended.
+func (r *Runner) reset() error {
+	q, err := priority.New[*record](r.cfg.Weights, r.cfg.Aging)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.parts = map[tp]*partState{}
+	r.queues = q
+	r.pausedTopics = map[string]bool{}
+	r.inflight = map[string]context.CancelCauseFunc{}
+	r.killed.Store(false)
+	r.slots = make(chan struct{}, r.cfg.MaxInFlight)
+	return nil
+}
+
 // Stop stops fetching, lets executing runs finish for up to
 // Config.ShutdownTimeout (then cancels them: they are released and
 // redelivered), commits what finished, and leaves the group. Runs fetched but
-// not started are not committed and are redelivered. Stop is idempotent and
-// safe before Start.
-func (r *Runner) Stop() {
-	r.lifeMu.Lock()
-	defer r.lifeMu.Unlock()
-	if r.stopped {
-		return
-	}
-	r.stopped = true
-	if !r.started {
-		return
-	}
-	r.stopPoll()
-	<-r.pollDone
-	r.stopWork()
+// not started are not committed and are redelivered. Stop is idempotent,
+// safe before Start, and returns once every goroutine of the run has exited.
+func (r *Runner) Stop() { r.life.Stop() }
+
+// drain runs in Stop once the poll loop has exited: it stops the workers,
+// waits for executions up to ShutdownTimeout, ends the background loops and
+// commits what finished. The clients are closed after it.
+func (r *Runner) drain(stopWork context.CancelFunc, stopExec context.CancelCauseFunc, bgStop context.CancelFunc) {
+	stopWork()
 	idle := make(chan struct{})
 	go func() {
 		r.workersWG.Wait()
@@ -236,12 +258,12 @@ func (r *Runner) Stop() {
 	case <-idle:
 	case <-t.C:
 		r.log.Warn("shutdown timeout: cancelling executing runs", "timeout", r.cfg.ShutdownTimeout)
-		r.stopExec(errShutdown)
+		stopExec(errShutdown)
 		<-idle
 	}
 	t.Stop()
-	r.stopExec(errShutdown)
-	r.bgStop()
+	stopExec(errShutdown)
+	bgStop()
 	r.bgWG.Wait()
 	r.mu.Lock()
 	killed := r.killed.Load()
@@ -251,12 +273,6 @@ func (r *Runner) Stop() {
 		r.commit(ctx)
 		cancel()
 	}
-	r.consumer.Close()
-	r.producer.Close()
-	if r.ownHTTP {
-		r.cfg.HTTPClient.CloseIdleConnections()
-	}
-	r.log.Info("runner stopped")
 }
 
 // kill simulates a crash for tests: executions are cut short without
@@ -278,7 +294,6 @@ func (r *Runner) isKilled() bool { return r.killed.Load() }
 // rebalance is blocked from the return of a poll until its records are
 // tracked, so a revocation always sees every record of the partition.
 func (r *Runner) poll(ctx context.Context) {
-	defer close(r.pollDone)
 	for {
 		fs := r.consumer.PollRecords(ctx, r.cfg.QueueCapacity)
 		if fs.IsClientClosed() || ctx.Err() != nil {
@@ -424,7 +439,7 @@ const maxRecordRetry = 5 * time.Second
 // goroutine took the record over (a success whose outcome is being
 // written).
 func (r *Runner) handleRecord(workCtx, execCtx context.Context, rec *record) bool {
-	backoff := r.cfg.HeldRetry
+	retry := backoff.New(r.cfg.HeldRetry, maxRecordRetry)
 	for {
 		switch r.process(execCtx, rec) {
 		case finished:
@@ -437,11 +452,10 @@ func (r *Runner) handleRecord(workCtx, execCtx context.Context, rec *record) boo
 			return false
 		}
 		r.log.Warn("run not finished; trying the record again", "topic", rec.tp.topic, "partition", rec.tp.partition,
-			"offset", rec.rec.Offset, "retry_in", backoff)
-		if !sleep(workCtx, backoff) {
+			"offset", rec.rec.Offset, "retry_within", retry.Peek())
+		if !retry.Wait(workCtx) {
 			return false
 		}
-		backoff = min(backoff*2, maxRecordRetry)
 	}
 }
 

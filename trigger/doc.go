@@ -57,4 +57,11 @@
 // errors are retried with backoff, never turned into refusals, except errors
 // the store marks store.ErrInvalid, which no retry can fix (refused as
 // "invalid_trigger"); a bad record never stops consumption.
+//
+// # Lifecycle
+//
+// Start joins the consumer group and Stop leaves it (internal/lifecycle):
+// Stop is idempotent, safe before Start, and returns once the processing
+// goroutine has exited and the Kafka client is closed. A stopped Consumer may
+// be started again; it then resumes from the group's committed offsets.
 package trigger

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,7 +15,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/dagengine"
+	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/consume"
+	"github.com/sundialhq/sundial/internal/deps"
+	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -91,7 +93,7 @@ type Config struct {
 	RetryMin, RetryMax time.Duration
 	// Registerer receives the metrics. Default: none kept.
 	Registerer prometheus.Registerer
-	// Logger; default slog.Default().
+	// Logger; nil discards.
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
@@ -106,15 +108,9 @@ func (c Config) withDefaults() Config {
 	c.MaxPoll = cmp.Or(c.MaxPoll, 1000)
 	c.RetryMin = cmp.Or(c.RetryMin, 50*time.Millisecond)
 	c.RetryMax = cmp.Or(c.RetryMax, 10*time.Second)
-	if c.Registerer == nil {
-		c.Registerer = prometheus.NewRegistry()
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Registerer = deps.Registerer(c.Registerer)
+	c.Logger = deps.Logger(c.Logger)
+	c.Now = deps.Clock(c.Now)
 	return c
 }
 
@@ -154,12 +150,7 @@ type Consumer struct {
 	cfg     Config
 	metrics *metrics
 
-	mu      sync.Mutex
-	started bool
-	stopped bool
-	client  *kgo.Client
-	cancel  context.CancelFunc
-	done    chan struct{}
+	life lifecycle.Lifecycle
 }
 
 // New returns a Consumer, or every configuration error.
@@ -175,21 +166,23 @@ func New(cfg Config) (*Consumer, error) {
 	return &Consumer{cfg: cfg, metrics: m}, nil
 }
 
-// Start joins the consumer group and starts processing.
+// Start joins the consumer group and starts processing. ctx bounds the
+// start only. A stopped Consumer may be started again.
 func (c *Consumer) Start(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.started {
-		return errors.New("trigger: already started")
+	if err := c.life.Start(ctx, c.start); err != nil {
+		return fmt.Errorf("trigger: %w", err)
 	}
+	return nil
+}
+
+func (c *Consumer) start(_ context.Context, run *lifecycle.Run) error {
 	opts := append(append([]kgo.Opt{kgo.SeedBrokers(c.cfg.Brokers...)}, c.cfg.KafkaOptions...),
 		consume.GroupOptions(c.cfg.Group, c.cfg.Topics.Triggers())...)
 	client, err := kgo.NewClient(opts...)
 	if err != nil {
-		return fmt.Errorf("trigger: kafka client: %w", err)
+		return fmt.Errorf("kafka client: %w", err)
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c.started, c.client, c.cancel, c.done = true, client, cancel, make(chan struct{})
+	run.OnStop(client.Close)
 	loop := &consume.Loop{
 		Client:      client,
 		Handle:      c.handle,
@@ -198,31 +191,17 @@ func (c *Consumer) Start(ctx context.Context) error {
 		Backoff:     c.backoff("commit"),
 		Logger:      c.cfg.Logger,
 	}
-	go func() {
-		defer close(c.done)
-		loop.Run(runCtx)
-	}()
+	run.Go(loop.Run)
 	c.cfg.Logger.Info("trigger consumer started", "topic", c.cfg.Topics.Triggers(), "group", c.cfg.Group)
 	return nil
 }
 
-// Stop ends processing and leaves the group. It is idempotent and safe
-// before Start.
-func (c *Consumer) Stop() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.started || c.stopped {
-		c.stopped = true
-		return
-	}
-	c.stopped = true
-	c.cancel()
-	<-c.done
-	c.client.Close()
-}
+// Stop ends processing and leaves the group. It is idempotent, safe before
+// Start, and returns once processing has ended.
+func (c *Consumer) Stop() { c.life.Stop() }
 
-func (c *Consumer) backoff(op string) consume.Backoff {
-	return consume.Backoff{
+func (c *Consumer) backoff(op string) backoff.Config {
+	return backoff.Config{
 		Min: c.cfg.RetryMin,
 		Max: c.cfg.RetryMax,
 		OnRetry: func(err error) {
@@ -243,7 +222,7 @@ func (c *Consumer) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
 	}
 	d, errs := jobspec.DecodeTrigger(rec, c.cfg.MaxPayloadBytes)
 	out, outcome, err := c.decide(ctx, rec, d, errs)
-	if errors.Is(err, consume.ErrPermanent) {
+	if errors.Is(err, backoff.ErrPermanent) {
 		c.cfg.Logger.Error("the store refused a trigger", "partition", rec.Partition, "offset", rec.Offset, "err", err)
 		out, outcome, err = c.refuse(d, ReasonInvalid, nil, err.Error()), "invalid", nil
 	}
@@ -272,7 +251,7 @@ func (c *Consumer) decide(ctx context.Context, rec *kgo.Record, d jobspec.Trigge
 		job   store.Job
 		found bool
 	)
-	err := consume.Retry(ctx, c.backoff("get_job"), func() error {
+	err := backoff.Retry(ctx, c.backoff("get_job"), func() error {
 		j, err := c.cfg.Store.GetJob(ctx, d.JobID)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
@@ -321,7 +300,7 @@ func (c *Consumer) decide(ctx context.Context, rec *kgo.Record, d jobspec.Trigge
 		Revision: job.Revision,
 		Payload:  payload,
 	}
-	if err := consume.Retry(ctx, c.backoff("enqueue"), func() error { return c.cfg.Enqueuer.Enqueue(ctx, entry) }); err != nil {
+	if err := backoff.Retry(ctx, c.backoff("enqueue"), func() error { return c.cfg.Enqueuer.Enqueue(ctx, entry) }); err != nil {
 		return nil, "", err
 	}
 	return nil, "enqueued", nil
@@ -332,7 +311,7 @@ func (c *Consumer) decide(ctx context.Context, rec *kgo.Record, d jobspec.Trigge
 func (c *Consumer) duplicate(ctx context.Context, d jobspec.TriggerRecord) (bool, error) {
 	key := d.Trigger.GetIdempotencyKey()
 	var first time.Time
-	if err := consume.Retry(ctx, c.backoff("dedupe"), func() (err error) {
+	if err := backoff.Retry(ctx, c.backoff("dedupe"), func() (err error) {
 		first, err = c.cfg.Store.TriggerDedupe(ctx, d.JobID, key, d.Due, c.cfg.Retention)
 		return err
 	}); err != nil {
@@ -353,7 +332,7 @@ func (c *Consumer) decideDag(ctx context.Context, d jobspec.TriggerRecord) (out 
 		dg    store.Dag
 		found bool
 	)
-	err = consume.Retry(ctx, c.backoff("get_dag"), func() error {
+	err = backoff.Retry(ctx, c.backoff("get_dag"), func() error {
 		g, err := c.cfg.Store.GetDag(ctx, d.JobID)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
@@ -384,7 +363,7 @@ func (c *Consumer) decideDag(ctx context.Context, d jobspec.TriggerRecord) (out 
 	b.Permanent = func(err error) bool {
 		return errors.Is(err, dagengine.ErrNotRunnable) || errors.Is(err, dagengine.ErrPermanent)
 	}
-	if err := consume.Retry(ctx, b, func() error {
+	if err := backoff.Retry(ctx, b, func() error {
 		_, _, err := c.cfg.Dags.StartRun(ctx, d.JobID, d.Due, dagengine.OriginTrigger)
 		return err
 	}); err != nil {

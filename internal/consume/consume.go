@@ -13,7 +13,7 @@
 //     lost partition before that redelivers the records, so handlers must be
 //     idempotent.
 //   - No poison: the handler decides what a record means and never fails;
-//     it retries transient errors itself (Retry) and turns a bad record into
+//     it retries transient errors itself (backoff.Retry) and turns a bad record into
 //     an output that says so. Output records are produced until Kafka takes
 //     them. Only Stop (context cancellation) ends processing early, and then
 //     nothing of the unfinished poll is committed.
@@ -24,14 +24,13 @@ package consume
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/sundialhq/sundial/internal/backoff"
 )
 
 // Handler handles one record and returns the records to produce in answer
@@ -66,7 +65,7 @@ type Loop struct {
 	// MaxPoll bounds the records taken per poll.
 	MaxPoll int
 	// Backoff bounds the retries of answers and commits.
-	Backoff Backoff
+	Backoff backoff.Config
 	// Logger receives errors worth a look.
 	Logger *slog.Logger
 	// OnCommitted, if set, is called with the number of records of each poll
@@ -89,7 +88,7 @@ func (l *Loop) Run(ctx context.Context) {
 		})
 		recs := fetches.Records()
 		if len(recs) > 0 && l.process(ctx, recs) {
-			if err := Retry(ctx, l.Backoff, func() error { return l.Client.CommitRecords(ctx, recs...) }); err == nil {
+			if err := backoff.Retry(ctx, l.Backoff, func() error { return l.Client.CommitRecords(ctx, recs...) }); err == nil {
 				if l.OnCommitted != nil {
 					l.OnCommitted(len(recs))
 				}
@@ -157,7 +156,7 @@ func (l *Loop) process(ctx context.Context, recs []*kgo.Record) bool {
 	// Kafka refused some answers (after the client's own retries): produce
 	// them again, one at a time, until it takes them or ctx ends.
 	for _, r := range failed {
-		err := Retry(ctx, l.Backoff, func() error {
+		err := backoff.Retry(ctx, l.Backoff, func() error {
 			return l.Client.ProduceSync(ctx, r).FirstErr()
 		})
 		if err != nil {
@@ -165,51 +164,4 @@ func (l *Loop) process(ctx context.Context, recs []*kgo.Record) bool {
 		}
 	}
 	return true
-}
-
-// ErrPermanent marks the error of Retry when Backoff.Permanent classified
-// it: retrying cannot help (the store refused the arguments as invalid).
-var ErrPermanent = errors.New("permanent error")
-
-// Backoff is a capped exponential backoff with full jitter.
-type Backoff struct {
-	// Min is the first wait's cap.
-	Min time.Duration
-	// Max is the largest wait.
-	Max time.Duration
-	// OnRetry, if set, is called with each error that is retried.
-	OnRetry func(err error)
-	// Permanent, if set, says which errors are not worth retrying; Retry
-	// returns them at once, wrapped with ErrPermanent.
-	Permanent func(err error) bool
-}
-
-// Retry calls fn until it succeeds or ctx ends, waiting between attempts.
-// It returns nil, ctx's error, or an error b.Permanent refuses to retry
-// (errors.Is ErrPermanent).
-func Retry(ctx context.Context, b Backoff, fn func() error) error {
-	wait := b.Min
-	for {
-		err := fn()
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("gave up after %w: %w", ctx.Err(), err)
-		}
-		if b.Permanent != nil && b.Permanent(err) {
-			return fmt.Errorf("%w: %w", ErrPermanent, err)
-		}
-		if b.OnRetry != nil {
-			b.OnRetry(err)
-		}
-		t := time.NewTimer(rand.N(wait) + 1)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("gave up after %w: %w", ctx.Err(), err)
-		case <-t.C:
-		}
-		wait = min(2*wait, b.Max)
-	}
 }

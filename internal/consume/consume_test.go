@@ -2,7 +2,6 @@ package consume_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
+	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/consume"
 )
 
@@ -64,7 +64,7 @@ func newLoop(t *testing.T, brokers []string, group string, handle consume.Handle
 	require.NoError(t, err)
 	return &consume.Loop{
 		Client: cl, Handle: handle, Concurrency: 4, MaxPoll: 50,
-		Backoff: consume.Backoff{Min: time.Millisecond, Max: 10 * time.Millisecond},
+		Backoff: backoff.Config{Min: time.Millisecond, Max: 10 * time.Millisecond},
 		Logger:  slog.New(slog.DiscardHandler),
 	}, cl
 }
@@ -180,36 +180,4 @@ func TestNothingCommittedUntilDone(t *testing.T) {
 	cancel2()
 	<-stopped2
 	cl2.Close()
-}
-
-func TestRetry(t *testing.T) {
-	t.Parallel()
-	calls, retried := 0, 0
-	b := consume.Backoff{Min: time.Microsecond, Max: time.Millisecond, OnRetry: func(error) { retried++ }}
-	err := consume.Retry(t.Context(), b, func() error {
-		if calls++; calls < 4 {
-			return errors.New("transient")
-		}
-		return nil
-	})
-	require.NoError(t, err)
-	assert.Equal(t, 4, calls)
-	assert.Equal(t, 3, retried)
-
-	errInvalid := errors.New("invalid")
-	b.Permanent = func(err error) bool { return errors.Is(err, errInvalid) }
-	calls = 0
-	err = consume.Retry(t.Context(), b, func() error {
-		calls++
-		return fmt.Errorf("put: %w", errInvalid)
-	})
-	assert.ErrorIs(t, err, consume.ErrPermanent)
-	assert.ErrorIs(t, err, errInvalid)
-	assert.Equal(t, 1, calls, "a permanent error is not retried")
-
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	err = consume.Retry(ctx, b, func() error { return errors.New("store down") })
-	assert.ErrorIs(t, err, context.Canceled)
-	assert.ErrorContains(t, err, "store down")
 }

@@ -27,6 +27,10 @@
 //     the failing checks named when one fails.
 //   - Logs are slog records; job_id and run_id are attributes (WithRun,
 //     ContextWithRun), never part of the message, so they can be searched.
+//   - The Server follows internal/lifecycle: Stop shuts it down (requests in
+//     progress get StopTimeout), is idempotent and safe before Start, and
+//     returns once the serving goroutines have exited; it may be started
+//     again. Registered checks and MarkStarted survive a restart.
 //
 // Dependencies: prometheus/client_golang for metrics and promhttp;
 // franz-go's kprom plugin for the Kafka client's metrics (maintained with

@@ -15,6 +15,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sundialhq/sundial/internal/deps"
+	"github.com/sundialhq/sundial/internal/lifecycle"
 )
 
 // Defaults of Config.
@@ -49,9 +52,7 @@ func (c Config) withDefaults() Config {
 	c.Addr = cmp.Or(c.Addr, DefaultAddr)
 	c.CheckTimeout = cmp.Or(c.CheckTimeout, DefaultCheckTimeout)
 	c.StopTimeout = cmp.Or(c.StopTimeout, DefaultStopTimeout)
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c.Logger = deps.Logger(c.Logger)
 	return c
 }
 
@@ -91,13 +92,12 @@ type Server struct {
 	cfg     Config
 	handler http.Handler
 
+	life lifecycle.Lifecycle
+
 	mu      sync.Mutex
 	checks  map[string]Check
 	started bool
-	srv     *http.Server
 	addr    net.Addr
-	done    chan struct{}
-	stopped bool
 }
 
 // NewServer returns a Server; it listens only once started.
@@ -160,31 +160,45 @@ func (s *Server) MarkStarted() {
 }
 
 // Start listens on the configured address and serves in the background.
-// A listen error is returned; later serve errors are logged.
+// A listen error is returned; later serve errors are logged. A stopped
+// Server may be started again.
 func (s *Server) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.srv != nil || s.stopped {
-		return errors.New("telemetry: server already started or stopped")
+	if err := s.life.Start(ctx, s.start); err != nil {
+		return fmt.Errorf("telemetry: %w", err)
 	}
+	return nil
+}
+
+func (s *Server) start(ctx context.Context, run *lifecycle.Run) error {
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", s.cfg.Addr)
 	if err != nil {
-		return fmt.Errorf("telemetry: listen on %s: %w", s.cfg.Addr, err)
+		return fmt.Errorf("listen on %s: %w", s.cfg.Addr, err)
 	}
-	s.srv = &http.Server{
+	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
 	}
+	s.mu.Lock()
 	s.addr = ln.Addr()
-	s.done = make(chan struct{})
-	go func(srv *http.Server, done chan<- struct{}) {
-		defer close(done)
+	s.mu.Unlock()
+	run.Go(func(context.Context) {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.cfg.Logger.Error("telemetry server stopped", "addr", ln.Addr().String(), "err", err)
 		}
-	}(s.srv, s.done)
-	s.cfg.Logger.Info("serving metrics and health", "addr", s.addr.String())
+	})
+	// Serve returns once Shutdown (or Close) has run: this goroutine ends
+	// it when the run stops, letting requests in progress finish within
+	// StopTimeout.
+	run.Go(func(ctx context.Context) {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.StopTimeout)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			_ = srv.Close()
+		}
+	})
+	s.cfg.Logger.Info("serving metrics and health", "addr", ln.Addr().String())
 	return nil
 }
 
@@ -198,21 +212,7 @@ func (s *Server) Addr() net.Addr {
 // Stop shuts the server down, letting requests in progress finish within
 // StopTimeout. Idempotent and safe before Start; it returns once the serving
 // goroutine has exited.
-func (s *Server) Stop() {
-	s.mu.Lock()
-	srv, done := s.srv, s.done
-	s.srv, s.stopped = nil, true
-	s.mu.Unlock()
-	if srv == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StopTimeout)
-	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
-		_ = srv.Close()
-	}
-	<-done
-}
+func (s *Server) Stop() { s.life.Stop() }
 
 // CheckResult is the outcome of one readiness check.
 type CheckResult struct {

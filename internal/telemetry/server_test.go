@@ -172,8 +172,6 @@ func TestStartAndStopLifecycle(t *testing.T) {
 	srv, err := telemetry.NewServer(telemetry.Config{Addr: "127.0.0.1:0", Gatherer: reg})
 	require.NoError(t, err)
 	srv.Stop() // safe before Start
-	srv, err = telemetry.NewServer(telemetry.Config{Addr: "127.0.0.1:0", Gatherer: reg})
-	require.NoError(t, err)
 	require.NoError(t, srv.Start(t.Context()))
 	addr := srv.Addr().String()
 	require.Error(t, srv.Start(t.Context()), "second Start")
@@ -193,4 +191,15 @@ func TestStartAndStopLifecycle(t *testing.T) {
 	}
 	require.Error(t, err)
 	assert.True(t, strings.Contains(err.Error(), "refused"), err.Error())
+
+	// Started again, it serves again, and stops again.
+	require.NoError(t, srv.Start(t.Context()))
+	req, err = http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+srv.Addr().String()+"/healthz", nil)
+	require.NoError(t, err)
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	srv.Stop()
+	srv.Stop()
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
+
+	"github.com/sundialhq/sundial/internal/deps"
 )
 
 // Defaults of Config.
@@ -113,9 +115,7 @@ func (c Config) withDefaults() Config {
 	c.WriteConcurrency = cmp.Or(c.WriteConcurrency, DefaultWriteConcurrency)
 	c.NumConns = cmp.Or(c.NumConns, DefaultNumConns)
 	c.RunRetention = cmp.Or(c.RunRetention, DefaultRunRetention)
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Now = deps.Clock(c.Now)
 	return c
 }
 

@@ -124,6 +124,7 @@ func (s *Store) DeleteDag(ctx context.Context, id string, revision int64, at tim
 
 // changeDag is the read-decide-write loop of a dags row.
 func (s *Store) changeDag(ctx context.Context, id string, decide func(*store.Dag) (store.Outcome, store.Dag)) (store.Outcome, error) {
+	b := contention()
 	for attempt := range casAttempts {
 		stored, err := s.getDag(ctx, id, attempt > 0)
 		if err != nil {
@@ -157,7 +158,7 @@ func (s *Store) changeDag(ctx context.Context, id string, decide func(*store.Dag
 		if applied {
 			return outcome, nil
 		}
-		if err := backoff(ctx, attempt); err != nil {
+		if err := waitContended(ctx, b); err != nil {
 			return 0, fmt.Errorf("write dag %q: %w", id, err)
 		}
 	}

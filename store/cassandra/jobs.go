@@ -144,6 +144,7 @@ func (s *Store) DeleteJob(ctx context.Context, id string, revision int64, at tim
 func (s *Store) changeJob(ctx context.Context, id string, shards int,
 	decide func(*store.Job) (store.Outcome, store.Job, error), written func(store.Job) error,
 ) (store.Outcome, error) {
+	b := contention()
 	for attempt := range casAttempts {
 		stored, err := s.getJob(ctx, id, attempt > 0)
 		if err != nil {
@@ -163,7 +164,7 @@ func (s *Store) changeJob(ctx context.Context, id string, shards int,
 			return 0, err
 		}
 		if !applied {
-			if err := backoff(ctx, attempt); err != nil {
+			if err := waitContended(ctx, b); err != nil {
 				return 0, fmt.Errorf("write job %q: %w", id, err)
 			}
 			continue

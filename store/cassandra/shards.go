@@ -103,7 +103,8 @@ func (s *Store) AdvanceWatermark(ctx context.Context, shard int, epoch int64, t 
 	}
 	t = ms(t)
 	var lastErr error
-	for attempt := range casAttempts {
+	b := contention()
+	for range casAttempts {
 		current := map[string]any{}
 		applied, err := s.query(ctx, s.q.advanceWatermark, t, shard, epoch, t).MapScanCAS(current)
 		if err == nil {
@@ -120,7 +121,7 @@ func (s *Store) AdvanceWatermark(ctx context.Context, shard int, epoch int64, t 
 			return fmt.Errorf("advance watermark of shard %d: %w", shard, err)
 		}
 		lastErr = err
-		if err := backoff(ctx, attempt); err != nil {
+		if err := waitContended(ctx, b); err != nil {
 			return fmt.Errorf("advance watermark of shard %d: %w (after %w)", shard, err, lastErr)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gocql/gocql"
 
+	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/store"
 )
 
@@ -131,17 +132,17 @@ func casUnknown(err error) bool {
 // that lose to a concurrent writer or time out.
 const casAttempts = 8
 
-// backoff waits before another attempt of a contended transaction.
-func backoff(ctx context.Context, attempt int) error {
-	d := time.Duration(10<<min(attempt, 6)) * time.Millisecond
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+// contention is the wait between the attempts of one contended
+// transaction: jittered, so that the writers that lost together do not
+// collide again on their next attempt.
+func contention() *backoff.Backoff { return backoff.New(10*time.Millisecond, 640*time.Millisecond) }
+
+// waitContended waits before another attempt of a contended transaction.
+func waitContended(ctx context.Context, b *backoff.Backoff) error {
+	if !b.Wait(ctx) {
 		return context.Cause(ctx)
 	}
+	return nil
 }
 
 // ms converts a time to the driver's timestamp value at millisecond

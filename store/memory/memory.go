@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/store"
 )
 
@@ -81,9 +82,7 @@ func New(opts Options) (*Store, error) {
 	if opts.RunRetention < 0 {
 		return nil, fmt.Errorf("memory store: run retention %s: must not be negative", opts.RunRetention)
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.Now = deps.Clock(opts.Now)
 	return &Store{
 		now:       opts.Now,
 		retention: cmp.Or(opts.RunRetention, DefaultRunRetention),
