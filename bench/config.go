@@ -11,7 +11,7 @@ import (
 	"github.com/sundialhq/sundial/loadgen"
 )
 
-// Scenarios are the bench's scenarios (see BENCH.md).
+// Scenarios are the bench's scenarios (bench/README.md describes each).
 var Scenarios = []string{"steady", "herd", "crash", "peer", "chaos"}
 
 // Config is one bench run.

@@ -1,8 +1,8 @@
 // Package bench runs Sundial's capacity scenarios on the real stack (Kafka,
-// Cassandra, Redis) and writes reports, following the project's BENCH.md:
-// steady, herd, crash, peer (asynq over the same Redis) and chaos. `sundial bench`
-// and `make bench SCENARIO=...` drive it; bench/README.md explains how to
-// run the scenarios and read the reports.
+// Cassandra, Redis) and writes reports: steady, herd, crash, peer (asynq
+// over the same Redis) and chaos. `sundial bench` and `make bench
+// SCENARIO=...` drive it; bench/README.md explains how to run the scenarios
+// and read the reports.
 //
 // # One run
 //

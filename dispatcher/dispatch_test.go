@@ -312,9 +312,9 @@ func TestCrashTakeover(t *testing.T) {
 	}
 	crashed := time.Now()
 	net.cut()
-	// abort gives up firings waiting for acknowledgements that cannot come
-	// (it used to wait for them forever: Close -> revoke -> owner drain ->
-	// produce).
+	// abort must give up firings waiting for acknowledgements that cannot
+	// come, rather than wait for them forever (Close -> revoke -> owner
+	// drain -> produce).
 	aborted := make(chan struct{})
 	go func() {
 		defer close(aborted)

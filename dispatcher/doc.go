@@ -116,8 +116,8 @@
 // Definitions in memory are used only while the feed is fresh up to
 // PrepareAhead ago, and for at most two minutes after their read;
 // otherwise, or when an entry's job is not in memory (a wake-up), the
-// firing reads its job from the store PrepareAhead before its firing time,
-// as every firing did before the feed. Either way, a change the registry
+// firing reads its job from the store PrepareAhead before its firing time.
+// Either way, a change the registry
 // answered more than PrepareAhead before a firing is seen by it; one
 // answered later may miss that one occurrence. A change stored by a
 // registry that died before answering is seen when the record is processed
@@ -169,6 +169,24 @@
 // job cache it keeps current. Stop is idempotent, safe before Start, and
 // returns when all of them have exited. A stopped Dispatcher may be started
 // again; it claims the shards the group gives it under a new epoch.
+//
+// # Files
+//
+//   - dispatcher.go: the Dispatcher: the consumer group over sundial.shards,
+//     start offsets of a new group, one owner per assigned partition, and
+//     the producer of runs.
+//   - owner.go: the owner of one shard: claim, bucket reads, watermark
+//     advances and the writer of next occurrences.
+//   - tenure.go: one claim of a shard: the owner's event loop around the
+//     core and the drain on release.
+//   - core.go: the shard's timing logic (shardCore), pure: Poll(now)
+//     returns what to read and fire; scenarios under testdata/core.
+//   - fire.go: one firing: plan the runs from the job, produce them, store
+//     the next occurrence.
+//   - prefetch.go: job definitions read ahead of their firings (jobCache).
+//   - jobfeed.go: the jobs feed that keeps those definitions current.
+//   - offsets.go: which wake-up offsets may be committed.
+//   - config.go, metrics.go: the Config and the Prometheus metrics.
 //
 // # Dependencies
 //

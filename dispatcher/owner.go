@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -91,7 +90,9 @@ type advanceResult struct {
 	deleted time.Time
 }
 
-// run is the owner goroutine; ctx ends when the shard is given up.
+// run is the owner goroutine; ctx ends when the shard is given up. It
+// claims the shard, dispatches it until ctx ends or the claim turns out
+// stale, then drains (tenure.go).
 func (o *owner) run(ctx context.Context) {
 	defer close(o.done)
 	epoch, floor, ok := o.claim(ctx)
@@ -101,202 +102,35 @@ func (o *owner) run(ctx context.Context) {
 	o.m.shardsOwned.Inc()
 	defer o.m.shardsOwned.Dec()
 	defer o.m.forgetShard(o.shard)
-	log := o.log.With("epoch", epoch)
-	log.Info("shard claimed", "watermark", floor)
 
-	core := newShardCore(coreConfig{
-		Floor:            floor,
-		Lookahead:        o.cfg.Lookahead,
-		PrepareAhead:     o.cfg.PrepareAhead,
-		MisfireThreshold: o.cfg.MisfireThreshold,
-		MaxInflight:      o.cfg.MaxInflight,
-		MaxBacklog:       o.cfg.MaxBacklog,
-		DedupeWindow:     dedupeWindow,
-	})
-	shardLabel := strconv.Itoa(o.shard)
-
-	// Firings run in goroutines of their own, at most MaxInflight at once
-	// (the core hands out no more), so results never block.
+	// Firings and the writer of their next occurrences outlive ctx: a
+	// revoked shard lets its firings finish (tenure.drain).
 	fireCtx, cancelFires := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelFires()
-	// The next occurrences the firings store go through one writer, which
-	// batches them (PutDue groups a batch by partition).
-	writerCtx, stopWriter := context.WithCancel(context.WithoutCancel(ctx))
-	puts := make(chan putRequest)
-	writerDone := make(chan struct{})
-	go o.writeNext(writerCtx, puts, writerDone)
-	o.puts = puts
-	defer func() {
-		stopWriter()
-		<-writerDone
-	}()
-	results := make(chan fireResult, o.cfg.MaxInflight)
-	var fires sync.WaitGroup
-	defer fires.Wait()
-	inflight := 0
+	stopWriter := o.startWriter(ctx)
+	defer stopWriter()
 
-	loads := make(chan loadMsg)
-	var (
-		loadCancel context.CancelFunc = func() {}
-		loadDone                      = make(chan struct{})
-	)
-	close(loadDone)
-	stopLoad := func() {
-		loadCancel()
-		<-loadDone
-	}
-	defer stopLoad()
-
-	advances := make(chan advanceResult, 1)
-	advancing := false
-	deleted := store.BucketOf(floor.Add(time.Millisecond))
-	var advanced time.Time
-
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	ticker := time.NewTicker(o.cfg.WatermarkInterval)
-	defer ticker.Stop()
-
-	var committed int64 = -1
-	markCommit := func() {
-		if off, le, ok := core.Commit(); ok && off > committed {
-			committed = off
-			o.mark(off, le)
-		}
-	}
-	handle := func(res fireResult) {
-		inflight--
-		now := o.cfg.Now()
-		if res.next != nil {
-			core.Insert(now, *res.next, res.nextLate)
-		}
-		if res.err != nil {
-			o.m.fireErrors.Inc()
-			backoff := min(100*time.Millisecond<<min(failuresOf(core, res.entry), 7), 10*time.Second)
-			log.Warn("firing failed; will try again", "run_id", res.entry.RunID, "retry_in", backoff, "err", res.err)
-			core.Failed(res.entry, now.Add(backoff))
-			return
-		}
-		core.Done(res.entry, res.covered)
-	}
-
-	stale := false
-loop:
-	for {
-		now := o.cfg.Now()
-		r := core.Poll(now)
-		if !r.Load.IsZero() {
-			loadCtx, cancel := context.WithCancel(ctx)
-			loadCancel, loadDone = cancel, make(chan struct{})
-			go o.load(loadCtx, r.Load, loads, loadDone)
-		}
-		for _, d := range r.Dropped {
-			o.m.dropped.WithLabelValues(d.Reason).Inc()
-			log.Debug("entry fires no run", "run_id", d.Entry.RunID, "kind", d.Entry.Kind, "due", d.Entry.Due, "reason", d.Reason)
-		}
-		for _, f := range r.Fire {
-			inflight++
-			fires.Add(1)
-			go func() {
-				defer fires.Done()
-				results <- o.fire(fireCtx, epoch, f)
-			}()
-		}
-		markCommit()
-		if r.Deadline.IsZero() {
-			timer.Stop()
-		} else {
-			timer.Reset(max(r.Deadline.Sub(now), 0))
-		}
-
-		select {
-		case <-ctx.Done():
-			break loop
-		case <-timer.C:
-		case rec := <-o.wake:
-			o.wakeUp(core, rec)
-		case msg := <-loads:
-			core.Loaded(o.cfg.Now(), msg.entries)
-			if msg.done {
-				core.LoadDone()
-			}
-		case res := <-results:
-			handle(res)
-		case <-ticker.C:
-			now := o.cfg.Now()
-			w := core.Watermark(now)
-			st := core.Stats(now)
-			o.m.entries.WithLabelValues(shardLabel).Set(float64(st.Entries))
-			if st.OldestOverdue.IsZero() {
-				o.m.lag.WithLabelValues(shardLabel).Set(0)
-			} else {
-				o.m.lag.WithLabelValues(shardLabel).Set(now.Sub(st.OldestOverdue).Seconds())
-			}
-			o.m.watermarkAge.WithLabelValues(shardLabel).Set(now.Sub(maxTime(w, advanced)).Seconds())
-			if !advancing && w.After(advanced) && w.After(floor) {
-				advancing = true
-				go func() { advances <- o.advance(ctx, epoch, w, deleted) }()
-				advanced = w
-			}
-		case a := <-advances:
-			advancing = false
-			deleted = a.deleted
-			if a.stale {
-				stale = true
-				break loop
-			}
-		}
-	}
-
-	// Drain: no more reads or firings start; the firings in progress get
-	// DrainTimeout to finish (so that as few as possible are fired again by
-	// the next owner), then are cancelled. A lost shard (or a stale epoch)
-	// may have a new owner already, and nothing of this one counts any
-	// more: its firings are cancelled at once. Either way a firing waits
-	// on nothing beyond its context (not even an unacknowledged run record,
-	// see boundedProducer), so the drain is bounded; a cancelled firing is
-	// not done, and the watermark stays before it.
-	stopLoad()
-	if stale || o.isLost() {
-		cancelFires()
-	}
-	if inflight > 0 {
-		drain := time.NewTimer(o.cfg.DrainTimeout)
-		for inflight > 0 {
-			select {
-			case res := <-results:
-				handle(res)
-			case <-drain.C:
-				cancelFires()
-			}
-		}
-		drain.Stop()
-	}
-	if advancing {
-		if a := <-advances; a.stale {
-			stale = true
-		}
-	}
-	if stale {
-		o.m.claims.WithLabelValues("stale").Inc()
-		log.Warn("shard claimed by a newer owner; stopped dispatching it")
-		o.setLost()
-	}
-	if o.isLost() {
-		return
-	}
-	markCommit()
-	if w := core.Watermark(o.cfg.Now()); w.After(advanced) && w.After(floor) {
-		o.advance(ctx, epoch, w, deleted)
-	}
-	log.Info("shard released")
+	t := o.newTenure(epoch, floor, cancelFires)
+	defer t.fires.Wait()
+	defer t.stopLoad()
+	t.log.Info("shard claimed", "watermark", floor)
+	stale := t.dispatch(ctx, fireCtx)
+	t.drain(ctx, stale)
 }
 
-func failuresOf(c *shardCore, e store.DueEntry) int {
-	if it, ok := c.items[keyOf(e)]; ok {
-		return it.failures
+// startWriter starts the writer of next occurrences (writeNext), which
+// batches the firings' writes (PutDue groups a batch by partition), and
+// returns a function that stops it and waits for it.
+func (o *owner) startWriter(ctx context.Context) (stop func()) {
+	writerCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	puts := make(chan putRequest)
+	done := make(chan struct{})
+	go o.writeNext(writerCtx, puts, done)
+	o.puts = puts
+	return func() {
+		cancel()
+		<-done
 	}
-	return 0
 }
 
 // wakeUp hands a wake-up record to the core.

@@ -9,7 +9,7 @@ import (
 
 // BenchmarkAcquireComplete measures the lease cost of one run: an acquire and
 // a complete, i.e. two EVALSHA calls, on the local stack's Redis. This is the
-// R baseline of BENCH.md. Runs are spread over 1000 jobs; every run id is new,
+// R baseline of the bench (bench/README.md). Runs are spread over 1000 jobs; every run id is new,
 // so every complete writes a dedupe mark as in production.
 func BenchmarkAcquireComplete(b *testing.B) {
 	env := realRedis(b)

@@ -32,7 +32,7 @@
 //
 // # What is measured
 //
-// The definitions are those of the project's BENCH.md:
+// The definitions are the bench's (bench/README.md, "Reading a report"):
 //
 //   - Trigger latency of a run: the time of its first STARTED event of
 //     attempt 1 (the runner holds the lease and starts the execution) minus

@@ -392,7 +392,7 @@ func testRegistrationRate(t *testing.T, s *stack) {
 	t.Logf("registered %d definitions in %s: %.0f definitions/s (Kafka %v, Cassandra store, %d jobs at once)",
 		n, elapsed.Round(time.Millisecond), rate, strings.Join(s.brokers, ","), concurrency)
 
-	// Baseline in the same run (BENCH.md): plain writes of due entries, the
+	// Baseline in the same run, as the bench's C baseline: plain writes of due entries, the
 	// cheapest thing a definition costs the store, with the same fan-out.
 	// A registered definition costs a read, two plain writes, a lightweight
 	// transaction, a status and (when due soon) a wake-up.

@@ -119,6 +119,22 @@
 // (priority, outcome, lease result, downstream host). Every log line about a
 // run carries job_id and run_id.
 //
+// # Files
+//
+//   - runner.go: the Runner: the consumer group, the priority queues, the
+//     workers and the commits.
+//   - execute.go: the life of one delivery (execution.handle): lease,
+//     attempt, and the events, retries, deferrals and dead letters that
+//     follow.
+//   - verdict.go: classify, pure: how an attempt ended decides whether the
+//     run succeeded, is deferred, retried, dead, cancelled or unfinished.
+//   - replace.go: the overlap policy REPLACE: signals, markers and the
+//     cancellation of local executions.
+//   - config.go, metrics.go: the Config and the Prometheus metrics.
+//   - Subpackages: breaker (circuit breakers), commit (contiguous offsets),
+//     deadletter (replays from sundial.dlq), priority (weighted queues),
+//     retry (the retry policy), target (HTTP and Kafka targets).
+//
 // # Dependencies
 //
 // github.com/twmb/franz-go (consumer group, pausing, producing),

@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/leasing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/runner/breaker"
 	"github.com/sundialhq/sundial/runner/retry"
 	"github.com/sundialhq/sundial/runner/target"
 	"github.com/sundialhq/sundial/store"
@@ -151,37 +149,20 @@ const (
 	aborted
 )
 
-// handle is the life of one delivery of a run.
+// handle is the life of one delivery of a run: take the lease, execute one
+// attempt under it, then carry out the verdict on how the attempt ended
+// (classify). It reports whether the record is finished.
 func (x *execution) handle(ctx context.Context) bool {
-	r, run := x.r, x.run
-	downstream := target.Downstream(run)
+	r := x.r
+	downstream := target.Downstream(x.run)
 	if r.breakers.Open(downstream) {
 		return x.deferRun(ctx, r.breakers.OpenTimeout(), reasonCircuitOpen, nil)
 	}
 	lease, res, err := x.acquire(ctx)
-	switch res {
-	case alreadyDone:
-		r.m.runs.WithLabelValues(outcomeDuplicate).Inc()
-		x.logger().Debug("run already done; skipped")
-		return true
-	case forbidden:
-		r.m.runs.WithLabelValues(outcomeSkipped).Inc()
-		x.emit(x.event(sundialv1.RunState_RUN_STATE_SKIPPED, func(ev *sundialv1.RunEvent) { ev.Reason = reasonOverlapForbid }))
-		x.logger().Info("run skipped: the job's concurrency limit is reached (overlap policy forbid)")
-		return x.flush(ctx)
-	case queued:
-		return x.deferRun(ctx, queueDelay(run, r.cfg.QueueDelay), reasonOverlapQueue, nil)
-	case invalidRun:
-		return x.dead(ctx, &target.Error{Code: codeInvalidRun, Message: err.Error()}, nil, 0)
-	case aborted:
-		return false
+	if res != acquired {
+		return x.notAcquired(ctx, res, err)
 	}
-
-	acquiredAt := r.cfg.Now()
-	latency := acquiredAt.Sub(attemptDue(run))
-	r.m.triggerLatency.WithLabelValues(priorityLabel(run.GetPriority())).Observe(max(latency, 0).Seconds())
-	r.m.leases.WithLabelValues(leaseAcquired).Inc()
-	x.token = lease.Token
+	latency := x.leaseTaken(lease)
 
 	// The Keeper names the lease's job and run in its own log lines.
 	keeper := leasing.NewKeeper(r.cfg.Leases, lease, r.log)
@@ -193,82 +174,134 @@ func (x *execution) handle(ctx context.Context) bool {
 		return false
 	}
 	defer func() {
-		if !x.tail {
+		if !x.tail { // else the finishing goroutine stops it
 			keeper.Stop()
 		}
 	}()
 	leaseCtx, cancelRun := context.WithCancelCause(keeper.Context())
 	defer cancelRun(nil)
-	r.mu.Lock()
-	r.inflight[run.GetRunId()] = cancelRun
-	r.mu.Unlock()
-	r.m.inFlight.Inc()
-	defer func() {
-		r.mu.Lock()
-		delete(r.inflight, run.GetRunId())
-		r.mu.Unlock()
-		r.m.inFlight.Dec()
-	}()
+	r.trackInflight(x.run.GetRunId(), cancelRun)
+	defer r.untrackInflight(x.run.GetRunId())
 
-	timeout := r.cfg.RunTimeout
+	end := x.attempt(leaseCtx, downstream, lease.Token, latency)
+	return x.conclude(ctx, keeper, end, x.judge(ctx, end))
+}
+
+// notAcquired settles a delivery whose lease acquire ended with res rather
+// than a lease, and reports whether the record is finished.
+func (x *execution) notAcquired(ctx context.Context, res acquireResult, err error) bool {
+	r := x.r
+	switch res {
+	case alreadyDone:
+		r.m.runs.WithLabelValues(outcomeDuplicate).Inc()
+		x.logger().Debug("run already done; skipped")
+		return true
+	case forbidden:
+		r.m.runs.WithLabelValues(outcomeSkipped).Inc()
+		x.emit(x.event(sundialv1.RunState_RUN_STATE_SKIPPED, func(ev *sundialv1.RunEvent) { ev.Reason = reasonOverlapForbid }))
+		x.logger().Info("run skipped: the job's concurrency limit is reached (overlap policy forbid)")
+		return x.flush(ctx)
+	case queued:
+		return x.deferRun(ctx, queueDelay(x.run, r.cfg.QueueDelay), reasonOverlapQueue, nil)
+	case invalidRun:
+		return x.dead(ctx, &target.Error{Code: codeInvalidRun, Message: err.Error()}, nil, 0)
+	}
+	return false // aborted: ctx ended
+}
+
+// leaseTaken records a lease taken for the run and returns the trigger
+// latency: from the attempt's due time to now.
+func (x *execution) leaseTaken(lease leasing.Lease) time.Duration {
+	r := x.r
+	latency := r.cfg.Now().Sub(attemptDue(x.run))
+	r.m.triggerLatency.WithLabelValues(priorityLabel(x.run.GetPriority())).Observe(max(latency, 0).Seconds())
+	r.m.leases.WithLabelValues(leaseAcquired).Inc()
+	x.token = lease.Token
+	return latency
+}
+
+// attempt executes the run once, through its downstream's breaker and
+// under the job's timeout, within leaseCtx, which ends when the lease is
+// lost, the run is replaced or the runner stops.
+func (x *execution) attempt(leaseCtx context.Context, downstream string, token int64, latency time.Duration) attemptEnd {
+	r, run := x.r, x.run
+	end := attemptEnd{timeout: r.cfg.RunTimeout}
 	if d := run.GetTimeout(); d != nil && d.AsDuration() > 0 {
-		timeout = d.AsDuration()
+		end.timeout = d.AsDuration()
 	}
-	attemptCtx, cancelAttempt := context.WithTimeoutCause(leaseCtx, timeout, errTimeout)
-	defer cancelAttempt()
-
-	var started time.Time
-	err = r.breakers.Do(downstream, func() error {
-		started = r.cfg.Now()
+	attemptCtx, cancel := context.WithTimeoutCause(leaseCtx, end.timeout, errTimeout)
+	defer cancel()
+	end.err = r.breakers.Do(downstream, func() error {
+		end.started = r.cfg.Now()
 		x.emit(x.event(sundialv1.RunState_RUN_STATE_STARTED, nil))
-		x.logger().Debug("run started", "fencing_token", lease.Token, "trigger_latency", latency)
-		return r.targets.Execute(attemptCtx, target.Request{Run: run, FencingToken: lease.Token})
+		x.logger().Debug("run started", "fencing_token", token, "trigger_latency", latency)
+		return r.targets.Execute(attemptCtx, target.Request{Run: run, FencingToken: token})
 	})
-	finished := r.cfg.Now()
-	cause := context.Cause(attemptCtx)
-	if attemptCtx.Err() == nil {
-		cause = nil
+	end.finished = r.cfg.Now()
+	if attemptCtx.Err() != nil {
+		end.cause = context.Cause(attemptCtx)
 	}
+	return end
+}
 
-	var open *breaker.OpenError
-	switch {
-	case errors.As(err, &open):
-		// A half-open breaker with its probes out: nothing was sent.
+// judge classifies how the attempt ended. A REPLACE revocation ends the
+// lease too, and only Redis tells a run replaced from a lease lost
+// otherwise, so a lost lease is checked there before it counts as a
+// failure.
+func (x *execution) judge(ctx context.Context, end attemptEnd) verdict {
+	r, run := x.r, x.run
+	rs := x.retryState()
+	v := classify(end, rs)
+	if v.leaseLost && r.wasReplaced(context.WithoutCancel(ctx), run.GetJobId(), run.GetRunId()) {
+		end.replaced = true
+		v = classify(end, rs)
+	}
+	if v.leaseLost {
+		r.m.leaseLost.Inc()
+	}
+	return v
+}
+
+// retryState is what the retry policy needs to decide after an attempt.
+func (x *execution) retryState() retryState {
+	run := x.run
+	return retryState{
+		policy:  retry.FromProto(run.GetRetry()),
+		attempt: int(run.GetAttempt()),
+		jitter:  x.r.cfg.Jitter(run.GetRunId(), run.GetAttempt()),
+	}
+}
+
+// conclude carries out the verdict on an attempt and reports whether the
+// record is finished.
+func (x *execution) conclude(ctx context.Context, keeper *leasing.Keeper, end attemptEnd, v verdict) bool {
+	r := x.r
+	switch v.kind {
+	case verdictSucceeded:
+		return x.succeeded(ctx, keeper, end.started, end.finished)
+	case verdictDefer:
 		keeper.Stop()
 		x.release(keeper.Lease())
-		return x.deferRun(ctx, open.RetryIn, reasonCircuitOpen, nil)
-	case err == nil:
-		return x.succeeded(ctx, keeper, started, finished)
-	case errors.Is(cause, errShutdown) || errors.Is(cause, errKilled):
-		if !errors.Is(cause, errKilled) {
+		return x.deferRun(ctx, v.delay, v.reason, nil)
+	case verdictUnfinished:
+		if v.release {
 			keeper.Stop()
 			x.release(keeper.Lease())
 		}
 		return false
-	case errors.Is(cause, errReplaced) || (errors.Is(cause, leasing.ErrLeaseLost) && r.wasReplaced(context.WithoutCancel(ctx), run.GetJobId(), run.GetRunId())):
+	case verdictCancelled:
 		keeper.Stop()
 		x.release(keeper.Lease()) // fails harmlessly when the lease was revoked
 		r.m.runs.WithLabelValues(outcomeCancelled).Inc()
 		x.emit(x.event(sundialv1.RunState_RUN_STATE_CANCELLED, func(ev *sundialv1.RunEvent) {
-			ev.Reason = reasonReplaced
-			ev.Duration = durationpb.New(finished.Sub(started))
+			ev.Reason = v.reason
+			ev.Duration = durationpb.New(end.finished.Sub(end.started))
 		}))
 		x.logger().Info("run cancelled: replaced by a newer run of the job")
 		return x.flush(ctx)
 	}
-
-	failure := target.Classify(err, target.CodeConnection)
-	state := sundialv1.RunState_RUN_STATE_FAILED
-	switch {
-	case errors.Is(cause, errTimeout):
-		failure = &target.Error{Code: target.CodeTimeout, Message: fmt.Sprintf("attempt exceeded the job's timeout of %s", timeout), Retryable: true}
-		state = sundialv1.RunState_RUN_STATE_TIMED_OUT
-	case errors.Is(cause, leasing.ErrLeaseLost):
-		r.m.leaseLost.Inc()
-		failure = &target.Error{Code: codeLeaseLost, Message: cause.Error(), Retryable: true}
-	}
 	keeper.Stop()
-	return x.failed(ctx, keeper.Lease(), failure, state, started, finished)
+	return x.failed(ctx, keeper.Lease(), v, end.started, end.finished)
 }
 
 // acquire takes the run's lease, applying the overlap policy when the job's
@@ -388,27 +421,25 @@ func (x *execution) finishSucceeded(ctx context.Context, keeper *leasing.Keeper,
 	r.finish(x.rec)
 }
 
-// failed records a failed attempt and schedules the next one or declares the
-// run dead.
-func (x *execution) failed(ctx context.Context, lease leasing.Lease, f *target.Error, state sundialv1.RunState, started, finished time.Time) bool {
-	r, run := x.r, x.run
+// failed records a failed attempt (FAILED or TIMED_OUT), then, as the
+// verdict says, schedules the next attempt or declares the run dead.
+func (x *execution) failed(ctx context.Context, lease leasing.Lease, v verdict, started, finished time.Time) bool {
+	r, run, f := x.r, x.run, v.failure
 	runErr := &sundialv1.RunError{Code: f.Code, Message: f.Message, Retryable: f.Retryable}
 	outcome := outcomeFailed
-	if state == sundialv1.RunState_RUN_STATE_TIMED_OUT {
+	if v.state == sundialv1.RunState_RUN_STATE_TIMED_OUT {
 		outcome = outcomeTimedOut
 	}
 	r.m.runs.WithLabelValues(outcome).Inc()
-	x.emit(x.event(state, func(ev *sundialv1.RunEvent) {
+	x.emit(x.event(v.state, func(ev *sundialv1.RunEvent) {
 		ev.Error = runErr
 		ev.Duration = durationpb.New(finished.Sub(started))
 	}))
-	pol := retry.FromProto(run.GetRetry())
-	d := pol.Decide(int(run.GetAttempt()), retry.Failure{Code: f.Code, Retryable: f.Retryable, RetryAfter: f.RetryAfter}, r.cfg.Jitter(run.GetRunId(), run.GetAttempt()))
-	if !d.Retry {
-		x.logger().Info("run failed for good", "code", f.Code, "err", f.Message, "reason", d.Reason)
+	if v.kind == verdictDead {
+		x.logger().Info("run failed for good", "code", f.Code, "err", f.Message, "reason", v.reason)
 		return x.dead(ctx, f, &lease, finished.Sub(started))
 	}
-	due := store.Truncate(r.cfg.Now().Add(d.Delay))
+	due := store.Truncate(r.cfg.Now().Add(v.delay))
 	next := proto.Clone(run).(*sundialv1.Run)
 	next.Attempt = run.GetAttempt() + 1
 	next.AttemptDueTime = timestamppb.New(due)

@@ -83,3 +83,20 @@ func (r *Runner) listenCancels(ctx context.Context, sub *redis.PubSub) {
 		}
 	}
 }
+
+// trackInflight makes the execution of runID cancellable through the cancel
+// channel while it runs, and counts it in flight.
+func (r *Runner) trackInflight(runID string, cancel context.CancelCauseFunc) {
+	r.mu.Lock()
+	r.inflight[runID] = cancel
+	r.mu.Unlock()
+	r.m.inFlight.Inc()
+}
+
+// untrackInflight undoes trackInflight once the execution has ended.
+func (r *Runner) untrackInflight(runID string) {
+	r.mu.Lock()
+	delete(r.inflight, runID)
+	r.mu.Unlock()
+	r.m.inFlight.Dec()
+}

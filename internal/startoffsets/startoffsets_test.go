@@ -1,6 +1,7 @@
 package startoffsets_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -10,11 +11,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sundialhq/sundial/internal/startoffsets"
+	"github.com/sundialhq/sundial/internal/startoffsets/startoffsetstest"
 )
 
-// The race itself (a record appended between the lookups) is exercised by
-// the client's and the dispatcher's tests; this one checks the offsets of a
-// quiet topic.
+// TestSince checks the offsets of a quiet topic; the race is the next
+// test's.
 func TestSince(t *testing.T) {
 	t.Parallel()
 	const topic = "t"
@@ -46,4 +47,42 @@ func TestSince(t *testing.T) {
 
 	_, err = startoffsets.Since(t.Context(), kadm.NewClient(cl), "missing", since)
 	require.ErrorContains(t, err, "missing")
+}
+
+// TestSinceReadsARecordWrittenDuringTheLookup: a record appended to a quiet
+// partition right after the broker answered Since's lookup by time lies at
+// or after the offset Since returns for the partition, so a reader starting
+// there reads it. Looked up after the lookup by time, the end would be past
+// the record.
+func TestSinceReadsARecordWrittenDuringTheLookup(t *testing.T) {
+	t.Parallel()
+	const topic = "t"
+	startoffsetstest.Rounds(t, 5, func(t *testing.T) {
+		race := startoffsetstest.Start(t, []kfake.Opt{kfake.SeedTopics(3, topic)}, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		race.Arm(&kgo.Record{Topic: topic, Partition: 1, Value: []byte("v")})
+
+		lookup, err := kgo.NewClient(kgo.SeedBrokers(race.Brokers()...))
+		require.NoError(t, err)
+		defer lookup.Close()
+		starts, err := startoffsets.Since(t.Context(), kadm.NewClient(lookup), topic, time.Now().Add(-time.Minute))
+		require.NoError(t, err)
+
+		parts := map[int32]kgo.Offset{}
+		for p, o := range starts {
+			parts[p] = kgo.NewOffset().At(o)
+		}
+		reader, err := kgo.NewClient(kgo.SeedBrokers(race.Brokers()...),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}))
+		require.NoError(t, err)
+		defer reader.Close()
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute) // a hang, not a timing
+		defer cancel()
+		ctx, stop := race.UntilSkipped(ctx)
+		defer stop()
+		var read bool
+		for !read && ctx.Err() == nil {
+			reader.PollFetches(ctx).EachRecord(func(*kgo.Record) { read = true })
+		}
+		race.Await(t, func() bool { return read })
+	})
 }

@@ -1,0 +1,127 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sundialhq/sundial/leasing"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/runner/breaker"
+	"github.com/sundialhq/sundial/runner/retry"
+	"github.com/sundialhq/sundial/runner/target"
+)
+
+// attemptEnd is how an attempt ended.
+type attemptEnd struct {
+	// err is what the target returned, or the breaker's *breaker.OpenError
+	// when nothing was sent.
+	err error
+	// cause is why the attempt's context ended (errTimeout, errShutdown,
+	// errKilled, errReplaced, leasing.ErrLeaseLost); nil if it had not.
+	cause error
+	// timeout is the attempt's timeout, for the failure's message.
+	timeout time.Duration
+	// started and finished bound the attempt; started is zero when
+	// nothing was sent.
+	started, finished time.Time
+	// replaced: the run's REPLACE marker exists (Runner.wasReplaced). It
+	// is asked of Redis only when the lease was lost mid-attempt, which a
+	// replacing run's revocation causes too.
+	replaced bool
+}
+
+// verdictKind is what becomes of a run after an attempt.
+type verdictKind int
+
+const (
+	// verdictSucceeded is final: SUCCEEDED.
+	verdictSucceeded verdictKind = iota
+	// verdictCancelled is final: CANCELLED, a newer run of the job took
+	// the slot (overlap policy REPLACE).
+	verdictCancelled
+	// verdictDefer: DEFERRED, the same attempt is due again after delay;
+	// nothing was sent, so no attempt is spent.
+	verdictDefer
+	// verdictRetry: FAILED or TIMED_OUT, then RETRYING; the next attempt
+	// is due after delay.
+	verdictRetry
+	// verdictDead: FAILED or TIMED_OUT, then DEAD; the retry policy allows
+	// no further attempt.
+	verdictDead
+	// verdictUnfinished: the runner stops or was killed; no event, and the
+	// record is delivered again.
+	verdictUnfinished
+)
+
+// verdict is the classifier's decision on an attempt.
+type verdict struct {
+	kind verdictKind
+	// delay: defer and retry: how long until the next attempt is due.
+	delay time.Duration
+	// reason: defer and cancelled: the event's reason; dead: why the
+	// retry policy gave up (retry.Decision.Reason).
+	reason string
+	// failure and state: retry and dead: the attempt's error and its
+	// event's state (FAILED or TIMED_OUT).
+	failure *target.Error
+	state   sundialv1.RunState
+	// leaseLost: retry and dead: the failure is the lease's loss.
+	leaseLost bool
+	// release: unfinished: the lease is given back. A killed runner
+	// leaves its leases to expire, as a crashed one would.
+	release bool
+}
+
+// retryState is what the retry policy needs to decide after a failure.
+type retryState struct {
+	policy retry.Policy
+	// attempt is the failed attempt, 1 for the first.
+	attempt int
+	// jitter is the full-jitter draw in [0, 1) (Config.Jitter).
+	jitter float64
+}
+
+// classify decides what becomes of a run after an attempt ended. It does no
+// I/O; execution.conclude carries the verdict out. The order matters: a
+// success counts even if the context ended as the target answered, and
+// the runner's own cancellations (stop, kill, replace) are no failure of
+// the run.
+func classify(end attemptEnd, rs retryState) verdict {
+	var open *breaker.OpenError
+	switch {
+	case errors.As(end.err, &open):
+		// A half-open breaker with its probes out: nothing was sent.
+		return verdict{kind: verdictDefer, delay: open.RetryIn, reason: reasonCircuitOpen}
+	case end.err == nil:
+		return verdict{kind: verdictSucceeded}
+	case errors.Is(end.cause, errKilled):
+		return verdict{kind: verdictUnfinished}
+	case errors.Is(end.cause, errShutdown):
+		return verdict{kind: verdictUnfinished, release: true}
+	case errors.Is(end.cause, errReplaced),
+		end.replaced && errors.Is(end.cause, leasing.ErrLeaseLost):
+		return verdict{kind: verdictCancelled, reason: reasonReplaced}
+	}
+
+	v := verdict{
+		failure: target.Classify(end.err, target.CodeConnection),
+		state:   sundialv1.RunState_RUN_STATE_FAILED,
+	}
+	switch {
+	case errors.Is(end.cause, errTimeout):
+		v.failure = &target.Error{Code: target.CodeTimeout, Message: fmt.Sprintf("attempt exceeded the job's timeout of %s", end.timeout), Retryable: true}
+		v.state = sundialv1.RunState_RUN_STATE_TIMED_OUT
+	case errors.Is(end.cause, leasing.ErrLeaseLost):
+		v.failure = &target.Error{Code: codeLeaseLost, Message: end.cause.Error(), Retryable: true}
+		v.leaseLost = true
+	}
+	f := v.failure
+	d := rs.policy.Decide(rs.attempt, retry.Failure{Code: f.Code, Retryable: f.Retryable, RetryAfter: f.RetryAfter}, rs.jitter)
+	if !d.Retry {
+		v.kind, v.reason = verdictDead, d.Reason
+		return v
+	}
+	v.kind, v.delay = verdictRetry, d.Delay
+	return v
+}

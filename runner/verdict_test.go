@@ -1,0 +1,164 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/sundialhq/sundial/leasing"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/runner/breaker"
+	"github.com/sundialhq/sundial/runner/retry"
+	"github.com/sundialhq/sundial/runner/target"
+)
+
+func TestClassify(t *testing.T) {
+	t.Parallel()
+	// Three attempts, backoff 1s doubling: with jitter 0.5 the retry after
+	// attempt 1 is due in 500ms, after attempt 2 in 1s.
+	policy := retry.Policy{MaxAttempts: 3, InitialBackoff: time.Second, MaxBackoff: time.Minute, Multiplier: 2,
+		NonRetryable: []string{"bad_request"}}
+	first := retryState{policy: policy, attempt: 1, jitter: 0.5}
+	second := retryState{policy: policy, attempt: 2, jitter: 0.5}
+	last := retryState{policy: policy, attempt: 3, jitter: 0.5}
+	lost := fmt.Errorf("renew: %w", leasing.ErrLeaseLost)
+	targetErr := errors.New("connection refused")
+	open := &breaker.OpenError{Downstream: "api.example", RetryIn: 30 * time.Second, Err: errors.New("circuit breaker is open")}
+	handler := &target.Error{Code: target.CodeHandler, Message: "boom", Retryable: true}
+	tooMany := &target.Error{Code: "http_429", Message: "slow down", Retryable: true, RetryAfter: 10 * time.Second}
+	badRequest := &target.Error{Code: "bad_request", Message: "no", Retryable: true}
+	permanent := &target.Error{Code: target.CodeInvalidTarget, Message: "no url"}
+	failedState := sundialv1.RunState_RUN_STATE_FAILED
+	timedOutState := sundialv1.RunState_RUN_STATE_TIMED_OUT
+
+	tests := []struct {
+		name string
+		end  attemptEnd
+		rs   retryState
+		want verdict
+	}{
+		{
+			name: "success is final",
+			end:  attemptEnd{},
+			rs:   first,
+			want: verdict{kind: verdictSucceeded},
+		},
+		{
+			name: "success counts even when the context ended as the target answered",
+			end:  attemptEnd{cause: lost},
+			rs:   last,
+			want: verdict{kind: verdictSucceeded},
+		},
+		{
+			name: "an open breaker defers by its retry time, spending no attempt",
+			end:  attemptEnd{err: open},
+			rs:   last,
+			want: verdict{kind: verdictDefer, delay: 30 * time.Second, reason: reasonCircuitOpen},
+		},
+		{
+			name: "an open breaker defers even if the lease was lost meanwhile",
+			end:  attemptEnd{err: fmt.Errorf("execute: %w", open), cause: lost},
+			rs:   first,
+			want: verdict{kind: verdictDefer, delay: 30 * time.Second, reason: reasonCircuitOpen},
+		},
+		{
+			name: "a stopping runner gives the lease back and leaves the record unfinished",
+			end:  attemptEnd{err: context.Canceled, cause: errShutdown},
+			rs:   last,
+			want: verdict{kind: verdictUnfinished, release: true},
+		},
+		{
+			name: "a killed runner keeps the lease, as a crash would",
+			end:  attemptEnd{err: context.Canceled, cause: errKilled},
+			rs:   last,
+			want: verdict{kind: verdictUnfinished},
+		},
+		{
+			name: "a replace signal cancels the run for good",
+			end:  attemptEnd{err: context.Canceled, cause: errReplaced},
+			rs:   first,
+			want: verdict{kind: verdictCancelled, reason: reasonReplaced},
+		},
+		{
+			name: "a lease revoked by a replacing run cancels the run for good",
+			end:  attemptEnd{err: context.Canceled, cause: lost, replaced: true},
+			rs:   first,
+			want: verdict{kind: verdictCancelled, reason: reasonReplaced},
+		},
+		{
+			name: "a lease lost otherwise is a retryable failure",
+			end:  attemptEnd{err: context.Canceled, cause: lost},
+			rs:   first,
+			want: verdict{kind: verdictRetry, delay: 500 * time.Millisecond, state: failedState, leaseLost: true,
+				failure: &target.Error{Code: codeLeaseLost, Message: lost.Error(), Retryable: true}},
+		},
+		{
+			name: "a lease lost on the last attempt is dead",
+			end:  attemptEnd{err: context.Canceled, cause: lost},
+			rs:   last,
+			want: verdict{kind: verdictDead, reason: "attempts_exhausted", state: failedState, leaseLost: true,
+				failure: &target.Error{Code: codeLeaseLost, Message: lost.Error(), Retryable: true}},
+		},
+		{
+			name: "a timeout is TIMED_OUT and retryable",
+			end:  attemptEnd{err: context.DeadlineExceeded, cause: errTimeout, timeout: 5 * time.Second},
+			rs:   second,
+			want: verdict{kind: verdictRetry, delay: time.Second, state: timedOutState,
+				failure: &target.Error{Code: target.CodeTimeout, Message: "attempt exceeded the job's timeout of 5s", Retryable: true}},
+		},
+		{
+			name: "a timeout on the last attempt is dead",
+			end:  attemptEnd{err: context.DeadlineExceeded, cause: errTimeout, timeout: time.Minute},
+			rs:   last,
+			want: verdict{kind: verdictDead, reason: "attempts_exhausted", state: timedOutState,
+				failure: &target.Error{Code: target.CodeTimeout, Message: "attempt exceeded the job's timeout of 1m0s", Retryable: true}},
+		},
+		{
+			name: "a target error retries after the policy's backoff",
+			end:  attemptEnd{err: handler},
+			rs:   first,
+			want: verdict{kind: verdictRetry, delay: 500 * time.Millisecond, state: failedState, failure: handler},
+		},
+		{
+			name: "Retry-After is a lower bound of the backoff",
+			end:  attemptEnd{err: fmt.Errorf("call: %w", tooMany)},
+			rs:   first,
+			want: verdict{kind: verdictRetry, delay: 10 * time.Second, state: failedState, failure: tooMany},
+		},
+		{
+			name: "an error that is not a target error counts as a connection failure",
+			end:  attemptEnd{err: targetErr},
+			rs:   first,
+			want: verdict{kind: verdictRetry, delay: 500 * time.Millisecond, state: failedState,
+				failure: &target.Error{Code: target.CodeConnection, Message: targetErr.Error(), Retryable: true, Err: targetErr}},
+		},
+		{
+			name: "a non-retryable error is dead at once",
+			end:  attemptEnd{err: permanent},
+			rs:   first,
+			want: verdict{kind: verdictDead, reason: "non_retryable", state: failedState, failure: permanent},
+		},
+		{
+			name: "a code the policy names non-retryable is dead at once",
+			end:  attemptEnd{err: badRequest},
+			rs:   first,
+			want: verdict{kind: verdictDead, reason: "non_retryable_code", state: failedState, failure: badRequest},
+		},
+		{
+			name: "the replace marker does not turn a plain failure into a cancellation",
+			end:  attemptEnd{err: handler, replaced: true},
+			rs:   first,
+			want: verdict{kind: verdictRetry, delay: 500 * time.Millisecond, state: failedState, failure: handler},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.want, classify(tt.end, tt.rs))
+		})
+	}
+}
