@@ -291,7 +291,7 @@ func (u *unregistering) unregisterAll() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for _, c := range u.got {
-		u.Registerer.Unregister(c)
+		u.Unregister(c)
 	}
 	u.got = nil
 }

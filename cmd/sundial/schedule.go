@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
 	// The zone database is compiled in so that schedules resolve the same on
 	// a minimal container image without /usr/share/zoneinfo; the host's
 	// database, when present, still takes precedence.
