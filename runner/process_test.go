@@ -61,6 +61,7 @@ func runnerProcessMain(raw string) int {
 		return 2
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("process", c.ID)
+	logger.Info("runner process starting", "pid", os.Getpid(), "group", c.Group, "topic_prefix", c.TopicPrefix, "key_prefix", c.KeyPrefix)
 	rc := redis.NewClient(&redis.Options{Addr: c.RedisAddr})
 	defer rc.Close()
 	ls, err := leasing.New(leasing.Config{Client: rc, KeyPrefix: c.KeyPrefix + "lease:", TTL: c.LeaseTTL})
@@ -222,7 +223,13 @@ func (p *runnerProc) kill() {
 }
 
 func (p *runnerProc) tail(n int) string {
-	b, _ := os.ReadFile(p.log)
+	b, err := os.ReadFile(p.log)
+	if err != nil {
+		return fmt.Sprintf("(reading %s: %v)", p.log, err)
+	}
+	if len(b) == 0 {
+		return fmt.Sprintf("(%s is empty)", p.log)
+	}
 	if len(b) > n {
 		b = b[len(b)-n:]
 	}
@@ -244,9 +251,20 @@ func logGroupProgress(t *testing.T, cl *kgo.Client, group string, names topics.N
 		t.Logf("committed offsets: %v", err)
 	}
 	ends.Each(func(o kadm.ListedOffset) {
-		c, _ := committed.Lookup(o.Topic, o.Partition)
-		t.Logf("%s/%d: end %d, committed %d", o.Topic, o.Partition, o.Offset, c.At)
+		c, ok := committed.Lookup(o.Topic, o.Partition)
+		t.Logf("%s/%d: end %d, committed %d (found %v)", o.Topic, o.Partition, o.Offset, c.At, ok)
 	})
+	gs, err := adm.DescribeGroups(ctx, group)
+	if err != nil {
+		t.Logf("describe group: %v", err)
+		return
+	}
+	g := gs[group]
+	t.Logf("group %s: state %s, %d members", group, g.State, len(g.Members))
+	for _, m := range g.Members {
+		c, _ := m.Assigned.AsConsumer()
+		t.Logf("member %s client %s host %s: %v", m.MemberID, m.ClientID, m.ClientHost, c.Topics)
+	}
 }
 
 // waitGroupStable waits until the consumer group is stable with members
@@ -298,17 +316,6 @@ func waitGroupStable(t *testing.T, cl *kgo.Client, group string, members, partit
 //
 // About 35 s on a loaded 2-core machine.
 func TestRunnerProcessKilledMidExecution(t *testing.T) {
-	// Known failure, open: in a fresh-clone CI run (21 November, 18:27) the
-	// group of the three runner processes committed every one of the 480
-	// runs (committed = end on all four partitions of sundial.runs.default)
-	// while no run succeeded, the downstream got no request, no event was
-	// written, and the processes' logs (Debug level) were empty. It failed
-	// the same way twice in 15 runs earlier and passed about 15 times since.
-	// Either another consumer committed for the group or the runners
-	// committed runs they never executed (a lost run); the test must stay
-	// off until that is known. Next step: log each process's assignment
-	// and commits, and check that the log file receives its output.
-	t.Skip("known failure, under investigation: see the comment above")
 	t.Parallel()
 	const partitions = 4
 	b := realBackends(t, partitions)
