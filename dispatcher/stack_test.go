@@ -210,10 +210,13 @@ func (s *stack) register(ctx context.Context, specs []*sundialv1.JobSpec, accept
 				return err
 			}
 			job := store.Job{ID: spec.GetId(), Spec: value, Revision: 1, UpdatedAt: at, NextDue: next}
-			if _, err := s.store.UpsertJob(ctx, job); err != nil {
+			// A loaded machine times writes out; both are safe to repeat
+			// (the same definition again is unchanged, a wake-up again is
+			// absorbed by the owner), so they are tried until ctx ends.
+			if err := s.retry(ctx, "store job "+job.ID, func() error { _, err := s.store.UpsertJob(ctx, job); return err }); err != nil {
 				return err
 			}
-			if err := s.enqueuer.Wake(ctx, job.ScheduledEntry()); err != nil {
+			if err := s.retry(ctx, "wake job "+job.ID, func() error { return s.enqueuer.Wake(ctx, job.ScheduledEntry()) }); err != nil {
 				return err
 			}
 			mu.Lock()
@@ -569,4 +572,20 @@ func (s *stack) waitDispatched(cutoff time.Time) time.Duration {
 		return behind == 0 && uncommitted == 0
 	}, 10*time.Minute, 100*time.Millisecond, "the dispatchers did not dispatch what was due before the cut-off: %s", func() string { return progress }())
 	return time.Since(cutoff)
+}
+
+// retry calls fn until it succeeds or ctx ends, logging each failure.
+func (s *stack) retry(ctx context.Context, what string, fn func() error) error {
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		s.t.Logf("%s: %v; trying again", what, err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w (gave up: %w)", what, err, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
