@@ -16,6 +16,10 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
+// ErrUndecodableStatus is wrapped by the error Statuses yields for a record
+// of sundial.jobs.status that does not decode; reading goes on after it.
+var ErrUndecodableStatus = errors.New("status record does not decode")
+
 // statusSkew is how far before a definition's record the status topic is
 // read from: the registry stamps its answers with its own clock, which may be
 // behind the producer's.
@@ -52,6 +56,11 @@ func (c *Client) WaitStatus(ctx context.Context, receipts ...Receipt) ([]*sundia
 	out := make([]*sundialv1.JobStatus, len(receipts))
 	missing := len(receipts)
 	for st, err := range c.Statuses(ctx, since.Add(-statusSkew)) {
+		if errors.Is(err, ErrUndecodableStatus) {
+			// Someone else's bad record; the answers after it still count.
+			c.cfg.Logger.Warn("skipping a status record that does not decode", "err", err)
+			continue
+		}
 		if err != nil {
 			return out, fmt.Errorf("wait status: %d of %d answers missing: %w", missing, len(receipts), err)
 		}
@@ -70,7 +79,8 @@ func (c *Client) WaitStatus(ctx context.Context, receipts ...Receipt) ([]*sundia
 
 // Statuses yields every answer on sundial.jobs.status written from since on
 // (by record timestamp), as it arrives, until ctx ends or the caller stops.
-// A status that does not decode is yielded as an error and reading goes on;
+// A status that does not decode is yielded as an error wrapping
+// ErrUndecodableStatus and reading goes on;
 // when ctx ends, its error is yielded last. It reads the partitions the topic
 // has when it starts (the status topic's partitions are fixed at setup).
 func (c *Client) Statuses(ctx context.Context, since time.Time) iter.Seq2[*sundialv1.JobStatus, error] {
@@ -123,7 +133,7 @@ func (c *Client) Statuses(ctx context.Context, since time.Time) iter.Seq2[*sundi
 				rec := it.Next()
 				st := &sundialv1.JobStatus{}
 				if err := sundialv1.Unmarshal(contentType(rec), rec.Value, st); err != nil {
-					if !yield(nil, fmt.Errorf("status at %s[%d]@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)) {
+					if !yield(nil, fmt.Errorf("%w: %s[%d]@%d: %w", ErrUndecodableStatus, rec.Topic, rec.Partition, rec.Offset, err)) {
 						return
 					}
 					continue

@@ -73,3 +73,57 @@ func statusRecord(t *testing.T, names topics.Names, receipt client.Receipt) *kgo
 		Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderContentType, Value: []byte(sundialv1.ContentTypeProtobuf)}},
 	}
 }
+
+// TestWaitStatusSkipsAnUndecodableStatus: a record of sundial.jobs.status
+// that does not decode, in the partition of the answer and before it, is
+// reported (Statuses yields ErrUndecodableStatus) and skipped: WaitStatus
+// still returns the answer written after it.
+func TestWaitStatusSkipsAnUndecodableStatus(t *testing.T) {
+	t.Parallel()
+	names := topics.Names{}
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1),
+		kfake.SeedTopics(topics.JobsPartitions, names.Jobs()),
+		kfake.SeedTopics(topics.JobsStatusPartitions, names.JobsStatus()))
+	require.NoError(t, err)
+	defer cluster.Close()
+	brokers := cluster.ListenAddrs()
+
+	c, err := client.New(client.Config{Brokers: brokers, Topics: names})
+	require.NoError(t, err)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	receipt, err := c.Apply(ctx, spec("ops.rollup"))
+	require.NoError(t, err)
+
+	registry, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ProducerLinger(0))
+	require.NoError(t, err)
+	defer registry.Close()
+	poison := &kgo.Record{
+		Topic:   names.JobsStatus(),
+		Key:     []byte(receipt.ID),
+		Value:   []byte{0xff, 0xff, 0xff},
+		Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderContentType, Value: []byte(sundialv1.ContentTypeProtobuf)}},
+	}
+	answer := statusRecord(t, names, receipt)
+	require.NoError(t, registry.ProduceSync(ctx, poison).FirstErr())
+	require.NoError(t, registry.ProduceSync(ctx, answer).FirstErr())
+	require.Equal(t, poison.Partition, answer.Partition, "the bad record must sit before the answer in its partition")
+
+	// Statuses reports the bad record, then yields the answer.
+	var reported error
+	for st, err := range c.Statuses(ctx, receipt.Timestamp.Add(-time.Minute)) {
+		if err != nil {
+			require.ErrorIs(t, err, client.ErrUndecodableStatus)
+			reported = err
+			continue
+		}
+		require.Equal(t, receipt.ID, st.GetJobId())
+		break
+	}
+	require.Error(t, reported, "the bad record was not reported")
+
+	statuses, err := c.WaitStatus(ctx, receipt)
+	require.NoError(t, err)
+	require.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_CREATED, statuses[0].GetOutcome())
+}

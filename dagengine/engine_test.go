@@ -68,6 +68,8 @@ func TestOnRealStack(t *testing.T) {
 		{"StuckNode", testStuckNode},
 		{"TwoEnginesSeeTheSameEvents", testTwoEngines},
 		{"EngineKilledMidDag", testEngineKilled},
+		// Last: groups that join later read its bad records too.
+		{"PoisonEventsAreSkipped", testPoisonEvents},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			sub := *s
@@ -392,4 +394,30 @@ func testStuckNode(s *stack, sim *simRunner) {
 	st = s.waitStatus(id, "succeeded", time.Minute)
 	assert.Equal(t, 2, st.Nodes[0].Gen)
 	assert.Contains(t, sim.runIDs(id), id+"/hang#2")
+}
+
+// testPoisonEvents puts records on sundial.events that do not decode ahead
+// of a DAG's node events, in the partitions those events go to: each is
+// counted as malformed and skipped, and the DAG completes from the events
+// behind them.
+func testPoisonEvents(s *stack, _ *simRunner) {
+	t := s.t
+	e := s.engine("poison", nil)
+	spec := &sundialv1.DagSpec{Id: "poisoned", OwnerTeam: "test", Nodes: []*sundialv1.DagNode{node("p-first"), node("p-second", "p-first")}}
+	s.putDag(spec)
+	s.putJobs(spec)
+	for _, n := range spec.GetNodes() {
+		rec := &kgo.Record{Topic: s.names.Events(), Key: []byte(n.GetJobId()), Value: []byte{0xff, 0xff, 0xff},
+			Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindRunEvent)}}}
+		require.NoError(t, s.client.ProduceSync(s.ctx, rec).FirstErr())
+	}
+	id, created, err := e.Runs().StartRun(s.ctx, "poisoned", time.Now().Truncate(time.Millisecond), dagengine.OriginTrigger)
+	require.NoError(t, err)
+	require.True(t, created)
+	s.waitStatus(id, "succeeded", 5*time.Minute)
+	var malformed float64
+	require.True(t, eventually(s.ctx, time.Minute, func() bool {
+		malformed = metricSum(e.reg, "sundial_dagengine_run_events_total", "malformed")
+		return malformed >= float64(len(spec.GetNodes()))
+	}), "malformed events counted: %v", malformed)
 }

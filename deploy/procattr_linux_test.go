@@ -1,3 +1,5 @@
+//go:build observability && linux
+
 package deploy_test
 
 import "syscall"

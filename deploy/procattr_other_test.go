@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build observability && !linux
 
 package deploy_test
 

@@ -1,3 +1,5 @@
+//go:build observability
+
 package deploy_test
 
 import (
@@ -47,9 +49,9 @@ func scenarioExpectedEmpty(q promcheck.Query) (string, bool) {
 }
 
 // TestObservabilityScenario is the end-to-end check of the dashboards and
-// alerts, run by itself: `make test-observability` sets
-// SUNDIAL_OBSERVE_SCENARIO=1 (it takes about ten minutes, so `make test`
-// skips it). On the local stack, with a topic prefix, keyspace and Redis key
+// alerts, run by itself behind the observability build tag: `make
+// test-observability` runs it (it takes about ten minutes, so `make test`
+// does not build it). On the local stack, with a topic prefix, keyspace and Redis key
 // prefix of its own, it migrates, starts a registry, a dispatcher, a runner
 // and a DAG engine from the sundial binary (SUNDIAL_OBSERVE_BINARY, or built
 // here), and puts load on them: SUNDIAL_OBSERVE_JOBS noop jobs every 15 s
@@ -68,9 +70,6 @@ func scenarioExpectedEmpty(q promcheck.Query) (string, bool) {
 // SUNDIAL_OBSERVE_DIR when set, and the processes' last lines are printed
 // when the test fails.
 func TestObservabilityScenario(t *testing.T) {
-	if os.Getenv("SUNDIAL_OBSERVE_SCENARIO") == "" {
-		t.Skip("SUNDIAL_OBSERVE_SCENARIO is not set (make test-observability sets it)")
-	}
 	needPrometheus(t)
 	k := testenv.NeedKafka(t)
 	c := testenv.NeedCassandra(t)

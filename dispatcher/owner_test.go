@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -256,6 +257,13 @@ func TestOwnerWakeupsFireOnTime(t *testing.T) {
 		e.o.wake <- &kgo.Record{Value: []byte{0xff}, Offset: 13} // does not decode
 		synctest.Wait()
 		assert.Equal(t, int64(14), e.lastMark())
+		assert.Equal(t, 1.0, testutil.ToFloat64(e.o.m.wakeups.WithLabelValues("invalid")), "the bad wake-up is counted")
+		// The wake-up behind the bad one still fires.
+		overdue := store.DueEntry{Due: time.Now().Add(-time.Minute), JobID: "o", Kind: store.KindRetry, RunID: "o@1", Attempt: 2, Payload: payload}
+		e.wake(14, overdue)
+		synctest.Wait()
+		require.Len(t, e.prod.all(), 3)
+		assert.Equal(t, int64(15), e.lastMark())
 		e.o.stop(false)
 	})
 }

@@ -218,10 +218,13 @@ func (s *stack) register(ctx context.Context, specs []*sundialv1.JobSpec, accept
 				return err
 			}
 			job := store.Job{ID: spec.GetId(), Spec: value, Revision: 1, UpdatedAt: at, NextDue: next}
-			if _, err := s.store.UpsertJob(ctx, job); err != nil {
+			// A loaded machine times writes out; both are safe to repeat
+			// (the same definition again is unchanged, a wake-up again is
+			// absorbed by the owner), so they are tried until ctx ends.
+			if err := s.retry(ctx, "store job "+job.ID, func() error { _, err := s.store.UpsertJob(ctx, job); return err }); err != nil {
 				return err
 			}
-			if err := s.enqueuer.Wake(ctx, job.ScheduledEntry()); err != nil {
+			if err := s.retry(ctx, "wake job "+job.ID, func() error { return s.enqueuer.Wake(ctx, job.ScheduledEntry()) }); err != nil {
 				return err
 			}
 			mu.Lock()
@@ -524,4 +527,73 @@ func (s *stack) produceBaseline(rounds, burst int) *hdrhistogram.Histogram {
 		wg.Wait()
 	}
 	return h
+}
+
+// waitDispatched waits until the dispatchers have dispatched every entry due
+// before cutoff: every shard's stored watermark has reached cutoff, and the
+// group has committed every wake-up appended to sundial.shards up to now (a
+// wake-up is committed only once its entry fired or was found beyond the
+// loaded window, and it is the only trace of an entry written behind the
+// watermark). It returns how long after cutoff that was: how far behind the
+// dispatchers were. The bound only turns a hang into a failure; a slow
+// machine is waited for.
+func (s *stack) waitDispatched(cutoff time.Time) time.Duration {
+	s.t.Helper()
+	adm := kadm.NewClient(s.producer)
+	ctx, cancel := context.WithTimeout(s.t.Context(), time.Minute)
+	ends, err := adm.ListEndOffsets(ctx, s.names.Shards())
+	cancel()
+	require.NoError(s.t, err)
+	require.NoError(s.t, ends.Error())
+	group := s.names.Prefix + "dispatchers"
+	var progress string
+	require.Eventually(s.t, func() bool {
+		ctx, cancel := context.WithTimeout(s.t.Context(), 10*time.Second)
+		defer cancel()
+		behind := 0
+		var oldest time.Time
+		for shard := range s.shards {
+			st, err := s.store.GetShard(ctx, shard)
+			if err != nil {
+				progress = fmt.Sprintf("shard %d: %v", shard, err)
+				return false
+			}
+			if st.Watermark.Before(cutoff) {
+				behind++
+				if oldest.IsZero() || st.Watermark.Before(oldest) {
+					oldest = st.Watermark
+				}
+			}
+		}
+		committed, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			progress = fmt.Sprintf("committed offsets of %s: %v", group, err)
+			return false
+		}
+		uncommitted := int64(0)
+		ends.Each(func(o kadm.ListedOffset) {
+			c, _ := committed.Lookup(o.Topic, o.Partition)
+			uncommitted += max(o.Offset-max(c.At, 0), 0)
+		})
+		progress = fmt.Sprintf("%d shards have a watermark before the cut-off (the oldest %s before it); %d wake-ups not committed",
+			behind, cutoff.Sub(oldest).Round(time.Millisecond), uncommitted)
+		return behind == 0 && uncommitted == 0
+	}, 10*time.Minute, 100*time.Millisecond, "the dispatchers did not dispatch what was due before the cut-off: %s", func() string { return progress }())
+	return time.Since(cutoff)
+}
+
+// retry calls fn until it succeeds or ctx ends, logging each failure.
+func (s *stack) retry(ctx context.Context, what string, fn func() error) error {
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		s.t.Logf("%s: %v; trying again", what, err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w (gave up: %w)", what, err, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

@@ -130,6 +130,10 @@ func TestWriterStoresHistory(t *testing.T) {
 		// A replayed older event must not move attempt 2 back.
 		event(sundialv1.RunState_RUN_STATE_STARTED, 2, at(101), nil),
 	}
+	// A run event that does not decode, ahead of the others in their
+	// partition, is skipped and counted; the events behind it are stored.
+	require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Topic: names.Events(), Key: []byte("job"), Value: []byte{0xff, 0xff},
+		Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindRunEvent)}}}).FirstErr())
 	for _, ev := range evs {
 		val, err := proto.Marshal(ev)
 		require.NoError(t, err)
@@ -139,9 +143,6 @@ func TestWriterStoresHistory(t *testing.T) {
 	// An event of another kind on the same topic is ignored.
 	require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Topic: names.Events(), Key: []byte("dag"), Value: []byte("x"),
 		Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindDagRunEvent)}}}).FirstErr())
-	// A run event that does not decode is skipped and counted.
-	require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Topic: names.Events(), Key: []byte("job"), Value: []byte{0xff, 0xff},
-		Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindRunEvent)}}}).FirstErr())
 
 	// Every event writes one record, the replayed one included (the store
 	// keeps the newest).

@@ -379,6 +379,9 @@ func TestPinnedPartitionIsPausedAtTheBound(t *testing.T) {
 	assert.Less(t, done, 300, "fetching stopped at the bound")
 	assert.LessOrEqual(t, pending, 40+2*4*2)
 	hold.release(long.GetRunId())
-	require.Eventually(t, func() bool { return h.events.count(succeeded) == 301 }, wait, 10*time.Millisecond,
-		"succeeded %d, runner state %s", h.events.count(succeeded), r.debugState())
+	// The bound only turns a hang into a failure: 270 runs on a loaded
+	// machine can take longer than wait.
+	if !assert.Eventually(t, func() bool { return h.events.count(succeeded) == 301 }, 5*time.Minute, 10*time.Millisecond) {
+		require.FailNow(t, "not every run succeeded after the pin went", "succeeded %d, runner state %s", h.events.count(succeeded), r.debugState())
+	}
 }
