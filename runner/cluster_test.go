@@ -231,7 +231,7 @@ func fireThroughFailure(t *testing.T, h *harness, fail func() (what string, rest
 				time.Sleep(d) // open-loop pacing, not a wait for a condition
 			}
 			for ctx.Err() == nil {
-				err := produceBatch(h.client, h.b.names, runs[i:j])
+				err := produceBatch(ctx, h.client, h.b.names, runs[i:j])
 				if err == nil {
 					break
 				}

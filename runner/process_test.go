@@ -424,7 +424,7 @@ func TestRunnerProcessKilledMidExecution(t *testing.T) {
 			if d := time.Until(runs[i].GetDueTime().AsTime()); d > 0 {
 				time.Sleep(d) // open-loop pacing of the producer, not a wait for a condition
 			}
-			if produceErr = produceBatch(h.client, b.names, runs[i:min(i+batch, n)]); produceErr != nil {
+			if produceErr = produceBatch(t.Context(), h.client, b.names, runs[i:min(i+batch, n)]); produceErr != nil {
 				return
 			}
 		}

@@ -196,7 +196,7 @@ func TestRedisRestartLosesNoRun(t *testing.T) {
 			if d := time.Until(runs[i].GetDueTime().AsTime()); d > 0 {
 				time.Sleep(d) // open-loop pacing of the producer, not a wait for a condition
 			}
-			if produceErr = produceBatch(h.client, b.names, runs[i:min(i+batch, n)]); produceErr != nil {
+			if produceErr = produceBatch(t.Context(), h.client, b.names, runs[i:min(i+batch, n)]); produceErr != nil {
 				return
 			}
 		}
@@ -296,7 +296,7 @@ func firstMissing(h *harness, runs []*sundialv1.Run, ok func(string) bool) strin
 }
 
 // produceBatch is produceRuns for a goroutine other than the test's.
-func produceBatch(cl *kgo.Client, names topics.Names, runs []*sundialv1.Run) error {
+func produceBatch(ctx context.Context, cl *kgo.Client, names topics.Names, runs []*sundialv1.Run) error {
 	recs := make([]*kgo.Record, 0, len(runs))
 	for _, r := range runs {
 		val, err := proto.Marshal(r)
@@ -305,7 +305,7 @@ func produceBatch(cl *kgo.Client, names topics.Names, runs []*sundialv1.Run) err
 		}
 		recs = append(recs, &kgo.Record{Topic: names.Runs(topicPriority(r.GetPriority())), Key: []byte(r.GetJobId()), Value: val})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	return cl.ProduceSync(ctx, recs...).FirstErr()
 }
