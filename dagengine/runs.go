@@ -18,6 +18,7 @@ import (
 	"github.com/sundialhq/sundial/dagengine/dag"
 	"github.com/sundialhq/sundial/dagengine/dagrun"
 	"github.com/sundialhq/sundial/internal/deps"
+	"github.com/sundialhq/sundial/internal/deps/metricdeps"
 	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store"
@@ -95,7 +96,7 @@ func (c RunsConfig) withDefaults() RunsConfig {
 	if c.RedriveAfter == 0 {
 		c.RedriveAfter = 10 * time.Second
 	}
-	c.Registerer = deps.Registerer(c.Registerer)
+	c.Registerer = metricdeps.Registerer(c.Registerer)
 	c.Logger = deps.Logger(c.Logger)
 	c.Now = deps.Clock(c.Now)
 	return c

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sundialhq/sundial/internal/deps"
+	"github.com/sundialhq/sundial/internal/deps/metricdeps"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/store"
 )
@@ -153,7 +154,7 @@ func (c Config) withDefaults() Config {
 	c.MaxMissedRuns = cmp.Or(c.MaxMissedRuns, DefaultMaxMissedRuns)
 	c.Now = deps.Clock(c.Now)
 	c.Logger = deps.Logger(c.Logger)
-	c.Registerer = deps.Registerer(c.Registerer)
+	c.Registerer = metricdeps.Registerer(c.Registerer)
 	return c
 }
 

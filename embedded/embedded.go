@@ -23,6 +23,7 @@ import (
 	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/history"
 	"github.com/sundialhq/sundial/internal/deps"
+	"github.com/sundialhq/sundial/internal/deps/metricdeps"
 	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
@@ -55,7 +56,7 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	c.Shards = cmp.Or(c.Shards, DefaultShards)
 	c.Logger = deps.Logger(c.Logger)
-	c.Registerer = deps.Registerer(c.Registerer)
+	c.Registerer = metricdeps.Registerer(c.Registerer)
 	c.Now = deps.Clock(c.Now)
 	return c
 }

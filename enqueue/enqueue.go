@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sundialhq/sundial/internal/deps"
+	"github.com/sundialhq/sundial/internal/deps/metricdeps"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/store"
 )
@@ -91,7 +92,7 @@ func New(cfg Config) (*Enqueuer, error) {
 	}
 	cfg = cfg.withDefaults()
 	reg := cfg.Registerer
-	reg = deps.Registerer(reg)
+	reg = metricdeps.Registerer(reg)
 	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/deps"
+	"github.com/sundialhq/sundial/internal/deps/metricdeps"
 	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -80,7 +81,7 @@ func New(cfg Config) (*Writer, error) {
 	cfg.Group = cmp.Or(cfg.Group, DefaultGroup)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
 	cfg.Logger = deps.Logger(cfg.Logger)
-	cfg.Registerer = deps.Registerer(cfg.Registerer)
+	cfg.Registerer = metricdeps.Registerer(cfg.Registerer)
 	cfg.Now = deps.Clock(cfg.Now)
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {

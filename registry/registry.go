@@ -16,6 +16,7 @@ import (
 	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/consume"
 	"github.com/sundialhq/sundial/internal/deps"
+	"github.com/sundialhq/sundial/internal/deps/metricdeps"
 	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/jobspec"
@@ -89,7 +90,7 @@ func (c Config) withDefaults() Config {
 	c.MaxPoll = cmp.Or(c.MaxPoll, 5000)
 	c.RetryMin = cmp.Or(c.RetryMin, 50*time.Millisecond)
 	c.RetryMax = cmp.Or(c.RetryMax, 10*time.Second)
-	c.Registerer = deps.Registerer(c.Registerer)
+	c.Registerer = metricdeps.Registerer(c.Registerer)
 	c.Logger = deps.Logger(c.Logger)
 	c.Now = deps.Clock(c.Now)
 	return c

@@ -3,8 +3,6 @@ package deps
 import (
 	"log/slog"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Logger returns l, or a logger that discards when l is nil.
@@ -21,12 +19,4 @@ func Clock(now func() time.Time) func() time.Time {
 		return time.Now
 	}
 	return now
-}
-
-// Registerer returns r, or a new private registry when r is nil.
-func Registerer(r prometheus.Registerer) prometheus.Registerer {
-	if r == nil {
-		return prometheus.NewRegistry()
-	}
-	return r
 }

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sundialhq/sundial/internal/deps"
@@ -21,11 +20,4 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, fixed, deps.Clock(func() time.Time { return fixed })())
 	require.WithinDuration(t, time.Now(), deps.Clock(nil)(), time.Minute)
 
-	a, b := deps.Registerer(nil), deps.Registerer(nil)
-	require.NotSame(t, prometheus.DefaultRegisterer, a)
-	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "c"})
-	require.NoError(t, a.Register(c))
-	require.NoError(t, b.Register(c), "each nil registerer is a registry of its own")
-	reg := prometheus.NewRegistry()
-	require.Same(t, reg, deps.Registerer(reg))
 }
