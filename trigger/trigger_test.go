@@ -244,3 +244,14 @@ func (r *eventReader) wait(t *testing.T, n int) []*sundialv1.RunEvent {
 	require.NoError(t, r.err)
 	return slices.Clone(r.events)
 }
+
+// waitJob waits for an answer about job and returns it. Answers are at least
+// once, so an earlier answer about another job may come again before it.
+func (r *eventReader) waitJob(t *testing.T, job string) *sundialv1.RunEvent {
+	t.Helper()
+	for n := 1; ; n++ {
+		if e := r.wait(t, n)[n-1]; e.GetJobId() == job {
+			return e
+		}
+	}
+}

@@ -16,7 +16,9 @@
 //     it retries transient errors itself (backoff.Retry) and turns a bad record into
 //     an output that says so. Output records are produced until Kafka takes
 //     them. Only Stop (context cancellation) ends processing early, and then
-//     nothing of the unfinished poll is committed.
+//     nothing of the unfinished poll is committed. A poll whose answers are
+//     all out when Stop comes is still committed (for up to 5 s), so a
+//     graceful restart does not answer its records again.
 //   - Rebalances wait for the poll in hand (kgo.BlockRebalanceOnPoll), so a
 //     commit never lands after the partition moved to another member.
 package consume
@@ -26,6 +28,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
@@ -88,13 +91,35 @@ func (l *Loop) Run(ctx context.Context) {
 		})
 		recs := fetches.Records()
 		if len(recs) > 0 && l.process(ctx, recs) {
-			if err := backoff.Retry(ctx, l.Backoff, func() error { return l.Client.CommitRecords(ctx, recs...) }); err == nil {
-				if l.OnCommitted != nil {
-					l.OnCommitted(len(recs))
-				}
-			}
+			l.commit(ctx, recs)
 		}
 		l.Client.AllowRebalance()
+	}
+}
+
+// commitGrace bounds how long a commit may go on after ctx ended.
+const commitGrace = 5 * time.Second
+
+// commit commits the offsets of a poll whose answers are all out. A Stop
+// that comes in between does not cancel it at once: the commit goes on for
+// up to commitGrace, so that a graceful restart does not handle and answer
+// those records a second time. The partitions cannot have moved meanwhile:
+// the rebalance waits for this poll (BlockRebalanceOnPoll).
+func (l *Loop) commit(ctx context.Context, recs []*kgo.Record) {
+	commitCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(commitGrace, cancel)
+		context.AfterFunc(commitCtx, func() { t.Stop() })
+	})
+	defer stop()
+	err := backoff.Retry(commitCtx, l.Backoff, func() error { return l.Client.CommitRecords(commitCtx, recs...) })
+	if err != nil {
+		l.Logger.Warn("commit failed; the poll's records will be handled again", "records", len(recs), "err", err)
+		return
+	}
+	if l.OnCommitted != nil {
+		l.OnCommitted(len(recs))
 	}
 }
 

@@ -12,8 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
 	"github.com/sundialhq/sundial/internal/backoff"
@@ -180,4 +182,50 @@ func TestNothingCommittedUntilDone(t *testing.T) {
 	cancel2()
 	<-stopped2
 	cl2.Close()
+}
+
+// TestAnsweredPollCommittedWhenStopComes: a Stop that arrives while the
+// commit of a fully answered poll is in flight must not cancel that commit,
+// or a graceful restart would handle and answer the poll's records again.
+// The broker fails the first commit with a retriable error at the moment
+// the loop's context is cancelled; the loop must try again and commit.
+func TestAnsweredPollCommittedWhenStopComes(t *testing.T) {
+	t.Parallel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "in", "out"))
+	require.NoError(t, err)
+	defer c.Close()
+	brokers := c.ListenAddrs()
+	const n = 20
+	produce(t, brokers, n, 4)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		cancel() // Stop, while the commit is in flight
+		r := req.(*kmsg.OffsetCommitRequest)
+		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, rt := range r.Topics {
+			t := kmsg.NewOffsetCommitResponseTopic()
+			t.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				p := kmsg.NewOffsetCommitResponseTopicPartition()
+				p.Partition, p.ErrorCode = rp.Partition, kerr.CoordinatorLoadInProgress.Code
+				t.Partitions = append(t.Partitions, p)
+			}
+			resp.Topics = append(resp.Topics, t)
+		}
+		return resp, nil, true // handled once: the next commit reaches the broker
+	})
+
+	var handled atomic.Int64
+	loop, cl := newLoop(t, brokers, "g", func(context.Context, *kgo.Record) []*kgo.Record {
+		handled.Add(1)
+		return nil
+	})
+	defer cl.Close()
+	loop.MaxPoll = n
+	loop.Run(ctx)
+	require.Positive(t, handled.Load())
+	require.Equal(t, handled.Load(), committed(t, brokers, "g"),
+		"the records handled before Stop (offsets start at 0) were not all committed")
 }
