@@ -1,3 +1,5 @@
+//go:build cluster
+
 package leasing
 
 import (
@@ -9,6 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sundialhq/sundial/internal/testenv"
 )
 
 // TestLeaseKeysShareSlotOnCluster asks the local Redis Cluster itself
@@ -62,4 +66,15 @@ func TestLeaseKeysShareSlotOnCluster(t *testing.T) {
 	t.Logf("12 jobs on %d masters: %v", len(masters), masters)
 	assert.Greater(t, len(masters), 1, "the jobs spread over several masters")
 	assert.Positive(t, untaggedApart, "without the hash tag some keys would leave their job's slot")
+}
+
+// TestConformanceRedisCluster runs the suite on the local Redis Cluster:
+// every script's keys must hash to one slot, or the cluster refuses the
+// call with CROSSSLOT.
+func TestConformanceRedisCluster(t *testing.T) { runConformance(t, redisCluster) }
+
+// redisCluster is the local Redis Cluster (deploy/local/cluster.sh).
+func redisCluster(t testing.TB) backend {
+	env := testenv.NeedRedisCluster(t)
+	return backend{cluster: env.Addrs, prefix: env.KeyPrefix}
 }

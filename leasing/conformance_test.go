@@ -19,11 +19,6 @@ import (
 func TestConformanceRedis(t *testing.T)     { runConformance(t, realRedis) }
 func TestConformanceMiniredis(t *testing.T) { runConformance(t, miniRedis) }
 
-// TestConformanceRedisCluster runs the suite on the local Redis Cluster:
-// every script's keys must hash to one slot, or the cluster refuses the
-// call with CROSSSLOT.
-func TestConformanceRedisCluster(t *testing.T) { runConformance(t, redisCluster) }
-
 func runConformance(t *testing.T, newBackend backendFactory) {
 	t.Parallel()
 	tests := []struct {

@@ -33,12 +33,6 @@ func realRedis(t testing.TB) backend {
 	return backend{addr: env.Addr, prefix: env.KeyPrefix}
 }
 
-// redisCluster is the local Redis Cluster (deploy/local/cluster.sh).
-func redisCluster(t testing.TB) backend {
-	env := testenv.NeedRedisCluster(t)
-	return backend{cluster: env.Addrs, prefix: env.KeyPrefix}
-}
-
 // miniRedis is an in-process Redis of the embedded mode, one per test, whose
 // TTLs run on the wall clock like a real server's.
 func miniRedis(t testing.TB) backend {

@@ -20,9 +20,9 @@
 // The local clusters (deploy/local/cluster.sh: three Kafka brokers, a Redis
 // Cluster) come only from the environment: SUNDIAL_KAFKA_CLUSTER_BROKERS,
 // SUNDIAL_REDIS_CLUSTER_ADDRS and, for tests that kill nodes,
-// SUNDIAL_CLUSTER_CTL. A test that needs them is skipped when they are
-// unset, so `make test` does not need the clusters, and fails when
-// SUNDIAL_CLUSTER_TESTS is set (`make test-cluster` sets it), in CI or not.
+// SUNDIAL_CLUSTER_CTL. The tests that need them are behind the cluster
+// build tag (`make test-cluster` passes it), so `make test` neither builds
+// nor skips them, and a missing cluster fails them.
 //
 // Invariants:
 //   - Each Need* call returns a namespace no other test uses: a Cassandra
