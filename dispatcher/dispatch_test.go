@@ -43,6 +43,20 @@ func testJobs(t *testing.T) int {
 	return 10000
 }
 
+// crashDuringScenario says whether TestDispatchEveryScheduleKind crashes
+// one dispatcher once the jobs are registered (SUNDIAL_DISPATCH_TEST_CRASH=1),
+// so that its shards are taken over the way a loaded machine's missed
+// session timeouts take them over.
+func crashDuringScenario(t *testing.T) bool {
+	s := os.Getenv("SUNDIAL_DISPATCH_TEST_CRASH")
+	if s == "" {
+		return false
+	}
+	crash, err := strconv.ParseBool(s)
+	require.NoError(t, err, "SUNDIAL_DISPATCH_TEST_CRASH")
+	return crash
+}
+
 // TestDispatchEveryScheduleKind registers jobs of every schedule kind with
 // three dispatchers sharing the shards, and checks that every job fires into
 // sundial.runs.* with the right run ids at the right times: one-offs once,
@@ -64,7 +78,8 @@ func TestDispatchEveryScheduleKind(t *testing.T) {
 	const shards = 16
 	setup := time.Now()
 	s := newStack(t, shards)
-	ds := []*Dispatcher{s.dispatcher("d1"), s.dispatcher("d2"), s.dispatcher("d3")}
+	net := &network{}
+	ds := []*Dispatcher{s.dispatcher("d1"), s.dispatcher("d2", func(c *Config) { c.KafkaOpts = []kgo.Opt{kgo.Dialer(net.dial)} }), s.dispatcher("d3")}
 	s.waitOwned(ds...)
 	t.Logf("stack and dispatchers ready in %s", time.Since(setup).Round(time.Millisecond))
 	startEpochs := s.shardEpochs()
@@ -130,6 +145,14 @@ func TestDispatchEveryScheduleKind(t *testing.T) {
 		t.Logf("registration ended %s after the first one-off was due: those may fire late (catch-up)", registered.Sub(t0))
 	}
 	specs := append(recurring, oneOffs...)
+	if crashDuringScenario(t) {
+		// Cut off Kafka and aborted (nothing left, committed or
+		// advanced), d2 keeps its shards until its session expires.
+		owned := ds[1].Owned()
+		net.cut()
+		ds[1].abort()
+		t.Logf("crashed d2 (owning shards %v) %s after the registration ended", owned, time.Since(registered).Round(time.Millisecond))
+	}
 
 	// Let everything fire: every one-off (delays count from their own
 	// registration), recurring jobs several times: at least twice, so the
