@@ -4,21 +4,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/internal/testenv"
-	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/store/cassandra"
 	"github.com/sundialhq/sundial/trigger"
 )
 
@@ -30,35 +24,11 @@ import (
 func TestStartStopTwice(t *testing.T) {
 	t.Parallel()
 	k := testenv.NeedKafka(t)
-	c := testenv.NeedCassandra(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	const shards = 4
-	cfg := cassandra.Config{Hosts: c.Hosts, Keyspace: c.Keyspace}
-	_, err := cassandra.Migrate(ctx, cfg)
-	require.NoError(t, err)
-	st, err := cassandra.Open(ctx, cfg)
-	require.NoError(t, err)
-	defer st.Close()
-	_, err = st.InitCluster(ctx, shards)
-	require.NoError(t, err)
-
-	names := topics.Names{Prefix: k.TopicPrefix}
-	all, err := names.Specs(shards)
-	require.NoError(t, err)
-	var specs []topics.Spec
-	for _, s := range all {
-		if slices.Contains([]string{names.Triggers(), names.Shards(), names.Events()}, s.Name) {
-			specs = append(specs, s)
-		}
-	}
-	producer, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))
-	require.NoError(t, err)
-	defer producer.Close()
-	_, err = topics.Ensure(ctx, kadm.NewClient(producer), specs, -1)
-	require.NoError(t, err)
-	enq, err := enqueue.New(enqueue.Config{Store: st, Client: producer, Topics: names, Shards: shards})
-	require.NoError(t, err)
+	b := newTriggerStack(ctx, t, k, shards)
+	st, names, producer, enq := b.store, b.names, b.producer, b.enq
 	events := newEventReader(t, k.Brokers, names.Events())
 
 	consumer, err := trigger.New(trigger.Config{

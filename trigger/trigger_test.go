@@ -46,36 +46,12 @@ func record(t testing.TB, tr *sundialv1.Trigger, enc sundialv1.Encoding) *kgo.Re
 func TestTriggers(t *testing.T) {
 	t.Parallel()
 	k := testenv.NeedKafka(t)
-	c := testenv.NeedCassandra(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	const shards = 4
 
-	cfg := cassandra.Config{Hosts: c.Hosts, Keyspace: c.Keyspace}
-	_, err := cassandra.Migrate(ctx, cfg)
-	require.NoError(t, err)
-	st, err := cassandra.Open(ctx, cfg)
-	require.NoError(t, err)
-	defer st.Close()
-	_, err = st.InitCluster(ctx, shards)
-	require.NoError(t, err)
-
-	names := topics.Names{Prefix: k.TopicPrefix}
-	all, err := names.Specs(shards)
-	require.NoError(t, err)
-	var specs []topics.Spec
-	for _, s := range all {
-		if slices.Contains([]string{names.Triggers(), names.Shards(), names.Events()}, s.Name) {
-			specs = append(specs, s)
-		}
-	}
-	producer, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))
-	require.NoError(t, err)
-	defer producer.Close()
-	_, err = topics.Ensure(ctx, kadm.NewClient(producer), specs, -1)
-	require.NoError(t, err)
-	enq, err := enqueue.New(enqueue.Config{Store: st, Client: producer, Topics: names, Shards: shards})
-	require.NoError(t, err)
+	b := newTriggerStack(ctx, t, k, shards)
+	st, names, producer, enq := b.store, b.names, b.producer, b.enq
 
 	job := func(id string, paused bool) {
 		spec := &sundialv1.JobSpec{Id: id, OwnerTeam: "ops", Paused: paused, Priority: sundialv1.Priority_PRIORITY_HIGH,
@@ -88,7 +64,7 @@ func TestTriggers(t *testing.T) {
 	job("ops.rebuild", false)
 	job("ops.paused", true)
 	job("ops.deleted", false)
-	_, err = st.DeleteJob(ctx, "ops.deleted", 8, time.Now())
+	_, err := st.DeleteJob(ctx, "ops.deleted", 8, time.Now())
 	require.NoError(t, err)
 
 	events := newEventReader(t, k.Brokers, names.Events())
@@ -254,4 +230,46 @@ func (r *eventReader) waitJob(t *testing.T, job string) *sundialv1.RunEvent {
 			return e
 		}
 	}
+}
+
+// triggerStack is what a trigger test runs on: a migrated keyspace of its
+// own with the cluster initialised, the topics a consumer reads and writes,
+// a producer that partitions as the enqueuer does, and an enqueuer. Both
+// clients are closed at cleanup.
+type triggerStack struct {
+	store    *cassandra.Store
+	names    topics.Names
+	producer *kgo.Client
+	enq      *enqueue.Enqueuer
+}
+
+func newTriggerStack(ctx context.Context, t *testing.T, k testenv.Kafka, shards int) triggerStack {
+	t.Helper()
+	c := testenv.NeedCassandra(t)
+	cfg := cassandra.Config{Hosts: c.Hosts, Keyspace: c.Keyspace}
+	_, err := cassandra.Migrate(ctx, cfg)
+	require.NoError(t, err)
+	st, err := cassandra.Open(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	_, err = st.InitCluster(ctx, shards)
+	require.NoError(t, err)
+
+	names := topics.Names{Prefix: k.TopicPrefix}
+	all, err := names.Specs(shards)
+	require.NoError(t, err)
+	var specs []topics.Spec
+	for _, s := range all {
+		if slices.Contains([]string{names.Triggers(), names.Shards(), names.Events()}, s.Name) {
+			specs = append(specs, s)
+		}
+	}
+	producer, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))
+	require.NoError(t, err)
+	t.Cleanup(producer.Close)
+	_, err = topics.Ensure(ctx, kadm.NewClient(producer), specs, -1)
+	require.NoError(t, err)
+	enq, err := enqueue.New(enqueue.Config{Store: st, Client: producer, Topics: names, Shards: shards})
+	require.NoError(t, err)
+	return triggerStack{store: st, names: names, producer: producer, enq: enq}
 }
