@@ -112,7 +112,7 @@ func Build(cfg Config) (v1.Image, error) {
 	cf.Config.Entrypoint = []string{BinaryPath}
 	cf.Config.Cmd = []string{"--help"}
 	cf.Config.WorkingDir = HomeDir
-	cf.Config.Env = []string{"PATH=/usr/local/bin", "HOME=" + HomeDir, "SSL_CERT_FILE=" + CABundlePath}
+	cf.Config.Env = imageEnv()
 	cf.Config.Labels = cfg.Labels
 	img, err = mutate.ConfigFile(img, cf)
 	if err != nil {
@@ -177,10 +177,23 @@ func countCertificates(bundle []byte) int {
 	}
 }
 
+// imageEnv is the image's environment. SSL_CERT_FILE names the bundle for
+// programs other than Go's crypto/x509, which finds it there by itself.
+func imageEnv() []string {
+	return []string{"PATH=/usr/local/bin", "HOME=" + HomeDir, "SSL_CERT_FILE=" + CABundlePath}
+}
+
+// accountFiles are /etc/passwd and /etc/group: root, and the user the image
+// runs as, with no login shell (there is none).
+func accountFiles() (passwd, group string) {
+	passwd = fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\n%s:x:%d:%d:%s:%s:/sbin/nologin\n", UserName, UID, GID, UserName, HomeDir)
+	group = fmt.Sprintf("root:x:0:\n%s:x:%d:\n", UserName, GID)
+	return passwd, group
+}
+
 // rootFS is the image's only layer, as an uncompressed tar.
 func rootFS(bin, ca []byte, created time.Time) ([]byte, error) {
-	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\n%s:x:%d:%d:%s:%s:/sbin/nologin\n", UserName, UID, GID, UserName, HomeDir)
-	group := fmt.Sprintf("root:x:0:\n%s:x:%d:\n", UserName, GID)
+	passwd, group := accountFiles()
 	type entry struct {
 		name     string
 		mode     int64
