@@ -188,12 +188,28 @@ check-dashboards: dashboards ## fail when the committed dashboards differ from w
 	@git diff --exit-code -- deploy/grafana/dashboards || { echo "dashboards are stale: run 'make dashboards' and commit" >&2; exit 1; }
 	@test -z "$$(git status --porcelain -- deploy/grafana/dashboards)" || { echo "generated dashboards are not committed:" >&2; git status --porcelain -- deploy/grafana/dashboards >&2; exit 1; }
 
+# The Helm chart (deploy/helm/sundial) rendered with the pinned Helm library
+# for the default and the secured values and checked against the Kubernetes
+# and Prometheus Operator types: a module of its own (deploy/helm/charttest),
+# so that Helm's dependencies stay out of the main module. No cluster needed;
+# about 15 s once its modules are downloaded.
+.PHONY: test-chart
+test-chart: ## render the Helm chart and validate it against the Kubernetes types (no cluster)
+	cd deploy/helm/charttest && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+.PHONY: chart-files
+chart-files: ## copy the dashboards and alert rules into the Helm chart (a chart reads only its own files)
+	rm -f deploy/helm/sundial/files/dashboards/*.json deploy/helm/sundial/files/rules/*.yml
+	cp deploy/grafana/dashboards/*.json deploy/helm/sundial/files/dashboards/
+	cp deploy/prometheus/rules/*.yml deploy/helm/sundial/files/rules/
+
 # Everything CI checks before it runs the tests; needs no backend. Each step
 # stops the run at its first failure, so the cheap ones come first.
 .PHONY: verify
-verify: ## golangci-lint, buf lint, the breaking check against main, generated-code and dashboard drift
+verify: ## golangci-lint, buf lint, the breaking check against main, generated-code and dashboard drift, the Helm chart
 	$(MAKE) --no-print-directory lint-proto
 	$(MAKE) --no-print-directory proto-breaking
 	$(MAKE) --no-print-directory check-generate
 	$(MAKE) --no-print-directory check-dashboards
+	$(MAKE) --no-print-directory test-chart
 	$(MAKE) --no-print-directory lint
