@@ -12,6 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/cli/values"
+	"helm.sh/helm/v3/pkg/getter"
+	"helm.sh/helm/v3/pkg/lint/support"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -471,5 +475,32 @@ func TestStrictDecoding(t *testing.T) {
 	} {
 		_, err := dec.decode([]byte(doc))
 		assert.Error(t, err, name)
+	}
+}
+
+// TestHelmLint runs `helm lint` (the library's) with the default and the
+// secured values; anything above an information fails.
+func TestHelmLint(t *testing.T) {
+	t.Parallel()
+	for _, files := range [][]string{nil, {"values-secured.yaml"}} {
+		opts := values.Options{}
+		for _, f := range files {
+			opts.ValueFiles = append(opts.ValueFiles, filepath.Join(chartDir, f))
+		}
+		vals, err := opts.MergeValues(getter.Providers{})
+		require.NoError(t, err)
+		lint := action.NewLint()
+		lint.Strict = true
+		res := lint.Run([]string{chartDir}, vals)
+		for _, m := range res.Messages {
+			if m.Severity > support.InfoSev {
+				t.Errorf("%v: %s", files, m)
+			} else {
+				t.Logf("%v: %s", files, m)
+			}
+		}
+		for _, err := range res.Errors {
+			t.Errorf("%v: %v", files, err)
+		}
 	}
 }
