@@ -183,6 +183,7 @@ test-observability: stack-up check-rules ## telemetry, dashboards' and rules' Pr
 .PHONY: dashboards
 dashboards: ## regenerate the Grafana dashboards (deploy/grafana/dashboards/*.json) from deploy/grafana/*.go
 	$(GO) run ./deploy/grafana/dashgen -out deploy/grafana/dashboards
+	$(MAKE) --no-print-directory chart-files
 
 .PHONY: check-dashboards
 check-dashboards: dashboards ## fail when the committed dashboards differ from what deploy/grafana/*.go generates
