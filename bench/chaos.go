@@ -235,3 +235,34 @@ func (b *Bench) chaos(ctx context.Context, cfg Config, kills []PlannedKill, proc
 	}
 	return out
 }
+
+// CheckCommitLog refuses a Cassandra that may lose acknowledged writes when
+// it is killed: Sundial treats an acknowledged write as durable, and a
+// node that syncs its commit log periodically (Cassandra's default)
+// acknowledges writes a SIGKILL then loses. A chaos run against it measures
+// that node's setting, not Sundial (the stack's cassandra.yaml sets batch;
+// a node started before that change keeps periodic until restarted).
+func CheckCommitLog(ctx context.Context, hosts []string) error {
+	s, err := cassandraSession(hosts)
+	if err != nil {
+		return fmt.Errorf("chaos: cassandra at %v: %w", hosts, err)
+	}
+	defer s.Close()
+	var mode string
+	if err := s.Query("SELECT value FROM system_views.settings WHERE name = 'commitlog_sync'").WithContext(ctx).Scan(&mode); err != nil {
+		return fmt.Errorf("chaos: read commitlog_sync of cassandra at %v: %w", hosts, err)
+	}
+	return commitLogDurable(mode)
+}
+
+// commitLogDurable says whether a commitlog_sync mode acknowledges only
+// writes that survive the process's death.
+func commitLogDurable(mode string) error {
+	switch mode {
+	case "batch", "group":
+		return nil
+	}
+	return fmt.Errorf("chaos: cassandra commitlog_sync is %q: it acknowledges writes a SIGKILL loses, "+
+		"so killing it loses runs whatever Sundial does; restart it with the stack's config "+
+		"(deploy/local/stack.sh down cassandra && deploy/local/stack.sh up cassandra), or leave it out of --chaos-backends", mode)
+}

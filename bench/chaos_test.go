@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sundialhq/sundial/internal/testenv"
 	"github.com/sundialhq/sundial/store"
 )
 
@@ -334,4 +335,36 @@ func TestProcessesSupervise(t *testing.T) {
 	q.Stop()
 	assert.Empty(t, q.Exits())
 	assert.Equal(t, []string{"dispatcher-0", "runner-0", "dagengine-0"}, q.Names())
+}
+
+func TestCommitLogDurable(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		mode string
+		ok   bool
+	}{
+		{"batch", true},
+		{"group", true},
+		{"periodic", false},
+		{"", false},
+	} {
+		err := commitLogDurable(tc.mode)
+		if tc.ok {
+			assert.NoError(t, err, tc.mode)
+		} else {
+			assert.ErrorContains(t, err, "acknowledges writes a SIGKILL loses", tc.mode)
+		}
+	}
+}
+
+// TestCheckCommitLog reads the setting from the stack's node: the query
+// works, and the answer is the stack's (batch) or a refusal naming the
+// node's mode.
+func TestCheckCommitLog(t *testing.T) {
+	t.Parallel()
+	env := testenv.NeedCassandra(t)
+	err := CheckCommitLog(t.Context(), env.Hosts)
+	if err != nil {
+		assert.ErrorContains(t, err, "commitlog_sync is \"periodic\"", "the only other mode a node answers")
+	}
 }

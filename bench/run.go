@@ -67,6 +67,11 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 		if err := (Stack{Script: cfg.StackScript}).Check(ctx, b.Backends); err != nil {
 			return "", nil, err
 		}
+		if slices.Contains(cfg.chaosBackends(), "cassandra") {
+			if err := CheckCommitLog(ctx, b.Backends.CassandraHosts); err != nil {
+				return "", nil, err
+			}
+		}
 		if cfg.ChaosSeed == 0 {
 			cfg.ChaosSeed = uint64(start.UnixNano())
 		}

@@ -35,6 +35,14 @@
 //     retryable error for a claim that may have succeeded.
 //   - Due entries and run history are plain, idempotent writes that the
 //     driver may retry.
+//   - An acknowledged write is taken as durable: the dispatcher lets a
+//     shard's watermark pass an occurrence once its successor is stored.
+//     A node must therefore not acknowledge what its crash can lose: with
+//     RF 1, commitlog_sync batch or group (the local stack's is batch);
+//     with RF 3 and LOCAL_QUORUM, two replicas hold every acknowledged
+//     write. commitlog_sync periodic, Cassandra's default, on a single node
+//     loses the writes of the last moments before a SIGKILL
+//     (TestAcknowledgedWritesSurviveKill, make test-crash).
 //
 // Writes to the schedule are unlogged batches confined to one partition
 // (bucket, shard), at most Config.BatchSize statements each; a single-

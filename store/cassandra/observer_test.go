@@ -2,6 +2,7 @@ package cassandra_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -90,4 +91,41 @@ func TestObserversAndPing(t *testing.T) {
 
 	require.NoError(t, s.Close())
 	assert.Error(t, s.Ping(ctx), "a closed store is not ready")
+}
+
+// TestFirstWritesShareOneShardCountRead sends a burst of first writes
+// through a Store that has not read the shard count yet: they read it once,
+// instead of one serial read each (which contend in Paxos and, on a node
+// just started, time out).
+func TestFirstWritesShareOneShardCountRead(t *testing.T) {
+	t.Parallel()
+	cfg, s := setup(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	_, err := s.InitCluster(ctx, 8)
+	require.NoError(t, err)
+
+	rec := &recorder{}
+	cfg.QueryObserver = rec
+	fresh, err := cassandra.Open(ctx, cfg)
+	require.NoError(t, err)
+	defer func() { _ = fresh.Close() }()
+	due := store.Truncate(time.Now().Add(time.Hour))
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() {
+			job := "job-" + strconv.Itoa(i)
+			assert.NoError(t, fresh.PutDue(ctx, store.DueEntry{Due: due, JobID: job, Kind: store.KindScheduled, RunID: store.RunID(job, due), Attempt: 1, Revision: 1}))
+		})
+	}
+	wg.Wait()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	reads := 0
+	for _, q := range rec.queries {
+		if strings.Contains(q, "cluster_config") {
+			reads++
+		}
+	}
+	assert.Equal(t, 1, reads, "reads of the shard count by 64 concurrent first writes")
 }

@@ -23,6 +23,9 @@ type Store struct {
 
 	mu     sync.Mutex
 	shards int // S once read; 0 until then
+	// loadShards admits one reader of S at a time (a buffered channel of
+	// one, so a waiter's context can end its wait).
+	loadShards chan struct{}
 }
 
 var _ store.Store = (*Store)(nil)
@@ -45,7 +48,7 @@ func Open(ctx context.Context, c Config) (*Store, error) {
 	}
 	var serial gocql.SerialConsistency
 	_ = serial.UnmarshalText([]byte(c.SerialConsistency)) // validated
-	return &Store{cfg: c, sess: sess, serial: gocql.Consistency(serial), q: newStatements(c.Keyspace)}, nil
+	return &Store{cfg: c, sess: sess, serial: gocql.Consistency(serial), q: newStatements(c.Keyspace), loadShards: make(chan struct{}, 1)}, nil
 }
 
 // Ping reads the coordinator's release version from system.local: it
@@ -202,19 +205,34 @@ func (s *Store) setShards(n int) {
 	s.shards = n
 }
 
-// shardCount returns S, reading it once; S never changes after init.
+// shardCount returns S, reading it once; S never changes after init. The
+// first writes of a new Store often come as a burst (a herd of firings, a
+// benchmark's 64 writers): they share one read, because as many serial reads
+// of one row contend in Paxos and, on a node just started, time out.
 func (s *Store) shardCount(ctx context.Context) (int, error) {
-	s.mu.Lock()
-	n := s.shards
-	s.mu.Unlock()
-	if n > 0 {
+	if n := s.knownShards(); n > 0 {
 		return n, nil
+	}
+	select {
+	case s.loadShards <- struct{}{}:
+	case <-ctx.Done():
+		return 0, fmt.Errorf("get cluster config: %w", ctx.Err())
+	}
+	defer func() { <-s.loadShards }()
+	if n := s.knownShards(); n > 0 {
+		return n, nil // read by the caller before us
 	}
 	cfg, err := s.GetClusterConfig(ctx)
 	if err != nil {
 		return 0, err
 	}
 	return cfg.Shards, nil
+}
+
+func (s *Store) knownShards() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shards
 }
 
 func (s *Store) checkShard(ctx context.Context, shard int) error {
