@@ -131,18 +131,18 @@ test-cluster: cluster-up ## failure tests on the local clusters: broker kill, Re
 	  echo "full log: $(OUT)/test-cluster.log"; exit $$rc
 
 # The crash tests kill a backend with SIGKILL and start it again, so they get
-# a stack of their own (Cassandra only, in .stack-crash, on ports 29042 and
-# 27000, downloads shared with .stack), never the shared one; it is stopped
+# a stack of their own (Cassandra only, in .stack-crash, on ports 23042 and
+# 23000, downloads shared with .stack), never the shared one; it is stopped
 # afterwards. About 2 minutes. Log: $(OUT)/test-crash.log.
 CRASH_ENV := SUNDIAL_STACK_DIR=$(CURDIR)/.stack-crash SUNDIAL_STACK_DIST_DIR=$${SUNDIAL_STACK_DIST_DIR:-$(CURDIR)/.stack/dist} \
-  SUNDIAL_CASSANDRA_PORT=29042 SUNDIAL_CASSANDRA_STORAGE_PORT=27000 SUNDIAL_CASSANDRA_HEAP=1g
+  SUNDIAL_CASSANDRA_PORT=23042 SUNDIAL_CASSANDRA_STORAGE_PORT=23000 SUNDIAL_CASSANDRA_HEAP=1g
 CRASH_STACK := env $(CRASH_ENV) $(STACK)
 
 .PHONY: test-crash
 test-crash: ## acknowledged writes survive a SIGKILL of Cassandra, on a Cassandra of its own (~2 min)
 	@mkdir -p $(OUT)
 	$(CRASH_STACK) up cassandra
-	@rc=0; env $(CRASH_ENV) SUNDIAL_CASSANDRA_HOSTS=127.0.0.1:29042 SUNDIAL_CRASH_STACK_CTL=$(CURDIR)/$(STACK) \
+	@rc=0; env $(CRASH_ENV) SUNDIAL_CASSANDRA_HOSTS=127.0.0.1:23042 SUNDIAL_CRASH_STACK_CTL=$(CURDIR)/$(STACK) \
 	  $(GO) test -tags crash -count=1 -timeout 20m -v -run '^TestAcknowledgedWritesSurviveKill$$' ./store/cassandra/ > $(OUT)/test-crash.log 2>&1 || rc=$$?; \
 	  $(CRASH_STACK) down cassandra; \
 	  grep -E '^(ok|FAIL|---|panic:)|crash_test.go:[0-9]+: [0-9]+ writes' $(OUT)/test-crash.log || true; \
