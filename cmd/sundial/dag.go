@@ -73,6 +73,13 @@ func runDagEngine(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	kopts, err := kafkaOptions(cmd)
+	if err != nil {
+		return err
+	}
+	if err := checkKafka(ctx, kopts); err != nil {
+		return err
+	}
 	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	b, err := openDagBackends(openCtx, cmd)
@@ -85,7 +92,7 @@ func runDagEngine(ctx context.Context, cmd *cli.Command) error {
 		Group: cmd.String("group-id"), DefinitionsGroup: cmd.String("definitions-group-id"),
 		SessionTimeout: cmd.Duration("session-timeout"),
 		ClientOptions: func(name string) []kgo.Opt {
-			return []kgo.Opt{telemetry.KafkaMetrics(p.reg, "dagengine-"+name)}
+			return withKafka(kopts, telemetry.KafkaMetrics(p.reg, "dagengine-"+name))
 		},
 		Store: b.store, Enqueuer: b.enq, Producer: b.client, Shards: b.shards,
 		SweepInterval: cmd.Duration("sweep-interval"), RedriveAfter: cmd.Duration("redrive-after"),
@@ -123,9 +130,9 @@ func (b *dagBackends) close() {
 // and publish events, and an Enqueuer.
 func openDagBackends(ctx context.Context, cmd *cli.Command) (*dagBackends, error) {
 	var bad []error
-	brokers := cmd.StringSlice("kafka-brokers")
-	if len(brokers) == 0 {
-		bad = append(bad, errors.New("--kafka-brokers: required (or SUNDIAL_KAFKA_BROKERS)"))
+	kopts, err := kafkaOptions(cmd)
+	if err != nil {
+		bad = append(bad, err)
 	}
 	cc, err := cassandraConfig(cmd)
 	if err != nil {
@@ -144,7 +151,7 @@ func openDagBackends(ctx context.Context, cmd *cli.Command) (*dagBackends, error
 		_ = st.Close()
 		return nil, fmt.Errorf("cassandra: %w", err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))
+	cl, err := kgo.NewClient(withKafka(kopts, kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))...)
 	if err != nil {
 		_ = st.Close()
 		return nil, fmt.Errorf("kafka: %w", err)
@@ -411,7 +418,11 @@ func produceDag(ctx context.Context, cmd *cli.Command, rec *kgo.Record) error {
 	}
 	defer c.Close()
 	names := topics.Names{Prefix: cmd.String("topic-prefix")}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cmd.StringSlice("kafka-brokers")...))
+	kopts, err := kafkaOptions(cmd)
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
 		return fmt.Errorf("kafka: %w", err)
 	}
