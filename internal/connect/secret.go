@@ -27,6 +27,10 @@ func (s Secret) GoString() string { return fmt.Sprintf("connect.Secret(%q)", s.S
 // LogValue masks the secret in slog records.
 func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
 
+// MarshalText masks the secret in JSON, YAML and every text encoding, so a
+// configuration struct logged whole does not leak it.
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
 // Reveal returns the secret itself, for the driver that sends it.
 func (s Secret) Reveal() string { return string(s) }
 

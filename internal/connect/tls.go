@@ -38,17 +38,17 @@ func (t TLS) Config(backend string) (*tls.Config, error) {
 	}
 	var errs []error
 	bad := func(field string, err error) {
-		errs = append(errs, fmt.Errorf("%s tls %s: %w", backend, field, err))
+		errs = append(errs, fmt.Errorf("%s-tls-%s: %w", backend, field, err))
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
 	if t.CAFile != "" {
 		pem, err := os.ReadFile(t.CAFile)
 		if err != nil {
-			bad("ca file", err)
+			bad("ca-file", err)
 		} else {
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM(pem) {
-				bad("ca file", fmt.Errorf("%s: no PEM certificate in it", t.CAFile))
+				bad("ca-file", fmt.Errorf("%s: no PEM certificate in it", t.CAFile))
 			}
 			cfg.RootCAs = pool
 		}
@@ -57,14 +57,14 @@ func (t TLS) Config(backend string) (*tls.Config, error) {
 	case t.CertFile != "" && t.KeyFile != "":
 		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
 		if err != nil {
-			bad("cert file/key file", err)
+			bad("cert-file", err)
 		} else {
 			cfg.Certificates = []tls.Certificate{cert}
 		}
 	case t.CertFile != "":
-		bad("key file", errors.New("required with a cert file"))
+		bad("key-file", errors.New("required with a cert-file"))
 	case t.KeyFile != "":
-		bad("cert file", errors.New("required with a key file"))
+		bad("cert-file", errors.New("required with a key-file"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
