@@ -346,4 +346,3 @@ func TestReadSecret(t *testing.T) {
 	_, err = ReadSecret("--p", "", file+".missing")
 	require.ErrorContains(t, err, "--p-file: open")
 }
-
