@@ -19,6 +19,8 @@
 //     and their errors start with the backend's name ("kafka: ...",
 //     "redis: ...") followed by the driver's cause (SASL authentication
 //     failed, x509: certificate signed by unknown authority, WRONGPASS).
+//   - Errors about a setting name it by its flag ("--kafka-sasl-username"),
+//     which is also its key in the config file.
 //   - An OAUTHBEARER token is read from its file at every authentication, so
 //     a token rotated on disk is used by the next connection.
 package connect

@@ -48,11 +48,11 @@ type Kafka struct {
 func (k Kafka) Options() ([]kgo.Opt, error) {
 	var errs []error
 	if len(k.Brokers) == 0 {
-		errs = append(errs, errors.New("kafka-brokers: at least one seed broker is required"))
+		errs = append(errs, errors.New("--kafka-brokers: at least one seed broker is required"))
 	}
 	for _, b := range k.Brokers {
 		if strings.TrimSpace(b) == "" {
-			errs = append(errs, fmt.Errorf("kafka-brokers %q: an empty address in the list", strings.Join(k.Brokers, ",")))
+			errs = append(errs, fmt.Errorf("--kafka-brokers %q: an empty address in the list", strings.Join(k.Brokers, ",")))
 			break
 		}
 	}
@@ -80,13 +80,13 @@ func (k Kafka) mechanism() (sasl.Mechanism, error) {
 	needUser := func() error {
 		var errs []error
 		if k.SASLUsername == "" {
-			errs = append(errs, fmt.Errorf("kafka-sasl-username: required by %s", m))
+			errs = append(errs, fmt.Errorf("--kafka-sasl-username: required by %s", m))
 		}
 		if k.SASLPassword == "" {
-			errs = append(errs, fmt.Errorf("kafka-sasl-password: required by %s (or its file)", m))
+			errs = append(errs, fmt.Errorf("--kafka-sasl-password: required by %s (or its file)", m))
 		}
 		if k.SASLTokenFile != "" {
-			errs = append(errs, fmt.Errorf("kafka-sasl-token-file: only for %s, not %s", MechanismOAuthBearer, m))
+			errs = append(errs, fmt.Errorf("--kafka-sasl-token-file: only for %s, not %s", MechanismOAuthBearer, m))
 		}
 		return errors.Join(errs...)
 	}
@@ -94,7 +94,7 @@ func (k Kafka) mechanism() (sasl.Mechanism, error) {
 	switch m {
 	case "":
 		if k.SASLUsername != "" || k.SASLPassword != "" || k.SASLTokenFile != "" {
-			return nil, fmt.Errorf("kafka-sasl-mechanism: required with a username, password or token file (one of %s)", strings.Join(Mechanisms, ", "))
+			return nil, fmt.Errorf("--kafka-sasl-mechanism: required with a username, password or token file (one of %s)", strings.Join(Mechanisms, ", "))
 		}
 		return nil, nil
 	case MechanismPlain:
@@ -115,12 +115,12 @@ func (k Kafka) mechanism() (sasl.Mechanism, error) {
 	case MechanismOAuthBearer:
 		var errs []error
 		if k.SASLTokenFile == "" {
-			errs = append(errs, fmt.Errorf("kafka-sasl-token-file: required by %s", m))
+			errs = append(errs, fmt.Errorf("--kafka-sasl-token-file: required by %s", m))
 		} else if _, err := readToken(k.SASLTokenFile); err != nil {
 			errs = append(errs, err)
 		}
 		if k.SASLUsername != "" || k.SASLPassword != "" {
-			errs = append(errs, fmt.Errorf("kafka-sasl-username and kafka-sasl-password: not used by %s", m))
+			errs = append(errs, fmt.Errorf("--kafka-sasl-username and --kafka-sasl-password: not used by %s", m))
 		}
 		if err := errors.Join(errs...); err != nil {
 			return nil, err
@@ -131,18 +131,18 @@ func (k Kafka) mechanism() (sasl.Mechanism, error) {
 			return oauth.Auth{Token: tok}, err
 		}), nil
 	default:
-		return nil, fmt.Errorf("kafka-sasl-mechanism %q: must be one of %s", k.SASLMechanism, strings.Join(Mechanisms, ", "))
+		return nil, fmt.Errorf("--kafka-sasl-mechanism %q: must be one of %s", k.SASLMechanism, strings.Join(Mechanisms, ", "))
 	}
 }
 
 func readToken(file string) (string, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return "", fmt.Errorf("kafka-sasl-token-file: %w", err)
+		return "", fmt.Errorf("--kafka-sasl-token-file: %w", err)
 	}
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {
-		return "", fmt.Errorf("kafka-sasl-token-file %s: empty", file)
+		return "", fmt.Errorf("--kafka-sasl-token-file %s: empty", file)
 	}
 	return tok, nil
 }

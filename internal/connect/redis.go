@@ -35,36 +35,36 @@ type Redis struct {
 // Options returns the driver's options, reporting every bad setting.
 func (r Redis) Options() (*redis.UniversalOptions, error) {
 	var errs []error
-	addrs, err := list("redis-addr", r.Addrs)
+	addrs, err := list("--redis-addr", r.Addrs)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	sentinels, err := list("redis-sentinel-addrs", r.SentinelAddrs)
+	sentinels, err := list("--redis-sentinel-addrs", r.SentinelAddrs)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	switch {
 	case r.SentinelMaster != "":
 		if len(sentinels) == 0 {
-			errs = append(errs, errors.New("redis-sentinel-addrs: required with a sentinel master"))
+			errs = append(errs, errors.New("--redis-sentinel-addrs: required with --redis-sentinel-master"))
 		}
 		if len(addrs) > 0 {
-			errs = append(errs, errors.New("redis-addr: not used with a sentinel master (the Sentinels name the master); set one of them"))
+			errs = append(errs, errors.New("--redis-addr: not used with a sentinel master (the Sentinels name the master); set one of them"))
 		}
 		if r.Cluster {
-			errs = append(errs, errors.New("redis-cluster: Sentinel watches a master with replicas, not a cluster; set one of them"))
+			errs = append(errs, errors.New("--redis-cluster: Sentinel watches a master with replicas, not a cluster; set one of them"))
 		}
 		addrs = sentinels
 	case len(sentinels) > 0:
-		errs = append(errs, errors.New("redis-sentinel-master: required with sentinel addrs"))
+		errs = append(errs, errors.New("--redis-sentinel-master: required with --redis-sentinel-addrs"))
 	case len(addrs) == 0:
-		errs = append(errs, errors.New("redis-addr: required (or a sentinel master and its sentinels)"))
+		errs = append(errs, errors.New("--redis-addr: required (or a sentinel master and its sentinels)"))
 	}
 	if r.Password == "" && r.Username != "" {
-		errs = append(errs, errors.New("redis-password: required with a username"))
+		errs = append(errs, errors.New("--redis-password: required with --redis-username (or its file)"))
 	}
 	if r.PoolSize < 0 {
-		errs = append(errs, fmt.Errorf("redis-pool-size %d: negative", r.PoolSize))
+		errs = append(errs, fmt.Errorf("--redis-pool-size %d: negative", r.PoolSize))
 	}
 	tlsCfg, err := r.TLS.Config("redis")
 	if err != nil {

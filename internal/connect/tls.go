@@ -38,7 +38,7 @@ func (t TLS) Config(backend string) (*tls.Config, error) {
 	}
 	var errs []error
 	bad := func(field string, err error) {
-		errs = append(errs, fmt.Errorf("%s-tls-%s: %w", backend, field, err))
+		errs = append(errs, fmt.Errorf("--%s-tls-%s: %w", backend, field, err))
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
 	if t.CAFile != "" {
@@ -62,9 +62,9 @@ func (t TLS) Config(backend string) (*tls.Config, error) {
 			cfg.Certificates = []tls.Certificate{cert}
 		}
 	case t.CertFile != "":
-		bad("key-file", errors.New("required with a cert-file"))
+		bad("key-file", errors.New("required with a cert file"))
 	case t.KeyFile != "":
-		bad("cert-file", errors.New("required with a key-file"))
+		bad("cert-file", errors.New("required with a key file"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
