@@ -412,7 +412,7 @@ Example:
 // produceDag produces a DAG record to sundial.jobs and, with --wait, prints
 // the engine's answer.
 func produceDag(ctx context.Context, cmd *cli.Command, rec *kgo.Record) error {
-	c, err := newClient(cmd)
+	c, err := newClient(ctx, cmd)
 	if err != nil {
 		return err
 	}

@@ -39,9 +39,14 @@ func waitFlags() []cli.Flag {
 	}
 }
 
-func newClient(cmd *cli.Command) (*client.Client, error) {
+// newClient returns a producer client of Sundial's topics, once Kafka has
+// accepted the connection settings (a refused one fails here, named).
+func newClient(ctx context.Context, cmd *cli.Command) (*client.Client, error) {
 	opts, err := kafkaOptions(cmd)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkKafka(ctx, opts); err != nil {
 		return nil, err
 	}
 	return client.New(client.Config{Brokers: cmd.StringSlice("kafka-brokers"), KafkaOptions: opts, Topics: topics.Names{Prefix: cmd.String("topic-prefix")}})
@@ -71,7 +76,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			c, err := newClient(cmd)
+			c, err := newClient(ctx, cmd)
 			if err != nil {
 				return err
 			}
@@ -98,7 +103,7 @@ func jobsDeleteCommand() *cli.Command {
 			if len(ids) == 0 {
 				return errors.New("name at least one job id")
 			}
-			c, err := newClient(cmd)
+			c, err := newClient(ctx, cmd)
 			if err != nil {
 				return err
 			}

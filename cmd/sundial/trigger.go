@@ -44,7 +44,7 @@ Examples:
 			if cmd.IsSet("payload") {
 				t.Payload = []byte(cmd.String("payload"))
 			}
-			c, err := newClient(cmd)
+			c, err := newClient(ctx, cmd)
 			if err != nil {
 				return err
 			}

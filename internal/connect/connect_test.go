@@ -19,6 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"go.uber.org/goleak"
+
+	"github.com/sundialhq/sundial/internal/connect/testpki"
 )
 
 func TestMain(m *testing.M) {
@@ -38,7 +40,7 @@ func writeFile(t *testing.T, name, content string) string {
 
 func TestTLSConfig(t *testing.T) {
 	t.Parallel()
-	c := newCerts(t)
+	c := testpki.New(t)
 	notPEM := writeFile(t, "ca.txt", "not a certificate")
 	tests := []struct {
 		name    string
@@ -189,8 +191,8 @@ func TestDescribeKafka(t *testing.T) {
 
 func TestKafkaTLS(t *testing.T) {
 	t.Parallel()
-	c := newCerts(t)
-	brokers := fakeKafka(t, kfake.TLS(c.serverTLS(true)))
+	c := testpki.New(t)
+	brokers := fakeKafka(t, kfake.TLS(c.ServerTLS(true)))
 	tests := []struct {
 		name    string
 		tls     TLS
@@ -272,8 +274,8 @@ func TestRedisOptions(t *testing.T) {
 
 func TestRedisAuthAndTLS(t *testing.T) {
 	t.Parallel()
-	c := newCerts(t)
-	srv, err := miniredis.RunTLS(c.serverTLS(false))
+	c := testpki.New(t)
+	srv, err := miniredis.RunTLS(c.ServerTLS(false))
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)
 	srv.RequireUserAuth("sundial", "right-password")

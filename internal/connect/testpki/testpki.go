@@ -1,4 +1,4 @@
-package connect
+package testpki
 
 import (
 	"crypto/ecdsa"
@@ -18,10 +18,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// certs are PEM files of a test PKI in a temporary directory: a CA, a server
+// PKI is PEM files in a test's temporary directory: a CA, a server
 // certificate for 127.0.0.1 and localhost, a client certificate, and a second
 // CA that signed neither.
-type certs struct {
+type PKI struct {
 	CA, OtherCA           string
 	ServerCert, ServerKey string
 	ClientCert, ClientKey string
@@ -29,7 +29,8 @@ type certs struct {
 	caPool                *x509.CertPool
 }
 
-func newCerts(t *testing.T) certs {
+// New writes a fresh PKI; the files are removed when the test ends.
+func New(t testing.TB) PKI {
 	t.Helper()
 	dir := t.TempDir()
 	write := func(name, typ string, der []byte) string {
@@ -77,16 +78,16 @@ func newCerts(t *testing.T) certs {
 	}
 	ca, caKey, caFile := newCA("ca")
 	_, _, otherFile := newCA("other-ca")
-	c := certs{CA: caFile, OtherCA: otherFile, caPool: x509.NewCertPool()}
+	c := PKI{CA: caFile, OtherCA: otherFile, caPool: x509.NewCertPool()}
 	c.caPool.AddCert(ca)
 	c.ServerCert, c.ServerKey, c.serverPair = leaf("server", ca, caKey, x509.ExtKeyUsageServerAuth)
 	c.ClientCert, c.ClientKey, _ = leaf("client", ca, caKey, x509.ExtKeyUsageClientAuth)
 	return c
 }
 
-// serverTLS is a server's configuration; mutual requires the client's
+// ServerTLS is a server's configuration; mutual requires the client's
 // certificate, signed by the test CA.
-func (c certs) serverTLS(mutual bool) *tls.Config {
+func (c PKI) ServerTLS(mutual bool) *tls.Config {
 	cfg := &tls.Config{Certificates: []tls.Certificate{c.serverPair}, MinVersion: tls.VersionTLS12}
 	if mutual {
 		cfg.ClientAuth, cfg.ClientCAs = tls.RequireAndVerifyClientCert, c.caPool
