@@ -128,9 +128,18 @@ func configValue(v any) (string, error) {
 	}
 }
 
-// commandPath is a command's path below the root: "runner", "dag engine".
-func commandPath(cmd *cli.Command) string {
-	return strings.TrimSpace(strings.TrimPrefix(cmd.FullName(), cmd.Root().Name))
+// walkPaths calls fn for every command of the tree, root included, with its
+// path below the root ("runner", "dag engine"; "" for the root). The tree
+// need not have run: the path is built from the names, not from parents.
+func walkPaths(root *cli.Command, fn func(cmd *cli.Command, path string)) {
+	var visit func(cmd *cli.Command, path []string)
+	visit = func(cmd *cli.Command, path []string) {
+		fn(cmd, strings.Join(path, " "))
+		for _, sub := range cmd.Commands {
+			visit(sub, append(slices.Clip(path), sub.Name))
+		}
+	}
+	visit(root, nil)
 }
 
 // attach adds the file as the last value source of every flag of the tree
@@ -138,9 +147,7 @@ func commandPath(cmd *cli.Command) string {
 func (c *configFile) attach(root *cli.Command) error {
 	known := map[string]bool{}
 	commands := map[string]map[string]bool{}
-	var visit func(cmd *cli.Command, path []string)
-	visit = func(cmd *cli.Command, path []string) {
-		p := strings.Join(path, " ")
+	walkPaths(root, func(cmd *cli.Command, p string) {
 		flags := map[string]bool{}
 		for _, f := range cmd.Flags {
 			name := f.Names()[0]
@@ -155,11 +162,7 @@ func (c *configFile) attach(root *cli.Command) error {
 		if p != "" {
 			commands[p] = flags
 		}
-		for _, sub := range cmd.Commands {
-			visit(sub, append(slices.Clip(path), sub.Name))
-		}
-	}
-	visit(root, nil)
+	})
 	var errs []error
 	for _, k := range sortedKeys(c.values) {
 		if !known[k] {

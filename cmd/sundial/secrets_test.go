@@ -148,9 +148,10 @@ redis-password-file: %s
 	noSecret("config print", out+errOut)
 
 	var paths [][]string
-	walk(newApp(&bytes.Buffer{}, &bytes.Buffer{}), func(cmd *cli.Command) {
-		paths = append(paths, strings.Fields(commandPath(cmd)))
+	walkPaths(newApp(&bytes.Buffer{}, &bytes.Buffer{}), func(_ *cli.Command, path string) {
+		paths = append(paths, strings.Fields(path))
 	})
+	require.Greater(t, len(paths), 20, "every command's help")
 	for _, p := range paths {
 		code, out, errOut := runCLI(t, append(p, "--help")...)
 		require.Equal(t, 0, code, "%v --help: %s", p, errOut)
