@@ -99,7 +99,10 @@ func kafkaOptions(cmd *cli.Command) ([]kgo.Opt, error) {
 	}
 	k, err := kafkaSettings(cmd)
 	if err != nil {
-		return nil, err
+		// Without the password the SASL settings cannot be judged; the TLS
+		// ones still can, and are reported with it.
+		_, tlsErr := k.TLS.Config("kafka")
+		return nil, errors.Join(err, tlsErr)
 	}
 	return k.Options()
 }
@@ -151,7 +154,7 @@ func cassandraConfig(cmd *cli.Command) (cassandra.Config, error) {
 		bad = append(bad, err)
 	}
 	c.Password = pass.Reveal()
-	if (c.Username == "") != (c.Password == "") {
+	if err == nil && (c.Username == "") != (c.Password == "") {
 		bad = append(bad, errors.New("--cassandra-username and --cassandra-password (or its file): set both or neither"))
 	}
 	if _, err := gocql.ParseConsistencyWrapper(c.Consistency); err != nil {

@@ -189,3 +189,41 @@ runner:
 	assert.Contains(t, errOut, `no command "nope"`)
 	assert.True(t, strings.HasPrefix(errOut, "sundial: config print"), errOut)
 }
+
+// TestConfigurationDocExample keeps docs/configuration.md's production file
+// true: it loads, every key is a flag of its command, and it sets every flag
+// of the long-running commands and migrate (passwords through their files).
+func TestConfigurationDocExample(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(doc), "## A complete production file")
+	require.True(t, ok, "the section is there")
+	_, rest, ok = strings.Cut(rest, "```yaml\n")
+	require.True(t, ok, "the section holds a YAML block")
+	example, _, ok := strings.Cut(rest, "```")
+	require.True(t, ok)
+
+	file, err := loadConfigFile(writeConfig(t, example))
+	require.NoError(t, err)
+	app := newApp(&bytes.Buffer{}, &bytes.Buffer{})
+	require.NoError(t, file.attach(app), "every key of the example is a flag of its command")
+
+	walkPaths(app, func(cmd *cli.Command, path string) {
+		switch path {
+		case "migrate", "registry", "dispatcher", "runner", "dag engine":
+		default:
+			return
+		}
+		for _, f := range cmd.Flags {
+			name := f.Names()[0]
+			if secretFlags[name] {
+				// The example reads passwords from their files.
+				continue
+			}
+			_, top := file.values[name]
+			_, own := file.sections[path][name]
+			assert.True(t, top || own, "the example sets --%s of sundial %s", name, path)
+		}
+	})
+}
