@@ -91,8 +91,9 @@ func runDagEngine(ctx context.Context, cmd *cli.Command) error {
 		Brokers: cmd.StringSlice("kafka-brokers"), Topics: b.names,
 		Group: cmd.String("group-id"), DefinitionsGroup: cmd.String("definitions-group-id"),
 		SessionTimeout: cmd.Duration("session-timeout"),
+		KafkaOptions:   kopts,
 		ClientOptions: func(name string) []kgo.Opt {
-			return withKafka(kopts, telemetry.KafkaMetrics(p.reg, "dagengine-"+name))
+			return []kgo.Opt{telemetry.KafkaMetrics(p.reg, "dagengine-"+name)}
 		},
 		Store: b.store, Enqueuer: b.enq, Producer: b.client, Shards: b.shards,
 		SweepInterval: cmd.Duration("sweep-interval"), RedriveAfter: cmd.Duration("redrive-after"),
