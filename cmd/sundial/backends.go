@@ -121,6 +121,31 @@ func checkKafka(ctx context.Context, opts []kgo.Opt) error {
 	return connect.PingKafka(ctx, opts)
 }
 
+// guardKafka runs work while checking, beside it, that Kafka accepts the
+// connection settings. A client retries a refused connection until its
+// deadline and then reports only the timeout; the check instead ends work
+// at once with the reason (wrong credentials, unknown authority). Work that
+// fails before it reaches Kafka (validation) reports its own error.
+func guardKafka(ctx context.Context, opts []kgo.Opt, work func(context.Context) error) error {
+	ctx, refuse := context.WithCancelCause(ctx)
+	defer refuse(nil)
+	checkCtx, stopCheck := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := checkKafka(checkCtx, opts); err != nil && checkCtx.Err() == nil {
+			refuse(err)
+		}
+	}()
+	err := work(ctx)
+	stopCheck()
+	<-done
+	if cause := context.Cause(ctx); err != nil && ctx.Err() != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return err
+}
+
 // cassandraStoreFlags are the flags of commands that open the Cassandra store.
 func cassandraStoreFlags() []cli.Flag {
 	return append(append([]cli.Flag{

@@ -413,16 +413,12 @@ Example:
 // produceDag produces a DAG record to sundial.jobs and, with --wait, prints
 // the engine's answer.
 func produceDag(ctx context.Context, cmd *cli.Command, rec *kgo.Record) error {
-	c, err := newClient(ctx, cmd)
+	c, kopts, err := newClient(cmd)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	names := topics.Names{Prefix: cmd.String("topic-prefix")}
-	kopts, err := kafkaOptions(cmd)
-	if err != nil {
-		return err
-	}
 	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
 		return fmt.Errorf("kafka: %w", err)
@@ -430,6 +426,13 @@ func produceDag(ctx context.Context, cmd *cli.Command, rec *kgo.Record) error {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
 	defer cancel()
+	return guardKafka(ctx, kopts, func(ctx context.Context) error {
+		return produceDagWith(ctx, cmd, c, cl, names, rec)
+	})
+}
+
+// produceDagWith is produceDag's work, over its clients.
+func produceDagWith(ctx context.Context, cmd *cli.Command, c *client.Client, cl *kgo.Client, names topics.Names, rec *kgo.Record) error {
 	rec.Topic = names.Jobs()
 	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		return fmt.Errorf("produce DAG %q to %s: %w", rec.Key, rec.Topic, err)

@@ -83,6 +83,9 @@ func dlqListCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			if err := checkKafka(ctx, kopts); err != nil {
+				return err
+			}
 			dls, err := deadletter.Read(ctx, kopts, names.DLQ(), f)
 			if err != nil {
 				return err
@@ -137,6 +140,9 @@ Example:
 			names := topics.Names{Prefix: cmd.String("topic-prefix")}
 			kopts, err := kafkaOptions(cmd)
 			if err != nil {
+				return err
+			}
+			if err := checkKafka(ctx, kopts); err != nil {
 				return err
 			}
 			dls, err := deadletter.Read(ctx, kopts, names.DLQ(), f)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -39,17 +40,15 @@ func waitFlags() []cli.Flag {
 	}
 }
 
-// newClient returns a producer client of Sundial's topics, once Kafka has
-// accepted the connection settings (a refused one fails here, named).
-func newClient(ctx context.Context, cmd *cli.Command) (*client.Client, error) {
+// newClient returns a producer client of Sundial's topics and the Kafka
+// options it was built with, for guardKafka.
+func newClient(cmd *cli.Command) (*client.Client, []kgo.Opt, error) {
 	opts, err := kafkaOptions(cmd)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := checkKafka(ctx, opts); err != nil {
-		return nil, err
-	}
-	return client.New(client.Config{Brokers: cmd.StringSlice("kafka-brokers"), KafkaOptions: opts, Topics: topics.Names{Prefix: cmd.String("topic-prefix")}})
+	c, err := client.New(client.Config{Brokers: cmd.StringSlice("kafka-brokers"), KafkaOptions: opts, Topics: topics.Names{Prefix: cmd.String("topic-prefix")}})
+	return c, opts, err
 }
 
 func jobsApplyCommand() *cli.Command {
@@ -76,18 +75,20 @@ Example:
 			if err != nil {
 				return err
 			}
-			c, err := newClient(ctx, cmd)
+			c, kopts, err := newClient(cmd)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
 			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
 			defer cancel()
-			receipts, err := c.ApplyAll(ctx, sundialv1.EncodingJSON, specs...)
-			if err != nil {
-				return err
-			}
-			return report(ctx, cmd, c, receipts)
+			return guardKafka(ctx, kopts, func(ctx context.Context) error {
+				receipts, err := c.ApplyAll(ctx, sundialv1.EncodingJSON, specs...)
+				if err != nil {
+					return err
+				}
+				return report(ctx, cmd, c, receipts)
+			})
 		},
 	}
 }
@@ -103,22 +104,24 @@ func jobsDeleteCommand() *cli.Command {
 			if len(ids) == 0 {
 				return errors.New("name at least one job id")
 			}
-			c, err := newClient(ctx, cmd)
+			c, kopts, err := newClient(cmd)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
 			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
 			defer cancel()
-			var receipts []client.Receipt
-			for _, id := range ids {
-				r, err := c.Delete(ctx, id)
-				if err != nil {
-					return err
+			return guardKafka(ctx, kopts, func(ctx context.Context) error {
+				var receipts []client.Receipt
+				for _, id := range ids {
+					r, err := c.Delete(ctx, id)
+					if err != nil {
+						return err
+					}
+					receipts = append(receipts, r)
 				}
-				receipts = append(receipts, r)
-			}
-			return report(ctx, cmd, c, receipts)
+				return report(ctx, cmd, c, receipts)
+			})
 		},
 	}
 }

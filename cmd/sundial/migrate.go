@@ -83,6 +83,9 @@ Example, against the local stack:
 			}
 			fmt.Fprintf(out, "cluster: %d shards, initialised %s\n", res.Cluster.Shards, res.Cluster.CreatedAt.Format(time.RFC3339))
 
+			if err := checkKafka(ctx, kopts); err != nil {
+				return err
+			}
 			names := topics.Names{Prefix: cmd.String("topic-prefix")}
 			created, err := topics.Setup(ctx, cmd.StringSlice("kafka-brokers"), names, res.Cluster.Shards, int16(trf), kopts...)
 			for _, r := range created {
