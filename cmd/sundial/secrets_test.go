@@ -128,7 +128,9 @@ redis-password-file: %s
 	for line := range strings.SplitSeq(logs.String(), "\n") {
 		var rec struct{ Msg, Addr string }
 		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "serving /metrics, /healthz and /readyz" {
-			resp, err := http.Get("http://" + rec.Addr + "/metrics")
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+rec.Addr+"/metrics", nil)
+			require.NoError(t, err)
+			resp, err := http.DefaultClient.Do(req)
 			require.NoError(t, err)
 			body, err := io.ReadAll(resp.Body)
 			require.NoError(t, err)

@@ -17,7 +17,7 @@ func TestClusterConfigSecurityAndRouting(t *testing.T) {
 	cluster := clusterConfig(c, time.Second)
 	require.NotNil(t, cluster.SslOpts)
 	assert.True(t, cluster.SslOpts.EnableHostVerification)
-	assert.Equal(t, "cassandra.internal", cluster.SslOpts.Config.ServerName)
+	assert.Equal(t, "cassandra.internal", cluster.SslOpts.ServerName)
 	assert.NotSame(t, tlsCfg, cluster.SslOpts.Config, "the driver gets its own copy")
 	assert.NotNil(t, cluster.Authenticator)
 

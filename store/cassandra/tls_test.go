@@ -30,7 +30,7 @@ func tlsListener(t *testing.T, cfg *tls.Config) string {
 			if err != nil {
 				return
 			}
-			_ = c.(*tls.Conn).Handshake()
+			_ = c.(*tls.Conn).HandshakeContext(t.Context())
 			_ = c.Close()
 		}
 	})
