@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sundialhq/sundial/client"
 	"github.com/sundialhq/sundial/internal/backoff"
@@ -20,6 +21,8 @@ import (
 type Options struct {
 	// Brokers are the Kafka seed brokers. Required.
 	Brokers []string
+	// KafkaOptions are extra options of every Kafka client (TLS, SASL).
+	KafkaOptions []kgo.Opt
 	// Topics names the installation's topics.
 	Topics topics.Names
 	// Workload to define. Its Target may be left empty: the run then
@@ -103,13 +106,13 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		return nil, err
 	}
 	sum.Plan = plan
-	cl, err := client.New(client.Config{Brokers: o.Brokers, Topics: o.Topics, Logger: o.Logger})
+	cl, err := client.New(client.Config{Brokers: o.Brokers, KafkaOptions: o.KafkaOptions, Topics: o.Topics, Logger: o.Logger})
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
 	rec := NewRecorder(plan.ParseRunID, plan.Start, plan.Start.Add(plan.Duration))
-	gen, err := New(Config{Brokers: o.Brokers, Topics: o.Topics, Plan: plan, Client: cl, Recorder: rec, Progress: o.Progress, Logger: o.Logger})
+	gen, err := New(Config{Brokers: o.Brokers, KafkaOptions: o.KafkaOptions, Topics: o.Topics, Plan: plan, Client: cl, Recorder: rec, Progress: o.Progress, Logger: o.Logger})
 	if err != nil {
 		return nil, err
 	}

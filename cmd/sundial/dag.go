@@ -73,6 +73,13 @@ func runDagEngine(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	kopts, err := kafkaOptions(cmd)
+	if err != nil {
+		return err
+	}
+	if err := checkKafka(ctx, kopts); err != nil {
+		return err
+	}
 	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	b, err := openDagBackends(openCtx, cmd)
@@ -84,6 +91,7 @@ func runDagEngine(ctx context.Context, cmd *cli.Command) error {
 		Brokers: cmd.StringSlice("kafka-brokers"), Topics: b.names,
 		Group: cmd.String("group-id"), DefinitionsGroup: cmd.String("definitions-group-id"),
 		SessionTimeout: cmd.Duration("session-timeout"),
+		KafkaOptions:   kopts,
 		ClientOptions: func(name string) []kgo.Opt {
 			return []kgo.Opt{telemetry.KafkaMetrics(p.reg, "dagengine-"+name)}
 		},
@@ -123,9 +131,9 @@ func (b *dagBackends) close() {
 // and publish events, and an Enqueuer.
 func openDagBackends(ctx context.Context, cmd *cli.Command) (*dagBackends, error) {
 	var bad []error
-	brokers := cmd.StringSlice("kafka-brokers")
-	if len(brokers) == 0 {
-		bad = append(bad, errors.New("--kafka-brokers: required (or SUNDIAL_KAFKA_BROKERS)"))
+	kopts, err := kafkaOptions(cmd)
+	if err != nil {
+		bad = append(bad, err)
 	}
 	cc, err := cassandraConfig(cmd)
 	if err != nil {
@@ -144,7 +152,7 @@ func openDagBackends(ctx context.Context, cmd *cli.Command) (*dagBackends, error
 		_ = st.Close()
 		return nil, fmt.Errorf("cassandra: %w", err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))
+	cl, err := kgo.NewClient(withKafka(kopts, kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))...)
 	if err != nil {
 		_ = st.Close()
 		return nil, fmt.Errorf("kafka: %w", err)
@@ -405,19 +413,26 @@ Example:
 // produceDag produces a DAG record to sundial.jobs and, with --wait, prints
 // the engine's answer.
 func produceDag(ctx context.Context, cmd *cli.Command, rec *kgo.Record) error {
-	c, err := newClient(cmd)
+	c, kopts, err := newClient(cmd)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	names := topics.Names{Prefix: cmd.String("topic-prefix")}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cmd.StringSlice("kafka-brokers")...))
+	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
 		return fmt.Errorf("kafka: %w", err)
 	}
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
 	defer cancel()
+	return guardKafka(ctx, kopts, func(ctx context.Context) error {
+		return produceDagWith(ctx, cmd, c, cl, names, rec)
+	})
+}
+
+// produceDagWith is produceDag's work, over its clients.
+func produceDagWith(ctx context.Context, cmd *cli.Command, c *client.Client, cl *kgo.Client, names topics.Names, rec *kgo.Record) error {
 	rec.Topic = names.Jobs()
 	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		return fmt.Errorf("produce DAG %q to %s: %w", rec.Key, rec.Topic, err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v3"
 
 	"github.com/sundialhq/sundial/dispatcher"
@@ -45,9 +44,9 @@ Example, against the local stack:
 
 func runDispatcher(ctx context.Context, cmd *cli.Command) error {
 	var bad []error
-	brokers := cmd.StringSlice("kafka-brokers")
-	if len(brokers) == 0 {
-		bad = append(bad, errors.New("--kafka-brokers: required (or SUNDIAL_KAFKA_BROKERS)"))
+	kopts, err := kafkaOptions(cmd)
+	if err != nil {
+		bad = append(bad, err)
 	}
 	storeCfg, err := cassandraConfig(cmd)
 	if err != nil {
@@ -61,8 +60,8 @@ func runDispatcher(ctx context.Context, cmd *cli.Command) error {
 		return errors.Join(bad...)
 	}
 	cfg := dispatcher.Config{
-		Brokers:           brokers,
-		KafkaOpts:         []kgo.Opt{telemetry.KafkaMetrics(p.reg, "dispatcher")},
+		Brokers:           cmd.StringSlice("kafka-brokers"),
+		KafkaOpts:         withKafka(kopts, telemetry.KafkaMetrics(p.reg, "dispatcher")),
 		Topics:            topics.Names{Prefix: cmd.String("topic-prefix")},
 		GroupID:           cmd.String("group-id"),
 		InstanceID:        cmd.String("instance-id"),
@@ -84,6 +83,9 @@ func runDispatcher(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 
+	if err := checkKafka(ctx, kopts); err != nil {
+		return err
+	}
 	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	st, err := cassandra.Open(openCtx, storeCfg)

@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v3"
 
 	"github.com/sundialhq/sundial/internal/topics"
@@ -61,8 +60,8 @@ func dlqFilter(cmd *cli.Command, now time.Time) (deadletter.Filter, error) {
 	if f.Until, err = parseWhen("until", cmd.String("until"), now); err != nil {
 		errs = append(errs, err)
 	}
-	if len(cmd.StringSlice("kafka-brokers")) == 0 {
-		errs = append(errs, errors.New("--kafka-brokers: required (or SUNDIAL_KAFKA_BROKERS)"))
+	if _, err := kafkaOptions(cmd); err != nil {
+		errs = append(errs, err)
 	}
 	return f, errors.Join(errs...)
 }
@@ -80,7 +79,14 @@ func dlqListCommand() *cli.Command {
 				return err
 			}
 			names := topics.Names{Prefix: cmd.String("topic-prefix")}
-			dls, err := deadletter.Read(ctx, []kgo.Opt{kgo.SeedBrokers(cmd.StringSlice("kafka-brokers")...)}, names.DLQ(), f)
+			kopts, err := kafkaOptions(cmd)
+			if err != nil {
+				return err
+			}
+			if err := checkKafka(ctx, kopts); err != nil {
+				return err
+			}
+			dls, err := deadletter.Read(ctx, kopts, names.DLQ(), f)
 			if err != nil {
 				return err
 			}
@@ -132,7 +138,14 @@ Example:
 				return err
 			}
 			names := topics.Names{Prefix: cmd.String("topic-prefix")}
-			dls, err := deadletter.Read(ctx, []kgo.Opt{kgo.SeedBrokers(cmd.StringSlice("kafka-brokers")...)}, names.DLQ(), f)
+			kopts, err := kafkaOptions(cmd)
+			if err != nil {
+				return err
+			}
+			if err := checkKafka(ctx, kopts); err != nil {
+				return err
+			}
+			dls, err := deadletter.Read(ctx, kopts, names.DLQ(), f)
 			if err != nil {
 				return err
 			}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -31,14 +32,6 @@ func jobsCommand() *cli.Command {
 	}
 }
 
-// kafkaFlags are the flags of commands that produce to Sundial's topics.
-func kafkaFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringSliceFlag{Name: "kafka-brokers", Usage: "Kafka seed brokers, host:port", Sources: envVar("kafka-brokers")},
-		&cli.StringFlag{Name: "topic-prefix", Usage: "prefix put in front of every topic name", Sources: envVar("topic-prefix")},
-	}
-}
-
 // waitFlags are the flags of commands that wait for the registry's answer.
 func waitFlags() []cli.Flag {
 	return []cli.Flag{
@@ -47,12 +40,15 @@ func waitFlags() []cli.Flag {
 	}
 }
 
-func newClient(cmd *cli.Command) (*client.Client, error) {
-	brokers := cmd.StringSlice("kafka-brokers")
-	if len(brokers) == 0 {
-		return nil, errors.New("--kafka-brokers: required (or SUNDIAL_KAFKA_BROKERS)")
+// newClient returns a producer client of Sundial's topics and the Kafka
+// options it was built with, for guardKafka.
+func newClient(cmd *cli.Command) (*client.Client, []kgo.Opt, error) {
+	opts, err := kafkaOptions(cmd)
+	if err != nil {
+		return nil, nil, err
 	}
-	return client.New(client.Config{Brokers: brokers, Topics: topics.Names{Prefix: cmd.String("topic-prefix")}})
+	c, err := client.New(client.Config{Brokers: cmd.StringSlice("kafka-brokers"), KafkaOptions: opts, Topics: topics.Names{Prefix: cmd.String("topic-prefix")}})
+	return c, opts, err
 }
 
 func jobsApplyCommand() *cli.Command {
@@ -79,18 +75,20 @@ Example:
 			if err != nil {
 				return err
 			}
-			c, err := newClient(cmd)
+			c, kopts, err := newClient(cmd)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
 			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
 			defer cancel()
-			receipts, err := c.ApplyAll(ctx, sundialv1.EncodingJSON, specs...)
-			if err != nil {
-				return err
-			}
-			return report(ctx, cmd, c, receipts)
+			return guardKafka(ctx, kopts, func(ctx context.Context) error {
+				receipts, err := c.ApplyAll(ctx, sundialv1.EncodingJSON, specs...)
+				if err != nil {
+					return err
+				}
+				return report(ctx, cmd, c, receipts)
+			})
 		},
 	}
 }
@@ -106,22 +104,24 @@ func jobsDeleteCommand() *cli.Command {
 			if len(ids) == 0 {
 				return errors.New("name at least one job id")
 			}
-			c, err := newClient(cmd)
+			c, kopts, err := newClient(cmd)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
 			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
 			defer cancel()
-			var receipts []client.Receipt
-			for _, id := range ids {
-				r, err := c.Delete(ctx, id)
-				if err != nil {
-					return err
+			return guardKafka(ctx, kopts, func(ctx context.Context) error {
+				var receipts []client.Receipt
+				for _, id := range ids {
+					r, err := c.Delete(ctx, id)
+					if err != nil {
+						return err
+					}
+					receipts = append(receipts, r)
 				}
-				receipts = append(receipts, r)
-			}
-			return report(ctx, cmd, c, receipts)
+				return report(ctx, cmd, c, receipts)
+			})
 		},
 	}
 }
@@ -196,25 +196,23 @@ func jobsGetCommand() *cli.Command {
 		Name:      "get",
 		Usage:     "print a job as the store holds it: its definition, revision, next due time and run summary",
 		ArgsUsage: "ID",
-		Flags: []cli.Flag{
-			&cli.StringSliceFlag{Name: "cassandra-hosts", Usage: "Cassandra contact points, host or host:port", Sources: envVar("cassandra-hosts")},
-			&cli.StringFlag{Name: "keyspace", Value: cassandra.DefaultKeyspace, Usage: "Cassandra keyspace of the schedule store", Sources: envVar("keyspace")},
+		Flags: append(cassandraStoreFlags(),
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "give up after this long", Sources: envVar("timeout")},
-		},
+		),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if cmd.Args().Len() != 1 {
 				return fmt.Errorf("name one job id, got %d arguments", cmd.Args().Len())
 			}
 			id := cmd.Args().First()
-			hosts := cmd.StringSlice("cassandra-hosts")
-			if len(hosts) == 0 {
-				return errors.New("--cassandra-hosts: required (or SUNDIAL_CASSANDRA_HOSTS)")
+			cc, err := cassandraConfig(cmd)
+			if err != nil {
+				return err
 			}
 			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
 			defer cancel()
-			st, err := cassandra.Open(ctx, cassandra.Config{Hosts: hosts, Keyspace: cmd.String("keyspace")})
+			st, err := cassandra.Open(ctx, cc)
 			if err != nil {
-				return err
+				return fmt.Errorf("cassandra: %w", err)
 			}
 			defer func() { _ = st.Close() }()
 			job, err := st.GetJob(ctx, id)

@@ -30,9 +30,7 @@ unless --keep.
 
 Example, against a running pipeline on the local stack:
   source <(deploy/local/stack.sh env) && sundial loadgen --jobs 10000 --rate 100 --duration 1m`,
-		Flags: []cli.Flag{
-			&cli.StringSliceFlag{Name: "kafka-brokers", Usage: "Kafka seed brokers, host:port", Sources: envVar("kafka-brokers")},
-			&cli.StringFlag{Name: "topic-prefix", Usage: "prefix put in front of every topic name", Sources: envVar("topic-prefix")},
+		Flags: append(kafkaFlags(),
 			&cli.IntFlag{Name: "jobs", Value: 10000, Usage: "number of job definitions (at most 1,000,000)", Sources: envVar("jobs")},
 			&cli.FloatFlag{Name: "rate", Value: 100, Usage: "planned triggers/s of the steady mix", Sources: envVar("rate")},
 			&cli.DurationFlag{Name: "duration", Value: time.Minute, Usage: "length of the measured window", Sources: envVar("duration")},
@@ -46,11 +44,12 @@ Example, against a running pipeline on the local stack:
 			&cli.IntFlag{Name: "payload-bytes", Value: 64, Usage: "payload of each job", Sources: envVar("payload-bytes")},
 			&cli.DurationFlag{Name: "effect-duration", Value: loadgen.DefaultEffectDuration, Usage: "how long the counting downstream takes to apply one effect", Sources: envVar("effect-duration")},
 			&cli.BoolFlag{Name: "keep", Usage: "do not delete the jobs at the end", Sources: envVar("keep")},
-		},
+		),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			var bad []error
-			if len(cmd.StringSlice("kafka-brokers")) == 0 {
-				bad = append(bad, errors.New("--kafka-brokers: required (or SUNDIAL_KAFKA_BROKERS)"))
+			kopts, err := kafkaOptions(cmd)
+			if err != nil {
+				bad = append(bad, err)
 			}
 			mix, err := loadgen.ParseMix(cmd.String("mix"))
 			if err != nil {
@@ -70,7 +69,7 @@ Example, against a running pipeline on the local stack:
 			}
 			out := cmd.Root().Writer
 			sum, err := loadgen.Run(ctx, loadgen.Options{
-				Brokers: cmd.StringSlice("kafka-brokers"), Topics: topics.Names{Prefix: cmd.String("topic-prefix")}, Workload: w,
+				Brokers: cmd.StringSlice("kafka-brokers"), KafkaOptions: kopts, Topics: topics.Names{Prefix: cmd.String("topic-prefix")}, Workload: w,
 				DownstreamAddr: cmd.String("downstream-addr"), EffectDuration: cmd.Duration("effect-duration"), Lead: cmd.Duration("lead"), Drain: cmd.Duration("drain"),
 				Cleanup: !cmd.Bool("keep"), Progress: out, Logger: slog.New(slog.NewTextHandler(cmd.Root().ErrWriter, nil)),
 			})

@@ -28,7 +28,16 @@ func main() {
 
 // run executes the command line and returns the process exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	app := newApp(stdout, stderr)
+	file, err := loadConfigFile(configPath(args))
+	if err != nil {
+		fmt.Fprintf(stderr, "sundial: %v\n", err)
+		return 1
+	}
+	app := newAppWithConfig(stdout, stderr, file)
+	if err := file.attach(app); err != nil {
+		fmt.Fprintf(stderr, "sundial: %v\n", err)
+		return 1
+	}
 	if err := app.Run(ctx, args); err != nil {
 		fmt.Fprintf(stderr, "sundial: %v\n", err)
 		return 1
@@ -36,15 +45,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// newApp builds the command tree. Subcommands are defined in the files of this
-// package, one file per command, each a thin layer over a library package.
+// newApp builds the command tree without a config file.
 func newApp(stdout, stderr io.Writer) *cli.Command {
+	return newAppWithConfig(stdout, stderr, &configFile{})
+}
+
+// newAppWithConfig builds the command tree. Subcommands are defined in the
+// files of this package, one file per command, each a thin layer over a
+// library package. file is what config print reports; run attaches it to
+// every flag.
+func newAppWithConfig(stdout, stderr io.Writer, file *configFile) *cli.Command {
 	return &cli.Command{
 		Name:      "sundial",
 		Usage:     "a Kafka-partitioned distributed job scheduler",
 		Writer:    stdout,
 		ErrWriter: stderr,
+		Flags: []cli.Flag{
+			// Read before the command line is parsed (configPath); declared
+			// here so that it is accepted anywhere on the line and shown in
+			// help.
+			&cli.StringFlag{Name: "config", Usage: "YAML file of settings: keys are flag names, sections are commands (see docs/configuration.md)", Sources: envVar("config")},
+		},
 		Commands: []*cli.Command{
+			configCommand(file),
 			versionCommand(),
 			devCommand(),
 			scheduleCommand(),

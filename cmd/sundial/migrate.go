@@ -24,28 +24,21 @@ count is right (a topic with another count is an error naming it).
 
 Example, against the local stack:
   source <(deploy/local/stack.sh env) && sundial migrate`,
-		Flags: []cli.Flag{
-			&cli.StringSliceFlag{Name: "cassandra-hosts", Usage: "Cassandra contact points, host or host:port", Sources: envVar("cassandra-hosts")},
-			&cli.StringFlag{Name: "keyspace", Value: cassandra.DefaultKeyspace, Usage: "Cassandra keyspace of the schedule store", Sources: envVar("keyspace")},
+		Flags: append(append(kafkaFlags(), cassandraStoreFlags()...),
 			&cli.IntFlag{Name: "replication-factor", Value: cassandra.DefaultReplicationFactor, Usage: "replication factor of the keyspace when it is created", Sources: envVar("replication-factor")},
-			&cli.StringFlag{Name: "cassandra-datacenter", Usage: "data centre for NetworkTopologyStrategy replication (default: SimpleStrategy)", Sources: envVar("cassandra-datacenter")},
-			&cli.StringSliceFlag{Name: "kafka-brokers", Usage: "Kafka seed brokers, host:port", Sources: envVar("kafka-brokers")},
-			&cli.StringFlag{Name: "topic-prefix", Usage: "prefix put in front of every topic name", Sources: envVar("topic-prefix")},
 			&cli.IntFlag{Name: "topic-replication-factor", Value: -1, Usage: "replication factor of created topics; -1 for the brokers' default", Sources: envVar("topic-replication-factor")},
 			&cli.IntFlag{Name: "shards", Value: 128, Usage: "number of shards S, fixed for the life of the cluster", Sources: envVar("shards")},
 			&cli.DurationFlag{Name: "timeout", Value: 2 * time.Minute, Usage: "give up after this long (an unreachable backend fails sooner)", Sources: envVar("timeout")},
-		},
+		),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			shards := cmd.Int("shards")
 			var bad []error
 			if shards <= 0 {
 				bad = append(bad, fmt.Errorf("--shards %d: must be positive", shards))
 			}
-			if len(cmd.StringSlice("kafka-brokers")) == 0 {
-				bad = append(bad, errors.New("--kafka-brokers: required (or SUNDIAL_KAFKA_BROKERS)"))
-			}
-			if len(cmd.StringSlice("cassandra-hosts")) == 0 {
-				bad = append(bad, errors.New("--cassandra-hosts: required (or SUNDIAL_CASSANDRA_HOSTS)"))
+			kopts, err := kafkaOptions(cmd)
+			if err != nil {
+				bad = append(bad, err)
 			}
 			trf := cmd.Int("topic-replication-factor")
 			if trf == 0 || trf < -1 || trf > math.MaxInt16 {
@@ -54,18 +47,16 @@ Example, against the local stack:
 			if cmd.Duration("timeout") <= 0 {
 				bad = append(bad, fmt.Errorf("--timeout %s: must be positive", cmd.Duration("timeout")))
 			}
-			cfg := cassandra.Config{
-				Hosts:             cmd.StringSlice("cassandra-hosts"),
-				Keyspace:          cmd.String("keyspace"),
-				ReplicationFactor: cmd.Int("replication-factor"),
-				Datacenter:        cmd.String("cassandra-datacenter"),
+			cfg, err := cassandraConfig(cmd)
+			cfg.ReplicationFactor = cmd.Int("replication-factor")
+			if err != nil {
+				bad = append(bad, err)
 			}
 			if cfg.ReplicationFactor == 0 {
 				// Config reads zero as "the default"; from the flag it is a
 				// mistake. Config.Validate reports negative values.
 				bad = append(bad, errors.New("--replication-factor 0: must be at least 1"))
-			}
-			if len(cfg.Hosts) > 0 {
+			} else if err == nil {
 				if err := cfg.Validate(); err != nil {
 					bad = append(bad, err)
 				}
@@ -92,8 +83,11 @@ Example, against the local stack:
 			}
 			fmt.Fprintf(out, "cluster: %d shards, initialised %s\n", res.Cluster.Shards, res.Cluster.CreatedAt.Format(time.RFC3339))
 
+			if err := checkKafka(ctx, kopts); err != nil {
+				return err
+			}
 			names := topics.Names{Prefix: cmd.String("topic-prefix")}
-			created, err := topics.Setup(ctx, cmd.StringSlice("kafka-brokers"), names, res.Cluster.Shards, int16(trf))
+			created, err := topics.Setup(ctx, cmd.StringSlice("kafka-brokers"), names, res.Cluster.Shards, int16(trf), kopts...)
 			for _, r := range created {
 				state := "exists"
 				if r.Created {

@@ -1,29 +1,31 @@
 package main
 
 import (
-	"errors"
-	"fmt"
-	"strings"
+	"context"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/urfave/cli/v3"
+
+	"github.com/sundialhq/sundial/internal/connect"
 )
 
-// redisClient returns a client of the Redis that addrs (comma-separated
-// host:port) names: one node, or a Redis Cluster when cluster is set or
-// addrs lists several nodes. A cluster's addresses are seeds: the client
-// reads the slot map from them and follows failovers by itself. poolSize
-// bounds the connections to each node.
-func redisClient(addrs string, cluster bool, poolSize int) (redis.UniversalClient, error) {
-	if strings.TrimSpace(addrs) == "" {
-		return nil, errors.New("--redis-addr: required (or SUNDIAL_REDIS_ADDR)")
+// redisClient returns a client of the Redis that redisFlags name: one node,
+// a Redis Cluster when --redis-cluster is set or --redis-addr lists several
+// nodes, or the master that --redis-sentinel-master names. A cluster's
+// addresses are seeds: the client reads the slot map from them and follows
+// failovers by itself. poolSize bounds the connections to each node.
+func redisClient(cmd *cli.Command, poolSize int) (redis.UniversalClient, error) {
+	r, err := redisSettings(cmd, poolSize)
+	if err != nil {
+		return nil, err
 	}
-	var list []string
-	for a := range strings.SplitSeq(addrs, ",") {
-		a = strings.TrimSpace(a)
-		if a == "" {
-			return nil, fmt.Errorf("--redis-addr %q: an empty address in the list", addrs)
-		}
-		list = append(list, a)
-	}
-	return redis.NewUniversalClient(&redis.UniversalOptions{Addrs: list, IsClusterMode: cluster, PoolSize: poolSize}), nil
+	return r.Client()
+}
+
+// checkRedis fails, within connectTimeout, with the server's answer
+// (WRONGPASS, NOPERM) or the TLS cause when Redis refuses the connection.
+func checkRedis(ctx context.Context, c redis.UniversalClient) error {
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	return connect.PingRedis(ctx, c)
 }

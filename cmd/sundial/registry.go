@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v3"
 
 	"github.com/sundialhq/sundial/dagengine"
@@ -44,8 +43,9 @@ Example, against the local stack:
 func runRegistry(ctx context.Context, cmd *cli.Command) error {
 	var bad []error
 	brokers := cmd.StringSlice("kafka-brokers")
-	if len(brokers) == 0 {
-		bad = append(bad, errors.New("--kafka-brokers: required (or SUNDIAL_KAFKA_BROKERS)"))
+	kopts, err := kafkaOptions(cmd)
+	if err != nil {
+		bad = append(bad, err)
 	}
 	if _, err := cassandraConfig(cmd); err != nil {
 		bad = append(bad, err)
@@ -60,6 +60,9 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 	names := topics.Names{Prefix: cmd.String("topic-prefix")}
 	limits := jobspec.Limits{MaxPayloadBytes: cmd.Int("max-payload-bytes")}
 
+	if err := checkKafka(ctx, kopts); err != nil {
+		return err
+	}
 	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	b, err := p.openEnqueuer(openCtx, cmd, names)
@@ -70,7 +73,7 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 	reg, err := registry.New(registry.Config{
 		Brokers: brokers, Topics: names, Group: cmd.String("group-id"), Store: b.store, Waker: b.enq, Limits: limits,
 		Concurrency:  cmd.Int("concurrency"),
-		KafkaOptions: []kgo.Opt{telemetry.KafkaMetrics(p.reg, "registry")},
+		KafkaOptions: withKafka(kopts, telemetry.KafkaMetrics(p.reg, "registry")),
 		Registerer:   p.reg, Logger: p.logger,
 	})
 	if err != nil {
@@ -90,7 +93,7 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 	trg, err := trigger.New(trigger.Config{
 		Brokers: brokers, Topics: names, Group: cmd.String("trigger-group-id"), Store: b.store, Enqueuer: b.enq, Dags: dags,
 		MaxPayloadBytes: limits.MaxPayloadBytes,
-		KafkaOptions:    []kgo.Opt{telemetry.KafkaMetrics(p.reg, "trigger")},
+		KafkaOptions:    withKafka(kopts, telemetry.KafkaMetrics(p.reg, "trigger")),
 		Registerer:      p.reg, Logger: p.named("trigger"),
 	})
 	if err != nil {

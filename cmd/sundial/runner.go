@@ -26,23 +26,6 @@ import (
 	"github.com/sundialhq/sundial/store/cassandra"
 )
 
-// cassandraStoreFlags are the flags of commands that open the Cassandra store.
-func cassandraStoreFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringSliceFlag{Name: "cassandra-hosts", Usage: "Cassandra contact points, host or host:port", Sources: envVar("cassandra-hosts")},
-		&cli.StringFlag{Name: "keyspace", Value: cassandra.DefaultKeyspace, Usage: "Cassandra keyspace of the store", Sources: envVar("keyspace")},
-		&cli.StringFlag{Name: "cassandra-datacenter", Usage: "local data centre, preferred by the driver", Sources: envVar("cassandra-datacenter")},
-	}
-}
-
-func cassandraConfig(cmd *cli.Command) (cassandra.Config, error) {
-	c := cassandra.Config{Hosts: cmd.StringSlice("cassandra-hosts"), Keyspace: cmd.String("keyspace"), Datacenter: cmd.String("cassandra-datacenter")}
-	if len(c.Hosts) == 0 {
-		return c, errors.New("--cassandra-hosts: required (or SUNDIAL_CASSANDRA_HOSTS)")
-	}
-	return c, c.Validate()
-}
-
 // openEnqueuer opens the Cassandra store and an Enqueuer over it, for a
 // one-shot command (no telemetry). close releases both.
 func openEnqueuer(ctx context.Context, cmd *cli.Command, names topics.Names, logger *slog.Logger) (*enqueue.Enqueuer, *cassandra.Store, func(), error) {
@@ -93,7 +76,11 @@ func openEnqueueBackends(ctx context.Context, cmd *cli.Command, names topics.Nam
 	if err != nil {
 		return nil, err
 	}
-	kopts := []kgo.Opt{kgo.SeedBrokers(cmd.StringSlice("kafka-brokers")...), kgo.RecordPartitioner(enqueue.Partitioner(names, nil))}
+	kopts, err := kafkaOptions(cmd)
+	if err != nil {
+		return nil, err
+	}
+	kopts = withKafka(kopts, kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))
 	var reg prometheus.Registerer
 	if p != nil {
 		if err := p.instrumentCassandra(&cc); err != nil {
@@ -142,9 +129,7 @@ Lua script of a job touches keys of one hash tag, so of one slot.
 
 Example, against the local stack:
   source <(deploy/local/stack.sh env) && sundial runner --concurrency 64 --metrics-addr :9465`,
-		Flags: append(append(append(kafkaFlags(), cassandraStoreFlags()...), processFlags()...),
-			&cli.StringFlag{Name: "redis-addr", Usage: "Redis address, host:port; several, comma-separated, are the seed nodes of a Redis Cluster", Sources: envVar("redis-addr")},
-			&cli.BoolFlag{Name: "redis-cluster", Usage: "--redis-addr is a Redis Cluster even with one address (implied by several)", Sources: envVar("redis-cluster")},
+		Flags: append(append(append(append(kafkaFlags(), cassandraStoreFlags()...), redisFlags()...), processFlags()...),
 			&cli.StringFlag{Name: "redis-key-prefix", Usage: "put in front of every Redis key and channel of the runner (leases, dedupe marks, replace signals), to share one Redis between installations", Sources: envVar("redis-key-prefix")},
 			&cli.StringFlag{Name: "group-id", Value: runner.DefaultGroup, Usage: "consumer group of the runners", Sources: envVar("group-id")},
 			&cli.StringFlag{Name: "runner-id", Usage: "name of this runner in events (default: host name and process id)", Sources: envVar("runner-id")},
@@ -174,9 +159,9 @@ func noopHandler(context.Context, *sundialv1.Run) error { return nil }
 
 func runRunner(ctx context.Context, cmd *cli.Command) error {
 	var bad []error
-	brokers := cmd.StringSlice("kafka-brokers")
-	if len(brokers) == 0 {
-		bad = append(bad, errors.New("--kafka-brokers: required (or SUNDIAL_KAFKA_BROKERS)"))
+	kopts, err := kafkaOptions(cmd)
+	if err != nil {
+		bad = append(bad, err)
 	}
 	if _, err := cassandraConfig(cmd); err != nil {
 		bad = append(bad, err)
@@ -200,7 +185,7 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 			bad = append(bad, fmt.Errorf("--%s: %d is negative", f.name, f.v))
 		}
 	}
-	rdb, err := redisClient(cmd.String("redis-addr"), cmd.Bool("redis-cluster"), max(poolSize, 1))
+	rdb, err := redisClient(cmd, max(poolSize, 1))
 	if err != nil {
 		// Validation goes on with a client that is never used, so that every
 		// bad flag is reported at once.
@@ -215,7 +200,7 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 	}
 	cfg := runner.Config{
 		ID:                     cmd.String("runner-id"),
-		Kafka:                  []kgo.Opt{kgo.SeedBrokers(brokers...)},
+		Kafka:                  kopts,
 		SessionTimeout:         cmd.Duration("group-session-timeout"),
 		HeartbeatInterval:      cmd.Duration("group-heartbeat-interval"),
 		InstanceID:             cmd.String("group-instance-id"),
@@ -254,6 +239,9 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 
+	if err := checkKafka(ctx, kopts); err != nil {
+		return err
+	}
 	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	b, err := p.openEnqueuer(openCtx, cmd, names)
@@ -261,6 +249,9 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 	defer b.close()
+	if err := checkRedis(ctx, rdb); err != nil {
+		return err
+	}
 	if err := leases.Load(openCtx); err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}
@@ -275,7 +266,7 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 	components := []lifecycle{r}
 	if cmd.Bool("history") {
 		w, err := history.New(history.Config{
-			Kafka:      []kgo.Opt{kgo.SeedBrokers(brokers...), telemetry.KafkaMetrics(p.reg, "history")},
+			Kafka:      withKafka(kopts, telemetry.KafkaMetrics(p.reg, "history")),
 			Topics:     names,
 			History:    b.store,
 			Registerer: p.reg,

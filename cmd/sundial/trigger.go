@@ -44,20 +44,22 @@ Examples:
 			if cmd.IsSet("payload") {
 				t.Payload = []byte(cmd.String("payload"))
 			}
-			c, err := newClient(cmd)
+			c, kopts, err := newClient(cmd)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
 			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
 			defer cancel()
-			r, err := c.SendTrigger(ctx, proto.Clone(t).(*sundialv1.Trigger))
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.Root().Writer, "%s\ttriggered (%s[%d]@%d); run id %s unless key %q was used before\n",
-				r.ID, r.Topic, r.Partition, r.Offset, store.RunID(r.ID, r.Timestamp.Truncate(time.Millisecond)), t.GetIdempotencyKey())
-			return nil
+			return guardKafka(ctx, kopts, func(ctx context.Context) error {
+				r, err := c.SendTrigger(ctx, proto.Clone(t).(*sundialv1.Trigger))
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.Root().Writer, "%s\ttriggered (%s[%d]@%d); run id %s unless key %q was used before\n",
+					r.ID, r.Topic, r.Partition, r.Offset, store.RunID(r.ID, r.Timestamp.Truncate(time.Millisecond)), t.GetIdempotencyKey())
+				return nil
+			})
 		},
 	}
 }

@@ -162,9 +162,9 @@ func check(spec Spec, detail kadm.TopicDetail) (Result, error) {
 }
 
 // Setup connects to brokers and ensures every topic of names for a cluster of
-// the given shard count. It returns within ctx's deadline when Kafka cannot be
-// reached.
-func Setup(ctx context.Context, brokers []string, names Names, shards int, replication int16) ([]Result, error) {
+// the given shard count. opts are further client options (TLS, SASL). It
+// returns within ctx's deadline when Kafka cannot be reached.
+func Setup(ctx context.Context, brokers []string, names Names, shards int, replication int16, opts ...kgo.Opt) ([]Result, error) {
 	if len(brokers) == 0 {
 		return nil, errors.New("kafka brokers: at least one seed broker is required")
 	}
@@ -172,7 +172,7 @@ func Setup(ctx context.Context, brokers []string, names Names, shards int, repli
 	if err != nil {
 		return nil, err
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client for %v: %w", brokers, err)
 	}

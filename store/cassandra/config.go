@@ -2,6 +2,7 @@ package cassandra
 
 import (
 	"cmp"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -48,6 +49,11 @@ type Config struct {
 	// with ReplicationFactor replicas in that data centre, and makes the
 	// driver prefer its nodes. Empty means SimpleStrategy, for one DC.
 	Datacenter string
+	// LocalDC, if set, is the data centre whose nodes the driver sends
+	// statements to (token-aware within it); default Datacenter. A process
+	// in a second data centre names its own here while the keyspace's
+	// replication stays as migrations created it.
+	LocalDC string
 	// Consistency of reads and writes; default LOCAL_QUORUM, so that a
 	// write and a later read always overlap in one replica while a node per
 	// replica set may be down (with RF 1 it is simply the one replica).
@@ -86,6 +92,10 @@ type Config struct {
 	// PasswordAuthenticator.
 	Username string
 	Password string
+	// TLS, if set, encrypts every connection and verifies the nodes'
+	// certificates against it (host verification: the certificate must
+	// name the node, or TLS.ServerName when set).
+	TLS *tls.Config
 	// QueryObserver, if set, is called by the driver after every attempt of
 	// every statement (one call per page of a read), with its latency and
 	// error: telemetry.CassandraObserver records them as metrics. It must
@@ -115,6 +125,7 @@ func (c Config) withDefaults() Config {
 	c.WriteConcurrency = cmp.Or(c.WriteConcurrency, DefaultWriteConcurrency)
 	c.NumConns = cmp.Or(c.NumConns, DefaultNumConns)
 	c.RunRetention = cmp.Or(c.RunRetention, DefaultRunRetention)
+	c.LocalDC = cmp.Or(c.LocalDC, c.Datacenter)
 	c.Now = deps.Clock(c.Now)
 	return c
 }

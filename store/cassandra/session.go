@@ -41,8 +41,8 @@ func clusterConfig(c Config, timeout time.Duration) *gocql.ClusterConfig {
 	// partition (the due-entry batches, one partition each, in particular);
 	// the fallback spreads the rest, preferring the local data centre.
 	fallback := gocql.RoundRobinHostPolicy()
-	if c.Datacenter != "" {
-		fallback = gocql.DCAwareRoundRobinPolicy(c.Datacenter)
+	if c.LocalDC != "" {
+		fallback = gocql.DCAwareRoundRobinPolicy(c.LocalDC)
 	}
 	cluster.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(fallback)
 	// The driver retries only statements marked idempotent (plain writes of
@@ -57,6 +57,9 @@ func clusterConfig(c Config, timeout time.Duration) *gocql.ClusterConfig {
 	cluster.BatchObserver = c.BatchObserver
 	if c.Username != "" {
 		cluster.Authenticator = gocql.PasswordAuthenticator{Username: c.Username, Password: c.Password}
+	}
+	if c.TLS != nil {
+		cluster.SslOpts = &gocql.SslOptions{Config: c.TLS.Clone(), EnableHostVerification: true}
 	}
 	return cluster
 }
