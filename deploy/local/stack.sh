@@ -42,6 +42,9 @@ STOP_GRACE=${SUNDIAL_STACK_STOP_GRACE:-30}
 SECURE=${SUNDIAL_STACK_SECURE:-false}
 TLS_DIR=$STACK_DIR/tls
 SECRETS_DIR=$STACK_DIR/secrets
+# The script a user runs, for the commands our messages suggest.
+SELF=stack.sh
+[[ $SECURE != true ]] || SELF=secure.sh
 
 ALL=(kafka cassandra redis)
 # The marker that tells this stack's JVMs apart from every other process,
@@ -663,9 +666,9 @@ cmd_up() {
       was=$(cat "$RUN_DIR/$b.settings" 2>/dev/null || true)
       now=$(settings_of "$b")
       if [[ ${was%% *} != "${now%% *}" ]]; then
-        die "$b runs (pid $pid) with ${was%% *} but the settings say ${now%% *}: run 'stack.sh down $b' first"
+        die "$b runs (pid $pid) with ${was%% *} but the settings say ${now%% *}: run '$SELF down $b' first"
       elif [[ $was != "$now" ]]; then
-        warn "$b runs (pid $pid) with [$was], the settings say [$now]: 'stack.sh down $b && stack.sh up' applies them"
+        warn "$b runs (pid $pid) with [$was], the settings say [$now]: '$SELF down $b && $SELF up' applies them"
       fi
       continue
     fi
@@ -753,9 +756,9 @@ cmd_up() {
     fi
   done
   if ((${#failed[@]})); then
-    die "not ready: ${failed[*]} (logs: stack.sh logs ${failed[*]})"
+    die "not ready: ${failed[*]} (logs: $SELF logs ${failed[*]})"
   fi
-  say "stack: ready in $(since_ms "$start"); use it with: source <($HERE/stack.sh env)"
+  say "stack: ready in $(since_ms "$start"); use it with: source <($HERE/$SELF env)"
 }
 
 # now_ms prints the wall clock in milliseconds; since_ms T prints the seconds

@@ -178,8 +178,8 @@ func cassandraRole(ctx context.Context, addr string, sec security, role, passwor
 		return "", fmt.Errorf("cql session as %s: %w", sec.cassandraUser, err)
 	}
 	defer session.Close()
-	exec := func(stmt string, args ...any) error {
-		return session.Query(stmt, args...).WithContext(ctx).Consistency(gocql.One).Exec()
+	exec := func(stmt string) error {
+		return session.Query(stmt).WithContext(ctx).Consistency(gocql.One).Exec()
 	}
 	var did []string
 	if role != "" {
@@ -187,12 +187,16 @@ func cassandraRole(ctx context.Context, addr string, sec security, role, passwor
 		if err != nil {
 			return "", fmt.Errorf("role %s: %w", role, err)
 		}
-		if err := exec(fmt.Sprintf("CREATE ROLE IF NOT EXISTS %q WITH LOGIN = true AND SUPERUSER = false AND PASSWORD = ?", role), pass); err != nil {
+		if err := exec(fmt.Sprintf("CREATE ROLE IF NOT EXISTS %q WITH LOGIN = true AND SUPERUSER = false AND PASSWORD = %s", role, cqlString(pass))); err != nil {
 			return "", fmt.Errorf("create role %s: %w", role, err)
 		}
 		// The role may exist from an earlier start with another password.
-		if err := exec(fmt.Sprintf("ALTER ROLE %q WITH PASSWORD = ?", role), pass); err != nil {
-			return "", fmt.Errorf("set the password of role %s: %w", role, err)
+		// Cassandra limits how often a password changes, so it is changed
+		// only when the wanted one does not log in.
+		if err := canLogIn(addr, sec, role, pass); err != nil {
+			if err := exec(fmt.Sprintf("ALTER ROLE %q WITH PASSWORD = %s", role, cqlString(pass))); err != nil {
+				return "", fmt.Errorf("set the password of role %s: %w", role, err)
+			}
 		}
 		if err := exec(fmt.Sprintf("GRANT ALL PERMISSIONS ON ALL KEYSPACES TO %q", role)); err != nil {
 			return "", fmt.Errorf("grant role %s: %w", role, err)
@@ -209,7 +213,7 @@ func cassandraRole(ctx context.Context, addr string, sec security, role, passwor
 			return "", err
 		}
 		if next != current {
-			if err := exec(fmt.Sprintf("ALTER ROLE %q WITH PASSWORD = ?", sec.cassandraUser), next); err != nil {
+			if err := exec(fmt.Sprintf("ALTER ROLE %q WITH PASSWORD = %s", sec.cassandraUser, cqlString(next))); err != nil {
 				return "", fmt.Errorf("change the password of %s: %w", sec.cassandraUser, err)
 			}
 			if err := os.WriteFile(sec.cassandraPasswordFile, []byte(next+"\n"), 0o600); err != nil {
@@ -222,4 +226,25 @@ func cassandraRole(ctx context.Context, addr string, sec security, role, passwor
 		return "", errors.New("nothing to provision")
 	}
 	return strings.Join(did, "; "), nil
+}
+
+// cqlString quotes s as a CQL string literal: role statements take no bind
+// markers.
+func cqlString(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
+
+// canLogIn opens and closes a session as user.
+func canLogIn(addr string, sec security, user, pass string) error {
+	cluster := newCassandraCluster(addr)
+	if err := sec.cassandra(cluster); err != nil {
+		return err
+	}
+	cluster.Authenticator = gocql.PasswordAuthenticator{Username: user, Password: pass}
+	session, err := cluster.CreateSession()
+	if err != nil {
+		return err
+	}
+	session.Close()
+	return nil
 }
