@@ -82,7 +82,10 @@ func TestSecureStackRunsSundial(t *testing.T) {
 		return out
 	}
 
-	must("migrate", cat([]string{"migrate", "--shards", "8", "--timeout", "5m"}, kafka, cassandra, names, ks)...)
+	// The failing migrations below must reach the backend under test with
+	// the same shard count (Cassandra is checked first).
+	migrate := []string{"migrate", "--shards", "8", "--timeout", "10m"}
+	must("migrate", cat(migrate, kafka, cassandra, names, ks)...)
 
 	process := cat([]string{"--metrics-addr", "127.0.0.1:0", "--log-format", "json"}, kafka, cassandra, names, ks)
 	registry := startSundial(t, bin, env, dir, "registry", cat([]string{"registry", "--group-id", group("registry"), "--trigger-group-id", group("triggers")}, process)...)
@@ -139,17 +142,17 @@ func TestSecureStackRunsSundial(t *testing.T) {
 		backend string
 		cause   *regexp.Regexp
 	}{
-		{"kafka wrong SCRAM password", cat([]string{"migrate", "--timeout", "10m"},
+		{"kafka wrong SCRAM password", cat(migrate,
 			secureFlags{s: s, ca: s.ca(), kafkaPassword: wrong}.kafka(), cassandra, names, ks),
 			"kafka", regexp.MustCompile(`(?i)SASL_AUTHENTICATION_FAILED|authentication failed|invalid credentials`)},
-		{"kafka user without ACLs", cat([]string{"migrate", "--timeout", "10m"}, other.kafka(), cassandra, names, ks),
+		{"kafka user without ACLs", cat(migrate, other.kafka(), cassandra, names, ks),
 			"kafka", regexp.MustCompile(`(?i)AUTHORIZATION_FAILED|not authorized`)},
-		{"kafka unknown CA", cat([]string{"migrate", "--timeout", "10m"}, unknown.kafka(), cassandra, names, ks),
+		{"kafka unknown CA", cat(migrate, unknown.kafka(), cassandra, names, ks),
 			"kafka", regexp.MustCompile(`(?i)unknown authority`)},
-		{"cassandra wrong password", cat([]string{"migrate", "--timeout", "10m"},
+		{"cassandra wrong password", cat(migrate,
 			kafka, secureFlags{s: s, ca: s.ca(), cassandraPassword: wrong}.cassandra(), names, ks),
 			"cassandra", regexp.MustCompile(`(?i)password are incorrect|authentication|bad credentials`)},
-		{"cassandra unknown CA", cat([]string{"migrate", "--timeout", "10m"}, kafka, unknown.cassandra(), names, ks),
+		{"cassandra unknown CA", cat(migrate, kafka, unknown.cassandra(), names, ks),
 			"cassandra", regexp.MustCompile(`(?i)unknown authority`)},
 		{"redis wrong password", cat([]string{"runner", "--group-id", group("runners-bad"), "--redis-key-prefix", redisPrefix},
 			process, secureFlags{s: s, ca: s.ca(), redisPassword: wrong}.redis()),
