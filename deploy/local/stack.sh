@@ -402,16 +402,20 @@ render() {
   [[ -z $left ]] || die "unrendered placeholder in $2: ${left//$'\n'/ }"
 }
 
-# render_config BACKEND TEMPLATE OUT renders a backend's configuration and,
-# in secured mode, appends the rendered secure/ fragment of that backend,
+# render_config TEMPLATE OUT renders a backend's configuration and, in
+# secured mode, appends the rendered fragment of the same name in secure/,
 # whose settings come later and so replace the plain ones (listeners, ports).
 # Secured configurations hold passwords: only their owner reads them.
 render_config() {
-  local backend=$1 out=$3
-  render "$2" "$out"
+  local out=$2
   if [[ $SECURE == true ]]; then
-    chmod 600 "$out"
-    render "$HERE/secure/${2##*/}" "$out.secure"
+    # Made private before anything is written into them.
+    : >"$out" && : >"$out.secure"
+    chmod 600 "$out" "$out.secure"
+  fi
+  render "$1" "$out"
+  if [[ $SECURE == true ]]; then
+    render "$HERE/secure/${1##*/}" "$out.secure"
     cat "$out.secure" >>"$out"
     rm -f "$out.secure"
   fi
@@ -479,7 +483,7 @@ start_kafka() {
   local lib=$DIST_DIR/kafka-$KAFKA_VERSION/lib conf=$RUN_DIR/kafka
   local data=$DATA_DIR/kafka logs=$LOG_DIR/kafka
   mkdir -p "$conf" "$data" "$logs"
-  render_config kafka "$HERE/kafka/server.properties.in" "$conf/server.properties"
+  render_config "$HERE/kafka/server.properties.in" "$conf/server.properties"
   cp "$HERE/kafka/log4j2.xml" "$conf/log4j2.xml"
   local common=(
     -Djava.awt.headless=true
@@ -564,7 +568,7 @@ start_cassandra() {
     (umask 077 && echo cassandra >"$DATA_DIR/cassandra-admin.password")
   fi
   mkdir -p "$data"
-  render_config cassandra "$HERE/cassandra/cassandra.yaml.in" "$conf/cassandra.yaml"
+  render_config "$HERE/cassandra/cassandra.yaml.in" "$conf/cassandra.yaml"
   cp "$HERE/cassandra/logback.xml" "$conf/logback.xml"
   # Cassandra measures memtable sizes with jamm's instrumentation agent.
   jamm=$(compgen -G "$lib/jamm-*.jar" | head -n1) || true
@@ -605,7 +609,7 @@ start_cassandra() {
 start_redis() {
   local conf=$RUN_DIR/redis
   mkdir -p "$conf" "$DATA_DIR/redis" "$LOG_DIR/redis"
-  render_config redis "$HERE/redis/redis.conf.in" "$conf/redis.conf"
+  render_config "$HERE/redis/redis.conf.in" "$conf/redis.conf"
   launch redis "$LOG_DIR/redis/redis.out" "$(command -v redis-server)" "$conf/redis.conf"
 }
 
