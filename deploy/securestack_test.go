@@ -148,7 +148,8 @@ func TestSecureStackKafka(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, resp.Err, "create %s", topic)
 		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			// The test's context has ended by the time cleanups run.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
 			if _, err := adm.DeleteTopic(ctx, topic); err != nil {
 				t.Logf("cleanup: delete topic %s: %v", topic, err)
@@ -265,7 +266,7 @@ func TestSecureStackRedis(t *testing.T) {
 		rdb := s.redisClient(t, s.ca(), "sundial", s.secret(t, "redis-sundial"))
 		key := "sundial:stack-" + randomName(t)
 		require.NoError(t, rdb.Set(ctx, key, "v", time.Minute).Err())
-		defer rdb.Del(context.Background(), key)
+		defer rdb.Del(context.WithoutCancel(ctx), key)
 		got, err := rdb.Get(ctx, key).Result()
 		require.NoError(t, err)
 		require.Equal(t, "v", got)
