@@ -67,13 +67,22 @@ func (s secureStack) secret(t *testing.T, name string) string {
 	return strings.TrimSpace(string(b))
 }
 
-func tlsConfigFor(t *testing.T, caFile string) *tls.Config {
+// tlsConfigFor trusts caFile and, when certPrefix is given (client or
+// other-client), presents that client certificate of the stack's tls folder.
+func tlsConfigFor(t *testing.T, caFile string, certPrefix ...string) *tls.Config {
 	t.Helper()
 	pem, err := os.ReadFile(caFile)
 	require.NoError(t, err)
 	pool := x509.NewCertPool()
 	require.True(t, pool.AppendCertsFromPEM(pem), "no certificate in %s", caFile)
-	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	for _, p := range certPrefix {
+		dir := filepath.Dir(caFile)
+		cert, err := tls.LoadX509KeyPair(filepath.Join(dir, p+".pem"), filepath.Join(dir, p+"-key.pem"))
+		require.NoError(t, err)
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg
 }
 
 // randomName is a short random suffix for names no other test uses.
@@ -88,11 +97,11 @@ func randomName(t *testing.T) string {
 // kafkaClient is a client of the secured broker: TLS with caFile when set,
 // SCRAM-SHA-512 as user when set. Retries are few, so that a refused login
 // comes back as an error instead of a long wait.
-func (s secureStack) kafkaClient(t *testing.T, caFile, user, pass string) *kgo.Client {
+func (s secureStack) kafkaClient(t *testing.T, caFile, user, pass string, certPrefix ...string) *kgo.Client {
 	t.Helper()
 	opts := []kgo.Opt{kgo.SeedBrokers(s.kafka), kgo.RequestRetries(1), kgo.DialTimeout(10 * time.Second)}
 	if caFile != "" {
-		opts = append(opts, kgo.DialTLSConfig(tlsConfigFor(t, caFile)))
+		opts = append(opts, kgo.DialTLSConfig(tlsConfigFor(t, caFile, certPrefix...)))
 	}
 	if user != "" {
 		opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()))
@@ -121,11 +130,11 @@ func (s secureStack) cassandraCluster(t *testing.T, caFile, user, pass string) *
 	return cluster
 }
 
-func (s secureStack) redisClient(t *testing.T, caFile, user, pass string) *redis.Client {
+func (s secureStack) redisClient(t *testing.T, caFile, user, pass string, certPrefix ...string) *redis.Client {
 	t.Helper()
 	opts := &redis.Options{Addr: s.redis, Username: user, Password: pass, MaxRetries: -1, DialTimeout: 10 * time.Second, Protocol: 2}
 	if caFile != "" {
-		opts.TLSConfig = tlsConfigFor(t, caFile)
+		opts.TLSConfig = tlsConfigFor(t, caFile, certPrefix...)
 	}
 	rdb := redis.NewClient(opts)
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -172,17 +181,27 @@ func TestSecureStackKafka(t *testing.T) {
 		}
 	})
 
+	// A client certificate is optional (ssl.client.auth=requested): the
+	// stack's is accepted. One the truststore does not verify is ignored,
+	// not refused (Java's "want" client authentication), so it has no case
+	// here; SCRAM is what authenticates.
+	t.Run("a client certificate of the stack's CA is accepted", func(t *testing.T) {
+		_, err := kadm.NewClient(s.kafkaClient(t, s.ca(), "sundial", s.secret(t, "kafka-sundial"), "client")).BrokerMetadata(ctx)
+		require.NoError(t, err)
+	})
+
 	cases := []struct {
 		name, ca, user, pass string
+		cert                 []string // client certificate to present
 		want                 []string // substrings of the error, any of them
 	}{
-		{"wrong SCRAM password", s.ca(), "sundial", "not-" + s.secret(t, "kafka-sundial"), []string{"SASL_AUTHENTICATION_FAILED"}},
-		{"unknown CA", s.otherCA(), "sundial", s.secret(t, "kafka-sundial"), []string{"certificate signed by unknown authority"}},
-		{"plaintext", "", "sundial", s.secret(t, "kafka-sundial"), nil},
+		{"wrong SCRAM password", s.ca(), "sundial", "not-" + s.secret(t, "kafka-sundial"), nil, []string{"SASL_AUTHENTICATION_FAILED"}},
+		{"unknown CA", s.otherCA(), "sundial", s.secret(t, "kafka-sundial"), nil, []string{"certificate signed by unknown authority"}},
+		{"plaintext", "", "sundial", s.secret(t, "kafka-sundial"), nil, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name+" is refused", func(t *testing.T) {
-			_, err := kadm.NewClient(s.kafkaClient(t, c.ca, c.user, c.pass)).BrokerMetadata(ctx)
+			_, err := kadm.NewClient(s.kafkaClient(t, c.ca, c.user, c.pass, c.cert...)).BrokerMetadata(ctx)
 			require.Error(t, err)
 			t.Logf("error: %v", err)
 			requireContainsAny(t, err.Error(), c.want)
@@ -272,18 +291,24 @@ func TestSecureStackRedis(t *testing.T) {
 		require.Equal(t, "v", got)
 	})
 
+	t.Run("a client certificate of the stack's CA is accepted", func(t *testing.T) {
+		require.NoError(t, s.redisClient(t, s.ca(), "sundial", s.secret(t, "redis-sundial"), "client").Ping(ctx).Err())
+	})
+
 	cases := []struct {
 		name, ca, user, pass string
+		cert                 []string
 		want                 []string
 	}{
-		{"wrong password", s.ca(), "sundial", "not-" + s.secret(t, "redis-sundial"), []string{"WRONGPASS"}},
-		{"the default user", s.ca(), "", "", []string{"NOAUTH"}},
-		{"unknown CA", s.otherCA(), "sundial", s.secret(t, "redis-sundial"), []string{"certificate signed by unknown authority"}},
-		{"plaintext", "", "sundial", s.secret(t, "redis-sundial"), nil},
+		{"wrong password", s.ca(), "sundial", "not-" + s.secret(t, "redis-sundial"), nil, []string{"WRONGPASS"}},
+		{"the default user", s.ca(), "", "", nil, []string{"NOAUTH"}},
+		{"unknown CA", s.otherCA(), "sundial", s.secret(t, "redis-sundial"), nil, []string{"certificate signed by unknown authority"}},
+		{"a client certificate of an unknown CA", s.ca(), "sundial", s.secret(t, "redis-sundial"), []string{"other-client"}, nil},
+		{"plaintext", "", "sundial", s.secret(t, "redis-sundial"), nil, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name+" is refused", func(t *testing.T) {
-			err := s.redisClient(t, c.ca, c.user, c.pass).Ping(ctx).Err()
+			err := s.redisClient(t, c.ca, c.user, c.pass, c.cert...).Ping(ctx).Err()
 			require.Error(t, err)
 			t.Logf("error: %v", err)
 			requireContainsAny(t, err.Error(), c.want)

@@ -28,9 +28,10 @@ const failBound = 90 * time.Second
 // then a registry, a dispatcher and a runner; a job applied with `jobs
 // apply` must fire, as `runs list` shows. Then each wrong setting (a wrong
 // password for each backend, an unknown CA for each, the Kafka user without
-// ACLs) must make a command fail within failBound, naming the backend and
-// the cause. Last, no output of any of these processes, nor --help with
-// the passwords in the environment, shows a password.
+// ACLs, a Redis client certificate of an unknown CA) must make a command
+// fail within failBound, naming the backend and the cause. Last, no output
+// of any of these processes, nor --help with the passwords in the
+// environment, shows a password.
 func TestSecureStackRunsSundial(t *testing.T) {
 	s := needSecureStack(t)
 	bin := secureBinary(t)
@@ -51,7 +52,7 @@ func TestSecureStackRunsSundial(t *testing.T) {
 	t.Cleanup(func() { s.cleanUp(t, prefix, keyspace, redisPrefix, id) })
 
 	f := secureFlags{s: s, ca: s.ca()}
-	kafka, cassandra, redis := f.kafka(), f.cassandra(), f.redis()
+	kafka, cassandra := f.kafka(), f.cassandra()
 	names := []string{"--topic-prefix", prefix}
 	ks := []string{"--keyspace", keyspace}
 	var outputs []string // every file holding a process's output
@@ -90,7 +91,12 @@ func TestSecureStackRunsSundial(t *testing.T) {
 	process := cat([]string{"--metrics-addr", "127.0.0.1:0", "--log-format", "json"}, kafka, cassandra, names, ks)
 	registry := startSundial(t, bin, env, dir, "registry", cat([]string{"registry", "--group-id", group("registry"), "--trigger-group-id", group("triggers")}, process)...)
 	dispatcher := startSundial(t, bin, env, dir, "dispatcher", cat([]string{"dispatcher", "--group-id", group("dispatchers")}, process)...)
-	runner := startSundial(t, bin, env, dir, "runner", cat([]string{"runner", "--group-id", group("runners"), "--redis-key-prefix", redisPrefix, "--shutdown-timeout", "5s"}, process, redis)...)
+	// The runner also presents the stack's client certificate to Kafka and
+	// Redis, which verify it (mutual TLS) besides the password login.
+	mtls := secureFlags{s: s, ca: s.ca(), clientCert: "client"}
+	runnerArgs := cat([]string{"runner", "--group-id", group("runners"), "--redis-key-prefix", redisPrefix, "--shutdown-timeout", "5s",
+		"--metrics-addr", "127.0.0.1:0", "--log-format", "json"}, mtls.kafka(), cassandra, names, ks, mtls.redis())
+	runner := startSundial(t, bin, env, dir, "runner", runnerArgs...)
 	procs := []*sundialProcess{registry, dispatcher, runner}
 	for _, p := range procs {
 		outputs = append(outputs, p.logPath)
@@ -159,6 +165,9 @@ func TestSecureStackRunsSundial(t *testing.T) {
 			"redis", regexp.MustCompile(`WRONGPASS|invalid username-password`)},
 		{"redis unknown CA", cat([]string{"runner", "--group-id", group("runners-bad"), "--redis-key-prefix", redisPrefix}, process, unknown.redis()),
 			"redis", regexp.MustCompile(`(?i)unknown authority`)},
+		{"redis client certificate of an unknown CA", cat([]string{"runner", "--group-id", group("runners-bad"), "--redis-key-prefix", redisPrefix},
+			process, secureFlags{s: s, ca: s.ca(), clientCert: "other-client"}.redis()),
+			"redis", regexp.MustCompile(`(?i)unknown certificate authority|bad certificate`)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -219,11 +228,21 @@ type secureFlags struct {
 	kafkaPassword                string // given on the command line instead of a file
 	cassandraPassword            string
 	redisPassword                string
+	clientCert                   string // client certificate to present to Kafka and Redis: client, other-client or none
+}
+
+func (f secureFlags) cert(backend string) []string {
+	if f.clientCert == "" {
+		return nil
+	}
+	return []string{"--" + backend + "-tls-cert-file", filepath.Join(f.s.tlsDir, f.clientCert+".pem"),
+		"--" + backend + "-tls-key-file", filepath.Join(f.s.tlsDir, f.clientCert+"-key.pem")}
 }
 
 func (f secureFlags) kafka() []string {
 	args := []string{"--kafka-brokers", f.s.kafka, "--kafka-tls", "--kafka-tls-ca-file", f.ca,
 		"--kafka-sasl-mechanism", "SCRAM-SHA-512", "--kafka-sasl-username", cmpOr(f.kafkaUser, "sundial")}
+	args = append(args, f.cert("kafka")...)
 	if f.kafkaPassword != "" {
 		return append(args, "--kafka-sasl-password", f.kafkaPassword)
 	}
@@ -241,6 +260,7 @@ func (f secureFlags) cassandra() []string {
 
 func (f secureFlags) redis() []string {
 	args := []string{"--redis-addr", f.s.redis, "--redis-tls", "--redis-tls-ca-file", f.ca, "--redis-username", "sundial"}
+	args = append(args, f.cert("redis")...)
 	if f.redisPassword != "" {
 		return append(args, "--redis-password", f.redisPassword)
 	}

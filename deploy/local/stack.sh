@@ -133,10 +133,18 @@ ports_of() { # every port a backend listens on, as PORT:SETTING words
 # warning.
 settings_of() {
   case $1 in
-    kafka) echo "ports=$KAFKA_PORT,$KAFKA_CONTROLLER_PORT version=$KAFKA_VERSION heap=$KAFKA_HEAP auto_create_topics=$KAFKA_AUTO_CREATE_TOPICS secure=$SECURE" ;;
-    cassandra) echo "ports=$CASSANDRA_PORT,$CASSANDRA_STORAGE_PORT version=$CASSANDRA_VERSION heap=$CASSANDRA_HEAP secure=$SECURE" ;;
-    redis) echo "ports=$REDIS_PORT secure=$SECURE" ;;
+    kafka) echo "ports=$KAFKA_PORT,$KAFKA_CONTROLLER_PORT version=$KAFKA_VERSION heap=$KAFKA_HEAP auto_create_topics=$KAFKA_AUTO_CREATE_TOPICS secure=$SECURE$(ca_of)" ;;
+    cassandra) echo "ports=$CASSANDRA_PORT,$CASSANDRA_STORAGE_PORT version=$CASSANDRA_VERSION heap=$CASSANDRA_HEAP secure=$SECURE$(ca_of)" ;;
+    redis) echo "ports=$REDIS_PORT secure=$SECURE$(ca_of)" ;;
   esac
+}
+
+# ca_of prints, on the secured stack, " ca=" and a short digest of the CA
+# certificate: a server started before new certificates were written still
+# presents the old ones, and `up` says so.
+ca_of() {
+  [[ $SECURE == true && -f $TLS_DIR/ca.pem ]] || return 0
+  printf ' ca=%.12s' "$(sha256sum <"$TLS_DIR/ca.pem")"
 }
 
 # addr_of prints the client address of a backend: the one it was started
@@ -661,6 +669,9 @@ cmd_up() {
   local selected=("${SELECTED[@]}")
   validate
   lock
+  # Certificates and passwords first: a running backend is checked against
+  # the certificates it should present.
+  prepare_secure
   declare -A pids=() t_start=()
   for b in "${selected[@]}"; do
     pid=$(backend_pid "$b")
@@ -669,8 +680,15 @@ cmd_up() {
       local was now
       was=$(cat "$RUN_DIR/$b.settings" 2>/dev/null || true)
       now=$(settings_of "$b")
+      local was_ca=${was##* ca=} now_ca=${now##* ca=}
+      [[ $was == *" ca="* ]] || was_ca=''
+      [[ $now == *" ca="* ]] || now_ca=''
       if [[ ${was%% *} != "${now%% *}" ]]; then
         die "$b runs (pid $pid) with ${was%% *} but the settings say ${now%% *}: run '$SELF down $b' first"
+      elif [[ $was_ca != "$now_ca" ]]; then
+        # It presents a certificate of the CA that was replaced: no client
+        # of the new one would get through.
+        die "$b runs (pid $pid) with the certificates of CA ${was_ca:-none}, but $TLS_DIR holds CA ${now_ca:-none}: run '$SELF down $b' first"
       elif [[ $was != "$now" ]]; then
         warn "$b runs (pid $pid) with [$was], the settings say [$now]: '$SELF down $b && $SELF up' applies them"
       fi
@@ -708,7 +726,6 @@ cmd_up() {
   for pid in "${prep[@]}"; do
     wait "$pid" || die "could not prepare the stack (see above)"
   done
-  prepare_secure
   for b in "${selected[@]}"; do
     [[ -z ${pids[$b]-} ]] || continue
     if ! pid=$("start_$b"); then

@@ -17,6 +17,9 @@
 //   - other-ca.pem: a second, unrelated CA that signed nothing the servers
 //     present. A client that trusts only it must fail with an unknown
 //     authority: the "unknown CA" case of the secured-stack test.
+//   - other-client.pem, other-client-key.pem: a client certificate signed by
+//     that unrelated CA, which a server that verifies client certificates
+//     must refuse.
 //
 // Invariants: an existing, complete set is left as it is (the keystore
 // password and the server key stay stable across restarts), so the command is
@@ -52,6 +55,7 @@ import (
 var files = []string{
 	"ca.pem", "ca-key.pem", "server.pem", "server-key.pem", "server.p12",
 	"truststore.p12", "keystore.password", "client.pem", "client-key.pem", "other-ca.pem",
+	"other-client.pem", "other-client-key.pem",
 }
 
 func main() {
@@ -90,7 +94,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "certs:", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "certs: wrote a new CA, server, client and unrelated CA into %s\n", *dir)
+	fmt.Fprintf(stdout, "certs: wrote a new CA, server and client certificates, and an unrelated CA and client into %s\n", *dir)
 	return 0
 }
 
@@ -132,13 +136,20 @@ func generate(dir string, notBefore, notAfter time.Time) error {
 	if err != nil {
 		return fmt.Errorf("server certificate: %w", err)
 	}
-	client, err := ca.sign(&x509.Certificate{
-		Subject:     pkix.Name{CommonName: "sundial", Organization: []string{"Sundial local stack"}},
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}, notBefore, notAfter)
+	clientTemplate := func() *x509.Certificate {
+		return &x509.Certificate{
+			Subject:     pkix.Name{CommonName: "sundial", Organization: []string{"Sundial local stack"}},
+			KeyUsage:    x509.KeyUsageDigitalSignature,
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		}
+	}
+	client, err := ca.sign(clientTemplate(), notBefore, notAfter)
 	if err != nil {
 		return fmt.Errorf("client certificate: %w", err)
+	}
+	otherClient, err := other.sign(clientTemplate(), notBefore, notAfter)
+	if err != nil {
+		return fmt.Errorf("client certificate of the unrelated CA: %w", err)
 	}
 
 	pass := make([]byte, 16)
@@ -169,6 +180,8 @@ func generate(dir string, notBefore, notAfter time.Time) error {
 		{"client.pem", certPEM(client.der), 0o644},
 		{"client-key.pem", keyPEM(client.key), 0o600},
 		{"other-ca.pem", certPEM(other.der), 0o644},
+		{"other-client.pem", certPEM(otherClient.der), 0o644},
+		{"other-client-key.pem", keyPEM(otherClient.key), 0o600},
 	}
 	for _, f := range out {
 		if err := writeFile(filepath.Join(dir, f.name), f.data, f.mode); err != nil {

@@ -54,6 +54,13 @@ func TestCertsWritesAVerifiableSet(t *testing.T) {
 	_, err = cleaf.Verify(x509.VerifyOptions{Roots: pool("ca.pem"), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 	require.NoError(t, err)
 
+	other, err := tls.X509KeyPair(read("other-client.pem"), read("other-client-key.pem"))
+	require.NoError(t, err)
+	oleaf, err := x509.ParseCertificate(other.Certificate[0])
+	require.NoError(t, err)
+	_, err = oleaf.Verify(x509.VerifyOptions{Roots: pool("ca.pem"), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	require.ErrorAs(t, err, &unknown, "the stack's CA must not verify the unrelated client")
+
 	password := string(read("keystore.password"))
 	_, cert, chain, err := pkcs12.DecodeChain(read("server.p12"), password)
 	require.NoError(t, err)
@@ -64,7 +71,7 @@ func TestCertsWritesAVerifiableSet(t *testing.T) {
 	require.Len(t, trusted, 1)
 	assert.Equal(t, chain[0].Raw, trusted[0].Raw)
 
-	for _, name := range []string{"ca-key.pem", "server-key.pem", "client-key.pem", "server.p12", "keystore.password"} {
+	for _, name := range []string{"ca-key.pem", "server-key.pem", "client-key.pem", "other-client-key.pem", "server.p12", "keystore.password"} {
 		fi, err := os.Stat(filepath.Join(dir, name))
 		require.NoError(t, err)
 		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), name)
