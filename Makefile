@@ -25,8 +25,8 @@ dev: ## run the pipeline in one process on embedded backends (no install needed)
 test: stack-up ## start the real stack, vet, check generated code, run every test with -race against it
 	$(GO) vet ./...
 	$(GO) vet -tags observability ./deploy/
-	$(GO) vet -tags cluster ./leasing/ ./runner/
 	$(GO) vet -tags secure ./deploy/
+	$(GO) vet -tags cluster ./leasing/ ./runner/
 	$(MAKE) --no-print-directory check-generate
 	$(MAKE) --no-print-directory check-rules
 	@mkdir -p $(OUT)
@@ -98,23 +98,6 @@ cluster-down: ## stop the local clusters; no process is left behind
 cluster-status: ## show each cluster node's state and role
 	$(CLUSTER) status
 
-# The tests of the local clusters (deploy/local/cluster.sh): the leasing
-# suite and the hash-slot proof on the Redis Cluster, then a Kafka broker and
-# a Redis master killed while runs fire. They kill nodes, so they run one
-# package at a time and apart from `make test`, behind the cluster build tag
-# (so `make test` neither builds nor skips them); a missing cluster fails them. 2 to 4 minutes on a
-# busy two-core machine once the clusters run, compiling included (starting
-# them adds 15 s to a minute). Log: $(OUT)/test-cluster.log.
-CLUSTER_TESTS := ^(TestConformanceRedisCluster|TestLeaseKeysShareSlotOnCluster|TestKafkaBrokerKilledWhileRunsFire|TestRedisMasterKilledWhileRunsFire)$$
-
-.PHONY: test-cluster
-test-cluster: cluster-up ## failure tests on the local clusters: broker kill, Redis master kill, leasing on Redis Cluster (2-4 min)
-	@mkdir -p $(OUT)
-	@source <($(CLUSTER) env); echo "clusters: kafka=$$SUNDIAL_KAFKA_CLUSTER_BROKERS redis=$$SUNDIAL_REDIS_CLUSTER_ADDRS"; rc=0; \
-	  $(GO) test -tags cluster -race -count=1 -p 1 -timeout 20m -v -run '$(CLUSTER_TESTS)' ./leasing/ ./runner/ > $(OUT)/test-cluster.log 2>&1 || rc=$$?; \
-	  grep -E '^(ok|FAIL|---|panic:)|^\s+cluster_test.go:[0-9]+: (killed|cost|runs|every|restarted|[0-9]+ jobs)' $(OUT)/test-cluster.log | grep -v -- '--- PASS' || true; \
-	  echo "full log: $(OUT)/test-cluster.log"; exit $$rc
-
 .PHONY: secure-up
 secure-up: ## start the secured local stack: Kafka SASL_SSL with SCRAM users and ACLs, Cassandra and Redis with TLS and passwords (ports 25xxx)
 	$(SECURE) up
@@ -145,6 +128,23 @@ test-secure: secure-up ## the secured-stack tests: TLS, SASL, ACLs and passwords
 	  $(GO) test -tags secure -count=1 -timeout 20m -v -run '^TestSecureStack' ./deploy/ > $(OUT)/test-secure.log 2>&1 || rc=$$?; \
 	  grep -E '^(ok|FAIL|---|panic:)|^\s+secure[a-z]*_test\.go:[0-9]+: (failed|the job|no password)' $(OUT)/test-secure.log | grep -v -- '--- PASS' || true; \
 	  echo "full log: $(OUT)/test-secure.log"; exit $$rc
+
+# The tests of the local clusters (deploy/local/cluster.sh): the leasing
+# suite and the hash-slot proof on the Redis Cluster, then a Kafka broker and
+# a Redis master killed while runs fire. They kill nodes, so they run one
+# package at a time and apart from `make test`, behind the cluster build tag
+# (so `make test` neither builds nor skips them); a missing cluster fails them. 2 to 4 minutes on a
+# busy two-core machine once the clusters run, compiling included (starting
+# them adds 15 s to a minute). Log: $(OUT)/test-cluster.log.
+CLUSTER_TESTS := ^(TestConformanceRedisCluster|TestLeaseKeysShareSlotOnCluster|TestKafkaBrokerKilledWhileRunsFire|TestRedisMasterKilledWhileRunsFire)$$
+
+.PHONY: test-cluster
+test-cluster: cluster-up ## failure tests on the local clusters: broker kill, Redis master kill, leasing on Redis Cluster (2-4 min)
+	@mkdir -p $(OUT)
+	@source <($(CLUSTER) env); echo "clusters: kafka=$$SUNDIAL_KAFKA_CLUSTER_BROKERS redis=$$SUNDIAL_REDIS_CLUSTER_ADDRS"; rc=0; \
+	  $(GO) test -tags cluster -race -count=1 -p 1 -timeout 20m -v -run '$(CLUSTER_TESTS)' ./leasing/ ./runner/ > $(OUT)/test-cluster.log 2>&1 || rc=$$?; \
+	  grep -E '^(ok|FAIL|---|panic:)|^\s+cluster_test.go:[0-9]+: (killed|cost|runs|every|restarted|[0-9]+ jobs)' $(OUT)/test-cluster.log | grep -v -- '--- PASS' || true; \
+	  echo "full log: $(OUT)/test-cluster.log"; exit $$rc
 
 .PHONY: migrate
 migrate: stack-up ## create the keyspace, tables and topics on the local stack
