@@ -31,6 +31,7 @@ require (
 	golang.org/x/sync v0.23.0
 	gonum.org/v1/plot v0.17.0
 	google.golang.org/protobuf v1.36.12
+	software.sslmate.com/src/go-pkcs12 v0.7.3
 )
 
 require (
@@ -164,7 +165,6 @@ require (
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	mvdan.cc/xurls/v2 v2.6.0 // indirect
 	pluginrpc.com/pluginrpc v0.5.0 // indirect
-	software.sslmate.com/src/go-pkcs12 v0.7.3 // indirect
 )
 
 tool (

@@ -1,4 +1,4 @@
-//go:build observability && !linux
+//go:build (observability || secure) && !linux
 
 package deploy_test
 

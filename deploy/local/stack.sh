@@ -8,6 +8,7 @@
 #   stack.sh status               state, pid, address, version and readiness
 #   stack.sh logs [-f] [-n N] [BACKEND...]   show (or follow) the logs
 #   stack.sh env                  export lines: source <(deploy/local/stack.sh env)
+#   stack.sh flags [BACKEND...]   (secured stack) sundial's flags that reach it
 #   stack.sh reset                down, then delete data and logs (keeps downloads)
 #   stack.sh prepare [BACKEND...] download and build what is missing, start nothing
 #
@@ -34,6 +35,16 @@ CASSANDRA_HEAP=${SUNDIAL_CASSANDRA_HEAP:-2g}
 KAFKA_AUTO_CREATE_TOPICS=${SUNDIAL_KAFKA_AUTO_CREATE_TOPICS:-false}
 TIMEOUT=${SUNDIAL_STACK_TIMEOUT:-240}
 STOP_GRACE=${SUNDIAL_STACK_STOP_GRACE:-30}
+# Secured mode (deploy/local/secure.sh sets it, with a folder and ports of
+# its own): TLS everywhere, SCRAM users and ACLs on Kafka, passwords on
+# Cassandra and Redis. The certificates and passwords live in the stack
+# folder, and survive `reset` so that a client's files stay valid.
+SECURE=${SUNDIAL_STACK_SECURE:-false}
+TLS_DIR=$STACK_DIR/tls
+SECRETS_DIR=$STACK_DIR/secrets
+# The script a user runs, for the commands our messages suggest.
+SELF=stack.sh
+[[ $SECURE != true ]] || SELF=secure.sh
 
 ALL=(kafka cassandra redis)
 # The marker that tells this stack's JVMs apart from every other process,
@@ -64,6 +75,7 @@ validate() {
   for name in KAFKA_HEAP CASSANDRA_HEAP; do
     [[ ${!name} =~ ^[0-9]+[kKmMgG]$ ]] || bad+=("SUNDIAL_$name=${!name}: want a JVM size such as 512m or 2g")
   done
+  [[ $SECURE =~ ^(true|false)$ ]] || bad+=("SUNDIAL_STACK_SECURE=$SECURE: want true or false")
   [[ $KAFKA_AUTO_CREATE_TOPICS =~ ^(true|false)$ ]] ||
     bad+=("SUNDIAL_KAFKA_AUTO_CREATE_TOPICS=$KAFKA_AUTO_CREATE_TOPICS: want true or false")
   [[ $TIMEOUT =~ ^[0-9]+$ ]] && ((TIMEOUT > 0)) ||
@@ -121,10 +133,18 @@ ports_of() { # every port a backend listens on, as PORT:SETTING words
 # warning.
 settings_of() {
   case $1 in
-    kafka) echo "ports=$KAFKA_PORT,$KAFKA_CONTROLLER_PORT version=$KAFKA_VERSION heap=$KAFKA_HEAP auto_create_topics=$KAFKA_AUTO_CREATE_TOPICS" ;;
-    cassandra) echo "ports=$CASSANDRA_PORT,$CASSANDRA_STORAGE_PORT version=$CASSANDRA_VERSION heap=$CASSANDRA_HEAP" ;;
-    redis) echo "ports=$REDIS_PORT" ;;
+    kafka) echo "ports=$KAFKA_PORT,$KAFKA_CONTROLLER_PORT version=$KAFKA_VERSION heap=$KAFKA_HEAP auto_create_topics=$KAFKA_AUTO_CREATE_TOPICS secure=$SECURE$(ca_of)" ;;
+    cassandra) echo "ports=$CASSANDRA_PORT,$CASSANDRA_STORAGE_PORT version=$CASSANDRA_VERSION heap=$CASSANDRA_HEAP secure=$SECURE$(ca_of)" ;;
+    redis) echo "ports=$REDIS_PORT secure=$SECURE$(ca_of)" ;;
   esac
+}
+
+# ca_of prints, on the secured stack, " ca=" and a short digest of the CA
+# certificate: a server started before new certificates were written still
+# presents the old ones, and `up` says so.
+ca_of() {
+  [[ $SECURE == true && -f $TLS_DIR/ca.pem ]] || return 0
+  printf ' ca=%.12s' "$(sha256sum <"$TLS_DIR/ca.pem")"
 }
 
 # addr_of prints the client address of a backend: the one it was started
@@ -311,31 +331,35 @@ fetch() {
 }
 
 STACKCHECK=$STACK_DIR/bin/stackcheck
+CERTS=$STACK_DIR/bin/certs
 
-# build_stackcheck builds the readiness checker when its sources or the
-# versions of its client libraries changed (not on every change of go.mod,
-# which other work touches often); a failed rebuild falls back to the old
-# binary.
-build_stackcheck() {
-  local stamp
+build_stackcheck() { build_tool stackcheck; }
+
+# build_tool NAME builds the Go program deploy/local/NAME (the readiness
+# checker, the certificate generator) into the stack's bin folder when its
+# sources or the versions of the client libraries changed (not on every
+# change of go.mod, which other work touches often); a failed rebuild falls
+# back to the old binary.
+build_tool() {
+  local name=$1 bin=$STACK_DIR/bin/$1 stamp
   stamp=$({
-    cat "$HERE"/stackcheck/*.go
-    grep -E 'github.com/(gocql/gocql|twmb/franz-go|redis/go-redis)' "$REPO/go.mod" || true
+    cat "$HERE/$name"/*.go
+    grep -E 'github.com/(gocql/gocql|twmb/franz-go|redis/go-redis)|go-pkcs12' "$REPO/go.mod" || true
   } | sha256sum | cut -d' ' -f1)
-  if [[ -x $STACKCHECK && -f $STACKCHECK.stamp && $(<"$STACKCHECK.stamp") == "$stamp" ]]; then
+  if [[ -x $bin && -f $bin.stamp && $(<"$bin.stamp") == "$stamp" ]]; then
     return
   fi
-  command -v go >/dev/null || die "go not found: the readiness checker deploy/local/stackcheck is a Go program"
-  mkdir -p "$(dirname "$STACKCHECK")"
-  if (cd "$REPO" && go build -o "$STACKCHECK.tmp" ./deploy/local/stackcheck) 2>"$STACKCHECK.log"; then
-    mv "$STACKCHECK.tmp" "$STACKCHECK"
-    echo "$stamp" >"$STACKCHECK.stamp"
-  elif [[ -x $STACKCHECK ]]; then
-    warn "rebuilding deploy/local/stackcheck failed; using the previous build:"
-    cat "$STACKCHECK.log" >&2
+  command -v go >/dev/null || die "go not found: deploy/local/$name is a Go program"
+  mkdir -p "$(dirname "$bin")"
+  if (cd "$REPO" && go build -o "$bin.tmp" "./deploy/local/$name") 2>"$bin.log"; then
+    mv "$bin.tmp" "$bin"
+    echo "$stamp" >"$bin.stamp"
+  elif [[ -x $bin ]]; then
+    warn "rebuilding deploy/local/$name failed; using the previous build:"
+    cat "$bin.log" >&2
   else
-    cat "$STACKCHECK.log" >&2
-    die "cannot build deploy/local/stackcheck"
+    cat "$bin.log" >&2
+    die "cannot build deploy/local/$name"
   fi
 }
 
@@ -350,12 +374,27 @@ sed_escape() {
 
 # render TEMPLATE OUT replaces the @NAME@ placeholders of a config template.
 render() {
-  local kdata cdata rdata rlog
+  local kdata cdata rdata rlog secure=()
   kdata=$(sed_escape "$DATA_DIR/kafka")
   cdata=$(sed_escape "$DATA_DIR/cassandra")
   rdata=$(sed_escape "$DATA_DIR/redis")
   rlog=$(sed_escape "$LOG_DIR/redis")
-  sed -e "s|@KAFKA_PORT@|$KAFKA_PORT|g" \
+  if [[ $SECURE == true ]]; then
+    secure=(
+      -e "s|@TLS_DIR@|$(sed_escape "$TLS_DIR")|g"
+      -e "s|@KEYSTORE_PASSWORD@|$(sed_escape "$(<"$TLS_DIR/keystore.password")")|g"
+      -e "s|@KAFKA_ADMIN_PASSWORD@|$(sed_escape "$(secret kafka-admin)")|g"
+      -e "s|@REDIS_SUNDIAL_PASSWORD@|$(sed_escape "$(secret redis-sundial)")|g"
+      -e "s|@CASSANDRA_AUTHENTICATOR@|PasswordAuthenticator|g"
+      -e "s|@CASSANDRA_AUTHORIZER@|CassandraAuthorizer|g"
+    )
+  else
+    secure=(
+      -e "s|@CASSANDRA_AUTHENTICATOR@|AllowAllAuthenticator|g"
+      -e "s|@CASSANDRA_AUTHORIZER@|AllowAllAuthorizer|g"
+    )
+  fi
+  sed "${secure[@]}" -e "s|@KAFKA_PORT@|$KAFKA_PORT|g" \
     -e "s|@KAFKA_CONTROLLER_PORT@|$KAFKA_CONTROLLER_PORT|g" \
     -e "s|@KAFKA_DATA_DIR@|$kdata|g" \
     -e "s|@KAFKA_AUTO_CREATE_TOPICS@|$KAFKA_AUTO_CREATE_TOPICS|g" \
@@ -371,13 +410,88 @@ render() {
   [[ -z $left ]] || die "unrendered placeholder in $2: ${left//$'\n'/ }"
 }
 
+# render_config TEMPLATE OUT renders a backend's configuration and, in
+# secured mode, appends the rendered fragment of the same name in secure/,
+# whose settings come later and so replace the plain ones (listeners, ports).
+# Secured configurations hold passwords: only their owner reads them.
+render_config() {
+  local out=$2
+  if [[ $SECURE == true ]]; then
+    # Made private before anything is written into them.
+    : >"$out" && : >"$out.secure"
+    chmod 600 "$out" "$out.secure"
+  fi
+  render "$1" "$out"
+  if [[ $SECURE == true ]]; then
+    render "$HERE/secure/${1##*/}" "$out.secure"
+    cat "$out.secure" >>"$out"
+    rm -f "$out.secure"
+  fi
+}
+
+# ---------------------------------------------------------------- secured mode
+
+# The users of the secured stack, each with a random password made once:
+#   kafka-admin      Kafka super user (the broker's own inter-broker login)
+#   kafka-sundial    Kafka user allowed on sundial.* topics and sundial* groups
+#   kafka-other      Kafka user with no ACL at all
+#   cassandra-admin  the password that replaces Cassandra's default superuser's
+#   cassandra-sundial  Cassandra login role with every permission on every keyspace
+#   redis-sundial    Redis ACL user; the default user is off
+SECRETS=(kafka-admin kafka-sundial kafka-other cassandra-admin cassandra-sundial redis-sundial)
+
+secret() { cat "$SECRETS_DIR/$1.password"; }
+
+# prepare_secure writes the certificates (deploy/local/certs) and the
+# passwords that are missing.
+prepare_secure() {
+  [[ $SECURE == true ]] || return 0
+  local name
+  build_tool certs
+  "$CERTS" -dir "$TLS_DIR" >/dev/null || die "could not write the certificates into $TLS_DIR"
+  mkdir -p "$SECRETS_DIR"
+  chmod 700 "$SECRETS_DIR"
+  for name in "${SECRETS[@]}"; do
+    [[ -s $SECRETS_DIR/$name.password ]] && continue
+    (umask 077 && head -c 18 /dev/urandom | base64 | tr '+/' 'xy' >"$SECRETS_DIR/$name.password")
+  done
+}
+
+# check_flags BACKEND prints the stackcheck flags that reach BACKEND: none
+# on the plain stack; TLS and the administrator's login on the secured one.
+check_flags() {
+  [[ $SECURE == true ]] || return 0
+  printf '%s\n' -tls-ca "$TLS_DIR/ca.pem"
+  case $1 in
+    kafka) printf '%s\n' -kafka-user admin -kafka-password-file "$SECRETS_DIR/kafka-admin.password" ;;
+    # Cassandra's superuser password is the default until the first start
+    # replaced it; the file beside the data says which one is in force.
+    cassandra) printf '%s\n' -cassandra-user cassandra -cassandra-password-file "$DATA_DIR/cassandra-admin.password" ;;
+    redis) printf '%s\n' -redis-user sundial -redis-password-file "$SECRETS_DIR/redis-sundial.password" ;;
+  esac
+}
+
+# provision_flags BACKEND prints the stackcheck flags that create the
+# secured stack's users once BACKEND is ready (none for Redis, whose users
+# are in its configuration).
+provision_flags() {
+  [[ $SECURE == true ]] || return 0
+  case $1 in
+    kafka) printf '%s\n' -kafka-grant-user sundial -kafka-grant-prefix sundial ;;
+    cassandra)
+      printf '%s\n' -cassandra-role sundial -cassandra-role-password-file "$SECRETS_DIR/cassandra-sundial.password" \
+        -cassandra-new-password-file "$SECRETS_DIR/cassandra-admin.password"
+      ;;
+  esac
+}
+
 # ---------------------------------------------------------------- backends
 
 start_kafka() {
   local lib=$DIST_DIR/kafka-$KAFKA_VERSION/lib conf=$RUN_DIR/kafka
   local data=$DATA_DIR/kafka logs=$LOG_DIR/kafka
   mkdir -p "$conf" "$data" "$logs"
-  render "$HERE/kafka/server.properties.in" "$conf/server.properties"
+  render_config "$HERE/kafka/server.properties.in" "$conf/server.properties"
   cp "$HERE/kafka/log4j2.xml" "$conf/log4j2.xml"
   local common=(
     -Djava.awt.headless=true
@@ -388,10 +502,17 @@ start_kafka() {
   if [[ ! -f $data/meta.properties ]]; then
     # A new KRaft node's storage is formatted once with a fresh cluster id
     # (16 random bytes in URL-safe base64, as Kafka writes them).
-    local id
+    local id scram=() user
     id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+    if [[ $SECURE == true ]]; then
+      # SCRAM users exist from the first start: the broker logs in to
+      # itself as admin, and the tests need sundial and other.
+      for user in admin sundial other; do
+        scram+=(--add-scram "SCRAM-SHA-512=[name=$user,password=$(secret "kafka-$user")]")
+      done
+    fi
     if ! "$JAVA" "${common[@]}" kafka.tools.StorageTool format --ignore-formatted \
-      -t "$id" -c "$conf/server.properties" >"$logs/format.log" 2>&1; then
+      -t "$id" -c "$conf/server.properties" "${scram[@]}" >"$logs/format.log" 2>&1; then
       warn "kafka: formatting the storage in $data failed:"
       tail -n 20 "$logs/format.log" >&2
       return 1
@@ -447,8 +568,15 @@ CASSANDRA_JDK17_FLAGS=(
 start_cassandra() {
   local lib=$DIST_DIR/cassandra-$CASSANDRA_VERSION/lib conf=$RUN_DIR/cassandra
   local data=$DATA_DIR/cassandra logs=$LOG_DIR/cassandra jamm
-  mkdir -p "$conf/triggers" "$data" "$logs"
-  render "$HERE/cassandra/cassandra.yaml.in" "$conf/cassandra.yaml"
+  mkdir -p "$conf/triggers" "$logs"
+  if [[ $SECURE == true && ! -d $data ]]; then
+    # A new node creates the superuser cassandra with the default password;
+    # provisioning replaces it and records the new one here.
+    mkdir -p "$DATA_DIR"
+    (umask 077 && echo cassandra >"$DATA_DIR/cassandra-admin.password")
+  fi
+  mkdir -p "$data"
+  render_config "$HERE/cassandra/cassandra.yaml.in" "$conf/cassandra.yaml"
   cp "$HERE/cassandra/logback.xml" "$conf/logback.xml"
   # Cassandra measures memtable sizes with jamm's instrumentation agent.
   jamm=$(compgen -G "$lib/jamm-*.jar" | head -n1) || true
@@ -489,7 +617,7 @@ start_cassandra() {
 start_redis() {
   local conf=$RUN_DIR/redis
   mkdir -p "$conf" "$DATA_DIR/redis" "$LOG_DIR/redis"
-  render "$HERE/redis/redis.conf.in" "$conf/redis.conf"
+  render_config "$HERE/redis/redis.conf.in" "$conf/redis.conf"
   launch redis "$LOG_DIR/redis/redis.out" "$(command -v redis-server)" "$conf/redis.conf"
 }
 
@@ -541,6 +669,9 @@ cmd_up() {
   local selected=("${SELECTED[@]}")
   validate
   lock
+  # Certificates and passwords first: a running backend is checked against
+  # the certificates it should present.
+  prepare_secure
   declare -A pids=() t_start=()
   for b in "${selected[@]}"; do
     pid=$(backend_pid "$b")
@@ -549,10 +680,17 @@ cmd_up() {
       local was now
       was=$(cat "$RUN_DIR/$b.settings" 2>/dev/null || true)
       now=$(settings_of "$b")
+      local was_ca=${was##* ca=} now_ca=${now##* ca=}
+      [[ $was == *" ca="* ]] || was_ca=''
+      [[ $now == *" ca="* ]] || now_ca=''
       if [[ ${was%% *} != "${now%% *}" ]]; then
-        die "$b runs (pid $pid) with ${was%% *} but the settings say ${now%% *}: run 'stack.sh down $b' first"
+        die "$b runs (pid $pid) with ${was%% *} but the settings say ${now%% *}: run '$SELF down $b' first"
+      elif [[ $was_ca != "$now_ca" ]]; then
+        # It presents a certificate of the CA that was replaced: no client
+        # of the new one would get through.
+        die "$b runs (pid $pid) with the certificates of CA ${was_ca:-none}, but $TLS_DIR holds CA ${now_ca:-none}: run '$SELF down $b' first"
       elif [[ $was != "$now" ]]; then
-        warn "$b runs (pid $pid) with [$was], the settings say [$now]: 'stack.sh down $b && stack.sh up' applies them"
+        warn "$b runs (pid $pid) with [$was], the settings say [$now]: '$SELF down $b && $SELF up' applies them"
       fi
       continue
     fi
@@ -612,11 +750,24 @@ cmd_up() {
       limit=$((TIMEOUT - ($(now_ms) - t_start[$b]) / 1000))
       ((limit >= 5)) || limit=5
     fi
-    if out=$("$STACKCHECK" "-$b" "$(addr_of "$b")" "-$b-pid" "${pids[$b]}" -timeout "${limit}s"); then
+    local flags=() provision=()
+    mapfile -t flags < <(check_flags "$b")
+    mapfile -t provision < <(provision_flags "$b")
+    if out=$("$STACKCHECK" "-$b" "$(addr_of "$b")" "-$b-pid" "${pids[$b]}" "${flags[@]}" -timeout "${limit}s"); then
       if [[ -n ${t_start[$b]-} ]]; then
         say "$b: ready at $(addr_of "$b") $(since_ms "${t_start[$b]}") after its start (${out#* (}"
       else
         say "$b: already running (pid ${pids[$b]}): ${out#"$b: "}"
+      fi
+      if ((${#provision[@]})); then
+        # Users and grants the server's configuration cannot hold; the
+        # first line repeats the readiness the call above reported.
+        if out=$("$STACKCHECK" "-$b" "$(addr_of "$b")" "${flags[@]}" "${provision[@]}" -timeout 60s); then
+          say "$(tail -n +2 <<<"$out")"
+        else
+          warn "$b: provisioning its users failed"
+          failed+=("$b")
+        fi
       fi
     else
       show_failure "$b"
@@ -626,9 +777,9 @@ cmd_up() {
     fi
   done
   if ((${#failed[@]})); then
-    die "not ready: ${failed[*]} (logs: stack.sh logs ${failed[*]})"
+    die "not ready: ${failed[*]} (logs: $SELF logs ${failed[*]})"
   fi
-  say "stack: ready in $(since_ms "$start"); use it with: source <($HERE/stack.sh env)"
+  say "stack: ready in $(since_ms "$start"); use it with: source <($HERE/$SELF env)"
 }
 
 # now_ms prints the wall clock in milliseconds; since_ms T prints the seconds
@@ -752,6 +903,7 @@ cmd_prepare() {
   mkdir -p "$LOG_DIR"
   build_stackcheck &
   prep+=($!)
+  prepare_secure
   for b in "${selected[@]}"; do
     case $b in
       kafka | cassandra)
@@ -774,7 +926,10 @@ cmd_status() {
   for b in "${ALL[@]}"; do
     pid=$(backend_pid "$b")
     st[$b]=$pid
-    [[ -n $pid ]] && check+=("-$b" "$(addr_of "$b")" "-$b-pid" "$pid")
+    if [[ -n $pid ]]; then
+      check+=("-$b" "$(addr_of "$b")" "-$b-pid" "$pid")
+      mapfile -t -O "${#check[@]}" check < <(check_flags "$b")
+    fi
   done
   if ((${#check[@]})) && [[ -x $STACKCHECK ]]; then
     out=$("$STACKCHECK" "${check[@]}" -timeout 3s -progress 0s 2>&1) || true
@@ -799,9 +954,45 @@ cmd_status() {
 
 cmd_env() {
   (($# == 0)) || die "env takes no arguments"
+  if [[ $SECURE == true ]]; then
+    # Names of their own, so that the plain stack's and the secured stack's
+    # variables can be in one shell; `flags` prints the client flags.
+    echo "export SUNDIAL_SECURE_KAFKA_BROKERS=$(addr_of kafka)"
+    echo "export SUNDIAL_SECURE_CASSANDRA_HOSTS=$(addr_of cassandra)"
+    echo "export SUNDIAL_SECURE_REDIS_ADDR=$(addr_of redis)"
+    echo "export SUNDIAL_SECURE_TLS_DIR=$TLS_DIR"
+    echo "export SUNDIAL_SECURE_SECRETS_DIR=$SECRETS_DIR"
+    return
+  fi
   echo "export SUNDIAL_KAFKA_BROKERS=$(addr_of kafka)"
   echo "export SUNDIAL_CASSANDRA_HOSTS=$(addr_of cassandra)"
   echo "export SUNDIAL_REDIS_ADDR=$(addr_of redis)"
+}
+
+# cmd_flags [BACKEND...] prints the sundial command's flags that reach the
+# secured stack's backends as the user sundial, one a line, passwords by
+# file (a command takes the flags of the backends it uses).
+cmd_flags() {
+  [[ $SECURE == true ]] || die "flags: only the secured stack (secure.sh) needs client flags"
+  select_backends "$@"
+  local ca=$TLS_DIR/ca.pem b
+  for b in "${SELECTED[@]}"; do
+    case $b in
+      kafka)
+        printf '%s\n' --kafka-brokers "$(addr_of kafka)" --kafka-tls --kafka-tls-ca-file "$ca" \
+          --kafka-sasl-mechanism SCRAM-SHA-512 --kafka-sasl-username sundial \
+          --kafka-sasl-password-file "$SECRETS_DIR/kafka-sundial.password"
+        ;;
+      cassandra)
+        printf '%s\n' --cassandra-hosts "$(addr_of cassandra)" --cassandra-tls --cassandra-tls-ca-file "$ca" \
+          --cassandra-username sundial --cassandra-password-file "$SECRETS_DIR/cassandra-sundial.password"
+        ;;
+      redis)
+        printf '%s\n' --redis-addr "$(addr_of redis)" --redis-tls --redis-tls-ca-file "$ca" \
+          --redis-username sundial --redis-password-file "$SECRETS_DIR/redis-sundial.password"
+        ;;
+    esac
+  done
 }
 
 cmd_logs() {
@@ -834,7 +1025,7 @@ cmd_logs() {
 }
 
 usage() {
-  sed -n '2,14s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+  sed -n '2,16s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
 }
 
 main() {
@@ -847,6 +1038,7 @@ main() {
     status) cmd_status "$@" ;;
     logs) cmd_logs "$@" ;;
     env) cmd_env "$@" ;;
+    flags) cmd_flags "$@" ;;
     reset) cmd_reset "$@" ;;
     prepare) cmd_prepare "$@" ;;
     -h | --help | help) usage ;;

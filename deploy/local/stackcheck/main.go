@@ -23,6 +23,15 @@
 // stdout, or "NAME: not ready ..." with the last error on stderr, and exits 1
 // when any backend is not ready, 2 on bad usage.
 //
+// For the secured stack (deploy/local/secure.sh), -tls-ca makes every probe
+// use TLS verified against that CA, and -kafka-user, -cassandra-user and
+// -redis-user (each with a password file, so no secret shows in ps) log in.
+// Once every backend is ready, three flags provision what the servers'
+// configuration cannot: -kafka-grant-user creates the ACLs of the
+// application user, -cassandra-role creates its role, and
+// -cassandra-new-password-file replaces the default superuser's password.
+// Each is idempotent, so the stack runs them on every start.
+//
 // The clients are the ones Sundial itself uses (franz-go's kadm, gocql,
 // go-redis), so a backend that stackcheck accepts is one the project's code
 // can talk to.
@@ -67,7 +76,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 		interval     = fs.Duration("interval", 500*time.Millisecond, "pause between two probes of a backend")
 		progress     = fs.Duration("progress", 15*time.Second, "print a waiting line this often (0: never)")
 		probeTimeout = fs.Duration("probe-timeout", 5*time.Second, "time limit of one probe")
+
+		sec        security
+		grantUser  = fs.String("kafka-grant-user", "", "once Kafka is ready, allow this user everything on the topics, groups and transactional ids of -kafka-grant-prefix (the probe's user must be a super user)")
+		grantPfx   = fs.String("kafka-grant-prefix", "sundial", "names the -kafka-grant-user may use: topics PREFIX.*, groups and transactional ids PREFIX*")
+		role       = fs.String("cassandra-role", "", "once Cassandra is ready, create this login role (no superuser) with every permission on every keyspace")
+		roleFile   = fs.String("cassandra-role-password-file", "", "file holding the password of -cassandra-role")
+		newPwdFile = fs.String("cassandra-new-password-file", "", "once Cassandra is ready, change the password of -cassandra-user to this file's and record it in -cassandra-password-file")
 	)
+	fs.StringVar(&sec.caFile, "tls-ca", "", "PEM CA file: reach every backend over TLS, verifying its certificate against this CA")
+	fs.StringVar(&sec.kafkaUser, "kafka-user", "", "Kafka SASL SCRAM-SHA-512 user")
+	fs.StringVar(&sec.kafkaPasswordFile, "kafka-password-file", "", "file holding the password of -kafka-user")
+	fs.StringVar(&sec.cassandraUser, "cassandra-user", "", "Cassandra user (PasswordAuthenticator)")
+	fs.StringVar(&sec.cassandraPasswordFile, "cassandra-password-file", "", "file holding the password of -cassandra-user")
+	fs.StringVar(&sec.redisUser, "redis-user", "", "Redis ACL user")
+	fs.StringVar(&sec.redisPasswordFile, "redis-password-file", "", "file holding the password of -redis-user")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -77,9 +100,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			targets = append(targets, target{name: name, addr: addr, pid: pid, probe: p})
 		}
 	}
-	add("kafka", *kafkaAddr, *kafkaPID, kafkaProbe(*kafkaBrokers))
-	add("cassandra", *cassAddr, *cassPID, probeCassandra)
-	add("redis", *redisAddr, *redisPID, redisProbe(*redisCluster))
+	add("kafka", *kafkaAddr, *kafkaPID, kafkaProbe(*kafkaBrokers, sec))
+	add("cassandra", *cassAddr, *cassPID, cassandraProbe(sec))
+	add("redis", *redisAddr, *redisPID, redisProbe(*redisCluster, sec))
 
 	var problems []error
 	if fs.NArg() > 0 {
@@ -102,6 +125,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if *redisCluster < 0 {
 		problems = append(problems, fmt.Errorf("-redis-cluster: must not be negative, got %d", *redisCluster))
+	}
+	problems = append(problems, sec.validate()...)
+	if *grantUser != "" && (*kafkaAddr == "" || sec.kafkaUser == "") {
+		problems = append(problems, errors.New("-kafka-grant-user: needs -kafka and a super user in -kafka-user"))
+	}
+	if *role != "" && (*roleFile == "" || *cassAddr == "" || sec.cassandraUser == "") {
+		problems = append(problems, errors.New("-cassandra-role: needs -cassandra-role-password-file, -cassandra and a superuser in -cassandra-user"))
+	}
+	if *newPwdFile != "" && (*cassAddr == "" || sec.cassandraUser == "") {
+		problems = append(problems, errors.New("-cassandra-new-password-file: needs -cassandra and -cassandra-user"))
 	}
 	if *progress < 0 {
 		problems = append(problems, fmt.Errorf("-progress: must not be negative, got %s", *progress))
@@ -146,6 +179,34 @@ func run(args []string, stdout, stderr io.Writer) int {
 	wg.Wait()
 	if !ok {
 		return 1
+	}
+
+	// Provisioning, once every backend is ready: users that the servers'
+	// own configuration cannot create.
+	type step struct {
+		name string
+		do   func(context.Context) (string, error)
+	}
+	var steps []step
+	if *grantUser != "" {
+		steps = append(steps, step{"kafka", func(ctx context.Context) (string, error) {
+			return kafkaGrant(ctx, *kafkaAddr, sec, *grantUser, *grantPfx)
+		}})
+	}
+	if *role != "" || *newPwdFile != "" {
+		steps = append(steps, step{"cassandra", func(ctx context.Context) (string, error) {
+			return cassandraRole(ctx, *cassAddr, sec, *role, *roleFile, *newPwdFile)
+		}})
+	}
+	for _, s := range steps {
+		pctx, cancel := context.WithTimeout(ctx, *timeout)
+		detail, err := s.do(pctx)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: provisioning failed: %v\n", s.name, err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "%s: %s\n", s.name, detail)
 	}
 	return 0
 }

@@ -21,20 +21,24 @@ import (
 
 // kafkaProbe is probeKafka wanting at least brokers brokers in the
 // metadata: a node of a cluster is ready once the cluster has every broker.
-func kafkaProbe(brokers int) probeFunc {
+func kafkaProbe(brokers int, sec security) probeFunc {
 	return func(ctx context.Context, addr string) (string, error) {
-		return probeKafka(ctx, addr, brokers)
+		return probeKafka(ctx, addr, brokers, sec)
 	}
 }
 
 // probeKafka asks the broker for cluster metadata with a fresh client, so
 // nothing cached from an earlier attempt can hide a broker that went away.
-func probeKafka(ctx context.Context, addr string, brokers int) (string, error) {
-	cl, err := kgo.NewClient(
+func probeKafka(ctx context.Context, addr string, brokers int, sec security) (string, error) {
+	opts, err := sec.kafkaOpts()
+	if err != nil {
+		return "", err
+	}
+	cl, err := kgo.NewClient(append(opts,
 		kgo.SeedBrokers(addr),
 		kgo.DialTimeout(2*time.Second),
 		kgo.RequestRetries(0),
-	)
+	)...)
 	if err != nil {
 		return "", fmt.Errorf("kafka client: %w", err)
 	}
@@ -63,14 +67,17 @@ func probeKafka(ctx context.Context, addr string, brokers int) (string, error) {
 // probeCassandra opens a CQL session and reads system.local: the native
 // transport opens late in startup, and bootstrapped must be COMPLETED before
 // schema changes are safe.
-func probeCassandra(ctx context.Context, addr string) (string, error) {
-	cluster := gocql.NewCluster(addr)
-	cluster.ProtoVersion = 4
-	cluster.ConnectTimeout = 2 * time.Second
-	cluster.Timeout = 5 * time.Second
-	cluster.NumConns = 1
-	cluster.DisableInitialHostLookup = true
-	cluster.Logger = log.New(io.Discard, "", 0)
+func cassandraProbe(sec security) probeFunc {
+	return func(ctx context.Context, addr string) (string, error) {
+		return probeCassandra(ctx, addr, sec)
+	}
+}
+
+func probeCassandra(ctx context.Context, addr string, sec security) (string, error) {
+	cluster := newCassandraCluster(addr)
+	if err := sec.cassandra(cluster); err != nil {
+		return "", err
+	}
 	session, err := cluster.CreateSession()
 	if err != nil {
 		return "", fmt.Errorf("cql session: %w", err)
@@ -88,11 +95,24 @@ func probeCassandra(ctx context.Context, addr string) (string, error) {
 	return "version " + version, nil
 }
 
+// newCassandraCluster is the configuration of a short-lived session with the
+// one node at addr.
+func newCassandraCluster(addr string) *gocql.ClusterConfig {
+	cluster := gocql.NewCluster(addr)
+	cluster.ProtoVersion = 4
+	cluster.ConnectTimeout = 2 * time.Second
+	cluster.Timeout = 5 * time.Second
+	cluster.NumConns = 1
+	cluster.DisableInitialHostLookup = true
+	cluster.Logger = log.New(io.Discard, "", 0)
+	return cluster
+}
+
 // redisProbe is probeRedis, followed for a cluster node (masters > 0) by
 // probeRedisCluster.
-func redisProbe(masters int) probeFunc {
+func redisProbe(masters int, sec security) probeFunc {
 	return func(ctx context.Context, addr string) (string, error) {
-		detail, err := probeRedis(ctx, addr)
+		detail, err := probeRedis(ctx, addr, sec)
 		if err != nil || masters == 0 {
 			return detail, err
 		}
@@ -194,9 +214,16 @@ func clusterShape(nodes string) (redisClusterShape, error) {
 
 // probeRedis sends PING, which fails with LOADING while Redis replays its
 // append-only file, then reads the version from INFO.
-func probeRedis(ctx context.Context, addr string) (string, error) {
+func probeRedis(ctx context.Context, addr string, sec security) (string, error) {
+	tlsConfig, user, pass, err := sec.redis()
+	if err != nil {
+		return "", err
+	}
 	rdb := redis.NewClient(&redis.Options{
 		Addr:            addr,
+		TLSConfig:       tlsConfig,
+		Username:        user,
+		Password:        pass,
 		DialTimeout:     2 * time.Second,
 		ReadTimeout:     2 * time.Second,
 		WriteTimeout:    2 * time.Second,

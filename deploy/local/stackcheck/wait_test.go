@@ -150,6 +150,10 @@ func TestRunUsage(t *testing.T) {
 			want: []string{"-timeout: must be positive", "-interval: must be positive", "-progress: must not be negative", "-probe-timeout: must be positive"}},
 		{name: "stray argument", args: []string{"-redis", "a:1", "kafka"}, want: []string{`unexpected arguments ["kafka"]`}},
 		{name: "unknown flag", args: []string{"-mongo", "a:1"}, want: []string{"flag provided but not defined: -mongo"}},
+		{name: "users without password files", args: []string{"-redis", "a:1", "-kafka-user", "u", "-cassandra-password-file", "f", "-redis-user", "u"},
+			want: []string{"-kafka-user and -kafka-password-file: give both or neither", "-cassandra-user and -cassandra-password-file", "-redis-user and -redis-password-file"}},
+		{name: "provisioning without a login", args: []string{"-kafka", "a:1", "-cassandra", "b:2", "-kafka-grant-user", "sundial", "-cassandra-role", "sundial", "-cassandra-new-password-file", "f"},
+			want: []string{"-kafka-grant-user: needs -kafka and a super user", "-cassandra-role: needs -cassandra-role-password-file", "-cassandra-new-password-file: needs -cassandra and -cassandra-user"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
