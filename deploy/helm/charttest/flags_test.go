@@ -19,22 +19,7 @@ import (
 // binary has it, the test checks it like any other and logs that the entry
 // can go.
 var (
-	pendingFlags = map[string]bool{
-		"config":                true,
-		"kafka-tls":             true,
-		"kafka-tls-ca-file":     true,
-		"kafka-tls-cert-file":   true,
-		"kafka-tls-key-file":    true,
-		"kafka-tls-server-name": true,
-		"kafka-sasl-mechanism":  true,
-		"kafka-sasl-username":   true,
-		"kafka-sasl-password":   true,
-		"kafka-sasl-token-file": true,
-		"cassandra-tls":         true, "cassandra-tls-ca-file": true, "cassandra-tls-cert-file": true, "cassandra-tls-key-file": true, "cassandra-tls-server-name": true,
-		"cassandra-username": true, "cassandra-password": true,
-		"redis-tls": true, "redis-tls-ca-file": true, "redis-tls-cert-file": true, "redis-tls-key-file": true, "redis-tls-server-name": true,
-		"redis-username": true, "redis-password": true,
-	}
+	pendingFlags    = map[string]bool{}
 	pendingCommands = map[string]bool{"history": true}
 )
 
