@@ -54,6 +54,7 @@ func newApp(stdout, stderr io.Writer) *cli.Command {
 			jobsCommand(),
 			triggerCommand(),
 			runnerCommand(),
+			historyCommand(),
 			dlqCommand(),
 			runsCommand(),
 			benchCommand(),
