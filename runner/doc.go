@@ -30,7 +30,8 @@
 // dedupe mark makes the effect once). A record whose outcome could not be
 // made durable while the runner keeps its partition (the lease stopped
 // being trusted before the run started, an event was not acknowledged) is
-// tried again by its worker after a backoff: nobody else would deliver it
+// tried again after a backoff, by its worker or, when its events were not
+// acknowledged, back in its queue: nobody else would deliver it
 // before the next rebalance, and its partition's watermark would stay
 // pinned until then.
 //
