@@ -88,6 +88,10 @@ func TestLag(t *testing.T) {
 	l.forget([]int32{0})
 	assert.Zero(t, l.records())
 	assert.Zero(t, l.seconds(now))
+	// A new membership starts with no partition.
+	l.fetched(2, 0, now.Add(-time.Second), 3)
+	l.reset()
+	assert.Zero(t, l.records())
 }
 
 // countingHistory counts the store calls of a Writer.

@@ -67,6 +67,13 @@ func (l *lag) forget(ps []int32) {
 	}
 }
 
+// reset forgets every partition: a new group membership starts with none.
+func (l *lag) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	clear(l.parts)
+}
+
 // records is the sum of the records behind over the owned partitions.
 func (l *lag) records() int64 {
 	l.mu.Lock()

@@ -104,6 +104,7 @@ func (w *Writer) Start(ctx context.Context) error {
 }
 
 func (w *Writer) start(_ context.Context, run *lifecycle.Run) error {
+	w.lag.reset()
 	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, w.cfg.Kafka...),
 		kgo.ConsumerGroup(w.cfg.Group),
 		kgo.ConsumeTopics(w.cfg.Topics.Events()),
