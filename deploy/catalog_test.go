@@ -196,7 +196,7 @@ func buildCatalog(t *testing.T) *catalog {
 	})
 	require.NoError(t, err, "runner")
 
-	// The runner's process also writes run history.
+	// The history process (or a runner's, with --history).
 	_, err = history.New(history.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, History: mem, Registerer: c})
 	require.NoError(t, err, "history")
 	// The registry's and the runner's processes enqueue through one

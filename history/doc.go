@@ -1,21 +1,39 @@
 // Package history keeps the run history: a Writer consumes sundial.events in
 // its own consumer group and stores the latest state of every attempt of
-// every run in the store (store.History.RecordRun), which `sundial runs list`
-// and JobSummary read (per job: last and next run, durations, failures,
+// every run in the store (store.History), which `sundial runs list` and
+// JobSummary read (per job: last and next run, durations, failures,
 // attempts).
+//
+// The Writer is off the hot path: runners produce events and never wait for
+// history, and the Writer's group commits independently of theirs, so a
+// Writer that falls behind (a slow or unreachable Cassandra) delays only
+// what `sundial runs list` shows. It runs as its own process
+// (`sundial history`), or inside `sundial runner --history` and the
+// embedded pipeline for development.
 //
 // Invariants:
 //
 //   - Events are at least once and may arrive out of order across runners;
 //     a record carries the event's time as UpdatedAt and the store keeps the
-//     newest per (run, attempt), so a replayed or late event never moves an
-//     attempt backwards.
+//     newest per (run, attempt), compared at microsecond precision, so a
+//     replayed or late event never moves an attempt backwards. The runner
+//     gives the events of one execution strictly increasing times.
+//   - The events of one poll (at most Config.MaxPollRecords) are coalesced:
+//     of the records of one (run, attempt), only the newest is written (of
+//     equal times, the later in the partition), so a run that started and
+//     succeeded between two polls costs one row write. The poll's records
+//     go to the store in one RecordRuns call, which batches them per job
+//     partition.
 //   - Offsets are committed only after every record of the poll is stored,
 //     so a crash re-applies events rather than dropping them.
-//   - Records is a pure mapping from one event to the records it writes.
+//   - Records is a pure mapping from one event to the records it writes;
+//     the coalescer and the lag bookkeeping are pure too.
 //
 // Metrics (metrics.go) go to Config.Registerer: events read, records by
-// result, retried writes, and the lag from an event to its record stored.
+// result, records coalesced, batches, retried writes, the time from an
+// event to its record stored, and the consumer lag in records and seconds
+// (sundial_history_consumer_lag_records and _seconds, which the alert
+// SundialHistoryBehind reads).
 //
 // Lifecycle: Start joins the group and Stop leaves it (internal/lifecycle).
 // Stop is idempotent, safe before Start, and returns once the consuming

@@ -144,16 +144,21 @@ func TestWriterStoresHistory(t *testing.T) {
 	require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Topic: names.Events(), Key: []byte("dag"), Value: []byte("x"),
 		Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindDagRunEvent)}}}).FirstErr())
 
-	// Every event writes one record, the replayed one included (the store
-	// keeps the newest).
+	// Every event maps to one record, the replayed one included (the store
+	// keeps the newest); the records of one attempt that came in one poll
+	// are written as one.
+	stored := func() float64 { return testutil.ToFloat64(w.m.records.WithLabelValues(resultStored)) }
 	require.Eventually(t, func() bool {
-		return testutil.ToFloat64(w.m.records.WithLabelValues(resultStored)) == float64(len(evs)) &&
+		return stored()+testutil.ToFloat64(w.m.coalesced) == float64(len(evs)) &&
 			testutil.ToFloat64(w.m.events.WithLabelValues(eventMalformed)) == 1
 	}, 10*time.Second, 10*time.Millisecond)
 	assert.Equal(t, float64(len(evs)), testutil.ToFloat64(w.m.events.WithLabelValues(eventDecoded)))
 	assert.Zero(t, testutil.ToFloat64(w.m.records.WithLabelValues(resultRefused)))
 	assert.Zero(t, testutil.ToFloat64(w.m.retries))
-	assert.Equal(t, uint64(len(evs)), histogramCount(t, reg, "sundial_history_lag_seconds"))
+	assert.Equal(t, uint64(stored()), histogramCount(t, reg, "sundial_history_lag_seconds"))
+	// Caught up: nothing is behind.
+	assert.Zero(t, gaugeValue(t, reg, "sundial_history_consumer_lag_records"))
+	assert.Zero(t, gaugeValue(t, reg, "sundial_history_consumer_lag_seconds"))
 	lint, err := testutil.GatherAndLint(reg)
 	require.NoError(t, err)
 	assert.Empty(t, lint)
@@ -179,9 +184,9 @@ func TestWriterStoresHistory(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	t.Parallel()
-	err := Config{Concurrency: -1}.Validate()
+	err := Config{MaxPollRecords: -1}.Validate()
 	require.Error(t, err)
-	for _, f := range []string{"Kafka", "History", "Concurrency"} {
+	for _, f := range []string{"Kafka", "History", "MaxPollRecords"} {
 		assert.Contains(t, err.Error(), f)
 	}
 }
@@ -194,6 +199,20 @@ func histogramCount(t *testing.T, g prometheus.Gatherer, name string) uint64 {
 		if mf.GetName() == name {
 			require.Len(t, mf.GetMetric(), 1)
 			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	t.Fatalf("%s not gathered", name)
+	return 0
+}
+
+func gaugeValue(t *testing.T, g prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			require.Len(t, mf.GetMetric(), 1)
+			return mf.GetMetric()[0].GetGauge().GetValue()
 		}
 	}
 	t.Fatalf("%s not gathered", name)

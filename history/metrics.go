@@ -3,6 +3,7 @@ package history
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -28,18 +29,24 @@ const (
 
 // metrics of a Writer:
 //
-//	sundial_history_events_total{result}   run events read: decoded, malformed
-//	sundial_history_records_total{result}  history records: stored, refused, invalid
-//	sundial_history_retries_total          failed store writes tried again
-//	sundial_history_lag_seconds            event time to its record stored
+//	sundial_history_events_total{result}      run events read: decoded, malformed
+//	sundial_history_records_total{result}     history records: stored, refused, invalid
+//	sundial_history_coalesced_total           records folded into a later state of their attempt in the same poll
+//	sundial_history_batches_total             polls' records written together (RecordRuns calls that succeeded)
+//	sundial_history_retries_total             failed store writes tried again
+//	sundial_history_lag_seconds               event time to its record stored (histogram)
+//	sundial_history_consumer_lag_records      events on the owned partitions not yet stored (gauge)
+//	sundial_history_consumer_lag_seconds      age of the oldest event not yet stored (gauge)
 type metrics struct {
-	events  *prometheus.CounterVec
-	records *prometheus.CounterVec
-	retries prometheus.Counter
-	lag     prometheus.Histogram
+	events    *prometheus.CounterVec
+	records   *prometheus.CounterVec
+	coalesced prometheus.Counter
+	batches   prometheus.Counter
+	retries   prometheus.Counter
+	latency   prometheus.Histogram
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, l *lag, now func() time.Time) (*metrics, error) {
 	m := &metrics{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sundial_history_events_total",
@@ -49,14 +56,30 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "sundial_history_records_total",
 			Help: "Run history records, by result (stored; refused by the store as invalid, or invalid before the write: dropped).",
 		}, []string{"result"}),
+		coalesced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sundial_history_coalesced_total",
+			Help: "History records not written because a later state of the same attempt came in the same poll.",
+		}),
+		batches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sundial_history_batches_total",
+			Help: "Polls whose history records were written together (one store call each).",
+		}),
 		retries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sundial_history_retries_total",
 			Help: "History writes that failed and were tried again.",
 		}),
-		lag: prometheus.NewHistogram(telemetry.HistogramOpts("sundial_history_lag_seconds",
+		latency: prometheus.NewHistogram(telemetry.HistogramOpts("sundial_history_lag_seconds",
 			"Time from a run event (its time) to its history record stored: how far 'sundial runs list' is behind.", nil)),
 	}
-	cs := []prometheus.Collector{m.events, m.records, m.retries, m.lag}
+	lagRecords := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sundial_history_consumer_lag_records",
+		Help: "Run events on the history writer's partitions of sundial.events not yet stored, as of its last fetch.",
+	}, func() float64 { return float64(l.records()) })
+	lagSeconds := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sundial_history_consumer_lag_seconds",
+		Help: "Age of the oldest run event on the history writer's partitions not yet stored (an upper bound for events not fetched yet); 0 when caught up.",
+	}, func() float64 { return l.seconds(now()) })
+	cs := []prometheus.Collector{m.events, m.records, m.coalesced, m.batches, m.retries, m.latency, lagRecords, lagSeconds}
 	var errs []error
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

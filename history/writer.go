@@ -10,7 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/deps"
@@ -23,8 +22,8 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultGroup       = "sundial-history"
-	DefaultConcurrency = 16
+	DefaultGroup          = "sundial-history"
+	DefaultMaxPollRecords = 10000
 )
 
 // Config configures a Writer.
@@ -38,14 +37,16 @@ type Config struct {
 	Group string
 	// History stores the records. Required.
 	History store.History
-	// Concurrency bounds the RecordRun calls in flight. Default 16.
-	Concurrency int
+	// MaxPollRecords bounds the events of one poll, which are coalesced
+	// and written together: the most a poll holds in memory. Default
+	// 10,000.
+	MaxPollRecords int
 	// Registerer receives the writer's metrics (see metrics.go). Nil:
 	// none kept.
 	Registerer prometheus.Registerer
 	// Logger; nil discards.
 	Logger *slog.Logger
-	// Now is the clock of the lag metric; default time.Now.
+	// Now is the clock of the lag metrics; default time.Now.
 	Now func() time.Time
 }
 
@@ -58,8 +59,8 @@ func (c Config) Validate() error {
 	if c.History == nil {
 		errs = append(errs, errors.New("history config: History: is required"))
 	}
-	if c.Concurrency < 0 {
-		errs = append(errs, fmt.Errorf("history config: Concurrency: %d is negative", c.Concurrency))
+	if c.MaxPollRecords < 0 {
+		errs = append(errs, fmt.Errorf("history config: MaxPollRecords: %d is negative", c.MaxPollRecords))
 	}
 	return errors.Join(errs...)
 }
@@ -69,6 +70,7 @@ type Writer struct {
 	cfg Config
 	log *slog.Logger
 	m   *metrics
+	lag *lag
 
 	life lifecycle.Lifecycle
 }
@@ -79,15 +81,17 @@ func New(cfg Config) (*Writer, error) {
 		return nil, err
 	}
 	cfg.Group = cmp.Or(cfg.Group, DefaultGroup)
-	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
+	cfg.MaxPollRecords = cmp.Or(cfg.MaxPollRecords, DefaultMaxPollRecords)
 	cfg.Logger = deps.Logger(cfg.Logger)
 	cfg.Registerer = metricdeps.Registerer(cfg.Registerer)
 	cfg.Now = deps.Clock(cfg.Now)
-	m, err := newMetrics(cfg.Registerer)
+	w := &Writer{cfg: cfg, log: cfg.Logger, lag: newLag()}
+	m, err := newMetrics(cfg.Registerer, w.lag, cfg.Now)
 	if err != nil {
 		return nil, err
 	}
-	return &Writer{cfg: cfg, log: cfg.Logger, m: m}, nil
+	w.m = m
+	return w, nil
 }
 
 // Start joins the group and starts writing. ctx bounds the start only. A
@@ -100,12 +104,15 @@ func (w *Writer) Start(ctx context.Context) error {
 }
 
 func (w *Writer) start(_ context.Context, run *lifecycle.Run) error {
+	w.lag.reset()
 	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, w.cfg.Kafka...),
 		kgo.ConsumerGroup(w.cfg.Group),
 		kgo.ConsumeTopics(w.cfg.Topics.Events()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsRevoked(w.forget),
+		kgo.OnPartitionsLost(w.forget),
 	)...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
@@ -119,9 +126,15 @@ func (w *Writer) start(_ context.Context, run *lifecycle.Run) error {
 // safe before Start.
 func (w *Writer) Stop() { w.life.Stop() }
 
+func (w *Writer) forget(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
+	for _, ps := range parts {
+		w.lag.forget(ps)
+	}
+}
+
 func (w *Writer) run(ctx context.Context, cl *kgo.Client) {
 	for {
-		fs := cl.PollFetches(ctx)
+		fs := cl.PollRecords(ctx, w.cfg.MaxPollRecords)
 		if fs.IsClientClosed() || ctx.Err() != nil {
 			cl.AllowRebalance()
 			return
@@ -129,10 +142,22 @@ func (w *Writer) run(ctx context.Context, cl *kgo.Client) {
 		fs.EachError(func(t string, p int32, err error) {
 			w.log.Warn("history: fetch error", "topic", t, "partition", p, "err", err)
 		})
+		fs.EachPartition(func(p kgo.FetchTopicPartition) {
+			if len(p.Records) > 0 {
+				first := p.Records[0]
+				w.lag.fetched(p.Partition, first.Offset, first.Timestamp, p.HighWatermark)
+			}
+		})
 		if err := w.store(ctx, fs.Records()); err != nil {
 			cl.AllowRebalance()
 			return // only when ctx ended: nothing of this poll is committed
 		}
+		fs.EachPartition(func(p kgo.FetchTopicPartition) {
+			if n := len(p.Records); n > 0 {
+				last := p.Records[n-1]
+				w.lag.stored(p.Partition, last.Offset, last.Timestamp, p.HighWatermark)
+			}
+		})
 		if err := cl.CommitUncommittedOffsets(ctx); err != nil && ctx.Err() == nil {
 			w.log.Warn("history: commit failed; events will be applied again", "err", err)
 		}
@@ -140,11 +165,11 @@ func (w *Writer) run(ctx context.Context, cl *kgo.Client) {
 	}
 }
 
-// store writes the records of every event, retrying failed writes until ctx
-// ends.
+// store decodes the events of one poll, coalesces them into one record per
+// attempt and writes those together, retrying until ctx ends.
 func (w *Writer) store(ctx context.Context, recs []*kgo.Record) error {
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(w.cfg.Concurrency)
+	c := newCoalescer()
+	mapped := 0
 	for _, rec := range recs {
 		if kind := header(rec, sundialv1.HeaderKind); kind != "" && kind != sundialv1.KindRunEvent {
 			continue
@@ -162,21 +187,58 @@ func (w *Writer) store(ctx context.Context, recs []*kgo.Record) error {
 				w.log.Error("history: skipping an invalid event", "job_id", ev.GetJobId(), "run_id", ev.GetRunId(), "err", err)
 				continue
 			}
-			g.Go(func() error { return w.record(gctx, r) })
+			mapped++
+			c.add(r)
 		}
 	}
-	return g.Wait()
+	w.m.coalesced.Add(float64(mapped - c.len()))
+	if c.len() == 0 {
+		return nil
+	}
+	return w.write(ctx, c.records())
 }
 
+// write stores recs in one RecordRuns call, tried again after a failure
+// until ctx ends. A batch the store refuses as invalid (which validation
+// before it should prevent) is written record by record, so that only the
+// bad record is dropped.
+func (w *Writer) write(ctx context.Context, recs []store.RunRecord) error {
+	b := backoff.New(50*time.Millisecond, 5*time.Second)
+	for {
+		err := w.cfg.History.RecordRuns(ctx, recs)
+		switch {
+		case err == nil:
+			w.m.batches.Inc()
+			w.m.records.WithLabelValues(resultStored).Add(float64(len(recs)))
+			now := w.cfg.Now()
+			for _, r := range recs {
+				w.m.latency.Observe(max(now.Sub(r.UpdatedAt).Seconds(), 0))
+			}
+			return nil
+		case errors.Is(err, store.ErrInvalid):
+			for _, r := range recs {
+				if err := w.record(ctx, r); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		w.m.retries.Inc()
+		w.log.Warn("history: write failed; retrying", "records", len(recs), "err", err)
+		if !b.Wait(ctx) {
+			return ctx.Err()
+		}
+	}
+}
+
+// record writes one record, tried again after a failure until ctx ends.
 func (w *Writer) record(ctx context.Context, r store.RunRecord) error {
 	b := backoff.New(50*time.Millisecond, 5*time.Second)
 	for {
 		err := w.cfg.History.RecordRun(ctx, r)
 		if err == nil {
 			w.m.records.WithLabelValues(resultStored).Inc()
-			if !r.UpdatedAt.IsZero() {
-				w.m.lag.Observe(max(w.cfg.Now().Sub(r.UpdatedAt).Seconds(), 0))
-			}
+			w.m.latency.Observe(max(w.cfg.Now().Sub(r.UpdatedAt).Seconds(), 0))
 			return nil
 		}
 		if errors.Is(err, store.ErrInvalid) {

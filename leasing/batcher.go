@@ -3,6 +3,7 @@ package leasing
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 )
 
@@ -10,7 +11,7 @@ import (
 // pipeline.
 const DefaultMaxBatch = 512
 
-// Batcher sends the Acquire, Complete and Release calls of many goroutines
+// Batcher sends the Acquire, Renew, Complete and Release calls of many goroutines
 // to Redis in shared pipelines, so that N runners' workers finishing together
 // cost one round trip and a few system calls instead of N.
 //
@@ -69,6 +70,24 @@ func (b *Batcher) Acquire(ctx context.Context, req Request) (Lease, error) {
 		return Lease{}, fmt.Errorf("leasing: acquire job %s run %s: %w", req.JobID, req.RunID, err)
 	}
 	return b.store.acquired(req, start, v)
+}
+
+// Renew is Store.Renew, sent in a shared pipeline. The renewed lease's
+// trust is measured from before the call is queued.
+func (b *Batcher) Renew(ctx context.Context, l Lease) (Lease, error) {
+	if err := validateLease(l); err != nil {
+		return Lease{}, err
+	}
+	start := b.store.cfg.Now()
+	v, err := b.do(ctx, scriptCall{sc: b.store.scripts.renew, c: b.store.renewCall(l)})
+	return b.store.renewed(l, start, v, err)
+}
+
+// NewKeeper returns a Keeper for l whose renewals go through b, so that the
+// renewals of many runs falling due together share pipelines. A nil logger
+// discards.
+func (b *Batcher) NewKeeper(l Lease, logger *slog.Logger) *Keeper {
+	return newKeeper(b.store.cfg.Now, b.Renew, l, logger)
 }
 
 // Complete is Store.Complete, sent in a shared pipeline.

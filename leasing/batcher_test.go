@@ -26,6 +26,8 @@ func runBatcher(t *testing.T, newBackend backendFactory) {
 		{"CallsArrivingDuringAPipelineShareTheNext", testBatcherShares},
 		{"RacingAcquiresOfOneRunOneWins", testBatcherRace},
 		{"NoScriptIsRecovered", testBatcherNoScript},
+		{"KeeperRenewsThroughTheBatcher", testBatcherKeeper},
+		{"RenewalsOfManyRunsShareAPipeline", testBatcherRenewalsShare},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -198,4 +200,66 @@ func testBatcherNoScript(t *testing.T, b backend) {
 	assert.EqualValues(t, 1, vals[1])
 	_, err = bt.Acquire(ctx, Request{JobID: "ns", RunID: "a", Limit: 2})
 	require.ErrorIs(t, err, ErrAlreadyDone)
+}
+
+// testBatcherKeeper: a Keeper made by the Batcher renews the lease, so it
+// keeps the slot past its TTL, and cancels its context when the lease is
+// lost; Renew refuses a lease that is not held, as Store.Renew does.
+func testBatcherKeeper(t *testing.T, b backend) {
+	s, c := setup(t, b, keeperTimes)
+	bt := NewBatcher(s, 0)
+	ctx := t.Context()
+	a, err := bt.Acquire(ctx, Request{JobID: "bk", RunID: "bk@1"})
+	require.NoError(t, err)
+	k := bt.NewKeeper(a, nil)
+	require.NoError(t, k.Start(ctx))
+	defer k.Stop()
+	require.Eventually(t, func() bool { return k.Lease().AcquiredAt.After(a.AcquiredAt) }, 2*a.TTL, 10*time.Millisecond,
+		"the Keeper renewed")
+	// Past the first lease's TTL, the renewed lease still holds the slot.
+	require.Never(t, func() bool {
+		_, err := s.Acquire(ctx, Request{JobID: "bk", RunID: "bk@2"})
+		return err == nil
+	}, a.TTL+200*time.Millisecond, 20*time.Millisecond)
+	require.NoError(t, k.Context().Err())
+
+	require.NoError(t, c.Del(ctx, s.slotsKey("bk"), s.holdersKey("bk")).Err())
+	waitDone(t, k.Context(), 2*a.TTL)
+	require.ErrorIs(t, context.Cause(k.Context()), ErrLeaseLost)
+	_, err = bt.Renew(ctx, a)
+	require.ErrorIs(t, err, ErrLeaseLost)
+}
+
+// testBatcherRenewalsShare: the renewals of many runs that fall due while
+// one renewal is out go to Redis together: n leases cost 2 round trips to
+// renew, not n.
+func testBatcherRenewalsShare(t *testing.T, b backend) {
+	g := &gate{entered: make(chan struct{}), release: make(chan struct{})}
+	s, _ := setupHooked(t, b, []redis.Hook{g}, keeperTimes)
+	bt := NewBatcher(s, 0)
+	ctx := t.Context()
+	const n = 40
+	keepers := make([]*Keeper, n)
+	leases := make([]Lease, n)
+	for i := range n {
+		l, err := s.Acquire(ctx, Request{JobID: fmt.Sprint("share-", i%4), RunID: fmt.Sprint("r", i), Limit: n})
+		require.NoError(t, err)
+		leases[i] = l
+		keepers[i] = bt.NewKeeper(l, nil)
+		require.NoError(t, keepers[i].Start(ctx))
+		defer keepers[i].Stop()
+	}
+	// The first renewal is held at Redis's door until the others queue.
+	<-g.entered
+	require.Eventually(t, func() bool { return bt.queued() == n-1 }, leases[0].TTL, time.Millisecond)
+	close(g.release)
+	for i, k := range keepers {
+		require.Eventually(t, func() bool { return k.Lease().AcquiredAt.After(leases[i].AcquiredAt) }, leases[i].TTL, time.Millisecond,
+			"keeper %d renewed", i)
+		require.NoError(t, k.Context().Err(), "keeper %d", i)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	require.GreaterOrEqual(t, len(g.sizes), 2)
+	assert.Equal(t, []int{1, n - 1}, g.sizes[:2], "the first renewal alone, then the %d that fell due meanwhile together", n-1)
 }

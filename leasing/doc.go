@@ -93,7 +93,9 @@
 // # Pipelines
 //
 // AcquireBatch and CompleteBatch send many calls in one pipelined round
-// trip. A Batcher does the same for calls made by many goroutines at once:
+// trip. A Batcher does the same for calls made by many goroutines at once
+// (Acquire, Renew, Complete, Release; Batcher.NewKeeper makes a Keeper that
+// renews through it, so the renewals of many long runs share pipelines):
 // a call that finds no pipeline out is sent alone at once; the calls that
 // arrive while a pipeline is out go together in the next one (no timer).
 // The scripts and replies are the same as one call at a time; a pipeline's

@@ -33,7 +33,8 @@ var ErrLeaseUntrusted = fmt.Errorf("%w: not renewed before it stopped being trus
 // Keeper never releases or completes its lease: stop it, then call
 // Store.Complete or Store.Release with Lease().
 type Keeper struct {
-	store  *Store
+	now    func() time.Time
+	renew  func(context.Context, Lease) (Lease, error)
 	logger *slog.Logger
 
 	life lifecycle.Lifecycle
@@ -48,11 +49,15 @@ type Keeper struct {
 	trust  *time.Timer
 }
 
-// NewKeeper returns a Keeper for l, a lease acquired from store. A nil logger
-// discards.
+// NewKeeper returns a Keeper for l, a lease acquired from store, that renews
+// with Store.Renew. A nil logger discards. Batcher.NewKeeper renews in shared
+// pipelines instead.
 func NewKeeper(store *Store, l Lease, logger *slog.Logger) *Keeper {
-	logger = deps.Logger(logger)
-	return &Keeper{store: store, logger: logger, lease: l}
+	return newKeeper(store.cfg.Now, store.Renew, l, logger)
+}
+
+func newKeeper(now func() time.Time, renew func(context.Context, Lease) (Lease, error), l Lease, logger *slog.Logger) *Keeper {
+	return &Keeper{now: now, renew: renew, logger: deps.Logger(logger), lease: l}
 }
 
 // Start derives the execution context from ctx and starts renewing. It fails
@@ -71,7 +76,7 @@ func (k *Keeper) start(ctx context.Context, run *lifecycle.Run) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	l := k.lease
-	left := l.TrustedUntil().Sub(k.store.cfg.Now())
+	left := l.TrustedUntil().Sub(k.now())
 	if left <= 0 {
 		return fmt.Errorf("%s trusted until %s, already past: %w", l, l.TrustedUntil().Format(time.RFC3339Nano), ErrLeaseLost)
 	}
@@ -126,7 +131,7 @@ func notRenewed(l Lease) error {
 // run renews until the lease is lost or untrusted, ctx ends, or quit is
 // closed (Stop).
 func (k *Keeper) run(ctx context.Context, quit <-chan struct{}, l Lease) {
-	now := k.store.cfg.Now
+	now := k.now
 	retry := max(l.TTL/10, time.Millisecond)
 	next := l.AcquiredAt.Add(l.TTL / 3)
 	for {
@@ -135,7 +140,7 @@ func (k *Keeper) run(ctx context.Context, quit <-chan struct{}, l Lease) {
 		}
 		// The call may not outlive the trust it is trying to extend.
 		callCtx, cancelCall := context.WithTimeout(ctx, l.TrustedUntil().Sub(now()))
-		renewed, err := k.store.Renew(callCtx, l)
+		renewed, err := k.renew(callCtx, l)
 		cancelCall()
 		switch {
 		case err == nil:
@@ -193,7 +198,7 @@ func (k *Keeper) extend(l Lease) bool {
 	}
 	k.lease = l
 	cancel := k.cancel
-	k.trust = time.AfterFunc(l.TrustedUntil().Sub(k.store.cfg.Now()), func() { cancel(notRenewed(l)) })
+	k.trust = time.AfterFunc(l.TrustedUntil().Sub(k.now()), func() { cancel(notRenewed(l)) })
 	return true
 }
 

@@ -238,10 +238,20 @@ func (s *Store) Renew(ctx context.Context, l Lease) (Lease, error) {
 		return Lease{}, err
 	}
 	start := s.cfg.Now()
-	v, err := s.eval(ctx, s.scripts.renew, call{
+	v, err := s.eval(ctx, s.scripts.renew, *s.renewCall(l))
+	return s.renewed(l, start, v, err)
+}
+
+func (s *Store) renewCall(l Lease) *call {
+	return &call{
 		keys: []string{s.slotsKey(l.JobID), s.holdersKey(l.JobID)},
 		args: []any{l.RunID, l.Token, ms(s.cfg.TTL)},
-	})
+	}
+}
+
+// renewed reads a renew script's reply: l extended from start, when the
+// call began.
+func (s *Store) renewed(l Lease, start time.Time, v any, err error) (Lease, error) {
 	if err := s.held("renew", l, v, err); err != nil {
 		return Lease{}, err
 	}

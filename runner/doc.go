@@ -30,7 +30,8 @@
 // dedupe mark makes the effect once). A record whose outcome could not be
 // made durable while the runner keeps its partition (the lease stopped
 // being trusted before the run started, an event was not acknowledged) is
-// tried again by its worker after a backoff: nobody else would deliver it
+// tried again after a backoff, by its worker or, when its events were not
+// acknowledged, back in its queue: nobody else would deliver it
 // before the next rebalance, and its partition's watermark would stay
 // pinned until then.
 //
@@ -60,7 +61,9 @@
 //     pub/sub message that cancels the execution at once; after
 //     Config.ReplaceGrace the lease is revoked through leasing as well) and
 //     takes the slot when it frees; ALLOW runs without a limit.
-//  3. A Keeper renews the lease; losing it cancels the execution's context.
+//  3. A Keeper renews the lease, through the runner's leasing.Batcher (its
+//     renewals share pipelines with other runs'); losing it cancels the
+//     execution's context.
 //     The attempt runs under the job's timeout. The fencing token goes
 //     downstream with the run id (HTTP Sundial-Fencing-Token and
 //     Idempotency-Key; Kafka record headers).
@@ -73,21 +76,46 @@
 //     the Keeper renew the lease meanwhile, completes the lease and only
 //     then marks the offset finished. If the event is not acknowledged, the
 //     lease is released and the record goes back to its queue after a
-//     backoff (as in "Commits" above).
+//     backoff (as in "Commits" above). A success never waits for run
+//     history, which package history builds from the events later.
 //  5. Failure: FAILED (or TIMED_OUT), then, when the retry policy allows
 //     (exponential backoff with full jitter, Retry-After as a minimum,
 //     non-retryable codes), a KindRetry due entry for attempt+1 through the
 //     Enqueuer and RETRYING; otherwise a DeadLetter to sundial.dlq and DEAD.
 //     The lease is released either way, without a dedupe mark, so a replay
-//     from the dead-letter topic runs with the same run id.
+//     from the dead-letter topic runs with the same run id. As for a
+//     success, a finishing goroutine, not the worker, waits for the events'
+//     acknowledgements before the record is finished; so do skips,
+//     deferrals and cancellations.
 //  6. Stop cancels executions still running after Config.ShutdownTimeout;
 //     they release their leases, record no event and are not committed.
 //
-// The lease calls of all workers (acquire, complete, release) go through one
-// leasing.Batcher: calls that arrive while a pipeline is out share the next
-// one, so a busy runner pays one Redis round trip for many runs. Events are
-// produced without waiting (the producer batches them, 2ms linger), and
-// only the commit waits for their acknowledgements.
+// The lease calls of all workers (acquire, renew, complete, release) go
+// through one leasing.Batcher: calls that arrive while a pipeline is out
+// share the next one, so a busy runner pays one Redis round trip for many
+// runs.
+//
+// # What waits for an acknowledgement, and why
+//
+// Events are produced without waiting (the producer batches them, 2ms
+// linger); no worker waits for an event's acknowledgement. The waits that
+// remain are each needed by an invariant:
+//
+//   - a finishing goroutine waits for every event of a run before marking
+//     its offset finished: the commit watermark passes a run only once its
+//     terminal event is durable;
+//   - for a success it waits before the dedupe mark: a mark without its
+//     SUCCEEDED would lose the event for good, since the run is never
+//     executed again;
+//   - the retry or deferral due entry is written (a store write) before
+//     RETRYING or DEFERRED is produced, so the event never announces an
+//     attempt that is not stored;
+//   - the dead letter is acknowledged (ProduceSync) before DEAD, so a run is
+//     declared dead only once it can be replayed.
+//
+// The events of one execution carry strictly increasing times at
+// microsecond precision, so that history, which keeps an attempt's newest
+// state by event time, never ties a fast failure with its start.
 //
 // # Lifecycle
 //

@@ -45,9 +45,16 @@ type execution struct {
 	run   *sundialv1.Run
 	logp  *slog.Logger // made on first use: most runs log nothing
 	token int64
-	// tail is set when the run succeeded and a finishing goroutine took
-	// over writing its outcome (finishSucceeded).
+	// lastEvent is the time of the execution's last event: each event's
+	// time is after it, at microsecond precision, so history orders the
+	// states of the attempt as they happened (see event).
+	lastEvent time.Time
+	// tail is set when a finishing goroutine took the record over, to wait
+	// for the acknowledgement of its events (finishAfterAcks).
 	tail bool
+	// keeperHandedOff is set when the finishing goroutine of a success
+	// owns the Keeper, which renews the lease until the dedupe mark.
+	keeperHandedOff bool
 
 	pending sync.WaitGroup
 	errMu   sync.Mutex
@@ -65,8 +72,10 @@ const (
 	// and, for a retry or deferral, its due entry written); its offset may
 	// be committed.
 	finished
-	// handedOff: the run succeeded and a finishing goroutine took the
-	// record over; it finishes the record, or puts it back in its queue.
+	// handedOff: the run's outcome is decided and its events produced; a
+	// finishing goroutine took the record over to wait for their
+	// acknowledgement. It finishes the record, or puts it back in its
+	// queue.
 	handedOff
 )
 
@@ -165,7 +174,8 @@ func (x *execution) handle(ctx context.Context) bool {
 	latency := x.leaseTaken(lease)
 
 	// The Keeper names the lease's job and run in its own log lines.
-	keeper := leasing.NewKeeper(r.cfg.Leases, lease, r.log)
+	// Its renewals share the Batcher's pipelines with the other runs'.
+	keeper := r.leases.NewKeeper(lease, r.log)
 	if err := keeper.Start(ctx); err != nil {
 		// Trust ran out before the execution could start (a very slow
 		// acquire): give the slot back; handleRecord tries again.
@@ -174,7 +184,7 @@ func (x *execution) handle(ctx context.Context) bool {
 		return false
 	}
 	defer func() {
-		if !x.tail { // else the finishing goroutine stops it
+		if !x.keeperHandedOff { // else the finishing goroutine stops it
 			keeper.Stop()
 		}
 	}()
@@ -200,7 +210,7 @@ func (x *execution) notAcquired(ctx context.Context, res acquireResult, err erro
 		r.m.runs.WithLabelValues(outcomeSkipped).Inc()
 		x.emit(x.event(sundialv1.RunState_RUN_STATE_SKIPPED, func(ev *sundialv1.RunEvent) { ev.Reason = reasonOverlapForbid }))
 		x.logger().Info("run skipped: the job's concurrency limit is reached (overlap policy forbid)")
-		return x.flush(ctx)
+		return x.finishAfterAcks(ctx, nil, nil)
 	case queued:
 		return x.deferRun(ctx, queueDelay(x.run, r.cfg.QueueDelay), reasonOverlapQueue, nil)
 	case invalidRun:
@@ -298,7 +308,7 @@ func (x *execution) conclude(ctx context.Context, keeper *leasing.Keeper, end at
 			ev.Duration = durationpb.New(end.finished.Sub(end.started))
 		}))
 		x.logger().Info("run cancelled: replaced by a newer run of the job")
-		return x.flush(ctx)
+		return x.finishAfterAcks(ctx, nil, nil)
 	}
 	keeper.Stop()
 	return x.failed(ctx, keeper.Lease(), v, end.started, end.finished)
@@ -379,46 +389,62 @@ func (x *execution) replace(ctx context.Context, holder string, signalled map[st
 }
 
 // succeeded records a success. The SUCCEEDED event is produced, and the
-// rest is left to a finishing goroutine (finishSucceeded), so the worker
-// takes its next run without waiting for Kafka and Redis.
+// rest is left to a finishing goroutine, so the worker takes its next run
+// without waiting for Kafka and Redis: the events acknowledged first, then
+// the dedupe mark (leasing Complete, pipelined with other runs'), so a crash
+// in between re-executes the run (absorbed by the idempotency key) rather
+// than losing its event; only then may the offset be committed. The Keeper
+// renews the lease until the dedupe mark is written; when an event was not
+// acknowledged, the lease is released instead.
 func (x *execution) succeeded(ctx context.Context, keeper *leasing.Keeper, started, finished time.Time) bool {
 	r := x.r
+	dur := finished.Sub(started)
 	x.emit(x.event(sundialv1.RunState_RUN_STATE_SUCCEEDED, func(ev *sundialv1.RunEvent) {
-		ev.Duration = durationpb.New(finished.Sub(started))
+		ev.Duration = durationpb.New(dur)
 	}))
-	x.tail = true
-	r.tailsWG.Go(func() { x.finishSucceeded(ctx, keeper, finished.Sub(started)) })
-	return true
-}
-
-// finishSucceeded makes a success durable: the events acknowledged first,
-// then the dedupe mark (leasing Complete, pipelined with other runs'), so a
-// crash in between re-executes the run (absorbed by the idempotency key)
-// rather than losing its event; only then may the offset be committed.
-// The Keeper renews the lease until the dedupe mark is written. When an
-// event was not acknowledged, the lease is released and the record goes
-// back to its queue after a backoff, as handleRecord would try it again. It
-// frees the in-flight slot the record's worker took.
-func (x *execution) finishSucceeded(ctx context.Context, keeper *leasing.Keeper, dur time.Duration) {
-	r := x.r
-	defer func() { <-r.slots }()
-	if !x.flush(ctx) {
+	x.keeperHandedOff = true
+	return x.finishAfterAcks(ctx, func() {
+		keeper.Stop()
+		l := keeper.Lease()
+		if err := x.retryRedis(ctx, func(c context.Context) error { return r.leases.Complete(c, l) }); err != nil {
+			// The effect happened and its event is out; a redelivery would
+			// execute again, which the downstream absorbs by the run id.
+			x.logger().Warn("could not set the run's dedupe mark", "err", err)
+		}
+		r.m.runs.WithLabelValues(outcomeSucceeded).Inc()
+		x.logger().Debug("run succeeded", "duration", dur)
+	}, func() {
 		keeper.Stop()
 		x.release(keeper.Lease())
-		r.m.runs.WithLabelValues(outcomeAborted).Inc()
-		r.retryLater(ctx, x.rec)
-		return
-	}
-	keeper.Stop()
-	l := keeper.Lease()
-	if err := x.retryRedis(ctx, func(c context.Context) error { return r.leases.Complete(c, l) }); err != nil {
-		// The effect happened and its event is out; a redelivery would
-		// execute again, which the downstream absorbs by the run id.
-		x.logger().Warn("could not set the run's dedupe mark", "err", err)
-	}
-	r.m.runs.WithLabelValues(outcomeSucceeded).Inc()
-	x.logger().Debug("run succeeded", "duration", dur)
-	r.finish(x.rec)
+	})
+}
+
+// finishAfterAcks hands the record to a finishing goroutine and reports
+// true: the worker does not wait for the acknowledgement of the events it
+// produced. The goroutine waits for them, then calls acked and finishes the
+// record, so its offset becomes committable only once its events are
+// durable. When an event was not acknowledged it calls notAcked (if set)
+// and puts the record back in its queue after a backoff, as handleRecord
+// would try it again. It frees the in-flight slot the record's worker took.
+func (x *execution) finishAfterAcks(ctx context.Context, acked, notAcked func()) bool {
+	r := x.r
+	x.tail = true
+	r.tailsWG.Go(func() {
+		defer func() { <-r.slots }()
+		if !x.flush(ctx) {
+			if notAcked != nil {
+				notAcked()
+			}
+			r.m.runs.WithLabelValues(outcomeAborted).Inc()
+			r.retryLater(ctx, x.rec)
+			return
+		}
+		if acked != nil {
+			acked()
+		}
+		r.finish(x.rec)
+	})
+	return true
 }
 
 // failed records a failed attempt (FAILED or TIMED_OUT), then, as the
@@ -456,9 +482,10 @@ func (x *execution) failed(ctx context.Context, lease leasing.Lease, v verdict, 
 		ev.NextAttemptDueTime = timestamppb.New(due)
 	}))
 	x.logger().Info("run failed; retry scheduled", "code", f.Code, "err", f.Message, "next_attempt", next.Attempt, "due", due)
-	ok := x.flush(ctx)
+	// The next attempt is durable (enqueued above); only the commit waits
+	// for the events.
 	x.release(lease)
-	return ok
+	return x.finishAfterAcks(ctx, nil, nil)
 }
 
 // dead writes the run to the dead-letter topic and records DEAD. lease, when
@@ -490,11 +517,10 @@ func (x *execution) dead(ctx context.Context, f *target.Error, lease *leasing.Le
 			ev.Duration = durationpb.New(dur)
 		}
 	}))
-	ok := x.flush(ctx)
 	if lease != nil {
 		x.release(*lease)
 	}
-	return ok
+	return x.finishAfterAcks(ctx, nil, nil)
 }
 
 // deferRun writes the same attempt as a due entry after delay and records
@@ -518,7 +544,7 @@ func (x *execution) deferRun(ctx context.Context, delay time.Duration, reason st
 		ev.NextAttemptDueTime = timestamppb.New(due)
 	}))
 	x.logger().Info("run deferred", "reason", reason, "due", due)
-	return x.flush(ctx)
+	return x.finishAfterAcks(ctx, nil, nil)
 }
 
 // enqueue writes next as a KindRetry due entry at due, retrying until it is
@@ -578,12 +604,20 @@ func (x *execution) retryRedis(ctx context.Context, fn func(context.Context) err
 	}
 }
 
-// event returns a RunEvent of the run in state, changed by mod.
+// event returns a RunEvent of the run in state, changed by mod. Its time is
+// now, at microsecond precision, and after the execution's previous event:
+// history keeps an attempt's newest state by event time, and a failure
+// within a microsecond of its start must not tie with it.
 func (x *execution) event(state sundialv1.RunState, mod func(*sundialv1.RunEvent)) *sundialv1.RunEvent {
 	run := x.run
+	at := x.r.cfg.Now().Truncate(time.Microsecond)
+	if !at.After(x.lastEvent) {
+		at = x.lastEvent.Add(time.Microsecond)
+	}
+	x.lastEvent = at
 	ev := &sundialv1.RunEvent{
 		RunId: run.GetRunId(), JobId: run.GetJobId(), Attempt: run.GetAttempt(), State: state,
-		Time: timestamppb.New(x.r.cfg.Now()), DueTime: run.GetDueTime(), AttemptDueTime: timestamppb.New(attemptDue(run)),
+		Time: timestamppb.New(at), DueTime: run.GetDueTime(), AttemptDueTime: timestamppb.New(attemptDue(run)),
 		RunnerId: x.r.cfg.ID, DagRunId: run.GetDagRunId(), DagNodeId: run.GetDagNodeId(),
 		Priority: run.GetPriority(), OwnerTeam: run.GetOwnerTeam(), FencingToken: x.token,
 	}

@@ -79,6 +79,9 @@
 // Run history keeps one record per (run, attempt), overwritten as the
 // attempt changes state; a record written with an older UpdatedAt never
 // replaces a newer one, so replayed events cannot move a run backwards.
+// UpdatedAt orders writes at microsecond precision, since the states of a
+// fast attempt often share a millisecond. RecordRuns writes many records at
+// once, with the same rule per record.
 // Records expire after the store's retention. ListRuns returns a job's
 // records newest due time first; JobSummary is computed from the retained
 // records. A planned attempt is a record in state scheduled (the same row its

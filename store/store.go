@@ -71,8 +71,14 @@ type Shards interface {
 // History is the run history, written from run events.
 type History interface {
 	// RecordRun stores the state of one attempt. A record whose UpdatedAt
-	// is older than the stored one for the same attempt is ignored.
+	// is older than the stored one for the same attempt is ignored;
+	// UpdatedAt is compared at microsecond precision (it is returned at
+	// millisecond precision).
 	RecordRun(ctx context.Context, rec RunRecord) error
+	// RecordRuns is RecordRun for many records, written together where the
+	// store can (the records of one job share a partition). It validates
+	// every record before writing any; on error, some records may be stored.
+	RecordRuns(ctx context.Context, recs []RunRecord) error
 	// ListRuns returns up to limit records of a job, newest due time first
 	// (then run id ascending, attempt descending).
 	ListRuns(ctx context.Context, jobID string, limit int) ([]RunRecord, error)

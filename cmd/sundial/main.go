@@ -77,6 +77,7 @@ func newAppWithConfig(stdout, stderr io.Writer, file *configFile) *cli.Command {
 			jobsCommand(),
 			triggerCommand(),
 			runnerCommand(),
+			historyCommand(),
 			dlqCommand(),
 			runsCommand(),
 			benchCommand(),

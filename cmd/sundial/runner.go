@@ -121,8 +121,8 @@ func runnerCommand() *cli.Command {
 fencing token), execute its target (HTTP, Kafka, or a registered handler:
 this binary registers "noop"), write retries and deferrals as due entries in
 Cassandra, dead runs to sundial.dlq, and every state change to sundial.events.
-With --history (the default) the process also stores the events as run
-history for 'sundial runs list'. With --metrics-addr it serves /metrics,
+Run history for 'sundial runs list' is stored by 'sundial history'; with
+--history this process stores it too (a small installation). With --metrics-addr it serves /metrics,
 /healthz, and /readyz, ready while Kafka, Redis and Cassandra answer.
 Several --redis-addr addresses (or --redis-cluster) use a Redis Cluster: every
 Lua script of a job touches keys of one hash tag, so of one slot.
@@ -148,7 +148,7 @@ Example, against the local stack:
 			&cli.UintFlag{Name: "breaker-failures", Value: breaker.DefaultFailures, Usage: "consecutive failures of a downstream host that open its circuit breaker", Sources: envVar("breaker-failures")},
 			&cli.DurationFlag{Name: "breaker-open-timeout", Value: breaker.DefaultOpenTimeout, Usage: "how long an open breaker defers runs before probing", Sources: envVar("breaker-open-timeout")},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: runner.DefaultShutdownTimeout, Usage: "on stop, how long executing runs may finish before they are cancelled", Sources: envVar("shutdown-timeout")},
-			&cli.BoolFlag{Name: "history", Value: true, Usage: "also store run events as history in Cassandra", Sources: envVar("history")},
+			&cli.BoolFlag{Name: "history", Usage: "also store run events as history in Cassandra, in this process (for a small installation; otherwise run 'sundial history')", Sources: envVar("history")},
 		),
 		Action: runRunner,
 	}
@@ -265,13 +265,7 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 	}
 	components := []lifecycle{r}
 	if cmd.Bool("history") {
-		w, err := history.New(history.Config{
-			Kafka:      withKafka(kopts, telemetry.KafkaMetrics(p.reg, "history")),
-			Topics:     names,
-			History:    b.store,
-			Registerer: p.reg,
-			Logger:     p.named("history"),
-		})
+		w, err := history.New(historyConfig(p, b.store, kopts, names, "history"))
 		if err != nil {
 			return err
 		}

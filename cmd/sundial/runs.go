@@ -27,7 +27,7 @@ func runsListCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "list",
 		Usage: "print a job's recent runs, newest first, with its summary",
-		Description: `Reads the history the runners' history writer stores (sundial runner --history).
+		Description: `Reads the history that 'sundial history' stores from the run events.
 
 Example:
   sundial runs list --job nightly-report --limit 20`,

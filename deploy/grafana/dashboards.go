@@ -230,6 +230,14 @@ func Runner() *Dashboard {
 		q(`sum(rate(sundial_history_retries_total[$__rate_interval]))`, "retries")))
 	b.add(12, 8, latency("History lag", "From a run event's time to its record stored: how far run history is behind.",
 		quantiles("sundial_history_lag_seconds", "", "")...))
+	b.add(12, 8, ts("History consumer lag", "s",
+		"Per history writer, the age of the oldest run event not yet stored (0 when caught up); SundialHistoryBehind fires past 5 minutes.",
+		q(`max by (instance) (sundial_history_consumer_lag_seconds)`, "{{instance}}")))
+	b.add(12, 8, ts("History write batching", "short",
+		"Events behind on sundial.events; per store write, how many records went together and how many were folded into a later state of their attempt.",
+		q(`sum(sundial_history_consumer_lag_records)`, "events behind"),
+		q(`sum(rate(sundial_history_records_total{result="stored"}[$__rate_interval])) / sum(rate(sundial_history_batches_total[$__rate_interval]))`, "records per write"),
+		q(`sum(rate(sundial_history_coalesced_total[$__rate_interval])) / sum(rate(sundial_history_batches_total[$__rate_interval]))`, "coalesced per write")))
 
 	b.row("Downstreams")
 	b.add(24, 8, states("Circuit breakers", "Per downstream, the worst state over the runners.",

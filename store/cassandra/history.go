@@ -5,13 +5,19 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gocql/gocql"
+	"golang.org/x/sync/errgroup"
+
 	"github.com/sundialhq/sundial/store"
 )
 
 // RecordRun implements store.History. The row is written with the retention
-// as its TTL and the record's UpdatedAt as its write timestamp, so a replayed
-// older event loses to the newer one already stored (last write wins by
-// event time, not by arrival).
+// as its TTL and the record's UpdatedAt, in microseconds, as its write
+// timestamp, so a replayed older event loses to the newer one already stored
+// (last write wins by event time, not by arrival). The microseconds matter:
+// a fast failure's running and failed states often fall in one millisecond,
+// and on a timestamp tie Cassandra keeps the larger value cell by cell,
+// which would keep "running" over "failed".
 func (s *Store) RecordRun(ctx context.Context, rec store.RunRecord) error {
 	if err := rec.Validate(); err != nil {
 		return fmt.Errorf("record run: %w", err)
@@ -20,17 +26,75 @@ func (s *Store) RecordRun(ctx context.Context, rec store.RunRecord) error {
 }
 
 func (s *Store) recordRun(ctx context.Context, rec store.RunRecord) error {
-	rec = rec.Normalize()
-	ttl := int(s.cfg.RunRetention / time.Second)
-	err := s.idempotent(ctx, s.q.insertRun,
-		rec.JobID, rec.Due, rec.RunID, rec.Attempt, rec.AttemptDue, string(rec.State),
-		rec.Started, rec.Finished, rec.Duration.Milliseconds(), rec.Error, rec.UpdatedAt,
-		ttl, rec.UpdatedAt.UnixMicro(),
-	).Exec()
-	if err != nil {
+	if err := s.idempotent(ctx, s.q.insertRun, s.runArgs(rec)...).Exec(); err != nil {
 		return fmt.Errorf("record run %s attempt %d (%s): %w", rec.RunID, rec.Attempt, rec.State, err)
 	}
 	return nil
+}
+
+// maxRunBatch bounds the statements of one history batch below BatchSize:
+// a run row with its error text is far larger than a due entry, and a batch
+// over the server's batch_size_fail_threshold (50 KiB by default) is refused.
+const maxRunBatch = 50
+
+// RecordRuns implements store.History: the records of one job share a
+// partition and go in unlogged batches of at most min(BatchSize, 50)
+// statements,
+// WriteConcurrency batches at a time. Each statement keeps its own write
+// timestamp, so a batch orders the states of an attempt as RecordRun does.
+func (s *Store) RecordRuns(ctx context.Context, recs []store.RunRecord) error {
+	for i, r := range recs {
+		if err := r.Validate(); err != nil {
+			return fmt.Errorf("record runs: record %d: %w", i, err)
+		}
+	}
+	if len(recs) == 1 {
+		return s.recordRun(ctx, recs[0])
+	}
+	groups := map[string][]store.RunRecord{}
+	var order []string
+	for _, r := range recs {
+		if _, ok := groups[r.JobID]; !ok {
+			order = append(order, r.JobID)
+		}
+		groups[r.JobID] = append(groups[r.JobID], r)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.cfg.WriteConcurrency)
+	for _, job := range order {
+		group := groups[job]
+		size := min(s.cfg.BatchSize, maxRunBatch)
+		for start := 0; start < len(group); start += size {
+			chunk := group[start:min(start+size, len(group))]
+			g.Go(func() error {
+				if len(chunk) == 1 {
+					return s.recordRun(gctx, chunk[0])
+				}
+				b := s.sess.NewBatch(gocql.UnloggedBatch).WithContext(gctx)
+				for _, r := range chunk {
+					b.Entries = append(b.Entries, gocql.BatchEntry{Stmt: s.q.insertRun, Args: s.runArgs(r), Idempotent: true})
+				}
+				if err := s.sess.ExecuteBatch(b); err != nil {
+					return fmt.Errorf("record %d runs of job %q: %w", len(chunk), job, err)
+				}
+				return nil
+			})
+		}
+	}
+	return g.Wait()
+}
+
+// runArgs binds insertRun: the normalized record, the retention as TTL and
+// UpdatedAt in microseconds, taken before Normalize truncates it, as the
+// write timestamp.
+func (s *Store) runArgs(rec store.RunRecord) []any {
+	ts := rec.UpdatedAt.UnixMicro()
+	rec = rec.Normalize()
+	return []any{
+		rec.JobID, rec.Due, rec.RunID, rec.Attempt, rec.AttemptDue, string(rec.State),
+		rec.Started, rec.Finished, rec.Duration.Milliseconds(), rec.Error, rec.UpdatedAt,
+		int(s.cfg.RunRetention / time.Second), ts,
+	}
 }
 
 // ListRuns implements store.History.

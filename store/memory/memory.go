@@ -73,7 +73,10 @@ type runKey struct {
 }
 
 type storedRun struct {
-	rec     store.RunRecord
+	rec store.RunRecord
+	// at is rec's UpdatedAt at microsecond precision, which orders writes;
+	// rec keeps it at millisecond precision, as it is returned.
+	at      time.Time
 	expires time.Time
 }
 
@@ -431,7 +434,23 @@ func (s *Store) RecordRun(_ context.Context, rec store.RunRecord) error {
 	return nil
 }
 
+// RecordRuns implements store.History.
+func (s *Store) RecordRuns(_ context.Context, recs []store.RunRecord) error {
+	for i, r := range recs {
+		if err := r.Validate(); err != nil {
+			return fmt.Errorf("record runs: record %d: %w", i, err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range recs {
+		s.recordRun(r)
+	}
+	return nil
+}
+
 func (s *Store) recordRun(rec store.RunRecord) {
+	at := rec.UpdatedAt.UTC().Truncate(time.Microsecond)
 	rec = rec.Normalize()
 	now := s.now()
 	runs := s.runs[rec.JobID]
@@ -440,10 +459,10 @@ func (s *Store) recordRun(rec store.RunRecord) {
 		s.runs[rec.JobID] = runs
 	}
 	k := runKey{runID: rec.RunID, attempt: rec.Attempt}
-	if old, ok := runs[k]; ok && now.Before(old.expires) && old.rec.UpdatedAt.After(rec.UpdatedAt) {
+	if old, ok := runs[k]; ok && now.Before(old.expires) && old.at.After(at) {
 		return
 	}
-	runs[k] = storedRun{rec: rec, expires: now.Add(s.retention)}
+	runs[k] = storedRun{rec: rec, at: at, expires: now.Add(s.retention)}
 }
 
 // ListRuns implements store.History.

@@ -58,6 +58,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"ShardValidation", testShardValidation},
 		{"RunHistoryOrder", testRunHistoryOrder},
 		{"RunHistoryNoRegression", testRunHistoryNoRegression},
+		{"RunHistorySameMillisecond", testRunHistorySameMillisecond},
 		{"RunSummary", testRunSummary},
 		{"UpsertRecordsNextDue", testUpsertRecordsNextDue},
 		{"TriggerDedupe", testTriggerDedupe},
@@ -758,6 +759,52 @@ func testRunHistoryNoRegression(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	assert.Equal(t, cancelled.Normalize(), got[0])
+}
+
+// A fast failure writes its running and failed states within one
+// millisecond; the later one wins, whatever the states' names.
+func testRunHistorySameMillisecond(t *testing.T, s store.Store) {
+	ctx := ctxOf(t)
+	due := base.Add(3 * time.Hour)
+	started := due.Add(time.Second + 100*time.Microsecond)
+	failed := run("fast", due, 1, store.StateFailed, started.Add(300*time.Microsecond))
+	running := run("fast", due, 1, store.StateRunning, started)
+	// Written in either order, the failure wins.
+	for i, recs := range [][]store.RunRecord{{running, failed}, {failed, running}} {
+		job := fmt.Sprintf("fast-%d", i)
+		for _, r := range recs {
+			r.JobID = job
+			require.NoError(t, s.RecordRun(ctx, r))
+		}
+		got, err := s.ListRuns(ctx, job, 10)
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		assert.Equal(t, store.StateFailed, got[0].State, "order %d", i)
+		assert.Equal(t, "exit status 1", got[0].Error, "order %d", i)
+	}
+
+	// RecordRuns orders the records of one attempt the same way, and
+	// writes the records of several jobs.
+	var batch []store.RunRecord
+	for i := range 3 {
+		for _, r := range []store.RunRecord{failed, running} {
+			r.JobID = fmt.Sprintf("fast-batch-%d", i)
+			batch = append(batch, r)
+		}
+	}
+	require.NoError(t, s.RecordRuns(ctx, batch))
+	for i := range 3 {
+		got, err := s.ListRuns(ctx, fmt.Sprintf("fast-batch-%d", i), 10)
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		assert.Equal(t, store.StateFailed, got[0].State, "job %d", i)
+	}
+	// A bad record refuses the whole call.
+	err := s.RecordRuns(ctx, []store.RunRecord{run("fast-bad", due, 1, store.StateRunning, started), {JobID: "fast-bad"}})
+	require.ErrorIs(t, err, store.ErrInvalid)
+	got, err := s.ListRuns(ctx, "fast-bad", 10)
+	require.NoError(t, err)
+	assert.Empty(t, got)
 }
 
 func testRunSummary(t *testing.T, s store.Store) {

@@ -20,7 +20,7 @@ import (
 // can go.
 var (
 	pendingFlags    = map[string]bool{}
-	pendingCommands = map[string]bool{"history": true}
+	pendingCommands = map[string]bool{}
 )
 
 var flagLine = regexp.MustCompile(`^\s+--([a-z0-9-]+)`)
