@@ -75,7 +75,7 @@ func TestConfigPrecedence(t *testing.T) {
 kafka-sasl-username: top
 kafka-brokers: [k1:9093, k2:9093]
 lease-ttl: 45s
-history: false
+history: true
 group-id: everyone
 `)
 	section := writeConfig(t, `
@@ -90,14 +90,14 @@ dag engine:
 	// default
 	cmd := captured(t, "", runner)
 	assert.Empty(t, cmd.String("kafka-sasl-username"))
-	assert.True(t, cmd.Bool("history"))
+	assert.False(t, cmd.Bool("history"))
 
 	// the file's top level, with lists, durations and booleans
 	cmd = captured(t, top, runner)
 	assert.Equal(t, "top", cmd.String("kafka-sasl-username"))
 	assert.Equal(t, []string{"k1:9093", "k2:9093"}, cmd.StringSlice("kafka-brokers"))
 	assert.Equal(t, 45*time.Second, cmd.Duration("lease-ttl"))
-	assert.False(t, cmd.Bool("history"))
+	assert.True(t, cmd.Bool("history"))
 
 	// a command's section wins over the top level, for that command only
 	cmd = captured(t, section, runner)
