@@ -81,7 +81,9 @@
 // Run events reach the engine keyed by job id, so the events of one DAG run
 // are spread over partitions and instances; the conditional write is what
 // makes that safe. Within one poll an instance applies all events of a run
-// in one write.
+// in one write, in the order it read them, and the runs of a poll at once,
+// up to Config.Concurrency; the next poll waits for the poll's slowest run,
+// since offsets are committed per poll.
 //
 // # Crashes lose nothing
 //
@@ -111,6 +113,13 @@
 //     next refresh (SweepInterval); missed occurrences then follow the
 //     DAG's misfire policy and catch-up window, by the jobs' own rule
 //     (jobspec.CatchUp), one occurrence at a time.
+//   - Due DAG runs of distinct DAGs start at once, up to
+//     Config.Concurrency; one DAG's occurrences start one at a time and in
+//     order, because its next occurrence follows the one last started and
+//     a restart continues after its latest scheduled run in the store. A
+//     failed start is tried again after a jittered wait that doubles from
+//     RetryMin up to RetryMax, so DAGs resume soon after a store outage
+//     and instances do not retry in step.
 //   - A DAG run follows the definition it started with. Deleting or
 //     changing a DAG starts no new run of the old definition and leaves
 //     the runs under way alone; a resume reruns nodes with their DAG run's

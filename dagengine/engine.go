@@ -70,8 +70,8 @@ type Config struct {
 	Shards int
 	// Options bound DAG definitions; the zero value means the defaults.
 	Options dag.Options
-	// Concurrency is how many DAG runs (or definitions) are processed at
-	// once. Default 32.
+	// Concurrency is how many DAG runs (or definitions) are processed, or
+	// scheduled DAG runs started, at once. Default 32.
 	Concurrency int
 	// MaxPoll bounds the records taken from Kafka at once. Default 2000.
 	MaxPoll int
@@ -85,7 +85,8 @@ type Config struct {
 	// this instance redoes it. Default 10s. See RunsConfig.
 	RedriveAfter time.Duration
 	// RetryMin and RetryMax bound the backoff between retries of a
-	// transient store or Kafka error. Defaults 50ms and 5s.
+	// transient store or Kafka error, and between failed starts of a
+	// scheduled DAG run. Defaults 50ms and 5s.
 	RetryMin, RetryMax time.Duration
 	// Registerer receives the metrics. Default: a registry of its own.
 	Registerer prometheus.Registerer

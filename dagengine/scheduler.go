@@ -3,11 +3,13 @@ package dagengine
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/schedule"
@@ -37,8 +39,9 @@ type scheduled struct {
 	sched  *schedule.Schedule
 	policy sundialv1.MisfirePolicy
 	window time.Duration
-	next   time.Time // zero: nothing more to fire
-	retry  time.Time // after a failed start: not before this
+	next   time.Time        // zero: nothing more to fire
+	retry  time.Time        // after a failed start: not before this
+	failed *backoff.Backoff // the waits between failed starts of next; nil after a success
 }
 
 func newScheduler(e *Engine) *scheduler {
@@ -216,38 +219,120 @@ func (d *scheduled) after(last, now time.Time) time.Time {
 	return plan.Next
 }
 
-// fireDue starts the runs of every occurrence due by now.
+// fireDue starts the runs of every occurrence due by now, and of those that
+// come due while it works, until none is due and none is starting.
+//
+// Distinct DAGs start at once, up to Concurrency: their runs are
+// independent, and after a store outage every DAG is due together. One
+// DAG's occurrences start one at a time and in order, because its next
+// occurrence is computed from the one last started (after), and a restart
+// continues after the DAG's latest scheduled run in the store
+// (lastScheduled), which must never pass an occurrence not yet started.
 func (s *scheduler) fireDue(ctx context.Context) {
 	cfg := s.e.cfg
-	for ctx.Err() == nil {
+	// Buffered for every start in flight, so a finished start never waits
+	// for this loop to take its result.
+	done := make(chan started, cfg.Concurrency)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	inflight := map[*scheduled]bool{}
+	for {
 		now := cfg.Now()
-		var due *scheduled
 		s.mu.Lock()
-		for _, d := range s.dags {
-			if at := d.wakeAt(); !at.IsZero() && !at.After(now) && (due == nil || at.Before(due.wakeAt())) {
-				due = d
-			}
-		}
+		due, later := s.dueLocked(now, inflight)
 		s.mu.Unlock()
-		if due == nil {
+		for _, d := range due {
+			if len(inflight) >= cfg.Concurrency || ctx.Err() != nil {
+				break
+			}
+			inflight[d] = true
+			id, at := d.dag.ID, d.next
+			wg.Go(func() {
+				_, _, err := s.e.runs.StartRun(ctx, id, at, OriginSchedule)
+				done <- started{d: d, at: at, err: err}
+			})
+		}
+		if len(inflight) == 0 {
 			return
 		}
-		at := due.next
-		_, _, err := s.e.runs.StartRun(ctx, due.dag.ID, at, OriginSchedule)
-		s.mu.Lock()
-		switch {
-		case errors.Is(err, ErrNotRunnable), errors.Is(err, ErrPermanent):
-			cfg.Logger.Info("scheduled DAG no longer runnable; dropped until its definition changes", "dag", due.dag.ID, "err", err)
-			if s.dags[due.dag.ID] == due {
-				delete(s.dags, due.dag.ID)
-			}
-		case err != nil:
-			cfg.Logger.Warn("starting a scheduled DAG run failed; retrying", "dag", due.dag.ID, "due", at, "err", err)
-			due.retry = cfg.Now().Add(cfg.RetryMax)
-		default:
-			due.retry = time.Time{}
-			due.next = due.after(at, cfg.Now())
+		// A DAG not starting may come due (its retry wait ends) while
+		// others are still starting: wake for it if a slot is free.
+		var (
+			wake  <-chan time.Time
+			timer *time.Timer
+		)
+		if !later.IsZero() && len(inflight) < cfg.Concurrency && ctx.Err() == nil {
+			timer = time.NewTimer(max(later.Sub(now), 0))
+			wake = timer.C
 		}
-		s.mu.Unlock()
+		select {
+		case r := <-done:
+			delete(inflight, r.d)
+			s.settle(ctx, r)
+		case <-wake:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+	}
+}
+
+// started is the outcome of one start of a scheduled occurrence.
+type started struct {
+	d   *scheduled
+	at  time.Time
+	err error
+}
+
+// dueLocked returns the DAGs not in flight that are due at now, earliest
+// first, and the earliest wake-up of the others not in flight (zero: none).
+func (s *scheduler) dueLocked(now time.Time, inflight map[*scheduled]bool) ([]*scheduled, time.Time) {
+	var (
+		due   []*scheduled
+		later time.Time
+	)
+	for _, d := range s.dags {
+		at := d.wakeAt()
+		switch {
+		case at.IsZero() || inflight[d]:
+		case !at.After(now):
+			due = append(due, d)
+		case later.IsZero() || at.Before(later):
+			later = at
+		}
+	}
+	slices.SortFunc(due, func(a, b *scheduled) int { return a.wakeAt().Compare(b.wakeAt()) })
+	return due, later
+}
+
+// settle takes the outcome of a start: the DAG moves on to its next
+// occurrence, waits before trying the same one again, or is dropped.
+func (s *scheduler) settle(ctx context.Context, r started) {
+	cfg := s.e.cfg
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := r.d
+	switch {
+	case errors.Is(r.err, ErrNotRunnable), errors.Is(r.err, ErrPermanent):
+		cfg.Logger.Info("scheduled DAG no longer runnable; dropped until its definition changes", "dag", d.dag.ID, "err", r.err)
+		if s.dags[d.dag.ID] == d {
+			delete(s.dags, d.dag.ID)
+		}
+	case r.err != nil:
+		// Jittered and growing from RetryMin to RetryMax: after an outage
+		// the DAGs come back within a few short waits, not a flat
+		// RetryMax each, and instances do not retry in step.
+		if d.failed == nil {
+			d.failed = backoff.New(cfg.RetryMin, cfg.RetryMax)
+		}
+		wait := d.failed.Next()
+		d.retry = cfg.Now().Add(wait)
+		if ctx.Err() == nil {
+			cfg.Logger.Warn("starting a scheduled DAG run failed; retrying", "dag", d.dag.ID, "due", r.at, "retry_in", wait, "err", r.err)
+		}
+	default:
+		d.failed = nil
+		d.retry = time.Time{}
+		d.next = d.after(r.at, cfg.Now())
 	}
 }
