@@ -97,6 +97,9 @@ type Baselines struct {
 	CRunsPerSec  float64 `json:"c_runs_per_sec"`
 	B            float64 `json:"b_runs_per_sec"`
 	BottleneckOf string  `json:"bottleneck"`
+	// L = min(K, R plain / 2, C / 1): see Limit.
+	L       float64 `json:"l_runs_per_sec"`
+	LimitOf string  `json:"limit_of"`
 }
 
 // System is what one scheduler did with the workload.
@@ -112,8 +115,10 @@ type System struct {
 	// SustainedPerSec: runs of the window that started during the window,
 	// per second of the window.
 	SustainedPerSec float64 `json:"sustained_triggers_per_sec"`
-	// FractionOfB = SustainedPerSec / B.
+	// FractionOfB = SustainedPerSec / B (herd: the drain rate / B).
 	FractionOfB float64 `json:"fraction_of_b"`
+	// FractionOfL = SustainedPerSec / L (herd: the drain rate / L).
+	FractionOfL float64 `json:"fraction_of_l"`
 	// Herd: seconds from the herd's due time until its last run started
 	// (0 when some never started), and that drain as runs/s.
 	HerdDrainSeconds float64 `json:"herd_drain_seconds,omitempty"`
@@ -268,6 +273,8 @@ func (r *Report) Markdown(w io.Writer) {
 		b.PerRun.LeaseCalls, b.PerRun.CassandraWrites, b.PerRun.CassandraReads, b.PerRun.KafkaRecords, b.PerRun.Explanation)
 	p("| **B** = min(K, R/%d, C/%d) = min(%.0f, %.0f, %.0f) | **%.0f runs/s** (%s) |\n",
 		b.PerRun.LeaseCalls, b.PerRun.CassandraWrites, b.K.RecordsPerSec, b.RRunsPerSec, b.CRunsPerSec, b.B, b.BottleneckOf)
+	p("| **L** = min(K, R/2, C/1) = min(%.0f, %.0f, %.0f), the least backend work a run needs | **%.0f runs/s** (%s) |\n",
+		b.K.RecordsPerSec, b.R.PlainCallsPerSec/2, b.C.WritesPerSec, b.L, b.LimitOf)
 
 	p("\n## Results\n\n")
 	p("| | ")
@@ -301,6 +308,7 @@ func (r *Report) Markdown(w io.Writer) {
 	})
 	row("sustained triggers/s", func(s System) string { return fmt.Sprintf("%.0f", s.SustainedPerSec) })
 	row("fraction of B", func(s System) string { return fmt.Sprintf("%.0f%%", 100*s.FractionOfB) })
+	row("fraction of L", func(s System) string { return fmt.Sprintf("%.0f%%", 100*s.FractionOfL) })
 	row("expected runs in window", func(s System) string { return fmt.Sprint(s.Counts.Expected) })
 	row("lost (of which dispatched, not started)", func(s System) string {
 		return fmt.Sprintf("%d (%d)", s.Counts.Lost, s.Counts.LostDispatched)

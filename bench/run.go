@@ -110,10 +110,7 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 		return "", nil, err
 	}
 	rep.Workload = wl
-	sys.FractionOfB = safeDiv(sys.SustainedPerSec, bl.B)
-	if sys.HerdDrainPerSec > 0 {
-		sys.FractionOfB = safeDiv(sys.HerdDrainPerSec, bl.B)
-	}
+	sys.fractions(bl)
 	rep.Systems = append(rep.Systems, sys)
 
 	if cfg.Scenario == "peer" {
@@ -121,7 +118,7 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 		if err != nil {
 			return "", nil, fmt.Errorf("peer asynq: %w", err)
 		}
-		peer.FractionOfB = safeDiv(peer.SustainedPerSec, bl.B)
+		peer.fractions(bl)
 		rep.Systems = append(rep.Systems, peer)
 	}
 	rep.Config = cfg
@@ -136,6 +133,17 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 		return "", rep, err
 	}
 	return dir, rep, nil
+}
+
+// fractions sets the system's rate as a fraction of B and of L: the
+// sustained triggers/s, or for a herd the drain rate.
+func (s *System) fractions(bl Baselines) {
+	rate := s.SustainedPerSec
+	if s.HerdDrainPerSec > 0 {
+		rate = s.HerdDrainPerSec
+	}
+	s.FractionOfB = safeDiv(rate, bl.B)
+	s.FractionOfL = safeDiv(rate, bl.L)
 }
 
 func safeDiv(a, b float64) float64 {
@@ -237,7 +245,8 @@ func (b *Bench) baselines(ctx context.Context, cfg Config, ns Namespace, plan *l
 	bl.RRunsPerSec = r.PlainCallsPerSec / float64(per.LeaseCalls)
 	bl.CRunsPerSec = c.WritesPerSec / float64(per.CassandraWrites)
 	bl.B, bl.BottleneckOf = Bottleneck(k, r, c, per)
-	b.say("  B = %.0f runs/s (%s)", bl.B, bl.BottleneckOf)
+	bl.L, bl.LimitOf = Limit(k, r, c)
+	b.say("  B = %.0f runs/s (%s); L = %.0f runs/s (%s)", bl.B, bl.BottleneckOf, bl.L, bl.LimitOf)
 	return bl, nil
 }
 
