@@ -116,6 +116,10 @@ type Config struct {
 	// worker count (default: runners × concurrency of the Sundial run).
 	AsynqDelayedCheck time.Duration `json:"asynq_delayed_check,omitempty"`
 	AsynqConcurrency  int           `json:"asynq_concurrency,omitempty"`
+	// Noisy runs a CPU hog on one core (Hog) beside the pipeline, from the
+	// end of the baselines to the end of the run, so the run shows how the
+	// pipeline degrades when another tenant takes a core.
+	Noisy bool `json:"noisy"`
 	// Keep leaves the namespace (topics, keyspace, keys) in place.
 	Keep bool `json:"keep"`
 	// ResultsDir: the report goes to ResultsDir/<timestamp>-<scenario>.
@@ -271,6 +275,9 @@ func (c Config) String() string {
 	}
 	if c.Scenario == "peer" {
 		s += fmt.Sprintf("; asynq delayed-task check %s, %d workers", c.AsynqDelayedCheck, c.AsynqConcurrency)
+	}
+	if c.Noisy {
+		s += "; noisy: a CPU hog busy on one core beside the pipeline"
 	}
 	return s
 }

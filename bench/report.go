@@ -177,7 +177,10 @@ type Report struct {
 	Baselines  Baselines       `json:"baselines"`
 	Systems    []System        `json:"systems"`
 	Targets    []Target        `json:"targets"`
-	Notes      []string        `json:"notes,omitempty"`
+	// Noisy describes the CPU hog of a --noisy run; empty when there was
+	// none.
+	Noisy string   `json:"noisy,omitempty"`
+	Notes []string `json:"notes,omitempty"`
 }
 
 // WorkloadInfo is the workload as planned.
@@ -252,6 +255,9 @@ func (r *Report) Markdown(w io.Writer) {
 		r.Backends.Kafka, strings.Join(r.Backends.KafkaBrokers, ","), r.Backends.Cassandra, strings.Join(r.Backends.CassandraHosts, ","),
 		r.Backends.Redis, r.Backends.RedisAddr)
 	p("- Configuration: %s\n", r.Config.String())
+	if r.Noisy != "" {
+		p("- **Noisy neighbour**: %s\n", r.Noisy)
+	}
 	wl := r.Workload
 	if wl.HerdAt.IsZero() {
 		p("- Workload: %d jobs (%d interval every %s, %d hourly cron, %d one-off), planned %.0f triggers/s, window %s, target %s, payload %d B; registered in %.1fs\n",

@@ -39,6 +39,9 @@ type Bench struct {
 	// an in-process pipeline: the dispatchers and runners too) over the
 	// measured window is written.
 	CPUProfile string
+	// HogCommand starts the CPU hog of Config.Noisy: a process that runs
+	// RunHog (`sundial bench hog`). Required when Noisy is set.
+	HogCommand []string
 }
 
 func (b *Bench) say(format string, args ...any) {
@@ -105,6 +108,17 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 	}
 	rep.Baselines = bl
 
+	var hog *Hog
+	if cfg.Noisy {
+		hog = &Hog{Command: b.HogCommand}
+		if err := hog.Start(ctx); err != nil {
+			return "", nil, err
+		}
+		defer hog.Stop()
+		rep.Noisy = fmt.Sprintf("a CPU hog (process %d: one goroutine locked to its thread, busy-looping) took one core from the end of the baselines to the end of the run; the baselines were measured without it", hog.PID())
+		b.say("noisy: CPU hog started, process %d", hog.PID())
+	}
+
 	sys, wl, err := b.runSundial(ctx, &cfg, ns)
 	if err != nil {
 		return "", nil, err
@@ -127,6 +141,11 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 		"Trigger latency: first STARTED event of attempt 1 minus the attempt's due time, for runs due in the window; dispatch latency: the run record's LogAppendTime on the runs topic minus the due time.",
 		"Lost: runs the workload's own arithmetic makes due in the window that never started by the end of the drain. Duplicate executions: runs with two or more executions (fencing token, runner) of one attempt. Duplicate effects: idempotency keys the counting downstream applied more than once.",
 		fmt.Sprintf("The counting downstream honours the idempotency key (the run id): applying an effect takes %s; a key already applied is answered as a replay and counted as a redelivery, not applied again; a key that arrives while another request is still applying it is applied again, a duplicate effect (two executions of one run at once, which leases and fencing must prevent).", cfg.EffectDuration))
+	if hog != nil {
+		if exited, err := hog.Exited(); exited {
+			rep.Noisy += fmt.Sprintf("; it exited before the end of the run (%v), so part of the run was not noisy", err)
+		}
+	}
 	rep.FinishedAt = b.Now().UTC()
 	dir := filepath.Join(cfg.ResultsDir, start.UTC().Format("20060102-150405")+"-"+cfg.Scenario)
 	if err := rep.Write(dir); err != nil {
