@@ -1,11 +1,15 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"time"
+
+	"github.com/sundialhq/sundial/loadgen"
 )
 
 // CapacityPeriod is the interval of the jobs of a capacity step: a step at
@@ -161,5 +165,85 @@ func (s CapacitySearch) Run(ctx context.Context, measure func(ctx context.Contex
 			return res, nil
 		}
 		rate = next
+	}
+}
+
+// capacity runs the capacity search: each step is a steady run of its own
+// job set through a fresh pipeline in the run's namespace, whose jobs are
+// deleted at the end of the step so that they add nothing to the next.
+// It returns the highest passing step (or the last step, when none passed)
+// as the report's system.
+func (b *Bench) capacity(ctx context.Context, cfg *Config, ns Namespace, bl Baselines) (System, WorkloadInfo, *CapacityResult, error) {
+	if (cfg.Processes || cfg.DispatcherProcess) && cfg.Binary == "" {
+		tmp, err := os.MkdirTemp("", "sundial-bench-")
+		if err != nil {
+			return System{}, WorkloadInfo{}, nil, err
+		}
+		b.say("building the sundial binary once, for every step")
+		if cfg.Binary, err = BuildBinary(ctx, tmp); err != nil {
+			return System{}, WorkloadInfo{}, nil, err
+		}
+	}
+	search := CapacitySearch{Start: cfg.Rate, Max: cmp.Or(cfg.MaxRate, math.Round(bl.L)), MaxSteps: cfg.CapacitySteps}
+	if search.Max < search.Start {
+		return System{}, WorkloadInfo{}, nil, fmt.Errorf("capacity: the first rate %.0f/s is above L = %.0f/s; lower --rate or set --max-rate", search.Start, bl.L)
+	}
+	type stepRun struct {
+		sys System
+		wl  WorkloadInfo
+	}
+	var runs []stepRun
+	res, err := search.Run(ctx, func(ctx context.Context, rate float64) (CapacityStep, error) {
+		sc := *cfg
+		sc.Rate = rate
+		sc.Jobs = max(1, int(math.Ceil(rate*CapacityPeriod.Seconds())))
+		sc.Mix = loadgen.Mix{Interval: 1}
+		sc.jobPrefix = fmt.Sprintf("%s-c%d", ns.ID, len(runs)+1)
+		b.say("capacity step %d: %.0f triggers/s, %d interval jobs every %s, window %s", len(runs)+1, rate, sc.Jobs, CapacityPeriod, sc.Duration)
+		sys, wl, err := b.runSundial(ctx, &sc, ns)
+		if err != nil {
+			return CapacityStep{}, err
+		}
+		cfg.Pipeline = sc.Pipeline
+		runs = append(runs, stepRun{sys: sys, wl: wl})
+		st := CapacityStep{Jobs: sc.Jobs, Trigger: sys.Trigger, SustainedPerSec: sys.SustainedPerSec,
+			Expected: sys.Counts.Expected, Lost: sys.Counts.Lost}
+		b.say("capacity step %d: p95 %.0f ms, %.0f triggers/s sustained, %d of %d lost", len(runs), st.Trigger.P95Ms,
+			st.SustainedPerSec, st.Lost, st.Expected)
+		return st, nil
+	})
+	res.FractionOfL = safeDiv(res.Highest, bl.L)
+	res.FractionOfB = safeDiv(res.Highest, bl.B)
+	res.StepSeconds, res.DrainSeconds = cfg.Duration.Seconds(), cfg.Drain.Seconds()
+	if err != nil {
+		return System{}, WorkloadInfo{}, &res, err
+	}
+	pick := len(runs) - 1
+	for i, st := range res.Steps {
+		if st.Pass && st.Rate == res.Highest {
+			pick = i
+		}
+	}
+	sys := runs[pick].sys
+	sys.Name = fmt.Sprintf("sundial at %.0f/s", res.Steps[pick].Rate)
+	b.say("capacity: %.0f triggers/s with p95 ≤ %s (%.0f%% of L); %s", res.Highest, CapacityP95, 100*res.FractionOfL, res.Stopped)
+	return sys, runs[pick].wl, &res, nil
+}
+
+// deleteJobs deletes the n jobs of gen's plan and waits until the registry
+// has deleted them, or two minutes passed.
+func (b *Bench) deleteJobs(ctx context.Context, gen *loadgen.Generator, n int) {
+	before := gen.Counters().Deleted
+	if err := gen.Cleanup(ctx); err != nil {
+		b.say("deleting the step's jobs: %v", err)
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for gen.Counters().Deleted-before < int64(n) {
+		if !sleepUntil(wctx, b.Now().Add(200*time.Millisecond)) {
+			b.say("deleting the step's jobs: %d of %d deleted after 2m; the next step runs beside the rest", gen.Counters().Deleted-before, n)
+			return
+		}
 	}
 }

@@ -3,6 +3,9 @@ package bench
 import (
 	"context"
 	"errors"
+	"image/png"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -132,4 +135,36 @@ func TestCapacitySearchValidate(t *testing.T) {
 	}
 	_, err = CapacitySearch{Start: 100}.Run(context.Background(), nil)
 	assert.ErrorContains(t, err, "max rate 0")
+}
+
+func TestCapacityReport(t *testing.T) {
+	t.Parallel()
+	pipe := fakePipeline{capacity: 3000}
+	res, err := CapacitySearch{Start: 250, Max: 20000}.Run(context.Background(), pipe.measure)
+	require.NoError(t, err)
+	r := sampleReport()
+	r.Scenario = "capacity"
+	r.Config = Config{Scenario: "capacity", Pipeline: "in-process: test"}
+	r.Systems = r.Systems[:1]
+	r.Baselines.L = 6000
+	res.FractionOfL, res.FractionOfB = res.Highest/r.Baselines.L, res.Highest/r.Baselines.B
+	res.StepSeconds, res.DrainSeconds = 30, 15
+	r.Capacity = &res
+	r.Targets = targets(r.Config, r)
+
+	dir := filepath.Join(t.TempDir(), "capacity")
+	require.NoError(t, r.Write(dir))
+	md, err := os.ReadFile(filepath.Join(dir, "summary.md"))
+	require.NoError(t, err)
+	s := string(md)
+	assert.Contains(t, s, "| 5 | 4000 | 20000 | 4000.0 ms |")
+	assert.Contains(t, s, "| 6 | 3000 | 15000 | 80.0 ms |")
+	assert.Contains(t, s, "**Capacity: 3000 triggers/s** with p95 ≤ 1s = **50% of L** (6000 runs/s), 100% of B (3000 runs/s); 3250 triggers/s failed")
+	assert.Contains(t, s, "capacity (triggers/s with p95 ≤ 1 s) / L | reported | 0.50 | met")
+	f, err := os.Open(filepath.Join(dir, "capacity-p95.png"))
+	require.NoError(t, err)
+	defer f.Close()
+	img, err := png.Decode(f)
+	require.NoError(t, err)
+	assert.Greater(t, img.Bounds().Dx(), 100)
 }

@@ -177,6 +177,8 @@ type Report struct {
 	Baselines  Baselines       `json:"baselines"`
 	Systems    []System        `json:"systems"`
 	Targets    []Target        `json:"targets"`
+	// Capacity is the search of a capacity run.
+	Capacity *CapacityResult `json:"capacity,omitempty"`
 	// Noisy describes the CPU hog of a --noisy run; empty when there was
 	// none.
 	Noisy string   `json:"noisy,omitempty"`
@@ -226,6 +228,11 @@ func (r *Report) Write(dir string) error {
 	}
 	if r.Scenario == "chaos" {
 		if err := PlotTimeline(r, filepath.Join(dir, "chaos-timeline.png")); err != nil {
+			return err
+		}
+	}
+	if r.Capacity != nil {
+		if err := PlotCapacity(r, filepath.Join(dir, "capacity-p95.png")); err != nil {
 			return err
 		}
 	}
@@ -368,6 +375,9 @@ func (r *Report) Markdown(w io.Writer) {
 			chaosMarkdown(p, s, r.Workload.WindowFrom, r.Workload.WindowTo)
 		}
 	}
+	if r.Capacity != nil {
+		capacityMarkdown(p, r.Capacity, r.Baselines)
+	}
 	for _, s := range r.Systems {
 		if s.DispatcherMemory != nil {
 			memoryMarkdown(p, s.Name, s.DispatcherMemory)
@@ -388,6 +398,9 @@ func (r *Report) Markdown(w io.Writer) {
 	p("\nPlots: `latency-over-time.png` (per-second trigger latency by due time), `latency-distribution.png` (percentile spectrum)")
 	if r.Scenario == "chaos" {
 		p(", `chaos-timeline.png` (per-second p50, p99 and max on a log scale, every kill marked)")
+	}
+	if r.Capacity != nil {
+		p(", `capacity-p95.png` (the trigger p95 of each step against its rate)")
 	}
 	p(".\n")
 }
@@ -415,4 +428,30 @@ func memoryMarkdown(p func(string, ...any), system string, m *ProcessMemory) {
 	if m.Errors > 0 {
 		p("\n%d samples failed (the process was not running).\n", m.Errors)
 	}
+}
+
+// capacityMarkdown writes the capacity search's steps and result.
+func capacityMarkdown(p func(string, ...any), c *CapacityResult, bl Baselines) {
+	p("\n## Capacity search\n\n")
+	p("Each step: %.0f s window of interval jobs every %s (rate × %.0f jobs), %.0f s drain; a step passes when it lost nothing and its trigger p95 is ≤ %s.\n\n",
+		c.StepSeconds, CapacityPeriod, CapacityPeriod.Seconds(), c.DrainSeconds, CapacityP95)
+	p("| step | offered triggers/s | jobs | trigger p95 | p99 | sustained triggers/s | lost / expected | |\n|---|---|---|---|---|---|---|---|\n")
+	for i, st := range c.Steps {
+		verdict := "fails"
+		if st.Pass {
+			verdict = "passes"
+		}
+		p("| %d | %.0f | %d | %.1f ms | %.1f ms | %.0f | %d / %d | %s |\n", i+1, st.Rate, st.Jobs, st.Trigger.P95Ms, st.Trigger.P99Ms,
+			st.SustainedPerSec, st.Lost, st.Expected, verdict)
+	}
+	if c.Highest == 0 {
+		p("\n**No step passed** (%s).\n", c.Stopped)
+		return
+	}
+	p("\n**Capacity: %.0f triggers/s** with p95 ≤ %s = **%.0f%% of L** (%.0f runs/s), %.0f%% of B (%.0f runs/s)", c.Highest, CapacityP95,
+		100*c.FractionOfL, bl.L, 100*c.FractionOfB, bl.B)
+	if c.LowestFailing > 0 {
+		p("; %.0f triggers/s failed", c.LowestFailing)
+	}
+	p(". The search stopped: %s.\n", c.Stopped)
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -119,7 +120,13 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 		b.say("noisy: CPU hog started, process %d", hog.PID())
 	}
 
-	sys, wl, err := b.runSundial(ctx, &cfg, ns)
+	var sys System
+	var wl WorkloadInfo
+	if cfg.Scenario == "capacity" {
+		sys, wl, rep.Capacity, err = b.capacity(ctx, &cfg, ns, bl)
+	} else {
+		sys, wl, err = b.runSundial(ctx, &cfg, ns)
+	}
 	if err != nil {
 		return "", nil, err
 	}
@@ -327,7 +334,7 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 	}
 	defer pl.Stop()
 
-	plan, err := b.plan(*cfg, ns.ID, ds.URL())
+	plan, err := b.plan(*cfg, cmp.Or(cfg.jobPrefix, ns.ID), ds.URL())
 	if err != nil {
 		return sys, WorkloadInfo{}, err
 	}
@@ -408,6 +415,9 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 	stopProfile()
 	<-crashDone
 	b.drain(ctx, cfg.Drain, rec, plan, from, to)
+	if cfg.Scenario == "capacity" {
+		b.deleteJobs(ctx, gen, plan.Jobs)
+	}
 	if chaos {
 		dc, err := b.drainDags(ctx, cfg.Drain, dw, procs, from, to)
 		if err != nil {
@@ -766,6 +776,10 @@ func targets(cfg Config, r *Report) []Target {
 	case "chaos":
 		chaosTargets(cfg, s, add)
 		return out
+	case "capacity":
+		if c := r.Capacity; c != nil {
+			add("capacity (triggers/s with p95 ≤ 1 s) / L", "reported", c.FractionOfL, c.Highest > 0)
+		}
 	case "herd":
 		limit := 1.25 * float64(r.Workload.Jobs) / r.Baselines.B
 		add(fmt.Sprintf("herd drained (s), limit 1.25 × %d / B", r.Workload.Jobs), fmt.Sprintf("≤ %.1f", limit), s.HerdDrainSeconds,
