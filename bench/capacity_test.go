@@ -62,9 +62,9 @@ func TestCapacitySearch(t *testing.T) {
 			wantHighest: 3000, stopped: "max rate 3000/s passed",
 		},
 		{
-			name:        "halves while nothing passes",
-			search:      CapacitySearch{Start: 1000, Max: 8000, Resolution: 0.25},
-			pipe:        fakePipeline{capacity: 300},
+			name:   "halves while nothing passes",
+			search: CapacitySearch{Start: 1000, Max: 8000, Resolution: 0.25},
+			pipe:   fakePipeline{capacity: 300},
 			// 313 > 250 × 1.25, so one more step: 282 passes, and 313 ≤ 282 × 1.25.
 			wantRates:   []float64{1000, 500, 250, 375, 313, 282},
 			wantHighest: 282, wantFailing: 313, stopped: "within 25%",
