@@ -246,8 +246,10 @@ func PlotCapacity(r *Report, path string) error {
 	p.Add(limit)
 	p.Legend.Add("p95 of a step (numbered in order)", sc)
 	p.Legend.Add("limit: 1 s", limit)
+	// Room above the highest point and the limit for the labels, with the
+	// legend below them.
+	p.Y.Max = 3 * math.Max(p.Y.Max, float64(CapacityP95.Milliseconds()))
 	p.Legend.Top = true
-	p.Legend.Left = true
 	if err := p.Save(7*vg.Inch, 4*vg.Inch, path); err != nil {
 		return fmt.Errorf("plot %s: %w", path, err)
 	}

@@ -75,3 +75,21 @@ func TestWithDefaultsLeavesOtherKindsPolicies(t *testing.T) {
 	assert.Equal(t, AmbiguousUnspecified, got.Ambiguous)
 	assert.Equal(t, "UTC", got.TimeZone)
 }
+
+func TestInForce(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		given Spec
+		want  string
+	}{
+		{Spec{Kind: KindCron}, "time zone UTC (default); DST: nonexistent times shift_forward (default), ambiguous times first (default)"},
+		{Spec{Kind: KindCron, TimeZone: "Europe/Berlin", Ambiguous: AmbiguousBoth},
+			"time zone Europe/Berlin; DST: nonexistent times shift_forward (default), ambiguous times both"},
+		{Spec{Kind: KindCron, TimeZone: "UTC", Nonexistent: NonexistentSkip, Ambiguous: AmbiguousSecond},
+			"time zone UTC; DST: nonexistent times skip, ambiguous times second"},
+		{Spec{Kind: KindInterval}, "time zone UTC (default); DST: no effect (interval schedules fire at absolute instants)"},
+		{Spec{Kind: KindAt, TimeZone: "Asia/Tokyo"}, "time zone Asia/Tokyo; DST: no effect (at schedules fire at absolute instants)"},
+	} {
+		assert.Equal(t, tc.want, InForce(tc.given))
+	}
+}

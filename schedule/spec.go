@@ -249,3 +249,24 @@ type FieldError struct {
 }
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
+
+// InForce says which zone and DST policies a schedule given as given runs
+// with, marking each setting that given left to its default, for example
+// "time zone UTC (default); DST: nonexistent times shift_forward (default),
+// ambiguous times first (default)". Only the kind, zone and policies of
+// given are read.
+func InForce(given Spec) string {
+	eff := given.WithDefaults()
+	mark := func(defaulted bool) string {
+		if defaulted {
+			return " (default)"
+		}
+		return ""
+	}
+	s := "time zone " + eff.TimeZone + mark(given.TimeZone == "")
+	if given.Kind != KindCron {
+		return s + "; DST: no effect (" + given.Kind.String() + " schedules fire at absolute instants)"
+	}
+	return s + "; DST: nonexistent times " + eff.Nonexistent.String() + mark(given.Nonexistent == NonexistentUnspecified) +
+		", ambiguous times " + eff.Ambiguous.String() + mark(given.Ambiguous == AmbiguousUnspecified)
+}
