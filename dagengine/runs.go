@@ -472,10 +472,7 @@ func (r *Runs) eventRecord(st *dagrun.State, e dagrun.Event) (*kgo.Record, error
 		Topic: r.cfg.Topics.Events(),
 		Key:   []byte(st.DagID),
 		Value: value,
-		Headers: []kgo.RecordHeader{
-			{Key: sundialv1.HeaderContentType, Value: []byte(sundialv1.ContentTypeProtobuf)},
-			{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindDagRunEvent)},
-		},
+		Headers: topics.EventHeaders(ev),
 	}, nil
 }
 

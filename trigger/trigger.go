@@ -402,10 +402,7 @@ func (c *Consumer) refuse(d jobspec.TriggerRecord, reason string, spec *sundialv
 		Topic: c.cfg.Topics.Events(),
 		Key:   key,
 		Value: value,
-		Headers: []kgo.RecordHeader{
-			{Key: sundialv1.HeaderContentType, Value: []byte(sundialv1.ContentTypeProtobuf)},
-			{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindRunEvent)},
-		},
+		Headers: topics.EventHeaders(ev),
 	}}
 }
 
