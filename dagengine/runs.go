@@ -469,9 +469,9 @@ func (r *Runs) eventRecord(st *dagrun.State, e dagrun.Event) (*kgo.Record, error
 		return nil, fmt.Errorf("encode event of dag run %s: %w", st.DagRunID, err)
 	}
 	return &kgo.Record{
-		Topic: r.cfg.Topics.Events(),
-		Key:   []byte(st.DagID),
-		Value: value,
+		Topic:   r.cfg.Topics.Events(),
+		Key:     []byte(st.DagID),
+		Value:   value,
 		Headers: topics.EventHeaders(ev),
 	}, nil
 }

@@ -399,9 +399,9 @@ func (c *Consumer) refuse(d jobspec.TriggerRecord, reason string, spec *sundialv
 	}
 	key := []byte(d.JobID)
 	return []*kgo.Record{{
-		Topic: c.cfg.Topics.Events(),
-		Key:   key,
-		Value: value,
+		Topic:   c.cfg.Topics.Events(),
+		Key:     key,
+		Value:   value,
 		Headers: topics.EventHeaders(ev),
 	}}
 }
