@@ -56,6 +56,7 @@ func newApp(stdout, stderr io.Writer) *cli.Command {
 			runnerCommand(),
 			dlqCommand(),
 			runsCommand(),
+			eventsCommand(),
 			benchCommand(),
 			loadgenCommand(),
 			dagCommand(),
