@@ -30,8 +30,8 @@
 //     STARTED and SUCCEEDED, and the history writer stores both (2 writes).
 //     L = min(K, R plain / 2, C / 1) (Limit) is the same with the least work
 //     a run can ever need; every system is reported as a fraction of both.
-//  3a. With Config.Noisy, start the CPU hog (Hog, a child process running
-//     RunHog) and keep it until the run ends.
+//     With Config.Noisy, the CPU hog (Hog, a child process running RunHog)
+//     starts after the baselines and runs until the run ends.
 //  4. Start the pipeline: in-process components (registry, dispatchers,
 //     runners, history writers) or, for crash and chaos, `sundial
 //     dispatcher` and `sundial runner` (and for chaos `sundial dag engine`)
