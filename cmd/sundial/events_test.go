@@ -70,7 +70,11 @@ func TestEventsTailBadFlags(t *testing.T) {
 	code, _, errOut := runCLI(t, "events", "tail", "--kafka-brokers", "127.0.0.1:1", "--output", "yaml")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, `--output "yaml"`)
-	code, _, errOut = runCLI(t, "events", "tail")
+	// Both are refused before any connection: the broker is unreachable.
+	code, _, errOut = runCLI(t, "events", "tail", "--kafka-brokers", "127.0.0.1:1", "-n", "-1")
 	assert.Equal(t, 1, code)
-	assert.Contains(t, errOut, "--kafka-brokers: required")
+	assert.Contains(t, errOut, "--count -1")
+	code, _, errOut = runCLI(t, "events", "tail", "--kafka-brokers", "127.0.0.1:1", "some.job")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "name the job with --job")
 }
