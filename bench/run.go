@@ -64,6 +64,9 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 	if err := errors.Join(cfg.Validate(), b.Backends.Validate()); err != nil {
 		return "", nil, err
 	}
+	if cfg.Noisy && len(b.HogCommand) == 0 {
+		return "", nil, errors.New("bench: noisy: HogCommand is required to start the CPU hog")
+	}
 	start := b.Now()
 	if cfg.Scenario == "chaos" {
 		// Refuse before anything is created: a run that cannot restart
