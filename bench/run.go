@@ -787,6 +787,7 @@ func targets(cfg Config, r *Report) []Target {
 		limit := 1.25 * float64(r.Workload.Jobs) / r.Baselines.B
 		add(fmt.Sprintf("herd drained (s), limit 1.25 × %d / B", r.Workload.Jobs), fmt.Sprintf("≤ %.1f", limit), s.HerdDrainSeconds,
 			s.HerdDrainSeconds > 0 && s.HerdDrainSeconds <= limit)
+		add("herd drain rate / L", "≥ 0.50", s.FractionOfL, s.HerdDrainSeconds > 0 && s.FractionOfL >= 0.5)
 	}
 	add("lost + duplicate executions + duplicate effects", "0", float64(s.Counts.Lost+s.Counts.DuplicateExecutions+s.Effects.DuplicateEffects), noLoss)
 	if cfg.Scenario == "peer" && len(r.Systems) > 1 {
