@@ -41,7 +41,7 @@ func (h *Hog) Start(ctx context.Context) error {
 	}
 	// Not CommandContext: the hog's lifetime is Start to Stop, and Stop
 	// waits for it.
-	cmd := exec.Command(h.Command[0], h.Command[1:]...) //nolint:gosec,noctx // the command is the bench's own binary, stopped by Stop
+	cmd := exec.Command(h.Command[0], h.Command[1:]...) //nolint:noctx // the hog lives from Start to Stop, which ends it
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return fmt.Errorf("noisy: hog stdin: %w", err)
