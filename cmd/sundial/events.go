@@ -83,7 +83,7 @@ func tailEvents(ctx context.Context, cl *kgo.Client, w io.Writer, job string, as
 	for {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			return nil // interrupted: the normal end of a tail
+			return nil //nolint:nilerr // interrupted: the normal end of a tail, not a failure
 		}
 		var fetchErr error
 		fs.EachError(func(topic string, p int32, err error) {
