@@ -295,6 +295,16 @@ func Bottleneck(k KafkaBaseline, r RedisBaseline, c CassandraBaseline, per PerRu
 	return b, which
 }
 
+// Limit is L = min(K, R / 2, C / 1): the runs/s the backends would carry
+// if a run cost only the least work it can ever need, one Kafka record (the
+// run record), two lease calls (acquire and complete) and one Cassandra
+// write (the next occurrence). Unlike B it does not depend on what the
+// pipeline does today, so sustained / L says how far the pipeline is from
+// what the backends of this machine allow at all.
+func Limit(k KafkaBaseline, r RedisBaseline, c CassandraBaseline) (float64, string) {
+	return Bottleneck(k, r, c, PerRun{LeaseCalls: 2, CassandraWrites: 1})
+}
+
 // redisVersion reads INFO server.
 func redisVersion(ctx context.Context, rc redis.UniversalClient) string {
 	info, err := rc.InfoMap(ctx, "server").Result()

@@ -12,7 +12,7 @@ import (
 )
 
 // Scenarios are the bench's scenarios (bench/README.md describes each).
-var Scenarios = []string{"steady", "herd", "crash", "peer", "chaos"}
+var Scenarios = []string{"steady", "herd", "crash", "peer", "chaos", "capacity"}
 
 // Config is one bench run.
 type Config struct {
@@ -20,14 +20,21 @@ type Config struct {
 	Scenario string `json:"scenario"`
 	// Jobs: steady, crash and peer: the number of recurring jobs; herd: the
 	// number of runs due in the same second. Defaults: steady 1,000,000;
-	// herd 100,000; crash 50,000; peer 100,000.
+	// herd 100,000; crash 50,000; peer 100,000. Capacity does not use it:
+	// each step defines rate × CapacityPeriod interval jobs.
 	Jobs int `json:"jobs"`
-	// Rate is the planned triggers/s of steady, crash and peer. Defaults:
-	// steady 2,000; crash 500; peer 1,000.
+	// Rate is the planned triggers/s of steady, crash and peer, and the
+	// first step's rate of capacity. Defaults: steady 2,000; crash 500;
+	// peer 1,000; capacity 250.
 	Rate float64 `json:"rate"`
-	// Duration of the measured window. Defaults: steady 3m, crash 3m,
-	// peer 2m.
+	// Duration of the measured window (capacity: of each step). Defaults:
+	// steady 3m, crash 3m, peer 2m, capacity 30s (bench/README.md says
+	// why 30s is enough for a step).
 	Duration time.Duration `json:"duration"`
+	// MaxRate: capacity: the highest rate a step offers. Default L, rounded.
+	MaxRate float64 `json:"max_rate,omitempty"`
+	// CapacitySteps: capacity: the most steps the search runs. Default 10.
+	CapacitySteps int `json:"capacity_steps,omitempty"`
 	// Drain: after the window, how long runs due in it may still start
 	// before they count as lost. Herd: the longest wait for the herd.
 	// Chaos: the same, then as long again for the DAG runs to end.
@@ -116,6 +123,10 @@ type Config struct {
 	// worker count (default: runners × concurrency of the Sundial run).
 	AsynqDelayedCheck time.Duration `json:"asynq_delayed_check,omitempty"`
 	AsynqConcurrency  int           `json:"asynq_concurrency,omitempty"`
+	// Noisy runs a CPU hog on one core (Hog) beside the pipeline, from the
+	// end of the baselines to the end of the run, so the run shows how the
+	// pipeline degrades when another tenant takes a core.
+	Noisy bool `json:"noisy"`
 	// Keep leaves the namespace (topics, keyspace, keys) in place.
 	Keep bool `json:"keep"`
 	// ResultsDir: the report goes to ResultsDir/<timestamp>-<scenario>.
@@ -123,6 +134,10 @@ type Config struct {
 	ResultsDir string `json:"-"`
 	// Pipeline is filled in by the run: how the pipeline ran.
 	Pipeline string `json:"pipeline"`
+
+	// jobPrefix is the job id prefix of a capacity step's workload; empty:
+	// the namespace's id.
+	jobPrefix string
 }
 
 // WithDefaults fills in the scenario's defaults.
@@ -137,6 +152,9 @@ func (c Config) WithDefaults() Config {
 		"crash":  {50_000, 500, 3 * time.Minute},
 		"peer":   {100_000, 1000, 2 * time.Minute},
 		"chaos":  {60_000, 1000, 10 * time.Minute},
+		// The jobs are only the size of the baselines' run record: each
+		// step defines its own.
+		"capacity": {1000, 250, 30 * time.Second},
 	}[c.Scenario]
 	c.Jobs = cmp.Or(c.Jobs, def.jobs)
 	c.Rate = cmp.Or(c.Rate, def.rate)
@@ -159,6 +177,13 @@ func (c Config) WithDefaults() Config {
 			c.ChaosBackends = slices.Clone(StackBackends)
 		}
 		c.StackScript = cmp.Or(c.StackScript, "deploy/local/stack.sh")
+	}
+	if c.Scenario == "capacity" {
+		// A step that keeps up has started everything a few seconds
+		// after its window; one that does not has failed on p95 already.
+		c.Drain = cmp.Or(c.Drain, 15*time.Second)
+		c.Lead = cmp.Or(c.Lead, 10*time.Second)
+		c.CapacitySteps = cmp.Or(c.CapacitySteps, 10)
 	}
 	if c.Scenario == "herd" {
 		c.Drain = cmp.Or(c.Drain, 10*time.Minute)
@@ -249,6 +274,14 @@ func (c Config) Validate() error {
 			bad("%v", err)
 		}
 	}
+	if c.Scenario == "capacity" {
+		if c.MaxRate != 0 && c.MaxRate < c.Rate {
+			bad("max rate %v: must be at least the first step's rate %v", c.MaxRate, c.Rate)
+		}
+		if c.CapacitySteps < 1 {
+			bad("capacity steps %d: must be at least 1", c.CapacitySteps)
+		}
+	}
 	if c.EffectDuration < 0 || c.EffectDuration > time.Minute {
 		bad("effect duration %s: must be in [0, 1m]", c.EffectDuration)
 	}
@@ -271,6 +304,15 @@ func (c Config) String() string {
 	}
 	if c.Scenario == "peer" {
 		s += fmt.Sprintf("; asynq delayed-task check %s, %d workers", c.AsynqDelayedCheck, c.AsynqConcurrency)
+	}
+	if c.Scenario == "capacity" {
+		s += fmt.Sprintf("; capacity: steps of %s from %.0f/s, at most %d steps", c.Duration, c.Rate, c.CapacitySteps)
+		if c.MaxRate > 0 {
+			s += fmt.Sprintf(" and %.0f/s", c.MaxRate)
+		}
+	}
+	if c.Noisy {
+		s += "; noisy: a CPU hog busy on one core beside the pipeline"
 	}
 	return s
 }

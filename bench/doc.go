@@ -1,6 +1,6 @@
 // Package bench runs Sundial's capacity scenarios on the real stack (Kafka,
 // Cassandra, Redis) and writes reports: steady, herd, crash, peer (asynq
-// over the same Redis) and chaos. `sundial bench` and `make bench
+// over the same Redis), chaos and capacity. `sundial bench` and `make bench
 // SCENARIO=...` drive it; bench/README.md explains how to run the scenarios
 // and read the reports.
 //
@@ -28,6 +28,10 @@
 //     dispatcher reads the job and writes the next occurrence (1 write),
 //     the runner makes 2 EVALSHA calls (acquire, complete) and emits
 //     STARTED and SUCCEEDED, and the history writer stores both (2 writes).
+//     L = min(K, R plain / 2, C / 1) (Limit) is the same with the least work
+//     a run can ever need; every system is reported as a fraction of both.
+//     With Config.Noisy, the CPU hog (Hog, a child process running RunHog)
+//     starts after the baselines and runs until the run ends.
 //  4. Start the pipeline: in-process components (registry, dispatchers,
 //     runners, history writers) or, for crash and chaos, `sundial
 //     dispatcher` and `sundial runner` (and for chaos `sundial dag engine`)
@@ -54,6 +58,14 @@
 // and DAGs use the misfire policy FIRE_ALL, so an occurrence missed during
 // an outage is late, not lost; lost runs and DAG runs are counted after
 // the drain.
+//
+// # Capacity
+//
+// The capacity scenario runs CapacitySearch (pure: doubling, halving, then
+// bisecting, with the measurement as a function) over steady steps of
+// interval jobs, one fresh pipeline per step, deleting each step's jobs
+// before the next, and reports the highest rate whose trigger p95 stayed
+// within CapacityP95 with nothing lost, as a fraction of L.
 //
 // # Invariants
 //

@@ -202,3 +202,56 @@ func PlotTimeline(r *Report, path string) error {
 	}
 	return nil
 }
+
+// PlotCapacity draws the trigger p95 of each capacity step against the
+// step's rate on a log scale, numbered in the order the steps ran, with
+// the 1 s limit as a dashed line.
+func PlotCapacity(r *Report, path string) error {
+	c := r.Capacity
+	p := plot.New()
+	p.Title.Text = "capacity: trigger p95 per step"
+	p.X.Label.Text = "offered triggers/s"
+	p.Y.Label.Text = "trigger p95 (ms, log scale)"
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	pts := make(plotter.XYs, len(c.Steps))
+	labels := make([]string, len(c.Steps))
+	maxRate := 0.0
+	for i, st := range c.Steps {
+		// A log scale has no zero: a step that measured nothing sits at 1 ms.
+		pts[i] = plotter.XY{X: st.Rate, Y: math.Max(st.Trigger.P95Ms, 1)}
+		labels[i] = fmt.Sprint(i + 1)
+		maxRate = math.Max(maxRate, st.Rate)
+	}
+	if len(pts) == 0 {
+		return nil
+	}
+	sc, err := plotter.NewScatter(pts)
+	if err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	sc.Color = palette[0]
+	p.Add(sc)
+	lb, err := plotter.NewLabels(plotter.XYLabels{XYs: pts, Labels: labels})
+	if err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	p.Add(lb)
+	limit, err := plotter.NewLine(plotter.XYs{{X: 0, Y: float64(CapacityP95.Milliseconds())}, {X: maxRate * 1.05, Y: float64(CapacityP95.Milliseconds())}})
+	if err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	limit.Color = palette[1]
+	limit.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+	p.Add(limit)
+	p.Legend.Add("p95 of a step (numbered in order)", sc)
+	p.Legend.Add("limit: 1 s", limit)
+	// Room above the highest point and the limit for the labels, with the
+	// legend below them.
+	p.Y.Max = 3 * math.Max(p.Y.Max, float64(CapacityP95.Milliseconds()))
+	p.Legend.Top = true
+	if err := p.Save(7*vg.Inch, 4*vg.Inch, path); err != nil {
+		return fmt.Errorf("plot %s: %w", path, err)
+	}
+	return nil
+}

@@ -97,6 +97,9 @@ type Baselines struct {
 	CRunsPerSec  float64 `json:"c_runs_per_sec"`
 	B            float64 `json:"b_runs_per_sec"`
 	BottleneckOf string  `json:"bottleneck"`
+	// L = min(K, R plain / 2, C / 1): see Limit.
+	L       float64 `json:"l_runs_per_sec"`
+	LimitOf string  `json:"limit_of"`
 }
 
 // System is what one scheduler did with the workload.
@@ -112,8 +115,10 @@ type System struct {
 	// SustainedPerSec: runs of the window that started during the window,
 	// per second of the window.
 	SustainedPerSec float64 `json:"sustained_triggers_per_sec"`
-	// FractionOfB = SustainedPerSec / B.
+	// FractionOfB = SustainedPerSec / B (herd: the drain rate / B).
 	FractionOfB float64 `json:"fraction_of_b"`
+	// FractionOfL = SustainedPerSec / L (herd: the drain rate / L).
+	FractionOfL float64 `json:"fraction_of_l"`
 	// Herd: seconds from the herd's due time until its last run started
 	// (0 when some never started), and that drain as runs/s.
 	HerdDrainSeconds float64 `json:"herd_drain_seconds,omitempty"`
@@ -172,7 +177,12 @@ type Report struct {
 	Baselines  Baselines       `json:"baselines"`
 	Systems    []System        `json:"systems"`
 	Targets    []Target        `json:"targets"`
-	Notes      []string        `json:"notes,omitempty"`
+	// Capacity is the search of a capacity run.
+	Capacity *CapacityResult `json:"capacity,omitempty"`
+	// Noisy describes the CPU hog of a --noisy run; empty when there was
+	// none.
+	Noisy string   `json:"noisy,omitempty"`
+	Notes []string `json:"notes,omitempty"`
 }
 
 // WorkloadInfo is the workload as planned.
@@ -221,6 +231,11 @@ func (r *Report) Write(dir string) error {
 			return err
 		}
 	}
+	if r.Capacity != nil {
+		if err := PlotCapacity(r, filepath.Join(dir, "capacity-p95.png")); err != nil {
+			return err
+		}
+	}
 	return PlotDistribution(r, filepath.Join(dir, "latency-distribution.png"))
 }
 
@@ -247,6 +262,9 @@ func (r *Report) Markdown(w io.Writer) {
 		r.Backends.Kafka, strings.Join(r.Backends.KafkaBrokers, ","), r.Backends.Cassandra, strings.Join(r.Backends.CassandraHosts, ","),
 		r.Backends.Redis, r.Backends.RedisAddr)
 	p("- Configuration: %s\n", r.Config.String())
+	if r.Noisy != "" {
+		p("- **Noisy neighbour**: %s\n", r.Noisy)
+	}
 	wl := r.Workload
 	if wl.HerdAt.IsZero() {
 		p("- Workload: %d jobs (%d interval every %s, %d hourly cron, %d one-off), planned %.0f triggers/s, window %s, target %s, payload %d B; registered in %.1fs\n",
@@ -268,6 +286,8 @@ func (r *Report) Markdown(w io.Writer) {
 		b.PerRun.LeaseCalls, b.PerRun.CassandraWrites, b.PerRun.CassandraReads, b.PerRun.KafkaRecords, b.PerRun.Explanation)
 	p("| **B** = min(K, R/%d, C/%d) = min(%.0f, %.0f, %.0f) | **%.0f runs/s** (%s) |\n",
 		b.PerRun.LeaseCalls, b.PerRun.CassandraWrites, b.K.RecordsPerSec, b.RRunsPerSec, b.CRunsPerSec, b.B, b.BottleneckOf)
+	p("| **L** = min(K, R/2, C/1) = min(%.0f, %.0f, %.0f), the least backend work a run needs | **%.0f runs/s** (%s) |\n",
+		b.K.RecordsPerSec, b.R.PlainCallsPerSec/2, b.C.WritesPerSec, b.L, b.LimitOf)
 
 	p("\n## Results\n\n")
 	p("| | ")
@@ -301,6 +321,7 @@ func (r *Report) Markdown(w io.Writer) {
 	})
 	row("sustained triggers/s", func(s System) string { return fmt.Sprintf("%.0f", s.SustainedPerSec) })
 	row("fraction of B", func(s System) string { return fmt.Sprintf("%.0f%%", 100*s.FractionOfB) })
+	row("fraction of L", func(s System) string { return fmt.Sprintf("%.0f%%", 100*s.FractionOfL) })
 	row("expected runs in window", func(s System) string { return fmt.Sprint(s.Counts.Expected) })
 	row("lost (of which dispatched, not started)", func(s System) string {
 		return fmt.Sprintf("%d (%d)", s.Counts.Lost, s.Counts.LostDispatched)
@@ -354,6 +375,9 @@ func (r *Report) Markdown(w io.Writer) {
 			chaosMarkdown(p, s, r.Workload.WindowFrom, r.Workload.WindowTo)
 		}
 	}
+	if r.Capacity != nil {
+		capacityMarkdown(p, r.Capacity, r.Baselines)
+	}
 	for _, s := range r.Systems {
 		if s.DispatcherMemory != nil {
 			memoryMarkdown(p, s.Name, s.DispatcherMemory)
@@ -374,6 +398,9 @@ func (r *Report) Markdown(w io.Writer) {
 	p("\nPlots: `latency-over-time.png` (per-second trigger latency by due time), `latency-distribution.png` (percentile spectrum)")
 	if r.Scenario == "chaos" {
 		p(", `chaos-timeline.png` (per-second p50, p99 and max on a log scale, every kill marked)")
+	}
+	if r.Capacity != nil {
+		p(", `capacity-p95.png` (the trigger p95 of each step against its rate)")
 	}
 	p(".\n")
 }
@@ -401,4 +428,30 @@ func memoryMarkdown(p func(string, ...any), system string, m *ProcessMemory) {
 	if m.Errors > 0 {
 		p("\n%d samples failed (the process was not running).\n", m.Errors)
 	}
+}
+
+// capacityMarkdown writes the capacity search's steps and result.
+func capacityMarkdown(p func(string, ...any), c *CapacityResult, bl Baselines) {
+	p("\n## Capacity search\n\n")
+	p("Each step: %.0f s window of interval jobs every %s (rate × %.0f jobs), %.0f s drain; a step passes when it lost nothing and its trigger p95 is ≤ %s.\n\n",
+		c.StepSeconds, CapacityPeriod, CapacityPeriod.Seconds(), c.DrainSeconds, CapacityP95)
+	p("| step | offered triggers/s | jobs | trigger p95 | p99 | sustained triggers/s | lost / expected | |\n|---|---|---|---|---|---|---|---|\n")
+	for i, st := range c.Steps {
+		verdict := "fails"
+		if st.Pass {
+			verdict = "passes"
+		}
+		p("| %d | %.0f | %d | %.1f ms | %.1f ms | %.0f | %d / %d | %s |\n", i+1, st.Rate, st.Jobs, st.Trigger.P95Ms, st.Trigger.P99Ms,
+			st.SustainedPerSec, st.Lost, st.Expected, verdict)
+	}
+	if c.Highest == 0 {
+		p("\n**No step passed** (%s).\n", c.Stopped)
+		return
+	}
+	p("\n**Capacity: %.0f triggers/s** with p95 ≤ %s = **%.0f%% of L** (%.0f runs/s), %.0f%% of B (%.0f runs/s)", c.Highest, CapacityP95,
+		100*c.FractionOfL, bl.L, 100*c.FractionOfB, bl.B)
+	if c.LowestFailing > 0 {
+		p("; %.0f triggers/s failed", c.LowestFailing)
+	}
+	p(". The search stopped: %s.\n", c.Stopped)
 }

@@ -201,8 +201,13 @@ func TestTargets(t *testing.T) {
 	require.NotEmpty(t, tg)
 	assert.True(t, tg[0].Met, "24 s is within 1.25 × 100000 / 5000 = 25 s")
 	assert.True(t, strings.Contains(tg[0].Want, "25.0"))
+	assert.Equal(t, "herd drain rate / L", tg[1].Name)
+	assert.False(t, tg[1].Met, "no fraction of L set: 0 misses 0.50")
+	herd.Systems[0].FractionOfL = 0.6
+	assert.True(t, targets(Config{Scenario: "herd"}, herd)[1].Met)
 	herd.Systems[0].HerdDrainSeconds = 0
 	assert.False(t, targets(Config{Scenario: "herd"}, herd)[0].Met, "a herd that never drained misses")
+	assert.False(t, targets(Config{Scenario: "herd"}, herd)[1].Met, "nor does its drain rate count")
 }
 
 func TestMarkdownHerd(t *testing.T) {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,6 +40,9 @@ type Bench struct {
 	// an in-process pipeline: the dispatchers and runners too) over the
 	// measured window is written.
 	CPUProfile string
+	// HogCommand starts the CPU hog of Config.Noisy: a process that runs
+	// RunHog (`sundial bench hog`). Required when Noisy is set.
+	HogCommand []string
 }
 
 func (b *Bench) say(format string, args ...any) {
@@ -59,6 +63,9 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 	cfg := b.Config.WithDefaults()
 	if err := errors.Join(cfg.Validate(), b.Backends.Validate()); err != nil {
 		return "", nil, err
+	}
+	if cfg.Noisy && len(b.HogCommand) == 0 {
+		return "", nil, errors.New("bench: noisy: HogCommand is required to start the CPU hog")
 	}
 	start := b.Now()
 	if cfg.Scenario == "chaos" {
@@ -110,15 +117,29 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 	}
 	rep.Baselines = bl
 
-	sys, wl, err := b.runSundial(ctx, &cfg, ns)
+	var hog *Hog
+	if cfg.Noisy {
+		hog = &Hog{Command: b.HogCommand}
+		if err := hog.Start(ctx); err != nil {
+			return "", nil, err
+		}
+		defer hog.Stop()
+		rep.Noisy = fmt.Sprintf("a CPU hog (process %d: one goroutine locked to its thread, busy-looping) took one core from the end of the baselines to the end of the run; the baselines were measured without it", hog.PID())
+		b.say("noisy: CPU hog started, process %d", hog.PID())
+	}
+
+	var sys System
+	var wl WorkloadInfo
+	if cfg.Scenario == "capacity" {
+		sys, wl, rep.Capacity, err = b.capacity(ctx, &cfg, ns, bl)
+	} else {
+		sys, wl, err = b.runSundial(ctx, &cfg, ns)
+	}
 	if err != nil {
 		return "", nil, err
 	}
 	rep.Workload = wl
-	sys.FractionOfB = safeDiv(sys.SustainedPerSec, bl.B)
-	if sys.HerdDrainPerSec > 0 {
-		sys.FractionOfB = safeDiv(sys.HerdDrainPerSec, bl.B)
-	}
+	sys.fractions(bl)
 	rep.Systems = append(rep.Systems, sys)
 
 	if cfg.Scenario == "peer" {
@@ -126,7 +147,7 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 		if err != nil {
 			return "", nil, fmt.Errorf("peer asynq: %w", err)
 		}
-		peer.FractionOfB = safeDiv(peer.SustainedPerSec, bl.B)
+		peer.fractions(bl)
 		rep.Systems = append(rep.Systems, peer)
 	}
 	rep.Config = cfg
@@ -135,12 +156,28 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 		"Trigger latency: first STARTED event of attempt 1 minus the attempt's due time, for runs due in the window; dispatch latency: the run record's LogAppendTime on the runs topic minus the due time.",
 		"Lost: runs the workload's own arithmetic makes due in the window that never started by the end of the drain. Duplicate executions: runs with two or more executions (fencing token, runner) of one attempt. Duplicate effects: idempotency keys the counting downstream applied more than once.",
 		fmt.Sprintf("The counting downstream honours the idempotency key (the run id): applying an effect takes %s; a key already applied is answered as a replay and counted as a redelivery, not applied again; a key that arrives while another request is still applying it is applied again, a duplicate effect (two executions of one run at once, which leases and fencing must prevent).", cfg.EffectDuration))
+	if hog != nil {
+		if exited, err := hog.Exited(); exited {
+			rep.Noisy += fmt.Sprintf("; it exited before the end of the run (%v), so part of the run was not noisy", err)
+		}
+	}
 	rep.FinishedAt = b.Now().UTC()
 	dir := filepath.Join(cfg.ResultsDir, start.UTC().Format("20060102-150405")+"-"+cfg.Scenario)
 	if err := rep.Write(dir); err != nil {
 		return "", rep, err
 	}
 	return dir, rep, nil
+}
+
+// fractions sets the system's rate as a fraction of B and of L: the
+// sustained triggers/s, or for a herd the drain rate.
+func (s *System) fractions(bl Baselines) {
+	rate := s.SustainedPerSec
+	if s.HerdDrainPerSec > 0 {
+		rate = s.HerdDrainPerSec
+	}
+	s.FractionOfB = safeDiv(rate, bl.B)
+	s.FractionOfL = safeDiv(rate, bl.L)
 }
 
 func safeDiv(a, b float64) float64 {
@@ -242,7 +279,8 @@ func (b *Bench) baselines(ctx context.Context, cfg Config, ns Namespace, plan *l
 	bl.RRunsPerSec = r.PlainCallsPerSec / float64(per.LeaseCalls)
 	bl.CRunsPerSec = c.WritesPerSec / float64(per.CassandraWrites)
 	bl.B, bl.BottleneckOf = Bottleneck(k, r, c, per)
-	b.say("  B = %.0f runs/s (%s)", bl.B, bl.BottleneckOf)
+	bl.L, bl.LimitOf = Limit(k, r, c)
+	b.say("  B = %.0f runs/s (%s); L = %.0f runs/s (%s)", bl.B, bl.BottleneckOf, bl.L, bl.LimitOf)
 	return bl, nil
 }
 
@@ -304,7 +342,7 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 	}
 	defer pl.Stop()
 
-	plan, err := b.plan(*cfg, ns.ID, ds.URL())
+	plan, err := b.plan(*cfg, cmp.Or(cfg.jobPrefix, ns.ID), ds.URL())
 	if err != nil {
 		return sys, WorkloadInfo{}, err
 	}
@@ -385,6 +423,9 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 	stopProfile()
 	<-crashDone
 	b.drain(ctx, cfg.Drain, rec, plan, from, to)
+	if cfg.Scenario == "capacity" {
+		b.deleteJobs(ctx, gen, plan.Jobs)
+	}
 	if chaos {
 		dc, err := b.drainDags(ctx, cfg.Drain, dw, procs, from, to)
 		if err != nil {
@@ -743,10 +784,15 @@ func targets(cfg Config, r *Report) []Target {
 	case "chaos":
 		chaosTargets(cfg, s, add)
 		return out
+	case "capacity":
+		if c := r.Capacity; c != nil {
+			add("capacity (triggers/s with p95 ≤ 1 s) / L", "reported", c.FractionOfL, c.Highest > 0)
+		}
 	case "herd":
 		limit := 1.25 * float64(r.Workload.Jobs) / r.Baselines.B
 		add(fmt.Sprintf("herd drained (s), limit 1.25 × %d / B", r.Workload.Jobs), fmt.Sprintf("≤ %.1f", limit), s.HerdDrainSeconds,
 			s.HerdDrainSeconds > 0 && s.HerdDrainSeconds <= limit)
+		add("herd drain rate / L", "≥ 0.50", s.FractionOfL, s.HerdDrainSeconds > 0 && s.FractionOfL >= 0.5)
 	}
 	add("lost + duplicate executions + duplicate effects", "0", float64(s.Counts.Lost+s.Counts.DuplicateExecutions+s.Effects.DuplicateEffects), noLoss)
 	if cfg.Scenario == "peer" && len(r.Systems) > 1 {

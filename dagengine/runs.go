@@ -469,13 +469,10 @@ func (r *Runs) eventRecord(st *dagrun.State, e dagrun.Event) (*kgo.Record, error
 		return nil, fmt.Errorf("encode event of dag run %s: %w", st.DagRunID, err)
 	}
 	return &kgo.Record{
-		Topic: r.cfg.Topics.Events(),
-		Key:   []byte(st.DagID),
-		Value: value,
-		Headers: []kgo.RecordHeader{
-			{Key: sundialv1.HeaderContentType, Value: []byte(sundialv1.ContentTypeProtobuf)},
-			{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindDagRunEvent)},
-		},
+		Topic:   r.cfg.Topics.Events(),
+		Key:     []byte(st.DagID),
+		Value:   value,
+		Headers: topics.EventHeaders(ev),
 	}, nil
 }
 

@@ -195,9 +195,10 @@ func (o *owner) produce(ctx context.Context, epoch int64, e store.DueEntry, runs
 			continue
 		}
 		recs = append(recs, &kgo.Record{
-			Topic: o.topics.Runs(priorityOf(r.GetPriority())),
-			Key:   []byte(r.GetJobId()),
-			Value: value,
+			Topic:   o.topics.Runs(priorityOf(r.GetPriority())),
+			Key:     []byte(r.GetJobId()),
+			Value:   value,
+			Headers: topics.ProtobufHeaders(r),
 		})
 	}
 	if err := o.prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {

@@ -150,6 +150,29 @@ func sortByField(errs []FieldError) []FieldError {
 	return out
 }
 
+// ScheduleInForce says which zone and DST policies the schedule runs with,
+// marking the defaults (schedule.InForce); "no schedule" for a job that
+// only runs when triggered.
+func ScheduleInForce(s *sundialv1.Schedule) string {
+	given := schedule.Spec{TimeZone: s.GetTimeZone(), Nonexistent: nonexistentPolicy(s.GetDst().GetNonexistent()),
+		Ambiguous: ambiguousPolicy(s.GetDst().GetAmbiguous())}
+	switch s.GetKind().(type) {
+	case *sundialv1.Schedule_Immediate:
+		given.Kind = schedule.KindImmediate
+	case *sundialv1.Schedule_At:
+		given.Kind = schedule.KindAt
+	case *sundialv1.Schedule_Delay:
+		given.Kind = schedule.KindDelay
+	case *sundialv1.Schedule_Cron:
+		given.Kind = schedule.KindCron
+	case *sundialv1.Schedule_Interval:
+		given.Kind = schedule.KindInterval
+	default:
+		return "no schedule: it runs only when triggered"
+	}
+	return schedule.InForce(given)
+}
+
 func nonexistentPolicy(p sundialv1.NonexistentTimePolicy) schedule.NonexistentPolicy {
 	switch p {
 	case sundialv1.NonexistentTimePolicy_NONEXISTENT_TIME_POLICY_UNSPECIFIED:

@@ -358,13 +358,15 @@ func (g *Generator) Counters() Counters {
 // deletes at a time.
 func (g *Generator) Cleanup(ctx context.Context) error {
 	ids := make(chan string)
-	eg, ctx := errgroup.WithContext(ctx)
+	// The group's context ends when the group does, so the answer below is
+	// read from the caller's.
+	eg, egCtx := errgroup.WithContext(ctx)
 	var errs []error
 	var mu sync.Mutex
 	for range max(g.cfg.Concurrency*16, 1) {
 		eg.Go(func() error {
 			for id := range ids {
-				if _, err := g.cfg.Client.Delete(ctx, id); err != nil {
+				if _, err := g.cfg.Client.Delete(egCtx, id); err != nil {
 					mu.Lock()
 					errs = append(errs, err)
 					mu.Unlock()
@@ -376,9 +378,9 @@ func (g *Generator) Cleanup(ctx context.Context) error {
 	for i := range g.cfg.Plan.Jobs {
 		select {
 		case ids <- g.cfg.Plan.JobID(i):
-		case <-ctx.Done():
+		case <-egCtx.Done():
 		}
-		if ctx.Err() != nil {
+		if egCtx.Err() != nil {
 			break
 		}
 	}

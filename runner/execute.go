@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/internal/backoff"
+	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/runner/retry"
@@ -498,7 +499,7 @@ func (x *execution) dead(ctx context.Context, f *target.Error, lease *leasing.Le
 	dl := &sundialv1.DeadLetter{Run: run, LastError: runErr, Attempts: run.GetAttempt(), DeadAt: timestamppb.New(r.cfg.Now()), RunnerId: r.cfg.ID}
 	val, err := proto.Marshal(dl)
 	if err == nil {
-		err = r.producer.ProduceSync(ctx, &kgo.Record{Topic: r.cfg.Topics.DLQ(), Key: []byte(run.GetJobId()), Value: val}).FirstErr()
+		err = r.producer.ProduceSync(ctx, &kgo.Record{Topic: r.cfg.Topics.DLQ(), Key: []byte(run.GetJobId()), Value: val, Headers: topics.ProtobufHeaders(dl)}).FirstErr()
 	}
 	if err != nil {
 		x.logger().Error("could not write the dead letter; the run will be delivered again", "err", err)
@@ -640,7 +641,7 @@ func (x *execution) emit(ev *sundialv1.RunEvent) {
 	x.pending.Add(1)
 	x.r.producer.Produce(context.Background(), &kgo.Record{
 		Topic: x.r.cfg.Topics.Events(), Key: []byte(ev.GetJobId()), Value: val,
-		Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindRunEvent)}},
+		Headers: topics.EventHeaders(ev),
 	}, func(_ *kgo.Record, err error) {
 		if err != nil {
 			x.setErr(err)

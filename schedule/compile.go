@@ -28,6 +28,7 @@ func Compile(spec Spec) (*Schedule, error) {
 		}
 	}
 
+	spec = spec.WithDefaults()
 	loc, zoneErr := loadZone(spec.TimeZone)
 	if zoneErr != "" {
 		bad(FieldTimeZone, "%s", zoneErr)
@@ -75,12 +76,6 @@ func Compile(spec Spec) (*Schedule, error) {
 		unused(FieldIntervalEvery, spec.Every != 0)
 		unused(FieldIntervalStart, !spec.Start.IsZero())
 		unused(FieldIntervalOffset, spec.Offset != 0)
-		if spec.Nonexistent == NonexistentUnspecified {
-			bad(FieldNonexistent, "required for a cron schedule: skip or shift_forward")
-		}
-		if spec.Ambiguous == AmbiguousUnspecified {
-			bad(FieldAmbiguous, "required for a cron schedule: first, second or both")
-		}
 		c, reason := parseCron(spec.Cron)
 		if reason != "" {
 			bad(FieldCronExpression, "%s", reason)
@@ -143,10 +138,7 @@ func FieldErrors(err error) []*FieldError {
 
 // loadZone resolves an IANA zone name, or says why it cannot.
 func loadZone(name string) (*time.Location, string) {
-	switch name {
-	case "":
-		return nil, `required: an IANA time zone name such as "Europe/Berlin" or "UTC"`
-	case "Local":
+	if name == "Local" {
 		return nil, `"Local" depends on the machine; name the IANA zone instead`
 	}
 	loc, err := time.LoadLocation(name)

@@ -19,12 +19,11 @@ func TestCompileRejects(t *testing.T) {
 		fields []string // every field reported, in order
 		reason string   // a substring of the first reason
 	}{
-		{"empty spec", Spec{}, []string{FieldTimeZone, FieldKind}, "required"},
+		{"empty spec", Spec{}, []string{FieldKind}, "required"},
 		{"unknown zone", Spec{Kind: KindImmediate, Reference: ref, TimeZone: "Mars/Olympus"}, []string{FieldTimeZone}, `unknown time zone "Mars/Olympus"`},
 		{"local zone", Spec{Kind: KindImmediate, Reference: ref, TimeZone: "Local"}, []string{FieldTimeZone}, "depends on the machine"},
 		{"unknown kind", Spec{Kind: Kind(42), TimeZone: "UTC"}, []string{FieldKind}, "Kind(42)"},
 
-		{"cron without policies", Spec{Kind: KindCron, Cron: "0 0 * * *", TimeZone: "UTC"}, []string{FieldNonexistent, FieldAmbiguous}, "skip or shift_forward"},
 		{"bad policy values", Spec{Kind: KindCron, Cron: "0 0 * * *", TimeZone: "UTC", Nonexistent: 9, Ambiguous: -1}, []string{FieldNonexistent, FieldAmbiguous}, "unknown policy 9"},
 		{"empty cron", berlinCron(""), []string{FieldCronExpression}, "required"},
 		{"blank cron", berlinCron("   "), []string{FieldCronExpression}, "required"},

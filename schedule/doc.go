@@ -88,9 +88,13 @@
 //
 // # Time zones and DST
 //
-// Every schedule names an IANA zone (time.LoadLocation). A cron expression
-// is matched against the zone's wall clock, and two wall-clock situations
-// need a policy, which a cron schedule must state explicitly:
+// Every schedule is read in an IANA zone (time.LoadLocation); one that
+// names none is in DefaultTimeZone, UTC, never the machine's zone. A cron
+// expression is matched against the zone's wall clock, and two wall-clock
+// situations need a policy. A cron schedule that states none gets the one
+// most schedulers have, DefaultNonexistent (shift forward) and
+// DefaultAmbiguous (first); Compile fills the defaults in (Spec.WithDefaults)
+// so that Schedule.Spec and InForce say what is in force:
 //
 // A nonexistent local time lies in the gap when clocks jump forward. In
 // Europe/Berlin on 2026-03-29 the clocks go from 02:00 CET (+01:00) straight

@@ -65,8 +65,6 @@ func ExampleCompile_errors() {
 	}
 	// Output:
 	// schedule.time_zone: unknown time zone "Europe/Berlim"
-	// schedule.dst.nonexistent: required for a cron schedule: skip or shift_forward
-	// schedule.dst.ambiguous: required for a cron schedule: first, second or both
 	// schedule.cron.expression: never fires: no month of the expression has the day of month it names
 }
 

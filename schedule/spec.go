@@ -175,16 +175,55 @@ type Spec struct {
 	Offset time.Duration
 
 	// TimeZone is the IANA name of the zone the schedule is read in (for
-	// example "Europe/Berlin", or "UTC"). Required for every kind: cron
-	// expressions are matched against its wall clock, and previews print in
-	// it. "Local" is refused because it would depend on the machine.
+	// example "Europe/Berlin", or "UTC"). Cron expressions are matched
+	// against its wall clock, and previews print in it. Empty means
+	// DefaultTimeZone. "Local" is refused because it would depend on the
+	// machine.
 	TimeZone string
 
-	// Nonexistent and Ambiguous are the DST policies. Required for
-	// KindCron; the other kinds fire at absolute instants, where they have no
-	// effect, so there they may be left unspecified or set.
+	// Nonexistent and Ambiguous are the DST policies of KindCron;
+	// unspecified means DefaultNonexistent and DefaultAmbiguous. The other
+	// kinds fire at absolute instants, where they have no effect, so there
+	// they may be left unspecified or set.
 	Nonexistent NonexistentPolicy
 	Ambiguous   AmbiguousPolicy
+}
+
+// The defaults of a schedule that does not state them. They are what a
+// newcomer expects from other schedulers: a zone that does not depend on
+// the machine, and cron's own behaviour at DST changes (Vixie cron, systemd
+// timers and Quartz all run a job whose time was skipped right after the
+// gap, and run a repeated time once).
+const (
+	// DefaultTimeZone is the zone of a schedule without one. UTC has no
+	// DST, so a cron schedule in it has neither gaps nor repeated times.
+	DefaultTimeZone = "UTC"
+	// DefaultNonexistent: a local time the clocks jump over still fires,
+	// at the instant the clock would have shown it (02:30 → 03:30), so a
+	// daily job is never skipped for a day.
+	DefaultNonexistent = NonexistentShiftForward
+	// DefaultAmbiguous: a local time the clocks pass twice fires once, at
+	// the first (earlier) instant, so a daily job never runs twice a day.
+	DefaultAmbiguous = AmbiguousFirst
+)
+
+// WithDefaults returns the spec with the defaults filled in: DefaultTimeZone
+// for an empty TimeZone, and for KindCron DefaultNonexistent and
+// DefaultAmbiguous for unspecified policies. Compile applies it, so
+// Schedule.Spec shows the settings in force. Explicit settings win.
+func (s Spec) WithDefaults() Spec {
+	if s.TimeZone == "" {
+		s.TimeZone = DefaultTimeZone
+	}
+	if s.Kind == KindCron {
+		if s.Nonexistent == NonexistentUnspecified {
+			s.Nonexistent = DefaultNonexistent
+		}
+		if s.Ambiguous == AmbiguousUnspecified {
+			s.Ambiguous = DefaultAmbiguous
+		}
+	}
+	return s
 }
 
 // Field names used in FieldError, spelled like the JSON paths of the
@@ -210,3 +249,24 @@ type FieldError struct {
 }
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
+
+// InForce says which zone and DST policies a schedule given as given runs
+// with, marking each setting that given left to its default, for example
+// "time zone UTC (default); DST: nonexistent times shift_forward (default),
+// ambiguous times first (default)". Only the kind, zone and policies of
+// given are read.
+func InForce(given Spec) string {
+	eff := given.WithDefaults()
+	mark := func(defaulted bool) string {
+		if defaulted {
+			return " (default)"
+		}
+		return ""
+	}
+	s := "time zone " + eff.TimeZone + mark(given.TimeZone == "")
+	if given.Kind != KindCron {
+		return s + "; DST: no effect (" + given.Kind.String() + " schedules fire at absolute instants)"
+	}
+	return s + "; DST: nonexistent times " + eff.Nonexistent.String() + mark(given.Nonexistent == NonexistentUnspecified) +
+		", ambiguous times " + eff.Ambiguous.String() + mark(given.Ambiguous == AmbiguousUnspecified)
+}

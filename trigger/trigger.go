@@ -399,13 +399,10 @@ func (c *Consumer) refuse(d jobspec.TriggerRecord, reason string, spec *sundialv
 	}
 	key := []byte(d.JobID)
 	return []*kgo.Record{{
-		Topic: c.cfg.Topics.Events(),
-		Key:   key,
-		Value: value,
-		Headers: []kgo.RecordHeader{
-			{Key: sundialv1.HeaderContentType, Value: []byte(sundialv1.ContentTypeProtobuf)},
-			{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindRunEvent)},
-		},
+		Topic:   c.cfg.Topics.Events(),
+		Key:     key,
+		Value:   value,
+		Headers: topics.EventHeaders(ev),
 	}}
 }
 

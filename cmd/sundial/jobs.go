@@ -15,6 +15,7 @@ import (
 
 	"github.com/sundialhq/sundial/client"
 	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store"
 	"github.com/sundialhq/sundial/store/cassandra"
@@ -253,6 +254,7 @@ func printJob(w io.Writer, job store.Job, summary store.Summary) error {
 	if err := proto.Unmarshal(job.Spec, spec); err != nil {
 		return fmt.Errorf("job %q: the stored definition does not decode: %w", job.ID, err)
 	}
+	fmt.Fprintf(w, "schedule:    %s\n", jobspec.ScheduleInForce(spec.GetSchedule()))
 	js, err := protojson.MarshalOptions{Multiline: true}.Marshal(spec)
 	if err != nil {
 		return err

@@ -80,6 +80,7 @@ func newAppWithConfig(stdout, stderr io.Writer, file *configFile) *cli.Command {
 			historyCommand(),
 			dlqCommand(),
 			runsCommand(),
+			eventsCommand(),
 			benchCommand(),
 			loadgenCommand(),
 			dagCommand(),

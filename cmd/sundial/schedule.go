@@ -42,11 +42,11 @@ Example:
   sundial schedule preview '30 2 * * *' --tz Europe/Berlin -n 5 --from 2026-03-27T00:00:00Z --nonexistent skip`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "kind", Value: "cron", Usage: "schedule kind: cron, interval, at, delay or immediate", Sources: envVar("kind")},
-			&cli.StringFlag{Name: "tz", Value: "UTC", Usage: "IANA time zone the schedule is read and printed in", Sources: envVar("tz")},
+			&cli.StringFlag{Name: "tz", HideDefault: true, Usage: "IANA time zone the schedule is read and printed in (default UTC)", Sources: envVar("tz")},
 			&cli.IntFlag{Name: "count", Aliases: []string{"n"}, Value: 10, Usage: "how many fire times to print", Sources: envVar("count")},
 			&cli.StringFlag{Name: "from", Usage: "RFC 3339 instant to preview after, and the reference of delay and immediate (default: now)", Sources: envVar("from")},
-			&cli.StringFlag{Name: "nonexistent", Value: "shift", Usage: "cron: a local time skipped by the clocks jumping forward: skip or shift", Sources: envVar("nonexistent")},
-			&cli.StringFlag{Name: "ambiguous", Value: "first", Usage: "cron: a local time repeated by the clocks falling back: first, second or both", Sources: envVar("ambiguous")},
+			&cli.StringFlag{Name: "nonexistent", HideDefault: true, Usage: "cron: a local time skipped by the clocks jumping forward: skip or shift (default shift)", Sources: envVar("nonexistent")},
+			&cli.StringFlag{Name: "ambiguous", HideDefault: true, Usage: "cron: a local time repeated by the clocks falling back: first, second or both (default first)", Sources: envVar("ambiguous")},
 			&cli.StringFlag{Name: "start", Usage: "interval: RFC 3339 instant of the first fire time", Sources: envVar("start")},
 			&cli.DurationFlag{Name: "offset", Usage: "interval without --start: offset of the grid from the Unix epoch", Sources: envVar("offset")},
 		},
@@ -59,6 +59,9 @@ Example:
 			if err != nil {
 				return fmt.Errorf("invalid schedule:\n%w", err)
 			}
+			// On standard error, so that standard output stays the fire
+			// times alone.
+			fmt.Fprintf(cmd.Root().ErrWriter, "in force: %s\n", schedule.InForce(spec))
 			if spec.Kind == schedule.KindImmediate {
 				from = from.Add(-time.Nanosecond) // show the reference itself
 			}
@@ -117,10 +120,14 @@ func previewSpec(cmd *cli.Command) (schedule.Spec, time.Time, error) {
 			return spec, time.Time{}, fmt.Errorf("--start: want an RFC 3339 instant: %w", err)
 		}
 	}
-	if kind == schedule.KindCron {
+	// Unset policies stay unspecified, so that the schedule's defaults
+	// apply and the preview says so.
+	if kind == schedule.KindCron && cmd.IsSet("nonexistent") {
 		if spec.Nonexistent, err = schedule.ParseNonexistent(cmd.String("nonexistent")); err != nil {
 			return spec, time.Time{}, fmt.Errorf("--nonexistent: %w", err)
 		}
+	}
+	if kind == schedule.KindCron && cmd.IsSet("ambiguous") {
 		if spec.Ambiguous, err = schedule.ParseAmbiguous(cmd.String("ambiguous")); err != nil {
 			return spec, time.Time{}, fmt.Errorf("--ambiguous: %w", err)
 		}

@@ -90,3 +90,22 @@ func TestSchedulePreviewFromEnvironment(t *testing.T) {
 	assert.Equal(t, 0, code, errOut.String())
 	assert.Equal(t, "2026-10-03T00:00:00+10:30 +1030  2026-10-02T13:30:00Z\n", out.String())
 }
+
+func TestSchedulePreviewPrintsPolicyInForce(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"30 2 * * *", "-n", "1"}, "in force: time zone UTC (default); DST: nonexistent times shift_forward (default), ambiguous times first (default)\n"},
+		{[]string{"30 2 * * *", "-n", "1", "--tz", "Europe/Berlin", "--nonexistent", "skip"},
+			"in force: time zone Europe/Berlin; DST: nonexistent times skip, ambiguous times first (default)\n"},
+		{[]string{"90m", "--kind", "interval", "-n", "1"}, "in force: time zone UTC (default); DST: no effect (interval schedules fire at absolute instants)\n"},
+	} {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), append([]string{"sundial", "schedule", "preview"}, tc.args...), &out, &errOut)
+		assert.Equal(t, 0, code, errOut.String())
+		assert.Equal(t, tc.want, errOut.String(), "%v", tc.args)
+		assert.NotContains(t, out.String(), "in force", "standard output is the fire times alone")
+	}
+}

@@ -40,6 +40,27 @@ const (
 	HeaderIdempotencyKey = "idempotency-key"
 )
 
+// ProtobufContentType is the content-type header value of a record whose
+// value is m in binary protobuf: the media type with the message's full
+// name as a parameter ("application/x-protobuf;
+// messageType=sundial.v1.RunEvent"), so that a person or a tool reading the
+// topic knows what to decode without knowing the topic. ParseContentType
+// reads it as protobuf.
+func ProtobufContentType(m proto.Message) string {
+	return ContentTypeProtobuf + "; messageType=" + string(m.ProtoReflect().Descriptor().FullName())
+}
+
+// MessageType reads the messageType parameter of a content-type header
+// value; "" when there is none or the value does not parse.
+func MessageType(contentType string) string {
+	_, params, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return ""
+	}
+	// ParseMediaType lower-cases parameter names.
+	return params["messagetype"]
+}
+
 // ErrContentType reports a content-type header value that names neither
 // encoding.
 var ErrContentType = errors.New("unsupported content type")

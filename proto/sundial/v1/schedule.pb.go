@@ -27,7 +27,7 @@ const (
 type NonexistentTimePolicy int32
 
 const (
-	// Not stated. Rejected for cron schedules.
+	// Not stated: SHIFT_FORWARD.
 	NonexistentTimePolicy_NONEXISTENT_TIME_POLICY_UNSPECIFIED NonexistentTimePolicy = 0
 	// Do not fire for a local time inside the gap that day.
 	NonexistentTimePolicy_NONEXISTENT_TIME_POLICY_SKIP NonexistentTimePolicy = 1
@@ -83,7 +83,7 @@ func (NonexistentTimePolicy) EnumDescriptor() ([]byte, []int) {
 type AmbiguousTimePolicy int32
 
 const (
-	// Not stated. Rejected for cron schedules.
+	// Not stated: FIRST.
 	AmbiguousTimePolicy_AMBIGUOUS_TIME_POLICY_UNSPECIFIED AmbiguousTimePolicy = 0
 	// Fire at the first occurrence only (the earlier instant, still on summer
 	// time).
@@ -221,14 +221,14 @@ type Schedule struct {
 	//	*Schedule_Interval
 	Kind isSchedule_Kind `protobuf_oneof:"kind"`
 	// IANA time zone name the schedule is read in, for example "Europe/Berlin"
-	// or "UTC". Required for every kind. Cron expressions are matched against
-	// this zone's wall clock; the other kinds count absolute time, and the zone
-	// only decides how previews are printed. "Local" is refused: it would
-	// depend on the machine.
+	// or "UTC". Empty means "UTC". Cron expressions are matched against this
+	// zone's wall clock; the other kinds count absolute time, and the zone only
+	// decides how previews are printed. "Local" is refused: it would depend on
+	// the machine.
 	TimeZone string `protobuf:"bytes,10,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
 	// What a cron schedule does at daylight-saving transitions of time_zone.
-	// Required (both policies) for cron; ignored by the other kinds, which fire
-	// at absolute instants.
+	// An unspecified policy takes its default (SHIFT_FORWARD, FIRST); ignored
+	// by the other kinds, which fire at absolute instants.
 	Dst *DstPolicy `protobuf:"bytes,11,opt,name=dst,proto3" json:"dst,omitempty"`
 	// What to do with occurrences that were missed (see MisfirePolicy).
 	// Unspecified means MISFIRE_POLICY_FIRE_ONCE.
@@ -696,8 +696,9 @@ func (*Interval_Offset) isInterval_Anchor() {}
 func (*Interval_Start) isInterval_Anchor() {}
 
 // DstPolicy resolves the two wall-clock situations a daylight-saving
-// transition creates for a cron schedule. Both policies are required for
-// cron schedules; there is no implicit default.
+// transition creates for a cron schedule. A policy left unspecified takes
+// the default most schedulers have: nonexistent times shift forward,
+// ambiguous times fire once, at the first.
 type DstPolicy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// What to do with a local time that does not exist because the clocks

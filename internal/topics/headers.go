@@ -1,0 +1,30 @@
+package topics
+
+import (
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// ProtobufHeaders are the headers of a record Sundial produces with m in
+// binary protobuf as its value: the content-type, with the message type
+// (sundialv1.ProtobufContentType).
+func ProtobufHeaders(m proto.Message) []kgo.RecordHeader {
+	return []kgo.RecordHeader{{Key: sundialv1.HeaderContentType, Value: []byte(sundialv1.ProtobufContentType(m))}}
+}
+
+// EventHeaders are the headers of a record on sundial.events: the
+// content-type, and the kind that tells a RunEvent from a DagRunEvent to
+// readers that predate the message type in the content-type. Every event
+// record gets its headers here.
+func EventHeaders(ev proto.Message) []kgo.RecordHeader {
+	h := ProtobufHeaders(ev)
+	switch ev.(type) {
+	case *sundialv1.RunEvent:
+		h = append(h, kgo.RecordHeader{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindRunEvent)})
+	case *sundialv1.DagRunEvent:
+		h = append(h, kgo.RecordHeader{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindDagRunEvent)})
+	}
+	return h
+}
