@@ -31,6 +31,8 @@ const (
 	DefaultHeartbeatInterval = time.Second
 	DefaultMaxInflight       = 256
 	DefaultMaxBacklog        = 20000
+	DefaultMaxFiring         = 4096
+	DefaultMaxHeld           = 100000
 	DefaultFireTimeout       = 10 * time.Second
 	DefaultDrainTimeout      = 5 * time.Second
 	DefaultMaxMissedRuns     = 1000
@@ -107,6 +109,19 @@ type Config struct {
 	// MaxInflight bounds the firings of one shard in progress at once.
 	// Default 256.
 	MaxInflight int
+	// MaxFiring bounds the firings in progress at once across all the
+	// shards of the dispatcher: each owned shard may have its equal share
+	// (at least 1, at most MaxInflight). Under overload every firing in
+	// progress holds a goroutine and its run records, so this, not the
+	// backlog, bounds that memory. Default 4096.
+	MaxFiring int
+	// MaxHeld bounds the entries the dispatcher holds in memory (waiting or
+	// firing) across its shards: each owned shard reads its buckets page by
+	// page and takes no further page while it holds its equal share (at
+	// least 1). Memory is then MaxHeld entries, plus at most one page of
+	// 512 per shard, plus the successors of jobs that recur within the
+	// look-ahead, whatever the backlog. Default 100000.
+	MaxHeld int
 	// MaxBacklog: while catching up, no further past bucket of a shard is
 	// read while this many of its entries are in memory. Default 20000.
 	MaxBacklog int
@@ -149,6 +164,8 @@ func (c Config) withDefaults() Config {
 	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, DefaultHeartbeatInterval)
 	c.MaxInflight = cmp.Or(c.MaxInflight, DefaultMaxInflight)
 	c.MaxBacklog = cmp.Or(c.MaxBacklog, DefaultMaxBacklog)
+	c.MaxFiring = cmp.Or(c.MaxFiring, DefaultMaxFiring)
+	c.MaxHeld = cmp.Or(c.MaxHeld, DefaultMaxHeld)
 	c.FireTimeout = cmp.Or(c.FireTimeout, DefaultFireTimeout)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, DefaultDrainTimeout)
 	c.MaxMissedRuns = cmp.Or(c.MaxMissedRuns, DefaultMaxMissedRuns)
@@ -195,7 +212,7 @@ func (c Config) Validate() error {
 	for _, n := range []struct {
 		field string
 		v     int
-	}{{"max inflight", c.MaxInflight}, {"max backlog", c.MaxBacklog}, {"max missed runs", c.MaxMissedRuns}} {
+	}{{"max inflight", c.MaxInflight}, {"max backlog", c.MaxBacklog}, {"max firing", c.MaxFiring}, {"max held", c.MaxHeld}, {"max missed runs", c.MaxMissedRuns}} {
 		if n.v < 1 {
 			bad(n.field, "%d: must be at least 1", n.v)
 		}

@@ -38,6 +38,11 @@ type owner struct {
 	mark func(offset int64, leaderEpoch int32)
 	// observe, if set, sees every acknowledged run (tests).
 	observe func(runs []*sundialv1.Run, acked time.Time)
+	// observeCore, if set, sees the core's stats after every Poll (tests).
+	observeCore func(coreStats)
+	// share, if set, returns this shard's share of the dispatcher's
+	// MaxFiring and MaxHeld; without it the shard has them whole.
+	share func() (inflight, held int)
 
 	// wake carries the shard's wake-up records from the poll loop.
 	wake chan *kgo.Record
