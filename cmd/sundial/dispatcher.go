@@ -38,6 +38,8 @@ Example, against the local stack:
 			&cli.DurationFlag{Name: "watermark-interval", Value: dispatcher.DefaultWatermarkInterval, Usage: "how often each shard's watermark and wake-up offsets are saved", Sources: envVar("watermark-interval")},
 			&cli.DurationFlag{Name: "session-timeout", Value: dispatcher.DefaultSessionTimeout, Usage: "consumer group session timeout: how soon a dead dispatcher's shards move", Sources: envVar("session-timeout")},
 			&cli.IntFlag{Name: "max-inflight", Value: dispatcher.DefaultMaxInflight, Usage: "firings of one shard in progress at once", Sources: envVar("max-inflight")},
+			&cli.IntFlag{Name: "max-firing", Value: dispatcher.DefaultMaxFiring, Usage: "firings in progress at once across the dispatcher's shards (bounds memory under overload)", Sources: envVar("max-firing")},
+			&cli.IntFlag{Name: "max-held", Value: dispatcher.DefaultMaxHeld, Usage: "due entries held in memory across the dispatcher's shards (bounds memory under overload)", Sources: envVar("max-held")},
 		),
 		Action: runDispatcher,
 	}
@@ -73,6 +75,8 @@ func runDispatcher(ctx context.Context, cmd *cli.Command) error {
 		WatermarkInterval: cmd.Duration("watermark-interval"),
 		SessionTimeout:    cmd.Duration("session-timeout"),
 		MaxInflight:       cmd.Int("max-inflight"),
+		MaxFiring:         cmd.Int("max-firing"),
+		MaxHeld:           cmd.Int("max-held"),
 		Logger:            p.logger,
 		Registerer:        p.reg,
 	}
