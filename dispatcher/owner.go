@@ -164,7 +164,7 @@ func (o *owner) wakeUp(core *shardCore, rec *kgo.Record) {
 		// firing. Also when the entry was known already: the racing
 		// bucket read took it first.
 		o.jobs.invalidate(e.JobID)
-		if taken {
+		if taken && !o.jobs.snapshotLikely(e) {
 			o.jobs.warm(e.JobID, e.Due) // read on arrival, ahead of the firing
 		}
 	}
@@ -276,7 +276,7 @@ func (o *owner) load(ctx context.Context, bucket time.Time, out chan<- loadMsg, 
 // the dispatcher follows the jobs feed.
 func (o *owner) prefetch(ctx context.Context, page []store.DueEntry) {
 	if o.jobs != nil && len(page) > 0 {
-		o.jobs.prefetch(ctx, jobsOf(page))
+		o.jobs.prefetch(ctx, o.jobs.jobsOf(page))
 	}
 }
 
