@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"

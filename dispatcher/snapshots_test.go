@@ -175,7 +175,9 @@ func TestChangeLogBounded(t *testing.T) {
 	entry := func(job string, rev int64) store.DueEntry {
 		return store.DueEntry{Due: t0, JobID: job, Kind: store.KindScheduled, RunID: job + "@0", Attempt: 1, Revision: rev}
 	}
-	snap := func(checked time.Time) store.JobSnapshot { return store.JobSnapshot{Spec: []byte("s"), CheckedAt: checked} }
+	snap := func(checked time.Time) store.JobSnapshot {
+		return store.JobSnapshot{Spec: []byte("s"), CheckedAt: checked}
+	}
 
 	l := newChangeLog(4)
 	assert.False(t, l.covers(entry("a", 1), snap(t0.Add(time.Hour))), "not started")
