@@ -24,6 +24,7 @@ const (
 	DefaultGroupID           = "sundial-dispatchers"
 	DefaultLookahead         = 10 * time.Second
 	DefaultPrepareAhead      = 500 * time.Millisecond
+	DefaultJobFeedMaxLag     = 5 * time.Second
 	DefaultCatchUpHorizon    = 24 * time.Hour
 	DefaultMisfireThreshold  = time.Second
 	DefaultWatermarkInterval = time.Second
@@ -85,6 +86,16 @@ type Config struct {
 	// anyway). At least 1ms, less than Lookahead and FireTimeout. Default
 	// 500ms.
 	PrepareAhead time.Duration
+	// JobFeedMaxLag: definitions in memory, and the snapshots entries
+	// carry, are used only while the jobs feed has applied every change the
+	// registry answered up to this long ago; otherwise firings read their
+	// jobs from the store. So a change answered more than this before an
+	// occurrence is always seen by it; one answered later may miss that one
+	// occurrence. On a busy machine a round of the feed (list the end
+	// offsets, read to them) takes hundreds of milliseconds, and a bound
+	// below that turns every firing into a store read. At least
+	// PrepareAhead. Default 5s.
+	JobFeedMaxLag time.Duration
 	// CatchUpHorizon bounds how far back a new owner reads from the shard's
 	// watermark. Entries older than now minus the horizon are never read:
 	// occurrences that old are outside every sane catch-up window, but a
@@ -157,6 +168,7 @@ func (c Config) withDefaults() Config {
 	}
 	c.Lookahead = cmp.Or(c.Lookahead, DefaultLookahead)
 	c.PrepareAhead = cmp.Or(c.PrepareAhead, DefaultPrepareAhead)
+	c.JobFeedMaxLag = cmp.Or(c.JobFeedMaxLag, max(DefaultJobFeedMaxLag, c.PrepareAhead))
 	c.CatchUpHorizon = cmp.Or(c.CatchUpHorizon, DefaultCatchUpHorizon)
 	c.MisfireThreshold = cmp.Or(c.MisfireThreshold, DefaultMisfireThreshold)
 	c.WatermarkInterval = cmp.Or(c.WatermarkInterval, DefaultWatermarkInterval)
@@ -193,6 +205,9 @@ func (c Config) Validate() error {
 	}
 	if c.PrepareAhead < time.Millisecond || c.PrepareAhead >= c.Lookahead || c.PrepareAhead >= c.FireTimeout {
 		bad("prepare ahead", "%s: must be at least 1ms and less than the lookahead %s and the fire timeout %s", c.PrepareAhead, c.Lookahead, c.FireTimeout)
+	}
+	if c.JobFeedMaxLag < c.PrepareAhead {
+		bad("job feed max lag", "%s: must be at least the prepare ahead %s", c.JobFeedMaxLag, c.PrepareAhead)
 	}
 	if c.CatchUpHorizon < time.Minute {
 		bad("catch-up horizon", "%s: must be at least 1m", c.CatchUpHorizon)

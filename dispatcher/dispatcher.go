@@ -100,7 +100,7 @@ func (d *Dispatcher) start(ctx context.Context, run *lifecycle.Run) error {
 	}
 	d.shardsID = shardsID
 	d.readSince = d.cfg.Now().Add(-d.cfg.CatchUpHorizon)
-	d.jobs = newJobCache(d.cfg.Store, d.cfg.Now, d.cfg.PrepareAhead, d.m)
+	d.jobs = newJobCache(d.cfg.Store, d.cfg.Now, d.cfg.JobFeedMaxLag, d.m)
 	d.mu.Lock()
 	d.aborted = false
 	d.mu.Unlock()
