@@ -14,19 +14,20 @@ import (
 //
 // A firing needs its job (to check the entry is live and to snapshot the
 // job into the run). Reading it on the firing path costs a store read per
-// run, all at once when many runs fall due together. Instead, a bucket's
-// read also reads the jobs of its entries (prefetch, at most maxJobReads
-// reads in flight per dispatcher), and firings take them from memory.
+// run, all at once when many runs fall due together. A scheduled entry
+// usually carries its job (snapshots.go); for the others, a bucket's read
+// also reads the jobs of its entries (prefetch, at most maxJobReads reads in
+// flight per dispatcher), and firings take them from memory.
 //
 // A definition in memory may have changed since it was read. The jobs feed
 // (jobfeed.go) follows sundial.jobs.status, which the registry writes after
 // it has stored a change, and drops the job from memory when its answer
 // arrives. The feed also says how fresh it is: every answer acknowledged
 // before fresh has been applied. A definition in memory is used only while
-// the feed is fresher than maxLag, and while it is younger than maxAge;
-// otherwise the firing reads the store as it did without a feed. So a change
-// the registry has answered more than maxLag before a firing is always seen,
-// the same bound as reading the job PrepareAhead before the firing.
+// the feed is fresher than maxLag (Config.JobFeedMaxLag), and while it is
+// younger than maxAge; otherwise the firing reads the store as it did
+// without a feed. So a change the registry has answered more than maxLag
+// before a firing is always seen.
 
 // maxJobReads bounds the job reads of one dispatcher in flight at once,
 // prefetches and firings together, so that a bucket of a hundred thousand
