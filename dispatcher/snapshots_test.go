@@ -207,3 +207,51 @@ func TestChangeLogBounded(t *testing.T) {
 	assert.True(t, l.covers(entry("a", 4), snap(t0.Add(2*time.Minute+snapshotClockSkew))), "checked after the start, and a's change forgotten with it")
 	assert.False(t, l.covers(entry("c", 0), snap(t0.Add(2*time.Minute+snapshotClockSkew))), "c's change is held")
 }
+
+// gatedStore blocks each PutDue until released, and records the size of
+// each call.
+type gatedStore struct {
+	Store
+	entered chan int
+	release chan error
+}
+
+func (s *gatedStore) PutDue(_ context.Context, entries ...store.DueEntry) error {
+	s.entered <- len(entries)
+	return <-s.release
+}
+
+// TestNextOccurrencesShareAWrite: the successors of firings that finish
+// while a write is in progress go out together in the next write (a group
+// commit); each firing hears its own outcome, and a failed write fails
+// every firing of its batch, which each try again.
+func TestNextOccurrencesShareAWrite(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		gs := &gatedStore{entered: make(chan int), release: make(chan error)}
+		cfg := Config{Brokers: []string{"unused:9092"}, Store: gs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.withDefaults()
+		o := &owner{cfg: cfg, store: gs}
+		stopWriter := o.startWriter(t.Context())
+		defer stopWriter()
+
+		entry := func(i int) store.DueEntry {
+			due := time.Now().Add(time.Duration(i+1) * time.Second)
+			return store.DueEntry{Due: due, JobID: fmt.Sprintf("job-%02d", i), Kind: store.KindScheduled, RunID: fmt.Sprintf("job-%02d@%d", i, due.UnixMilli()), Attempt: 1}
+		}
+		const firings = 50
+		errs := make(chan error, firings)
+		go func() { errs <- o.putNext(t.Context(), entry(0)) }()
+		require.Equal(t, 1, <-gs.entered, "the first firing waits for nothing")
+		for i := 1; i < firings; i++ {
+			go func() { errs <- o.putNext(t.Context(), entry(i)) }()
+		}
+		synctest.Wait() // the others wait for the write in progress
+		gs.release <- nil
+		require.NoError(t, <-errs)
+		require.Equal(t, firings-1, <-gs.entered, "the rest share one write")
+		gs.release <- errBrokerDown
+		for range firings - 1 {
+			assert.ErrorIs(t, <-errs, errBrokerDown, "each firing of a failed batch hears it")
+		}
+	})
+}
