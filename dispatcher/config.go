@@ -24,6 +24,7 @@ const (
 	DefaultGroupID           = "sundial-dispatchers"
 	DefaultLookahead         = 10 * time.Second
 	DefaultPrepareAhead      = 500 * time.Millisecond
+	DefaultJobFeedMaxLag     = 5 * time.Second
 	DefaultCatchUpHorizon    = 24 * time.Hour
 	DefaultMisfireThreshold  = time.Second
 	DefaultWatermarkInterval = time.Second
@@ -31,6 +32,8 @@ const (
 	DefaultHeartbeatInterval = time.Second
 	DefaultMaxInflight       = 256
 	DefaultMaxBacklog        = 20000
+	DefaultMaxFiring         = 4096
+	DefaultMaxHeld           = 100000
 	DefaultFireTimeout       = 10 * time.Second
 	DefaultDrainTimeout      = 5 * time.Second
 	DefaultMaxMissedRuns     = 1000
@@ -83,6 +86,16 @@ type Config struct {
 	// anyway). At least 1ms, less than Lookahead and FireTimeout. Default
 	// 500ms.
 	PrepareAhead time.Duration
+	// JobFeedMaxLag: definitions in memory, and the snapshots entries
+	// carry, are used only while the jobs feed has applied every change the
+	// registry answered up to this long ago; otherwise firings read their
+	// jobs from the store. So a change answered more than this before an
+	// occurrence is always seen by it; one answered later may miss that one
+	// occurrence. On a busy machine a round of the feed (list the end
+	// offsets, read to them) takes hundreds of milliseconds, and a bound
+	// below that turns every firing into a store read. At least
+	// PrepareAhead. Default 5s.
+	JobFeedMaxLag time.Duration
 	// CatchUpHorizon bounds how far back a new owner reads from the shard's
 	// watermark. Entries older than now minus the horizon are never read:
 	// occurrences that old are outside every sane catch-up window, but a
@@ -107,6 +120,19 @@ type Config struct {
 	// MaxInflight bounds the firings of one shard in progress at once.
 	// Default 256.
 	MaxInflight int
+	// MaxFiring bounds the firings in progress at once across all the
+	// shards of the dispatcher: each owned shard may have its equal share
+	// (at least 1, at most MaxInflight). Under overload every firing in
+	// progress holds a goroutine and its run records, so this, not the
+	// backlog, bounds that memory. Default 4096.
+	MaxFiring int
+	// MaxHeld bounds the entries the dispatcher holds in memory (waiting or
+	// firing) across its shards: each owned shard reads its buckets page by
+	// page and takes no further page while it holds its equal share (at
+	// least 1). Memory is then MaxHeld entries, plus at most one page of
+	// 512 per shard, plus the successors of jobs that recur within the
+	// look-ahead, whatever the backlog. Default 100000.
+	MaxHeld int
 	// MaxBacklog: while catching up, no further past bucket of a shard is
 	// read while this many of its entries are in memory. Default 20000.
 	MaxBacklog int
@@ -142,6 +168,7 @@ func (c Config) withDefaults() Config {
 	}
 	c.Lookahead = cmp.Or(c.Lookahead, DefaultLookahead)
 	c.PrepareAhead = cmp.Or(c.PrepareAhead, DefaultPrepareAhead)
+	c.JobFeedMaxLag = cmp.Or(c.JobFeedMaxLag, max(DefaultJobFeedMaxLag, c.PrepareAhead))
 	c.CatchUpHorizon = cmp.Or(c.CatchUpHorizon, DefaultCatchUpHorizon)
 	c.MisfireThreshold = cmp.Or(c.MisfireThreshold, DefaultMisfireThreshold)
 	c.WatermarkInterval = cmp.Or(c.WatermarkInterval, DefaultWatermarkInterval)
@@ -149,6 +176,8 @@ func (c Config) withDefaults() Config {
 	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, DefaultHeartbeatInterval)
 	c.MaxInflight = cmp.Or(c.MaxInflight, DefaultMaxInflight)
 	c.MaxBacklog = cmp.Or(c.MaxBacklog, DefaultMaxBacklog)
+	c.MaxFiring = cmp.Or(c.MaxFiring, DefaultMaxFiring)
+	c.MaxHeld = cmp.Or(c.MaxHeld, DefaultMaxHeld)
 	c.FireTimeout = cmp.Or(c.FireTimeout, DefaultFireTimeout)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, DefaultDrainTimeout)
 	c.MaxMissedRuns = cmp.Or(c.MaxMissedRuns, DefaultMaxMissedRuns)
@@ -177,6 +206,9 @@ func (c Config) Validate() error {
 	if c.PrepareAhead < time.Millisecond || c.PrepareAhead >= c.Lookahead || c.PrepareAhead >= c.FireTimeout {
 		bad("prepare ahead", "%s: must be at least 1ms and less than the lookahead %s and the fire timeout %s", c.PrepareAhead, c.Lookahead, c.FireTimeout)
 	}
+	if c.JobFeedMaxLag < c.PrepareAhead {
+		bad("job feed max lag", "%s: must be at least the prepare ahead %s", c.JobFeedMaxLag, c.PrepareAhead)
+	}
 	if c.CatchUpHorizon < time.Minute {
 		bad("catch-up horizon", "%s: must be at least 1m", c.CatchUpHorizon)
 	}
@@ -195,7 +227,7 @@ func (c Config) Validate() error {
 	for _, n := range []struct {
 		field string
 		v     int
-	}{{"max inflight", c.MaxInflight}, {"max backlog", c.MaxBacklog}, {"max missed runs", c.MaxMissedRuns}} {
+	}{{"max inflight", c.MaxInflight}, {"max backlog", c.MaxBacklog}, {"max firing", c.MaxFiring}, {"max held", c.MaxHeld}, {"max missed runs", c.MaxMissedRuns}} {
 		if n.v < 1 {
 			bad(n.field, "%d: must be at least 1", n.v)
 		}

@@ -31,6 +31,8 @@ func TestConfigValidate(t *testing.T) {
 			c.HeartbeatInterval = 3 * time.Second
 			c.MaxInflight = -1
 			c.MaxBacklog = -1
+			c.MaxFiring = -1
+			c.MaxHeld = -1
 			c.MaxMissedRuns = -1
 			c.FireTimeout = -time.Second
 			c.DrainTimeout = -time.Second
@@ -40,13 +42,17 @@ func TestConfigValidate(t *testing.T) {
 			"misfire threshold: -1s",
 			"watermark interval: 1ms",
 			"heartbeat interval: 3s: must be positive and less than the session timeout 2s",
-			"max inflight: -1", "max backlog: -1", "max missed runs: -1",
+			"max inflight: -1", "max backlog: -1", "max firing: -1", "max held: -1", "max missed runs: -1",
 			"fire timeout: -1s", "drain timeout: -1s",
 		}},
 		{"prepare ahead beyond lookahead", func(c *Config) {
 			c.Lookahead = time.Second
 			c.PrepareAhead = 2 * time.Second
 		}, []string{"prepare ahead: 2s: must be at least 1ms and less than the lookahead 1s"}},
+		{"job feed lag below prepare ahead", func(c *Config) {
+			c.PrepareAhead = 2 * time.Second
+			c.JobFeedMaxLag = time.Second
+		}, []string{"job feed max lag: 1s: must be at least the prepare ahead 2s"}},
 		{"session timeout too short", func(c *Config) {
 			c.SessionTimeout = 500 * time.Millisecond
 			c.HeartbeatInterval = 100 * time.Millisecond

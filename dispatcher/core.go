@@ -45,6 +45,15 @@ import (
 // start minus the look-ahead. While catching up (reading buckets already in
 // the past), the next read waits until fewer than maxBacklog entries are in
 // memory, so memory stays bounded by the window rather than by the outage.
+//
+// Whether behind or not, the entries held are bounded by maxHeld: no read
+// starts, and no further page of the read in progress is taken, while the
+// core holds that many entries it read or was woken for. Chained successors
+// the owner inserts are not counted against it: they replace the entry that
+// fired (one per chain at a time), and counting them would let a window full
+// of frequently recurring jobs starve the read of entries due before them.
+// A read paused that way resumes as firings free room, so entries still fire
+// in due order, only later.
 
 // key identifies an entry in memory. DueKey holds a time.Time, which is not
 // a reliable map key (location and monotonic reading take part in ==).
@@ -94,6 +103,9 @@ type item struct {
 	// offsets are the wake-ups waiting for this entry to be done.
 	offsets  []int64
 	failures int
+	// chained: the entry came from Insert (a successor the owner stored),
+	// and does not count against maxHeld.
+	chained bool
 	// index in the queue; -1 while in flight.
 	index int
 }
@@ -158,6 +170,10 @@ type coreConfig struct {
 	// MaxBacklog: no past bucket is read while this many entries are in
 	// memory.
 	MaxBacklog int
+	// MaxHeld: no bucket read starts, and no page of the read in progress
+	// is taken, while this many entries read or woken are in memory.
+	// SetLimits changes it (and MaxInflight) as the owner's share changes.
+	MaxHeld int
 	// DedupeWindow: fired keys are remembered this long after their due
 	// time, so a repeated wake-up does not fire an entry again.
 	DedupeWindow time.Duration
@@ -174,6 +190,8 @@ type shardCore struct {
 	queue    itemQueue
 	items    map[key]*item
 	inflight int
+	// chainedHeld counts the items with chained set.
+	chainedHeld int
 	// fired remembers recently fired keys (to their due time) for dedupe.
 	fired map[key]time.Time
 	// chains tracks the scheduled entries in memory by chain; covered is
@@ -257,7 +275,19 @@ func (c *shardCore) loadable(now time.Time) bool {
 		return false
 	}
 	catchingUp := !c.issued.After(now)
-	return !catchingUp || len(c.items) < c.cfg.MaxBacklog
+	return c.Room() && (!catchingUp || len(c.items) < c.cfg.MaxBacklog)
+}
+
+// Room says whether the core takes another page of a bucket read: it holds
+// fewer than MaxHeld entries read or woken.
+func (c *shardCore) Room() bool {
+	return len(c.items)-c.chainedHeld < c.cfg.MaxHeld
+}
+
+// SetLimits sets MaxInflight and MaxHeld. Lowering them hands out no more
+// until the core is below them again; nothing held or in flight is dropped.
+func (c *shardCore) SetLimits(maxInflight, maxHeld int) {
+	c.cfg.MaxInflight, c.cfg.MaxHeld = max(maxInflight, 1), max(maxHeld, 1)
 }
 
 // Loaded takes a page of the bucket being read.
@@ -300,7 +330,10 @@ func (c *shardCore) Insert(now time.Time, e store.DueEntry, late bool) bool {
 	if !c.add(now, e, -1) {
 		return false
 	}
-	c.items[keyOf(e)].late = late
+	it := c.items[keyOf(e)]
+	it.late = late
+	it.chained = true
+	c.chainedHeld++
 	return true
 }
 
@@ -342,6 +375,9 @@ func (c *shardCore) add(now time.Time, e store.DueEntry, offset int64) bool {
 // wake-ups are resolved, its chain no longer counts it.
 func (c *shardCore) forget(it *item) {
 	delete(c.items, it.key)
+	if it.chained {
+		c.chainedHeld--
+	}
 	c.fired[it.key] = it.entry.Due
 	for _, o := range it.offsets {
 		c.offsets.resolve(o)
@@ -450,8 +486,9 @@ func (c *shardCore) Commit() (offset int64, leaderEpoch int32, ok bool) {
 
 // coreStats describes the core for metrics.
 type coreStats struct {
-	// Entries in memory (waiting and in flight) and in flight.
-	Entries, Inflight int
+	// Entries in memory (waiting and in flight), of those the chained
+	// successors, and in flight.
+	Entries, Chained, Inflight int
 	// OldestOverdue is the earliest due time of an entry in memory that is
 	// due by now; zero if none.
 	OldestOverdue time.Time
@@ -461,7 +498,7 @@ type coreStats struct {
 }
 
 func (c *shardCore) Stats(now time.Time) coreStats {
-	s := coreStats{Entries: len(c.items), Inflight: c.inflight, Fired: len(c.fired), Chains: len(c.chains), Covered: len(c.covered)}
+	s := coreStats{Entries: len(c.items), Chained: c.chainedHeld, Inflight: c.inflight, Fired: len(c.fired), Chains: len(c.chains), Covered: len(c.covered)}
 	for _, it := range c.items {
 		if !it.entry.Due.After(now) && (s.OldestOverdue.IsZero() || it.entry.Due.Before(s.OldestOverdue)) {
 			s.OldestOverdue = it.entry.Due

@@ -52,6 +52,7 @@ func TestCore(t *testing.T) {
 					MisfireThreshold: parseDuration(t, arg(t, d, "threshold", "1s")),
 					MaxInflight:      atoi(t, arg(t, d, "inflight", "100")),
 					MaxBacklog:       atoi(t, arg(t, d, "backlog", "1000")),
+					MaxHeld:          atoi(t, arg(t, d, "held", "100000")),
 					DedupeWindow:     parseDuration(t, arg(t, d, "dedupe", "2m")),
 				}
 				c = newShardCore(cfg)
@@ -61,6 +62,14 @@ func TestCore(t *testing.T) {
 			case "loaded":
 				c.Loaded(now(t, d), entries(t, d.Input))
 				return ""
+			case "limits":
+				c.SetLimits(atoi(t, arg(t, d, "inflight", "")), atoi(t, arg(t, d, "held", "")))
+				return ""
+			case "room":
+				if c.Room() {
+					return "room"
+				}
+				return "full"
 			case "load-done":
 				c.LoadDone()
 				return ""
@@ -100,8 +109,8 @@ func TestCore(t *testing.T) {
 				return fmt.Sprintf("offset %d", o)
 			case "stats":
 				s := c.Stats(now(t, d))
-				return fmt.Sprintf("entries %d, in flight %d, oldest overdue %s, remembered %d, chains %d, covered %d",
-					s.Entries, s.Inflight, clock(s.OldestOverdue), s.Fired, s.Chains, s.Covered)
+				return fmt.Sprintf("entries %d (chained %d), in flight %d, oldest overdue %s, remembered %d, chains %d, covered %d",
+					s.Entries, s.Chained, s.Inflight, clock(s.OldestOverdue), s.Fired, s.Chains, s.Covered)
 			}
 			t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
 			return ""

@@ -100,7 +100,7 @@ func (d *Dispatcher) start(ctx context.Context, run *lifecycle.Run) error {
 	}
 	d.shardsID = shardsID
 	d.readSince = d.cfg.Now().Add(-d.cfg.CatchUpHorizon)
-	d.jobs = newJobCache(d.cfg.Store, d.cfg.Now, d.cfg.PrepareAhead, d.m)
+	d.jobs = newJobCache(d.cfg.Store, d.cfg.Now, d.cfg.JobFeedMaxLag, d.m)
 	d.mu.Lock()
 	d.aborted = false
 	d.mu.Unlock()
@@ -364,6 +364,7 @@ func (d *Dispatcher) assigned(ctx context.Context, cl *kgo.Client, assigned map[
 			log:     d.log.With("shard", p),
 			created: d.cluster.CreatedAt,
 			observe: d.observe,
+			share:   d.share,
 			mark: func(offset int64, leaderEpoch int32) {
 				cl.MarkCommitOffsets(map[string]map[int32]kgo.EpochOffset{topic: {shard: {Epoch: leaderEpoch, Offset: offset}}})
 			},
@@ -470,6 +471,15 @@ func (p boundedProducer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo
 		}
 	}
 	return out
+}
+
+// share returns one shard's share of MaxFiring (at most MaxInflight) and
+// of MaxHeld: an equal part for each shard owned.
+func (d *Dispatcher) share() (inflight, held int) {
+	d.mu.Lock()
+	n := max(len(d.owners), 1)
+	d.mu.Unlock()
+	return min(max(d.cfg.MaxFiring/n, 1), d.cfg.MaxInflight), max(d.cfg.MaxHeld/n, 1)
 }
 
 // stopOwners stops owners in parallel and waits for all.

@@ -56,9 +56,16 @@
 //
 // Memory holds the entries of the buckets read and not yet fired, and the
 // definitions of their jobs: the look-ahead window, not the number of jobs.
-// A bucket is read page by page.
-// Catching up (reading buckets already in the past) reads the next bucket
-// only while fewer than MaxBacklog entries of the shard are in memory.
+// A bucket is read page by page. Whether the shard is behind or not, it
+// takes no further page, and starts no further read, while it holds its
+// share of MaxHeld (MaxHeld divided by the shards the dispatcher owns) of
+// entries read or woken; the read resumes as firings free room, so a
+// backlog waits in the store, in due order, rather than in memory. Chained
+// successors do not count against the share (one per chain at a time;
+// counting them would let a window of frequently recurring jobs starve the
+// read of entries due before them). Catching up (reading buckets already in
+// the past) also reads the next bucket only while fewer than MaxBacklog
+// entries of the shard are in memory.
 //
 // # Firing
 //
@@ -90,7 +97,8 @@
 // fires, and later entries of its chain due by then are dropped, so a
 // catch-up fires no occurrence twice.
 //
-// Firings run concurrently, up to MaxInflight per shard, each waiting for
+// Firings run concurrently, up to MaxInflight per shard and MaxFiring per
+// dispatcher (each owned shard has an equal share), each waiting for
 // its own acknowledgement for as long as its context lives (a firing whose
 // context ends first counts as failed, never as done, and fires again with
 // the same run id; the record, if it was sent, is failed by Close); the client coalesces the records of concurrent
@@ -100,28 +108,48 @@
 //
 // # Job definitions
 //
-// A firing needs its job, and reading it then would cost a store read per
-// run, all at once when many runs fall due together. Instead, a bucket's
-// read also reads the jobs of its entries (at most 256 reads in flight per
-// dispatcher; the bucket counts as read once they are; a firing whose job
-// is still queued reads it itself), and firings take them from memory: a firing is prepared from memory PrepareAhead ahead of
-// its firing time, and at its firing time checks that the job in memory is
-// still the one it used (else it is planned again).
+// A firing needs its job's definition, and reading it then would cost a
+// store read per run, all at once when many runs fall due together. So a
+// scheduled entry carries a snapshot of its job at the entry's revision
+// (store.JobSnapshot: the spec, the schedule's anchor, and CheckedAt, a time
+// at which the revision was known to be current). The registry's first
+// entry carries it (checked at the definition's UpdatedAt), and a firing
+// writes it into the successor it chains (checked at the time up to which
+// the jobs feed had applied every change when the firing was planned, or at
+// the read of the job). A firing reads nothing when the jobs feed vouches for
+// the snapshot (snapshots.go): the feed is fresh up to JobFeedMaxLag ago, it
+// has recorded every change seen since CheckedAt (its change log starts at
+// its first catch-up, plus a clock skew of 5s, and moves forward when it
+// forgets old changes to stay bounded), and none of them is newer than the
+// entry's revision. A changed, paused or deleted job is thus found by the
+// revision check as before, after a read. The store write of the successor
+// is then the firing's only store call; writes of concurrent firings share
+// batches (writeNext; PutDue writes one unlogged batch per partition).
+//
+// Otherwise (an entry without a snapshot, a trigger, a dispatcher just
+// started, a changed job), the firing takes its job from memory: a bucket's
+// read also reads the jobs of its entries that will not use a snapshot (at
+// most 256 reads in flight per dispatcher; the bucket counts as read once
+// they are; a firing whose job is still queued reads it itself). A firing is
+// prepared PrepareAhead ahead of its firing time, and at its firing time
+// checks that the job in memory, or the snapshot, is still the one it used
+// (else it is planned again).
 //
 // Definitions in memory are kept current by the jobs feed: each dispatcher
 // follows sundial.jobs.status, which the registry writes after it has
-// stored a change, and forgets a job on every answer for it (the key is
-// all it reads), so the next firing reads the job again. The feed is fresh
-// up to t0 when it has read the topic to the end offsets it listed at t0.
-// Definitions in memory are used only while the feed is fresh up to
-// PrepareAhead ago, and for at most two minutes after their read;
-// otherwise, or when an entry's job is not in memory (a wake-up), the
-// firing reads its job from the store PrepareAhead before its firing time.
-// Either way, a change the registry
-// answered more than PrepareAhead before a firing is seen by it; one
-// answered later may miss that one occurrence. A change stored by a
-// registry that died before answering is seen when the record is processed
-// again, or two minutes after the read at the latest.
+// stored a change, and forgets a job on every answer for it (and records
+// the answer's revision in the change log), so the next firing reads the
+// job again. The feed is fresh up to t0 when it has read the topic to the
+// end offsets it listed at t0. Definitions in memory are used only while the
+// feed is fresh up to JobFeedMaxLag ago, and for at most two minutes after
+// their read; otherwise, or when an entry's job is not in memory (a
+// wake-up), the firing reads its job from the store PrepareAhead before its
+// firing time. Either way, a change the registry answered more than
+// JobFeedMaxLag before a firing is seen by it; one answered later may miss
+// that one occurrence. A change stored by a registry that died before
+// answering is seen when the record is processed again (the answer is then
+// UNCHANGED, which the change log counts as a change), or, for a definition
+// in memory, two minutes after the read at the latest.
 //
 // Dispatch latency (Kafka's acknowledgement minus the due time) is recorded
 // in sundial_dispatcher_dispatch_latency_seconds.
@@ -184,6 +212,8 @@
 //   - fire.go: one firing: plan the runs from the job, produce them, store
 //     the next occurrence.
 //   - prefetch.go: job definitions read ahead of their firings (jobCache).
+//   - snapshots.go: when a firing may use the snapshot its entry carries
+//     (the change log of the jobs feed).
 //   - jobfeed.go: the jobs feed that keeps those definitions current.
 //   - offsets.go: which wake-up offsets may be committed.
 //   - config.go, metrics.go: the Config and the Prometheus metrics.

@@ -48,6 +48,8 @@ type plan struct {
 	// jobRev.
 	fromJob bool
 	jobRev  int64
+	// snapshot: the job was the snapshot the entry carries.
+	snapshot bool
 }
 
 // fireResult is the outcome of one firing, reported to the owner's loop.
@@ -97,7 +99,7 @@ func (o *owner) fire(firingCtx context.Context, epoch int64, f firing) fireResul
 			res.err = err
 			return res
 		}
-		if fromMemory && p.fromJob && !o.jobs.unchanged(f.Entry.JobID, p.jobRev) {
+		if fromMemory && p.fromJob && !o.stillCurrent(f.Entry, p) {
 			// The job changed during the wait (or memory can no longer
 			// be trusted): plan again with the definition in force.
 			o.m.jobCache.WithLabelValues("replan").Inc()
@@ -154,6 +156,17 @@ func (o *owner) fire(firingCtx context.Context, epoch int64, f firing) fireResul
 	return res
 }
 
+// stillCurrent says at the firing time whether the job p was planned from
+// (in memory, or the entry's snapshot) is still the job's.
+func (o *owner) stillCurrent(e store.DueEntry, p plan) bool {
+	if p.snapshot {
+		s, _ := snapshotOf(e)
+		_, ok := o.jobs.snapshotUsable(e, s, o.cfg.Now())
+		return ok
+	}
+	return o.jobs.unchanged(e.JobID, p.jobRev)
+}
+
 // waitFor waits until the firing time of f.
 func (o *owner) waitFor(ctx context.Context, f firing) error {
 	wait := f.At.Sub(o.cfg.Now())
@@ -170,13 +183,15 @@ func (o *owner) waitFor(ctx context.Context, f firing) error {
 	}
 }
 
-// readJob returns the job of entry e: from memory when the jobs feed allows
-// it, else from the store.
-func (o *owner) readJob(ctx context.Context, e store.DueEntry) (store.Job, error) {
+// readJob returns the job of entry e, from memory when the jobs feed allows
+// it, else from the store, and when it was read.
+func (o *owner) readJob(ctx context.Context, e store.DueEntry) (store.Job, time.Time, error) {
 	if o.jobs != nil {
 		return o.jobs.get(ctx, e.JobID, e.Due)
 	}
-	return o.store.GetJob(ctx, e.JobID)
+	at := o.cfg.Now()
+	job, err := o.store.GetJob(ctx, e.JobID)
+	return job, at, err
 }
 
 // produce writes the runs to their topics and waits for the
@@ -273,7 +288,17 @@ func (o *owner) plan(ctx context.Context, f firing, now time.Time) (plan, error)
 		o.log.Warn("due entry payload is not a run; building the run from the job", "run_id", e.RunID, "kind", e.Kind)
 	}
 
-	job, err := o.readJob(ctx, e)
+	if s, ok := snapshotOf(e); ok && o.jobs != nil {
+		if checked, ok := o.jobs.snapshotUsable(e, s, now); ok {
+			o.m.jobCache.WithLabelValues("snapshot").Inc()
+			job := store.Job{ID: e.JobID, Spec: s.Spec, Revision: e.Revision, UpdatedAt: s.UpdatedAt}
+			p := o.planFrom(f, job, now, checked)
+			p.snapshot = true
+			return p, nil
+		}
+	}
+
+	job, checked, err := o.readJob(ctx, e)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		if o.rowMayFollow(e, now) {
@@ -287,14 +312,22 @@ func (o *owner) plan(ctx context.Context, f firing, now time.Time) (plan, error)
 	case e.Kind == store.KindScheduled && job.Revision < e.Revision && o.rowMayFollow(e, now):
 		return plan{}, fmt.Errorf("%w: entry of revision %d, job %q at revision %d", errRowBehind, e.Revision, e.JobID, job.Revision)
 	}
+	return o.planFrom(f, job, now, checked), nil
+}
+
+// planFrom plans f from its job, known current up to checked. The
+// successor it chains carries the job's snapshot, checked then.
+func (o *owner) planFrom(f firing, job store.Job, now, checked time.Time) plan {
 	spec := &sundialv1.JobSpec{}
 	if err := proto.Unmarshal(job.Spec, spec); err != nil {
-		return plan{drop: dropInvalid, why: fmt.Sprintf("stored definition does not decode: %v", err)}, nil
+		return plan{drop: dropInvalid, why: fmt.Sprintf("stored definition does not decode: %v", err)}
 	}
-
 	p := o.planJob(f, job, spec, now)
 	p.fromJob, p.jobRev = true, job.Revision
-	return p, nil
+	if p.next != nil {
+		p.next.Payload = job.Snapshot(checked).Encode()
+	}
+	return p
 }
 
 // planJob decides what an entry fires from its job's definition.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sundialhq/sundial/internal/backoff"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
 // feedInterval is how often the jobs feed checks that it has read
@@ -159,6 +161,9 @@ func (f *jobFeed) catchUp(ctx context.Context, pos map[int32]int64) error {
 				return
 			}
 			f.cache.invalidate(string(r.Key))
+			if rev, ok := answeredRevision(r); ok {
+				f.cache.changed(string(r.Key), rev)
+			}
 			pos[r.Partition] = max(pos[r.Partition], r.Offset+1)
 		})
 		if ferr != nil {
@@ -166,4 +171,26 @@ func (f *jobFeed) catchUp(ctx context.Context, pos map[int32]int64) error {
 		}
 	}
 	return nil
+}
+
+// answeredRevision returns the revision a status record answers for (the
+// offset of the definition or tombstone in sundial.jobs), when it may stand
+// for a change of the stored job: every accepted outcome, UNCHANGED
+// included, since a registry that stored a change and died before
+// answering answers it as UNCHANGED when it processes the record again. A
+// rejected or stale record changed nothing. A record that does not decode
+// counts as a change newer than any revision, so the job's snapshots are
+// not trusted.
+func answeredRevision(r *kgo.Record) (int64, bool) {
+	var ct string
+	for _, h := range r.Headers {
+		if h.Key == sundialv1.HeaderContentType {
+			ct = string(h.Value)
+		}
+	}
+	st := &sundialv1.JobStatus{}
+	if err := sundialv1.Unmarshal(ct, r.Value, st); err != nil || st.GetSource() == nil {
+		return math.MaxInt64, true
+	}
+	return st.GetSource().GetOffset(), st.GetAccepted()
 }

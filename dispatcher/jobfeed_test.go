@@ -55,11 +55,11 @@ func TestJobFeed(t *testing.T) {
 	require.Eventually(t, func() bool { return cache.freshness().After(answered) }, time.Minute, 10*time.Millisecond, "the feed does not advance")
 	t.Logf("an answer reached the cache %s after its acknowledgement", time.Since(answered).Round(time.Millisecond))
 
-	j, err := cache.get(ctx, "a", due)
+	j, _, err := cache.get(ctx, "a", due)
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), j.Revision, "the changed job is read again")
 	for _, id := range []string{"b", "old"} {
-		_, err = cache.get(ctx, id, due)
+		_, _, err = cache.get(ctx, id, due)
 		require.NoError(t, err)
 	}
 	assert.Equal(t, int64(4), r.reads.Load(), "only the job answered since the feed started is read again")

@@ -83,7 +83,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"result"}),
 		jobCache: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sundial_dispatcher_job_cache_total",
-			Help: "Job definitions wanted by firings and bucket reads, by result (prefetch: read with a bucket; hit: a firing found it in memory; miss: a firing read it from the store; invalidated: dropped because the registry answered a change; replan: a firing prepared from memory found the job changed at its firing time and was planned again).",
+			Help: "Job definitions wanted by firings and bucket reads, by result (snapshot: a firing used the definition its entry carries, with no read; prefetch: read with a bucket; hit: a firing found it in memory; miss: a firing read it from the store; invalidated: dropped because the registry answered a change; replan: a firing prepared from memory found the job changed at its firing time and was planned again).",
 		}, []string{"result"}),
 		jobsCached: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sundial_dispatcher_jobs_cached",

@@ -38,6 +38,11 @@ type owner struct {
 	mark func(offset int64, leaderEpoch int32)
 	// observe, if set, sees every acknowledged run (tests).
 	observe func(runs []*sundialv1.Run, acked time.Time)
+	// observeCore, if set, sees the core's stats after every Poll (tests).
+	observeCore func(coreStats)
+	// share, if set, returns this shard's share of the dispatcher's
+	// MaxFiring and MaxHeld; without it the shard has them whole.
+	share func() (inflight, held int)
 
 	// wake carries the shard's wake-up records from the poll loop.
 	wake chan *kgo.Record
@@ -159,7 +164,7 @@ func (o *owner) wakeUp(core *shardCore, rec *kgo.Record) {
 		// firing. Also when the entry was known already: the racing
 		// bucket read took it first.
 		o.jobs.invalidate(e.JobID)
-		if taken {
+		if taken && !o.jobs.snapshotLikely(e) {
 			o.jobs.warm(e.JobID, e.Due) // read on arrival, ahead of the firing
 		}
 	}
@@ -271,7 +276,7 @@ func (o *owner) load(ctx context.Context, bucket time.Time, out chan<- loadMsg, 
 // the dispatcher follows the jobs feed.
 func (o *owner) prefetch(ctx context.Context, page []store.DueEntry) {
 	if o.jobs != nil && len(page) > 0 {
-		o.jobs.prefetch(ctx, jobsOf(page))
+		o.jobs.prefetch(ctx, o.jobs.jobsOf(page))
 	}
 }
 

@@ -117,6 +117,12 @@ func newOwnerEnv(t *testing.T) *ownerEnv {
 
 // start starts an owner of shard 0.
 func (e *ownerEnv) start(mutate ...func(*Config)) {
+	e.startWith(e.prod, nil, mutate...)
+}
+
+// startWith starts an owner of shard 0 producing to prod; setup, if set,
+// sees the owner before it starts.
+func (e *ownerEnv) startWith(prod producer, setup func(*owner), mutate ...func(*Config)) {
 	cfg := Config{Brokers: []string{"unused:9092"}, Store: e.st, InstanceID: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for _, m := range mutate {
 		m(&cfg)
@@ -133,13 +139,16 @@ func (e *ownerEnv) start(mutate ...func(*Config)) {
 		st = e.store
 	}
 	e.o = &owner{
-		shard: 0, cfg: cfg, store: st, prod: e.prod, topics: cfg.Topics, m: m, log: cfg.Logger, created: cc.CreatedAt,
+		shard: 0, cfg: cfg, store: st, prod: prod, topics: cfg.Topics, m: m, log: cfg.Logger, created: cc.CreatedAt,
 		mark: func(offset int64, _ int32) {
 			e.mu.Lock()
 			e.marks = append(e.marks, offset)
 			e.mu.Unlock()
 		},
 		wake: make(chan *kgo.Record, 16), cancel: cancel, quit: ctx.Done(), done: make(chan struct{}),
+	}
+	if setup != nil {
+		setup(e.o)
 	}
 	go e.o.run(ctx)
 }

@@ -14,19 +14,20 @@ import (
 //
 // A firing needs its job (to check the entry is live and to snapshot the
 // job into the run). Reading it on the firing path costs a store read per
-// run, all at once when many runs fall due together. Instead, a bucket's
-// read also reads the jobs of its entries (prefetch, at most maxJobReads
-// reads in flight per dispatcher), and firings take them from memory.
+// run, all at once when many runs fall due together. A scheduled entry
+// usually carries its job (snapshots.go); for the others, a bucket's read
+// also reads the jobs of its entries (prefetch, at most maxJobReads reads in
+// flight per dispatcher), and firings take them from memory.
 //
 // A definition in memory may have changed since it was read. The jobs feed
 // (jobfeed.go) follows sundial.jobs.status, which the registry writes after
 // it has stored a change, and drops the job from memory when its answer
 // arrives. The feed also says how fresh it is: every answer acknowledged
 // before fresh has been applied. A definition in memory is used only while
-// the feed is fresher than maxLag, and while it is younger than maxAge;
-// otherwise the firing reads the store as it did without a feed. So a change
-// the registry has answered more than maxLag before a firing is always seen,
-// the same bound as reading the job PrepareAhead before the firing.
+// the feed is fresher than maxLag (Config.JobFeedMaxLag), and while it is
+// younger than maxAge; otherwise the firing reads the store as it did
+// without a feed. So a change the registry has answered more than maxLag
+// before a firing is always seen.
 
 // maxJobReads bounds the job reads of one dispatcher in flight at once,
 // prefetches and firings together, so that a bucket of a hundred thousand
@@ -61,6 +62,9 @@ type jobCache struct {
 	mu    sync.Mutex
 	jobs  map[string]*cachedJob
 	fresh time.Time
+	// changes holds the revision of every change the feed has seen since
+	// trustFrom (see snapshots.go).
+	changes changeLog
 	// Background reads (warm): closed stops new ones, quit cancels those
 	// in flight, wg waits for them.
 	closed bool
@@ -88,7 +92,8 @@ type cachedJob struct {
 }
 
 func newJobCache(r jobReader, now func() time.Time, maxLag time.Duration, m *metrics) *jobCache {
-	return &jobCache{store: r, now: now, maxLag: maxLag, m: m, reads: make(chan struct{}, maxJobReads), jobs: map[string]*cachedJob{}, quit: make(chan struct{})}
+	return &jobCache{store: r, now: now, maxLag: maxLag, m: m, reads: make(chan struct{}, maxJobReads), jobs: map[string]*cachedJob{},
+		changes: newChangeLog(defaultChangesHeld), quit: make(chan struct{})}
 }
 
 // close cancels the background reads and waits for them; idempotent.
@@ -155,6 +160,7 @@ func (c *jobCache) setFresh(t time.Time) {
 	if t.After(c.fresh) {
 		c.fresh = t
 	}
+	c.changes.start(t)
 	c.mu.Unlock()
 }
 
@@ -263,8 +269,9 @@ func (c *jobCache) drop(id string, cj *cachedJob) {
 }
 
 // get returns job id for an entry due at due: from memory when that is
-// allowed at now (see usable), else from the store (and keeps it).
-func (c *jobCache) get(ctx context.Context, id string, due time.Time) (store.Job, error) {
+// allowed at now (see usable), else from the store (and keeps it); and when
+// it was read.
+func (c *jobCache) get(ctx context.Context, id string, due time.Time) (store.Job, time.Time, error) {
 	for {
 		now := c.now()
 		c.mu.Lock()
@@ -280,7 +287,7 @@ func (c *jobCache) get(ctx context.Context, id string, due time.Time) (store.Job
 			c.mu.Unlock()
 			c.m.jobCache.WithLabelValues("miss").Inc()
 			c.read(ctx, id, cj)
-			return cj.job, cj.err
+			return cj.job, cj.readAt, cj.err
 		}
 		cj.until = maxTime(cj.until, due)
 		steal := !cj.started
@@ -293,14 +300,14 @@ func (c *jobCache) get(ctx context.Context, id string, due time.Time) (store.Job
 		select {
 		case <-cj.ready:
 		case <-ctx.Done():
-			return store.Job{}, ctx.Err()
+			return store.Job{}, time.Time{}, ctx.Err()
 		}
 		c.mu.Lock()
 		current := c.jobs[id] == cj
 		c.mu.Unlock()
 		if current && (cj.err == nil || errors.Is(cj.err, store.ErrNotFound)) {
 			c.m.jobCache.WithLabelValues("hit").Inc()
-			return cj.job, cj.err
+			return cj.job, cj.readAt, cj.err
 		}
 		// Changed (or failed) while it was being read: look again.
 	}
@@ -339,18 +346,19 @@ func (c *jobCache) sweep(now time.Time) {
 	c.m.jobsCached.Set(float64(len(c.jobs)))
 }
 
-// needsJob says whether firing e reads its job: everything but a retry or
-// DAG entry that carries its run.
+// needsJob says whether firing e may read its job: everything but a retry
+// or DAG entry that carries its run.
 func needsJob(e store.DueEntry) bool {
 	return len(e.Payload) == 0 || (e.Kind != store.KindRetry && e.Kind != store.KindDAG)
 }
 
-// jobsOf returns the jobs a page of entries needs, each with the latest due
-// time it is wanted for.
-func jobsOf(entries []store.DueEntry) map[string]time.Time {
+// jobsOf returns the jobs a page of entries needs read, each with the latest
+// due time it is wanted for: not those whose entry carries a snapshot the
+// firing can use (snapshots.go).
+func (c *jobCache) jobsOf(entries []store.DueEntry) map[string]time.Time {
 	want := map[string]time.Time{}
 	for _, e := range entries {
-		if needsJob(e) {
+		if needsJob(e) && !c.snapshotLikely(e) {
 			want[e.JobID] = maxTime(want[e.JobID], e.Due)
 		}
 	}

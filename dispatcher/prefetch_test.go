@@ -139,7 +139,7 @@ func TestJobCache(t *testing.T) {
 				c := newTestCache(t, r)
 				c.setFresh(time.Now())
 				tt.run(t, c, r)
-				j, err := c.get(t.Context(), "a", due)
+				j, _, err := c.get(t.Context(), "a", due)
 				require.NoError(t, err)
 				assert.Equal(t, tt.wantRev, j.Revision)
 				assert.Equal(t, tt.wantReads, r.reads.Load())
@@ -162,13 +162,13 @@ func TestJobCacheNotFoundIsReadAgainAndSweep(t *testing.T) {
 		c.prefetch(t.Context(), map[string]time.Time{"a": time.Now(), "late": time.Now(), "gone": time.Now()})
 		assert.Equal(t, int64(3), r.reads.Load())
 		r.set(store.Job{ID: "late", Revision: 1}) // its row lands after the bucket read
-		j, err := c.get(t.Context(), "late", time.Now())
+		j, _, err := c.get(t.Context(), "late", time.Now())
 		require.NoError(t, err, "a job not found by the bucket read is read again by its firing")
 		assert.Equal(t, int64(1), j.Revision)
-		_, err = c.get(t.Context(), "gone", time.Now())
+		_, _, err = c.get(t.Context(), "gone", time.Now())
 		require.ErrorIs(t, err, store.ErrNotFound)
 		assert.Equal(t, int64(5), r.reads.Load(), "a job not found is not remembered")
-		_, err = c.get(t.Context(), "a", time.Now())
+		_, _, err = c.get(t.Context(), "a", time.Now())
 		require.NoError(t, err)
 		assert.Equal(t, int64(5), r.reads.Load(), "a job found is")
 
@@ -317,7 +317,7 @@ func TestJobCacheFiringReadsAQueuedJobItself(t *testing.T) {
 		require.NotEmpty(t, queued)
 		got := make(chan store.Job)
 		go func() {
-			j, err := c.get(t.Context(), queued, time.Now())
+			j, _, err := c.get(t.Context(), queued, time.Now())
 			assert.NoError(t, err)
 			got <- j
 		}()

@@ -64,6 +64,7 @@ func (o *owner) newTenure(epoch int64, floor time.Time, cancelFires context.Canc
 			MisfireThreshold: o.cfg.MisfireThreshold,
 			MaxInflight:      o.cfg.MaxInflight,
 			MaxBacklog:       o.cfg.MaxBacklog,
+			MaxHeld:          o.cfg.MaxHeld,
 			DedupeWindow:     dedupeWindow,
 		}),
 		log:         o.log.With("epoch", epoch),
@@ -102,7 +103,7 @@ func (t *tenure) dispatch(ctx, fireCtx context.Context) (stale bool) {
 		case <-timer.C:
 		case rec := <-t.o.wake:
 			t.o.wakeUp(t.core, rec)
-		case msg := <-t.loads:
+		case msg := <-t.pages():
 			t.loaded(msg)
 		case res := <-t.results:
 			t.fired(res)
@@ -120,7 +121,13 @@ func (t *tenure) dispatch(ctx, fireCtx context.Context) (stale bool) {
 // and the firings. It marks the wake-ups the core has finished with for
 // commit and returns when to ask again (zero: after the next event).
 func (t *tenure) act(ctx, fireCtx context.Context, now time.Time) time.Time {
+	if t.o.share != nil {
+		t.core.SetLimits(t.o.share())
+	}
 	r := t.core.Poll(now)
+	if t.o.observeCore != nil {
+		t.o.observeCore(t.core.Stats(now))
+	}
 	if !r.Load.IsZero() {
 		t.startLoad(ctx, r.Load)
 	}
@@ -139,6 +146,15 @@ func (t *tenure) startLoad(ctx context.Context, bucket time.Time) {
 	loadCtx, cancel := context.WithCancel(ctx)
 	t.loadCancel, t.loadDone = cancel, make(chan struct{})
 	go t.o.load(loadCtx, bucket, t.loads, t.loadDone)
+}
+
+// pages is the channel of the bucket read's pages while the core has room
+// for another (nil otherwise: the read waits, holding one page at most).
+func (t *tenure) pages() <-chan loadMsg {
+	if !t.core.Room() {
+		return nil
+	}
+	return t.loads
 }
 
 // stopLoad cancels the bucket read in progress, if any, and waits for it.

@@ -96,7 +96,8 @@ type DueEntry struct {
 	Attempt int
 	// Revision is the job definition's revision the entry was made from.
 	Revision int64
-	// Payload optionally carries a serialized Run or Trigger.
+	// Payload optionally carries a serialized Run (retry, DAG) or Trigger
+	// (trigger), or the job's JobSnapshot (scheduled).
 	Payload []byte
 }
 
@@ -174,7 +175,9 @@ func (j Job) Validate() error {
 	return errors.Join(errs...)
 }
 
-// ScheduledEntry returns the KindScheduled entry of the job's NextDue.
+// ScheduledEntry returns the KindScheduled entry of the job's NextDue. It
+// carries the job's snapshot, checked at UpdatedAt, so that firing it needs
+// no read of the job.
 func (j Job) ScheduledEntry() DueEntry {
 	due := Truncate(j.NextDue)
 	return DueEntry{
@@ -184,6 +187,7 @@ func (j Job) ScheduledEntry() DueEntry {
 		RunID:    RunID(j.ID, due),
 		Attempt:  1,
 		Revision: j.Revision,
+		Payload:  j.Snapshot(j.UpdatedAt).Encode(),
 	}
 }
 

@@ -200,7 +200,8 @@ func testJobUpsertGetDelete(t *testing.T, s store.Store) {
 	assert.Equal(t, store.DueEntry{
 		Due: next, JobID: "billing", Kind: store.KindScheduled,
 		RunID: store.RunID("billing", next), Attempt: 1, Revision: 10,
-	}, entries[0])
+		Payload: store.JobSnapshot{Spec: []byte("spec-v1"), UpdatedAt: base.Add(10 * time.Second), CheckedAt: base.Add(10 * time.Second)}.Encode(),
+	}, entries[0], "the entry carries the definition's snapshot")
 
 	out, err = s.DeleteJob(ctx, "billing", 11, base.Add(time.Hour))
 	require.NoError(t, err)
