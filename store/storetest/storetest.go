@@ -44,6 +44,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"JobUpsertGetDelete", testJobUpsertGetDelete},
 		{"IdenticalUpsertIsNoop", testIdenticalUpsertIsNoop},
 		{"StaleRevisionIgnored", testStaleRevisionIgnored},
+		{"ReplayedAndReorderedWrites", testReplayedAndReorderedWrites},
 		{"ChangedScheduleMovesDueEntry", testChangedScheduleMovesDueEntry},
 		{"JobValidation", testJobValidation},
 		{"LargeBucket", testLargeBucket},
@@ -291,6 +292,91 @@ func testStaleRevisionIgnored(t *testing.T, s store.Store) {
 	assert.False(t, got.Deleted)
 	assert.Empty(t, dueOf(t, s, "etl", t1, shards))
 	assert.Len(t, dueOf(t, s, "etl", t2, shards), 1)
+}
+
+// testReplayedAndReorderedWrites: definitions of one job applied in any
+// order, again, or by racing writers leave the job at its highest revision,
+// with that revision's occurrence pending; any other entry of the job left
+// behind is dead (its revision is not the job's).
+func testReplayedAndReorderedWrites(t *testing.T, s store.Store) {
+	const shards = 4
+	initCluster(t, s, shards)
+	ctx := ctxOf(t)
+	at := func(rev int64) time.Time { return base.Add(time.Duration(rev) * time.Second) }
+	spec := func(rev int64) string { return fmt.Sprintf("v%d", rev) }
+	// Every instant is in one bucket: keep the entries due exactly then.
+	dueAt := func(id string, due time.Time) []store.DueEntry {
+		var out []store.DueEntry
+		for _, e := range dueOf(t, s, id, due, shards) {
+			if e.Due.Equal(due) {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+
+	// In reverse order, then replayed from the start: only the first write,
+	// the newest, applies.
+	for i, rev := range []int64{30, 20, 10, 10, 20, 30} {
+		out, err := s.UpsertJob(ctx, job("reordered", spec(rev), rev, at(rev)))
+		require.NoError(t, err)
+		want := store.OutcomeStale
+		switch {
+		case i == 0:
+			want = store.OutcomeCreated
+		case rev == 30:
+			want = store.OutcomeUnchanged
+		}
+		assert.Equal(t, want, out, "write %d, revision %d", i, rev)
+	}
+	got, err := s.GetJob(ctx, "reordered")
+	require.NoError(t, err)
+	assert.Equal(t, int64(30), got.Revision)
+	assert.Equal(t, []byte(spec(30)), got.Spec)
+	assert.Empty(t, dueAt("reordered", at(10)), "a stale definition schedules nothing")
+	assert.Empty(t, dueAt("reordered", at(20)), "a stale definition schedules nothing")
+	require.Len(t, dueAt("reordered", at(30)), 1)
+
+	// A delete overtaken by the definition that preceded it.
+	out, err := s.DeleteJob(ctx, "reordered", 40, base)
+	require.NoError(t, err)
+	assert.Equal(t, store.OutcomeDeleted, out)
+	out, err = s.UpsertJob(ctx, job("reordered", spec(35), 35, at(35)))
+	require.NoError(t, err)
+	assert.Equal(t, store.OutcomeStale, out)
+	got, err = s.GetJob(ctx, "reordered")
+	require.NoError(t, err)
+	assert.True(t, got.Deleted, "the replayed definition did not resurrect the job")
+	assert.Empty(t, dueAt("reordered", at(35)))
+
+	// Racing writers of every revision at once.
+	const revisions = 24
+	var wg sync.WaitGroup
+	errs := make([]error, revisions+1)
+	for rev := int64(revisions); rev >= 1; rev-- {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[rev] = s.UpsertJob(ctx, job("raced", spec(rev), rev, at(rev)))
+		}()
+	}
+	wg.Wait()
+	for rev, err := range errs {
+		require.NoError(t, err, "revision %d", rev)
+	}
+	got, err = s.GetJob(ctx, "raced")
+	require.NoError(t, err)
+	assert.Equal(t, int64(revisions), got.Revision, "the newest revision is in force")
+	assert.Equal(t, []byte(spec(revisions)), got.Spec)
+	assert.True(t, got.NextDue.Equal(at(revisions)))
+	live := 0
+	for _, e := range dueOf(t, s, "raced", at(revisions), shards) {
+		if e.Revision == got.Revision {
+			live++
+			assert.True(t, e.Due.Equal(got.NextDue), "the live entry is the job's next due")
+		}
+	}
+	assert.Equal(t, 1, live, "exactly one entry of the job is live")
 }
 
 func testChangedScheduleMovesDueEntry(t *testing.T, s store.Store) {
