@@ -87,6 +87,8 @@ func (c *Client) ApplyMany(ctx context.Context, specs iter.Seq[*sundialv1.JobSpe
 	}
 	readCtx, stopReading := context.WithCancel(ctx)
 	defer stopReading()
+	produceCtx, stopProducing := context.WithCancel(ctx)
+	defer stopProducing()
 	since := time.Now().Add(-statusSkew)
 	reading := make(chan error, 1)
 	go func() { reading <- b.read(c.Statuses(readCtx, since), c.cfg.Topics.Jobs()) }()
@@ -127,11 +129,16 @@ func (c *Client) ApplyMany(ctx context.Context, specs iter.Seq[*sundialv1.JobSpe
 			Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderContentType, Value: []byte(enc.String())}},
 		}
 		b.callbacks.Add(1)
-		c.producer.Produce(ctx, rec, b.produced)
+		c.producer.Produce(produceCtx, rec, b.produced)
 	}
-	// Once ctx ends, the producer fails what it still holds at once; no
-	// callback runs after ApplyMany returned.
-	defer b.callbacks.Wait()
+	// Once produceCtx ends, the producer fails what it still holds at once;
+	// no callback runs after ApplyMany returned.
+	stop := func() {
+		stopProducing()
+		b.callbacks.Wait()
+		stopReading()
+		<-reading
+	}
 
 	for {
 		b.mu.Lock()
@@ -145,13 +152,14 @@ func (c *Client) ApplyMany(ctx context.Context, specs iter.Seq[*sundialv1.JobSpe
 		case err := <-reading:
 			// The status reader ended before every answer: ctx ended (or the
 			// client could not be built).
+			reading <- err // for stop
+			stop()
 			b.mu.Lock()
 			defer b.mu.Unlock()
-			return b.summary(), fmt.Errorf("apply: %d of %d definitions not answered: %w", b.outstanding, b.sum.Read, err)
+			return b.summary(), fmt.Errorf("apply: %d of %d definitions not answered: %w", b.sum.Produced-b.sum.Answered, b.sum.Read, err)
 		}
 	}
-	stopReading()
-	<-reading
+	stop()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := ctx.Err(); err != nil {
@@ -306,3 +314,6 @@ func (b *bulk) summary() ApplySummary {
 	s.Failures = append([]ApplyResult(nil), s.Failures...)
 	return s
 }
+
+// Limits returns the limits the client validates definitions with.
+func (c *Client) Limits() jobspec.Limits { return c.cfg.Limits }
