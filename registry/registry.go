@@ -30,13 +30,12 @@ import (
 const DefaultGroup = "sundial-registry"
 
 // DefaultConcurrency is how many jobs one registry processes at once by
-// default. A definition costs the Cassandra store four sequential
-// operations (a read, a due-entry write, a lightweight transaction on the
-// job row and a history write), so registration is bound by how many are
-// in flight until Cassandra saturates: on the 2-core reference machine
-// 20,000 definitions registered at about 2,700/s with 64 in flight and
-// 4,100 to 4,300/s with 256, while 512 only lengthened Cassandra's queues
-// (each operation 50 to 60 ms instead of 12 to 20).
+// default. A new definition costs the Cassandra store a read, then a
+// due-entry write and a history write at once, then the job row (three
+// round trips in sequence, four statements, none a transaction), so
+// registration is bound by how many are in flight until Cassandra
+// saturates; 512 in flight only lengthened Cassandra's queues on the 2-core
+// reference machine.
 const DefaultConcurrency = 256
 
 // Store is what the registry needs from the store: job definitions and the

@@ -471,8 +471,8 @@ func testRegistrationRate(t *testing.T, s *stack) {
 
 	// Baseline in the same run, as the bench's C baseline: plain writes of due entries, the
 	// cheapest thing a definition costs the store, with the same fan-out.
-	// A registered definition costs a read, two plain writes, a lightweight
-	// transaction, a status and (when due soon) a wake-up.
+	// A registered definition costs a read, three plain writes, a status and
+	// (when due soon) a wake-up.
 	entries := make([]store.DueEntry, n)
 	base := time.Now().Add(24 * time.Hour).Truncate(time.Minute)
 	for i := range entries {

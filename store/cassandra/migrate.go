@@ -34,9 +34,9 @@ var migrations = []migration{
 				id text PRIMARY KEY,
 				shards int,
 				created_at timestamp)`,
-			// Job definitions. Schema 1 wrote them by lightweight
-			// transactions; the store now writes whole rows with the write
-			// timestamp of their revision (jobs.go, rowTimestamp).
+			// Job definitions, written whole at the write timestamp of
+			// their revision (jobs.go, rowTimestamp), never by a
+			// lightweight transaction.
 			`CREATE TABLE IF NOT EXISTS %[1]s.jobs (
 				id text PRIMARY KEY,
 				spec blob,
