@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/gocql/gocql"
@@ -170,4 +171,156 @@ func (s *Store) deleteSuperseded(ctx context.Context, shards int, stored *store.
 			row.ID, row.Revision, old.Due.Format(time.RFC3339Nano), err)
 	}
 	return nil
+}
+
+// readChunk bounds the ids of one IN read: enough to save most round trips,
+// few enough that one slow partition does not hold many answers.
+const readChunk = 64
+
+// getJobs reads the rows of ids (distinct), by chunks read at once.
+func (s *Store) getJobs(ctx context.Context, ids []string) (map[string]*store.Job, error) {
+	rows := make(map[string]*store.Job, len(ids))
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.cfg.WriteConcurrency)
+	for start := 0; start < len(ids); start += readChunk {
+		chunk := ids[start:min(start+readChunk, len(ids))]
+		g.Go(func() error {
+			it := s.idempotent(gctx, s.q.selectJobs, chunk).Iter()
+			sc := it.Scanner()
+			for sc.Next() {
+				j := store.Job{}
+				if err := sc.Scan(&j.ID, &j.Spec, &j.Hash, &j.Revision, &j.UpdatedAt, &j.Deleted, &j.NextDue); err != nil {
+					_ = it.Close()
+					return fmt.Errorf("read %d jobs: %w", len(chunk), err)
+				}
+				j.UpdatedAt = fromDB(j.UpdatedAt)
+				j.NextDue = fromDB(j.NextDue)
+				mu.Lock()
+				rows[j.ID] = &j
+				mu.Unlock()
+			}
+			if err := sc.Err(); err != nil {
+				return fmt.Errorf("read %d jobs: %w", len(chunk), err)
+			}
+			return nil
+		})
+	}
+	return rows, g.Wait()
+}
+
+// UpsertJobs implements store.Jobs with the steps of UpsertJob taken for
+// all jobs at once: the rows are read by chunks (one round trip per
+// readChunk jobs), the first occurrences written grouped by partition
+// (putDue) together with their history records, then the rows, then the
+// superseded entries deleted. The order of the steps per job is UpsertJob's,
+// so a crash leaves what UpsertJob's would. A job id that appears twice
+// makes the call apply the jobs one after the other.
+func (s *Store) UpsertJobs(ctx context.Context, jobs []store.Job) ([]store.UpsertResult, error) {
+	out := make([]store.UpsertResult, len(jobs))
+	seen := make(map[string]bool, len(jobs))
+	var ids []string
+	for i := range jobs {
+		job := &jobs[i]
+		if err := job.Validate(); err != nil {
+			out[i].Err = fmt.Errorf("upsert job: %w", err)
+			continue
+		}
+		if seen[job.ID] {
+			return s.upsertEach(ctx, jobs)
+		}
+		seen[job.ID] = true
+		ids = append(ids, job.ID)
+	}
+	shards, err := s.shardCount(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("upsert %d jobs: %w", len(jobs), err)
+	}
+	stored, err := s.getJobs(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("upsert %d jobs: %w", len(jobs), err)
+	}
+
+	type change struct {
+		stored *store.Job
+		job    store.Job
+	}
+	var (
+		changes []change
+		entries []store.DueEntry
+		planned []store.RunRecord
+	)
+	for i, job := range jobs {
+		if out[i].Err != nil {
+			continue
+		}
+		job.Hash = store.SpecHash(job.Spec)
+		job.UpdatedAt = ms(job.UpdatedAt)
+		job.NextDue = ms(job.NextDue)
+		job.Deleted = false
+		out[i].Outcome = store.DecideUpsert(stored[job.ID], job)
+		if o := out[i].Outcome; o != store.OutcomeCreated && o != store.OutcomeUpdated {
+			continue
+		}
+		changes = append(changes, change{stored: stored[job.ID], job: job})
+		if !job.NextDue.IsZero() {
+			entries = append(entries, job.ScheduledEntry())
+			planned = append(planned, scheduledRecord(job))
+		}
+	}
+	if len(changes) == 0 {
+		return out, nil
+	}
+
+	// The entries go in before the rows point at them.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := s.putDue(gctx, shards, entries); err != nil {
+			return fmt.Errorf("upsert %d jobs: schedule %d first occurrences: %w", len(jobs), len(entries), err)
+		}
+		return nil
+	})
+	each := func(g *errgroup.Group, n int, fn func(int) error) {
+		for i := range n {
+			g.Go(func() error { return fn(i) })
+		}
+	}
+	history, hctx := errgroup.WithContext(gctx)
+	history.SetLimit(s.cfg.WriteConcurrency * 4)
+	each(history, len(planned), func(i int) error {
+		if err := s.recordRun(hctx, planned[i]); err != nil {
+			return fmt.Errorf("upsert job %q: %w", planned[i].JobID, err)
+		}
+		return nil
+	})
+	g.Go(history.Wait)
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+
+	rows, rctx := errgroup.WithContext(ctx)
+	rows.SetLimit(s.cfg.WriteConcurrency * 4)
+	each(rows, len(changes), func(i int) error {
+		if err := s.writeJob(rctx, changes[i].job); err != nil {
+			return fmt.Errorf("upsert job: %w", err)
+		}
+		return s.deleteSuperseded(rctx, shards, changes[i].stored, changes[i].job)
+	})
+	if err := rows.Wait(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// upsertEach applies jobs one after the other.
+func (s *Store) upsertEach(ctx context.Context, jobs []store.Job) ([]store.UpsertResult, error) {
+	out := make([]store.UpsertResult, len(jobs))
+	for i, job := range jobs {
+		outcome, err := s.UpsertJob(ctx, job)
+		if err != nil && !errors.Is(err, store.ErrInvalid) {
+			return nil, err
+		}
+		out[i] = store.UpsertResult{Outcome: outcome, Err: err}
+	}
+	return out, nil
 }

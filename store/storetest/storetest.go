@@ -12,8 +12,10 @@ package storetest
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -45,6 +47,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"IdenticalUpsertIsNoop", testIdenticalUpsertIsNoop},
 		{"StaleRevisionIgnored", testStaleRevisionIgnored},
 		{"ReplayedAndReorderedWrites", testReplayedAndReorderedWrites},
+		{"UpsertJobsAsOneByOne", testUpsertJobsAsOneByOne},
 		{"ChangedScheduleMovesDueEntry", testChangedScheduleMovesDueEntry},
 		{"JobValidation", testJobValidation},
 		{"LargeBucket", testLargeBucket},
@@ -377,6 +380,101 @@ func testReplayedAndReorderedWrites(t *testing.T, s store.Store) {
 		}
 	}
 	assert.Equal(t, 1, live, "exactly one entry of the job is live")
+}
+
+// testUpsertJobsAsOneByOne: UpsertJobs leaves the outcomes and the state
+// that UpsertJob of each job in order leaves, including refused jobs and an
+// id given twice.
+func testUpsertJobsAsOneByOne(t *testing.T, s store.Store) {
+	const shards = 4
+	initCluster(t, s, shards)
+	ctx := ctxOf(t)
+	at := func(sec int) time.Time { return base.Add(time.Hour + time.Duration(sec)*time.Second) }
+	// Jobs of prefix p: before (stored first), then the batch.
+	before := func(p string) []store.Job {
+		return []store.Job{
+			job(p+"changed", "v1", 1, at(1)),
+			job(p+"same", "v1", 2, at(2)),
+			job(p+"newer", "v9", 90, at(3)),
+			job(p+"deleted", "v1", 3, at(4)),
+		}
+	}
+	batch := func(p string, twice bool) []store.Job {
+		jobs := []store.Job{
+			job(p+"new", "v1", 100, at(10)),
+			job(p+"changed", "v2", 101, at(11)),
+			job(p+"same", "v1", 102, at(20)),
+			job(p+"newer", "v8", 80, at(13)),
+			job(p+"deleted", "v2", 103, at(14)),
+			job(p+"paused", "v1", 104, time.Time{}),
+			{ID: p + "refused", Revision: 105}, // no spec
+		}
+		if twice {
+			jobs = append(jobs, job(p+"new", "v2", 106, at(16)))
+		}
+		return jobs
+	}
+	type state struct {
+		outcomes []store.Outcome
+		refused  []bool
+		jobs     map[string]store.Job
+		entries  map[string][]store.DueEntry
+	}
+	snapshot := func(p string, jobs []store.Job, st *state) {
+		st.jobs, st.entries = map[string]store.Job{}, map[string][]store.DueEntry{}
+		for _, j := range jobs {
+			name := strings.TrimPrefix(j.ID, p)
+			got, err := s.GetJob(ctx, j.ID)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			require.NoError(t, err)
+			got.ID = name
+			st.jobs[name] = got
+			for _, sec := range []int{1, 2, 3, 4, 10, 11, 13, 14, 16, 20} {
+				for _, e := range dueOf(t, s, j.ID, at(sec), shards) {
+					if e.Due.Equal(at(sec)) {
+						e.JobID, e.RunID = name, strings.TrimPrefix(e.RunID, p)
+						st.entries[name] = append(st.entries[name], e)
+					}
+				}
+			}
+		}
+	}
+	for _, twice := range []bool{false, true} {
+		one, many := fmt.Sprintf("one-%v-", twice), fmt.Sprintf("many-%v-", twice)
+		for _, p := range []string{one, many} {
+			for _, j := range before(p) {
+				_, err := s.UpsertJob(ctx, j)
+				require.NoError(t, err)
+			}
+			_, err := s.DeleteJob(ctx, p+"deleted", 50, base)
+			require.NoError(t, err)
+		}
+		var want, got state
+		for _, j := range batch(one, twice) {
+			outcome, err := s.UpsertJob(ctx, j)
+			if err != nil {
+				require.ErrorIs(t, err, store.ErrInvalid)
+			}
+			want.outcomes = append(want.outcomes, outcome)
+			want.refused = append(want.refused, err != nil)
+		}
+		results, err := s.UpsertJobs(ctx, batch(many, twice))
+		require.NoError(t, err)
+		for _, r := range results {
+			if r.Err != nil {
+				require.ErrorIs(t, r.Err, store.ErrInvalid)
+			}
+			got.outcomes = append(got.outcomes, r.Outcome)
+			got.refused = append(got.refused, r.Err != nil)
+		}
+		snapshot(one, batch(one, twice), &want)
+		snapshot(many, batch(many, twice), &got)
+		assert.Equal(t, want, got, "an id given twice: %v", twice)
+		assert.Equal(t, []store.Outcome{store.OutcomeCreated, store.OutcomeUpdated, store.OutcomeUnchanged,
+			store.OutcomeStale, store.OutcomeCreated, store.OutcomeCreated}, got.outcomes[:6])
+	}
 }
 
 func testChangedScheduleMovesDueEntry(t *testing.T, s store.Store) {
