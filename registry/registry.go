@@ -131,10 +131,20 @@ type Registry struct {
 	cfg     Config
 	metrics *metrics
 
-	life lifecycle.Lifecycle
+	life    lifecycle.Lifecycle
+	upserts *upserts
 	// shards is set by Start, before any record is handled.
 	shards int
 }
+
+// upsertCalls bounds the store.UpsertJobs calls in flight, and upsertJobs
+// the definitions one carries: with Concurrency handlers queuing, calls
+// carry Concurrency/upsertCalls definitions or more, few enough that one
+// slow call holds back few answers.
+const (
+	upsertCalls = 8
+	upsertJobs  = 512
+)
 
 // New returns a Registry, or every configuration error. It registers the
 // metrics.
@@ -147,7 +157,7 @@ func New(cfg Config) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Registry{cfg: cfg, metrics: m}, nil
+	return &Registry{cfg: cfg, metrics: m, upserts: newUpserts(cfg.Store, upsertCalls, upsertJobs)}, nil
 }
 
 // Start reads the shard count from the store, joins the consumer group and
@@ -360,7 +370,7 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 
 	var outcome store.Outcome
 	if err := r.retry(ctx, "upsert_job", func() (err error) {
-		outcome, err = r.cfg.Store.UpsertJob(ctx, job)
+		outcome, err = r.upserts.upsert(ctx, job)
 		return err
 	}); err != nil {
 		return nil, err

@@ -390,14 +390,29 @@ var errTimeout = errors.New("gocql: timeout (injected)")
 
 func (f *flakyStore) fail() bool { return f.failures.Add(-1) >= 0 }
 
-func (f *flakyStore) UpsertJob(ctx context.Context, job store.Job) (store.Outcome, error) {
-	if job.ID == "refused" {
-		return 0, fmt.Errorf("upsert job: %w: the store cannot hold it", store.ErrInvalid)
-	}
+func (f *flakyStore) UpsertJobs(ctx context.Context, jobs []store.Job) ([]store.UpsertResult, error) {
 	if f.fail() {
-		return 0, errTimeout
+		return nil, errTimeout
 	}
-	return f.Store.UpsertJob(ctx, job)
+	var rest []store.Job
+	for _, job := range jobs {
+		if job.ID != "refused" {
+			rest = append(rest, job)
+		}
+	}
+	results, err := f.Store.UpsertJobs(ctx, rest)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.UpsertResult, 0, len(jobs))
+	for _, job := range jobs {
+		if job.ID == "refused" {
+			out = append(out, store.UpsertResult{Err: fmt.Errorf("upsert job: %w: the store cannot hold it", store.ErrInvalid)})
+			continue
+		}
+		out, results = append(out, results[0]), results[1:]
+	}
+	return out, nil
 }
 
 func (f *flakyStore) DeleteJob(ctx context.Context, id string, rev int64, at time.Time) (store.Outcome, error) {
