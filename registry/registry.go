@@ -143,7 +143,7 @@ type Registry struct {
 // slow call holds back few answers.
 const (
 	upsertCalls = 8
-	upsertJobs  = 512
+	upsertJobs  = 128
 )
 
 // New returns a Registry, or every configuration error. It registers the

@@ -173,36 +173,23 @@ func (s *Store) deleteSuperseded(ctx context.Context, shards int, stored *store.
 	return nil
 }
 
-// readChunk bounds the ids of one IN read: enough to save most round trips,
-// few enough that one slow partition does not hold many answers.
-const readChunk = 64
-
-// getJobs reads the rows of ids (distinct), by chunks read at once.
+// getJobs reads the rows of ids (distinct), all at once, one statement
+// each. Not one IN read: Cassandra reads the partitions of an IN on the
+// coordinator one after the other, which made a call of 64 jobs slower than
+// 64 single reads in flight together.
 func (s *Store) getJobs(ctx context.Context, ids []string) (map[string]*store.Job, error) {
 	rows := make(map[string]*store.Job, len(ids))
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(s.cfg.WriteConcurrency)
-	for start := 0; start < len(ids); start += readChunk {
-		chunk := ids[start:min(start+readChunk, len(ids))]
+	for _, id := range ids {
 		g.Go(func() error {
-			it := s.idempotent(gctx, s.q.selectJobs, chunk).Iter()
-			sc := it.Scanner()
-			for sc.Next() {
-				j := store.Job{}
-				if err := sc.Scan(&j.ID, &j.Spec, &j.Hash, &j.Revision, &j.UpdatedAt, &j.Deleted, &j.NextDue); err != nil {
-					_ = it.Close()
-					return fmt.Errorf("read %d jobs: %w", len(chunk), err)
-				}
-				j.UpdatedAt = fromDB(j.UpdatedAt)
-				j.NextDue = fromDB(j.NextDue)
-				mu.Lock()
-				rows[j.ID] = &j
-				mu.Unlock()
+			j, err := s.getJob(gctx, id)
+			if err != nil || j == nil {
+				return err
 			}
-			if err := sc.Err(); err != nil {
-				return fmt.Errorf("read %d jobs: %w", len(chunk), err)
-			}
+			mu.Lock()
+			rows[id] = j
+			mu.Unlock()
 			return nil
 		})
 	}
@@ -210,10 +197,9 @@ func (s *Store) getJobs(ctx context.Context, ids []string) (map[string]*store.Jo
 }
 
 // UpsertJobs implements store.Jobs with the steps of UpsertJob taken for
-// all jobs at once: the rows are read by chunks (one round trip per
-// readChunk jobs), the first occurrences written grouped by partition
-// (putDue) together with their history records, then the rows, then the
-// superseded entries deleted. The order of the steps per job is UpsertJob's,
+// all jobs at once: the rows are read, the first occurrences written
+// grouped by partition (putDue) together with their history records, then
+// the rows, then the superseded entries deleted. The order of the steps per job is UpsertJob's,
 // so a crash leaves what UpsertJob's would. A job id that appears twice
 // makes the call apply the jobs one after the other.
 func (s *Store) UpsertJobs(ctx context.Context, jobs []store.Job) ([]store.UpsertResult, error) {
@@ -285,8 +271,10 @@ func (s *Store) UpsertJobs(ctx context.Context, jobs []store.Job) ([]store.Upser
 			g.Go(func() error { return fn(i) })
 		}
 	}
+	// The rows and history records are one statement per job, all in
+	// flight at once: the caller bounds a call's size, and the driver
+	// pipelines them over its connections.
 	history, hctx := errgroup.WithContext(gctx)
-	history.SetLimit(s.cfg.WriteConcurrency * 4)
 	each(history, len(planned), func(i int) error {
 		if err := s.recordRun(hctx, planned[i]); err != nil {
 			return fmt.Errorf("upsert job %q: %w", planned[i].JobID, err)
@@ -299,7 +287,6 @@ func (s *Store) UpsertJobs(ctx context.Context, jobs []store.Job) ([]store.Upser
 	}
 
 	rows, rctx := errgroup.WithContext(ctx)
-	rows.SetLimit(s.cfg.WriteConcurrency * 4)
 	each(rows, len(changes), func(i int) error {
 		if err := s.writeJob(rctx, changes[i].job); err != nil {
 			return fmt.Errorf("upsert job: %w", err)

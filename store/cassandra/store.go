@@ -70,7 +70,7 @@ func (s *Store) Close() error {
 type statements struct {
 	insertCluster, selectCluster string
 
-	selectJob, selectJobs, writeJob string
+	selectJob, writeJob string
 
 	insertDue, selectBucket, deleteDue, deleteBucket string
 
@@ -85,9 +85,8 @@ func newStatements(ks string) statements {
 		insertCluster: f(`INSERT INTO %s.cluster_config (id, shards, created_at) VALUES ('cluster', ?, ?) IF NOT EXISTS`),
 		selectCluster: f(`SELECT shards, created_at FROM %s.cluster_config WHERE id = 'cluster'`),
 
-		selectJob:  f(`SELECT spec, hash, revision, updated_at, deleted, next_due FROM %s.jobs WHERE id = ?`),
-		selectJobs: f(`SELECT id, spec, hash, revision, updated_at, deleted, next_due FROM %s.jobs WHERE id IN ?`),
-		writeJob:   f(`INSERT INTO %s.jobs (id, spec, hash, revision, updated_at, deleted, next_due) VALUES (?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?`),
+		selectJob: f(`SELECT spec, hash, revision, updated_at, deleted, next_due FROM %s.jobs WHERE id = ?`),
+		writeJob:  f(`INSERT INTO %s.jobs (id, spec, hash, revision, updated_at, deleted, next_due) VALUES (?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?`),
 
 		insertDue:    f(`INSERT INTO %s.due_entries (bucket, shard, due, job_id, kind, run_id, attempt, revision, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		selectBucket: f(`SELECT due, job_id, kind, run_id, attempt, revision, payload FROM %s.due_entries WHERE bucket = ? AND shard = ?`),
