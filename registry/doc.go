@@ -39,7 +39,12 @@
 //     wake-up is produced with the answer, not before it, so a record waits
 //     only on its store calls (a read and plain writes: no lightweight
 //     transaction, see package store); records of different jobs are
-//     processed Config.Concurrency at a time. A
+//     processed Config.Concurrency at a time. Their upserts go to the store
+//     together: a record's job joins the next store.UpsertJobs call (at
+//     most 8 in flight, 128 jobs each; no timer, so a lone record goes at
+//     once), which writes the first occurrences of all its jobs in one
+//     batch per partition. The outcome of each job is the one UpsertJob
+//     would give. A
 //     redelivered record changes nothing: the store's revision of a job is
 //     the offset of its record on sundial.jobs (all records of a job share a
 //     partition), an identical definition is a no-op (UNCHANGED) and an older

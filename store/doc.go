@@ -51,7 +51,10 @@
 // ends at the highest revision written: a replayed or reordered older
 // definition, even one racing a newer one, never overwrites it. UpsertJob and
 // DeleteJob read the row first only to decide the outcome and which entry to
-// delete. store/memory applies the same rule under its lock.
+// delete. store/memory applies the same rule under its lock. UpsertJobs
+// applies many definitions in one call with the outcomes and state UpsertJob
+// one by one would leave; store/cassandra writes their first occurrences in
+// one batch per partition.
 //
 // A changed definition writes the due entry of its first occurrence, then the
 // job row, then deletes the entry the previous definition had written. Every
