@@ -7,6 +7,7 @@
 //	defer c.Close()
 //	receipt, err := c.Apply(ctx, spec)           // validated locally first
 //	status, err := c.WaitStatus(ctx, receipt)    // CREATED, UPDATED, REJECTED...
+//	summary, err := c.ApplyMany(ctx, specs, client.ApplyOptions{}) // many at once
 //
 // # Invariants
 //
@@ -24,6 +25,12 @@
 //     status partitions' ends before their offsets by time (internal/startoffsets), as
 //     a lookup by time that finds nothing falls back on an end that may
 //     already be past such an answer.
+//   - ApplyMany streams: it produces each definition without waiting for
+//     the one before, keeps at most ApplyOptions.MaxInFlight produced and
+//     unanswered, and matches answers by the source they name. An invalid
+//     definition is answered REJECTED locally and not produced; the others
+//     go on. Its memory is bounded by MaxInFlight and the rejections kept,
+//     not by the number of definitions.
 //   - The client holds no state beyond its Kafka connections; it is safe
 //     for concurrent use.
 //   - A library: it imports no process package (registry, trigger,

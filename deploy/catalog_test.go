@@ -168,8 +168,9 @@ func (c *catalog) families() []*metricInfo {
 
 type nopEnqueuer struct{}
 
-func (nopEnqueuer) Enqueue(context.Context, ...store.DueEntry) error { return nil }
-func (nopEnqueuer) Wake(context.Context, ...store.DueEntry) error    { return nil }
+func (nopEnqueuer) Enqueue(context.Context, ...store.DueEntry) error     { return nil }
+func (nopEnqueuer) Wake(context.Context, ...store.DueEntry) error        { return nil }
+func (nopEnqueuer) WakeRecords(...store.DueEntry) ([]*kgo.Record, error) { return nil, nil }
 
 // buildCatalog constructs the components of every Sundial process the way
 // their commands do, with the process's telemetry, against backends that are

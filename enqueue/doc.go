@@ -10,6 +10,10 @@
 // partition of the job's shard (store.ShardOf(job id, S)), keyed by the job
 // id, with the entry itself (a sundialv1.DueEntry) as the value. It returns
 // when the store write and every wake-up have been acknowledged (acks=all).
+// WakeRecords builds the same wake-ups for entries the caller stored itself,
+// for the caller to produce with its own client (partitioned by Partitioner)
+// after the store write: the registry produces them with its answers and
+// commits only once both are acknowledged.
 //
 // The store write alone is enough for an entry due later than the window a
 // dispatcher has loaded: the dispatcher reads each minute bucket of its shards

@@ -165,6 +165,33 @@ func (q *Enqueuer) wake(ctx context.Context, entries []store.DueEntry) (outcome 
 	return outcomeOK, nil
 }
 
+// WakeRecords returns the wake-ups of entries the caller has already
+// stored, for the caller to produce with its own client and acknowledge
+// before it commits (the registry produces them with its answers, so no
+// record waits on a produce of its own). That client must use Partitioner.
+// Entries due beyond the wake horizon get none. The wake-ups returned count
+// as produced: the caller produces them until Kafka takes them.
+func (q *Enqueuer) WakeRecords(entries ...store.DueEntry) ([]*kgo.Record, error) {
+	if err := validate(entries); err != nil {
+		return nil, fmt.Errorf("wake: %w", err)
+	}
+	horizon := q.cfg.Now().Add(q.cfg.WakeHorizon)
+	var recs []*kgo.Record
+	for _, e := range entries {
+		if e.Due.After(horizon) {
+			continue
+		}
+		rec, err := q.record(e)
+		if err != nil {
+			return nil, fmt.Errorf("wake: %w", err)
+		}
+		recs = append(recs, rec)
+	}
+	q.m.wakeups.WithLabelValues(wakeSkipped).Add(float64(len(entries) - len(recs)))
+	q.m.wakeups.WithLabelValues(wakeProduced).Add(float64(len(recs)))
+	return recs, nil
+}
+
 // record builds the wake-up of one entry.
 func (q *Enqueuer) record(e store.DueEntry) (*kgo.Record, error) {
 	value, err := Encode(e)

@@ -40,10 +40,8 @@ type Config struct {
 	Client *client.Client
 	// Recorder receives the events and run records. Required.
 	Recorder *Recorder
-	// BatchSize is how many definitions one produce call carries. Default
-	// 2000.
-	BatchSize int
-	// Concurrency is how many produce calls are in flight. Default 4.
+	// Concurrency bounds the deletes of Cleanup (16 per unit). Default 4;
+	// Register streams (client.ApplyMany) and needs no bound.
 	Concurrency int
 	// ProgressEvery is the interval of the progress lines. Default 5s.
 	ProgressEvery time.Duration
@@ -70,9 +68,9 @@ func (c Config) Validate() error {
 	if c.Recorder == nil {
 		errs = append(errs, errors.New("loadgen config: recorder: required"))
 	}
-	if c.BatchSize < 0 || c.Concurrency < 0 || c.ProgressEvery < 0 {
-		errs = append(errs, fmt.Errorf("loadgen config: batch size %d, concurrency %d, progress interval %s: must not be negative",
-			c.BatchSize, c.Concurrency, c.ProgressEvery))
+	if c.Concurrency < 0 || c.ProgressEvery < 0 {
+		errs = append(errs, fmt.Errorf("loadgen config: concurrency %d, progress interval %s: must not be negative",
+			c.Concurrency, c.ProgressEvery))
 	}
 	return errors.Join(errs...)
 }
@@ -107,7 +105,6 @@ func New(cfg Config) (*Generator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.BatchSize = cmp.Or(cfg.BatchSize, 2000)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 4)
 	cfg.ProgressEvery = cmp.Or(cfg.ProgressEvery, 5*time.Second)
 	cfg.Logger = deps.Logger(cfg.Logger)
@@ -286,30 +283,32 @@ func (g *Generator) progress(ctx context.Context) {
 	}
 }
 
-// Register produces the definitions of jobs [from, to) of the plan through
-// the client, in batches, and returns once all are acknowledged by Kafka.
-// It does not wait for the registry: see WaitAccepted.
+// Register applies the definitions of jobs [from, to) of the plan through
+// the client's bulk call (client.ApplyMany), which streams them and returns
+// once the registry answered every one, so the registration rate measured
+// is the bulk path's. A rejection fails it, naming the first.
 func (g *Generator) Register(ctx context.Context, from, to int) error {
 	if from < 0 || to > g.cfg.Plan.Jobs || from > to {
 		return fmt.Errorf("loadgen: register jobs [%d, %d): the plan has %d", from, to, g.cfg.Plan.Jobs)
 	}
-	eg, ctx := errgroup.WithContext(ctx)
-	eg.SetLimit(g.cfg.Concurrency)
-	for lo := from; lo < to; lo += g.cfg.BatchSize {
-		hi := min(lo+g.cfg.BatchSize, to)
-		eg.Go(func() error {
-			specs := make([]*sundialv1.JobSpec, 0, hi-lo)
-			for i := lo; i < hi; i++ {
-				specs = append(specs, g.cfg.Plan.Spec(i))
+	specs := func(yield func(*sundialv1.JobSpec) bool) {
+		for i := from; i < to; i++ {
+			if !yield(g.cfg.Plan.Spec(i)) {
+				return
 			}
-			if _, err := g.cfg.Client.ApplyAll(ctx, sundialv1.EncodingProtobuf, specs...); err != nil {
-				return fmt.Errorf("loadgen: register jobs %d..%d: %w", lo, hi-1, err)
-			}
-			g.produced.Add(int64(hi - lo))
-			return nil
-		})
+		}
 	}
-	return eg.Wait()
+	sum, err := g.cfg.Client.ApplyMany(ctx, specs, client.ApplyOptions{
+		OnProduced: func(client.Receipt) { g.produced.Add(1) },
+	})
+	if err != nil {
+		return fmt.Errorf("loadgen: register jobs %d..%d: %w", from, to-1, err)
+	}
+	if sum.Rejected > 0 {
+		first := sum.Rejections[0]
+		return fmt.Errorf("loadgen: register jobs %d..%d: %d rejected, first %s: %v", from, to-1, sum.Rejected, first.ID, client.FieldErrors(first.Status))
+	}
+	return nil
 }
 
 // WaitAccepted waits until the registry accepted n definitions of the

@@ -35,7 +35,16 @@
 //     the record is answered REJECTED with field "record" rather than
 //     blocking its partition for good.
 //   - At least once: offsets are committed only after the record's store
-//     writes, wake-up and status are acknowledged (internal/consume). A
+//     writes, wake-up and status are acknowledged (internal/consume). The
+//     wake-up is produced with the answer, not before it, so a record waits
+//     only on its store calls (a read and plain writes: no lightweight
+//     transaction, see package store); records of different jobs are
+//     processed Config.Concurrency at a time. Their upserts go to the store
+//     together: a record's job joins the next store.UpsertJobs call (at
+//     most 8 in flight, 128 jobs each; no timer, so a lone record goes at
+//     once), which writes the first occurrences of all its jobs in one
+//     batch per partition. The outcome of each job is the one UpsertJob
+//     would give. A
 //     redelivered record changes nothing: the store's revision of a job is
 //     the offset of its record on sundial.jobs (all records of a job share a
 //     partition), an identical definition is a no-op (UNCHANGED) and an older
@@ -50,7 +59,9 @@
 //     deleted, and an entry of the old definition that survives (one the
 //     dispatcher already holds) is dead because its revision is no longer the
 //     job's. Nothing fires twice and the new schedule applies from its next
-//     occurrence.
+//     occurrence. The job row is written at the write timestamp of its
+//     revision, so even a replay racing a newer definition cannot bring an
+//     older one back.
 //   - Paused jobs are stored with nothing scheduled; a definition that
 //     resumes one schedules its first occurrence at or after the resuming
 //     record, so occurrences that fell due while paused are skipped.

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/consume"
 	"github.com/sundialhq/sundial/internal/deps"
@@ -29,13 +30,12 @@ import (
 const DefaultGroup = "sundial-registry"
 
 // DefaultConcurrency is how many jobs one registry processes at once by
-// default. A definition costs the Cassandra store four sequential
-// operations (a read, a due-entry write, a lightweight transaction on the
-// job row and a history write), so registration is bound by how many are
-// in flight until Cassandra saturates: on the 2-core reference machine
-// 20,000 definitions registered at about 2,700/s with 64 in flight and
-// 4,100 to 4,300/s with 256, while 512 only lengthened Cassandra's queues
-// (each operation 50 to 60 ms instead of 12 to 20).
+// default. A new definition costs the Cassandra store a read, then a
+// due-entry write and a history write at once, then the job row (three
+// round trips in sequence, four statements, none a transaction), so
+// registration is bound by how many are in flight until Cassandra
+// saturates; 512 in flight only lengthened Cassandra's queues on the 2-core
+// reference machine.
 const DefaultConcurrency = 256
 
 // Store is what the registry needs from the store: job definitions and the
@@ -45,10 +45,12 @@ type Store interface {
 	GetClusterConfig(ctx context.Context) (store.ClusterConfig, error)
 }
 
-// Waker wakes the dispatcher owning an entry the store already holds
-// (*enqueue.Enqueuer).
+// Waker builds the wake-ups of entries the store already holds
+// (*enqueue.Enqueuer). The registry produces them with its answers, through
+// a client partitioned by enqueue.Partitioner, and commits a record only
+// once both are acknowledged; so no record waits on a produce of its own.
 type Waker interface {
-	Wake(ctx context.Context, entries ...store.DueEntry) error
+	WakeRecords(entries ...store.DueEntry) ([]*kgo.Record, error)
 }
 
 // Config configures a Registry.
@@ -129,10 +131,20 @@ type Registry struct {
 	cfg     Config
 	metrics *metrics
 
-	life lifecycle.Lifecycle
+	life    lifecycle.Lifecycle
+	upserts *upserts
 	// shards is set by Start, before any record is handled.
 	shards int
 }
+
+// upsertCalls bounds the store.UpsertJobs calls in flight, and upsertJobs
+// the definitions one carries: with Concurrency handlers queuing, calls
+// carry Concurrency/upsertCalls definitions or more, few enough that one
+// slow call holds back few answers.
+const (
+	upsertCalls = 8
+	upsertJobs  = 128
+)
 
 // New returns a Registry, or every configuration error. It registers the
 // metrics.
@@ -145,7 +157,7 @@ func New(cfg Config) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Registry{cfg: cfg, metrics: m}, nil
+	return &Registry{cfg: cfg, metrics: m, upserts: newUpserts(cfg.Store, upsertCalls, upsertJobs)}, nil
 }
 
 // Start reads the shard count from the store, joins the consumer group and
@@ -165,6 +177,8 @@ func (r *Registry) start(ctx context.Context, run *lifecycle.Run) error {
 	}
 	opts := append(append([]kgo.Opt{kgo.SeedBrokers(r.cfg.Brokers...)}, r.cfg.KafkaOptions...),
 		consume.GroupOptions(r.cfg.Group, r.cfg.Topics.Jobs())...)
+	// Wake-ups go to the partition of their shard; answers by key.
+	opts = append(opts, kgo.RecordPartitioner(enqueue.Partitioner(r.cfg.Topics, nil)))
 	client, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
@@ -227,14 +241,17 @@ func (r *Registry) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
 		st.Revision = proto.Uint64(def.Spec.GetRevision())
 	}
 
-	var err error
+	var (
+		err  error
+		wake []store.DueEntry
+	)
 	switch {
 	case len(errs) > 0:
 		r.reject(st, errs)
 	case def.Tombstone:
 		err = r.delete(ctx, rec, st)
 	default:
-		err = r.apply(ctx, rec, def.Spec, st)
+		wake, err = r.apply(ctx, rec, def.Spec, st)
 	}
 	switch {
 	case errors.Is(err, backoff.ErrPermanent):
@@ -251,7 +268,23 @@ func (r *Registry) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
 	r.metrics.records.WithLabelValues(outcomeLabel(st.GetOutcome())).Inc()
 	r.metrics.latency.Observe(now.Sub(start).Seconds())
 	r.metrics.lag.Observe(max(0, now.Sub(rec.Timestamp).Seconds()))
-	return []*kgo.Record{r.statusRecord(rec, def.Encoding, st)}
+	return append(r.wakeRecords(wake), r.statusRecord(rec, def.Encoding, st))
+}
+
+// wakeRecords returns the wake-ups of the entries the record stored, to be
+// produced before its answer. Entries that cannot be encoded get none: the
+// entry is stored and the wake-up is only a hint, so it waits for its bucket
+// read.
+func (r *Registry) wakeRecords(entries []store.DueEntry) []*kgo.Record {
+	if len(entries) == 0 {
+		return nil
+	}
+	recs, err := r.cfg.Waker.WakeRecords(entries...)
+	if err != nil {
+		r.cfg.Logger.Error("wake-up refused; the entry waits for its bucket read", "job", entries[0].JobID, "err", err)
+		return nil
+	}
+	return recs
 }
 
 func (r *Registry) reject(st *sundialv1.JobStatus, errs []jobspec.FieldError) {
@@ -285,7 +318,9 @@ func (r *Registry) delete(ctx context.Context, rec *kgo.Record, st *sundialv1.Jo
 	return nil
 }
 
-func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.JobSpec, st *sundialv1.JobStatus) error {
+// apply stores a definition and returns the entries whose owners must be
+// woken.
+func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.JobSpec, st *sundialv1.JobStatus) ([]store.DueEntry, error) {
 	accepted := rec.Timestamp.UTC().Truncate(time.Millisecond)
 	now := r.cfg.Now()
 
@@ -298,7 +333,7 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 		sched, errs = jobspec.CompileSchedule(s, accepted)
 		if len(errs) > 0 {
 			r.reject(st, errs)
-			return nil
+			return nil, nil
 		}
 		next, _ = jobspec.FirstDue(sched, jobspec.MisfirePolicy(s), jobspec.CatchUpWindow(s), accepted, now)
 	}
@@ -306,7 +341,7 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 	value, err := (proto.MarshalOptions{Deterministic: true}).Marshal(spec)
 	if err != nil { // a decoded message always encodes; say so if not
 		r.reject(st, []jobspec.FieldError{{Field: "record", Reason: fmt.Sprintf("cannot encode the definition: %v", err)}})
-		return nil
+		return nil, nil
 	}
 	job := store.Job{ID: spec.GetId(), Spec: value, Revision: rec.Offset, UpdatedAt: rec.Timestamp, NextDue: next}
 
@@ -316,14 +351,14 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 	if spec.Revision != nil || atPassed {
 		stored, found, err := r.getJob(ctx, job.ID)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		inForce := found && !stored.Deleted && stored.Revision < rec.Offset // else a replay: the store answers
 		if inForce {
 			old := r.decodeStored(stored)
 			if fe, bad := checkRevision(spec, old, store.SpecHash(value), stored.Hash); bad {
 				r.reject(st, []jobspec.FieldError{fe})
-				return nil
+				return nil, nil
 			}
 			if atPassed && old.GetPaused() {
 				// Occurrences falling due while a job is paused are
@@ -335,10 +370,10 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 
 	var outcome store.Outcome
 	if err := r.retry(ctx, "upsert_job", func() (err error) {
-		outcome, err = r.cfg.Store.UpsertJob(ctx, job)
+		outcome, err = r.upserts.upsert(ctx, job)
 		return err
 	}); err != nil {
-		return err
+		return nil, err
 	}
 
 	switch outcome {
@@ -350,9 +385,7 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 		}
 		if !job.NextDue.IsZero() {
 			st.NextDueTime = timestamppb.New(store.Truncate(job.NextDue))
-			if err := r.wake(ctx, job.ScheduledEntry()); err != nil {
-				return err
-			}
+			return []store.DueEntry{job.ScheduledEntry()}, nil
 		}
 	case store.OutcomeUnchanged:
 		st.Accepted = true
@@ -362,20 +395,18 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 		// entry has not fired yet: a wake-up for a fired entry fires it again.
 		stored, found, err := r.getJob(ctx, job.ID)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if found && !stored.Deleted && !stored.NextDue.IsZero() && stored.NextDue.After(now) {
 			st.NextDueTime = timestamppb.New(stored.NextDue)
 			if stored.Revision == rec.Offset {
-				if err := r.wake(ctx, stored.ScheduledEntry()); err != nil {
-					return err
-				}
+				return []store.DueEntry{stored.ScheduledEntry()}, nil
 			}
 		}
 	default: // store.OutcomeStale
 		st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_STALE
 	}
-	return nil
+	return nil, nil
 }
 
 // decodeStored decodes the definition in force, or returns nil (and logs)
@@ -419,16 +450,6 @@ func (r *Registry) getJob(ctx context.Context, id string) (store.Job, bool, erro
 		return nil
 	})
 	return job, found, err
-}
-
-func (r *Registry) wake(ctx context.Context, e store.DueEntry) error {
-	err := r.retry(ctx, "wake", func() error { return r.cfg.Waker.Wake(ctx, e) })
-	if errors.Is(err, backoff.ErrPermanent) {
-		// The entry is stored; the wake-up is only a hint.
-		r.cfg.Logger.Error("wake-up refused; the entry waits for its bucket read", "job", e.JobID, "err", err)
-		return nil
-	}
-	return err
 }
 
 // statusRecord encodes st in enc, keyed by the original record key.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -148,6 +149,82 @@ func testMalformedInterleaved(t *testing.T, s *stack) {
 	}
 	after := s.snapshot(due)
 	assert.Equal(t, before, after)
+}
+
+// testReplayOfChangedDefinitions: jobs defined three times (the schedule
+// changed, then the target) and some deleted; a replay of the whole topic by
+// another group answers the older definitions STALE, the last UNCHANGED
+// (deletes DELETED again), and leaves every job at its last record's
+// revision with only that definition's entry pending.
+func testReplayOfChangedDefinitions(t *testing.T, s *stack) {
+	const n = 200
+	s.startRegistry("registry")
+	id := func(i int) string { return fmt.Sprintf("changed-%03d", i) }
+	var v1, v2, v3, dels []*kgo.Record
+	for i := range n {
+		v1 = append(v1, jobRecord(t, cronSpec(id(i), "0 3 * * *"), sundialv1.EncodingProtobuf))
+		v2 = append(v2, jobRecord(t, cronSpec(id(i), "0 4 * * *"), sundialv1.EncodingProtobuf))
+		spec := cronSpec(id(i), "0 4 * * *")
+		spec.Target = &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: "other"}}}
+		v3 = append(v3, jobRecord(t, spec, sundialv1.EncodingJSON))
+		if i%10 == 0 {
+			dels = append(dels, &kgo.Record{Key: []byte(id(i))})
+		}
+	}
+	all := slices.Concat(v1, v2, v3, dels)
+	s.produce(all...)
+	first := s.statuses.wait(t, 1, all...)
+	outcomes := func(answers []answer, from, to int) map[sundialv1.DefinitionOutcome]int {
+		m := map[sundialv1.DefinitionOutcome]int{}
+		for _, a := range answers[from:to] {
+			m[a.status.GetOutcome()]++
+		}
+		return m
+	}
+	assert.Equal(t, map[sundialv1.DefinitionOutcome]int{sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_CREATED: n}, outcomes(first, 0, n))
+	assert.Equal(t, map[sundialv1.DefinitionOutcome]int{sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UPDATED: n}, outcomes(first, n, 2*n))
+	assert.Equal(t, map[sundialv1.DefinitionOutcome]int{sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UPDATED: n}, outcomes(first, 2*n, 3*n))
+	due3 := first[2*n].status.GetNextDueTime().AsTime()
+	due1 := first[0].status.GetNextDueTime().AsTime()
+	require.NotEqual(t, due1, due3)
+
+	check := func(when string) {
+		t.Helper()
+		for i := range n {
+			job, err := s.store.GetJob(t.Context(), id(i))
+			require.NoError(t, err, when)
+			assert.Empty(t, s.dueEntries(id(i), due1), "%s: %s: the first definition's entry is gone", when, id(i))
+			if i%10 == 0 {
+				assert.True(t, job.Deleted, "%s: %s", when, id(i))
+				assert.Equal(t, dels[i/10].Offset, job.Revision, "%s: %s", when, id(i))
+				assert.Empty(t, s.dueEntries(id(i), due3), "%s: %s: deleted, nothing pending", when, id(i))
+				continue
+			}
+			assert.False(t, job.Deleted, "%s: %s", when, id(i))
+			assert.Equal(t, v3[i].Offset, job.Revision, "%s: %s at its last record", when, id(i))
+			entries := s.dueEntries(id(i), due3)
+			require.Len(t, entries, 1, "%s: %s", when, id(i))
+			assert.Equal(t, v3[i].Offset, entries[0].Revision, "%s: %s: the pending entry is the last definition's", when, id(i))
+		}
+	}
+	check("after the first pass")
+
+	s.startRegistry("replay")
+	replayed := s.statuses.wait(t, 2, all...)
+	stale := sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_STALE
+	for i := range n {
+		assert.Equal(t, stale, replayed[i].status.GetOutcome(), "v1 of %s", id(i))
+		assert.Equal(t, stale, replayed[n+i].status.GetOutcome(), "v2 of %s", id(i))
+		want := sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UNCHANGED
+		if i%10 == 0 {
+			want = stale // the delete came after it
+		}
+		assert.Equal(t, want, replayed[2*n+i].status.GetOutcome(), "v3 of %s", id(i))
+	}
+	for i := range dels {
+		assert.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_DELETED, replayed[3*n+i].status.GetOutcome())
+	}
+	check("after the replay")
 }
 
 // snapshot is the state a replay must not change: the due entries of a
@@ -313,14 +390,29 @@ var errTimeout = errors.New("gocql: timeout (injected)")
 
 func (f *flakyStore) fail() bool { return f.failures.Add(-1) >= 0 }
 
-func (f *flakyStore) UpsertJob(ctx context.Context, job store.Job) (store.Outcome, error) {
-	if job.ID == "refused" {
-		return 0, fmt.Errorf("upsert job: %w: the store cannot hold it", store.ErrInvalid)
-	}
+func (f *flakyStore) UpsertJobs(ctx context.Context, jobs []store.Job) ([]store.UpsertResult, error) {
 	if f.fail() {
-		return 0, errTimeout
+		return nil, errTimeout
 	}
-	return f.Store.UpsertJob(ctx, job)
+	var rest []store.Job
+	for _, job := range jobs {
+		if job.ID != "refused" {
+			rest = append(rest, job)
+		}
+	}
+	results, err := f.Store.UpsertJobs(ctx, rest)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.UpsertResult, 0, len(jobs))
+	for _, job := range jobs {
+		if job.ID == "refused" {
+			out = append(out, store.UpsertResult{Err: fmt.Errorf("upsert job: %w: the store cannot hold it", store.ErrInvalid)})
+			continue
+		}
+		out, results = append(out, results[0]), results[1:]
+	}
+	return out, nil
 }
 
 func (f *flakyStore) DeleteJob(ctx context.Context, id string, rev int64, at time.Time) (store.Outcome, error) {
@@ -394,8 +486,8 @@ func testRegistrationRate(t *testing.T, s *stack) {
 
 	// Baseline in the same run, as the bench's C baseline: plain writes of due entries, the
 	// cheapest thing a definition costs the store, with the same fan-out.
-	// A registered definition costs a read, two plain writes, a lightweight
-	// transaction, a status and (when due soon) a wake-up.
+	// A registered definition costs a read, three plain writes, a status and
+	// (when due soon) a wake-up.
 	entries := make([]store.DueEntry, n)
 	base := time.Now().Add(24 * time.Hour).Truncate(time.Minute)
 	for i := range entries {

@@ -48,6 +48,7 @@ func TestOnRealStack(t *testing.T) {
 		{"TransientErrorsAreRetried", testTransientErrorsAreRetried},
 		{"RegistrationRate", testRegistrationRate},
 		{"StartStopTwice", testStartStopTwice},
+		{"ReplayOfChangedDefinitions", testReplayOfChangedDefinitions},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -45,6 +45,17 @@
 // tombstone carrying its revision, so an older definition replayed after the
 // delete cannot resurrect the job.
 //
+// No write of a job row is a transaction. Every job row is written whole
+// with a write timestamp that grows with its revision (store/cassandra:
+// 2^60 + revision), so whatever order writes of one job arrive in, the row
+// ends at the highest revision written: a replayed or reordered older
+// definition, even one racing a newer one, never overwrites it. UpsertJob and
+// DeleteJob read the row first only to decide the outcome and which entry to
+// delete. store/memory applies the same rule under its lock. UpsertJobs
+// applies many definitions in one call with the outcomes and state UpsertJob
+// one by one would leave; store/cassandra writes their first occurrences in
+// one batch per partition.
+//
 // A changed definition writes the due entry of its first occurrence, then the
 // job row, then deletes the entry the previous definition had written. Every
 // scheduled entry carries the revision of the definition that produced it,

@@ -21,6 +21,20 @@ type Jobs interface {
 	// GetJob returns the stored job, tombstones included (Deleted set), or
 	// ErrNotFound.
 	GetJob(ctx context.Context, id string) (Job, error)
+	// UpsertJobs is UpsertJob for many jobs in one call, each result as if
+	// the jobs were upserted one after the other in order (a job id may
+	// appear more than once). A job the store refuses gets its error
+	// (errors.Is ErrInvalid) in its result and the others go on. The error
+	// is a transient failure of the call: some jobs may be written, every
+	// write is idempotent, and the caller retries the whole call.
+	UpsertJobs(ctx context.Context, jobs []Job) ([]UpsertResult, error)
+}
+
+// UpsertResult is what UpsertJobs did with one job.
+type UpsertResult struct {
+	Outcome Outcome
+	// Err is set when the store refused the job (errors.Is ErrInvalid).
+	Err error
 }
 
 // Schedule is the schedule of due entries, read by dispatchers and written by

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -50,48 +49,6 @@ func newClient(cmd *cli.Command) (*client.Client, []kgo.Opt, error) {
 	}
 	c, err := client.New(client.Config{Brokers: cmd.StringSlice("kafka-brokers"), KafkaOptions: opts, Topics: topics.Names{Prefix: cmd.String("topic-prefix")}})
 	return c, opts, err
-}
-
-func jobsApplyCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "apply",
-		Usage: "produce job definitions from a JSON file (one JobSpec or an array) to sundial.jobs",
-		Description: `Every definition is validated first with the registry's own rules; if any is
-invalid, every problem is printed and nothing is produced. Definitions are
-produced as JSON, keyed by id, and the registry's answer to each is printed
-(--wait, the default). The exit code is 1 when any definition was rejected.
-
-Example:
-  sundial jobs apply -f proto/sundial/v1/testdata/jobspec/cron-http.json
-  jq -s . a.json b.json | sundial jobs apply -f -`,
-		Flags: append(append([]cli.Flag{
-			&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "JSON file of one JobSpec or an array of them; - for standard input", Sources: envVar("file")},
-		}, kafkaFlags()...), waitFlags()...),
-		Action: func(ctx context.Context, cmd *cli.Command) error {
-			data, err := readInput(cmd, cmd.String("file"))
-			if err != nil {
-				return err
-			}
-			specs, err := client.ParseJSON(data)
-			if err != nil {
-				return err
-			}
-			c, kopts, err := newClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
-			defer cancel()
-			return guardKafka(ctx, kopts, func(ctx context.Context) error {
-				receipts, err := c.ApplyAll(ctx, sundialv1.EncodingJSON, specs...)
-				if err != nil {
-					return err
-				}
-				return report(ctx, cmd, c, receipts)
-			})
-		},
-	}
 }
 
 func jobsDeleteCommand() *cli.Command {
@@ -172,24 +129,6 @@ func outcomeName(o sundialv1.DefinitionOutcome) string {
 		return name[len(prefix):]
 	}
 	return name
-}
-
-func readInput(cmd *cli.Command, path string) ([]byte, error) {
-	switch path {
-	case "":
-		return nil, errors.New("--file: required (- for standard input)")
-	case "-":
-		r := cmd.Root().Reader
-		if r == nil {
-			r = os.Stdin
-		}
-		return io.ReadAll(r)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("--file: %w", err)
-	}
-	return data, nil
 }
 
 func jobsGetCommand() *cli.Command {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -23,20 +24,24 @@ import (
 	"github.com/sundialhq/sundial/trigger"
 )
 
-func TestJobsApplyRefusesInvalidFile(t *testing.T) {
+// TestJobsApplyReportsInvalidDefinitions: an invalid definition is
+// reported with every field at fault and not produced; the valid one is
+// tried, and with no broker to take it the command gives up after
+// --timeout without progress.
+func TestJobsApplyReportsInvalidDefinitions(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "jobs.json")
 	require.NoError(t, os.WriteFile(file, []byte(`[
 		{"id": "ok.job", "ownerTeam": "t", "target": {"handler": {"name": "noop"}}},
 		{"id": "bad job", "ownerTeam": "t", "schedule": {"cron": {"expression": "61 * * * *"}, "timeZone": "UTC"}}
 	]`), 0o600))
-	// The broker is unreachable: validation fails before anything is sent.
-	code, _, errOut := runCLI(t, "jobs", "apply", "-f", file, "--kafka-brokers", "127.0.0.1:1")
+	code, out, errOut := runCLI(t, "jobs", "apply", "-f", file, "--kafka-brokers", "127.0.0.1:1", "--timeout", "2s")
 	assert.Equal(t, 1, code)
-	for _, want := range []string{`job "bad job" is invalid`, "id:", "schedule.cron.expression:", "target.kind: required"} {
-		assert.Contains(t, errOut, want)
+	for _, want := range []string{"bad job\tREJECTED\n", "  id:", "  schedule.cron.expression:", "  target.kind: required", "1 rejected"} {
+		assert.Contains(t, out, want)
 	}
-	assert.NotContains(t, errOut, "ok.job")
+	assert.Regexp(t, `ok\.job\tNOT PRODUCED`, out)
+	assert.Contains(t, errOut, "nothing produced or answered for 2s")
 
 	code, _, errOut = runCLI(t, "jobs", "apply", "--kafka-brokers", "127.0.0.1:1")
 	assert.Equal(t, 1, code)
@@ -116,6 +121,8 @@ func TestJobsCommands(t *testing.T) {
 	assert.Contains(t, stdout.String(), "billing.nightly-invoices\tUNCHANGED")
 	assert.Contains(t, stdout.String(), "billing.rebuild-ledger\tCREATED\n")
 
+	testJobsApplyDirectory(t, kafkaArgs)
+
 	code, out, errOut = runCLI(t, append([]string{"jobs", "get", "billing.nightly-invoices"}, storeArgs...)...)
 	require.Equal(t, 0, code, "stderr: %s", errOut)
 	assert.Contains(t, out, "id:          billing.nightly-invoices")
@@ -135,6 +142,50 @@ func TestJobsCommands(t *testing.T) {
 	code, _, errOut = runCLI(t, append([]string{"jobs", "get", "nope"}, storeArgs...)...)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, `job "nope": not found`)
+}
+
+// testJobsApplyDirectory applies a directory of JSON, JSON lines and YAML
+// files, some definitions invalid, then the same again.
+func testJobsApplyDirectory(t *testing.T, kafkaArgs []string) {
+	dir := t.TempDir()
+	job := func(i int) string {
+		return fmt.Sprintf(`{"id": "bulk.cli-%04d", "ownerTeam": "t", "schedule": {"interval": {"every": "3600s"}, "timeZone": "UTC"}, "target": {"handler": {"name": "noop"}}}`, i)
+	}
+	var array, lines, docs []string
+	for i := range 200 {
+		array = append(array, job(i))
+		lines = append(lines, job(200+i))
+	}
+	for _, i := range []int{1, 2, 3} {
+		array = append(array, fmt.Sprintf(`{"id": "bulk.cli-bad-%d", "target": {"handler": {"name": "noop"}}}`, i))
+	}
+	for i := range 100 {
+		docs = append(docs, fmt.Sprintf("id: bulk.cli-%04d\nowner_team: t\nschedule:\n  interval:\n    every: 3600s\n  time_zone: UTC\ntarget:\n  handler:\n    name: noop\n", 400+i))
+	}
+	docs = append(docs, "id: bulk.cli-typo\nownerTeem: t\n")
+	sub := filepath.Join(dir, "more")
+	require.NoError(t, os.Mkdir(sub, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.json"), []byte("["+strings.Join(array, ",\n")+"]"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(sub, "b.jsonl"), []byte(strings.Join(lines, "\n")), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(sub, "c.yaml"), []byte(strings.Join(docs, "---\n")), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("not a definition"), 0o600))
+
+	args := append([]string{"jobs", "apply", "-f", dir, "--each=false", "--progress-every", "20ms"}, kafkaArgs...)
+	code, out, errOut := runCLI(t, args...)
+	assert.Equal(t, 1, code, "stderr: %s", errOut)
+	assert.Contains(t, out, "504 definitions in ")
+	assert.Contains(t, out, "500 created, 0 updated, 0 unchanged, 0 stale, 4 rejected\n")
+	for i := 1; i <= 3; i++ {
+		assert.Contains(t, out, fmt.Sprintf("bulk.cli-bad-%d\tREJECTED\n  owner_team: required", i))
+	}
+	assert.Regexp(t, `c\.yaml: definition 101: .*ownerTeem`, out)
+	assert.NotContains(t, out, "CREATED", "--each=false prints the rejections only")
+	assert.Contains(t, errOut, "4 of 504 definitions rejected")
+	assert.Regexp(t, `read \d+  produced \d+  answered \d+`, errOut, "progress lines")
+
+	code, out, errOut = runCLI(t, args...)
+	assert.Equal(t, 1, code, "stderr: %s", errOut)
+	assert.Contains(t, out, "0 created, 0 updated, 500 unchanged, 0 stale, 4 rejected\n")
 }
 
 // logStatuses logs every record of sundial.jobs.status: the answers a

@@ -22,14 +22,18 @@
 //     read after a write overlaps it in at least one replica, and one replica
 //     per partition may be down. On the single local node (RF 1) this is the
 //     one replica.
-//   - The rows that decide ownership and identity (shards, jobs,
-//     cluster_config) are written only by lightweight transactions at
+//   - The rows that decide ownership and identity (shards, cluster_config,
+//     dags, dag_runs) are written only by lightweight transactions at
 //     Config.SerialConsistency (LOCAL_SERIAL), never by plain writes, since
 //     mixing the two on a row can lose updates. Their reads before a
 //     decision (GetShard, re-reads after a lost transaction) are serial
-//     reads, which see every completed transaction. GetJob is a plain read:
-//     the dispatcher calls it per entry, and a slightly stale row only
-//     means a just-changed definition takes effect from its next entry.
+//     reads, which see every completed transaction.
+//   - Job rows are only ever written by plain, whole-row writes USING
+//     TIMESTAMP 2^60 + revision (jobs.go), so the highest revision wins
+//     whatever the order of arrival, and never by a transaction. GetJob is
+//     a plain read: the dispatcher calls it per entry, and a slightly stale
+//     row only means a just-changed definition takes effect from its next
+//     entry.
 //   - A lightweight transaction that times out may or may not have applied;
 //     the store reads the row back serially to decide, and never reports a
 //     retryable error for a claim that may have succeeded.

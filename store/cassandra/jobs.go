@@ -1,26 +1,35 @@
 package cassandra
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/gocql/gocql"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/sundialhq/sundial/store"
 )
 
-// getJob reads a job row; nil when there is none. A serial read is used
-// after a lost or unknown transaction, to see its outcome.
-func (s *Store) getJob(ctx context.Context, id string, serial bool) (*store.Job, error) {
-	q := s.idempotent(ctx, s.q.selectJob, id)
-	if serial {
-		q = s.serialRead(ctx, s.q.selectJob, id)
-	}
+// revisionEpoch is added to a revision to make the write timestamp of a job
+// row. Every job row is written with USING TIMESTAMP revisionEpoch+revision,
+// so Cassandra keeps the cells of the highest revision whatever order the
+// writes arrive in, and a replayed or late definition can never overwrite a
+// newer one. The epoch (2^60 µs, far beyond any wall clock) puts every such
+// write above the wall-clock timestamps of rows written by lightweight
+// transactions in earlier versions of the store, which would otherwise win
+// over every new revision. Nothing else writes the jobs table.
+const revisionEpoch = int64(1) << 60
+
+// rowTimestamp is the write timestamp of the job row of revision rev.
+func rowTimestamp(rev int64) int64 { return revisionEpoch + rev }
+
+// getJob reads a job row; nil when there is none.
+func (s *Store) getJob(ctx context.Context, id string) (*store.Job, error) {
 	j := store.Job{ID: id}
-	err := q.Scan(&j.Spec, &j.Hash, &j.Revision, &j.UpdatedAt, &j.Deleted, &j.NextDue)
+	err := s.idempotent(ctx, s.q.selectJob, id).Scan(&j.Spec, &j.Hash, &j.Revision, &j.UpdatedAt, &j.Deleted, &j.NextDue)
 	if errors.Is(err, gocql.ErrNotFound) {
 		return nil, nil
 	}
@@ -32,10 +41,10 @@ func (s *Store) getJob(ctx context.Context, id string, serial bool) (*store.Job,
 	return &j, nil
 }
 
-// GetJob implements store.Jobs. It reads at the store's consistency, not
-// serially: the dispatcher calls it for every entry it loads.
+// GetJob implements store.Jobs. It reads at the store's consistency: the
+// dispatcher calls it for every entry it loads.
 func (s *Store) GetJob(ctx context.Context, id string) (store.Job, error) {
-	j, err := s.getJob(ctx, id, false)
+	j, err := s.getJob(ctx, id)
 	if err != nil {
 		return store.Job{}, err
 	}
@@ -45,34 +54,23 @@ func (s *Store) GetJob(ctx context.Context, id string) (store.Job, error) {
 	return *j, nil
 }
 
-// writeJob writes the job row conditionally on the row read (none, or its
-// revision). It reports whether the write applied; a timeout is resolved by
-// reading the row back.
-func (s *Store) writeJob(ctx context.Context, stored *store.Job, j store.Job) (bool, error) {
-	var q *gocql.Query
-	if stored == nil {
-		q = s.query(ctx, s.q.insertJob, j.ID, j.Spec, j.Hash, j.Revision, j.UpdatedAt, j.Deleted, j.NextDue)
-	} else {
-		q = s.query(ctx, s.q.updateJob, j.Spec, j.Hash, j.Revision, j.UpdatedAt, j.Deleted, j.NextDue, j.ID, stored.Revision)
+// writeJob writes the whole job row at the write timestamp of its revision
+// (rowTimestamp). The write is idempotent: writing it again, or after a
+// newer revision, changes nothing.
+func (s *Store) writeJob(ctx context.Context, j store.Job) error {
+	err := s.idempotent(ctx, s.q.writeJob, j.ID, j.Spec, j.Hash, j.Revision, j.UpdatedAt, j.Deleted, j.NextDue, rowTimestamp(j.Revision)).Exec()
+	if err != nil {
+		return fmt.Errorf("write job %q revision %d: %w", j.ID, j.Revision, err)
 	}
-	applied, err := q.MapScanCAS(map[string]any{})
-	if err == nil {
-		return applied, nil
-	}
-	if !casUnknown(err) {
-		return false, fmt.Errorf("write job %q revision %d: %w", j.ID, j.Revision, err)
-	}
-	now, rerr := s.getJob(ctx, j.ID, true)
-	if rerr != nil {
-		return false, fmt.Errorf("write job %q revision %d: %w; reading it back: %w", j.ID, j.Revision, err, rerr)
-	}
-	return now != nil && now.Revision == j.Revision && now.Deleted == j.Deleted && bytes.Equal(now.Hash, j.Hash), nil
+	return nil
 }
 
-// UpsertJob implements store.Jobs: write the new first occurrence, then the
-// job row (a lightweight transaction on the revision read), then delete the
-// occurrence the previous definition scheduled. A crash in between leaves at
-// most a dead entry (see the store package doc), never a missing one.
+// UpsertJob implements store.Jobs with no lightweight transaction: one read
+// of the row, then the new first occurrence and its history record (at
+// once), then the row at its revision's write timestamp, then the delete of
+// the occurrence the replaced definition scheduled. A crash in between
+// leaves at most a dead entry (see the store package doc), never a job whose
+// row points at a missing one; a retry repeats the same idempotent writes.
 func (s *Store) UpsertJob(ctx context.Context, job store.Job) (store.Outcome, error) {
 	if err := job.Validate(); err != nil {
 		return 0, fmt.Errorf("upsert job: %w", err)
@@ -85,30 +83,41 @@ func (s *Store) UpsertJob(ctx context.Context, job store.Job) (store.Outcome, er
 	if err != nil {
 		return 0, fmt.Errorf("upsert job %q: %w", job.ID, err)
 	}
-	decide := func(stored *store.Job) (store.Outcome, store.Job, error) {
-		outcome := store.DecideUpsert(stored, job)
-		if outcome != store.OutcomeCreated && outcome != store.OutcomeUpdated {
-			return outcome, job, nil
-		}
-		// The new occurrence goes in before the row points at it: a crash
-		// in between leaves a dead entry, never a job with nothing due.
-		if !job.NextDue.IsZero() {
-			if err := s.putDue(ctx, shards, []store.DueEntry{job.ScheduledEntry()}); err != nil {
-				return 0, job, fmt.Errorf("upsert job %q: schedule %s: %w", job.ID, job.NextDue.Format(time.RFC3339Nano), err)
+	stored, err := s.getJob(ctx, job.ID)
+	if err != nil {
+		return 0, fmt.Errorf("upsert job: %w", err)
+	}
+	outcome := store.DecideUpsert(stored, job)
+	if outcome != store.OutcomeCreated && outcome != store.OutcomeUpdated {
+		return outcome, nil
+	}
+	if !job.NextDue.IsZero() {
+		// The entry goes in before the row points at it. The history record
+		// of the planned attempt needs no order: a replay writes it again.
+		g, gctx := errgroup.WithContext(ctx)
+		g.Go(func() error {
+			if err := s.putDue(gctx, shards, []store.DueEntry{job.ScheduledEntry()}); err != nil {
+				return fmt.Errorf("upsert job %q: schedule %s: %w", job.ID, job.NextDue.Format(time.RFC3339Nano), err)
 			}
-		}
-		return outcome, job, nil
-	}
-	written := func(row store.Job) error {
-		if row.NextDue.IsZero() {
 			return nil
+		})
+		g.Go(func() error {
+			if err := s.recordRun(gctx, scheduledRecord(job)); err != nil {
+				return fmt.Errorf("upsert job %q: %w", job.ID, err)
+			}
+			return nil
+		})
+		if err := g.Wait(); err != nil {
+			return 0, err
 		}
-		if err := s.recordRun(ctx, scheduledRecord(row)); err != nil {
-			return fmt.Errorf("upsert job %q: %w", row.ID, err)
-		}
-		return nil
 	}
-	return s.changeJob(ctx, job.ID, shards, decide, written)
+	if err := s.writeJob(ctx, job); err != nil {
+		return 0, fmt.Errorf("upsert job: %w", err)
+	}
+	if err := s.deleteSuperseded(ctx, shards, stored, job); err != nil {
+		return 0, err
+	}
+	return outcome, nil
 }
 
 // scheduledRecord is the history record of a definition's first occurrence.
@@ -120,7 +129,8 @@ func scheduledRecord(job store.Job) store.RunRecord {
 	}
 }
 
-// DeleteJob implements store.Jobs.
+// DeleteJob implements store.Jobs: one read, the tombstone row at its
+// revision's write timestamp, then the delete of the pending entry.
 func (s *Store) DeleteJob(ctx context.Context, id string, revision int64, at time.Time) (store.Outcome, error) {
 	if id == "" {
 		return 0, fmt.Errorf("delete job: %w: job id: must not be empty", store.ErrInvalid)
@@ -129,61 +139,175 @@ func (s *Store) DeleteJob(ctx context.Context, id string, revision int64, at tim
 	if err != nil {
 		return 0, fmt.Errorf("delete job %q: %w", id, err)
 	}
-	tomb := store.Job{ID: id, Revision: revision, UpdatedAt: ms(at), Deleted: true}
-	decide := func(stored *store.Job) (store.Outcome, store.Job, error) {
-		return store.DecideDelete(stored, revision), tomb, nil
+	stored, err := s.getJob(ctx, id)
+	if err != nil {
+		return 0, fmt.Errorf("delete job: %w", err)
 	}
-	return s.changeJob(ctx, id, shards, decide, nil)
-}
-
-// changeJob runs the read-decide-write loop of a job row. decide sees the
-// stored row and returns the outcome and the row to write (written only for
-// OutcomeCreated, OutcomeUpdated and OutcomeDeleted). Once the row is
-// written, written (if not nil) is called with it, and the entry the
-// replaced definition scheduled is deleted.
-func (s *Store) changeJob(ctx context.Context, id string, shards int,
-	decide func(*store.Job) (store.Outcome, store.Job, error), written func(store.Job) error,
-) (store.Outcome, error) {
-	b := contention()
-	for attempt := range casAttempts {
-		stored, err := s.getJob(ctx, id, attempt > 0)
-		if err != nil {
-			return 0, err
-		}
-		outcome, row, err := decide(stored)
-		if err != nil {
-			return 0, err
-		}
-		switch outcome {
-		case store.OutcomeCreated, store.OutcomeUpdated, store.OutcomeDeleted:
-		default:
-			return outcome, nil
-		}
-		applied, err := s.writeJob(ctx, stored, row)
-		if err != nil {
-			return 0, err
-		}
-		if !applied {
-			if err := waitContended(ctx, b); err != nil {
-				return 0, fmt.Errorf("write job %q: %w", id, err)
-			}
-			continue
-		}
-		if written != nil {
-			if err := written(row); err != nil {
-				return 0, err
-			}
-		}
-		if stored != nil && !stored.Deleted && store.Supersedes(stored.NextDue, row.NextDue) {
-			old := stored.ScheduledEntry().Key()
-			if err := s.deleteDue(ctx, shards, []store.DueKey{old}); err != nil {
-				// The row is written; the old entry is dead (its revision
-				// is no longer the job's) and a retry finds nothing to do.
-				return 0, fmt.Errorf("job %q stored at revision %d; deleting the superseded entry due %s: %w",
-					id, row.Revision, old.Due.Format(time.RFC3339Nano), err)
-			}
-		}
+	outcome := store.DecideDelete(stored, revision)
+	if outcome != store.OutcomeDeleted {
 		return outcome, nil
 	}
-	return 0, fmt.Errorf("write job %q: lost to concurrent writers %d times", id, casAttempts)
+	tomb := store.Job{ID: id, Revision: revision, UpdatedAt: ms(at), Deleted: true}
+	if err := s.writeJob(ctx, tomb); err != nil {
+		return 0, fmt.Errorf("delete job: %w", err)
+	}
+	if err := s.deleteSuperseded(ctx, shards, stored, tomb); err != nil {
+		return 0, err
+	}
+	return outcome, nil
+}
+
+// deleteSuperseded deletes the entry the definition read before the write
+// (stored) had scheduled, once row is written. A failure leaves that entry
+// dead (its revision is no longer the job's), and a retry finds nothing to
+// do.
+func (s *Store) deleteSuperseded(ctx context.Context, shards int, stored *store.Job, row store.Job) error {
+	if stored == nil || stored.Deleted || !store.Supersedes(stored.NextDue, row.NextDue) {
+		return nil
+	}
+	old := stored.ScheduledEntry().Key()
+	if err := s.deleteDue(ctx, shards, []store.DueKey{old}); err != nil {
+		return fmt.Errorf("job %q stored at revision %d; deleting the superseded entry due %s: %w",
+			row.ID, row.Revision, old.Due.Format(time.RFC3339Nano), err)
+	}
+	return nil
+}
+
+// getJobs reads the rows of ids (distinct), all at once, one statement
+// each. Not one IN read: Cassandra reads the partitions of an IN on the
+// coordinator one after the other, which made a call of 64 jobs slower than
+// 64 single reads in flight together.
+func (s *Store) getJobs(ctx context.Context, ids []string) (map[string]*store.Job, error) {
+	rows := make(map[string]*store.Job, len(ids))
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	for _, id := range ids {
+		g.Go(func() error {
+			j, err := s.getJob(gctx, id)
+			if err != nil || j == nil {
+				return err
+			}
+			mu.Lock()
+			rows[id] = j
+			mu.Unlock()
+			return nil
+		})
+	}
+	return rows, g.Wait()
+}
+
+// UpsertJobs implements store.Jobs with the steps of UpsertJob taken for
+// all jobs at once: the rows are read, the first occurrences written
+// grouped by partition (putDue) together with their history records, then
+// the rows, then the superseded entries deleted. The order of the steps per job is UpsertJob's,
+// so a crash leaves what UpsertJob's would. A job id that appears twice
+// makes the call apply the jobs one after the other.
+func (s *Store) UpsertJobs(ctx context.Context, jobs []store.Job) ([]store.UpsertResult, error) {
+	out := make([]store.UpsertResult, len(jobs))
+	seen := make(map[string]bool, len(jobs))
+	var ids []string
+	for i := range jobs {
+		job := &jobs[i]
+		if err := job.Validate(); err != nil {
+			out[i].Err = fmt.Errorf("upsert job: %w", err)
+			continue
+		}
+		if seen[job.ID] {
+			return s.upsertEach(ctx, jobs)
+		}
+		seen[job.ID] = true
+		ids = append(ids, job.ID)
+	}
+	shards, err := s.shardCount(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("upsert %d jobs: %w", len(jobs), err)
+	}
+	stored, err := s.getJobs(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("upsert %d jobs: %w", len(jobs), err)
+	}
+
+	type change struct {
+		stored *store.Job
+		job    store.Job
+	}
+	var (
+		changes []change
+		entries []store.DueEntry
+		planned []store.RunRecord
+	)
+	for i, job := range jobs {
+		if out[i].Err != nil {
+			continue
+		}
+		job.Hash = store.SpecHash(job.Spec)
+		job.UpdatedAt = ms(job.UpdatedAt)
+		job.NextDue = ms(job.NextDue)
+		job.Deleted = false
+		out[i].Outcome = store.DecideUpsert(stored[job.ID], job)
+		if o := out[i].Outcome; o != store.OutcomeCreated && o != store.OutcomeUpdated {
+			continue
+		}
+		changes = append(changes, change{stored: stored[job.ID], job: job})
+		if !job.NextDue.IsZero() {
+			entries = append(entries, job.ScheduledEntry())
+			planned = append(planned, scheduledRecord(job))
+		}
+	}
+	if len(changes) == 0 {
+		return out, nil
+	}
+
+	// The entries go in before the rows point at them.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := s.putDue(gctx, shards, entries); err != nil {
+			return fmt.Errorf("upsert %d jobs: schedule %d first occurrences: %w", len(jobs), len(entries), err)
+		}
+		return nil
+	})
+	each := func(g *errgroup.Group, n int, fn func(int) error) {
+		for i := range n {
+			g.Go(func() error { return fn(i) })
+		}
+	}
+	// The rows and history records are one statement per job, all in
+	// flight at once: the caller bounds a call's size, and the driver
+	// pipelines them over its connections.
+	history, hctx := errgroup.WithContext(gctx)
+	each(history, len(planned), func(i int) error {
+		if err := s.recordRun(hctx, planned[i]); err != nil {
+			return fmt.Errorf("upsert job %q: %w", planned[i].JobID, err)
+		}
+		return nil
+	})
+	g.Go(history.Wait)
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+
+	rows, rctx := errgroup.WithContext(ctx)
+	each(rows, len(changes), func(i int) error {
+		if err := s.writeJob(rctx, changes[i].job); err != nil {
+			return fmt.Errorf("upsert job: %w", err)
+		}
+		return s.deleteSuperseded(rctx, shards, changes[i].stored, changes[i].job)
+	})
+	if err := rows.Wait(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// upsertEach applies jobs one after the other.
+func (s *Store) upsertEach(ctx context.Context, jobs []store.Job) ([]store.UpsertResult, error) {
+	out := make([]store.UpsertResult, len(jobs))
+	for i, job := range jobs {
+		outcome, err := s.UpsertJob(ctx, job)
+		if err != nil && !errors.Is(err, store.ErrInvalid) {
+			return nil, err
+		}
+		out[i] = store.UpsertResult{Outcome: outcome, Err: err}
+	}
+	return out, nil
 }

@@ -34,9 +34,9 @@ var migrations = []migration{
 				id text PRIMARY KEY,
 				shards int,
 				created_at timestamp)`,
-			// Job definitions; every write is a lightweight transaction
-			// conditional on the revision read, so rows are never written
-			// by plain and conditional writes at once.
+			// Job definitions, written whole at the write timestamp of
+			// their revision (jobs.go, rowTimestamp), never by a
+			// lightweight transaction.
 			`CREATE TABLE IF NOT EXISTS %[1]s.jobs (
 				id text PRIMARY KEY,
 				spec blob,

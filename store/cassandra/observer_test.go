@@ -2,6 +2,7 @@ package cassandra_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -128,4 +129,98 @@ func TestFirstWritesShareOneShardCountRead(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, reads, "reads of the shard count by 64 concurrent first writes")
+}
+
+// count returns how many statements and batches contained substr, and the
+// total of both.
+func (r *recorder) count(substr string) (n, total int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, q := range r.queries {
+		total++
+		if strings.Contains(q, substr) {
+			n++
+		}
+	}
+	for _, b := range r.batches {
+		total++
+		if len(b) > 0 && strings.Contains(b[0], substr) {
+			n++
+		}
+	}
+	return n, total
+}
+
+func (r *recorder) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.queries, r.batches = nil, nil
+}
+
+// The cost of a definition in round trips: a new job is one read and three
+// plain writes (entry, planned attempt, row), a changed one adds the delete
+// of its superseded entry, and none of them is a lightweight transaction.
+func TestJobRoundTrips(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	_, s := setup(t, func(c *cassandra.Config) {
+		c.QueryObserver = rec
+		c.BatchObserver = rec
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	_, err := s.InitCluster(ctx, 8)
+	require.NoError(t, err)
+	due := time.Now().UTC().Add(time.Hour).Truncate(time.Minute)
+
+	const jobs = 50
+	rec.reset()
+	for i := range jobs {
+		out, err := s.UpsertJob(ctx, store.Job{ID: fmt.Sprintf("rt-%d", i), Spec: []byte("v1"), Revision: 1, UpdatedAt: due, NextDue: due})
+		require.NoError(t, err)
+		require.Equal(t, store.OutcomeCreated, out)
+	}
+	conditional, total := rec.count(" IF ")
+	assert.Zero(t, conditional, "no lightweight transaction")
+	assert.Equal(t, 4*jobs, total, "round trips of %d new jobs", jobs)
+
+	rec.reset()
+	for i := range jobs {
+		out, err := s.UpsertJob(ctx, store.Job{ID: fmt.Sprintf("rt-%d", i), Spec: []byte("v2"), Revision: 2, UpdatedAt: due, NextDue: due.Add(time.Minute)})
+		require.NoError(t, err)
+		require.Equal(t, store.OutcomeUpdated, out)
+	}
+	conditional, total = rec.count(" IF ")
+	assert.Zero(t, conditional, "no lightweight transaction")
+	assert.Equal(t, 5*jobs, total, "round trips of %d changed jobs", jobs)
+
+	rec.reset()
+	for i := range jobs {
+		out, err := s.DeleteJob(ctx, fmt.Sprintf("rt-%d", i), 3, due)
+		require.NoError(t, err)
+		require.Equal(t, store.OutcomeDeleted, out)
+	}
+	conditional, total = rec.count(" IF ")
+	assert.Zero(t, conditional, "no lightweight transaction")
+	assert.Equal(t, 3*jobs, total, "round trips of %d deletes (read, tombstone, entry)", jobs)
+
+	// In one UpsertJobs call: a read, a history row and a job row each, and
+	// one batch of first occurrences per partition (8 shards, one bucket).
+	many := make([]store.Job, jobs)
+	for i := range many {
+		many[i] = store.Job{ID: fmt.Sprintf("rt-many-%d", i), Spec: []byte("v1"), Revision: 1, UpdatedAt: due, NextDue: due}
+	}
+	rec.reset()
+	results, err := s.UpsertJobs(ctx, many)
+	require.NoError(t, err)
+	for _, r := range results {
+		require.NoError(t, r.Err)
+		require.Equal(t, store.OutcomeCreated, r.Outcome)
+	}
+	conditional, total = rec.count(" IF ")
+	assert.Zero(t, conditional, "no lightweight transaction")
+	entries, _ := rec.count(".due_entries")
+	assert.LessOrEqual(t, entries, 8, "first occurrences grouped by partition")
+	assert.LessOrEqual(t, total, 3*jobs+8, "round trips of %d new jobs in one call", jobs)
+	t.Logf("%d new jobs: %d round trips one by one, %d in one UpsertJobs call", jobs, 4*jobs, total)
 }

@@ -73,7 +73,7 @@ func (s *Store) Close() error {
 type statements struct {
 	insertCluster, selectCluster string
 
-	selectJob, insertJob, updateJob string
+	selectJob, writeJob string
 
 	insertDue, selectBucket, deleteDue, deleteBucket string
 
@@ -89,8 +89,7 @@ func newStatements(ks string) statements {
 		selectCluster: f(`SELECT shards, created_at FROM %s.cluster_config WHERE id = 'cluster'`),
 
 		selectJob: f(`SELECT spec, hash, revision, updated_at, deleted, next_due FROM %s.jobs WHERE id = ?`),
-		insertJob: f(`INSERT INTO %s.jobs (id, spec, hash, revision, updated_at, deleted, next_due) VALUES (?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS`),
-		updateJob: f(`UPDATE %s.jobs SET spec = ?, hash = ?, revision = ?, updated_at = ?, deleted = ?, next_due = ? WHERE id = ? IF revision = ?`),
+		writeJob:  f(`INSERT INTO %s.jobs (id, spec, hash, revision, updated_at, deleted, next_due) VALUES (?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?`),
 
 		insertDue:    f(`INSERT INTO %s.due_entries (bucket, shard, due, job_id, kind, run_id, attempt, revision, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		selectBucket: f(`SELECT due, job_id, kind, run_id, attempt, revision, payload FROM %s.due_entries WHERE bucket = ? AND shard = ?`),

@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"slices"
@@ -172,6 +173,19 @@ func (s *Store) UpsertJob(_ context.Context, job store.Job) (store.Outcome, erro
 		s.deleteDue(shards, old.ScheduledEntry().Key())
 	}
 	return outcome, nil
+}
+
+// UpsertJobs implements store.Jobs: UpsertJob for each job in order.
+func (s *Store) UpsertJobs(ctx context.Context, jobs []store.Job) ([]store.UpsertResult, error) {
+	out := make([]store.UpsertResult, len(jobs))
+	for i, job := range jobs {
+		outcome, err := s.UpsertJob(ctx, job)
+		if err != nil && !errors.Is(err, store.ErrInvalid) {
+			return nil, err
+		}
+		out[i] = store.UpsertResult{Outcome: outcome, Err: err}
+	}
+	return out, nil
 }
 
 // scheduledRecord is the history record of a definition's first occurrence.

@@ -12,8 +12,10 @@ package storetest
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -44,6 +46,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"JobUpsertGetDelete", testJobUpsertGetDelete},
 		{"IdenticalUpsertIsNoop", testIdenticalUpsertIsNoop},
 		{"StaleRevisionIgnored", testStaleRevisionIgnored},
+		{"ReplayedAndReorderedWrites", testReplayedAndReorderedWrites},
+		{"UpsertJobsAsOneByOne", testUpsertJobsAsOneByOne},
 		{"ChangedScheduleMovesDueEntry", testChangedScheduleMovesDueEntry},
 		{"JobValidation", testJobValidation},
 		{"LargeBucket", testLargeBucket},
@@ -293,6 +297,186 @@ func testStaleRevisionIgnored(t *testing.T, s store.Store) {
 	assert.False(t, got.Deleted)
 	assert.Empty(t, dueOf(t, s, "etl", t1, shards))
 	assert.Len(t, dueOf(t, s, "etl", t2, shards), 1)
+}
+
+// testReplayedAndReorderedWrites: definitions of one job applied in any
+// order, again, or by racing writers leave the job at its highest revision,
+// with that revision's occurrence pending; any other entry of the job left
+// behind is dead (its revision is not the job's).
+func testReplayedAndReorderedWrites(t *testing.T, s store.Store) {
+	const shards = 4
+	initCluster(t, s, shards)
+	ctx := ctxOf(t)
+	at := func(rev int64) time.Time { return base.Add(time.Duration(rev) * time.Second) }
+	spec := func(rev int64) string { return fmt.Sprintf("v%d", rev) }
+	// Every instant is in one bucket: keep the entries due exactly then.
+	dueAt := func(id string, due time.Time) []store.DueEntry {
+		var out []store.DueEntry
+		for _, e := range dueOf(t, s, id, due, shards) {
+			if e.Due.Equal(due) {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+
+	// In reverse order, then replayed from the start: only the first write,
+	// the newest, applies.
+	for i, rev := range []int64{30, 20, 10, 10, 20, 30} {
+		out, err := s.UpsertJob(ctx, job("reordered", spec(rev), rev, at(rev)))
+		require.NoError(t, err)
+		want := store.OutcomeStale
+		switch {
+		case i == 0:
+			want = store.OutcomeCreated
+		case rev == 30:
+			want = store.OutcomeUnchanged
+		}
+		assert.Equal(t, want, out, "write %d, revision %d", i, rev)
+	}
+	got, err := s.GetJob(ctx, "reordered")
+	require.NoError(t, err)
+	assert.Equal(t, int64(30), got.Revision)
+	assert.Equal(t, []byte(spec(30)), got.Spec)
+	assert.Empty(t, dueAt("reordered", at(10)), "a stale definition schedules nothing")
+	assert.Empty(t, dueAt("reordered", at(20)), "a stale definition schedules nothing")
+	require.Len(t, dueAt("reordered", at(30)), 1)
+
+	// A delete overtaken by the definition that preceded it.
+	out, err := s.DeleteJob(ctx, "reordered", 40, base)
+	require.NoError(t, err)
+	assert.Equal(t, store.OutcomeDeleted, out)
+	out, err = s.UpsertJob(ctx, job("reordered", spec(35), 35, at(35)))
+	require.NoError(t, err)
+	assert.Equal(t, store.OutcomeStale, out)
+	got, err = s.GetJob(ctx, "reordered")
+	require.NoError(t, err)
+	assert.True(t, got.Deleted, "the replayed definition did not resurrect the job")
+	assert.Empty(t, dueAt("reordered", at(35)))
+
+	// Racing writers of every revision at once.
+	const revisions = 24
+	var wg sync.WaitGroup
+	errs := make([]error, revisions+1)
+	for rev := int64(revisions); rev >= 1; rev-- {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[rev] = s.UpsertJob(ctx, job("raced", spec(rev), rev, at(rev)))
+		}()
+	}
+	wg.Wait()
+	for rev, err := range errs {
+		require.NoError(t, err, "revision %d", rev)
+	}
+	got, err = s.GetJob(ctx, "raced")
+	require.NoError(t, err)
+	assert.Equal(t, int64(revisions), got.Revision, "the newest revision is in force")
+	assert.Equal(t, []byte(spec(revisions)), got.Spec)
+	assert.True(t, got.NextDue.Equal(at(revisions)))
+	live := 0
+	for _, e := range dueOf(t, s, "raced", at(revisions), shards) {
+		if e.Revision == got.Revision {
+			live++
+			assert.True(t, e.Due.Equal(got.NextDue), "the live entry is the job's next due")
+		}
+	}
+	assert.Equal(t, 1, live, "exactly one entry of the job is live")
+}
+
+// testUpsertJobsAsOneByOne: UpsertJobs leaves the outcomes and the state
+// that UpsertJob of each job in order leaves, including refused jobs and an
+// id given twice.
+func testUpsertJobsAsOneByOne(t *testing.T, s store.Store) {
+	const shards = 4
+	initCluster(t, s, shards)
+	ctx := ctxOf(t)
+	at := func(sec int) time.Time { return base.Add(time.Hour + time.Duration(sec)*time.Second) }
+	// Jobs of prefix p: before (stored first), then the batch.
+	before := func(p string) []store.Job {
+		return []store.Job{
+			job(p+"changed", "v1", 1, at(1)),
+			job(p+"same", "v1", 2, at(2)),
+			job(p+"newer", "v9", 90, at(3)),
+			job(p+"deleted", "v1", 3, at(4)),
+		}
+	}
+	batch := func(p string, twice bool) []store.Job {
+		jobs := []store.Job{
+			job(p+"new", "v1", 100, at(10)),
+			job(p+"changed", "v2", 101, at(11)),
+			job(p+"same", "v1", 102, at(20)),
+			job(p+"newer", "v8", 80, at(13)),
+			job(p+"deleted", "v2", 103, at(14)),
+			job(p+"paused", "v1", 104, time.Time{}),
+			{ID: p + "refused", Revision: 105}, // no spec
+		}
+		if twice {
+			jobs = append(jobs, job(p+"new", "v2", 106, at(16)))
+		}
+		return jobs
+	}
+	type state struct {
+		outcomes []store.Outcome
+		refused  []bool
+		jobs     map[string]store.Job
+		entries  map[string][]store.DueEntry
+	}
+	snapshot := func(p string, jobs []store.Job, st *state) {
+		st.jobs, st.entries = map[string]store.Job{}, map[string][]store.DueEntry{}
+		for _, j := range jobs {
+			name := strings.TrimPrefix(j.ID, p)
+			got, err := s.GetJob(ctx, j.ID)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			require.NoError(t, err)
+			got.ID = name
+			st.jobs[name] = got
+			for _, sec := range []int{1, 2, 3, 4, 10, 11, 13, 14, 16, 20} {
+				for _, e := range dueOf(t, s, j.ID, at(sec), shards) {
+					if e.Due.Equal(at(sec)) {
+						e.JobID, e.RunID = name, strings.TrimPrefix(e.RunID, p)
+						st.entries[name] = append(st.entries[name], e)
+					}
+				}
+			}
+		}
+	}
+	for _, twice := range []bool{false, true} {
+		one, many := fmt.Sprintf("one-%v-", twice), fmt.Sprintf("many-%v-", twice)
+		for _, p := range []string{one, many} {
+			for _, j := range before(p) {
+				_, err := s.UpsertJob(ctx, j)
+				require.NoError(t, err)
+			}
+			_, err := s.DeleteJob(ctx, p+"deleted", 50, base)
+			require.NoError(t, err)
+		}
+		var want, got state
+		for _, j := range batch(one, twice) {
+			outcome, err := s.UpsertJob(ctx, j)
+			if err != nil {
+				require.ErrorIs(t, err, store.ErrInvalid)
+			}
+			want.outcomes = append(want.outcomes, outcome)
+			want.refused = append(want.refused, err != nil)
+		}
+		results, err := s.UpsertJobs(ctx, batch(many, twice))
+		require.NoError(t, err)
+		for _, r := range results {
+			if r.Err != nil {
+				require.ErrorIs(t, r.Err, store.ErrInvalid)
+			}
+			got.outcomes = append(got.outcomes, r.Outcome)
+			got.refused = append(got.refused, r.Err != nil)
+		}
+		snapshot(one, batch(one, twice), &want)
+		snapshot(many, batch(many, twice), &got)
+		assert.Equal(t, want, got, "an id given twice: %v", twice)
+		assert.Equal(t, []store.Outcome{store.OutcomeCreated, store.OutcomeUpdated, store.OutcomeUnchanged,
+			store.OutcomeStale, store.OutcomeCreated, store.OutcomeCreated}, got.outcomes[:6])
+	}
 }
 
 func testChangedScheduleMovesDueEntry(t *testing.T, s store.Store) {
