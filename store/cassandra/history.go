@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gocql/gocql"
+
 	"github.com/sundialhq/sundial/store"
 )
 
@@ -22,9 +24,15 @@ func (s *Store) RecordRun(ctx context.Context, rec store.RunRecord) error {
 func (s *Store) recordRun(ctx context.Context, rec store.RunRecord) error {
 	rec = rec.Normalize()
 	ttl := int(s.cfg.RunRetention / time.Second)
+	// Most records carry no log: leaving the column unset writes no
+	// tombstone and keeps a log an earlier event of the attempt stored.
+	var log any = gocql.UnsetValue
+	if len(rec.Log) > 0 {
+		log = rec.Log
+	}
 	err := s.idempotent(ctx, s.q.insertRun,
 		rec.JobID, rec.Due, rec.RunID, rec.Attempt, rec.AttemptDue, string(rec.State),
-		rec.Started, rec.Finished, rec.Duration.Milliseconds(), rec.Error, rec.UpdatedAt,
+		rec.Started, rec.Finished, rec.Duration.Milliseconds(), rec.Error, rec.UpdatedAt, log,
 		ttl, rec.UpdatedAt.UnixMicro(),
 	).Exec()
 	if err != nil {
@@ -70,7 +78,7 @@ func (s *Store) runs(ctx context.Context, jobID string, limit int) ([]store.RunR
 		var state string
 		var durationMS int64
 		if err := sc.Scan(&r.JobID, &r.Due, &r.RunID, &r.Attempt, &r.AttemptDue, &state,
-			&r.Started, &r.Finished, &durationMS, &r.Error, &r.UpdatedAt); err != nil {
+			&r.Started, &r.Finished, &durationMS, &r.Error, &r.UpdatedAt, &r.Log); err != nil {
 			_ = it.Close()
 			return nil, fmt.Errorf("list runs of %q: %w", jobID, err)
 		}
