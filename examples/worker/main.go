@@ -115,12 +115,17 @@ func run() error {
 	defer stop()
 	if *metricsAddr != "" {
 		srv := &http.Server{Addr: *metricsAddr, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+		served := make(chan struct{})
 		go func() {
+			defer close(served)
 			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				logger.Error("metrics server", "err", err)
 			}
 		}()
-		defer func() { _ = srv.Close() }()
+		defer func() {
+			_ = srv.Close()
+			<-served
+		}()
 	}
 	logger.Info("worker started", "pool", *pool)
 	return w.Run(ctx)
