@@ -151,6 +151,9 @@ func (w *Worker) Handle(name string, fn Handler) {
 }
 
 // Start connects to Kafka, Redis and Cassandra and starts consuming runs.
+// ctx bounds the start only. The runner's metrics are registered on
+// Config.Registerer at each Start, so a Worker is started once per
+// registry.
 func (w *Worker) Start(ctx context.Context) error {
 	return w.life.Start(ctx, func(ctx context.Context, run *lifecycle.Run) error {
 		c := w.cfg
