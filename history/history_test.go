@@ -86,6 +86,15 @@ func TestRecords(t *testing.T) {
 			[]store.RunRecord{with(func(r *store.RunRecord) { r.State = store.StateSkipped; r.Error = "overlap_forbid" })}},
 		{"cancelled", event(sundialv1.RunState_RUN_STATE_CANCELLED, 1, t1, func(ev *sundialv1.RunEvent) { ev.Reason = "replaced" }),
 			[]store.RunRecord{with(func(r *store.RunRecord) { r.State = store.StateCancelled; r.Finished = t1; r.Error = "replaced" })}},
+		{"failed keeps the attempt's log lines", event(sundialv1.RunState_RUN_STATE_FAILED, 1, t1, func(ev *sundialv1.RunEvent) {
+			ev.Error = &sundialv1.RunError{Code: "exec_exit", Message: "report: exit status 3"}
+			ev.Log = []string{"about to fail"}
+		}), []store.RunRecord{with(func(r *store.RunRecord) {
+			r.State = store.StateFailed
+			r.Finished = t1
+			r.Error = "exec_exit: report: exit status 3"
+			r.Log = []string{"about to fail"}
+		})}},
 		{"unspecified writes nothing", event(sundialv1.RunState_RUN_STATE_UNSPECIFIED, 1, t1, nil), nil},
 	}
 	for _, tt := range tests {

@@ -24,6 +24,7 @@ func Records(ev *sundialv1.RunEvent) []store.RunRecord {
 	}
 	finished := func(r store.RunRecord) store.RunRecord {
 		r.Finished = at
+		r.Log = ev.GetLog()
 		if d := ev.GetDuration(); d != nil {
 			r.Duration = d.AsDuration()
 			r.Started = at.Add(-r.Duration)

@@ -286,8 +286,18 @@ func (v *validator) target(l Limits, t *sundialv1.Target) {
 		case !handlerPattern.MatchString(name):
 			v.add("target.handler.name", "%q has characters outside [A-Za-z0-9._:/-]", name)
 		}
+	case *sundialv1.Target_Exec:
+		name := k.Exec.GetCommand()
+		switch {
+		case name == "":
+			v.add("target.exec.command", "required: the name the command is allowed under in the runners (--exec-allow)")
+		case len(name) > MaxHandlerNameLength:
+			v.add("target.exec.command", "%d characters, at most %d allowed", len(name), MaxHandlerNameLength)
+		case !handlerPattern.MatchString(name):
+			v.add("target.exec.command", "%q has characters outside [A-Za-z0-9._:/-]", name)
+		}
 	default:
-		v.add("target.kind", "required: one of http, kafka, handler")
+		v.add("target.kind", "required: one of http, kafka, handler, exec")
 	}
 }
 

@@ -217,6 +217,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"handler name missing", func(s *sundialv1.JobSpec) { s.Target = handler("") }, "target.handler.name", "required"},
 		{"handler name characters", func(s *sundialv1.JobSpec) { s.Target = handler("a b") }, "target.handler.name", "characters outside"},
 		{"handler name too long", func(s *sundialv1.JobSpec) { s.Target = handler(long(129)) }, "target.handler.name", "at most 128"},
+		{"exec command missing", func(s *sundialv1.JobSpec) { s.Target = execTarget("") }, "target.exec.command", "required"},
+		{"exec command is a path with spaces", func(s *sundialv1.JobSpec) { s.Target = execTarget("/bin/rm -rf") }, "target.exec.command", "characters outside"},
 
 		{"unknown priority", func(s *sundialv1.JobSpec) { s.Priority = 7 }, "priority", "unknown priority 7"},
 		{"too many attempts", func(s *sundialv1.JobSpec) { s.Retry.MaxAttempts = 1001 }, "retry.max_attempts", "at most 1000"},
@@ -307,4 +309,8 @@ func TestPastAtIsValid(t *testing.T) {
 		TimeZone: "UTC",
 	}
 	assert.Empty(t, jobspec.Validate(spec))
+}
+
+func execTarget(command string) *sundialv1.Target {
+	return &sundialv1.Target{Kind: &sundialv1.Target_Exec{Exec: &sundialv1.ExecTarget{Command: command}}}
 }

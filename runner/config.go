@@ -109,6 +109,9 @@ type Config struct {
 
 	// Handlers are the in-process handlers, by the name HandlerTarget uses.
 	Handlers map[string]target.Handler
+	// Exec runs exec targets: the commands an operator allows by name. Nil
+	// refuses them (dead-lettered as "exec_not_allowed").
+	Exec *target.Exec
 	// HTTPClient calls HTTP targets. Default: a client with no timeout of
 	// its own (the job's timeout applies) over a clone of
 	// http.DefaultTransport that keeps up to Concurrency idle connections,

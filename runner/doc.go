@@ -161,7 +161,20 @@
 //   - config.go, metrics.go: the Config and the Prometheus metrics.
 //   - Subpackages: breaker (circuit breakers), commit (contiguous offsets),
 //     deadletter (replays from sundial.dlq), priority (weighted queues),
-//     retry (the retry policy), target (HTTP and Kafka targets).
+//     retry (the retry policy), target (HTTP, Kafka, handler and exec
+//     targets).
+//
+// # Extension points
+//
+// Config.Handlers are the in-process handlers by name; package worker builds
+// a team's runner on them (docs/workers.md). A handler that implements
+// target.AttemptHandler is given the fencing token and the attempt's
+// target.Output. Config.Exec runs the commands an operator allows by name
+// (sundial runner --exec-allow). What an attempt writes to its Output (a
+// worker's run log, a command's output), bounded by target.MaxOutputLines
+// and target.MaxOutputBytes, travels on the attempt's final event
+// (RunEvent.log), and the history writer stores it on the attempt's record.
+// Nothing is produced while the attempt executes.
 //
 // # Dependencies
 //

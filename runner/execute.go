@@ -50,6 +50,8 @@ type execution struct {
 	// time is after it, at microsecond precision, so history orders the
 	// states of the attempt as they happened (see event).
 	lastEvent time.Time
+	// out collects what the attempt logs, for its final event.
+	out *target.Output
 	// tail is set when a finishing goroutine took the record over, to wait
 	// for the acknowledgement of its events (finishAfterAcks).
 	tail bool
@@ -246,7 +248,8 @@ func (x *execution) attempt(leaseCtx context.Context, downstream string, token i
 		end.started = r.cfg.Now()
 		x.emit(x.event(sundialv1.RunState_RUN_STATE_STARTED, nil))
 		x.logger().Debug("run started", "fencing_token", token, "trigger_latency", latency)
-		return r.targets.Execute(attemptCtx, target.Request{Run: run, FencingToken: token})
+		x.out = &target.Output{}
+		return r.targets.Execute(attemptCtx, target.Request{Run: run, FencingToken: token, Output: x.out})
 	})
 	end.finished = r.cfg.Now()
 	if attemptCtx.Err() != nil {
@@ -621,6 +624,11 @@ func (x *execution) event(state sundialv1.RunState, mod func(*sundialv1.RunEvent
 		Time: timestamppb.New(at), DueTime: run.GetDueTime(), AttemptDueTime: timestamppb.New(attemptDue(run)),
 		RunnerId: x.r.cfg.ID, DagRunId: run.GetDagRunId(), DagNodeId: run.GetDagNodeId(),
 		Priority: run.GetPriority(), OwnerTeam: run.GetOwnerTeam(), FencingToken: x.token,
+	}
+	switch state {
+	case sundialv1.RunState_RUN_STATE_SUCCEEDED, sundialv1.RunState_RUN_STATE_FAILED, sundialv1.RunState_RUN_STATE_TIMED_OUT,
+		sundialv1.RunState_RUN_STATE_DEAD, sundialv1.RunState_RUN_STATE_CANCELLED:
+		ev.Log = x.out.Lines()
 	}
 	if mod != nil {
 		mod(ev)

@@ -194,6 +194,7 @@ func (r *Runner) start(ctx context.Context, run *lifecycle.Run) error {
 		HTTP:     &target.HTTP{Client: r.cfg.HTTPClient, Now: r.cfg.Now},
 		Kafka:    &target.Kafka{Client: producer},
 		Handlers: r.cfg.Handlers,
+		Exec:     r.cfg.Exec,
 	}
 
 	// The poll loop ends with the run's context; workers, executions and

@@ -287,6 +287,10 @@ type RunRecord struct {
 	Duration   time.Duration
 	// Error is the failure's message, empty on success.
 	Error string
+	// Log is the last lines the attempt logged (a worker handler's run
+	// logger, an exec target's output), set by its final state. A newer
+	// record with no Log leaves the stored one in place.
+	Log []string
 	// UpdatedAt is when the state change happened; it orders writes of
 	// the same attempt.
 	UpdatedAt time.Time

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -118,8 +119,9 @@ func runnerCommand() *cli.Command {
 		Usage: "consume runs from sundial.runs.* and execute them",
 		Description: `Run several side by side: they share the runs topics through the consumer group
 --group-id, take a Redis lease per run (dedupe mark, concurrency limit,
-fencing token), execute its target (HTTP, Kafka, or a registered handler:
-this binary registers "noop"), write retries and deferrals as due entries in
+fencing token), execute its target (HTTP, Kafka, a registered handler:
+this binary registers "noop", or with --exec-allow a command allowed by
+name), write retries and deferrals as due entries in
 Cassandra, dead runs to sundial.dlq, and every state change to sundial.events.
 Run history for 'sundial runs list' is stored by 'sundial history'; with
 --history this process stores it too (a small installation). With --metrics-addr it serves /metrics,
@@ -149,6 +151,8 @@ Example, against the local stack:
 			&cli.DurationFlag{Name: "breaker-open-timeout", Value: breaker.DefaultOpenTimeout, Usage: "how long an open breaker defers runs before probing", Sources: envVar("breaker-open-timeout")},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: runner.DefaultShutdownTimeout, Usage: "on stop, how long executing runs may finish before they are cancelled", Sources: envVar("shutdown-timeout")},
 			&cli.BoolFlag{Name: "history", Usage: "also store run events as history in Cassandra, in this process (for a small installation; otherwise run 'sundial history')", Sources: envVar("history")},
+			&cli.StringSliceFlag{Name: "exec-allow", Usage: "commands exec targets may run, name=/absolute/path, comma-separated; a job names the command, never a path (default: none, exec targets are refused)", Sources: envVar("exec-allow")},
+			&cli.IntFlag{Name: "exec-max-output", Value: target.DefaultExecMaxOutput, Usage: "bytes of an exec target's output captured; the run's record keeps its last lines", Sources: envVar("exec-max-output")},
 		),
 		Action: runRunner,
 	}
@@ -198,6 +202,10 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		bad = append(bad, err)
 	}
+	exe, err := execTarget(cmd.StringSlice("exec-allow"), cmd.Int("exec-max-output"))
+	if err != nil {
+		bad = append(bad, err)
+	}
 	cfg := runner.Config{
 		ID:                     cmd.String("runner-id"),
 		Kafka:                  kopts,
@@ -213,6 +221,7 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 		KeyPrefix:              keyPrefix + runner.DefaultKeyPrefix,
 		Enqueuer:               placeholderEnqueuer{},
 		Handlers:               map[string]target.Handler{"noop": target.HandlerFunc(noopHandler)},
+		Exec:                   exe,
 		Breakers:               breaker.Config{Failures: uint32(cmd.Uint("breaker-failures")), OpenTimeout: cmd.Duration("breaker-open-timeout")},
 		Concurrency:            concurrency,
 		QueueCapacity:          cmd.Int("queue-capacity"),
@@ -272,6 +281,34 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 		components = append(components, w)
 	}
 	return p.run(ctx, components...)
+}
+
+// execTarget returns the exec target of --exec-allow, nil when it is empty.
+func execTarget(allow []string, maxOutput int) (*target.Exec, error) {
+	if len(allow) == 0 {
+		return nil, nil
+	}
+	allowed := map[string]string{}
+	var bad []error
+	for _, a := range allow {
+		name, path, ok := strings.Cut(strings.TrimSpace(a), "=")
+		switch {
+		case !ok || name == "" || path == "":
+			bad = append(bad, fmt.Errorf("--exec-allow %q: want name=/absolute/path", a))
+		case allowed[name] != "":
+			bad = append(bad, fmt.Errorf("--exec-allow %q: %s is allowed twice", a, name))
+		default:
+			allowed[name] = path
+		}
+	}
+	if len(bad) > 0 {
+		return nil, errors.Join(bad...)
+	}
+	exe, err := target.NewExec(target.ExecConfig{Allowed: allowed, MaxOutput: maxOutput})
+	if err != nil {
+		return nil, fmt.Errorf("--exec-allow: %w", err)
+	}
+	return exe, nil
 }
 
 // placeholderEnqueuer lets the runner's configuration be validated before

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -19,6 +21,7 @@ func runsCommand() *cli.Command {
 		Usage: "inspect run history",
 		Commands: []*cli.Command{
 			runsListCommand(),
+			runsGetCommand(),
 		},
 	}
 }
@@ -93,4 +96,103 @@ func printRuns(ctx context.Context, cmd *cli.Command, h store.History, job strin
 			r.AttemptDue.UTC().Format("2006-01-02T15:04:05.000Z"), started, dur, truncate(r.Error, 80))
 	}
 	return w.Flush()
+}
+
+func runsGetCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "get",
+		Usage:     "print every attempt of one run, with the log lines each attempt left",
+		ArgsUsage: "RUN_ID",
+		Description: `Reads the history the runners' history writer stores. The log lines are the
+last ones a worker handler logged through its run logger, or the output of an
+exec target, kept on the attempt's final event.
+
+Example:
+  sundial runs get nightly-report@1767148200000`,
+		Flags: append(cassandraStoreFlags(),
+			&cli.IntFlag{Name: "scan", Value: 1000, Usage: "how many of the job's newest attempts to search for the run", Sources: envVar("scan")},
+		),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			var bad []error
+			runID := cmd.Args().First()
+			job, _, err := splitRunID(runID)
+			if err != nil {
+				bad = append(bad, err)
+			}
+			if cmd.NArg() > 1 {
+				bad = append(bad, fmt.Errorf("RUN_ID: one run id expected, got %d arguments", cmd.NArg()))
+			}
+			if cmd.Int("scan") <= 0 {
+				bad = append(bad, fmt.Errorf("--scan %d: must be positive", cmd.Int("scan")))
+			}
+			cc, err := cassandraConfig(cmd)
+			if err != nil {
+				bad = append(bad, err)
+			}
+			if err := errors.Join(bad...); err != nil {
+				return err
+			}
+			st, err := cassandra.Open(ctx, cc)
+			if err != nil {
+				return fmt.Errorf("cassandra: %w", err)
+			}
+			defer func() { _ = st.Close() }()
+			return printRun(ctx, cmd, st, job, runID, cmd.Int("scan"))
+		},
+	}
+}
+
+// splitRunID returns the job id and due time a run id is made of
+// (store.RunID).
+func splitRunID(runID string) (string, time.Time, error) {
+	i := strings.LastIndexByte(runID, '@')
+	if i <= 0 {
+		return "", time.Time{}, fmt.Errorf("RUN_ID %q: not a run id (job@unix-millis)", runID)
+	}
+	ms, err := strconv.ParseInt(runID[i+1:], 10, 64)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("RUN_ID %q: not a run id (job@unix-millis): %w", runID, err)
+	}
+	return runID[:i], time.UnixMilli(ms).UTC(), nil
+}
+
+// printRun writes every attempt of one run, oldest first, with its log
+// lines.
+func printRun(ctx context.Context, cmd *cli.Command, h store.History, job, runID string, scan int) error {
+	recs, err := h.ListRuns(ctx, job, scan)
+	if err != nil {
+		return err
+	}
+	var attempts []store.RunRecord
+	for _, r := range recs {
+		if r.RunID == runID {
+			attempts = append(attempts, r)
+		}
+	}
+	if len(attempts) == 0 {
+		return fmt.Errorf("run %s: not in the newest %d attempts of job %s (--scan)", runID, scan, job)
+	}
+	out := cmd.Root().Writer
+	fmt.Fprintf(out, "run %s of job %s\n", runID, job)
+	for i := len(attempts) - 1; i >= 0; i-- { // stored newest attempt first
+		r := attempts[i]
+		fmt.Fprintf(out, "\nattempt %d: %s, due %s", r.Attempt, r.State, r.AttemptDue.UTC().Format("2006-01-02T15:04:05.000Z"))
+		if !r.Started.IsZero() {
+			fmt.Fprintf(out, ", started %s", r.Started.UTC().Format("2006-01-02T15:04:05.000Z"))
+		}
+		if r.Duration > 0 || r.State == store.StateSucceeded {
+			fmt.Fprintf(out, ", took %s", r.Duration)
+		}
+		fmt.Fprintln(out)
+		if r.Error != "" {
+			fmt.Fprintf(out, "  error: %s\n", r.Error)
+		}
+		if len(r.Log) > 0 {
+			fmt.Fprintln(out, "  log:")
+			for _, l := range r.Log {
+				fmt.Fprintf(out, "    %s\n", l)
+			}
+		}
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,4 +76,43 @@ func TestRunnerCommandReportsEveryMissingFlag(t *testing.T) {
 	for _, want := range []string{"--kafka-brokers", "--redis-addr", "--cassandra-hosts", "Concurrency"} {
 		assert.Contains(t, errOut.String(), want)
 	}
+}
+
+func TestPrintRunShowsEveryAttemptWithItsLog(t *testing.T) {
+	t.Parallel()
+	st, err := memory.New(memory.Options{})
+	require.NoError(t, err)
+	ctx := context.Background()
+	due := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	runID := store.RunID("billing.invoice", due)
+	for _, r := range []store.RunRecord{
+		{JobID: "billing.invoice", RunID: runID, Attempt: 1, Due: due, State: store.StateFailed, Started: due, Duration: 40 * time.Millisecond,
+			Error: "handler_error: ledger unavailable", Log: []string{"level=INFO msg=\"invoicing 3 lines\""}, UpdatedAt: due.Add(time.Second)},
+		{JobID: "billing.invoice", RunID: runID, Attempt: 2, Due: due, AttemptDue: due.Add(2 * time.Second), State: store.StateSucceeded,
+			Started: due.Add(2 * time.Second), Duration: 15 * time.Millisecond, Log: []string{"level=INFO msg=\"progress 3/3\""}, UpdatedAt: due.Add(3 * time.Second)},
+		{JobID: "billing.invoice", RunID: store.RunID("billing.invoice", due.Add(time.Hour)), Attempt: 1, Due: due.Add(time.Hour), State: store.StateScheduled, UpdatedAt: due},
+	} {
+		require.NoError(t, st.RecordRun(ctx, r))
+	}
+	var out bytes.Buffer
+	cmd := &cli.Command{Writer: &out}
+	require.NoError(t, printRun(ctx, cmd, st, "billing.invoice", runID, 10))
+	s := out.String()
+	assert.Contains(t, s, "run "+runID+" of job billing.invoice")
+	first, second := strings.Index(s, "attempt 1: failed"), strings.Index(s, "attempt 2: succeeded")
+	require.True(t, first >= 0 && second > first, "attempts in order:\n%s", s)
+	assert.Contains(t, s, "error: handler_error: ledger unavailable")
+	assert.Contains(t, s, `    level=INFO msg="invoicing 3 lines"`)
+	assert.Contains(t, s, `    level=INFO msg="progress 3/3"`)
+	assert.NotContains(t, s, "scheduled")
+
+	err = printRun(ctx, cmd, st, "billing.invoice", store.RunID("billing.invoice", due.Add(-time.Hour)), 10)
+	assert.ErrorContains(t, err, "not in the newest 10 attempts")
+
+	_, _, err = splitRunID("no-at-sign")
+	assert.ErrorContains(t, err, "RUN_ID")
+	job, at, err := splitRunID("team@host.job@1767148200000")
+	require.NoError(t, err)
+	assert.Equal(t, "team@host.job", job)
+	assert.Equal(t, int64(1767148200000), at.UnixMilli())
 }

@@ -1,5 +1,6 @@
 // Package target executes one attempt of a run against its target: an HTTP
-// endpoint, a Kafka topic, or a Go handler registered in the runner process.
+// endpoint, a Kafka topic, a Go handler registered in the runner process, or
+// a command the operator allows by name (Exec).
 //
 // Every target hands the run id to the downstream as its idempotency key
 // (HTTP "Idempotency-Key", Kafka header "idempotency-key") together with the
@@ -14,6 +15,18 @@
 // minimum delay; every other status a failure that is not retried. A
 // connection failure is retryable ("connection"); exceeding the job's
 // timeout is retryable ("timeout").
+//
+// An exec target runs only a command the runner's ExecConfig.Allowed names:
+// a job names the command, never a path. It gets the run's payload on stdin
+// and the run id, job id, attempt and fencing token in its environment, and
+// nothing of the runner's environment but PATH. A name not allowed is a
+// failure that is not retried ("exec_not_allowed"); a non-zero exit is
+// retryable ("exec_exit"). The job's timeout kills it. At most
+// ExecConfig.MaxOutput bytes of its output are read.
+//
+// An attempt's Output keeps the last lines it logged, within MaxOutputLines
+// and MaxOutputBytes (older lines dropped first, each line cut at
+// MaxOutputLineBytes), whatever the handler or command writes.
 //
 // Downstream names the downstream a run talks to (the HTTP host, the Kafka
 // cluster, a handler), the unit the runner's circuit breakers work per.

@@ -17,6 +17,9 @@ const (
 	CodeInvalidTarget  = "invalid_target"
 	CodeHandler        = "handler_error"
 	CodeKafka          = "kafka"
+	CodeExecNotAllowed = "exec_not_allowed"
+	CodeExecExit       = "exec_exit"
+	CodeExecStart      = "exec_start"
 )
 
 // Error is a failed attempt, classified.
@@ -90,4 +93,8 @@ func Classify(err error, fallbackCode string) *Error {
 
 func invalid(format string, args ...any) *Error {
 	return &Error{Code: CodeInvalidTarget, Message: fmt.Sprintf(format, args...)}
+}
+
+func notAllowed(format string, args ...any) *Error {
+	return &Error{Code: CodeExecNotAllowed, Message: fmt.Sprintf(format, args...)}
 }

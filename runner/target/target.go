@@ -33,6 +33,10 @@ type Request struct {
 	Run *sundialv1.Run
 	// FencingToken is the token of the lease held for this attempt.
 	FencingToken int64
+	// Output receives what the attempt logs (an AttemptHandler's lines, an
+	// exec target's output); the runner puts its lines on the attempt's
+	// final event. Nil discards.
+	Output *Output
 }
 
 func (r Request) body(fallback []byte) []byte {
@@ -54,6 +58,15 @@ type Handler interface {
 	Handle(ctx context.Context, run *sundialv1.Run) error
 }
 
+// AttemptHandler is a Handler that is given the whole attempt: the run, the
+// fencing token and the Output its log lines go to. Targets calls
+// HandleAttempt, never Handle, on a handler that implements it. Package
+// worker builds its handlers on it.
+type AttemptHandler interface {
+	Handler
+	HandleAttempt(ctx context.Context, req Request) error
+}
+
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(ctx context.Context, run *sundialv1.Run) error
 
@@ -68,6 +81,8 @@ type Targets struct {
 	Kafka *Kafka
 	// Handlers are the in-process handlers by name.
 	Handlers map[string]Handler
+	// Exec runs the commands an operator allows; nil refuses exec targets.
+	Exec *Exec
 }
 
 // Execute runs one attempt. The error is nil or an *Error.
@@ -88,7 +103,12 @@ func (t *Targets) Execute(ctx context.Context, req Request) error {
 		if !ok {
 			return &Error{Code: CodeUnknownHandler, Message: "no handler named " + strconv.Quote(k.Handler.GetName()) + " is registered in this runner"}
 		}
-		return callHandler(ctx, h, req.Run)
+		return callHandler(ctx, h, req)
+	case *sundialv1.Target_Exec:
+		if t.Exec == nil {
+			return notAllowed("this runner allows no commands (sundial runner --exec-allow)")
+		}
+		return t.Exec.Execute(ctx, req, k.Exec)
 	}
 	return invalid("run has no target")
 }
@@ -97,13 +117,18 @@ func (t *Targets) Execute(ctx context.Context, req Request) error {
 // retried.
 const CodeHandlerPanic = "handler_panic"
 
-func callHandler(ctx context.Context, h Handler, run *sundialv1.Run) (err error) {
+func callHandler(ctx context.Context, h Handler, req Request) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = &Error{Code: CodeHandlerPanic, Message: fmt.Sprint(p)}
 		}
 	}()
-	if err := h.Handle(ctx, run); err != nil {
+	if ah, ok := h.(AttemptHandler); ok {
+		err = ah.HandleAttempt(ctx, req)
+	} else {
+		err = h.Handle(ctx, req.Run)
+	}
+	if err != nil {
 		return Classify(err, CodeHandler)
 	}
 	return nil
@@ -111,7 +136,8 @@ func callHandler(ctx context.Context, h Handler, run *sundialv1.Run) (err error)
 
 // Downstream names the downstream of run for circuit breaking: "http:" and
 // the lower-cased host[:port] of an HTTP target, "kafka" for a Kafka target
-// (the cluster Sundial runs on), "handler:" and the name of a handler. Empty
+// (the cluster Sundial runs on), "handler:" and the name of a handler,
+// "exec:" and the name of an allowed command. Empty
 // when the run has no valid target.
 func Downstream(run *sundialv1.Run) string {
 	switch k := run.GetTarget().GetKind().(type) {
@@ -125,6 +151,8 @@ func Downstream(run *sundialv1.Run) string {
 		return "kafka"
 	case *sundialv1.Target_Handler:
 		return "handler:" + k.Handler.GetName()
+	case *sundialv1.Target_Exec:
+		return "exec:" + k.Exec.GetCommand()
 	}
 	return ""
 }

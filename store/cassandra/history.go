@@ -90,9 +90,15 @@ func (s *Store) RecordRuns(ctx context.Context, recs []store.RunRecord) error {
 func (s *Store) runArgs(rec store.RunRecord) []any {
 	ts := rec.UpdatedAt.UnixMicro()
 	rec = rec.Normalize()
+	// Most records carry no log: leaving the column unset writes no
+	// tombstone and keeps a log an earlier event of the attempt stored.
+	var log any = gocql.UnsetValue
+	if len(rec.Log) > 0 {
+		log = rec.Log
+	}
 	return []any{
 		rec.JobID, rec.Due, rec.RunID, rec.Attempt, rec.AttemptDue, string(rec.State),
-		rec.Started, rec.Finished, rec.Duration.Milliseconds(), rec.Error, rec.UpdatedAt,
+		rec.Started, rec.Finished, rec.Duration.Milliseconds(), rec.Error, rec.UpdatedAt, log,
 		int(s.cfg.RunRetention / time.Second), ts,
 	}
 }
@@ -134,7 +140,7 @@ func (s *Store) runs(ctx context.Context, jobID string, limit int) ([]store.RunR
 		var state string
 		var durationMS int64
 		if err := sc.Scan(&r.JobID, &r.Due, &r.RunID, &r.Attempt, &r.AttemptDue, &state,
-			&r.Started, &r.Finished, &durationMS, &r.Error, &r.UpdatedAt); err != nil {
+			&r.Started, &r.Finished, &durationMS, &r.Error, &r.UpdatedAt, &r.Log); err != nil {
 			_ = it.Close()
 			return nil, fmt.Errorf("list runs of %q: %w", jobID, err)
 		}

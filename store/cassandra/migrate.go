@@ -152,6 +152,13 @@ var migrations = []migration{
 				PRIMARY KEY ((part), id))`,
 		},
 	},
+	{
+		version:     4,
+		description: "the last log lines of a run's attempt",
+		statements: []string{
+			`ALTER TABLE %[1]s.runs ADD IF NOT EXISTS log list<text>`,
+		},
+	},
 }
 
 // SchemaVersion is the schema version this build needs.

@@ -101,9 +101,9 @@ func newStatements(ks string) statements {
 		claimShard:       f(`UPDATE %s.shards SET epoch = ?, owner = ?, claimed_at = ? WHERE shard = ? IF epoch = ?`),
 		advanceWatermark: f(`UPDATE %s.shards SET watermark = ? WHERE shard = ? IF epoch = ? AND watermark < ?`),
 
-		insertRun: f(`INSERT INTO %s.runs (job_id, due, run_id, attempt, attempt_due, state, started_at, finished_at, duration_ms, error, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?`),
-		selectRuns: f(`SELECT job_id, due, run_id, attempt, attempt_due, state, started_at, finished_at, duration_ms, error, updated_at FROM %s.runs WHERE job_id = ?`),
+		insertRun: f(`INSERT INTO %s.runs (job_id, due, run_id, attempt, attempt_due, state, started_at, finished_at, duration_ms, error, updated_at, log)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?`),
+		selectRuns: f(`SELECT job_id, due, run_id, attempt, attempt_due, state, started_at, finished_at, duration_ms, error, updated_at, log FROM %s.runs WHERE job_id = ?`),
 	}
 }
 

@@ -473,8 +473,14 @@ func (s *Store) recordRun(rec store.RunRecord) {
 		s.runs[rec.JobID] = runs
 	}
 	k := runKey{runID: rec.RunID, attempt: rec.Attempt}
-	if old, ok := runs[k]; ok && now.Before(old.expires) && old.at.After(at) {
-		return
+	if old, ok := runs[k]; ok && now.Before(old.expires) {
+		if old.at.After(at) {
+			return
+		}
+		if len(rec.Log) == 0 {
+			// As in Cassandra, where an absent log is left unset.
+			rec.Log = old.rec.Log
+		}
 	}
 	runs[k] = storedRun{rec: rec, at: at, expires: now.Add(s.retention)}
 }

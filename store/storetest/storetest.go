@@ -63,6 +63,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"RunHistoryOrder", testRunHistoryOrder},
 		{"RunHistoryNoRegression", testRunHistoryNoRegression},
 		{"RunHistorySameMillisecond", testRunHistorySameMillisecond},
+		{"RunHistoryLog", testRunHistoryLog},
 		{"RunSummary", testRunSummary},
 		{"UpsertRecordsNextDue", testUpsertRecordsNextDue},
 		{"TriggerDedupe", testTriggerDedupe},
@@ -990,6 +991,38 @@ func testRunHistorySameMillisecond(t *testing.T, s store.Store) {
 	got, err := s.ListRuns(ctx, "fast-bad", 10)
 	require.NoError(t, err)
 	assert.Empty(t, got)
+}
+
+// testRunHistoryLog: an attempt's log lines are stored with its record; a
+// newer record with lines replaces them, one without leaves them in place.
+func testRunHistoryLog(t *testing.T, s store.Store) {
+	ctx := ctxOf(t)
+	due := base.Add(3 * time.Hour)
+	failed := run("logged", due, 1, store.StateFailed, due.Add(time.Second))
+	failed.Log = []string{"level=INFO msg=start", `level=ERROR msg="ledger closed"`}
+	require.NoError(t, s.RecordRun(ctx, failed))
+	got, err := s.ListRuns(ctx, "logged", 10)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, failed.Log, got[0].Log)
+
+	dead := run("logged", due, 1, store.StateFailed, due.Add(2*time.Second))
+	dead.Error = "dead: handler_error: ledger closed"
+	dead.Log = []string{"level=INFO msg=start", `level=ERROR msg="ledger closed"`, "level=INFO msg=bye"}
+	require.NoError(t, s.RecordRun(ctx, dead))
+	got, err = s.ListRuns(ctx, "logged", 10)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, dead.Normalize(), got[0])
+
+	later := run("logged", due, 1, store.StateFailed, due.Add(3*time.Second))
+	later.Error = "dead: replayed"
+	require.NoError(t, s.RecordRun(ctx, later))
+	got, err = s.ListRuns(ctx, "logged", 10)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, "dead: replayed", got[0].Error)
+	assert.Equal(t, dead.Log, got[0].Log, "a record without lines keeps the stored ones")
 }
 
 func testRunSummary(t *testing.T, s store.Store) {

@@ -168,7 +168,12 @@ type RunEvent struct {
 	OwnerTeam string `protobuf:"bytes,16,opt,name=owner_team,json=ownerTeam,proto3" json:"owner_team,omitempty"`
 	// The fencing token of the lease the runner held for this attempt; 0 when
 	// no lease was held (ENQUEUED, SKIPPED before leasing, DEFERRED).
-	FencingToken  int64 `protobuf:"varint,17,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
+	FencingToken int64 `protobuf:"varint,17,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
+	// The last lines the attempt logged: a handler's run logger, or an exec
+	// target's output. Bounded by the runner (a few hundred lines and some
+	// tens of KiB at most; older lines are dropped first). Set on SUCCEEDED,
+	// FAILED, TIMED_OUT, DEAD and CANCELLED of a started attempt that logged.
+	Log           []string `protobuf:"bytes,18,rep,name=log,proto3" json:"log,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -322,6 +327,13 @@ func (x *RunEvent) GetFencingToken() int64 {
 	return 0
 }
 
+func (x *RunEvent) GetLog() []string {
+	if x != nil {
+		return x.Log
+	}
+	return nil
+}
+
 // RunError describes why an attempt failed.
 type RunError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -394,7 +406,7 @@ var File_sundial_v1_event_proto protoreflect.FileDescriptor
 const file_sundial_v1_event_proto_rawDesc = "" +
 	"\n" +
 	"\x16sundial/v1/event.proto\x12\n" +
-	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14sundial/v1/job.proto\"\xc6\x05\n" +
+	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14sundial/v1/job.proto\"\xd8\x05\n" +
 	"\bRunEvent\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x18\n" +
@@ -415,7 +427,8 @@ const file_sundial_v1_event_proto_rawDesc = "" +
 	"\bpriority\x18\x0f \x01(\x0e2\x14.sundial.v1.PriorityR\bpriority\x12\x1d\n" +
 	"\n" +
 	"owner_team\x18\x10 \x01(\tR\townerTeam\x12#\n" +
-	"\rfencing_token\x18\x11 \x01(\x03R\ffencingToken\"V\n" +
+	"\rfencing_token\x18\x11 \x01(\x03R\ffencingToken\x12\x10\n" +
+	"\x03log\x18\x12 \x03(\tR\x03log\"V\n" +
 	"\bRunError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1c\n" +

@@ -37,6 +37,7 @@ type Target struct {
 	//	*Target_Http
 	//	*Target_Kafka
 	//	*Target_Handler
+	//	*Target_Exec
 	Kind          isTarget_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -106,6 +107,15 @@ func (x *Target) GetHandler() *HandlerTarget {
 	return nil
 }
 
+func (x *Target) GetExec() *ExecTarget {
+	if x != nil {
+		if x, ok := x.Kind.(*Target_Exec); ok {
+			return x.Exec
+		}
+	}
+	return nil
+}
+
 type isTarget_Kind interface {
 	isTarget_Kind()
 }
@@ -125,11 +135,18 @@ type Target_Handler struct {
 	Handler *HandlerTarget `protobuf:"bytes,3,opt,name=handler,proto3,oneof"`
 }
 
+type Target_Exec struct {
+	// Run a command the runner's operator allows by name.
+	Exec *ExecTarget `protobuf:"bytes,4,opt,name=exec,proto3,oneof"`
+}
+
 func (*Target_Http) isTarget_Kind() {}
 
 func (*Target_Kafka) isTarget_Kind() {}
 
 func (*Target_Handler) isTarget_Kind() {}
+
+func (*Target_Exec) isTarget_Kind() {}
 
 // HttpTarget calls an HTTP(S) endpoint. The runner sets the header
 // "Idempotency-Key: <run_id>" and the headers "Sundial-Job-Id",
@@ -333,16 +350,72 @@ func (x *HandlerTarget) GetName() string {
 	return ""
 }
 
+// ExecTarget runs a command that the runner's operator allows under a name
+// (sundial runner --exec-allow name=/path/to/cmd); a job names the command,
+// never a path, so a job definition cannot run anything the operator did not
+// allow. The run's payload is the command's standard input, and the
+// environment carries SUNDIAL_RUN_ID, SUNDIAL_JOB_ID, SUNDIAL_ATTEMPT and
+// SUNDIAL_FENCING_TOKEN. Exit status 0 is success, any other status a
+// retryable failure with code "exec_exit"; a name the runner does not allow
+// is a failure that is not retried ("exec_not_allowed"). The job's timeout
+// kills the command. The last lines of its output (standard output and
+// error, size-capped) are kept on the run's record.
+type ExecTarget struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The name the command is allowed under. Required.
+	Command       string `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecTarget) Reset() {
+	*x = ExecTarget{}
+	mi := &file_sundial_v1_target_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecTarget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecTarget) ProtoMessage() {}
+
+func (x *ExecTarget) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_target_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecTarget.ProtoReflect.Descriptor instead.
+func (*ExecTarget) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_target_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ExecTarget) GetCommand() string {
+	if x != nil {
+		return x.Command
+	}
+	return ""
+}
+
 var File_sundial_v1_target_proto protoreflect.FileDescriptor
 
 const file_sundial_v1_target_proto_rawDesc = "" +
 	"\n" +
 	"\x17sundial/v1/target.proto\x12\n" +
-	"sundial.v1\"\xa6\x01\n" +
+	"sundial.v1\"\xd4\x01\n" +
 	"\x06Target\x12,\n" +
 	"\x04http\x18\x01 \x01(\v2\x16.sundial.v1.HttpTargetH\x00R\x04http\x12/\n" +
 	"\x05kafka\x18\x02 \x01(\v2\x17.sundial.v1.KafkaTargetH\x00R\x05kafka\x125\n" +
-	"\ahandler\x18\x03 \x01(\v2\x19.sundial.v1.HandlerTargetH\x00R\ahandlerB\x06\n" +
+	"\ahandler\x18\x03 \x01(\v2\x19.sundial.v1.HandlerTargetH\x00R\ahandler\x12,\n" +
+	"\x04exec\x18\x04 \x01(\v2\x16.sundial.v1.ExecTargetH\x00R\x04execB\x06\n" +
 	"\x04kind\"\xc5\x01\n" +
 	"\n" +
 	"HttpTarget\x12\x16\n" +
@@ -361,7 +434,10 @@ const file_sundial_v1_target_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"#\n" +
 	"\rHandlerTarget\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04nameB9Z7github.com/sundialhq/sundial/proto/sundial/v1;sundialv1b\x06proto3"
+	"\x04name\x18\x01 \x01(\tR\x04name\"&\n" +
+	"\n" +
+	"ExecTarget\x12\x18\n" +
+	"\acommand\x18\x01 \x01(\tR\acommandB9Z7github.com/sundialhq/sundial/proto/sundial/v1;sundialv1b\x06proto3"
 
 var (
 	file_sundial_v1_target_proto_rawDescOnce sync.Once
@@ -375,26 +451,28 @@ func file_sundial_v1_target_proto_rawDescGZIP() []byte {
 	return file_sundial_v1_target_proto_rawDescData
 }
 
-var file_sundial_v1_target_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_sundial_v1_target_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_sundial_v1_target_proto_goTypes = []any{
 	(*Target)(nil),        // 0: sundial.v1.Target
 	(*HttpTarget)(nil),    // 1: sundial.v1.HttpTarget
 	(*KafkaTarget)(nil),   // 2: sundial.v1.KafkaTarget
 	(*HandlerTarget)(nil), // 3: sundial.v1.HandlerTarget
-	nil,                   // 4: sundial.v1.HttpTarget.HeadersEntry
-	nil,                   // 5: sundial.v1.KafkaTarget.HeadersEntry
+	(*ExecTarget)(nil),    // 4: sundial.v1.ExecTarget
+	nil,                   // 5: sundial.v1.HttpTarget.HeadersEntry
+	nil,                   // 6: sundial.v1.KafkaTarget.HeadersEntry
 }
 var file_sundial_v1_target_proto_depIdxs = []int32{
 	1, // 0: sundial.v1.Target.http:type_name -> sundial.v1.HttpTarget
 	2, // 1: sundial.v1.Target.kafka:type_name -> sundial.v1.KafkaTarget
 	3, // 2: sundial.v1.Target.handler:type_name -> sundial.v1.HandlerTarget
-	4, // 3: sundial.v1.HttpTarget.headers:type_name -> sundial.v1.HttpTarget.HeadersEntry
-	5, // 4: sundial.v1.KafkaTarget.headers:type_name -> sundial.v1.KafkaTarget.HeadersEntry
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	4, // 3: sundial.v1.Target.exec:type_name -> sundial.v1.ExecTarget
+	5, // 4: sundial.v1.HttpTarget.headers:type_name -> sundial.v1.HttpTarget.HeadersEntry
+	6, // 5: sundial.v1.KafkaTarget.headers:type_name -> sundial.v1.KafkaTarget.HeadersEntry
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_target_proto_init() }
@@ -406,6 +484,7 @@ func file_sundial_v1_target_proto_init() {
 		(*Target_Http)(nil),
 		(*Target_Kafka)(nil),
 		(*Target_Handler)(nil),
+		(*Target_Exec)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -413,7 +492,7 @@ func file_sundial_v1_target_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_target_proto_rawDesc), len(file_sundial_v1_target_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,53 @@
+package target
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestOutputKeepsTheNewestLinesWithinItsBounds(t *testing.T) {
+	t.Parallel()
+	var nilOut *Output
+	assert.Nil(t, nilOut.Lines())
+	assert.Nil(t, (&Output{}).Lines())
+
+	o := &Output{}
+	for i := range MaxOutputLines + 5 {
+		o.Append(fmt.Sprintf("line %d\n", i))
+	}
+	lines := o.Lines()
+	require.Len(t, lines, MaxOutputLines+1)
+	assert.Equal(t, "… 5 earlier line(s) dropped", lines[0])
+	assert.Equal(t, "line 5", lines[1])
+	assert.Equal(t, fmt.Sprintf("line %d", MaxOutputLines+4), lines[len(lines)-1])
+
+	o = &Output{}
+	o.Append(strings.Repeat("é", MaxOutputLineBytes)) // two bytes a rune
+	long := o.Lines()[0]
+	assert.LessOrEqual(t, len(long), MaxOutputLineBytes+len("…"))
+	assert.True(t, strings.HasSuffix(long, "é…"), "cut on a rune boundary")
+
+	o = &Output{}
+	for range 100 {
+		o.Append(strings.Repeat("x", MaxOutputLineBytes))
+	}
+	total := 0
+	for _, l := range o.Lines()[1:] {
+		total += len(l)
+	}
+	assert.LessOrEqual(t, total, MaxOutputBytes)
+}
+
+func TestLineWriterSplitsLinesAndCapsBytes(t *testing.T) {
+	t.Parallel()
+	o := &Output{}
+	w := &lineWriter{out: o, limit: 20}
+	_, _ = w.Write([]byte("first\nsec"))
+	_, _ = w.Write([]byte("ond\nthird line is long"))
+	w.close()
+	assert.Equal(t, []string{"first", "second", "third l", "… output truncated: 31 bytes written, 20 captured"}, o.Lines())
+}

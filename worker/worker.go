@@ -1,0 +1,239 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sundialhq/sundial/enqueue"
+	"github.com/sundialhq/sundial/internal/deps"
+	"github.com/sundialhq/sundial/internal/lifecycle"
+	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/leasing"
+	"github.com/sundialhq/sundial/runner"
+	"github.com/sundialhq/sundial/runner/target"
+	"github.com/sundialhq/sundial/store/cassandra"
+)
+
+// DefaultPool is the pool of the stock runners.
+const DefaultPool = "default"
+
+// handlerName is what a handler may be registered as: the characters a
+// job's target.handler.name may hold.
+var handlerName = regexp.MustCompile(`^[A-Za-z0-9._:/-]+$`)
+
+// Config configures a Worker. KafkaBrokers, RedisAddr and CassandraHosts are
+// required; every other zero field means its default.
+type Config struct {
+	// Pool is the pool the worker joins. Today a pool is the runners'
+	// consumer group on the runs topics: DefaultPool is the stock runners'
+	// group (runner.DefaultGroup), any other name is the group
+	// "sundial-runners-<pool>". Every consumer group on the runs topics
+	// receives every run, so an installation (a topic prefix) has one
+	// pool in use; choosing pools per job comes with routing.
+	Pool string
+	// ID names this worker in run events. Default "<hostname>-<pid>".
+	ID string
+	// KafkaBrokers are the seed brokers, host:port. Required.
+	KafkaBrokers []string
+	// Kafka are extra options of every Kafka client: TLS, SASL.
+	Kafka []kgo.Opt
+	// TopicPrefix starts every topic name; the installation's
+	// --topic-prefix.
+	TopicPrefix string
+	// RedisAddr is the Redis of the leases, host:port; several,
+	// comma-separated, are the seeds of a Redis Cluster. Required.
+	RedisAddr string
+	// RedisKeyPrefix is the installation's --redis-key-prefix.
+	RedisKeyPrefix string
+	// CassandraHosts are the contact points of the store, where retries
+	// are written. Required.
+	CassandraHosts []string
+	// Keyspace is the store's keyspace. Default cassandra.DefaultKeyspace.
+	Keyspace string
+	// Concurrency is how many runs execute at once. Default 16: handlers
+	// often use the CPU, unlike the stock runner's HTTP calls.
+	Concurrency int
+	// Tune, when set, changes the runner's configuration after the worker
+	// filled it in: timeouts, breakers, the lease TTL's neighbours.
+	Tune func(*runner.Config)
+	// Registerer receives the runner's metrics. Nil registers nothing.
+	Registerer prometheus.Registerer
+	// Logger receives the worker's logs and every handler's run log lines;
+	// nil discards.
+	Logger *slog.Logger
+}
+
+// DefaultConcurrency is the default Config.Concurrency.
+const DefaultConcurrency = 16
+
+// Group returns the consumer group of pool.
+func Group(pool string) string {
+	if pool == "" || pool == DefaultPool {
+		return runner.DefaultGroup
+	}
+	return runner.DefaultGroup + "-" + pool
+}
+
+// Validate reports every bad field.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("worker config: %s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if len(c.KafkaBrokers) == 0 {
+		bad("KafkaBrokers", "at least one broker is required")
+	}
+	if strings.TrimSpace(c.RedisAddr) == "" {
+		bad("RedisAddr", "is required")
+	}
+	if len(c.CassandraHosts) == 0 {
+		bad("CassandraHosts", "at least one host is required")
+	}
+	if c.Pool != "" && !handlerName.MatchString(c.Pool) {
+		bad("Pool", "%q has characters outside [A-Za-z0-9._:/-]", c.Pool)
+	}
+	if c.Concurrency < 0 {
+		bad("Concurrency", "%d is negative", c.Concurrency)
+	}
+	return errors.Join(errs...)
+}
+
+// Worker is a runner that executes the handlers registered on it, besides
+// the HTTP and Kafka targets every runner executes. Register handlers with
+// Handle, then Start.
+type Worker struct {
+	cfg  Config
+	life lifecycle.Lifecycle
+
+	mu       sync.Mutex
+	handlers map[string]target.Handler
+}
+
+// New returns a Worker, or the configuration's errors.
+func New(cfg Config) (*Worker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Logger = deps.Logger(cfg.Logger)
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
+	cfg.Keyspace = cmp.Or(cfg.Keyspace, cassandra.DefaultKeyspace)
+	return &Worker{cfg: cfg, handlers: map[string]target.Handler{}}, nil
+}
+
+// Handle registers fn for runs whose target is the handler name. It panics
+// when name is not a valid handler name, when fn is nil, or when name is
+// already registered (as http.ServeMux does: these are programming errors).
+// Handlers registered after Start serve from the next Start.
+func (w *Worker) Handle(name string, fn Handler) {
+	if !handlerName.MatchString(name) {
+		panic(fmt.Sprintf("worker: handler name %q: must match [A-Za-z0-9._:/-]+", name))
+	}
+	if fn == nil {
+		panic(fmt.Sprintf("worker: handler %q: nil function", name))
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, dup := w.handlers[name]; dup {
+		panic(fmt.Sprintf("worker: handler %q: registered twice", name))
+	}
+	w.handlers[name] = handler{fn: fn, logger: w.cfg.Logger}
+}
+
+// Start connects to Kafka, Redis and Cassandra and starts consuming runs.
+// ctx bounds the start only. The runner's metrics are registered on
+// Config.Registerer at each Start, so a Worker is started once per
+// registry.
+func (w *Worker) Start(ctx context.Context) error {
+	return w.life.Start(ctx, func(ctx context.Context, run *lifecycle.Run) error {
+		c := w.cfg
+		names := topics.Names{Prefix: c.TopicPrefix}
+		st, err := cassandra.Open(ctx, cassandra.Config{Hosts: c.CassandraHosts, Keyspace: c.Keyspace})
+		if err != nil {
+			return fmt.Errorf("worker: cassandra: %w", err)
+		}
+		run.OnStop(func() { _ = st.Close() })
+		cluster, err := st.GetClusterConfig(ctx)
+		if err != nil {
+			return fmt.Errorf("worker: cassandra: %w", err)
+		}
+		wake, err := kgo.NewClient(append(append([]kgo.Opt{kgo.SeedBrokers(c.KafkaBrokers...)}, c.Kafka...),
+			kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))...)
+		if err != nil {
+			return fmt.Errorf("worker: kafka: %w", err)
+		}
+		run.OnStop(wake.Close)
+		enq, err := enqueue.New(enqueue.Config{Store: st, Client: wake, Topics: names, Shards: cluster.Shards, Logger: c.Logger})
+		if err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+		addrs := strings.Split(c.RedisAddr, ",")
+		for i := range addrs {
+			addrs[i] = strings.TrimSpace(addrs[i])
+		}
+		rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs, PoolSize: c.Concurrency, IsClusterMode: len(addrs) > 1})
+		run.OnStop(func() { _ = rdb.Close() })
+		leases, err := leasing.New(leasing.Config{Client: rdb, KeyPrefix: c.RedisKeyPrefix + leasing.DefaultKeyPrefix})
+		if err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+		if err := leases.Load(ctx); err != nil {
+			return fmt.Errorf("worker: redis: %w", err)
+		}
+		w.mu.Lock()
+		handlers := maps.Clone(w.handlers)
+		w.mu.Unlock()
+		rc := runner.Config{
+			ID:          c.ID,
+			Kafka:       append([]kgo.Opt{kgo.SeedBrokers(c.KafkaBrokers...)}, c.Kafka...),
+			Topics:      names,
+			Group:       Group(c.Pool),
+			Leases:      leases,
+			Redis:       rdb,
+			KeyPrefix:   c.RedisKeyPrefix + runner.DefaultKeyPrefix,
+			Enqueuer:    enq,
+			Handlers:    handlers,
+			Concurrency: c.Concurrency,
+			Registerer:  c.Registerer,
+			Logger:      c.Logger,
+		}
+		if c.Tune != nil {
+			c.Tune(&rc)
+		}
+		r, err := runner.New(rc)
+		if err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+		if err := r.Start(ctx); err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+		run.OnStop(r.Stop)
+		return nil
+	})
+}
+
+// Stop stops consuming, lets executing runs finish (the runner's
+// ShutdownTimeout) and closes the connections. Idempotent; safe before
+// Start.
+func (w *Worker) Stop() { w.life.Stop() }
+
+// Run starts the worker, waits for ctx to end, and stops it: the whole
+// life of a worker program's main.
+func (w *Worker) Run(ctx context.Context) error {
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	w.Stop()
+	return nil
+}
