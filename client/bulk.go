@@ -91,7 +91,11 @@ func (c *Client) ApplyMany(ctx context.Context, specs iter.Seq[*sundialv1.JobSpe
 	defer stopProducing()
 	since := time.Now().Add(-statusSkew)
 	reading := make(chan error, 1)
-	go func() { reading <- b.read(c.Statuses(readCtx, since), c.cfg.Topics.Jobs()) }()
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		reading <- b.read(c.Statuses(readCtx, since), c.cfg.Topics.Jobs())
+	}()
 
 	for spec := range specs {
 		if ctx.Err() != nil {
@@ -137,7 +141,7 @@ func (c *Client) ApplyMany(ctx context.Context, specs iter.Seq[*sundialv1.JobSpe
 		stopProducing()
 		b.callbacks.Wait()
 		stopReading()
-		<-reading
+		<-readDone
 	}
 
 	for {
@@ -152,7 +156,6 @@ func (c *Client) ApplyMany(ctx context.Context, specs iter.Seq[*sundialv1.JobSpe
 		case err := <-reading:
 			// The status reader ended before every answer: ctx ended (or the
 			// client could not be built).
-			reading <- err // for stop
 			stop()
 			b.mu.Lock()
 			defer b.mu.Unlock()

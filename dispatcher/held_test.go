@@ -41,10 +41,8 @@ func TestOwnerHeldBoundUnderOverload(t *testing.T) {
 		e := newOwnerEnv(t)
 		start := store.Truncate(time.Now())
 		herd := start.Add(20 * time.Second)
-		var specs = make([]string, 0, jobs)
 		for i := range jobs {
 			id := fmt.Sprintf("job-%04d", i)
-			specs = append(specs, id)
 			e.register(jobSpec(id, atSchedule(herd.Add(time.Duration(i)*time.Millisecond))))
 		}
 		prod := slowProducer{fakeProducer: e.prod, delay: 10 * time.Millisecond}

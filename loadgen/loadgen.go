@@ -306,7 +306,7 @@ func (g *Generator) Register(ctx context.Context, from, to int) error {
 	}
 	if sum.Rejected > 0 {
 		first := sum.Rejections[0]
-		return fmt.Errorf("loadgen: register jobs %d..%d: %d rejected, first %s: %v", from, to-1, sum.Rejected, first.ID, client.FieldErrors(first.Status))
+		return fmt.Errorf("loadgen: register jobs %d..%d: %d rejected, first %s: %w", from, to-1, sum.Rejected, first.ID, client.FieldErrors(first.Status))
 	}
 	return nil
 }

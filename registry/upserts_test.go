@@ -84,7 +84,7 @@ func TestUpsertsGroupCalls(t *testing.T) {
 				if errors.Is(err, store.ErrInvalid) {
 					err = nil
 				} else {
-					err = fmt.Errorf("refused: %v", err)
+					err = fmt.Errorf("refused: %w", err)
 				}
 			}
 			results <- err

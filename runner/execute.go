@@ -183,7 +183,7 @@ func (x *execution) handle(ctx context.Context) bool {
 		// Trust ran out before the execution could start (a very slow
 		// acquire): give the slot back; handleRecord tries again.
 		x.logger().Warn("lease expired before the run started", "err", err)
-		x.release(lease)
+		x.release(ctx, lease)
 		return false
 	}
 	defer func() {
@@ -295,17 +295,17 @@ func (x *execution) conclude(ctx context.Context, keeper *leasing.Keeper, end at
 		return x.succeeded(ctx, keeper, end.started, end.finished)
 	case verdictDefer:
 		keeper.Stop()
-		x.release(keeper.Lease())
+		x.release(ctx, keeper.Lease())
 		return x.deferRun(ctx, v.delay, v.reason, nil)
 	case verdictUnfinished:
 		if v.release {
 			keeper.Stop()
-			x.release(keeper.Lease())
+			x.release(ctx, keeper.Lease())
 		}
 		return false
 	case verdictCancelled:
 		keeper.Stop()
-		x.release(keeper.Lease()) // fails harmlessly when the lease was revoked
+		x.release(ctx, keeper.Lease()) // fails harmlessly when the lease was revoked
 		r.m.runs.WithLabelValues(outcomeCancelled).Inc()
 		x.emit(x.event(sundialv1.RunState_RUN_STATE_CANCELLED, func(ev *sundialv1.RunEvent) {
 			ev.Reason = v.reason
@@ -419,7 +419,7 @@ func (x *execution) succeeded(ctx context.Context, keeper *leasing.Keeper, start
 		x.logger().Debug("run succeeded", "duration", dur)
 	}, func() {
 		keeper.Stop()
-		x.release(keeper.Lease())
+		x.release(ctx, keeper.Lease())
 	})
 }
 
@@ -476,7 +476,7 @@ func (x *execution) failed(ctx context.Context, lease leasing.Lease, v verdict, 
 	next.Origin = sundialv1.RunOrigin_RUN_ORIGIN_RETRY
 	next.DispatchedAt = nil
 	if !x.enqueue(ctx, next, due, int(next.Attempt)) {
-		x.release(lease)
+		x.release(ctx, lease)
 		return false
 	}
 	r.m.retries.Inc()
@@ -488,7 +488,7 @@ func (x *execution) failed(ctx context.Context, lease leasing.Lease, v verdict, 
 	x.logger().Info("run failed; retry scheduled", "code", f.Code, "err", f.Message, "next_attempt", next.Attempt, "due", due)
 	// The next attempt is durable (enqueued above); only the commit waits
 	// for the events.
-	x.release(lease)
+	x.release(ctx, lease)
 	return x.finishAfterAcks(ctx, nil, nil)
 }
 
@@ -507,7 +507,7 @@ func (x *execution) dead(ctx context.Context, f *target.Error, lease *leasing.Le
 	if err != nil {
 		x.logger().Error("could not write the dead letter; the run will be delivered again", "err", err)
 		if lease != nil {
-			x.release(*lease)
+			x.release(ctx, *lease)
 		}
 		return false
 	}
@@ -522,7 +522,7 @@ func (x *execution) dead(ctx context.Context, f *target.Error, lease *leasing.Le
 		}
 	}))
 	if lease != nil {
-		x.release(*lease)
+		x.release(ctx, *lease)
 	}
 	return x.finishAfterAcks(ctx, nil, nil)
 }
@@ -537,7 +537,7 @@ func (x *execution) deferRun(ctx context.Context, delay time.Duration, reason st
 	next.Origin = sundialv1.RunOrigin_RUN_ORIGIN_DEFERRAL
 	next.DispatchedAt = nil
 	if lease != nil {
-		defer x.release(*lease)
+		defer x.release(ctx, *lease)
 	}
 	if !x.enqueue(ctx, next, due, int(run.GetAttempt())) {
 		return false
@@ -581,11 +581,13 @@ func (x *execution) enqueue(ctx context.Context, next *sundialv1.Run, due time.T
 
 // release gives the lease back, best effort: an error only delays the slot
 // until the lease expires.
-func (x *execution) release(l leasing.Lease) {
+func (x *execution) release(ctx context.Context, l leasing.Lease) {
 	if x.r.isKilled() || l.Token == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// The release must be tried even when the run's context has ended (a
+	// cancelled or timed-out run frees its slot at once).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := x.r.leases.Release(ctx, l); err != nil && !errors.Is(err, leasing.ErrLeaseLost) {
 		x.logger().Warn("lease release failed; the slot frees when the lease expires", "err", err)

@@ -27,7 +27,7 @@ type JobSnapshot struct {
 // snapshotVersion is the first byte of an encoded JobSnapshot.
 const snapshotVersion = 1
 
-// ErrBadSnapshot: a payload is not an encoded JobSnapshot.
+// ErrBadSnapshot is returned for a payload that is not an encoded JobSnapshot.
 var ErrBadSnapshot = errors.New("not a job snapshot")
 
 // Snapshot returns the job's snapshot, checked at CheckedAt.

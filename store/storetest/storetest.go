@@ -435,7 +435,7 @@ func testUpsertJobsAsOneByOne(t *testing.T, s store.Store) {
 			got.ID = name
 			st.jobs[name] = got
 			for _, sec := range []int{1, 2, 3, 4, 10, 11, 13, 14, 16, 20} {
-				for _, e := range dueOf(t, s, j.ID, at(sec), shards) {
+				for _, e := range dueOf(t, s, j.ID, at(sec), shards) { //nolint:contextcheck // dueOf derives its context from the test's, as ctx is
 					if e.Due.Equal(at(sec)) {
 						e.JobID, e.RunID = name, strings.TrimPrefix(e.RunID, p)
 						st.entries[name] = append(st.entries[name], e)
