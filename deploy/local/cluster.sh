@@ -46,6 +46,17 @@ REDIS_NODE_TIMEOUT_MS=${SUNDIAL_REDIS_CLUSTER_NODE_TIMEOUT_MS:-2000}
 TIMEOUT=${SUNDIAL_STACK_TIMEOUT:-240}
 STOP_GRACE=${SUNDIAL_STACK_STOP_GRACE:-30}
 
+# Secured mode (deploy/local/secure-cluster.sh sets it, with a folder and
+# ports of its own): Redis only, TLS on client, cluster bus and replication
+# links, and the sundial ACL user, whose password the replicas use to reach
+# their master; the default user is off.
+SECURE=${SUNDIAL_CLUSTER_SECURE:-false}
+TLS_DIR=$CLUSTER_DIR/tls
+SECRETS_DIR=$CLUSTER_DIR/secrets
+# The script a user runs, for the command our messages suggest.
+SELF=cluster.sh
+[[ $SECURE != true ]] || SELF=secure-cluster.sh
+
 KAFKA_NODES=(kafka-1 kafka-2 kafka-3)
 REDIS_NODES=(redis-1 redis-2 redis-3 redis-4 redis-5 redis-6)
 MARKER=-Dsundial.cluster=$CLUSTER_DIR
@@ -62,6 +73,7 @@ save_settings() {
     echo "SUNDIAL_KAFKA_CLUSTER_HEAP=$KAFKA_HEAP"
     echo "SUNDIAL_KAFKA_CLUSTER_SESSION_TIMEOUT_MS=$KAFKA_SESSION_TIMEOUT_MS"
     echo "SUNDIAL_REDIS_CLUSTER_NODE_TIMEOUT_MS=$REDIS_NODE_TIMEOUT_MS"
+    echo "SUNDIAL_CLUSTER_SECURE=$SECURE"
   } >"$SETTINGS"
 }
 
@@ -287,6 +299,14 @@ start_redis_node() {
   render "$HERE/cluster/redis.conf.in" "$conf/redis.conf" \
     PORT=$((REDIS_PORT + i - 1)) BUS_PORT=$((REDIS_BUS_PORT + i - 1)) \
     DATA_DIR="$data" LOG_DIR="$logs" NODE_TIMEOUT_MS="$REDIS_NODE_TIMEOUT_MS"
+  if [[ $SECURE == true ]]; then
+    # The configuration holds the password: only its owner reads it.
+    chmod 600 "$conf/redis.conf"
+    (umask 077 && render "$HERE/cluster/redis-secure.conf.in" "$conf/redis.conf.secure" \
+      PORT=$((REDIS_PORT + i - 1)) TLS_DIR="$TLS_DIR" PASSWORD="$(<"$SECRETS_DIR/redis-sundial.password")")
+    cat "$conf/redis.conf.secure" >>"$conf/redis.conf"
+    rm -f "$conf/redis.conf.secure"
+  fi
   launch "$node" "$logs/redis.out" "$(command -v redis-server)" "$conf/redis.conf"
 }
 
@@ -311,8 +331,11 @@ KAFKA_VERSION=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$HERE
 # prepare downloads Kafka (once, into the single-node stack's download
 # folder, which it shares) and builds the readiness checker into the
 # cluster's folder, through stack.sh.
+# In secured mode stack.sh also writes the certificates and passwords into
+# the cluster's folder.
 prepare() {
-  SUNDIAL_STACK_DIR=$CLUSTER_DIR SUNDIAL_STACK_DIST_DIR=$DIST_DIR "$HERE/stack.sh" prepare "$@" ||
+  SUNDIAL_STACK_DIR=$CLUSTER_DIR SUNDIAL_STACK_DIST_DIR=$DIST_DIR SUNDIAL_STACK_SECURE=$SECURE \
+    "$HERE/stack.sh" prepare "$@" ||
     die "could not prepare the cluster (see above)"
 }
 
@@ -370,6 +393,12 @@ start_nodes() {
   done
 }
 
+# check_flags prints the stackcheck flags that log in to a secured node.
+check_flags() {
+  [[ $SECURE == true ]] || return 0
+  printf '%s\n' -tls-ca "$TLS_DIR/ca.pem" -redis-user sundial -redis-password-file "$SECRETS_DIR/redis-sundial.password"
+}
+
 # wait_nodes FLAGS NODE=PID...: waits, in parallel, until every node answers
 # the stackcheck probe with FLAGS; a node that is not ready is reported with
 # its logs.
@@ -382,7 +411,7 @@ wait_nodes() {
     pid=${kv#*=}
     # shellcheck disable=SC2086 # flags are words
     # A subshell, so that its status is the checker's (pipefail), not sed's.
-    ("$STACKCHECK" "-${n%%-*}" "$(addr_of "$n")" "-${n%%-*}-pid" "$pid" $flags -timeout "${TIMEOUT}s" |
+    ("$STACKCHECK" "-${n%%-*}" "$(addr_of "$n")" "-${n%%-*}-pid" "$pid" $flags $(check_flags) -timeout "${TIMEOUT}s" |
       sed "s/^[a-z]*: /$n: /") &
     jobs[$n]=$!
   done
@@ -400,7 +429,21 @@ redis_cli() {
   local a
   a=$(addr_of "$1")
   shift
-  redis-cli -h "${a%:*}" -p "${a#*:}" "$@"
+  redis_cli_at "${a%:*}" "${a#*:}" "$@"
+}
+
+# redis_cli_at HOST PORT ARGS... runs redis-cli, over TLS as the sundial
+# user in secured mode; the password goes through the environment, not the
+# command line.
+redis_cli_at() {
+  local host=$1 port=$2
+  shift 2
+  if [[ $SECURE == true ]]; then
+    REDISCLI_AUTH=$(<"$SECRETS_DIR/redis-sundial.password") \
+      redis-cli --tls --cacert "$TLS_DIR/ca.pem" --user sundial -h "$host" -p "$port" "$@"
+  else
+    redis-cli -h "$host" -p "$port" "$@"
+  fi
 }
 
 # create_redis_cluster assigns the slots once: on nodes that were never part
@@ -414,7 +457,7 @@ create_redis_cluster() {
   local addrs=() n
   for n in "${REDIS_NODES[@]}"; do addrs+=("$(addr_of "$n")"); done
   say "redis: creating the cluster (3 masters, 1 replica each)"
-  redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$LOG_DIR/redis-create.log" 2>&1 || {
+  redis_cli_at 127.0.0.1 "$REDIS_PORT" --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$LOG_DIR/redis-create.log" 2>&1 || {
     cat "$LOG_DIR/redis-create.log" >&2
     die "redis: creating the cluster failed"
   }
@@ -423,8 +466,14 @@ create_redis_cluster() {
 cmd_up() {
   local start b backends=("$@")
   start=$(now_ms)
-  ((${#backends[@]})) || backends=(kafka redis)
-  for b in "${backends[@]}"; do nodes_of "$b" >/dev/null; done
+  if ((${#backends[@]} == 0)); then
+    backends=(kafka redis)
+    [[ $SECURE != true ]] || backends=(redis)
+  fi
+  for b in "${backends[@]}"; do
+    nodes_of "$b" >/dev/null
+    [[ $SECURE != true || $b == redis ]] || die "the secured cluster runs Redis only, not $b"
+  done
   validate
   lock
   save_settings
@@ -446,7 +495,7 @@ cmd_up() {
     esac
     say "$b: cluster ready at $(addrs_of "$b") $(since_ms "$t0") after its start"
   done
-  say "cluster: ready in $(since_ms "$start"); use it with: source <($HERE/cluster.sh env)"
+  say "cluster: ready in $(since_ms "$start"); use it with: source <($HERE/$SELF env)"
 }
 
 # stop NODE...: SIGTERM, a grace period, then SIGKILL.
@@ -532,7 +581,7 @@ cmd_status() {
       state=running
       if [[ -x $STACKCHECK ]]; then
         local flags="-kafka-brokers ${#KAFKA_NODES[@]}"
-        [[ $n == redis-* ]] && flags="-redis-cluster 3"
+        [[ $n == redis-* ]] && flags="-redis-cluster 3 $(check_flags | tr '\n' ' ')"
         # shellcheck disable=SC2086
         role=$("$STACKCHECK" "-${n%%-*}" "$(addr_of "$n")" $flags -timeout 3s -progress 0s 2>&1 | head -n1 | sed 's/^[a-z]*: //') || all=3
       fi
@@ -551,6 +600,13 @@ cmd_env() {
   echo "export SUNDIAL_REDIS_CLUSTER_ADDRS=$(addrs_of redis)"
   echo "export SUNDIAL_CLUSTER_CTL=$HERE/cluster.sh"
   echo "export SUNDIAL_CLUSTER_DIR=$CLUSTER_DIR"
+}
+
+# cmd_secure_env: the secured cluster's SUNDIAL_SECURE_* export lines.
+cmd_secure_env() {
+  echo "export SUNDIAL_SECURE_REDIS_CLUSTER_ADDRS=$(addrs_of redis)"
+  echo "export SUNDIAL_SECURE_CLUSTER_TLS_DIR=$TLS_DIR"
+  echo "export SUNDIAL_SECURE_CLUSTER_SECRETS_DIR=$SECRETS_DIR"
 }
 
 cmd_logs() {
@@ -588,7 +644,9 @@ main() {
     up) cmd_up "$@" ;;
     down) cmd_down "$@" ;;
     status) cmd_status "$@" ;;
-    env) cmd_env "$@" ;;
+    env)
+      if [[ $SECURE == true ]]; then cmd_secure_env "$@"; else cmd_env "$@"; fi
+      ;;
     kill) cmd_kill "$@" ;;
     start) cmd_start "$@" ;;
     logs) cmd_logs "$@" ;;
