@@ -4,14 +4,18 @@
 # Redis Cluster of three masters with a replica each, as plain processes on
 # 127.0.0.1. The failure tests (make test-cluster) kill their nodes.
 #
-#   cluster.sh up [kafka|redis]      start what is not running, wait until it serves
-#   cluster.sh down [kafka|redis]    stop; no process is left behind
+#   cluster.sh up [kafka|redis|sentinel]  start what is not running, wait until it serves
+#   cluster.sh down [kafka|redis|sentinel]  stop; no process is left behind
 #   cluster.sh status                every node: state, pid, address, role
 #   cluster.sh env                   export lines: source <(deploy/local/cluster.sh env)
-#   cluster.sh kill NODE             SIGKILL one node (kafka-1..3, redis-1..6)
+#   cluster.sh kill NODE             SIGKILL one node (kafka-1..3, redis-1..6, sredis-1..2, sentinel-1..3)
 #   cluster.sh start NODE            start one stopped node and wait until it serves
 #   cluster.sh logs [-n N] NODE...   the end of the nodes' logs
 #   cluster.sh reset                 down, then delete data and logs
+#
+# `up sentinel` (never started by default) runs a Redis master (sredis-1),
+# its replica (sredis-2) and three Sentinels (sentinel-1..3) watching it
+# under the name "sundial", for the Sentinel tests.
 #
 # Cassandra stays a single node (deploy/local/stack.sh): three JVMs of it do
 # not fit beside the rest on a two-core machine. Settings come from
@@ -40,6 +44,9 @@ KAFKA_PORT=${SUNDIAL_KAFKA_CLUSTER_PORT:-24092}
 KAFKA_CONTROLLER_PORT=${SUNDIAL_KAFKA_CLUSTER_CONTROLLER_PORT:-24192}
 REDIS_PORT=${SUNDIAL_REDIS_CLUSTER_PORT:-26101}
 REDIS_BUS_PORT=${SUNDIAL_REDIS_CLUSTER_BUS_PORT:-26201}
+# The Sentinel group: the master, its replica, then the three Sentinels.
+SENTINEL_PORT=${SUNDIAL_SENTINEL_PORT:-25201}
+SENTINEL_MASTER=sundial
 KAFKA_HEAP=${SUNDIAL_KAFKA_CLUSTER_HEAP:-512m}
 KAFKA_SESSION_TIMEOUT_MS=${SUNDIAL_KAFKA_CLUSTER_SESSION_TIMEOUT_MS:-3000}
 REDIS_NODE_TIMEOUT_MS=${SUNDIAL_REDIS_CLUSTER_NODE_TIMEOUT_MS:-2000}
@@ -59,6 +66,7 @@ SELF=cluster.sh
 
 KAFKA_NODES=(kafka-1 kafka-2 kafka-3)
 REDIS_NODES=(redis-1 redis-2 redis-3 redis-4 redis-5 redis-6)
+SENTINEL_NODES=(sredis-1 sredis-2 sentinel-1 sentinel-2 sentinel-3)
 MARKER=-Dsundial.cluster=$CLUSTER_DIR
 STACKCHECK=$CLUSTER_DIR/bin/stackcheck
 
@@ -70,6 +78,7 @@ save_settings() {
     echo "SUNDIAL_KAFKA_CLUSTER_CONTROLLER_PORT=$KAFKA_CONTROLLER_PORT"
     echo "SUNDIAL_REDIS_CLUSTER_PORT=$REDIS_PORT"
     echo "SUNDIAL_REDIS_CLUSTER_BUS_PORT=$REDIS_BUS_PORT"
+    echo "SUNDIAL_SENTINEL_PORT=$SENTINEL_PORT"
     echo "SUNDIAL_KAFKA_CLUSTER_HEAP=$KAFKA_HEAP"
     echo "SUNDIAL_KAFKA_CLUSTER_SESSION_TIMEOUT_MS=$KAFKA_SESSION_TIMEOUT_MS"
     echo "SUNDIAL_REDIS_CLUSTER_NODE_TIMEOUT_MS=$REDIS_NODE_TIMEOUT_MS"
@@ -86,7 +95,7 @@ die() {
 
 validate() {
   local bad=() name value
-  for name in KAFKA_PORT KAFKA_CONTROLLER_PORT REDIS_PORT REDIS_BUS_PORT; do
+  for name in KAFKA_PORT KAFKA_CONTROLLER_PORT REDIS_PORT REDIS_BUS_PORT SENTINEL_PORT; do
     value=${!name}
     if [[ ! $value =~ ^[0-9]{1,5}$ ]] || ((10#$value < 1 || 10#$value > 65530)); then
       local var=${name/KAFKA_/KAFKA_CLUSTER_}
@@ -103,7 +112,7 @@ validate() {
   [[ $STOP_GRACE =~ ^[0-9]+$ ]] && ((STOP_GRACE > 0)) || bad+=("SUNDIAL_STACK_STOP_GRACE=$STOP_GRACE: want a positive number of seconds")
   if ((${#bad[@]} == 0)); then
     local ports dup
-    ports=$(for n in "${KAFKA_NODES[@]}" "${REDIS_NODES[@]}"; do ports_of "$n"; done | tr ' ' '\n')
+    ports=$(for n in "${KAFKA_NODES[@]}" "${REDIS_NODES[@]}" "${SENTINEL_NODES[@]}"; do ports_of "$n"; done | tr ' ' '\n')
     dup=$(sort <<<"$ports" | uniq -d | tr '\n' ' ')
     [[ -z $dup ]] || bad+=("the port ranges overlap: ${dup% } used twice")
   fi
@@ -125,6 +134,8 @@ ports_of() {
   case $1 in
     kafka-*) echo "$((KAFKA_PORT + i - 1)) $((KAFKA_CONTROLLER_PORT + i - 1))" ;;
     redis-*) echo "$((REDIS_PORT + i - 1)) $((REDIS_BUS_PORT + i - 1))" ;;
+    sredis-*) echo "$((SENTINEL_PORT + i - 1))" ;;
+    sentinel-*) echo "$((SENTINEL_PORT + i + 1))" ;;
   esac
 }
 
@@ -134,6 +145,7 @@ addr_of() {
   case $1 in
     kafka-*) echo "127.0.0.1:$((KAFKA_PORT + i - 1))" ;;
     redis-*) echo "127.0.0.1:$((REDIS_PORT + i - 1))" ;;
+    sredis-* | sentinel-*) echo "127.0.0.1:$(ports_of "$1")" ;;
   esac
 }
 
@@ -148,13 +160,14 @@ nodes_of() {
   case $1 in
     kafka) echo "${KAFKA_NODES[*]}" ;;
     redis) echo "${REDIS_NODES[*]}" ;;
-    *) die "unknown backend '$1': want kafka or redis" ;;
+    sentinel) echo "${SENTINEL_NODES[*]}" ;;
+    *) die "unknown backend '$1': want kafka, redis or sentinel" ;;
   esac
 }
 
 check_node() {
-  [[ " ${KAFKA_NODES[*]} ${REDIS_NODES[*]} " == *" $1 "* ]] ||
-    die "unknown node '$1': want one of ${KAFKA_NODES[*]} ${REDIS_NODES[*]}"
+  [[ " ${KAFKA_NODES[*]} ${REDIS_NODES[*]} ${SENTINEL_NODES[*]} " == *" $1 "* ]] ||
+    die "unknown node '$1': want one of ${KAFKA_NODES[*]} ${REDIS_NODES[*]} ${SENTINEL_NODES[*]}"
 }
 
 # is_ours PID NODE: whether PID is NODE of this cluster, judged by its
@@ -166,7 +179,7 @@ is_ours() {
   read -r stat 2>/dev/null <"/proc/$pid/stat" || return 1
   stat=${stat##*) }
   [[ ${stat%% *} != [ZX] ]] || return 1
-  if [[ $node == redis-* ]]; then
+  if [[ $node == redis-* || $node == sredis-* || $node == sentinel-* ]]; then
     [[ ${args[0]##*/} == redis-server && ${args[1]-} == "$RUN_DIR/$node/redis.conf" ]]
     return
   fi
@@ -310,10 +323,58 @@ start_redis_node() {
   launch "$node" "$logs/redis.out" "$(command -v redis-server)" "$conf/redis.conf"
 }
 
+# start_sredis_node and start_sentinel_node render a node's configuration on
+# its first start only: the node rewrites it (CONFIG REWRITE) when Sentinel
+# moves the master, and a restart keeps what it learnt.
+start_sredis_node() {
+  local node=$1 i conf data logs replica=''
+  i=$(index_of "$node")
+  conf=$RUN_DIR/$node
+  data=$DATA_DIR/$node
+  logs=$LOG_DIR/$node
+  mkdir -p "$conf" "$data" "$logs"
+  if [[ ! -f $conf/redis.conf ]]; then
+    ((i == 1)) || replica="replicaof $(addr_of sredis-1 | tr : ' ')"
+    render "$HERE/cluster/sentinel-redis.conf.in" "$conf/redis.conf" \
+      PORT="$(ports_of "$node")" DATA_DIR="$data" LOG_DIR="$logs" REPLICAOF="$replica"
+  fi
+  launch "$node" "$logs/redis.out" "$(command -v redis-server)" "$conf/redis.conf"
+}
+
+start_sentinel_node() {
+  local node=$1 conf logs master
+  conf=$RUN_DIR/$node
+  logs=$LOG_DIR/$node
+  mkdir -p "$conf" "$logs"
+  master=$(addr_of sredis-1)
+  if [[ ! -f $conf/redis.conf ]]; then
+    render "$HERE/cluster/sentinel.conf.in" "$conf/redis.conf" \
+      PORT="$(ports_of "$node")" DIR="$conf" LOG_DIR="$logs" MASTER="$SENTINEL_MASTER" \
+      MASTER_HOST="${master%:*}" MASTER_PORT="${master#*:}" DOWN_AFTER_MS="$REDIS_NODE_TIMEOUT_MS"
+  fi
+  launch "$node" "$logs/redis.out" "$(command -v redis-server)" "$conf/redis.conf" --sentinel
+}
+
+# wait_sentinels waits until every Sentinel knows the replica and the two
+# other Sentinels: before that, a failover has nothing to promote or no
+# majority to agree.
+wait_sentinels() {
+  local n a deadline=$((SECONDS + TIMEOUT)) info
+  for n in sentinel-1 sentinel-2 sentinel-3; do
+    a=$(addr_of "$n")
+    while :; do
+      info=$(redis-cli -h "${a%:*}" -p "${a#*:}" sentinel master "$SENTINEL_MASTER" 2>/dev/null | tr -d '\r' | paste -sd ' ')
+      [[ " $info " == *" num-slaves 1 "* && " $info " == *" num-other-sentinels 2 "* ]] && break
+      ((SECONDS < deadline)) || die "$n: does not see the replica and the other Sentinels after ${TIMEOUT}s: $info"
+      sleep 0.5
+    done
+  done
+}
+
 log_of() {
   case $1 in
     kafka-*) echo "$LOG_DIR/$1/server.log" ;;
-    redis-*) echo "$LOG_DIR/$1/redis.log" ;;
+    redis-* | sredis-* | sentinel-*) echo "$LOG_DIR/$1/redis.log" ;;
   esac
 }
 
@@ -411,7 +472,9 @@ wait_nodes() {
     pid=${kv#*=}
     # shellcheck disable=SC2086 # flags are words
     # A subshell, so that its status is the checker's (pipefail), not sed's.
-    ("$STACKCHECK" "-${n%%-*}" "$(addr_of "$n")" "-${n%%-*}-pid" "$pid" $flags $(check_flags) -timeout "${TIMEOUT}s" |
+    local probe=${n%%-*}
+    [[ $probe != kafka ]] && probe=redis
+    ("$STACKCHECK" "-$probe" "$(addr_of "$n")" "-$probe-pid" "$pid" $flags $(check_flags) -timeout "${TIMEOUT}s" |
       sed "s/^[a-z]*: /$n: /") &
     jobs[$n]=$!
   done
@@ -477,7 +540,8 @@ cmd_up() {
   validate
   lock
   save_settings
-  prepare "${backends[@]}"
+  # The Sentinel group runs the same redis-server.
+  prepare "${backends[@]/sentinel/redis}"
   for b in "${backends[@]}"; do
     local t0
     t0=$(now_ms)
@@ -491,6 +555,10 @@ cmd_up() {
         wait_nodes "" "${STARTED[@]}" || die "redis: a node is not ready"
         create_redis_cluster
         wait_nodes "-redis-cluster 3" "${STARTED[@]}" || die "redis: the cluster is not ready"
+        ;;
+      sentinel)
+        wait_nodes "" "${STARTED[@]}" || die "sentinel: a node is not ready"
+        wait_sentinels
         ;;
     esac
     say "$b: cluster ready at $(addrs_of "$b") $(since_ms "$t0") after its start"
@@ -534,7 +602,7 @@ stop() {
 
 cmd_down() {
   local b nodes=()
-  (($#)) || set -- kafka redis
+  (($#)) || set -- kafka redis sentinel
   # shellcheck disable=SC2207 # node names are words
   for b in "$@"; do nodes+=($(nodes_of "$b")); done
   lock
@@ -561,11 +629,14 @@ cmd_start() {
   t0=$(now_ms)
   validate
   lock
-  [[ -x $STACKCHECK ]] || prepare "${1%%-*}"
+  local backend=${1%%-*}
+  [[ $backend == kafka ]] || backend=redis
+  [[ -x $STACKCHECK ]] || prepare "$backend"
   start_nodes "$1"
   case $1 in
     kafka-*) flags="-kafka-brokers ${#KAFKA_NODES[@]}" ;;
     redis-*) flags="-redis-cluster 3" ;;
+    *) flags="" ;;
   esac
   wait_nodes "$flags" "${STARTED[@]}" || die "$1: not ready"
   say "$1: ready $(since_ms "$t0") after its start"
@@ -598,6 +669,8 @@ cmd_env() {
   (($# == 0)) || die "env takes no arguments"
   echo "export SUNDIAL_KAFKA_CLUSTER_BROKERS=$(addrs_of kafka)"
   echo "export SUNDIAL_REDIS_CLUSTER_ADDRS=$(addrs_of redis)"
+  echo "export SUNDIAL_SENTINEL_MASTER=$SENTINEL_MASTER"
+  echo "export SUNDIAL_SENTINEL_ADDRS=$(addr_of sentinel-1),$(addr_of sentinel-2),$(addr_of sentinel-3)"
   echo "export SUNDIAL_CLUSTER_CTL=$HERE/cluster.sh"
   echo "export SUNDIAL_CLUSTER_DIR=$CLUSTER_DIR"
 }
@@ -628,13 +701,13 @@ cmd_logs() {
 cmd_reset() {
   (($# == 0)) || die "reset takes no arguments"
   lock
-  stop "${KAFKA_NODES[@]}" "${REDIS_NODES[@]}"
+  stop "${KAFKA_NODES[@]}" "${REDIS_NODES[@]}" "${SENTINEL_NODES[@]}"
   rm -rf "$DATA_DIR" "$LOG_DIR" "$RUN_DIR" "$CLUSTER_DIR/kafka.cluster-id"
   say "cluster: data and logs deleted"
 }
 
 usage() {
-  sed -n '2,18s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+  sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
 }
 
 main() {
