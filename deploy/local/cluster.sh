@@ -643,23 +643,31 @@ cmd_start() {
 }
 
 cmd_status() {
-  local n pid state role all=0
-  printf '%-8s %-8s %-8s %-16s %s\n' NODE STATE PID ADDRESS READY
-  for n in "${KAFKA_NODES[@]}" "${REDIS_NODES[@]}"; do
+  local n pid state role all=0 nodes=("${KAFKA_NODES[@]}" "${REDIS_NODES[@]}")
+  [[ $SECURE != true ]] || nodes=("${REDIS_NODES[@]}")
+  printf '%-10s %-8s %-8s %-16s %s\n' NODE STATE PID ADDRESS READY
+  # The Sentinel group is optional: it is listed when it runs, and its
+  # absence fails nothing.
+  for n in "${nodes[@]}" "${SENTINEL_NODES[@]}"; do
     pid=$(node_pid "$n")
     state=stopped role=-
     if [[ -n $pid ]]; then
       state=running
       if [[ -x $STACKCHECK ]]; then
-        local flags="-kafka-brokers ${#KAFKA_NODES[@]}"
-        [[ $n == redis-* ]] && flags="-redis-cluster 3 $(check_flags | tr '\n' ' ')"
+        local probe=redis flags=''
+        case $n in
+          kafka-*) probe=kafka flags="-kafka-brokers ${#KAFKA_NODES[@]}" ;;
+          redis-*) flags="-redis-cluster 3 $(check_flags | tr '\n' ' ')" ;;
+        esac
         # shellcheck disable=SC2086
-        role=$("$STACKCHECK" "-${n%%-*}" "$(addr_of "$n")" $flags -timeout 3s -progress 0s 2>&1 | head -n1 | sed 's/^[a-z]*: //') || all=3
+        role=$("$STACKCHECK" "-$probe" "$(addr_of "$n")" $flags -timeout 3s -progress 0s 2>&1 | head -n1 | sed 's/^[a-z]*: //') || all=3
       fi
+    elif [[ $n == sredis-* || $n == sentinel-* ]]; then
+      continue
     else
       all=3
     fi
-    printf '%-8s %-8s %-8s %-16s %s\n' "$n" "$state" "${pid:--}" "$(addr_of "$n")" "$role"
+    printf '%-10s %-8s %-8s %-16s %s\n' "$n" "$state" "${pid:--}" "$(addr_of "$n")" "$role"
   done
   say "cluster dir: $CLUSTER_DIR"
   return "$all"
