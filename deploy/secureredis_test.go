@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -95,7 +96,7 @@ func TestSecureStackRedisCluster(t *testing.T) {
 // --redis-sentinel-addrs build, forces a failover (SENTINEL FAILOVER) and
 // shows that lease calls succeed on the new master afterwards, with fencing
 // tokens that keep growing: the replica had every write before it was
-// promoted (WAIT), so the fence survived the move.
+// promoted, so the fence survived the move.
 func TestSecureStackRedisSentinel(t *testing.T) {
 	t.Parallel()
 	master := os.Getenv("SUNDIAL_SENTINEL_MASTER")
@@ -120,10 +121,13 @@ func TestSecureStackRedisSentinel(t *testing.T) {
 	before, err := s.Acquire(ctx, leasing.Request{JobID: job, RunID: job + "@1"})
 	require.NoError(t, err)
 	require.NoError(t, s.Complete(ctx, before))
-	// The replica acknowledges every write so far before it is promoted.
-	acked, err := c.Do(ctx, "WAIT", 1, 10000).Int()
-	require.NoError(t, err)
-	require.Equal(t, 1, acked, "the replica acknowledged the lease writes")
+	// The replica has every write so far before it is promoted: Redis
+	// replicates asynchronously, and a failover drops what the replica has
+	// not received. (WAIT would not tell: it counts the writes of its own
+	// connection, and the store's calls went over other connections of the
+	// pool.) A replica that was the master before an earlier failover may
+	// still be resyncing; it is waited for.
+	waitReplicated(ctx, t, c)
 
 	first := strings.Split(sentinels, ",")[0]
 	sc := redis.NewSentinelClient(&redis.Options{Addr: first})
@@ -146,10 +150,29 @@ func TestSecureStackRedisSentinel(t *testing.T) {
 		}
 	}
 	t.Logf("failover: master %v -> %v", old, now)
+	// Sentinel names the new master before it turns the old one into a
+	// replica; until then the old master still takes writes, and the client
+	// may still send them there, where the demotion drops them. The lease
+	// calls below wait for the demotion: across a Sentinel failover, only
+	// writes after it are safe.
+	oc := redis.NewClient(&redis.Options{Addr: old[0] + ":" + old[1]})
+	defer func() { _ = oc.Close() }()
+	for {
+		info, err := oc.Info(ctx, "replication").Result()
+		require.NoError(t, err)
+		if strings.Contains(info, "role:slave") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the old master %v was never turned into a replica: %s", old, info)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 
-	// The client learns of the switch by itself; a call in flight during
-	// it may fail (a closed connection, READONLY from the demoted master),
-	// so the first acquire after the failover is retried until it lands.
+	// The client learns of the switch by itself; a call over a connection
+	// to the demoted master may fail (a closed connection, READONLY), so
+	// the first acquire after the failover is retried until it lands.
 	var after leasing.Lease
 	var seen []error
 	for {
@@ -170,6 +193,44 @@ func TestSecureStackRedisSentinel(t *testing.T) {
 	require.NoError(t, s.Complete(ctx, after))
 	_, err = s.Acquire(ctx, leasing.Request{JobID: job, RunID: job + "@1"})
 	require.ErrorIs(t, err, leasing.ErrAlreadyDone, "the dedupe mark written before the failover survived it")
+}
+
+// waitReplicated waits until the master's replica reports the master's
+// replication offset as read after the writes so far.
+func waitReplicated(ctx context.Context, t *testing.T, c redis.UniversalClient) {
+	t.Helper()
+	field := func(info, name string) string {
+		for line := range strings.Lines(info) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	info, err := c.Info(ctx, "replication").Result()
+	require.NoError(t, err)
+	want, err := strconv.ParseInt(field(info, "master_repl_offset"), 10, 64)
+	require.NoError(t, err, "master_repl_offset in %q", info)
+	for {
+		// slave0:ip=127.0.0.1,port=25202,state=online,offset=1234,lag=0
+		var got int64 = -1
+		for kv := range strings.SplitSeq(field(info, "slave0"), ",") {
+			if v, ok := strings.CutPrefix(kv, "offset="); ok {
+				got, err = strconv.ParseInt(v, 10, 64)
+				require.NoError(t, err)
+			}
+		}
+		if got >= want {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the replica did not reach offset %d: %s", want, info)
+		case <-time.After(100 * time.Millisecond):
+		}
+		info, err = c.Info(ctx, "replication").Result()
+		require.NoError(t, err)
+	}
 }
 
 // deletePrefix removes the keys a test wrote, on every master of a cluster.
