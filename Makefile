@@ -8,6 +8,7 @@ GO    ?= go
 STACK := deploy/local/stack.sh
 CLUSTER := deploy/local/cluster.sh
 SECURE := deploy/local/secure.sh
+SECURE_CLUSTER := deploy/local/secure-cluster.sh
 # Pinned tool versions.
 GOLANGCI_LINT_VERSION := v2.15.0
 # Where test logs go; git-ignored.
@@ -116,12 +117,16 @@ cluster-status: ## show each cluster node's state and role
 	$(CLUSTER) status
 
 .PHONY: secure-up
-secure-up: ## start the secured local stack: Kafka SASL_SSL with SCRAM users and ACLs, Cassandra and Redis with TLS and passwords (ports 25xxx)
+secure-up: ## start the secured local stack: Kafka SASL_SSL with SCRAM users and ACLs, Cassandra and Redis with TLS and passwords, a TLS Redis Cluster, a Sentinel group (ports 25xxx)
 	$(SECURE) up
+	$(SECURE_CLUSTER) up
+	$(CLUSTER) up sentinel
 
 .PHONY: secure-down
-secure-down: ## stop the secured local stack
+secure-down: ## stop the secured local stack, its Redis Cluster and the Sentinel group
 	$(SECURE) down
+	$(SECURE_CLUSTER) down
+	$(CLUSTER) down sentinel
 
 .PHONY: secure-status
 secure-status: ## show the secured stack's backends, probed over TLS with a login
@@ -133,14 +138,16 @@ secure-status: ## show the secured stack's backends, probed over TLS with a logi
 # then the built sundial command, configured by flags only, runs migrate, a
 # registry, a dispatcher and a runner until a job fires; wrong passwords, an
 # unknown CA and a Kafka user without ACLs must each fail with the backend
-# and the cause named, and no output may show a password. A missing secured
-# stack fails them. No -race: the code under test runs in subprocesses.
+# and the cause named, and no output may show a password. Leases are taken
+# over TLS as the ACL user on the secured Redis Cluster, and across a forced
+# failover of the Sentinel group (secureredis_test.go; starting both and the
+# test add about 15 s). A missing secured stack fails them. No -race: the code under test runs in subprocesses.
 # Logs: $(OUT)/test-secure.log and the processes' output in $(OUT)/secure/.
 .PHONY: test-secure
 test-secure: secure-up ## the secured-stack tests: TLS, SASL, ACLs and passwords end to end with sundial's flags
 	@mkdir -p $(OUT)
 	@rm -rf $(OUT)/secure
-	@source <($(SECURE) env); rc=0; \
+	@source <($(SECURE) env); source <($(SECURE_CLUSTER) env); source <($(CLUSTER) env); rc=0; \
 	  SUNDIAL_SECURE_OUT=$(CURDIR)/$(OUT)/secure \
 	  $(GO) test -tags secure -count=1 -timeout 20m -v -run '^TestSecureStack' ./deploy/ > $(OUT)/test-secure.log 2>&1 || rc=$$?; \
 	  grep -E '^(ok|FAIL|---|panic:)|^\s+secure[a-z]*_test\.go:[0-9]+: (failed|the job|no password)' $(OUT)/test-secure.log | grep -v -- '--- PASS' || true; \

@@ -64,7 +64,10 @@
 // completed can execute again, and tokens restart from 1. Such duplicates are
 // caught downstream by the idempotency key (the run id); run Redis with AOF
 // to keep them rare. A failover to a replica that missed the last writes has
-// the same effect for those writes.
+// the same effect for those writes. Under Sentinel, the old master also keeps
+// taking writes from clients that have not yet followed the switch, until
+// Sentinel turns it into a replica, which drops them: a lease taken in that
+// window can vanish and its token be handed out again.
 //
 // # When the holder dies
 //

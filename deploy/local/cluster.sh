@@ -4,14 +4,18 @@
 # Redis Cluster of three masters with a replica each, as plain processes on
 # 127.0.0.1. The failure tests (make test-cluster) kill their nodes.
 #
-#   cluster.sh up [kafka|redis]      start what is not running, wait until it serves
-#   cluster.sh down [kafka|redis]    stop; no process is left behind
+#   cluster.sh up [kafka|redis|sentinel]  start what is not running, wait until it serves
+#   cluster.sh down [kafka|redis|sentinel]  stop; no process is left behind
 #   cluster.sh status                every node: state, pid, address, role
 #   cluster.sh env                   export lines: source <(deploy/local/cluster.sh env)
-#   cluster.sh kill NODE             SIGKILL one node (kafka-1..3, redis-1..6)
+#   cluster.sh kill NODE             SIGKILL one node (kafka-1..3, redis-1..6, sredis-1..2, sentinel-1..3)
 #   cluster.sh start NODE            start one stopped node and wait until it serves
 #   cluster.sh logs [-n N] NODE...   the end of the nodes' logs
 #   cluster.sh reset                 down, then delete data and logs
+#
+# `up sentinel` (never started by default) runs a Redis master (sredis-1),
+# its replica (sredis-2) and three Sentinels (sentinel-1..3) watching it
+# under the name "sundial", for the Sentinel tests.
 #
 # Cassandra stays a single node (deploy/local/stack.sh): three JVMs of it do
 # not fit beside the rest on a two-core machine. Settings come from
@@ -40,14 +44,29 @@ KAFKA_PORT=${SUNDIAL_KAFKA_CLUSTER_PORT:-24092}
 KAFKA_CONTROLLER_PORT=${SUNDIAL_KAFKA_CLUSTER_CONTROLLER_PORT:-24192}
 REDIS_PORT=${SUNDIAL_REDIS_CLUSTER_PORT:-26101}
 REDIS_BUS_PORT=${SUNDIAL_REDIS_CLUSTER_BUS_PORT:-26201}
+# The Sentinel group: the master, its replica, then the three Sentinels.
+SENTINEL_PORT=${SUNDIAL_SENTINEL_PORT:-25201}
+SENTINEL_MASTER=sundial
 KAFKA_HEAP=${SUNDIAL_KAFKA_CLUSTER_HEAP:-512m}
 KAFKA_SESSION_TIMEOUT_MS=${SUNDIAL_KAFKA_CLUSTER_SESSION_TIMEOUT_MS:-3000}
 REDIS_NODE_TIMEOUT_MS=${SUNDIAL_REDIS_CLUSTER_NODE_TIMEOUT_MS:-2000}
 TIMEOUT=${SUNDIAL_STACK_TIMEOUT:-240}
 STOP_GRACE=${SUNDIAL_STACK_STOP_GRACE:-30}
 
+# Secured mode (deploy/local/secure-cluster.sh sets it, with a folder and
+# ports of its own): Redis only, TLS on client, cluster bus and replication
+# links, and the sundial ACL user, whose password the replicas use to reach
+# their master; the default user is off.
+SECURE=${SUNDIAL_CLUSTER_SECURE:-false}
+TLS_DIR=$CLUSTER_DIR/tls
+SECRETS_DIR=$CLUSTER_DIR/secrets
+# The script a user runs, for the command our messages suggest.
+SELF=cluster.sh
+[[ $SECURE != true ]] || SELF=secure-cluster.sh
+
 KAFKA_NODES=(kafka-1 kafka-2 kafka-3)
 REDIS_NODES=(redis-1 redis-2 redis-3 redis-4 redis-5 redis-6)
+SENTINEL_NODES=(sredis-1 sredis-2 sentinel-1 sentinel-2 sentinel-3)
 MARKER=-Dsundial.cluster=$CLUSTER_DIR
 STACKCHECK=$CLUSTER_DIR/bin/stackcheck
 
@@ -59,9 +78,11 @@ save_settings() {
     echo "SUNDIAL_KAFKA_CLUSTER_CONTROLLER_PORT=$KAFKA_CONTROLLER_PORT"
     echo "SUNDIAL_REDIS_CLUSTER_PORT=$REDIS_PORT"
     echo "SUNDIAL_REDIS_CLUSTER_BUS_PORT=$REDIS_BUS_PORT"
+    echo "SUNDIAL_SENTINEL_PORT=$SENTINEL_PORT"
     echo "SUNDIAL_KAFKA_CLUSTER_HEAP=$KAFKA_HEAP"
     echo "SUNDIAL_KAFKA_CLUSTER_SESSION_TIMEOUT_MS=$KAFKA_SESSION_TIMEOUT_MS"
     echo "SUNDIAL_REDIS_CLUSTER_NODE_TIMEOUT_MS=$REDIS_NODE_TIMEOUT_MS"
+    echo "SUNDIAL_CLUSTER_SECURE=$SECURE"
   } >"$SETTINGS"
 }
 
@@ -74,7 +95,7 @@ die() {
 
 validate() {
   local bad=() name value
-  for name in KAFKA_PORT KAFKA_CONTROLLER_PORT REDIS_PORT REDIS_BUS_PORT; do
+  for name in KAFKA_PORT KAFKA_CONTROLLER_PORT REDIS_PORT REDIS_BUS_PORT SENTINEL_PORT; do
     value=${!name}
     if [[ ! $value =~ ^[0-9]{1,5}$ ]] || ((10#$value < 1 || 10#$value > 65530)); then
       local var=${name/KAFKA_/KAFKA_CLUSTER_}
@@ -91,7 +112,7 @@ validate() {
   [[ $STOP_GRACE =~ ^[0-9]+$ ]] && ((STOP_GRACE > 0)) || bad+=("SUNDIAL_STACK_STOP_GRACE=$STOP_GRACE: want a positive number of seconds")
   if ((${#bad[@]} == 0)); then
     local ports dup
-    ports=$(for n in "${KAFKA_NODES[@]}" "${REDIS_NODES[@]}"; do ports_of "$n"; done | tr ' ' '\n')
+    ports=$(for n in "${KAFKA_NODES[@]}" "${REDIS_NODES[@]}" "${SENTINEL_NODES[@]}"; do ports_of "$n"; done | tr ' ' '\n')
     dup=$(sort <<<"$ports" | uniq -d | tr '\n' ' ')
     [[ -z $dup ]] || bad+=("the port ranges overlap: ${dup% } used twice")
   fi
@@ -113,6 +134,8 @@ ports_of() {
   case $1 in
     kafka-*) echo "$((KAFKA_PORT + i - 1)) $((KAFKA_CONTROLLER_PORT + i - 1))" ;;
     redis-*) echo "$((REDIS_PORT + i - 1)) $((REDIS_BUS_PORT + i - 1))" ;;
+    sredis-*) echo "$((SENTINEL_PORT + i - 1))" ;;
+    sentinel-*) echo "$((SENTINEL_PORT + i + 1))" ;;
   esac
 }
 
@@ -122,6 +145,7 @@ addr_of() {
   case $1 in
     kafka-*) echo "127.0.0.1:$((KAFKA_PORT + i - 1))" ;;
     redis-*) echo "127.0.0.1:$((REDIS_PORT + i - 1))" ;;
+    sredis-* | sentinel-*) echo "127.0.0.1:$(ports_of "$1")" ;;
   esac
 }
 
@@ -136,13 +160,14 @@ nodes_of() {
   case $1 in
     kafka) echo "${KAFKA_NODES[*]}" ;;
     redis) echo "${REDIS_NODES[*]}" ;;
-    *) die "unknown backend '$1': want kafka or redis" ;;
+    sentinel) echo "${SENTINEL_NODES[*]}" ;;
+    *) die "unknown backend '$1': want kafka, redis or sentinel" ;;
   esac
 }
 
 check_node() {
-  [[ " ${KAFKA_NODES[*]} ${REDIS_NODES[*]} " == *" $1 "* ]] ||
-    die "unknown node '$1': want one of ${KAFKA_NODES[*]} ${REDIS_NODES[*]}"
+  [[ " ${KAFKA_NODES[*]} ${REDIS_NODES[*]} ${SENTINEL_NODES[*]} " == *" $1 "* ]] ||
+    die "unknown node '$1': want one of ${KAFKA_NODES[*]} ${REDIS_NODES[*]} ${SENTINEL_NODES[*]}"
 }
 
 # is_ours PID NODE: whether PID is NODE of this cluster, judged by its
@@ -154,7 +179,7 @@ is_ours() {
   read -r stat 2>/dev/null <"/proc/$pid/stat" || return 1
   stat=${stat##*) }
   [[ ${stat%% *} != [ZX] ]] || return 1
-  if [[ $node == redis-* ]]; then
+  if [[ $node == redis-* || $node == sredis-* || $node == sentinel-* ]]; then
     [[ ${args[0]##*/} == redis-server && ${args[1]-} == "$RUN_DIR/$node/redis.conf" ]]
     return
   fi
@@ -287,13 +312,69 @@ start_redis_node() {
   render "$HERE/cluster/redis.conf.in" "$conf/redis.conf" \
     PORT=$((REDIS_PORT + i - 1)) BUS_PORT=$((REDIS_BUS_PORT + i - 1)) \
     DATA_DIR="$data" LOG_DIR="$logs" NODE_TIMEOUT_MS="$REDIS_NODE_TIMEOUT_MS"
+  if [[ $SECURE == true ]]; then
+    # The configuration holds the password: only its owner reads it.
+    chmod 600 "$conf/redis.conf"
+    (umask 077 && render "$HERE/cluster/redis-secure.conf.in" "$conf/redis.conf.secure" \
+      PORT=$((REDIS_PORT + i - 1)) TLS_DIR="$TLS_DIR" PASSWORD="$(<"$SECRETS_DIR/redis-sundial.password")")
+    cat "$conf/redis.conf.secure" >>"$conf/redis.conf"
+    rm -f "$conf/redis.conf.secure"
+  fi
   launch "$node" "$logs/redis.out" "$(command -v redis-server)" "$conf/redis.conf"
+}
+
+# start_sredis_node and start_sentinel_node render a node's configuration on
+# its first start only: the node rewrites it (CONFIG REWRITE) when Sentinel
+# moves the master, and a restart keeps what it learnt.
+start_sredis_node() {
+  local node=$1 i conf data logs replica=''
+  i=$(index_of "$node")
+  conf=$RUN_DIR/$node
+  data=$DATA_DIR/$node
+  logs=$LOG_DIR/$node
+  mkdir -p "$conf" "$data" "$logs"
+  if [[ ! -f $conf/redis.conf ]]; then
+    ((i == 1)) || replica="replicaof $(addr_of sredis-1 | tr : ' ')"
+    render "$HERE/cluster/sentinel-redis.conf.in" "$conf/redis.conf" \
+      PORT="$(ports_of "$node")" DATA_DIR="$data" LOG_DIR="$logs" REPLICAOF="$replica"
+  fi
+  launch "$node" "$logs/redis.out" "$(command -v redis-server)" "$conf/redis.conf"
+}
+
+start_sentinel_node() {
+  local node=$1 conf logs master
+  conf=$RUN_DIR/$node
+  logs=$LOG_DIR/$node
+  mkdir -p "$conf" "$logs"
+  master=$(addr_of sredis-1)
+  if [[ ! -f $conf/redis.conf ]]; then
+    render "$HERE/cluster/sentinel.conf.in" "$conf/redis.conf" \
+      PORT="$(ports_of "$node")" DIR="$conf" LOG_DIR="$logs" MASTER="$SENTINEL_MASTER" \
+      MASTER_HOST="${master%:*}" MASTER_PORT="${master#*:}" DOWN_AFTER_MS="$REDIS_NODE_TIMEOUT_MS"
+  fi
+  launch "$node" "$logs/redis.out" "$(command -v redis-server)" "$conf/redis.conf" --sentinel
+}
+
+# wait_sentinels waits until every Sentinel knows the replica and the two
+# other Sentinels: before that, a failover has nothing to promote or no
+# majority to agree.
+wait_sentinels() {
+  local n a deadline=$((SECONDS + TIMEOUT)) info
+  for n in sentinel-1 sentinel-2 sentinel-3; do
+    a=$(addr_of "$n")
+    while :; do
+      info=$(redis-cli -h "${a%:*}" -p "${a#*:}" sentinel master "$SENTINEL_MASTER" 2>/dev/null | tr -d '\r' | paste -sd ' ')
+      [[ " $info " == *" num-slaves 1 "* && " $info " == *" num-other-sentinels 2 "* ]] && break
+      ((SECONDS < deadline)) || die "$n: does not see the replica and the other Sentinels after ${TIMEOUT}s: $info"
+      sleep 0.5
+    done
+  done
 }
 
 log_of() {
   case $1 in
     kafka-*) echo "$LOG_DIR/$1/server.log" ;;
-    redis-*) echo "$LOG_DIR/$1/redis.log" ;;
+    redis-* | sredis-* | sentinel-*) echo "$LOG_DIR/$1/redis.log" ;;
   esac
 }
 
@@ -311,8 +392,11 @@ KAFKA_VERSION=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$HERE
 # prepare downloads Kafka (once, into the single-node stack's download
 # folder, which it shares) and builds the readiness checker into the
 # cluster's folder, through stack.sh.
+# In secured mode stack.sh also writes the certificates and passwords into
+# the cluster's folder.
 prepare() {
-  SUNDIAL_STACK_DIR=$CLUSTER_DIR SUNDIAL_STACK_DIST_DIR=$DIST_DIR "$HERE/stack.sh" prepare "$@" ||
+  SUNDIAL_STACK_DIR=$CLUSTER_DIR SUNDIAL_STACK_DIST_DIR=$DIST_DIR SUNDIAL_STACK_SECURE=$SECURE \
+    "$HERE/stack.sh" prepare "$@" ||
     die "could not prepare the cluster (see above)"
 }
 
@@ -370,6 +454,12 @@ start_nodes() {
   done
 }
 
+# check_flags prints the stackcheck flags that log in to a secured node.
+check_flags() {
+  [[ $SECURE == true ]] || return 0
+  printf '%s\n' -tls-ca "$TLS_DIR/ca.pem" -redis-user sundial -redis-password-file "$SECRETS_DIR/redis-sundial.password"
+}
+
 # wait_nodes FLAGS NODE=PID...: waits, in parallel, until every node answers
 # the stackcheck probe with FLAGS; a node that is not ready is reported with
 # its logs.
@@ -382,7 +472,9 @@ wait_nodes() {
     pid=${kv#*=}
     # shellcheck disable=SC2086 # flags are words
     # A subshell, so that its status is the checker's (pipefail), not sed's.
-    ("$STACKCHECK" "-${n%%-*}" "$(addr_of "$n")" "-${n%%-*}-pid" "$pid" $flags -timeout "${TIMEOUT}s" |
+    local probe=${n%%-*}
+    [[ $probe != kafka ]] && probe=redis
+    ("$STACKCHECK" "-$probe" "$(addr_of "$n")" "-$probe-pid" "$pid" $flags $(check_flags) -timeout "${TIMEOUT}s" |
       sed "s/^[a-z]*: /$n: /") &
     jobs[$n]=$!
   done
@@ -400,7 +492,21 @@ redis_cli() {
   local a
   a=$(addr_of "$1")
   shift
-  redis-cli -h "${a%:*}" -p "${a#*:}" "$@"
+  redis_cli_at "${a%:*}" "${a#*:}" "$@"
+}
+
+# redis_cli_at HOST PORT ARGS... runs redis-cli, over TLS as the sundial
+# user in secured mode; the password goes through the environment, not the
+# command line.
+redis_cli_at() {
+  local host=$1 port=$2
+  shift 2
+  if [[ $SECURE == true ]]; then
+    REDISCLI_AUTH=$(<"$SECRETS_DIR/redis-sundial.password") \
+      redis-cli --tls --cacert "$TLS_DIR/ca.pem" --user sundial -h "$host" -p "$port" "$@"
+  else
+    redis-cli -h "$host" -p "$port" "$@"
+  fi
 }
 
 # create_redis_cluster assigns the slots once: on nodes that were never part
@@ -414,7 +520,7 @@ create_redis_cluster() {
   local addrs=() n
   for n in "${REDIS_NODES[@]}"; do addrs+=("$(addr_of "$n")"); done
   say "redis: creating the cluster (3 masters, 1 replica each)"
-  redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$LOG_DIR/redis-create.log" 2>&1 || {
+  redis_cli_at 127.0.0.1 "$REDIS_PORT" --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$LOG_DIR/redis-create.log" 2>&1 || {
     cat "$LOG_DIR/redis-create.log" >&2
     die "redis: creating the cluster failed"
   }
@@ -423,12 +529,19 @@ create_redis_cluster() {
 cmd_up() {
   local start b backends=("$@")
   start=$(now_ms)
-  ((${#backends[@]})) || backends=(kafka redis)
-  for b in "${backends[@]}"; do nodes_of "$b" >/dev/null; done
+  if ((${#backends[@]} == 0)); then
+    backends=(kafka redis)
+    [[ $SECURE != true ]] || backends=(redis)
+  fi
+  for b in "${backends[@]}"; do
+    nodes_of "$b" >/dev/null
+    [[ $SECURE != true || $b == redis ]] || die "the secured cluster runs Redis only, not $b"
+  done
   validate
   lock
   save_settings
-  prepare "${backends[@]}"
+  # The Sentinel group runs the same redis-server.
+  prepare "${backends[@]/sentinel/redis}"
   for b in "${backends[@]}"; do
     local t0
     t0=$(now_ms)
@@ -443,10 +556,14 @@ cmd_up() {
         create_redis_cluster
         wait_nodes "-redis-cluster 3" "${STARTED[@]}" || die "redis: the cluster is not ready"
         ;;
+      sentinel)
+        wait_nodes "" "${STARTED[@]}" || die "sentinel: a node is not ready"
+        wait_sentinels
+        ;;
     esac
     say "$b: cluster ready at $(addrs_of "$b") $(since_ms "$t0") after its start"
   done
-  say "cluster: ready in $(since_ms "$start"); use it with: source <($HERE/cluster.sh env)"
+  say "cluster: ready in $(since_ms "$start"); use it with: source <($HERE/$SELF env)"
 }
 
 # stop NODE...: SIGTERM, a grace period, then SIGKILL.
@@ -485,7 +602,7 @@ stop() {
 
 cmd_down() {
   local b nodes=()
-  (($#)) || set -- kafka redis
+  (($#)) || set -- kafka redis sentinel
   # shellcheck disable=SC2207 # node names are words
   for b in "$@"; do nodes+=($(nodes_of "$b")); done
   lock
@@ -512,34 +629,45 @@ cmd_start() {
   t0=$(now_ms)
   validate
   lock
-  [[ -x $STACKCHECK ]] || prepare "${1%%-*}"
+  local backend=${1%%-*}
+  [[ $backend == kafka ]] || backend=redis
+  [[ -x $STACKCHECK ]] || prepare "$backend"
   start_nodes "$1"
   case $1 in
     kafka-*) flags="-kafka-brokers ${#KAFKA_NODES[@]}" ;;
     redis-*) flags="-redis-cluster 3" ;;
+    *) flags="" ;;
   esac
   wait_nodes "$flags" "${STARTED[@]}" || die "$1: not ready"
   say "$1: ready $(since_ms "$t0") after its start"
 }
 
 cmd_status() {
-  local n pid state role all=0
-  printf '%-8s %-8s %-8s %-16s %s\n' NODE STATE PID ADDRESS READY
-  for n in "${KAFKA_NODES[@]}" "${REDIS_NODES[@]}"; do
+  local n pid state role all=0 nodes=("${KAFKA_NODES[@]}" "${REDIS_NODES[@]}")
+  [[ $SECURE != true ]] || nodes=("${REDIS_NODES[@]}")
+  printf '%-10s %-8s %-8s %-16s %s\n' NODE STATE PID ADDRESS READY
+  # The Sentinel group is optional: it is listed when it runs, and its
+  # absence fails nothing.
+  for n in "${nodes[@]}" "${SENTINEL_NODES[@]}"; do
     pid=$(node_pid "$n")
     state=stopped role=-
     if [[ -n $pid ]]; then
       state=running
       if [[ -x $STACKCHECK ]]; then
-        local flags="-kafka-brokers ${#KAFKA_NODES[@]}"
-        [[ $n == redis-* ]] && flags="-redis-cluster 3"
+        local probe=redis flags=''
+        case $n in
+          kafka-*) probe=kafka flags="-kafka-brokers ${#KAFKA_NODES[@]}" ;;
+          redis-*) flags="-redis-cluster 3 $(check_flags | tr '\n' ' ')" ;;
+        esac
         # shellcheck disable=SC2086
-        role=$("$STACKCHECK" "-${n%%-*}" "$(addr_of "$n")" $flags -timeout 3s -progress 0s 2>&1 | head -n1 | sed 's/^[a-z]*: //') || all=3
+        role=$("$STACKCHECK" "-$probe" "$(addr_of "$n")" $flags -timeout 3s -progress 0s 2>&1 | head -n1 | sed 's/^[a-z]*: //') || all=3
       fi
+    elif [[ $n == sredis-* || $n == sentinel-* ]]; then
+      continue
     else
       all=3
     fi
-    printf '%-8s %-8s %-8s %-16s %s\n' "$n" "$state" "${pid:--}" "$(addr_of "$n")" "$role"
+    printf '%-10s %-8s %-8s %-16s %s\n' "$n" "$state" "${pid:--}" "$(addr_of "$n")" "$role"
   done
   say "cluster dir: $CLUSTER_DIR"
   return "$all"
@@ -549,8 +677,17 @@ cmd_env() {
   (($# == 0)) || die "env takes no arguments"
   echo "export SUNDIAL_KAFKA_CLUSTER_BROKERS=$(addrs_of kafka)"
   echo "export SUNDIAL_REDIS_CLUSTER_ADDRS=$(addrs_of redis)"
+  echo "export SUNDIAL_SENTINEL_MASTER=$SENTINEL_MASTER"
+  echo "export SUNDIAL_SENTINEL_ADDRS=$(addr_of sentinel-1),$(addr_of sentinel-2),$(addr_of sentinel-3)"
   echo "export SUNDIAL_CLUSTER_CTL=$HERE/cluster.sh"
   echo "export SUNDIAL_CLUSTER_DIR=$CLUSTER_DIR"
+}
+
+# cmd_secure_env: the secured cluster's SUNDIAL_SECURE_* export lines.
+cmd_secure_env() {
+  echo "export SUNDIAL_SECURE_REDIS_CLUSTER_ADDRS=$(addrs_of redis)"
+  echo "export SUNDIAL_SECURE_CLUSTER_TLS_DIR=$TLS_DIR"
+  echo "export SUNDIAL_SECURE_CLUSTER_SECRETS_DIR=$SECRETS_DIR"
 }
 
 cmd_logs() {
@@ -572,13 +709,13 @@ cmd_logs() {
 cmd_reset() {
   (($# == 0)) || die "reset takes no arguments"
   lock
-  stop "${KAFKA_NODES[@]}" "${REDIS_NODES[@]}"
+  stop "${KAFKA_NODES[@]}" "${REDIS_NODES[@]}" "${SENTINEL_NODES[@]}"
   rm -rf "$DATA_DIR" "$LOG_DIR" "$RUN_DIR" "$CLUSTER_DIR/kafka.cluster-id"
   say "cluster: data and logs deleted"
 }
 
 usage() {
-  sed -n '2,18s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+  sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
 }
 
 main() {
@@ -588,7 +725,9 @@ main() {
     up) cmd_up "$@" ;;
     down) cmd_down "$@" ;;
     status) cmd_status "$@" ;;
-    env) cmd_env "$@" ;;
+    env)
+      if [[ $SECURE == true ]]; then cmd_secure_env "$@"; else cmd_env "$@"; fi
+      ;;
     kill) cmd_kill "$@" ;;
     start) cmd_start "$@" ;;
     logs) cmd_logs "$@" ;;

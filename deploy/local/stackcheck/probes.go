@@ -116,7 +116,7 @@ func redisProbe(masters int, sec security) probeFunc {
 		if err != nil || masters == 0 {
 			return detail, err
 		}
-		shape, err := probeRedisCluster(ctx, addr, masters)
+		shape, err := probeRedisCluster(ctx, addr, masters, sec)
 		if err != nil {
 			return "", err
 		}
@@ -128,9 +128,15 @@ func redisProbe(masters int, sec security) probeFunc {
 // say the state is ok with every slot served, and CLUSTER NODES must list
 // the given number of masters, each with a replica that this node sees
 // connected on the cluster bus.
-// It names the node's own role.
-func probeRedisCluster(ctx context.Context, addr string, masters int) (string, error) {
-	rdb := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second,
+// It names the node's own role. sec logs in as probeRedis does, so a
+// secured cluster is read over TLS as its ACL user.
+func probeRedisCluster(ctx context.Context, addr string, masters int, sec security) (string, error) {
+	tlsConfig, user, pass, err := sec.redis()
+	if err != nil {
+		return "", err
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr, TLSConfig: tlsConfig, Username: user, Password: pass,
+		DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second,
 		MaxRetries: -1, PoolSize: 1, Protocol: 2, DisableIdentity: true})
 	defer func() { _ = rdb.Close() }()
 	info, err := rdb.ClusterInfo(ctx).Result()
