@@ -84,9 +84,10 @@ func TestRefusedKafkaIsNamed(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "sundial: kafka: ")
 
-	code, _, errOut = runCLI(t, append([]string{"jobs", "apply", "-f", invalid}, wrong...)...)
+	code, out, errOut = runCLI(t, append([]string{"jobs", "apply", "-f", invalid}, wrong...)...)
 	assert.Equal(t, 1, code)
-	assert.Contains(t, errOut, `job "bad job" is invalid`, "validation comes first")
+	assert.Contains(t, out, "bad job\tREJECTED\n", "validation comes first")
+	assert.Contains(t, errOut, "1 of 1 definitions rejected", "validation comes first")
 
 	code, out, errOut = runCLI(t, append([]string{"jobs", "apply", "-f", valid, "--wait=false", "--kafka-sasl-password", "right-password"}, conn...)...)
 	require.Equal(t, 0, code, errOut)
