@@ -121,7 +121,10 @@ func TestFiringReadsNothingAndWritesOnce(t *testing.T) {
 			fired, cs.getJob.Load(), cs.putEntries.Load(), cs.putDue.Load(), cs.listBucket.Load())
 
 		// job-00 changes to every 3s, job-01 is deleted; the registry
-		// answers both on the feed.
+		// answers both on the feed. Their chains' next firings read the
+		// job (and find them dead) whenever they come, which may be before
+		// from: count the reads from here.
+		readsBefore := cs.getJob.Load()
 		now := store.Truncate(time.Now())
 		spec := jobSpec("job-00", intervalSchedule(3*time.Second, 0))
 		value, err := proto.Marshal(spec)
@@ -137,7 +140,6 @@ func TestFiringReadsNothingAndWritesOnce(t *testing.T) {
 		// Past PrepareAhead, every firing sees the answers.
 		time.Sleep(time.Second)
 		from := time.Now()
-		readsBefore := cs.getJob.Load()
 		time.Sleep(30 * time.Second)
 		stop()
 
