@@ -97,7 +97,9 @@ func TestSecureStackRunsSundial(t *testing.T) {
 	runnerArgs := cat([]string{"runner", "--group-id", group("runners"), "--redis-key-prefix", redisPrefix, "--shutdown-timeout", "5s",
 		"--metrics-addr", "127.0.0.1:0", "--log-format", "json"}, mtls.kafka(), cassandra, names, ks, mtls.redis())
 	runner := startSundial(t, bin, env, dir, "runner", runnerArgs...)
-	procs := []*sundialProcess{registry, dispatcher, runner}
+	// Run history is stored by its own process, as in production.
+	history := startSundial(t, bin, env, dir, "history", cat([]string{"history", "--group-id", group("history")}, process)...)
+	procs := []*sundialProcess{registry, dispatcher, runner, history}
 	for _, p := range procs {
 		outputs = append(outputs, p.logPath)
 		p.waitReady(t, 3*time.Minute)
@@ -114,8 +116,8 @@ func TestSecureStackRunsSundial(t *testing.T) {
 	require.NoError(t, os.WriteFile(jobsFile, spec, 0o644))
 	must("jobs-apply", cat([]string{"jobs", "apply", "-f", jobsFile, "--timeout", "2m"}, kafka, names)...)
 
-	// The runner stores each run's history; wait until a run of the job is
-	// there (the wait is bounded by the test's own timeout).
+	// The history process stores each run's events; wait until a run of
+	// the job is there (the wait is bounded by the test's own timeout).
 	fired := regexp.MustCompile(`job \S+: ([1-9][0-9]*) run\(s\)`)
 	for {
 		out, err := run("runs-list", 2*time.Minute, cat([]string{"runs", "list", "--job", job}, cassandra, ks)...)

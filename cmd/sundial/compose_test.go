@@ -166,7 +166,7 @@ func TestComposeFile(t *testing.T) {
 			assert.Equal(t, "service_completed_successfully", s.dependencies(t)["migrate"], "%s starts after migrate", name)
 		}
 	}
-	assert.ElementsMatch(t, []string{"migrate", "registry", "dispatcher", "runner", "dagengine"}, sundialServices)
+	assert.ElementsMatch(t, []string{"migrate", "registry", "dispatcher", "runner", "dagengine", "history"}, sundialServices)
 
 	// Prometheus scrapes each of them, labelled as the dashboards expect.
 	pb, err := os.ReadFile(filepath.Join(composeDir, "prometheus.yml"))
