@@ -222,3 +222,22 @@ func redisSettings(cmd *cli.Command, poolSize int) (connect.Redis, error) {
 	}
 	return r, err
 }
+
+// withStore reports bad together with any error of the Cassandra flags, or
+// else opens the store those flags name, runs use on it and closes it: the
+// shape of every one-shot command that reads Cassandra.
+func withStore(ctx context.Context, cmd *cli.Command, bad []error, use func(*cassandra.Store) error) error {
+	cc, err := cassandraConfig(cmd)
+	if err != nil {
+		bad = append(bad, err)
+	}
+	if err := errors.Join(bad...); err != nil {
+		return err
+	}
+	st, err := cassandra.Open(ctx, cc)
+	if err != nil {
+		return fmt.Errorf("cassandra: %w", err)
+	}
+	defer func() { _ = st.Close() }()
+	return use(st)
+}

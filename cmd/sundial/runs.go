@@ -46,19 +46,9 @@ Example:
 			if cmd.Int("limit") <= 0 {
 				bad = append(bad, fmt.Errorf("--limit %d: must be positive", cmd.Int("limit")))
 			}
-			cc, err := cassandraConfig(cmd)
-			if err != nil {
-				bad = append(bad, err)
-			}
-			if err := errors.Join(bad...); err != nil {
-				return err
-			}
-			st, err := cassandra.Open(ctx, cc)
-			if err != nil {
-				return fmt.Errorf("cassandra: %w", err)
-			}
-			defer func() { _ = st.Close() }()
-			return printRuns(ctx, cmd, st, cmd.String("job"), cmd.Int("limit"))
+			return withStore(ctx, cmd, bad, func(st *cassandra.Store) error {
+				return printRuns(ctx, cmd, st, cmd.String("job"), cmd.Int("limit"))
+			})
 		},
 	}
 }
@@ -125,19 +115,9 @@ Example:
 			if cmd.Int("scan") <= 0 {
 				bad = append(bad, fmt.Errorf("--scan %d: must be positive", cmd.Int("scan")))
 			}
-			cc, err := cassandraConfig(cmd)
-			if err != nil {
-				bad = append(bad, err)
-			}
-			if err := errors.Join(bad...); err != nil {
-				return err
-			}
-			st, err := cassandra.Open(ctx, cc)
-			if err != nil {
-				return fmt.Errorf("cassandra: %w", err)
-			}
-			defer func() { _ = st.Close() }()
-			return printRun(ctx, cmd, st, job, runID, cmd.Int("scan"))
+			return withStore(ctx, cmd, bad, func(st *cassandra.Store) error {
+				return printRun(ctx, cmd, st, job, runID, cmd.Int("scan"))
+			})
 		},
 	}
 }
