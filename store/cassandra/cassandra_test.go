@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sundialhq/sundial/auth"
+	"github.com/sundialhq/sundial/auth/authtest"
 	"github.com/sundialhq/sundial/internal/testenv"
 	"github.com/sundialhq/sundial/store"
 	"github.com/sundialhq/sundial/store/cassandra"
@@ -56,7 +58,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 	first, err := cassandra.Migrate(ctx, cfg)
 	require.NoError(t, err)
 	assert.True(t, first.KeyspaceCreated)
-	assert.Equal(t, []int{1, 2, 3, 4}, first.Applied)
+	assert.Equal(t, []int{1, 2, 3, 4, 5}, first.Applied)
 	assert.Equal(t, cassandra.SchemaVersion(), first.Version)
 
 	again, err := cassandra.Migrate(ctx, cfg)
@@ -229,4 +231,12 @@ func TestConfigValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestTokenStoreConformance(t *testing.T) {
+	t.Parallel()
+	authtest.Run(t, func(t *testing.T) auth.TokenStore {
+		_, s := setup(t)
+		return s
+	})
 }

@@ -159,6 +159,32 @@ var migrations = []migration{
 			`ALTER TABLE %[1]s.runs ADD IF NOT EXISTS log list<text>`,
 		},
 	},
+	{
+		version:     5,
+		description: "teams and API tokens",
+		statements: []string{
+			// Teams, written only by lightweight transactions (teams.go).
+			`CREATE TABLE IF NOT EXISTS %[1]s.teams (
+				name text PRIMARY KEY,
+				description text,
+				created_at timestamp,
+				created_by text)`,
+			// API tokens: the SHA-256 of the secret, never the secret.
+			// Written only by lightweight transactions; read by id on
+			// every authentication the cache misses.
+			`CREATE TABLE IF NOT EXISTS %[1]s.tokens (
+				id text PRIMARY KEY,
+				team text,
+				role text,
+				cluster_admin boolean,
+				secret_hash blob,
+				created_at timestamp,
+				created_by text,
+				revoked_at timestamp,
+				expires_at timestamp,
+				description text)`,
+		},
+	},
 }
 
 // SchemaVersion is the schema version this build needs.
