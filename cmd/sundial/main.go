@@ -84,6 +84,8 @@ func newAppWithConfig(stdout, stderr io.Writer, file *configFile) *cli.Command {
 			benchCommand(),
 			loadgenCommand(),
 			dagCommand(),
+			teamsCommand(),
+			tokensCommand(),
 		},
 	}
 }

@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/user"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/sundialhq/sundial/auth"
+	"github.com/sundialhq/sundial/store/cassandra"
+)
+
+// The teams and tokens commands write Cassandra directly, not through the
+// API: they are how the first cluster-admin token comes to exist, and how
+// an operator with database access recovers when every admin token is
+// lost. Whoever can run them can read the store anyway.
+
+const bootstrapNote = `These commands talk to Cassandra directly, not to the API: they are the
+bootstrap path (the first cluster-admin token is made here) and need
+the store's credentials.`
+
+func teamsCommand() *cli.Command {
+	return &cli.Command{
+		Name:        "teams",
+		Usage:       "create, list and delete the teams that own jobs",
+		Description: bootstrapNote,
+		Commands: []*cli.Command{
+			{
+				Name:      "create",
+				Usage:     "create a team",
+				ArgsUsage: "NAME",
+				Description: `Example:
+  sundial teams create payments --description "card payments"`,
+				Flags: append(cassandraStoreFlags(),
+					&cli.StringFlag{Name: "description", Usage: "what the team is", Sources: envVar("description")},
+				),
+				Action: func(ctx context.Context, cmd *cli.Command) error {
+					name, err := oneArg(cmd, "team name")
+					return withStore(ctx, cmd, []error{err}, func(st *cassandra.Store) error {
+						t := auth.Team{Name: name, Description: cmd.String("description"), CreatedAt: time.Now().UTC(), CreatedBy: cliActor()}
+						if err := st.CreateTeam(ctx, t); err != nil {
+							return err
+						}
+						fmt.Fprintf(cmd.Root().Writer, "created team %s\n", name)
+						return nil
+					})
+				},
+			},
+			{
+				Name:  "list",
+				Usage: "print every team",
+				Flags: cassandraStoreFlags(),
+				Action: func(ctx context.Context, cmd *cli.Command) error {
+					return withStore(ctx, cmd, nil, func(st *cassandra.Store) error {
+						teams, err := st.ListTeams(ctx)
+						if err != nil {
+							return err
+						}
+						w := tabwriter.NewWriter(cmd.Root().Writer, 0, 4, 2, ' ', 0)
+						fmt.Fprintln(w, "NAME\tCREATED\tCREATED BY\tDESCRIPTION")
+						for _, t := range teams {
+							fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", t.Name, dateOf(t.CreatedAt), dash(t.CreatedBy), dash(t.Description))
+						}
+						return w.Flush()
+					})
+				},
+			},
+			{
+				Name:        "delete",
+				Usage:       "delete a team that has no live token",
+				ArgsUsage:   "NAME",
+				Description: "Revoke the team's tokens first (sundial tokens list --team NAME): no token outlives its team.",
+				Flags:       cassandraStoreFlags(),
+				Action: func(ctx context.Context, cmd *cli.Command) error {
+					name, err := oneArg(cmd, "team name")
+					return withStore(ctx, cmd, []error{err}, func(st *cassandra.Store) error {
+						if err := st.DeleteTeam(ctx, name, time.Now()); err != nil {
+							return err
+						}
+						fmt.Fprintf(cmd.Root().Writer, "deleted team %s\n", name)
+						return nil
+					})
+				},
+			},
+		},
+	}
+}
+
+func tokensCommand() *cli.Command {
+	return &cli.Command{
+		Name:        "tokens",
+		Usage:       "create, list and revoke API bearer tokens",
+		Description: bootstrapNote + "\n\nA token is sdl_<id>_<secret>; the store keeps the SHA-256 of the secret, never the secret.",
+		Commands: []*cli.Command{
+			{
+				Name:  "create",
+				Usage: "create a token and print it, once",
+				Description: `Prints the bearer token on standard output, and nothing else there: it is
+shown this once and cannot be read back.
+
+Examples:
+  sundial tokens create --team payments --role operator --expires 720h --description "deploy pipeline"
+  sundial tokens create --cluster-admin --description "first admin"`,
+				Flags: append(cassandraStoreFlags(),
+					&cli.StringFlag{Name: "team", Usage: "team the token acts for (required unless --cluster-admin)", Sources: envVar("team")},
+					&cli.StringFlag{Name: "role", Usage: "role in the team: viewer, operator or admin (required unless --cluster-admin)", Sources: envVar("role")},
+					&cli.BoolFlag{Name: "cluster-admin", Usage: "a token that acts on every team and manages teams and quotas", Sources: envVar("cluster-admin")},
+					&cli.DurationFlag{Name: "expires", Usage: "lifetime of the token, e.g. 720h (default: until revoked)", Sources: envVar("expires")},
+					&cli.StringFlag{Name: "description", Usage: "what the token is for", Sources: envVar("description")},
+				),
+				Action: func(ctx context.Context, cmd *cli.Command) error {
+					now := time.Now().UTC()
+					tok, bad := tokenFromFlags(cmd, now)
+					return withStore(ctx, cmd, bad, func(st *cassandra.Store) error {
+						cred, err := auth.GenerateCredential(nil)
+						if err != nil {
+							return err
+						}
+						tok.ID, tok.SecretHash = cred.ID, auth.HashSecret(cred.Secret)
+						if err := st.CreateToken(ctx, tok); err != nil {
+							return err
+						}
+						who := "cluster admin"
+						if !tok.ClusterAdmin {
+							who = "team " + tok.Team + ", role " + tok.Role.String()
+						}
+						fmt.Fprintf(cmd.Root().ErrWriter, "created token %s (%s, expires %s); its secret is printed below, once: store it now\n", tok.ID, who, expiry(tok.ExpiresAt))
+						fmt.Fprintln(cmd.Root().Writer, cred.Bearer())
+						return nil
+					})
+				},
+			},
+			{
+				Name:  "list",
+				Usage: "print tokens, without their secrets",
+				Flags: append(cassandraStoreFlags(),
+					&cli.StringFlag{Name: "team", Usage: "only this team's tokens (default: every token)", Sources: envVar("team")},
+				),
+				Action: func(ctx context.Context, cmd *cli.Command) error {
+					return withStore(ctx, cmd, nil, func(st *cassandra.Store) error {
+						tokens, err := st.ListTokens(ctx, cmd.String("team"))
+						if err != nil {
+							return err
+						}
+						printTokens(cmd, tokens, time.Now())
+						return nil
+					})
+				},
+			},
+			{
+				Name:      "revoke",
+				Usage:     "revoke a token",
+				ArgsUsage: "ID",
+				Description: fmt.Sprintf(`A server that cached the token refuses it within its
+--auth-token-cache-ttl (default %s) of the revocation.`, auth.DefaultTokenCacheTTL),
+				Flags: cassandraStoreFlags(),
+				Action: func(ctx context.Context, cmd *cli.Command) error {
+					id, err := oneArg(cmd, "token id")
+					return withStore(ctx, cmd, []error{err}, func(st *cassandra.Store) error {
+						if err := st.RevokeToken(ctx, id, time.Now()); err != nil {
+							return err
+						}
+						fmt.Fprintf(cmd.Root().Writer, "revoked token %s\n", id)
+						return nil
+					})
+				},
+			},
+		},
+	}
+}
+
+// tokenFromFlags reads tokens create's flags into a token without id or
+// secret; errors name the flags.
+func tokenFromFlags(cmd *cli.Command, now time.Time) (auth.Token, []error) {
+	tok := auth.Token{CreatedAt: now, CreatedBy: cliActor(), Description: cmd.String("description"), ClusterAdmin: cmd.Bool("cluster-admin")}
+	var bad []error
+	if cmd.NArg() > 0 {
+		bad = append(bad, fmt.Errorf("unexpected argument %q: tokens create takes flags only", cmd.Args().First()))
+	}
+	if tok.ClusterAdmin {
+		if cmd.String("team") != "" || cmd.String("role") != "" {
+			bad = append(bad, errors.New("--cluster-admin: acts for every team; drop --team and --role"))
+		}
+		tok.Role = auth.RoleAdmin
+	} else {
+		tok.Team = cmd.String("team")
+		if tok.Team == "" {
+			bad = append(bad, errors.New("--team: required (or --cluster-admin)"))
+		} else if err := auth.CheckTeamName(tok.Team); err != nil {
+			bad = append(bad, fmt.Errorf("--team: %w", err))
+		}
+		role, err := auth.ParseRole(cmd.String("role"))
+		if err != nil {
+			bad = append(bad, fmt.Errorf("--role: %w", err))
+		}
+		tok.Role = role
+	}
+	switch d := cmd.Duration("expires"); {
+	case d < 0:
+		bad = append(bad, fmt.Errorf("--expires %s: want a positive lifetime, or none for a token that lasts until revoked", d))
+	case d > 0:
+		tok.ExpiresAt = now.Add(d)
+	}
+	return tok, bad
+}
+
+// printTokens writes tokens as a table: never a secret or its hash.
+func printTokens(cmd *cli.Command, tokens []auth.Token, now time.Time) {
+	w := tabwriter.NewWriter(cmd.Root().Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tTEAM\tROLE\tSTATE\tCREATED\tCREATED BY\tEXPIRES\tDESCRIPTION")
+	for _, t := range tokens {
+		team, state := t.Team, "live"
+		if t.ClusterAdmin {
+			team = "*cluster-admin*"
+		}
+		switch {
+		case !t.RevokedAt.IsZero():
+			state = "revoked " + dateOf(t.RevokedAt)
+		case !t.Live(now):
+			state = "expired"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, team, t.Role, state, dateOf(t.CreatedAt), dash(t.CreatedBy), expiry(t.ExpiresAt), dash(t.Description))
+	}
+	_ = w.Flush()
+}
+
+// cliActor names the operator in created_by: the account that ran the
+// command, as the audit trail would see it.
+func cliActor() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return "cli:" + u.Username
+	}
+	return "cli"
+}
+
+func dateOf(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func expiry(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return dateOf(t)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
