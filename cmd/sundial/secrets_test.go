@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/urfave/cli/v3"
 
+	"github.com/sundialhq/sundial/auth"
 	"github.com/sundialhq/sundial/internal/testenv"
 )
 
@@ -52,7 +55,8 @@ func (w *watchedBuffer) String() string {
 // wants SCRAM, a Redis that wants an ACL user, and Cassandra with a
 // password, each secret from another source (environment, file, config
 // file), with debug logs; then greps the logs, /metrics, config print and
-// every command's --help for the secrets. Not parallel: it sets the
+// every command's --help for the secrets, and the output of the teams and
+// tokens commands for an API token's secret and hash. Not parallel: it sets the
 // environment.
 func TestSecretsNeverPrinted(t *testing.T) {
 	const (
@@ -104,6 +108,23 @@ redis-password-file: %s
 	code, out, errOut := runCLI(t, "migrate", "--shards", "4", "--topic-replication-factor", "1")
 	require.Equal(t, 0, code, "migrate: %s", errOut)
 	noSecret("migrate", out+errOut)
+
+	// An API token is a secret too: tokens create prints it once, on
+	// standard output, and nothing shows it again, nor its hash.
+	code, out, errOut = runCLI(t, "teams", "create", "secrets")
+	require.Equal(t, 0, code, "teams create: %s", errOut)
+	code, out, errOut = runCLI(t, "tokens", "create", "--team", "secrets", "--role", "admin")
+	require.Equal(t, 0, code, "tokens create: %s", errOut)
+	cred, err := auth.ParseBearer(strings.TrimSpace(out))
+	require.NoError(t, err, "tokens create prints the bearer")
+	noSecret("tokens create's report", errOut)
+	hash := auth.HashSecret(cred.Secret)
+	secrets = append(secrets, cred.Secret, hex.EncodeToString(hash), base64.StdEncoding.EncodeToString(hash))
+	for _, args := range [][]string{{"tokens", "list"}, {"tokens", "list", "--team", "secrets"}, {"teams", "list"}, {"tokens", "revoke", cred.ID}} {
+		code, out, errOut = runCLI(t, args...)
+		require.Equal(t, 0, code, "%v: %s", args, errOut)
+		noSecret(strings.Join(args, " "), out+errOut)
+	}
 
 	// A wrong Kafka password fails at start-up, naming Kafka.
 	code, _, errOut = runCLI(t, "runner", "--kafka-sasl-password", "not-the-password")
