@@ -3,7 +3,7 @@
 // auth.Principal.
 //
 // Verification is left to github.com/coreos/go-oidc/v3: it is maintained,
-// small, used by Kubernetes' API server and Dex for exactly this check, and
+// small, used by Kubernetes' API server for exactly this check, and
 // does discovery, key-set fetching with rotation (an unknown key id makes
 // it fetch the JWKS again) and the standard claim checks (issuer, audience,
 // expiry, not-before). Sundial adds only the mapping of claims to a team
