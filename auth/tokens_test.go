@@ -247,9 +247,9 @@ func TestChainRoutesAndCounts(t *testing.T) {
 	_, err = chain.Authenticate(ctx, "")
 	assert.Equal(t, ReasonMalformed, refusedFor(t, err))
 
-	noOIDC, err := NewChain(ChainConfig{Tokens: s.auth, Registerer: reg})
+	_, err = NewChain(ChainConfig{Tokens: s.auth, Registerer: reg})
 	require.Error(t, err, "the metric is registered once per registry")
-	noOIDC, err = NewChain(ChainConfig{Tokens: s.auth})
+	noOIDC, err := NewChain(ChainConfig{Tokens: s.auth})
 	require.NoError(t, err)
 	_, err = noOIDC.Authenticate(ctx, "eyJhbGciOi.jwt.sig")
 	assert.Equal(t, ReasonNoMethod, refusedFor(t, err))

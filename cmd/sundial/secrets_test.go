@@ -113,6 +113,7 @@ redis-password-file: %s
 	// standard output, and nothing shows it again, nor its hash.
 	code, out, errOut = runCLI(t, "teams", "create", "secrets")
 	require.Equal(t, 0, code, "teams create: %s", errOut)
+	noSecret("teams create", out+errOut)
 	code, out, errOut = runCLI(t, "tokens", "create", "--team", "secrets", "--role", "admin")
 	require.Equal(t, 0, code, "tokens create: %s", errOut)
 	cred, err := auth.ParseBearer(strings.TrimSpace(out))
