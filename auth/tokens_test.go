@@ -265,3 +265,48 @@ func TestChainRoutesAndCounts(t *testing.T) {
 	_, err = NewChain(ChainConfig{})
 	assert.ErrorContains(t, err, "tokens: required")
 }
+
+// FuzzParseBearer checks that any bearer either parses into a credential
+// that prints back to the same bearer, or is refused without its secret
+// part in the error.
+func FuzzParseBearer(f *testing.F) {
+	cred, err := GenerateCredential(nil)
+	require.NoError(f, err)
+	for _, seed := range []string{cred.Bearer(), "", "sdl_", "sdl__", "sdl_a_b", "eyJ.x.y", cred.Bearer() + "_x", "sdl_" + cred.ID + "__" + cred.Secret} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, bearer string) {
+		got, err := ParseBearer(bearer)
+		if err != nil {
+			// The id may be named; a secret that is part of it cannot
+			// be told apart from it.
+			if id, secret, ok := strings.Cut(strings.TrimPrefix(bearer, TokenPrefix), "_"); ok && len(secret) > 8 && !strings.Contains(id, secret) {
+				assert.NotContains(t, err.Error(), secret)
+			}
+			return
+		}
+		assert.Equal(t, bearer, got.Bearer())
+		assert.True(t, validTokenID(got.ID))
+	})
+}
+
+func TestTokensConcurrentUse(t *testing.T) {
+	t.Parallel()
+	s := setupTokens(t, time.Minute, 4)
+	var bearers []string
+	for range 8 {
+		_, b := s.issue(t, RoleViewer, 0)
+		bearers = append(bearers, b)
+	}
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			for j := range 50 {
+				_, err := s.auth.Authenticate(t.Context(), bearers[(i+j)%len(bearers)])
+				assert.NoError(t, err)
+			}
+		})
+	}
+	wg.Wait()
+	assert.LessOrEqual(t, s.auth.cacheLen(), 4)
+}

@@ -26,10 +26,10 @@ import (
 // and a signer of tokens. It counts JWKS fetches.
 type issuer struct {
 	srv *httptest.Server
-	key *rsa.PrivateKey
-	kid string
 
 	mu         sync.Mutex
+	key        *rsa.PrivateKey
+	kid        string
 	keyFetches int
 }
 
@@ -49,10 +49,10 @@ func newIssuer(t *testing.T) *issuer {
 	mux.HandleFunc("/keys", func(w http.ResponseWriter, _ *http.Request) {
 		is.mu.Lock()
 		is.keyFetches++
+		pub, kid := is.key.PublicKey, is.kid
 		is.mu.Unlock()
-		pub := is.key.PublicKey
 		writeJSON(w, map[string]any{"keys": []map[string]string{{
-			"kty": "RSA", "use": "sig", "alg": "RS256", "kid": is.kid,
+			"kty": "RSA", "use": "sig", "alg": "RS256", "kid": kid,
 			"n": b64(pub.N.Bytes()), "e": b64(big.NewInt(int64(pub.E)).Bytes()),
 		}}})
 	})
@@ -204,4 +204,28 @@ func TestConfigValidate(t *testing.T) {
 	for _, want := range []string{`issuer "idp.example": want an http(s) URL`, "audience: required", "now: required", `team claim " team"`} {
 		assert.ErrorContains(t, err, want)
 	}
+}
+
+func TestKeyRotation(t *testing.T) {
+	t.Parallel()
+	is, v := setup(t)
+	_, err := v.Authenticate(t.Context(), sign(t, is.key, is.kid, is.claims(nil)))
+	require.NoError(t, err)
+
+	// The provider rotates its key: a token with the new key id makes the
+	// verifier fetch the key set again, and the old key stops verifying.
+	newKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	oldKey, oldKid := is.key, is.kid
+	is.mu.Lock()
+	is.key, is.kid = newKey, "key-2"
+	is.mu.Unlock()
+	p, err := v.Authenticate(t.Context(), sign(t, newKey, "key-2", is.claims(nil)))
+	require.NoError(t, err)
+	assert.Equal(t, "payments", p.Team)
+	_, err = v.Authenticate(t.Context(), sign(t, oldKey, oldKid, is.claims(nil)))
+	require.ErrorIs(t, err, auth.ErrUnauthenticated, "a token of the retired key")
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	assert.GreaterOrEqual(t, is.keyFetches, 2)
 }
