@@ -130,7 +130,11 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), metrics: m}
 	// The metrics interceptor runs first, so that refused requests are
 	// counted too.
-	opts := []connect.HandlerOption{connect.WithInterceptors(m.interceptor(), NewAuthInterceptor(cfg.Authenticator))}
+	opts := []connect.HandlerOption{
+		connect.WithInterceptors(m.interceptor(), NewAuthInterceptor(cfg.Authenticator)),
+		connect.WithCodec(strictJSON{name: "json"}),
+		connect.WithCodec(strictJSON{name: "json; charset=utf-8"}),
+	}
 	for _, svc := range cfg.Services {
 		h := svc(opts...)
 		s.mux.Handle(h.Path, h.Handler)
