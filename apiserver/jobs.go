@@ -136,6 +136,10 @@ func mayChange(p auth.Principal, team, what string) error {
 	if p.Allows(team, auth.RoleAdmin) {
 		return nil
 	}
+	if team == "" {
+		return connect.NewError(connect.CodeInvalidArgument,
+			fmt.Errorf("%s: spec.owner_team: required, as it decides who may see and change the definition", what))
+	}
 	if p.CanSee(team) {
 		return connect.NewError(connect.CodePermissionDenied,
 			fmt.Errorf("%s: needs the admin role in team %q; the caller is %s", what, team, p.Role))

@@ -174,6 +174,10 @@ func testApplyRejected(t *testing.T, e *env, owner, other string) {
 	requireCode(t, connect.CodePermissionDenied, err)
 	_, err = e.jobs(token(owner, auth.RoleAdmin)).ApplyJob(ctx, connect.NewRequest(&apiv1.ApplyJobRequest{}))
 	requireCode(t, connect.CodeInvalidArgument, err, "no spec")
+	noTeam := cronJob(owner+".noteam", "")
+	_, err = e.jobs(token(owner, auth.RoleAdmin)).ApplyJob(ctx, connect.NewRequest(&apiv1.ApplyJobRequest{Spec: noTeam}))
+	requireCode(t, connect.CodeInvalidArgument, err, "no owner team")
+	assert.Contains(t, err.Error(), "spec.owner_team: required")
 }
 
 // listAll pages through ListJobs with pages of size and returns the ids.
