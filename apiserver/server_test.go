@@ -138,7 +138,10 @@ func TestServerLifecycle(t *testing.T) {
 		srv.Stop()
 		srv.Stop()
 		httpc.CloseIdleConnections()
-		_, err = httpc.Do(req)
+		res, err = httpc.Do(req)
+		if err == nil {
+			_ = res.Body.Close()
+		}
 		require.Error(t, err, "nothing listens after Stop")
 	}
 }

@@ -24,8 +24,8 @@ type staticToken struct {
 	principal auth.Principal
 }
 
-// ClusterAdminTeam, as the TEAM of a static token, makes it the cluster
-// admin's.
+// ClusterAdminTeam is the TEAM of a static token that authenticates the
+// cluster admin.
 const ClusterAdminTeam = "*"
 
 // ParseStaticTokens reads "TEAM:ROLE:SECRET" specs (TEAM "*" for the
