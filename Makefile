@@ -48,13 +48,13 @@ lint: ## go vet and golangci-lint (config in .golangci.yml), also on the chart t
 	cd deploy/helm/charttest && $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run --config ../../../.golangci.yml ./...
 
 .PHONY: generate
-generate: ## regenerate protobuf code with the pinned buf and protoc-gen-go
+generate: ## regenerate protobuf code, the Connect Go client and docs/api/openapi.yaml with the pinned buf and plugins
 	cd proto && $(GO) tool buf generate
 
 .PHONY: check-generate
 check-generate: generate ## fail when generated code differs from what is committed
-	@git diff --exit-code -- proto || { echo "generated code is stale: run 'make generate' and commit" >&2; exit 1; }
-	@test -z "$$(git status --porcelain -- proto)" || { echo "generated files are not committed:" >&2; git status --porcelain -- proto >&2; exit 1; }
+	@git diff --exit-code -- proto docs/api || { echo "generated code is stale: run 'make generate' and commit" >&2; exit 1; }
+	@test -z "$$(git status --porcelain -- proto docs/api)" || { echo "generated files are not committed:" >&2; git status --porcelain -- proto docs/api >&2; exit 1; }
 
 .PHONY: lint-proto
 lint-proto: ## lint the protobuf schema with the pinned buf (rules in proto/buf.yaml)

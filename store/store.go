@@ -30,6 +30,24 @@ type Jobs interface {
 	UpsertJobs(ctx context.Context, jobs []Job) ([]UpsertResult, error)
 }
 
+// JobLister pages through the job definitions, for the control-plane API.
+type JobLister interface {
+	// ListJobs returns up to limit definitions that are not deleted, in
+	// the store's listing order, starting after the job whose id is after
+	// ("" for the first page). JobPage.Next is the after of the next page,
+	// empty once the listing has ended. A page may hold fewer than limit
+	// jobs, even none, without being the last: tombstones take their place.
+	// Every job that exists for the whole listing is returned exactly once.
+	ListJobs(ctx context.Context, after string, limit int) (JobPage, error)
+}
+
+// JobPage is one page of ListJobs.
+type JobPage struct {
+	Jobs []Job
+	// Next is the cursor of the next page; empty on the last one.
+	Next string
+}
+
 // UpsertResult is what UpsertJobs did with one job.
 type UpsertResult struct {
 	Outcome Outcome
@@ -158,6 +176,7 @@ type DagRuns interface {
 // interface they use.
 type Store interface {
 	Jobs
+	JobLister
 	Schedule
 	Cluster
 	Shards

@@ -86,6 +86,7 @@ func newAppWithConfig(stdout, stderr io.Writer, file *configFile) *cli.Command {
 			dagCommand(),
 			teamsCommand(),
 			tokensCommand(),
+			apiCommand(),
 		},
 	}
 }

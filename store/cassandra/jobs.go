@@ -311,3 +311,40 @@ func (s *Store) upsertEach(ctx context.Context, jobs []store.Job) ([]store.Upser
 	}
 	return out, nil
 }
+
+// ListJobs implements store.JobLister in token order of the job ids: one
+// read of limit+1 rows, the extra one telling whether another page follows.
+func (s *Store) ListJobs(ctx context.Context, after string, limit int) (store.JobPage, error) {
+	if limit < 1 {
+		return store.JobPage{}, fmt.Errorf("list jobs: %w: limit %d: must be at least 1", store.ErrInvalid, limit)
+	}
+	q := s.idempotent(ctx, s.q.listJobsFirst, limit+1)
+	if after != "" {
+		q = s.idempotent(ctx, s.q.listJobsAfter, after, limit+1)
+	}
+	iter := q.PageSize(min(limit+1, s.cfg.PageSize)).Iter()
+	var (
+		page    store.JobPage
+		scanned int
+		last    string
+		j       store.Job
+	)
+	for iter.Scan(&j.ID, &j.Spec, &j.Hash, &j.Revision, &j.UpdatedAt, &j.Deleted, &j.NextDue) {
+		scanned++
+		if scanned > limit {
+			page.Next = last
+			break
+		}
+		last = j.ID
+		if !j.Deleted {
+			j.UpdatedAt = fromDB(j.UpdatedAt)
+			j.NextDue = fromDB(j.NextDue)
+			page.Jobs = append(page.Jobs, j)
+		}
+		j = store.Job{}
+	}
+	if err := iter.Close(); err != nil {
+		return store.JobPage{}, fmt.Errorf("list jobs after %q: %w", after, err)
+	}
+	return page, nil
+}

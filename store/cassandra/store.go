@@ -73,7 +73,7 @@ func (s *Store) Close() error {
 type statements struct {
 	insertCluster, selectCluster string
 
-	selectJob, writeJob string
+	selectJob, writeJob, listJobsFirst, listJobsAfter string
 
 	insertDue, selectBucket, deleteDue, deleteBucket string
 
@@ -90,6 +90,10 @@ func newStatements(ks string) statements {
 
 		selectJob: f(`SELECT spec, hash, revision, updated_at, deleted, next_due FROM %s.jobs WHERE id = ?`),
 		writeJob:  f(`INSERT INTO %s.jobs (id, spec, hash, revision, updated_at, deleted, next_due) VALUES (?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?`),
+		// Listings walk the partitioner's token order, the only order in
+		// which a table keyed by id alone can be paged.
+		listJobsFirst: f(`SELECT id, spec, hash, revision, updated_at, deleted, next_due FROM %s.jobs LIMIT ?`),
+		listJobsAfter: f(`SELECT id, spec, hash, revision, updated_at, deleted, next_due FROM %s.jobs WHERE token(id) > token(?) LIMIT ?`),
 
 		insertDue:    f(`INSERT INTO %s.due_entries (bucket, shard, due, job_id, kind, run_id, attempt, revision, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		selectBucket: f(`SELECT due, job_id, kind, run_id, attempt, revision, payload FROM %s.due_entries WHERE bucket = ? AND shard = ?`),

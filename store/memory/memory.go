@@ -532,3 +532,34 @@ func compareRuns(a, b store.RunRecord) int {
 		cmp.Compare(b.Attempt, a.Attempt),
 	)
 }
+
+// ListJobs implements store.JobLister in job id order.
+func (s *Store) ListJobs(_ context.Context, after string, limit int) (store.JobPage, error) {
+	if limit < 1 {
+		return store.JobPage{}, fmt.Errorf("list jobs: %w: limit %d: must be at least 1", store.ErrInvalid, limit)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]string, 0, len(s.jobs))
+	for id := range s.jobs {
+		if id > after {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	var page store.JobPage
+	if len(ids) > limit {
+		ids = ids[:limit]
+		page.Next = ids[limit-1]
+	}
+	for _, id := range ids {
+		job := s.jobs[id]
+		if job.Deleted {
+			continue
+		}
+		job.Spec = bytes.Clone(job.Spec)
+		job.Hash = bytes.Clone(job.Hash)
+		page.Jobs = append(page.Jobs, job)
+	}
+	return page, nil
+}

@@ -50,6 +50,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"UpsertJobsAsOneByOne", testUpsertJobsAsOneByOne},
 		{"ChangedScheduleMovesDueEntry", testChangedScheduleMovesDueEntry},
 		{"JobValidation", testJobValidation},
+		{"JobListing", testJobListing},
 		{"LargeBucket", testLargeBucket},
 		{"BucketIsolation", testBucketIsolation},
 		{"DueEntryRoundTrip", testDueEntryRoundTrip},
@@ -1124,4 +1125,54 @@ func testTriggerDedupe(t *testing.T, s store.Store) {
 	for _, want := range []string{"job id", "idempotency key", "due", "ttl"} {
 		assert.ErrorContains(t, err, want)
 	}
+}
+
+// testJobListing pages through live jobs and tombstones with a page smaller
+// than the listing, and checks that every live job comes exactly once.
+func testJobListing(t *testing.T, s store.Store) {
+	initCluster(t, s, 4)
+	ctx := ctxOf(t)
+
+	_, err := s.ListJobs(ctx, "", 0)
+	require.ErrorIs(t, err, store.ErrInvalid, "limit 0")
+
+	empty, err := s.ListJobs(ctx, "", 3)
+	require.NoError(t, err)
+	assert.Empty(t, empty.Jobs)
+	assert.Empty(t, empty.Next, "an empty store has one page")
+
+	var want []string
+	for i := range 11 {
+		id := fmt.Sprintf("list-%02d", i)
+		_, err := s.UpsertJob(ctx, job(id, "spec-"+id, 1, time.Time{}))
+		require.NoError(t, err)
+		if i%4 == 0 {
+			_, err := s.DeleteJob(ctx, id, 2, base.Add(time.Hour))
+			require.NoError(t, err)
+			continue
+		}
+		want = append(want, id)
+	}
+
+	var got []string
+	after, pages := "", 0
+	for {
+		page, err := s.ListJobs(ctx, after, 3)
+		require.NoError(t, err)
+		pages++
+		require.LessOrEqual(t, len(page.Jobs), 3, "page %d", pages)
+		for _, j := range page.Jobs {
+			assert.False(t, j.Deleted, "tombstone %s listed", j.ID)
+			assert.Equal(t, []byte("spec-"+j.ID), j.Spec, "spec of %s", j.ID)
+			assert.Equal(t, int64(1), j.Revision, "revision of %s", j.ID)
+			got = append(got, j.ID)
+		}
+		if page.Next == "" {
+			break
+		}
+		require.Less(t, pages, 20, "listing does not end; last cursor %q", page.Next)
+		after = page.Next
+	}
+	assert.GreaterOrEqual(t, pages, 4, "11 rows in pages of 3")
+	assert.ElementsMatch(t, want, got, "every live job exactly once")
 }

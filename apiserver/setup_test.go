@@ -1,0 +1,153 @@
+package apiserver_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sundialhq/sundial/apiserver"
+	"github.com/sundialhq/sundial/auth"
+	"github.com/sundialhq/sundial/client"
+	"github.com/sundialhq/sundial/dagengine"
+	"github.com/sundialhq/sundial/enqueue"
+	"github.com/sundialhq/sundial/internal/testenv"
+	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
+	"github.com/sundialhq/sundial/registry"
+	"github.com/sundialhq/sundial/store/cassandra"
+)
+
+// shards is S in the tests: small, so topics are cheap to create.
+const shards = 4
+
+// clusterAdminToken authenticates the cluster admin.
+const clusterAdminToken = "cluster-admin"
+
+// tokenAuth is the tests' Authenticator: a token "TEAM:ROLE" is a member of
+// TEAM with ROLE, clusterAdminToken the cluster admin; anything else is
+// refused, as an unknown token would be.
+type tokenAuth struct{}
+
+func (tokenAuth) Authenticate(_ context.Context, bearer string) (auth.Principal, error) {
+	if bearer == clusterAdminToken {
+		return auth.Principal{Subject: "token:" + bearer, ClusterAdmin: true}, nil
+	}
+	team, roleName, ok := strings.Cut(bearer, ":")
+	if !ok || team == "" {
+		return auth.Principal{}, errors.New("unknown token")
+	}
+	role, err := auth.ParseRole(roleName)
+	if err != nil {
+		return auth.Principal{}, err
+	}
+	return auth.Principal{Subject: "token:" + bearer, Team: team, Role: role}, nil
+}
+
+// token is the test token of a member of team with role.
+func token(team string, role auth.Role) string { return team + ":" + role.String() }
+
+// env is one API server on the real stack, with a registry and a DAG engine
+// answering its changes. The subtests share it and keep apart by using
+// teams and ids of their own.
+type env struct {
+	url     string
+	store   *cassandra.Store
+	metrics *prometheus.Registry
+	http    *http.Client
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	k := testenv.NeedKafka(t)
+	c := testenv.NeedCassandra(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	logger := slog.New(slog.DiscardHandler)
+
+	cfg := cassandra.Config{Hosts: c.Hosts, Keyspace: c.Keyspace, SchemaTimeout: 2 * time.Minute}
+	_, err := cassandra.Migrate(ctx, cfg)
+	require.NoError(t, err)
+	st, err := cassandra.Open(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	_, err = st.InitCluster(ctx, shards)
+	require.NoError(t, err)
+
+	names := topics.Names{Prefix: k.TopicPrefix}
+	specs, err := names.Specs(shards)
+	require.NoError(t, err)
+	producer, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))
+	require.NoError(t, err)
+	t.Cleanup(producer.Close)
+	_, err = topics.Ensure(ctx, kadm.NewClient(producer), specs, -1)
+	require.NoError(t, err)
+	waker, err := enqueue.New(enqueue.Config{Store: st, Client: producer, Topics: names, Shards: shards, Registerer: prometheus.NewRegistry(), Logger: logger})
+	require.NoError(t, err)
+
+	reg, err := registry.New(registry.Config{
+		Brokers: k.Brokers, Topics: names, Group: k.TopicPrefix + "registry", Store: st, Waker: waker,
+		Registerer: prometheus.NewRegistry(), Logger: logger,
+	})
+	require.NoError(t, err)
+	require.NoError(t, reg.Start(ctx))
+	t.Cleanup(reg.Stop)
+	engine, err := dagengine.New(dagengine.Config{
+		Brokers: k.Brokers, Topics: names, Group: k.TopicPrefix + "dagengine", DefinitionsGroup: k.TopicPrefix + "dagdefs",
+		Store: st, Enqueuer: waker, Producer: producer, Shards: shards,
+		Registerer: prometheus.NewRegistry(), Logger: logger,
+	})
+	require.NoError(t, err)
+	require.NoError(t, engine.Start(ctx))
+	t.Cleanup(engine.Stop)
+
+	cl, err := client.New(client.Config{Brokers: k.Brokers, Topics: names, Logger: logger})
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	// Generous: an answer must come, however slow this machine is.
+	jobs, err := apiserver.NewJobService(apiserver.JobServiceConfig{Store: st, Writer: cl, AnswerTimeout: 3 * time.Minute})
+	require.NoError(t, err)
+	dags, err := apiserver.NewDagService(apiserver.DagServiceConfig{
+		Store: st, Writer: apiserver.KafkaDagWriter{Producer: producer, Client: cl, Topics: names}, AnswerTimeout: 3 * time.Minute,
+	})
+	require.NoError(t, err)
+	metrics := prometheus.NewRegistry()
+	srv, err := apiserver.New(apiserver.Config{
+		Addr: "127.0.0.1:0", Authenticator: tokenAuth{},
+		Services:   []apiserver.Service{jobs.Service(), dags.Service()},
+		Registerer: metrics, Gatherer: metrics, Logger: logger,
+	})
+	require.NoError(t, err)
+	require.NoError(t, srv.Start(ctx))
+	t.Cleanup(srv.Stop)
+
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &env{url: "http://" + srv.Addr().String(), store: st, metrics: metrics, http: &http.Client{Transport: tr}}
+}
+
+// jobs is a Connect Go client of JobService sending tok ("" sends none).
+func (e *env) jobs(tok string) apiv1connect.JobServiceClient {
+	return apiv1connect.NewJobServiceClient(e.http, e.url, e.opts(tok)...)
+}
+
+// dags is a Connect Go client of DagService sending tok.
+func (e *env) dags(tok string) apiv1connect.DagServiceClient {
+	return apiv1connect.NewDagServiceClient(e.http, e.url, e.opts(tok)...)
+}
+
+func (e *env) opts(tok string) []connect.ClientOption {
+	if tok == "" {
+		return nil
+	}
+	return []connect.ClientOption{connect.WithInterceptors(apiserver.BearerToken(tok))}
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sundialhq/sundial/internal/testenv"
+)
+
+func TestAPIFlagErrors(t *testing.T) {
+	t.Setenv(envName("api-static-token"), "")
+	code, _, errOut := runCLI(t, "api", "--kafka-brokers", "127.0.0.1:1", "--cassandra-hosts", "127.0.0.1")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "--api-static-token: at least one token is required")
+
+	code, _, errOut = runCLI(t, "api", "--kafka-brokers", "127.0.0.1:1", "--cassandra-hosts", "127.0.0.1",
+		"--api-static-token", "data:root:hunter2", "--api-static-token", "data:admin")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, `static token 1: role "root"`)
+	assert.Contains(t, errOut, "static token 2: want TEAM:ROLE:SECRET")
+	assert.NotContains(t, errOut, "hunter2")
+}
+
+func TestAPIConfigPrintMasksTokens(t *testing.T) {
+	t.Setenv(envName("api-static-token"), "data:admin:hunter2")
+	code, out, errOut := runCLI(t, "config", "print", "api")
+	require.Equal(t, 0, code, errOut)
+	assert.Regexp(t, `api-static-token\s+\*{8}\s+environment variable`, out)
+	assert.NotContains(t, out, "hunter2")
+}
+
+// TestAPIServes runs `sundial api` on the real stack and calls it as the
+// owner of a token, as another team and without a token.
+func TestAPIServes(t *testing.T) {
+	t.Parallel()
+	cass := testenv.NeedCassandra(t)
+	kafka := testenv.NeedKafka(t)
+	backends := []string{
+		"--cassandra-hosts", strings.Join(cass.Hosts, ","), "--keyspace", cass.Keyspace,
+		"--kafka-brokers", strings.Join(kafka.Brokers, ","), "--topic-prefix", kafka.TopicPrefix,
+	}
+	code, _, errOut := runCLI(t, append([]string{"migrate", "--topic-replication-factor", "1", "--shards", "4", "--timeout", "2m"}, backends...)...)
+	require.Equal(t, 0, code, "migrate: %s", errOut)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+
+	ctx, stop := context.WithCancel(t.Context())
+	var out, errBuf bytes.Buffer
+	exited := make(chan int)
+	go func() {
+		exited <- run(ctx, append([]string{"sundial", "api", "--listen", addr,
+			"--api-static-token", "data:viewer:data-secret", "--api-static-token", "ops:viewer:ops-secret"}, backends...), &out, &errBuf)
+	}()
+
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	httpc := &http.Client{Transport: tr}
+	call := func(path, tok, body string) (int, string) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+addr+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		res, err := httpc.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	// Wait for the server to listen (or the command to fail).
+	for {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+addr+"/healthz", nil)
+		require.NoError(t, err)
+		if res, err := httpc.Do(req); err == nil {
+			_ = res.Body.Close()
+			require.Equal(t, http.StatusOK, res.StatusCode)
+			break
+		}
+		select {
+		case code := <-exited:
+			t.Fatalf("sundial api exited with %d before serving: %s", code, errBuf.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+
+	code, body := call("/sundial.api.v1.JobService/ListJobs", "", `{}`)
+	assert.Equal(t, http.StatusUnauthorized, code, body)
+	code, body = call("/sundial.api.v1.JobService/ListJobs", "data-secret", `{}`)
+	assert.Equal(t, http.StatusOK, code, body)
+	assert.JSONEq(t, `{}`, body, "an empty store lists nothing")
+	code, body = call("/sundial.api.v1.JobService/GetJob", "ops-secret", `{"id": "data.nightly"}`)
+	assert.Equal(t, http.StatusNotFound, code, body)
+	code, body = call("/sundial.api.v1.JobService/ApplyJob", "data-secret", `{"spec": {"id": "data.x", "ownerTeam": "data"}}`)
+	assert.Equal(t, http.StatusForbidden, code, "a viewer applies: %s", body)
+
+	stop()
+	assert.Equal(t, 0, <-exited, errBuf.String())
+}
