@@ -3,9 +3,6 @@ package apiserver
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -266,7 +263,7 @@ func (s *RunService) ListRuns(ctx context.Context, req *connect.Request[apiv1.Li
 		resp.Attempts = append(resp.Attempts, attemptOf(r))
 	}
 	if len(all) > offset+size {
-		resp.NextPageToken = runPageToken(m, offset+size)
+		resp.NextPageToken = pageToken(runPageKey(m), offset+size)
 	}
 	if m.GetJobId() != "" {
 		sum, err := s.cfg.History.JobSummary(ctx, m.GetJobId())
@@ -303,7 +300,7 @@ func (s *RunService) checkListRuns(m *apiv1.ListRunsRequest) (size, offset int, 
 	}
 	if tok := m.GetPageToken(); tok != "" {
 		var err error
-		if offset, err = parseRunPageToken(m, tok); err != nil {
+		if offset, err = parsePageToken(runPageKey(m), tok); err != nil {
 			errs = append(errs, err)
 		} else if offset >= s.cfg.Scan {
 			errs = append(errs, fmt.Errorf("page_token: beyond the %d newest attempts the history can search", s.cfg.Scan))
@@ -338,35 +335,12 @@ func compareRecords(a, b store.RunRecord) int {
 	return cmp.Or(b.Due.Compare(a.Due), strings.Compare(a.RunID, b.RunID), cmp.Compare(b.Attempt, a.Attempt))
 }
 
-// runPageToken returns the token of the page at offset. It binds the
-// filters, so that a token is refused with other filters instead of
-// paging through another list.
-func runPageToken(m *apiv1.ListRunsRequest, offset int) string {
-	b := binary.AppendUvarint(nil, uint64(offset))
-	b = append(b, runFilterHash(m)...)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func parseRunPageToken(m *apiv1.ListRunsRequest, tok string) (int, error) {
-	b, err := base64.RawURLEncoding.DecodeString(tok)
-	if err != nil {
-		return 0, fmt.Errorf("page_token: not a token this service issued")
-	}
-	offset, n := binary.Uvarint(b)
-	if n <= 0 || offset > 1<<31 || string(b[n:]) != string(runFilterHash(m)) {
-		return 0, fmt.Errorf("page_token: not a token of this list (filters changed?)")
-	}
-	return int(offset), nil
-}
-
-// runFilterHash is a short digest of the request without its paging
-// fields.
-func runFilterHash(m *apiv1.ListRunsRequest) []byte {
-	f := proto.CloneOf(m)
-	f.PageSize, f.PageToken = 0, ""
-	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(f)
-	h := sha256.Sum256(b)
-	return h[:8]
+// runPageKey is the request without its paging fields, which a page
+// token is bound to.
+func runPageKey(m *apiv1.ListRunsRequest) *apiv1.ListRunsRequest {
+	k := proto.CloneOf(m)
+	k.PageSize, k.PageToken = 0, ""
+	return k
 }
 
 // attemptOf converts a history record.
