@@ -51,17 +51,13 @@ func (l *EventLog) RunEvents(ctx context.Context, jobID, runID string) ([]*sundi
 	if err != nil {
 		return nil, fmt.Errorf("run events: %w", err)
 	}
-	// The producers key events by job id with kgo's default key hashing
-	// (murmur2, as Kafka's Java client), so the partition follows from the
-	// key and the partition count.
-	part := kgo.UniformBytesPartitioner(64<<10, true, true, nil).ForTopic(l.topic).
-		Partition(&kgo.Record{Key: []byte(jobID)}, len(ends))
-	end := ends[int32(part)]
+	part := keyPartition(jobID, len(ends))
+	end := ends[part]
 	if end <= 0 {
 		return nil, nil
 	}
 	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, l.opts...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{l.topic: {int32(part): kgo.NewOffset().AtStart()}}))...)
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{l.topic: {part: kgo.NewOffset().AtStart()}}))...)
 	if err != nil {
 		return nil, fmt.Errorf("run events: client: %w", err)
 	}
@@ -88,6 +84,14 @@ func (l *EventLog) RunEvents(ctx context.Context, jobID, runID string) ([]*sundi
 		})
 	}
 	return out, nil
+}
+
+// keyPartition is the partition of n that a record keyed by key is
+// produced to. The producers of sundial.events key events by job id and
+// hash keys as kgo's default partitioner does (murmur2, as Kafka's Java
+// client), so a job's events are on this one partition.
+func keyPartition(key string, n int) int32 {
+	return int32(kgo.StickyKeyPartitioner(nil).ForTopic("").Partition(&kgo.Record{Key: []byte(key)}, n))
 }
 
 // endOffsets returns the end offset of each partition of topic.

@@ -198,8 +198,7 @@ func (w *WatchService) open(ctx context.Context, job string) (*kgo.Client, error
 	}
 	start := map[int32]kgo.Offset{}
 	if job != "" {
-		part := int32(kgo.UniformBytesPartitioner(64<<10, true, true, nil).ForTopic(w.cfg.Topic).
-			Partition(&kgo.Record{Key: []byte(job)}, len(ends)))
+		part := keyPartition(job, len(ends))
 		start[part] = kgo.NewOffset().At(ends[part])
 	} else {
 		for p, end := range ends {
