@@ -109,13 +109,13 @@ func TestGetCluster(t *testing.T) {
 	for _, caller := range []string{"owner", "other"} {
 		t.Run(caller, func(t *testing.T) {
 			_, err := client.GetCluster(ctx, as(caller, &apiv1.GetClusterRequest{}))
-			requireCode(t, connect.CodePermissionDenied, err)
+			requireConnectCode(t, connect.CodePermissionDenied, err)
 			assert.NotContains(t, err.Error(), "alpha")
 			assert.NotContains(t, err.Error(), "beta")
 		})
 	}
 	t.Run("no principal", func(t *testing.T) {
 		_, err := client.GetCluster(ctx, as("", &apiv1.GetClusterRequest{}))
-		requireCode(t, connect.CodeUnauthenticated, err)
+		requireConnectCode(t, connect.CodeUnauthenticated, err)
 	})
 }

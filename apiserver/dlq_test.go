@@ -120,7 +120,7 @@ func TestListDeadLetters(t *testing.T) {
 	})
 	t.Run("no principal", func(t *testing.T) {
 		_, err := f.client.ListDeadLetters(ctx, as("", &apiv1.ListDeadLettersRequest{}))
-		requireCode(t, connect.CodeUnauthenticated, err)
+		requireConnectCode(t, connect.CodeUnauthenticated, err)
 	})
 	t.Run("bad requests", func(t *testing.T) {
 		for _, req := range []*apiv1.ListDeadLettersRequest{
@@ -129,7 +129,7 @@ func TestListDeadLetters(t *testing.T) {
 			{Filter: &apiv1.DeadLetterFilter{DeadAfter: timestamppb.New(f.now), DeadBefore: timestamppb.New(f.now.Add(-time.Hour))}},
 		} {
 			_, err := f.client.ListDeadLetters(ctx, as("owner", req))
-			requireCode(t, connect.CodeInvalidArgument, err)
+			requireConnectCode(t, connect.CodeInvalidArgument, err)
 		}
 	})
 }
@@ -156,15 +156,15 @@ func TestReplayDeadLetters(t *testing.T) {
 
 	t.Run("viewer may not replay", func(t *testing.T) {
 		_, err := f.client.ReplayDeadLetters(ctx, as("owner", &apiv1.ReplayDeadLettersRequest{All: true}))
-		requireCode(t, connect.CodePermissionDenied, err)
+		requireConnectCode(t, connect.CodePermissionDenied, err)
 	})
 	t.Run("an empty selection needs all", func(t *testing.T) {
 		_, err := f.client.ReplayDeadLetters(ctx, as("owner-operator", &apiv1.ReplayDeadLettersRequest{}))
-		requireCode(t, connect.CodeInvalidArgument, err)
+		requireConnectCode(t, connect.CodeInvalidArgument, err)
 	})
 	t.Run("no principal", func(t *testing.T) {
 		_, err := f.client.ReplayDeadLetters(ctx, as("", &apiv1.ReplayDeadLettersRequest{All: true}))
-		requireCode(t, connect.CodeUnauthenticated, err)
+		requireConnectCode(t, connect.CodeUnauthenticated, err)
 	})
 	t.Run("another team replays nothing of alpha", func(t *testing.T) {
 		resp, err := f.client.ReplayDeadLetters(ctx, as("other", &apiv1.ReplayDeadLettersRequest{

@@ -165,7 +165,7 @@ func (s *RunService) GetRun(ctx context.Context, req *connect.Request[apiv1.GetR
 		return nil, internalError("get run")
 	}
 	if !target.found || !p.CanSee(target.team) {
-		return nil, notFound("run", runID)
+		return nil, notVisible("run", runID)
 	}
 	recs, err := s.cfg.History.ListRuns(ctx, target.jobID, s.cfg.Scan)
 	if err != nil {
@@ -175,7 +175,7 @@ func (s *RunService) GetRun(ctx context.Context, req *connect.Request[apiv1.GetR
 	run := &apiv1.RunDetail{RunId: runID, JobId: target.jobID, OwnerTeam: target.team}
 	for _, r := range slices.Backward(recs) { // stored newest attempt first
 		if r.RunID == runID {
-			run.Attempts = append(run.Attempts, attemptOf(r))
+			run.Attempts = append(run.Attempts, attemptDetailOf(r))
 			run.DueTime = timestamppb.New(r.Due)
 		}
 	}
@@ -186,7 +186,7 @@ func (s *RunService) GetRun(ctx context.Context, req *connect.Request[apiv1.GetR
 	}
 	run.Events = events
 	if len(run.Attempts) == 0 && len(events) == 0 {
-		return nil, notFound("run", runID)
+		return nil, notVisible("run", runID)
 	}
 	if run.DueTime == nil && len(events) > 0 {
 		run.DueTime = events[0].GetDueTime()
@@ -260,7 +260,7 @@ func (s *RunService) ListRuns(ctx context.Context, req *connect.Request[apiv1.Li
 	slices.SortStableFunc(all, compareRecords)
 	resp := &apiv1.ListRunsResponse{}
 	for _, r := range all[min(offset, len(all)):min(offset+size, len(all))] {
-		resp.Attempts = append(resp.Attempts, attemptOf(r))
+		resp.Attempts = append(resp.Attempts, attemptDetailOf(r))
 	}
 	if len(all) > offset+size {
 		resp.NextPageToken = pageToken(runPageKey(m), offset+size)
@@ -343,9 +343,9 @@ func runPageKey(m *apiv1.ListRunsRequest) *apiv1.ListRunsRequest {
 	return k
 }
 
-// attemptOf converts a history record.
-func attemptOf(r store.RunRecord) *apiv1.RunAttempt {
-	a := &apiv1.RunAttempt{
+// attemptDetailOf converts a history record.
+func attemptDetailOf(r store.RunRecord) *apiv1.AttemptDetail {
+	a := &apiv1.AttemptDetail{
 		RunId: r.RunID, JobId: r.JobID, Attempt: uint32(r.Attempt), State: attemptState(r.State),
 		DueTime: timestamppb.New(r.Due), AttemptDueTime: timestamppb.New(cmp.Or(r.AttemptDue, r.Due)),
 		Error: r.Error, Log: r.Log, UpdateTime: timestamppb.New(r.UpdatedAt),
@@ -408,7 +408,7 @@ func summaryOf(s store.Summary) *apiv1.RunHistorySummary {
 
 // RunRecordOf converts an API attempt back to a history record, for
 // clients that share the store's printing code.
-func RunRecordOf(a *apiv1.RunAttempt) store.RunRecord {
+func RunRecordOf(a *apiv1.AttemptDetail) store.RunRecord {
 	r := store.RunRecord{
 		JobID: a.GetJobId(), RunID: a.GetRunId(), Attempt: int(a.GetAttempt()), State: StoreRunState(a.GetState()),
 		Due: a.GetDueTime().AsTime(), AttemptDue: a.GetAttemptDueTime().AsTime(), Error: a.GetError(), Log: a.GetLog(),

@@ -135,7 +135,7 @@ func TestGetRun(t *testing.T) {
 	t.Run("another team", func(t *testing.T) {
 		for _, id := range []string{f.run, f.nodeRun} {
 			_, err := f.client.GetRun(ctx, as("other", &apiv1.GetRunRequest{RunId: id}))
-			requireCode(t, connect.CodeNotFound, err)
+			requireConnectCode(t, connect.CodeNotFound, err)
 		}
 		// And the other team reads its own run.
 		resp, err := f.client.GetRun(ctx, as("other", &apiv1.GetRunRequest{RunId: f.betaRun}))
@@ -144,14 +144,14 @@ func TestGetRun(t *testing.T) {
 	})
 	t.Run("no principal", func(t *testing.T) {
 		_, err := f.client.GetRun(ctx, as("", &apiv1.GetRunRequest{RunId: f.run}))
-		requireCode(t, connect.CodeUnauthenticated, err)
+		requireConnectCode(t, connect.CodeUnauthenticated, err)
 	})
 	t.Run("bad requests", func(t *testing.T) {
 		_, err := f.client.GetRun(ctx, as("owner", &apiv1.GetRunRequest{}))
-		requireCode(t, connect.CodeInvalidArgument, err)
+		requireConnectCode(t, connect.CodeInvalidArgument, err)
 		for _, id := range []string{"alpha.report@1", "nojob", "unknown.job@1930000000000", "alpha.etl@1930000000000/nosuchnode"} {
 			_, err = f.client.GetRun(ctx, as("owner", &apiv1.GetRunRequest{RunId: id}))
-			requireCode(t, connect.CodeNotFound, err)
+			requireConnectCode(t, connect.CodeNotFound, err)
 		}
 	})
 }
@@ -167,7 +167,7 @@ func TestListRuns(t *testing.T) {
 		}
 		return resp.Msg, nil
 	}
-	ids := func(as []*apiv1.RunAttempt) []string {
+	ids := func(as []*apiv1.AttemptDetail) []string {
 		var out []string
 		for _, a := range as {
 			out = append(out, a.GetRunId()+"#"+string(rune('0'+a.GetAttempt())))
@@ -227,7 +227,7 @@ func TestListRuns(t *testing.T) {
 	})
 	t.Run("no principal", func(t *testing.T) {
 		_, err := list("", &apiv1.ListRunsRequest{JobId: f.job})
-		requireCode(t, connect.CodeUnauthenticated, err)
+		requireConnectCode(t, connect.CodeUnauthenticated, err)
 	})
 	t.Run("bad requests", func(t *testing.T) {
 		first, err := list("owner", &apiv1.ListRunsRequest{JobId: f.job, PageSize: 1})
@@ -244,7 +244,7 @@ func TestListRuns(t *testing.T) {
 			"empty due range":        {JobId: f.job, DueAfter: timestamppb.New(f.due2), DueBefore: timestamppb.New(f.due)},
 		} {
 			_, err := list("owner", req)
-			requireCode(t, connect.CodeInvalidArgument, err)
+			requireConnectCode(t, connect.CodeInvalidArgument, err)
 			t.Logf("%s: %v", name, err)
 		}
 	})

@@ -151,7 +151,7 @@ func (s *stack) produce(t *testing.T, topic, key string, msg proto.Message) {
 }
 
 // requireCode checks that err is a Connect error with code.
-func requireCode(t *testing.T, code connect.Code, err error) {
+func requireConnectCode(t *testing.T, code connect.Code, err error) {
 	t.Helper()
 	require.Error(t, err)
 	require.Equal(t, code, connect.CodeOf(err), "error: %v", err)

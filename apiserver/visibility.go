@@ -37,9 +37,9 @@ func requireCaller(ctx context.Context) (auth.Principal, error) {
 	return p, nil
 }
 
-// notFound is the answer for a missing run and for another team's run
+// notVisible is the answer for a missing run and for another team's run
 // alike.
-func notFound(what, id string) error {
+func notVisible(what, id string) error {
 	return connect.NewError(connect.CodeNotFound, fmt.Errorf("%s %q: not found", what, id))
 }
 

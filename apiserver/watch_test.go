@@ -105,14 +105,14 @@ func TestWatchEvents(t *testing.T) {
 		stream, err := f.client.WatchEvents(t.Context(), as("", &apiv1.WatchEventsRequest{}))
 		require.NoError(t, err)
 		require.False(t, stream.Receive())
-		requireCode(t, connect.CodeUnauthenticated, stream.Err())
+		requireConnectCode(t, connect.CodeUnauthenticated, stream.Err())
 	})
 	t.Run("bad filter", func(t *testing.T) {
 		stream, err := f.client.WatchEvents(t.Context(), as("owner", &apiv1.WatchEventsRequest{
 			Filter: &apiv1.WatchFilter{States: []sundialv1.RunState{99}}}))
 		require.NoError(t, err)
 		require.False(t, stream.Receive())
-		requireCode(t, connect.CodeInvalidArgument, stream.Err())
+		requireConnectCode(t, connect.CodeInvalidArgument, stream.Err())
 	})
 }
 
@@ -151,7 +151,7 @@ func TestWatchRuns(t *testing.T) {
 		stream, err := f.client.WatchRuns(t.Context(), as("", &apiv1.WatchRunsRequest{}))
 		require.NoError(t, err)
 		require.False(t, stream.Receive())
-		requireCode(t, connect.CodeUnauthenticated, stream.Err())
+		requireConnectCode(t, connect.CodeUnauthenticated, stream.Err())
 	})
 }
 

@@ -171,7 +171,7 @@ func (a apiRuns) runAttempts(ctx context.Context, _, runID string, _ int) ([]sto
 }
 
 // recordFromAPI is the history record an API attempt reports.
-func recordFromAPI(a *apiv1.RunAttempt) store.RunRecord {
+func recordFromAPI(a *apiv1.AttemptDetail) store.RunRecord {
 	r := store.RunRecord{JobID: a.GetJobId(), RunID: a.GetRunId(), Attempt: int(a.GetAttempt()),
 		State: stateFromAPI(a.GetState()), Due: a.GetDueTime().AsTime(), AttemptDue: a.GetAttemptDueTime().AsTime(),
 		Duration: a.GetDuration().AsDuration(), Error: a.GetError(), Log: a.GetLog(), UpdatedAt: a.GetUpdateTime().AsTime()}

@@ -197,7 +197,7 @@ type RunDetail struct {
 	// The run's due time, the one in its run id.
 	DueTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=due_time,json=dueTime,proto3" json:"due_time,omitempty"`
 	// Every attempt the history holds, oldest first.
-	Attempts []*RunAttempt `protobuf:"bytes,5,rep,name=attempts,proto3" json:"attempts,omitempty"`
+	Attempts []*AttemptDetail `protobuf:"bytes,5,rep,name=attempts,proto3" json:"attempts,omitempty"`
 	// The run's events as sundial.events still retains them, in the order
 	// they were published. Empty when the topic no longer holds them.
 	Events        []*v1.RunEvent `protobuf:"bytes,6,rep,name=events,proto3" json:"events,omitempty"`
@@ -263,7 +263,7 @@ func (x *RunDetail) GetDueTime() *timestamppb.Timestamp {
 	return nil
 }
 
-func (x *RunDetail) GetAttempts() []*RunAttempt {
+func (x *RunDetail) GetAttempts() []*AttemptDetail {
 	if x != nil {
 		return x.Attempts
 	}
@@ -277,8 +277,8 @@ func (x *RunDetail) GetEvents() []*v1.RunEvent {
 	return nil
 }
 
-// RunAttempt is the stored state of one attempt of a run.
-type RunAttempt struct {
+// AttemptDetail is the stored state of one attempt of a run.
+type AttemptDetail struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The run id.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
@@ -309,20 +309,20 @@ type RunAttempt struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *RunAttempt) Reset() {
-	*x = RunAttempt{}
+func (x *AttemptDetail) Reset() {
+	*x = AttemptDetail{}
 	mi := &file_sundial_api_v1_runs_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *RunAttempt) String() string {
+func (x *AttemptDetail) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*RunAttempt) ProtoMessage() {}
+func (*AttemptDetail) ProtoMessage() {}
 
-func (x *RunAttempt) ProtoReflect() protoreflect.Message {
+func (x *AttemptDetail) ProtoReflect() protoreflect.Message {
 	mi := &file_sundial_api_v1_runs_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -334,89 +334,89 @@ func (x *RunAttempt) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use RunAttempt.ProtoReflect.Descriptor instead.
-func (*RunAttempt) Descriptor() ([]byte, []int) {
+// Deprecated: Use AttemptDetail.ProtoReflect.Descriptor instead.
+func (*AttemptDetail) Descriptor() ([]byte, []int) {
 	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{3}
 }
 
-func (x *RunAttempt) GetRunId() string {
+func (x *AttemptDetail) GetRunId() string {
 	if x != nil {
 		return x.RunId
 	}
 	return ""
 }
 
-func (x *RunAttempt) GetJobId() string {
+func (x *AttemptDetail) GetJobId() string {
 	if x != nil {
 		return x.JobId
 	}
 	return ""
 }
 
-func (x *RunAttempt) GetAttempt() uint32 {
+func (x *AttemptDetail) GetAttempt() uint32 {
 	if x != nil {
 		return x.Attempt
 	}
 	return 0
 }
 
-func (x *RunAttempt) GetState() RunAttemptState {
+func (x *AttemptDetail) GetState() RunAttemptState {
 	if x != nil {
 		return x.State
 	}
 	return RunAttemptState_RUN_ATTEMPT_STATE_UNSPECIFIED
 }
 
-func (x *RunAttempt) GetDueTime() *timestamppb.Timestamp {
+func (x *AttemptDetail) GetDueTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.DueTime
 	}
 	return nil
 }
 
-func (x *RunAttempt) GetAttemptDueTime() *timestamppb.Timestamp {
+func (x *AttemptDetail) GetAttemptDueTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.AttemptDueTime
 	}
 	return nil
 }
 
-func (x *RunAttempt) GetStartTime() *timestamppb.Timestamp {
+func (x *AttemptDetail) GetStartTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.StartTime
 	}
 	return nil
 }
 
-func (x *RunAttempt) GetFinishTime() *timestamppb.Timestamp {
+func (x *AttemptDetail) GetFinishTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.FinishTime
 	}
 	return nil
 }
 
-func (x *RunAttempt) GetDuration() *durationpb.Duration {
+func (x *AttemptDetail) GetDuration() *durationpb.Duration {
 	if x != nil {
 		return x.Duration
 	}
 	return nil
 }
 
-func (x *RunAttempt) GetError() string {
+func (x *AttemptDetail) GetError() string {
 	if x != nil {
 		return x.Error
 	}
 	return ""
 }
 
-func (x *RunAttempt) GetLog() []string {
+func (x *AttemptDetail) GetLog() []string {
 	if x != nil {
 		return x.Log
 	}
 	return nil
 }
 
-func (x *RunAttempt) GetUpdateTime() *timestamppb.Timestamp {
+func (x *AttemptDetail) GetUpdateTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.UpdateTime
 	}
@@ -529,7 +529,7 @@ type ListRunsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The attempts, newest due time first (then run id ascending, attempt
 	// descending).
-	Attempts []*RunAttempt `protobuf:"bytes,1,rep,name=attempts,proto3" json:"attempts,omitempty"`
+	Attempts []*AttemptDetail `protobuf:"bytes,1,rep,name=attempts,proto3" json:"attempts,omitempty"`
 	// The token of the next page; empty on the last page.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	// The job's summary over its retained history; set when job_id was given.
@@ -568,7 +568,7 @@ func (*ListRunsResponse) Descriptor() ([]byte, []int) {
 	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{5}
 }
 
-func (x *ListRunsResponse) GetAttempts() []*RunAttempt {
+func (x *ListRunsResponse) GetAttempts() []*AttemptDetail {
 	if x != nil {
 		return x.Attempts
 	}
@@ -1377,17 +1377,16 @@ const file_sundial_api_v1_runs_proto_rawDesc = "" +
 	"\rGetRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\"=\n" +
 	"\x0eGetRunResponse\x12+\n" +
-	"\x03run\x18\x01 \x01(\v2\x19.sundial.api.v1.RunDetailR\x03run\"\xf5\x01\n" +
+	"\x03run\x18\x01 \x01(\v2\x19.sundial.api.v1.RunDetailR\x03run\"\xf8\x01\n" +
 	"\tRunDetail\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x1d\n" +
 	"\n" +
 	"owner_team\x18\x03 \x01(\tR\townerTeam\x125\n" +
-	"\bdue_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\adueTime\x126\n" +
-	"\battempts\x18\x05 \x03(\v2\x1a.sundial.api.v1.RunAttemptR\battempts\x12,\n" +
-	"\x06events\x18\x06 \x03(\v2\x14.sundial.v1.RunEventR\x06events\"\x9c\x04\n" +
-	"\n" +
-	"RunAttempt\x12\x15\n" +
+	"\bdue_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\adueTime\x129\n" +
+	"\battempts\x18\x05 \x03(\v2\x1d.sundial.api.v1.AttemptDetailR\battempts\x12,\n" +
+	"\x06events\x18\x06 \x03(\v2\x14.sundial.v1.RunEventR\x06events\"\x9f\x04\n" +
+	"\rAttemptDetail\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x18\n" +
 	"\aattempt\x18\x03 \x01(\rR\aattempt\x125\n" +
@@ -1414,9 +1413,9 @@ const file_sundial_api_v1_runs_proto_rawDesc = "" +
 	"due_before\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tdueBefore\x12\x1b\n" +
 	"\tpage_size\x18\x06 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\a \x01(\tR\tpageToken\"\xaf\x01\n" +
-	"\x10ListRunsResponse\x126\n" +
-	"\battempts\x18\x01 \x03(\v2\x1a.sundial.api.v1.RunAttemptR\battempts\x12&\n" +
+	"page_token\x18\a \x01(\tR\tpageToken\"\xb2\x01\n" +
+	"\x10ListRunsResponse\x129\n" +
+	"\battempts\x18\x01 \x03(\v2\x1d.sundial.api.v1.AttemptDetailR\battempts\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12;\n" +
 	"\asummary\x18\x03 \x01(\v2!.sundial.api.v1.RunHistorySummaryR\asummary\"\x86\x02\n" +
 	"\x11RunHistorySummary\x12\x12\n" +
@@ -1512,7 +1511,7 @@ var file_sundial_api_v1_runs_proto_goTypes = []any{
 	(*GetRunRequest)(nil),             // 1: sundial.api.v1.GetRunRequest
 	(*GetRunResponse)(nil),            // 2: sundial.api.v1.GetRunResponse
 	(*RunDetail)(nil),                 // 3: sundial.api.v1.RunDetail
-	(*RunAttempt)(nil),                // 4: sundial.api.v1.RunAttempt
+	(*AttemptDetail)(nil),             // 4: sundial.api.v1.AttemptDetail
 	(*ListRunsRequest)(nil),           // 5: sundial.api.v1.ListRunsRequest
 	(*ListRunsResponse)(nil),          // 6: sundial.api.v1.ListRunsResponse
 	(*RunHistorySummary)(nil),         // 7: sundial.api.v1.RunHistorySummary
@@ -1536,19 +1535,19 @@ var file_sundial_api_v1_runs_proto_goTypes = []any{
 var file_sundial_api_v1_runs_proto_depIdxs = []int32{
 	3,  // 0: sundial.api.v1.GetRunResponse.run:type_name -> sundial.api.v1.RunDetail
 	19, // 1: sundial.api.v1.RunDetail.due_time:type_name -> google.protobuf.Timestamp
-	4,  // 2: sundial.api.v1.RunDetail.attempts:type_name -> sundial.api.v1.RunAttempt
+	4,  // 2: sundial.api.v1.RunDetail.attempts:type_name -> sundial.api.v1.AttemptDetail
 	20, // 3: sundial.api.v1.RunDetail.events:type_name -> sundial.v1.RunEvent
-	0,  // 4: sundial.api.v1.RunAttempt.state:type_name -> sundial.api.v1.RunAttemptState
-	19, // 5: sundial.api.v1.RunAttempt.due_time:type_name -> google.protobuf.Timestamp
-	19, // 6: sundial.api.v1.RunAttempt.attempt_due_time:type_name -> google.protobuf.Timestamp
-	19, // 7: sundial.api.v1.RunAttempt.start_time:type_name -> google.protobuf.Timestamp
-	19, // 8: sundial.api.v1.RunAttempt.finish_time:type_name -> google.protobuf.Timestamp
-	21, // 9: sundial.api.v1.RunAttempt.duration:type_name -> google.protobuf.Duration
-	19, // 10: sundial.api.v1.RunAttempt.update_time:type_name -> google.protobuf.Timestamp
+	0,  // 4: sundial.api.v1.AttemptDetail.state:type_name -> sundial.api.v1.RunAttemptState
+	19, // 5: sundial.api.v1.AttemptDetail.due_time:type_name -> google.protobuf.Timestamp
+	19, // 6: sundial.api.v1.AttemptDetail.attempt_due_time:type_name -> google.protobuf.Timestamp
+	19, // 7: sundial.api.v1.AttemptDetail.start_time:type_name -> google.protobuf.Timestamp
+	19, // 8: sundial.api.v1.AttemptDetail.finish_time:type_name -> google.protobuf.Timestamp
+	21, // 9: sundial.api.v1.AttemptDetail.duration:type_name -> google.protobuf.Duration
+	19, // 10: sundial.api.v1.AttemptDetail.update_time:type_name -> google.protobuf.Timestamp
 	0,  // 11: sundial.api.v1.ListRunsRequest.states:type_name -> sundial.api.v1.RunAttemptState
 	19, // 12: sundial.api.v1.ListRunsRequest.due_after:type_name -> google.protobuf.Timestamp
 	19, // 13: sundial.api.v1.ListRunsRequest.due_before:type_name -> google.protobuf.Timestamp
-	4,  // 14: sundial.api.v1.ListRunsResponse.attempts:type_name -> sundial.api.v1.RunAttempt
+	4,  // 14: sundial.api.v1.ListRunsResponse.attempts:type_name -> sundial.api.v1.AttemptDetail
 	7,  // 15: sundial.api.v1.ListRunsResponse.summary:type_name -> sundial.api.v1.RunHistorySummary
 	0,  // 16: sundial.api.v1.RunHistorySummary.last_run_state:type_name -> sundial.api.v1.RunAttemptState
 	19, // 17: sundial.api.v1.RunHistorySummary.next_due_time:type_name -> google.protobuf.Timestamp
