@@ -152,7 +152,9 @@ func (w *WatchService) watch(ctx context.Context, p auth.Principal, f *apiv1.Wat
 	for {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			return nil //nolint:nilerr // the client went away or the server stops: the normal end of a watch
+			// The client went away or the server stops: the normal end of a
+			// watch, not a failure.
+			return nil
 		}
 		if err := fetchErrors(fs); err != nil {
 			w.cfg.Logger.ErrorContext(ctx, "watch: read", "err", err)
