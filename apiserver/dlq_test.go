@@ -140,6 +140,14 @@ func TestReplayDeadLetters(t *testing.T) {
 	ctx := t.Context()
 	// The definition changed after the runs died: a replay runs the new one.
 	f.s.putJob(t, "alpha.sync", "alpha", 2, "current")
+	// A job deleted after its run died: nothing to replay it with.
+	f.s.putJob(t, "alpha.gone", "alpha", 1, "stored")
+	goneDue := f.now.Add(-time.Hour).Truncate(time.Millisecond)
+	gone := store.RunID("alpha.gone", goneDue)
+	f.s.produce(t, f.s.names.DLQ(), "alpha.gone", &sundialv1.DeadLetter{Run: &sundialv1.Run{RunId: gone, JobId: "alpha.gone",
+		DueTime: timestamppb.New(goneDue), OwnerTeam: "alpha"}, Attempts: 1, DeadAt: timestamppb.New(goneDue)})
+	_, err := f.s.store.DeleteJob(ctx, "alpha.gone", 2, time.Now())
+	require.NoError(t, err)
 	replayed := func(t *testing.T) map[string]*sundialv1.Run {
 		t.Helper()
 		out := map[string]*sundialv1.Run{}
@@ -183,6 +191,7 @@ func TestReplayDeadLetters(t *testing.T) {
 		resp, err := f.client.ReplayDeadLetters(ctx, as("owner-operator", &apiv1.ReplayDeadLettersRequest{All: true}))
 		require.NoError(t, err)
 		assert.ElementsMatch(t, f.alphaRuns, resp.Msg.GetRunIds())
+		assert.Equal(t, []string{gone}, resp.Msg.GetSkippedRunIds(), "the deleted job's run is skipped")
 		got := replayed(t)
 		require.Len(t, got, len(f.alphaRuns), "one due entry per alpha run and none of beta's")
 		for _, id := range f.alphaRuns {
