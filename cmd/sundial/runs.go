@@ -29,7 +29,8 @@ func runsListCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "list",
 		Usage: "print a job's recent runs, newest first, with its summary",
-		Description: `Reads the history that 'sundial history' stores from the run events.
+		Description: `Reads the history that 'sundial history' stores from the run events, from
+Cassandra, or through the control-plane API when --api-url is set.
 
 Example:
   sundial runs list --job nightly-report --limit 20`,
@@ -90,7 +91,9 @@ func runsGetCommand() *cli.Command {
 		ArgsUsage: "RUN_ID",
 		Description: `Reads the history the runners' history writer stores. The log lines are the
 last ones a worker handler logged through its run logger, or the output of an
-exec target, kept on the attempt's final event.
+exec target, kept on the attempt's final event. With --api-url the run is read
+through the control-plane API (which searches the job's newest 10,000 attempts
+whatever --scan says).
 
 Example:
   sundial runs get nightly-report@1767148200000`,
