@@ -92,8 +92,8 @@ func runsGetCommand() *cli.Command {
 		Description: `Reads the history the runners' history writer stores. The log lines are the
 last ones a worker handler logged through its run logger, or the output of an
 exec target, kept on the attempt's final event. With --api-url the run is read
-through the control-plane API (which searches the job's newest 10,000 attempts
-whatever --scan says).
+through the control-plane API, which searches as many of the job's newest
+attempts as the server allows (10,000 by default) whatever --scan says.
 
 Example:
   sundial runs get nightly-report@1767148200000`,
