@@ -28,7 +28,7 @@ const connectTimeout = 30 * time.Second
 
 // secretFlags hold passwords: config print masks them, and they never have
 // a default. Their -file variants are paths and may be shown.
-var secretFlags = map[string]bool{"kafka-sasl-password": true, "cassandra-password": true, "redis-password": true, "api-static-token": true}
+var secretFlags = map[string]bool{"kafka-sasl-password": true, "cassandra-password": true, "redis-password": true, "api-static-token": true, "api-token": true}
 
 // tlsFlags are the TLS flags of one backend ("kafka", "cassandra", "redis").
 func tlsFlags(backend, title string) []cli.Flag {

@@ -50,7 +50,17 @@ func parseWhen(flag, v string, now time.Time) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("--%s %q: want an RFC 3339 instant or a non-negative duration", flag, v)
 }
 
+// dlqFilter reads the selection flags and checks the Kafka flags.
 func dlqFilter(cmd *cli.Command, now time.Time) (deadletter.Filter, error) {
+	f, err := dlqSelection(cmd, now)
+	if _, kerr := kafkaOptions(cmd); kerr != nil {
+		err = errors.Join(err, kerr)
+	}
+	return f, err
+}
+
+// dlqSelection reads the selection flags.
+func dlqSelection(cmd *cli.Command, now time.Time) (deadletter.Filter, error) {
 	f := deadletter.Filter{JobID: cmd.String("job"), RunID: cmd.String("run-id")}
 	var errs []error
 	var err error
@@ -60,9 +70,6 @@ func dlqFilter(cmd *cli.Command, now time.Time) (deadletter.Filter, error) {
 	if f.Until, err = parseWhen("until", cmd.String("until"), now); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := kafkaOptions(cmd); err != nil {
-		errs = append(errs, err)
-	}
 	return f, errors.Join(errs...)
 }
 
@@ -70,23 +77,17 @@ func dlqListCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "list",
 		Usage: "print dead runs, oldest first",
-		Description: `Example:
+		Description: `Reads sundial.dlq, or the API's dead-letter service when --api-url is set.
+
+Example:
   sundial dlq list --job nightly-report --since 24h`,
-		Flags: append(kafkaFlags(), dlqFilterFlags()...),
+		Flags: append(append(kafkaFlags(), apiFlags()...), dlqFilterFlags()...),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			f, err := dlqFilter(cmd, time.Now())
+			f, err := dlqSelection(cmd, time.Now())
 			if err != nil {
 				return err
 			}
-			names := topics.Names{Prefix: cmd.String("topic-prefix")}
-			kopts, err := kafkaOptions(cmd)
-			if err != nil {
-				return err
-			}
-			if err := checkKafka(ctx, kopts); err != nil {
-				return err
-			}
-			dls, err := deadletter.Read(ctx, kopts, names.DLQ(), f)
+			dls, err := deadLetters(ctx, cmd, f)
 			if err != nil {
 				return err
 			}

@@ -12,7 +12,6 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/sundialhq/sundial/store"
-	"github.com/sundialhq/sundial/store/cassandra"
 )
 
 func runsCommand() *cli.Command {
@@ -30,11 +29,12 @@ func runsListCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "list",
 		Usage: "print a job's recent runs, newest first, with its summary",
-		Description: `Reads the history that 'sundial history' stores from the run events.
+		Description: `Reads the history that 'sundial history' stores from the run events, from
+Cassandra, or through the control-plane API when --api-url is set.
 
 Example:
   sundial runs list --job nightly-report --limit 20`,
-		Flags: append(cassandraStoreFlags(),
+		Flags: append(append(cassandraStoreFlags(), apiFlags()...),
 			&cli.StringFlag{Name: "job", Usage: "the job id (required)", Sources: envVar("job")},
 			&cli.IntFlag{Name: "limit", Value: 20, Usage: "how many attempts to print", Sources: envVar("limit")},
 		),
@@ -46,20 +46,16 @@ Example:
 			if cmd.Int("limit") <= 0 {
 				bad = append(bad, fmt.Errorf("--limit %d: must be positive", cmd.Int("limit")))
 			}
-			return withStore(ctx, cmd, bad, func(st *cassandra.Store) error {
-				return printRuns(ctx, cmd, st, cmd.String("job"), cmd.Int("limit"))
+			return withRunSource(ctx, cmd, bad, func(src runSource) error {
+				return printRuns(ctx, cmd, src, cmd.String("job"), cmd.Int("limit"))
 			})
 		},
 	}
 }
 
 // printRuns writes a job's summary and recent runs as a table.
-func printRuns(ctx context.Context, cmd *cli.Command, h store.History, job string, limit int) error {
-	sum, err := h.JobSummary(ctx, job)
-	if err != nil {
-		return err
-	}
-	runs, err := h.ListRuns(ctx, job, limit)
+func printRuns(ctx context.Context, cmd *cli.Command, src runSource, job string, limit int) error {
+	sum, runs, err := src.jobRuns(ctx, job, limit)
 	if err != nil {
 		return err
 	}
@@ -95,11 +91,13 @@ func runsGetCommand() *cli.Command {
 		ArgsUsage: "RUN_ID",
 		Description: `Reads the history the runners' history writer stores. The log lines are the
 last ones a worker handler logged through its run logger, or the output of an
-exec target, kept on the attempt's final event.
+exec target, kept on the attempt's final event. With --api-url the run is read
+through the control-plane API, which searches as many of the job's newest
+attempts as the server allows (10,000 by default) whatever --scan says.
 
 Example:
   sundial runs get nightly-report@1767148200000`,
-		Flags: append(cassandraStoreFlags(),
+		Flags: append(append(cassandraStoreFlags(), apiFlags()...),
 			&cli.IntFlag{Name: "scan", Value: 1000, Usage: "how many of the job's newest attempts to search for the run", Sources: envVar("scan")},
 		),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
@@ -115,8 +113,8 @@ Example:
 			if cmd.Int("scan") <= 0 {
 				bad = append(bad, fmt.Errorf("--scan %d: must be positive", cmd.Int("scan")))
 			}
-			return withStore(ctx, cmd, bad, func(st *cassandra.Store) error {
-				return printRun(ctx, cmd, st, job, runID, cmd.Int("scan"))
+			return withRunSource(ctx, cmd, bad, func(src runSource) error {
+				return printRun(ctx, cmd, src, job, runID, cmd.Int("scan"))
 			})
 		},
 	}
@@ -138,24 +136,14 @@ func splitRunID(runID string) (string, time.Time, error) {
 
 // printRun writes every attempt of one run, oldest first, with its log
 // lines.
-func printRun(ctx context.Context, cmd *cli.Command, h store.History, job, runID string, scan int) error {
-	recs, err := h.ListRuns(ctx, job, scan)
+func printRun(ctx context.Context, cmd *cli.Command, src runSource, job, runID string, scan int) error {
+	attempts, err := src.runAttempts(ctx, job, runID, scan)
 	if err != nil {
 		return err
 	}
-	var attempts []store.RunRecord
-	for _, r := range recs {
-		if r.RunID == runID {
-			attempts = append(attempts, r)
-		}
-	}
-	if len(attempts) == 0 {
-		return fmt.Errorf("run %s: not in the newest %d attempts of job %s (--scan)", runID, scan, job)
-	}
 	out := cmd.Root().Writer
 	fmt.Fprintf(out, "run %s of job %s\n", runID, job)
-	for i := len(attempts) - 1; i >= 0; i-- { // stored newest attempt first
-		r := attempts[i]
+	for _, r := range attempts {
 		fmt.Fprintf(out, "\nattempt %d: %s, due %s", r.Attempt, r.State, r.AttemptDue.UTC().Format("2006-01-02T15:04:05.000Z"))
 		if !r.Started.IsZero() {
 			fmt.Fprintf(out, ", started %s", r.Started.UTC().Format("2006-01-02T15:04:05.000Z"))

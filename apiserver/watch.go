@@ -1,0 +1,286 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/auth"
+	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
+	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// WatchEventsPath is where EventsHandler is meant to be mounted: the
+// server-sent events form of WatchEvents, for browsers.
+const WatchEventsPath = "/v1/watch/events"
+
+// WatchServiceConfig holds the watch service's dependencies.
+type WatchServiceConfig struct {
+	// KafkaOpts are the base client options: seed brokers, TLS, SASL
+	// (required). Each watch opens a client of its own with them.
+	KafkaOpts []kgo.Opt
+	// Topic is topics.Names.Events (required).
+	Topic string
+	// Now stamps watching_since (required).
+	Now func() time.Time
+	// Logger receives the backend failures a caller is not shown
+	// (required).
+	Logger *slog.Logger
+}
+
+// Validate reports every missing dependency.
+func (c WatchServiceConfig) Validate() error {
+	var errs []error
+	if len(c.KafkaOpts) == 0 {
+		errs = append(errs, errors.New("watch service: kafka options: must name the seed brokers"))
+	}
+	if c.Topic == "" {
+		errs = append(errs, errors.New("watch service: topic: required"))
+	}
+	if c.Now == nil {
+		errs = append(errs, errors.New("watch service: now: required"))
+	}
+	if c.Logger == nil {
+		errs = append(errs, errors.New("watch service: logger: required"))
+	}
+	return errors.Join(errs...)
+}
+
+// WatchService implements apiv1connect.WatchServiceHandler, and serves the
+// same stream as server-sent events (EventsHandler).
+//
+// Each watch reads sundial.events with a client of its own, assigned the
+// topic's partitions at their end offsets in no consumer group, so it
+// takes nothing from the components that consume the topic and starts
+// exactly where the topic ended when it opened. Its first message says so
+// (watching_since; the SSE "ready" event): a client that waits for it
+// misses no event published afterwards. A watch ends when its client goes
+// away or the server's context ends; it keeps nothing once it has ended.
+type WatchService struct {
+	cfg WatchServiceConfig
+}
+
+var _ apiv1connect.WatchServiceHandler = (*WatchService)(nil)
+
+// NewWatchService returns a watch service, or the config's errors.
+func NewWatchService(cfg WatchServiceConfig) (*WatchService, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &WatchService{cfg: cfg}, nil
+}
+
+// WatchEvents streams the run events the caller may see.
+func (w *WatchService) WatchEvents(ctx context.Context, req *connect.Request[apiv1.WatchEventsRequest], stream *connect.ServerStream[apiv1.WatchEventsResponse]) error {
+	p, err := requireCaller(ctx)
+	if err != nil {
+		return err
+	}
+	return w.watch(ctx, p, req.Msg.GetFilter(),
+		func(since time.Time) error {
+			return stream.Send(&apiv1.WatchEventsResponse{WatchingSince: timestamppb.New(since)})
+		},
+		func(ev *sundialv1.RunEvent) error {
+			return stream.Send(&apiv1.WatchEventsResponse{Event: ev})
+		})
+}
+
+// WatchRuns streams the state changes of the runs the caller may see.
+func (w *WatchService) WatchRuns(ctx context.Context, req *connect.Request[apiv1.WatchRunsRequest], stream *connect.ServerStream[apiv1.WatchRunsResponse]) error {
+	p, err := requireCaller(ctx)
+	if err != nil {
+		return err
+	}
+	return w.watch(ctx, p, req.Msg.GetFilter(),
+		func(since time.Time) error {
+			return stream.Send(&apiv1.WatchRunsResponse{WatchingSince: timestamppb.New(since)})
+		},
+		func(ev *sundialv1.RunEvent) error {
+			return stream.Send(&apiv1.WatchRunsResponse{Change: changeOf(ev)})
+		})
+}
+
+// changeOf is the run change an event reports.
+func changeOf(ev *sundialv1.RunEvent) *apiv1.RunChange {
+	c := &apiv1.RunChange{RunId: ev.GetRunId(), JobId: ev.GetJobId(), OwnerTeam: ev.GetOwnerTeam(),
+		Attempt: ev.GetAttempt(), State: ev.GetState(), Time: ev.GetTime(), DagRunId: ev.GetDagRunId()}
+	if e := ev.GetError(); e != nil {
+		c.Error = strings.TrimPrefix(e.GetCode()+": "+e.GetMessage(), ": ")
+	}
+	return c
+}
+
+// checkWatchFilter reports every bad field of a filter.
+func checkWatchFilter(f *apiv1.WatchFilter) error {
+	var errs []error
+	for _, st := range f.GetStates() {
+		if _, ok := sundialv1.RunState_name[int32(st)]; !ok || st == sundialv1.RunState_RUN_STATE_UNSPECIFIED {
+			errs = append(errs, fmt.Errorf("filter.states: %d is not a run state", st))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// watch calls ready once it reads from the end of the topic, then send for
+// every event that passes f and p may see, until ctx ends (nil) or send
+// fails.
+func (w *WatchService) watch(ctx context.Context, p auth.Principal, f *apiv1.WatchFilter, ready func(time.Time) error, send func(*sundialv1.RunEvent) error) error {
+	if err := checkWatchFilter(f); err != nil {
+		return connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	cl, err := w.open(ctx, f.GetJobId())
+	if err != nil {
+		w.cfg.Logger.ErrorContext(ctx, "watch: open", "err", err)
+		return internalError("watch")
+	}
+	defer cl.Close()
+	if err := ready(w.cfg.Now()); err != nil {
+		return err
+	}
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			// The client went away or the server stops: the normal end of a
+			// watch, not a failure.
+			return nil
+		}
+		if err := fetchErrors(fs); err != nil {
+			w.cfg.Logger.ErrorContext(ctx, "watch: read", "err", err)
+			return internalError("watch")
+		}
+		for it := fs.RecordIter(); !it.Done(); {
+			ev, ok := decodeRunEvent(it.Next())
+			if !ok || !passes(p, f, ev) {
+				continue
+			}
+			if err := send(ev); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// passes reports whether ev is one p may see and f selects.
+func passes(p auth.Principal, f *apiv1.WatchFilter, ev *sundialv1.RunEvent) bool {
+	switch {
+	case !p.CanSee(ev.GetOwnerTeam()),
+		f.GetJobId() != "" && ev.GetJobId() != f.GetJobId(),
+		f.GetTeam() != "" && ev.GetOwnerTeam() != f.GetTeam(),
+		len(f.GetStates()) > 0 && !slices.Contains(f.GetStates(), ev.GetState()):
+		return false
+	}
+	return true
+}
+
+// open returns a client reading the topic from its current end: every
+// partition, or only the job's when job is set (events are keyed by job
+// id). The end offsets are listed before the client starts, so nothing
+// published after open returns is missed.
+func (w *WatchService) open(ctx context.Context, job string) (*kgo.Client, error) {
+	admCl, err := kgo.NewClient(w.cfg.KafkaOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	ends, err := endOffsets(ctx, kadm.NewClient(admCl), w.cfg.Topic)
+	admCl.Close()
+	if err != nil {
+		return nil, err
+	}
+	start := map[int32]kgo.Offset{}
+	if job != "" {
+		part := keyPartition(job, len(ends))
+		start[part] = kgo.NewOffset().At(ends[part])
+	} else {
+		for p, end := range ends {
+			start[p] = kgo.NewOffset().At(end)
+		}
+	}
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, w.cfg.KafkaOpts...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{w.cfg.Topic: start}))...)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	return cl, nil
+}
+
+// EventsHandler serves WatchEvents as server-sent events at
+// GET WatchEventsPath?job=ID&team=T&state=FAILED&state=DEAD, for browsers
+// that cannot read a streaming response of the Connect protocol. It
+// expects the server's authentication to have put the principal in the
+// request's context. The first event is "ready" (data: the
+// watching_since instant); each run event follows as event "run" with its
+// protojson in data. The stream ends when the client disconnects.
+func (w *WatchService) EventsHandler() http.Handler {
+	return http.HandlerFunc(w.serveEvents)
+}
+
+func (w *WatchService) serveEvents(rw http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		rw.Header().Set("Allow", http.MethodGet)
+		http.Error(rw, "method "+r.Method+": the event stream is read with GET", http.StatusMethodNotAllowed)
+		return
+	}
+	p, ok := auth.FromContext(r.Context())
+	if !ok {
+		http.Error(rw, "no credentials: send a bearer token", http.StatusUnauthorized)
+		return
+	}
+	q := r.URL.Query()
+	f := &apiv1.WatchFilter{JobId: q.Get("job"), Team: q.Get("team")}
+	for _, s := range q["state"] {
+		name := strings.ToUpper(s)
+		if !strings.HasPrefix(name, "RUN_STATE_") {
+			name = "RUN_STATE_" + name
+		}
+		v, ok := sundialv1.RunState_value[name]
+		if !ok || v == 0 {
+			http.Error(rw, fmt.Sprintf("state %q: not a run state (started, succeeded, failed, dead...)", s), http.StatusBadRequest)
+			return
+		}
+		f.States = append(f.States, sundialv1.RunState(v))
+	}
+	rc := http.NewResponseController(rw)
+	ready := func(since time.Time) error {
+		h := rw.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+		rw.WriteHeader(http.StatusOK)
+		if _, err := fmt.Fprintf(rw, "event: ready\ndata: %q\n\n", since.UTC().Format(time.RFC3339Nano)); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	send := func(ev *sundialv1.RunEvent) error {
+		b, err := protojson.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(rw, "event: run\ndata: %s\n\n", b); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	err := w.watch(r.Context(), p, f, ready, send)
+	var cerr *connect.Error
+	if errors.As(err, &cerr) {
+		// Before ready, nothing has been written: the error is the answer.
+		status := http.StatusServiceUnavailable
+		if cerr.Code() == connect.CodeInvalidArgument {
+			status = http.StatusBadRequest
+		}
+		http.Error(rw, cerr.Message(), status)
+	}
+}

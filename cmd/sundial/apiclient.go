@@ -1,0 +1,255 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+
+	connectrpc "connectrpc.com/connect"
+	"github.com/urfave/cli/v3"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/internal/connect"
+	"github.com/sundialhq/sundial/internal/topics"
+	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
+	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/runner/deadletter"
+	"github.com/sundialhq/sundial/store"
+	"github.com/sundialhq/sundial/store/cassandra"
+)
+
+// The query commands (runs list, runs get, dlq list) read through the
+// control-plane API when --api-url is set, and Cassandra or Kafka directly
+// otherwise. Both paths fill the same values, which one printer writes, so
+// the output does not depend on the path. This file is the one place that
+// chooses.
+
+// apiFlags say how to reach the control-plane API.
+func apiFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "api-url", Usage: "base URL of the control-plane API (sundial api); when set, queries go through it instead of Cassandra and Kafka", Sources: envVar("api-url")},
+		&cli.StringFlag{Name: "api-token", Usage: "bearer token for --api-url; prefer the environment or --api-token-file", Sources: envVar("api-token")},
+		&cli.StringFlag{Name: "api-token-file", Usage: "file holding the bearer token for --api-url", Sources: envVar("api-token-file")},
+	}
+}
+
+// apiConn is a configured API endpoint.
+type apiConn struct {
+	url   string
+	token connect.Secret
+}
+
+// apiConfig reads the API flags; ok is false when --api-url is not set.
+func apiConfig(cmd *cli.Command) (apiConn, bool, error) {
+	raw := cmd.String("api-url")
+	if raw == "" {
+		return apiConn{}, false, nil
+	}
+	var errs []error
+	if u, err := url.Parse(raw); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("--api-url %q: want an http or https URL", raw))
+	}
+	tok, err := secret(cmd, "api-token")
+	if err != nil {
+		errs = append(errs, err)
+	}
+	return apiConn{url: raw, token: tok}, true, errors.Join(errs...)
+}
+
+// options returns the client options that send the bearer token.
+func (a apiConn) options() []connectrpc.ClientOption {
+	if a.token == "" {
+		return nil
+	}
+	bearer := "Bearer " + a.token.Reveal()
+	return []connectrpc.ClientOption{connectrpc.WithInterceptors(connectrpc.UnaryInterceptorFunc(
+		func(next connectrpc.UnaryFunc) connectrpc.UnaryFunc {
+			return func(ctx context.Context, req connectrpc.AnyRequest) (connectrpc.AnyResponse, error) {
+				req.Header().Set("Authorization", bearer)
+				return next(ctx, req)
+			}
+		}))}
+}
+
+// runSource is where runs list and runs get read run history.
+type runSource interface {
+	// jobRuns returns a job's summary and up to limit of its attempts,
+	// newest first.
+	jobRuns(ctx context.Context, job string, limit int) (store.Summary, []store.RunRecord, error)
+	// runAttempts returns every attempt of one run, oldest first.
+	runAttempts(ctx context.Context, job, runID string, scan int) ([]store.RunRecord, error)
+}
+
+// withRunSource reports bad together with the flags' errors, or else runs
+// use on the API when --api-url is set and on Cassandra otherwise.
+func withRunSource(ctx context.Context, cmd *cli.Command, bad []error, use func(runSource) error) error {
+	api, ok, err := apiConfig(cmd)
+	if !ok {
+		return withStore(ctx, cmd, bad, func(st *cassandra.Store) error { return use(storeRuns{st}) })
+	}
+	if err := errors.Join(append(bad, err)...); err != nil {
+		return err
+	}
+	return use(apiRuns{apiv1connect.NewRunServiceClient(http.DefaultClient, api.url, api.options()...)})
+}
+
+// storeRuns reads the history in Cassandra.
+type storeRuns struct{ h store.History }
+
+func (s storeRuns) jobRuns(ctx context.Context, job string, limit int) (store.Summary, []store.RunRecord, error) {
+	sum, err := s.h.JobSummary(ctx, job)
+	if err != nil {
+		return store.Summary{}, nil, err
+	}
+	runs, err := s.h.ListRuns(ctx, job, limit)
+	return sum, runs, err
+}
+
+func (s storeRuns) runAttempts(ctx context.Context, job, runID string, scan int) ([]store.RunRecord, error) {
+	recs, err := s.h.ListRuns(ctx, job, scan)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.RunRecord
+	for _, r := range slices.Backward(recs) { // stored newest attempt first
+		if r.RunID == runID {
+			out = append(out, r)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("run %s: not in the newest %d attempts of job %s (--scan)", runID, scan, job)
+	}
+	return out, nil
+}
+
+// apiRuns reads the history through the API's run service.
+type apiRuns struct{ c apiv1connect.RunServiceClient }
+
+// apiPageSize is the largest page the API serves.
+const apiPageSize = 1000
+
+func (a apiRuns) jobRuns(ctx context.Context, job string, limit int) (store.Summary, []store.RunRecord, error) {
+	var (
+		sum  store.Summary
+		runs []store.RunRecord
+		tok  string
+	)
+	for {
+		resp, err := a.c.ListRuns(ctx, connectrpc.NewRequest(&apiv1.ListRunsRequest{JobId: job,
+			PageSize: int32(min(limit-len(runs), apiPageSize)), PageToken: tok}))
+		if err != nil {
+			return store.Summary{}, nil, fmt.Errorf("api: list runs of %s: %w", job, err)
+		}
+		if resp.Msg.GetSummary() != nil {
+			sum = summaryFromAPI(resp.Msg.GetSummary())
+		}
+		for _, at := range resp.Msg.GetAttempts() {
+			runs = append(runs, recordFromAPI(at))
+		}
+		tok = resp.Msg.GetNextPageToken()
+		if tok == "" || len(runs) >= limit {
+			return sum, runs, nil
+		}
+	}
+}
+
+func (a apiRuns) runAttempts(ctx context.Context, _, runID string, _ int) ([]store.RunRecord, error) {
+	resp, err := a.c.GetRun(ctx, connectrpc.NewRequest(&apiv1.GetRunRequest{RunId: runID}))
+	if err != nil {
+		return nil, fmt.Errorf("api: get run %s: %w", runID, err)
+	}
+	out := make([]store.RunRecord, 0, len(resp.Msg.GetRun().GetAttempts()))
+	for _, at := range resp.Msg.GetRun().GetAttempts() {
+		out = append(out, recordFromAPI(at))
+	}
+	return out, nil
+}
+
+// recordFromAPI is the history record an API attempt reports.
+func recordFromAPI(a *apiv1.AttemptDetail) store.RunRecord {
+	r := store.RunRecord{JobID: a.GetJobId(), RunID: a.GetRunId(), Attempt: int(a.GetAttempt()),
+		State: stateFromAPI(a.GetState()), Due: a.GetDueTime().AsTime(), AttemptDue: a.GetAttemptDueTime().AsTime(),
+		Duration: a.GetDuration().AsDuration(), Error: a.GetError(), Log: a.GetLog(), UpdatedAt: a.GetUpdateTime().AsTime()}
+	if a.GetStartTime() != nil {
+		r.Started = a.GetStartTime().AsTime()
+	}
+	if a.GetFinishTime() != nil {
+		r.Finished = a.GetFinishTime().AsTime()
+	}
+	return r
+}
+
+// stateFromAPI is the history state an API attempt state names.
+func stateFromAPI(s apiv1.RunAttemptState) store.RunState {
+	switch s {
+	case apiv1.RunAttemptState_RUN_ATTEMPT_STATE_SCHEDULED:
+		return store.StateScheduled
+	case apiv1.RunAttemptState_RUN_ATTEMPT_STATE_RUNNING:
+		return store.StateRunning
+	case apiv1.RunAttemptState_RUN_ATTEMPT_STATE_SUCCEEDED:
+		return store.StateSucceeded
+	case apiv1.RunAttemptState_RUN_ATTEMPT_STATE_FAILED:
+		return store.StateFailed
+	case apiv1.RunAttemptState_RUN_ATTEMPT_STATE_SKIPPED:
+		return store.StateSkipped
+	case apiv1.RunAttemptState_RUN_ATTEMPT_STATE_CANCELLED:
+		return store.StateCancelled
+	}
+	return store.RunState(cmp.Or(s.String(), "unknown"))
+}
+
+// summaryFromAPI is the history summary the API reports.
+func summaryFromAPI(s *apiv1.RunHistorySummary) store.Summary {
+	out := store.Summary{Runs: int(s.GetRuns()), Attempts: int(s.GetAttempts()), Failures: int(s.GetFailures())}
+	if s.GetLastRunId() != "" {
+		out.LastRun = &store.RunRecord{RunID: s.GetLastRunId(), State: stateFromAPI(s.GetLastRunState())}
+	}
+	if s.GetNextDueTime() != nil {
+		out.NextDue = s.GetNextDueTime().AsTime()
+	}
+	return out
+}
+
+// deadLetters reads the dead letters f selects, oldest first: through the
+// API's dead-letter service when --api-url is set, else from Kafka.
+func deadLetters(ctx context.Context, cmd *cli.Command, f deadletter.Filter) ([]*sundialv1.DeadLetter, error) {
+	api, ok, err := apiConfig(cmd)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		kopts, err := kafkaOptions(cmd)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkKafka(ctx, kopts); err != nil {
+			return nil, err
+		}
+		return deadletter.Read(ctx, kopts, topics.Names{Prefix: cmd.String("topic-prefix")}.DLQ(), f)
+	}
+	c := apiv1connect.NewDlqServiceClient(http.DefaultClient, api.url, api.options()...)
+	filter := &apiv1.DeadLetterFilter{JobId: f.JobID, RunId: f.RunID}
+	if !f.Since.IsZero() {
+		filter.DeadAfter = timestamppb.New(f.Since)
+	}
+	if !f.Until.IsZero() {
+		filter.DeadBefore = timestamppb.New(f.Until)
+	}
+	var out []*sundialv1.DeadLetter
+	req := &apiv1.ListDeadLettersRequest{Filter: filter, PageSize: apiPageSize}
+	for {
+		resp, err := c.ListDeadLetters(ctx, connectrpc.NewRequest(req))
+		if err != nil {
+			return nil, fmt.Errorf("api: list dead letters: %w", err)
+		}
+		out = append(out, resp.Msg.GetDeadLetters()...)
+		if req.PageToken = resp.Msg.GetNextPageToken(); req.PageToken == "" {
+			return out, nil
+		}
+	}
+}
