@@ -6,14 +6,25 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v3"
 
 	"github.com/sundialhq/sundial/apiserver"
+	"github.com/sundialhq/sundial/auth"
 	"github.com/sundialhq/sundial/client"
+	"github.com/sundialhq/sundial/dagengine"
+	"github.com/sundialhq/sundial/dispatcher"
+	"github.com/sundialhq/sundial/enqueue"
+	"github.com/sundialhq/sundial/history"
 	"github.com/sundialhq/sundial/internal/telemetry"
 	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
+	"github.com/sundialhq/sundial/registry"
+	"github.com/sundialhq/sundial/runner"
 	"github.com/sundialhq/sundial/store/cassandra"
+	"github.com/sundialhq/sundial/trigger"
 )
 
 func apiCommand() *cli.Command {
@@ -25,15 +36,16 @@ HTTP/JSON from one handler. Reads go to Cassandra; changes are produced to
 sundial.jobs and answered by the registry (jobs) or the DAG engine (DAGs),
 which must be running. The server keeps no state: run several side by side.
 
-Every call needs "Authorization: Bearer <token>". Until the team token store
-is configured, tokens are given with --api-static-token TEAM:ROLE:SECRET
-(TEAM "*" for the cluster admin): for development only, as the secrets sit
-in the configuration in clear. See docs/api.md.
+Every call needs "Authorization: Bearer <token>": a team token made with
+'sundial tokens create' (kept hashed in Cassandra), a JWT of the OpenID
+provider given with --oidc-issuer, or, for development only, a token given
+with --api-static-token TEAM:ROLE:SECRET (TEAM "*" for the cluster admin;
+the secret sits in the configuration in clear). See docs/api.md.
 
 Example, against the local stack:
   source <(deploy/local/stack.sh env)
   sundial api --listen 127.0.0.1:8480 --api-static-token data:admin:dev-secret`,
-		Flags: append(append(append(kafkaFlags(), cassandraStoreFlags()...), processFlags()...),
+		Flags: append(append(append(append(kafkaFlags(), cassandraStoreFlags()...), processFlags()...), authFlags()...),
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8480", Usage: "address to serve the API on, host:port", Sources: envVar("listen")},
 			&cli.StringSliceFlag{Name: "api-static-token", Usage: "a token TEAM:ROLE:SECRET (repeatable; TEAM * is the cluster admin; ROLE viewer, operator or admin); for development only", Sources: envVar("api-static-token")},
 			&cli.DurationFlag{Name: "answer-timeout", Value: 30 * time.Second, Usage: "how long an apply or delete waits for the registry's answer", Sources: envVar("answer-timeout")},
@@ -44,17 +56,36 @@ Example, against the local stack:
 }
 
 // apiAuthenticator is the one place the API's Authenticator is chosen from
-// the flags: the team token store and OIDC plug in here.
-func apiAuthenticator(cmd *cli.Command) (apiserver.Authenticator, error) {
+// the flags: the static development tokens, when given, are tried first,
+// then the team token store and OIDC (auth.Chain).
+func apiAuthenticator(ctx context.Context, cmd *cli.Command, store auth.TokenStore, reg prometheus.Registerer) (apiserver.Authenticator, error) {
+	chain, err := newAuthenticator(ctx, cmd, store, reg)
+	if err != nil {
+		return nil, err
+	}
 	specs := cmd.StringSlice("api-static-token")
 	if len(specs) == 0 {
-		return nil, errors.New("--api-static-token: at least one token is required (TEAM:ROLE:SECRET)")
+		return chain, nil
 	}
-	tokens, err := apiserver.ParseStaticTokens(specs)
+	static, err := apiserver.ParseStaticTokens(specs)
 	if err != nil {
 		return nil, fmt.Errorf("--api-static-token: %w", err)
 	}
-	return tokens, nil
+	return staticThenChain{static: static, chain: chain}, nil
+}
+
+// staticThenChain accepts a development token given on the command line,
+// and hands every other bearer to the token store and OIDC.
+type staticThenChain struct {
+	static apiserver.Authenticator
+	chain  apiserver.Authenticator
+}
+
+func (a staticThenChain) Authenticate(ctx context.Context, bearer string) (auth.Principal, error) {
+	if p, err := a.static.Authenticate(ctx, bearer); err == nil {
+		return p, nil
+	}
+	return a.chain.Authenticate(ctx, bearer)
 }
 
 func runAPI(ctx context.Context, cmd *cli.Command) error {
@@ -67,9 +98,8 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		bad = append(bad, err)
 	}
-	authn, err := apiAuthenticator(cmd)
-	if err != nil {
-		bad = append(bad, err)
+	if _, err := apiserver.ParseStaticTokens(cmd.StringSlice("api-static-token")); err != nil {
+		bad = append(bad, fmt.Errorf("--api-static-token: %w", err))
 	}
 	p, err := newProcess(cmd, "api")
 	if err != nil {
@@ -109,6 +139,28 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 
+	authn, err := apiAuthenticator(ctx, cmd, st, p.reg)
+	if err != nil {
+		return err
+	}
+	cluster, err := st.GetClusterConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("cassandra: %w", err)
+	}
+	enqClient, err := kgo.NewClient(withKafka(kopts, kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))...)
+	if err != nil {
+		return fmt.Errorf("kafka: %w", err)
+	}
+	defer enqClient.Close()
+	enq, err := enqueue.New(enqueue.Config{Store: st, Client: enqClient, Topics: names, Shards: cluster.Shards, Registerer: p.reg, Logger: p.named("enqueue")})
+	if err != nil {
+		return err
+	}
+	services, handlers, err := apiRunServices(st, kopts, names, producer, enq, p)
+	if err != nil {
+		return err
+	}
+
 	jobs, err := apiserver.NewJobService(apiserver.JobServiceConfig{Store: st, Writer: cl, AnswerTimeout: cmd.Duration("answer-timeout")})
 	if err != nil {
 		return err
@@ -121,7 +173,8 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 	}
 	srv, err := apiserver.New(apiserver.Config{
 		Addr: cmd.String("listen"), Authenticator: authn,
-		Services:      []apiserver.Service{jobs.Service(), dags.Service()},
+		Services:      append([]apiserver.Service{jobs.Service(), dags.Service()}, services...),
+		Handlers:      handlers,
 		ShutdownGrace: cmd.Duration("shutdown-grace"),
 		Registerer:    p.reg, Logger: p.logger,
 	})
@@ -129,4 +182,52 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 		return fmt.Errorf("--listen: %w", err)
 	}
 	return p.run(ctx, srv)
+}
+
+// apiRunServices builds the run, dead-letter, watch and cluster services,
+// and the server-sent-events stream of the watch service.
+func apiRunServices(st *cassandra.Store, kopts []kgo.Opt, names topics.Names, admin *kgo.Client, enq *enqueue.Enqueuer, p *process) ([]apiserver.Service, []apiserver.Handler, error) {
+	events, err := apiserver.NewEventLog(kopts, names.Events())
+	if err != nil {
+		return nil, nil, err
+	}
+	runs, err := apiserver.NewRunService(apiserver.RunServiceConfig{History: st, Jobs: st, DagRuns: st, Events: events, Logger: p.named("api-runs")})
+	if err != nil {
+		return nil, nil, err
+	}
+	dlq, err := apiserver.NewDlqService(apiserver.DlqServiceConfig{
+		DeadLetters: apiserver.KafkaDeadLetters{Opts: kopts, Topic: names.DLQ()},
+		Jobs:        st, Enqueuer: enq, Now: time.Now, Logger: p.named("api-dlq"),
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	watch, err := apiserver.NewWatchService(apiserver.WatchServiceConfig{KafkaOpts: kopts, Topic: names.Events(), Now: time.Now, Logger: p.named("api-watch")})
+	if err != nil {
+		return nil, nil, err
+	}
+	cluster, err := apiserver.NewClusterService(apiserver.ClusterServiceConfig{
+		Shards: st, Admin: kadm.NewClient(admin), Now: time.Now, Logger: p.named("api-cluster"),
+		// The default group of every Sundial process; an installation that
+		// renamed one sees it missing from the view.
+		Groups: []apiserver.ConsumerGroup{
+			{Role: "registry", Group: registry.DefaultGroup},
+			{Role: "triggers", Group: trigger.DefaultGroup},
+			{Role: "dispatchers", Group: dispatcher.DefaultGroupID},
+			{Role: apiserver.RoleRunners, Group: runner.DefaultGroup},
+			{Role: "history", Group: history.DefaultGroup},
+			{Role: "dagengine", Group: dagengine.DefaultGroup},
+		},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	services := []apiserver.Service{
+		apiserver.ConnectService(apiv1connect.NewRunServiceHandler, apiv1connect.RunServiceHandler(runs)),
+		apiserver.ConnectService(apiv1connect.NewDlqServiceHandler, apiv1connect.DlqServiceHandler(dlq)),
+		apiserver.ConnectService(apiv1connect.NewWatchServiceHandler, apiv1connect.WatchServiceHandler(watch)),
+		apiserver.ConnectService(apiv1connect.NewClusterServiceHandler, apiv1connect.ClusterServiceHandler(cluster)),
+	}
+	handlers := []apiserver.Handler{{Path: apiserver.WatchEventsPath, Handler: watch.EventsHandler()}}
+	return services, handlers, nil
 }

@@ -18,11 +18,7 @@ import (
 
 func TestAPIFlagErrors(t *testing.T) {
 	t.Setenv(envName("api-static-token"), "")
-	code, _, errOut := runCLI(t, "api", "--kafka-brokers", "127.0.0.1:1", "--cassandra-hosts", "127.0.0.1")
-	assert.Equal(t, 1, code)
-	assert.Contains(t, errOut, "--api-static-token: at least one token is required")
-
-	code, _, errOut = runCLI(t, "api", "--kafka-brokers", "127.0.0.1:1", "--cassandra-hosts", "127.0.0.1",
+	code, _, errOut := runCLI(t, "api", "--kafka-brokers", "127.0.0.1:1", "--cassandra-hosts", "127.0.0.1",
 		"--api-static-token", "data:root:hunter2", "--api-static-token", "data:admin")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, `static token 1: role "root"`)
@@ -50,6 +46,12 @@ func TestAPIServes(t *testing.T) {
 	}
 	code, _, errOut := runCLI(t, append([]string{"migrate", "--topic-replication-factor", "1", "--shards", "4", "--timeout", "2m"}, backends...)...)
 	require.Equal(t, 0, code, "migrate: %s", errOut)
+	store := []string{"--cassandra-hosts", strings.Join(cass.Hosts, ","), "--keyspace", cass.Keyspace}
+	code, _, errOut = runCLI(t, append([]string{"teams", "create", "data"}, store...)...)
+	require.Equal(t, 0, code, "teams create: %s", errOut)
+	code, out, errOut := runCLI(t, append([]string{"tokens", "create", "--team", "data", "--role", "viewer"}, store...)...)
+	require.Equal(t, 0, code, "tokens create: %s", errOut)
+	teamToken := strings.TrimSpace(out)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -57,11 +59,11 @@ func TestAPIServes(t *testing.T) {
 	require.NoError(t, ln.Close())
 
 	ctx, stop := context.WithCancel(t.Context())
-	var out, errBuf bytes.Buffer
+	var serverOut, errBuf bytes.Buffer
 	exited := make(chan int)
 	go func() {
 		exited <- run(ctx, append([]string{"sundial", "api", "--listen", addr,
-			"--api-static-token", "data:viewer:data-secret", "--api-static-token", "ops:viewer:ops-secret"}, backends...), &out, &errBuf)
+			"--api-static-token", "data:viewer:data-secret", "--api-static-token", "ops:viewer:ops-secret"}, backends...), &serverOut, &errBuf)
 	}()
 
 	tr := &http.Transport{}
@@ -105,6 +107,19 @@ func TestAPIServes(t *testing.T) {
 	assert.Equal(t, http.StatusNotFound, code, body)
 	code, body = call("/sundial.api.v1.JobService/ApplyJob", "data-secret", `{"spec": {"id": "data.x", "ownerTeam": "data"}}`)
 	assert.Equal(t, http.StatusForbidden, code, "a viewer applies: %s", body)
+
+	// A team token from the token store works beside the static ones, and
+	// every service is mounted.
+	code, body = call("/sundial.api.v1.JobService/ListJobs", teamToken, `{}`)
+	assert.Equal(t, http.StatusOK, code, body)
+	code, body = call("/sundial.api.v1.JobService/ListJobs", teamToken+"x", `{}`)
+	assert.Equal(t, http.StatusUnauthorized, code, "a wrong secret: %s", body)
+	code, body = call("/sundial.api.v1.RunService/GetRun", teamToken, `{"runId": "data.nightly@1700000000000"}`)
+	assert.Equal(t, http.StatusNotFound, code, body)
+	code, body = call("/sundial.api.v1.ClusterService/GetCluster", teamToken, `{}`)
+	assert.Equal(t, http.StatusForbidden, code, "the cluster view is the cluster admin's: %s", body)
+	code, body = call("/sundial.api.v1.DlqService/ListDeadLetters", teamToken, `{}`)
+	assert.Equal(t, http.StatusOK, code, body)
 
 	stop()
 	assert.Equal(t, 0, <-exited, errBuf.String())
