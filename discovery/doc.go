@@ -37,7 +37,8 @@
 // expiries are applied with the time as an argument, so the expiry bound is
 // tested with a fake clock; the Directory is the shell that feeds it.
 //
-// CPU use is the process's user plus system time (getrusage) over the last
-// interval, in cores; memory is the resident set size from /proc/self/statm
-// on Linux and the Go runtime's mapped memory elsewhere.
+// CPU use is the process's user plus system time (getrusage on Unix, the Go
+// runtime's estimate elsewhere) over the last interval, in cores; memory is
+// the resident set size from /proc/self/statm on Linux and the memory the
+// Go runtime has mapped elsewhere.
 package discovery
