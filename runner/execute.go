@@ -166,6 +166,9 @@ const (
 // (classify). It reports whether the record is finished.
 func (x *execution) handle(ctx context.Context) bool {
 	r := x.r
+	if x.rec.poolBusy {
+		return x.skip(ctx, reasonPoolBusy, "run skipped: every slot of the pool is busy (pool blocking discard)")
+	}
 	downstream := target.Downstream(x.run)
 	if r.breakers.Open(downstream) {
 		return x.deferRun(ctx, r.breakers.OpenTimeout(), reasonCircuitOpen, nil)
@@ -210,16 +213,21 @@ func (x *execution) notAcquired(ctx context.Context, res acquireResult, err erro
 		x.logger().Debug("run already done; skipped")
 		return true
 	case forbidden:
-		r.m.runs.WithLabelValues(outcomeSkipped).Inc()
-		x.emit(x.event(sundialv1.RunState_RUN_STATE_SKIPPED, func(ev *sundialv1.RunEvent) { ev.Reason = reasonOverlapForbid }))
-		x.logger().Info("run skipped: the job's concurrency limit is reached (overlap policy forbid)")
-		return x.finishAfterAcks(ctx, nil, nil)
+		return x.skip(ctx, reasonOverlapForbid, "run skipped: the job's concurrency limit is reached (overlap policy forbid)")
 	case queued:
 		return x.deferRun(ctx, queueDelay(x.run, r.cfg.QueueDelay), reasonOverlapQueue, nil)
 	case invalidRun:
 		return x.dead(ctx, &target.Error{Code: codeInvalidRun, Message: err.Error()}, nil, 0)
 	}
 	return false // aborted: ctx ended
+}
+
+// skip records the run as SKIPPED with reason; it is not retried.
+func (x *execution) skip(ctx context.Context, reason, msg string) bool {
+	x.r.m.runs.WithLabelValues(outcomeSkipped).Inc()
+	x.emit(x.event(sundialv1.RunState_RUN_STATE_SKIPPED, func(ev *sundialv1.RunEvent) { ev.Reason = reason }))
+	x.logger().Info(msg)
+	return x.finishAfterAcks(ctx, nil, nil)
 }
 
 // leaseTaken records a lease taken for the run and returns the trigger
