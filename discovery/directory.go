@@ -303,3 +303,28 @@ func (d *Directory) updateGaugeLocked() {
 		d.live.WithLabelValues(p).Set(float64(counts[p]))
 	}
 }
+
+// Snapshot reads the topic once, up to its end at the call, and returns
+// every listed member (live, expired or left) by pool then id: what a
+// one-shot reader such as `sundial executors list` needs. A long-running
+// reader (the control plane's cluster view, routing) keeps a Directory
+// instead and calls Live.
+func Snapshot(ctx context.Context, cfg DirectoryConfig) ([]Member, error) {
+	d, err := NewDirectory(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.Start(ctx); err != nil {
+		return nil, err
+	}
+	defer d.Stop()
+	select {
+	case <-d.Synced():
+	case <-ctx.Done():
+		return nil, fmt.Errorf("read %s: %w", cfg.Topics.Executors(), context.Cause(ctx))
+	}
+	// Expiries are applied by the tick; apply them now so that a member
+	// read from the history is not listed live for a tick.
+	d.expire(d.cfg.Now())
+	return d.All(), nil
+}
