@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/sundialhq/sundial/discovery"
 	"github.com/sundialhq/sundial/internal/lifecycle"
@@ -53,6 +54,9 @@ const reasonPoolBusy = "pool_busy"
 type poolGate struct {
 	blocking PoolBlocking
 	slots    chan struct{}
+	// executing counts the records admitted and not yet left: a slot
+	// reserved by a worker still waiting for a record is not a run.
+	executing atomic.Int64
 }
 
 func newPoolGate(blocking PoolBlocking, slots int) *poolGate {
@@ -76,22 +80,32 @@ func (g *poolGate) reserve(ctx context.Context) bool {
 // admit is called with a record taken; it reports whether the record holds
 // a slot. With discard it takes a free slot or none.
 func (g *poolGate) admit() bool {
-	if g.blocking != BlockingDiscard {
-		return true
+	if g.blocking == BlockingDiscard {
+		select {
+		case g.slots <- struct{}{}:
+		default:
+			return false
+		}
 	}
-	select {
-	case g.slots <- struct{}{}:
-		return true
-	default:
-		return false
+	g.executing.Add(1)
+	return true
+}
+
+// unreserve gives back the slot reserve took for a record that never came.
+func (g *poolGate) unreserve() {
+	if g.blocking != BlockingDiscard {
+		<-g.slots
 	}
 }
 
-// leave gives a slot back.
-func (g *poolGate) leave() { <-g.slots }
+// leave gives back the slot of an admitted record.
+func (g *poolGate) leave() {
+	g.executing.Add(-1)
+	<-g.slots
+}
 
-// inFlight is the runs holding a slot.
-func (g *poolGate) inFlight() int { return len(g.slots) }
+// inFlight is the runs of the pool executing (admitted, not yet left).
+func (g *poolGate) inFlight() int { return int(g.executing.Load()) }
 
 // announce starts the runner's Announcer on sundial.executors; run stops
 // it, which writes the tombstone.

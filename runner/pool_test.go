@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sundialhq/sundial/discovery"
 	"github.com/sundialhq/sundial/leasing"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -220,4 +222,49 @@ func TestPoolConfigValidation(t *testing.T) {
 	assert.NoError(t, c.Validate())
 	_, err = ParsePoolBlocking("fifo")
 	assert.NoError(t, err)
+}
+
+// TestRunnerAnnouncesItsPool: a runner is a member of its pool in the
+// directory, with its slots, blocking policy and runs in flight, and leaves
+// it (tombstone) when it stops.
+func TestRunnerAnnouncesItsPool(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b func(*testing.T) backends) {
+		h := newHarness(t, b(t), steadyTTL)
+		dir, err := discovery.NewDirectory(discovery.DirectoryConfig{Kafka: []kgo.Opt{kgo.SeedBrokers(h.b.brokers...)}, Topics: h.b.names, Tick: 50 * time.Millisecond})
+		require.NoError(t, err)
+		require.NoError(t, dir.Start(context.Background()))
+		t.Cleanup(dir.Stop)
+		hold := newHolder()
+		r := h.start(func(c *Config) {
+			c.Handlers = map[string]target.Handler{"hold": hold}
+			c.Concurrency = 4
+			c.PoolSlots = 3
+			c.PoolBlocking = BlockingFIFO
+			c.Pool = "reports"
+			c.Labels = map[string]string{"zone": "a"}
+			c.AnnounceInterval = 100 * time.Millisecond
+		})
+		run := poolRun(h, "announced", time.Now(), sundialv1.Priority_PRIORITY_DEFAULT)
+		h.produce(run)
+		awaitStart(t, hold, run.GetRunId())
+		member := func() discovery.Member {
+			for _, m := range dir.Live("reports") {
+				if m.ID == r.cfg.ID {
+					return m
+				}
+			}
+			return discovery.Member{}
+		}
+		require.Eventually(t, func() bool { return member().InFlight == 1 }, wait, 20*time.Millisecond)
+		m := member()
+		assert.Equal(t, 3, m.Capacity)
+		assert.Equal(t, "fifo", m.Blocking)
+		assert.Equal(t, map[string]string{"zone": "a"}, m.Labels)
+		hold.release(run.GetRunId())
+		waitStates(t, h, run.GetRunId(), started, succeeded)
+		r.Stop()
+		require.Eventually(t, func() bool { m, ok := dir.Member(r.cfg.ID); return ok && m.State == discovery.Left }, wait, 20*time.Millisecond)
+		assert.Empty(t, dir.Live("reports"))
+	})
 }

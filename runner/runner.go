@@ -436,9 +436,7 @@ func (r *Runner) work(workCtx, execCtx context.Context) {
 		}
 		rec := r.next(workCtx)
 		if rec == nil {
-			if r.pool.blocking != BlockingDiscard {
-				r.pool.leave()
-			}
+			r.pool.unreserve()
 			<-r.slots
 			return
 		}
