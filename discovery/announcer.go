@@ -115,14 +115,17 @@ func NewAnnouncer(cfg AnnouncerConfig) (*Announcer, error) {
 // Start creates the producer and starts heartbeating; the first
 // announcement is produced at once. ctx bounds the start only.
 func (a *Announcer) Start(ctx context.Context) error {
-	return a.life.Start(ctx, func(_ context.Context, run *lifecycle.Run) error {
+	return a.life.Start(ctx, func(ctx context.Context, run *lifecycle.Run) error {
 		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.DefaultProduceTopic(a.cfg.Topics.Executors())}, a.cfg.Kafka...)...)
 		if err != nil {
 			return fmt.Errorf("announcer: kafka client: %w", err)
 		}
 		a.started = a.cfg.Now()
+		// The tombstone is written in Stop, after the start's ctx may have
+		// ended: it keeps the context's values only.
+		stopCtx := context.WithoutCancel(ctx)
 		run.OnStop(func() {
-			a.tombstone(cl)
+			a.tombstone(stopCtx, cl)
 			cl.Close()
 		})
 		run.Go(func(ctx context.Context) { a.loop(ctx, cl) })
@@ -177,8 +180,8 @@ func (a *Announcer) announce(ctx context.Context, cl *kgo.Client, u *usage) {
 
 // tombstone says the executor left, so readers drop it at once rather than
 // after the expiry bound.
-func (a *Announcer) tombstone(cl *kgo.Client) {
-	ctx, cancel := context.WithTimeout(context.Background(), tombstoneTimeout)
+func (a *Announcer) tombstone(ctx context.Context, cl *kgo.Client) {
+	ctx, cancel := context.WithTimeout(ctx, tombstoneTimeout)
 	defer cancel()
 	if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte(a.cfg.ID)}).FirstErr(); err != nil {
 		a.cfg.Logger.Warn("tombstone not written; readers expire the executor instead", "err", err)

@@ -11,12 +11,13 @@ import (
 type State int
 
 const (
-	// Live: its newest announcement is within the expiry bound.
+	// Live is a member whose newest announcement is within the expiry
+	// bound.
 	Live State = iota
-	// Expired: it stopped heartbeating (crashed, or cut off) and its
-	// expiry bound passed.
+	// Expired is a member that stopped heartbeating (crashed, or cut off)
+	// and whose expiry bound passed.
 	Expired
-	// Left: it stopped cleanly and wrote its tombstone.
+	// Left is a member that stopped cleanly and wrote its tombstone.
 	Left
 )
 
