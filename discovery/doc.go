@@ -33,6 +33,9 @@
 //     at most one pending signal: a reader re-reads Live after a signal
 //     rather than counting them.
 //
+// The topic must exist when a Directory starts (`sundial migrate` creates
+// it with the others); Synced is closed at once when it does not.
+//
 // The table of members (Table) is a pure core: announcements, tombstones and
 // expiries are applied with the time as an argument, so the expiry bound is
 // tested with a fake clock; the Directory is the shell that feeds it.
