@@ -26,8 +26,10 @@
 // that find every slot busy wait in the queues, and the next slot goes to
 // the oldest record (fifo, whatever its priority) or to the weighted pick
 // (concurrent). Under discard a worker takes a record first and a slot if
-// one is free; a record that finds none is SKIPPED ("pool_busy") and
-// finished, never retried, before its lease is asked for. The runner
+// one is free; a record that finds none takes its lease and gives it back
+// at once (a run already done is dropped as a duplicate, and the job's
+// overlap policy applies), then is SKIPPED ("pool_busy") and finished,
+// never retried. The runner
 // announces itself, its slots and its runs executing on sundial.executors
 // (package discovery) while it runs, and writes its tombstone on Stop
 // before it drains.

@@ -167,7 +167,7 @@ const (
 func (x *execution) handle(ctx context.Context) bool {
 	r := x.r
 	if x.rec.poolBusy {
-		return x.skip(ctx, reasonPoolBusy, "run skipped: every slot of the pool is busy (pool blocking discard)")
+		return x.discard(ctx)
 	}
 	downstream := target.Downstream(x.run)
 	if r.breakers.Open(downstream) {
@@ -220,6 +220,20 @@ func (x *execution) notAcquired(ctx context.Context, res acquireResult, err erro
 		return x.dead(ctx, &target.Error{Code: codeInvalidRun, Message: err.Error()}, nil, 0)
 	}
 	return false // aborted: ctx ended
+}
+
+// discard settles a run that found every pool slot busy under
+// BlockingDiscard. The lease is asked for first, and given back at once: a
+// redelivery of a run already done is a duplicate to drop, not a run to
+// record as SKIPPED after its success, and the job's overlap policy still
+// applies when the job's own slots are full.
+func (x *execution) discard(ctx context.Context) bool {
+	lease, res, err := x.acquire(ctx)
+	if res != acquired {
+		return x.notAcquired(ctx, res, err)
+	}
+	x.release(ctx, lease)
+	return x.skip(ctx, reasonPoolBusy, "run skipped: every slot of the pool is busy (pool blocking discard)")
 }
 
 // skip records the run as SKIPPED with reason; it is not retried.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -266,5 +267,32 @@ func TestRunnerAnnouncesItsPool(t *testing.T) {
 		r.Stop()
 		require.Eventually(t, func() bool { m, ok := dir.Member(r.cfg.ID); return ok && m.State == discovery.Left }, wait, 20*time.Millisecond)
 		assert.Empty(t, dir.Live("reports"))
+	})
+}
+
+// TestPoolDiscardDropsADuplicate: a redelivery of a run already done that
+// finds the slot busy is dropped as a duplicate, not recorded as SKIPPED
+// after its success.
+func TestPoolDiscardDropsADuplicate(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b func(*testing.T) backends) {
+		h := newHarness(t, b(t), steadyTTL)
+		hold := newHolder()
+		r := startPoolRunner(h, hold, 1, BlockingDiscard)
+		now := time.Now()
+		done := poolRun(h, "done", now, sundialv1.Priority_PRIORITY_DEFAULT)
+		busy := poolRun(h, "busy", now, sundialv1.Priority_PRIORITY_DEFAULT)
+		h.produce(done)
+		awaitStart(t, hold, done.GetRunId())
+		hold.release(done.GetRunId())
+		waitStates(t, h, done.GetRunId(), started, succeeded)
+		h.produce(busy)
+		awaitStart(t, hold, busy.GetRunId())
+		h.produce(done) // delivered again while the slot is busy
+		require.Eventually(t, func() bool { return testutil.ToFloat64(r.m.runs.WithLabelValues(outcomeDuplicate)) == 1 }, wait, 10*time.Millisecond)
+		hold.release(busy.GetRunId())
+		waitStates(t, h, busy.GetRunId(), started, succeeded)
+		logOverlapTimeline(t, h, hold)
+		assert.Equal(t, []sundialv1.RunState{started, succeeded}, h.events.states(done.GetRunId()))
 	})
 }
