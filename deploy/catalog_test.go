@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sundialhq/sundial/dagengine"
+	"github.com/sundialhq/sundial/discovery"
 	"github.com/sundialhq/sundial/dispatcher"
 	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/history"
@@ -186,6 +187,9 @@ func buildCatalog(t *testing.T) *catalog {
 
 	_, err = dispatcher.New(dispatcher.Config{Brokers: brokers, Store: mem, Registerer: c})
 	require.NoError(t, err, "dispatcher")
+	// The dispatcher's process reads sundial.executors.
+	_, err = discovery.NewDirectory(discovery.DirectoryConfig{Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Registerer: c})
+	require.NoError(t, err, "discovery")
 
 	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { _ = rc.Close() })

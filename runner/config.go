@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sundialhq/sundial/discovery"
 	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
@@ -125,6 +126,24 @@ type Config struct {
 	// Concurrency is the number of workers, the most runs executing at
 	// once. Default DefaultConcurrency.
 	Concurrency int
+
+	// Pool is the pool this runner serves, in its announcements. Default
+	// discovery.DefaultPool.
+	Pool string
+	// PoolSlots is how many runs of the pool execute at once on this
+	// runner; at most Concurrency (below it for BlockingDiscard). Default
+	// Concurrency.
+	PoolSlots int
+	// PoolBlocking is what happens to a run that finds every slot busy.
+	// Default BlockingConcurrent.
+	PoolBlocking PoolBlocking
+	// Labels and Version describe the runner in its announcements.
+	Labels  map[string]string
+	Version string
+	// AnnounceInterval is how often the runner announces itself on
+	// sundial.executors; readers expire it after three intervals without
+	// one. Default discovery.DefaultInterval.
+	AnnounceInterval time.Duration
 	// MaxInFlight bounds the runs that hold a lease at once: those
 	// executing (at most Concurrency) plus those that executed and whose
 	// SUCCEEDED event and dedupe mark are being written, which a worker
@@ -193,6 +212,10 @@ func (c Config) withDefaults() Config {
 	c.Group = cmp.Or(c.Group, DefaultGroup)
 	c.KeyPrefix = cmp.Or(c.KeyPrefix, DefaultKeyPrefix)
 	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	c.Pool = cmp.Or(c.Pool, discovery.DefaultPool)
+	c.PoolSlots = cmp.Or(c.PoolSlots, c.Concurrency)
+	c.PoolBlocking = cmp.Or(c.PoolBlocking, BlockingConcurrent)
+	c.AnnounceInterval = cmp.Or(c.AnnounceInterval, discovery.DefaultInterval)
 	c.QueueCapacity = cmp.Or(c.QueueCapacity, max(2*c.Concurrency, DefaultMinQueueCapacity))
 	c.MaxInFlight = cmp.Or(c.MaxInFlight, 2*c.Concurrency)
 	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
@@ -254,6 +277,17 @@ func (c Config) Validate() error {
 	}
 	positive("Concurrency", c.Concurrency)
 	positive("QueueCapacity", c.QueueCapacity)
+	if _, err := ParsePoolBlocking(string(c.PoolBlocking)); err != nil {
+		bad("PoolBlocking", "%v", err)
+	}
+	switch {
+	case c.PoolSlots <= 0:
+		bad("PoolSlots", "%d is not positive", c.PoolSlots)
+	case c.PoolBlocking == BlockingDiscard && c.PoolSlots >= c.Concurrency:
+		bad("PoolSlots", "%d is not below Concurrency %d: with PoolBlocking discard the workers beyond the slots take the runs to discard", c.PoolSlots, c.Concurrency)
+	case c.PoolSlots > c.Concurrency:
+		bad("PoolSlots", "%d is above Concurrency %d", c.PoolSlots, c.Concurrency)
+	}
 	if c.MaxInFlight < c.Concurrency {
 		bad("MaxInFlight", "%d is below Concurrency %d", c.MaxInFlight, c.Concurrency)
 	}
@@ -273,7 +307,7 @@ func (c Config) Validate() error {
 		{"Aging", c.Aging}, {"CommitInterval", c.CommitInterval}, {"RunTimeout", c.RunTimeout},
 		{"QueueDelay", c.QueueDelay}, {"HeldRetry", c.HeldRetry}, {"ReplaceGrace", c.ReplaceGrace},
 		{"ShutdownTimeout", c.ShutdownTimeout}, {"SessionTimeout", c.SessionTimeout},
-		{"HeartbeatInterval", c.HeartbeatInterval},
+		{"HeartbeatInterval", c.HeartbeatInterval}, {"AnnounceInterval", c.AnnounceInterval},
 	} {
 		if d.v <= 0 {
 			bad(d.field, "%s is not positive", d.v)

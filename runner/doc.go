@@ -19,6 +19,21 @@
 // record finishes). What one poll returns may overshoot a queue by at
 // most one poll (Config.QueueCapacity records).
 //
+// # The pool's slots and blocking policy
+//
+// At most Config.PoolSlots runs execute at once (pool.go). Under fifo and
+// concurrent a worker takes a pool slot before it takes a record, so runs
+// that find every slot busy wait in the queues, and the next slot goes to
+// the oldest record (fifo, whatever its priority) or to the weighted pick
+// (concurrent). Under discard a worker takes a record first and a slot if
+// one is free; a record that finds none takes its lease and gives it back
+// at once (a run already done is dropped as a duplicate, and the job's
+// overlap policy applies), then is SKIPPED ("pool_busy") and finished,
+// never retried. The runner
+// announces itself, its slots and its runs executing on sundial.executors
+// (package discovery) while it runs, and writes its tombstone on Stop
+// before it drains.
+//
 // # Commits: the contiguous watermark
 //
 // Offsets are committed per partition only up to the lowest record that has
@@ -158,6 +173,7 @@
 //     run succeeded, is deferred, retried, dead, cancelled or unfinished.
 //   - replace.go: the overlap policy REPLACE: signals, markers and the
 //     cancellation of local executions.
+//   - pool.go: the pool's slots and blocking policy, and the announcer.
 //   - config.go, metrics.go: the Config and the Prometheus metrics.
 //   - Subpackages: breaker (circuit breakers), commit (contiguous offsets),
 //     deadletter (replays from sundial.dlq), priority (weighted queues),

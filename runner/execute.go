@@ -166,6 +166,9 @@ const (
 // (classify). It reports whether the record is finished.
 func (x *execution) handle(ctx context.Context) bool {
 	r := x.r
+	if x.rec.poolBusy {
+		return x.discard(ctx)
+	}
 	downstream := target.Downstream(x.run)
 	if r.breakers.Open(downstream) {
 		return x.deferRun(ctx, r.breakers.OpenTimeout(), reasonCircuitOpen, nil)
@@ -210,16 +213,35 @@ func (x *execution) notAcquired(ctx context.Context, res acquireResult, err erro
 		x.logger().Debug("run already done; skipped")
 		return true
 	case forbidden:
-		r.m.runs.WithLabelValues(outcomeSkipped).Inc()
-		x.emit(x.event(sundialv1.RunState_RUN_STATE_SKIPPED, func(ev *sundialv1.RunEvent) { ev.Reason = reasonOverlapForbid }))
-		x.logger().Info("run skipped: the job's concurrency limit is reached (overlap policy forbid)")
-		return x.finishAfterAcks(ctx, nil, nil)
+		return x.skip(ctx, reasonOverlapForbid, "run skipped: the job's concurrency limit is reached (overlap policy forbid)")
 	case queued:
 		return x.deferRun(ctx, queueDelay(x.run, r.cfg.QueueDelay), reasonOverlapQueue, nil)
 	case invalidRun:
 		return x.dead(ctx, &target.Error{Code: codeInvalidRun, Message: err.Error()}, nil, 0)
 	}
 	return false // aborted: ctx ended
+}
+
+// discard settles a run that found every pool slot busy under
+// BlockingDiscard. The lease is asked for first, and given back at once: a
+// redelivery of a run already done is a duplicate to drop, not a run to
+// record as SKIPPED after its success, and the job's overlap policy still
+// applies when the job's own slots are full.
+func (x *execution) discard(ctx context.Context) bool {
+	lease, res, err := x.acquire(ctx)
+	if res != acquired {
+		return x.notAcquired(ctx, res, err)
+	}
+	x.release(ctx, lease)
+	return x.skip(ctx, reasonPoolBusy, "run skipped: every slot of the pool is busy (pool blocking discard)")
+}
+
+// skip records the run as SKIPPED with reason; it is not retried.
+func (x *execution) skip(ctx context.Context, reason, msg string) bool {
+	x.r.m.runs.WithLabelValues(outcomeSkipped).Inc()
+	x.emit(x.event(sundialv1.RunState_RUN_STATE_SKIPPED, func(ev *sundialv1.RunEvent) { ev.Reason = reason }))
+	x.logger().Info(msg)
+	return x.finishAfterAcks(ctx, nil, nil)
 }
 
 // leaseTaken records a lease taken for the run and returns the trigger

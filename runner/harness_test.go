@@ -46,7 +46,7 @@ type backends struct {
 func fakeBackends(t *testing.T) backends {
 	t.Helper()
 	names := topics.Names{}
-	all := append(names.AllRuns(), names.Events(), names.DLQ(), "out")
+	all := append(names.AllRuns(), names.Events(), names.DLQ(), names.Executors(), "out")
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, all...))
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
@@ -67,7 +67,7 @@ func realBackends(t *testing.T, partitions int32) backends {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	var specs []topics.Spec
-	for _, name := range append(names.AllRuns(), names.Events(), names.DLQ()) {
+	for _, name := range append(names.AllRuns(), names.Events(), names.DLQ(), names.Executors()) {
 		specs = append(specs, topics.Spec{Name: name, Partitions: partitions})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -49,6 +49,9 @@ type record struct {
 	tp    tp
 	gen   uint64
 	level int
+	// poolBusy is set when the record found every pool slot busy under
+	// BlockingDiscard: it is skipped.
+	poolBusy bool
 	// backoff is the wait before the record was last put back in its
 	// queue (retryLater); it doubles with every return.
 	backoff time.Duration
@@ -74,6 +77,8 @@ type Runner struct {
 	// back, or the finishing goroutine of a success does (tailsWG).
 	slots   chan struct{}
 	tailsWG sync.WaitGroup
+	// pool holds the pool's slots (Config.PoolSlots, PoolBlocking).
+	pool *poolGate
 
 	// mu guards everything below it.
 	mu           sync.Mutex
@@ -123,6 +128,7 @@ func New(cfg Config) (*Runner, error) {
 		ownHTTP:      ownHTTP,
 		leases:       leasing.NewBatcher(cfg.Leases, 0),
 		slots:        make(chan struct{}, cfg.MaxInFlight),
+		pool:         newPoolGate(cfg.PoolBlocking, cfg.PoolSlots),
 		log:          cfg.Logger.With("runner_id", cfg.ID),
 		m:            m,
 		breakers:     br,
@@ -214,6 +220,11 @@ func (r *Runner) start(ctx context.Context, run *lifecycle.Run) error {
 	r.bgWG.Go(func() { r.commitLoop(bgCtx) })
 	sub := r.subscribeCancels(bgCtx)
 	r.bgWG.Go(func() { r.listenCancels(bgCtx, sub) })
+	// Registered after drain, so it runs first: the tombstone tells
+	// readers the runner is leaving while its last runs finish.
+	if err := r.announce(ctx, run); err != nil {
+		return err
+	}
 	r.log.Info("runner started", "group", r.cfg.Group, "topics", r.cfg.Topics.AllRuns(), "concurrency", r.cfg.Concurrency)
 	return nil
 }
@@ -233,6 +244,7 @@ func (r *Runner) reset() error {
 	r.inflight = map[string]context.CancelCauseFunc{}
 	r.killed.Store(false)
 	r.slots = make(chan struct{}, r.cfg.MaxInFlight)
+	r.pool = newPoolGate(r.cfg.PoolBlocking, r.cfg.PoolSlots)
 	return nil
 }
 
@@ -381,7 +393,13 @@ func (r *Runner) adjustPausesLocked() {
 func (r *Runner) next(ctx context.Context) *record {
 	for {
 		r.mu.Lock()
-		rec, _, ok := r.queues.Pop(r.cfg.Now())
+		var rec *record
+		var ok bool
+		if r.cfg.PoolBlocking == BlockingFIFO {
+			rec, _, ok = r.queues.PopOldest()
+		} else {
+			rec, _, ok = r.queues.Pop(r.cfg.Now())
+		}
 		more := r.queues.Size() > 0
 		if ok {
 			r.adjustPausesLocked()
@@ -404,7 +422,7 @@ func (r *Runner) next(ctx context.Context) *record {
 // work is one worker: it takes records until workCtx ends, and executes each
 // under execCtx. It takes an in-flight slot before each record, which the
 // record's finishing goroutine gives back when the worker hands the record
-// over.
+// over, and a pool slot for the execution (see poolGate).
 func (r *Runner) work(workCtx, execCtx context.Context) {
 	for {
 		select {
@@ -412,12 +430,22 @@ func (r *Runner) work(workCtx, execCtx context.Context) {
 		case <-workCtx.Done():
 			return
 		}
-		rec := r.next(workCtx)
-		if rec == nil {
+		if !r.pool.reserve(workCtx) {
 			<-r.slots
 			return
 		}
-		if !r.handleRecord(workCtx, execCtx, rec) {
+		rec := r.next(workCtx)
+		if rec == nil {
+			r.pool.unreserve()
+			<-r.slots
+			return
+		}
+		rec.poolBusy = !r.pool.admit()
+		handedOff := r.handleRecord(workCtx, execCtx, rec)
+		if !rec.poolBusy {
+			r.pool.leave()
+		}
+		if !handedOff {
 			<-r.slots
 		}
 	}

@@ -45,6 +45,10 @@
 //     pool must register the same handlers: a run whose handler a member
 //     lacks is dead-lettered as "unknown_handler". Routing a job to a pool,
 //     and strategies within a pool, come later.
+//   - A worker announces itself on sundial.executors (package discovery)
+//     with its pool, slots, blocking policy and load while it runs, and
+//     writes its tombstone on Stop; PoolSlots and PoolBlocking apply the
+//     pool's blocking policy on this worker (runner.PoolBlocking).
 //   - Start opens its own connections (Kafka, Redis, Cassandra); Stop
 //     closes them after the runner has stopped. Stop is idempotent and safe
 //     before Start.

@@ -64,6 +64,15 @@ type Config struct {
 	// Concurrency is how many runs execute at once. Default 16: handlers
 	// often use the CPU, unlike the stock runner's HTTP calls.
 	Concurrency int
+	// PoolSlots and PoolBlocking are the pool's slots on this worker and
+	// what a run that finds them busy does (runner.Config). Defaults
+	// Concurrency and runner.BlockingConcurrent.
+	PoolSlots    int
+	PoolBlocking runner.PoolBlocking
+	// Labels and Version describe the worker in its announcements on
+	// sundial.executors.
+	Labels  map[string]string
+	Version string
 	// Tune, when set, changes the runner's configuration after the worker
 	// filled it in: timeouts, breakers, the lease TTL's neighbours.
 	Tune func(*runner.Config)
@@ -194,18 +203,23 @@ func (w *Worker) Start(ctx context.Context) error {
 		handlers := maps.Clone(w.handlers)
 		w.mu.Unlock()
 		rc := runner.Config{
-			ID:          c.ID,
-			Kafka:       append([]kgo.Opt{kgo.SeedBrokers(c.KafkaBrokers...)}, c.Kafka...),
-			Topics:      names,
-			Group:       Group(c.Pool),
-			Leases:      leases,
-			Redis:       rdb,
-			KeyPrefix:   c.RedisKeyPrefix + runner.DefaultKeyPrefix,
-			Enqueuer:    enq,
-			Handlers:    handlers,
-			Concurrency: c.Concurrency,
-			Registerer:  c.Registerer,
-			Logger:      c.Logger,
+			ID:           c.ID,
+			Kafka:        append([]kgo.Opt{kgo.SeedBrokers(c.KafkaBrokers...)}, c.Kafka...),
+			Topics:       names,
+			Group:        Group(c.Pool),
+			Leases:       leases,
+			Redis:        rdb,
+			KeyPrefix:    c.RedisKeyPrefix + runner.DefaultKeyPrefix,
+			Enqueuer:     enq,
+			Handlers:     handlers,
+			Concurrency:  c.Concurrency,
+			Pool:         cmp.Or(c.Pool, DefaultPool),
+			PoolSlots:    c.PoolSlots,
+			PoolBlocking: c.PoolBlocking,
+			Labels:       c.Labels,
+			Version:      c.Version,
+			Registerer:   c.Registerer,
+			Logger:       c.Logger,
 		}
 		if c.Tune != nil {
 			c.Tune(&rc)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/sundialhq/sundial/discovery"
 	"github.com/sundialhq/sundial/dispatcher"
 	"github.com/sundialhq/sundial/internal/telemetry"
 	"github.com/sundialhq/sundial/internal/topics"
@@ -40,6 +41,7 @@ Example, against the local stack:
 			&cli.IntFlag{Name: "max-inflight", Value: dispatcher.DefaultMaxInflight, Usage: "firings of one shard in progress at once", Sources: envVar("max-inflight")},
 			&cli.IntFlag{Name: "max-firing", Value: dispatcher.DefaultMaxFiring, Usage: "firings in progress at once across the dispatcher's shards (bounds memory under overload)", Sources: envVar("max-firing")},
 			&cli.IntFlag{Name: "max-held", Value: dispatcher.DefaultMaxHeld, Usage: "due entries held in memory across the dispatcher's shards (bounds memory under overload)", Sources: envVar("max-held")},
+			&cli.StringSliceFlag{Name: "executor-pools", Value: []string{discovery.DefaultPool}, Usage: "pools whose live executors sundial_executors_live reports, 0 before any executor of theirs is seen (the dispatcher reads sundial.executors, where routing will need it)", Sources: envVar("executor-pools")},
 		),
 		Action: runDispatcher,
 	}
@@ -104,6 +106,12 @@ func runDispatcher(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	dir, err := discovery.NewDirectory(discovery.DirectoryConfig{
+		Kafka: kopts, Topics: cfg.Topics, Pools: cmd.StringSlice("executor-pools"), Registerer: p.reg, Logger: p.logger,
+	})
+	if err != nil {
+		return err
+	}
 	if err := p.check("shards", telemetry.ShardsCheck(d.Owned)); err != nil {
 		return err
 	}
@@ -115,5 +123,5 @@ func runDispatcher(ctx context.Context, cmd *cli.Command) error {
 	}); err != nil {
 		return err
 	}
-	return p.run(ctx, d)
+	return p.run(ctx, d, dir)
 }

@@ -87,6 +87,7 @@ func newAppWithConfig(stdout, stderr io.Writer, file *configFile) *cli.Command {
 			teamsCommand(),
 			tokensCommand(),
 			apiCommand(),
+			executorsCommand(),
 		},
 	}
 }

@@ -36,12 +36,13 @@ func TestMigrate(t *testing.T) {
 	assert.Contains(t, out, fmt.Sprintf("schema version %d (keyspace created, applied [1", cassandra.SchemaVersion()))
 	assert.Contains(t, out, "cluster: 8 shards")
 	assert.Regexp(t, `topic \S+sundial\.shards\s+8 partitions  created`, out)
-	assert.Equal(t, 9, strings.Count(out, "created\n"), out)
+	assert.Regexp(t, `topic \S+sundial\.executors\s+4 partitions  created`, out)
+	assert.Equal(t, 10, strings.Count(out, "created\n"), out)
 
 	code, out, errOut = runCLI(t, args...)
 	require.Equal(t, 0, code, "re-running is safe; stderr: %s", errOut)
 	assert.Contains(t, out, "(up to date)")
-	assert.Equal(t, 9, strings.Count(out, "exists\n"), out)
+	assert.Equal(t, 10, strings.Count(out, "exists\n"), out)
 	assert.NotContains(t, out, "created")
 
 	args[len(args)-3] = "16" // --shards

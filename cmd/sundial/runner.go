@@ -131,7 +131,7 @@ Lua script of a job touches keys of one hash tag, so of one slot.
 
 Example, against the local stack:
   source <(deploy/local/stack.sh env) && sundial runner --concurrency 64 --metrics-addr :9465`,
-		Flags: append(append(append(append(kafkaFlags(), cassandraStoreFlags()...), redisFlags()...), processFlags()...),
+		Flags: append(append(append(append(append(kafkaFlags(), cassandraStoreFlags()...), redisFlags()...), processFlags()...),
 			&cli.StringFlag{Name: "redis-key-prefix", Usage: "put in front of every Redis key and channel of the runner (leases, dedupe marks, replace signals), to share one Redis between installations", Sources: envVar("redis-key-prefix")},
 			&cli.StringFlag{Name: "group-id", Value: runner.DefaultGroup, Usage: "consumer group of the runners", Sources: envVar("group-id")},
 			&cli.StringFlag{Name: "runner-id", Usage: "name of this runner in events (default: host name and process id)", Sources: envVar("runner-id")},
@@ -154,6 +154,7 @@ Example, against the local stack:
 			&cli.StringSliceFlag{Name: "exec-allow", Usage: "commands exec targets may run, name=/absolute/path, comma-separated; a job names the command, never a path (default: none, exec targets are refused)", Sources: envVar("exec-allow")},
 			&cli.IntFlag{Name: "exec-max-output", Value: target.DefaultExecMaxOutput, Usage: "bytes of an exec target's output captured; the run's record keeps its last lines", Sources: envVar("exec-max-output")},
 		),
+			poolFlags()...),
 		Action: runRunner,
 	}
 }
@@ -229,6 +230,9 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 		CommitInterval:         cmd.Duration("commit-interval"),
 		RunTimeout:             cmd.Duration("run-timeout"),
 		ShutdownTimeout:        cmd.Duration("shutdown-timeout"),
+	}
+	if err := applyPoolFlags(cmd, &cfg); err != nil {
+		bad = append(bad, err)
 	}
 	// Check the flags before connecting to anything.
 	if leases != nil {

@@ -2,7 +2,7 @@
 // libraries producers and tools link (client, schedule, jobspec) must not
 // depend, even indirectly, on a process package (registry, trigger,
 // dispatcher, runner, dagengine, store, enqueue, history, leasing, embedded,
-// loadgen, bench, cmd) or on Prometheus. A producer that defines jobs with
+// loadgen, bench, cmd, discovery) or on Prometheus. A producer that defines jobs with
 // package client then links neither Cassandra's store nor a metrics
 // registry, and what a definition is (package jobspec) cannot come to
 // depend on how one process happens to run it.

@@ -35,6 +35,7 @@ var forbidden = []string{
 	module + "/loadgen",
 	module + "/bench",
 	module + "/cmd",
+	module + "/discovery",
 	"github.com/prometheus/",
 }
 

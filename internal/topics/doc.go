@@ -18,7 +18,9 @@
 //     needed until its entry has fired, hence the short retention.
 //   - sundial.jobs and sundial.jobs.status are compacted: the latest record of
 //     each job id is kept forever (a tombstone deletes), so a registry can
-//     rebuild from the topic. The other topics are time-retained.
+//     rebuild from the topic. sundial.executors is compacted too: the newest
+//     announcement of each executor is kept until its tombstone (package
+//     discovery). The other topics are time-retained.
 //
 // Ensure creates topics through franz-go's kadm admin client; it is
 // idempotent and safe to run concurrently with another Ensure.

@@ -14,6 +14,7 @@ const (
 	baseEvents     = "sundial.events"
 	baseDLQ        = "sundial.dlq"
 	baseShards     = "sundial.shards"
+	baseExecutors  = "sundial.executors"
 )
 
 // Priority selects one of the run topics.
@@ -87,6 +88,10 @@ func (n Names) DLQ() string { return n.Prefix + baseDLQ }
 // owner (see package enqueue).
 func (n Names) Shards() string { return n.Prefix + baseShards }
 
+// Executors is sundial.executors: each executor's newest announcement (its
+// heartbeat), keyed by executor id; a tombstone says it stopped cleanly.
+func (n Names) Executors() string { return n.Prefix + baseExecutors }
+
 // Partition counts of the fixed-size topics.
 const (
 	JobsPartitions       = 16
@@ -95,6 +100,9 @@ const (
 	RunsPartitions       = 16
 	EventsPartitions     = 16
 	DLQPartitions        = 4
+	// ExecutorsPartitions is small: an announcement per executor per
+	// heartbeat is little traffic, and a reader consumes every partition.
+	ExecutorsPartitions = 4
 )
 
 // Retention of the time-retained topics.
@@ -141,6 +149,7 @@ func (n Names) Specs(shards int) ([]Spec, error) {
 		Spec{Name: n.Events(), Partitions: EventsPartitions, Configs: retained(EventsRetention)},
 		Spec{Name: n.DLQ(), Partitions: DLQPartitions, Configs: retained(DLQRetention)},
 		Spec{Name: n.Shards(), Partitions: int32(shards), Configs: retained(ShardsRetention), PerShard: true},
+		Spec{Name: n.Executors(), Partitions: ExecutorsPartitions, Configs: compact},
 	)
 	return specs, nil
 }

@@ -25,6 +25,7 @@ func TestNames(t *testing.T) {
 		{"", topics.Names.Events, "sundial.events"},
 		{"", topics.Names.DLQ, "sundial.dlq"},
 		{"", topics.Names.Shards, "sundial.shards"},
+		{"", topics.Names.Executors, "sundial.executors"},
 		{"t-x.", topics.Names.Jobs, "t-x.sundial.jobs"},
 		{"t-x.", topics.Names.Shards, "t-x.sundial.shards"},
 	}
@@ -48,6 +49,7 @@ func TestSpecs(t *testing.T) {
 		"p.sundial.jobs": 16, "p.sundial.jobs.status": 4, "p.sundial.triggers": 8,
 		"p.sundial.runs.high": 16, "p.sundial.runs.default": 16, "p.sundial.runs.low": 16,
 		"p.sundial.events": 16, "p.sundial.dlq": 4, "p.sundial.shards": 128,
+		"p.sundial.executors": 4,
 	}
 	require.Len(t, byName, len(want))
 	for name, partitions := range want {
@@ -57,6 +59,7 @@ func TestSpecs(t *testing.T) {
 	assert.Equal(t, "compact", byName["p.sundial.jobs.status"].Configs["cleanup.policy"])
 	assert.Equal(t, "604800000", byName["p.sundial.events"].Configs["retention.ms"])
 	assert.True(t, byName["p.sundial.shards"].PerShard)
+	assert.Equal(t, "compact", byName["p.sundial.executors"].Configs["cleanup.policy"], "the newest announcement of every executor is kept")
 
 	for _, bad := range []int{0, -1} {
 		_, err := topics.Names{}.Specs(bad)

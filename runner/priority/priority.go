@@ -17,6 +17,8 @@ const DefaultAging = 5 * time.Second
 type item[T any] struct {
 	v  T
 	at time.Time
+	// seq is the item's place in the order of every Push, for PopOldest.
+	seq uint64
 }
 
 // Queues holds fetched items per priority.
@@ -26,6 +28,7 @@ type Queues[T any] struct {
 	q       [Levels][]item[T]
 	credit  [Levels]float64
 	size    int
+	pushes  uint64
 }
 
 // New returns empty queues. Weights must be positive and aging positive.
@@ -45,7 +48,8 @@ func New[T any](weights [Levels]int, aging time.Duration) (*Queues[T], error) {
 
 // Push appends v to level's queue, fetched at now.
 func (q *Queues[T]) Push(level int, v T, now time.Time) {
-	q.q[level] = append(q.q[level], item[T]{v: v, at: now})
+	q.pushes++
+	q.q[level] = append(q.q[level], item[T]{v: v, at: now, seq: q.pushes})
 	q.size++
 }
 
@@ -83,6 +87,26 @@ func (q *Queues[T]) Pop(now time.Time) (v T, level int, ok bool) {
 		return v, 0, false
 	}
 	q.credit[best] -= total
+	return q.take(best)
+}
+
+// PopOldest takes the item pushed first, whatever its level: arrival
+// order, with no weights. ok is false when every queue is empty.
+func (q *Queues[T]) PopOldest() (v T, level int, ok bool) {
+	best := -1
+	for l := range Levels {
+		if len(q.q[l]) > 0 && (best < 0 || q.q[l][0].seq < q.q[best][0].seq) {
+			best = l
+		}
+	}
+	if best < 0 {
+		return v, 0, false
+	}
+	return q.take(best)
+}
+
+// take removes and returns the head of level best.
+func (q *Queues[T]) take(best int) (v T, level int, ok bool) {
 	it := q.q[best][0]
 	var zero item[T]
 	q.q[best][0] = zero

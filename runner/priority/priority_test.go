@@ -163,3 +163,25 @@ func TestNewValidates(t *testing.T) {
 	_, err = New[int](DefaultWeights, 0)
 	assert.ErrorContains(t, err, "aging")
 }
+
+func TestPopOldestIsArrivalOrderAcrossLevels(t *testing.T) {
+	t.Parallel()
+	q, err := New[int](DefaultWeights, DefaultAging)
+	require.NoError(t, err)
+	now := time.Now()
+	// Pushed at the same instant (one fetch), low first: arrival decides,
+	// not the weights.
+	for i, level := range []int{2, 0, 1, 2, 0} {
+		q.Push(level, i, now)
+	}
+	var got []int
+	for {
+		v, _, ok := q.PopOldest()
+		if !ok {
+			break
+		}
+		got = append(got, v)
+	}
+	assert.Equal(t, []int{0, 1, 2, 3, 4}, got)
+	assert.Zero(t, q.Size())
+}

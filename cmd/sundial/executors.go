@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/sundialhq/sundial/discovery"
+	"github.com/sundialhq/sundial/internal/topics"
+)
+
+func executorsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "executors",
+		Usage: "inspect the executors announced on sundial.executors",
+		Commands: []*cli.Command{
+			executorsListCommand(),
+		},
+	}
+}
+
+func executorsListCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "list",
+		Usage: "print the live executors, and those that left or expired recently (marked)",
+		Description: `Reads sundial.executors up to its end. An executor is live while its newest
+heartbeat is within three of its heartbeat intervals; one that stopped
+cleanly is "left", one that stopped heartbeating is "expired", and both stay
+listed for 15 minutes after their last heartbeat.
+
+Example:
+  sundial executors list --pool default`,
+		Flags: append(kafkaFlags(),
+			&cli.StringFlag{Name: "pool", Usage: "only executors of this pool", Sources: envVar("pool")},
+			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "how long to wait for the topic to be read", Sources: envVar("timeout")},
+		),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			kopts, err := kafkaOptions(cmd)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
+			defer cancel()
+			members, err := discovery.Snapshot(ctx, discovery.DirectoryConfig{Kafka: kopts, Topics: topics.Names{Prefix: cmd.String("topic-prefix")}})
+			if err != nil {
+				return err
+			}
+			pool := cmd.String("pool")
+			members = slices.DeleteFunc(members, func(m discovery.Member) bool { return pool != "" && m.Pool != pool })
+			printExecutors(cmd, members, time.Now())
+			return nil
+		},
+	}
+}
+
+// printExecutors writes members as a table, live ones first within each
+// pool.
+func printExecutors(cmd *cli.Command, members []discovery.Member, now time.Time) {
+	slices.SortStableFunc(members, func(a, b discovery.Member) int {
+		if a.Pool != b.Pool {
+			return strings.Compare(a.Pool, b.Pool)
+		}
+		return int(a.State) - int(b.State)
+	})
+	tw := tabwriter.NewWriter(cmd.Root().Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POOL\tEXECUTOR\tSTATE\tSLOTS\tIN FLIGHT\tBLOCKING\tCPU\tMEMORY\tHEARTBEAT\tVERSION\tLABELS")
+	for _, m := range members {
+		labels := make([]string, 0, len(m.Labels))
+		for _, k := range slices.Sorted(maps.Keys(m.Labels)) {
+			labels = append(labels, k+"="+m.Labels[k])
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%.2f\t%.0f MiB\t%s ago\t%s\t%s\n",
+			m.Pool, m.ID, m.State, m.Capacity, m.InFlight, m.Blocking, m.CPUCores, float64(m.MemoryBytes)/(1<<20),
+			now.Sub(m.Heartbeat).Round(100*time.Millisecond), m.Version, strings.Join(labels, ","))
+	}
+	_ = tw.Flush()
+	if len(members) == 0 {
+		fmt.Fprintln(cmd.Root().Writer, "no executors")
+	}
+}
