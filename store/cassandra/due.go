@@ -23,7 +23,7 @@ func (s *Store) PutDue(ctx context.Context, entries ...store.DueEntry) error {
 	if err != nil {
 		return fmt.Errorf("put due: %w", err)
 	}
-	return s.putDue(ctx, shards, entries)
+	return s.putDue(ctx, shards, entries, s.cfg.WriteConcurrency)
 }
 
 type partitionKey struct {
@@ -32,9 +32,9 @@ type partitionKey struct {
 }
 
 // putDue groups entries by partition and writes each group as unlogged
-// batches of at most BatchSize statements, WriteConcurrency at a time. A
-// batch never spans partitions (see the store package doc).
-func (s *Store) putDue(ctx context.Context, shards int, entries []store.DueEntry) error {
+// batches of at most BatchSize statements, limit at a time (negative: all
+// at once). A batch never spans partitions (see the store package doc).
+func (s *Store) putDue(ctx context.Context, shards int, entries []store.DueEntry, limit int) error {
 	if len(entries) == 1 {
 		e := entries[0]
 		p := partitionKey{bucket: store.BucketOf(e.Due), shard: store.ShardOf(e.JobID, shards)}
@@ -53,7 +53,7 @@ func (s *Store) putDue(ctx context.Context, shards int, entries []store.DueEntry
 		groups[p] = append(groups[p], e)
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(s.cfg.WriteConcurrency)
+	g.SetLimit(limit)
 	for _, p := range order {
 		group := groups[p]
 		for start := 0; start < len(group); start += s.cfg.BatchSize {

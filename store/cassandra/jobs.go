@@ -122,7 +122,7 @@ func (s *Store) UpsertJob(ctx context.Context, job store.Job) (store.Outcome, er
 	}
 	if !job.NextDue.IsZero() {
 		// The entry goes in before the row points at it.
-		if err := s.putDue(ctx, shards, []store.DueEntry{job.ScheduledEntry()}); err != nil {
+		if err := s.putDue(ctx, shards, []store.DueEntry{job.ScheduledEntry()}, 1); err != nil {
 			return 0, fmt.Errorf("upsert job %q: schedule %s: %w", job.ID, job.NextDue.Format(time.RFC3339Nano), err)
 		}
 	}
@@ -272,8 +272,13 @@ func (s *Store) UpsertJobs(ctx context.Context, jobs []store.Job) ([]store.Upser
 		return out, nil
 	}
 
-	// The entries go in before the rows point at them.
-	if err := s.putDue(ctx, shards, entries); err != nil {
+	// The entries go in before the rows point at them. Their batches go
+	// all at once, as the rows do below, not WriteConcurrency at a time:
+	// each batch waits for a commit-log sync on a node that syncs before
+	// acknowledging, and the entries of a call spread over many partitions
+	// (a shard each), so batches in turn made a call wait for several
+	// syncs in a row. The caller bounds a call's size.
+	if err := s.putDue(ctx, shards, entries, -1); err != nil {
 		return nil, fmt.Errorf("upsert %d jobs: schedule %d first occurrences: %w", len(jobs), len(entries), err)
 	}
 	// One mutation per job (writeJobPlanned), all in flight at once: the
