@@ -242,3 +242,42 @@ func TestJobRoundTrips(t *testing.T) {
 	assert.LessOrEqual(t, total, 2*jobs+8, "round trips of %d new jobs in one call", jobs)
 	t.Logf("%d new jobs: %d round trips one by one, %d in one UpsertJobs call", jobs, 3*jobs, total)
 }
+
+// A definition as large as a payload may make (jobspec's default bound is
+// 256 KiB) is stored by both paths. Its row and planned attempt's record go
+// in one batch, and Cassandra refuses a batch over
+// batch_size_fail_threshold (50 KiB by default) unless the batch is one
+// mutation: this is what keeps it one.
+func TestLargeDefinitionIsStored(t *testing.T) {
+	t.Parallel()
+	_, s := setup(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	_, err := s.InitCluster(ctx, 8)
+	require.NoError(t, err)
+	due := time.Now().UTC().Add(time.Hour).Truncate(time.Millisecond)
+	spec := []byte(strings.Repeat("x", 300<<10))
+
+	out, err := s.UpsertJob(ctx, store.Job{ID: "large-one", Spec: spec, Revision: 1, UpdatedAt: due, NextDue: due})
+	require.NoError(t, err)
+	assert.Equal(t, store.OutcomeCreated, out)
+
+	results, err := s.UpsertJobs(ctx, []store.Job{
+		{ID: "large-many-1", Spec: spec, Revision: 1, UpdatedAt: due, NextDue: due},
+		{ID: "large-many-2", Spec: spec, Revision: 1, UpdatedAt: due, NextDue: due},
+	})
+	require.NoError(t, err)
+	for _, r := range results {
+		require.NoError(t, r.Err)
+		assert.Equal(t, store.OutcomeCreated, r.Outcome)
+	}
+	for _, id := range []string{"large-one", "large-many-1", "large-many-2"} {
+		j, err := s.GetJob(ctx, id)
+		require.NoError(t, err)
+		assert.Len(t, j.Spec, len(spec), id)
+		runs, err := s.ListRuns(ctx, id, 10)
+		require.NoError(t, err)
+		require.Len(t, runs, 1, "the planned attempt of %s", id)
+		assert.Equal(t, store.StateScheduled, runs[0].State)
+	}
+}
