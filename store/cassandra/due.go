@@ -55,9 +55,7 @@ func (s *Store) putDue(ctx context.Context, shards int, entries []store.DueEntry
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(limit)
 	for _, p := range order {
-		group := groups[p]
-		for start := 0; start < len(group); start += s.cfg.BatchSize {
-			chunk := group[start:min(start+s.cfg.BatchSize, len(group))]
+		for chunk := range s.dueBatches(groups[p]) {
 			g.Go(func() error {
 				b := s.sess.NewBatch(gocql.UnloggedBatch).WithContext(gctx)
 				for _, e := range chunk {
@@ -71,6 +69,34 @@ func (s *Store) putDue(ctx context.Context, shards int, entries []store.DueEntry
 		}
 	}
 	return g.Wait()
+}
+
+// maxDueBatchBytes bounds the payload bytes of one batch of due entries.
+// A single-partition batch is one mutation, exempt from the server's batch
+// size threshold but not from its largest mutation (half a commit-log
+// segment, 16 MiB by default), and an entry's payload may hold a job's whole
+// definition (its snapshot, up to a payload's bound of 256 KiB and more).
+const maxDueBatchBytes = 4 << 20
+
+// dueBatches cuts the entries of one partition into batches of at most
+// BatchSize statements and maxDueBatchBytes of payload; an entry larger
+// than that goes alone.
+func (s *Store) dueBatches(entries []store.DueEntry) iter.Seq[[]store.DueEntry] {
+	return func(yield func([]store.DueEntry) bool) {
+		start, bytes := 0, 0
+		for i, e := range entries {
+			if i > start && (i-start == s.cfg.BatchSize || bytes+len(e.Payload) > maxDueBatchBytes) {
+				if !yield(entries[start:i]) {
+					return
+				}
+				start, bytes = i, 0
+			}
+			bytes += len(e.Payload)
+		}
+		if start < len(entries) {
+			yield(entries[start:])
+		}
+	}
 }
 
 func (s *Store) dueArgs(p partitionKey, e store.DueEntry) []any {
