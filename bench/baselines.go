@@ -278,15 +278,18 @@ type PerRun struct {
 	Explanation     string `json:"explanation"`
 }
 
-// Bottleneck is B = min(K, R / lease calls per run, C / writes per run).
+// Bottleneck is B = min(K, R / lease calls per run, C / writes per run); a
+// backend a run does not write to is no term of it.
 func Bottleneck(k KafkaBaseline, r RedisBaseline, c CassandraBaseline, per PerRun) (float64, string) {
 	rPlain := r.PlainCallsPerSec / float64(per.LeaseCalls)
-	cRuns := c.WritesPerSec / float64(per.CassandraWrites)
 	b, which := k.RecordsPerSec, "K (Kafka)"
 	if rPlain < b {
 		b, which = rPlain, "R (Redis leases, plain)"
 	}
-	if cRuns < b {
+	if per.CassandraWrites == 0 {
+		return b, which
+	}
+	if cRuns := c.WritesPerSec / float64(per.CassandraWrites); cRuns < b {
 		b, which = cRuns, "C (Cassandra writes)"
 	}
 	if math.IsNaN(b) || math.IsInf(b, 0) {

@@ -25,9 +25,9 @@
 //     due times beyond every catch-up horizon so no dispatcher reads them).
 //     B = min(K, R plain / lease calls per run, C / writes per run), with
 //     the per-run counts of perRunWork, read off the code paths: the
-//     dispatcher reads the job and writes the next occurrence (1 write),
-//     the runner makes 2 EVALSHA calls (acquire, complete) and emits
-//     STARTED and SUCCEEDED, and the history writer stores both (2 writes).
+//     dispatcher writes the next occurrence (1 write, no read), the runner
+//     makes 2 EVALSHA calls (acquire, complete) and emits STARTED and
+//     SUCCEEDED, and the history writer stores both as one row (1 write).
 //     L = min(K, R plain / 2, C / 1) (Limit) is the same with the least work
 //     a run can ever need; every system is reported as a fraction of both.
 //     With Config.Noisy, the CPU hog (Hog, a child process running RunHog)

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -69,4 +70,35 @@ func TestMarkdownShowsL(t *testing.T) {
 	assert.Contains(t, s, "**L** = min(K, R/2, C/1) = min(100000, 10000, 9000)")
 	assert.Contains(t, s, "**9000 runs/s** (C (Cassandra writes))")
 	assert.Contains(t, s, "| fraction of L | 23% |")
+}
+
+func TestPerRunWork(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		scenario string
+		history  bool
+		writes   int
+	}{
+		{"steady", true, 2},
+		{"steady", false, 1},
+		{"herd", true, 1},
+		{"herd", false, 0},
+	} {
+		t.Run(fmt.Sprintf("%s history=%t", tc.scenario, tc.history), func(t *testing.T) {
+			t.Parallel()
+			per := perRunWork(Config{Scenario: tc.scenario, History: tc.history})
+			assert.Equal(t, tc.writes, per.CassandraWrites, "Cassandra writes a run")
+			assert.Zero(t, per.CassandraReads, "a firing reads nothing")
+			assert.Equal(t, 2, per.LeaseCalls)
+			assert.Equal(t, 3, per.KafkaRecords)
+		})
+	}
+}
+
+func TestBottleneckWithoutCassandraWrites(t *testing.T) {
+	t.Parallel()
+	k, r, c := KafkaBaseline{RecordsPerSec: 20000}, RedisBaseline{PlainCallsPerSec: 16000}, CassandraBaseline{WritesPerSec: 100}
+	b, which := Bottleneck(k, r, c, PerRun{LeaseCalls: 2})
+	assert.InDelta(t, 8000, b, 1e-9, "a run that writes nothing to Cassandra is not bound by C")
+	assert.Equal(t, "R (Redis leases, plain)", which)
 }

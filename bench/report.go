@@ -284,8 +284,13 @@ func (r *Report) Markdown(w io.Writer) {
 	p("| C: due-entry PutDue, one row per call (%d in flight) | %.0f writes/s |\n", b.C.Concurrency, b.C.WritesPerSec)
 	p("| per run: %d lease calls, %d Cassandra writes (%d reads), %d Kafka records | %s |\n",
 		b.PerRun.LeaseCalls, b.PerRun.CassandraWrites, b.PerRun.CassandraReads, b.PerRun.KafkaRecords, b.PerRun.Explanation)
-	p("| **B** = min(K, R/%d, C/%d) = min(%.0f, %.0f, %.0f) | **%.0f runs/s** (%s) |\n",
-		b.PerRun.LeaseCalls, b.PerRun.CassandraWrites, b.K.RecordsPerSec, b.RRunsPerSec, b.CRunsPerSec, b.B, b.BottleneckOf)
+	if b.PerRun.CassandraWrites > 0 {
+		p("| **B** = min(K, R/%d, C/%d) = min(%.0f, %.0f, %.0f) | **%.0f runs/s** (%s) |\n",
+			b.PerRun.LeaseCalls, b.PerRun.CassandraWrites, b.K.RecordsPerSec, b.RRunsPerSec, b.CRunsPerSec, b.B, b.BottleneckOf)
+	} else {
+		p("| **B** = min(K, R/%d) = min(%.0f, %.0f), no Cassandra write a run | **%.0f runs/s** (%s) |\n",
+			b.PerRun.LeaseCalls, b.K.RecordsPerSec, b.RRunsPerSec, b.B, b.BottleneckOf)
+	}
 	p("| **L** = min(K, R/2, C/1) = min(%.0f, %.0f, %.0f), the least backend work a run needs | **%.0f runs/s** (%s) |\n",
 		b.K.RecordsPerSec, b.R.PlainCallsPerSec/2, b.C.WritesPerSec, b.L, b.LimitOf)
 

@@ -30,13 +30,18 @@ import (
 const DefaultGroup = "sundial-registry"
 
 // DefaultConcurrency is how many jobs one registry processes at once by
-// default. A new definition costs the Cassandra store a read, then a
-// due-entry write and a history write at once, then the job row (three
-// round trips in sequence, four statements, none a transaction), so
-// registration is bound by how many are in flight until Cassandra
-// saturates; 512 in flight only lengthened Cassandra's queues on the 2-core
-// reference machine.
-const DefaultConcurrency = 256
+// default. Their upserts go to the store together (upserts): a call of n
+// new definitions costs the Cassandra store n reads, then a batch per
+// partition of first occurrences, then n single-partition mutations (row
+// and planned attempt), three round trips in sequence. On a node that syncs
+// its commit log before acknowledging, each mutation holds one of the
+// node's write threads for a sync, so registration is bound by mutations
+// per definition and by syncs per call, not by round trips: many jobs per
+// call share each partition's batch of first occurrences (128 shards and a
+// minute bucket make 128 or 256 partitions for a bench's interval jobs),
+// and enough in flight keeps the node's write threads busy while other
+// calls read.
+const DefaultConcurrency = 4096
 
 // Store is what the registry needs from the store: job definitions and the
 // cluster's shard count.
@@ -73,7 +78,9 @@ type Config struct {
 	// Concurrency is how many jobs are processed at once (records of one
 	// job are always processed in order). Default DefaultConcurrency.
 	Concurrency int
-	// MaxPoll bounds the records taken from Kafka at once. Default 5000.
+	// MaxPoll bounds the records taken from Kafka at once. A poll is
+	// committed once all its records are answered, so it holds enough for
+	// Concurrency with some to spare. Default 10000.
 	MaxPoll int
 	// RetryMin and RetryMax bound the backoff between retries of a
 	// transient store or Kafka error. Defaults 50ms and 10s.
@@ -89,7 +96,7 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	c.Group = cmp.Or(c.Group, DefaultGroup)
 	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
-	c.MaxPoll = cmp.Or(c.MaxPoll, 5000)
+	c.MaxPoll = cmp.Or(c.MaxPoll, 10000)
 	c.RetryMin = cmp.Or(c.RetryMin, 50*time.Millisecond)
 	c.RetryMax = cmp.Or(c.RetryMax, 10*time.Second)
 	c.Registerer = metricdeps.Registerer(c.Registerer)
@@ -139,11 +146,14 @@ type Registry struct {
 
 // upsertCalls bounds the store.UpsertJobs calls in flight, and upsertJobs
 // the definitions one carries: with Concurrency handlers queuing, calls
-// carry Concurrency/upsertCalls definitions or more, few enough that one
-// slow call holds back few answers.
+// carry up to Concurrency/upsertCalls definitions. Few large calls make
+// few mutations per definition (first occurrences share their partition's
+// batch) and few commit-log syncs per definition; a call of 1024 is still a
+// fraction of a second's registrations, and it is what one slow call holds
+// back.
 const (
-	upsertCalls = 8
-	upsertJobs  = 128
+	upsertCalls = 4
+	upsertJobs  = 1024
 )
 
 // New returns a Registry, or every configuration error. It registers the

@@ -450,7 +450,8 @@ func testTransientErrorsAreRetried(t *testing.T, s *stack) {
 
 // testRegistrationRate registers many definitions and reports the rate.
 // SUNDIAL_REGISTRY_RATE_DEFINITIONS sets how many (default 5,000),
-// SUNDIAL_REGISTRY_RATE_CONCURRENCY how many jobs at once (default 64).
+// SUNDIAL_REGISTRY_RATE_CONCURRENCY how many jobs at once (default
+// registry.DefaultConcurrency).
 func testRegistrationRate(t *testing.T, s *stack) {
 	n := 5000
 	if v := os.Getenv("SUNDIAL_REGISTRY_RATE_DEFINITIONS"); v != "" {
@@ -486,8 +487,9 @@ func testRegistrationRate(t *testing.T, s *stack) {
 
 	// Baseline in the same run, as the bench's C baseline: plain writes of due entries, the
 	// cheapest thing a definition costs the store, with the same fan-out.
-	// A registered definition costs a read, three plain writes, a status and
-	// (when due soon) a wake-up.
+	// A registered definition costs a read, its first occurrence (in a batch
+	// per partition), its row with the planned attempt's record (one
+	// mutation), a status and (when due soon) a wake-up.
 	entries := make([]store.DueEntry, n)
 	base := time.Now().Add(24 * time.Hour).Truncate(time.Minute)
 	for i := range entries {

@@ -80,8 +80,9 @@ type Config struct {
 	// BatchSize is the most statements in one unlogged (single-partition)
 	// batch; default 200.
 	BatchSize int
-	// WriteConcurrency bounds the batches PutDue has in flight at once;
-	// default 8.
+	// WriteConcurrency bounds the batches one PutDue or RecordRuns call has
+	// in flight at once; default 8. UpsertJobs sends all of a call's at
+	// once, as its caller bounds the call.
 	WriteConcurrency int
 	// NumConns is the number of connections per host; default 2.
 	NumConns int

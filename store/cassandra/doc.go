@@ -53,7 +53,12 @@
 // (bucket, shard), at most Config.BatchSize statements each; a single-
 // partition batch is applied atomically by its replicas without the batch
 // log. Run history rows carry a TTL of Config.RunRetention and the event's
-// time as their write timestamp.
+// time as their write timestamp. A new definition's job row and the record
+// of its planned first attempt share their partition key (the job id), so
+// they go in one unlogged batch that the node applies as one mutation: on
+// a node that syncs its commit log before acknowledging, every mutation
+// holds one of its write threads (concurrent_writes) for a sync, and
+// mutations per definition, not round trips, bound registration.
 //
 // Connecting is bounded: dialling each host is limited by
 // Config.ConnectTimeout and the whole attempt by the caller's context, and

@@ -23,7 +23,7 @@ func (s *Store) PutDue(ctx context.Context, entries ...store.DueEntry) error {
 	if err != nil {
 		return fmt.Errorf("put due: %w", err)
 	}
-	return s.putDue(ctx, shards, entries)
+	return s.putDue(ctx, shards, entries, s.cfg.WriteConcurrency)
 }
 
 type partitionKey struct {
@@ -32,9 +32,9 @@ type partitionKey struct {
 }
 
 // putDue groups entries by partition and writes each group as unlogged
-// batches of at most BatchSize statements, WriteConcurrency at a time. A
-// batch never spans partitions (see the store package doc).
-func (s *Store) putDue(ctx context.Context, shards int, entries []store.DueEntry) error {
+// batches of at most BatchSize statements, limit at a time (negative: all
+// at once). A batch never spans partitions (see the store package doc).
+func (s *Store) putDue(ctx context.Context, shards int, entries []store.DueEntry, limit int) error {
 	if len(entries) == 1 {
 		e := entries[0]
 		p := partitionKey{bucket: store.BucketOf(e.Due), shard: store.ShardOf(e.JobID, shards)}
@@ -53,11 +53,9 @@ func (s *Store) putDue(ctx context.Context, shards int, entries []store.DueEntry
 		groups[p] = append(groups[p], e)
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(s.cfg.WriteConcurrency)
+	g.SetLimit(limit)
 	for _, p := range order {
-		group := groups[p]
-		for start := 0; start < len(group); start += s.cfg.BatchSize {
-			chunk := group[start:min(start+s.cfg.BatchSize, len(group))]
+		for chunk := range s.dueBatches(groups[p]) {
 			g.Go(func() error {
 				b := s.sess.NewBatch(gocql.UnloggedBatch).WithContext(gctx)
 				for _, e := range chunk {
@@ -71,6 +69,34 @@ func (s *Store) putDue(ctx context.Context, shards int, entries []store.DueEntry
 		}
 	}
 	return g.Wait()
+}
+
+// maxDueBatchBytes bounds the payload bytes of one batch of due entries.
+// A single-partition batch is one mutation, exempt from the server's batch
+// size threshold but not from its largest mutation (half a commit-log
+// segment, 16 MiB by default), and an entry's payload may hold a job's whole
+// definition (its snapshot, up to a payload's bound of 256 KiB and more).
+const maxDueBatchBytes = 4 << 20
+
+// dueBatches cuts the entries of one partition into batches of at most
+// BatchSize statements and maxDueBatchBytes of payload; an entry larger
+// than that goes alone.
+func (s *Store) dueBatches(entries []store.DueEntry) iter.Seq[[]store.DueEntry] {
+	return func(yield func([]store.DueEntry) bool) {
+		start, bytes := 0, 0
+		for i, e := range entries {
+			if i > start && (i-start == s.cfg.BatchSize || bytes+len(e.Payload) > maxDueBatchBytes) {
+				if !yield(entries[start:i]) {
+					return
+				}
+				start, bytes = i, 0
+			}
+			bytes += len(e.Payload)
+		}
+		if start < len(entries) {
+			yield(entries[start:])
+		}
+	}
 }
 
 func (s *Store) dueArgs(p partitionKey, e store.DueEntry) []any {

@@ -58,17 +58,46 @@ func (s *Store) GetJob(ctx context.Context, id string) (store.Job, error) {
 // (rowTimestamp). The write is idempotent: writing it again, or after a
 // newer revision, changes nothing.
 func (s *Store) writeJob(ctx context.Context, j store.Job) error {
-	err := s.idempotent(ctx, s.q.writeJob, j.ID, j.Spec, j.Hash, j.Revision, j.UpdatedAt, j.Deleted, j.NextDue, rowTimestamp(j.Revision)).Exec()
+	err := s.idempotent(ctx, s.q.writeJob, s.jobArgs(j)...).Exec()
 	if err != nil {
 		return fmt.Errorf("write job %q revision %d: %w", j.ID, j.Revision, err)
 	}
 	return nil
 }
 
+// writeJobPlanned writes the job row of a new or changed definition and,
+// when it schedules a first occurrence, that occurrence's history record,
+// in one unlogged batch. Both rows have the job id as partition key, in the
+// same keyspace, so Cassandra applies the batch as a single mutation: one
+// commit-log entry and one write thread instead of two. Each statement
+// keeps its own write timestamp (the row its revision's, the record its
+// UpdatedAt), so the batch decides nothing either write alone would not.
+// The history record needs no order against the row: a replay writes it
+// again.
+func (s *Store) writeJobPlanned(ctx context.Context, j store.Job) error {
+	if j.NextDue.IsZero() {
+		return s.writeJob(ctx, j)
+	}
+	b := s.sess.NewBatch(gocql.UnloggedBatch).WithContext(ctx)
+	b.Entries = append(b.Entries,
+		gocql.BatchEntry{Stmt: s.q.insertRun, Args: s.runArgs(scheduledRecord(j)), Idempotent: true},
+		gocql.BatchEntry{Stmt: s.q.writeJob, Args: s.jobArgs(j), Idempotent: true},
+	)
+	if err := s.sess.ExecuteBatch(b); err != nil {
+		return fmt.Errorf("write job %q revision %d with its first occurrence's record: %w", j.ID, j.Revision, err)
+	}
+	return nil
+}
+
+func (s *Store) jobArgs(j store.Job) []any {
+	return []any{j.ID, j.Spec, j.Hash, j.Revision, j.UpdatedAt, j.Deleted, j.NextDue, rowTimestamp(j.Revision)}
+}
+
 // UpsertJob implements store.Jobs with no lightweight transaction: one read
-// of the row, then the new first occurrence and its history record (at
-// once), then the row at its revision's write timestamp, then the delete of
-// the occurrence the replaced definition scheduled. A crash in between
+// of the row, then the new first occurrence, then the row at its revision's
+// write timestamp together with the occurrence's history record
+// (writeJobPlanned), then the delete of the occurrence the replaced
+// definition scheduled. A crash in between
 // leaves at most a dead entry (see the store package doc), never a job whose
 // row points at a missing one; a retry repeats the same idempotent writes.
 func (s *Store) UpsertJob(ctx context.Context, job store.Job) (store.Outcome, error) {
@@ -92,26 +121,12 @@ func (s *Store) UpsertJob(ctx context.Context, job store.Job) (store.Outcome, er
 		return outcome, nil
 	}
 	if !job.NextDue.IsZero() {
-		// The entry goes in before the row points at it. The history record
-		// of the planned attempt needs no order: a replay writes it again.
-		g, gctx := errgroup.WithContext(ctx)
-		g.Go(func() error {
-			if err := s.putDue(gctx, shards, []store.DueEntry{job.ScheduledEntry()}); err != nil {
-				return fmt.Errorf("upsert job %q: schedule %s: %w", job.ID, job.NextDue.Format(time.RFC3339Nano), err)
-			}
-			return nil
-		})
-		g.Go(func() error {
-			if err := s.recordRun(gctx, scheduledRecord(job)); err != nil {
-				return fmt.Errorf("upsert job %q: %w", job.ID, err)
-			}
-			return nil
-		})
-		if err := g.Wait(); err != nil {
-			return 0, err
+		// The entry goes in before the row points at it.
+		if err := s.putDue(ctx, shards, []store.DueEntry{job.ScheduledEntry()}, 1); err != nil {
+			return 0, fmt.Errorf("upsert job %q: schedule %s: %w", job.ID, job.NextDue.Format(time.RFC3339Nano), err)
 		}
 	}
-	if err := s.writeJob(ctx, job); err != nil {
+	if err := s.writeJobPlanned(ctx, job); err != nil {
 		return 0, fmt.Errorf("upsert job: %w", err)
 	}
 	if err := s.deleteSuperseded(ctx, shards, stored, job); err != nil {
@@ -198,9 +213,10 @@ func (s *Store) getJobs(ctx context.Context, ids []string) (map[string]*store.Jo
 
 // UpsertJobs implements store.Jobs with the steps of UpsertJob taken for
 // all jobs at once: the rows are read, the first occurrences written
-// grouped by partition (putDue) together with their history records, then
-// the rows, then the superseded entries deleted. The order of the steps per job is UpsertJob's,
-// so a crash leaves what UpsertJob's would. A job id that appears twice
+// grouped by partition (putDue, one mutation per partition and batch),
+// then each row with its occurrence's history record (one mutation per
+// job), then the superseded entries deleted. The order of the steps per
+// job is UpsertJob's, so a crash leaves what UpsertJob's would. A job id that appears twice
 // makes the call apply the jobs one after the other.
 func (s *Store) UpsertJobs(ctx context.Context, jobs []store.Job) ([]store.UpsertResult, error) {
 	out := make([]store.UpsertResult, len(jobs))
@@ -234,7 +250,6 @@ func (s *Store) UpsertJobs(ctx context.Context, jobs []store.Job) ([]store.Upser
 	var (
 		changes []change
 		entries []store.DueEntry
-		planned []store.RunRecord
 	)
 	for i, job := range jobs {
 		if out[i].Err != nil {
@@ -251,48 +266,33 @@ func (s *Store) UpsertJobs(ctx context.Context, jobs []store.Job) ([]store.Upser
 		changes = append(changes, change{stored: stored[job.ID], job: job})
 		if !job.NextDue.IsZero() {
 			entries = append(entries, job.ScheduledEntry())
-			planned = append(planned, scheduledRecord(job))
 		}
 	}
 	if len(changes) == 0 {
 		return out, nil
 	}
 
-	// The entries go in before the rows point at them.
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		if err := s.putDue(gctx, shards, entries); err != nil {
-			return fmt.Errorf("upsert %d jobs: schedule %d first occurrences: %w", len(jobs), len(entries), err)
-		}
-		return nil
-	})
-	each := func(g *errgroup.Group, n int, fn func(int) error) {
-		for i := range n {
-			g.Go(func() error { return fn(i) })
-		}
+	// The entries go in before the rows point at them. Their batches go
+	// all at once, as the rows do below, not WriteConcurrency at a time:
+	// each batch waits for a commit-log sync on a node that syncs before
+	// acknowledging, and the entries of a call spread over many partitions
+	// (a shard each), so batches in turn made a call wait for several
+	// syncs in a row. The caller bounds a call's size.
+	if err := s.putDue(ctx, shards, entries, -1); err != nil {
+		return nil, fmt.Errorf("upsert %d jobs: schedule %d first occurrences: %w", len(jobs), len(entries), err)
 	}
-	// The rows and history records are one statement per job, all in
-	// flight at once: the caller bounds a call's size, and the driver
-	// pipelines them over its connections.
-	history, hctx := errgroup.WithContext(gctx)
-	each(history, len(planned), func(i int) error {
-		if err := s.recordRun(hctx, planned[i]); err != nil {
-			return fmt.Errorf("upsert job %q: %w", planned[i].JobID, err)
-		}
-		return nil
-	})
-	g.Go(history.Wait)
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-
+	// One mutation per job (writeJobPlanned), all in flight at once: the
+	// caller bounds a call's size, and the driver pipelines them over its
+	// connections.
 	rows, rctx := errgroup.WithContext(ctx)
-	each(rows, len(changes), func(i int) error {
-		if err := s.writeJob(rctx, changes[i].job); err != nil {
-			return fmt.Errorf("upsert job: %w", err)
-		}
-		return s.deleteSuperseded(rctx, shards, changes[i].stored, changes[i].job)
-	})
+	for _, c := range changes {
+		rows.Go(func() error {
+			if err := s.writeJobPlanned(rctx, c.job); err != nil {
+				return fmt.Errorf("upsert job: %w", err)
+			}
+			return s.deleteSuperseded(rctx, shards, c.stored, c.job)
+		})
+	}
 	if err := rows.Wait(); err != nil {
 		return nil, err
 	}
