@@ -92,4 +92,3 @@ func (s *Store) DeleteHeld(ctx context.Context, keys ...store.DueKey) error {
 	}
 	return nil
 }
-
