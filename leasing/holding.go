@@ -32,3 +32,16 @@ func (s *Store) Holding(ctx context.Context, jobID, runID string) (bool, error) 
 	}
 	return holder.Val() && int64(at) > now.Val().UnixMilli(), nil
 }
+
+// Done reports whether runID's dedupe mark exists: its effect happened and
+// Acquire refuses it (ErrAlreadyDone). A read, for operators.
+func (s *Store) Done(ctx context.Context, jobID, runID string) (bool, error) {
+	if err := validateJobID(jobID); err != nil {
+		return false, fmt.Errorf("leasing: done: %w", err)
+	}
+	n, err := s.cfg.Client.Exists(ctx, s.doneKey(jobID, runID)).Result()
+	if err != nil {
+		return false, fmt.Errorf("leasing: done job %s run %s: %w", jobID, runID, err)
+	}
+	return n > 0, nil
+}
