@@ -26,6 +26,10 @@ const (
 	BackfillOnePerWindow
 )
 
+// donePoll is how long Backfill waits for events before it asks Redis
+// whether its pending runs are done.
+const donePoll = 2 * time.Second
+
 // MaxBackfill is the most occurrences one backfill computes; a larger range
 // is refused rather than held in memory.
 const MaxBackfill = 100_000
@@ -153,8 +157,28 @@ func (o *Operator) Backfill(ctx context.Context, jobID string, opts BackfillOpti
 		if len(pending) == 0 {
 			continue
 		}
-		evs, err := f.next(ctx)
-		if err != nil {
+		pollCtx, cancel := context.WithTimeout(ctx, donePoll)
+		evs, err := f.next(pollCtx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return res, fmt.Errorf("backfill job %q: %d runs pending: %w", jobID, len(pending), ctx.Err())
+		case errors.Is(err, context.DeadlineExceeded):
+			// A run that was done already by the time it was enqueued
+			// (an earlier backfill's run finishing) ends with no event:
+			// its dedupe mark tells.
+			for runID := range pending {
+				done, err := o.cfg.Leases.Done(ctx, jobID, runID)
+				if err != nil {
+					return res, fmt.Errorf("backfill job %q: %w", jobID, err)
+				}
+				if done {
+					delete(pending, runID)
+					res.Finished[sundialv1.RunState_RUN_STATE_SUCCEEDED]++
+				}
+			}
+			continue
+		case err != nil:
 			return res, fmt.Errorf("backfill job %q: %d runs pending: %w", jobID, len(pending), err)
 		}
 		for _, ev := range evs {

@@ -34,10 +34,14 @@ type follower struct {
 }
 
 func (o *Operator) follow() (*follower, error) {
+	return o.followFrom(o.cfg.Now().Add(-followBack))
+}
+
+func (o *Operator) followFrom(since time.Time) (*follower, error) {
 	if len(o.cfg.Kafka) == 0 {
 		return nil, errors.New("operator: waiting for a run: Config.Kafka: required")
 	}
-	start := o.cfg.Now().Add(-followBack).UnixMilli()
+	start := since.UnixMilli()
 	opts := append([]kgo.Opt{
 		kgo.ConsumeTopics(o.cfg.Topics.Events()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(start)),
@@ -110,4 +114,16 @@ func (f *follower) waitRun(ctx context.Context, runID string) (*sundialv1.RunEve
 			}
 		}
 	}
+}
+
+// WaitRun returns the terminal event of runID (SUCCEEDED, DEAD, CANCELLED
+// or SKIPPED), reading sundial.events from since (less followBack, for
+// clock skew) until ctx ends.
+func (o *Operator) WaitRun(ctx context.Context, runID string, since time.Time) (*sundialv1.RunEvent, error) {
+	f, err := o.followFrom(since.Add(-followBack))
+	if err != nil {
+		return nil, err
+	}
+	defer f.close()
+	return f.waitRun(ctx, runID)
 }
