@@ -90,8 +90,8 @@
 // the entry to the job's held set (store.Held, one partition per job, not
 // per shard) and counts as done, so the watermark passes it and neither a
 // restart nor a shard move can lose it; the registry puts the held entries
-// back, with their wake-ups, when it stores a definition that is not paused,
-// and they fire late, in due order (hold.go). Keeping them in the schedule
+// back, due at once in their held order and with their wake-ups, when it
+// stores a definition that is not paused, and they fire late (hold.go). Keeping them in the schedule
 // instead would pin the shard's watermark for as long as the pause lasts,
 // stopping bucket deletion and lengthening every catch-up. After writing a
 // held entry the firing reads the job from the store again, and takes the

@@ -18,7 +18,7 @@ import (
 // retry (carrying its run) and trigger do not fire: they move to the job's
 // held set and the shard's watermark passes them. They survive a
 // dispatcher restart, and once the job is resumed (its held entries put
-// back with wake-ups, as the registry does) they fire late, once each, the
+// back due at once with wake-ups, as the registry does) they fire late, once each, the
 // retry with its attempt and origin.
 func TestPausedJobHoldsEntries(t *testing.T) {
 	t.Parallel()
@@ -75,7 +75,13 @@ func TestPausedJobHoldsEntries(t *testing.T) {
 	assert.Len(t, held, len(entries))
 
 	put(spec, 3)
-	require.NoError(t, s.enqueuer.Enqueue(ctx, held...))
+	released := make([]store.DueEntry, len(held))
+	now := store.Truncate(time.Now())
+	for i, e := range held {
+		e.Due = now.Add(time.Duration(i) * time.Millisecond)
+		released[i] = e
+	}
+	require.NoError(t, s.enqueuer.Enqueue(ctx, released...))
 	keys := make([]store.DueKey, len(held))
 	for i, e := range held {
 		keys[i] = e.Key()

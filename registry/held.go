@@ -46,9 +46,14 @@ func (r *Registry) resumeNext(ctx context.Context, rec *kgo.Record, spec *sundia
 }
 
 // release moves the held entries of a job that is no longer paused back
-// into the schedule: they are stored with their own due times, already
-// past, and their wake-ups produced (Waker.Enqueue), so their shards' owners
-// fire them at once and in due order; only then do they leave the held set.
+// into the schedule: they are stored due now, a millisecond apart in their
+// held order, and their wake-ups produced (Waker.Enqueue), so their shards'
+// owners fire them at once and in order; only then do they leave the held
+// set. They are due now rather than at their own due times because a
+// dispatcher remembers the keys of the entries it fired (and a held entry
+// counts as fired) for a while after their due time, and would take a
+// wake-up with the same key for a duplicate. The run an entry carries keeps
+// its run id and its attempt's due time.
 // A crash in between leaves them in both places: the record is processed
 // again (its answer UNCHANGED, which releases again) and a run fired twice
 // keeps its run id, which runners deduplicate.
@@ -63,7 +68,13 @@ func (r *Registry) release(ctx context.Context, jobID string) error {
 	if len(held) == 0 {
 		return nil
 	}
-	if err := r.retry(ctx, "release_held", func() error { return r.cfg.Waker.Enqueue(ctx, held...) }); err != nil {
+	now := store.Truncate(r.cfg.Now())
+	released := make([]store.DueEntry, len(held))
+	for i, e := range held {
+		e.Due = now.Add(time.Duration(i) * time.Millisecond)
+		released[i] = e
+	}
+	if err := r.retry(ctx, "release_held", func() error { return r.cfg.Waker.Enqueue(ctx, released...) }); err != nil {
 		return fmt.Errorf("schedule %d held entries of job %q: %w", len(held), jobID, err)
 	}
 	keys := make([]store.DueKey, len(held))
