@@ -209,4 +209,3 @@ func (d *downstream) requests(run string) int {
 	defer d.mu.Unlock()
 	return d.byRun[run]
 }
-
