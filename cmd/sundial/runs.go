@@ -22,6 +22,7 @@ func runsCommand() *cli.Command {
 		Commands: []*cli.Command{
 			runsListCommand(),
 			runsGetCommand(),
+			runsCancelCommand(),
 		},
 	}
 }
