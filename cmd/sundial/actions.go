@@ -332,7 +332,6 @@ func eventLine(ev *sundialv1.RunEvent) string {
 	return line
 }
 
-
 // newEnqueuer returns an enqueuer over st producing wake-ups with kopts,
 // and the function that closes its client.
 func newEnqueuer(ctx context.Context, cmd *cli.Command, st *cassandra.Store, kopts []kgo.Opt) (*enqueue.Enqueuer, func(), error) {
