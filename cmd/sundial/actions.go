@@ -82,11 +82,12 @@ incremented) and waits for the registry's answer.`,
 						return err
 					}
 					out := cmd.Root().Writer
+					state := name + "d" // paused, resumed
 					if !res.Changed {
-						fmt.Fprintf(out, "%s\talready %sd; nothing produced\n", id, strings.TrimSuffix(name, "e"))
+						fmt.Fprintf(out, "%s\talready %s; nothing produced\n", id, state)
 						return nil
 					}
-					fmt.Fprintf(out, "%s\t%s\t%s\n", id, outcomeName(res.Status.GetOutcome()), map[bool]string{true: "paused", false: "resumed"}[pause])
+					fmt.Fprintf(out, "%s\t%s\t%s\n", id, outcomeName(res.Status.GetOutcome()), state)
 					return nil
 				})
 			})
