@@ -29,8 +29,10 @@ func (r *Registry) resumeNext(ctx context.Context, rec *kgo.Record, spec *sundia
 	if !found || stored.Deleted || stored.Revision >= rec.Offset {
 		return next, false, nil // new, or a replay: the store answers
 	}
+	// A stored definition that does not decode is not known to be paused:
+	// the job counts as changed, not resumed.
 	old := &sundialv1.JobSpec{}
-	if err := proto.Unmarshal(stored.Spec, old); err != nil || !old.GetPaused() {
+	if proto.Unmarshal(stored.Spec, old) != nil || !old.GetPaused() {
 		return next, false, nil
 	}
 	if sched == nil {
