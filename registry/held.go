@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -29,10 +28,9 @@ func (r *Registry) resumeNext(ctx context.Context, rec *kgo.Record, spec *sundia
 	if !found || stored.Deleted || stored.Revision >= rec.Offset {
 		return next, false, nil // new, or a replay: the store answers
 	}
-	// A stored definition that does not decode is not known to be paused:
-	// the job counts as changed, not resumed.
-	old := &sundialv1.JobSpec{}
-	if proto.Unmarshal(stored.Spec, old) != nil || !old.GetPaused() {
+	// A stored definition that does not decode (nil, logged) is not known
+	// to be paused: the job counts as changed, not resumed.
+	if !r.decodeStored(stored).GetPaused() {
 		return next, false, nil
 	}
 	if sched == nil {
