@@ -70,7 +70,8 @@
 //     nodes; held.go) with their wake-ups, before it answers. An UNCHANGED
 //     definition that is not paused releases held entries too, which
 //     finishes the release of a registry that died half-way.
-//   - A tombstone deletes the job and its pending entry (store.DeleteJob). A
+//   - A tombstone deletes the job and its pending entry (store.DeleteJob),
+//     and the entries it held while paused. A
 //     delete leaves a tombstone in the store, so a replayed older definition
 //     cannot bring the job back.
 //

@@ -87,3 +87,20 @@ func (r *Registry) release(ctx context.Context, jobID string) error {
 	r.cfg.Logger.Info("held entries of a resumed job released", "job", jobID, "entries", len(held))
 	return nil
 }
+
+// dropHeld deletes the held entries of a deleted job: nothing would ever
+// release them.
+func (r *Registry) dropHeld(ctx context.Context, jobID string) error {
+	var held []store.DueEntry
+	if err := r.retry(ctx, "list_held", func() (err error) {
+		held, err = r.cfg.Store.ListHeld(ctx, jobID)
+		return err
+	}); err != nil || len(held) == 0 {
+		return err
+	}
+	keys := make([]store.DueKey, len(held))
+	for i, e := range held {
+		keys[i] = e.Key()
+	}
+	return r.retry(ctx, "delete_held", func() error { return r.cfg.Store.DeleteHeld(ctx, keys...) })
+}

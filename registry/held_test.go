@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -71,6 +72,16 @@ func testResumeReleasesHeld(t *testing.T, s *stack) {
 	// released when the same definition is processed again.
 	require.NoError(t, s.store.HoldDue(ctx, held[0]))
 	require.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UNCHANGED, step(spec).GetOutcome())
+	left, err = s.store.ListHeld(ctx, id)
+	require.NoError(t, err)
+	assert.Empty(t, left)
+
+	// Deleting a paused job drops what it held.
+	require.True(t, step(paused).GetAccepted())
+	require.NoError(t, s.store.HoldDue(ctx, held...))
+	tomb := &kgo.Record{Key: []byte(id)}
+	s.produce(tomb)
+	require.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_DELETED, s.statuses.wait(t, 1, tomb)[0].status.GetOutcome())
 	left, err = s.store.ListHeld(ctx, id)
 	require.NoError(t, err)
 	assert.Empty(t, left)

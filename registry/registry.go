@@ -319,6 +319,10 @@ func (r *Registry) delete(ctx context.Context, rec *kgo.Record, st *sundialv1.Jo
 		st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_STALE
 		return nil
 	}
+	// What a paused job held dies with it.
+	if err := r.dropHeld(ctx, string(rec.Key)); err != nil {
+		return err
+	}
 	// Deleting an unknown or already deleted id is DELETED too: deletes are
 	// idempotent.
 	st.Accepted = true
