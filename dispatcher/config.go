@@ -49,6 +49,7 @@ const dedupeWindow = 30 * time.Second
 // snapshot the job into its run) and the cluster's shard count.
 type Store interface {
 	store.Schedule
+	store.Held
 	store.Shards
 	GetJob(ctx context.Context, id string) (store.Job, error)
 	GetClusterConfig(ctx context.Context) (store.ClusterConfig, error)

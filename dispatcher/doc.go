@@ -85,6 +85,22 @@
 // re-emitted as they are, keeping run id and attempt; trigger entries are
 // built from the job with the trigger's payload override.
 //
+// A paused job's entries that are not its own schedule (retries and
+// deferrals, triggers, DAG nodes) are held, not dropped: the firing moves
+// the entry to the job's held set (store.Held, one partition per job, not
+// per shard) and counts as done, so the watermark passes it and neither a
+// restart nor a shard move can lose it; the registry puts the held entries
+// back, due at once in their held order and with their wake-ups, when it
+// stores a definition that is not paused, and they fire late (hold.go). Keeping them in the schedule
+// instead would pin the shard's watermark for as long as the pause lasts,
+// stopping bucket deletion and lengthening every catch-up. After writing a
+// held entry the firing reads the job from the store again, and takes the
+// entry back and fires it if the job was resumed meanwhile: the registry
+// writes the job before it reads the held set, so one of the two sees the
+// entry. The scheduled entry of a paused job is dead (its revision is not the
+// job's); the registry computes the resumed job's first occurrence from the
+// moment of the pause, so what fell due meanwhile follows the misfire policy.
+//
 // The next occurrence of a recurring job is computed with package schedule
 // and stored after the current run is acknowledged and before the current
 // occurrence counts as done. A crash in between fires the current
@@ -211,6 +227,7 @@
 //     returns what to read and fire; scenarios under testdata/core.
 //   - fire.go: one firing: plan the runs from the job, produce them, store
 //     the next occurrence.
+//   - hold.go: the held entries of paused jobs.
 //   - prefetch.go: job definitions read ahead of their firings (jobCache).
 //   - snapshots.go: when a firing may use the snapshot its entry carries
 //     (the change log of the jobs feed).

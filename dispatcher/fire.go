@@ -39,6 +39,9 @@ type plan struct {
 	next *store.DueEntry
 	// drop names why no run is emitted, when none is and that is final.
 	drop string
+	// hold: the job is paused; the entry moves to the job's held set
+	// (hold.go) rather than firing.
+	hold bool
 	// why explains a drop, for the log.
 	why string
 	// covered, for a late scheduled entry, is the time up to which this
@@ -108,6 +111,12 @@ func (o *owner) fire(firingCtx context.Context, epoch int64, f firing) fireResul
 				return res
 			}
 		}
+	}
+	if p.hold {
+		if err := o.hold(ctx, f.Entry); err != nil {
+			res.err = err
+		}
+		return res
 	}
 	if p.drop != "" {
 		o.m.dropped.WithLabelValues(p.drop).Inc()
@@ -283,6 +292,13 @@ func (o *owner) plan(ctx context.Context, f firing, now time.Time) (plan, error)
 			if run.GetAttemptDueTime() == nil {
 				run.AttemptDueTime = timestamppb.New(e.Due)
 			}
+			paused, err := o.jobPaused(ctx, e)
+			if err != nil {
+				return plan{}, err
+			}
+			if paused {
+				return plan{hold: true}, nil
+			}
 			return plan{runs: []*sundialv1.Run{&run}}, nil
 		}
 		o.log.Warn("due entry payload is not a run; building the run from the job", "run_id", e.RunID, "kind", e.Kind)
@@ -338,7 +354,7 @@ func (o *owner) planJob(f firing, job store.Job, spec *sundialv1.JobSpec, now ti
 		return o.planScheduled(f, job, spec, now)
 	case store.KindTrigger:
 		if spec.GetPaused() {
-			return plan{drop: dropDead, why: "job paused"}
+			return plan{hold: true}
 		}
 		run := newRun(job, spec, e.RunID, dueOfRunID(e), e.Due, e.Attempt, sundialv1.RunOrigin_RUN_ORIGIN_TRIGGER)
 		if len(e.Payload) > 0 {
@@ -352,6 +368,9 @@ func (o *owner) planJob(f firing, job store.Job, spec *sundialv1.JobSpec, now ti
 		}
 		return plan{runs: []*sundialv1.Run{run}}
 	default: // retry or dag without a run in the payload
+		if spec.GetPaused() {
+			return plan{hold: true}
+		}
 		return plan{runs: []*sundialv1.Run{newRun(job, spec, e.RunID, dueOfRunID(e), e.Due, e.Attempt, originOfKind(e.Kind))}}
 	}
 }

@@ -42,7 +42,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"origin"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sundial_dispatcher_entries_dropped_total",
-			Help: "Due entries that fired no run, by reason (dead: the job changed, was deleted or paused; misfire: skipped by the misfire policy or outside the catch-up window; invalid: the stored job or entry cannot be used).",
+			Help: "Due entries that fired no run, by reason (dead: the job changed or was deleted, or a scheduled entry's job is paused; misfire: skipped by the misfire policy or outside the catch-up window; invalid: the stored job or entry cannot be used).",
 		}, []string{"reason"}),
 		firePhase: prometheus.NewHistogramVec(telemetry.HistogramOpts("sundial_dispatcher_fire_phase_seconds",
 			"Duration of the phases of a firing: plan (job from memory or read, liveness check, runs built; done ahead of the due time), produce (from the firing time to Kafka's acknowledgement), chain (storing the next occurrence).",

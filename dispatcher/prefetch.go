@@ -346,11 +346,10 @@ func (c *jobCache) sweep(now time.Time) {
 	c.m.jobsCached.Set(float64(len(c.jobs)))
 }
 
-// needsJob says whether firing e may read its job: everything but a retry
-// or DAG entry that carries its run.
-func needsJob(e store.DueEntry) bool {
-	return len(e.Payload) == 0 || (e.Kind != store.KindRetry && e.Kind != store.KindDAG)
-}
+// needsJob says whether firing e may read its job. Every firing does: a
+// retry or DAG entry that carries its whole run still needs to know whether
+// its job is paused (hold.go).
+func needsJob(store.DueEntry) bool { return true }
 
 // jobsOf returns the jobs a page of entries needs read, each with the latest
 // due time it is wanted for: not those whose entry carries a snapshot the

@@ -63,9 +63,15 @@
 //     revision, so even a replay racing a newer definition cannot bring an
 //     older one back.
 //   - Paused jobs are stored with nothing scheduled; a definition that
-//     resumes one schedules its first occurrence at or after the resuming
-//     record, so occurrences that fell due while paused are skipped.
-//   - A tombstone deletes the job and its pending entry (store.DeleteJob). A
+//     resumes one schedules its first occurrence from the moment of the
+//     pause (the paused definition's timestamp), so occurrences that fell
+//     due while paused follow the misfire policy, and puts back the entries
+//     the dispatchers held meanwhile (retries, deferrals, triggers, DAG
+//     nodes; held.go) with their wake-ups, before it answers. An UNCHANGED
+//     definition that is not paused releases held entries too, which
+//     finishes the release of a registry that died half-way.
+//   - A tombstone deletes the job and its pending entry (store.DeleteJob),
+//     and the entries it held while paused. A
 //     delete leaves a tombstone in the store, so a replayed older definition
 //     cannot bring the job back.
 //

@@ -43,10 +43,12 @@ const DefaultGroup = "sundial-registry"
 // calls read.
 const DefaultConcurrency = 4096
 
-// Store is what the registry needs from the store: job definitions and the
-// cluster's shard count.
+// Store is what the registry needs from the store: job definitions, the
+// cluster's shard count and the entries held while a job was paused.
 type Store interface {
 	store.Jobs
+	ListHeld(ctx context.Context, jobID string) ([]store.DueEntry, error)
+	DeleteHeld(ctx context.Context, keys ...store.DueKey) error
 	GetClusterConfig(ctx context.Context) (store.ClusterConfig, error)
 }
 
@@ -54,8 +56,14 @@ type Store interface {
 // (*enqueue.Enqueuer). The registry produces them with its answers, through
 // a client partitioned by enqueue.Partitioner, and commits a record only
 // once both are acknowledged; so no record waits on a produce of its own.
+//
+// Enqueue stores entries and produces their wake-ups, returning once both
+// are acknowledged; the registry uses it for the held entries of a resumed
+// job, which must be scheduled again before they leave the held set
+// (held.go).
 type Waker interface {
 	WakeRecords(entries ...store.DueEntry) ([]*kgo.Record, error)
+	Enqueue(ctx context.Context, entries ...store.DueEntry) error
 }
 
 // Config configures a Registry.
@@ -321,6 +329,10 @@ func (r *Registry) delete(ctx context.Context, rec *kgo.Record, st *sundialv1.Jo
 		st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_STALE
 		return nil
 	}
+	// What a paused job held dies with it.
+	if err := r.dropHeld(ctx, string(rec.Key)); err != nil {
+		return err
+	}
 	// Deleting an unknown or already deleted id is DELETED too: deletes are
 	// idempotent.
 	st.Accepted = true
@@ -347,6 +359,13 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 		}
 		next, _ = jobspec.FirstDue(sched, jobspec.MisfirePolicy(s), jobspec.CatchUpWindow(s), accepted, now)
 	}
+	var resumed bool
+	if !spec.GetPaused() {
+		var err error
+		if next, resumed, err = r.resumeNext(ctx, rec, spec, sched, next, now); err != nil {
+			return nil, err
+		}
+	}
 
 	value, err := (proto.MarshalOptions{Deterministic: true}).Marshal(spec)
 	if err != nil { // a decoded message always encodes; say so if not
@@ -355,10 +374,8 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 	}
 	job := store.Job{ID: spec.GetId(), Spec: value, Revision: rec.Offset, UpdatedAt: rec.Timestamp, NextDue: next}
 
-	// What is in force matters only for a producer revision, and for an
-	// "at" instant that passed while the job was paused.
-	atPassed := sched != nil && sched.Kind() == schedule.KindAt && next.Before(accepted) && !next.IsZero()
-	if spec.Revision != nil || atPassed {
+	// What is in force matters only for a producer revision.
+	if spec.Revision != nil {
 		stored, found, err := r.getJob(ctx, job.ID)
 		if err != nil {
 			return nil, err
@@ -369,11 +386,6 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 			if fe, bad := checkRevision(spec, old, store.SpecHash(value), stored.Hash); bad {
 				r.reject(st, []jobspec.FieldError{fe})
 				return nil, nil
-			}
-			if atPassed && old.GetPaused() {
-				// Occurrences falling due while a job is paused are
-				// skipped, not misfired.
-				job.NextDue = time.Time{}
 			}
 		}
 	}
@@ -393,6 +405,11 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 		if outcome == store.OutcomeUpdated {
 			st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UPDATED
 		}
+		if resumed {
+			if err := r.release(ctx, job.ID); err != nil {
+				return nil, err
+			}
+		}
 		if !job.NextDue.IsZero() {
 			st.NextDueTime = timestamppb.New(store.Truncate(job.NextDue))
 			return []store.DueEntry{job.ScheduledEntry()}, nil
@@ -400,6 +417,13 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 	case store.OutcomeUnchanged:
 		st.Accepted = true
 		st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UNCHANGED
+		if !spec.GetPaused() {
+			// A registry that died while resuming the job left part of
+			// its held entries behind.
+			if err := r.release(ctx, job.ID); err != nil {
+				return nil, err
+			}
+		}
 		// This very record may have been applied by a process that died
 		// before waking the dispatcher. Waking again is safe only while the
 		// entry has not fired yet: a wake-up for a fired entry fires it again.

@@ -49,6 +49,8 @@ func TestOnRealStack(t *testing.T) {
 		{"RegistrationRate", testRegistrationRate},
 		{"StartStopTwice", testStartStopTwice},
 		{"ReplayOfChangedDefinitions", testReplayOfChangedDefinitions},
+		{"ResumeReleasesHeld", testResumeReleasesHeld},
+		{"ResumeFollowsMisfirePolicy", testResumeFollowsMisfirePolicy},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -75,7 +75,10 @@
 //     REPLACE signals the oldest holder to stop (a Redis marker key and a
 //     pub/sub message that cancels the execution at once; after
 //     Config.ReplaceGrace the lease is revoked through leasing as well) and
-//     takes the slot when it frees; ALLOW runs without a limit.
+//     takes the slot when it frees; ALLOW runs without a limit. An
+//     operator's cancel (SignalCancel, cancel.go) uses the same channel
+//     with its own marker key; the attempt then ends CANCELLED with reason
+//     "cancelled" and no retry.
 //  3. A Keeper renews the lease, through the runner's leasing.Batcher (its
 //     renewals share pipelines with other runs'); losing it cancels the
 //     execution's context.

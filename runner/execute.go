@@ -288,6 +288,10 @@ func (x *execution) judge(ctx context.Context, end attemptEnd) verdict {
 	r, run := x.r, x.run
 	rs := x.retryState()
 	v := classify(end, rs)
+	if (v.leaseLost || v.kind == verdictCancelled) && r.wasCancelled(context.WithoutCancel(ctx), run.GetJobId(), run.GetRunId()) {
+		end.cancelled = true
+		v = classify(end, rs)
+	}
 	if v.leaseLost && r.wasReplaced(context.WithoutCancel(ctx), run.GetJobId(), run.GetRunId()) {
 		end.replaced = true
 		v = classify(end, rs)
@@ -333,7 +337,7 @@ func (x *execution) conclude(ctx context.Context, keeper *leasing.Keeper, end at
 			ev.Reason = v.reason
 			ev.Duration = durationpb.New(end.finished.Sub(end.started))
 		}))
-		x.logger().Info("run cancelled: replaced by a newer run of the job")
+		x.logger().Info("run cancelled", "reason", v.reason)
 		return x.finishAfterAcks(ctx, nil, nil)
 	}
 	keeper.Stop()

@@ -8,8 +8,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// errReplaced is the cause of an execution cancelled by the overlap policy
-// REPLACE of a newer run of its job.
+// errReplaced is the cause of an execution stopped by a signal on the
+// cancel channel: the overlap policy REPLACE of a newer run of its job, or
+// an operator's cancel (cancel.go), which its marker tells apart.
 var errReplaced = errors.New("runner: replaced by a newer run of the job")
 
 // The replace signal. A run that finds its job's slots full under

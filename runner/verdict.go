@@ -29,6 +29,10 @@ type attemptEnd struct {
 	// is asked of Redis only when the lease was lost mid-attempt, which a
 	// replacing run's revocation causes too.
 	replaced bool
+	// cancelled: an operator cancelled the run (Runner.wasCancelled),
+	// asked of Redis only when the attempt was stopped by a signal or a
+	// lost lease.
+	cancelled bool
 }
 
 // verdictKind is what becomes of a run after an attempt.
@@ -38,7 +42,7 @@ const (
 	// verdictSucceeded is final: SUCCEEDED.
 	verdictSucceeded verdictKind = iota
 	// verdictCancelled is final: CANCELLED, a newer run of the job took
-	// the slot (overlap policy REPLACE).
+	// the slot (overlap policy REPLACE) or an operator cancelled the run.
 	verdictCancelled
 	// verdictDefer: DEFERRED, the same attempt is due again after delay;
 	// nothing was sent, so no attempt is spent.
@@ -99,6 +103,8 @@ func classify(end attemptEnd, rs retryState) verdict {
 		return verdict{kind: verdictUnfinished}
 	case errors.Is(end.cause, errShutdown):
 		return verdict{kind: verdictUnfinished, release: true}
+	case end.cancelled && (errors.Is(end.cause, errReplaced) || errors.Is(end.cause, leasing.ErrLeaseLost)):
+		return verdict{kind: verdictCancelled, reason: reasonCancelled}
 	case errors.Is(end.cause, errReplaced),
 		end.replaced && errors.Is(end.cause, leasing.ErrLeaseLost):
 		return verdict{kind: verdictCancelled, reason: reasonReplaced}

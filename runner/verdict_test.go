@@ -84,6 +84,24 @@ func TestClassify(t *testing.T) {
 			want: verdict{kind: verdictCancelled, reason: reasonReplaced},
 		},
 		{
+			name: "an operator's cancel signal cancels the run for good, not as replaced",
+			end:  attemptEnd{err: context.Canceled, cause: errReplaced, cancelled: true},
+			rs:   first,
+			want: verdict{kind: verdictCancelled, reason: reasonCancelled},
+		},
+		{
+			name: "a lease lost after an operator's cancel is no failure",
+			end:  attemptEnd{err: context.Canceled, cause: lost, cancelled: true},
+			rs:   first,
+			want: verdict{kind: verdictCancelled, reason: reasonCancelled},
+		},
+		{
+			name: "a run that succeeded as it was cancelled succeeded",
+			end:  attemptEnd{cause: errReplaced, cancelled: true},
+			rs:   first,
+			want: verdict{kind: verdictSucceeded},
+		},
+		{
 			name: "a lease revoked by a replacing run cancels the run for good",
 			end:  attemptEnd{err: context.Canceled, cause: lost, replaced: true},
 			rs:   first,

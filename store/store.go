@@ -76,6 +76,22 @@ type Schedule interface {
 	DeleteBucket(ctx context.Context, bucket time.Time, shard int) error
 }
 
+// Held keeps the entries of paused jobs out of the schedule, one partition
+// per job. A firing that finds its job paused moves the entry here (package
+// dispatcher), so the shard's watermark passes it and no bucket read meets it
+// again; the registry moves a job's held entries back into the schedule when
+// it stores a definition that is not paused.
+type Held interface {
+	// HoldDue stores entries in their jobs' held sets. Idempotent.
+	HoldDue(ctx context.Context, entries ...DueEntry) error
+	// ListHeld returns the held entries of a job in (Due, Kind, RunID)
+	// order.
+	ListHeld(ctx context.Context, jobID string) ([]DueEntry, error)
+	// DeleteHeld deletes held entries by key; deleting a missing entry is
+	// not an error.
+	DeleteHeld(ctx context.Context, keys ...DueKey) error
+}
+
 // Cluster holds the settings fixed when the cluster is initialised.
 type Cluster interface {
 	// InitCluster stores the shard count once. Calling it again with the
@@ -178,6 +194,7 @@ type Store interface {
 	Jobs
 	JobLister
 	Schedule
+	Held
 	Cluster
 	Shards
 	History

@@ -28,6 +28,10 @@ func jobsCommand() *cli.Command {
 			jobsApplyCommand(),
 			jobsDeleteCommand(),
 			jobsGetCommand(),
+			jobsPauseCommand(),
+			jobsResumeCommand(),
+			jobsTriggerCommand(),
+			jobsBackfillCommand(),
 		},
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -46,7 +47,8 @@ Examples:
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "give up when nothing was produced or answered for this long", Sources: envVar("timeout")},
 			&cli.BoolFlag{Name: "each", Value: true, Usage: "print a line for every definition; --each=false prints the rejections and the summary only", Sources: envVar("each")},
 			&cli.DurationFlag{Name: "progress-every", Value: 5 * time.Second, Usage: "interval of the progress lines when standard error is not a terminal", Sources: envVar("progress-every")},
-		}, kafkaFlags()...),
+			&cli.BoolFlag{Name: "dry-run", Usage: "produce nothing: print for each definition the field diff against the stored one, its next fire times and the load it adds to its shard in the next hour (reads Cassandra)", Sources: envVar("dry-run")},
+		}, slices.Concat(kafkaFlags(), cassandraStoreFlags())...),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			path := cmd.String("file")
 			if path == "" {
@@ -54,6 +56,9 @@ Examples:
 			}
 			if cmd.Duration("timeout") <= 0 {
 				return fmt.Errorf("--timeout %s: must be positive", cmd.Duration("timeout"))
+			}
+			if cmd.Bool("dry-run") {
+				return applyDryRun(ctx, cmd, path)
 			}
 			c, kopts, err := newClient(cmd)
 			if err != nil {

@@ -21,6 +21,7 @@ func runsCommand() *cli.Command {
 		Commands: []*cli.Command{
 			runsListCommand(),
 			runsGetCommand(),
+			runsCancelCommand(),
 		},
 	}
 }

@@ -185,6 +185,24 @@ var migrations = []migration{
 				description text)`,
 		},
 	},
+	{
+		version:     6,
+		description: "entries held while their job is paused",
+		statements: []string{
+			// One partition per job: the registry reads a job's held
+			// entries whole when it resumes the job.
+			`CREATE TABLE IF NOT EXISTS %[1]s.held_entries (
+				job_id text,
+				due timestamp,
+				kind text,
+				run_id text,
+				attempt int,
+				revision bigint,
+				payload blob,
+				PRIMARY KEY ((job_id), due, kind, run_id))
+			WITH CLUSTERING ORDER BY (due ASC, kind ASC, run_id ASC)`,
+		},
+	},
 }
 
 // SchemaVersion is the schema version this build needs.

@@ -52,6 +52,9 @@ type Store struct {
 	// dags and dagRuns hold DAG definitions and DAG-run state (dags.go).
 	dags    map[string]store.Dag
 	dagRuns map[string]store.DagRun
+	// held holds the entries of paused jobs by job id (held.go), made on
+	// first use.
+	held map[string]map[entryKey]store.DueEntry
 }
 
 var _ store.Store = (*Store)(nil)

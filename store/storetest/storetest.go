@@ -74,6 +74,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"DagRunListing", testDagRunListing},
 		{"DagRunActive", testDagRunActive},
 		{"DagValidation", testDagValidation},
+		{"HeldEntries", testHeldEntries},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

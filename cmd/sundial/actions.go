@@ -1,0 +1,439 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/urfave/cli/v3"
+
+	"github.com/sundialhq/sundial/enqueue"
+	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/leasing"
+	"github.com/sundialhq/sundial/operator"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/runner"
+	"github.com/sundialhq/sundial/store/cassandra"
+)
+
+// The operator actions (package operator) as commands: jobs pause, resume,
+// trigger and backfill, runs cancel, and apply --dry-run (jobsapply.go).
+
+func timeoutFlag(d time.Duration) cli.Flag {
+	return &cli.DurationFlag{Name: "timeout", Value: d, Usage: "give up after this long", Sources: envVar("timeout")}
+}
+
+func redisPrefixFlag() cli.Flag {
+	return &cli.StringFlag{Name: "redis-key-prefix", Usage: "the runners' --redis-key-prefix", Sources: envVar("redis-key-prefix")}
+}
+
+// oneID returns the single argument of cmd, named what.
+func oneID(cmd *cli.Command, what string) (string, error) {
+	if cmd.Args().Len() != 1 {
+		return "", fmt.Errorf("name one %s, got %d arguments", what, cmd.Args().Len())
+	}
+	return cmd.Args().First(), nil
+}
+
+func jobsPauseCommand() *cli.Command  { return pauseCommand("pause", true) }
+func jobsResumeCommand() *cli.Command { return pauseCommand("resume", false) }
+
+func pauseCommand(name string, pause bool) *cli.Command {
+	usage := "pause a job: its schedule fires nothing, and its pending retries, deferrals, triggers and DAG nodes are held until it is resumed"
+	if !pause {
+		usage = "resume a paused job: what it held fires at once, and occurrences due while it was paused follow its misfire policy"
+	}
+	return &cli.Command{
+		Name:      name,
+		Usage:     usage,
+		ArgsUsage: "ID",
+		Description: `Reads the definition in force from Cassandra, produces it to sundial.jobs
+with the paused flag changed (as jobs apply does; a producer revision is
+incremented) and waits for the registry's answer.`,
+		Flags: slices.Concat(kafkaFlags(), cassandraStoreFlags(), []cli.Flag{timeoutFlag(30 * time.Second)}),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			id, err := oneID(cmd, "job id")
+			if err != nil {
+				return err
+			}
+			c, kopts, err := newClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
+			defer cancel()
+			return withStore(ctx, cmd, nil, func(st *cassandra.Store) error {
+				return guardKafka(ctx, kopts, func(ctx context.Context) error {
+					op := operator.New(operator.Config{Jobs: st, Producer: c})
+					act := op.Resume
+					if pause {
+						act = op.Pause
+					}
+					res, err := act(ctx, id)
+					if err != nil {
+						return err
+					}
+					out := cmd.Root().Writer
+					state := name + "d" // paused, resumed
+					if !res.Changed {
+						fmt.Fprintf(out, "%s\talready %s; nothing produced\n", id, state)
+						return nil
+					}
+					fmt.Fprintf(out, "%s\t%s\t%s\n", id, outcomeName(res.Status.GetOutcome()), state)
+					return nil
+				})
+			})
+		},
+	}
+}
+
+func jobsTriggerCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "trigger",
+		Usage:     "run a job now, and with --wait follow the run to its end",
+		ArgsUsage: "ID",
+		Description: `Produces a Trigger to sundial.triggers, due now, and prints the run id. With
+--wait it follows sundial.events until the run ends and exits non-zero unless
+it SUCCEEDED (DEAD, CANCELLED, or SKIPPED: a paused or unknown job).
+
+Examples:
+  sundial jobs trigger billing.rebuild-ledger --wait --timeout 10m`,
+		Flags: slices.Concat(kafkaFlags(), []cli.Flag{
+			&cli.BoolFlag{Name: "wait", Usage: "wait for the run's end and exit non-zero unless it succeeded", Sources: envVar("wait")},
+			&cli.StringFlag{Name: "key", Usage: "idempotency key (default: the run id, unique to the millisecond)", Sources: envVar("key")},
+			&cli.StringFlag{Name: "payload", Usage: "replaces the job's payload for this run", Sources: envVar("payload")},
+			&cli.StringFlag{Name: "caller", Value: os.Getenv("USER"), Usage: "who asks, for audit", Sources: envVar("caller")},
+			timeoutFlag(5 * time.Minute),
+		}),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			id, err := oneID(cmd, "job id")
+			if err != nil {
+				return err
+			}
+			c, kopts, err := newClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
+			defer cancel()
+			opts := operator.TriggerOptions{IdempotencyKey: cmd.String("key"), Wait: cmd.Bool("wait"), Caller: cmd.String("caller")}
+			if cmd.IsSet("payload") {
+				opts.Payload = []byte(cmd.String("payload"))
+			}
+			return guardKafka(ctx, kopts, func(ctx context.Context) error {
+				op := operator.New(operator.Config{Producer: c, Kafka: kopts, Topics: topics.Names{Prefix: cmd.String("topic-prefix")}})
+				res, err := op.Trigger(ctx, id, opts)
+				out := cmd.Root().Writer
+				if res.RunID != "" {
+					fmt.Fprintf(out, "%s\ttriggered\trun %s\n", id, res.RunID)
+				}
+				if err != nil {
+					return err
+				}
+				if !opts.Wait {
+					return nil
+				}
+				fmt.Fprintln(out, eventLine(res.Event))
+				if !res.Succeeded() {
+					return fmt.Errorf("run %s ended %s", res.RunID, stateName(res.Event.GetState()))
+				}
+				return nil
+			})
+		},
+	}
+}
+
+func runsCancelCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "cancel",
+		Usage:     "cancel a running run: the runner executing it stops it, CANCELLED follows and no retry is scheduled",
+		ArgsUsage: "RUN_ID",
+		Description: `Asks Redis whether the run holds a lease; if it does, signals the runners
+(the channel of the overlap policy REPLACE) and, with --wait (the default),
+prints the run's terminal event. A run that holds no lease (not started,
+finished, or waiting for its next attempt) is not running: the command says
+so and exits non-zero. The job id is taken from the run id (JOB@millis); name
+it with --job for a DAG node's run.`,
+		Flags: slices.Concat(kafkaFlags(), redisFlags(), []cli.Flag{
+			redisPrefixFlag(),
+			&cli.StringFlag{Name: "job", Usage: "the run's job id (default: from the run id)", Sources: envVar("job")},
+			&cli.BoolFlag{Name: "wait", Value: true, Usage: "wait for the run's terminal event", Sources: envVar("wait")},
+			timeoutFlag(time.Minute),
+		}),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			runID, err := oneID(cmd, "run id")
+			if err != nil {
+				return err
+			}
+			job := cmd.String("job")
+			if job == "" {
+				if job = operator.JobOfRun(runID); job == "" {
+					return fmt.Errorf("run id %q: not JOB@millis; name its job with --job", runID)
+				}
+			}
+			kopts, err := kafkaOptions(cmd)
+			if err != nil {
+				return err
+			}
+			rdb, err := redisClient(cmd, 4)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = rdb.Close() }()
+			prefix := cmd.String("redis-key-prefix")
+			leases, err := leasing.New(leasing.Config{Client: rdb, KeyPrefix: prefix + leasing.DefaultKeyPrefix})
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
+			defer cancel()
+			if err := checkRedis(ctx, rdb); err != nil {
+				return err
+			}
+			op := operator.New(operator.Config{Leases: leases, Redis: rdb, RunnerKeyPrefix: prefix + runner.DefaultKeyPrefix,
+				Kafka: kopts, Topics: topics.Names{Prefix: cmd.String("topic-prefix")}})
+			res, err := op.Cancel(ctx, job, runID, operator.CancelOptions{Wait: cmd.Bool("wait")})
+			if errors.Is(err, operator.ErrNotRunning) {
+				return fmt.Errorf("run %s is not running (no runner holds its lease): nothing to cancel", runID)
+			}
+			if err != nil {
+				return err
+			}
+			out := cmd.Root().Writer
+			fmt.Fprintf(out, "%s\tcancel signalled\n", runID)
+			if res.Event != nil {
+				fmt.Fprintln(out, eventLine(res.Event))
+			}
+			return nil
+		},
+	}
+}
+
+func jobsBackfillCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "backfill",
+		Usage:     "run a job's occurrences of a past time range, at most --max-concurrent at once",
+		ArgsUsage: "ID",
+		Description: `Computes the occurrences of the job's schedule (the definition in force) due
+at or after --from and before --to, prints how many runs it will create, and
+(unless --dry-run) enqueues them as triggers with the occurrences' own run ids
+(JOB@millis), so repeating the command creates no second run: occurrences
+that already ran are skipped. It waits for each run's end before enqueuing
+more than --max-concurrent, and returns when all have ended.
+
+Examples:
+  sundial jobs backfill billing.hourly --from 2026-11-01T00:00:00Z --to 2026-11-02T00:00:00Z --dry-run
+  sundial jobs backfill billing.hourly --from 2026-11-01T00:00:00Z --to 2026-11-08T00:00:00Z --policy one-per-window --window 24h --max-concurrent 4`,
+		Flags: slices.Concat(kafkaFlags(), cassandraStoreFlags(), redisFlags(), []cli.Flag{
+			redisPrefixFlag(),
+			&cli.TimestampFlag{Name: "from", Usage: "start of the range, RFC 3339, included", Config: cli.TimestampConfig{Layouts: []string{time.RFC3339Nano}}, Sources: envVar("from")},
+			&cli.TimestampFlag{Name: "to", Usage: "end of the range, RFC 3339, excluded", Config: cli.TimestampConfig{Layouts: []string{time.RFC3339Nano}}, Sources: envVar("to")},
+			&cli.StringFlag{Name: "policy", Value: "every", Usage: "every (each occurrence) or one-per-window (the latest of each --window)", Sources: envVar("policy")},
+			&cli.DurationFlag{Name: "window", Usage: "the window of --policy one-per-window", Sources: envVar("window")},
+			&cli.IntFlag{Name: "max-concurrent", Value: 10, Usage: "most runs of the backfill pending at once", Sources: envVar("max-concurrent")},
+			&cli.BoolFlag{Name: "dry-run", Usage: "print the count and the first and last occurrence, enqueue nothing", Sources: envVar("dry-run")},
+			timeoutFlag(time.Hour),
+		}),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			id, err := oneID(cmd, "job id")
+			if err != nil {
+				return err
+			}
+			opts := operator.BackfillOptions{From: cmd.Timestamp("from"), To: cmd.Timestamp("to"), Window: cmd.Duration("window"),
+				MaxConcurrent: cmd.Int("max-concurrent"), DryRun: cmd.Bool("dry-run")}
+			var bad []error
+			switch cmd.String("policy") {
+			case "every":
+			case "one-per-window":
+				opts.Policy = operator.BackfillOnePerWindow
+			default:
+				bad = append(bad, fmt.Errorf("--policy %q: want every or one-per-window", cmd.String("policy")))
+			}
+			if err := opts.Validate(); err != nil {
+				bad = append(bad, err)
+			}
+			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
+			defer cancel()
+			out := cmd.Root().Writer
+			return withStore(ctx, cmd, bad, func(st *cassandra.Store) error {
+				cfg := operator.Config{Jobs: st}
+				if !opts.DryRun {
+					kopts, err := kafkaOptions(cmd)
+					if err != nil {
+						return err
+					}
+					rdb, err := redisClient(cmd, 4)
+					if err != nil {
+						return err
+					}
+					defer func() { _ = rdb.Close() }()
+					leases, err := leasing.New(leasing.Config{Client: rdb, KeyPrefix: cmd.String("redis-key-prefix") + leasing.DefaultKeyPrefix})
+					if err != nil {
+						return err
+					}
+					enq, closeEnq, err := newEnqueuer(ctx, cmd, st, kopts)
+					if err != nil {
+						return err
+					}
+					defer closeEnq()
+					cfg.Leases, cfg.Enqueuer, cfg.Kafka, cfg.Topics = leases, enq, kopts, topics.Names{Prefix: cmd.String("topic-prefix")}
+				}
+				done := 0
+				opts.Progress = func(*sundialv1.RunEvent) {
+					if done++; done%100 == 0 {
+						fmt.Fprintf(cmd.Root().ErrWriter, "%d runs ended\n", done)
+					}
+				}
+				res, err := operator.New(cfg).Backfill(ctx, id, opts)
+				printBackfill(out, id, opts, res)
+				return err
+			})
+		},
+	}
+}
+
+func printBackfill(w io.Writer, id string, opts operator.BackfillOptions, res operator.BackfillResult) {
+	n := len(res.Occurrences)
+	fmt.Fprintf(w, "%s\t%d runs from %s to %s", id, n, opts.From.UTC().Format(time.RFC3339), opts.To.UTC().Format(time.RFC3339))
+	if n > 0 {
+		fmt.Fprintf(w, " (first %s, last %s)", res.Occurrences[0].Format(time.RFC3339Nano), res.Occurrences[n-1].Format(time.RFC3339Nano))
+	}
+	fmt.Fprintln(w)
+	if opts.DryRun {
+		fmt.Fprintln(w, "dry run: nothing enqueued")
+		return
+	}
+	fmt.Fprintf(w, "enqueued %d, already done %d", res.Enqueued, res.AlreadyDone)
+	for st, k := range res.Finished {
+		fmt.Fprintf(w, ", %s %d", stateName(st), k)
+	}
+	fmt.Fprintln(w)
+}
+
+func stateName(s sundialv1.RunState) string { return strings.TrimPrefix(s.String(), "RUN_STATE_") }
+
+// eventLine is one line for a run's terminal event.
+func eventLine(ev *sundialv1.RunEvent) string {
+	line := fmt.Sprintf("%s\t%s\tattempt %d", ev.GetRunId(), stateName(ev.GetState()), ev.GetAttempt())
+	if r := ev.GetReason(); r != "" {
+		line += "\treason " + r
+	}
+	if e := ev.GetError(); e != nil {
+		line += fmt.Sprintf("\terror %s: %s", e.GetCode(), e.GetMessage())
+	}
+	return line
+}
+
+// newEnqueuer returns an enqueuer over st producing wake-ups with kopts,
+// and the function that closes its client.
+func newEnqueuer(ctx context.Context, cmd *cli.Command, st *cassandra.Store, kopts []kgo.Opt) (*enqueue.Enqueuer, func(), error) {
+	cluster, err := st.GetClusterConfig(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cassandra: %w", err)
+	}
+	names := topics.Names{Prefix: cmd.String("topic-prefix")}
+	cl, err := kgo.NewClient(withKafka(kopts, kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kafka: %w", err)
+	}
+	enq, err := enqueue.New(enqueue.Config{Store: st, Client: cl, Topics: names, Shards: cluster.Shards})
+	if err != nil {
+		cl.Close()
+		return nil, nil, err
+	}
+	return enq, cl.Close, nil
+}
+
+// dryRunFires is how many next fire times apply --dry-run prints.
+const dryRunFires = 5
+
+// applyDryRun is `jobs apply --dry-run`: what applying the definitions at
+// path would change, computed against the stored definitions; nothing is
+// produced.
+func applyDryRun(ctx context.Context, cmd *cli.Command, path string) error {
+	ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
+	defer cancel()
+	a := &applyRun{cmd: cmd, out: cmd.Root().Writer, errOut: cmd.Root().ErrWriter, start: time.Now()}
+	specs := slices.Collect(a.specs(ctx, path))
+	return withStore(ctx, cmd, nil, func(st *cassandra.Store) error {
+		cluster, err := st.GetClusterConfig(ctx)
+		if err != nil {
+			return fmt.Errorf("cassandra: %w", err)
+		}
+		plans, err := operator.New(operator.Config{Jobs: st, Shards: cluster.Shards}).PlanApply(ctx, specs, dryRunFires)
+		if err != nil {
+			return err
+		}
+		w := cmd.Root().Writer
+		invalid := len(a.unreadable)
+		for _, u := range a.unreadable {
+			fmt.Fprintf(w, "unreadable\t%s\n", u)
+		}
+		for _, p := range plans {
+			invalid += printPlan(w, p)
+		}
+		fmt.Fprintf(w, "dry run: %d definitions, nothing produced\n", len(plans))
+		if invalid > 0 {
+			return fmt.Errorf("%d definitions would be rejected", invalid)
+		}
+		return nil
+	})
+}
+
+// printPlan prints one definition's plan and returns 1 when it is invalid.
+func printPlan(w io.Writer, p operator.DefinitionPlan) int {
+	if len(p.Errors) > 0 {
+		fmt.Fprintf(w, "%s\tREJECTED\n", p.JobID)
+		for _, e := range p.Errors {
+			fmt.Fprintf(w, "  %s: %s\n", e.Field, e.Reason)
+		}
+		return 1
+	}
+	switch {
+	case p.Created:
+		fmt.Fprintf(w, "%s\twould be CREATED\n", p.JobID)
+	case len(p.Changes) == 0:
+		fmt.Fprintf(w, "%s\tUNCHANGED\n", p.JobID)
+	default:
+		fmt.Fprintf(w, "%s\twould be UPDATED\n", p.JobID)
+	}
+	for _, c := range p.Changes {
+		switch {
+		case c.Old == "":
+			fmt.Fprintf(w, "  + %s: %s\n", c.Path, c.New)
+		case c.New == "":
+			fmt.Fprintf(w, "  - %s: %s\n", c.Path, c.Old)
+		default:
+			fmt.Fprintf(w, "  ~ %s: %s -> %s\n", c.Path, c.Old, c.New)
+		}
+	}
+	if len(p.NextFires) > 0 {
+		fires := make([]string, len(p.NextFires))
+		for i, t := range p.NextFires {
+			fires[i] = t.Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "  next fires: %s\n", strings.Join(fires, ", "))
+	} else {
+		fmt.Fprintf(w, "  next fires: none\n")
+	}
+	buckets := slices.SortedFunc(maps.Keys(p.Load), func(a, b time.Time) int { return a.Compare(b) })
+	total, busiest := 0, 0
+	for _, b := range buckets {
+		total += p.Load[b]
+		busiest = max(busiest, p.Load[b])
+	}
+	fmt.Fprintf(w, "  load in the next hour on shard %d: %+d occurrences over %d minute buckets (busiest %+d)\n", p.Shard, total, len(buckets), busiest)
+	for _, b := range buckets {
+		fmt.Fprintf(w, "    %s  %+d\n", b.Format("15:04"), p.Load[b])
+	}
+	return 0
+}

@@ -1,0 +1,199 @@
+package operator
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/sundialhq/sundial/jobspec"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/schedule"
+	"github.com/sundialhq/sundial/store"
+)
+
+// PlanHorizon is how far ahead PlanApply counts the load a definition
+// adds.
+const PlanHorizon = time.Hour
+
+// FieldChange is one field that differs between the stored definition and
+// the new one: its path (as in the JSON form, "schedule.cron.expression")
+// and both values in JSON ("" when unset).
+type FieldChange struct {
+	Path     string
+	Old, New string
+}
+
+// DefinitionPlan is what applying one definition would do.
+type DefinitionPlan struct {
+	JobID string
+	// Errors: the definition is invalid; the rest is empty.
+	Errors []jobspec.FieldError
+	// Created: no definition is in force; Changes lists every set field.
+	Created bool
+	Changes []FieldChange
+	// NextFires are the next fire times of the new definition (at most
+	// the number asked), as if it were accepted now.
+	NextFires []time.Time
+	// Shard is the job's shard; Load counts the occurrences the new
+	// definition adds in the next PlanHorizon per minute bucket, minus
+	// those of the definition in force (negative where it removes some).
+	Shard int
+	Load  map[time.Time]int
+}
+
+// PlanApply says, for each definition, what applying it would change: the
+// field diff against the stored definition, the next fire times and the
+// load it adds to its shard's minute buckets in the next hour. It reads
+// the stored definitions and produces nothing.
+func (o *Operator) PlanApply(ctx context.Context, specs []*sundialv1.JobSpec, fires int) ([]DefinitionPlan, error) {
+	if err := o.need("plan", map[string]bool{"Jobs": o.cfg.Jobs != nil, "Shards": o.cfg.Shards > 0}); err != nil {
+		return nil, err
+	}
+	now := o.cfg.Now()
+	out := make([]DefinitionPlan, 0, len(specs))
+	for _, spec := range specs {
+		p := DefinitionPlan{JobID: spec.GetId(), Shard: store.ShardOf(spec.GetId(), o.cfg.Shards), Load: map[time.Time]int{}}
+		if p.Errors = jobspec.Validate(spec); len(p.Errors) > 0 {
+			out = append(out, p)
+			continue
+		}
+		var old *sundialv1.JobSpec
+		stored, err := o.cfg.Jobs.GetJob(ctx, spec.GetId())
+		switch {
+		case errors.Is(err, store.ErrNotFound), err == nil && stored.Deleted:
+			p.Created = true
+		case err != nil:
+			return out, fmt.Errorf("read job %q: %w", spec.GetId(), err)
+		default:
+			if old, err = decodeSpec(stored.Spec); err != nil {
+				return out, fmt.Errorf("job %q: the stored definition does not decode: %w", spec.GetId(), err)
+			}
+		}
+		p.Changes = Diff(old, spec)
+		newSched := compiled(spec, now)
+		p.NextFires = nextFires(newSched, spec, now, fires)
+		for _, t := range within(newSched, now, now.Add(PlanHorizon)) {
+			p.Load[store.BucketOf(t)]++
+		}
+		if old != nil {
+			for _, t := range within(compiled(old, stored.UpdatedAt), now, now.Add(PlanHorizon)) {
+				b := store.BucketOf(t)
+				if p.Load[b]--; p.Load[b] == 0 {
+					delete(p.Load, b)
+				}
+			}
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// compiled is spec's schedule anchored at accepted, or nil when it fires
+// nothing (no schedule, paused, or a schedule that does not compile).
+func compiled(spec *sundialv1.JobSpec, accepted time.Time) *schedule.Schedule {
+	if spec.GetSchedule() == nil || spec.GetPaused() {
+		return nil
+	}
+	s, errs := jobspec.CompileSchedule(spec.GetSchedule(), accepted)
+	if len(errs) > 0 {
+		return nil
+	}
+	return s
+}
+
+func nextFires(s *schedule.Schedule, spec *sundialv1.JobSpec, now time.Time, n int) []time.Time {
+	if s == nil || n <= 0 {
+		return nil
+	}
+	t, ok := jobspec.FirstDue(s, jobspec.MisfirePolicy(spec.GetSchedule()), jobspec.CatchUpWindow(spec.GetSchedule()), now, now)
+	var out []time.Time
+	for ; ok && len(out) < n; t, ok = s.Next(t) {
+		out = append(out, store.Truncate(t))
+	}
+	return out
+}
+
+// within returns the occurrences of s in [from, to).
+func within(s *schedule.Schedule, from, to time.Time) []time.Time {
+	if s == nil {
+		return nil
+	}
+	var out []time.Time
+	for t, ok := s.Next(from.Add(-time.Nanosecond)); ok && t.Before(to); t, ok = s.Next(t) {
+		out = append(out, t)
+	}
+	return out
+}
+
+// Diff lists the fields that differ between old and new, recursing into
+// messages, with the paths in JSON names and the values as JSON. A nil old
+// lists every field set in new.
+func Diff(old, new *sundialv1.JobSpec) []FieldChange {
+	var out []FieldChange
+	var o protoreflect.Message
+	if old != nil {
+		o = old.ProtoReflect()
+	}
+	diffMessage("", o, new.ProtoReflect(), &out)
+	return out
+}
+
+func diffMessage(prefix string, a, b protoreflect.Message, out *[]FieldChange) {
+	desc := b.Descriptor()
+	fields := desc.Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		path := fd.JSONName()
+		if prefix != "" {
+			path = prefix + "." + path
+		}
+		hasA := a != nil && a.Has(fd)
+		hasB := b.Has(fd)
+		switch {
+		case !hasA && !hasB:
+			continue
+		case hasA && hasB && fd.Kind() == protoreflect.MessageKind && !fd.IsList() && !fd.IsMap():
+			diffMessage(path, a.Get(fd).Message(), b.Get(fd).Message(), out)
+			continue
+		}
+		var va, vb string
+		if hasA {
+			va = fieldJSON(a, fd)
+		}
+		if hasB {
+			vb = fieldJSON(b, fd)
+		}
+		if va != vb {
+			*out = append(*out, FieldChange{Path: path, Old: va, New: vb})
+		}
+	}
+	slices.SortStableFunc(*out, func(x, y FieldChange) int { return strings.Compare(x.Path, y.Path) })
+}
+
+// fieldJSON renders one field as compact JSON: the field alone in a copy
+// of its message, marshalled, and its value taken out.
+func fieldJSON(m protoreflect.Message, fd protoreflect.FieldDescriptor) string {
+	one := m.New()
+	one.Set(fd, m.Get(fd))
+	b, err := protojson.Marshal(one.Interface())
+	if err != nil {
+		return fmt.Sprint(m.Get(fd))
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(b, &obj); err != nil {
+		return string(b)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, obj[fd.JSONName()]); err != nil {
+		return string(obj[fd.JSONName()])
+	}
+	return buf.String()
+}
