@@ -141,6 +141,7 @@ func (n Names) Specs(shards int) ([]Spec, error) {
 		Spec{Name: n.Events(), Partitions: EventsPartitions, Configs: retained(EventsRetention)},
 		Spec{Name: n.DLQ(), Partitions: DLQPartitions, Configs: retained(DLQRetention)},
 		Spec{Name: n.Shards(), Partitions: int32(shards), Configs: retained(ShardsRetention), PerShard: true},
+		n.AuditSpec(),
 	)
 	return specs, nil
 }
