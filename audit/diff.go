@@ -29,16 +29,16 @@ type Change struct {
 }
 
 // Diff returns the fields that differ between before and after, two
-// messages of the same type (either may be nil, for a creation or a
-// deletion). Singular message fields set on both sides are compared field
+// messages of the same type (either may be nil, or a typed nil, for a
+// creation or a deletion). Singular message fields set on both sides are compared field
 // by field; a list, a map, or a message set on one side only, is one
 // Change.
 func Diff(before, after proto.Message) []Change {
 	var b, a protoreflect.Message
-	if before != nil {
+	if before != nil && before.ProtoReflect().IsValid() { // a typed nil is none
 		b = before.ProtoReflect()
 	}
-	if after != nil {
+	if after != nil && after.ProtoReflect().IsValid() {
 		a = after.ProtoReflect()
 	}
 	switch {

@@ -50,6 +50,7 @@ func TestDiff(t *testing.T) {
 		{"creation", nil, &sundialv1.JobSpec{Id: "j", Paused: true},
 			[]audit.Change{{Field: "id", After: `"j"`}, {Field: "paused", After: "true"}}},
 		{"deletion", &sundialv1.JobSpec{Id: "j"}, nil, []audit.Change{{Field: "id", Before: `"j"`}}},
+		{"typed nil", (*sundialv1.JobSpec)(nil), &sundialv1.JobSpec{Id: "j"}, []audit.Change{{Field: "id", After: `"j"`}}},
 		{"optional set to its zero", &sundialv1.JobSpec{}, &sundialv1.JobSpec{Revision: proto.Uint64(0)},
 			[]audit.Change{{Field: "revision", After: "0"}}},
 	}

@@ -49,18 +49,22 @@ type Record struct {
 	Detail string `json:"detail,omitempty"`
 }
 
-// Validate reports every missing field.
+// ErrInvalid is wrapped by the errors of a Record or Query that no retry
+// can fix.
+var ErrInvalid = errors.New("invalid")
+
+// Validate reports every missing field (errors.Is ErrInvalid).
 func (r Record) Validate() error {
 	var errs []error
 	for _, f := range []struct{ name, value string }{
 		{"id", r.ID}, {"actor", r.Actor}, {"action", r.Action}, {"subject", r.Subject},
 	} {
 		if strings.TrimSpace(f.value) == "" {
-			errs = append(errs, fmt.Errorf("audit record: %s: required", f.name))
+			errs = append(errs, fmt.Errorf("audit record: %s: required: %w", f.name, ErrInvalid))
 		}
 	}
 	if r.At.IsZero() {
-		errs = append(errs, errors.New("audit record: at: required"))
+		errs = append(errs, fmt.Errorf("audit record: at: required: %w", ErrInvalid))
 	}
 	return errors.Join(errs...)
 }

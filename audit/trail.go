@@ -38,10 +38,10 @@ type Query struct {
 func (q Query) Validate() error {
 	var errs []error
 	if (q.Subject == "") == (q.Team == "") {
-		errs = append(errs, errors.New("audit query: job and team: set exactly one"))
+		errs = append(errs, fmt.Errorf("audit query: job and team: set exactly one: %w", ErrInvalid))
 	}
 	if q.Limit < 1 {
-		errs = append(errs, fmt.Errorf("audit query: limit %d: must be positive", q.Limit))
+		errs = append(errs, fmt.Errorf("audit query: limit %d: must be positive: %w", q.Limit, ErrInvalid))
 	}
 	return errors.Join(errs...)
 }

@@ -159,6 +159,41 @@ var migrations = []migration{
 			`ALTER TABLE %[1]s.runs ADD IF NOT EXISTS log list<text>`,
 		},
 	},
+	{
+		version:     6,
+		description: "the audit trail by subject and by team",
+		statements: []string{
+			// Every row is written with a TTL (the trail's retention), so a
+			// partition holds one subject's, or one team's, retained
+			// records; changes is the JSON list of audit.Change.
+			`CREATE TABLE IF NOT EXISTS %[1]s.audit_by_subject (
+				subject text,
+				at timestamp,
+				id text,
+				actor text,
+				action text,
+				team text,
+				revision_before bigint,
+				revision_after bigint,
+				changes text,
+				detail text,
+				PRIMARY KEY ((subject), at, id))
+			WITH CLUSTERING ORDER BY (at DESC, id ASC)`,
+			`CREATE TABLE IF NOT EXISTS %[1]s.audit_by_team (
+				team text,
+				at timestamp,
+				id text,
+				subject text,
+				actor text,
+				action text,
+				revision_before bigint,
+				revision_after bigint,
+				changes text,
+				detail text,
+				PRIMARY KEY ((team), at, id))
+			WITH CLUSTERING ORDER BY (at DESC, id ASC)`,
+		},
+	},
 }
 
 // SchemaVersion is the schema version this build needs.
