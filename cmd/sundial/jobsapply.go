@@ -46,6 +46,7 @@ Examples:
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "give up when nothing was produced or answered for this long", Sources: envVar("timeout")},
 			&cli.BoolFlag{Name: "each", Value: true, Usage: "print a line for every definition; --each=false prints the rejections and the summary only", Sources: envVar("each")},
 			&cli.DurationFlag{Name: "progress-every", Value: 5 * time.Second, Usage: "interval of the progress lines when standard error is not a terminal", Sources: envVar("progress-every")},
+			teamFlag(),
 		}, kafkaFlags()...),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			path := cmd.String("file")
