@@ -199,4 +199,3 @@ func readAudit(t *testing.T, s *stack, n int) []audit.Record {
 	}
 	return out
 }
-
