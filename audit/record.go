@@ -25,7 +25,8 @@ const (
 // Record is one entry of the trail.
 type Record struct {
 	// ID identifies the change: recording the same ID again replaces the
-	// row. Required.
+	// row. Records made in the same millisecond are listed newest first by
+	// ID, so IDs should sort in the order of their changes. Required.
 	ID string `json:"id"`
 	// At is when the change was made (a definition's record timestamp).
 	// Required.

@@ -84,8 +84,13 @@ func testOwnership(t *testing.T, s *stack) {
 	changed := cronSpec("own-1", "0 4 * * *")
 	changed.OwnerTeam = "team-a"
 	changed.Description = "at four"
-	own := s.produceTo(topicA, jobRecord(t, changed, sundialv1.EncodingProtobuf))
-	own = append(own, s.produceTo(topicA, jobRecord(t, changed, sundialv1.EncodingProtobuf), &kgo.Record{Key: []byte("own-1")})...)
+	// One timestamp for the three: the trail must order them by offset.
+	at := time.Now().Truncate(time.Millisecond)
+	own := []*kgo.Record{jobRecord(t, changed, sundialv1.EncodingProtobuf), jobRecord(t, changed, sundialv1.EncodingProtobuf), {Key: []byte("own-1")}}
+	for _, r := range own {
+		r.Timestamp = at
+	}
+	s.produceTo(topicA, own...)
 	got = s.statuses.wait(t, 1, own...)
 	assert.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UPDATED, got[0].status.GetOutcome(), "%v", got[0].status)
 	assert.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UNCHANGED, got[1].status.GetOutcome(), "%v", got[1].status)

@@ -343,7 +343,9 @@ func (r *Registry) audit(ctx context.Context, rec *kgo.Record, def jobspec.Defin
 		return nil, nil
 	}
 	a := audit.Record{
-		ID:            fmt.Sprintf("kafka:%s/%d/%d", rec.Topic, rec.Partition, rec.Offset),
+		// Zero-padded, so that the ids of one job's records sort as its
+		// offsets do: they break ties between records of one millisecond.
+		ID:            fmt.Sprintf("kafka:%s/%d/%020d", rec.Topic, rec.Partition, rec.Offset),
 		At:            rec.Timestamp,
 		Actor:         "kafka:" + rec.Topic,
 		Action:        action,

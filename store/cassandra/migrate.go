@@ -165,7 +165,9 @@ var migrations = []migration{
 		statements: []string{
 			// Every row is written with a TTL (the trail's retention), so a
 			// partition holds one subject's, or one team's, retained
-			// records; changes is the JSON list of audit.Change.
+			// records; changes is the JSON list of audit.Change. Records
+			// of one millisecond are newest first by id, which sorts in
+			// the order of their changes (audit.Record.ID).
 			`CREATE TABLE IF NOT EXISTS %[1]s.audit_by_subject (
 				subject text,
 				at timestamp,
@@ -178,7 +180,7 @@ var migrations = []migration{
 				changes text,
 				detail text,
 				PRIMARY KEY ((subject), at, id))
-			WITH CLUSTERING ORDER BY (at DESC, id ASC)`,
+			WITH CLUSTERING ORDER BY (at DESC, id DESC)`,
 			`CREATE TABLE IF NOT EXISTS %[1]s.audit_by_team (
 				team text,
 				at timestamp,
@@ -191,7 +193,7 @@ var migrations = []migration{
 				changes text,
 				detail text,
 				PRIMARY KEY ((team), at, id))
-			WITH CLUSTERING ORDER BY (at DESC, id ASC)`,
+			WITH CLUSTERING ORDER BY (at DESC, id DESC)`,
 		},
 	},
 }
