@@ -102,7 +102,7 @@ func (e *Engine) checkOwner(ctx context.Context, topic, team string, def dag.Def
 		return []dag.FieldError{{Field: "owner_team", Reason: fmt.Sprintf(
 			"%q is not the team of topic %s, %q: a team's topic carries only that team's DAGs", def.Spec.GetOwnerTeam(), topic, team)}}, nil
 	}
-	owner, found, err := e.dagOwner(ctx, def.Key)
+	owner, found, err := e.ownerOf(ctx, def.Key)
 	if err != nil || !found || owner == team {
 		return nil, err
 	}
@@ -110,9 +110,9 @@ func (e *Engine) checkOwner(ctx context.Context, topic, team string, def dag.Def
 		"DAG %s belongs to another team: a team may change or delete only its own DAGs", def.Key)}}, nil
 }
 
-// dagOwner returns the owner_team of the DAG in force (found false when
+// ownerOf returns the owner_team of the DAG in force (found false when
 // there is none, or it is deleted).
-func (e *Engine) dagOwner(ctx context.Context, id string) (owner string, found bool, err error) {
+func (e *Engine) ownerOf(ctx context.Context, id string) (owner string, found bool, err error) {
 	err = e.retry(ctx, "get_dag", func() error {
 		d, err := e.cfg.Store.GetDag(ctx, id)
 		switch {
@@ -123,14 +123,20 @@ func (e *Engine) dagOwner(ctx context.Context, id string) (owner string, found b
 		case d.Deleted:
 			return nil
 		}
-		old := &sundialv1.DagSpec{}
-		if err := proto.Unmarshal(d.Spec, old); err != nil {
-			e.cfg.Logger.Warn("stored DAG definition does not decode; taking it as ownerless", "dag", id, "err", err)
-		}
-		owner, found = old.GetOwnerTeam(), true
+		owner, found = dagOwner(d.Spec), true
 		return nil
 	})
 	return owner, found, err
+}
+
+// dagOwner is the owner_team of a stored DagSpec; empty when it has none
+// or does not decode, which matches no team.
+func dagOwner(spec []byte) string {
+	old := &sundialv1.DagSpec{}
+	if proto.Unmarshal(spec, old) != nil {
+		return ""
+	}
+	return old.GetOwnerTeam()
 }
 
 // deleteSilently deletes the DAG named by a tombstone sent without the
@@ -151,11 +157,8 @@ func (e *Engine) deleteSilently(ctx context.Context, rec *kgo.Record, team strin
 		case d.Deleted:
 			return nil
 		}
-		if teamTopic {
-			old := &sundialv1.DagSpec{}
-			if proto.Unmarshal(d.Spec, old) != nil || old.GetOwnerTeam() != team {
-				return nil
-			}
+		if teamTopic && dagOwner(d.Spec) != team {
+			return nil // another team's DAG, or one whose owner is unknown
 		}
 		if _, err := e.cfg.Store.DeleteDag(ctx, id, rec.Offset, rec.Timestamp); err != nil {
 			return err
