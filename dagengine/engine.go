@@ -153,6 +153,9 @@ func (c Config) Validate() error {
 	if c.SweepInterval < time.Second {
 		errs = append(errs, fmt.Errorf("dagengine config: sweep interval %s: at least 1s", c.SweepInterval))
 	}
+	if c.TopicRefresh < time.Second {
+		errs = append(errs, fmt.Errorf("dagengine config: topic refresh %s: at least 1s", c.TopicRefresh))
+	}
 	if c.RetryMin <= 0 || c.RetryMax < c.RetryMin {
 		errs = append(errs, fmt.Errorf("dagengine config: retry backoff %s..%s: want 0 < min <= max", c.RetryMin, c.RetryMax))
 	}
