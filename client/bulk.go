@@ -94,7 +94,7 @@ func (c *Client) ApplyMany(ctx context.Context, specs iter.Seq[*sundialv1.JobSpe
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
-		reading <- b.read(c.Statuses(readCtx, since), c.cfg.Topics.Jobs())
+		reading <- b.read(c.Statuses(readCtx, since), c.jobsTopic())
 	}()
 
 	for spec := range specs {
@@ -127,7 +127,7 @@ func (c *Client) ApplyMany(ctx context.Context, specs iter.Seq[*sundialv1.JobSpe
 		b.outstanding++
 		b.mu.Unlock()
 		rec := &kgo.Record{
-			Topic:   c.cfg.Topics.Jobs(),
+			Topic:   c.jobsTopic(),
 			Key:     []byte(spec.GetId()),
 			Value:   value,
 			Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderContentType, Value: []byte(enc.String())}},

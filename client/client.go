@@ -68,6 +68,11 @@ type Config struct {
 	Limits jobspec.Limits
 	// KafkaOptions are extra client options (TLS, SASL, client id).
 	KafkaOptions []kgo.Opt
+	// Team, if set, is the team the client produces definitions and
+	// deletes for: they go to its topic, sundial.jobs.<team>, which Kafka
+	// ACLs may reserve to it, and must name it as owner_team. Empty: the
+	// shared sundial.jobs.
+	Team string
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -81,7 +86,21 @@ func (c Config) Validate() error {
 	if err := c.Limits.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("client config: %w", err))
 	}
+	if c.Team != "" {
+		if err := topics.ValidTeam(c.Team); err != nil {
+			errs = append(errs, fmt.Errorf("client config: %w", err))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// jobsTopic is the topic definitions and deletes go to: the team's, or the
+// shared one.
+func (c *Client) jobsTopic() string {
+	if c.cfg.Team != "" {
+		return c.cfg.Topics.TeamJobs(c.cfg.Team)
+	}
+	return c.cfg.Topics.Jobs()
 }
 
 // Client produces job definitions, deletes and triggers, and reads the
@@ -151,7 +170,7 @@ func (c *Client) ApplyAll(ctx context.Context, enc sundialv1.Encoding, specs ...
 			return nil, fmt.Errorf("apply job %q: %w", spec.GetId(), err)
 		}
 		recs[i] = &kgo.Record{
-			Topic:   c.cfg.Topics.Jobs(),
+			Topic:   c.jobsTopic(),
 			Key:     []byte(spec.GetId()),
 			Value:   value,
 			Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderContentType, Value: []byte(enc.String())}},
@@ -212,7 +231,7 @@ func (c *Client) Delete(ctx context.Context, id string) (Receipt, error) {
 	if r := jobspec.CheckID(id); r != "" {
 		return Receipt{}, &jobspec.ValidationError{JobID: id, Errors: []jobspec.FieldError{{Field: "id", Reason: r}}}
 	}
-	rs, err := c.produce(ctx, "delete", []*kgo.Record{{Topic: c.cfg.Topics.Jobs(), Key: []byte(id)}})
+	rs, err := c.produce(ctx, "delete", []*kgo.Record{{Topic: c.jobsTopic(), Key: []byte(id)}})
 	if err != nil {
 		return Receipt{}, err
 	}

@@ -34,9 +34,10 @@ func (e *Engine) handleDefinition(ctx context.Context, rec *kgo.Record) []*kgo.R
 			contentType = string(h.Value)
 		}
 	}
+	team, teamTopic := e.cfg.Topics.TeamOf(rec.Topic)
 	if kind != sundialv1.KindDag {
 		if rec.Value == nil && (kind == "" || kind == sundialv1.KindJob) {
-			e.deleteSilently(ctx, rec)
+			e.deleteSilently(ctx, rec, team, teamTopic)
 		}
 		return nil
 	}
@@ -49,6 +50,12 @@ func (e *Engine) handleDefinition(ctx context.Context, rec *kgo.Record) []*kgo.R
 	}
 	if def.Spec != nil && def.Spec.Revision != nil {
 		st.Revision = proto.Uint64(def.Spec.GetRevision())
+	}
+	if len(errs) == 0 && teamTopic {
+		var err error
+		if errs, err = e.checkOwner(ctx, rec.Topic, team, def); err != nil {
+			return nil // ctx ended: the record is redelivered
+		}
 	}
 	var err error
 	switch {
@@ -86,9 +93,56 @@ func (e *Engine) deleteDag(ctx context.Context, rec *kgo.Record, st *sundialv1.J
 	return nil
 }
 
+// checkOwner applies the ownership rules to a DAG record of team's topic,
+// as the registry does to jobs: the definition must name team as
+// owner_team, and the DAG in force must be team's. The answer never names
+// the team that owns a DAG. It fails only when ctx ends.
+func (e *Engine) checkOwner(ctx context.Context, topic, team string, def dag.Definition) ([]dag.FieldError, error) {
+	if !def.Tombstone && def.Spec.GetOwnerTeam() != team {
+		return []dag.FieldError{{Field: "owner_team", Reason: fmt.Sprintf(
+			"%q is not the team of topic %s, %q: a team's topic carries only that team's DAGs", def.Spec.GetOwnerTeam(), topic, team)}}, nil
+	}
+	owner, found, err := e.ownerOf(ctx, def.Key)
+	if err != nil || !found || owner == team {
+		return nil, err
+	}
+	return []dag.FieldError{{Field: "owner_team", Reason: fmt.Sprintf(
+		"DAG %s belongs to another team: a team may change or delete only its own DAGs", def.Key)}}, nil
+}
+
+// ownerOf returns the owner_team of the DAG in force (found false when
+// there is none, or it is deleted).
+func (e *Engine) ownerOf(ctx context.Context, id string) (owner string, found bool, err error) {
+	err = e.retry(ctx, "get_dag", func() error {
+		d, err := e.cfg.Store.GetDag(ctx, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return nil
+		case err != nil:
+			return err
+		case d.Deleted:
+			return nil
+		}
+		owner, found = dagOwner(d.Spec), true
+		return nil
+	})
+	return owner, found, err
+}
+
+// dagOwner is the owner_team of a stored DagSpec; empty when it has none
+// or does not decode, which matches no team.
+func dagOwner(spec []byte) string {
+	old := &sundialv1.DagSpec{}
+	if proto.Unmarshal(spec, old) != nil {
+		return ""
+	}
+	return old.GetOwnerTeam()
+}
+
 // deleteSilently deletes the DAG named by a tombstone sent without the
-// kind header, if there is one.
-func (e *Engine) deleteSilently(ctx context.Context, rec *kgo.Record) {
+// kind header, if there is one; on a team's topic, only a DAG of that
+// team.
+func (e *Engine) deleteSilently(ctx context.Context, rec *kgo.Record, team string, teamTopic bool) {
 	if len(rec.Key) == 0 {
 		return
 	}
@@ -102,6 +156,9 @@ func (e *Engine) deleteSilently(ctx context.Context, rec *kgo.Record) {
 			return err
 		case d.Deleted:
 			return nil
+		}
+		if teamTopic && dagOwner(d.Spec) != team {
+			return nil // another team's DAG, or one whose owner is unknown
 		}
 		if _, err := e.cfg.Store.DeleteDag(ctx, id, rec.Offset, rec.Timestamp); err != nil {
 			return err

@@ -22,6 +22,13 @@
 // STALE. A tombstone with the header deletes the DAG; a tombstone without it
 // is the registry's to answer, and deletes a DAG of that id too.
 //
+// Like the registry, the engine also reads the team topics
+// sundial.jobs.<team> (and reads sundial.jobs unless Config.NoSharedTopic),
+// with the registry's ownership rules: on a team's topic a DagSpec must
+// name that team as owner_team, and a DAG of another team is neither
+// changed nor deleted (REJECTED, field owner_team, naming no other team; a
+// tombstone without the header leaves it alone).
+//
 // The engine consumes sundial.events in its group (DefaultGroup) and reads
 // the RunEvents that carry a dag_run_id. It publishes its own state changes
 // on sundial.events too, as DagRunEvent records keyed by the DAG id with

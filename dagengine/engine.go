@@ -48,9 +48,16 @@ type Config struct {
 	// Group consumes sundial.events; every engine instance joins it.
 	// Default DefaultGroup.
 	Group string
-	// DefinitionsGroup consumes sundial.jobs for DAG definitions. Default
+	// DefinitionsGroup consumes sundial.jobs and the team topics
+	// sundial.jobs.<team> for DAG definitions. Default
 	// DefaultDefinitionsGroup.
 	DefinitionsGroup string
+	// NoSharedTopic stops the engine reading DAG definitions from
+	// sundial.jobs, leaving the team topics (see registry.Config).
+	NoSharedTopic bool
+	// TopicRefresh is how often the engine looks for new team topics.
+	// Default 30s.
+	TopicRefresh time.Duration
 	// SessionTimeout is the session timeout of both consumer groups: how
 	// long after an instance dies (killed, cut off) its partitions move to
 	// the other instances, or to the instance that restarts in its place.
@@ -103,6 +110,7 @@ func (c Config) withDefaults() Config {
 	c.Concurrency = cmp.Or(c.Concurrency, 32)
 	c.MaxPoll = cmp.Or(c.MaxPoll, 2000)
 	c.SweepInterval = cmp.Or(c.SweepInterval, 30*time.Second)
+	c.TopicRefresh = cmp.Or(c.TopicRefresh, 30*time.Second)
 	c.RetryMin = cmp.Or(c.RetryMin, 50*time.Millisecond)
 	c.RetryMax = cmp.Or(c.RetryMax, 5*time.Second)
 	c.Registerer = metricdeps.Registerer(c.Registerer)
@@ -144,6 +152,9 @@ func (c Config) Validate() error {
 	}
 	if c.SweepInterval < time.Second {
 		errs = append(errs, fmt.Errorf("dagengine config: sweep interval %s: at least 1s", c.SweepInterval))
+	}
+	if c.TopicRefresh < time.Second {
+		errs = append(errs, fmt.Errorf("dagengine config: topic refresh %s: at least 1s", c.TopicRefresh))
 	}
 	if c.RetryMin <= 0 || c.RetryMax < c.RetryMin {
 		errs = append(errs, fmt.Errorf("dagengine config: retry backoff %s..%s: want 0 < min <= max", c.RetryMin, c.RetryMax))
@@ -210,12 +221,13 @@ func (e *Engine) Start(ctx context.Context) error {
 }
 
 func (e *Engine) start(_ context.Context, run *lifecycle.Run) error {
-	events, err := e.client("events", e.cfg.Group, e.cfg.Topics.Events())
+	events, err := e.client("events", consume.GroupOptions(e.cfg.Group, e.cfg.Topics.Events()))
 	if err != nil {
 		return err
 	}
 	run.OnStop(events.Close)
-	defs, err := e.client("definitions", e.cfg.DefinitionsGroup, e.cfg.Topics.Jobs())
+	patterns, exclude := e.cfg.Topics.JobsTopicPatterns(!e.cfg.NoSharedTopic)
+	defs, err := e.client("definitions", consume.RegexGroupOptions(e.cfg.DefinitionsGroup, e.cfg.TopicRefresh, patterns, exclude))
 	if err != nil {
 		return err
 	}
@@ -231,20 +243,20 @@ func (e *Engine) start(_ context.Context, run *lifecycle.Run) error {
 	run.Go(e.timerLoop)
 	run.Go(e.sweepLoop)
 	e.cfg.Logger.Info("dag engine started", "events", e.cfg.Topics.Events(), "group", e.cfg.Group,
-		"definitions", e.cfg.Topics.Jobs(), "definitions_group", e.cfg.DefinitionsGroup)
+		"definitions", patterns, "definitions_group", e.cfg.DefinitionsGroup, "ownership_enforced", e.cfg.NoSharedTopic)
 	return nil
 }
 
-func (e *Engine) client(name, group, topic string) (*kgo.Client, error) {
+func (e *Engine) client(name string, group []kgo.Opt) (*kgo.Client, error) {
 	opts := append([]kgo.Opt{kgo.SeedBrokers(e.cfg.Brokers...)}, e.cfg.KafkaOptions...)
 	if e.cfg.ClientOptions != nil {
 		opts = append(opts, e.cfg.ClientOptions(name)...)
 	}
-	opts = append(opts, consume.GroupOptions(group, topic)...)
+	opts = append(opts, group...)
 	opts = append(opts, kgo.SessionTimeout(e.cfg.SessionTimeout), kgo.HeartbeatInterval(min(3*time.Second, e.cfg.SessionTimeout/3)))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("kafka client for %s: %w", topic, err)
+		return nil, fmt.Errorf("kafka client for %s: %w", name, err)
 	}
 	return cl, nil
 }

@@ -64,6 +64,7 @@ func TestOnRealStack(t *testing.T) {
 		fn   func(*stack, *simRunner)
 	}{
 		{"Definitions", testDefinitions},
+		{"TeamOwnership", testTeamOwnership},
 		{"FailureAndResume", testFailureAndResume},
 		{"StuckNode", testStuckNode},
 		{"TwoEnginesSeeTheSameEvents", testTwoEngines},

@@ -1,5 +1,5 @@
 // Package registry is Sundial's job registry: it reads job definitions from
-// sundial.jobs, checks them, stores them with their first occurrence, wakes
+// the team topics sundial.jobs.<team> and the shared sundial.jobs, checks them, stores them with their first occurrence, wakes
 // the dispatcher that owns them, and answers every record on
 // sundial.jobs.status. What a definition is (its validation, decoding,
 // schedule compilation and first due time) is package jobspec, which the Go
@@ -13,6 +13,38 @@
 // deletes the job. Records with the header sundial-kind: dag are DAG
 // definitions, left to the DAG engine: the registry neither stores nor
 // answers them.
+//
+// # Ownership
+//
+// The registry consumes every topic matching sundial.jobs.<team>
+// (topics.Names.JobsTopicPatterns, by regular expression, so a new team's
+// topic is read without a restart) and, unless Config.NoSharedTopic,
+// sundial.jobs. Kafka ACLs decide who may write a team's topic, so the team
+// of a record on it is the topic's, never what the record claims:
+//
+//   - a definition whose owner_team is not the topic's team is REJECTED,
+//     field owner_team;
+//   - a definition or tombstone for an id whose definition in force belongs
+//     to another team is REJECTED, field owner_team, without naming that
+//     team: no team overwrites or deletes another's job.
+//
+// Records on sundial.jobs carry no identity and are not checked: whoever may
+// write it may change any job. The start-up log and the gauge
+// sundial_registry_ownership_enforced say which mode is in force. A job's
+// revision is the offset of its record in its topic, so a job's records
+// must all go through one topic. Two teams creating one new id at the same
+// instant on their two topics are not serialised: the definition stored
+// last owns the job.
+//
+// # Audit
+//
+// With Config.Audit, every accepted change (CREATED, UPDATED, and DELETED
+// of a job that existed) is kept in the audit trail (package audit) before
+// the record is answered, with the actor kafka:<topic>, the revisions before
+// and after and the field-level diff; its feed record on sundial.audit is
+// produced with the answer. A record is kept after the store write: a
+// registry that dies in between leaves the change without its record (the
+// redelivered definition is UNCHANGED).
 //
 // # Validation
 //
@@ -97,8 +129,9 @@
 //
 // sundial_registry_records_total{outcome}, sundial_registry_rejections_total
 // {field} (the field path without indexes and map keys, a bounded set),
-// sundial_registry_retries_total{op}, sundial_registry_processing_seconds and
-// sundial_registry_lag_seconds, registered on the injected Registerer.
+// sundial_registry_retries_total{op}, sundial_registry_processing_seconds,
+// sundial_registry_lag_seconds and sundial_registry_ownership_enforced,
+// registered on the injected Registerer.
 //
 // # Dependencies
 //

@@ -15,6 +15,8 @@ type metrics struct {
 	retries    *prometheus.CounterVec
 	latency    prometheus.Histogram
 	lag        prometheus.Histogram
+	// ownershipEnforced is 1 when only team topics are read.
+	ownershipEnforced prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -41,8 +43,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Time from a record's timestamp to the end of its processing.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 20),
 		}),
+		ownershipEnforced: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sundial", Subsystem: "registry", Name: "ownership_enforced",
+			Help: "1 when the registry reads only the team topics sundial.jobs.<team>, whose writers Kafka ACLs decide; 0 while it also reads the shared sundial.jobs.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.records, m.rejections, m.retries, m.latency, m.lag} {
+	for _, c := range []prometheus.Collector{m.records, m.rejections, m.retries, m.latency, m.lag, m.ownershipEnforced} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registry metrics: %w", err)
 		}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/audit"
 	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/consume"
@@ -66,6 +67,12 @@ type Waker interface {
 	Enqueue(ctx context.Context, entries ...store.DueEntry) error
 }
 
+// Auditor keeps audit records (*audit.Trail). The registry produces their
+// feed records on sundial.audit itself, with its answers.
+type Auditor interface {
+	Keep(ctx context.Context, rec audit.Record) error
+}
+
 // Config configures a Registry.
 type Config struct {
 	// Brokers are the Kafka seed brokers. Required.
@@ -73,8 +80,20 @@ type Config struct {
 	// KafkaOptions are extra client options (TLS, SASL, client id). The
 	// registry sets its own group, topics and commit options after them.
 	KafkaOptions []kgo.Opt
-	// Topics names sundial.jobs and sundial.jobs.status.
+	// Topics names sundial.jobs, the team topics sundial.jobs.<team> and
+	// sundial.jobs.status.
 	Topics topics.Names
+	// NoSharedTopic stops the registry reading sundial.jobs, leaving only the
+	// team topics, whose writers Kafka ACLs decide: ownership is then
+	// enforced on every definition. Default false: sundial.jobs is read too,
+	// and whoever may write it may define, change or delete any team's job.
+	NoSharedTopic bool
+	// TopicRefresh is how often the registry looks for new team topics.
+	// Default 30s.
+	TopicRefresh time.Duration
+	// Audit records every definition change (created, updated, deleted).
+	// Default: none recorded.
+	Audit Auditor
 	// Group is the consumer group. Default DefaultGroup.
 	Group string
 	// Store holds the definitions. Required.
@@ -107,6 +126,7 @@ func (c Config) withDefaults() Config {
 	c.MaxPoll = cmp.Or(c.MaxPoll, 10000)
 	c.RetryMin = cmp.Or(c.RetryMin, 50*time.Millisecond)
 	c.RetryMax = cmp.Or(c.RetryMax, 10*time.Second)
+	c.TopicRefresh = cmp.Or(c.TopicRefresh, 30*time.Second)
 	c.Registerer = metricdeps.Registerer(c.Registerer)
 	c.Logger = deps.Logger(c.Logger)
 	c.Now = deps.Clock(c.Now)
@@ -137,6 +157,9 @@ func (c Config) Validate() error {
 	}
 	if c.RetryMin <= 0 || c.RetryMax < c.RetryMin {
 		errs = append(errs, fmt.Errorf("registry config: retry backoff %s..%s: want 0 < min <= max", c.RetryMin, c.RetryMax))
+	}
+	if c.TopicRefresh < time.Second {
+		errs = append(errs, fmt.Errorf("registry config: topic refresh %s: must be at least 1s", c.TopicRefresh))
 	}
 	return errors.Join(errs...)
 }
@@ -193,8 +216,9 @@ func (r *Registry) start(ctx context.Context, run *lifecycle.Run) error {
 	if err != nil {
 		return fmt.Errorf("read the shard count: %w", err)
 	}
+	patterns, exclude := r.cfg.Topics.JobsTopicPatterns(!r.cfg.NoSharedTopic)
 	opts := append(append([]kgo.Opt{kgo.SeedBrokers(r.cfg.Brokers...)}, r.cfg.KafkaOptions...),
-		consume.GroupOptions(r.cfg.Group, r.cfg.Topics.Jobs())...)
+		consume.RegexGroupOptions(r.cfg.Group, r.cfg.TopicRefresh, patterns, exclude)...)
 	// Wake-ups go to the partition of their shard; answers by key.
 	opts = append(opts, kgo.RecordPartitioner(enqueue.Partitioner(r.cfg.Topics, nil)))
 	client, err := kgo.NewClient(opts...)
@@ -212,7 +236,13 @@ func (r *Registry) start(ctx context.Context, run *lifecycle.Run) error {
 		Logger:      r.cfg.Logger,
 	}
 	run.Go(loop.Run)
-	r.cfg.Logger.Info("registry started", "topic", r.cfg.Topics.Jobs(), "group", r.cfg.Group, "shards", cc.Shards)
+	r.metrics.ownershipEnforced.Set(map[bool]float64{false: 0, true: 1}[r.cfg.NoSharedTopic])
+	r.cfg.Logger.Info("registry started", "topics", patterns, "shared_topic", !r.cfg.NoSharedTopic,
+		"ownership_enforced", r.cfg.NoSharedTopic, "group", r.cfg.Group, "shards", cc.Shards)
+	if !r.cfg.NoSharedTopic {
+		r.cfg.Logger.Warn("ownership is not enforced: whoever may write the shared topic may define, change or delete any team's job",
+			"shared_topic", r.cfg.Topics.Jobs())
+	}
 	return nil
 }
 
@@ -259,6 +289,22 @@ func (r *Registry) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
 		st.Revision = proto.Uint64(def.Spec.GetRevision())
 	}
 
+	// The job in force, read when ownership or the audit trail needs it.
+	var before *store.Job
+	team, teamTopic := r.cfg.Topics.TeamOf(rec.Topic)
+	if len(errs) == 0 && (teamTopic || r.cfg.Audit != nil) {
+		stored, found, err := r.getJob(ctx, def.Key)
+		if err != nil { // ctx ended: the record is redelivered later
+			return nil
+		}
+		if found && !stored.Deleted {
+			before = &stored
+		}
+	}
+	if len(errs) == 0 && teamTopic {
+		errs = r.checkOwner(rec.Topic, team, def, before)
+	}
+
 	var (
 		err  error
 		wake []store.DueEntry
@@ -281,12 +327,94 @@ func (r *Registry) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
 		return nil
 	}
 
+	var trail []*kgo.Record
+	if r.cfg.Audit != nil {
+		if trail, err = r.audit(ctx, rec, def, before, st); err != nil {
+			return nil // ctx ended: the record is redelivered later
+		}
+	}
+
 	now := r.cfg.Now()
 	st.ProcessedAt = timestamppb.New(now)
 	r.metrics.records.WithLabelValues(outcomeLabel(st.GetOutcome())).Inc()
 	r.metrics.latency.Observe(now.Sub(start).Seconds())
 	r.metrics.lag.Observe(max(0, now.Sub(rec.Timestamp).Seconds()))
-	return append(r.wakeRecords(wake), r.statusRecord(rec, def.Encoding, st))
+	return append(append(r.wakeRecords(wake), trail...), r.statusRecord(rec, def.Encoding, st))
+}
+
+// audit keeps the audit record of an accepted change (not of an unchanged
+// definition, nor of deleting a job that did not exist) and returns its feed
+// record for sundial.audit. It fails only when ctx ends.
+func (r *Registry) audit(ctx context.Context, rec *kgo.Record, def jobspec.Definition, before *store.Job, st *sundialv1.JobStatus) ([]*kgo.Record, error) {
+	var action string
+	switch st.GetOutcome() {
+	case sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_CREATED:
+		action = audit.ActionJobCreated
+	case sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UPDATED:
+		action = audit.ActionJobUpdated
+	case sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_DELETED:
+		if before == nil {
+			return nil, nil
+		}
+		action = audit.ActionJobDeleted
+	default:
+		return nil, nil
+	}
+	a := audit.Record{
+		// Zero-padded, so that the ids of one job's records sort as its
+		// offsets do: they break ties between records of one millisecond.
+		ID:            fmt.Sprintf("kafka:%s/%d/%020d", rec.Topic, rec.Partition, rec.Offset),
+		At:            rec.Timestamp,
+		Actor:         "kafka:" + rec.Topic,
+		Action:        action,
+		Subject:       def.Key,
+		RevisionAfter: rec.Offset,
+	}
+	var old *sundialv1.JobSpec
+	if before != nil {
+		a.RevisionBefore = before.Revision
+		old = r.decodeStored(*before)
+	}
+	if def.Spec == nil { // a delete: the definition after is none
+		a.Changes = audit.Diff(old, nil)
+	} else {
+		a.Changes = audit.Diff(old, def.Spec)
+	}
+	a.Team = cmp.Or(def.Spec.GetOwnerTeam(), old.GetOwnerTeam())
+	bo := r.backoff("audit")
+	bo.Permanent = func(err error) bool { return errors.Is(err, audit.ErrInvalid) || errors.Is(err, store.ErrInvalid) }
+	err := backoff.Retry(ctx, bo, func() error { return r.cfg.Audit.Keep(ctx, a) })
+	switch {
+	case errors.Is(err, backoff.ErrPermanent): // a bug: answer the record all the same
+		r.cfg.Logger.Error("audit record refused", "id", a.ID, "err", err)
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	kr, err := audit.KafkaRecord(r.cfg.Topics.Audit(), a)
+	if err != nil { // a Record always encodes; the store has it regardless
+		r.cfg.Logger.Error("audit record not published", "id", a.ID, "err", err)
+		return nil, nil
+	}
+	return []*kgo.Record{kr}, nil
+}
+
+// checkOwner applies the ownership rules to a record of team's topic: its
+// definition must name team as owner_team, and the job in force (before)
+// must be team's. The answer never names the team that owns a job.
+func (r *Registry) checkOwner(topic, team string, def jobspec.Definition, before *store.Job) []jobspec.FieldError {
+	if !def.Tombstone && def.Spec.GetOwnerTeam() != team {
+		return []jobspec.FieldError{{Field: "owner_team", Reason: fmt.Sprintf(
+			"%q is not the team of topic %s, %q: a team's topic carries only that team's jobs", def.Spec.GetOwnerTeam(), topic, team)}}
+	}
+	if before == nil {
+		return nil
+	}
+	if old := r.decodeStored(*before); old != nil && old.GetOwnerTeam() != team {
+		return []jobspec.FieldError{{Field: "owner_team", Reason: fmt.Sprintf(
+			"job %s belongs to another team: a team may change or delete only its own jobs", def.Key)}}
+	}
+	return nil
 }
 
 // wakeRecords returns the wake-ups of the entries the record stored, to be

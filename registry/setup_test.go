@@ -43,6 +43,7 @@ func TestOnRealStack(t *testing.T) {
 		name string
 		fn   func(t *testing.T, s *stack)
 	}{
+		{"Ownership", testOwnership},
 		{"MalformedInterleaved", testMalformedInterleaved},
 		{"DefinitionLifecycle", testDefinitionLifecycle},
 		{"TransientErrorsAreRetried", testTransientErrorsAreRetried},
@@ -65,6 +66,8 @@ type backend struct {
 	brokers []string
 	prefix  string
 	store   *cassandra.Store
+	// cassandra is the keyspace, for reads the store does not offer.
+	cassandra testenv.Cassandra
 }
 
 func newBackend(t *testing.T) *backend {
@@ -81,7 +84,7 @@ func newBackend(t *testing.T) *backend {
 	t.Cleanup(func() { _ = st.Close() })
 	_, err = st.InitCluster(ctx, shards)
 	require.NoError(t, err)
-	return &backend{brokers: k.Brokers, prefix: k.TopicPrefix, store: st}
+	return &backend{brokers: k.Brokers, prefix: k.TopicPrefix, store: st, cassandra: c}
 }
 
 // stack is one test's own installation: topics with its prefix (inside the
@@ -97,6 +100,7 @@ type stack struct {
 	producer *kgo.Client
 	// statuses reads sundial.jobs.status from the start.
 	statuses *statusReader
+	backend  *backend
 }
 
 func (b *backend) stack(t *testing.T, name string) *stack {
@@ -124,7 +128,7 @@ func (b *backend) stack(t *testing.T, name string) *stack {
 	waker, err := enqueue.New(enqueue.Config{Store: b.store, Client: producer, Topics: names, Shards: shards})
 	require.NoError(t, err)
 
-	s := &stack{t: t, brokers: b.brokers, names: names, store: b.store, waker: waker, producer: producer}
+	s := &stack{t: t, brokers: b.brokers, names: names, store: b.store, waker: waker, producer: producer, backend: b}
 	s.statuses = newStatusReader(t, b.brokers, names.JobsStatus())
 	return s
 }
@@ -181,11 +185,12 @@ func jobRecord(t testing.TB, spec *sundialv1.JobSpec, enc sundialv1.Encoding) *k
 
 // source identifies the record a status answers.
 type source struct {
+	topic     string
 	partition int32
 	offset    int64
 }
 
-func sourceOf(r *kgo.Record) source { return source{r.Partition, r.Offset} }
+func sourceOf(r *kgo.Record) source { return source{r.Topic, r.Partition, r.Offset} }
 
 // answer is a status with the record that carried it.
 type answer struct {
@@ -231,7 +236,7 @@ func newStatusReader(t *testing.T, brokers []string, topic string) *statusReader
 					r.err = fmt.Errorf("status at offset %d does not decode: %w", rec.Offset, err)
 					return
 				}
-				src := source{st.GetSource().GetPartition(), st.GetSource().GetOffset()}
+				src := source{st.GetSource().GetTopic(), st.GetSource().GetPartition(), st.GetSource().GetOffset()}
 				r.answers[src] = append(r.answers[src], answer{status: st, key: rec.Key, contentType: ct})
 			})
 			r.cond.Broadcast()

@@ -63,6 +63,7 @@ Example, against the local stack:
 			&cli.DurationFlag{Name: "sweep-interval", Value: 30 * time.Second, Usage: "how often every unfinished DAG run is visited and definitions re-read", Sources: envVar("sweep-interval")},
 			&cli.DurationFlag{Name: "session-timeout", Value: dagengine.DefaultSessionTimeout, Usage: "consumer group session timeout: how soon a dead engine's partitions move to another engine or to its restart", Sources: envVar("session-timeout")},
 			&cli.DurationFlag{Name: "redrive-after", Value: 10 * time.Second, Usage: "how long work another engine saved is left to it before this one redoes it", Sources: envVar("redrive-after")},
+			&cli.BoolFlag{Name: "jobs-shared-topic", Value: true, Usage: "also read DAG definitions from the shared sundial.jobs; false reads the team topics sundial.jobs.<team> only", Sources: envVar("jobs-shared-topic")},
 		),
 		Action: runDagEngine,
 	}
@@ -90,8 +91,8 @@ func runDagEngine(ctx context.Context, cmd *cli.Command) error {
 	e, err := dagengine.New(dagengine.Config{
 		Brokers: cmd.StringSlice("kafka-brokers"), Topics: b.names,
 		Group: cmd.String("group-id"), DefinitionsGroup: cmd.String("definitions-group-id"),
-		SessionTimeout: cmd.Duration("session-timeout"),
-		KafkaOptions:   kopts,
+		SessionTimeout: cmd.Duration("session-timeout"), NoSharedTopic: !cmd.Bool("jobs-shared-topic"),
+		KafkaOptions: kopts,
 		ClientOptions: func(name string) []kgo.Opt {
 			return []kgo.Opt{telemetry.KafkaMetrics(p.reg, "dagengine-"+name)}
 		},
@@ -434,6 +435,9 @@ func produceDag(ctx context.Context, cmd *cli.Command, rec *kgo.Record) error {
 // produceDagWith is produceDag's work, over its clients.
 func produceDagWith(ctx context.Context, cmd *cli.Command, c *client.Client, cl *kgo.Client, names topics.Names, rec *kgo.Record) error {
 	rec.Topic = names.Jobs()
+	if team := cmd.String("team"); team != "" { // validated by newClient
+		rec.Topic = names.TeamJobs(team)
+	}
 	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		return fmt.Errorf("produce DAG %q to %s: %w", rec.Key, rec.Topic, err)
 	}

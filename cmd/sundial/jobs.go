@@ -41,7 +41,14 @@ func waitFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.BoolFlag{Name: "wait", Value: true, Usage: "wait for the registry's answer on sundial.jobs.status and print it", Sources: envVar("wait")},
 		&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "give up waiting after this long", Sources: envVar("timeout")},
+		teamFlag(),
 	}
+}
+
+// teamFlag names the team whose topic, sundial.jobs.<team>, definitions
+// and deletes go to.
+func teamFlag() cli.Flag {
+	return &cli.StringFlag{Name: "team", Usage: "produce to the team's topic sundial.jobs.<team> (definitions must name it as owner_team); default: the shared sundial.jobs", Sources: envVar("team")}
 }
 
 // newClient returns a producer client of Sundial's topics and the Kafka
@@ -51,7 +58,8 @@ func newClient(cmd *cli.Command) (*client.Client, []kgo.Opt, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := client.New(client.Config{Brokers: cmd.StringSlice("kafka-brokers"), KafkaOptions: opts, Topics: topics.Names{Prefix: cmd.String("topic-prefix")}})
+	c, err := client.New(client.Config{Brokers: cmd.StringSlice("kafka-brokers"), KafkaOptions: opts, Topics: topics.Names{Prefix: cmd.String("topic-prefix")},
+		Team: cmd.String("team")})
 	return c, opts, err
 }
 

@@ -48,6 +48,7 @@ Examples:
 			&cli.BoolFlag{Name: "each", Value: true, Usage: "print a line for every definition; --each=false prints the rejections and the summary only", Sources: envVar("each")},
 			&cli.DurationFlag{Name: "progress-every", Value: 5 * time.Second, Usage: "interval of the progress lines when standard error is not a terminal", Sources: envVar("progress-every")},
 			&cli.BoolFlag{Name: "dry-run", Usage: "produce nothing: print for each definition the field diff against the stored one, its next fire times and the load it adds to its shard in the next hour (reads Cassandra)", Sources: envVar("dry-run")},
+			teamFlag(),
 		}, slices.Concat(kafkaFlags(), cassandraStoreFlags())...),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			path := cmd.String("file")

@@ -88,6 +88,7 @@ func newAppWithConfig(stdout, stderr io.Writer, file *configFile) *cli.Command {
 			tokensCommand(),
 			apiCommand(),
 			executorsCommand(),
+			auditCommand(),
 		},
 	}
 }

@@ -27,6 +27,7 @@ Example, against the local stack:
 		Flags: append(append(kafkaFlags(), cassandraStoreFlags()...),
 			&cli.IntFlag{Name: "replication-factor", Value: cassandra.DefaultReplicationFactor, Usage: "replication factor of the keyspace when it is created", Sources: envVar("replication-factor")},
 			&cli.IntFlag{Name: "topic-replication-factor", Value: -1, Usage: "replication factor of created topics; -1 for the brokers' default", Sources: envVar("topic-replication-factor")},
+			&cli.StringSliceFlag{Name: "teams", Usage: "also create these teams' job topics, sundial.jobs.<team> (comma-separated)", Sources: envVar("teams")},
 			&cli.IntFlag{Name: "shards", Value: 128, Usage: "number of shards S, fixed for the life of the cluster", Sources: envVar("shards")},
 			&cli.DurationFlag{Name: "timeout", Value: 2 * time.Minute, Usage: "give up after this long (an unreachable backend fails sooner)", Sources: envVar("timeout")},
 		),
@@ -46,6 +47,14 @@ Example, against the local stack:
 			}
 			if cmd.Duration("timeout") <= 0 {
 				bad = append(bad, fmt.Errorf("--timeout %s: must be positive", cmd.Duration("timeout")))
+			}
+			var teamSpecs []topics.Spec
+			for _, team := range cmd.StringSlice("teams") {
+				if err := topics.ValidTeam(team); err != nil {
+					bad = append(bad, fmt.Errorf("--teams: %w", err))
+					continue
+				}
+				teamSpecs = append(teamSpecs, topics.Names{Prefix: cmd.String("topic-prefix")}.TeamJobsSpec(team))
 			}
 			cfg, err := cassandraConfig(cmd)
 			cfg.ReplicationFactor = cmd.Int("replication-factor")
@@ -88,6 +97,11 @@ Example, against the local stack:
 			}
 			names := topics.Names{Prefix: cmd.String("topic-prefix")}
 			created, err := topics.Setup(ctx, cmd.StringSlice("kafka-brokers"), names, res.Cluster.Shards, int16(trf), kopts...)
+			if err == nil && len(cmd.StringSlice("teams")) > 0 {
+				var teams []topics.Result
+				teams, err = topics.EnsureAt(ctx, cmd.StringSlice("kafka-brokers"), teamSpecs, int16(trf), kopts...)
+				created = append(created, teams...)
+			}
 			for _, r := range created {
 				state := "exists"
 				if r.Created {

@@ -29,7 +29,7 @@ func TestMigrate(t *testing.T) {
 	args := []string{"migrate",
 		"--cassandra-hosts", strings.Join(cass.Hosts, ","), "--keyspace", cass.Keyspace,
 		"--kafka-brokers", strings.Join(kafka.Brokers, ","), "--topic-prefix", kafka.TopicPrefix,
-		"--topic-replication-factor", "1", "--shards", "8", "--timeout", "2m",
+		"--topic-replication-factor", "1", "--teams", "team-a", "--shards", "8", "--timeout", "2m",
 	}
 	code, out, errOut := runCLI(t, args...)
 	require.Equal(t, 0, code, "stderr: %s", errOut)
@@ -37,12 +37,14 @@ func TestMigrate(t *testing.T) {
 	assert.Contains(t, out, "cluster: 8 shards")
 	assert.Regexp(t, `topic \S+sundial\.shards\s+8 partitions  created`, out)
 	assert.Regexp(t, `topic \S+sundial\.executors\s+4 partitions  created`, out)
-	assert.Equal(t, 10, strings.Count(out, "created\n"), out)
+	assert.Regexp(t, `topic \S+sundial\.jobs\.team-a\s+16 partitions  created`, out)
+	assert.Regexp(t, `topic \S+sundial\.audit\s+4 partitions  created`, out)
+	assert.Equal(t, 12, strings.Count(out, "created\n"), out)
 
 	code, out, errOut = runCLI(t, args...)
 	require.Equal(t, 0, code, "re-running is safe; stderr: %s", errOut)
 	assert.Contains(t, out, "(up to date)")
-	assert.Equal(t, 10, strings.Count(out, "exists\n"), out)
+	assert.Equal(t, 12, strings.Count(out, "exists\n"), out)
 	assert.NotContains(t, out, "created")
 
 	args[len(args)-3] = "16" // --shards

@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/sundialhq/sundial/audit"
 	"github.com/sundialhq/sundial/dagengine"
 	"github.com/sundialhq/sundial/internal/telemetry"
 	"github.com/sundialhq/sundial/internal/topics"
@@ -35,6 +36,8 @@ Example, against the local stack:
 			&cli.StringFlag{Name: "trigger-group-id", Value: trigger.DefaultGroup, Usage: "consumer group on sundial.triggers", Sources: envVar("trigger-group-id")},
 			&cli.IntFlag{Name: "concurrency", Value: registry.DefaultConcurrency, Usage: "definitions processed at once (records of one job stay in order)", Sources: envVar("concurrency")},
 			&cli.IntFlag{Name: "max-payload-bytes", Value: jobspec.DefaultMaxPayloadBytes, Usage: "largest payload a definition or trigger may carry", Sources: envVar("max-payload-bytes")},
+			&cli.BoolFlag{Name: "jobs-shared-topic", Value: true, Usage: "also read definitions from the shared sundial.jobs, which lets whoever may write it change any team's job; false enforces ownership (team topics sundial.jobs.<team> only)", Sources: envVar("jobs-shared-topic")},
+			&cli.DurationFlag{Name: "audit-retention", Value: audit.DefaultRetention, Usage: "how long the audit trail keeps a definition change", Sources: envVar("audit-retention")},
 		),
 		Action: runRegistry,
 	}
@@ -70,8 +73,13 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 	defer b.close()
+	trail, err := audit.New(audit.Config{Store: b.store, Producer: b.kafka, Topic: names.Audit(), Retention: cmd.Duration("audit-retention")})
+	if err != nil {
+		return err
+	}
 	reg, err := registry.New(registry.Config{
 		Brokers: brokers, Topics: names, Group: cmd.String("group-id"), Store: b.store, Waker: b.enq, Limits: limits,
+		NoSharedTopic: !cmd.Bool("jobs-shared-topic"), Audit: trail,
 		Concurrency:  cmd.Int("concurrency"),
 		KafkaOptions: withKafka(kopts, telemetry.KafkaMetrics(p.reg, "registry")),
 		Registerer:   p.reg, Logger: p.logger,

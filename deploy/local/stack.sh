@@ -439,10 +439,12 @@ render_config() {
 #   kafka-admin      Kafka super user (the broker's own inter-broker login)
 #   kafka-sundial    Kafka user allowed on sundial.* topics and sundial* groups
 #   kafka-other      Kafka user with no ACL at all
+#   kafka-team-a, kafka-team-b  Kafka users of two teams, each allowed to
+#                    write its own topic sundial.jobs.<team> only
 #   cassandra-admin  the password that replaces Cassandra's default superuser's
 #   cassandra-sundial  Cassandra login role with every permission on every keyspace
 #   redis-sundial    Redis ACL user; the default user is off
-SECRETS=(kafka-admin kafka-sundial kafka-other cassandra-admin cassandra-sundial redis-sundial)
+SECRETS=(kafka-admin kafka-sundial kafka-other kafka-team-a kafka-team-b cassandra-admin cassandra-sundial redis-sundial)
 
 secret() { cat "$SECRETS_DIR/$1.password"; }
 
@@ -481,7 +483,8 @@ check_flags() {
 provision_flags() {
   [[ $SECURE == true ]] || return 0
   case $1 in
-    kafka) printf '%s\n' -kafka-grant-user sundial -kafka-grant-prefix sundial ;;
+    kafka) printf '%s\n' -kafka-grant-user sundial -kafka-grant-prefix sundial \
+      -kafka-teams team-a,team-b -kafka-team-password-dir "$SECRETS_DIR" ;;
     cassandra)
       printf '%s\n' -cassandra-role sundial -cassandra-role-password-file "$SECRETS_DIR/cassandra-sundial.password" \
         -cassandra-new-password-file "$SECRETS_DIR/cassandra-admin.password"

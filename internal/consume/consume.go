@@ -57,6 +57,15 @@ func GroupOptions(group string, topics ...string) []kgo.Opt {
 	}
 }
 
+// RegexGroupOptions is GroupOptions for the topics matching any of patterns
+// (Go regular expressions) and none of exclude. Topics that appear later are
+// picked up at the next metadata refresh, every refresh, and consumed from
+// their start like the others.
+func RegexGroupOptions(group string, refresh time.Duration, patterns, exclude []string) []kgo.Opt {
+	opts := GroupOptions(group, patterns...)
+	return append(opts, kgo.ConsumeRegex(), kgo.ConsumeExcludeTopics(exclude...), kgo.MetadataMaxAge(refresh))
+}
+
 // Loop is one consumer's processing loop.
 type Loop struct {
 	// Client consumes (with GroupOptions) and produces the answers.

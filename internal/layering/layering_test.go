@@ -18,6 +18,7 @@ var libraries = []string{
 	module + "/client",
 	module + "/schedule",
 	module + "/jobspec",
+	module + "/audit",
 }
 
 // forbidden are import path prefixes no library may depend on.

@@ -16,6 +16,13 @@
 //     about an entry that falls due inside the window it has already loaded
 //     or in the past. The schedule store stays the truth; a wake-up is only
 //     needed until its entry has fired, hence the short retention.
+//   - A team's job topic, sundial.jobs.<team>, is laid out as sundial.jobs
+//     (same partitions, compacted); its name is the team's identity, which
+//     Kafka ACLs protect, so team names are restricted (ValidTeam) and
+//     "status" is reserved. Consumers of definitions read the team topics
+//     by regular expression (JobsTopicPatterns).
+//   - sundial.audit carries the audit trail's feed (package audit), written
+//     by Sundial's own processes only.
 //   - sundial.jobs and sundial.jobs.status are compacted: the latest record of
 //     each job id is kept forever (a tombstone deletes), so a registry can
 //     rebuild from the topic. sundial.executors is compacted too: the newest

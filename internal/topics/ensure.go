@@ -172,6 +172,14 @@ func Setup(ctx context.Context, brokers []string, names Names, shards int, repli
 	if err != nil {
 		return nil, err
 	}
+	return EnsureAt(ctx, brokers, specs, replication, opts...)
+}
+
+// EnsureAt connects to brokers and ensures the topics of specs (Ensure).
+func EnsureAt(ctx context.Context, brokers []string, specs []Spec, replication int16, opts ...kgo.Opt) ([]Result, error) {
+	if len(brokers) == 0 {
+		return nil, errors.New("kafka brokers: at least one seed broker is required")
+	}
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client for %v: %w", brokers, err)

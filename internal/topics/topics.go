@@ -150,6 +150,7 @@ func (n Names) Specs(shards int) ([]Spec, error) {
 		Spec{Name: n.DLQ(), Partitions: DLQPartitions, Configs: retained(DLQRetention)},
 		Spec{Name: n.Shards(), Partitions: int32(shards), Configs: retained(ShardsRetention), PerShard: true},
 		Spec{Name: n.Executors(), Partitions: ExecutorsPartitions, Configs: compact},
+		n.AuditSpec(),
 	)
 	return specs, nil
 }

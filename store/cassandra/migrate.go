@@ -203,6 +203,43 @@ var migrations = []migration{
 			WITH CLUSTERING ORDER BY (due ASC, kind ASC, run_id ASC)`,
 		},
 	},
+	{
+		version:     7,
+		description: "the audit trail by subject and by team",
+		statements: []string{
+			// Every row is written with a TTL (the trail's retention), so a
+			// partition holds one subject's, or one team's, retained
+			// records; changes is the JSON list of audit.Change. Records
+			// of one millisecond are newest first by id, which sorts in
+			// the order of their changes (audit.Record.ID).
+			`CREATE TABLE IF NOT EXISTS %[1]s.audit_by_subject (
+				subject text,
+				at timestamp,
+				id text,
+				actor text,
+				action text,
+				team text,
+				revision_before bigint,
+				revision_after bigint,
+				changes text,
+				detail text,
+				PRIMARY KEY ((subject), at, id))
+			WITH CLUSTERING ORDER BY (at DESC, id DESC)`,
+			`CREATE TABLE IF NOT EXISTS %[1]s.audit_by_team (
+				team text,
+				at timestamp,
+				id text,
+				subject text,
+				actor text,
+				action text,
+				revision_before bigint,
+				revision_after bigint,
+				changes text,
+				detail text,
+				PRIMARY KEY ((team), at, id))
+			WITH CLUSTERING ORDER BY (at DESC, id DESC)`,
+		},
+	},
 }
 
 // SchemaVersion is the schema version this build needs.

@@ -45,6 +45,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -80,6 +81,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		sec        security
 		grantUser  = fs.String("kafka-grant-user", "", "once Kafka is ready, allow this user everything on the topics, groups and transactional ids of -kafka-grant-prefix (the probe's user must be a super user)")
 		grantPfx   = fs.String("kafka-grant-prefix", "sundial", "names the -kafka-grant-user may use: topics PREFIX.*, groups and transactional ids PREFIX*")
+		teams      = fs.String("kafka-teams", "", "once Kafka is ready, create these SCRAM users (comma-separated), each allowed to write its team topic sundial.jobs.<team> and read sundial.jobs.status, nothing else")
+		teamsDir   = fs.String("kafka-team-password-dir", "", "folder holding kafka-<team>.password for each of -kafka-teams")
 		role       = fs.String("cassandra-role", "", "once Cassandra is ready, create this login role (no superuser) with every permission on every keyspace")
 		roleFile   = fs.String("cassandra-role-password-file", "", "file holding the password of -cassandra-role")
 		newPwdFile = fs.String("cassandra-new-password-file", "", "once Cassandra is ready, change the password of -cassandra-user to this file's and record it in -cassandra-password-file")
@@ -129,6 +132,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	problems = append(problems, sec.validate()...)
 	if *grantUser != "" && (*kafkaAddr == "" || sec.kafkaUser == "") {
 		problems = append(problems, errors.New("-kafka-grant-user: needs -kafka and a super user in -kafka-user"))
+	}
+	if *teams != "" && (*kafkaAddr == "" || sec.kafkaUser == "" || *teamsDir == "") {
+		problems = append(problems, errors.New("-kafka-teams: needs -kafka, -kafka-team-password-dir and a super user in -kafka-user"))
 	}
 	if *role != "" && (*roleFile == "" || *cassAddr == "" || sec.cassandraUser == "") {
 		problems = append(problems, errors.New("-cassandra-role: needs -cassandra-role-password-file, -cassandra and a superuser in -cassandra-user"))
@@ -191,6 +197,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *grantUser != "" {
 		steps = append(steps, step{"kafka", func(ctx context.Context) (string, error) {
 			return kafkaGrant(ctx, *kafkaAddr, sec, *grantUser, *grantPfx)
+		}})
+	}
+	if *teams != "" {
+		steps = append(steps, step{"kafka", func(ctx context.Context) (string, error) {
+			return kafkaTeams(ctx, *kafkaAddr, sec, strings.Split(*teams, ","), *teamsDir)
 		}})
 	}
 	if *role != "" || *newPwdFile != "" {

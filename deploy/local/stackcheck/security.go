@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/gocql/gocql"
@@ -159,6 +160,57 @@ func kafkaGrant(ctx context.Context, addr string, sec security, user, prefix str
 		}
 	}
 	return fmt.Sprintf("%s may use topics %s.*, groups and transactional ids %s*", principal, prefix, prefix), nil
+}
+
+// kafkaTeams creates a SCRAM-SHA-512 user per team, with the password in
+// dir/kafka-<team>.password, allowed to write (and describe) its own team
+// topic sundial.jobs.<team> and to read sundial.jobs.status, where the
+// registry answers: the users of an installation where Kafka, not the
+// producer, decides which team a definition comes from. Nothing else is
+// allowed them; in particular sundial.audit is written by the service
+// principal alone. Idempotent: the password is set again and existing ACLs
+// are kept.
+func kafkaTeams(ctx context.Context, addr string, sec security, teams []string, dir string) (string, error) {
+	opts, err := sec.kafkaOpts()
+	if err != nil {
+		return "", err
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(addr))...)
+	if err != nil {
+		return "", fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for _, team := range teams {
+		pass, err := readSecret(filepath.Join(dir, "kafka-"+team+".password"))
+		if err != nil {
+			return "", fmt.Errorf("team %s: %w", team, err)
+		}
+		res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: team, Mechanism: kadm.ScramSha512, Iterations: 8192, Password: pass}})
+		if err == nil {
+			err = res.Error()
+		}
+		if err != nil {
+			return "", fmt.Errorf("create SCRAM user %s: %w", team, err)
+		}
+		principal := "User:" + team
+		own := kadm.NewACLs().Allow(principal).AllowHosts().Topics("sundial.jobs."+team).
+			ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpWrite, kadm.OpDescribe)
+		answers := kadm.NewACLs().Allow(principal).AllowHosts().Topics("sundial.jobs.status").
+			ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpRead, kadm.OpDescribe)
+		for _, b := range []*kadm.ACLBuilder{own, answers} {
+			res, err := adm.CreateACLs(ctx, b)
+			if err != nil {
+				return "", fmt.Errorf("create ACLs for %s: %w", principal, err)
+			}
+			for _, r := range res {
+				if r.Err != nil {
+					return "", fmt.Errorf("create ACL %s %s %s for %s: %w", r.Operation, r.Type, r.Name, principal, r.Err)
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("team users %s may write their topics sundial.jobs.<team> only", strings.Join(teams, ", ")), nil
 }
 
 // cassandraRole creates (or updates the password of) a login role that may
