@@ -11,8 +11,8 @@ import (
 	"github.com/sundialhq/sundial/quota"
 )
 
-// Run runs the suite. newStore returns an empty store; teams are prefixed
-// by the test's name so that stores may be shared.
+// Run runs the suite. newStore returns a store; team names and job ids
+// start with the test's name, so one store may serve every test.
 func Run(t *testing.T, newStore func(t *testing.T) quota.Store) {
 	tests := []struct {
 		name string
@@ -66,30 +66,30 @@ func testCountIsASet(t *testing.T, ctx context.Context, s quota.Store, team stri
 	}
 	require.Equal(t, 0, count())
 	for range 2 { // a redelivered record tracks again
-		require.NoError(t, s.TrackTeamJob(ctx, team, "job-1", 10))
-		require.NoError(t, s.TrackTeamJob(ctx, team, "job-2", 11))
+		require.NoError(t, s.TrackTeamJob(ctx, team, team+"/job-1", 10))
+		require.NoError(t, s.TrackTeamJob(ctx, team, team+"/job-2", 11))
 	}
 	require.Equal(t, 2, count())
-	require.NoError(t, s.TrackTeamJob(ctx, team, "job-1", 12)) // an update
+	require.NoError(t, s.TrackTeamJob(ctx, team, team+"/job-1", 12)) // an update
 	require.Equal(t, 2, count())
 	for range 2 {
-		require.NoError(t, s.UntrackTeamJob(ctx, "job-2", 13))
+		require.NoError(t, s.UntrackTeamJob(ctx, team+"/job-2", 13))
 	}
 	require.Equal(t, 1, count())
-	require.NoError(t, s.UntrackTeamJob(ctx, "never-tracked", 14))
+	require.NoError(t, s.UntrackTeamJob(ctx, team+"/never-tracked", 14))
 	require.Equal(t, 1, count())
 }
 
 func testReplayOfOlderRevision(t *testing.T, ctx context.Context, s quota.Store, team string) {
-	require.NoError(t, s.TrackTeamJob(ctx, team, "job-1", 10))
-	require.NoError(t, s.UntrackTeamJob(ctx, "job-1", 20))
-	require.NoError(t, s.TrackTeamJob(ctx, team, "job-1", 10)) // replay of the create
+	require.NoError(t, s.TrackTeamJob(ctx, team, team+"/job-1", 10))
+	require.NoError(t, s.UntrackTeamJob(ctx, team+"/job-1", 20))
+	require.NoError(t, s.TrackTeamJob(ctx, team, team+"/job-1", 10)) // replay of the create
 	n, err := s.CountTeamJobs(ctx, team)
 	require.NoError(t, err)
 	require.Equal(t, 0, n, "a replayed create brought a deleted job back")
 
-	require.NoError(t, s.TrackTeamJob(ctx, team, "job-1", 30)) // created again
-	require.NoError(t, s.UntrackTeamJob(ctx, "job-1", 20))     // replay of the delete
+	require.NoError(t, s.TrackTeamJob(ctx, team, team+"/job-1", 30)) // created again
+	require.NoError(t, s.UntrackTeamJob(ctx, team+"/job-1", 20))     // replay of the delete
 	n, err = s.CountTeamJobs(ctx, team)
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "a replayed delete removed a newer job")
@@ -97,9 +97,9 @@ func testReplayOfOlderRevision(t *testing.T, ctx context.Context, s quota.Store,
 
 func testMoveBetweenTeams(t *testing.T, ctx context.Context, s quota.Store, team string) {
 	a, b := team+"-a", team+"-b"
-	require.NoError(t, s.TrackTeamJob(ctx, a, "job-1", 10))
-	require.NoError(t, s.TrackTeamJob(ctx, b, "job-1", 11))
-	require.NoError(t, s.TrackTeamJob(ctx, a, "job-1", 10)) // replay
+	require.NoError(t, s.TrackTeamJob(ctx, a, team+"/job-1", 10))
+	require.NoError(t, s.TrackTeamJob(ctx, b, team+"/job-1", 11))
+	require.NoError(t, s.TrackTeamJob(ctx, a, team+"/job-1", 10)) // replay
 	na, err := s.CountTeamJobs(ctx, a)
 	require.NoError(t, err)
 	nb, err := s.CountTeamJobs(ctx, b)
