@@ -13,8 +13,10 @@ type metrics struct {
 	records    *prometheus.CounterVec
 	rejections *prometheus.CounterVec
 	retries    *prometheus.CounterVec
-	latency    prometheus.Histogram
-	lag        prometheus.Histogram
+	// quotaRejections counts definitions refused by a team quota.
+	quotaRejections *prometheus.CounterVec
+	latency         prometheus.Histogram
+	lag             prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -31,6 +33,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "sundial", Subsystem: "registry", Name: "retries_total",
 			Help: "Transient store or Kafka errors retried, by operation.",
 		}, []string{"op"}),
+		quotaRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sundial", Subsystem: "registry", Name: "quota_rejections_total",
+			Help: "Definitions rejected because they would create a job beyond the team's quota, by quota (max_jobs).",
+		}, []string{"quota"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "sundial", Subsystem: "registry", Name: "processing_seconds",
 			Help:    "Time to decode, validate and apply one record (store writes and wake-up included).",
@@ -42,7 +48,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 20),
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.records, m.rejections, m.retries, m.latency, m.lag} {
+	for _, c := range []prometheus.Collector{m.records, m.rejections, m.retries, m.quotaRejections, m.latency, m.lag} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registry metrics: %w", err)
 		}

@@ -49,6 +49,7 @@ func TestOnRealStack(t *testing.T) {
 		{"RegistrationRate", testRegistrationRate},
 		{"StartStopTwice", testStartStopTwice},
 		{"ReplayOfChangedDefinitions", testReplayOfChangedDefinitions},
+		{"MaxJobs", testMaxJobs},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
