@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // ErrTeamFull is returned by AcquireTeamSlot when every slot of the team is
@@ -100,3 +101,7 @@ func (s *Store) TeamSlotsInUse(ctx context.Context, team string) (int, error) {
 	n, _ := v.(int64)
 	return int(n), nil
 }
+
+// TTL is how long a lease or team slot lives after its last acquire or
+// renewal; holders renew every TTL/3.
+func (s *Store) TTL() time.Duration { return s.cfg.TTL }
