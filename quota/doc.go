@@ -38,6 +38,14 @@
 // of its creates in flight at once, which is below the registries' summed
 // Config.Concurrency; it never exceeds it through redelivery.
 //
+// # Reading quotas and usage
+//
+// Usages is the one reading of quotas with their usage (jobs in the index,
+// team slots held in Redis): the CLI (sundial quotas list), the API server
+// and the metrics (Collector, sundial_quota_limit and sundial_quota_usage)
+// all call it. Cache serves the registry and the runners, which consult a
+// quota for every definition or run and accept one stale by its TTL.
+//
 // # Implementations
 //
 // Memory (this package) and Cassandra (store/cassandra, table team_quotas

@@ -1,9 +1,13 @@
 package quota_test
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sundialhq/sundial/quota"
@@ -53,4 +57,42 @@ func TestCacheRereadsAfterTTL(t *testing.T) {
 	q, err = c.Get(ctx, "a")
 	require.NoError(t, err)
 	require.Equal(t, 3, q.MaxJobs)
+}
+
+type fixedRuns map[string]int
+
+func (f fixedRuns) TeamSlotsInUse(_ context.Context, team string) (int, error) { return f[team], nil }
+
+func TestUsagesAndCollector(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	m := quota.NewMemory()
+	require.NoError(t, m.SetQuota(ctx, quota.Quota{Team: quota.DefaultTeam, MaxJobs: 100}))
+	require.NoError(t, m.SetQuota(ctx, quota.Quota{Team: "payments", MaxJobs: 10, MaxConcurrentRuns: 3}))
+	require.NoError(t, m.TrackTeamJob(ctx, "payments", "p1", 1))
+	require.NoError(t, m.TrackTeamJob(ctx, "search", "s1", 2))
+	runs := fixedRuns{"payments": 2}
+
+	all, err := quota.Usages(ctx, m, runs)
+	require.NoError(t, err)
+	require.Equal(t, []quota.Usage{
+		{Quota: quota.Quota{Team: "payments", MaxJobs: 10, MaxConcurrentRuns: 3}, Jobs: 1, ConcurrentRuns: 2},
+		{Quota: quota.Quota{Team: quota.DefaultTeam, MaxJobs: 100}, Jobs: -1, ConcurrentRuns: -1},
+	}, all)
+	one, err := quota.Usages(ctx, m, runs, "search")
+	require.NoError(t, err)
+	require.Equal(t, []quota.Usage{{Quota: quota.Quota{Team: "search", MaxJobs: 100}, Jobs: 1, ConcurrentRuns: -1}}, one)
+
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(quota.NewCollector(m, runs, 0)))
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP sundial_quota_limit A team's quota in force, by quota (max_jobs, max_concurrent_runs); 0 is unlimited.
+# TYPE sundial_quota_limit gauge
+sundial_quota_limit{quota="max_concurrent_runs",team="payments"} 3
+sundial_quota_limit{quota="max_jobs",team="payments"} 10
+# HELP sundial_quota_usage What a team uses of a quota: its jobs (max_jobs) and its runs executing now (max_concurrent_runs).
+# TYPE sundial_quota_usage gauge
+sundial_quota_usage{quota="max_concurrent_runs",team="payments"} 2
+sundial_quota_usage{quota="max_jobs",team="payments"} 1
+`), "sundial_quota_limit", "sundial_quota_usage"))
 }

@@ -84,6 +84,7 @@ func newAppWithConfig(stdout, stderr io.Writer, file *configFile) *cli.Command {
 			benchCommand(),
 			loadgenCommand(),
 			dagCommand(),
+			quotasCommand(),
 		},
 	}
 }
