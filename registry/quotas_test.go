@@ -25,14 +25,17 @@ func testMaxJobs(t *testing.T, s *stack) {
 		sp.OwnerTeam = team
 		return sp
 	}
+	var all []*kgo.Record
 	step := func(sp *sundialv1.JobSpec) *sundialv1.JobStatus {
 		t.Helper()
 		rec := s.produce(jobRecord(t, sp, sundialv1.EncodingProtobuf))[0]
+		all = append(all, rec)
 		return s.statuses.wait(t, 1, rec)[0].status
 	}
 	tombstone := func(id string) *sundialv1.JobStatus {
 		t.Helper()
 		rec := s.produce(&kgo.Record{Key: []byte(team + "." + id)})[0]
+		all = append(all, rec)
 		return s.statuses.wait(t, 1, rec)[0].status
 	}
 	outcome := func(st *sundialv1.JobStatus) sundialv1.DefinitionOutcome { return st.GetOutcome() }
@@ -67,4 +70,10 @@ func testMaxJobs(t *testing.T, s *stack) {
 	require.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_REJECTED, outcome(step(spec("b", "0 1 * * *"))))
 
 	require.Equal(t, 2.0, counter(t, reg, "sundial_registry_quota_rejections_total", "quota", "max_jobs"))
+
+	// A replay of the whole topic by another group counts every job once:
+	// the jobs are a, c (created, updated, created after b's delete).
+	s.startRegistry("replay", func(c *registry.Config) { c.Quotas = s.store })
+	s.statuses.wait(t, 2, all...)
+	require.Equal(t, 2, count(), "after a replay of the topic")
 }
