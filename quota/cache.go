@@ -14,18 +14,21 @@ type Lister interface {
 
 // Cache answers Effective from a copy of the rows read at most TTL ago, so
 // that the registry and the runners do not read the store for every
-// definition or run. A change of quota takes effect within TTL. It does I/O
-// only inside Get, when the copy is older than TTL; when that read fails it
-// keeps answering from the old copy and says so only if it has none.
+// definition or run. A change of quota takes effect within TTL (plus one
+// read). It does I/O only inside Get, when the copy is older than TTL: one
+// caller reads while the others go on with the old copy, and when that read
+// fails the old copy stays in use; only a Cache that never read reports the
+// error.
 type Cache struct {
 	src Lister
 	ttl time.Duration
 	now func() time.Time
 
-	mu     sync.Mutex
-	rows   []Quota
-	readAt time.Time
-	loaded bool
+	mu         sync.Mutex
+	rows       []Quota
+	readAt     time.Time
+	loaded     bool
+	refreshing bool
 }
 
 // DefaultCacheTTL is how stale a Cache may be by default.
@@ -55,18 +58,25 @@ func (c *Cache) Get(ctx context.Context, team string) (Quota, error) {
 // Rows returns the cached rows, read again when older than the TTL.
 func (c *Cache) Rows(ctx context.Context) ([]Quota, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := c.now()
-	if c.loaded && now.Sub(c.readAt) < c.ttl {
-		return c.rows, nil
+	if c.loaded && (c.refreshing || c.now().Sub(c.readAt) < c.ttl) {
+		rows := c.rows
+		c.mu.Unlock()
+		return rows, nil
 	}
+	c.refreshing = true
+	c.mu.Unlock()
+
 	rows, err := c.src.ListQuotas(ctx)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refreshing = false
 	if err != nil {
 		if c.loaded {
 			return c.rows, nil
 		}
 		return nil, fmt.Errorf("read quotas: %w", err)
 	}
-	c.rows, c.readAt, c.loaded = rows, now, true
+	c.rows, c.readAt, c.loaded = rows, c.now(), true
 	return rows, nil
 }

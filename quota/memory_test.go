@@ -2,6 +2,7 @@ package quota_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -95,4 +96,37 @@ sundial_quota_limit{quota="max_jobs",team="payments"} 10
 sundial_quota_usage{quota="max_concurrent_runs",team="payments"} 2
 sundial_quota_usage{quota="max_jobs",team="payments"} 1
 `), "sundial_quota_limit", "sundial_quota_usage"))
+}
+
+// flakyLister fails while down is set.
+type flakyLister struct {
+	down bool
+	m    *quota.Memory
+}
+
+func (f *flakyLister) ListQuotas(ctx context.Context) ([]quota.Quota, error) {
+	if f.down {
+		return nil, errors.New("cassandra unreachable")
+	}
+	return f.m.ListQuotas(ctx)
+}
+
+func TestCacheKeepsItsCopyWhenAReadFails(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	src := &flakyLister{down: true, m: quota.NewMemory()}
+	require.NoError(t, src.m.SetQuota(ctx, quota.Quota{Team: "a", MaxJobs: 3}))
+	now := time.Unix(1000, 0)
+	c := quota.NewCache(src, time.Second, func() time.Time { return now })
+	_, err := c.Get(ctx, "a")
+	require.ErrorContains(t, err, "read quotas: cassandra unreachable", "a cache that never read reports the error")
+	src.down = false
+	q, err := c.Get(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, 3, q.MaxJobs)
+	src.down = true
+	now = now.Add(time.Hour)
+	q, err = c.Get(ctx, "a")
+	require.NoError(t, err, "the old copy stays in use")
+	require.Equal(t, 3, q.MaxJobs)
 }
