@@ -111,7 +111,8 @@ type Config struct {
 	// TeamQuotaDelay (teamquota.go). Optional: nil enforces none.
 	TeamQuotas TeamQuotas
 	// TeamQuotaDelay is how long a run over its team's concurrent runs is
-	// deferred. Default DefaultQueueDelay.
+	// deferred at least; runs spread over one to two times it (Jitter).
+	// Default DefaultQueueDelay.
 	TeamQuotaDelay time.Duration
 	// TeamQueueCapacity is how many of one team's fetched runs count
 	// against QueueCapacity, so that one team's herd cannot fill the queue

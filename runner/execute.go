@@ -180,7 +180,7 @@ func (x *execution) handle(ctx context.Context) bool {
 	switch teamRes {
 	case teamFull:
 		r.m.teamDeferrals.WithLabelValues(x.run.GetOwnerTeam()).Inc()
-		return x.deferRun(ctx, r.cfg.TeamQuotaDelay, reasonTeamQuota, nil)
+		return x.deferRun(ctx, x.teamQuotaDelay(), reasonTeamQuota, nil)
 	case teamAborted:
 		return false
 	}

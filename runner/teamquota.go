@@ -83,6 +83,14 @@ func (x *execution) takeTeamSlot(ctx context.Context) (func(), teamResult) {
 	}
 }
 
+// teamQuotaDelay is how long a run over its team's quota waits: between one
+// and two Config.TeamQuotaDelay, spread by the run's jitter, so that a team's
+// herd waiting for its slots does not come back all at once.
+func (x *execution) teamQuotaDelay() time.Duration {
+	d := x.r.cfg.TeamQuotaDelay
+	return d + time.Duration(float64(d)*x.r.cfg.Jitter(x.run.GetRunId(), x.run.GetAttempt()))
+}
+
 // releaseTeamSlot gives the run's team slot back, best effort: a slot not
 // released expires TTL after its last renewal.
 func (x *execution) releaseTeamSlot(ctx context.Context, team string) {
