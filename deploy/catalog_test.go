@@ -22,6 +22,7 @@ import (
 	"github.com/sundialhq/sundial/internal/telemetry"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
+	"github.com/sundialhq/sundial/quota"
 	"github.com/sundialhq/sundial/registry"
 	"github.com/sundialhq/sundial/runner"
 	"github.com/sundialhq/sundial/store"
@@ -200,6 +201,8 @@ func buildCatalog(t *testing.T) *catalog {
 		Enqueuer: nopEnqueuer{}, Registerer: c,
 	})
 	require.NoError(t, err, "runner")
+	// The runner process also exports the team quotas and their usage.
+	require.NoError(t, c.Register(quota.NewCollector(quota.NewMemory(), leases, 0)))
 
 	// The history process (or a runner's, with --history).
 	_, err = history.New(history.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, History: mem, Registerer: c})

@@ -113,7 +113,15 @@
 //	<prefix>{<job>}:fence         the job's last fencing token
 //	<prefix>{<job>}:done:<run>    dedupe mark, the completing token
 //
-// so every script touches one cluster slot. Job ids must not contain braces.
+// so every script touches one cluster slot. Team slots (teamslots.go) bound
+// the runs of a team that execute at once; their key has the team's own tag,
+//
+//	<prefix>{team:<team>}:team-slots    sorted set, run id -> expiry (ms)
+//
+// and they only count: the job's lease still decides who executes a run.
+// A runner takes the team slot before the job's lease and releases it when
+// the attempt ends; it renews its team slots every TTL/3, so those of a dead
+// runner come back after TTL. Job ids must not contain braces.
 // The scripts are called by SHA1 digest (EVALSHA) and loaded again when Redis
 // answers NOSCRIPT. Redis 5 or later is required (scripts that write after
 // reading TIME).

@@ -17,6 +17,12 @@ var (
 	completeLua string
 	//go:embed lua/release.lua
 	releaseLua string
+	//go:embed lua/team_acquire.lua
+	teamAcquireLua string
+	//go:embed lua/team_renew.lua
+	teamRenewLua string
+	//go:embed lua/team_count.lua
+	teamCountLua string
 )
 
 // script is a Lua script called by its SHA1 digest. The digest is computed
@@ -38,6 +44,8 @@ func newScript(name, body string) *script {
 // lives at package level.
 type scripts struct {
 	acquire, renew, complete, release *script
+	// The team slots (teamslots.go).
+	teamAcquire, teamRenew, teamCount *script
 }
 
 func newScripts() scripts {
@@ -46,9 +54,13 @@ func newScripts() scripts {
 		renew:    newScript("renew", renewLua),
 		complete: newScript("complete", completeLua),
 		release:  newScript("release", releaseLua),
+
+		teamAcquire: newScript("team_acquire", teamAcquireLua),
+		teamRenew:   newScript("team_renew", teamRenewLua),
+		teamCount:   newScript("team_count", teamCountLua),
 	}
 }
 
 func (s scripts) all() []*script {
-	return []*script{s.acquire, s.renew, s.complete, s.release}
+	return []*script{s.acquire, s.renew, s.complete, s.release, s.teamAcquire, s.teamRenew, s.teamCount}
 }

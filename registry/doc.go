@@ -118,6 +118,20 @@
 // revision than the one in force, or the same revision with a different
 // definition, is REJECTED naming "revision".
 //
+// # Quotas
+//
+// With Config.Quotas set, a definition that would create a job (an id the
+// store does not hold, or holds deleted) is REJECTED when its owner_team
+// already has its max_jobs jobs, with a field error on owner_team that names
+// the count, the limit and the quota ("team payments has 1000 of 1000 jobs
+// (quota max_jobs)"). Updates and deletes of existing jobs always pass.
+// Every job stored is indexed under its team and every delete removes it,
+// at the record's offset, so redelivery and replays count each job once
+// (package quota says why a set and not a counter, and bounds the overshoot
+// under concurrent creates). Quotas are read through a cache
+// (Config.QuotaTTL); the count is read from the index for each create of a
+// team with a limit.
+//
 // # Lifecycle
 //
 // Start joins the consumer group and Stop leaves it (internal/lifecycle):
@@ -129,9 +143,10 @@
 //
 // sundial_registry_records_total{outcome}, sundial_registry_rejections_total
 // {field} (the field path without indexes and map keys, a bounded set),
-// sundial_registry_retries_total{op}, sundial_registry_processing_seconds,
-// sundial_registry_lag_seconds and sundial_registry_ownership_enforced,
-// registered on the injected Registerer.
+// sundial_registry_retries_total{op}, sundial_registry_quota_rejections_total
+// {quota}, sundial_registry_processing_seconds, sundial_registry_lag_seconds
+// and sundial_registry_ownership_enforced, registered on the injected
+// Registerer.
 //
 // # Dependencies
 //

@@ -13,8 +13,10 @@ type metrics struct {
 	records    *prometheus.CounterVec
 	rejections *prometheus.CounterVec
 	retries    *prometheus.CounterVec
-	latency    prometheus.Histogram
-	lag        prometheus.Histogram
+	// quotaRejections counts definitions refused by a team quota.
+	quotaRejections *prometheus.CounterVec
+	latency         prometheus.Histogram
+	lag             prometheus.Histogram
 	// ownershipEnforced is 1 when only team topics are read.
 	ownershipEnforced prometheus.Gauge
 }
@@ -33,6 +35,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "sundial", Subsystem: "registry", Name: "retries_total",
 			Help: "Transient store or Kafka errors retried, by operation.",
 		}, []string{"op"}),
+		quotaRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sundial", Subsystem: "registry", Name: "quota_rejections_total",
+			Help: "Definitions rejected because they would create a job beyond the team's quota, by quota (max_jobs).",
+		}, []string{"quota"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "sundial", Subsystem: "registry", Name: "processing_seconds",
 			Help:    "Time to decode, validate and apply one record (store writes and wake-up included).",
@@ -48,7 +54,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "1 when the registry reads only the team topics sundial.jobs.<team>, whose writers Kafka ACLs decide; 0 while it also reads the shared sundial.jobs.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.records, m.rejections, m.retries, m.latency, m.lag, m.ownershipEnforced} {
+	for _, c := range []prometheus.Collector{m.records, m.rejections, m.retries, m.quotaRejections, m.latency, m.lag, m.ownershipEnforced} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registry metrics: %w", err)
 		}

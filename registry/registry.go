@@ -23,6 +23,7 @@ import (
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/quota"
 	"github.com/sundialhq/sundial/schedule"
 	"github.com/sundialhq/sundial/store"
 )
@@ -100,6 +101,14 @@ type Config struct {
 	Store Store
 	// Waker wakes the owner of a first occurrence due soon. Required.
 	Waker Waker
+	// Quotas holds the team quotas and the per-team job index: the
+	// registry refuses a definition that would create a job beyond its
+	// team's max_jobs, and indexes every job it stores under its team.
+	// Optional: nil enforces no quota and keeps no index.
+	Quotas quota.Store
+	// QuotaTTL is how stale the quotas the registry enforces may be.
+	// Default quota.DefaultCacheTTL.
+	QuotaTTL time.Duration
 	// Limits bound the sizes in a definition. Default: jobspec.Limits' defaults.
 	Limits jobspec.Limits
 	// Concurrency is how many jobs are processed at once (records of one
@@ -127,6 +136,7 @@ func (c Config) withDefaults() Config {
 	c.RetryMin = cmp.Or(c.RetryMin, 50*time.Millisecond)
 	c.RetryMax = cmp.Or(c.RetryMax, 10*time.Second)
 	c.TopicRefresh = cmp.Or(c.TopicRefresh, 30*time.Second)
+	c.QuotaTTL = cmp.Or(c.QuotaTTL, quota.DefaultCacheTTL)
 	c.Registerer = metricdeps.Registerer(c.Registerer)
 	c.Logger = deps.Logger(c.Logger)
 	c.Now = deps.Clock(c.Now)
@@ -155,6 +165,9 @@ func (c Config) Validate() error {
 	if c.MaxPoll < 1 {
 		errs = append(errs, fmt.Errorf("registry config: max poll %d: must be positive", c.MaxPoll))
 	}
+	if c.QuotaTTL < 0 {
+		errs = append(errs, fmt.Errorf("registry config: quota ttl %s: must be positive", c.QuotaTTL))
+	}
 	if c.RetryMin <= 0 || c.RetryMax < c.RetryMin {
 		errs = append(errs, fmt.Errorf("registry config: retry backoff %s..%s: want 0 < min <= max", c.RetryMin, c.RetryMax))
 	}
@@ -171,6 +184,7 @@ type Registry struct {
 
 	life    lifecycle.Lifecycle
 	upserts *upserts
+	quotas  *quotas // nil without Config.Quotas
 	// shards is set by Start, before any record is handled.
 	shards int
 }
@@ -198,7 +212,11 @@ func New(cfg Config) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Registry{cfg: cfg, metrics: m, upserts: newUpserts(cfg.Store, upsertCalls, upsertJobs)}, nil
+	r := &Registry{cfg: cfg, metrics: m, upserts: newUpserts(cfg.Store, upsertCalls, upsertJobs)}
+	if cfg.Quotas != nil {
+		r.quotas = &quotas{store: cfg.Quotas, cache: quota.NewCache(cfg.Quotas, cfg.QuotaTTL, cfg.Now)}
+	}
+	return r, nil
 }
 
 // Start reads the shard count from the store, joins the consumer group and
@@ -461,6 +479,9 @@ func (r *Registry) delete(ctx context.Context, rec *kgo.Record, st *sundialv1.Jo
 	if err := r.dropHeld(ctx, string(rec.Key)); err != nil {
 		return err
 	}
+	if err := r.untrackJob(ctx, string(rec.Key), rec.Offset); err != nil {
+		return err
+	}
 	// Deleting an unknown or already deleted id is DELETED too: deletes are
 	// idempotent.
 	st.Accepted = true
@@ -518,12 +539,25 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 		}
 	}
 
+	if fe, over, err := r.checkMaxJobs(ctx, spec); err != nil {
+		return nil, err
+	} else if over {
+		r.reject(st, []jobspec.FieldError{fe})
+		return nil, nil
+	}
+
 	var outcome store.Outcome
 	if err := r.retry(ctx, "upsert_job", func() (err error) {
 		outcome, err = r.upserts.upsert(ctx, job)
 		return err
 	}); err != nil {
 		return nil, err
+	}
+
+	if outcome != store.OutcomeStale {
+		if err := r.trackJob(ctx, spec, rec.Offset); err != nil {
+			return nil, err
+		}
 	}
 
 	switch outcome {

@@ -52,6 +52,7 @@ func TestOnRealStack(t *testing.T) {
 		{"ReplayOfChangedDefinitions", testReplayOfChangedDefinitions},
 		{"ResumeReleasesHeld", testResumeReleasesHeld},
 		{"ResumeFollowsMisfirePolicy", testResumeFollowsMisfirePolicy},
+		{"MaxJobs", testMaxJobs},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -107,6 +107,19 @@ type Config struct {
 	KeyPrefix string
 	// Enqueuer writes retries and deferrals as due entries. Required.
 	Enqueuer Enqueuer
+	// TeamQuotas gives the quota of each team (a quota.Cache): a run whose
+	// team has MaxConcurrentRuns runs executing is deferred by
+	// TeamQuotaDelay (teamquota.go). Optional: nil enforces none.
+	TeamQuotas TeamQuotas
+	// TeamQuotaDelay is how long a run over its team's concurrent runs is
+	// deferred at least; runs spread over one to two times it (Jitter).
+	// Default DefaultQueueDelay.
+	TeamQuotaDelay time.Duration
+	// TeamQueueCapacity is how many of one team's fetched runs count
+	// against QueueCapacity, so that one team's herd cannot fill the queue
+	// and pause the topic for every team; what a team holds beyond it is
+	// bounded by MaxPendingPerPartition. Default QueueCapacity/4.
+	TeamQueueCapacity int
 
 	// Handlers are the in-process handlers, by the name HandlerTarget uses.
 	Handlers map[string]target.Handler
@@ -218,6 +231,8 @@ func (c Config) withDefaults() Config {
 	c.AnnounceInterval = cmp.Or(c.AnnounceInterval, discovery.DefaultInterval)
 	c.QueueCapacity = cmp.Or(c.QueueCapacity, max(2*c.Concurrency, DefaultMinQueueCapacity))
 	c.MaxInFlight = cmp.Or(c.MaxInFlight, 2*c.Concurrency)
+	c.TeamQueueCapacity = cmp.Or(c.TeamQueueCapacity, max(c.QueueCapacity/4, 1))
+	c.TeamQuotaDelay = cmp.Or(c.TeamQuotaDelay, DefaultQueueDelay)
 	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
 	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, DefaultHeartbeatInterval)
 	if c.HTTPClient == nil && c.Concurrency > 0 {
@@ -287,6 +302,10 @@ func (c Config) Validate() error {
 		bad("PoolSlots", "%d is not below Concurrency %d: with PoolBlocking discard the workers beyond the slots take the runs to discard", c.PoolSlots, c.Concurrency)
 	case c.PoolSlots > c.Concurrency:
 		bad("PoolSlots", "%d is above Concurrency %d", c.PoolSlots, c.Concurrency)
+	}
+	positive("TeamQueueCapacity", c.TeamQueueCapacity)
+	if c.TeamQuotaDelay <= 0 {
+		bad("TeamQuotaDelay", "%s is not positive", c.TeamQuotaDelay)
 	}
 	if c.MaxInFlight < c.Concurrency {
 		bad("MaxInFlight", "%d is below Concurrency %d", c.MaxInFlight, c.Concurrency)

@@ -9,10 +9,14 @@
 // per priority; Config.Concurrency workers take records from the queues by
 // weighted selection with aging (package runner/priority: 6:3:1 by default,
 // a record's weight rising with its wait), so low priority runs get a share
-// under any flood of high priority ones.
+// under any flood of high priority ones. Within a priority, each owning
+// team's runs wait in a lane of their own and the lanes take turns, so one
+// team's herd does not stand in front of another team's runs (fair sharing;
+// docs/production.md, "Quotas").
 //
 // Memory is bounded: a priority's topic is paused (PauseFetchTopics) when its
-// queue holds Config.QueueCapacity records and resumed at half, at most
+// queue holds Config.QueueCapacity records, a team counting at most
+// Config.TeamQueueCapacity of them, and resumed at half, at most
 // Concurrency runs execute, and at most Config.MaxInFlight hold a lease
 // (executing, or succeeded and being made durable: a worker takes an
 // in-flight slot before it takes a record, and the slot comes back when the
@@ -64,7 +68,12 @@
 //     is open: the run is deferred by the breaker's open timeout (a KindRetry
 //     due entry with the same attempt, a DEFERRED event), spending no
 //     attempt.
-//  2. Acquire the lease (package leasing). A dedupe mark means the run
+//  2. When the run's team has a max_concurrent_runs (Config.TeamQuotas),
+//     take one of the team's slots (leasing team slots), renewed with the
+//     runner's other team slots every lease TTL/3 and given back when the
+//     attempt ends. A full team defers the run by Config.TeamQuotaDelay
+//     (DEFERRED, reason team_quota, no attempt spent), as QUEUE does below.
+//     Then acquire the lease (package leasing). A dedupe mark means the run
 //     already took effect: it is skipped and committed. A run leased by
 //     another holder (a redelivery while the first delivery still executes)
 //     waits and asks again, so it neither runs twice nor gets lost if the
@@ -177,6 +186,8 @@
 //   - replace.go: the overlap policy REPLACE: signals, markers and the
 //     cancellation of local executions.
 //   - pool.go: the pool's slots and blocking policy, and the announcer.
+//   - teamquota.go: team slots (max_concurrent_runs) and the team of a
+//     fetched record.
 //   - config.go, metrics.go: the Config and the Prometheus metrics.
 //   - Subpackages: breaker (circuit breakers), commit (contiguous offsets),
 //     deadletter (replays from sundial.dlq), priority (weighted queues),

@@ -33,6 +33,7 @@ const (
 	reasonOverlapQueue  = "overlap_queue"
 	reasonCircuitOpen   = "circuit_open"
 	reasonReplaced      = "replaced"
+	reasonTeamQuota     = "team_quota"
 )
 
 // errTimeout is the cause of an attempt's context when the job's timeout
@@ -84,11 +85,14 @@ const (
 
 // process handles one delivery of a record.
 func (r *Runner) process(ctx context.Context, rec *record) result {
-	run := &sundialv1.Run{}
-	if err := decodeRun(rec.rec, run); err != nil {
-		r.m.runs.WithLabelValues(outcomeMalformed).Inc()
-		r.log.Error("skipping a record that is not a run", "topic", rec.tp.topic, "partition", rec.tp.partition, "offset", rec.rec.Offset, "err", err)
-		return finished
+	run := rec.run
+	if run == nil { // it did not decode when fetched
+		run = &sundialv1.Run{}
+		if err := decodeRun(rec.rec, run); err != nil {
+			r.m.runs.WithLabelValues(outcomeMalformed).Inc()
+			r.log.Error("skipping a record that is not a run", "topic", rec.tp.topic, "partition", rec.tp.partition, "offset", rec.rec.Offset, "err", err)
+			return finished
+		}
 	}
 	x := &execution{r: r, rec: rec, run: run}
 	done := x.handle(ctx)
@@ -173,6 +177,17 @@ func (x *execution) handle(ctx context.Context) bool {
 	if r.breakers.Open(downstream) {
 		return x.deferRun(ctx, r.breakers.OpenTimeout(), reasonCircuitOpen, nil)
 	}
+	// The team's slot is taken before the job's and given back when the
+	// attempt ends.
+	releaseTeam, teamRes := x.takeTeamSlot(ctx)
+	switch teamRes {
+	case teamFull:
+		r.m.teamDeferrals.WithLabelValues(x.run.GetOwnerTeam()).Inc()
+		return x.deferRun(ctx, x.teamQuotaDelay(), reasonTeamQuota, nil)
+	case teamAborted:
+		return false
+	}
+	defer releaseTeam()
 	lease, res, err := x.acquire(ctx)
 	if res != acquired {
 		return x.notAcquired(ctx, res, err)

@@ -68,6 +68,9 @@ type metrics struct {
 	// order), resolved once: they are set on every pop.
 	queuedBy     [priority.Levels]prometheus.Gauge
 	commitErrors prometheus.Counter
+	// teamRuns and teamDeferrals are by owning team (teams are few).
+	teamRuns      *prometheus.GaugeVec
+	teamDeferrals *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -109,6 +112,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "sundial", Subsystem: "runner", Name: "commit_errors_total",
 			Help: "Offset commits that failed.",
 		}),
+		teamRuns: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "sundial", Subsystem: "runner", Name: "team_slots_held",
+			Help: "Team slots (max_concurrent_runs) this runner holds, by team.",
+		}, []string{"team"}),
+		teamDeferrals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sundial", Subsystem: "runner", Name: "team_quota_deferrals_total",
+			Help: "Runs deferred because their team had max_concurrent_runs runs executing, by team.",
+		}, []string{"team"}),
 	}
 	// Every labelled series exists from the start, at 0.
 	for _, o := range outcomes {
@@ -126,7 +137,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.triggerLatency, m.runs, m.retries, m.deadLetters, m.leases, m.leaseLost, m.inFlight, m.queued, m.commitErrors} {
+	for _, c := range []prometheus.Collector{m.triggerLatency, m.runs, m.retries, m.deadLetters, m.leases, m.leaseLost, m.inFlight, m.queued, m.commitErrors, m.teamRuns, m.teamDeferrals} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("runner: register metrics: %w", err)
 		}

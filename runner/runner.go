@@ -16,6 +16,7 @@ import (
 	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/runner/breaker"
 	"github.com/sundialhq/sundial/runner/commit"
 	"github.com/sundialhq/sundial/runner/priority"
@@ -52,6 +53,10 @@ type record struct {
 	// poolBusy is set when the record found every pool slot busy under
 	// BlockingDiscard: it is skipped.
 	poolBusy bool
+	// run is the decoded run, nil when the record does not decode
+	// (process reports it); team is its owning team, its lane in the queue.
+	run  *sundialv1.Run
+	team string
 	// backoff is the wait before the record was last put back in its
 	// queue (retryLater); it doubles with every return.
 	backoff time.Duration
@@ -79,6 +84,8 @@ type Runner struct {
 	tailsWG sync.WaitGroup
 	// pool holds the pool's slots (Config.PoolSlots, PoolBlocking).
 	pool *poolGate
+	// teamSlots are the team slots this runner holds, renewed together.
+	teamSlots teamSlots
 
 	// mu guards everything below it.
 	mu           sync.Mutex
@@ -218,6 +225,7 @@ func (r *Runner) start(ctx context.Context, run *lifecycle.Run) error {
 		r.workersWG.Go(func() { r.work(workCtx, execCtx) })
 	}
 	r.bgWG.Go(func() { r.commitLoop(bgCtx) })
+	r.bgWG.Go(func() { r.renewTeamSlots(bgCtx) })
 	sub := r.subscribeCancels(bgCtx)
 	r.bgWG.Go(func() { r.listenCancels(bgCtx, sub) })
 	// Registered after drain, so it runs first: the tombstone tells
@@ -318,10 +326,17 @@ func (r *Runner) poll(ctx context.Context) {
 				r.log.Warn("fetch error", "topic", topic, "partition", p, "err", err)
 			}
 		})
+		// Decoded outside the lock the workers take: the team is the
+		// record's lane, and process uses the decoded run.
+		var fetched []*record
+		fs.EachRecord(func(rec *kgo.Record) {
+			fetched = append(fetched, decodeFetched(rec))
+		})
 		now := r.cfg.Now()
 		queued := 0
 		r.mu.Lock()
-		fs.EachRecord(func(rec *kgo.Record) {
+		for _, fr := range fetched {
+			rec := fr.rec
 			key := tp{rec.Topic, rec.Partition}
 			ps := r.parts[key]
 			if ps == nil {
@@ -330,11 +345,12 @@ func (r *Runner) poll(ctx context.Context) {
 				ps = r.newPartLocked(key)
 			}
 			if !ps.tracker.Add(rec.Offset) {
-				return
+				continue
 			}
-			r.queues.Push(r.levels[rec.Topic], &record{rec: rec, tp: key, gen: ps.gen, level: r.levels[rec.Topic]}, now)
+			fr.tp, fr.gen, fr.level = key, ps.gen, r.levels[rec.Topic]
+			r.queues.PushGroup(fr.level, fr.team, fr, now)
 			queued++
-		})
+		}
 		r.adjustPausesLocked()
 		r.mu.Unlock()
 		r.consumer.AllowRebalance()
@@ -364,8 +380,10 @@ func (r *Runner) newPartLocked(key tp) *partState {
 func (r *Runner) adjustPausesLocked() {
 	for i, p := range topics.Priorities() {
 		name := r.cfg.Topics.Runs(p)
-		n := r.queues.Len(i)
-		r.m.queuedBy[i].Set(float64(n))
+		r.m.queuedBy[i].Set(float64(r.queues.Len(i)))
+		// A team's runs beyond TeamQueueCapacity do not count: one team's
+		// herd must not pause the topic for the others.
+		n := r.queues.CappedLen(i, r.cfg.TeamQueueCapacity)
 		switch {
 		case !r.pausedTopics[name] && n >= r.cfg.QueueCapacity:
 			r.pausedTopics[name] = true
@@ -508,7 +526,7 @@ func (r *Runner) retryLater(ctx context.Context, rec *record) {
 		ps := r.parts[rec.tp]
 		ok := !r.killed.Load() && ps != nil && ps.gen == rec.gen
 		if ok {
-			r.queues.Push(rec.level, rec, r.cfg.Now())
+			r.queues.PushGroup(rec.level, rec.team, rec, r.cfg.Now())
 			r.adjustPausesLocked()
 		}
 		r.mu.Unlock()

@@ -89,6 +89,7 @@ func newAppWithConfig(stdout, stderr io.Writer, file *configFile) *cli.Command {
 			apiCommand(),
 			executorsCommand(),
 			auditCommand(),
+			quotasCommand(),
 		},
 	}
 }

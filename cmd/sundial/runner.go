@@ -20,6 +20,7 @@ import (
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/quota"
 	"github.com/sundialhq/sundial/runner"
 	"github.com/sundialhq/sundial/runner/breaker"
 	"github.com/sundialhq/sundial/runner/target"
@@ -272,6 +273,10 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 	cfg.Enqueuer = b.enq
+	cfg.TeamQuotas = quota.NewCache(b.store, 0, nil)
+	if err := p.reg.Register(quota.NewCollector(b.store, leases, 0)); err != nil {
+		return fmt.Errorf("quota metrics: %w", err)
+	}
 	r, err := runner.New(cfg)
 	if err != nil {
 		return err

@@ -222,6 +222,17 @@ func Runner() *Dashboard {
 	b.add(8, 8, ts("Leases lost during execution", "ops", "Expired or revoked while the run executed; the execution is cancelled.",
 		q(`sum(rate(sundial_runner_leases_lost_total[$__rate_interval]))`, "lost")))
 
+	b.row("Team quotas")
+	b.add(6, 8, ts("Quota usage by team", "percentunit", "Jobs of max_jobs and runs executing of max_concurrent_runs, for the teams with a quota of their own (sundial quotas list).",
+		q(`max by (team, quota) (sundial_quota_usage) / max by (team, quota) (sundial_quota_limit > 0)`, "{{team}} {{quota}}")))
+	b.add(6, 8, ts("Team slots held", "none", "Runs executing under a team's max_concurrent_runs, summed over runners.",
+		q(`sum by (team) (sundial_runner_team_slots_held)`, "{{team}}")))
+	b.add(6, 8, ts("Runs deferred by team quota", "ops", "Runs that found their team at max_concurrent_runs and wait (DEFERRED, reason team_quota).",
+		q(`sum by (team) (rate(sundial_runner_team_quota_deferrals_total[$__rate_interval]))`, "{{team}}")))
+	b.add(6, 8, ts("Definitions rejected by quota", "ops", "Definitions that would have created a job beyond the team's max_jobs.",
+		q(`sum by (quota) (rate(sundial_registry_quota_rejections_total[$__rate_interval]))`, "{{quota}}"),
+		q(`sum(rate(sundial_quota_scrape_errors_total[$__rate_interval]))`, "quota metrics unreadable")))
+
 	b.row("Run history")
 	b.add(12, 8, ts("History records by result", "ops",
 		"Run events read from sundial.events and the history records stored for 'sundial runs list'; refused and invalid records are dropped, retries are failed writes tried again.",

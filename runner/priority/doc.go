@@ -12,6 +12,14 @@
 // that has waited 5*Aging counts as much as a fresh high priority one, so
 // lateness, not only rank, decides once a queue has fallen behind.
 //
+// Within a priority, items are grouped (the runner groups runs by owning
+// team), each group in a FIFO lane, and the lanes take turns, one item each:
+// a group's flood delays another group's items by the turns of the groups
+// ahead of them, never by the length of the flood. Aging applies to the
+// level's oldest item, whichever its lane. CappedLen counts a level's items
+// with at most so many per group, so that a caller can bound what one group
+// may hold against everyone's buffer.
+//
 // A Queues is pure: it takes the time as an argument and is not safe for
 // concurrent use (the runner guards it).
 package priority

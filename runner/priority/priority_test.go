@@ -1,6 +1,7 @@
 package priority
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -184,4 +185,90 @@ func TestPopOldestIsArrivalOrderAcrossLevels(t *testing.T) {
 	}
 	assert.Equal(t, []int{0, 1, 2, 3, 4}, got)
 	assert.Zero(t, q.Size())
+}
+
+// A group's flood does not delay another group of the same level: lanes
+// take turns.
+func TestGroupsTakeTurns(t *testing.T) {
+	t.Parallel()
+	q, err := New[string](DefaultWeights, DefaultAging)
+	require.NoError(t, err)
+	now := time.Unix(0, 0)
+	for i := range 100 {
+		q.PushGroup(1, "a", fmt.Sprintf("a%d", i), now)
+	}
+	for i := range 3 {
+		q.PushGroup(1, "b", fmt.Sprintf("b%d", i), now)
+	}
+	require.Equal(t, 103, q.Len(1))
+	require.Equal(t, 3+10, q.CappedLen(1, 10))
+	var got []string
+	for range 7 {
+		v, _, ok := q.Pop(now)
+		require.True(t, ok)
+		got = append(got, v)
+	}
+	require.Equal(t, []string{"a0", "b0", "a1", "b1", "a2", "b2", "a3"}, got)
+	q.PushGroup(1, "c", "c0", now)
+	v, _, _ := q.Pop(now)
+	require.Equal(t, "a4", v, "a lane alone keeps its turn")
+	v, _, _ = q.Pop(now)
+	require.Equal(t, "c0", v, "a new group waits one turn, not behind the flood")
+}
+
+func TestRemoveKeepsGroupsAndOrder(t *testing.T) {
+	t.Parallel()
+	q, err := New[string](DefaultWeights, DefaultAging)
+	require.NoError(t, err)
+	now := time.Unix(0, 0)
+	for _, v := range []string{"a0", "a1", "a2"} {
+		q.PushGroup(0, "a", v, now)
+	}
+	for _, v := range []string{"b0", "b1"} {
+		q.PushGroup(0, "b", v, now)
+	}
+	require.Equal(t, 3, q.Remove(func(v string) bool { return v == "a1" || v[0] == 'b' }))
+	require.Equal(t, 2, q.Size())
+	var got []string
+	for q.Size() > 0 {
+		v, _, _ := q.Pop(now)
+		got = append(got, v)
+	}
+	require.Equal(t, []string{"a0", "a2"}, got)
+}
+
+// PopOldest ignores the teams' turns as it ignores the weights: a FIFO
+// pool starts runs in the order they were fetched.
+func TestPopOldestIsArrivalOrderAcrossGroups(t *testing.T) {
+	t.Parallel()
+	q, err := New[int](DefaultWeights, DefaultAging)
+	require.NoError(t, err)
+	now := time.Unix(0, 0)
+	for i, g := range []string{"a", "a", "b", "a", "c", "b"} {
+		q.PushGroup(i%Levels, g, i, now)
+	}
+	v, _, ok := q.Pop(now)
+	require.True(t, ok)
+	var got []int
+	for {
+		w, _, ok := q.PopOldest()
+		if !ok {
+			break
+		}
+		got = append(got, w)
+	}
+	want := []int{0, 1, 2, 3, 4, 5}
+	want = append(want[:v], want[v+1:]...)
+	assert.Equal(t, want, got, "after Pop took %d", v)
+	assert.Zero(t, q.Size())
+	// The turns still work after PopOldest emptied lanes.
+	q.PushGroup(1, "a", 10, now)
+	q.PushGroup(1, "a", 11, now)
+	q.PushGroup(1, "b", 12, now)
+	var turns []int
+	for range 3 {
+		w, _, _ := q.Pop(now)
+		turns = append(turns, w)
+	}
+	assert.Equal(t, []int{10, 12, 11}, turns)
 }

@@ -13,7 +13,8 @@
 // dags, dag_runs and their indexes dag_runs_by_dag and dag_runs_active
 // (see dags.go); migration 5 adds teams and tokens, the API's callers
 // (see teams.go); migration 6 adds held_entries, the entries a paused job
-// holds (see held.go); migration 7 adds the audit trail (see audit.go).
+// holds (see held.go); migration 7 adds the audit trail (see audit.go);
+// migration 8 adds team quotas and the per-team job index (see quotas.go).
 // Migrate creates the
 // keyspace (SimpleStrategy, or NetworkTopologyStrategy with a data centre)
 // and applies each missing migration once; every statement is CREATE ... IF

@@ -240,6 +240,35 @@ var migrations = []migration{
 			WITH CLUSTERING ORDER BY (at DESC, id DESC)`,
 		},
 	},
+	{
+		version:     8,
+		description: "team quotas and the per-team job index",
+		statements: []string{
+			// One row per team with a quota, and the default row (team
+			// '*'); 0 in a limit means unlimited. Plain writes: the last
+			// operator's write wins.
+			`CREATE TABLE IF NOT EXISTS %[1]s.team_quotas (
+				team text PRIMARY KEY,
+				max_jobs int,
+				max_concurrent_runs int,
+				updated_at timestamp)`,
+			// The jobs of each team, counted by the registry against
+			// max_jobs: a set, so a replayed record counts once. Written
+			// at the revision of the definition as write timestamp
+			// (quotas.go).
+			`CREATE TABLE IF NOT EXISTS %[1]s.team_jobs (
+				team text,
+				job_id text,
+				PRIMARY KEY ((team), job_id))`,
+			// Which team each job was last indexed under (empty once
+			// deleted), and at which revision: how a move between teams
+			// finds the old row, and how a replay is told from news.
+			`CREATE TABLE IF NOT EXISTS %[1]s.job_teams (
+				job_id text PRIMARY KEY,
+				team text,
+				revision bigint)`,
+		},
+	},
 }
 
 // SchemaVersion is the schema version this build needs.

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sundialhq/sundial/internal/testenv"
+	"github.com/sundialhq/sundial/leasing"
+	"github.com/sundialhq/sundial/store/cassandra"
+)
+
+func TestQuotasSetAndList(t *testing.T) {
+	t.Parallel()
+	cass := testenv.NeedCassandra(t)
+	rd := testenv.NeedRedis(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cfg := cassandra.Config{Hosts: cass.Hosts, Keyspace: cass.Keyspace, SchemaTimeout: 2 * time.Minute}
+	_, err := cassandra.Migrate(ctx, cfg)
+	require.NoError(t, err)
+	st, err := cassandra.Open(ctx, cfg)
+	require.NoError(t, err)
+	defer st.Close()
+	require.NoError(t, st.TrackTeamJob(ctx, "payments", "settle", 1))
+	require.NoError(t, st.TrackTeamJob(ctx, "payments", "refund", 2))
+
+	conn := []string{"--cassandra-hosts", strings.Join(cass.Hosts, ","), "--keyspace", cass.Keyspace}
+	code, out, errOut := runCLI(t, append([]string{"quotas", "set", "--team", "payments", "--max-jobs", "1000", "--max-concurrent-runs", "5"}, conn...)...)
+	require.Equal(t, 0, code, "stderr: %s", errOut)
+	assert.Equal(t, "team payments: max_jobs 1000, max_concurrent_runs 5\n", out)
+	code, out, errOut = runCLI(t, append([]string{"quotas", "set", "--team", "payments", "--max-jobs", "0"}, conn...)...)
+	require.Equal(t, 0, code, "stderr: %s", errOut)
+	assert.Equal(t, "team payments: max_jobs unlimited, max_concurrent_runs 5\n", out, "a limit left out keeps its value")
+	code, _, errOut = runCLI(t, append([]string{"quotas", "set", "--team", "*", "--max-jobs", "10"}, conn...)...)
+	require.Equal(t, 0, code, "stderr: %s", errOut)
+
+	// One run of payments executing now, as a runner would hold it.
+	rdb := redis.NewClient(&redis.Options{Addr: rd.Addr})
+	defer rdb.Close()
+	leases, err := leasing.New(leasing.Config{Client: rdb, KeyPrefix: rd.KeyPrefix + leasing.DefaultKeyPrefix})
+	require.NoError(t, err)
+	require.NoError(t, leases.AcquireTeamSlot(ctx, "payments", "settle@1", 5))
+
+	code, out, errOut = runCLI(t, append([]string{"quotas", "list", "--team", "payments", "--team", "search",
+		"--redis-addr", rd.Addr, "--redis-key-prefix", rd.KeyPrefix}, conn...)...)
+	require.Equal(t, 0, code, "stderr: %s", errOut)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 3, out)
+	assert.Regexp(t, `^TEAM\s+JOBS\s+MAX JOBS\s+RUNNING\s+MAX CONCURRENT RUNS$`, lines[0])
+	assert.Regexp(t, `^payments\s+2\s+unlimited\s+1\s+5$`, lines[1])
+	assert.Regexp(t, `^search\s+0\s+10\s+-\s+unlimited$`, lines[2], "the default applies to a team without a row")
+
+	code, _, errOut = runCLI(t, append([]string{"quotas", "set", "--max-jobs", "-1"}, conn...)...)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "--team: required")
+	assert.Contains(t, errOut, "--max-jobs -1: must be 0 (unlimited) or positive")
+}

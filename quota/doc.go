@@ -1,0 +1,54 @@
+// Package quota holds the per-team quotas of a Sundial cluster and the
+// per-team job index the registry counts jobs with.
+//
+// # Quotas
+//
+// A Quota bounds one team: MaxJobs, the job definitions it may own, and
+// MaxConcurrentRuns, the runs of its jobs that may execute at once. Zero
+// means unlimited. A team without a row of its own gets the default row
+// (team DefaultTeam, "*"), and a cluster without a default row has no
+// limits. Store.Effective resolves that rule; it is the one place it lives.
+//
+// # Who enforces what
+//
+//   - MaxJobs is checked by the registry when a definition would create a
+//     job (an id it does not hold, or holds deleted). Updates and deletes of
+//     existing jobs always pass, so lowering a quota never strands a team's
+//     jobs: the team is only stopped from adding new ones.
+//   - MaxConcurrentRuns is enforced by the runners in Redis (package
+//     leasing, team slots): a run over its team's quota is deferred, never
+//     dropped and never counted as failed.
+//
+// # The job index, and its bound on overshoot
+//
+// A team's job count is the number of rows of its partition in the index
+// (TrackJob, UntrackJob, CountJobs), not a counter: a counter increment is
+// not idempotent, and the registry processes records at least once, so a
+// redelivered record would count a job twice. An index row is a set member:
+// writing it again changes nothing. Each write carries the revision of the
+// definition that made it (its offset on sundial.jobs) as its write
+// timestamp, so a replay of an older record can neither bring back a
+// deleted job's row nor remove a newer one. A job that moves to another team
+// leaves the old team's partition in the same call.
+//
+// The check reads the count, then the registry stores the job, then its
+// row: creates of one team processed at the same time by several registries
+// (or by the concurrent handlers of one) each see the count before the
+// others' rows. A team can therefore exceed MaxJobs by at most the number
+// of its creates in flight at once, which is below the registries' summed
+// Config.Concurrency; it never exceeds it through redelivery.
+//
+// # Reading quotas and usage
+//
+// Usages is the one reading of quotas with their usage (jobs in the index,
+// team slots held in Redis): the CLI (sundial quotas list), the API server
+// and the metrics (Collector, sundial_quota_limit and sundial_quota_usage)
+// all call it. Cache serves the registry and the runners, which consult a
+// quota for every definition or run and accept one stale by its TTL.
+//
+// # Implementations
+//
+// Memory (this package) and Cassandra (store/cassandra, table team_quotas
+// and the index tables team_jobs and job_teams, migration 8) implement
+// Store; package quotatest is the conformance suite both pass.
+package quota

@@ -1,0 +1,73 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// DefaultTeam is the team name of the default quota, which applies to every
+// team without a row of its own.
+const DefaultTeam = "*"
+
+// Quota bounds one team. Zero in a limit means unlimited.
+type Quota struct {
+	// Team is the team name, or DefaultTeam for the default.
+	Team string
+	// MaxJobs is how many job definitions the team may own.
+	MaxJobs int
+	// MaxConcurrentRuns is how many runs of the team's jobs may execute at
+	// once, across all runners.
+	MaxConcurrentRuns int
+}
+
+// Validate reports every bad field.
+func (q Quota) Validate() error {
+	var errs []error
+	switch {
+	case q.Team == "":
+		errs = append(errs, errors.New("quota: team: required"))
+	case strings.ContainsAny(q.Team, "{}"):
+		errs = append(errs, fmt.Errorf("quota: team %q: contains '{' or '}', which cannot be inside a Redis hash tag", q.Team))
+	}
+	if q.MaxJobs < 0 {
+		errs = append(errs, fmt.Errorf("quota: max_jobs %d: must be 0 (unlimited) or positive", q.MaxJobs))
+	}
+	if q.MaxConcurrentRuns < 0 {
+		errs = append(errs, fmt.Errorf("quota: max_concurrent_runs %d: must be 0 (unlimited) or positive", q.MaxConcurrentRuns))
+	}
+	return errors.Join(errs...)
+}
+
+// Store keeps quotas and the per-team job index. Implementations are safe
+// for concurrent use.
+type Store interface {
+	// SetQuota writes q, replacing the team's row.
+	SetQuota(ctx context.Context, q Quota) error
+	// ListQuotas returns every row, the default's included, ordered by team.
+	ListQuotas(ctx context.Context) ([]Quota, error)
+	// TrackTeamJob records that jobID belongs to team as of revision; a
+	// row of an earlier team is removed. A call with a revision older than
+	// the job's last TrackTeamJob or UntrackTeamJob changes nothing.
+	TrackTeamJob(ctx context.Context, team, jobID string, revision int64) error
+	// UntrackTeamJob removes jobID from its team as of revision.
+	UntrackTeamJob(ctx context.Context, jobID string, revision int64) error
+	// CountTeamJobs counts the jobs of team in the index.
+	CountTeamJobs(ctx context.Context, team string) (int, error)
+}
+
+// Effective returns the quota that applies to team: its own row, else the
+// default row with Team set to team, else no limits.
+func Effective(rows []Quota, team string) Quota {
+	def := Quota{Team: team}
+	for _, q := range rows {
+		switch q.Team {
+		case team:
+			return q
+		case DefaultTeam:
+			def = Quota{Team: team, MaxJobs: q.MaxJobs, MaxConcurrentRuns: q.MaxConcurrentRuns}
+		}
+	}
+	return def
+}

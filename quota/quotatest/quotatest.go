@@ -1,0 +1,108 @@
+// Package quotatest is the conformance suite of quota.Store: every
+// implementation (quota.Memory, the Cassandra store) runs it.
+package quotatest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sundialhq/sundial/quota"
+)
+
+// Run runs the suite. newStore returns a store; team names and job ids
+// start with the test's name, so one store may serve every test.
+func Run(t *testing.T, newStore func(t *testing.T) quota.Store) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, ctx context.Context, s quota.Store, team string)
+	}{
+		{"SetAndList", testSetAndList},
+		{"SetRefusesBadValues", testSetRefusesBadValues},
+		{"CountIsASet", testCountIsASet},
+		{"ReplayOfOlderRevisionChangesNothing", testReplayOfOlderRevision},
+		{"MoveBetweenTeams", testMoveBetweenTeams},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, t.Context(), newStore(t), "t-"+tc.name)
+		})
+	}
+}
+
+func testSetAndList(t *testing.T, ctx context.Context, s quota.Store, team string) {
+	require.NoError(t, s.SetQuota(ctx, quota.Quota{Team: team + "-a", MaxJobs: 10, MaxConcurrentRuns: 2}))
+	require.NoError(t, s.SetQuota(ctx, quota.Quota{Team: team + "-b", MaxJobs: 5}))
+	require.NoError(t, s.SetQuota(ctx, quota.Quota{Team: team + "-a", MaxJobs: 20, MaxConcurrentRuns: 3}))
+	rows, err := s.ListQuotas(ctx)
+	require.NoError(t, err)
+	var mine []quota.Quota
+	for _, q := range rows {
+		if q.Team == team+"-a" || q.Team == team+"-b" {
+			mine = append(mine, q)
+		}
+	}
+	require.Equal(t, []quota.Quota{
+		{Team: team + "-a", MaxJobs: 20, MaxConcurrentRuns: 3},
+		{Team: team + "-b", MaxJobs: 5},
+	}, mine)
+	require.Equal(t, quota.Quota{Team: team + "-a", MaxJobs: 20, MaxConcurrentRuns: 3}, quota.Effective(rows, team+"-a"))
+}
+
+func testSetRefusesBadValues(t *testing.T, ctx context.Context, s quota.Store, team string) {
+	err := s.SetQuota(ctx, quota.Quota{Team: team, MaxJobs: -1, MaxConcurrentRuns: -2})
+	require.ErrorContains(t, err, "max_jobs -1")
+	require.ErrorContains(t, err, "max_concurrent_runs -2")
+	require.ErrorContains(t, s.SetQuota(ctx, quota.Quota{}), "team: required")
+}
+
+func testCountIsASet(t *testing.T, ctx context.Context, s quota.Store, team string) {
+	count := func() int {
+		n, err := s.CountTeamJobs(ctx, team)
+		require.NoError(t, err)
+		return n
+	}
+	require.Equal(t, 0, count())
+	for range 2 { // a redelivered record tracks again
+		require.NoError(t, s.TrackTeamJob(ctx, team, team+"/job-1", 10))
+		require.NoError(t, s.TrackTeamJob(ctx, team, team+"/job-2", 11))
+	}
+	require.Equal(t, 2, count())
+	require.NoError(t, s.TrackTeamJob(ctx, team, team+"/job-1", 12)) // an update
+	require.Equal(t, 2, count())
+	for range 2 {
+		require.NoError(t, s.UntrackTeamJob(ctx, team+"/job-2", 13))
+	}
+	require.Equal(t, 1, count())
+	require.NoError(t, s.UntrackTeamJob(ctx, team+"/never-tracked", 14))
+	require.Equal(t, 1, count())
+}
+
+func testReplayOfOlderRevision(t *testing.T, ctx context.Context, s quota.Store, team string) {
+	require.NoError(t, s.TrackTeamJob(ctx, team, team+"/job-1", 10))
+	require.NoError(t, s.UntrackTeamJob(ctx, team+"/job-1", 20))
+	require.NoError(t, s.TrackTeamJob(ctx, team, team+"/job-1", 10)) // replay of the create
+	n, err := s.CountTeamJobs(ctx, team)
+	require.NoError(t, err)
+	require.Equal(t, 0, n, "a replayed create brought a deleted job back")
+
+	require.NoError(t, s.TrackTeamJob(ctx, team, team+"/job-1", 30)) // created again
+	require.NoError(t, s.UntrackTeamJob(ctx, team+"/job-1", 20))     // replay of the delete
+	n, err = s.CountTeamJobs(ctx, team)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "a replayed delete removed a newer job")
+}
+
+func testMoveBetweenTeams(t *testing.T, ctx context.Context, s quota.Store, team string) {
+	a, b := team+"-a", team+"-b"
+	require.NoError(t, s.TrackTeamJob(ctx, a, team+"/job-1", 10))
+	require.NoError(t, s.TrackTeamJob(ctx, b, team+"/job-1", 11))
+	require.NoError(t, s.TrackTeamJob(ctx, a, team+"/job-1", 10)) // replay
+	na, err := s.CountTeamJobs(ctx, a)
+	require.NoError(t, err)
+	nb, err := s.CountTeamJobs(ctx, b)
+	require.NoError(t, err)
+	require.Equal(t, [2]int{0, 1}, [2]int{na, nb})
+}

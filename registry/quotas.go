@@ -1,0 +1,79 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sundialhq/sundial/jobspec"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/quota"
+)
+
+// quotas is the registry's side of package quota: the max_jobs check and
+// the per-team job index.
+type quotas struct {
+	store quota.Store
+	cache *quota.Cache
+}
+
+// checkMaxJobs refuses a definition that would create a job of a team that
+// already has its max_jobs. Updates of a job the store holds always pass.
+// See package quota for the bound on overshoot under concurrent creates.
+func (r *Registry) checkMaxJobs(ctx context.Context, spec *sundialv1.JobSpec) (jobspec.FieldError, bool, error) {
+	if r.quotas == nil {
+		return jobspec.FieldError{}, false, nil
+	}
+	team := spec.GetOwnerTeam()
+	var q quota.Quota
+	if err := r.retry(ctx, "read_quota", func() (err error) {
+		q, err = r.quotas.cache.Get(ctx, team)
+		return err
+	}); err != nil {
+		return jobspec.FieldError{}, false, err
+	}
+	if q.MaxJobs == 0 {
+		return jobspec.FieldError{}, false, nil
+	}
+	stored, found, err := r.getJob(ctx, spec.GetId())
+	if err != nil {
+		return jobspec.FieldError{}, false, err
+	}
+	if found && !stored.Deleted {
+		return jobspec.FieldError{}, false, nil
+	}
+	var n int
+	if err := r.retry(ctx, "count_team_jobs", func() (err error) {
+		n, err = r.quotas.store.CountTeamJobs(ctx, team)
+		return err
+	}); err != nil {
+		return jobspec.FieldError{}, false, err
+	}
+	if n < q.MaxJobs {
+		return jobspec.FieldError{}, false, nil
+	}
+	r.metrics.quotaRejections.WithLabelValues("max_jobs").Inc()
+	return jobspec.FieldError{
+		Field:  "owner_team",
+		Reason: fmt.Sprintf("team %s has %d of %d jobs (quota max_jobs)", team, n, q.MaxJobs),
+	}, true, nil
+}
+
+// trackJob indexes a stored job under its team, at the record's offset.
+func (r *Registry) trackJob(ctx context.Context, spec *sundialv1.JobSpec, offset int64) error {
+	if r.quotas == nil {
+		return nil
+	}
+	return r.retry(ctx, "index_team_job", func() error {
+		return r.quotas.store.TrackTeamJob(ctx, spec.GetOwnerTeam(), spec.GetId(), offset)
+	})
+}
+
+// untrackJob removes a deleted job from its team's index.
+func (r *Registry) untrackJob(ctx context.Context, id string, offset int64) error {
+	if r.quotas == nil {
+		return nil
+	}
+	return r.retry(ctx, "index_team_job", func() error {
+		return r.quotas.store.UntrackTeamJob(ctx, id, offset)
+	})
+}

@@ -1,0 +1,176 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sundialhq/sundial/internal/backoff"
+	"github.com/sundialhq/sundial/leasing"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/quota"
+)
+
+// TeamQuotas gives the quota in force for a team (*quota.Cache).
+type TeamQuotas interface {
+	Get(ctx context.Context, team string) (quota.Quota, error)
+}
+
+// decodeFetched wraps a fetched record, with its run decoded when it
+// decodes (process reports one that does not).
+func decodeFetched(rec *kgo.Record) *record {
+	fr := &record{rec: rec}
+	run := &sundialv1.Run{}
+	if decodeRun(rec, run) == nil {
+		fr.run, fr.team = run, run.GetOwnerTeam()
+	}
+	return fr
+}
+
+// teamResult says how taking a team slot ended.
+type teamResult int
+
+const (
+	teamTaken   teamResult = iota // or no limit applies
+	teamFull                      // the team has its max_concurrent_runs
+	teamAborted                   // ctx ended
+)
+
+// takeTeamSlot takes a slot of the run's team when the team has a
+// max_concurrent_runs, and returns the function that gives it back. Quotas
+// bound fairness, not safety: when they cannot be read, or the team's name
+// cannot be a Redis hash tag, the run goes ahead without a team slot (and
+// the job's lease still guards it). Redis being unreachable is waited out,
+// as for the job's lease.
+func (x *execution) takeTeamSlot(ctx context.Context) (func(), teamResult) {
+	r, team := x.r, x.run.GetOwnerTeam()
+	none := func() {}
+	if r.cfg.TeamQuotas == nil || team == "" {
+		return none, teamTaken
+	}
+	q, err := r.cfg.TeamQuotas.Get(ctx, team)
+	if err != nil {
+		x.logger().Warn("team quota unknown; running without the team's limit", "team", team, "err", err)
+		return none, teamTaken
+	}
+	if q.MaxConcurrentRuns == 0 {
+		return none, teamTaken
+	}
+	retry := backoff.New(50*time.Millisecond, 5*time.Second)
+	runID := x.run.GetRunId()
+	for {
+		err := r.cfg.Leases.AcquireTeamSlot(ctx, team, runID, q.MaxConcurrentRuns)
+		switch {
+		case err == nil:
+			r.teamSlots.add(team, runID)
+			r.m.teamRuns.WithLabelValues(team).Inc()
+			return func() { x.releaseTeamSlot(ctx, team) }, teamTaken
+		case errors.Is(err, leasing.ErrTeamFull):
+			return none, teamFull
+		case ctx.Err() != nil:
+			return none, teamAborted
+		case !leasing.IsRetryable(err):
+			x.logger().Warn("team slot refused; running without the team's limit", "team", team, "err", err)
+			return none, teamTaken
+		}
+		x.logger().Warn("team slot acquire failed; retrying", "team", team, "err", err, "retry_within", retry.Peek())
+		if !retry.Wait(ctx) {
+			return none, teamAborted
+		}
+	}
+}
+
+// teamQuotaDelay is how long a run over its team's quota waits: between one
+// and two Config.TeamQuotaDelay, spread by the run's jitter, so that a team's
+// herd waiting for its slots does not come back all at once.
+func (x *execution) teamQuotaDelay() time.Duration {
+	d := x.r.cfg.TeamQuotaDelay
+	return d + time.Duration(float64(d)*x.r.cfg.Jitter(x.run.GetRunId(), x.run.GetAttempt()))
+}
+
+// releaseTeamSlot gives the run's team slot back, best effort: a slot not
+// released expires TTL after its last renewal.
+func (x *execution) releaseTeamSlot(ctx context.Context, team string) {
+	r, runID := x.r, x.run.GetRunId()
+	r.teamSlots.remove(team, runID)
+	r.m.teamRuns.WithLabelValues(team).Dec()
+	if r.isKilled() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := r.cfg.Leases.ReleaseTeamSlot(ctx, team, runID); err != nil {
+		x.logger().Warn("team slot release failed; it frees when it expires", "team", team, "err", err)
+	}
+}
+
+// teamSlots are the team slots a runner holds: team -> run id -> how many
+// executions hold it (two deliveries of one run may overlap for a moment).
+type teamSlots struct {
+	mu   sync.Mutex
+	held map[string]map[string]int
+}
+
+func (t *teamSlots) add(team, runID string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.held == nil {
+		t.held = map[string]map[string]int{}
+	}
+	if t.held[team] == nil {
+		t.held[team] = map[string]int{}
+	}
+	t.held[team][runID]++
+}
+
+func (t *teamSlots) remove(team, runID string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	runs := t.held[team]
+	if runs[runID]--; runs[runID] <= 0 {
+		delete(runs, runID)
+	}
+	if len(runs) == 0 {
+		delete(t.held, team)
+	}
+}
+
+// snapshot returns the run ids held per team.
+func (t *teamSlots) snapshot() map[string][]string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string][]string, len(t.held))
+	for team, runs := range t.held {
+		for id := range runs {
+			out[team] = append(out[team], id)
+		}
+	}
+	return out
+}
+
+// renewTeamSlots renews every team slot the runner holds every TTL/3, one
+// call per team, until ctx ends. A renewal that fails is logged; the slot
+// expires only if none succeeds for TTL, and the next renewal takes it back
+// while its run still executes.
+func (r *Runner) renewTeamSlots(ctx context.Context) {
+	if r.cfg.TeamQuotas == nil {
+		return
+	}
+	t := time.NewTicker(r.cfg.Leases.TTL() / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for team, runs := range r.teamSlots.snapshot() {
+			if _, err := r.cfg.Leases.RenewTeamSlots(ctx, team, runs); err != nil && ctx.Err() == nil {
+				r.log.Warn("team slot renewal failed", "team", team, "runs", len(runs), "err", err)
+			}
+		}
+	}
+}
