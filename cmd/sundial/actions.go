@@ -408,12 +408,12 @@ func printPlan(w io.Writer, p operator.DefinitionPlan) int {
 	}
 	for _, c := range p.Changes {
 		switch {
-		case c.Old == "":
-			fmt.Fprintf(w, "  + %s: %s\n", c.Path, c.New)
-		case c.New == "":
-			fmt.Fprintf(w, "  - %s: %s\n", c.Path, c.Old)
+		case c.Before == "":
+			fmt.Fprintf(w, "  + %s: %s\n", c.Field, c.After)
+		case c.After == "":
+			fmt.Fprintf(w, "  - %s: %s\n", c.Field, c.Before)
 		default:
-			fmt.Fprintf(w, "  ~ %s: %s -> %s\n", c.Path, c.Old, c.New)
+			fmt.Fprintf(w, "  ~ %s: %s -> %s\n", c.Field, c.Before, c.After)
 		}
 	}
 	if len(p.NextFires) > 0 {
