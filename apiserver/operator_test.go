@@ -69,6 +69,7 @@ func testOperator(t *testing.T, e *env, owner, other string) {
 		require.NoError(t, err)
 		assert.True(t, res.Msg.GetChanged())
 		assert.True(t, res.Msg.GetStatus().GetAccepted(), "%v", res.Msg.GetStatus())
+		assert.False(t, res.Msg.GetStatus().GetOwnershipEnforced(), "the registry reads the shared topic")
 		got, err := e.jobs(token(owner, auth.RoleViewer)).GetJob(ctx, connect.NewRequest(&apiv1.GetJobRequest{Id: id}))
 		require.NoError(t, err)
 		assert.True(t, got.Msg.GetJob().GetSpec().GetPaused())
