@@ -16,6 +16,7 @@ import (
 	"github.com/sundialhq/sundial/auth"
 	"github.com/sundialhq/sundial/client"
 	"github.com/sundialhq/sundial/dagengine"
+	"github.com/sundialhq/sundial/discovery"
 	"github.com/sundialhq/sundial/dispatcher"
 	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/history"
@@ -161,7 +162,13 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	services, handlers, err := apiRunServices(st, kopts, names, producer, enq, p)
+	// The cluster view's executors: a Directory of sundial.executors, read
+	// for as long as the server runs.
+	executors, err := discovery.NewDirectory(discovery.DirectoryConfig{Kafka: kopts, Topics: names, Logger: p.named("api-executors")})
+	if err != nil {
+		return err
+	}
+	services, handlers, err := apiRunServices(st, kopts, names, producer, enq, executors, p)
 	if err != nil {
 		return err
 	}
@@ -195,7 +202,7 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
-	return p.run(ctx, srv)
+	return p.run(ctx, executors, srv)
 }
 
 // apiControlServices builds the operator, audit and quota services. With
@@ -241,9 +248,10 @@ func apiControlServices(ctx context.Context, cmd *cli.Command, st *cassandra.Sto
 	return []apiserver.Service{ops.Service(), auditSvc.Service(), quotas.Service()}, nil
 }
 
-// apiRunServices builds the run, dead-letter, watch and cluster services,
+// apiRunServices builds the run, dead-letter, watch and cluster services
+// (the cluster view lists what executors, started by the caller, holds),
 // and the server-sent-events stream of the watch service.
-func apiRunServices(st *cassandra.Store, kopts []kgo.Opt, names topics.Names, admin *kgo.Client, enq *enqueue.Enqueuer, p *process) ([]apiserver.Service, []apiserver.Handler, error) {
+func apiRunServices(st *cassandra.Store, kopts []kgo.Opt, names topics.Names, admin *kgo.Client, enq *enqueue.Enqueuer, executors *discovery.Directory, p *process) ([]apiserver.Service, []apiserver.Handler, error) {
 	events, err := apiserver.NewEventLog(kopts, names.Events())
 	if err != nil {
 		return nil, nil, err
@@ -264,7 +272,7 @@ func apiRunServices(st *cassandra.Store, kopts []kgo.Opt, names topics.Names, ad
 		return nil, nil, err
 	}
 	cluster, err := apiserver.NewClusterService(apiserver.ClusterServiceConfig{
-		Shards: st, Admin: kadm.NewClient(admin), Now: time.Now, Logger: p.named("api-cluster"),
+		Shards: st, Admin: kadm.NewClient(admin), Executors: executors, Now: time.Now, Logger: p.named("api-cluster"),
 		// The default group of every Sundial process; an installation that
 		// renamed one sees it missing from the view.
 		Groups: []apiserver.ConsumerGroup{
