@@ -15,48 +15,40 @@
 //   - Stateless: a server holds no state beyond its connections. Every read
 //     goes to the store, every change is a record produced to the jobs topic,
 //     so any number of servers run side by side behind one address.
-//
 //   - Kafka is the one write path: ApplyJob and DeleteJob (and their DAG
 //     twins) produce what a platform team's producer would, and wait for the
 //     registry's (or DAG engine's) answer on the status topic, matched by the
 //     record it names. A change answered late may still be applied: the
 //     DeadlineExceeded answer says so; the status topic has the final word.
-//
 //   - Authentication before anything: every Connect call and every plain
 //     handler passes the Authenticator first. A call without a valid bearer
 //     token is answered Unauthenticated (401) and reaches no service; an
 //     accepted call's context carries its auth.Principal (auth.FromContext).
 //     Only HealthPath and MetricsPath are open.
-//
 //   - Visibility: a definition of a team the caller may not see
 //     (auth.Principal.CanSee) is answered NotFound, exactly as a missing one,
 //     never PermissionDenied, and listings leave it out; the cluster admin
 //     sees every team. PermissionDenied is only said to callers about their
 //     own team (a viewer who tries to apply).
-//
 //   - Ownership: a change needs the admin role in the definition's
 //     owner_team, and a definition of a team the caller may not see cannot be
 //     overwritten by applying the same id under the caller's team.
-//
 //   - Bounded work: a page holds at most MaxPageSize items, and one listing
 //     request reads at most JobServiceConfig.MaxScan stored definitions; a
 //     page cut short by it still carries a next page token. Page tokens carry
 //     a hash of the filter and are refused with another.
-//
 //   - Metrics: requests are counted by procedure and code, refused ones
 //     included; no label carries a team, job or token.
-//
 //   - Lifecycle: Start listens and serves; Stop stops accepting, gives
 //     requests in flight Config.ShutdownGrace, and returns once the serving
 //     goroutines have exited. Stop is idempotent and safe before Start.
-//
 //   - Acting needs the operator role in the job's team (OperatorService);
 //     every change the API makes (applies, deletes, operator actions) is
 //     recorded in the audit trail with the caller's Subject as actor, after
 //     it took effect; a failure to record is logged, never undoes it.
 //
 // Other services (runs, DLQ, watch, cluster, operator, audit, quotas)
-// mount the same way: a Service
-// built with ConnectService gets the same interceptors, and a plain
-// http.Handler in Config.Handlers gets the same authentication.
+// mount the same way: a Service built with ConnectService gets the same
+// interceptors, and a plain http.Handler in Config.Handlers gets the same
+// authentication.
 package apiserver
