@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/discovery"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
 	"github.com/sundialhq/sundial/store"
@@ -41,6 +42,12 @@ type ShardReader interface {
 	GetShard(ctx context.Context, shard int) (store.ShardState, error)
 }
 
+// ExecutorLister lists every executor a discovery.Directory holds, live or
+// recently gone (*discovery.Directory).
+type ExecutorLister interface {
+	All() []discovery.Member
+}
+
 // ClusterServiceConfig holds the cluster service's dependencies.
 type ClusterServiceConfig struct {
 	// Shards reads the shards table (required).
@@ -50,6 +57,10 @@ type ClusterServiceConfig struct {
 	// Groups are the consumer groups to show, each once (required): the
 	// process flags' defaults unless an installation changed them.
 	Groups []ConsumerGroup
+	// Executors lists the executors announced on sundial.executors (a
+	// started *discovery.Directory). Nil leaves them out, and the view
+	// says in-flight runs are unavailable.
+	Executors ExecutorLister
 	// Now is the instant watermark lags are measured from (required).
 	Now func() time.Time
 	// Logger receives the backend failures a caller is not shown
@@ -90,10 +101,11 @@ func (c ClusterServiceConfig) Validate() error {
 
 // ClusterService implements apiv1connect.ClusterServiceHandler: the
 // shards table for the dispatchers, consumer group descriptions for the
-// runners and the lag of every group. In-flight runs and circuit breakers
-// live in each runner's memory (and its metrics), with no shared record
-// the API could read, so the view names them as unavailable rather than
-// showing a guess.
+// runners, the lag of every group, and the executors with their slots and
+// runs in flight as their last heartbeats announced them (package
+// discovery). Circuit breakers live in each runner's memory (and its
+// metrics), with no shared record the API could read, so the view names
+// them as unavailable rather than showing a guess.
 type ClusterService struct {
 	cfg ClusterServiceConfig
 }
@@ -124,9 +136,13 @@ func (s *ClusterService) GetCluster(ctx context.Context, _ *connect.Request[apiv
 	resp := &apiv1.GetClusterResponse{
 		Time: timestamppb.New(now),
 		Unavailable: []string{
-			"in-flight runs: each runner holds them in memory, with no shared record; see its sundial_runner_runs_in_flight metric",
 			"circuit breakers: each runner keeps its own per downstream, with no shared record; see its sundial_runner_breaker_state metric",
 		},
+	}
+	if s.cfg.Executors == nil {
+		resp.Unavailable = append(resp.Unavailable, "in-flight runs: this server reads no executor directory (sundial.executors); see each runner's sundial_runner_runs_in_flight metric")
+	} else {
+		resp.Executors = executorsOf(s.cfg.Executors.All())
 	}
 	if err := s.dispatchers(ctx, now, resp); err != nil {
 		s.cfg.Logger.ErrorContext(ctx, "cluster view: shards", "err", err)
@@ -245,5 +261,25 @@ func runnersOf(group string, members []kadm.DescribedGroupMember) []*apiv1.Runne
 		}
 		out = append(out, r)
 	}
+	return out
+}
+
+// executorsOf lists the members of a directory, by pool then id.
+func executorsOf(members []discovery.Member) []*apiv1.Executor {
+	out := make([]*apiv1.Executor, 0, len(members))
+	for _, m := range members {
+		e := &apiv1.Executor{
+			Id: m.ID, Pool: m.Pool, Labels: m.Labels, Version: m.Version,
+			Slots: int32(m.Capacity), InFlight: int32(m.InFlight), CpuCores: m.CPUCores, MemoryBytes: m.MemoryBytes,
+			State: m.State.String(),
+		}
+		if !m.Heartbeat.IsZero() {
+			e.HeartbeatTime = timestamppb.New(m.Heartbeat)
+		}
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b *apiv1.Executor) int {
+		return cmp.Or(cmp.Compare(a.GetPool(), b.GetPool()), cmp.Compare(a.GetId(), b.GetId()))
+	})
 	return out
 }

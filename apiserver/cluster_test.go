@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sundialhq/sundial/apiserver"
+	"github.com/sundialhq/sundial/discovery"
 	"github.com/sundialhq/sundial/internal/topics"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
@@ -118,4 +119,51 @@ func TestGetCluster(t *testing.T) {
 		_, err := client.GetCluster(ctx, as("", &apiv1.GetClusterRequest{}))
 		requireConnectCode(t, connect.CodeUnauthenticated, err)
 	})
+}
+
+// TestGetClusterExecutors: the view lists the executors a discovery
+// Directory reads from sundial.executors, with their slots and runs in
+// flight, and no longer calls in-flight runs unavailable.
+func TestGetClusterExecutors(t *testing.T) {
+	t.Parallel()
+	s := setupStack(t, 1, topics.Names.Executors)
+	ctx := t.Context()
+	kopts := []kgo.Opt{kgo.SeedBrokers(s.brokers...)}
+
+	ann, err := discovery.NewAnnouncer(discovery.AnnouncerConfig{
+		Kafka: kopts, Topics: s.names, ID: "exec-1", Pool: "gpu", Capacity: 5, InFlight: func() int { return 2 },
+		Interval: time.Second, Logger: s.logger,
+	})
+	require.NoError(t, err)
+	require.NoError(t, ann.Start(ctx))
+	t.Cleanup(ann.Stop)
+	dir, err := discovery.NewDirectory(discovery.DirectoryConfig{Kafka: kopts, Topics: s.names, Logger: s.logger})
+	require.NoError(t, err)
+	require.NoError(t, dir.Start(ctx))
+	t.Cleanup(dir.Stop)
+	for len(dir.Live("gpu")) == 0 {
+		select {
+		case <-dir.Changes():
+		case <-ctx.Done():
+			t.Fatalf("exec-1 never announced: %v", ctx.Err())
+		}
+	}
+
+	svc, err := apiserver.NewClusterService(apiserver.ClusterServiceConfig{Shards: s.store, Admin: s.admin, Executors: dir,
+		Groups: []apiserver.ConsumerGroup{{Role: apiserver.RoleRunners, Group: s.names.Prefix + "runners"}},
+		Now:    time.Now, Logger: s.logger})
+	require.NoError(t, err)
+	srv := serve(t, func(mux *http.ServeMux) { mux.Handle(apiv1connect.NewClusterServiceHandler(svc)) })
+	resp, err := apiv1connect.NewClusterServiceClient(srv.Client(), srv.URL).GetCluster(ctx, as("cluster-admin", &apiv1.GetClusterRequest{}))
+	require.NoError(t, err)
+	require.Len(t, resp.Msg.GetExecutors(), 1, "%v", resp.Msg.GetExecutors())
+	e := resp.Msg.GetExecutors()[0]
+	assert.Equal(t, "exec-1", e.GetId())
+	assert.Equal(t, "gpu", e.GetPool())
+	assert.Equal(t, int32(5), e.GetSlots())
+	assert.Equal(t, int32(2), e.GetInFlight())
+	assert.Equal(t, "live", e.GetState())
+	for _, u := range resp.Msg.GetUnavailable() {
+		assert.NotContains(t, u, "in-flight", "discovery provides them")
+	}
 }

@@ -42,8 +42,13 @@
 //   - Lifecycle: Start listens and serves; Stop stops accepting, gives
 //     requests in flight Config.ShutdownGrace, and returns once the serving
 //     goroutines have exited. Stop is idempotent and safe before Start.
+//   - Acting needs the operator role in the job's team (OperatorService);
+//     every change the API makes (applies, deletes, operator actions) is
+//     recorded in the audit trail with the caller's Subject as actor, after
+//     it took effect; a failure to record is logged, never undoes it.
 //
-// Other services (runs, DLQ, watch, cluster) mount the same way: a Service
-// built with ConnectService gets the same interceptors, and a plain
-// http.Handler in Config.Handlers gets the same authentication.
+// Other services (runs, DLQ, watch, cluster, operator, audit, quotas)
+// mount the same way: a Service built with ConnectService gets the same
+// interceptors, and a plain http.Handler in Config.Handlers gets the same
+// authentication.
 package apiserver

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -13,8 +14,10 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/audit"
 	"github.com/sundialhq/sundial/auth"
 	"github.com/sundialhq/sundial/client"
+	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/jobspec"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
@@ -60,6 +63,13 @@ type JobServiceConfig struct {
 	// to fill its page; past it the page is returned short, with a token.
 	// Default 20 times the page size.
 	MaxScan int
+	// Audit, when set, records every change the registry accepted with the
+	// caller (auth.Principal.Subject) as actor, beside the registry's own
+	// record that names the Kafka topic. Recording fails no call: the
+	// change is made; a failure is logged.
+	Audit audit.Recorder
+	// Logger; nil discards.
+	Logger *slog.Logger
 	// Now is the clock of next fire times. Default time.Now.
 	Now func() time.Time
 }
@@ -95,6 +105,7 @@ func NewJobService(cfg JobServiceConfig) (*JobService, error) {
 		return nil, err
 	}
 	cfg.AnswerTimeout = cmp.Or(cfg.AnswerTimeout, 30*time.Second)
+	cfg.Logger = deps.Logger(cfg.Logger)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -246,12 +257,19 @@ func (s *JobService) ApplyJob(ctx context.Context, req *connect.Request[apiv1.Ap
 	}
 	// A team must not take over another team's job by naming itself the
 	// owner of the same id; such a job is not found, as everywhere.
+	var (
+		before    *sundialv1.JobSpec
+		beforeRev int64
+	)
 	if spec.GetId() != "" {
-		if _, stored, found, err := s.lookupJob(ctx, spec.GetId()); err != nil {
+		j, stored, found, err := s.lookupJob(ctx, spec.GetId())
+		if err != nil {
 			return nil, err
-		} else if found && !p.CanSee(stored.GetOwnerTeam()) {
+		}
+		if found && !p.CanSee(stored.GetOwnerTeam()) {
 			return nil, notFound("job", spec.GetId())
 		}
+		before, beforeRev = stored, j.Revision
 	}
 	receipt, err := s.cfg.Writer.Apply(ctx, spec)
 	if ve := (*jobspec.ValidationError)(nil); errors.As(err, &ve) {
@@ -264,6 +282,7 @@ func (s *JobService) ApplyJob(ctx context.Context, req *connect.Request[apiv1.Ap
 	if err != nil {
 		return nil, err
 	}
+	s.record(ctx, p, receipt, st, before, beforeRev, spec)
 	return connect.NewResponse(&apiv1.ApplyJobResponse{Accepted: st.GetAccepted(), Status: st}), nil
 }
 
@@ -365,7 +384,7 @@ func (s *JobService) DeleteJob(ctx context.Context, req *connect.Request[apiv1.D
 	if err := needID(id); err != nil {
 		return nil, err
 	}
-	_, spec, err := s.storedJob(ctx, p, id)
+	j, spec, err := s.storedJob(ctx, p, id)
 	if err != nil {
 		return nil, err
 	}
@@ -380,6 +399,7 @@ func (s *JobService) DeleteJob(ctx context.Context, req *connect.Request[apiv1.D
 	if err != nil {
 		return nil, err
 	}
+	s.record(ctx, p, receipt, st, spec, j.Revision, nil)
 	return connect.NewResponse(&apiv1.DeleteJobResponse{Status: st}), nil
 }
 
@@ -499,4 +519,48 @@ func statsOf(recs []store.RunRecord) *apiv1.RunStats {
 func percentile(sorted []time.Duration, q int) time.Duration {
 	rank := (q*len(sorted) + 99) / 100 // ceil(q/100 * n)
 	return sorted[max(rank, 1)-1]
+}
+
+// record writes the audit record of a change the registry answered, when
+// it changed something. Its ID is the definition's Kafka record, prefixed
+// "api:", so that it sits beside the registry's record of the same change
+// and a retried call rewrites it rather than adding one.
+func (s *JobService) record(ctx context.Context, p auth.Principal, r client.Receipt, st *sundialv1.JobStatus, before *sundialv1.JobSpec, beforeRev int64, after *sundialv1.JobSpec) {
+	if s.cfg.Audit == nil {
+		return
+	}
+	var action string
+	switch st.GetOutcome() {
+	case sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_CREATED:
+		action = audit.ActionJobCreated
+	case sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UPDATED:
+		action = audit.ActionJobUpdated
+	case sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_DELETED:
+		action = audit.ActionJobDeleted
+	default:
+		return
+	}
+	team := after.GetOwnerTeam()
+	if after == nil {
+		team = before.GetOwnerTeam()
+	}
+	rec := audit.Record{
+		ID:      fmt.Sprintf("api:%s/%d/%020d", r.Topic, r.Partition, r.Offset),
+		At:      r.Timestamp,
+		Actor:   p.Subject,
+		Action:  action,
+		Subject: r.ID,
+		Team:    team, RevisionBefore: beforeRev, RevisionAfter: r.Offset,
+		Changes: audit.Diff(before, after),
+		Detail:  "through the API",
+	}
+	if action == audit.ActionJobCreated {
+		rec.RevisionBefore = 0
+	}
+	if rec.Actor == "" {
+		rec.Actor = "api:" + p.Team
+	}
+	if err := s.cfg.Audit.Record(ctx, rec); err != nil {
+		s.cfg.Logger.ErrorContext(ctx, "audit record not written", "action", action, "job", r.ID, "err", err)
+	}
 }

@@ -35,6 +35,9 @@ func TestOnRealStack(t *testing.T) {
 		{"HTTPJSON", testHTTPJSON},
 		{"Dags", testDags},
 		{"HealthAndMetrics", testHealthAndMetrics},
+		{"Operator", testOperator},
+		{"Audit", testAudit},
+		{"Quotas", testQuotas},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,17 +11,21 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sundialhq/sundial/apiserver"
+	"github.com/sundialhq/sundial/audit"
 	"github.com/sundialhq/sundial/auth"
 	"github.com/sundialhq/sundial/client"
 	"github.com/sundialhq/sundial/dagengine"
 	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/internal/testenv"
 	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/leasing"
+	"github.com/sundialhq/sundial/operator"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
 	"github.com/sundialhq/sundial/registry"
 	"github.com/sundialhq/sundial/store/cassandra"
@@ -113,17 +117,35 @@ func newEnv(t *testing.T) *env {
 	cl, err := client.New(client.Config{Brokers: k.Brokers, Topics: names, Logger: logger})
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)
+	trail, err := audit.New(audit.Config{Store: st, Producer: producer, Topic: names.Audit()})
+	require.NoError(t, err)
 	// Generous: an answer must come, however slow this machine is.
-	jobs, err := apiserver.NewJobService(apiserver.JobServiceConfig{Store: st, Writer: cl, AnswerTimeout: 3 * time.Minute})
+	jobs, err := apiserver.NewJobService(apiserver.JobServiceConfig{Store: st, Writer: cl, AnswerTimeout: 3 * time.Minute, Audit: trail})
 	require.NoError(t, err)
 	dags, err := apiserver.NewDagService(apiserver.DagServiceConfig{
 		Store: st, Writer: apiserver.KafkaDagWriter{Producer: producer, Client: cl, Topics: names}, AnswerTimeout: 3 * time.Minute,
 	})
 	require.NoError(t, err)
+	r := testenv.NeedRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	leases, err := leasing.New(leasing.Config{Client: rdb, KeyPrefix: r.KeyPrefix + leasing.DefaultKeyPrefix})
+	require.NoError(t, err)
+	op := operator.New(operator.Config{
+		Jobs: st, Producer: cl, Leases: leases, Redis: rdb, RunnerKeyPrefix: r.KeyPrefix + "runner:",
+		Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Enqueuer: waker, Shards: shards,
+		Audit: operator.AuditTrail{Trail: trail}, Logger: logger,
+	})
+	ops, err := apiserver.NewOperatorService(apiserver.OperatorServiceConfig{Operator: op, Jobs: st, Logger: logger})
+	require.NoError(t, err)
+	auditSvc, err := apiserver.NewAuditService(apiserver.AuditServiceConfig{Trail: trail, Jobs: st, Logger: logger})
+	require.NoError(t, err)
+	quotas, err := apiserver.NewQuotaService(apiserver.QuotaServiceConfig{Store: st, Runs: leases, Logger: logger})
+	require.NoError(t, err)
 	metrics := prometheus.NewRegistry()
 	srv, err := apiserver.New(apiserver.Config{
 		Addr: "127.0.0.1:0", Authenticator: tokenAuth{},
-		Services:   []apiserver.Service{jobs.Service(), dags.Service()},
+		Services:   []apiserver.Service{jobs.Service(), dags.Service(), ops.Service(), auditSvc.Service(), quotas.Service()},
 		Registerer: metrics, Gatherer: metrics, Logger: logger,
 	})
 	require.NoError(t, err)
@@ -138,6 +160,21 @@ func newEnv(t *testing.T) *env {
 // jobs is a Connect Go client of JobService sending tok ("" sends none).
 func (e *env) jobs(tok string) apiv1connect.JobServiceClient {
 	return apiv1connect.NewJobServiceClient(e.http, e.url, e.opts(tok)...)
+}
+
+// operator is a Connect Go client of OperatorService sending tok.
+func (e *env) operator(tok string) apiv1connect.OperatorServiceClient {
+	return apiv1connect.NewOperatorServiceClient(e.http, e.url, e.opts(tok)...)
+}
+
+// audit is a Connect Go client of AuditService sending tok.
+func (e *env) audit(tok string) apiv1connect.AuditServiceClient {
+	return apiv1connect.NewAuditServiceClient(e.http, e.url, e.opts(tok)...)
+}
+
+// quotas is a Connect Go client of QuotaService sending tok.
+func (e *env) quotas(tok string) apiv1connect.QuotaServiceClient {
+	return apiv1connect.NewQuotaServiceClient(e.http, e.url, e.opts(tok)...)
 }
 
 // dags is a Connect Go client of DagService sending tok.

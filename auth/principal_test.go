@@ -52,3 +52,17 @@ func TestParseRole(t *testing.T) {
 		t.Fatal("ParseRole(owner) must fail")
 	}
 }
+
+func TestCheckTeamName(t *testing.T) {
+	t.Parallel()
+	for name, ok := range map[string]bool{
+		"payments": true, "team-7": true, "0ps": true,
+		"": false, "Pay Ments": false, "-lead": false, "a.b": false,
+		// sundial.jobs.status is the registry's answers, not a team's topic.
+		"status": false,
+	} {
+		if err := CheckTeamName(name); (err == nil) != ok {
+			t.Errorf("CheckTeamName(%q) = %v, want ok %v", name, err, ok)
+		}
+	}
+}

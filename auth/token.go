@@ -9,9 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"time"
+
+	"github.com/sundialhq/sundial/internal/topics"
 )
 
 // TokenPrefix starts every bearer token Sundial issues. It lets a chain of
@@ -32,14 +33,13 @@ const (
 // nothing a shell or a URL would quote.
 var tokenEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
-// teamName is what a team may be called: it appears in topic names and
-// labels, so it is short and plain.
-var teamName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
-
-// CheckTeamName reports why name cannot name a team, or nil.
+// CheckTeamName reports why name cannot name a team, or nil. The rule is
+// the team job topics' (topics.ValidTeam): a team's definitions go to
+// sundial.jobs.<team>, so a name that cannot make that topic, or makes
+// another one (sundial.jobs.status), cannot name a team either.
 func CheckTeamName(name string) error {
-	if !teamName.MatchString(name) {
-		return fmt.Errorf("team name %q: want 1 to 63 lower-case letters, digits or '-', starting with a letter or digit", name)
+	if err := topics.ValidTeam(name); err != nil {
+		return fmt.Errorf("team name: %w", err)
 	}
 	return nil
 }

@@ -47,6 +47,8 @@ func (e *Engine) handleDefinition(ctx context.Context, rec *kgo.Record) []*kgo.R
 		Subject: &sundialv1.JobStatus_DagId{DagId: jobspec.ValidUTF8(def.Key)},
 		Source:  jobspec.StatusSource(rec),
 		Shard:   uint32(store.ShardOf(def.Key, e.cfg.Shards)),
+		// As the registry's: ownership holds only without the shared topic.
+		OwnershipEnforced: e.cfg.NoSharedTopic,
 	}
 	if def.Spec != nil && def.Spec.Revision != nil {
 		st.Revision = proto.Uint64(def.Spec.GetRevision())

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sundialhq/sundial/audit"
 	"github.com/sundialhq/sundial/operator"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store"
@@ -281,7 +282,7 @@ func testPlanApply(t *testing.T) {
 
 	pl := plans[0]
 	assert.False(t, pl.Created)
-	assert.Equal(t, []operator.FieldChange{{Path: "schedule.cron.expression", Old: `"0 3 1 1 *"`, New: `"*/15 * * * *"`}}, pl.Changes)
+	assert.Equal(t, []audit.Change{{Field: "schedule.cron.expression", Before: `"0 3 1 1 *"`, After: `"*/15 * * * *"`}}, pl.Changes)
 	require.Len(t, pl.NextFires, 3)
 	for i, f := range pl.NextFires {
 		assert.Zero(t, f.Minute()%15, "fire %d at %s", i, f)

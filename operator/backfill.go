@@ -130,7 +130,7 @@ func (o *Operator) Backfill(ctx context.Context, jobID string, opts BackfillOpti
 		return res, err
 	}
 	defer f.close()
-	o.record(ctx, Action{Kind: "backfill", JobID: jobID,
+	o.record(ctx, Action{Kind: "backfill", JobID: jobID, Team: spec.GetOwnerTeam(),
 		Detail: fmt.Sprintf("%d runs from %s to %s", len(occ), opts.From.UTC().Format(time.RFC3339), opts.To.UTC().Format(time.RFC3339))})
 
 	pending := map[string]bool{}

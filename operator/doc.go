@@ -28,7 +28,10 @@
 //   - PlanApply reads and computes; it produces and writes nothing.
 //   - Every action that changes something names one place where it is
 //     audited: Config.Audit, when set, receives one Action per call, after
-//     the change was made.
+//     the change was made. AuditTrail writes it to package audit's trail
+//     with the caller (the auth.Principal in ctx) as actor.
+//   - One diff rule: PlanApply's field changes are audit.Diff's, so a plan
+//     and the trail's record of the apply name fields and values alike.
 //
 // # Waiting
 //

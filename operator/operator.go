@@ -51,6 +51,9 @@ type Action struct {
 	// Kind is "pause", "resume", "cancel", "trigger" or "backfill".
 	Kind  string
 	JobID string
+	// Team owns the job; filled from the stored definition when the
+	// action did not read it.
+	Team string
 	// RunID is the run acted on (cancel, trigger); empty otherwise.
 	RunID string
 	// Detail says more in a few words (a backfill's range and count).
@@ -136,6 +139,11 @@ func (o *Operator) record(ctx context.Context, a Action) {
 		return
 	}
 	a.At = o.cfg.Now()
+	if a.Team == "" && o.cfg.Jobs != nil {
+		if _, spec, err := o.job(ctx, a.JobID); err == nil {
+			a.Team = spec.GetOwnerTeam()
+		}
+	}
 	if err := o.cfg.Audit.Record(ctx, a); err != nil {
 		o.cfg.Logger.Error("audit record not written", "action", a.Kind, "job", a.JobID, "run", a.RunID, "err", err)
 	}

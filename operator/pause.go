@@ -68,7 +68,7 @@ func (o *Operator) setPaused(ctx context.Context, action, jobID string, paused b
 	if res.Status.GetOutcome() == sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_REJECTED {
 		return res, fmt.Errorf("%s job %q: %w: %w", action, jobID, ErrRejected, client.FieldErrors(res.Status))
 	}
-	o.record(ctx, Action{Kind: action, JobID: jobID, Detail: fmt.Sprintf("revision %d", r.Offset)})
+	o.record(ctx, Action{Kind: action, JobID: jobID, Team: spec.GetOwnerTeam(), Detail: fmt.Sprintf("revision %d", r.Offset)})
 	return res, nil
 }
 

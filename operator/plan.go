@@ -1,18 +1,12 @@
 package operator
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/reflect/protoreflect"
-
+	"github.com/sundialhq/sundial/audit"
 	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/schedule"
@@ -23,22 +17,16 @@ import (
 // adds.
 const PlanHorizon = time.Hour
 
-// FieldChange is one field that differs between the stored definition and
-// the new one: its path (as in the JSON form, "schedule.cron.expression")
-// and both values in JSON ("" when unset).
-type FieldChange struct {
-	Path     string
-	Old, New string
-}
-
 // DefinitionPlan is what applying one definition would do.
 type DefinitionPlan struct {
 	JobID string
 	// Errors: the definition is invalid; the rest is empty.
 	Errors []jobspec.FieldError
 	// Created: no definition is in force; Changes lists every set field.
+	// The diff is the audit trail's (audit.Diff), so a plan and the record
+	// of its apply name fields and values alike.
 	Created bool
-	Changes []FieldChange
+	Changes []audit.Change
 	// NextFires are the next fire times of the new definition (at most
 	// the number asked), as if it were accepted now.
 	NextFires []time.Time
@@ -77,7 +65,7 @@ func (o *Operator) PlanApply(ctx context.Context, specs []*sundialv1.JobSpec, fi
 				return out, fmt.Errorf("job %q: the stored definition does not decode: %w", spec.GetId(), err)
 			}
 		}
-		p.Changes = Diff(old, spec)
+		p.Changes = audit.Diff(old, spec)
 		newSched := compiled(spec, now)
 		p.NextFires = nextFires(newSched, spec, now, fires)
 		for _, t := range within(newSched, now, now.Add(PlanHorizon)) {
@@ -131,69 +119,4 @@ func within(s *schedule.Schedule, from, to time.Time) []time.Time {
 		out = append(out, t)
 	}
 	return out
-}
-
-// Diff lists the fields that differ between old and new, recursing into
-// messages, with the paths in JSON names and the values as JSON. A nil old
-// lists every field set in new.
-func Diff(old, new *sundialv1.JobSpec) []FieldChange {
-	var out []FieldChange
-	var o protoreflect.Message
-	if old != nil {
-		o = old.ProtoReflect()
-	}
-	diffMessage("", o, new.ProtoReflect(), &out)
-	return out
-}
-
-func diffMessage(prefix string, a, b protoreflect.Message, out *[]FieldChange) {
-	desc := b.Descriptor()
-	fields := desc.Fields()
-	for i := range fields.Len() {
-		fd := fields.Get(i)
-		path := fd.JSONName()
-		if prefix != "" {
-			path = prefix + "." + path
-		}
-		hasA := a != nil && a.Has(fd)
-		hasB := b.Has(fd)
-		switch {
-		case !hasA && !hasB:
-			continue
-		case hasA && hasB && fd.Kind() == protoreflect.MessageKind && !fd.IsList() && !fd.IsMap():
-			diffMessage(path, a.Get(fd).Message(), b.Get(fd).Message(), out)
-			continue
-		}
-		var va, vb string
-		if hasA {
-			va = fieldJSON(a, fd)
-		}
-		if hasB {
-			vb = fieldJSON(b, fd)
-		}
-		if va != vb {
-			*out = append(*out, FieldChange{Path: path, Old: va, New: vb})
-		}
-	}
-	slices.SortStableFunc(*out, func(x, y FieldChange) int { return strings.Compare(x.Path, y.Path) })
-}
-
-// fieldJSON renders one field as compact JSON: the field alone in a copy
-// of its message, marshalled, and its value taken out.
-func fieldJSON(m protoreflect.Message, fd protoreflect.FieldDescriptor) string {
-	one := m.New()
-	one.Set(fd, m.Get(fd))
-	b, err := protojson.Marshal(one.Interface())
-	if err != nil {
-		return fmt.Sprint(m.Get(fd))
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(b, &obj); err != nil {
-		return string(b)
-	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, obj[fd.JSONName()]); err != nil {
-		return string(obj[fd.JSONName()])
-	}
-	return buf.String()
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -18,30 +17,6 @@ func cronJob(id, expr string) *sundialv1.JobSpec {
 		Schedule: &sundialv1.Schedule{TimeZone: "UTC", Kind: &sundialv1.Schedule_Cron{Cron: &sundialv1.Cron{Expression: expr}}},
 		Target:   &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: "noop"}}},
 	}
-}
-
-func TestDiff(t *testing.T) {
-	t.Parallel()
-	old := cronJob("a", "0 3 * * *")
-	changed := proto.Clone(old).(*sundialv1.JobSpec)
-	changed.Schedule.GetCron().Expression = "0 4 * * *"
-	changed.Paused = true
-	changed.Labels = map[string]string{"tier": "gold"}
-
-	assert.Empty(t, Diff(old, old))
-	assert.Equal(t, []FieldChange{
-		{Path: "labels", Old: "", New: `{"tier":"gold"}`},
-		{Path: "paused", Old: "", New: "true"},
-		{Path: "schedule.cron.expression", Old: `"0 3 * * *"`, New: `"0 4 * * *"`},
-	}, Diff(old, changed))
-
-	created := Diff(nil, old)
-	paths := make([]string, len(created))
-	for i, c := range created {
-		paths[i] = c.Path
-		assert.Empty(t, c.Old)
-	}
-	assert.Equal(t, []string{"id", "ownerTeam", "schedule", "target"}, paths)
 }
 
 func TestOccurrences(t *testing.T) {

@@ -65,6 +65,7 @@ func testOwnership(t *testing.T, s *stack) {
 	got := s.statuses.wait(t, 1, created...)
 	require.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_CREATED, got[0].status.GetOutcome(), "%v", got[0].status)
 	requireRejected(t, got[1].status, "owner_team")
+	assert.True(t, got[0].status.GetOwnershipEnforced(), "the answer says ownership is enforced")
 	assert.Contains(t, got[1].status.GetErrors()[0].GetReason(), topicA)
 
 	// Team B claims team A's job on its own topic: as owner, then deleting it.

@@ -302,6 +302,9 @@ func (r *Registry) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
 		Subject: &sundialv1.JobStatus_JobId{JobId: jobspec.ValidUTF8(def.Key)},
 		Source:  jobspec.StatusSource(rec),
 		Shard:   uint32(store.ShardOf(def.Key, r.shards)),
+		// Only without the shared topic does every definition come through
+		// a topic whose writers the broker's ACLs decide.
+		OwnershipEnforced: r.cfg.NoSharedTopic,
 	}
 	if def.Spec != nil && def.Spec.Revision != nil {
 		st.Revision = proto.Uint64(def.Spec.GetRevision())

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"os/user"
 	"slices"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v3"
 
+	"github.com/sundialhq/sundial/audit"
 	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
@@ -32,6 +34,22 @@ func timeoutFlag(d time.Duration) cli.Flag {
 
 func redisPrefixFlag() cli.Flag {
 	return &cli.StringFlag{Name: "redis-key-prefix", Usage: "the runners' --redis-key-prefix", Sources: envVar("redis-key-prefix")}
+}
+
+// cliAudit records the CLI's operator actions in the audit trail, in the
+// store (the API server also publishes them on sundial.audit). The CLI acts
+// with the store's credentials and carries no principal, so the actor is
+// the local user: "cli:<user>".
+func cliAudit(st *cassandra.Store) (operator.Recorder, error) {
+	name := "unknown"
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	trail, err := audit.New(audit.Config{Store: st})
+	if err != nil {
+		return nil, err
+	}
+	return operator.AuditTrail{Trail: trail, Fallback: "cli:" + name}, nil
 }
 
 // oneID returns the single argument of cmd, named what.
@@ -72,7 +90,11 @@ incremented) and waits for the registry's answer.`,
 			defer cancel()
 			return withStore(ctx, cmd, nil, func(st *cassandra.Store) error {
 				return guardKafka(ctx, kopts, func(ctx context.Context) error {
-					op := operator.New(operator.Config{Jobs: st, Producer: c})
+					trail, err := cliAudit(st)
+					if err != nil {
+						return err
+					}
+					op := operator.New(operator.Config{Jobs: st, Producer: c, Audit: trail})
 					act := op.Resume
 					if pause {
 						act = op.Pause
@@ -265,7 +287,11 @@ Examples:
 			defer cancel()
 			out := cmd.Root().Writer
 			return withStore(ctx, cmd, bad, func(st *cassandra.Store) error {
-				cfg := operator.Config{Jobs: st}
+				trail, err := cliAudit(st)
+				if err != nil {
+					return err
+				}
+				cfg := operator.Config{Jobs: st, Audit: trail}
 				if !opts.DryRun {
 					kopts, err := kafkaOptions(cmd)
 					if err != nil {
@@ -408,12 +434,12 @@ func printPlan(w io.Writer, p operator.DefinitionPlan) int {
 	}
 	for _, c := range p.Changes {
 		switch {
-		case c.Old == "":
-			fmt.Fprintf(w, "  + %s: %s\n", c.Path, c.New)
-		case c.New == "":
-			fmt.Fprintf(w, "  - %s: %s\n", c.Path, c.Old)
+		case c.Before == "":
+			fmt.Fprintf(w, "  + %s: %s\n", c.Field, c.After)
+		case c.After == "":
+			fmt.Fprintf(w, "  - %s: %s\n", c.Field, c.Before)
 		default:
-			fmt.Fprintf(w, "  ~ %s: %s -> %s\n", c.Path, c.Old, c.New)
+			fmt.Fprintf(w, "  ~ %s: %s -> %s\n", c.Field, c.Before, c.After)
 		}
 	}
 	if len(p.NextFires) > 0 {

@@ -12,15 +12,20 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/sundialhq/sundial/apiserver"
+	"github.com/sundialhq/sundial/audit"
 	"github.com/sundialhq/sundial/auth"
 	"github.com/sundialhq/sundial/client"
 	"github.com/sundialhq/sundial/dagengine"
+	"github.com/sundialhq/sundial/discovery"
 	"github.com/sundialhq/sundial/dispatcher"
 	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/history"
 	"github.com/sundialhq/sundial/internal/telemetry"
 	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/leasing"
+	"github.com/sundialhq/sundial/operator"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
+	"github.com/sundialhq/sundial/quota"
 	"github.com/sundialhq/sundial/registry"
 	"github.com/sundialhq/sundial/runner"
 	"github.com/sundialhq/sundial/store/cassandra"
@@ -45,7 +50,8 @@ the secret sits in the configuration in clear). See docs/api.md.
 Example, against the local stack:
   source <(deploy/local/stack.sh env)
   sundial api --listen 127.0.0.1:8480 --api-static-token data:admin:dev-secret`,
-		Flags: append(append(append(append(kafkaFlags(), cassandraStoreFlags()...), processFlags()...), authFlags()...),
+		Flags: append(append(append(append(append(append(kafkaFlags(), cassandraStoreFlags()...), processFlags()...), authFlags()...), redisFlags()...), redisPrefixFlag()),
+			&cli.DurationFlag{Name: "audit-retention", Value: audit.DefaultRetention, Usage: "how long the audit trail keeps the records of the API's changes and operator actions", Sources: envVar("audit-retention")},
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8480", Usage: "address to serve the API on, host:port", Sources: envVar("listen")},
 			&cli.StringSliceFlag{Name: "api-static-token", Usage: "a token TEAM:ROLE:SECRET (repeatable; TEAM * is the cluster admin; ROLE viewer, operator or admin); for development only", Sources: envVar("api-static-token")},
 			&cli.DurationFlag{Name: "answer-timeout", Value: 30 * time.Second, Usage: "how long an apply or delete waits for the registry's answer", Sources: envVar("answer-timeout")},
@@ -156,12 +162,27 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	services, handlers, err := apiRunServices(st, kopts, names, producer, enq, p)
+	// The cluster view's executors: a Directory of sundial.executors, read
+	// for as long as the server runs.
+	executors, err := discovery.NewDirectory(discovery.DirectoryConfig{Kafka: kopts, Topics: names, Logger: p.named("api-executors")})
 	if err != nil {
 		return err
 	}
+	services, handlers, err := apiRunServices(st, kopts, names, producer, enq, executors, p)
+	if err != nil {
+		return err
+	}
+	trail, err := audit.New(audit.Config{Store: st, Producer: producer, Topic: names.Audit(), Retention: cmd.Duration("audit-retention")})
+	if err != nil {
+		return fmt.Errorf("--audit-retention: %w", err)
+	}
+	control, err := apiControlServices(ctx, cmd, st, cl, kopts, names, enq, trail, cluster.Shards, p)
+	if err != nil {
+		return err
+	}
+	services = append(services, control...)
 
-	jobs, err := apiserver.NewJobService(apiserver.JobServiceConfig{Store: st, Writer: cl, AnswerTimeout: cmd.Duration("answer-timeout")})
+	jobs, err := apiserver.NewJobService(apiserver.JobServiceConfig{Store: st, Writer: cl, AnswerTimeout: cmd.Duration("answer-timeout"), Audit: trail, Logger: p.named("api-jobs")})
 	if err != nil {
 		return err
 	}
@@ -181,12 +202,56 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
-	return p.run(ctx, srv)
+	return p.run(ctx, executors, srv)
 }
 
-// apiRunServices builds the run, dead-letter, watch and cluster services,
+// apiControlServices builds the operator, audit and quota services. With
+// Redis configured (--redis-addr), cancelling runs, backfills and the count
+// of concurrent runs are served; without, those answer that Redis is
+// needed.
+func apiControlServices(ctx context.Context, cmd *cli.Command, st *cassandra.Store, cl *client.Client, kopts []kgo.Opt, names topics.Names, enq *enqueue.Enqueuer, trail *audit.Trail, shards int, p *process) ([]apiserver.Service, error) {
+	opCfg := operator.Config{
+		Jobs: st, Producer: cl, Kafka: kopts, Topics: names, Enqueuer: enq, Shards: shards,
+		Audit: operator.AuditTrail{Trail: trail}, Logger: p.named("api-operator"),
+	}
+	var runs quota.RunCounter
+	if cmd.String("redis-addr") != "" || cmd.String("redis-sentinel-master") != "" {
+		rdb, err := redisClient(cmd, 8)
+		if err != nil {
+			return nil, err
+		}
+		// The client lives as long as the process: the services hold it.
+		context.AfterFunc(ctx, func() { _ = rdb.Close() })
+		if err := checkRedis(ctx, rdb); err != nil {
+			return nil, err
+		}
+		prefix := cmd.String("redis-key-prefix")
+		leases, err := leasing.New(leasing.Config{Client: rdb, KeyPrefix: prefix + leasing.DefaultKeyPrefix})
+		if err != nil {
+			return nil, err
+		}
+		opCfg.Leases, opCfg.Redis, opCfg.RunnerKeyPrefix = leases, rdb, prefix+runner.DefaultKeyPrefix
+		runs = leases
+	}
+	ops, err := apiserver.NewOperatorService(apiserver.OperatorServiceConfig{Operator: operator.New(opCfg), Jobs: st, Logger: p.named("api-operator")})
+	if err != nil {
+		return nil, err
+	}
+	auditSvc, err := apiserver.NewAuditService(apiserver.AuditServiceConfig{Trail: trail, Jobs: st, Logger: p.named("api-audit")})
+	if err != nil {
+		return nil, err
+	}
+	quotas, err := apiserver.NewQuotaService(apiserver.QuotaServiceConfig{Store: st, Runs: runs, Logger: p.named("api-quotas")})
+	if err != nil {
+		return nil, err
+	}
+	return []apiserver.Service{ops.Service(), auditSvc.Service(), quotas.Service()}, nil
+}
+
+// apiRunServices builds the run, dead-letter, watch and cluster services
+// (the cluster view lists what executors, started by the caller, holds),
 // and the server-sent-events stream of the watch service.
-func apiRunServices(st *cassandra.Store, kopts []kgo.Opt, names topics.Names, admin *kgo.Client, enq *enqueue.Enqueuer, p *process) ([]apiserver.Service, []apiserver.Handler, error) {
+func apiRunServices(st *cassandra.Store, kopts []kgo.Opt, names topics.Names, admin *kgo.Client, enq *enqueue.Enqueuer, executors *discovery.Directory, p *process) ([]apiserver.Service, []apiserver.Handler, error) {
 	events, err := apiserver.NewEventLog(kopts, names.Events())
 	if err != nil {
 		return nil, nil, err
@@ -207,7 +272,7 @@ func apiRunServices(st *cassandra.Store, kopts []kgo.Opt, names topics.Names, ad
 		return nil, nil, err
 	}
 	cluster, err := apiserver.NewClusterService(apiserver.ClusterServiceConfig{
-		Shards: st, Admin: kadm.NewClient(admin), Now: time.Now, Logger: p.named("api-cluster"),
+		Shards: st, Admin: kadm.NewClient(admin), Executors: executors, Now: time.Now, Logger: p.named("api-cluster"),
 		// The default group of every Sundial process; an installation that
 		// renamed one sees it missing from the view.
 		Groups: []apiserver.ConsumerGroup{

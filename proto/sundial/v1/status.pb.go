@@ -133,9 +133,14 @@ type JobStatus struct {
 	NextDueTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=next_due_time,json=nextDueTime,proto3" json:"next_due_time,omitempty"`
 	// The shard of the id (FNV-1a-32(id) mod S), for operators looking for
 	// the dispatcher that owns it.
-	Shard         uint32 `protobuf:"varint,10,opt,name=shard,proto3" json:"shard,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Shard uint32 `protobuf:"varint,10,opt,name=shard,proto3" json:"shard,omitempty"`
+	// Whether the registry enforces team ownership: it takes definitions
+	// from the per-team topics only, so a team's broker ACL decides who may
+	// write its jobs. False when the shared topic is read (unsecured setups),
+	// where owner_team is trusted as written.
+	OwnershipEnforced bool `protobuf:"varint,11,opt,name=ownership_enforced,json=ownershipEnforced,proto3" json:"ownership_enforced,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *JobStatus) Reset() {
@@ -247,6 +252,13 @@ func (x *JobStatus) GetShard() uint32 {
 		return x.Shard
 	}
 	return 0
+}
+
+func (x *JobStatus) GetOwnershipEnforced() bool {
+	if x != nil {
+		return x.OwnershipEnforced
+	}
+	return false
 }
 
 type isJobStatus_Subject interface {
@@ -407,7 +419,7 @@ var File_sundial_v1_status_proto protoreflect.FileDescriptor
 const file_sundial_v1_status_proto_rawDesc = "" +
 	"\n" +
 	"\x17sundial/v1/status.proto\x12\n" +
-	"sundial.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc2\x03\n" +
+	"sundial.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf1\x03\n" +
 	"\tJobStatus\x12\x17\n" +
 	"\x06job_id\x18\x01 \x01(\tH\x00R\x05jobId\x12\x17\n" +
 	"\x06dag_id\x18\x02 \x01(\tH\x00R\x05dagId\x12\x1a\n" +
@@ -419,7 +431,8 @@ const file_sundial_v1_status_proto_rawDesc = "" +
 	"\fprocessed_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vprocessedAt\x12>\n" +
 	"\rnext_due_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\vnextDueTime\x12\x14\n" +
 	"\x05shard\x18\n" +
-	" \x01(\rR\x05shardB\t\n" +
+	" \x01(\rR\x05shard\x12-\n" +
+	"\x12ownership_enforced\x18\v \x01(\bR\x11ownershipEnforcedB\t\n" +
 	"\asubjectB\v\n" +
 	"\t_revision\":\n" +
 	"\n" +

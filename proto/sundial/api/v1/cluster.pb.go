@@ -77,7 +77,11 @@ type GetClusterResponse struct {
 	ConsumerGroups []*ConsumerGroupLag `protobuf:"bytes,6,rep,name=consumer_groups,json=consumerGroups,proto3" json:"consumer_groups,omitempty"`
 	// What the view cannot show, and why (for example in-flight runs and
 	// breakers, which live inside each runner).
-	Unavailable   []string `protobuf:"bytes,7,rep,name=unavailable,proto3" json:"unavailable,omitempty"`
+	Unavailable []string `protobuf:"bytes,7,rep,name=unavailable,proto3" json:"unavailable,omitempty"`
+	// Every executor announced on sundial.executors (stock runners and
+	// worker programs), live or recently gone, by pool then id, with the
+	// slots and runs in flight of its last heartbeat.
+	Executors     []*Executor `protobuf:"bytes,8,rep,name=executors,proto3" json:"executors,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -161,6 +165,140 @@ func (x *GetClusterResponse) GetUnavailable() []string {
 	return nil
 }
 
+func (x *GetClusterResponse) GetExecutors() []*Executor {
+	if x != nil {
+		return x.Executors
+	}
+	return nil
+}
+
+// Executor is one executor as it last announced itself.
+type Executor struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The executor id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The pool it executes runs of.
+	Pool string `protobuf:"bytes,2,opt,name=pool,proto3" json:"pool,omitempty"`
+	// Its labels.
+	Labels map[string]string `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Its version.
+	Version string `protobuf:"bytes,4,opt,name=version,proto3" json:"version,omitempty"`
+	// How many runs it may execute at once (its slots).
+	Slots int32 `protobuf:"varint,5,opt,name=slots,proto3" json:"slots,omitempty"`
+	// The runs it was executing at its last heartbeat.
+	InFlight int32 `protobuf:"varint,6,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	// Its CPU use over its last interval, in cores.
+	CpuCores float64 `protobuf:"fixed64,7,opt,name=cpu_cores,json=cpuCores,proto3" json:"cpu_cores,omitempty"`
+	// Its resident memory.
+	MemoryBytes uint64 `protobuf:"varint,8,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	// Its last heartbeat, by its clock.
+	HeartbeatTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=heartbeat_time,json=heartbeatTime,proto3" json:"heartbeat_time,omitempty"`
+	// "live", "expired" (stopped heartbeating) or "left" (stopped cleanly).
+	State         string `protobuf:"bytes,10,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Executor) Reset() {
+	*x = Executor{}
+	mi := &file_sundial_api_v1_cluster_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Executor) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Executor) ProtoMessage() {}
+
+func (x *Executor) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_cluster_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Executor.ProtoReflect.Descriptor instead.
+func (*Executor) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_cluster_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Executor) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Executor) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *Executor) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *Executor) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *Executor) GetSlots() int32 {
+	if x != nil {
+		return x.Slots
+	}
+	return 0
+}
+
+func (x *Executor) GetInFlight() int32 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+func (x *Executor) GetCpuCores() float64 {
+	if x != nil {
+		return x.CpuCores
+	}
+	return 0
+}
+
+func (x *Executor) GetMemoryBytes() uint64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *Executor) GetHeartbeatTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.HeartbeatTime
+	}
+	return nil
+}
+
+func (x *Executor) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
 // Dispatcher is one dispatcher, as the shards table names it.
 type Dispatcher struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -174,7 +312,7 @@ type Dispatcher struct {
 
 func (x *Dispatcher) Reset() {
 	*x = Dispatcher{}
-	mi := &file_sundial_api_v1_cluster_proto_msgTypes[2]
+	mi := &file_sundial_api_v1_cluster_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -186,7 +324,7 @@ func (x *Dispatcher) String() string {
 func (*Dispatcher) ProtoMessage() {}
 
 func (x *Dispatcher) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_cluster_proto_msgTypes[2]
+	mi := &file_sundial_api_v1_cluster_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -199,7 +337,7 @@ func (x *Dispatcher) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dispatcher.ProtoReflect.Descriptor instead.
 func (*Dispatcher) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_cluster_proto_rawDescGZIP(), []int{2}
+	return file_sundial_api_v1_cluster_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Dispatcher) GetId() string {
@@ -236,7 +374,7 @@ type ShardView struct {
 
 func (x *ShardView) Reset() {
 	*x = ShardView{}
-	mi := &file_sundial_api_v1_cluster_proto_msgTypes[3]
+	mi := &file_sundial_api_v1_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -248,7 +386,7 @@ func (x *ShardView) String() string {
 func (*ShardView) ProtoMessage() {}
 
 func (x *ShardView) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_cluster_proto_msgTypes[3]
+	mi := &file_sundial_api_v1_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -261,7 +399,7 @@ func (x *ShardView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardView.ProtoReflect.Descriptor instead.
 func (*ShardView) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_cluster_proto_rawDescGZIP(), []int{3}
+	return file_sundial_api_v1_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ShardView) GetShard() int32 {
@@ -318,7 +456,7 @@ type Runner struct {
 
 func (x *Runner) Reset() {
 	*x = Runner{}
-	mi := &file_sundial_api_v1_cluster_proto_msgTypes[4]
+	mi := &file_sundial_api_v1_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -330,7 +468,7 @@ func (x *Runner) String() string {
 func (*Runner) ProtoMessage() {}
 
 func (x *Runner) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_cluster_proto_msgTypes[4]
+	mi := &file_sundial_api_v1_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -343,7 +481,7 @@ func (x *Runner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Runner.ProtoReflect.Descriptor instead.
 func (*Runner) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_cluster_proto_rawDescGZIP(), []int{4}
+	return file_sundial_api_v1_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Runner) GetGroup() string {
@@ -394,7 +532,7 @@ type TopicPartitions struct {
 
 func (x *TopicPartitions) Reset() {
 	*x = TopicPartitions{}
-	mi := &file_sundial_api_v1_cluster_proto_msgTypes[5]
+	mi := &file_sundial_api_v1_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -406,7 +544,7 @@ func (x *TopicPartitions) String() string {
 func (*TopicPartitions) ProtoMessage() {}
 
 func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_cluster_proto_msgTypes[5]
+	mi := &file_sundial_api_v1_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -419,7 +557,7 @@ func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartitions.ProtoReflect.Descriptor instead.
 func (*TopicPartitions) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_cluster_proto_rawDescGZIP(), []int{5}
+	return file_sundial_api_v1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TopicPartitions) GetTopic() string {
@@ -458,7 +596,7 @@ type ConsumerGroupLag struct {
 
 func (x *ConsumerGroupLag) Reset() {
 	*x = ConsumerGroupLag{}
-	mi := &file_sundial_api_v1_cluster_proto_msgTypes[6]
+	mi := &file_sundial_api_v1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -470,7 +608,7 @@ func (x *ConsumerGroupLag) String() string {
 func (*ConsumerGroupLag) ProtoMessage() {}
 
 func (x *ConsumerGroupLag) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_cluster_proto_msgTypes[6]
+	mi := &file_sundial_api_v1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -483,7 +621,7 @@ func (x *ConsumerGroupLag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerGroupLag.ProtoReflect.Descriptor instead.
 func (*ConsumerGroupLag) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_cluster_proto_rawDescGZIP(), []int{6}
+	return file_sundial_api_v1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ConsumerGroupLag) GetGroup() string {
@@ -547,7 +685,7 @@ type PartitionLag struct {
 
 func (x *PartitionLag) Reset() {
 	*x = PartitionLag{}
-	mi := &file_sundial_api_v1_cluster_proto_msgTypes[7]
+	mi := &file_sundial_api_v1_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -559,7 +697,7 @@ func (x *PartitionLag) String() string {
 func (*PartitionLag) ProtoMessage() {}
 
 func (x *PartitionLag) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_cluster_proto_msgTypes[7]
+	mi := &file_sundial_api_v1_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -572,7 +710,7 @@ func (x *PartitionLag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionLag.ProtoReflect.Descriptor instead.
 func (*PartitionLag) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_cluster_proto_rawDescGZIP(), []int{7}
+	return file_sundial_api_v1_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PartitionLag) GetTopic() string {
@@ -615,7 +753,7 @@ var File_sundial_api_v1_cluster_proto protoreflect.FileDescriptor
 const file_sundial_api_v1_cluster_proto_rawDesc = "" +
 	"\n" +
 	"\x1csundial/api/v1/cluster.proto\x12\x0esundial.api.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x13\n" +
-	"\x11GetClusterRequest\"\x84\x03\n" +
+	"\x11GetClusterRequest\"\xbc\x03\n" +
 	"\x12GetClusterResponse\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1f\n" +
 	"\vshard_count\x18\x02 \x01(\x05R\n" +
@@ -624,7 +762,23 @@ const file_sundial_api_v1_cluster_proto_rawDesc = "" +
 	"\x0eunowned_shards\x18\x04 \x03(\v2\x19.sundial.api.v1.ShardViewR\runownedShards\x120\n" +
 	"\arunners\x18\x05 \x03(\v2\x16.sundial.api.v1.RunnerR\arunners\x12I\n" +
 	"\x0fconsumer_groups\x18\x06 \x03(\v2 .sundial.api.v1.ConsumerGroupLagR\x0econsumerGroups\x12 \n" +
-	"\vunavailable\x18\a \x03(\tR\vunavailable\"O\n" +
+	"\vunavailable\x18\a \x03(\tR\vunavailable\x126\n" +
+	"\texecutors\x18\b \x03(\v2\x18.sundial.api.v1.ExecutorR\texecutors\"\x8d\x03\n" +
+	"\bExecutor\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04pool\x18\x02 \x01(\tR\x04pool\x12<\n" +
+	"\x06labels\x18\x03 \x03(\v2$.sundial.api.v1.Executor.LabelsEntryR\x06labels\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\tR\aversion\x12\x14\n" +
+	"\x05slots\x18\x05 \x01(\x05R\x05slots\x12\x1b\n" +
+	"\tin_flight\x18\x06 \x01(\x05R\binFlight\x12\x1b\n" +
+	"\tcpu_cores\x18\a \x01(\x01R\bcpuCores\x12!\n" +
+	"\fmemory_bytes\x18\b \x01(\x04R\vmemoryBytes\x12A\n" +
+	"\x0eheartbeat_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\rheartbeatTime\x12\x14\n" +
+	"\x05state\x18\n" +
+	" \x01(\tR\x05state\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"O\n" +
 	"\n" +
 	"Dispatcher\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x121\n" +
@@ -681,38 +835,43 @@ func file_sundial_api_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_sundial_api_v1_cluster_proto_rawDescData
 }
 
-var file_sundial_api_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_sundial_api_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_sundial_api_v1_cluster_proto_goTypes = []any{
 	(*GetClusterRequest)(nil),     // 0: sundial.api.v1.GetClusterRequest
 	(*GetClusterResponse)(nil),    // 1: sundial.api.v1.GetClusterResponse
-	(*Dispatcher)(nil),            // 2: sundial.api.v1.Dispatcher
-	(*ShardView)(nil),             // 3: sundial.api.v1.ShardView
-	(*Runner)(nil),                // 4: sundial.api.v1.Runner
-	(*TopicPartitions)(nil),       // 5: sundial.api.v1.TopicPartitions
-	(*ConsumerGroupLag)(nil),      // 6: sundial.api.v1.ConsumerGroupLag
-	(*PartitionLag)(nil),          // 7: sundial.api.v1.PartitionLag
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 9: google.protobuf.Duration
+	(*Executor)(nil),              // 2: sundial.api.v1.Executor
+	(*Dispatcher)(nil),            // 3: sundial.api.v1.Dispatcher
+	(*ShardView)(nil),             // 4: sundial.api.v1.ShardView
+	(*Runner)(nil),                // 5: sundial.api.v1.Runner
+	(*TopicPartitions)(nil),       // 6: sundial.api.v1.TopicPartitions
+	(*ConsumerGroupLag)(nil),      // 7: sundial.api.v1.ConsumerGroupLag
+	(*PartitionLag)(nil),          // 8: sundial.api.v1.PartitionLag
+	nil,                           // 9: sundial.api.v1.Executor.LabelsEntry
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 11: google.protobuf.Duration
 }
 var file_sundial_api_v1_cluster_proto_depIdxs = []int32{
-	8,  // 0: sundial.api.v1.GetClusterResponse.time:type_name -> google.protobuf.Timestamp
-	2,  // 1: sundial.api.v1.GetClusterResponse.dispatchers:type_name -> sundial.api.v1.Dispatcher
-	3,  // 2: sundial.api.v1.GetClusterResponse.unowned_shards:type_name -> sundial.api.v1.ShardView
-	4,  // 3: sundial.api.v1.GetClusterResponse.runners:type_name -> sundial.api.v1.Runner
-	6,  // 4: sundial.api.v1.GetClusterResponse.consumer_groups:type_name -> sundial.api.v1.ConsumerGroupLag
-	3,  // 5: sundial.api.v1.Dispatcher.shards:type_name -> sundial.api.v1.ShardView
-	8,  // 6: sundial.api.v1.ShardView.watermark:type_name -> google.protobuf.Timestamp
-	9,  // 7: sundial.api.v1.ShardView.watermark_lag:type_name -> google.protobuf.Duration
-	8,  // 8: sundial.api.v1.ShardView.claim_time:type_name -> google.protobuf.Timestamp
-	5,  // 9: sundial.api.v1.Runner.partitions:type_name -> sundial.api.v1.TopicPartitions
-	7,  // 10: sundial.api.v1.ConsumerGroupLag.partitions:type_name -> sundial.api.v1.PartitionLag
-	0,  // 11: sundial.api.v1.ClusterService.GetCluster:input_type -> sundial.api.v1.GetClusterRequest
-	1,  // 12: sundial.api.v1.ClusterService.GetCluster:output_type -> sundial.api.v1.GetClusterResponse
-	12, // [12:13] is the sub-list for method output_type
-	11, // [11:12] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	10, // 0: sundial.api.v1.GetClusterResponse.time:type_name -> google.protobuf.Timestamp
+	3,  // 1: sundial.api.v1.GetClusterResponse.dispatchers:type_name -> sundial.api.v1.Dispatcher
+	4,  // 2: sundial.api.v1.GetClusterResponse.unowned_shards:type_name -> sundial.api.v1.ShardView
+	5,  // 3: sundial.api.v1.GetClusterResponse.runners:type_name -> sundial.api.v1.Runner
+	7,  // 4: sundial.api.v1.GetClusterResponse.consumer_groups:type_name -> sundial.api.v1.ConsumerGroupLag
+	2,  // 5: sundial.api.v1.GetClusterResponse.executors:type_name -> sundial.api.v1.Executor
+	9,  // 6: sundial.api.v1.Executor.labels:type_name -> sundial.api.v1.Executor.LabelsEntry
+	10, // 7: sundial.api.v1.Executor.heartbeat_time:type_name -> google.protobuf.Timestamp
+	4,  // 8: sundial.api.v1.Dispatcher.shards:type_name -> sundial.api.v1.ShardView
+	10, // 9: sundial.api.v1.ShardView.watermark:type_name -> google.protobuf.Timestamp
+	11, // 10: sundial.api.v1.ShardView.watermark_lag:type_name -> google.protobuf.Duration
+	10, // 11: sundial.api.v1.ShardView.claim_time:type_name -> google.protobuf.Timestamp
+	6,  // 12: sundial.api.v1.Runner.partitions:type_name -> sundial.api.v1.TopicPartitions
+	8,  // 13: sundial.api.v1.ConsumerGroupLag.partitions:type_name -> sundial.api.v1.PartitionLag
+	0,  // 14: sundial.api.v1.ClusterService.GetCluster:input_type -> sundial.api.v1.GetClusterRequest
+	1,  // 15: sundial.api.v1.ClusterService.GetCluster:output_type -> sundial.api.v1.GetClusterResponse
+	15, // [15:16] is the sub-list for method output_type
+	14, // [14:15] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_sundial_api_v1_cluster_proto_init() }
@@ -726,7 +885,7 @@ func file_sundial_api_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_api_v1_cluster_proto_rawDesc), len(file_sundial_api_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
