@@ -85,6 +85,7 @@ var notCharted = map[string]string{
 	"sundial_registry_processing_seconds":          "per-record cost; the registry lag and outcomes are charted",
 	"sundial_registry_lag_seconds":                 "registration lag; a candidate for the overview once the registry runs at scale",
 	"sundial_registry_retries_total":               "transient retries; errors show in outcomes",
+	"sundial_registry_ownership_enforced":          "a setting of the installation, not a signal: the start-up log and JobStatus.ownership_enforced say it too",
 	"sundial_trigger_retries_total":                "transient retries; errors show in outcomes",
 	"sundial_trigger_processing_seconds":           "per-trigger cost; triggers' latency shows in dispatch latency (origin trigger)",
 	"sundial_redis_pool_hits_total":                "pool efficiency detail; connections and timeouts are charted",

@@ -101,12 +101,15 @@ func withRunSource(ctx context.Context, cmd *cli.Command, bad []error, use func(
 // storeRuns reads the history in Cassandra.
 type storeRuns struct{ h store.History }
 
+// jobRuns reads the runs before the summary: history only grows, so the
+// summary then counts at least every run listed (read the other way round, a
+// run recorded between the reads showed as a row under "0 run(s)").
 func (s storeRuns) jobRuns(ctx context.Context, job string, limit int) (store.Summary, []store.RunRecord, error) {
-	sum, err := s.h.JobSummary(ctx, job)
+	runs, err := s.h.ListRuns(ctx, job, limit)
 	if err != nil {
 		return store.Summary{}, nil, err
 	}
-	runs, err := s.h.ListRuns(ctx, job, limit)
+	sum, err := s.h.JobSummary(ctx, job)
 	return sum, runs, err
 }
 
