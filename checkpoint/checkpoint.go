@@ -61,10 +61,12 @@ func (c Checkpoint) Validate() error {
 }
 
 // Suspension is a suspended run as stored: the run as it was delivered
-// (an encoded sundial.v1.Run) and its job.
+// (an encoded sundial.v1.Run), its job, and the fencing token of the
+// attempt that suspended it.
 type Suspension struct {
 	RunID, JobID string
 	Run          []byte
+	FencingToken int64
 }
 
 // Store keeps checkpoints durably. The Cassandra store implements it.
@@ -78,7 +80,11 @@ type Store interface {
 	// MarkSuspended records the run as suspended, fenced by token like a
 	// save.
 	MarkSuspended(ctx context.Context, s Suspension, token int64) error
-	// Resume clears the suspension of runID and returns it;
-	// ErrNotSuspended when the run is not suspended.
-	Resume(ctx context.Context, runID string) (Suspension, error)
+	// Suspended returns the suspension of runID; ok is false when the
+	// run is not suspended.
+	Suspended(ctx context.Context, runID string) (s Suspension, ok bool, err error)
+	// ClearSuspended clears the suspension s, unless the run was
+	// suspended again since (under a newer token) or already resumed
+	// (ErrNotSuspended).
+	ClearSuspended(ctx context.Context, s Suspension) error
 }
