@@ -2,16 +2,11 @@ package operator
 
 import (
 	"context"
-	"errors"
 	"fmt"
-
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/checkpoint"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/runner"
-	"github.com/sundialhq/sundial/store"
 )
 
 // ErrNotSuspended: ResumeRun found the run not suspended (never, or
@@ -68,48 +63,19 @@ func (o *Operator) Suspend(ctx context.Context, jobID, runID string, opts Suspen
 }
 
 // ResumeRun dispatches the suspended run runID again, under the same run
-// id and attempt: its suspend marker is deleted, a due entry carrying the
-// run is enqueued for now, and the suspension is cleared. The handler's
-// LastCheckpoint returns the checkpoint the run stopped at. It returns the
-// run's job id, or ErrNotSuspended.
-//
-// The entry is enqueued before the suspension is cleared, so a failure in
-// between leaves a run that a second ResumeRun dispatches again; two
-// deliveries of one run id execute once at a time (the lease is per run).
+// id and attempt (runner.Resume): the handler's LastCheckpoint returns the
+// checkpoint the run stopped at. It returns the run's job id, or
+// ErrNotSuspended.
 func (o *Operator) ResumeRun(ctx context.Context, runID string) (string, error) {
 	if err := o.need("resume run", map[string]bool{"Checkpoints": o.cfg.Checkpoints != nil, "Enqueuer": o.cfg.Enqueuer != nil,
 		"Redis": o.cfg.Redis != nil, "RunnerKeyPrefix": o.cfg.RunnerKeyPrefix != ""}); err != nil {
 		return "", err
 	}
-	sp, ok, err := o.cfg.Checkpoints.Suspended(ctx, runID)
+	job, err := runner.Resume(ctx, runner.ResumeConfig{Checkpoints: o.cfg.Checkpoints, Enqueuer: o.cfg.Enqueuer,
+		Redis: o.cfg.Redis, KeyPrefix: o.cfg.RunnerKeyPrefix, Now: o.cfg.Now}, runID)
 	if err != nil {
-		return "", fmt.Errorf("resume run %s: %w", runID, err)
+		return "", err
 	}
-	if !ok {
-		return "", fmt.Errorf("resume run %s: %w", runID, ErrNotSuspended)
-	}
-	run := &sundialv1.Run{}
-	if err := proto.Unmarshal(sp.Run, run); err != nil {
-		return "", fmt.Errorf("resume run %s: the stored run does not decode: %w", runID, err)
-	}
-	if err := runner.ClearSuspend(ctx, o.cfg.Redis, o.cfg.RunnerKeyPrefix, sp.JobID, runID); err != nil {
-		return "", fmt.Errorf("resume run %s: %w", runID, err)
-	}
-	due := store.Truncate(o.cfg.Now())
-	run.AttemptDueTime = timestamppb.New(due)
-	run.DispatchedAt = nil
-	payload, err := proto.Marshal(run)
-	if err != nil {
-		return "", fmt.Errorf("resume run %s: encode the run: %w", runID, err)
-	}
-	entry := store.DueEntry{Due: due, JobID: sp.JobID, Kind: store.KindRetry, RunID: runID,
-		Attempt: int(run.GetAttempt()), Revision: max(run.GetDefinitionOffset(), 0), Payload: payload}
-	if err := o.cfg.Enqueuer.Enqueue(ctx, entry); err != nil {
-		return "", fmt.Errorf("resume run %s: enqueue: %w", runID, err)
-	}
-	if err := o.cfg.Checkpoints.ClearSuspended(ctx, sp); err != nil && !errors.Is(err, checkpoint.ErrNotSuspended) {
-		return "", fmt.Errorf("resume run %s: the run is dispatched, but: %w", runID, err)
-	}
-	o.record(ctx, Action{Kind: "resume-run", JobID: sp.JobID, RunID: runID})
-	return sp.JobID, nil
+	o.record(ctx, Action{Kind: "resume-run", JobID: job, RunID: runID})
+	return job, nil
 }

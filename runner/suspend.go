@@ -9,11 +9,13 @@ import (
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/checkpoint"
 	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/leasing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/store"
 )
 
 // reasonSuspended is the reason of the SUSPENDED event of a run an
@@ -128,4 +130,60 @@ func (x *execution) suspend(ctx context.Context, keeper *leasing.Keeper, end att
 	}))
 	x.logger().Info("run suspended")
 	return x.finishAfterAcks(ctx, nil, nil)
+}
+
+// ResumeConfig is what Resume needs.
+type ResumeConfig struct {
+	// Checkpoints keeps the suspended runs.
+	Checkpoints checkpoint.Store
+	// Enqueuer writes the resumed run's due entry.
+	Enqueuer Enqueuer
+	// Redis and KeyPrefix (the runners' Config.KeyPrefix) find the
+	// suspend marker.
+	Redis     redis.UniversalClient
+	KeyPrefix string
+	// Now is the clock of the due entry.
+	Now func() time.Time
+}
+
+// Resume dispatches the suspended run runID again, under the same run id
+// and attempt: its suspend marker is deleted, a due entry carrying the run
+// is enqueued for now, and the suspension is cleared. It returns the run's
+// job id, or an error wrapping checkpoint.ErrNotSuspended.
+//
+// The entry is enqueued before the suspension is cleared, so a failure in
+// between leaves a run that a second Resume dispatches again; two
+// deliveries of one run id execute one at a time (the lease is per run),
+// and the second finds the run done.
+func Resume(ctx context.Context, c ResumeConfig, runID string) (string, error) {
+	sp, ok, err := c.Checkpoints.Suspended(ctx, runID)
+	if err != nil {
+		return "", fmt.Errorf("resume run %s: %w", runID, err)
+	}
+	if !ok {
+		return "", fmt.Errorf("resume run %s: %w", runID, checkpoint.ErrNotSuspended)
+	}
+	run := &sundialv1.Run{}
+	if err := proto.Unmarshal(sp.Run, run); err != nil {
+		return "", fmt.Errorf("resume run %s: the stored run does not decode: %w", runID, err)
+	}
+	if err := ClearSuspend(ctx, c.Redis, c.KeyPrefix, sp.JobID, runID); err != nil {
+		return "", fmt.Errorf("resume run %s: %w", runID, err)
+	}
+	due := store.Truncate(c.Now())
+	run.AttemptDueTime = timestamppb.New(due)
+	run.DispatchedAt = nil
+	payload, err := proto.Marshal(run)
+	if err != nil {
+		return "", fmt.Errorf("resume run %s: encode the run: %w", runID, err)
+	}
+	entry := store.DueEntry{Due: due, JobID: sp.JobID, Kind: store.KindRetry, RunID: runID,
+		Attempt: int(run.GetAttempt()), Revision: max(run.GetDefinitionOffset(), 0), Payload: payload}
+	if err := c.Enqueuer.Enqueue(ctx, entry); err != nil {
+		return "", fmt.Errorf("resume run %s: enqueue: %w", runID, err)
+	}
+	if err := c.Checkpoints.ClearSuspended(ctx, sp); err != nil && !errors.Is(err, checkpoint.ErrNotSuspended) {
+		return "", fmt.Errorf("resume run %s: the run is dispatched, but: %w", runID, err)
+	}
+	return sp.JobID, nil
 }
