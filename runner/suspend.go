@@ -91,6 +91,9 @@ func (x *execution) session(token int64, cancel context.CancelCauseFunc) *checkp
 // suspends the run again.
 func (x *execution) suspend(ctx context.Context, keeper *leasing.Keeper, end attemptEnd) bool {
 	r, run := x.r, x.run
+	if r.isKilled() {
+		return false // a dead process writes nothing more
+	}
 	enc, err := proto.Marshal(run)
 	if err != nil {
 		x.logger().Error("cannot encode the run to suspend", "err", err)
