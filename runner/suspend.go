@@ -185,8 +185,29 @@ func Resume(ctx context.Context, c ResumeConfig, runID string) (string, error) {
 	if err := c.Enqueuer.Enqueue(ctx, entry); err != nil {
 		return "", fmt.Errorf("resume run %s: enqueue: %w", runID, err)
 	}
-	if err := c.Checkpoints.ClearSuspended(ctx, sp); err != nil && !errors.Is(err, checkpoint.ErrNotSuspended) {
-		return "", fmt.Errorf("resume run %s: the run is dispatched, but: %w", runID, err)
+	// A duplicate delivery of the run that found the marker before it was
+	// deleted suspends the run again under a newer token: that suspension
+	// is cleared too, since the entry just enqueued executes the run.
+	for range clearAttempts {
+		err := c.Checkpoints.ClearSuspended(ctx, sp)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, checkpoint.ErrNotSuspended) {
+			return "", fmt.Errorf("resume run %s: the run is dispatched, but: %w", runID, err)
+		}
+		cur, ok, err := c.Checkpoints.Suspended(ctx, runID)
+		if err != nil {
+			return "", fmt.Errorf("resume run %s: the run is dispatched, but: %w", runID, err)
+		}
+		if !ok {
+			break // another resume cleared it
+		}
+		sp = cur
 	}
 	return sp.JobID, nil
 }
+
+// clearAttempts bounds Resume's clearing of suspensions that duplicate
+// deliveries recorded meanwhile.
+const clearAttempts = 3
