@@ -59,7 +59,7 @@ func newPipeline(t *testing.T) *pipeline {
 	backends := bench.Backends{Brokers: k.Brokers, CassandraHosts: c.Hosts, RedisAddr: r.Addr}
 	require.NoError(t, ns.Setup(ctx, backends, shards))
 	names := ns.Names()
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 
 	st, err := cassandra.Open(ctx, cassandra.Config{Hosts: c.Hosts, Keyspace: c.Keyspace})
 	require.NoError(t, err)
