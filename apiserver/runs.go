@@ -377,6 +377,8 @@ func attemptState(s store.RunState) apiv1.RunAttemptState {
 		return apiv1.RunAttemptState_RUN_ATTEMPT_STATE_SKIPPED
 	case store.StateCancelled:
 		return apiv1.RunAttemptState_RUN_ATTEMPT_STATE_CANCELLED
+	case store.StateSuspended:
+		return apiv1.RunAttemptState_RUN_ATTEMPT_STATE_SUSPENDED
 	}
 	return apiv1.RunAttemptState_RUN_ATTEMPT_STATE_UNSPECIFIED
 }
@@ -386,7 +388,7 @@ func attemptState(s store.RunState) apiv1.RunAttemptState {
 // use it.
 func StoreRunState(s apiv1.RunAttemptState) store.RunState {
 	for _, st := range []store.RunState{store.StateScheduled, store.StateRunning, store.StateSucceeded,
-		store.StateFailed, store.StateSkipped, store.StateCancelled} {
+		store.StateFailed, store.StateSkipped, store.StateCancelled, store.StateSuspended} {
 		if attemptState(st) == s {
 			return st
 		}

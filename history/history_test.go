@@ -86,6 +86,8 @@ func TestRecords(t *testing.T) {
 			[]store.RunRecord{with(func(r *store.RunRecord) { r.State = store.StateSkipped; r.Error = "overlap_forbid" })}},
 		{"cancelled", event(sundialv1.RunState_RUN_STATE_CANCELLED, 1, t1, func(ev *sundialv1.RunEvent) { ev.Reason = "replaced" }),
 			[]store.RunRecord{with(func(r *store.RunRecord) { r.State = store.StateCancelled; r.Finished = t1; r.Error = "replaced" })}},
+		{"suspended is neither running nor finished", event(sundialv1.RunState_RUN_STATE_SUSPENDED, 1, t1, func(ev *sundialv1.RunEvent) { ev.Reason = "suspended" }),
+			[]store.RunRecord{with(func(r *store.RunRecord) { r.State = store.StateSuspended; r.Error = "suspended" })}},
 		{"failed keeps the attempt's log lines", event(sundialv1.RunState_RUN_STATE_FAILED, 1, t1, func(ev *sundialv1.RunEvent) {
 			ev.Error = &sundialv1.RunError{Code: "exec_exit", Message: "report: exit status 3"}
 			ev.Log = []string{"about to fail"}

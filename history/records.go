@@ -72,6 +72,11 @@ func Records(ev *sundialv1.RunEvent) []store.RunRecord {
 		r = finished(r)
 		r.State = store.StateCancelled
 		r.Error = ev.GetReason()
+	case sundialv1.RunState_RUN_STATE_SUSPENDED:
+		// Not finished: a resume writes STARTED over it, under the same
+		// run id and attempt.
+		r.State = store.StateSuspended
+		r.Error = ev.GetReason()
 	case sundialv1.RunState_RUN_STATE_RETRYING:
 		// The failed attempt keeps what FAILED wrote; the next one is now
 		// scheduled.

@@ -29,6 +29,7 @@ func TestOnRealStack(t *testing.T) {
 		{"PauseHoldsRetry", testPauseHoldsRetry},
 		{"Backfill", testBackfill},
 		{"PlanApply", testPlanApply},
+		{"SuspendAndResume", testSuspendAndResume},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

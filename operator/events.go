@@ -103,13 +103,18 @@ func runEvent(rec *kgo.Record) (*sundialv1.RunEvent, bool) {
 
 // waitRun returns the terminal event of runID.
 func (f *follower) waitRun(ctx context.Context, runID string) (*sundialv1.RunEvent, error) {
+	return f.waitState(ctx, runID, terminal)
+}
+
+// waitState returns the first event of runID whose state is one of want.
+func (f *follower) waitState(ctx context.Context, runID string, want func(sundialv1.RunState) bool) (*sundialv1.RunEvent, error) {
 	for {
 		evs, err := f.next(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("wait for run %s: %w", runID, err)
 		}
 		for _, ev := range evs {
-			if ev.GetRunId() == runID && terminal(ev.GetState()) {
+			if ev.GetRunId() == runID && want(ev.GetState()) {
 				return ev, nil
 			}
 		}

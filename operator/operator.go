@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sundialhq/sundial/checkpoint"
 	"github.com/sundialhq/sundial/client"
 	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -48,7 +49,8 @@ type Recorder interface {
 
 // Action is what an operator did, for the audit trail.
 type Action struct {
-	// Kind is "pause", "resume", "cancel", "trigger" or "backfill".
+	// Kind is "pause", "resume", "cancel", "suspend", "resume-run",
+	// "trigger" or "backfill".
 	Kind  string
 	JobID string
 	// Team owns the job; filled from the stored definition when the
@@ -82,8 +84,11 @@ type Config struct {
 	// and by Backfill.
 	Kafka  []kgo.Opt
 	Topics topics.Names
-	// Enqueuer enqueues backfilled runs. Needed by Backfill.
+	// Enqueuer enqueues backfilled runs and resumed ones. Needed by
+	// Backfill and ResumeRun.
 	Enqueuer Enqueuer
+	// Checkpoints keeps the suspended runs. Needed by ResumeRun.
+	Checkpoints checkpoint.Store
 	// Shards is the cluster's shard count. Needed by PlanApply.
 	Shards int
 	// Audit receives an Action for every change made; nil records nothing.

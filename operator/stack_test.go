@@ -44,6 +44,8 @@ type pipeline struct {
 	client *client.Client
 	op     *operator.Operator
 	audit  *auditLog
+	// steps is the handler "steps" of the pipeline's runner (suspend_test.go).
+	steps *stepper
 }
 
 func newPipeline(t *testing.T) *pipeline {
@@ -72,6 +74,7 @@ func newPipeline(t *testing.T) *pipeline {
 	leases, err := leasing.New(leasing.Config{Client: rc, KeyPrefix: r.KeyPrefix + "lease:"})
 	require.NoError(t, err)
 	runnerPrefix := r.KeyPrefix + "runner:"
+	steps := &stepper{gate: make(chan struct{}), reached: make(chan struct{})}
 
 	reg, err := registry.New(registry.Config{Brokers: k.Brokers, Topics: names, Group: k.TopicPrefix + "registry", Store: st, Waker: enq,
 		Registerer: prometheus.NewRegistry(), Logger: log.With("component", "registry")})
@@ -83,8 +86,9 @@ func newPipeline(t *testing.T) *pipeline {
 		InstanceID: "operator-dispatcher", Registerer: prometheus.NewRegistry(), Logger: log.With("component", "dispatcher")})
 	require.NoError(t, err)
 	run, err := runner.New(runner.Config{ID: "operator-runner", Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Group: k.TopicPrefix + "runners",
-		Leases: leases, Redis: rc, KeyPrefix: runnerPrefix, Enqueuer: enq,
-		Handlers:    map[string]target.Handler{"noop": target.HandlerFunc(func(context.Context, *sundialv1.Run) error { return nil })},
+		Leases: leases, Redis: rc, KeyPrefix: runnerPrefix, Enqueuer: enq, Checkpoints: st,
+		Handlers: map[string]target.Handler{"noop": target.HandlerFunc(func(context.Context, *sundialv1.Run) error { return nil }),
+			"steps": target.HandlerFunc(steps.handle)},
 		Concurrency: 32, Registerer: prometheus.NewRegistry(), Logger: log.With("component", "runner")})
 	require.NoError(t, err)
 	for _, comp := range []interface {
@@ -98,9 +102,9 @@ func newPipeline(t *testing.T) *pipeline {
 	cl, err := client.New(client.Config{Brokers: k.Brokers, Topics: names})
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)
-	p := &pipeline{t: t, names: names, store: st, client: cl, audit: &auditLog{}}
+	p := &pipeline{t: t, names: names, store: st, client: cl, audit: &auditLog{}, steps: steps}
 	p.op = operator.New(operator.Config{Jobs: st, Producer: cl, Leases: leases, Redis: rc, RunnerKeyPrefix: runnerPrefix,
-		Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Enqueuer: enq, Shards: shards, Audit: p.audit, Logger: log})
+		Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Enqueuer: enq, Checkpoints: st, Shards: shards, Audit: p.audit, Logger: log})
 	return p
 }
 

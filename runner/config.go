@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sundialhq/sundial/checkpoint"
 	"hash/fnv"
 	"log/slog"
 	"net/http"
@@ -107,6 +108,10 @@ type Config struct {
 	KeyPrefix string
 	// Enqueuer writes retries and deferrals as due entries. Required.
 	Enqueuer Enqueuer
+	// Checkpoints keeps the checkpoints handlers save and the runs
+	// suspended (suspend.go). Optional: without it a handler's checkpoint
+	// calls fail and runs are never suspended.
+	Checkpoints checkpoint.Store
 	// TeamQuotas gives the quota of each team (a quota.Cache): a run whose
 	// team has MaxConcurrentRuns runs executing is deferred by
 	// TeamQuotaDelay (teamquota.go). Optional: nil enforces none.

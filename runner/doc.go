@@ -117,6 +117,28 @@
 //  6. Stop cancels executions still running after Config.ShutdownTimeout;
 //     they release their leases, record no event and are not committed.
 //
+// # Checkpoints and suspension
+//
+// With Config.Checkpoints, each attempt's context carries a
+// checkpoint.Session (package worker's Checkpoint and LastCheckpoint): the
+// handler's saves are stored in Cassandra fenced by the attempt's fencing
+// token, so an attempt that lost its lease cannot overwrite the checkpoint
+// of the one that took the run over. An operator's suspend (SignalSuspend,
+// suspend.go) sets a marker key; the marker is asked after each stored
+// checkpoint, and once it exists the save answers checkpoint.ErrSuspended
+// and the attempt's context is cancelled with that cause. When the handler
+// has returned an error, the runner stores the suspension (the run as
+// delivered) before anything else, releases the lease without a dedupe
+// mark, emits SUSPENDED (not terminal, no attempt spent) and commits the
+// record. A handler that returns nil after ErrSuspended has finished: the
+// run succeeds. A delivery that finds the marker when it takes the lease
+// (its runner died between the checkpoint and SUSPENDED) suspends the run
+// at once without executing it. Resume deletes the marker and enqueues the
+// stored run as a KindRetry due entry with the same run id and attempt;
+// the execution it starts reads the checkpoint the run stopped at. A run
+// is suspended only at a checkpoint: a handler that saves none runs to its
+// end.
+//
 // The lease calls of all workers (acquire, renew, complete, release) go
 // through one leasing.Batcher: calls that arrive while a pipeline is out
 // share the next one, so a busy runner pays one Redis round trip for many
@@ -185,6 +207,7 @@
 //     run succeeded, is deferred, retried, dead, cancelled or unfinished.
 //   - replace.go: the overlap policy REPLACE: signals, markers and the
 //     cancellation of local executions.
+//   - suspend.go: suspension at a checkpoint, and Resume.
 //   - pool.go: the pool's slots and blocking policy, and the announcer.
 //   - teamquota.go: team slots (max_concurrent_runs) and the team of a
 //     fetched record.

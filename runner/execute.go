@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/checkpoint"
 	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
@@ -214,7 +215,16 @@ func (x *execution) handle(ctx context.Context) bool {
 	r.trackInflight(x.run.GetRunId(), cancelRun)
 	defer r.untrackInflight(x.run.GetRunId())
 
-	end := x.attempt(leaseCtx, downstream, lease.Token, latency)
+	if r.cfg.Checkpoints != nil && r.suspendRequested(ctx, x.run.GetJobId(), x.run.GetRunId()) {
+		// A redelivery of a run whose runner died after its last
+		// checkpoint, before SUSPENDED was out: suspend it again.
+		return x.suspend(ctx, keeper, attemptEnd{})
+	}
+	sess := x.session(lease.Token, cancelRun)
+	end := x.attempt(checkpoint.NewContext(leaseCtx, sess), downstream, lease.Token, latency)
+	if sess != nil && sess.Suspended() && end.err != nil {
+		return x.suspend(ctx, keeper, end)
+	}
 	return x.conclude(ctx, keeper, end, x.judge(ctx, end))
 }
 

@@ -18,6 +18,7 @@ const (
 	outcomeDead      = "dead"
 	outcomeSkipped   = "skipped"
 	outcomeCancelled = "cancelled"
+	outcomeSuspended = "suspended"
 	outcomeDeferred  = "deferred"
 	// outcomeDuplicate: the run's dedupe mark existed; nothing executed.
 	outcomeDuplicate = "duplicate"
@@ -34,7 +35,7 @@ const (
 // from the start and dashboards show 0 rather than no data.
 var outcomes = []string{
 	outcomeSucceeded, outcomeFailed, outcomeTimedOut, outcomeRetrying, outcomeDead, outcomeSkipped,
-	outcomeCancelled, outcomeDeferred, outcomeDuplicate, outcomeMalformed, outcomeAborted,
+	outcomeCancelled, outcomeSuspended, outcomeDeferred, outcomeDuplicate, outcomeMalformed, outcomeAborted,
 }
 
 // Results counted by sundial_runner_lease_acquisitions_total.

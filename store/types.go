@@ -260,12 +260,15 @@ const (
 	// StateSkipped: not executed (overlap policy forbid, misfire skip).
 	StateSkipped   RunState = "skipped"
 	StateCancelled RunState = "cancelled"
+	// StateSuspended: an operator suspended the attempt after a
+	// checkpoint; not terminal and not running, it waits for a resume.
+	StateSuspended RunState = "suspended"
 )
 
 // Valid reports whether s is one of the defined states.
 func (s RunState) Valid() bool {
 	switch s {
-	case StateScheduled, StateRunning, StateSucceeded, StateFailed, StateSkipped, StateCancelled:
+	case StateScheduled, StateRunning, StateSucceeded, StateFailed, StateSkipped, StateCancelled, StateSuspended:
 		return true
 	}
 	return false

@@ -211,6 +211,7 @@ func (w *Worker) Start(ctx context.Context) error {
 			Redis:        rdb,
 			KeyPrefix:    c.RedisKeyPrefix + runner.DefaultKeyPrefix,
 			Enqueuer:     enq,
+			Checkpoints:  st,
 			Handlers:     handlers,
 			Concurrency:  c.Concurrency,
 			Pool:         cmp.Or(c.Pool, DefaultPool),

@@ -202,6 +202,8 @@ func stateFromAPI(s apiv1.RunAttemptState) store.RunState {
 		return store.StateSkipped
 	case apiv1.RunAttemptState_RUN_ATTEMPT_STATE_CANCELLED:
 		return store.StateCancelled
+	case apiv1.RunAttemptState_RUN_ATTEMPT_STATE_SUSPENDED:
+		return store.StateSuspended
 	}
 	return store.RunState(cmp.Or(s.String(), "unknown"))
 }

@@ -273,6 +273,7 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 	cfg.Enqueuer = b.enq
+	cfg.Checkpoints = b.store
 	cfg.TeamQuotas = quota.NewCache(b.store, 0, nil)
 	if err := p.reg.Register(quota.NewCollector(b.store, leases, 0)); err != nil {
 		return fmt.Errorf("quota metrics: %w", err)

@@ -22,6 +22,8 @@ func runsCommand() *cli.Command {
 			runsListCommand(),
 			runsGetCommand(),
 			runsCancelCommand(),
+			runsSuspendCommand(),
+			runsResumeCommand(),
 		},
 	}
 }

@@ -262,7 +262,9 @@ func (m *machine) runEvent(ev RunEvent) {
 		m.fail(i, ev, Cancelled, "run_cancelled")
 	default:
 		// ENQUEUED, FAILED and TIMED_OUT of an attempt (RETRYING or DEAD
-		// follows), DEFERRED: nothing the DAG run needs.
+		// follows), DEFERRED, and SUSPENDED: a suspended node is neither
+		// failed nor done; its resume ends it later with one of the
+		// states above, and the DAG run waits for it.
 		m.ignore("not_terminal")
 	}
 }

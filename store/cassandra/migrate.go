@@ -269,6 +269,26 @@ var migrations = []migration{
 				revision bigint)`,
 		},
 	},
+	{
+		version:     9,
+		description: "checkpoints and suspended runs",
+		statements: []string{
+			// The latest checkpoint of each run and, while the run is
+			// suspended, the run itself (an encoded sundial.v1.Run) for
+			// its resume. Every write is a lightweight transaction fenced
+			// by fencing_token (checkpoints.go).
+			`CREATE TABLE IF NOT EXISTS %[1]s.checkpoints (
+				run_id text PRIMARY KEY,
+				seq bigint,
+				attempt int,
+				fencing_token bigint,
+				data blob,
+				saved_at timestamp,
+				suspended boolean,
+				job_id text,
+				run blob)`,
+		},
+	},
 }
 
 // SchemaVersion is the schema version this build needs.

@@ -53,6 +53,11 @@ const (
 	// The run was not started now and is due again at next_attempt_due_time
 	// without spending an attempt (reason says why).
 	RunState_RUN_STATE_DEFERRED RunState = 10
+	// An operator suspended the run: the attempt stopped after saving a
+	// checkpoint and its lease was released. Not terminal and not running:
+	// a resume dispatches the run again, under the same run id, from its
+	// last checkpoint.
+	RunState_RUN_STATE_SUSPENDED RunState = 11
 )
 
 // Enum value maps for RunState.
@@ -69,6 +74,7 @@ var (
 		8:  "RUN_STATE_CANCELLED",
 		9:  "RUN_STATE_TIMED_OUT",
 		10: "RUN_STATE_DEFERRED",
+		11: "RUN_STATE_SUSPENDED",
 	}
 	RunState_value = map[string]int32{
 		"RUN_STATE_UNSPECIFIED": 0,
@@ -82,6 +88,7 @@ var (
 		"RUN_STATE_CANCELLED":   8,
 		"RUN_STATE_TIMED_OUT":   9,
 		"RUN_STATE_DEFERRED":    10,
+		"RUN_STATE_SUSPENDED":   11,
 	}
 )
 
@@ -432,7 +439,7 @@ const file_sundial_v1_event_proto_rawDesc = "" +
 	"\bRunError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1c\n" +
-	"\tretryable\x18\x03 \x01(\bR\tretryable*\x90\x02\n" +
+	"\tretryable\x18\x03 \x01(\bR\tretryable*\xa9\x02\n" +
 	"\bRunState\x12\x19\n" +
 	"\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12RUN_STATE_ENQUEUED\x10\x01\x12\x15\n" +
@@ -445,7 +452,8 @@ const file_sundial_v1_event_proto_rawDesc = "" +
 	"\x13RUN_STATE_CANCELLED\x10\b\x12\x17\n" +
 	"\x13RUN_STATE_TIMED_OUT\x10\t\x12\x16\n" +
 	"\x12RUN_STATE_DEFERRED\x10\n" +
-	"B9Z7github.com/sundialhq/sundial/proto/sundial/v1;sundialv1b\x06proto3"
+	"\x12\x17\n" +
+	"\x13RUN_STATE_SUSPENDED\x10\vB9Z7github.com/sundialhq/sundial/proto/sundial/v1;sundialv1b\x06proto3"
 
 var (
 	file_sundial_v1_event_proto_rawDescOnce sync.Once

@@ -42,6 +42,8 @@ const (
 	RunAttemptState_RUN_ATTEMPT_STATE_SKIPPED RunAttemptState = 5
 	// It was cancelled.
 	RunAttemptState_RUN_ATTEMPT_STATE_CANCELLED RunAttemptState = 6
+	// It was suspended by an operator and waits for a resume.
+	RunAttemptState_RUN_ATTEMPT_STATE_SUSPENDED RunAttemptState = 7
 )
 
 // Enum value maps for RunAttemptState.
@@ -54,6 +56,7 @@ var (
 		4: "RUN_ATTEMPT_STATE_FAILED",
 		5: "RUN_ATTEMPT_STATE_SKIPPED",
 		6: "RUN_ATTEMPT_STATE_CANCELLED",
+		7: "RUN_ATTEMPT_STATE_SUSPENDED",
 	}
 	RunAttemptState_value = map[string]int32{
 		"RUN_ATTEMPT_STATE_UNSPECIFIED": 0,
@@ -63,6 +66,7 @@ var (
 		"RUN_ATTEMPT_STATE_FAILED":      4,
 		"RUN_ATTEMPT_STATE_SKIPPED":     5,
 		"RUN_ATTEMPT_STATE_CANCELLED":   6,
+		"RUN_ATTEMPT_STATE_SUSPENDED":   7,
 	}
 )
 
@@ -1471,7 +1475,7 @@ const file_sundial_api_v1_runs_proto_rawDesc = "" +
 	"\x06filter\x18\x01 \x01(\v2\x1b.sundial.api.v1.WatchFilterR\x06filter\"\x84\x01\n" +
 	"\x13WatchEventsResponse\x12A\n" +
 	"\x0ewatching_since\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\rwatchingSince\x12*\n" +
-	"\x05event\x18\x02 \x01(\v2\x14.sundial.v1.RunEventR\x05event*\xf3\x01\n" +
+	"\x05event\x18\x02 \x01(\v2\x14.sundial.v1.RunEventR\x05event*\x94\x02\n" +
 	"\x0fRunAttemptState\x12!\n" +
 	"\x1dRUN_ATTEMPT_STATE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bRUN_ATTEMPT_STATE_SCHEDULED\x10\x01\x12\x1d\n" +
@@ -1479,7 +1483,8 @@ const file_sundial_api_v1_runs_proto_rawDesc = "" +
 	"\x1bRUN_ATTEMPT_STATE_SUCCEEDED\x10\x03\x12\x1c\n" +
 	"\x18RUN_ATTEMPT_STATE_FAILED\x10\x04\x12\x1d\n" +
 	"\x19RUN_ATTEMPT_STATE_SKIPPED\x10\x05\x12\x1f\n" +
-	"\x1bRUN_ATTEMPT_STATE_CANCELLED\x10\x062\xa4\x01\n" +
+	"\x1bRUN_ATTEMPT_STATE_CANCELLED\x10\x06\x12\x1f\n" +
+	"\x1bRUN_ATTEMPT_STATE_SUSPENDED\x10\a2\xa4\x01\n" +
 	"\n" +
 	"RunService\x12G\n" +
 	"\x06GetRun\x12\x1d.sundial.api.v1.GetRunRequest\x1a\x1e.sundial.api.v1.GetRunResponse\x12M\n" +
