@@ -80,7 +80,7 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 	reg, err := registry.New(registry.Config{
 		Brokers: brokers, Topics: names, Group: cmd.String("group-id"), Store: b.store, Waker: b.enq, Limits: limits,
 		NoSharedTopic: !cmd.Bool("jobs-shared-topic"), Audit: trail,
-		Quotas: b.store,
+		Quotas:       b.store,
 		Concurrency:  cmd.Int("concurrency"),
 		KafkaOptions: withKafka(kopts, telemetry.KafkaMetrics(p.reg, "registry")),
 		Registerer:   p.reg, Logger: p.logger,
