@@ -67,7 +67,10 @@ Examples:
 			}
 			defer c.Close()
 			a := &applyRun{cmd: cmd, out: cmd.Root().Writer, errOut: cmd.Root().ErrWriter, start: time.Now()}
-			return guardKafka(ctx, kopts, func(ctx context.Context) error { return a.run(ctx, c, path) })
+			// A definition that fails validation is reported whatever Kafka
+			// says: Kafka's refusal ends the run only once a definition is
+			// to be produced.
+			return guardKafkaOnceNeeded(ctx, kopts, func(ctx context.Context, need func()) error { return a.run(ctx, c, path, need) })
 		},
 	}
 }
@@ -87,7 +90,9 @@ type applyRun struct {
 	last       time.Time // of the last produce or answer
 }
 
-func (a *applyRun) run(ctx context.Context, c *client.Client, path string) error {
+// run applies the definitions of path; it calls needKafka before the first
+// definition that passes validation goes to the client.
+func (a *applyRun) run(ctx context.Context, c *client.Client, path string, needKafka func()) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	a.touch()
@@ -97,11 +102,24 @@ func (a *applyRun) run(ctx context.Context, c *client.Client, path string) error
 
 	specs := a.specs(ctx, path)
 	if !a.cmd.Bool("wait") {
-		err := a.produceOnly(ctx, c, specs)
+		err := a.produceOnly(ctx, c, specs, needKafka)
 		stopProgress()
 		return a.finish(client.ApplySummary{}, err, false)
 	}
-	sum, err := c.ApplyMany(ctx, specs, client.ApplyOptions{
+	limits := c.Limits()
+	toApply := func(yield func(*sundialv1.JobSpec) bool) {
+		for spec := range specs {
+			// ApplyMany validates again and reports the invalid ones; this
+			// only finds the first definition it will produce.
+			if len(limits.ValidateSpec(spec)) == 0 {
+				needKafka()
+			}
+			if !yield(spec) {
+				return
+			}
+		}
+	}
+	sum, err := c.ApplyMany(ctx, toApply, client.ApplyOptions{
 		Encoding: sundialv1.EncodingJSON, // answers in JSON, as the input
 		OnProduced: func(client.Receipt) {
 			a.mu.Lock()
@@ -210,7 +228,7 @@ func (a *applyRun) reject(msg string) {
 
 // produceOnly produces without waiting for answers (--wait=false), in
 // chunks, printing where each definition went.
-func (a *applyRun) produceOnly(ctx context.Context, c *client.Client, specs iter.Seq[*sundialv1.JobSpec]) error {
+func (a *applyRun) produceOnly(ctx context.Context, c *client.Client, specs iter.Seq[*sundialv1.JobSpec], needKafka func()) error {
 	const chunk = 500
 	var batch []*sundialv1.JobSpec
 	flush := func() error {
@@ -244,6 +262,7 @@ func (a *applyRun) produceOnly(ctx context.Context, c *client.Client, specs iter
 			a.reject(b.String())
 			continue
 		}
+		needKafka()
 		if batch = append(batch, spec); len(batch) == chunk {
 			if err := flush(); err != nil {
 				return err
