@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/sundialhq/sundial/internal/connect"
+	"github.com/sundialhq/sundial/jobspec"
 	"github.com/sundialhq/sundial/store/cassandra"
 )
 
@@ -164,6 +165,13 @@ func guardKafkaOnceNeeded(ctx context.Context, opts []kgo.Opt, work func(ctx con
 	err := work(ctx, need)
 	stopCheck()
 	<-done
+	// A definition or trigger refused by validation was decided before
+	// Kafka was asked: that is the answer even when the refusal came
+	// meanwhile.
+	var invalid *jobspec.ValidationError
+	if errors.As(err, &invalid) {
+		return err
+	}
 	if cause := context.Cause(ctx); err != nil && ctx.Err() != nil && !errors.Is(cause, context.Canceled) {
 		return cause
 	}
