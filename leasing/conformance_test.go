@@ -107,7 +107,7 @@ func testAcquireCompleteRelease(t *testing.T, b backend) {
 }
 
 func testDedupeMark(t *testing.T, b backend) {
-	s, c := setup(t, b, func(c *Config) { c.DoneRetention = time.Minute })
+	s, c := setup(t, b, steadyTimes, func(c *Config) { c.DoneRetention = time.Minute })
 	ctx := t.Context()
 	req := Request{JobID: "job", RunID: "job@1000"}
 
@@ -218,7 +218,7 @@ func testRaceSameRun(t *testing.T, b backend) {
 }
 
 func testFencingTokens(t *testing.T, b backend) {
-	s, _ := setup(t, b)
+	s, _ := setup(t, b, steadyTimes)
 	ctx := t.Context()
 	var last int64
 	for i := range 6 {
@@ -241,7 +241,10 @@ func testFencingTokens(t *testing.T, b backend) {
 }
 
 func testExpiredHolderLosesSlot(t *testing.T, b backend) {
-	s, c := setup(t, b)
+	// The slot must still be held when job@2 first asks, and job@2's lease
+	// when job@1 asks last: a TTL a loaded machine cannot outlast between
+	// two calls, which the test then waits out.
+	s, c := setup(t, b, keeperTimes)
 	ctx := t.Context()
 	a, err := s.Acquire(ctx, Request{JobID: "job", RunID: "job@1"})
 	require.NoError(t, err)
@@ -256,7 +259,7 @@ func testExpiredHolderLosesSlot(t *testing.T, b backend) {
 	require.Eventually(t, func() bool {
 		bLease, err = s.Acquire(ctx, Request{JobID: "job", RunID: "job@2"})
 		return !errors.Is(err, ErrNoSlot)
-	}, 5*time.Second, 10*time.Millisecond)
+	}, 10*a.TTL, 10*time.Millisecond)
 	require.NoError(t, err)
 	// The server's expiry counts from when the acquire reached it, which is
 	// after a.AcquiredAt (2ms allows for millisecond rounding).
@@ -370,7 +373,7 @@ func testLeakedSlots(t *testing.T, b backend) {
 }
 
 func testWrongToken(t *testing.T, b backend) {
-	s, c := setup(t, b)
+	s, c := setup(t, b, steadyTimes)
 	ctx := t.Context()
 	l, err := s.Acquire(ctx, Request{JobID: "job", RunID: "job@1"})
 	require.NoError(t, err)
@@ -397,7 +400,7 @@ func testWrongToken(t *testing.T, b backend) {
 }
 
 func testNoScript(t *testing.T, b backend) {
-	s, c := setup(t, b)
+	s, c := setup(t, b, steadyTimes)
 	ctx := t.Context()
 
 	// flush empties Redis's script cache; loaded checks that sc is back in it.
@@ -486,7 +489,7 @@ func testKeeperRedisDown(t *testing.T, b backend) {
 func testTrustFromCallStart(t *testing.T, b backend) {
 	clock := &slowClock{step: time.Hour}
 	clock.now.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	s, _ := setupHooked(t, b, []redis.Hook{clock}, func(c *Config) { c.Now = clock.Now })
+	s, _ := setupHooked(t, b, []redis.Hook{clock}, steadyTimes, func(c *Config) { c.Now = clock.Now })
 	ctx := t.Context()
 
 	before := clock.Now()
@@ -597,7 +600,7 @@ func testRevoke(t *testing.T, b backend) {
 }
 
 func testRetriedAcquire(t *testing.T, b backend) {
-	s, _ := setup(t, b)
+	s, _ := setup(t, b, steadyTimes)
 	ctx := t.Context()
 	// The same call twice, as go-redis sends it again when the connection
 	// broke after the script ran.

@@ -83,6 +83,12 @@ func setupHooked(t testing.TB, b backend, hooks []redis.Hook, opts ...func(*Conf
 // 1.5s TTL one late by more than 700ms).
 func keeperTimes(c *Config) { c.TTL, c.Margin = 3*time.Second, 500*time.Millisecond }
 
+// steadyTimes is the lease timing of tests that must not see a lease expire:
+// their outcome would otherwise depend on how long a loaded machine takes
+// between two calls. Only the tests of expiry use a TTL short enough to
+// wait out.
+func steadyTimes(c *Config) { c.TTL, c.Margin = time.Minute, 10*time.Second }
+
 // outage is a hook that makes every command fail as if the connection to
 // Redis were reset, while down is set.
 type outage struct{ down atomic.Bool }

@@ -380,10 +380,17 @@ func testDefinitionLifecycle(t *testing.T, s *stack) {
 }
 
 // flakyStore fails the first calls of every kind, as a Cassandra timeout
-// would.
+// would. It counts what the registry must retry: every job carried by a
+// failed UpsertJobs call (the registry batches concurrent upserts, so one
+// failed call fails each job in it) and every failed DeleteJob, whether the
+// failure was injected or came from the real store.
 type flakyStore struct {
 	registry.Store
 	failures atomic.Int64
+	// failedJobs counts job writes that failed as a whole call.
+	failedJobs atomic.Int64
+	// realFailures counts calls the real store failed.
+	realFailures atomic.Int64
 }
 
 var errTimeout = errors.New("gocql: timeout (injected)")
@@ -391,6 +398,14 @@ var errTimeout = errors.New("gocql: timeout (injected)")
 func (f *flakyStore) fail() bool { return f.failures.Add(-1) >= 0 }
 
 func (f *flakyStore) UpsertJobs(ctx context.Context, jobs []store.Job) ([]store.UpsertResult, error) {
+	results, err := f.upsertJobs(ctx, jobs)
+	if err != nil {
+		f.failedJobs.Add(int64(len(jobs)))
+	}
+	return results, err
+}
+
+func (f *flakyStore) upsertJobs(ctx context.Context, jobs []store.Job) ([]store.UpsertResult, error) {
 	if f.fail() {
 		return nil, errTimeout
 	}
@@ -402,6 +417,7 @@ func (f *flakyStore) UpsertJobs(ctx context.Context, jobs []store.Job) ([]store.
 	}
 	results, err := f.Store.UpsertJobs(ctx, rest)
 	if err != nil {
+		f.realFailures.Add(1)
 		return nil, err
 	}
 	out := make([]store.UpsertResult, 0, len(jobs))
@@ -417,9 +433,15 @@ func (f *flakyStore) UpsertJobs(ctx context.Context, jobs []store.Job) ([]store.
 
 func (f *flakyStore) DeleteJob(ctx context.Context, id string, rev int64, at time.Time) (store.Outcome, error) {
 	if f.fail() {
+		f.failedJobs.Add(1)
 		return 0, errTimeout
 	}
-	return f.Store.DeleteJob(ctx, id, rev, at)
+	outcome, err := f.Store.DeleteJob(ctx, id, rev, at)
+	if err != nil {
+		f.failedJobs.Add(1)
+		f.realFailures.Add(1)
+	}
+	return outcome, err
 }
 
 // testTransientErrorsAreRetried: store errors are retried until they pass,
@@ -442,9 +464,15 @@ func testTransientErrorsAreRetried(t *testing.T, s *stack) {
 	require.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_REJECTED, refused.GetOutcome())
 	assert.Equal(t, "record", refused.GetErrors()[0].GetField())
 	assert.Contains(t, refused.GetErrors()[0].GetReason(), "the store cannot hold it")
-	retries := counter(t, metrics, "sundial_registry_retries_total", "op", "upsert_job") +
-		counter(t, metrics, "sundial_registry_retries_total", "op", "delete_job")
-	assert.Equal(t, float64(5), retries)
+	upserts := counter(t, metrics, "sundial_registry_retries_total", "op", "upsert_job")
+	deletes := counter(t, metrics, "sundial_registry_retries_total", "op", "delete_job")
+	failed := flaky.failedJobs.Load()
+	t.Logf("retries: upsert_job %v, delete_job %v; job writes whose store call failed %d (5 calls injected, %d failed by the real store)",
+		upserts, deletes, failed, flaky.realFailures.Load())
+	// Each failed call is retried once for every job it carried, however
+	// the concurrent upserts happened to be batched.
+	assert.Equal(t, float64(failed), upserts+deletes, "one retry for every job write whose store call failed")
+	assert.GreaterOrEqual(t, failed, int64(5), "the 5 injected failures all reached the registry")
 	assert.Equal(t, float64(1), counter(t, metrics, "sundial_registry_records_total", "outcome", "rejected"))
 }
 

@@ -301,6 +301,25 @@ func TestCrashWhileAPartitionIsPinnedReexecutesOnlyTheLongRun(t *testing.T) {
 	}
 	h.produce(short...)
 	require.Eventually(t, func() bool { return h.events.count(succeeded) == 50 }, wait, 10*time.Millisecond)
+	// A run is done once its dedupe mark is set, which comes after its
+	// SUCCEEDED is acknowledged (a mark without its event would lose the
+	// event). A kill between the two re-executes the run by design, so the
+	// kill waits for the 50 marks, not only for the 50 events.
+	unmarked := func() int {
+		n := 0
+		for _, run := range short {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			done, err := h.leases.Done(ctx, run.GetJobId(), run.GetRunId())
+			cancel()
+			require.NoError(t, err)
+			if !done {
+				n++
+			}
+		}
+		return n
+	}
+	t.Logf("when the 50th SUCCEEDED was read, %d of the 50 runs had no dedupe mark yet", unmarked())
+	require.Eventually(t, func() bool { return unmarked() == 0 }, wait, 10*time.Millisecond)
 
 	a.kill()
 	bRunner := h.start(func(c *Config) { c.Handlers = handlers })
@@ -313,7 +332,15 @@ func TestCrashWhileAPartitionIsPinnedReexecutesOnlyTheLongRun(t *testing.T) {
 	// B refuses the 50 finished runs: they are re-read (the commit was
 	// pinned at offset 0) but not executed.
 	refused := func() int { return int(testutil.ToFloat64(bRunner.m.runs.WithLabelValues(outcomeDuplicate))) }
-	require.Eventually(t, func() bool { return refused() == 50 }, wait, 10*time.Millisecond, "refused %d", refused())
+	if !assert.Eventually(t, func() bool { return refused() == 50 }, wait, 10*time.Millisecond) {
+		again := map[string]int{}
+		for _, run := range short {
+			if n := h.down.requestsOf(run.GetRunId()); n != 1 {
+				again[run.GetRunId()] = n
+			}
+		}
+		require.FailNow(t, "B did not refuse the 50 finished runs", "refused %d; runs not called exactly once downstream: %v", refused(), again)
+	}
 	reexecuted := 0
 	for _, run := range short {
 		if n := h.down.requestsOf(run.GetRunId()); n != 1 {

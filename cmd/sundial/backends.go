@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gocql/gocql"
@@ -13,6 +14,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/sundialhq/sundial/internal/connect"
+	"github.com/sundialhq/sundial/jobspec"
 	"github.com/sundialhq/sundial/store/cassandra"
 )
 
@@ -127,19 +129,49 @@ func checkKafka(ctx context.Context, opts []kgo.Opt) error {
 // at once with the reason (wrong credentials, unknown authority). Work that
 // fails before it reaches Kafka (validation) reports its own error.
 func guardKafka(ctx context.Context, opts []kgo.Opt, work func(context.Context) error) error {
+	return guardKafkaOnceNeeded(ctx, opts, func(ctx context.Context, need func()) error {
+		need()
+		return work(ctx)
+	})
+}
+
+// guardKafkaOnceNeeded is guardKafka for work that decides some things
+// without Kafka (a definition that fails validation is reported, never
+// produced) and may end without needing it at all. The check starts at
+// once, but a refusal ends the work only after the work called need (before
+// it first produces): what the work decides alone is reported whatever
+// Kafka says, rather than depending on whether the check or the work got
+// there first.
+func guardKafkaOnceNeeded(ctx context.Context, opts []kgo.Opt, work func(ctx context.Context, need func()) error) error {
 	ctx, refuse := context.WithCancelCause(ctx)
 	defer refuse(nil)
 	checkCtx, stopCheck := context.WithCancel(ctx)
+	needed := make(chan struct{})
+	var once sync.Once
+	need := func() { once.Do(func() { close(needed) }) }
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := checkKafka(checkCtx, opts); err != nil && checkCtx.Err() == nil {
+		err := checkKafka(checkCtx, opts)
+		if err == nil || checkCtx.Err() != nil {
+			return
+		}
+		select {
+		case <-needed:
 			refuse(err)
+		case <-checkCtx.Done():
 		}
 	}()
-	err := work(ctx)
+	err := work(ctx, need)
 	stopCheck()
 	<-done
+	// A definition or trigger refused by validation was decided before
+	// Kafka was asked: that is the answer even when the refusal came
+	// meanwhile.
+	var invalid *jobspec.ValidationError
+	if errors.As(err, &invalid) {
+		return err
+	}
 	if cause := context.Cause(ctx); err != nil && ctx.Err() != nil && !errors.Is(cause, context.Canceled) {
 		return cause
 	}

@@ -37,7 +37,7 @@ func TestJobsApplyReportsInvalidDefinitions(t *testing.T) {
 	]`), 0o600))
 	code, out, errOut := runCLI(t, "jobs", "apply", "-f", file, "--kafka-brokers", "127.0.0.1:1", "--timeout", "2s")
 	assert.Equal(t, 1, code)
-	for _, want := range []string{"bad job\tREJECTED\n", "  id:", "  schedule.cron.expression:", "  target.kind: required", "1 rejected"} {
+	for _, want := range []string{"bad job\tREJECTED\n", "  id:", "  schedule.cron.expression:", "  target.kind: required", "2 definitions in ", "1 rejected"} {
 		assert.Contains(t, out, want)
 	}
 	assert.Regexp(t, `ok\.job\tNOT PRODUCED`, out)

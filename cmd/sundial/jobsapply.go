@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/sundialhq/sundial/client"
+	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -67,7 +68,11 @@ Examples:
 			}
 			defer c.Close()
 			a := &applyRun{cmd: cmd, out: cmd.Root().Writer, errOut: cmd.Root().ErrWriter, start: time.Now()}
-			return guardKafka(ctx, kopts, func(ctx context.Context) error { return a.run(ctx, c, path) })
+			// A definition that fails validation is reported whatever Kafka
+			// says: Kafka's refusal ends the run only once a definition is
+			// to be produced, and the input is still read to its end.
+			readCtx := ctx
+			return guardKafkaOnceNeeded(ctx, kopts, func(ctx context.Context, need func()) error { return a.run(ctx, readCtx, c, path, need) })
 		},
 	}
 }
@@ -79,15 +84,26 @@ type applyRun struct {
 	start       time.Time
 
 	mu sync.Mutex
-	// unreadable are the definitions that did not decode, as rejections.
+	// unreadable are the definitions that did not decode, and those read
+	// and refused by validation here (invalid of them), as rejections.
 	unreadable []string
-	read       int
-	produced   int
-	answered   int
-	last       time.Time // of the last produce or answer
+	invalid    int
+	// unsent are the valid definitions left unproduced because Kafka
+	// refused.
+	unsent   []string
+	read     int
+	produced int
+	answered int
+	last     time.Time // of the last produce or answer
 }
 
-func (a *applyRun) run(ctx context.Context, c *client.Client, path string) error {
+// run applies the definitions of path; it calls needKafka before the first
+// definition that passes validation goes to the client. When Kafka refused
+// (ctx ended, readCtx did not), the rest of the input is still read and
+// validated, so every invalid definition is reported however far producing
+// got.
+func (a *applyRun) run(ctx, readCtx context.Context, c *client.Client, path string, needKafka func()) error {
+	refused := ctx
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	a.touch()
@@ -95,13 +111,64 @@ func (a *applyRun) run(ctx context.Context, c *client.Client, path string) error
 	defer stopWatch()
 	stopProgress := a.progress(ctx)
 
-	specs := a.specs(ctx, path)
+	limits := c.Limits()
+	next, stopReading := iter.Pull(a.specs(readCtx, path))
+	defer stopReading()
+	var untaken *sundialv1.JobSpec // read, then left when producing stopped
+	specs := func(yield func(*sundialv1.JobSpec) bool) {
+		for {
+			spec, ok := next()
+			if !ok || ctx.Err() != nil {
+				untaken = spec
+				return
+			}
+			if !yield(spec) {
+				untaken = spec
+				return
+			}
+		}
+	}
+	// validateRest reports the invalid definitions that producing did not
+	// reach because Kafka refused.
+	validateRest := func() {
+		if refused.Err() == nil || readCtx.Err() != nil {
+			return
+		}
+		for spec := untaken; ; {
+			if spec != nil {
+				if errs := limits.ValidateSpec(spec); len(errs) > 0 {
+					a.rejectInvalid(spec, errs)
+				} else {
+					a.mu.Lock()
+					a.unsent = append(a.unsent, spec.GetId())
+					a.mu.Unlock()
+				}
+			}
+			var ok bool
+			if spec, ok = next(); !ok {
+				return
+			}
+		}
+	}
 	if !a.cmd.Bool("wait") {
-		err := a.produceOnly(ctx, c, specs)
+		err := a.produceOnly(ctx, c, specs, needKafka)
+		validateRest()
 		stopProgress()
 		return a.finish(client.ApplySummary{}, err, false)
 	}
-	sum, err := c.ApplyMany(ctx, specs, client.ApplyOptions{
+	toApply := func(yield func(*sundialv1.JobSpec) bool) {
+		for spec := range specs {
+			// ApplyMany validates again and reports the invalid ones; this
+			// only finds the first definition it will produce.
+			if len(limits.ValidateSpec(spec)) == 0 {
+				needKafka()
+			}
+			if !yield(spec) {
+				return
+			}
+		}
+	}
+	sum, err := c.ApplyMany(ctx, toApply, client.ApplyOptions{
 		Encoding: sundialv1.EncodingJSON, // answers in JSON, as the input
 		OnProduced: func(client.Receipt) {
 			a.mu.Lock()
@@ -117,6 +184,7 @@ func (a *applyRun) run(ctx context.Context, c *client.Client, path string) error
 			a.printResult(r)
 		},
 	})
+	validateRest()
 	stopProgress()
 	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
 		err = fmt.Errorf("%w (%w)", err, cause)
@@ -208,9 +276,22 @@ func (a *applyRun) reject(msg string) {
 	a.unreadable = append(a.unreadable, msg)
 }
 
+// rejectInvalid keeps spec, refused by validation with errs, as a rejection.
+func (a *applyRun) rejectInvalid(spec *sundialv1.JobSpec, errs []jobspec.FieldError) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\tREJECTED", spec.GetId())
+	for _, e := range errs {
+		fmt.Fprintf(&b, "\n  %s: %s", e.Field, e.Reason)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.unreadable = append(a.unreadable, b.String())
+	a.invalid++
+}
+
 // produceOnly produces without waiting for answers (--wait=false), in
 // chunks, printing where each definition went.
-func (a *applyRun) produceOnly(ctx context.Context, c *client.Client, specs iter.Seq[*sundialv1.JobSpec]) error {
+func (a *applyRun) produceOnly(ctx context.Context, c *client.Client, specs iter.Seq[*sundialv1.JobSpec], needKafka func()) error {
 	const chunk = 500
 	var batch []*sundialv1.JobSpec
 	flush := func() error {
@@ -236,14 +317,10 @@ func (a *applyRun) produceOnly(ctx context.Context, c *client.Client, specs iter
 	limits := c.Limits()
 	for spec := range specs {
 		if errs := limits.ValidateSpec(spec); len(errs) > 0 {
-			var b strings.Builder
-			fmt.Fprintf(&b, "%s\tREJECTED", spec.GetId())
-			for _, e := range errs {
-				fmt.Fprintf(&b, "\n  %s: %s", e.Field, e.Reason)
-			}
-			a.reject(b.String())
+			a.rejectInvalid(spec, errs)
 			continue
 		}
+		needKafka()
 		if batch = append(batch, spec); len(batch) == chunk {
 			if err := flush(); err != nil {
 				return err
@@ -280,14 +357,18 @@ func (a *applyRun) finish(sum client.ApplySummary, err error, waited bool) error
 	for _, f := range sum.Failures {
 		fmt.Fprintf(a.out, "%s\tNOT PRODUCED\t%v\n", f.ID, f.Err)
 	}
+	for _, id := range a.unsent {
+		fmt.Fprintf(a.out, "%s\tNOT PRODUCED\tKafka refused the connection\n", id)
+	}
+	total := a.read + len(a.unreadable) - a.invalid
 	elapsed := time.Since(a.start)
 	rejected := sum.Rejected + len(a.unreadable)
 	if waited {
 		fmt.Fprintf(a.out, "%d definitions in %s (%.0f/s): %d created, %d updated, %d unchanged, %d stale, %d rejected",
-			a.read+len(a.unreadable), elapsed.Round(time.Millisecond), float64(sum.Answered)/max(elapsed.Seconds(), 1e-3),
+			total, elapsed.Round(time.Millisecond), float64(sum.Answered)/max(elapsed.Seconds(), 1e-3),
 			sum.Created, sum.Updated, sum.Unchanged, sum.Stale, rejected)
-		if sum.Failed > 0 {
-			fmt.Fprintf(a.out, ", %d not produced", sum.Failed)
+		if failed := sum.Failed + len(a.unsent); failed > 0 {
+			fmt.Fprintf(a.out, ", %d not produced", failed)
 		}
 		if missing := sum.Produced - sum.Answered; missing > 0 {
 			fmt.Fprintf(a.out, ", %d not answered", missing)
@@ -303,7 +384,7 @@ func (a *applyRun) finish(sum client.ApplySummary, err error, waited bool) error
 		return err
 	}
 	if rejected > 0 {
-		return fmt.Errorf("%d of %d definitions rejected", rejected, a.read+len(a.unreadable))
+		return fmt.Errorf("%d of %d definitions rejected", rejected, total)
 	}
 	return nil
 }
