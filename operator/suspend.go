@@ -9,8 +9,8 @@ import (
 	"github.com/sundialhq/sundial/runner"
 )
 
-// ErrNotSuspended: ResumeRun found the run not suspended (never, or
-// already resumed).
+// ErrNotSuspended is what ResumeRun returns when the run is not suspended
+// (never was, or was already resumed).
 var ErrNotSuspended = checkpoint.ErrNotSuspended
 
 // SuspendOptions are Suspend's options.

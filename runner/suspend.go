@@ -124,7 +124,7 @@ func (x *execution) suspend(ctx context.Context, keeper *leasing.Keeper, end att
 	keeper.Stop()
 	x.release(ctx, keeper.Lease())
 	r.m.runs.WithLabelValues(outcomeSuspended).Inc()
-	x.emit(x.event(sundialv1.RunState_RUN_STATE_SUSPENDED, func(ev *sundialv1.RunEvent) {
+	x.emit(x.event(sundialv1.RunState_RUN_STATE_SUSPENDED, func(ev *sundialv1.RunEvent) { //nolint:contextcheck // the event must be produced even if ctx ends now; finishAfterAcks waits for it
 		ev.Reason = reasonSuspended
 		if !end.started.IsZero() {
 			ev.Duration = durationpb.New(end.finished.Sub(end.started))
