@@ -170,6 +170,12 @@ const (
 // (classify). It reports whether the record is finished.
 func (x *execution) handle(ctx context.Context) bool {
 	r := x.r
+	if r.needsRoute(x.rec, x.run) {
+		done, here := x.route(ctx)
+		if !here {
+			return done
+		}
+	}
 	if x.rec.poolBusy {
 		return x.discard(ctx)
 	}

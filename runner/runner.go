@@ -17,6 +17,7 @@ import (
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/routing"
 	"github.com/sundialhq/sundial/runner/breaker"
 	"github.com/sundialhq/sundial/runner/commit"
 	"github.com/sundialhq/sundial/runner/priority"
@@ -86,6 +87,10 @@ type Runner struct {
 	pool *poolGate
 	// teamSlots are the team slots this runner holds, renewed together.
 	teamSlots teamSlots
+	// directory tells the live executors of a pool; picker chooses among
+	// them for routed runs (route.go).
+	directory Directory
+	picker    *routing.Picker
 
 	// mu guards everything below it.
 	mu           sync.Mutex
@@ -145,6 +150,7 @@ func New(cfg Config) (*Runner, error) {
 		pausedTopics: map[string]bool{},
 		inflight:     map[string]context.CancelCauseFunc{},
 		notify:       make(chan struct{}, 1),
+		picker:       newPicker(),
 	}
 	for i, p := range topics.Priorities() {
 		r.levels[cfg.Topics.Runs(p)] = i
@@ -178,6 +184,9 @@ func (r *Runner) start(ctx context.Context, run *lifecycle.Run) error {
 		return fmt.Errorf("producer client: %w", err)
 	}
 	run.OnStop(producer.Close)
+	if err := r.startRouting(ctx, run); err != nil {
+		return err
+	}
 	// A resumed topic or partition is fetched again only when the fetch in
 	// flight returns, which the broker may hold for FetchMaxWait when there
 	// is no data: keep it short so a pause costs little. Config.Kafka comes
@@ -190,7 +199,9 @@ func (r *Runner) start(ctx context.Context, run *lifecycle.Run) error {
 		kgo.ConsumerGroup(r.cfg.Group),
 		kgo.SessionTimeout(r.cfg.SessionTimeout),
 		kgo.HeartbeatInterval(r.cfg.HeartbeatInterval),
-		kgo.ConsumeTopics(r.cfg.Topics.AllRuns()...),
+		// Only this runner subscribes to its directed topic, so the group
+		// assigns that topic's partitions to it alone.
+		kgo.ConsumeTopics(append(r.cfg.Topics.AllRuns(), r.cfg.Topics.Direct(r.cfg.ID))...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),

@@ -50,7 +50,7 @@ func TestSpecs(t *testing.T) {
 		"p.sundial.runs.high": 16, "p.sundial.runs.default": 16, "p.sundial.runs.low": 16,
 		"p.sundial.events": 16, "p.sundial.dlq": 4, "p.sundial.shards": 128,
 		"p.sundial.executors": 4,
-		"p.sundial.audit": 4,
+		"p.sundial.audit":     4,
 	}
 	require.Len(t, byName, len(want))
 	for name, partitions := range want {

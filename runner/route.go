@@ -1,0 +1,142 @@
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sundialhq/sundial/discovery"
+	"github.com/sundialhq/sundial/internal/lifecycle"
+	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/jobspec"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/routing"
+)
+
+// Directory answers which executors are live, per pool (a
+// *discovery.Directory).
+type Directory interface {
+	Live(pool string) []discovery.Member
+}
+
+// Reasons of the DEFERRED event of a routed run that found no executor.
+const (
+	reasonNoExecutor   = "no_executor"
+	reasonWaitExecutor = "executor_not_live"
+)
+
+// newPicker seeds the routing Picker's RANDOM draws from the system's
+// source: routing needs no reproducible sequence, and no global one.
+func newPicker() *routing.Picker {
+	var seed [16]byte
+	_, _ = rand.Read(seed[:]) // crypto/rand.Read never fails on supported systems
+	return routing.NewPicker(mrand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))
+}
+
+// startRouting makes sure the runner's directed topic exists before the
+// consumer subscribes to it (a consumer learns of a topic created later only
+// at its next metadata refresh), and starts a Directory of its own when
+// Config.Directory is nil.
+func (r *Runner) startRouting(ctx context.Context, run *lifecycle.Run) error {
+	cl, err := kgo.NewClient(r.cfg.Kafka...)
+	if err != nil {
+		return fmt.Errorf("admin client: %w", err)
+	}
+	defer cl.Close()
+	name := r.cfg.Topics.Direct(r.cfg.ID)
+	res, err := kadm.NewClient(cl).CreateTopic(ctx, topics.DirectPartitions, -1, nil, name)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("create directed topic %s: %w", name, err)
+	}
+	// Directed runs share the default priority's queue.
+	r.levels[name] = r.levels[r.cfg.Topics.Runs(topics.PriorityDefault)]
+	if r.cfg.Directory != nil {
+		r.directory = r.cfg.Directory
+		return nil
+	}
+	d, err := discovery.NewDirectory(discovery.DirectoryConfig{
+		Kafka: r.cfg.Kafka, Topics: r.cfg.Topics, Logger: r.log, Now: r.cfg.Now,
+	})
+	if err != nil {
+		return fmt.Errorf("directory: %w", err)
+	}
+	if err := d.Start(ctx); err != nil {
+		return fmt.Errorf("directory: %w", err)
+	}
+	run.OnStop(d.Stop)
+	r.directory = d
+	return nil
+}
+
+// needsRoute reports whether the record is a run that asks for an executor
+// and has not reached one yet: it came from a runs topic, not from a
+// directed topic.
+func (r *Runner) needsRoute(rec *record, run *sundialv1.Run) bool {
+	return routing.Routed(run.GetRouting()) && rec.tp.topic != r.cfg.Topics.Direct(r.cfg.ID)
+}
+
+// route chooses the run's executor and hands the run over to it, and
+// reports whether the record is finished. A run chosen for this runner is
+// executed here at once. Otherwise the copy is produced to the executor's
+// directed topic and acknowledged before this record finishes, so a crash in
+// between routes it again (the same run id: the lease and the dedupe mark
+// keep it to one effect). A run that finds no live executor, or whose fixed
+// executor is away under FALLBACK_WAIT, is deferred by Config.RouteDelay
+// and asks again then.
+func (x *execution) route(ctx context.Context) (done, executeHere bool) {
+	r, run := x.r, x.run
+	pool := jobspec.PoolOf(run.GetPool())
+	d := r.picker.Pick(pool, run.GetRouting(), r.directory.Live(pool))
+	switch d.Outcome {
+	case routing.NoMember:
+		return x.deferRun(ctx, r.cfg.RouteDelay, reasonNoExecutor, nil), false
+	case routing.Wait:
+		return x.deferRun(ctx, r.cfg.RouteDelay, reasonWaitExecutor, nil), false
+	}
+	r.m.routed.WithLabelValues(routeLabel(run.GetRouting().GetStrategy())).Inc()
+	if d.Member == r.cfg.ID {
+		return false, true
+	}
+	next := proto.Clone(run).(*sundialv1.Run)
+	next.RoutedTo = d.Member
+	val, err := proto.Marshal(next)
+	if err != nil {
+		x.logger().Error("routed run not encoded", "err", err)
+		return false, false
+	}
+	err = r.producer.ProduceSync(ctx, &kgo.Record{
+		Topic: r.cfg.Topics.Direct(d.Member), Key: []byte(run.GetRunId()), Value: val,
+		Headers: topics.ProtobufHeaders(next),
+	}).FirstErr()
+	if err != nil {
+		x.logger().Warn("routed run not handed over; it will be routed again", "executor", d.Member, "err", err)
+		return false, false
+	}
+	x.logger().Debug("run routed", "executor", d.Member, "pool", pool)
+	return true, false
+}
+
+func routeLabel(s sundialv1.RoutingStrategy) string {
+	switch s {
+	case sundialv1.RoutingStrategy_ROUTING_STRATEGY_ROUND_ROBIN:
+		return "round_robin"
+	case sundialv1.RoutingStrategy_ROUTING_STRATEGY_RANDOM:
+		return "random"
+	case sundialv1.RoutingStrategy_ROUTING_STRATEGY_LEAST_LOADED:
+		return "least_loaded"
+	case sundialv1.RoutingStrategy_ROUTING_STRATEGY_FIXED:
+		return "fixed"
+	}
+	return "other"
+}
