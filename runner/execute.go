@@ -170,7 +170,9 @@ const (
 // (classify). It reports whether the record is finished.
 func (x *execution) handle(ctx context.Context) bool {
 	r := x.r
-	if r.needsRoute(x.rec, x.run) {
+	// A routed record reaches a worker only when it came back to its
+	// queue (retryLater) before its executor was chosen.
+	if r.needsRoute(x.rec) {
 		done, here := x.route(ctx)
 		if !here {
 			return done

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialhq/sundial/discovery"
+	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/jobspec"
@@ -82,8 +83,71 @@ func (r *Runner) startRouting(ctx context.Context, run *lifecycle.Run) error {
 // needsRoute reports whether the record is a run that asks for an executor
 // and has not reached one yet: it came from a runs topic, not from a
 // directed topic.
-func (r *Runner) needsRoute(rec *record, run *sundialv1.Run) bool {
-	return routing.Routed(run.GetRouting()) && rec.tp.topic != r.cfg.Topics.Direct(r.cfg.ID)
+func (r *Runner) needsRoute(rec *record) bool {
+	return !rec.routed && routing.Routed(rec.run.GetRouting()) && rec.tp.topic != r.cfg.Topics.Direct(r.cfg.ID)
+}
+
+// routers is how many goroutines route runs; routing is one produce per
+// run, so a few keep up with many workers.
+const routers = 4
+
+// routeLoop routes the runs of routeQ until workCtx ends. A router takes an
+// in-flight slot (Config.MaxInFlight) as a worker does, but no pool slot: a
+// runner whose pool is busy still hands runs over to the others.
+func (r *Runner) routeLoop(workCtx, execCtx context.Context) {
+	for {
+		var rec *record
+		select {
+		case rec = <-r.routeQ:
+		case <-workCtx.Done():
+			return
+		}
+		select {
+		case r.slots <- struct{}{}:
+		case <-workCtx.Done():
+			return
+		}
+		if !r.routeRecord(workCtx, execCtx, rec) {
+			<-r.slots
+		}
+	}
+}
+
+// routeRecord routes rec until it is handed over, deferred or queued here,
+// trying again after a backoff while the runner owns its partition (as
+// handleRecord does). It reports whether a finishing goroutine took the
+// record over (a deferral waiting for its event).
+func (r *Runner) routeRecord(workCtx, execCtx context.Context, rec *record) bool {
+	retry := backoff.New(r.cfg.HeldRetry, maxRecordRetry)
+	for r.owns(rec) {
+		x := &execution{r: r, rec: rec, run: rec.run}
+		done, here := x.route(execCtx)
+		switch {
+		case here:
+			rec.routed = true
+			r.mu.Lock()
+			ps := r.parts[rec.tp]
+			ok := !r.killed.Load() && ps != nil && ps.gen == rec.gen
+			if ok {
+				r.queues.PushGroup(rec.level, rec.team, rec, r.cfg.Now())
+				r.adjustPausesLocked()
+			}
+			r.mu.Unlock()
+			if ok {
+				r.wake()
+			}
+			return false
+		case x.tail:
+			return true
+		case done:
+			r.finish(rec)
+			return false
+		}
+		if workCtx.Err() != nil || execCtx.Err() != nil || !retry.Wait(workCtx) {
+			return false
+		}
+	}
+	return false
 }
 
 // route chooses the run's executor and hands the run over to it, and

@@ -61,6 +61,9 @@ type record struct {
 	// backoff is the wait before the record was last put back in its
 	// queue (retryLater); it doubles with every return.
 	backoff time.Duration
+	// routed is set when a router chose this runner for the run: it is
+	// executed here, not routed again.
+	routed bool
 }
 
 // Runner consumes runs, executes them and reports their states. Several
@@ -91,6 +94,9 @@ type Runner struct {
 	// them for routed runs (route.go).
 	directory Directory
 	picker    *routing.Picker
+	// routeQ holds the fetched runs that ask for an executor, for the
+	// routers (route.go); they never wait for a pool slot.
+	routeQ chan *record
 
 	// mu guards everything below it.
 	mu           sync.Mutex
@@ -235,6 +241,9 @@ func (r *Runner) start(ctx context.Context, run *lifecycle.Run) error {
 	for range r.cfg.Concurrency {
 		r.workersWG.Go(func() { r.work(workCtx, execCtx) })
 	}
+	for range routers {
+		r.workersWG.Go(func() { r.routeLoop(workCtx, execCtx) })
+	}
 	r.bgWG.Go(func() { r.commitLoop(bgCtx) })
 	r.bgWG.Go(func() { r.renewTeamSlots(bgCtx) })
 	sub := r.subscribeCancels(bgCtx)
@@ -264,6 +273,7 @@ func (r *Runner) reset() error {
 	r.killed.Store(false)
 	r.slots = make(chan struct{}, r.cfg.MaxInFlight)
 	r.pool = newPoolGate(r.cfg.PoolBlocking, r.cfg.PoolSlots)
+	r.routeQ = make(chan *record, r.cfg.QueueCapacity)
 	return nil
 }
 
@@ -345,6 +355,7 @@ func (r *Runner) poll(ctx context.Context) {
 		})
 		now := r.cfg.Now()
 		queued := 0
+		var toRoute []*record
 		r.mu.Lock()
 		for _, fr := range fetched {
 			rec := fr.rec
@@ -359,12 +370,23 @@ func (r *Runner) poll(ctx context.Context) {
 				continue
 			}
 			fr.tp, fr.gen, fr.level = key, ps.gen, r.levels[rec.Topic]
+			if r.needsRoute(fr) {
+				toRoute = append(toRoute, fr)
+				continue
+			}
 			r.queues.PushGroup(fr.level, fr.team, fr, now)
 			queued++
 		}
 		r.adjustPausesLocked()
 		r.mu.Unlock()
 		r.consumer.AllowRebalance()
+		for _, fr := range toRoute {
+			select {
+			case r.routeQ <- fr:
+			case <-ctx.Done():
+				return
+			}
+		}
 		if queued > 0 {
 			r.wake()
 		}
