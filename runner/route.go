@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -26,6 +27,8 @@ import (
 // *discovery.Directory).
 type Directory interface {
 	Live(pool string) []discovery.Member
+	// All lists every member, the ones that left or expired included.
+	All() []discovery.Member
 }
 
 // Reasons of the DEFERRED event of a routed run that found no executor.
@@ -80,11 +83,61 @@ func (r *Runner) startRouting(ctx context.Context, run *lifecycle.Run) error {
 	return nil
 }
 
+// adoptLoop consumes the directed topics of the members of this runner's
+// pool that left the live set, every AnnounceInterval, so that the runs
+// routed to a member that died before executing them are routed again to a
+// live one (needsRoute: they come from a directed topic not this runner's).
+// It stops consuming a member's topic when the member is live again or is
+// no longer listed. Every live member of the pool adopts the topic; the
+// consumer group gives its partition to one of them.
+func (r *Runner) adoptLoop(ctx context.Context) {
+	tick := time.NewTicker(r.cfg.AnnounceInterval)
+	defer tick.Stop()
+	adopted := map[string]bool{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		gone := map[string]bool{}
+		for _, m := range r.directory.All() {
+			if m.Pool == r.cfg.Pool && m.ID != r.cfg.ID && m.State != discovery.Live && jobspec.CheckExecutorID(m.ID) == "" {
+				gone[m.ID] = true
+			}
+		}
+		for id := range gone {
+			if !adopted[id] {
+				adopted[id] = true
+				r.consumer.AddConsumeTopics(r.cfg.Topics.Direct(id))
+				r.log.Info("adopting the directed runs of an executor that left", "executor", id)
+			}
+		}
+		for id := range adopted {
+			if !gone[id] {
+				delete(adopted, id)
+				r.consumer.PurgeTopicsFromConsuming(r.cfg.Topics.Direct(id))
+				r.log.Info("leaving the directed runs of an executor to it", "executor", id)
+			}
+		}
+	}
+}
+
 // needsRoute reports whether the record is a run that asks for an executor
 // and has not reached one yet: it came from a runs topic, not from a
 // directed topic.
 func (r *Runner) needsRoute(rec *record) bool {
 	return !rec.routed && routing.Routed(rec.run.GetRouting()) && rec.tp.topic != r.cfg.Topics.Direct(r.cfg.ID)
+}
+
+// levelOf is the queue of a topic's runs: its priority's, or the default
+// priority's for directed topics (the levels map is written only before the
+// poll loop starts).
+func (r *Runner) levelOf(topic string) int {
+	if l, ok := r.levels[topic]; ok {
+		return l
+	}
+	return r.levels[r.cfg.Topics.Runs(topics.PriorityDefault)]
 }
 
 // routers is how many goroutines route runs; routing is one produce per

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sundialhq/sundial/discovery"
@@ -193,6 +194,28 @@ func TestRouting(t *testing.T) {
 		require.NoError(t, s.runners["r2"].Start(context.Background()))
 		s.waitLive(t, "r1", "r2", "r3")
 		assert.Equal(t, map[string]int{"r2": 1}, s.executors(t, []*sundialv1.Run{waiting}))
+	})
+
+	t.Run("runs routed to a member that died are routed again", func(t *testing.T) {
+		// r1 dies (killed: its executions cut short, its consumer closed;
+		// then stopped, so it leaves the live set) with runs already
+		// routed to it waiting in its directed topic.
+		s.runners["r1"].kill()
+		s.runners["r1"].Stop()
+		s.waitLive(t, "r2", "r3")
+		runs := s.runs("orphan", "quick", 4, strategyOf(sundialv1.RoutingStrategy_ROUTING_STRATEGY_ROUND_ROBIN))
+		recs := make([]*kgo.Record, len(runs))
+		for i, run := range runs {
+			run.RoutedTo = "r1"
+			val, err := proto.Marshal(run)
+			require.NoError(t, err)
+			recs[i] = &kgo.Record{Topic: s.h.b.names.Direct("r1"), Key: []byte(run.GetRunId()), Value: val}
+		}
+		require.NoError(t, s.h.client.ProduceSync(context.Background(), recs...).FirstErr())
+		got := s.executors(t, runs)
+		t.Logf("runs left on r1: %v", got)
+		assert.Zero(t, got["r1"], "%v", got)
+		assert.Equal(t, 4, got["r2"]+got["r3"], "%v", got)
 	})
 }
 

@@ -246,6 +246,7 @@ func (r *Runner) start(ctx context.Context, run *lifecycle.Run) error {
 	}
 	r.bgWG.Go(func() { r.commitLoop(bgCtx) })
 	r.bgWG.Go(func() { r.renewTeamSlots(bgCtx) })
+	r.bgWG.Go(func() { r.adoptLoop(bgCtx) })
 	sub := r.subscribeCancels(bgCtx)
 	r.bgWG.Go(func() { r.listenCancels(bgCtx, sub) })
 	// Registered after drain, so it runs first: the tombstone tells
@@ -369,7 +370,7 @@ func (r *Runner) poll(ctx context.Context) {
 			if !ps.tracker.Add(rec.Offset) {
 				continue
 			}
-			fr.tp, fr.gen, fr.level = key, ps.gen, r.levels[rec.Topic]
+			fr.tp, fr.gen, fr.level = key, ps.gen, r.levelOf(rec.Topic)
 			if r.needsRoute(fr) {
 				toRoute = append(toRoute, fr)
 				continue
