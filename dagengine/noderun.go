@@ -115,6 +115,8 @@ func buildRun(def *jobDef, jobID, runID string, due time.Time, dagRunID, nodeID 
 		ConcurrencyLimit: spec.GetConcurrencyLimit(),
 		OverlapPolicy:    spec.GetOverlapPolicy(),
 		QueueDelay:       spec.GetQueueDelay(),
+		Pool:             spec.GetPool(),
+		Routing:          spec.GetRouting(),
 		DagRunId:         dagRunID,
 		DagNodeId:        nodeID,
 		Shard:            uint32(store.ShardOf(jobID, shards)),

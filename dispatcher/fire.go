@@ -475,6 +475,8 @@ func newRun(job store.Job, spec *sundialv1.JobSpec, runID string, due, attemptDu
 		ConcurrencyLimit: spec.GetConcurrencyLimit(),
 		OverlapPolicy:    spec.GetOverlapPolicy(),
 		QueueDelay:       spec.GetQueueDelay(),
+		Pool:             spec.GetPool(),
+		Routing:          spec.GetRouting(),
 	}
 }
 

@@ -222,6 +222,7 @@ func (l Limits) ValidateSpec(spec *sundialv1.JobSpec) []FieldError {
 		v.add("concurrency_limit", "%d, at most %d allowed", c, MaxConcurrencyLimit)
 	}
 	v.overlap(spec)
+	v.routing(spec)
 	if n := len(spec.GetDescription()); n > MaxDescriptionBytes {
 		v.add("description", "%d bytes, at most %d allowed", n, MaxDescriptionBytes)
 	}

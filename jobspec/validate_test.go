@@ -255,6 +255,24 @@ func TestValidateNamesTheField(t *testing.T) {
 		}, "overlap_policy", "ALLOW with concurrency_limit 1"},
 		{"queue delay without queue", func(s *sundialv1.JobSpec) { s.OverlapPolicy = sundialv1.OverlapPolicy_OVERLAP_POLICY_FORBID }, "queue_delay", "only allowed with"},
 		{"queue delay zero", func(s *sundialv1.JobSpec) { s.QueueDelay = durationpb.New(0) }, "queue_delay", "positive"},
+		{"pool upper case", func(s *sundialv1.JobSpec) { s.Pool = "GPU" }, "pool", "outside [a-z0-9_-]"},
+		{"pool too long", func(s *sundialv1.JobSpec) { s.Pool = long(65) }, "pool", "at most 64"},
+		{"unknown strategy", func(s *sundialv1.JobSpec) { s.Routing = &sundialv1.Routing{Strategy: 42} }, "routing.strategy", "unknown strategy 42"},
+		{"fixed without executor", func(s *sundialv1.JobSpec) {
+			s.Routing = &sundialv1.Routing{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_FIXED}
+		}, "routing.executor", "required"},
+		{"fixed executor not a topic name", func(s *sundialv1.JobSpec) {
+			s.Routing = &sundialv1.Routing{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_FIXED, Executor: "a/b"}
+		}, "routing.executor", "names a Kafka topic"},
+		{"executor without fixed", func(s *sundialv1.JobSpec) {
+			s.Routing = &sundialv1.Routing{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_ROUND_ROBIN, Executor: "r1"}
+		}, "routing.executor", "only allowed with strategy ROUTING_STRATEGY_FIXED"},
+		{"fallback without fixed", func(s *sundialv1.JobSpec) {
+			s.Routing = &sundialv1.Routing{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_RANDOM, Fallback: sundialv1.RoutingFallback_ROUTING_FALLBACK_WAIT}
+		}, "routing.fallback", "only allowed with strategy ROUTING_STRATEGY_FIXED"},
+		{"unknown fallback", func(s *sundialv1.JobSpec) {
+			s.Routing = &sundialv1.Routing{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_FIXED, Executor: "r1", Fallback: 7}
+		}, "routing.fallback", "unknown fallback 7"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -266,6 +284,23 @@ func TestValidateNamesTheField(t *testing.T) {
 			assert.Equal(t, c.field, errs[0].Field)
 			assert.Contains(t, errs[0].Reason, c.reason)
 		})
+	}
+}
+
+func TestRoutingSpecsPass(t *testing.T) {
+	t.Parallel()
+	for _, r := range []*sundialv1.Routing{
+		nil,
+		{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_ROUND_ROBIN},
+		{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_RANDOM},
+		{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_LEAST_LOADED},
+		{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_FIXED, Executor: "runner-1.eu"},
+		{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_FIXED, Executor: "r1", Fallback: sundialv1.RoutingFallback_ROUTING_FALLBACK_WAIT},
+	} {
+		spec := validSpec()
+		spec.Pool = "gpu_eu-1"
+		spec.Routing = r
+		assert.Empty(t, jobspec.Validate(spec), "routing %v", r)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/sundialhq/sundial/discovery"
 	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/jobspec"
 	"github.com/sundialhq/sundial/leasing"
 	"github.com/sundialhq/sundial/runner/breaker"
 	"github.com/sundialhq/sundial/runner/priority"
@@ -159,6 +160,14 @@ type Config struct {
 	// Labels and Version describe the runner in its announcements.
 	Labels  map[string]string
 	Version string
+	// Directory tells the live executors of each pool, for runs whose job
+	// asks for a routing strategy (route.go). Default: the runner reads
+	// sundial.executors with a discovery.Directory of its own.
+	Directory Directory
+	// RouteDelay is how long a routed run that found no live executor (or
+	// whose fixed executor is away, under FALLBACK_WAIT) is deferred before
+	// it asks again. Default DefaultQueueDelay.
+	RouteDelay time.Duration
 	// AnnounceInterval is how often the runner announces itself on
 	// sundial.executors; readers expire it after three intervals without
 	// one. Default discovery.DefaultInterval.
@@ -239,6 +248,7 @@ func (c Config) withDefaults() Config {
 	c.MaxInFlight = cmp.Or(c.MaxInFlight, 2*c.Concurrency)
 	c.TeamQueueCapacity = cmp.Or(c.TeamQueueCapacity, max(c.QueueCapacity/4, 1))
 	c.TeamQuotaDelay = cmp.Or(c.TeamQuotaDelay, DefaultQueueDelay)
+	c.RouteDelay = cmp.Or(c.RouteDelay, DefaultQueueDelay)
 	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
 	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, DefaultHeartbeatInterval)
 	if c.HTTPClient == nil && c.Concurrency > 0 {
@@ -310,6 +320,12 @@ func (c Config) Validate() error {
 		bad("PoolSlots", "%d is above Concurrency %d", c.PoolSlots, c.Concurrency)
 	}
 	positive("TeamQueueCapacity", c.TeamQueueCapacity)
+	if c.RouteDelay <= 0 {
+		bad("RouteDelay", "%s is not positive", c.RouteDelay)
+	}
+	if reason := jobspec.CheckExecutorID(c.ID); reason != "" {
+		bad("ID", "%q: %s (it names the runner's directed topic)", c.ID, reason)
+	}
 	if c.TeamQuotaDelay <= 0 {
 		bad("TeamQuotaDelay", "%s is not positive", c.TeamQuotaDelay)
 	}

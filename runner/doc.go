@@ -38,6 +38,23 @@
 // (package discovery) while it runs, and writes its tombstone on Stop
 // before it drains.
 //
+// # Routing
+//
+// A run whose job names a routing strategy (route.go, package routing) is
+// not executed by the runner that fetched it from sundial.runs.<priority>:
+// one of a few router goroutines, which take no pool slot, chooses a live
+// member of the run's pool from the Directory and produces the run to
+// that member's directed topic sundial.runs.direct.<id>, and the fetched
+// record finishes only when that produce is acknowledged. A run chosen for
+// this runner goes straight to its queue. The runner consumes its own
+// directed topic in the same group (it alone subscribes to it), and
+// adopts the directed topics of the members of its pool that left the
+// live set, routing what it finds there again. A run that finds no
+// executor is deferred by Config.RouteDelay (DEFERRED, no attempt spent).
+// Routing never decides whether a run executes: the lease and the dedupe
+// mark of the run id do, so a run delivered twice by a crash or an
+// adoption still takes effect once.
+//
 // # Commits: the contiguous watermark
 //
 // Offsets are committed per partition only up to the lowest record that has
@@ -209,6 +226,7 @@
 //     cancellation of local executions.
 //   - suspend.go: suspension at a checkpoint, and Resume.
 //   - pool.go: the pool's slots and blocking policy, and the announcer.
+//   - route.go: routing: the routers, the directed topic and adoption.
 //   - teamquota.go: team slots (max_concurrent_runs) and the team of a
 //     fetched record.
 //   - config.go, metrics.go: the Config and the Prometheus metrics.

@@ -171,6 +171,14 @@ const (
 // (classify). It reports whether the record is finished.
 func (x *execution) handle(ctx context.Context) bool {
 	r := x.r
+	// A routed record reaches a worker only when it came back to its
+	// queue (retryLater) before its executor was chosen.
+	if r.needsRoute(x.rec) {
+		done, here := x.route(ctx)
+		if !here {
+			return done
+		}
+	}
 	if x.rec.poolBusy {
 		return x.discard(ctx)
 	}

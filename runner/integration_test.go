@@ -44,7 +44,11 @@ func waitAssigned(t *testing.T, partitions int, rs ...*Runner) {
 		n := 0
 		for _, r := range rs {
 			r.mu.Lock()
-			n += len(r.parts)
+			for k := range r.parts {
+				if !isDirect(k.topic) { // each runner's own directed topic
+					n++
+				}
+			}
 			r.mu.Unlock()
 		}
 		return n == partitions

@@ -17,6 +17,7 @@ import (
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/routing"
 	"github.com/sundialhq/sundial/runner/breaker"
 	"github.com/sundialhq/sundial/runner/commit"
 	"github.com/sundialhq/sundial/runner/priority"
@@ -60,6 +61,9 @@ type record struct {
 	// backoff is the wait before the record was last put back in its
 	// queue (retryLater); it doubles with every return.
 	backoff time.Duration
+	// routed is set when a router chose this runner for the run: it is
+	// executed here, not routed again.
+	routed bool
 }
 
 // Runner consumes runs, executes them and reports their states. Several
@@ -86,6 +90,13 @@ type Runner struct {
 	pool *poolGate
 	// teamSlots are the team slots this runner holds, renewed together.
 	teamSlots teamSlots
+	// directory tells the live executors of a pool; picker chooses among
+	// them for routed runs (route.go).
+	directory Directory
+	picker    *routing.Picker
+	// routeQ holds the fetched runs that ask for an executor, for the
+	// routers (route.go); they never wait for a pool slot.
+	routeQ chan *record
 
 	// mu guards everything below it.
 	mu           sync.Mutex
@@ -145,6 +156,7 @@ func New(cfg Config) (*Runner, error) {
 		pausedTopics: map[string]bool{},
 		inflight:     map[string]context.CancelCauseFunc{},
 		notify:       make(chan struct{}, 1),
+		picker:       newPicker(),
 	}
 	for i, p := range topics.Priorities() {
 		r.levels[cfg.Topics.Runs(p)] = i
@@ -178,6 +190,9 @@ func (r *Runner) start(ctx context.Context, run *lifecycle.Run) error {
 		return fmt.Errorf("producer client: %w", err)
 	}
 	run.OnStop(producer.Close)
+	if err := r.startRouting(ctx, run); err != nil {
+		return err
+	}
 	// A resumed topic or partition is fetched again only when the fetch in
 	// flight returns, which the broker may hold for FetchMaxWait when there
 	// is no data: keep it short so a pause costs little. Config.Kafka comes
@@ -190,7 +205,9 @@ func (r *Runner) start(ctx context.Context, run *lifecycle.Run) error {
 		kgo.ConsumerGroup(r.cfg.Group),
 		kgo.SessionTimeout(r.cfg.SessionTimeout),
 		kgo.HeartbeatInterval(r.cfg.HeartbeatInterval),
-		kgo.ConsumeTopics(r.cfg.Topics.AllRuns()...),
+		// Only this runner subscribes to its directed topic, so the group
+		// assigns that topic's partitions to it alone.
+		kgo.ConsumeTopics(append(r.cfg.Topics.AllRuns(), r.cfg.Topics.Direct(r.cfg.ID))...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
@@ -224,8 +241,12 @@ func (r *Runner) start(ctx context.Context, run *lifecycle.Run) error {
 	for range r.cfg.Concurrency {
 		r.workersWG.Go(func() { r.work(workCtx, execCtx) })
 	}
+	for range routers {
+		r.workersWG.Go(func() { r.routeLoop(workCtx, execCtx) })
+	}
 	r.bgWG.Go(func() { r.commitLoop(bgCtx) })
 	r.bgWG.Go(func() { r.renewTeamSlots(bgCtx) })
+	r.bgWG.Go(func() { r.adoptLoop(bgCtx) })
 	sub := r.subscribeCancels(bgCtx)
 	r.bgWG.Go(func() { r.listenCancels(bgCtx, sub) })
 	// Registered after drain, so it runs first: the tombstone tells
@@ -253,6 +274,7 @@ func (r *Runner) reset() error {
 	r.killed.Store(false)
 	r.slots = make(chan struct{}, r.cfg.MaxInFlight)
 	r.pool = newPoolGate(r.cfg.PoolBlocking, r.cfg.PoolSlots)
+	r.routeQ = make(chan *record, r.cfg.QueueCapacity)
 	return nil
 }
 
@@ -334,6 +356,7 @@ func (r *Runner) poll(ctx context.Context) {
 		})
 		now := r.cfg.Now()
 		queued := 0
+		var toRoute []*record
 		r.mu.Lock()
 		for _, fr := range fetched {
 			rec := fr.rec
@@ -347,13 +370,24 @@ func (r *Runner) poll(ctx context.Context) {
 			if !ps.tracker.Add(rec.Offset) {
 				continue
 			}
-			fr.tp, fr.gen, fr.level = key, ps.gen, r.levels[rec.Topic]
+			fr.tp, fr.gen, fr.level = key, ps.gen, r.levelOf(rec.Topic)
+			if r.needsRoute(fr) {
+				toRoute = append(toRoute, fr)
+				continue
+			}
 			r.queues.PushGroup(fr.level, fr.team, fr, now)
 			queued++
 		}
 		r.adjustPausesLocked()
 		r.mu.Unlock()
 		r.consumer.AllowRebalance()
+		for _, fr := range toRoute {
+			select {
+			case r.routeQ <- fr:
+			case <-ctx.Done():
+				return
+			}
+		}
 		if queued > 0 {
 			r.wake()
 		}

@@ -77,6 +77,12 @@ func (n Names) AllRuns() []string {
 	return out
 }
 
+// Direct is sundial.runs.direct.<executor>: the runs a router chose that
+// executor for, keyed by run id. Only that executor subscribes to it, so the
+// consumer group gives its partitions to that executor alone. executor must
+// be a valid topic name part (jobspec.CheckExecutorID).
+func (n Names) Direct(executor string) string { return n.Prefix + baseRuns + "direct." + executor }
+
 // Events is sundial.events: every state change of every run, keyed by job id.
 func (n Names) Events() string { return n.Prefix + baseEvents }
 
@@ -98,8 +104,12 @@ const (
 	JobsStatusPartitions = 4
 	TriggersPartitions   = 8
 	RunsPartitions       = 16
-	EventsPartitions     = 16
-	DLQPartitions        = 4
+	// DirectPartitions is the partition count of a directed topic
+	// (Direct): one consumer reads it, so one partition keeps its runs in
+	// the order they were routed.
+	DirectPartitions = 1
+	EventsPartitions = 16
+	DLQPartitions    = 4
 	// ExecutorsPartitions is small: an announcement per executor per
 	// heartbeat is little traffic, and a reader consumes every partition.
 	ExecutorsPartitions = 4

@@ -22,6 +22,124 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// RoutingStrategy chooses the executor of a run among the live members of
+// its pool (package discovery).
+type RoutingStrategy int32
+
+const (
+	// Partitioned by job id: whichever runner owns the run's partition.
+	RoutingStrategy_ROUTING_STRATEGY_UNSPECIFIED RoutingStrategy = 0
+	// The live members in turn, by executor id order.
+	RoutingStrategy_ROUTING_STRATEGY_ROUND_ROBIN RoutingStrategy = 1
+	// A live member drawn uniformly.
+	RoutingStrategy_ROUTING_STRATEGY_RANDOM RoutingStrategy = 2
+	// The live member with the most free slots (slots minus runs in flight,
+	// as it announces them); ties go to the lowest id.
+	RoutingStrategy_ROUTING_STRATEGY_LEAST_LOADED RoutingStrategy = 3
+	// The member named by Routing.executor, with Routing.fallback when it is
+	// not live.
+	RoutingStrategy_ROUTING_STRATEGY_FIXED RoutingStrategy = 4
+)
+
+// Enum value maps for RoutingStrategy.
+var (
+	RoutingStrategy_name = map[int32]string{
+		0: "ROUTING_STRATEGY_UNSPECIFIED",
+		1: "ROUTING_STRATEGY_ROUND_ROBIN",
+		2: "ROUTING_STRATEGY_RANDOM",
+		3: "ROUTING_STRATEGY_LEAST_LOADED",
+		4: "ROUTING_STRATEGY_FIXED",
+	}
+	RoutingStrategy_value = map[string]int32{
+		"ROUTING_STRATEGY_UNSPECIFIED":  0,
+		"ROUTING_STRATEGY_ROUND_ROBIN":  1,
+		"ROUTING_STRATEGY_RANDOM":       2,
+		"ROUTING_STRATEGY_LEAST_LOADED": 3,
+		"ROUTING_STRATEGY_FIXED":        4,
+	}
+)
+
+func (x RoutingStrategy) Enum() *RoutingStrategy {
+	p := new(RoutingStrategy)
+	*p = x
+	return p
+}
+
+func (x RoutingStrategy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RoutingStrategy) Descriptor() protoreflect.EnumDescriptor {
+	return file_sundial_v1_job_proto_enumTypes[0].Descriptor()
+}
+
+func (RoutingStrategy) Type() protoreflect.EnumType {
+	return &file_sundial_v1_job_proto_enumTypes[0]
+}
+
+func (x RoutingStrategy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RoutingStrategy.Descriptor instead.
+func (RoutingStrategy) EnumDescriptor() ([]byte, []int) {
+	return file_sundial_v1_job_proto_rawDescGZIP(), []int{0}
+}
+
+// RoutingFallback is what a FIXED run does while its executor is not live.
+type RoutingFallback int32
+
+const (
+	// Not stated: FALLBACK_ANY.
+	RoutingFallback_ROUTING_FALLBACK_UNSPECIFIED RoutingFallback = 0
+	// Go to any live member of the pool (round-robin).
+	RoutingFallback_ROUTING_FALLBACK_ANY RoutingFallback = 1
+	// Wait for the executor: the run stays queued for it until it is live
+	// again.
+	RoutingFallback_ROUTING_FALLBACK_WAIT RoutingFallback = 2
+)
+
+// Enum value maps for RoutingFallback.
+var (
+	RoutingFallback_name = map[int32]string{
+		0: "ROUTING_FALLBACK_UNSPECIFIED",
+		1: "ROUTING_FALLBACK_ANY",
+		2: "ROUTING_FALLBACK_WAIT",
+	}
+	RoutingFallback_value = map[string]int32{
+		"ROUTING_FALLBACK_UNSPECIFIED": 0,
+		"ROUTING_FALLBACK_ANY":         1,
+		"ROUTING_FALLBACK_WAIT":        2,
+	}
+)
+
+func (x RoutingFallback) Enum() *RoutingFallback {
+	p := new(RoutingFallback)
+	*p = x
+	return p
+}
+
+func (x RoutingFallback) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RoutingFallback) Descriptor() protoreflect.EnumDescriptor {
+	return file_sundial_v1_job_proto_enumTypes[1].Descriptor()
+}
+
+func (RoutingFallback) Type() protoreflect.EnumType {
+	return &file_sundial_v1_job_proto_enumTypes[1]
+}
+
+func (x RoutingFallback) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RoutingFallback.Descriptor instead.
+func (RoutingFallback) EnumDescriptor() ([]byte, []int) {
+	return file_sundial_v1_job_proto_rawDescGZIP(), []int{1}
+}
+
 // Priority selects the runs topic of a job, and so which runners and how
 // much capacity serve it.
 type Priority int32
@@ -64,11 +182,11 @@ func (x Priority) String() string {
 }
 
 func (Priority) Descriptor() protoreflect.EnumDescriptor {
-	return file_sundial_v1_job_proto_enumTypes[0].Descriptor()
+	return file_sundial_v1_job_proto_enumTypes[2].Descriptor()
 }
 
 func (Priority) Type() protoreflect.EnumType {
-	return &file_sundial_v1_job_proto_enumTypes[0]
+	return &file_sundial_v1_job_proto_enumTypes[2]
 }
 
 func (x Priority) Number() protoreflect.EnumNumber {
@@ -77,7 +195,7 @@ func (x Priority) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Priority.Descriptor instead.
 func (Priority) EnumDescriptor() ([]byte, []int) {
-	return file_sundial_v1_job_proto_rawDescGZIP(), []int{0}
+	return file_sundial_v1_job_proto_rawDescGZIP(), []int{2}
 }
 
 // OverlapPolicy says what a runner does with a run of a job whose
@@ -128,11 +246,11 @@ func (x OverlapPolicy) String() string {
 }
 
 func (OverlapPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_sundial_v1_job_proto_enumTypes[1].Descriptor()
+	return file_sundial_v1_job_proto_enumTypes[3].Descriptor()
 }
 
 func (OverlapPolicy) Type() protoreflect.EnumType {
-	return &file_sundial_v1_job_proto_enumTypes[1]
+	return &file_sundial_v1_job_proto_enumTypes[3]
 }
 
 func (x OverlapPolicy) Number() protoreflect.EnumNumber {
@@ -141,7 +259,7 @@ func (x OverlapPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use OverlapPolicy.Descriptor instead.
 func (OverlapPolicy) EnumDescriptor() ([]byte, []int) {
-	return file_sundial_v1_job_proto_rawDescGZIP(), []int{1}
+	return file_sundial_v1_job_proto_rawDescGZIP(), []int{3}
 }
 
 // JobSpec is a job definition: the value of a record on sundial.jobs whose
@@ -215,7 +333,14 @@ type JobSpec struct {
 	// topic changes nothing either.
 	Revision *uint64 `protobuf:"varint,14,opt,name=revision,proto3,oneof" json:"revision,omitempty"`
 	// Human-readable description of what the job does. Not interpreted.
-	Description   string `protobuf:"bytes,15,opt,name=description,proto3" json:"description,omitempty"`
+	Description string `protobuf:"bytes,15,opt,name=description,proto3" json:"description,omitempty"`
+	// The pool of executors that runs this job (ExecutorAnnouncement.pool):
+	// lowercase letters, digits, '-' and '_', at most 64 bytes. Empty means
+	// "default".
+	Pool string `protobuf:"bytes,20,opt,name=pool,proto3" json:"pool,omitempty"`
+	// How a run picks its executor within the pool. Unset means partitioned by
+	// job id, the pool-less behaviour: any runner of the consumer group.
+	Routing       *Routing `protobuf:"bytes,21,opt,name=routing,proto3" json:"routing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -355,6 +480,86 @@ func (x *JobSpec) GetDescription() string {
 	return ""
 }
 
+func (x *JobSpec) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *JobSpec) GetRouting() *Routing {
+	if x != nil {
+		return x.Routing
+	}
+	return nil
+}
+
+// Routing says how a run reaches one executor of its pool.
+type Routing struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The strategy. Unspecified means partitioned by job id.
+	Strategy RoutingStrategy `protobuf:"varint,1,opt,name=strategy,proto3,enum=sundial.v1.RoutingStrategy" json:"strategy,omitempty"`
+	// For ROUTING_STRATEGY_FIXED: the executor id the runs go to. Required
+	// with FIXED and rejected with any other strategy.
+	Executor string `protobuf:"bytes,2,opt,name=executor,proto3" json:"executor,omitempty"`
+	// For ROUTING_STRATEGY_FIXED: what happens to a run while its executor
+	// is not live. Unspecified means FALLBACK_ANY.
+	Fallback      RoutingFallback `protobuf:"varint,3,opt,name=fallback,proto3,enum=sundial.v1.RoutingFallback" json:"fallback,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Routing) Reset() {
+	*x = Routing{}
+	mi := &file_sundial_v1_job_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Routing) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Routing) ProtoMessage() {}
+
+func (x *Routing) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_job_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Routing.ProtoReflect.Descriptor instead.
+func (*Routing) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_job_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Routing) GetStrategy() RoutingStrategy {
+	if x != nil {
+		return x.Strategy
+	}
+	return RoutingStrategy_ROUTING_STRATEGY_UNSPECIFIED
+}
+
+func (x *Routing) GetExecutor() string {
+	if x != nil {
+		return x.Executor
+	}
+	return ""
+}
+
+func (x *Routing) GetFallback() RoutingFallback {
+	if x != nil {
+		return x.Fallback
+	}
+	return RoutingFallback_ROUTING_FALLBACK_UNSPECIFIED
+}
+
 // RetryPolicy says how a run is retried after a failed attempt. The wait
 // before attempt n+1 (after n failed attempts) is drawn uniformly from
 // [0, min(max_backoff, initial_backoff * multiplier^(n-1))] ("full jitter").
@@ -386,7 +591,7 @@ type RetryPolicy struct {
 
 func (x *RetryPolicy) Reset() {
 	*x = RetryPolicy{}
-	mi := &file_sundial_v1_job_proto_msgTypes[1]
+	mi := &file_sundial_v1_job_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -398,7 +603,7 @@ func (x *RetryPolicy) String() string {
 func (*RetryPolicy) ProtoMessage() {}
 
 func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_v1_job_proto_msgTypes[1]
+	mi := &file_sundial_v1_job_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -411,7 +616,7 @@ func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy.ProtoReflect.Descriptor instead.
 func (*RetryPolicy) Descriptor() ([]byte, []int) {
-	return file_sundial_v1_job_proto_rawDescGZIP(), []int{1}
+	return file_sundial_v1_job_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *RetryPolicy) GetMaxAttempts() uint32 {
@@ -454,7 +659,7 @@ var File_sundial_v1_job_proto protoreflect.FileDescriptor
 const file_sundial_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"\x14sundial/v1/job.proto\x12\n" +
-	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x19sundial/v1/schedule.proto\x1a\x17sundial/v1/target.proto\"\xcd\x05\n" +
+	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x19sundial/v1/schedule.proto\x1a\x17sundial/v1/target.proto\"\x90\x06\n" +
 	"\aJobSpec\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -473,11 +678,17 @@ const file_sundial_v1_job_proto_rawDesc = "" +
 	"queueDelay\x12\x16\n" +
 	"\x06paused\x18\r \x01(\bR\x06paused\x12\x1f\n" +
 	"\brevision\x18\x0e \x01(\x04H\x00R\brevision\x88\x01\x01\x12 \n" +
-	"\vdescription\x18\x0f \x01(\tR\vdescription\x1a9\n" +
+	"\vdescription\x18\x0f \x01(\tR\vdescription\x12\x12\n" +
+	"\x04pool\x18\x14 \x01(\tR\x04pool\x12-\n" +
+	"\arouting\x18\x15 \x01(\v2\x13.sundial.v1.RoutingR\arouting\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\v\n" +
-	"\t_revision\"\x82\x02\n" +
+	"\t_revision\"\x97\x01\n" +
+	"\aRouting\x127\n" +
+	"\bstrategy\x18\x01 \x01(\x0e2\x1b.sundial.v1.RoutingStrategyR\bstrategy\x12\x1a\n" +
+	"\bexecutor\x18\x02 \x01(\tR\bexecutor\x127\n" +
+	"\bfallback\x18\x03 \x01(\x0e2\x1b.sundial.v1.RoutingFallbackR\bfallback\"\x82\x02\n" +
 	"\vRetryPolicy\x12!\n" +
 	"\fmax_attempts\x18\x01 \x01(\rR\vmaxAttempts\x12B\n" +
 	"\x0finitial_backoff\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0einitialBackoff\x12:\n" +
@@ -486,7 +697,17 @@ const file_sundial_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"multiplier\x18\x04 \x01(\x01R\n" +
 	"multiplier\x120\n" +
-	"\x14non_retryable_errors\x18\x05 \x03(\tR\x12nonRetryableErrors*_\n" +
+	"\x14non_retryable_errors\x18\x05 \x03(\tR\x12nonRetryableErrors*\xb1\x01\n" +
+	"\x0fRoutingStrategy\x12 \n" +
+	"\x1cROUTING_STRATEGY_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cROUTING_STRATEGY_ROUND_ROBIN\x10\x01\x12\x1b\n" +
+	"\x17ROUTING_STRATEGY_RANDOM\x10\x02\x12!\n" +
+	"\x1dROUTING_STRATEGY_LEAST_LOADED\x10\x03\x12\x1a\n" +
+	"\x16ROUTING_STRATEGY_FIXED\x10\x04*h\n" +
+	"\x0fRoutingFallback\x12 \n" +
+	"\x1cROUTING_FALLBACK_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14ROUTING_FALLBACK_ANY\x10\x01\x12\x19\n" +
+	"\x15ROUTING_FALLBACK_WAIT\x10\x02*_\n" +
 	"\bPriority\x12\x18\n" +
 	"\x14PRIORITY_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rPRIORITY_HIGH\x10\x01\x12\x14\n" +
@@ -511,34 +732,40 @@ func file_sundial_v1_job_proto_rawDescGZIP() []byte {
 	return file_sundial_v1_job_proto_rawDescData
 }
 
-var file_sundial_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sundial_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_sundial_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_sundial_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_sundial_v1_job_proto_goTypes = []any{
-	(Priority)(0),               // 0: sundial.v1.Priority
-	(OverlapPolicy)(0),          // 1: sundial.v1.OverlapPolicy
-	(*JobSpec)(nil),             // 2: sundial.v1.JobSpec
-	(*RetryPolicy)(nil),         // 3: sundial.v1.RetryPolicy
-	nil,                         // 4: sundial.v1.JobSpec.LabelsEntry
-	(*Schedule)(nil),            // 5: sundial.v1.Schedule
-	(*Target)(nil),              // 6: sundial.v1.Target
-	(*durationpb.Duration)(nil), // 7: google.protobuf.Duration
+	(RoutingStrategy)(0),        // 0: sundial.v1.RoutingStrategy
+	(RoutingFallback)(0),        // 1: sundial.v1.RoutingFallback
+	(Priority)(0),               // 2: sundial.v1.Priority
+	(OverlapPolicy)(0),          // 3: sundial.v1.OverlapPolicy
+	(*JobSpec)(nil),             // 4: sundial.v1.JobSpec
+	(*Routing)(nil),             // 5: sundial.v1.Routing
+	(*RetryPolicy)(nil),         // 6: sundial.v1.RetryPolicy
+	nil,                         // 7: sundial.v1.JobSpec.LabelsEntry
+	(*Schedule)(nil),            // 8: sundial.v1.Schedule
+	(*Target)(nil),              // 9: sundial.v1.Target
+	(*durationpb.Duration)(nil), // 10: google.protobuf.Duration
 }
 var file_sundial_v1_job_proto_depIdxs = []int32{
-	4,  // 0: sundial.v1.JobSpec.labels:type_name -> sundial.v1.JobSpec.LabelsEntry
-	5,  // 1: sundial.v1.JobSpec.schedule:type_name -> sundial.v1.Schedule
-	6,  // 2: sundial.v1.JobSpec.target:type_name -> sundial.v1.Target
-	0,  // 3: sundial.v1.JobSpec.priority:type_name -> sundial.v1.Priority
-	3,  // 4: sundial.v1.JobSpec.retry:type_name -> sundial.v1.RetryPolicy
-	7,  // 5: sundial.v1.JobSpec.timeout:type_name -> google.protobuf.Duration
-	1,  // 6: sundial.v1.JobSpec.overlap_policy:type_name -> sundial.v1.OverlapPolicy
-	7,  // 7: sundial.v1.JobSpec.queue_delay:type_name -> google.protobuf.Duration
-	7,  // 8: sundial.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
-	7,  // 9: sundial.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	7,  // 0: sundial.v1.JobSpec.labels:type_name -> sundial.v1.JobSpec.LabelsEntry
+	8,  // 1: sundial.v1.JobSpec.schedule:type_name -> sundial.v1.Schedule
+	9,  // 2: sundial.v1.JobSpec.target:type_name -> sundial.v1.Target
+	2,  // 3: sundial.v1.JobSpec.priority:type_name -> sundial.v1.Priority
+	6,  // 4: sundial.v1.JobSpec.retry:type_name -> sundial.v1.RetryPolicy
+	10, // 5: sundial.v1.JobSpec.timeout:type_name -> google.protobuf.Duration
+	3,  // 6: sundial.v1.JobSpec.overlap_policy:type_name -> sundial.v1.OverlapPolicy
+	10, // 7: sundial.v1.JobSpec.queue_delay:type_name -> google.protobuf.Duration
+	5,  // 8: sundial.v1.JobSpec.routing:type_name -> sundial.v1.Routing
+	0,  // 9: sundial.v1.Routing.strategy:type_name -> sundial.v1.RoutingStrategy
+	1,  // 10: sundial.v1.Routing.fallback:type_name -> sundial.v1.RoutingFallback
+	10, // 11: sundial.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
+	10, // 12: sundial.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_job_proto_init() }
@@ -554,8 +781,8 @@ func file_sundial_v1_job_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_job_proto_rawDesc), len(file_sundial_v1_job_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   3,
+			NumEnums:      4,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -172,7 +172,17 @@ type Run struct {
 	// consumer that has seen a higher epoch for the shard knows this record
 	// came from a dispatcher that had already lost the shard. 0 when the run
 	// was not emitted by a dispatcher.
-	Epoch         int64 `protobuf:"varint,23,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Epoch int64 `protobuf:"varint,23,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The pool of executors, copied from JobSpec.pool (empty: "default").
+	Pool string `protobuf:"bytes,24,opt,name=pool,proto3" json:"pool,omitempty"`
+	// The routing, copied from JobSpec.routing. Unset or UNSPECIFIED: any
+	// runner of the consumer group executes the run.
+	Routing *Routing `protobuf:"bytes,25,opt,name=routing,proto3" json:"routing,omitempty"`
+	// The executor a router chose for this run; set only on the copy a router
+	// produced to that executor's directed topic
+	// (sundial.runs.direct.<executor>). Empty on the runs the dispatcher
+	// produces.
+	RoutedTo      string `protobuf:"bytes,26,opt,name=routed_to,json=routedTo,proto3" json:"routed_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -368,6 +378,27 @@ func (x *Run) GetEpoch() int64 {
 	return 0
 }
 
+func (x *Run) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *Run) GetRouting() *Routing {
+	if x != nil {
+		return x.Routing
+	}
+	return nil
+}
+
+func (x *Run) GetRoutedTo() string {
+	if x != nil {
+		return x.RoutedTo
+	}
+	return ""
+}
+
 // DeadLetter is a run that will not be attempted again: the value of a
 // record on sundial.dlq, keyed by the job id. Replaying it re-emits run with
 // origin RUN_ORIGIN_REPLAY and attempt 1; the run id stays the same, so the
@@ -459,7 +490,7 @@ var File_sundial_v1_run_proto protoreflect.FileDescriptor
 const file_sundial_v1_run_proto_rawDesc = "" +
 	"\n" +
 	"\x14sundial/v1/run.proto\x12\n" +
-	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sundial/v1/event.proto\x1a\x14sundial/v1/job.proto\x1a\x17sundial/v1/target.proto\"\x9f\b\n" +
+	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sundial/v1/event.proto\x1a\x14sundial/v1/job.proto\x1a\x17sundial/v1/target.proto\"\xff\b\n" +
 	"\x03Run\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x125\n" +
@@ -487,7 +518,10 @@ const file_sundial_v1_run_proto_rawDesc = "" +
 	"\vdag_node_id\x18\x14 \x01(\tR\tdagNodeId\x126\n" +
 	"\x17trigger_idempotency_key\x18\x15 \x01(\tR\x15triggerIdempotencyKey\x12\x14\n" +
 	"\x05shard\x18\x16 \x01(\rR\x05shard\x12\x14\n" +
-	"\x05epoch\x18\x17 \x01(\x03R\x05epoch\x1a9\n" +
+	"\x05epoch\x18\x17 \x01(\x03R\x05epoch\x12\x12\n" +
+	"\x04pool\x18\x18 \x01(\tR\x04pool\x12-\n" +
+	"\arouting\x18\x19 \x01(\v2\x13.sundial.v1.RoutingR\arouting\x12\x1b\n" +
+	"\trouted_to\x18\x1a \x01(\tR\broutedTo\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd2\x01\n" +
@@ -534,7 +568,8 @@ var file_sundial_v1_run_proto_goTypes = []any{
 	(*durationpb.Duration)(nil),   // 7: google.protobuf.Duration
 	(*RetryPolicy)(nil),           // 8: sundial.v1.RetryPolicy
 	(OverlapPolicy)(0),            // 9: sundial.v1.OverlapPolicy
-	(*RunError)(nil),              // 10: sundial.v1.RunError
+	(*Routing)(nil),               // 10: sundial.v1.Routing
+	(*RunError)(nil),              // 11: sundial.v1.RunError
 }
 var file_sundial_v1_run_proto_depIdxs = []int32{
 	4,  // 0: sundial.v1.Run.due_time:type_name -> google.protobuf.Timestamp
@@ -548,14 +583,15 @@ var file_sundial_v1_run_proto_depIdxs = []int32{
 	8,  // 8: sundial.v1.Run.retry:type_name -> sundial.v1.RetryPolicy
 	9,  // 9: sundial.v1.Run.overlap_policy:type_name -> sundial.v1.OverlapPolicy
 	7,  // 10: sundial.v1.Run.queue_delay:type_name -> google.protobuf.Duration
-	1,  // 11: sundial.v1.DeadLetter.run:type_name -> sundial.v1.Run
-	10, // 12: sundial.v1.DeadLetter.last_error:type_name -> sundial.v1.RunError
-	4,  // 13: sundial.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	10, // 11: sundial.v1.Run.routing:type_name -> sundial.v1.Routing
+	1,  // 12: sundial.v1.DeadLetter.run:type_name -> sundial.v1.Run
+	11, // 13: sundial.v1.DeadLetter.last_error:type_name -> sundial.v1.RunError
+	4,  // 14: sundial.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_run_proto_init() }

@@ -1,0 +1,259 @@
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sundialhq/sundial/discovery"
+	"github.com/sundialhq/sundial/internal/backoff"
+	"github.com/sundialhq/sundial/internal/lifecycle"
+	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/jobspec"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/routing"
+)
+
+// Directory answers which executors are live, per pool (a
+// *discovery.Directory).
+type Directory interface {
+	Live(pool string) []discovery.Member
+	// All lists every member, the ones that left or expired included.
+	All() []discovery.Member
+}
+
+// Reasons of the DEFERRED event of a routed run that found no executor.
+const (
+	reasonNoExecutor   = "no_executor"
+	reasonWaitExecutor = "executor_not_live"
+)
+
+// newPicker seeds the routing Picker's RANDOM draws from the system's
+// source: routing needs no reproducible sequence, and no global one.
+func newPicker() *routing.Picker {
+	var seed [16]byte
+	_, _ = rand.Read(seed[:]) // crypto/rand.Read never fails on supported systems
+	return routing.NewPicker(mrand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))
+}
+
+// startRouting makes sure the runner's directed topic exists before the
+// consumer subscribes to it (a consumer learns of a topic created later only
+// at its next metadata refresh), and starts a Directory of its own when
+// Config.Directory is nil.
+func (r *Runner) startRouting(ctx context.Context, run *lifecycle.Run) error {
+	cl, err := kgo.NewClient(r.cfg.Kafka...)
+	if err != nil {
+		return fmt.Errorf("admin client: %w", err)
+	}
+	defer cl.Close()
+	name := r.cfg.Topics.Direct(r.cfg.ID)
+	res, err := kadm.NewClient(cl).CreateTopic(ctx, topics.DirectPartitions, -1, nil, name)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("create directed topic %s: %w", name, err)
+	}
+	// Directed runs share the default priority's queue.
+	r.levels[name] = r.levels[r.cfg.Topics.Runs(topics.PriorityDefault)]
+	if r.cfg.Directory != nil {
+		r.directory = r.cfg.Directory
+		return nil
+	}
+	d, err := discovery.NewDirectory(discovery.DirectoryConfig{
+		Kafka: r.cfg.Kafka, Topics: r.cfg.Topics, Logger: r.log, Now: r.cfg.Now,
+	})
+	if err != nil {
+		return fmt.Errorf("directory: %w", err)
+	}
+	if err := d.Start(ctx); err != nil {
+		return fmt.Errorf("directory: %w", err)
+	}
+	run.OnStop(d.Stop)
+	r.directory = d
+	return nil
+}
+
+// adoptLoop consumes the directed topics of the members of this runner's
+// pool that left the live set, every AnnounceInterval, so that the runs
+// routed to a member that died before executing them are routed again to a
+// live one (needsRoute: they come from a directed topic not this runner's).
+// It stops consuming a member's topic when the member is live again or is
+// no longer listed. Every live member of the pool adopts the topic; the
+// consumer group gives its partition to one of them.
+func (r *Runner) adoptLoop(ctx context.Context) {
+	tick := time.NewTicker(r.cfg.AnnounceInterval)
+	defer tick.Stop()
+	adopted := map[string]bool{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		gone := map[string]bool{}
+		for _, m := range r.directory.All() {
+			if m.Pool == r.cfg.Pool && m.ID != r.cfg.ID && m.State != discovery.Live && jobspec.CheckExecutorID(m.ID) == "" {
+				gone[m.ID] = true
+			}
+		}
+		for id := range gone {
+			if !adopted[id] {
+				adopted[id] = true
+				r.consumer.AddConsumeTopics(r.cfg.Topics.Direct(id))
+				r.log.Info("adopting the directed runs of an executor that left", "executor", id)
+			}
+		}
+		for id := range adopted {
+			if !gone[id] {
+				delete(adopted, id)
+				r.consumer.PurgeTopicsFromConsuming(r.cfg.Topics.Direct(id))
+				r.log.Info("leaving the directed runs of an executor to it", "executor", id)
+			}
+		}
+	}
+}
+
+// needsRoute reports whether the record is a run that asks for an executor
+// and has not reached one yet: it came from a runs topic, not from a
+// directed topic.
+func (r *Runner) needsRoute(rec *record) bool {
+	return !rec.routed && routing.Routed(rec.run.GetRouting()) && rec.tp.topic != r.cfg.Topics.Direct(r.cfg.ID)
+}
+
+// levelOf is the queue of a topic's runs: its priority's, or the default
+// priority's for directed topics (the levels map is written only before the
+// poll loop starts).
+func (r *Runner) levelOf(topic string) int {
+	if l, ok := r.levels[topic]; ok {
+		return l
+	}
+	return r.levels[r.cfg.Topics.Runs(topics.PriorityDefault)]
+}
+
+// routers is how many goroutines route runs; routing is one produce per
+// run, so a few keep up with many workers.
+const routers = 4
+
+// routeLoop routes the runs of routeQ until workCtx ends. A router takes an
+// in-flight slot (Config.MaxInFlight) as a worker does, but no pool slot: a
+// runner whose pool is busy still hands runs over to the others.
+func (r *Runner) routeLoop(workCtx, execCtx context.Context) {
+	for {
+		var rec *record
+		select {
+		case rec = <-r.routeQ:
+		case <-workCtx.Done():
+			return
+		}
+		select {
+		case r.slots <- struct{}{}:
+		case <-workCtx.Done():
+			return
+		}
+		if !r.routeRecord(workCtx, execCtx, rec) {
+			<-r.slots
+		}
+	}
+}
+
+// routeRecord routes rec until it is handed over, deferred or queued here,
+// trying again after a backoff while the runner owns its partition (as
+// handleRecord does). It reports whether a finishing goroutine took the
+// record over (a deferral waiting for its event).
+func (r *Runner) routeRecord(workCtx, execCtx context.Context, rec *record) bool {
+	retry := backoff.New(r.cfg.HeldRetry, maxRecordRetry)
+	for r.owns(rec) {
+		x := &execution{r: r, rec: rec, run: rec.run}
+		done, here := x.route(execCtx)
+		switch {
+		case here:
+			rec.routed = true
+			r.mu.Lock()
+			ps := r.parts[rec.tp]
+			ok := !r.killed.Load() && ps != nil && ps.gen == rec.gen
+			if ok {
+				r.queues.PushGroup(rec.level, rec.team, rec, r.cfg.Now())
+				r.adjustPausesLocked()
+			}
+			r.mu.Unlock()
+			if ok {
+				r.wake()
+			}
+			return false
+		case x.tail:
+			return true
+		case done:
+			r.finish(rec)
+			return false
+		}
+		if workCtx.Err() != nil || execCtx.Err() != nil || !retry.Wait(workCtx) {
+			return false
+		}
+	}
+	return false
+}
+
+// route chooses the run's executor and hands the run over to it, and
+// reports whether the record is finished. A run chosen for this runner is
+// executed here at once. Otherwise the copy is produced to the executor's
+// directed topic and acknowledged before this record finishes, so a crash in
+// between routes it again (the same run id: the lease and the dedupe mark
+// keep it to one effect). A run that finds no live executor, or whose fixed
+// executor is away under FALLBACK_WAIT, is deferred by Config.RouteDelay
+// and asks again then.
+func (x *execution) route(ctx context.Context) (done, executeHere bool) {
+	r, run := x.r, x.run
+	pool := jobspec.PoolOf(run.GetPool())
+	d := r.picker.Pick(pool, run.GetRouting(), r.directory.Live(pool))
+	switch d.Outcome {
+	case routing.NoMember:
+		return x.deferRun(ctx, r.cfg.RouteDelay, reasonNoExecutor, nil), false
+	case routing.Wait:
+		return x.deferRun(ctx, r.cfg.RouteDelay, reasonWaitExecutor, nil), false
+	}
+	r.m.routed.WithLabelValues(routeLabel(run.GetRouting().GetStrategy())).Inc()
+	if d.Member == r.cfg.ID {
+		return false, true
+	}
+	next := proto.Clone(run).(*sundialv1.Run)
+	next.RoutedTo = d.Member
+	val, err := proto.Marshal(next)
+	if err != nil {
+		x.logger().Error("routed run not encoded", "err", err)
+		return false, false
+	}
+	err = r.producer.ProduceSync(ctx, &kgo.Record{
+		Topic: r.cfg.Topics.Direct(d.Member), Key: []byte(run.GetRunId()), Value: val,
+		Headers: topics.ProtobufHeaders(next),
+	}).FirstErr()
+	if err != nil {
+		x.logger().Warn("routed run not handed over; it will be routed again", "executor", d.Member, "err", err)
+		return false, false
+	}
+	x.logger().Debug("run routed", "executor", d.Member, "pool", pool)
+	return true, false
+}
+
+func routeLabel(s sundialv1.RoutingStrategy) string {
+	switch s {
+	case sundialv1.RoutingStrategy_ROUTING_STRATEGY_ROUND_ROBIN:
+		return "round_robin"
+	case sundialv1.RoutingStrategy_ROUTING_STRATEGY_RANDOM:
+		return "random"
+	case sundialv1.RoutingStrategy_ROUTING_STRATEGY_LEAST_LOADED:
+		return "least_loaded"
+	case sundialv1.RoutingStrategy_ROUTING_STRATEGY_FIXED:
+		return "fixed"
+	}
+	return "other"
+}
