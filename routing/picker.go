@@ -14,12 +14,12 @@ import (
 type Outcome int
 
 const (
-	// Chosen: the run goes to Decision.Member.
+	// Chosen means the run goes to Decision.Member.
 	Chosen Outcome = iota
-	// NoMember: the pool has no live member; the run must wait and ask
-	// again.
+	// NoMember means the pool has no live member; the run must wait and
+	// ask again.
 	NoMember
-	// Wait: a FIXED run whose executor is not live, with FALLBACK_WAIT.
+	// Wait means a FIXED run whose executor is not live, with FALLBACK_WAIT.
 	Wait
 )
 
