@@ -111,8 +111,9 @@ Examples:
 					leases, err := leasing.New(leasing.Config{Client: rdb, KeyPrefix: cmd.String("redis-key-prefix") + leasing.DefaultKeyPrefix})
 					if err != nil {
 						bad = append(bad, err)
+					} else {
+						runs = leases
 					}
-					runs = leases
 				}
 			}
 			return withStore(ctx, cmd, bad, func(st *cassandra.Store) error {
