@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -21,9 +22,22 @@ type Authenticator interface {
 // errNoToken is the answer to a request without a bearer token.
 var errNoToken = errors.New("authorization: a bearer token is required (Authorization: Bearer <token>)")
 
-// errBadToken is the answer to a request whose token is refused. It says
-// no more, so that the answer tells nothing about which tokens exist.
+// errBadToken is the answer to a request whose Sundial token is refused. It
+// says no more, so that the answer tells nothing about which tokens exist.
 var errBadToken = errors.New("authorization: the bearer token is not valid")
+
+// refusal is the answer to a request whose bearer was refused with err. A
+// Sundial token's refusal is errBadToken; any other bearer (a JWT) carries
+// all it is checked against in itself, so the answer says why it was
+// refused (expired, wrong audience, a missing claim) and reveals nothing
+// about the token store. An auth.RefusedError never contains a secret.
+func refusal(token string, err error) error {
+	var r *auth.RefusedError
+	if strings.HasPrefix(token, auth.TokenPrefix) || !errors.As(err, &r) {
+		return errBadToken
+	}
+	return fmt.Errorf("authorization: the bearer token is not valid: %s (%s)", r.Detail, r.Reason)
+}
 
 // bearer returns the token of an Authorization header value.
 func bearer(header string) (string, bool) {
@@ -43,8 +57,15 @@ func authenticate(ctx context.Context, a Authenticator, header string) (context.
 		return ctx, connect.NewError(connect.CodeUnauthenticated, errNoToken)
 	}
 	p, err := a.Authenticate(ctx, token)
-	if err != nil {
-		return ctx, connect.NewError(connect.CodeUnauthenticated, errBadToken)
+	switch {
+	case err == nil:
+	case errors.Is(err, auth.ErrUnauthenticated):
+		return ctx, connect.NewError(connect.CodeUnauthenticated, refusal(token, err))
+	default:
+		// The credential could not be checked (the token store or the
+		// identity provider is unreachable): the server's fault, never
+		// a bad credential.
+		return ctx, connect.NewError(connect.CodeUnavailable, fmt.Errorf("authorization: the credential could not be checked: %w", err))
 	}
 	return auth.NewContext(ctx, p), nil
 }
@@ -86,17 +107,23 @@ func (i authInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc)
 }
 
 // RequireAuth wraps a plain HTTP handler in the same authentication,
-// answering 401 with a WWW-Authenticate challenge when it fails.
+// answering 401 with a WWW-Authenticate challenge when it refuses the
+// credential, and 503 when it could not check it.
 func RequireAuth(a Authenticator, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, err := authenticate(r.Context(), a, r.Header.Get("Authorization"))
 		if err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="sundial"`)
-			msg := err.Error()
+			msg, status := err.Error(), http.StatusUnauthorized
 			if ce := new(connect.Error); errors.As(err, &ce) {
 				msg = ce.Message()
+				if ce.Code() == connect.CodeUnavailable {
+					status = http.StatusServiceUnavailable
+				}
 			}
-			http.Error(w, msg, http.StatusUnauthorized)
+			if status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="sundial"`)
+			}
+			http.Error(w, msg, status)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(ctx))

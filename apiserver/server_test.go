@@ -121,6 +121,30 @@ func TestPlainHandlersAreAuthenticated(t *testing.T) {
 	assert.Contains(t, body, "not valid")
 }
 
+// downAuth is an Authenticator whose token store is unreachable.
+type downAuth struct{}
+
+func (downAuth) Authenticate(context.Context, string) (auth.Principal, error) {
+	return auth.Principal{}, errors.New("read token: no hosts available in the pool")
+}
+
+func TestCredentialThatCannotBeCheckedIsTheServersFault(t *testing.T) {
+	t.Parallel()
+	srv, err := apiserver.New(apiserver.Config{
+		Addr: "127.0.0.1:0", Authenticator: downAuth{},
+		Services: []apiserver.Service{whoAmIService},
+		Handlers: []apiserver.Handler{{Path: "/plain/", Handler: plainWhoAmI}},
+	})
+	require.NoError(t, err)
+	req := httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/plain/x", nil)
+	req.Header.Set("Authorization", "Bearer sdl_x_y")
+	w := httptest.NewRecorder()
+	srv.ServeHTTP(w, req)
+	assert.Equal(t, http.StatusServiceUnavailable, w.Code, "a store outage is not a bad credential: %s", w.Body.String())
+	assert.Contains(t, w.Body.String(), "could not be checked")
+	assert.Empty(t, w.Header().Get("WWW-Authenticate"))
+}
+
 func TestServerLifecycle(t *testing.T) {
 	t.Parallel()
 	srv, httpc := newTestServer(t)

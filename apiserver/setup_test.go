@@ -2,7 +2,6 @@ package apiserver_test
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -48,11 +47,11 @@ func (tokenAuth) Authenticate(_ context.Context, bearer string) (auth.Principal,
 	}
 	team, roleName, ok := strings.Cut(bearer, ":")
 	if !ok || team == "" {
-		return auth.Principal{}, errors.New("unknown token")
+		return auth.Principal{}, auth.Refuse(auth.ReasonUnknown, "unknown token")
 	}
 	role, err := auth.ParseRole(roleName)
 	if err != nil {
-		return auth.Principal{}, err
+		return auth.Principal{}, auth.Refuse(auth.ReasonClaims, err.Error())
 	}
 	return auth.Principal{Subject: "token:" + bearer, Team: team, Role: role}, nil
 }

@@ -76,7 +76,7 @@ func (s *StaticTokens) Authenticate(_ context.Context, bearer string) (auth.Prin
 		}
 	}
 	if !ok {
-		return auth.Principal{}, errors.New("unknown token")
+		return auth.Principal{}, auth.Refuse(auth.ReasonUnknown, "not a static token")
 	}
 	return found, nil
 }

@@ -1,17 +1,11 @@
 package oidc_test
 
 import (
-	"crypto"
-	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,74 +14,26 @@ import (
 
 	"github.com/sundialhq/sundial/auth"
 	"github.com/sundialhq/sundial/auth/oidc"
+	"github.com/sundialhq/sundial/auth/oidc/oidctest"
 )
 
-// issuer is a local OpenID provider: discovery, a JWKS with one RSA key,
-// and a signer of tokens. It counts JWKS fetches.
-type issuer struct {
-	srv *httptest.Server
-
-	mu         sync.Mutex
-	key        *rsa.PrivateKey
-	kid        string
-	keyFetches int
-}
-
-func newIssuer(t *testing.T) *issuer {
-	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	require.NoError(t, err)
-	is := &issuer{key: key, kid: "key-1"}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, map[string]any{
-			"issuer": is.srv.URL, "jwks_uri": is.srv.URL + "/keys",
-			"authorization_endpoint": is.srv.URL + "/auth", "token_endpoint": is.srv.URL + "/token",
-			"id_token_signing_alg_values_supported": []string{"RS256"},
-		})
-	})
-	mux.HandleFunc("/keys", func(w http.ResponseWriter, _ *http.Request) {
-		is.mu.Lock()
-		is.keyFetches++
-		pub, kid := is.key.PublicKey, is.kid
-		is.mu.Unlock()
-		writeJSON(w, map[string]any{"keys": []map[string]string{{
-			"kty": "RSA", "use": "sig", "alg": "RS256", "kid": kid,
-			"n": b64(pub.N.Bytes()), "e": b64(big.NewInt(int64(pub.E)).Bytes()),
-		}}})
-	})
-	is.srv = httptest.NewServer(mux)
-	t.Cleanup(is.srv.Close)
-	return is
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
-
-// sign returns a compact RS256 JWS of claims, signed with key.
+// sign returns claims signed with key under kid.
 func sign(t *testing.T, key *rsa.PrivateKey, kid string, claims map[string]any) string {
 	t.Helper()
-	header, err := json.Marshal(map[string]string{"alg": "RS256", "typ": "JWT", "kid": kid})
-	require.NoError(t, err)
-	payload, err := json.Marshal(claims)
-	require.NoError(t, err)
-	signing := b64(header) + "." + b64(payload)
-	sum := sha256.Sum256([]byte(signing))
-	sig, err := rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA256, sum[:])
-	require.NoError(t, err)
-	return signing + "." + b64(sig)
+	return oidctest.Sign(t, key, kid, claims)
 }
 
 var now = time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 
+// issuer is the local provider with the claims of a payments operator.
+type issuer struct {
+	*oidctest.Provider
+}
+
 // claims are valid claims of a payments operator; mutate changes them.
 func (is *issuer) claims(mutate func(map[string]any)) map[string]any {
 	c := map[string]any{
-		"iss": is.srv.URL, "sub": "alice", "aud": "sundial",
+		"iss": is.URL(), "sub": "alice", "aud": "sundial",
 		"iat": now.Add(-time.Minute).Unix(), "exp": now.Add(time.Hour).Unix(),
 		"sundial_team": "payments", "sundial_role": "operator", "groups": []string{"engineering"},
 	}
@@ -99,8 +45,8 @@ func (is *issuer) claims(mutate func(map[string]any)) map[string]any {
 
 func setup(t *testing.T, mutate ...func(*oidc.Config)) (*issuer, *oidc.Verifier) {
 	t.Helper()
-	is := newIssuer(t)
-	cfg := oidc.Config{Issuer: is.srv.URL, Audience: "sundial", AdminGroup: "sundial-admins", HTTPClient: is.srv.Client(), Now: func() time.Time { return now }}
+	is := &issuer{oidctest.New(t)}
+	cfg := oidc.Config{Issuer: is.URL(), Audience: "sundial", AdminGroup: "sundial-admins", HTTPClient: is.Client(), Now: func() time.Time { return now }}
 	for _, m := range mutate {
 		m(&cfg)
 	}
@@ -112,39 +58,37 @@ func setup(t *testing.T, mutate ...func(*oidc.Config)) (*issuer, *oidc.Verifier)
 func TestValidTokenMapsClaims(t *testing.T) {
 	t.Parallel()
 	is, v := setup(t)
-	p, err := v.Authenticate(t.Context(), sign(t, is.key, is.kid, is.claims(nil)))
+	p, err := v.Authenticate(t.Context(), is.Sign(t, is.claims(nil)))
 	require.NoError(t, err)
-	assert.Equal(t, auth.Principal{Subject: "oidc:" + is.srv.URL + "#alice", Team: "payments", Role: auth.RoleOperator}, p)
+	assert.Equal(t, auth.Principal{Subject: "oidc:" + is.URL() + "#alice", Team: "payments", Role: auth.RoleOperator}, p)
 
 	admin := is.claims(func(c map[string]any) {
 		c["groups"] = []string{"engineering", "sundial-admins"}
 		delete(c, "sundial_team")
 		delete(c, "sundial_role")
 	})
-	p, err = v.Authenticate(t.Context(), sign(t, is.key, is.kid, admin))
+	p, err = v.Authenticate(t.Context(), is.Sign(t, admin))
 	require.NoError(t, err)
-	assert.Equal(t, auth.Principal{Subject: "oidc:" + is.srv.URL + "#alice", Role: auth.RoleAdmin, ClusterAdmin: true}, p)
+	assert.Equal(t, auth.Principal{Subject: "oidc:" + is.URL() + "#alice", Role: auth.RoleAdmin, ClusterAdmin: true}, p)
 
 	for range 3 {
-		_, err := v.Authenticate(t.Context(), sign(t, is.key, is.kid, is.claims(nil)))
+		_, err := v.Authenticate(t.Context(), is.Sign(t, is.claims(nil)))
 		require.NoError(t, err)
 	}
-	is.mu.Lock()
-	defer is.mu.Unlock()
-	assert.Equal(t, 1, is.keyFetches, "the key set is fetched once and kept")
+	assert.Equal(t, 1, is.KeyFetches(), "the key set is fetched once and kept")
 }
 
 func TestConfiguredClaimNames(t *testing.T) {
 	t.Parallel()
 	is, v := setup(t, func(c *oidc.Config) { c.TeamClaim, c.RoleClaim, c.GroupsClaim = "team", "access", "roles" })
-	p, err := v.Authenticate(t.Context(), sign(t, is.key, is.kid, is.claims(func(c map[string]any) {
+	p, err := v.Authenticate(t.Context(), is.Sign(t, is.claims(func(c map[string]any) {
 		c["team"], c["access"] = "search", "viewer"
 	})))
 	require.NoError(t, err)
 	assert.Equal(t, "search", p.Team)
 	assert.Equal(t, auth.RoleViewer, p.Role)
 
-	p, err = v.Authenticate(t.Context(), sign(t, is.key, is.kid, is.claims(func(c map[string]any) { c["roles"] = "sundial-admins" })))
+	p, err = v.Authenticate(t.Context(), is.Sign(t, is.claims(func(c map[string]any) { c["roles"] = "sundial-admins" })))
 	require.NoError(t, err)
 	assert.True(t, p.ClusterAdmin, "a single-string groups claim counts as a list of one")
 }
@@ -152,9 +96,8 @@ func TestConfiguredClaimNames(t *testing.T) {
 func TestRefusals(t *testing.T) {
 	t.Parallel()
 	is, v := setup(t)
-	otherKey, err := rsa.GenerateKey(rand.Reader, 2048)
-	require.NoError(t, err)
-	valid := sign(t, is.key, is.kid, is.claims(nil))
+	otherKey := oidctest.NewKey(t)
+	valid := is.Sign(t, is.claims(nil))
 	parts := strings.Split(valid, ".")
 	tampered := is.claims(func(c map[string]any) { c["sundial_role"] = "admin" })
 	tamperedPayload, err := json.Marshal(tampered)
@@ -163,19 +106,19 @@ func TestRefusals(t *testing.T) {
 	cases := []struct {
 		name, token, reason, detail string
 	}{
-		{"wrong audience", sign(t, is.key, is.kid, is.claims(func(c map[string]any) { c["aud"] = "another-app" })), auth.ReasonWrongAudience, `expected audience "sundial"`},
-		{"expired", sign(t, is.key, is.kid, is.claims(func(c map[string]any) { c["exp"] = now.Add(-time.Second).Unix() })), auth.ReasonExpired, "expired at"},
-		{"no expiry", sign(t, is.key, is.kid, is.claims(func(c map[string]any) { delete(c, "exp") })), auth.ReasonExpired, "expired at"},
-		{"signed by another key", sign(t, otherKey, is.kid, is.claims(nil)), auth.ReasonBadSignature, "bad signature"},
-		{"payload changed after signing", parts[0] + "." + b64(tamperedPayload) + "." + parts[2], auth.ReasonBadSignature, "bad signature"},
-		{"another issuer", sign(t, is.key, is.kid, is.claims(func(c map[string]any) { c["iss"] = "https://idp.example" })), auth.ReasonWrongIssuer, "different provider"},
+		{"wrong audience", is.Sign(t, is.claims(func(c map[string]any) { c["aud"] = "another-app" })), auth.ReasonWrongAudience, `expected audience "sundial"`},
+		{"expired", is.Sign(t, is.claims(func(c map[string]any) { c["exp"] = now.Add(-time.Second).Unix() })), auth.ReasonExpired, "expired at"},
+		{"no expiry", is.Sign(t, is.claims(func(c map[string]any) { delete(c, "exp") })), auth.ReasonExpired, "expired at"},
+		{"signed by another key", sign(t, otherKey, "key-1", is.claims(nil)), auth.ReasonBadSignature, "bad signature"},
+		{"payload changed after signing", parts[0] + "." + oidctest.B64(tamperedPayload) + "." + parts[2], auth.ReasonBadSignature, "bad signature"},
+		{"another issuer", is.Sign(t, is.claims(func(c map[string]any) { c["iss"] = "https://idp.example" })), auth.ReasonWrongIssuer, "different provider"},
 		{"not a jwt", "opaque-access-token", auth.ReasonMalformed, "neither"},
 		{"garbage jwt", "a.b.c", auth.ReasonMalformed, "jwt"},
-		{"no team", sign(t, is.key, is.kid, is.claims(func(c map[string]any) { delete(c, "sundial_team") })), auth.ReasonClaims, "claim sundial_team: missing"},
-		{"bad team", sign(t, is.key, is.kid, is.claims(func(c map[string]any) { c["sundial_team"] = "Pay Ments" })), auth.ReasonClaims, "claim sundial_team"},
-		{"no role", sign(t, is.key, is.kid, is.claims(func(c map[string]any) { delete(c, "sundial_role") })), auth.ReasonClaims, "claim sundial_role: missing"},
-		{"unknown role", sign(t, is.key, is.kid, is.claims(func(c map[string]any) { c["sundial_role"] = "owner" })), auth.ReasonClaims, `role "owner"`},
-		{"role not a string", sign(t, is.key, is.kid, is.claims(func(c map[string]any) { c["sundial_role"] = 3 })), auth.ReasonClaims, "not a string"},
+		{"no team", is.Sign(t, is.claims(func(c map[string]any) { delete(c, "sundial_team") })), auth.ReasonClaims, "claim sundial_team: missing"},
+		{"bad team", is.Sign(t, is.claims(func(c map[string]any) { c["sundial_team"] = "Pay Ments" })), auth.ReasonClaims, "claim sundial_team"},
+		{"no role", is.Sign(t, is.claims(func(c map[string]any) { delete(c, "sundial_role") })), auth.ReasonClaims, "claim sundial_role: missing"},
+		{"unknown role", is.Sign(t, is.claims(func(c map[string]any) { c["sundial_role"] = "owner" })), auth.ReasonClaims, `role "owner"`},
+		{"role not a string", is.Sign(t, is.claims(func(c map[string]any) { c["sundial_role"] = 3 })), auth.ReasonClaims, "not a string"},
 	}
 	for _, c := range cases {
 		_, err := v.Authenticate(t.Context(), c.token)
@@ -209,23 +152,18 @@ func TestConfigValidate(t *testing.T) {
 func TestKeyRotation(t *testing.T) {
 	t.Parallel()
 	is, v := setup(t)
-	_, err := v.Authenticate(t.Context(), sign(t, is.key, is.kid, is.claims(nil)))
+	_, err := v.Authenticate(t.Context(), is.Sign(t, is.claims(nil)))
 	require.NoError(t, err)
 
 	// The provider rotates its key: a token with the new key id makes the
 	// verifier fetch the key set again, and the old key stops verifying.
-	newKey, err := rsa.GenerateKey(rand.Reader, 2048)
-	require.NoError(t, err)
-	oldKey, oldKid := is.key, is.kid
-	is.mu.Lock()
-	is.key, is.kid = newKey, "key-2"
-	is.mu.Unlock()
+	newKey := oidctest.NewKey(t)
+	oldKey, oldKid := is.Key()
+	is.Rotate(newKey, "key-2")
 	p, err := v.Authenticate(t.Context(), sign(t, newKey, "key-2", is.claims(nil)))
 	require.NoError(t, err)
 	assert.Equal(t, "payments", p.Team)
 	_, err = v.Authenticate(t.Context(), sign(t, oldKey, oldKid, is.claims(nil)))
 	require.ErrorIs(t, err, auth.ErrUnauthenticated, "a token of the retired key")
-	is.mu.Lock()
-	defer is.mu.Unlock()
-	assert.GreaterOrEqual(t, is.keyFetches, 2)
+	assert.GreaterOrEqual(t, is.KeyFetches(), 2)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sundialhq/sundial/auth/oidc/oidctest"
 	"github.com/sundialhq/sundial/internal/testenv"
 )
 
@@ -58,12 +59,24 @@ func TestAPIServes(t *testing.T) {
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
 
+	// A local OpenID provider whose JWTs the server accepts beside the
+	// tokens.
+	idp := oidctest.New(t)
+	jwt := func(team string, exp time.Time) string {
+		return idp.Sign(t, map[string]any{
+			"iss": idp.URL(), "sub": "alice", "aud": "sundial",
+			"iat": time.Now().Add(-time.Hour).Unix(), "exp": exp.Unix(),
+			"sundial_team": team, "sundial_role": "viewer",
+		})
+	}
+
 	ctx, stop := context.WithCancel(t.Context())
 	var serverOut, errBuf bytes.Buffer
 	exited := make(chan int)
 	go func() {
 		exited <- run(ctx, append([]string{"sundial", "api", "--listen", addr,
-			"--api-static-token", "data:viewer:data-secret", "--api-static-token", "ops:viewer:ops-secret"}, backends...), &serverOut, &errBuf)
+			"--api-static-token", "data:viewer:data-secret", "--api-static-token", "ops:viewer:ops-secret",
+			"--oidc-issuer", idp.URL(), "--oidc-audience", "sundial"}, backends...), &serverOut, &errBuf)
 	}()
 
 	tr := &http.Transport{}
@@ -120,6 +133,29 @@ func TestAPIServes(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, code, "the cluster view is the cluster admin's: %s", body)
 	code, body = call("/sundial.api.v1.DlqService/ListDeadLetters", teamToken, `{}`)
 	assert.Equal(t, http.StatusOK, code, body)
+
+	// JWTs of the provider: the owner's and another team's answers are
+	// those of the static tokens; an expired one is refused, saying why.
+	code, body = call("/sundial.api.v1.JobService/ListJobs", jwt("data", time.Now().Add(time.Hour)), `{}`)
+	assert.Equal(t, http.StatusOK, code, "a valid JWT: %s", body)
+	code, body = call("/sundial.api.v1.JobService/GetJob", jwt("ops", time.Now().Add(time.Hour)), `{"id": "data.nightly"}`)
+	assert.Equal(t, http.StatusNotFound, code, "another team's JWT: %s", body)
+	code, body = call("/sundial.api.v1.JobService/ListJobs", jwt("data", time.Now().Add(-time.Minute)), `{}`)
+	assert.Equal(t, http.StatusUnauthorized, code, "an expired JWT: %s", body)
+	assert.Contains(t, body, "expired", "the refusal says why")
+
+	// Bad requests: each is refused as invalid, naming what is wrong.
+	for _, c := range []struct{ name, body, want string }{
+		{"unknown field", `{"bogus": 1}`, "bogus"},
+		{"bad page token", `{"page": {"token": "not-a-token"}}`, "page.token"},
+		{"oversized page", `{"page": {"size": 100000}}`, "page.size"},
+	} {
+		for _, tok := range []string{"data-secret", "ops-secret"} {
+			code, body = call("/sundial.api.v1.JobService/ListJobs", tok, c.body)
+			assert.Equal(t, http.StatusBadRequest, code, "%s as %s: %s", c.name, tok, body)
+			assert.Contains(t, body, c.want, "%s as %s", c.name, tok)
+		}
+	}
 
 	stop()
 	assert.Equal(t, 0, <-exited, errBuf.String())
