@@ -23,7 +23,7 @@ func TestBenchScenarioHelp(t *testing.T) {
 			require.Equal(t, 0, code, "a scenario named before --help prints the help: %s", errOut.String())
 			help := out.String()
 			assert.Contains(t, help, "sundial bench "+sc+" [options]")
-			for _, flag := range []string{"--rate", "--duration", "--noisy", "--max-rate", "--capacity-steps"} {
+			for _, flag := range []string{"--rate", "--duration", "--noisy", "--api-watch", "--max-rate", "--capacity-steps"} {
 				assert.Contains(t, help, flag)
 			}
 			assert.NotContains(t, help, "`", "a backquote in a usage becomes the flag's placeholder")
