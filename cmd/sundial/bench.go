@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -48,13 +49,43 @@ Examples, against the local stack:
 	for _, sc := range bench.Scenarios {
 		cmd.Commands = append(cmd.Commands, benchScenarioCommand(sc))
 	}
-	cmd.Commands = append(cmd.Commands, &cli.Command{
+	cmd.Commands = append(cmd.Commands, benchCompareCommand(), &cli.Command{
 		Name:   "hog",
 		Usage:  "keep one core busy until stdin closes (the CPU hog of --noisy)",
 		Hidden: true,
 		Action: func(ctx context.Context, _ *cli.Command) error { return bench.RunHog(ctx, os.Stdin) },
 	})
 	return cmd
+}
+
+func benchCompareCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "compare",
+		Usage:     "print the key figures of two results folders side by side, with B / A",
+		ArgsUsage: "A_DIR B_DIR",
+		Description: `Reads report.json of two runs of the same workload, A the reference and B
+the run compared with it, and prints the Sundial system's sustained rate,
+trigger p50/p95/p99, dispatch p95, lost runs and duplicates of each, B / A and
+by how much B is worse than A. For a same-run comparison, run the two back to
+back on the same stack, for example without and with --api-watch:
+
+  sundial bench steady --rate 1000 --duration 3m
+  sundial bench steady --rate 1000 --duration 3m --api-watch
+  sundial bench compare bench/results/<first> bench/results/<second>`,
+		Action: func(_ context.Context, cmd *cli.Command) error {
+			if cmd.Args().Len() != 2 {
+				return fmt.Errorf("bench compare: want two results folders A_DIR B_DIR, got %d arguments", cmd.Args().Len())
+			}
+			dirA, dirB := cmd.Args().Get(0), cmd.Args().Get(1)
+			a, errA := bench.ReadReport(dirA)
+			b, errB := bench.ReadReport(dirB)
+			if err := errors.Join(errA, errB); err != nil {
+				return fmt.Errorf("bench compare: %w", err)
+			}
+			bench.Compare(cmd.Root().Writer, dirA, a, dirB, b)
+			return nil
+		},
+	}
 }
 
 // benchUsage is the one-line description of each scenario.
