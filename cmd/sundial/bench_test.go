@@ -60,3 +60,20 @@ func TestBenchScenarioTakesNoArguments(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut.String(), "unexpected arguments [extra]")
 }
+
+func TestBenchCompare(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, run(context.Background(), []string{"sundial", "bench", "--help"}, &out, &errOut), errOut.String())
+	assert.Regexp(t, `(?m)^\s+compare\s`, out.String())
+
+	out.Reset()
+	errOut.Reset()
+	assert.Equal(t, 1, run(context.Background(), []string{"sundial", "bench", "compare", "one"}, &out, &errOut))
+	assert.Contains(t, errOut.String(), "want two results folders A_DIR B_DIR, got 1 arguments")
+
+	errOut.Reset()
+	dir := t.TempDir()
+	assert.Equal(t, 1, run(context.Background(), []string{"sundial", "bench", "compare", dir, dir}, &out, &errOut))
+	assert.Contains(t, errOut.String(), "report.json")
+}
