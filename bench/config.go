@@ -127,6 +127,12 @@ type Config struct {
 	// end of the baselines to the end of the run, so the run shows how the
 	// pipeline degrades when another tenant takes a core.
 	Noisy bool `json:"noisy"`
+	// APIWatch serves the control-plane API (APIWatch) in the bench
+	// process beside the pipeline, from the end of the baselines to the end
+	// of the pipeline's run, with a client reading WatchRuns of every run
+	// through it, so the run shows what a busy watch stream costs the
+	// pipeline. The report counts the messages the client received.
+	APIWatch bool `json:"api_watch"`
 	// Keep leaves the namespace (topics, keyspace, keys) in place.
 	Keep bool `json:"keep"`
 	// ResultsDir: the report goes to ResultsDir/<timestamp>-<scenario>.
@@ -313,6 +319,9 @@ func (c Config) String() string {
 	}
 	if c.Noisy {
 		s += "; noisy: a CPU hog busy on one core beside the pipeline"
+	}
+	if c.APIWatch {
+		s += "; api-watch: the API server streaming WatchRuns of every run to a client beside the pipeline"
 	}
 	return s
 }

@@ -31,7 +31,11 @@
 //     L = min(K, R plain / 2, C / 1) (Limit) is the same with the least work
 //     a run can ever need; every system is reported as a fraction of both.
 //     With Config.Noisy, the CPU hog (Hog, a child process running RunHog)
-//     starts after the baselines and runs until the run ends.
+//     starts after the baselines and runs until the run ends. With
+//     Config.APIWatch, the API server (APIWatch: apiserver's watch service
+//     on a loopback port) starts there too, with a cluster-admin client
+//     reading WatchRuns of every run, and stops when the pipeline's run
+//     has drained.
 //  4. Start the pipeline: in-process components (registry, dispatchers,
 //     runners, history writers) or, for crash and chaos, `sundial
 //     dispatcher` and `sundial runner` (and for chaos `sundial dag engine`)

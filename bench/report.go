@@ -181,8 +181,11 @@ type Report struct {
 	Capacity *CapacityResult `json:"capacity,omitempty"`
 	// Noisy describes the CPU hog of a --noisy run; empty when there was
 	// none.
-	Noisy string   `json:"noisy,omitempty"`
-	Notes []string `json:"notes,omitempty"`
+	Noisy string `json:"noisy,omitempty"`
+	// APIWatch is what the watch client of an --api-watch run received;
+	// nil when there was none.
+	APIWatch *WatchStats `json:"api_watch,omitempty"`
+	Notes    []string    `json:"notes,omitempty"`
 }
 
 // WorkloadInfo is the workload as planned.
@@ -264,6 +267,9 @@ func (r *Report) Markdown(w io.Writer) {
 	p("- Configuration: %s\n", r.Config.String())
 	if r.Noisy != "" {
 		p("- **Noisy neighbour**: %s\n", r.Noisy)
+	}
+	if r.APIWatch != nil {
+		p("- **API watch**: %s\n", r.APIWatch)
 	}
 	wl := r.Workload
 	if wl.HerdAt.IsZero() {

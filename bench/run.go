@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -128,6 +129,16 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 		b.say("noisy: CPU hog started, process %d", hog.PID())
 	}
 
+	var watch *APIWatch
+	if cfg.APIWatch {
+		watch = &APIWatch{Kafka: []kgo.Opt{kgo.SeedBrokers(b.Backends.Brokers...)}, Topics: ns.Names(), Logger: b.Logger}
+		if err := watch.Start(ctx); err != nil {
+			return "", nil, err
+		}
+		defer watch.Stop()
+		b.say("api watch: the API server streams WatchRuns of namespace %s to a client", ns.ID)
+	}
+
 	var sys System
 	var wl WorkloadInfo
 	if cfg.Scenario == "capacity" {
@@ -139,6 +150,12 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 		return "", nil, err
 	}
 	rep.Workload = wl
+	if watch != nil {
+		watch.Stop()
+		st := watch.Stats(wl.WindowFrom, wl.WindowTo)
+		rep.APIWatch = &st
+		b.say("api watch: %d messages received, %d in the window", st.Messages, st.InWindow)
+	}
 	sys.fractions(bl)
 	rep.Systems = append(rep.Systems, sys)
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -35,6 +36,7 @@ Examples, against the local stack:
   sundial bench crash
   sundial bench peer --jobs 100000 --rate 1000
   sundial bench steady --rate 1000 --noisy        # a CPU hog on one core beside the pipeline
+  sundial bench steady --rate 1000 --api-watch    # the API streaming every run to a watch beside the pipeline
   sundial bench capacity                          # the highest rate with trigger p95 ≤ 1s, as a fraction of L
   sundial bench chaos --rate 1000 --duration 10m   # kills processes and backends of the stack`,
 		Action: func(_ context.Context, cmd *cli.Command) error {
@@ -47,13 +49,43 @@ Examples, against the local stack:
 	for _, sc := range bench.Scenarios {
 		cmd.Commands = append(cmd.Commands, benchScenarioCommand(sc))
 	}
-	cmd.Commands = append(cmd.Commands, &cli.Command{
+	cmd.Commands = append(cmd.Commands, benchCompareCommand(), &cli.Command{
 		Name:   "hog",
 		Usage:  "keep one core busy until stdin closes (the CPU hog of --noisy)",
 		Hidden: true,
 		Action: func(ctx context.Context, _ *cli.Command) error { return bench.RunHog(ctx, os.Stdin) },
 	})
 	return cmd
+}
+
+func benchCompareCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "compare",
+		Usage:     "print the key figures of two results folders side by side, with B / A",
+		ArgsUsage: "A_DIR B_DIR",
+		Description: `Reads report.json of two runs of the same workload, A the reference and B
+the run compared with it, and prints the Sundial system's sustained rate,
+trigger p50/p95/p99, dispatch p95, lost runs and duplicates of each, B / A and
+by how much B is worse than A. For a same-run comparison, run the two back to
+back on the same stack, for example without and with --api-watch:
+
+  sundial bench steady --rate 1000 --duration 3m
+  sundial bench steady --rate 1000 --duration 3m --api-watch
+  sundial bench compare bench/results/<first> bench/results/<second>`,
+		Action: func(_ context.Context, cmd *cli.Command) error {
+			if cmd.Args().Len() != 2 {
+				return fmt.Errorf("bench compare: want two results folders A_DIR B_DIR, got %d arguments", cmd.Args().Len())
+			}
+			dirA, dirB := cmd.Args().Get(0), cmd.Args().Get(1)
+			a, errA := bench.ReadReport(dirA)
+			b, errB := bench.ReadReport(dirB)
+			if err := errors.Join(errA, errB); err != nil {
+				return fmt.Errorf("bench compare: %w", err)
+			}
+			bench.Compare(cmd.Root().Writer, dirA, a, dirB, b)
+			return nil
+		},
+	}
 }
 
 // benchUsage is the one-line description of each scenario.
@@ -101,7 +133,7 @@ func benchScenarioCommand(scenario string) *cli.Command {
 					ChaosEvery: cmd.Duration("chaos-every"), ChaosProcessDown: cmd.Duration("chaos-process-down"), ChaosBackendDown: cmd.Duration("chaos-backend-down"),
 					ChaosBackends: cmd.StringSlice("chaos-backends"), ChaosSeed: uint64(cmd.Uint("chaos-seed")), StackScript: cmd.String("stack-script"),
 					AsynqDelayedCheck: cmd.Duration("asynq-delayed-check"), AsynqConcurrency: cmd.Int("asynq-concurrency"),
-					MaxRate: cmd.Float("max-rate"), CapacitySteps: cmd.Int("capacity-steps"), Noisy: cmd.Bool("noisy"),
+					MaxRate: cmd.Float("max-rate"), CapacitySteps: cmd.Int("capacity-steps"), Noisy: cmd.Bool("noisy"), APIWatch: cmd.Bool("api-watch"),
 					Keep: cmd.Bool("keep"), ResultsDir: cmd.String("results-dir"),
 				},
 				Backends: bench.Backends{Brokers: cmd.StringSlice("kafka-brokers"), CassandraHosts: cmd.StringSlice("cassandra-hosts"),
@@ -175,6 +207,7 @@ func benchFlags() []cli.Flag {
 		&cli.FloatFlag{Name: "max-rate", HideDefault: true, Usage: "capacity: the highest rate a step offers (default L, measured in the run)", Sources: envVar("max-rate")},
 		&cli.IntFlag{Name: "capacity-steps", HideDefault: true, Usage: "capacity: the most steps of the search (default 10)", Sources: envVar("capacity-steps")},
 		&cli.BoolFlag{Name: "noisy", Usage: "run a CPU hog on one core beside the pipeline (a child process; the report names it)", Sources: envVar("noisy")},
+		&cli.BoolFlag{Name: "api-watch", Usage: "serve the API in the bench process with a client watching every run (WatchRuns) beside the pipeline; the report counts the messages", Sources: envVar("api-watch")},
 		&cli.BoolFlag{Name: "keep", Usage: "keep the namespace (topics, keyspace, Redis keys) afterwards", Sources: envVar("keep")},
 		&cli.StringFlag{Name: "results-dir", Value: "bench/results", Usage: "where the results folder is written", Sources: envVar("results-dir")},
 		&cli.StringFlag{Name: "pprof-addr", Usage: "serve net/http/pprof of the bench process (and an in-process pipeline) on this address", Sources: envVar("pprof-addr")},

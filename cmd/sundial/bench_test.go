@@ -23,7 +23,7 @@ func TestBenchScenarioHelp(t *testing.T) {
 			require.Equal(t, 0, code, "a scenario named before --help prints the help: %s", errOut.String())
 			help := out.String()
 			assert.Contains(t, help, "sundial bench "+sc+" [options]")
-			for _, flag := range []string{"--rate", "--duration", "--noisy", "--max-rate", "--capacity-steps"} {
+			for _, flag := range []string{"--rate", "--duration", "--noisy", "--api-watch", "--max-rate", "--capacity-steps"} {
 				assert.Contains(t, help, flag)
 			}
 			assert.NotContains(t, help, "`", "a backquote in a usage becomes the flag's placeholder")
@@ -59,4 +59,21 @@ func TestBenchScenarioTakesNoArguments(t *testing.T) {
 	code := run(context.Background(), []string{"sundial", "bench", "steady", "extra"}, &out, &errOut)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut.String(), "unexpected arguments [extra]")
+}
+
+func TestBenchCompare(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, run(context.Background(), []string{"sundial", "bench", "--help"}, &out, &errOut), errOut.String())
+	assert.Regexp(t, `(?m)^\s+compare\s`, out.String())
+
+	out.Reset()
+	errOut.Reset()
+	assert.Equal(t, 1, run(context.Background(), []string{"sundial", "bench", "compare", "one"}, &out, &errOut))
+	assert.Contains(t, errOut.String(), "want two results folders A_DIR B_DIR, got 1 arguments")
+
+	errOut.Reset()
+	dir := t.TempDir()
+	assert.Equal(t, 1, run(context.Background(), []string{"sundial", "bench", "compare", dir, dir}, &out, &errOut))
+	assert.Contains(t, errOut.String(), "report.json")
 }

@@ -1,0 +1,109 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/internal/testenv"
+	"github.com/sundialhq/sundial/internal/topics"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+func TestAPIWatchConfigAndReport(t *testing.T) {
+	t.Parallel()
+	c := Config{Scenario: "steady", APIWatch: true}.WithDefaults()
+	require.NoError(t, c.Validate())
+	assert.Contains(t, c.String(), "; api-watch: the API server streaming WatchRuns")
+	assert.NotContains(t, Config{Scenario: "steady"}.WithDefaults().String(), "api-watch")
+
+	r := sampleReport()
+	var buf bytes.Buffer
+	r.Markdown(&buf)
+	assert.NotContains(t, buf.String(), "API watch", "no line without --api-watch")
+
+	r.Config.APIWatch = true
+	r.APIWatch = &WatchStats{Messages: 12345, InWindow: 12000, InWindowPerSec: 200}
+	buf.Reset()
+	r.Markdown(&buf)
+	assert.Contains(t, buf.String(), "- **API watch**: the API server (in the bench process, on loopback) streamed WatchRuns")
+	assert.Contains(t, buf.String(), "12345 messages received, 12000 during the measured window (200/s)")
+	assert.NotContains(t, buf.String(), "opened again")
+
+	js, err := json.Marshal(r)
+	require.NoError(t, err)
+	var back Report
+	require.NoError(t, json.Unmarshal(js, &back))
+	assert.True(t, back.Config.APIWatch)
+	require.NotNil(t, back.APIWatch)
+	assert.Equal(t, *r.APIWatch, *back.APIWatch)
+
+	reopened := WatchStats{Messages: 10, Reopened: 2, LastError: "unavailable: watch"}
+	assert.Contains(t, reopened.String(), "the stream ended early and was opened again 2 times (last: unavailable: watch)")
+}
+
+func TestAPIWatchStats(t *testing.T) {
+	t.Parallel()
+	a := &APIWatch{perSec: map[int64]int{}, received: make(chan struct{}), opened: 1}
+	at := func(sec int) time.Time { return from.Add(time.Duration(sec)*time.Second + 300*time.Millisecond) }
+	for _, sec := range []int{-1, 0, 0, 1, 9, 10, 11} {
+		a.count(at(sec))
+	}
+	select {
+	case <-a.Received():
+	default:
+		t.Fatal("Received is closed once a change has arrived")
+	}
+	s := a.Stats(from, from.Add(10*time.Second))
+	assert.Equal(t, WatchStats{Messages: 7, InWindow: 4, InWindowPerSec: 0.4}, s, "seconds 0 to 9 are the window's")
+	assert.Equal(t, 0, a.Stats(from, from).InWindow, "an empty window")
+}
+
+// TestAPIWatch runs the watch against the real Kafka: every run event
+// produced to the namespace's events topic after Start reaches the client
+// through the API server.
+func TestAPIWatch(t *testing.T) {
+	t.Parallel()
+	k := testenv.NeedKafka(t)
+	names := topics.Names{Prefix: k.TopicPrefix}
+	_, err := topics.EnsureAt(t.Context(), k.Brokers, []topics.Spec{{Name: names.Events(), Partitions: 3}}, 1)
+	require.NoError(t, err)
+
+	a := &APIWatch{Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names}
+	a.Stop() // safe before Start
+	require.NoError(t, a.Start(t.Context()))
+	t.Cleanup(a.Stop)
+	begin := time.Now()
+
+	producer, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...))
+	require.NoError(t, err)
+	defer producer.Close()
+	const n = 50
+	for i := range n {
+		job := fmt.Sprintf("job-%d", i)
+		ev := &sundialv1.RunEvent{RunId: job + "@1930000000000", JobId: job, Attempt: 1, OwnerTeam: fmt.Sprintf("team-%d", i%3),
+			State: sundialv1.RunState_RUN_STATE_STARTED, Time: timestamppb.Now(), DueTime: timestamppb.New(time.UnixMilli(1930000000000))}
+		b, err := proto.Marshal(ev)
+		require.NoError(t, err)
+		rec := &kgo.Record{Topic: names.Events(), Key: []byte(job), Value: b, Headers: topics.EventHeaders(ev)}
+		require.NoError(t, producer.ProduceSync(t.Context(), rec).FirstErr())
+	}
+
+	require.Eventually(t, func() bool { return a.Stats(begin, time.Now()).Messages == n },
+		30*time.Second, 50*time.Millisecond, "the cluster-admin watch receives every team's events")
+	a.Stop()
+	s := a.Stats(begin.Add(-time.Second), time.Now().Add(time.Second))
+	assert.Equal(t, n, s.Messages)
+	assert.Equal(t, n, s.InWindow)
+	assert.Zero(t, s.Reopened, "the stream stayed open")
+	assert.Empty(t, s.LastError)
+	a.Stop() // idempotent
+}
