@@ -8,9 +8,6 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
-// MaxShards is the most shards a SHARDED run may be split into.
-const MaxShards = 1024
-
 // Child is one run of a fanned-out (BROADCAST or SHARDED) base run.
 type Child struct {
 	// RunID is derived from the base run id alone (and the member, for
