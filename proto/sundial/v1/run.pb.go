@@ -184,9 +184,9 @@ type Run struct {
 	// produces.
 	RoutedTo string `protobuf:"bytes,26,opt,name=routed_to,json=routedTo,proto3" json:"routed_to,omitempty"`
 	// For a child run of a BROADCAST or SHARDED run: the run id of the run
-	// it is part of (the base run). Empty for every other run. A child run
-	// carries no dag_run_id or dag_node_id: the base run's events speak for
-	// the DAG node.
+	// it is part of (the base run). Empty for every other run. The events of
+	// a child run carry no dag_run_id or dag_node_id: the base run's events
+	// alone speak for the DAG node.
 	BaseRunId string `protobuf:"bytes,27,opt,name=base_run_id,json=baseRunId,proto3" json:"base_run_id,omitempty"`
 	// For a child run: its index among the base run's children, from 0
 	// (the shard index of a SHARDED run).
