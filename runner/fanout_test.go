@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -44,6 +45,17 @@ func (s *routeSetup) waitBaseSucceeded(t *testing.T, base string) *sundialv1.Run
 func TestBroadcast(t *testing.T) {
 	t.Parallel()
 	s := newRouteSetup(t)
+
+	t.Run("a broadcast fanned out again keeps its first plan", func(t *testing.T) {
+		run := s.runs("plan", "record", 1, strategyOf(sundialv1.RoutingStrategy_ROUTING_STRATEGY_BROADCAST))[0]
+		r := s.runners["r1"]
+		first, err := r.broadcastPlan(context.Background(), run, routing.Broadcast(run.GetRunId(), []string{"r2", "r1"}))
+		require.NoError(t, err)
+		assert.Equal(t, []string{"r1", "r2"}, first)
+		again, err := s.runners["r3"].broadcastPlan(context.Background(), run, routing.Broadcast(run.GetRunId(), []string{"r1", "r2", "r3"}))
+		require.NoError(t, err)
+		assert.Equal(t, first, again, "a member that joined since adds no child, and the count stays")
+	})
 
 	t.Run("broadcast reaches every live member once", func(t *testing.T) {
 		base := s.runs("bc", "record", 1, strategyOf(sundialv1.RoutingStrategy_ROUTING_STRATEGY_BROADCAST))[0]
