@@ -60,8 +60,9 @@
 // members' directed topics and finishes the base record once all are
 // acknowledged. A child that succeeds adds its index to a Redis set of
 // the base run before its dedupe mark; the child that completes the set
-// also emits the base run's SUCCEEDED, and a dead child emits the base
-// run's DEAD (docs/architecture.md, "Broadcast and sharded runs").
+// also emits the base run's SUCCEEDED, and a child that ends dead, skipped
+// or cancelled emits that state for the base run too (docs/architecture.md,
+// "Broadcast and sharded runs").
 //
 // # Commits: the contiguous watermark
 //

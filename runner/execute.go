@@ -272,7 +272,7 @@ func (x *execution) discard(ctx context.Context) bool {
 // skip records the run as SKIPPED with reason; it is not retried.
 func (x *execution) skip(ctx context.Context, reason, msg string) bool {
 	x.r.m.runs.WithLabelValues(outcomeSkipped).Inc()
-	x.emit(x.event(sundialv1.RunState_RUN_STATE_SKIPPED, func(ev *sundialv1.RunEvent) { ev.Reason = reason }))
+	x.emitEnd(x.event(sundialv1.RunState_RUN_STATE_SKIPPED, func(ev *sundialv1.RunEvent) { ev.Reason = reason }))
 	x.logger().Info(msg)
 	return x.finishAfterAcks(ctx, nil, nil)
 }
@@ -366,7 +366,7 @@ func (x *execution) conclude(ctx context.Context, keeper *leasing.Keeper, end at
 		keeper.Stop()
 		x.release(ctx, keeper.Lease()) // fails harmlessly when the lease was revoked
 		r.m.runs.WithLabelValues(outcomeCancelled).Inc()
-		x.emit(x.event(sundialv1.RunState_RUN_STATE_CANCELLED, func(ev *sundialv1.RunEvent) {
+		x.emitEnd(x.event(sundialv1.RunState_RUN_STATE_CANCELLED, func(ev *sundialv1.RunEvent) {
 			ev.Reason = v.reason
 			ev.Duration = durationpb.New(end.finished.Sub(end.started))
 		}))
@@ -588,21 +588,14 @@ func (x *execution) dead(ctx context.Context, f *target.Error, lease *leasing.Le
 	}
 	r.m.deadLetters.Inc()
 	r.m.runs.WithLabelValues(outcomeDead).Inc()
-	ev := x.event(sundialv1.RunState_RUN_STATE_DEAD, func(ev *sundialv1.RunEvent) {
+	x.emitEnd(x.event(sundialv1.RunState_RUN_STATE_DEAD, func(ev *sundialv1.RunEvent) {
 		ev.Error = runErr
 		if dur > 0 {
 			// The history keeps the last attempt's duration on the dead
 			// run's record.
 			ev.Duration = durationpb.New(dur)
 		}
-	})
-	x.emit(ev)
-	if run.GetBaseRunId() != "" {
-		// The base run cannot succeed without this child: it is dead too.
-		b := x.baseEvent(ev)
-		b.Reason = reasonChildDead
-		x.emit(b)
-	}
+	}))
 	if lease != nil {
 		x.release(ctx, *lease)
 	}

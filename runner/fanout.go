@@ -16,9 +16,10 @@ import (
 	"github.com/sundialhq/sundial/routing"
 )
 
-// Reason of the DEAD event a base run gets when one of its children is
-// dead.
-const reasonChildDead = "child_dead"
+// reasonChild prefixes the reason of the event a base run gets when one of
+// its children ends without success: "child_dead", "child_skipped",
+// "child_cancelled".
+const reasonChild = "child_"
 
 // fanoutKey is the Redis key of what the fan-out of baseRunID records
 // (kind "plan" or "done"), in the job's hash slot like the job's leases.
@@ -132,4 +133,18 @@ func (x *execution) baseEvent(ev *sundialv1.RunEvent) *sundialv1.RunEvent {
 	b.DagRunId = x.run.GetDagRunId()
 	b.DagNodeId = x.run.GetDagNodeId()
 	return b
+}
+
+// emitEnd emits ev, an event that ends the run without success (DEAD,
+// SKIPPED, CANCELLED). A base run cannot succeed without each of its
+// children, so for a child run the same state is emitted for its base run
+// too, with the reason "child_" and the state's name in lower case.
+func (x *execution) emitEnd(ev *sundialv1.RunEvent) {
+	x.emit(ev)
+	if x.run.GetBaseRunId() == "" {
+		return
+	}
+	b := x.baseEvent(ev)
+	b.Reason = reasonChild + strings.ToLower(strings.TrimPrefix(ev.GetState().String(), "RUN_STATE_"))
+	x.emit(b)
 }

@@ -10,6 +10,7 @@ import (
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/routing"
+	"github.com/sundialhq/sundial/runner/target"
 )
 
 // startedCount is how many STARTED events runID has.
@@ -111,6 +112,25 @@ func TestBroadcast(t *testing.T) {
 				t.Errorf("child event %s %s carries the DAG node", ev.GetRunId(), ev.GetState())
 			}
 		}
+	})
+
+	t.Run("a dead shard makes the base run dead", func(t *testing.T) {
+		base := s.runs("shd", "fail-shard-1", 1, &sundialv1.Routing{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_SHARDED, Shards: 3})[0]
+		s.h.produce(base)
+		var dead *sundialv1.RunEvent
+		require.Eventually(t, func() bool {
+			for _, ev := range s.h.events.all() {
+				if ev.GetRunId() == base.GetRunId() && ev.GetState() == sundialv1.RunState_RUN_STATE_DEAD {
+					dead = ev
+					return true
+				}
+			}
+			return false
+		}, 2*wait, 10*time.Millisecond, "base run %s: %s", base.GetRunId(), s.h.events.describe(base.GetRunId()))
+		assert.Equal(t, "child_dead", dead.GetReason())
+		assert.Equal(t, target.CodeHandler, dead.GetError().GetCode())
+		assert.Empty(t, s.succeededBy(base.GetRunId()), "the base run does not succeed without shard 1")
+		assert.NotEmpty(t, s.succeededBy(routing.ShardID(base.GetRunId(), 0)))
 	})
 
 	t.Run("a shard whose executor crashed is redone, the others are not", func(t *testing.T) {

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -62,6 +63,16 @@ func (l *callLog) of(baseID string) []call {
 	return out
 }
 
+// failShard1 fails shard 1 of a run for good and lets the others succeed.
+type failShard1 struct{}
+
+func (failShard1) Handle(_ context.Context, run *sundialv1.Run) error {
+	if run.GetShardIndex() == 1 {
+		return target.Permanent(errors.New("shard 1 cannot be done"))
+	}
+	return nil
+}
+
 type recordHandler func(*sundialv1.Run)
 
 func (h recordHandler) Handle(_ context.Context, run *sundialv1.Run) error {
@@ -89,7 +100,7 @@ func newRouteSetup(t *testing.T) *routeSetup {
 			c.AnnounceInterval = 200 * time.Millisecond
 			c.Directory = dir
 			c.RouteDelay = 100 * time.Millisecond
-			c.Handlers = map[string]target.Handler{"hold": s.hold, "quick": quick{}, "record": s.calls.handler(id)}
+			c.Handlers = map[string]target.Handler{"hold": s.hold, "quick": quick{}, "record": s.calls.handler(id), "fail-shard-1": failShard1{}}
 		})
 	}
 	s.waitLive(t, "r1", "r2", "r3")
