@@ -54,6 +54,11 @@ func (x *execution) fanout(ctx context.Context, pool string, live []discovery.Me
 	}
 	recs := make([]*kgo.Record, len(children))
 	for i, ch := range children {
+		// A member of a recorded broadcast plan may have left since: its
+		// child goes to a live member, as a child routed again would.
+		if d := r.picker.Pick(pool, routing.ChildRouting(&sundialv1.Run{RoutedTo: ch.Member}), live); d.Outcome == routing.Chosen {
+			ch.Member = d.Member
+		}
 		c := childRun(run, ch)
 		val, err := proto.Marshal(c)
 		if err != nil {
