@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -89,7 +90,7 @@ func (r *Runner) broadcastPlan(ctx context.Context, run *sundialv1.Run, planned 
 	key := r.fanoutKey("plan", run.GetJobId(), run.GetRunId())
 	prev, err := r.cfg.Redis.SetArgs(ctx, key, strings.Join(ids, ","), redis.SetArgs{Mode: "NX", Get: true, TTL: r.cfg.FanoutRetention}).Result()
 	switch {
-	case err == redis.Nil: //nolint:errorlint // go-redis returns redis.Nil itself
+	case errors.Is(err, redis.Nil): // no plan yet: ids is it now
 		return ids, nil
 	case err != nil:
 		return nil, fmt.Errorf("record broadcast plan: %w", err)
