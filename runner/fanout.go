@@ -132,10 +132,13 @@ func (x *execution) childSucceeded(ctx context.Context) (bool, error) {
 }
 
 // baseEvent turns ev, an event of a child run, into the same event of its
-// base run, which is the one a DAG node's run id names.
+// base run, which is the one a DAG node's run id names. A base run is
+// never attempted itself (only its children are, and retried), so its
+// events are of attempt 1, whatever the child's attempt.
 func (x *execution) baseEvent(ev *sundialv1.RunEvent) *sundialv1.RunEvent {
 	b := proto.Clone(ev).(*sundialv1.RunEvent)
 	b.RunId = x.run.GetBaseRunId()
+	b.Attempt = 1
 	b.DagRunId = x.run.GetDagRunId()
 	b.DagNodeId = x.run.GetDagNodeId()
 	return b
