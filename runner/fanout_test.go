@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/routing"
@@ -131,6 +132,32 @@ func TestBroadcast(t *testing.T) {
 		assert.Equal(t, target.CodeHandler, dead.GetError().GetCode())
 		assert.Empty(t, s.succeededBy(base.GetRunId()), "the base run does not succeed without shard 1")
 		assert.NotEmpty(t, s.succeededBy(routing.ShardID(base.GetRunId(), 0)))
+	})
+
+	t.Run("a shard that failed is retried as a child and the base run succeeds", func(t *testing.T) {
+		base := s.runs("shr", "flaky-shard-1", 1, &sundialv1.Routing{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_SHARDED, Shards: 3})[0]
+		s.h.produce(base)
+		ev := s.waitBaseSucceeded(t, base.GetRunId())
+		assert.Equal(t, uint32(1), ev.GetAttempt(), "a base run's events are of attempt 1")
+		retried := routing.ShardID(base.GetRunId(), 1)
+		assert.Equal(t, 2, s.startedCount(retried), "%s", s.h.events.describe(retried))
+		for _, i := range []int{0, 2} {
+			assert.Equal(t, 1, s.startedCount(routing.ShardID(base.GetRunId(), i)))
+		}
+	})
+
+	t.Run("sharded under overlap QUEUE with limit 1 runs every shard once", func(t *testing.T) {
+		const n = 4
+		base := s.runs("shq", "record", 1, &sundialv1.Routing{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_SHARDED, Shards: n})[0]
+		base.ConcurrencyLimit = 1
+		base.OverlapPolicy = sundialv1.OverlapPolicy_OVERLAP_POLICY_QUEUE
+		base.QueueDelay = durationpb.New(50 * time.Millisecond)
+		s.h.produce(base)
+		s.waitBaseSucceeded(t, base.GetRunId())
+		for i := range n {
+			assert.Equal(t, 1, s.startedCount(routing.ShardID(base.GetRunId(), i)), "shard %d", i)
+		}
+		assert.Len(t, s.calls.of(base.GetRunId()), n)
 	})
 
 	t.Run("a shard whose executor crashed is redone, the others are not", func(t *testing.T) {

@@ -73,6 +73,16 @@ func (failShard1) Handle(_ context.Context, run *sundialv1.Run) error {
 	return nil
 }
 
+// flakyShard1 fails the first attempt of shard 1 of a run, retryably.
+type flakyShard1 struct{}
+
+func (flakyShard1) Handle(_ context.Context, run *sundialv1.Run) error {
+	if run.GetShardIndex() == 1 && run.GetAttempt() == 1 {
+		return errors.New("shard 1 is not ready yet")
+	}
+	return nil
+}
+
 type recordHandler func(*sundialv1.Run)
 
 func (h recordHandler) Handle(_ context.Context, run *sundialv1.Run) error {
@@ -100,7 +110,7 @@ func newRouteSetup(t *testing.T) *routeSetup {
 			c.AnnounceInterval = 200 * time.Millisecond
 			c.Directory = dir
 			c.RouteDelay = 100 * time.Millisecond
-			c.Handlers = map[string]target.Handler{"hold": s.hold, "quick": quick{}, "record": s.calls.handler(id), "fail-shard-1": failShard1{}}
+			c.Handlers = map[string]target.Handler{"hold": s.hold, "quick": quick{}, "record": s.calls.handler(id), "fail-shard-1": failShard1{}, "flaky-shard-1": flakyShard1{}}
 		})
 	}
 	s.waitLive(t, "r1", "r2", "r3")
