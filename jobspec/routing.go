@@ -16,6 +16,10 @@ const (
 	MaxExecutorIDLength = 200
 )
 
+// MaxShards is the most shards Routing.shards may ask for: each shard is a
+// child run with its own lease, events and dedupe mark.
+const MaxShards = 1024
+
 // poolPattern keeps pool names usable in a topic name
 // (sundial.runs.direct.<executor> is per executor, but metrics and the
 // directory are labelled by pool).
@@ -62,12 +66,13 @@ func (v *validator) routing(spec *sundialv1.JobSpec) {
 	}
 	s := r.GetStrategy()
 	if !definedEnum(sundialv1.RoutingStrategy_name, int32(s)) {
-		v.add("routing.strategy", "unknown strategy %d: want ROUND_ROBIN, RANDOM, LEAST_LOADED or FIXED", int32(s))
+		v.add("routing.strategy", "unknown strategy %d: want ROUND_ROBIN, RANDOM, LEAST_LOADED, FIXED, BROADCAST or SHARDED", int32(s))
 		return
 	}
 	if !definedEnum(sundialv1.RoutingFallback_name, int32(r.GetFallback())) {
 		v.add("routing.fallback", "unknown fallback %d: want ANY or WAIT", int32(r.GetFallback()))
 	}
+	v.fanout(spec)
 	if s != sundialv1.RoutingStrategy_ROUTING_STRATEGY_FIXED {
 		if r.GetExecutor() != "" {
 			v.add("routing.executor", "only allowed with strategy ROUTING_STRATEGY_FIXED")
@@ -79,5 +84,35 @@ func (v *validator) routing(spec *sundialv1.JobSpec) {
 	}
 	if reason := CheckExecutorID(r.GetExecutor()); reason != "" {
 		v.add("routing.executor", "%s (strategy ROUTING_STRATEGY_FIXED names the executor its runs go to)", reason)
+	}
+}
+
+// fanout checks what BROADCAST and SHARDED ask of the rest of the spec.
+// Their child runs are runs of the job, leased under its slots: under
+// FORBID or REPLACE a child would skip or cancel its siblings, and the base
+// run, which succeeds only when every child has, would never end. ALLOW
+// and QUEUE (children wait their turn) are accepted.
+func (v *validator) fanout(spec *sundialv1.JobSpec) {
+	r := spec.GetRouting()
+	s := r.GetStrategy()
+	sharded := s == sundialv1.RoutingStrategy_ROUTING_STRATEGY_SHARDED
+	switch n := r.GetShards(); {
+	case !sharded && n != 0:
+		v.add("routing.shards", "only allowed with strategy ROUTING_STRATEGY_SHARDED")
+	case sharded && n < 1:
+		v.add("routing.shards", "required with strategy ROUTING_STRATEGY_SHARDED: from 1 to %d", MaxShards)
+	case sharded && n > MaxShards:
+		v.add("routing.shards", "%d shards, at most %d allowed", n, MaxShards)
+	}
+	if !sharded && s != sundialv1.RoutingStrategy_ROUTING_STRATEGY_BROADCAST {
+		return
+	}
+	p := spec.GetOverlapPolicy()
+	if p == sundialv1.OverlapPolicy_OVERLAP_POLICY_UNSPECIFIED && spec.GetConcurrencyLimit() > 0 {
+		p = sundialv1.OverlapPolicy_OVERLAP_POLICY_FORBID
+	}
+	switch p {
+	case sundialv1.OverlapPolicy_OVERLAP_POLICY_FORBID, sundialv1.OverlapPolicy_OVERLAP_POLICY_REPLACE:
+		v.add("overlap_policy", "%s with strategy %s: its child runs share the job's slots and would skip or replace each other; choose ALLOW or QUEUE", p, s)
 	}
 }

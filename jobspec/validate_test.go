@@ -273,6 +273,25 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"unknown fallback", func(s *sundialv1.JobSpec) {
 			s.Routing = &sundialv1.Routing{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_FIXED, Executor: "r1", Fallback: 7}
 		}, "routing.fallback", "unknown fallback 7"},
+		{"sharded without shards", func(s *sundialv1.JobSpec) {
+			s.Routing = &sundialv1.Routing{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_SHARDED}
+		}, "routing.shards", "required with strategy ROUTING_STRATEGY_SHARDED: from 1 to 1024"},
+		{"too many shards", func(s *sundialv1.JobSpec) {
+			s.Routing = &sundialv1.Routing{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_SHARDED, Shards: 1025}
+		}, "routing.shards", "1025 shards, at most 1024"},
+		{"shards without sharded", func(s *sundialv1.JobSpec) {
+			s.Routing = &sundialv1.Routing{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_BROADCAST, Shards: 3}
+		}, "routing.shards", "only allowed with strategy ROUTING_STRATEGY_SHARDED"},
+		{"broadcast under forbid", func(s *sundialv1.JobSpec) {
+			s.Routing = &sundialv1.Routing{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_BROADCAST}
+			s.OverlapPolicy = sundialv1.OverlapPolicy_OVERLAP_POLICY_FORBID
+			s.QueueDelay = nil
+		}, "overlap_policy", "choose ALLOW or QUEUE"},
+		{"sharded under a limit with no policy", func(s *sundialv1.JobSpec) {
+			s.Routing = &sundialv1.Routing{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_SHARDED, Shards: 4}
+			s.OverlapPolicy = sundialv1.OverlapPolicy_OVERLAP_POLICY_UNSPECIFIED
+			s.QueueDelay = nil
+		}, "overlap_policy", "OVERLAP_POLICY_FORBID with strategy ROUTING_STRATEGY_SHARDED"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -296,6 +315,9 @@ func TestRoutingSpecsPass(t *testing.T) {
 		{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_LEAST_LOADED},
 		{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_FIXED, Executor: "runner-1.eu"},
 		{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_FIXED, Executor: "r1", Fallback: sundialv1.RoutingFallback_ROUTING_FALLBACK_WAIT},
+		{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_BROADCAST},
+		{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_SHARDED, Shards: 1},
+		{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_SHARDED, Shards: 1024},
 	} {
 		spec := validSpec()
 		spec.Pool = "gpu_eu-1"

@@ -19,6 +19,16 @@
 //   - Fixed returns its executor only while it is live; otherwise
 //     FALLBACK_ANY routes round-robin among the live members and
 //     FALLBACK_WAIT returns Wait.
+//   - BROADCAST and SHARDED runs are split, not picked: Broadcast plans one
+//     child per member it is given (sorted, so the same members give the
+//     same plan), Shard plans Routing.shards children handed out in turn.
+//     A child's run id is derived from the base run id (BroadcastID,
+//     ShardID) and never from time or order, so planning a redelivered
+//     base run again yields the same ids. A child routed again uses
+//     ChildRouting (its member, else any) and is never split again. The
+//     runner records the broadcast plan and the finished children in
+//     Redis; docs/architecture.md, "Broadcast and sharded runs", says why
+//     that loses and doubles nothing.
 //   - The choice is advisory for safety: the lease and the dedupe mark of the
 //     run id still decide whether and where a run executes, so a wrong or
 //     stale choice costs a redelivery, never a double effect.

@@ -52,6 +52,7 @@ const (
 	DefaultReplaceGrace           = 2 * time.Second
 	DefaultShutdownTimeout        = 30 * time.Second
 	DefaultKeyPrefix              = "sundial:runner:"
+	DefaultFanoutRetention        = 7 * 24 * time.Hour
 	// DefaultSessionTimeout and DefaultHeartbeatInterval detect a dead
 	// runner in about 10s (Kafka's own default session is 45s), so its
 	// partitions move to the others sooner.
@@ -168,6 +169,11 @@ type Config struct {
 	// whose fixed executor is away, under FALLBACK_WAIT) is deferred before
 	// it asks again. Default DefaultQueueDelay.
 	RouteDelay time.Duration
+	// FanoutRetention is how long Redis keeps what a BROADCAST or SHARDED
+	// run records (its broadcast plan and its finished children, fanout.go):
+	// a child that finishes later than this after the last one before it
+	// starts the count again. Default DefaultFanoutRetention.
+	FanoutRetention time.Duration
 	// AnnounceInterval is how often the runner announces itself on
 	// sundial.executors; readers expire it after three intervals without
 	// one. Default discovery.DefaultInterval.
@@ -249,6 +255,7 @@ func (c Config) withDefaults() Config {
 	c.TeamQueueCapacity = cmp.Or(c.TeamQueueCapacity, max(c.QueueCapacity/4, 1))
 	c.TeamQuotaDelay = cmp.Or(c.TeamQuotaDelay, DefaultQueueDelay)
 	c.RouteDelay = cmp.Or(c.RouteDelay, DefaultQueueDelay)
+	c.FanoutRetention = cmp.Or(c.FanoutRetention, DefaultFanoutRetention)
 	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
 	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, DefaultHeartbeatInterval)
 	if c.HTTPClient == nil && c.Concurrency > 0 {
@@ -322,6 +329,9 @@ func (c Config) Validate() error {
 	positive("TeamQueueCapacity", c.TeamQueueCapacity)
 	if c.RouteDelay <= 0 {
 		bad("RouteDelay", "%s is not positive", c.RouteDelay)
+	}
+	if c.FanoutRetention <= 0 {
+		bad("FanoutRetention", "%s is not positive", c.FanoutRetention)
 	}
 	if reason := jobspec.CheckExecutorID(c.ID); reason != "" {
 		bad("ID", "%q: %s (it names the runner's directed topic)", c.ID, reason)

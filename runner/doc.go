@@ -55,6 +55,15 @@
 // mark of the run id do, so a run delivered twice by a crash or an
 // adoption still takes effect once.
 //
+// A BROADCAST or SHARDED run is fanned out instead (fanout.go): the router
+// produces its child runs, whose ids derive from the base run id, to their
+// members' directed topics and finishes the base record once all are
+// acknowledged. A child that succeeds adds its index to a Redis set of
+// the base run before its dedupe mark; the child that completes the set
+// also emits the base run's SUCCEEDED, and a child that ends dead, skipped
+// or cancelled emits that state for the base run too (docs/architecture.md,
+// "Broadcast and sharded runs").
+//
 // # Commits: the contiguous watermark
 //
 // Offsets are committed per partition only up to the lowest record that has

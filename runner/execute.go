@@ -272,7 +272,7 @@ func (x *execution) discard(ctx context.Context) bool {
 // skip records the run as SKIPPED with reason; it is not retried.
 func (x *execution) skip(ctx context.Context, reason, msg string) bool {
 	x.r.m.runs.WithLabelValues(outcomeSkipped).Inc()
-	x.emit(x.event(sundialv1.RunState_RUN_STATE_SKIPPED, func(ev *sundialv1.RunEvent) { ev.Reason = reason }))
+	x.emitEnd(x.event(sundialv1.RunState_RUN_STATE_SKIPPED, func(ev *sundialv1.RunEvent) { ev.Reason = reason }))
 	x.logger().Info(msg)
 	return x.finishAfterAcks(ctx, nil, nil)
 }
@@ -366,7 +366,7 @@ func (x *execution) conclude(ctx context.Context, keeper *leasing.Keeper, end at
 		keeper.Stop()
 		x.release(ctx, keeper.Lease()) // fails harmlessly when the lease was revoked
 		r.m.runs.WithLabelValues(outcomeCancelled).Inc()
-		x.emit(x.event(sundialv1.RunState_RUN_STATE_CANCELLED, func(ev *sundialv1.RunEvent) {
+		x.emitEnd(x.event(sundialv1.RunState_RUN_STATE_CANCELLED, func(ev *sundialv1.RunEvent) {
 			ev.Reason = v.reason
 			ev.Duration = durationpb.New(end.finished.Sub(end.started))
 		}))
@@ -462,9 +462,25 @@ func (x *execution) replace(ctx context.Context, holder string, signalled map[st
 func (x *execution) succeeded(ctx context.Context, keeper *leasing.Keeper, started, finished time.Time) bool {
 	r := x.r
 	dur := finished.Sub(started)
-	x.emit(x.event(sundialv1.RunState_RUN_STATE_SUCCEEDED, func(ev *sundialv1.RunEvent) {
+	all := false
+	if x.run.GetBaseRunId() != "" {
+		// Recorded before the dedupe mark: a crash in between executes
+		// the child again and asks again (fanout.go).
+		var err error
+		if all, err = x.childSucceeded(ctx); err != nil {
+			x.logger().Warn("finished child not recorded; the run will be delivered again", "err", err)
+			keeper.Stop()
+			x.release(ctx, keeper.Lease())
+			return false
+		}
+	}
+	ev := x.event(sundialv1.RunState_RUN_STATE_SUCCEEDED, func(ev *sundialv1.RunEvent) {
 		ev.Duration = durationpb.New(dur)
-	}))
+	})
+	x.emit(ev)
+	if all {
+		x.emit(x.baseEvent(ev))
+	}
 	x.keeperHandedOff = true
 	return x.finishAfterAcks(ctx, func() {
 		keeper.Stop()
@@ -572,7 +588,7 @@ func (x *execution) dead(ctx context.Context, f *target.Error, lease *leasing.Le
 	}
 	r.m.deadLetters.Inc()
 	r.m.runs.WithLabelValues(outcomeDead).Inc()
-	x.emit(x.event(sundialv1.RunState_RUN_STATE_DEAD, func(ev *sundialv1.RunEvent) {
+	x.emitEnd(x.event(sundialv1.RunState_RUN_STATE_DEAD, func(ev *sundialv1.RunEvent) {
 		ev.Error = runErr
 		if dur > 0 {
 			// The history keeps the last attempt's duration on the dead
@@ -685,6 +701,11 @@ func (x *execution) event(state sundialv1.RunState, mod func(*sundialv1.RunEvent
 		Time: timestamppb.New(at), DueTime: run.GetDueTime(), AttemptDueTime: timestamppb.New(attemptDue(run)),
 		RunnerId: x.r.cfg.ID, DagRunId: run.GetDagRunId(), DagNodeId: run.GetDagNodeId(),
 		Priority: run.GetPriority(), OwnerTeam: run.GetOwnerTeam(), FencingToken: x.token,
+	}
+	if run.GetBaseRunId() != "" {
+		// A child run is part of its base run, whose events alone speak
+		// for the DAG node (baseEvent).
+		ev.DagRunId, ev.DagNodeId = "", ""
 	}
 	switch state {
 	case sundialv1.RunState_RUN_STATE_SUCCEEDED, sundialv1.RunState_RUN_STATE_FAILED, sundialv1.RunState_RUN_STATE_TIMED_OUT,

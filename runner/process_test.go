@@ -52,6 +52,10 @@ type runnerProcessConfig struct {
 	LeaseTTL       time.Duration
 	SessionTimeout time.Duration
 	Concurrency    int
+	// Pool and AnnounceInterval, when set, are the runner's (the runs of
+	// routed jobs need the executors to announce themselves often).
+	Pool             string
+	AnnounceInterval time.Duration
 }
 
 // runnerProcessMain runs a runner configured by raw until SIGTERM or
@@ -90,9 +94,14 @@ func runnerProcessMain(raw string) int {
 		Enqueuer:       dueTopicEnqueuer{cl: cl, topic: c.DueTopic},
 		HTTPClient:     &http.Client{Transport: taggingTransport{id: c.ID, base: http.DefaultTransport}},
 		Concurrency:    c.Concurrency,
-		CommitInterval: 100 * time.Millisecond,
-		HeldRetry:      50 * time.Millisecond,
-		Logger:         logger,
+		Pool:           c.Pool,
+		// RouteDelay is only a retry period for a run that found no
+		// executor; short, so a test does not wait for it.
+		RouteDelay:       100 * time.Millisecond,
+		AnnounceInterval: c.AnnounceInterval,
+		CommitInterval:   100 * time.Millisecond,
+		HeldRetry:        50 * time.Millisecond,
+		Logger:           logger,
 	})
 	if err != nil {
 		logger.Error("runner", "err", err)

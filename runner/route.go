@@ -214,7 +214,18 @@ func (r *Runner) routeRecord(workCtx, execCtx context.Context, rec *record) bool
 func (x *execution) route(ctx context.Context) (done, executeHere bool) {
 	r, run := x.r, x.run
 	pool := jobspec.PoolOf(run.GetPool())
-	d := r.picker.Pick(pool, run.GetRouting(), r.directory.Live(pool))
+	live := r.directory.Live(pool)
+	rt := run.GetRouting()
+	switch {
+	case run.GetBaseRunId() != "":
+		rt = routing.ChildRouting(run)
+	case routing.FansOut(rt):
+		if len(live) == 0 {
+			return x.deferRun(ctx, r.cfg.RouteDelay, reasonNoExecutor, nil), false
+		}
+		return x.fanout(ctx, pool, live), false
+	}
+	d := r.picker.Pick(pool, rt, live)
 	switch d.Outcome {
 	case routing.NoMember:
 		return x.deferRun(ctx, r.cfg.RouteDelay, reasonNoExecutor, nil), false
@@ -254,6 +265,10 @@ func routeLabel(s sundialv1.RoutingStrategy) string {
 		return "least_loaded"
 	case sundialv1.RoutingStrategy_ROUTING_STRATEGY_FIXED:
 		return "fixed"
+	case sundialv1.RoutingStrategy_ROUTING_STRATEGY_BROADCAST:
+		return "broadcast"
+	case sundialv1.RoutingStrategy_ROUTING_STRATEGY_SHARDED:
+		return "sharded"
 	}
 	return "other"
 }

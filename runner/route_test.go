@@ -2,7 +2,9 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,7 +26,68 @@ type routeSetup struct {
 	h       *harness
 	dir     *discovery.Directory
 	hold    *holder
+	calls   *callLog
 	runners map[string]*Runner
+}
+
+// callLog records the calls of the "record" handler: on which runner each
+// run executed, with the shard it was given.
+type callLog struct {
+	mu    sync.Mutex
+	calls []call
+}
+
+type call struct {
+	runner, runID, baseID string
+	shard, count          uint32
+}
+
+func (l *callLog) handler(runner string) target.Handler {
+	return recordHandler(func(run *sundialv1.Run) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.calls = append(l.calls, call{runner, run.GetRunId(), run.GetBaseRunId(), run.GetShardIndex(), run.GetShardCount()})
+	})
+}
+
+// of returns the calls of the children of baseID.
+func (l *callLog) of(baseID string) []call {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []call
+	for _, c := range l.calls {
+		if c.baseID == baseID {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// failShard1 fails shard 1 of a run for good and lets the others succeed.
+type failShard1 struct{}
+
+func (failShard1) Handle(_ context.Context, run *sundialv1.Run) error {
+	if run.GetShardIndex() == 1 {
+		return target.Permanent(errors.New("shard 1 cannot be done"))
+	}
+	return nil
+}
+
+// flakyShard1 fails the first attempt of shard 1 of a run, retryably.
+type flakyShard1 struct{}
+
+func (flakyShard1) Handle(_ context.Context, run *sundialv1.Run) error {
+	if run.GetShardIndex() == 1 && run.GetAttempt() == 1 {
+		return errors.New("shard 1 is not ready yet")
+	}
+	return nil
+}
+
+type recordHandler func(*sundialv1.Run)
+
+func (h recordHandler) Handle(_ context.Context, run *sundialv1.Run) error {
+	h(run)
+	return nil
 }
 
 func newRouteSetup(t *testing.T) *routeSetup {
@@ -37,7 +100,7 @@ func newRouteSetup(t *testing.T) *routeSetup {
 	require.NoError(t, err)
 	require.NoError(t, dir.Start(context.Background()))
 	t.Cleanup(dir.Stop)
-	s := &routeSetup{h: h, dir: dir, hold: newHolder(), runners: map[string]*Runner{}}
+	s := &routeSetup{h: h, dir: dir, hold: newHolder(), calls: &callLog{}, runners: map[string]*Runner{}}
 	for _, id := range []string{"r1", "r2", "r3"} {
 		s.runners[id] = h.start(func(c *Config) {
 			c.ID = id
@@ -47,7 +110,7 @@ func newRouteSetup(t *testing.T) *routeSetup {
 			c.AnnounceInterval = 200 * time.Millisecond
 			c.Directory = dir
 			c.RouteDelay = 100 * time.Millisecond
-			c.Handlers = map[string]target.Handler{"hold": s.hold, "quick": quick{}}
+			c.Handlers = map[string]target.Handler{"hold": s.hold, "quick": quick{}, "record": s.calls.handler(id), "fail-shard-1": failShard1{}, "flaky-shard-1": flakyShard1{}}
 		})
 	}
 	s.waitLive(t, "r1", "r2", "r3")

@@ -36,6 +36,14 @@ type Run struct {
 	// token it has seen per job can refuse a write carrying a smaller one,
 	// from a holder that lost its lease without knowing yet.
 	FencingToken int64
+	// BaseID, Shard and ShardCount describe a child run of a BROADCAST or
+	// SHARDED run: the run id of the base run it is part of (ID is the
+	// child's own), its index among the base run's children from 0, and
+	// how many there are. A SHARDED handler does shard Shard of ShardCount
+	// of the work; the base run succeeds when every shard has. BaseID is
+	// empty, and Shard and ShardCount are 0, for any other run.
+	BaseID            string
+	Shard, ShardCount int
 	// Log writes to the worker's logger and, as text lines, to the run's
 	// record: the last lines (target.MaxOutputLines, target.MaxOutputBytes)
 	// travel on the attempt's final event and `sundial runs get` prints
@@ -88,6 +96,7 @@ func newRun(req target.Request, base *slog.Logger) *Run {
 	return &Run{
 		ID: pr.GetRunId(), JobID: pr.GetJobId(), Attempt: pr.GetAttempt(), Due: pr.GetDueTime().AsTime(),
 		Payload: pr.GetPayload(), FencingToken: req.FencingToken, Log: slog.New(h), proto: pr, out: out,
+		BaseID: pr.GetBaseRunId(), Shard: int(pr.GetShardIndex()), ShardCount: int(pr.GetShardCount()),
 	}
 }
 

@@ -91,6 +91,8 @@ func TestHandlerGetsTheAttemptAndLogsToItsOutput(t *testing.T) {
 	assert.Equal(t, []byte("p"), got.Payload)
 	assert.Equal(t, int64(7), got.FencingToken)
 	assert.Same(t, run, got.Proto())
+	assert.Empty(t, got.BaseID, "not a child run")
+	assert.Zero(t, got.ShardCount)
 
 	lines := out.Lines()
 	require.Len(t, lines, 3)
@@ -104,4 +106,22 @@ func TestHandlerGetsTheAttemptAndLogsToItsOutput(t *testing.T) {
 	require.ErrorAs(t, failed, &te)
 	assert.Equal(t, "ledger_closed", te.Code)
 	assert.True(t, te.Retryable)
+}
+
+func TestHandlerOfAChildRunGetsItsShard(t *testing.T) {
+	t.Parallel()
+	var got *Run
+	h := handler{logger: slog.New(slog.DiscardHandler), fn: func(_ context.Context, r *Run) error {
+		got = r
+		return nil
+	}}
+	run := &sundialv1.Run{RunId: "j@1/s/2", JobId: "j", Attempt: 1, BaseRunId: "j@1", ShardIndex: 2, ShardCount: 5,
+		Target: &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: "h"}}}}
+	targets := &target.Targets{Handlers: map[string]target.Handler{"h": h}}
+	require.NoError(t, targets.Execute(context.Background(), target.Request{Run: run, Output: &target.Output{}}))
+	require.NotNil(t, got)
+	assert.Equal(t, "j@1/s/2", got.ID)
+	assert.Equal(t, "j@1", got.BaseID)
+	assert.Equal(t, 2, got.Shard)
+	assert.Equal(t, 5, got.ShardCount)
 }

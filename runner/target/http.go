@@ -34,7 +34,7 @@ type HTTP struct {
 	Now func() time.Time
 }
 
-var reservedHeaders = []string{HeaderIdempotencyKey, HeaderJobID, HeaderRunID, HeaderAttempt, HeaderFencingToken}
+var reservedHeaders = []string{HeaderIdempotencyKey, HeaderJobID, HeaderRunID, HeaderAttempt, HeaderFencingToken, HeaderShard, HeaderShardCount}
 
 // Execute performs one attempt against t.
 func (h *HTTP) Execute(ctx context.Context, req Request, t *sundialv1.HttpTarget) error {
@@ -67,6 +67,10 @@ func (h *HTTP) Execute(ctx context.Context, req Request, t *sundialv1.HttpTarget
 	hr.Header.Set(HeaderRunID, req.Run.GetRunId())
 	hr.Header.Set(HeaderAttempt, req.attempt())
 	hr.Header.Set(HeaderFencingToken, req.token())
+	if i, n, ok := req.shard(); ok {
+		hr.Header.Set(HeaderShard, i)
+		hr.Header.Set(HeaderShardCount, n)
+	}
 
 	client := h.Client
 	if client == nil {

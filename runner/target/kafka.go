@@ -16,7 +16,7 @@ type Kafka struct {
 	Client *kgo.Client
 }
 
-var reservedRecordHeaders = []string{RecordHeaderIdempotencyKey, RecordHeaderJobID, RecordHeaderRunID, RecordHeaderAttempt, RecordHeaderFencingToken}
+var reservedRecordHeaders = []string{RecordHeaderIdempotencyKey, RecordHeaderJobID, RecordHeaderRunID, RecordHeaderAttempt, RecordHeaderFencingToken, RecordHeaderShard, RecordHeaderShardCount}
 
 // Execute produces the run's payload to t.topic and waits for the broker's
 // acknowledgement.
@@ -44,6 +44,12 @@ func (k *Kafka) Execute(ctx context.Context, req Request, t *sundialv1.KafkaTarg
 		kgo.RecordHeader{Key: RecordHeaderAttempt, Value: []byte(req.attempt())},
 		kgo.RecordHeader{Key: RecordHeaderFencingToken, Value: []byte(req.token())},
 	)
+	if i, n, ok := req.shard(); ok {
+		rec.Headers = append(rec.Headers,
+			kgo.RecordHeader{Key: RecordHeaderShard, Value: []byte(i)},
+			kgo.RecordHeader{Key: RecordHeaderShardCount, Value: []byte(n)},
+		)
+	}
 	if err := k.Client.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		if ctx.Err() != nil {
 			return Classify(context.Cause(ctx), CodeKafka)

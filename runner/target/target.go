@@ -17,6 +17,11 @@ const (
 	HeaderRunID          = "Sundial-Run-Id"
 	HeaderAttempt        = "Sundial-Attempt"
 	HeaderFencingToken   = "Sundial-Fencing-Token"
+	// HeaderShard and HeaderShardCount are set on the calls of a child run
+	// of a BROADCAST or SHARDED run only: its index among the base run's
+	// children, from 0, and how many there are.
+	HeaderShard      = "Sundial-Shard"
+	HeaderShardCount = "Sundial-Shard-Count"
 )
 
 // Record headers the runner sets on every record a Kafka target produces.
@@ -26,7 +31,20 @@ const (
 	RecordHeaderRunID          = "sundial-run-id"
 	RecordHeaderAttempt        = "sundial-attempt"
 	RecordHeaderFencingToken   = "sundial-fencing-token"
+	// RecordHeaderShard and RecordHeaderShardCount are as HeaderShard and
+	// HeaderShardCount.
+	RecordHeaderShard      = "sundial-shard"
+	RecordHeaderShardCount = "sundial-shard-count"
 )
+
+// shard returns the run's shard index and count as header values, and
+// whether it is a child run that has them.
+func (r Request) shard() (index, count string, ok bool) {
+	if r.Run.GetBaseRunId() == "" {
+		return "", "", false
+	}
+	return strconv.FormatUint(uint64(r.Run.GetShardIndex()), 10), strconv.FormatUint(uint64(r.Run.GetShardCount()), 10), true
+}
 
 // Request is one attempt to execute.
 type Request struct {

@@ -149,6 +149,16 @@ func TestHTTPSendsIdentityHeadersAndBody(t *testing.T) {
 	assert.Equal(t, "42", s.header.Get("Sundial-Fencing-Token"))
 	assert.Equal(t, "payments", s.header.Get("X-Team"))
 	assert.Equal(t, `{"x":1}`, s.body)
+	assert.Empty(t, s.header.Values("Sundial-Shard"), "only a child run has a shard")
+
+	// A child run of a SHARDED run names its shard.
+	child := httpRun(srv.URL+"/hook", nil)
+	child.BaseRunId, child.RunId, child.ShardIndex, child.ShardCount = child.GetRunId(), child.GetRunId()+"/s/3", 3, 4
+	require.NoError(t, (&HTTP{Client: srv.Client()}).Execute(context.Background(), Request{Run: child, FencingToken: 42}, child.GetTarget().GetHttp()))
+	s = <-got
+	assert.Equal(t, "3", s.header.Get("Sundial-Shard"))
+	assert.Equal(t, "4", s.header.Get("Sundial-Shard-Count"))
+	assert.Equal(t, "job-1@1767148200000/s/3", s.header.Get("Idempotency-Key"))
 
 	// Without a payload, the target's own body is sent.
 	run.Payload = nil

@@ -39,6 +39,13 @@ const (
 	// The member named by Routing.executor, with Routing.fallback when it is
 	// not live.
 	RoutingStrategy_ROUTING_STRATEGY_FIXED RoutingStrategy = 4
+	// One child run per live member of the pool, run id
+	// <run_id>/m/<executor>; the run succeeds when every child has.
+	RoutingStrategy_ROUTING_STRATEGY_BROADCAST RoutingStrategy = 5
+	// Routing.shards child runs, run id <run_id>/s/<index>, handed to the
+	// live members in turn; each knows its shard index and the shard count.
+	// The run succeeds when every shard has.
+	RoutingStrategy_ROUTING_STRATEGY_SHARDED RoutingStrategy = 6
 )
 
 // Enum value maps for RoutingStrategy.
@@ -49,6 +56,8 @@ var (
 		2: "ROUTING_STRATEGY_RANDOM",
 		3: "ROUTING_STRATEGY_LEAST_LOADED",
 		4: "ROUTING_STRATEGY_FIXED",
+		5: "ROUTING_STRATEGY_BROADCAST",
+		6: "ROUTING_STRATEGY_SHARDED",
 	}
 	RoutingStrategy_value = map[string]int32{
 		"ROUTING_STRATEGY_UNSPECIFIED":  0,
@@ -56,6 +65,8 @@ var (
 		"ROUTING_STRATEGY_RANDOM":       2,
 		"ROUTING_STRATEGY_LEAST_LOADED": 3,
 		"ROUTING_STRATEGY_FIXED":        4,
+		"ROUTING_STRATEGY_BROADCAST":    5,
+		"ROUTING_STRATEGY_SHARDED":      6,
 	}
 )
 
@@ -504,7 +515,10 @@ type Routing struct {
 	Executor string `protobuf:"bytes,2,opt,name=executor,proto3" json:"executor,omitempty"`
 	// For ROUTING_STRATEGY_FIXED: what happens to a run while its executor
 	// is not live. Unspecified means FALLBACK_ANY.
-	Fallback      RoutingFallback `protobuf:"varint,3,opt,name=fallback,proto3,enum=sundial.v1.RoutingFallback" json:"fallback,omitempty"`
+	Fallback RoutingFallback `protobuf:"varint,3,opt,name=fallback,proto3,enum=sundial.v1.RoutingFallback" json:"fallback,omitempty"`
+	// For ROUTING_STRATEGY_SHARDED: how many shards a run is split into, from
+	// 1 to 1024. Required with SHARDED and rejected with any other strategy.
+	Shards        uint32 `protobuf:"varint,4,opt,name=shards,proto3" json:"shards,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -558,6 +572,13 @@ func (x *Routing) GetFallback() RoutingFallback {
 		return x.Fallback
 	}
 	return RoutingFallback_ROUTING_FALLBACK_UNSPECIFIED
+}
+
+func (x *Routing) GetShards() uint32 {
+	if x != nil {
+		return x.Shards
+	}
+	return 0
 }
 
 // RetryPolicy says how a run is retried after a failed attempt. The wait
@@ -684,11 +705,12 @@ const file_sundial_v1_job_proto_rawDesc = "" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\v\n" +
-	"\t_revision\"\x97\x01\n" +
+	"\t_revision\"\xaf\x01\n" +
 	"\aRouting\x127\n" +
 	"\bstrategy\x18\x01 \x01(\x0e2\x1b.sundial.v1.RoutingStrategyR\bstrategy\x12\x1a\n" +
 	"\bexecutor\x18\x02 \x01(\tR\bexecutor\x127\n" +
-	"\bfallback\x18\x03 \x01(\x0e2\x1b.sundial.v1.RoutingFallbackR\bfallback\"\x82\x02\n" +
+	"\bfallback\x18\x03 \x01(\x0e2\x1b.sundial.v1.RoutingFallbackR\bfallback\x12\x16\n" +
+	"\x06shards\x18\x04 \x01(\rR\x06shards\"\x82\x02\n" +
 	"\vRetryPolicy\x12!\n" +
 	"\fmax_attempts\x18\x01 \x01(\rR\vmaxAttempts\x12B\n" +
 	"\x0finitial_backoff\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0einitialBackoff\x12:\n" +
@@ -697,13 +719,15 @@ const file_sundial_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"multiplier\x18\x04 \x01(\x01R\n" +
 	"multiplier\x120\n" +
-	"\x14non_retryable_errors\x18\x05 \x03(\tR\x12nonRetryableErrors*\xb1\x01\n" +
+	"\x14non_retryable_errors\x18\x05 \x03(\tR\x12nonRetryableErrors*\xef\x01\n" +
 	"\x0fRoutingStrategy\x12 \n" +
 	"\x1cROUTING_STRATEGY_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cROUTING_STRATEGY_ROUND_ROBIN\x10\x01\x12\x1b\n" +
 	"\x17ROUTING_STRATEGY_RANDOM\x10\x02\x12!\n" +
 	"\x1dROUTING_STRATEGY_LEAST_LOADED\x10\x03\x12\x1a\n" +
-	"\x16ROUTING_STRATEGY_FIXED\x10\x04*h\n" +
+	"\x16ROUTING_STRATEGY_FIXED\x10\x04\x12\x1e\n" +
+	"\x1aROUTING_STRATEGY_BROADCAST\x10\x05\x12\x1c\n" +
+	"\x18ROUTING_STRATEGY_SHARDED\x10\x06*h\n" +
 	"\x0fRoutingFallback\x12 \n" +
 	"\x1cROUTING_FALLBACK_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ROUTING_FALLBACK_ANY\x10\x01\x12\x19\n" +

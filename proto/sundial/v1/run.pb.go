@@ -182,7 +182,18 @@ type Run struct {
 	// produced to that executor's directed topic
 	// (sundial.runs.direct.<executor>). Empty on the runs the dispatcher
 	// produces.
-	RoutedTo      string `protobuf:"bytes,26,opt,name=routed_to,json=routedTo,proto3" json:"routed_to,omitempty"`
+	RoutedTo string `protobuf:"bytes,26,opt,name=routed_to,json=routedTo,proto3" json:"routed_to,omitempty"`
+	// For a child run of a BROADCAST or SHARDED run: the run id of the run
+	// it is part of (the base run). Empty for every other run. The events of
+	// a child run carry no dag_run_id or dag_node_id: the base run's events
+	// alone speak for the DAG node.
+	BaseRunId string `protobuf:"bytes,27,opt,name=base_run_id,json=baseRunId,proto3" json:"base_run_id,omitempty"`
+	// For a child run: its index among the base run's children, from 0
+	// (the shard index of a SHARDED run).
+	ShardIndex uint32 `protobuf:"varint,28,opt,name=shard_index,json=shardIndex,proto3" json:"shard_index,omitempty"`
+	// For a child run: how many children the base run has (the shard count
+	// of a SHARDED run, the members reached by a BROADCAST run).
+	ShardCount    uint32 `protobuf:"varint,29,opt,name=shard_count,json=shardCount,proto3" json:"shard_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -399,6 +410,27 @@ func (x *Run) GetRoutedTo() string {
 	return ""
 }
 
+func (x *Run) GetBaseRunId() string {
+	if x != nil {
+		return x.BaseRunId
+	}
+	return ""
+}
+
+func (x *Run) GetShardIndex() uint32 {
+	if x != nil {
+		return x.ShardIndex
+	}
+	return 0
+}
+
+func (x *Run) GetShardCount() uint32 {
+	if x != nil {
+		return x.ShardCount
+	}
+	return 0
+}
+
 // DeadLetter is a run that will not be attempted again: the value of a
 // record on sundial.dlq, keyed by the job id. Replaying it re-emits run with
 // origin RUN_ORIGIN_REPLAY and attempt 1; the run id stays the same, so the
@@ -490,7 +522,7 @@ var File_sundial_v1_run_proto protoreflect.FileDescriptor
 const file_sundial_v1_run_proto_rawDesc = "" +
 	"\n" +
 	"\x14sundial/v1/run.proto\x12\n" +
-	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sundial/v1/event.proto\x1a\x14sundial/v1/job.proto\x1a\x17sundial/v1/target.proto\"\xff\b\n" +
+	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sundial/v1/event.proto\x1a\x14sundial/v1/job.proto\x1a\x17sundial/v1/target.proto\"\xe1\t\n" +
 	"\x03Run\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x125\n" +
@@ -521,7 +553,12 @@ const file_sundial_v1_run_proto_rawDesc = "" +
 	"\x05epoch\x18\x17 \x01(\x03R\x05epoch\x12\x12\n" +
 	"\x04pool\x18\x18 \x01(\tR\x04pool\x12-\n" +
 	"\arouting\x18\x19 \x01(\v2\x13.sundial.v1.RoutingR\arouting\x12\x1b\n" +
-	"\trouted_to\x18\x1a \x01(\tR\broutedTo\x1a9\n" +
+	"\trouted_to\x18\x1a \x01(\tR\broutedTo\x12\x1e\n" +
+	"\vbase_run_id\x18\x1b \x01(\tR\tbaseRunId\x12\x1f\n" +
+	"\vshard_index\x18\x1c \x01(\rR\n" +
+	"shardIndex\x12\x1f\n" +
+	"\vshard_count\x18\x1d \x01(\rR\n" +
+	"shardCount\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd2\x01\n" +
