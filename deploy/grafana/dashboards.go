@@ -222,6 +222,12 @@ func Runner() *Dashboard {
 	b.add(8, 8, ts("Leases lost during execution", "ops", "Expired or revoked while the run executed; the execution is cancelled.",
 		q(`sum(rate(sundial_runner_leases_lost_total[$__rate_interval]))`, "lost")))
 
+	b.row("Pools and routing")
+	b.add(12, 8, ts("Live executors by pool", "none", "Members of each pool on sundial.executors, as the dispatchers see them; a pool at 0 for 5 minutes fires SundialPoolEmpty.",
+		q(`max by (pool) (sundial_executors_live)`, "{{pool}}")))
+	b.add(12, 8, ts("Runs routed by strategy", "ops", "Runs a runner chose an executor for (every strategy but partitioned by job id, which needs no choice).",
+		q(`sum by (strategy) (rate(sundial_runner_routed_runs_total[$__rate_interval]))`, "{{strategy}}")))
+
 	b.row("Team quotas")
 	b.add(6, 8, ts("Quota usage by team", "percentunit", "Jobs of max_jobs and runs executing of max_concurrent_runs, for the teams with a quota of their own (sundial quotas list).",
 		q(`max by (team, quota) (sundial_quota_usage) / max by (team, quota) (sundial_quota_limit > 0)`, "{{team}} {{quota}}")))
