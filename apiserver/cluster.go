@@ -11,6 +11,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -215,6 +216,9 @@ func (s *ClusterService) groups(ctx context.Context, resp *apiv1.GetClusterRespo
 	}
 	lags, err := s.cfg.Admin.Lag(ctx, names...)
 	if err != nil {
+		lags, err = describeErrors(err)
+	}
+	if err != nil {
 		return fmt.Errorf("lag of %v: %w", names, err)
 	}
 	for _, g := range s.cfg.Groups {
@@ -244,6 +248,30 @@ func (s *ClusterService) groups(ctx context.Context, resp *apiv1.GetClusterRespo
 		}
 	}
 	return nil
+}
+
+// describeErrors turns the error of a Lag call whose every describe
+// failed at its coordinator (COORDINATOR_NOT_AVAILABLE while a group's
+// coordinator loads, say) into each group's own error, which the view shows
+// like any other group the broker could not describe. kadm returns those
+// partial failures that way itself when at least one group was described.
+// Any other error is returned.
+func describeErrors(err error) (kadm.DescribedGroupLags, error) {
+	se, ok := errors.AsType[*kadm.ShardErrors](err)
+	if !ok {
+		return nil, err
+	}
+	lags := kadm.DescribedGroupLags{}
+	for _, e := range se.Errs {
+		req, ok := e.Req.(*kmsg.DescribeGroupsRequest)
+		if !ok {
+			return nil, err
+		}
+		for _, g := range req.Groups {
+			lags[g] = kadm.DescribedGroupLag{Group: g, Coordinator: e.Broker, DescribeErr: e.Err}
+		}
+	}
+	return lags, nil
 }
 
 // runnersOf lists a runner group's members with their assignments.
