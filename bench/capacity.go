@@ -169,8 +169,9 @@ func (s CapacitySearch) Run(ctx context.Context, measure func(ctx context.Contex
 }
 
 // capacity runs the capacity search: each step is a steady run of its own
-// job set through a fresh pipeline in the run's namespace, whose jobs are
-// deleted at the end of the step so that they add nothing to the next.
+// job set through a fresh pipeline in a namespace of its own
+// (Namespace.Step), deleted at the end of the step so that it adds nothing
+// to the next.
 // It returns the highest passing step (or the last step, when none passed)
 // as the report's system.
 func (b *Bench) capacity(ctx context.Context, cfg *Config, ns Namespace, bl Baselines) (System, WorkloadInfo, *CapacityResult, error) {
@@ -200,7 +201,17 @@ func (b *Bench) capacity(ctx context.Context, cfg *Config, ns Namespace, bl Base
 		sc.Mix = loadgen.Mix{Interval: 1}
 		sc.jobPrefix = fmt.Sprintf("%s-c%d", ns.ID, len(runs)+1)
 		b.say("capacity step %d: %.0f triggers/s, %d interval jobs every %s, window %s", len(runs)+1, rate, sc.Jobs, CapacityPeriod, sc.Duration)
-		sys, wl, err := b.runSundial(ctx, &sc, ns)
+		// A failing step leaves runs on its topics and due entries in its
+		// keyspace, which would run first in the next step and fail it
+		// too: each step has a namespace of its own.
+		sns := ns.Step(len(runs) + 1)
+		if err := b.stepNamespace(ctx, cfg, sns); err != nil {
+			return CapacityStep{}, err
+		}
+		if !cfg.Keep {
+			defer b.teardown(ctx, sns)
+		}
+		sys, wl, err := b.runSundial(ctx, &sc, sns)
 		if err != nil {
 			return CapacityStep{}, err
 		}
@@ -228,6 +239,26 @@ func (b *Bench) capacity(ctx context.Context, cfg *Config, ns Namespace, bl Base
 	sys.Name = fmt.Sprintf("sundial at %.0f/s", res.Steps[pick].Rate)
 	b.say("capacity: %.0f triggers/s with p95 ≤ %s (%.0f%% of L); %s", res.Highest, CapacityP95, 100*res.FractionOfL, res.Stopped)
 	return sys, runs[pick].wl, &res, nil
+}
+
+// stepNamespace creates a step's namespace.
+func (b *Bench) stepNamespace(ctx context.Context, cfg *Config, ns Namespace) error {
+	sctx, cancel := context.WithTimeout(ctx, 8*time.Minute)
+	defer cancel()
+	if err := ns.Setup(sctx, b.Backends, cfg.Shards); err != nil {
+		return fmt.Errorf("namespace %s: %w", ns.ID, err)
+	}
+	return nil
+}
+
+// teardown deletes a namespace, even when ctx is done, and says what failed.
+func (b *Bench) teardown(ctx context.Context, ns Namespace) {
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
+	defer cancel()
+	b.say("tearing down namespace %s", ns.ID)
+	if err := ns.Teardown(tctx, b.Backends); err != nil {
+		b.say("teardown: %v", err)
+	}
 }
 
 // deleteJobs deletes the n jobs of gen's plan and waits until the registry

@@ -6,7 +6,9 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -167,4 +169,24 @@ func TestCapacityReport(t *testing.T) {
 	img, err := png.Decode(f)
 	require.NoError(t, err)
 	assert.Greater(t, img.Bounds().Dx(), 100)
+}
+
+// Each capacity step has a namespace of its own, which the run's teardown
+// and the other steps' do not touch: no name of one is a prefix of
+// another's.
+func TestStepNamespacesAreDisjoint(t *testing.T) {
+	t.Parallel()
+	ns := NewNamespace("capacity", time.Unix(1_795_767_364, 0))
+	all := []Namespace{ns, ns.Step(1), ns.Step(2), ns.Step(10), ns.Step(11)}
+	for i, a := range all {
+		for j, b := range all {
+			if i == j {
+				continue
+			}
+			assert.False(t, strings.HasPrefix(b.TopicPrefix, a.TopicPrefix), "%s and %s", a.TopicPrefix, b.TopicPrefix)
+			assert.False(t, strings.HasPrefix(b.RedisPrefix, a.RedisPrefix), "%s and %s", a.RedisPrefix, b.RedisPrefix)
+			assert.NotEqual(t, a.Keyspace, b.Keyspace)
+		}
+	}
+	assert.Equal(t, "bench.capacity795767364s2.", ns.Step(2).TopicPrefix)
 }

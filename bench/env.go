@@ -65,6 +65,19 @@ func NewNamespace(scenario string, now time.Time) Namespace {
 	}
 }
 
+// Step is the namespace of step i of a run in n: topics, keyspace and Redis
+// keys of its own, so that what one step left behind (runs still on its
+// topics, due entries still in its keyspace) cannot reach the next.
+func (n Namespace) Step(i int) Namespace {
+	id := fmt.Sprintf("%ss%d", n.ID, i)
+	return Namespace{
+		ID:          id,
+		TopicPrefix: "bench." + id + ".",
+		Keyspace:    "bench_" + id,
+		RedisPrefix: "bench:" + id + ":",
+	}
+}
+
 // Names are the topic names of the namespace.
 func (n Namespace) Names() topics.Names { return topics.Names{Prefix: n.TopicPrefix} }
 

@@ -93,14 +93,7 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 	err := ns.Setup(setupCtx, b.Backends, cfg.Shards)
 	cancel()
 	if !cfg.Keep {
-		defer func() {
-			tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
-			defer cancel()
-			b.say("tearing down namespace %s", ns.ID)
-			if err := ns.Teardown(tctx, b.Backends); err != nil {
-				b.say("teardown: %v", err)
-			}
-		}()
+		defer b.teardown(ctx, ns)
 	}
 	if err != nil {
 		return "", nil, err
