@@ -9,11 +9,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sundialhq/sundial/discovery"
-	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/routing"
 )
@@ -30,16 +28,7 @@ func TestShardedRunProcessKilled(t *testing.T) {
 	const partitions = 2
 	const shards = 6
 	b := realBackends(t, partitions)
-	dueTopic := b.names.Prefix + "test.due"
-	{
-		cl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...))
-		require.NoError(t, err)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_, err = topics.Ensure(ctx, kadm.NewClient(cl), []topics.Spec{{Name: dueTopic, Partitions: 1}}, 1)
-		cancel()
-		cl.Close()
-		require.NoError(t, err)
-	}
+	dueTopic := ensureDueTopic(t, b)
 	const leaseTTL = 5 * time.Second
 	h := newHarness(t, b, leaseTTL)
 	gate := make(chan struct{})

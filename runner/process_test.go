@@ -371,16 +371,7 @@ func TestRunnerProcessKilledMidExecution(t *testing.T) {
 	t.Parallel()
 	const partitions = 4
 	b := realBackends(t, partitions)
-	dueTopic := b.names.Prefix + "test.due"
-	{
-		cl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...))
-		require.NoError(t, err)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_, err = topics.Ensure(ctx, kadm.NewClient(cl), []topics.Spec{{Name: dueTopic, Partitions: 1}}, 1)
-		cancel()
-		cl.Close()
-		require.NoError(t, err)
-	}
+	dueTopic := ensureDueTopic(t, b)
 	// Kafka moves a dead member's partitions only after the group's session
 	// timeout, and the others can take its runs only after its leases
 	// expire, so recovery takes the longer of the two. Both are the
@@ -624,4 +615,19 @@ func TestKillVictimOwnsARunsPartition(t *testing.T) {
 		}
 	}
 	t.Logf("in %d of %d rounds a runner owned no partition of the default runs topic", withoutDefault, rounds)
+}
+
+// ensureDueTopic creates the one-partition topic the runner processes'
+// enqueuers write due entries to, and returns its name.
+func ensureDueTopic(t *testing.T, b backends) string {
+	t.Helper()
+	dueTopic := b.names.Prefix + "test.due"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err = topics.Ensure(ctx, kadm.NewClient(cl), []topics.Spec{{Name: dueTopic, Partitions: 1}}, 1)
+	require.NoError(t, err)
+	return dueTopic
 }
