@@ -22,7 +22,10 @@
 //     DeadlineExceeded answer says so; the status topic has the final word.
 //   - Authentication before anything: every Connect call and every plain
 //     handler passes the Authenticator first. A call without a valid bearer
-//     token is answered Unauthenticated (401) and reaches no service; an
+//     token is answered Unauthenticated (401) and reaches no service (a
+//     refused JWT's answer names why; a refused Sundial token's says only
+//     "not valid"); a credential that could not be checked because a
+//     backend is down is Unavailable (503), never a bad credential. An
 //     accepted call's context carries its auth.Principal (auth.FromContext).
 //     Only HealthPath and MetricsPath are open.
 //   - Visibility: a definition of a team the caller may not see

@@ -67,8 +67,9 @@
 //
 // The capacity scenario runs CapacitySearch (pure: doubling, halving, then
 // bisecting, with the measurement as a function) over steady steps of
-// interval jobs, one fresh pipeline per step, deleting each step's jobs
-// before the next, and reports the highest rate whose trigger p95 stayed
+// interval jobs, one fresh pipeline per step in a namespace of its own
+// (Namespace.Step, torn down after the step), so that a failing step's
+// backlog cannot run in the next, and reports the highest rate whose trigger p95 stayed
 // within CapacityP95 with nothing lost, as a fraction of L.
 //
 // # Invariants
