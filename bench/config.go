@@ -58,6 +58,9 @@ type Config struct {
 	// RegistryConcurrency: jobs the registry processes at once (0: the
 	// registry's default).
 	RegistryConcurrency int `json:"registry_concurrency"`
+	// MemoryLimitMiB is the --memory-limit-mib of the dispatcher and
+	// runner subprocesses (0: none).
+	MemoryLimitMiB int `json:"memory_limit_mib,omitempty"`
 	// RunnerHTTPIdleConns: see PipelineConfig (in-process only).
 	RunnerHTTPIdleConns int `json:"runner_http_idle_conns"`
 	// History runs the history writers (as `sundial runner` does). Default
@@ -291,7 +294,7 @@ func (c Config) Validate() error {
 	if c.EffectDuration < 0 || c.EffectDuration > time.Minute {
 		bad("effect duration %s: must be in [0, 1m]", c.EffectDuration)
 	}
-	if c.RunnerConcurrency < 0 || c.AsynqConcurrency < 0 || c.RunnerHTTPIdleConns < 0 {
+	if c.RunnerConcurrency < 0 || c.AsynqConcurrency < 0 || c.RunnerHTTPIdleConns < 0 || c.MemoryLimitMiB < 0 {
 		bad("concurrencies must not be negative")
 	}
 	return errors.Join(errs...)

@@ -50,6 +50,8 @@ type PipelineConfig struct {
 	DagEngines int
 	// RunnerConcurrency is each runner's worker count (0: its default).
 	RunnerConcurrency int
+	// MemoryLimitMiB is the subprocesses' --memory-limit-mib (0: none).
+	MemoryLimitMiB int
 	// RunnerHTTPIdleConns, when positive, gives in-process runners an HTTP
 	// client keeping that many idle connections per host; 0 keeps the
 	// runner's default client (as `sundial runner` has).
@@ -254,12 +256,16 @@ func (p *Processes) Store() *cassandra.Store { return p.reg.Store() }
 
 // Describe names how the pipeline runs.
 func (p *Processes) Describe() string {
-	if p.InProcessRunners {
-		return fmt.Sprintf("dispatchers as processes: registry and %d runner(s) (concurrency %s, history=%v) in the bench process (registry concurrency %s); %d `sundial dispatcher` subprocess(es), logs in %s",
-			p.cfg.Runners, orDefault(p.cfg.RunnerConcurrency), p.cfg.History, orDefault(p.cfg.RegistryConcurrency), p.cfg.Dispatchers, p.LogDir)
+	limit := ""
+	if p.cfg.MemoryLimitMiB > 0 {
+		limit = fmt.Sprintf(", --memory-limit-mib %d", p.cfg.MemoryLimitMiB)
 	}
-	return fmt.Sprintf("processes: registry in the bench process (concurrency %s); %d `sundial dispatcher`, %d `sundial runner` (concurrency %s, history=%v) and %d `sundial dag engine` subprocess(es), logs in %s",
-		orDefault(p.cfg.RegistryConcurrency), p.cfg.Dispatchers, p.cfg.Runners, orDefault(p.cfg.RunnerConcurrency), p.cfg.History, p.cfg.DagEngines, p.LogDir)
+	if p.InProcessRunners {
+		return fmt.Sprintf("dispatchers as processes: registry and %d runner(s) (concurrency %s, history=%v) in the bench process (registry concurrency %s); %d `sundial dispatcher` subprocess(es)%s, logs in %s",
+			p.cfg.Runners, orDefault(p.cfg.RunnerConcurrency), p.cfg.History, orDefault(p.cfg.RegistryConcurrency), p.cfg.Dispatchers, limit, p.LogDir)
+	}
+	return fmt.Sprintf("processes: registry in the bench process (concurrency %s); %d `sundial dispatcher`, %d `sundial runner` (concurrency %s, history=%v) and %d `sundial dag engine` subprocess(es)%s, logs in %s",
+		orDefault(p.cfg.RegistryConcurrency), p.cfg.Dispatchers, p.cfg.Runners, orDefault(p.cfg.RunnerConcurrency), p.cfg.History, p.cfg.DagEngines, limit, p.LogDir)
 }
 
 // Names lists the subprocesses ("dispatcher-0", "runner-1", ...).
@@ -300,6 +306,9 @@ func (p *Processes) args(name string) []string {
 		"--keyspace", c.Namespace.Keyspace,
 		"--topic-prefix", c.Namespace.TopicPrefix,
 		"--log-level", "warn",
+	}
+	if c.MemoryLimitMiB > 0 {
+		common = append(common, "--memory-limit-mib", strconv.Itoa(c.MemoryLimitMiB))
 	}
 	kind, _, _ := strings.Cut(name, "-")
 	switch kind {

@@ -320,7 +320,7 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 	defer ds.Stop()
 
 	pc := PipelineConfig{Backends: b.Backends, Namespace: ns, Dispatchers: cfg.Dispatchers, Runners: cfg.Runners,
-		RunnerConcurrency: cfg.RunnerConcurrency, RegistryConcurrency: cfg.RegistryConcurrency, RunnerHTTPIdleConns: cfg.RunnerHTTPIdleConns, History: cfg.History, Logger: b.Logger}
+		RunnerConcurrency: cfg.RunnerConcurrency, MemoryLimitMiB: cfg.MemoryLimitMiB, RegistryConcurrency: cfg.RegistryConcurrency, RunnerHTTPIdleConns: cfg.RunnerHTTPIdleConns, History: cfg.History, Logger: b.Logger}
 	chaos := cfg.Scenario == "chaos"
 	if chaos {
 		pc.DagEngines = cfg.DagEngines

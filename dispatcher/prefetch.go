@@ -44,6 +44,13 @@ const prefetchWorkers = 8
 // most a minute and Lookahead before its last entry is due).
 const jobCacheMaxAge = 2 * time.Minute
 
+// jobCacheLinger is how long after the latest due time it was wanted for a
+// definition stays in memory: long enough for a firing retried after a
+// failure to find it, short enough that memory follows the entries due
+// now, not the last minute's. A definition forgotten too early costs one
+// read (or nothing, when the entry's snapshot is used).
+const jobCacheLinger = 10 * time.Second
+
 // jobReader reads a job definition; Store is one.
 type jobReader interface {
 	GetJob(ctx context.Context, id string) (store.Job, error)
@@ -51,7 +58,7 @@ type jobReader interface {
 
 // jobCache holds the definitions the dispatcher's entries in memory need.
 // Memory is bounded by the entries of the loaded windows: a definition is
-// forgotten a minute after the last due time it was wanted for.
+// forgotten jobCacheLinger after the last due time it was wanted for.
 type jobCache struct {
 	store  jobReader
 	now    func() time.Time
@@ -334,12 +341,12 @@ func isReady(cj *cachedJob) bool {
 	}
 }
 
-// sweep forgets the definitions no entry has wanted for a minute.
+// sweep forgets the definitions no entry has wanted for jobCacheLinger.
 func (c *jobCache) sweep(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id, cj := range c.jobs {
-		if isReady(cj) && cj.until.Before(now.Add(-time.Minute)) {
+		if isReady(cj) && cj.until.Before(now.Add(-jobCacheLinger)) {
 			delete(c.jobs, id)
 		}
 	}

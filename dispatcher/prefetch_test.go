@@ -172,7 +172,10 @@ func TestJobCacheNotFoundIsReadAgainAndSweep(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, int64(5), r.reads.Load(), "a job found is")
 
-		time.Sleep(2 * time.Minute)
+		time.Sleep(jobCacheLinger)
+		c.sweep(time.Now())
+		assert.Len(t, c.jobs, 2, "the definitions found (a, late) are kept jobCacheLinger after the due time they were wanted for")
+		time.Sleep(time.Millisecond)
 		c.sweep(time.Now())
 		assert.Empty(t, c.jobs, "definitions no entry wants any more are forgotten")
 		assert.Equal(t, 0.0, testutil.ToFloat64(c.m.jobsCached))

@@ -124,7 +124,7 @@ func benchScenarioCommand(scenario string) *cli.Command {
 				Config: bench.Config{
 					Scenario: scenario, Jobs: cmd.Int("jobs"), Rate: cmd.Float("rate"), Duration: cmd.Duration("duration"),
 					Drain: cmd.Duration("drain"), Lead: cmd.Duration("lead"), Mix: mix, Shards: cmd.Int("shards"),
-					Dispatchers: cmd.Int("dispatchers"), Runners: cmd.Int("runners"), RunnerConcurrency: cmd.Int("runner-concurrency"),
+					Dispatchers: cmd.Int("dispatchers"), Runners: cmd.Int("runners"), RunnerConcurrency: cmd.Int("runner-concurrency"), MemoryLimitMiB: cmd.Int("memory-limit-mib"),
 					RunnerHTTPIdleConns: cmd.Int("runner-http-idle-conns"), RegistryConcurrency: cmd.Int("registry-concurrency"), History: cmd.Bool("history"), Processes: cmd.Bool("processes"), DispatcherProcess: cmd.Bool("dispatcher-process"),
 					Binary: cmd.String("binary"), Target: cmd.String("target"), PayloadBytes: cmd.Int("payload-bytes"), EffectDuration: cmd.Duration("effect-duration"),
 					BaselineDuration: cmd.Duration("baseline-duration"), CrashKill: cmd.String("crash-kill"),
@@ -210,6 +210,7 @@ func benchFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "api-watch", Usage: "serve the API in the bench process with a client watching every run (WatchRuns) beside the pipeline; the report counts the messages", Sources: envVar("api-watch")},
 		&cli.BoolFlag{Name: "keep", Usage: "keep the namespace (topics, keyspace, Redis keys) afterwards", Sources: envVar("keep")},
 		&cli.StringFlag{Name: "results-dir", Value: "bench/results", Usage: "where the results folder is written", Sources: envVar("results-dir")},
+		&cli.IntFlag{Name: "memory-limit-mib", Usage: "--memory-limit-mib of the dispatcher and runner subprocesses (0: none)", Sources: envVar("memory-limit-mib")},
 		&cli.StringFlag{Name: "pprof-addr", Usage: "serve net/http/pprof of the bench process (and an in-process pipeline) on this address", Sources: envVar("pprof-addr")},
 		&cli.StringFlag{Name: "cpu-profile", Usage: "write a CPU profile of the bench process over the measured window to this file", Sources: envVar("cpu-profile")},
 		&cli.StringFlag{Name: "log-level", Value: "warn", Usage: "log level of the pipeline's components", Sources: envVar("log-level")},

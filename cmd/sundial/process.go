@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v3"
@@ -26,6 +27,7 @@ func processFlags() []cli.Flag {
 		&cli.StringFlag{Name: "metrics-addr", Usage: "serve /metrics, /healthz and /readyz on this address (host:port); empty: do not serve", Sources: envVar("metrics-addr")},
 		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", Sources: envVar("log-level")},
 		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text (key=value, for people) or json (one object per line)", Sources: envVar("log-format")},
+		&cli.IntFlag{Name: "memory-limit-mib", Usage: "soft limit of the process's Go memory in MiB: the garbage collector works harder as the heap nears it, so the process's memory stays near it unless what it holds live exceeds it; set it to about 80% of the container's memory (0: the Go runtime's default, or GOMEMLIMIT)", Sources: envVar("memory-limit-mib")},
 	}
 }
 
@@ -50,6 +52,14 @@ func newProcess(cmd *cli.Command, component string) (*process, error) {
 		return nil, fmt.Errorf("--log-level/--log-format: %w", err)
 	}
 	p := &process{base: logger, logger: logger.With("component", component), reg: telemetry.NewRegistry()}
+	if mib := cmd.Int("memory-limit-mib"); mib != 0 {
+		if mib < 0 {
+			return nil, fmt.Errorf("--memory-limit-mib %d: must not be negative", mib)
+		}
+		// The process's own setting, made once before any component
+		// starts: the runtime has one limit per process.
+		debug.SetMemoryLimit(int64(mib) << 20)
+	}
 	if addr := cmd.String("metrics-addr"); addr != "" {
 		p.server, err = telemetry.NewServer(telemetry.Config{Addr: addr, Gatherer: p.reg, Registerer: p.reg, Logger: p.logger})
 		if err != nil {
