@@ -190,3 +190,21 @@ func TestStepNamespacesAreDisjoint(t *testing.T) {
 	}
 	assert.Equal(t, "bench.capacity795767364s2.", ns.Step(2).TopicPrefix)
 }
+
+// TestCapacityFirstStepJobs: the capacity scenario's default job count
+// follows its first step's rate, so that the workload the baselines size
+// their run record from can be planned at any starting rate (with 1,000
+// jobs, a first step of 1,000/s needed intervals under a second).
+func TestCapacityFirstStepJobs(t *testing.T) {
+	t.Parallel()
+	b := &Bench{Now: time.Now}
+	for _, rate := range []float64{250, 1000, 4000} {
+		cfg := Config{Scenario: "capacity", Rate: rate}.WithDefaults()
+		require.NoError(t, cfg.Validate())
+		assert.GreaterOrEqual(t, float64(cfg.Jobs), rate*CapacityPeriod.Seconds(), "rate %v", rate)
+		_, err := b.plan(cfg, "cap", "http://127.0.0.1:1/")
+		require.NoError(t, err, "rate %v with %d jobs", rate, cfg.Jobs)
+	}
+	cfg := Config{Scenario: "capacity", Rate: 1000, Jobs: 7000}.WithDefaults()
+	assert.Equal(t, 7000, cfg.Jobs, "a job count given is kept")
+}

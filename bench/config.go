@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -165,8 +166,14 @@ func (c Config) WithDefaults() Config {
 		// step defines its own.
 		"capacity": {1000, 250, 30 * time.Second},
 	}[c.Scenario]
-	c.Jobs = cmp.Or(c.Jobs, def.jobs)
 	c.Rate = cmp.Or(c.Rate, def.rate)
+	if c.Scenario == "capacity" {
+		// The first step's workload: the baselines' run record is sized
+		// from it, and a workload of fewer jobs than that would need
+		// intervals under a second.
+		def.jobs = max(def.jobs, int(math.Ceil(c.Rate*CapacityPeriod.Seconds())))
+	}
+	c.Jobs = cmp.Or(c.Jobs, def.jobs)
 	c.Duration = cmp.Or(c.Duration, def.duration)
 	if c.Scenario == "chaos" {
 		// A backend outage leaves a backlog behind it; the drain gives
