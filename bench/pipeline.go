@@ -309,7 +309,9 @@ func (p *Processes) PprofAddr(name string) (string, bool) {
 // take it before the subprocess listens on it; the subprocess then fails to
 // start and says so.
 func freeLoopbackAddr() (string, error) {
-	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	// Listen and close at once: there is nothing to cancel, and Restart
+	// has no context.
+	ln, err := net.Listen("tcp", "127.0.0.1:0") //nolint:noctx // see above
 	if err != nil {
 		return "", fmt.Errorf("pick a pprof port: %w", err)
 	}
