@@ -137,6 +137,11 @@ type Config struct {
 	// through it, so the run shows what a busy watch stream costs the
 	// pipeline. The report counts the messages the client received.
 	APIWatch bool `json:"api_watch"`
+	// ProfileSpan is how long the CPU profiles of the bench process and of
+	// the pipeline's subprocesses last, in the middle of the measured
+	// window (the whole window when it is shorter). Default
+	// DefaultProfileSpan; at least 1s.
+	ProfileSpan time.Duration `json:"profile_span"`
 	// Keep leaves the namespace (topics, keyspace, keys) in place.
 	Keep bool `json:"keep"`
 	// ResultsDir: the report goes to ResultsDir/<timestamp>-<scenario>.
@@ -226,6 +231,7 @@ func (c Config) WithDefaults() Config {
 	c.PayloadBytes = cmp.Or(c.PayloadBytes, 64)
 	c.EffectDuration = cmp.Or(c.EffectDuration, loadgen.DefaultEffectDuration)
 	c.BaselineDuration = cmp.Or(c.BaselineDuration, 10*time.Second)
+	c.ProfileSpan = cmp.Or(c.ProfileSpan, DefaultProfileSpan)
 	c.ResultsDir = cmp.Or(c.ResultsDir, "bench/results")
 	return c
 }
@@ -297,6 +303,9 @@ func (c Config) Validate() error {
 		if c.CapacitySteps < 1 {
 			bad("capacity steps %d: must be at least 1", c.CapacitySteps)
 		}
+	}
+	if c.ProfileSpan < time.Second {
+		bad("profile span %s: must be at least 1s", c.ProfileSpan)
 	}
 	if c.EffectDuration < 0 || c.EffectDuration > time.Minute {
 		bad("effect duration %s: must be in [0, 1m]", c.EffectDuration)

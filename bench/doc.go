@@ -43,11 +43,21 @@
 //     bench process.
 //  5. Register the workload through loadgen (the Go client), wait for the
 //     registry to accept it, measure the window, drain, and compare with
-//     the workload's expected runs. A steady workload registers its
+//     the workload's expected runs. During the window (not in capacity
+//     steps), the profiler takes a CPU profile of Config.ProfileSpan in
+//     its middle and a heap profile at its end of the bench process
+//     (runtime/pprof) and of each subprocess (its --pprof-addr, a loopback
+//     port the bench picks), and the CPU sampler reads every second the
+//     CPU times of the stack's backends (pid files of the stack folder,
+//     else the listener of the backend's port), of the bench process, the
+//     subprocesses and the hog, and of the machine (/proc). A failed
+//     capture or a process not found is reported, never an error of the
+//     run. A steady workload registers its
 //     cron jobs first to time the registry, and anchors the interval jobs
 //     with a start at the estimated end of registration, so that they do
 //     not fire (and slow the registry) while the rest is registered.
-//  6. Write report.json, summary.md and two PNG plots into
+//  6. Write report.json, summary.md, the PNG plots and the profiles
+//     (profiles/<process>.<cpu|heap>.pprof) into
 //     <ResultsDir>/<UTC timestamp>-<scenario>/.
 //
 // # Chaos
@@ -87,5 +97,6 @@
 //
 // gonum.org/v1/plot draws the PNG plots; github.com/hibiken/asynq is the
 // peer scheduler; HdrHistogram (through package loadgen) keeps the
-// latency distributions.
+// latency distributions; the profile package of github.com/google/pprof
+// reads the CPU profiles' top functions.
 package bench

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -203,6 +204,9 @@ func (p *InProcess) Stop() { p.life.Stop() }
 // A subprocess that exits on its own (not through Kill or Stop) is an
 // exit, recorded in Exits; with Supervise it is started again after
 // SuperviseDelay, as a process supervisor would.
+//
+// Each subprocess serves its Go profiles (--pprof-addr) on a loopback port
+// picked when it is first started and kept across restarts (PprofAddr).
 type Processes struct {
 	cfg    PipelineConfig
 	Binary string
@@ -222,6 +226,7 @@ type Processes struct {
 	reg      *InProcess // the registry half
 	mu       sync.Mutex
 	procs    map[string]*exec.Cmd
+	pprof    map[string]string // --pprof-addr by name
 	exits    []ProcessExit
 	stopping bool
 	quit     chan struct{}
@@ -241,7 +246,7 @@ type ProcessExit struct {
 
 // NewProcesses returns a pipeline that is not started.
 func NewProcesses(cfg PipelineConfig, binary, logDir string) *Processes {
-	return &Processes{cfg: cfg, Binary: binary, LogDir: logDir, procs: map[string]*exec.Cmd{}, quit: make(chan struct{})}
+	return &Processes{cfg: cfg, Binary: binary, LogDir: logDir, procs: map[string]*exec.Cmd{}, pprof: map[string]string{}, quit: make(chan struct{})}
 }
 
 // Exits returns the subprocesses that ended on their own so far.
@@ -297,10 +302,35 @@ func (p *Processes) PID(name string) (int, bool) {
 	return cmd.Process.Pid, true
 }
 
+// PprofAddr returns the address (host:port) on which the running
+// subprocess name serves /debug/pprof/.
+func (p *Processes) PprofAddr(name string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	addr := p.pprof[name]
+	return addr, addr != "" && p.procs[name] != nil
+}
+
+// freeLoopbackAddr picks a free TCP port on 127.0.0.1. Another process may
+// take it before the subprocess listens on it; the subprocess then fails to
+// start and says so.
+func freeLoopbackAddr() (string, error) {
+	// Listen and close at once: there is nothing to cancel, and Restart
+	// has no context.
+	ln, err := net.Listen("tcp", "127.0.0.1:0") //nolint:noctx // see above
+	if err != nil {
+		return "", fmt.Errorf("pick a pprof port: %w", err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr, nil
+}
+
 func (p *Processes) args(name string) []string {
 	c := p.cfg
 	_, dispG, runG, _ := c.groups()
 	common := []string{
+		"--pprof-addr", p.pprof[name],
 		"--kafka-brokers", strings.Join(c.Backends.Brokers, ","),
 		"--cassandra-hosts", strings.Join(c.Backends.CassandraHosts, ","),
 		"--keyspace", c.Namespace.Keyspace,
@@ -359,6 +389,14 @@ func (p *Processes) start(name string) error {
 	if p.stopping {
 		_ = f.Close()
 		return fmt.Errorf("start %s: the pipeline is stopping", name)
+	}
+	if p.pprof[name] == "" {
+		addr, err := freeLoopbackAddr()
+		if err != nil {
+			_ = f.Close()
+			return fmt.Errorf("start %s: %w", name, err)
+		}
+		p.pprof[name] = addr
 	}
 	// The process outlives any one context: Kill and Stop end it.
 	cmd := exec.Command(p.Binary, p.args(name)...) //nolint:noctx // see above

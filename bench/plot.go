@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -251,6 +252,59 @@ func PlotCapacity(r *Report, path string) error {
 	p.Y.Max = 3 * math.Max(p.Y.Max, float64(CapacityP95.Milliseconds()))
 	p.Legend.Top = true
 	if err := p.Save(7*vg.Inch, 4*vg.Inch, path); err != nil {
+		return fmt.Errorf("plot %s: %w", path, err)
+	}
+	return nil
+}
+
+// PlotCPU draws the cores each measured process used in each sampling
+// interval of the window, and the machine's busy cores, against the
+// seconds of the window.
+func PlotCPU(r *Report, u *CPUUsage, path string) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s: CPU during the measured window", r.Scenario)
+	p.X.Label.Text = "seconds since the start of the window"
+	p.Y.Label.Text = "cores used"
+	p.Legend.Top = true
+	p.Legend.Left = true
+	line := func(name string, c color.Color, dash []vg.Length, v func(CPUPoint) float64) error {
+		var pts plotter.XYs
+		for _, pt := range u.Series {
+			if y := v(pt); y >= 0 {
+				pts = append(pts, plotter.XY{X: pt.Second, Y: y})
+			}
+		}
+		if len(pts) == 0 {
+			return nil
+		}
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+		l.Color = c
+		l.Dashes = dash
+		p.Add(l)
+		p.Legend.Add(name, l)
+		return nil
+	}
+	black := color.RGBA{A: 0xff}
+	if err := line("machine busy", black, []vg.Length{vg.Points(4), vg.Points(2)}, func(pt CPUPoint) float64 { return pt.MachineBusyCores }); err != nil {
+		return err
+	}
+	colors := append(slices.Clone(palette), color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}, color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
+		color.RGBA{R: 0xe3, G: 0x77, B: 0xc2, A: 0xff}, color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}, color.RGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff})
+	for i, pc := range u.Processes {
+		var dash []vg.Length
+		if i >= len(colors) {
+			dash = []vg.Length{vg.Points(1), vg.Points(2)}
+		}
+		if err := line(pc.Name, colors[i%len(colors)], dash, func(pt CPUPoint) float64 { return pt.Cores[i] }); err != nil {
+			return err
+		}
+	}
+	p.Y.Min = 0
+	p.Y.Max = math.Max(p.Y.Max, float64(u.Cores))
+	if err := p.Save(9*vg.Inch, 4.5*vg.Inch, path); err != nil {
 		return fmt.Errorf("plot %s: %w", path, err)
 	}
 	return nil

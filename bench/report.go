@@ -109,6 +109,13 @@ type System struct {
 	Dispatch *Latency        `json:"dispatch_latency,omitempty"`
 	Counts   loadgen.Counts  `json:"counts"`
 	Effects  loadgen.Effects `json:"effects"`
+	// Profiles are the Go profiles of the bench process and of the
+	// pipeline's subprocesses taken during the window (not in capacity
+	// steps), written under profiles/ of the results folder.
+	Profiles []Profile `json:"profiles,omitempty"`
+	// CPU is the CPU each process of the machine's stack and pipeline used
+	// during the window (not in capacity steps).
+	CPU *CPUUsage `json:"cpu,omitempty"`
 	// DispatcherMemory is the first dispatcher's memory over the run, when
 	// it ran as a subprocess.
 	DispatcherMemory *ProcessMemory `json:"dispatcher_memory,omitempty"`
@@ -225,6 +232,25 @@ func (r *Report) Write(dir string) error {
 	r.Markdown(f)
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("report: %w", err)
+	}
+	for _, s := range r.Systems {
+		for _, pr := range s.Profiles {
+			if pr.data == nil {
+				continue
+			}
+			path := filepath.Join(dir, filepath.FromSlash(pr.File))
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return fmt.Errorf("report: %w", err)
+			}
+			if err := os.WriteFile(path, pr.data, 0o644); err != nil {
+				return fmt.Errorf("report: %w", err)
+			}
+		}
+		if s.CPU != nil && len(s.CPU.Series) > 0 {
+			if err := PlotCPU(r, s.CPU, filepath.Join(dir, "cpu-over-time.png")); err != nil {
+				return err
+			}
+		}
 	}
 	if err := PlotOverTime(r, filepath.Join(dir, "latency-over-time.png")); err != nil {
 		return err
@@ -390,6 +416,12 @@ func (r *Report) Markdown(w io.Writer) {
 		capacityMarkdown(p, r.Capacity, r.Baselines)
 	}
 	for _, s := range r.Systems {
+		if s.CPU != nil {
+			cpuMarkdown(p, s.Name, s.CPU)
+		}
+		if len(s.Profiles) > 0 {
+			profilesMarkdown(p, s.Name, s.Profiles)
+		}
 		if s.DispatcherMemory != nil {
 			memoryMarkdown(p, s.Name, s.DispatcherMemory)
 		}
@@ -412,6 +444,12 @@ func (r *Report) Markdown(w io.Writer) {
 	}
 	if r.Capacity != nil {
 		p(", `capacity-p95.png` (the trigger p95 of each step against its rate)")
+	}
+	for _, s := range r.Systems {
+		if s.CPU != nil && len(s.CPU.Series) > 0 {
+			p(", `cpu-over-time.png` (cores used by each process and the machine, per second of the window)")
+			break
+		}
 	}
 	p(".\n")
 }

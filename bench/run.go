@@ -44,6 +44,8 @@ type Bench struct {
 	// HogCommand starts the CPU hog of Config.Noisy: a process that runs
 	// RunHog (`sundial bench hog`). Required when Noisy is set.
 	HogCommand []string
+
+	hog *Hog // the running CPU hog of Config.Noisy, for the CPU table
 }
 
 func (b *Bench) say(format string, args ...any) {
@@ -118,6 +120,7 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 			return "", nil, err
 		}
 		defer hog.Stop()
+		b.hog = hog
 		rep.Noisy = fmt.Sprintf("a CPU hog (process %d: one goroutine locked to its thread, busy-looping) took one core from the end of the baselines to the end of the run; the baselines were measured without it", hog.PID())
 		b.say("noisy: CPU hog started, process %d", hog.PID())
 	}
@@ -435,12 +438,30 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 	}
 
 	b.say("window %s to %s; waiting", from.Format("15:04:05"), to.Format("15:04:05"))
+	// A capacity step is one of many: the window of each is too short to
+	// profile, and the search's report is about rates, not processes.
+	var watch *windowWatch
+	if cfg.Scenario != "capacity" {
+		watch = b.watchWindow(ctx, *cfg, procs, from, to)
+		defer watch.stop()
+	}
 	stopProfile := b.profile(ctx, from)
 	if !sleepUntil(ctx, to) {
 		stopProfile()
 		return sys, wl, ctx.Err()
 	}
 	stopProfile()
+	if watch != nil {
+		sys.Profiles, sys.CPU = watch.wait()
+		if b.CPUProfile != "" {
+			sys.Profiles = append([]Profile{readCPUProfileFile(b.CPUProfile, from, to)}, sys.Profiles...)
+		}
+		for _, pr := range sys.Profiles {
+			if pr.Error != "" {
+				b.say("profile %s %s: %s", pr.Process, pr.Kind, pr.Error)
+			}
+		}
+	}
 	<-crashDone
 	b.drain(ctx, cfg.Drain, rec, plan, from, to)
 	if cfg.Scenario == "capacity" {

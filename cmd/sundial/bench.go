@@ -5,16 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/urfave/cli/v3"
 
 	"github.com/sundialhq/sundial/bench"
+	"github.com/sundialhq/sundial/internal/telemetry"
 	"github.com/sundialhq/sundial/loadgen"
 )
 
@@ -127,7 +124,7 @@ func benchScenarioCommand(scenario string) *cli.Command {
 					Dispatchers: cmd.Int("dispatchers"), Runners: cmd.Int("runners"), RunnerConcurrency: cmd.Int("runner-concurrency"), MemoryLimitMiB: cmd.Int("memory-limit-mib"),
 					RunnerHTTPIdleConns: cmd.Int("runner-http-idle-conns"), RegistryConcurrency: cmd.Int("registry-concurrency"), History: cmd.Bool("history"), Processes: cmd.Bool("processes"), DispatcherProcess: cmd.Bool("dispatcher-process"),
 					Binary: cmd.String("binary"), Target: cmd.String("target"), PayloadBytes: cmd.Int("payload-bytes"), EffectDuration: cmd.Duration("effect-duration"),
-					BaselineDuration: cmd.Duration("baseline-duration"), CrashKill: cmd.String("crash-kill"),
+					BaselineDuration: cmd.Duration("baseline-duration"), ProfileSpan: cmd.Duration("profile-span"), CrashKill: cmd.String("crash-kill"),
 					CrashAfter: cmd.Duration("crash-after"), CrashDown: cmd.Duration("crash-down"),
 					DagEngines: cmd.Int("dag-engines"), Dags: cmd.Int("dags"), DagNodes: cmd.Int("dag-nodes"), DagEvery: cmd.Duration("dag-every"),
 					ChaosEvery: cmd.Duration("chaos-every"), ChaosProcessDown: cmd.Duration("chaos-process-down"), ChaosBackendDown: cmd.Duration("chaos-backend-down"),
@@ -144,11 +141,14 @@ func benchScenarioCommand(scenario string) *cli.Command {
 				Logger:     slog.New(slog.NewTextHandler(cmd.Root().ErrWriter, &slog.HandlerOptions{Level: level})),
 			}
 			if addr := cmd.String("pprof-addr"); addr != "" {
-				stop, err := servePprof(ctx, addr)
+				srv, err := telemetry.NewPprofServer(telemetry.PprofConfig{Addr: addr})
 				if err != nil {
-					return err
+					return fmt.Errorf("--pprof-addr: %w", err)
 				}
-				defer stop()
+				if err := srv.Start(ctx); err != nil {
+					return fmt.Errorf("--pprof-addr: %w", err)
+				}
+				defer srv.Stop()
 			}
 			dir, rep, err := b.Run(ctx)
 			if err != nil {
@@ -211,24 +211,9 @@ func benchFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "keep", Usage: "keep the namespace (topics, keyspace, Redis keys) afterwards", Sources: envVar("keep")},
 		&cli.StringFlag{Name: "results-dir", Value: "bench/results", Usage: "where the results folder is written", Sources: envVar("results-dir")},
 		&cli.IntFlag{Name: "memory-limit-mib", Usage: "--memory-limit-mib of the dispatcher and runner subprocesses (0: none)", Sources: envVar("memory-limit-mib")},
-		&cli.StringFlag{Name: "pprof-addr", Usage: "serve net/http/pprof of the bench process (and an in-process pipeline) on this address", Sources: envVar("pprof-addr")},
-		&cli.StringFlag{Name: "cpu-profile", Usage: "write a CPU profile of the bench process over the measured window to this file", Sources: envVar("cpu-profile")},
+		&cli.StringFlag{Name: "pprof-addr", Usage: "serve net/http/pprof of the bench process (and an in-process pipeline) on this address, a loopback one (host:port) since it exposes internals; the subprocesses serve theirs on loopback ports the bench picks", Sources: envVar("pprof-addr")},
+		&cli.DurationFlag{Name: "profile-span", HideDefault: true, Usage: "length of the CPU profiles taken of the bench process and of each subprocess in the middle of the measured window, saved under profiles/ in the results folder (default 30s; the whole window when it is shorter)", Sources: envVar("profile-span")},
+		&cli.StringFlag{Name: "cpu-profile", Usage: "write a CPU profile of the bench process over the whole measured window to this file (it then stands for the bench process's profile of the window under profiles/)", Sources: envVar("cpu-profile")},
 		&cli.StringFlag{Name: "log-level", Value: "warn", Usage: "log level of the pipeline's components", Sources: envVar("log-level")},
 	}
-}
-
-// servePprof serves the runtime profiles on addr until stop is called.
-func servePprof(ctx context.Context, addr string) (stop func(), err error) {
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--pprof-addr %s: %w", addr, err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	return func() { _ = srv.Close() }, nil
 }

@@ -21,10 +21,12 @@ type lifecycle interface {
 }
 
 // processFlags are the flags every long-running component command shares:
-// where to serve /metrics, /healthz and /readyz, and how to log.
+// where to serve /metrics, /healthz and /readyz, where to serve the Go
+// profiles, and how to log.
 func processFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "metrics-addr", Usage: "serve /metrics, /healthz and /readyz on this address (host:port); empty: do not serve", Sources: envVar("metrics-addr")},
+		&cli.StringFlag{Name: "pprof-addr", Usage: "serve the Go runtime's profiles (net/http/pprof under /debug/pprof/) on this address (host:port), apart from /metrics; use a loopback address such as 127.0.0.1:6060, since they expose the process's internals; empty: do not serve", Sources: envVar("pprof-addr")},
 		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", Sources: envVar("log-level")},
 		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text (key=value, for people) or json (one object per line)", Sources: envVar("log-format")},
 		&cli.IntFlag{Name: "memory-limit-mib", Usage: "soft limit of the process's Go memory in MiB: the garbage collector works harder as the heap nears it, so the process's memory stays near it unless what it holds live exceeds it; set it to about 80% of the container's memory (0: the Go runtime's default, or GOMEMLIMIT)", Sources: envVar("memory-limit-mib")},
@@ -32,12 +34,13 @@ func processFlags() []cli.Flag {
 }
 
 // process is the scaffolding of one long-running command: its logger, its
-// metrics registry and its telemetry server.
+// metrics registry, its telemetry server and its profile server.
 type process struct {
 	base   *slog.Logger // without a component attribute
 	logger *slog.Logger // base with the command's component
 	reg    *prometheus.Registry
-	server *telemetry.Server // nil without --metrics-addr
+	server *telemetry.Server      // nil without --metrics-addr
+	pprof  *telemetry.PprofServer // nil without --pprof-addr
 
 	cassandra *telemetry.CassandraObserver // created by instrumentCassandra
 }
@@ -64,6 +67,12 @@ func newProcess(cmd *cli.Command, component string) (*process, error) {
 		p.server, err = telemetry.NewServer(telemetry.Config{Addr: addr, Gatherer: p.reg, Registerer: p.reg, Logger: p.logger})
 		if err != nil {
 			return nil, fmt.Errorf("--metrics-addr: %w", err)
+		}
+	}
+	if addr := cmd.String("pprof-addr"); addr != "" {
+		p.pprof, err = telemetry.NewPprofServer(telemetry.PprofConfig{Addr: addr, Logger: p.logger})
+		if err != nil {
+			return nil, fmt.Errorf("--pprof-addr: %w", err)
 		}
 	}
 	return p, nil
@@ -98,10 +107,17 @@ func (p *process) check(name string, c telemetry.Check) error {
 	return p.server.AddCheck(name, c)
 }
 
-// run starts the telemetry server and the components in order, marks the
-// process ready, waits until ctx ends, then stops the components in reverse
-// order and the server last.
+// run starts the profile server, the telemetry server and the components in
+// order, marks the process ready, waits until ctx ends, then stops the
+// components in reverse order and the servers last.
 func (p *process) run(ctx context.Context, components ...lifecycle) error {
+	if p.pprof != nil {
+		if err := p.pprof.Start(ctx); err != nil {
+			return fmt.Errorf("--pprof-addr: %w", err)
+		}
+		defer p.pprof.Stop()
+		p.logger.Info("serving /debug/pprof/", "addr", p.pprof.Addr().String())
+	}
 	if p.server != nil {
 		if err := p.server.Start(ctx); err != nil {
 			return err

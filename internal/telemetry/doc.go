@@ -1,6 +1,8 @@
 // Package telemetry makes a Sundial process observable: the HTTP server that
-// serves /metrics, /healthz and /readyz, the process's structured logger, and
-// the instrumentation of the three backend clients (Kafka, Redis, Cassandra).
+// serves /metrics, /healthz and /readyz, the server of the Go runtime's
+// profiles (PprofServer, /debug/pprof/), the process's structured logger,
+// and the instrumentation of the three backend clients (Kafka, Redis,
+// Cassandra).
 //
 // Invariants:
 //
@@ -31,6 +33,13 @@
 //     progress get StopTimeout), is idempotent and safe before Start, and
 //     returns once the serving goroutines have exited; it may be started
 //     again. Registered checks and MarkStarted survive a restart.
+//   - The profiles are served only when asked for (PprofServer has no
+//     default address), on a listener of their own and a mux of their own:
+//     they expose the command line, stacks and memory, so they belong on a
+//     loopback address, while /metrics is scraped from outside. Nothing is
+//     served from http.DefaultServeMux, on which importing net/http/pprof
+//     registers its handlers. The PprofServer has the Server's lifecycle; a
+//     CPU profile or trace in progress at Stop gets StopTimeout.
 //
 // Dependencies: prometheus/client_golang for metrics and promhttp;
 // franz-go's kprom plugin for the Kafka client's metrics (maintained with

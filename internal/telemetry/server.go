@@ -170,36 +170,47 @@ func (s *Server) Start(ctx context.Context) error {
 }
 
 func (s *Server) start(ctx context.Context, run *lifecycle.Run) error {
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", s.cfg.Addr)
+	addr, err := serve(ctx, run, s.cfg.Addr, s.handler, s.cfg.StopTimeout, s.cfg.Logger)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", s.cfg.Addr, err)
-	}
-	srv := &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: 5 * time.Second,
-		ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
+		return err
 	}
 	s.mu.Lock()
-	s.addr = ln.Addr()
+	s.addr = addr
 	s.mu.Unlock()
+	s.cfg.Logger.Info("serving metrics and health", "addr", addr.String())
+	return nil
+}
+
+// serve listens on addr and serves h in goroutines owned by run, until the
+// run stops; requests in progress then get stopTimeout to finish. It
+// returns the address listened on.
+func serve(ctx context.Context, run *lifecycle.Run, addr string, h http.Handler, stopTimeout time.Duration, logger *slog.Logger) (net.Addr, error) {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
 	run.Go(func(context.Context) {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.cfg.Logger.Error("telemetry server stopped", "addr", ln.Addr().String(), "err", err)
+			logger.Error("telemetry server stopped", "addr", ln.Addr().String(), "err", err)
 		}
 	})
 	// Serve returns once Shutdown (or Close) has run: this goroutine ends
 	// it when the run stops, letting requests in progress finish within
-	// StopTimeout.
+	// stopTimeout.
 	run.Go(func(ctx context.Context) {
 		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.StopTimeout)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
 		defer cancel()
 		if err := srv.Shutdown(sctx); err != nil {
 			_ = srv.Close()
 		}
 	})
-	s.cfg.Logger.Info("serving metrics and health", "addr", ln.Addr().String())
-	return nil
+	return ln.Addr(), nil
 }
 
 // Addr is the address the server listens on; nil before Start.
