@@ -23,16 +23,21 @@
 // Times are stored with millisecond precision, the precision of run ids;
 // the store truncates and converts to UTC on the way in.
 //
-// # Batches stay within one partition
+// # Batches and partitions
 //
 // PutDue groups entries by partition and writes each group as unlogged
 // batches. A batch confined to one partition is applied atomically and in
-// one round trip by the replica that owns it; a batch spanning partitions
-// would make one coordinator wait on many replicas (or pay for the batch
-// log) and is the classic way to overload a Cassandra cluster. PutDue as a
-// whole is therefore not atomic across partitions: on error, some groups may
-// be written. Every write is idempotent (the primary key is the entry's
-// identity), so the caller retries the whole call.
+// one round trip by the replicas that own it; a batch spanning partitions
+// makes one coordinator wait on many replicas, the classic way to overload
+// a Cassandra cluster. store/cassandra therefore lets a batch span
+// partitions only when every node replicates every partition of the
+// keyspace (one node, or no more nodes per data centre than its
+// replication factor): the coordinator then writes every partition of the
+// batch locally, and the cluster answers one request for many writes. Either
+// way a partition's group is never split across batches unless it is too
+// big for one. PutDue as a whole is not atomic across partitions: on error,
+// some groups may be written. Every write is idempotent (the primary key is
+// the entry's identity), so the caller retries the whole call.
 //
 // # Job definitions and the liveness of scheduled entries
 //

@@ -52,10 +52,13 @@
 //     loses the writes of the last moments before a SIGKILL
 //     (TestAcknowledgedWritesSurviveKill, make test-crash).
 //
-// Writes to the schedule are unlogged batches confined to one partition
-// (bucket, shard), at most Config.BatchSize statements each; a single-
-// partition batch is applied atomically by its replicas without the batch
-// log. Run history rows carry a TTL of Config.RunRetention and the event's
+// Writes to the schedule and to run history are unlogged batches of at most
+// Config.BatchSize statements. A batch is confined to one partition (bucket,
+// shard), and applied atomically by its replicas without the batch log,
+// unless every node replicates every partition of the keyspace (read when
+// the store opens, batching.go): then the groups of several partitions
+// share a batch of at most 32 KiB, one request instead of one per
+// partition. Run history rows carry a TTL of Config.RunRetention and the event's
 // time as their write timestamp. A new definition's job row and the record
 // of its planned first attempt share their partition key (the job id), so
 // they go in one unlogged batch that the node applies as one mutation: on

@@ -31,9 +31,11 @@ type partitionKey struct {
 	shard  int
 }
 
-// putDue groups entries by partition and writes each group as unlogged
-// batches of at most BatchSize statements, limit at a time (negative: all
-// at once). A batch never spans partitions (see the store package doc).
+// putDue groups entries by partition and writes them as unlogged batches,
+// limit at a time (negative: all at once). Each batch holds at most
+// BatchSize statements. It stays within one partition unless every node
+// replicates every partition (batching.go): then consecutive partitions'
+// groups share a batch of at most maxCrossBatchBytes.
 func (s *Store) putDue(ctx context.Context, shards int, entries []store.DueEntry, limit int) error {
 	if len(entries) == 1 {
 		e := entries[0]
@@ -43,30 +45,67 @@ func (s *Store) putDue(ctx context.Context, shards int, entries []store.DueEntry
 		}
 		return nil
 	}
-	groups := map[partitionKey][]store.DueEntry{}
+	type placed struct {
+		p partitionKey
+		e store.DueEntry
+	}
+	groups := map[partitionKey][]placed{}
 	var order []partitionKey
 	for _, e := range entries {
 		p := partitionKey{bucket: store.BucketOf(e.Due), shard: store.ShardOf(e.JobID, shards)}
 		if _, ok := groups[p]; !ok {
 			order = append(order, p)
 		}
-		groups[p] = append(groups[p], e)
+		groups[p] = append(groups[p], placed{p, e})
+	}
+	// split cuts one partition's group as dueBatches does.
+	split := func(g []placed) iter.Seq[[]placed] {
+		return func(yield func([]placed) bool) {
+			es := make([]store.DueEntry, len(g))
+			for i, x := range g {
+				es[i] = x.e
+			}
+			start := 0
+			for chunk := range s.dueBatches(es) {
+				if !yield(g[start : start+len(chunk)]) {
+					return
+				}
+				start += len(chunk)
+			}
+		}
+	}
+	var batches iter.Seq[[]placed]
+	if s.cross {
+		ordered := make([][]placed, len(order))
+		for i, p := range order {
+			ordered[i] = groups[p]
+		}
+		batches = packGroups(ordered, s.cfg.BatchSize, func(x placed) int { return len(x.e.JobID) + len(x.e.RunID) + len(x.e.Payload) }, split)
+	} else {
+		batches = func(yield func([]placed) bool) {
+			for _, p := range order {
+				for b := range split(groups[p]) {
+					if !yield(b) {
+						return
+					}
+				}
+			}
+		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(limit)
-	for _, p := range order {
-		for chunk := range s.dueBatches(groups[p]) {
-			g.Go(func() error {
-				b := s.sess.NewBatch(gocql.UnloggedBatch).WithContext(gctx)
-				for _, e := range chunk {
-					b.Entries = append(b.Entries, gocql.BatchEntry{Stmt: s.q.insertDue, Args: s.dueArgs(p, e), Idempotent: true})
-				}
-				if err := s.sess.ExecuteBatch(b); err != nil {
-					return fmt.Errorf("put %d due entries into bucket %s shard %d: %w", len(chunk), p.bucket.Format(time.RFC3339), p.shard, err)
-				}
-				return nil
-			})
-		}
+	for chunk := range batches {
+		g.Go(func() error {
+			b := s.sess.NewBatch(gocql.UnloggedBatch).WithContext(gctx)
+			for _, x := range chunk {
+				b.Entries = append(b.Entries, gocql.BatchEntry{Stmt: s.q.insertDue, Args: s.dueArgs(x.p, x.e), Idempotent: true})
+			}
+			if err := s.sess.ExecuteBatch(b); err != nil {
+				first := chunk[0].p
+				return fmt.Errorf("put %d due entries (the first into bucket %s shard %d): %w", len(chunk), first.bucket.Format(time.RFC3339), first.shard, err)
+			}
+			return nil
+		})
 	}
 	return g.Wait()
 }

@@ -3,6 +3,7 @@ package cassandra
 import (
 	"context"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/gocql/gocql"
@@ -39,9 +40,11 @@ const maxRunBatch = 50
 
 // RecordRuns implements store.History: the records of one job share a
 // partition and go in unlogged batches of at most min(BatchSize, 50)
-// statements,
-// WriteConcurrency batches at a time. Each statement keeps its own write
-// timestamp, so a batch orders the states of an attempt as RecordRun does.
+// statements, WriteConcurrency batches at a time; when every node
+// replicates every partition (batching.go), the records of several jobs
+// share a batch of at most maxCrossBatchBytes. Each statement keeps its own
+// write timestamp, so a batch orders the states of an attempt as RecordRun
+// does.
 func (s *Store) RecordRuns(ctx context.Context, recs []store.RunRecord) error {
 	for i, r := range recs {
 		if err := r.Validate(); err != nil {
@@ -59,29 +62,61 @@ func (s *Store) RecordRuns(ctx context.Context, recs []store.RunRecord) error {
 		}
 		groups[r.JobID] = append(groups[r.JobID], r)
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(s.cfg.WriteConcurrency)
-	for _, job := range order {
-		group := groups[job]
-		size := min(s.cfg.BatchSize, maxRunBatch)
-		for start := 0; start < len(group); start += size {
-			chunk := group[start:min(start+size, len(group))]
-			g.Go(func() error {
-				if len(chunk) == 1 {
-					return s.recordRun(gctx, chunk[0])
+	size := min(s.cfg.BatchSize, maxRunBatch)
+	split := func(g []store.RunRecord) iter.Seq[[]store.RunRecord] {
+		return func(yield func([]store.RunRecord) bool) {
+			for start := 0; start < len(g); start += size {
+				if !yield(g[start:min(start+size, len(g))]) {
+					return
 				}
-				b := s.sess.NewBatch(gocql.UnloggedBatch).WithContext(gctx)
-				for _, r := range chunk {
-					b.Entries = append(b.Entries, gocql.BatchEntry{Stmt: s.q.insertRun, Args: s.runArgs(r), Idempotent: true})
-				}
-				if err := s.sess.ExecuteBatch(b); err != nil {
-					return fmt.Errorf("record %d runs of job %q: %w", len(chunk), job, err)
-				}
-				return nil
-			})
+			}
 		}
 	}
+	ordered := make([][]store.RunRecord, len(order))
+	for i, job := range order {
+		ordered[i] = groups[job]
+	}
+	var batches iter.Seq[[]store.RunRecord]
+	if s.cross {
+		batches = packGroups(ordered, size, runRecordBytes, split)
+	} else {
+		batches = func(yield func([]store.RunRecord) bool) {
+			for _, g := range ordered {
+				for b := range split(g) {
+					if !yield(b) {
+						return
+					}
+				}
+			}
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.cfg.WriteConcurrency)
+	for chunk := range batches {
+		g.Go(func() error {
+			if len(chunk) == 1 {
+				return s.recordRun(gctx, chunk[0])
+			}
+			b := s.sess.NewBatch(gocql.UnloggedBatch).WithContext(gctx)
+			for _, r := range chunk {
+				b.Entries = append(b.Entries, gocql.BatchEntry{Stmt: s.q.insertRun, Args: s.runArgs(r), Idempotent: true})
+			}
+			if err := s.sess.ExecuteBatch(b); err != nil {
+				return fmt.Errorf("record %d runs (the first of job %q): %w", len(chunk), chunk[0].JobID, err)
+			}
+			return nil
+		})
+	}
 	return g.Wait()
+}
+
+// runRecordBytes estimates the bytes of a history record's statement.
+func runRecordBytes(r store.RunRecord) int {
+	n := len(r.JobID) + len(r.RunID) + len(r.Error)
+	for _, l := range r.Log {
+		n += len(l)
+	}
+	return n
 }
 
 // runArgs binds insertRun: the normalized record, the retention as TTL and

@@ -20,6 +20,9 @@ type Store struct {
 	sess   *gocql.Session
 	serial gocql.Consistency // SerialConsistency as a read consistency
 	q      statements
+	// cross: unlogged batches may span partitions, because every node
+	// replicates every partition of the keyspace (batching.go).
+	cross bool
 
 	mu     sync.Mutex
 	shards int // S once read; 0 until then
@@ -46,9 +49,14 @@ func Open(ctx context.Context, c Config) (*Store, error) {
 		sess.Close()
 		return nil, err
 	}
+	cross, err := fullReplicas(ctx, sess, c.Keyspace)
+	if err != nil {
+		sess.Close()
+		return nil, err
+	}
 	var serial gocql.SerialConsistency
 	_ = serial.UnmarshalText([]byte(c.SerialConsistency)) // validated
-	return &Store{cfg: c, sess: sess, serial: gocql.Consistency(serial), q: newStatements(c.Keyspace), loadShards: make(chan struct{}, 1)}, nil
+	return &Store{cfg: c, sess: sess, serial: gocql.Consistency(serial), q: newStatements(c.Keyspace), cross: cross, loadShards: make(chan struct{}, 1)}, nil
 }
 
 // Ping reads the coordinator's release version from system.local: it

@@ -1,0 +1,140 @@
+package cassandra
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"strconv"
+	"strings"
+
+	"github.com/gocql/gocql"
+)
+
+// Whether an unlogged batch may span partitions.
+//
+// A batch confined to one partition is one mutation, applied by the replicas
+// that own it. A batch spanning partitions is sent to one coordinator, which
+// applies each partition's mutation on that partition's replicas. When
+// every node holds a replica of every partition of the keyspace (one node;
+// three nodes with replication factor 3; each data centre with no more nodes
+// than its replication factor), the coordinator is a replica of every
+// partition in the batch: it writes them all locally and replicates them as
+// it would single writes, and the cluster answers one request instead of
+// one per partition. On 27 November 2026 that request overhead was most of
+// Cassandra's CPU for the hot path's one-row writes (the next occurrence of
+// a firing, the history row of an attempt). In a larger cluster such a batch
+// makes one coordinator wait on many replicas, the classic way to overload
+// Cassandra, so there batches stay within one partition.
+//
+// fullReplicas answers that question for the keyspace, from system.local,
+// system.peers and the keyspace's replication, read once when the store
+// opens: a cluster grown past its replication factor later keeps batching
+// across partitions until its processes restart, which costs coordination,
+// never correctness (every statement keeps its own key and write timestamp).
+func fullReplicas(ctx context.Context, sess *gocql.Session, keyspace string) (bool, error) {
+	var (
+		local       string
+		replication map[string]string
+	)
+	if err := sess.Query(`SELECT data_center FROM system.local`).WithContext(ctx).Idempotent(true).Scan(&local); err != nil {
+		return false, fmt.Errorf("read the local node's data centre: %w", err)
+	}
+	nodes := map[string]int{local: 1}
+	iter := sess.Query(`SELECT data_center FROM system.peers`).WithContext(ctx).Idempotent(true).Iter()
+	var dc string
+	for iter.Scan(&dc) {
+		nodes[dc]++
+	}
+	if err := iter.Close(); err != nil {
+		return false, fmt.Errorf("read the peers' data centres: %w", err)
+	}
+	if err := sess.Query(`SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = ?`, keyspace).
+		WithContext(ctx).Idempotent(true).Scan(&replication); err != nil {
+		return false, fmt.Errorf("read the replication of keyspace %s: %w", keyspace, err)
+	}
+	return everyNodeReplicates(nodes, replication), nil
+}
+
+// everyNodeReplicates says whether, with nodes per data centre and a
+// keyspace's replication settings, every node holds a replica of every
+// partition. An unknown strategy answers no.
+func everyNodeReplicates(nodes map[string]int, replication map[string]string) bool {
+	class := replication["class"]
+	switch {
+	case strings.HasSuffix(class, "SimpleStrategy"):
+		rf, err := strconv.Atoi(replication["replication_factor"])
+		if err != nil {
+			return false
+		}
+		total := 0
+		for _, n := range nodes {
+			total += n
+		}
+		return total <= rf
+	case strings.HasSuffix(class, "NetworkTopologyStrategy"):
+		for dc, n := range nodes {
+			rf, err := strconv.Atoi(replication[dc])
+			if err != nil || n > rf {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// maxCrossBatchBytes bounds the estimated size of a batch that spans
+// partitions: the server refuses one over batch_size_fail_threshold (50 KiB
+// by default), and a batch within one partition is exempt from it.
+const maxCrossBatchBytes = 32 << 10
+
+// statementOverhead is added to a statement's own bytes (keys and payload)
+// when estimating a batch's size: its fixed columns and framing.
+const statementOverhead = 64
+
+// packGroups puts consecutive groups (each the statements of one
+// partition, in order) into shared batches of at most maxStmts statements
+// and maxCrossBatchBytes of estimated size (size estimates a statement's
+// own bytes). A group is never split across shared batches: one that alone
+// exceeds a batch is cut by split into batches within its partition, to
+// which the server's size threshold does not apply. The order of a group's
+// statements is kept.
+func packGroups[T any](groups [][]T, maxStmts int, size func(T) int, split func([]T) iter.Seq[[]T]) iter.Seq[[]T] {
+	return func(yield func([]T) bool) {
+		var cur []T
+		curBytes := 0
+		flush := func() bool {
+			if len(cur) == 0 {
+				return true
+			}
+			b := cur
+			cur, curBytes = nil, 0
+			return yield(b)
+		}
+		for _, g := range groups {
+			gBytes := 0
+			for _, x := range g {
+				gBytes += size(x) + statementOverhead
+			}
+			if len(g) > maxStmts || gBytes > maxCrossBatchBytes {
+				if !flush() {
+					return
+				}
+				for b := range split(g) {
+					if !yield(b) {
+						return
+					}
+				}
+				continue
+			}
+			if len(cur)+len(g) > maxStmts || curBytes+gBytes > maxCrossBatchBytes {
+				if !flush() {
+					return
+				}
+			}
+			cur = append(cur, g...)
+			curBytes += gBytes
+		}
+		flush()
+	}
+}
