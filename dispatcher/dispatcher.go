@@ -36,7 +36,8 @@ type Dispatcher struct {
 
 	// Set by Start before the group client exists, read by its callbacks.
 	cluster store.ClusterConfig
-	jobs    *jobCache // job definitions read ahead, kept current by the jobs feed
+	jobs    *jobCache   // job definitions read ahead, kept current by the jobs feed
+	next    *nextWriter // stores the owners' next occurrences (nextwriter.go)
 
 	mu     sync.Mutex
 	owners map[int32]*owner
@@ -113,6 +114,10 @@ func (d *Dispatcher) start(ctx context.Context, run *lifecycle.Run) error {
 		return err
 	}
 	run.OnStop(feed.Stop)
+	// The writer of next occurrences stops after every owner has drained
+	// (leave, registered below, runs first) and before the feed.
+	d.next = startNextWriter(ctx, d.cfg.Store, d.cfg.FireTimeout, nextWriters)
+	run.OnStop(d.next.Stop)
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(d.cfg.Brokers...),
 		kgo.ConsumerGroup(d.cfg.GroupID),
@@ -358,6 +363,7 @@ func (d *Dispatcher) assigned(ctx context.Context, cl *kgo.Client, assigned map[
 			cfg:     d.cfg,
 			store:   d.cfg.Store,
 			jobs:    d.jobs,
+			next:    d.next,
 			prod:    boundedProducer{cl},
 			topics:  d.cfg.Topics,
 			m:       d.m,

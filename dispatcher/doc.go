@@ -139,8 +139,11 @@
 // forgets old changes to stay bounded), and none of them is newer than the
 // entry's revision. A changed, paused or deleted job is thus found by the
 // revision check as before, after a read. The store write of the successor
-// is then the firing's only store call; writes of concurrent firings share
-// batches (writeNext; PutDue writes one unlogged batch per partition).
+// is then the firing's only store call; writes of concurrent firings, of
+// all the dispatcher's shards, share PutDue calls (nextwriter.go: 4 in
+// flight, each carrying what arrived while the others were out), which
+// store/cassandra writes as one unlogged batch per partition, or as
+// batches spanning partitions when every node replicates every partition.
 //
 // Otherwise (an entry without a snapshot, a trigger, a dispatcher just
 // started, a changed job), the firing takes its job from memory: a bucket's

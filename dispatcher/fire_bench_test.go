@@ -78,21 +78,8 @@ func BenchmarkFire(b *testing.B) {
 			if tc.snapshot {
 				payload = jobs["job"].Snapshot(time.Now()).Encode()
 			}
-			puts := make(chan putRequest)
 			ctx, cancel := context.WithCancel(b.Context())
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				for {
-					select {
-					case p := <-puts:
-						p.done <- nil
-					case <-ctx.Done():
-						return
-					}
-				}
-			}()
-			o.puts = puts
+			o.next = startNextWriter(ctx, nopPuts{}, time.Second, 1)
 			due := store.Truncate(time.Now())
 			b.ResetTimer()
 			for i := range b.N {
@@ -104,7 +91,7 @@ func BenchmarkFire(b *testing.B) {
 			}
 			b.StopTimer()
 			cancel()
-			<-done
+			o.next.Stop()
 		})
 	}
 }
@@ -119,3 +106,8 @@ type storeOf struct {
 func (s storeOf) GetJob(ctx context.Context, id string) (store.Job, error) {
 	return s.r.GetJob(ctx, id)
 }
+
+// nopPuts stores nothing and answers every PutDue at once.
+type nopPuts struct{}
+
+func (nopPuts) PutDue(context.Context, ...store.DueEntry) error { return nil }

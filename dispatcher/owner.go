@@ -46,9 +46,9 @@ type owner struct {
 
 	// wake carries the shard's wake-up records from the poll loop.
 	wake chan *kgo.Record
-	// puts reaches the writer of next occurrences (writeNext) while the
-	// shard is dispatched.
-	puts chan<- putRequest
+	// next stores the next occurrences of the shard's firings; the
+	// dispatcher's writer, shared by its owners (nextwriter.go).
+	next *nextWriter
 
 	// cancel ends run's context (stop); quit is that context's Done, for
 	// the poll loop; done closes when run has returned.
@@ -112,8 +112,11 @@ func (o *owner) run(ctx context.Context) {
 	// revoked shard lets its firings finish (tenure.drain).
 	fireCtx, cancelFires := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelFires()
-	stopWriter := o.startWriter(ctx)
-	defer stopWriter()
+	if o.next == nil { // an owner of its own, in tests
+		w := startNextWriter(ctx, o.store, o.cfg.FireTimeout, 1)
+		defer w.Stop()
+		o.next = w
+	}
 
 	t := o.newTenure(epoch, floor, cancelFires)
 	defer t.fires.Wait()
@@ -121,21 +124,6 @@ func (o *owner) run(ctx context.Context) {
 	t.log.Info("shard claimed", "watermark", floor)
 	stale := t.dispatch(ctx, fireCtx)
 	t.drain(ctx, stale)
-}
-
-// startWriter starts the writer of next occurrences (writeNext), which
-// batches the firings' writes (PutDue groups a batch by partition), and
-// returns a function that stops it and waits for it.
-func (o *owner) startWriter(ctx context.Context) (stop func()) {
-	writerCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	puts := make(chan putRequest)
-	done := make(chan struct{})
-	go o.writeNext(writerCtx, puts, done)
-	o.puts = puts
-	return func() {
-		cancel()
-		<-done
-	}
 }
 
 // wakeUp hands a wake-up record to the core.
@@ -306,64 +294,8 @@ func (o *owner) advance(ctx context.Context, epoch int64, w, from time.Time) adv
 	return res
 }
 
-// putRequest asks writeNext to store an entry; the outcome goes to done
-// (buffered).
-type putRequest struct {
-	entry store.DueEntry
-	done  chan error
-}
-
-// maxPutBatch bounds the entries of one PutDue call of writeNext.
-const maxPutBatch = 512
-
-// writeNext stores the next occurrences the firings hand it. It writes what
-// has piled up while the previous write was in progress in one PutDue call,
-// so a herd of firings costs a few batched writes instead of one write each,
-// and a lone firing waits for nothing.
-func (o *owner) writeNext(ctx context.Context, in <-chan putRequest, done chan<- struct{}) {
-	defer close(done)
-	for {
-		var batch []putRequest
-		select {
-		case r := <-in:
-			batch = append(batch, r)
-		case <-ctx.Done():
-			return
-		}
-	more:
-		for len(batch) < maxPutBatch {
-			select {
-			case r := <-in:
-				batch = append(batch, r)
-			default:
-				break more
-			}
-		}
-		entries := make([]store.DueEntry, len(batch))
-		for i, r := range batch {
-			entries[i] = r.entry
-		}
-		wctx, cancel := context.WithTimeout(ctx, o.cfg.FireTimeout)
-		err := o.store.PutDue(wctx, entries...)
-		cancel()
-		for _, r := range batch {
-			r.done <- err
-		}
-	}
-}
-
-// putNext stores an entry through writeNext.
+// putNext stores an entry through the dispatcher's writer of next
+// occurrences (nextwriter.go).
 func (o *owner) putNext(ctx context.Context, e store.DueEntry) error {
-	r := putRequest{entry: e, done: make(chan error, 1)}
-	select {
-	case o.puts <- r:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-r.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return o.next.put(ctx, e)
 }

@@ -232,9 +232,8 @@ func TestNextOccurrencesShareAWrite(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		gs := &gatedStore{entered: make(chan int), release: make(chan error)}
 		cfg := Config{Brokers: []string{"unused:9092"}, Store: gs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.withDefaults()
-		o := &owner{cfg: cfg, store: gs}
-		stopWriter := o.startWriter(t.Context())
-		defer stopWriter()
+		o := &owner{cfg: cfg, store: gs, next: startNextWriter(t.Context(), gs, cfg.FireTimeout, 1)}
+		defer o.next.Stop()
 
 		entry := func(i int) store.DueEntry {
 			due := time.Now().Add(time.Duration(i+1) * time.Second)
