@@ -124,4 +124,3 @@ func cassandraCPU() time.Duration {
 	}
 	return -1
 }
-
