@@ -56,12 +56,23 @@
 // (bucket, shard), at most Config.BatchSize statements each; a single-
 // partition batch is applied atomically by its replicas without the batch
 // log. Run history rows carry a TTL of Config.RunRetention and the event's
-// time as their write timestamp. A new definition's job row and the record
-// of its planned first attempt share their partition key (the job id), so
-// they go in one unlogged batch that the node applies as one mutation: on
-// a node that syncs its commit log before acknowledging, every mutation
-// holds one of its write threads (concurrent_writes) for a sync, and
-// mutations per definition, not round trips, bound registration.
+// time as their write timestamp.
+//
+// Job rows are the one exception to single-partition batches: UpsertJobs
+// writes the rows of many jobs in one unlogged batch (jobs.go, rowBatches,
+// at most maxRowBatchBytes as the node counts them, below
+// batch_size_fail_threshold; a larger row goes alone). Each row is a
+// whole, idempotent write at its own write timestamp, so the batch decides
+// nothing the writes one by one would not, and its only promise is fewer
+// requests: the node spends more CPU on a request than on writing a small
+// row, and CPU per definition bounds bulk registration on a small node
+// (BenchmarkUpsertJobs). Such a batch exceeds batch_size_warn_threshold
+// (5 KiB by default), which makes the node log a warning per batch;
+// batches under it cost the node about a third more CPU per definition.
+// On a cluster of several nodes the coordinator forwards each row to its
+// replicas. No history record is written with a row: the attempt a
+// definition plans is read from its row (store.PlannedRecord), which
+// halves the node's CPU per registered definition.
 //
 // Connecting is bounded: dialling each host is limited by
 // Config.ConnectTimeout and the whole attempt by the caller's context, and

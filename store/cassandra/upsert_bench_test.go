@@ -74,7 +74,7 @@ func BenchmarkUpsertJobs(b *testing.B) {
 				if err == nil {
 					for i, r := range res {
 						if r.Err != nil || r.Outcome != store.OutcomeCreated {
-							err = fmt.Errorf("job %s: outcome %v, err %v", jobs[i].ID, r.Outcome, r.Err)
+							err = fmt.Errorf("job %s: outcome %v: %w", jobs[i].ID, r.Outcome, r.Err)
 							break
 						}
 					}
