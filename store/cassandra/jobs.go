@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"sync"
 	"time"
 
@@ -174,23 +175,37 @@ func (s *Store) deleteSuperseded(ctx context.Context, shards int, stored *store.
 	return nil
 }
 
-// getJobs reads the state of the rows of ids (distinct, getJobState), all
-// at once, one statement each. Not one IN read: Cassandra reads the partitions of an IN on the
-// coordinator one after the other, which made a call of 64 jobs slower than
-// 64 single reads in flight together.
+// readGroup is how many rows one read of getJobs asks for.
+const readGroup = 32
+
+// getJobs reads the state of the rows of ids (distinct, the columns of
+// getJobState) in reads of readGroup ids each (WHERE id IN), all at once.
+// The node reads the partitions of an IN one after the other, so a group
+// takes longer than a single read, but all of a call's groups are in
+// flight at once, and a request per group rather than per id costs less
+// CPU on both sides (BenchmarkUpsertJobs: about a sixth less on the node,
+// nearly half less in the client).
 func (s *Store) getJobs(ctx context.Context, ids []string) (map[string]*store.Job, error) {
 	rows := make(map[string]*store.Job, len(ids))
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
-	for _, id := range ids {
+	for group := range slices.Chunk(ids, readGroup) {
 		g.Go(func() error {
-			j, err := s.getJobState(gctx, id)
-			if err != nil || j == nil {
-				return err
+			it := s.idempotent(gctx, s.q.selectJobStates, group).Iter()
+			for {
+				j := &store.Job{}
+				if !it.Scan(&j.ID, &j.Hash, &j.Revision, &j.UpdatedAt, &j.Deleted, &j.NextDue) {
+					break
+				}
+				j.UpdatedAt = fromDB(j.UpdatedAt)
+				j.NextDue = fromDB(j.NextDue)
+				mu.Lock()
+				rows[j.ID] = j
+				mu.Unlock()
 			}
-			mu.Lock()
-			rows[id] = j
-			mu.Unlock()
+			if err := it.Close(); err != nil {
+				return fmt.Errorf("read %d jobs (%q to %q): %w", len(group), group[0], group[len(group)-1], err)
+			}
 			return nil
 		})
 	}
@@ -198,7 +213,7 @@ func (s *Store) getJobs(ctx context.Context, ids []string) (map[string]*store.Jo
 }
 
 // UpsertJobs implements store.Jobs with the steps of UpsertJob taken for
-// all jobs at once: the rows' states are read, the first occurrences
+// all jobs at once: the rows' states are read (getJobs), the first occurrences
 // written grouped by partition (putDue, one mutation per partition and
 // batch), then the rows in batches of many jobs (rowBatches), then the
 // superseded entries deleted. The order of the steps per job is

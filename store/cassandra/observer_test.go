@@ -233,7 +233,7 @@ func TestJobRoundTrips(t *testing.T) {
 	assert.Zero(t, conditional, "no lightweight transaction")
 	assert.Equal(t, 3*jobs, total, "round trips of %d deletes (read, tombstone, entry)", jobs)
 
-	// In one UpsertJobs call: a read each, one batch of first occurrences
+	// In one UpsertJobs call: reads of up to 32 ids, one batch of first occurrences
 	// per partition (8 shards, one bucket) and one batch of the rows (small
 	// ones: they fit maxRowBatchBytes together).
 	many := make([]store.Job, jobs)
