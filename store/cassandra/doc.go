@@ -68,7 +68,7 @@
 // row, and CPU per definition bounds bulk registration on a small node
 // (BenchmarkUpsertJobs). Such a batch exceeds batch_size_warn_threshold
 // (5 KiB by default), which makes the node log a warning per batch;
-// batches under it cost the node about a third more CPU per definition.
+// batches under it cost the node about 30% more CPU per definition.
 // On a cluster of several nodes the coordinator forwards each row to its
 // replicas. No history record is written with a row: the attempt a
 // definition plans is read from its row (store.PlannedRecord), which
