@@ -75,10 +75,9 @@
 //     together: a record's job joins the next store.UpsertJobs call (at
 //     most 4 in flight, 1024 jobs each; no timer, so a lone record goes at
 //     once), which writes the first occurrences of all its jobs in one
-//     batch per partition, then each job's row with its planned attempt's
-//     record as one mutation. The outcome of each job is the one UpsertJob
-//     would give. A redelivered record changes nothing: the store's revision of a job is
-//     the offset of its record on sundial.jobs (all records of a job share a
+//     batch per partition, then their rows in batches of many jobs. The
+//     outcome of each job is the one UpsertJob would give. A redelivered
+//     record changes nothing: the store's revision of a job is the offset of its record on sundial.jobs (all records of a job share a
 //     partition), an identical definition is a no-op (UNCHANGED) and an older
 //     record is ignored (STALE). Replaying the topic from any offset therefore
 //     writes no due entry and leaves every job as it was.

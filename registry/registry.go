@@ -34,15 +34,13 @@ const DefaultGroup = "sundial-registry"
 // DefaultConcurrency is how many jobs one registry processes at once by
 // default. Their upserts go to the store together (upserts): a call of n
 // new definitions costs the Cassandra store n reads, then a batch per
-// partition of first occurrences, then n single-partition mutations (row
-// and planned attempt), three round trips in sequence. On a node that syncs
-// its commit log before acknowledging, each mutation holds one of the
-// node's write threads for a sync, so registration is bound by mutations
-// per definition and by syncs per call, not by round trips: many jobs per
-// call share each partition's batch of first occurrences (128 shards and a
-// minute bucket make 128 or 256 partitions for a bench's interval jobs),
-// and enough in flight keeps the node's write threads busy while other
-// calls read.
+// partition of first occurrences, then the rows in batches of many jobs,
+// three round trips in sequence. Bulk registration is bound by the node's
+// CPU per definition, much of it a fixed cost per request, so many jobs
+// per call share each partition's batch of first occurrences (128 shards
+// and a minute bucket make 128 or 256 partitions for a bench's interval
+// jobs) and the batches of rows, and enough in flight keeps the node busy
+// while other calls read.
 const DefaultConcurrency = 4096
 
 // Store is what the registry needs from the store: job definitions, the

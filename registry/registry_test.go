@@ -516,8 +516,8 @@ func testRegistrationRate(t *testing.T, s *stack) {
 	// Baseline in the same run, as the bench's C baseline: plain writes of due entries, the
 	// cheapest thing a definition costs the store, with the same fan-out.
 	// A registered definition costs a read, its first occurrence (in a batch
-	// per partition), its row with the planned attempt's record (one
-	// mutation), a status and (when due soon) a wake-up.
+	// per partition), its row (in a batch of many jobs' rows), a status and
+	// (when due soon) a wake-up.
 	entries := make([]store.DueEntry, n)
 	base := time.Now().Add(24 * time.Hour).Truncate(time.Minute)
 	for i := range entries {

@@ -59,7 +59,7 @@
 // delete. store/memory applies the same rule under its lock. UpsertJobs
 // applies many definitions in one call with the outcomes and state UpsertJob
 // one by one would leave; store/cassandra writes their first occurrences in
-// one batch per partition.
+// one batch per partition, then their rows in batches of many jobs.
 //
 // A changed definition writes the due entry of its first occurrence, then the
 // job row, then deletes the entry the previous definition had written. Every
@@ -101,9 +101,16 @@
 // Records expire after the store's retention. ListRuns returns a job's
 // records newest due time first; JobSummary is computed from the retained
 // records. A planned attempt is a record in state scheduled (the same row its
-// later states overwrite): UpsertJob writes one for the occurrence it
-// schedules, and whoever writes a later occurrence or retry may write one, so
-// that JobSummary.NextDue is the most recently planned attempt.
+// later states overwrite); whoever writes a later occurrence or retry may
+// write one, so that JobSummary.NextDue is the most recently planned
+// attempt. The first occurrence a definition schedules is not written as a
+// record: ListRuns and JobSummary derive it from the job row
+// (PlannedRecord, WithPlanned), so registering a job writes nothing to the
+// history. It lists as a scheduled attempt 1 as of the definition's
+// UpdatedAt until a record of that attempt is written (the history of its
+// firing), and, like a record, not after the retention has passed since
+// UpdatedAt; a changed definition lists its own plan only, and a deleted
+// or paused one none.
 //
 // # DAG definitions and DAG runs
 //

@@ -2,10 +2,12 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -447,4 +449,55 @@ func CheckTriggerDedupe(jobID, key string, due time.Time, ttl time.Duration) err
 		errs = append(errs, fmt.Errorf("%w: trigger dedupe ttl %s: must be at least 1s", ErrInvalid, ttl))
 	}
 	return errors.Join(errs...)
+}
+
+// PlannedRecord is the record of the attempt the definition in force
+// planned: its first occurrence (Job.NextDue), attempt 1, in state
+// scheduled, as of the definition's UpdatedAt. No history row holds it:
+// the stores derive it from the job row when they read a job's history
+// (WithPlanned), so registering a definition writes the row alone. ok is
+// false when the row plans nothing (deleted, paused) or when a record
+// written at UpdatedAt would have expired by now under retention, as the
+// rows of the history do.
+func PlannedRecord(j Job, now time.Time, retention time.Duration) (RunRecord, bool) {
+	if j.Deleted || j.NextDue.IsZero() || !now.Before(j.UpdatedAt.Add(retention)) {
+		return RunRecord{}, false
+	}
+	e := j.ScheduledEntry()
+	return RunRecord{
+		JobID: j.ID, RunID: e.RunID, Attempt: 1, Due: e.Due, AttemptDue: e.Due,
+		State: StateScheduled, UpdatedAt: Truncate(j.UpdatedAt),
+	}, true
+}
+
+// WithPlanned returns recs (a job's records in ListRuns order: due time
+// descending, run id ascending, attempt descending) with planned in its
+// place, unless a record of the same run and attempt is among them: the
+// attempt's own history (enqueued, running, ...) replaces its plan. limit
+// (0: none) bounds the result as it bounded recs.
+func WithPlanned(recs []RunRecord, planned RunRecord, limit int) []RunRecord {
+	i := 0
+	for ; i < len(recs); i++ {
+		r := recs[i]
+		if r.RunID == planned.RunID && r.Attempt == planned.Attempt {
+			return recs
+		}
+		if CompareRuns(r, planned) > 0 {
+			break
+		}
+	}
+	if limit > 0 && i >= limit {
+		return recs
+	}
+	out := slices.Insert(slices.Clone(recs), i, planned)
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}
+
+// CompareRuns is the order of ListRuns, Cassandra's clustering order of
+// run records: due time descending, run id ascending, attempt descending.
+func CompareRuns(a, b RunRecord) int {
+	return cmp.Or(b.Due.Compare(a.Due), cmp.Compare(a.RunID, b.RunID), cmp.Compare(b.Attempt, a.Attempt))
 }

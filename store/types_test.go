@@ -114,3 +114,69 @@ func TestOutcomeString(t *testing.T) {
 	assert.Equal(t, "unchanged", store.OutcomeUnchanged.String())
 	assert.Equal(t, "Outcome(42)", store.Outcome(42).String())
 }
+
+func TestPlannedRecord(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	due := at.Add(time.Hour)
+	j := store.Job{ID: "daily", Revision: 7, UpdatedAt: at, NextDue: due}
+	want := store.RunRecord{
+		JobID: "daily", RunID: store.RunID("daily", due), Attempt: 1, Due: due, AttemptDue: due,
+		State: store.StateScheduled, UpdatedAt: at,
+	}
+	tests := []struct {
+		name string
+		job  func(store.Job) store.Job
+		now  time.Time
+		ok   bool
+	}{
+		{"planned", func(j store.Job) store.Job { return j }, at, true},
+		{"just before it would have expired", func(j store.Job) store.Job { return j }, at.Add(time.Hour - time.Millisecond), true},
+		{"expired with the retention", func(j store.Job) store.Job { return j }, at.Add(time.Hour), false},
+		{"paused", func(j store.Job) store.Job { j.NextDue = time.Time{}; return j }, at, false},
+		{"deleted", func(j store.Job) store.Job { j.Deleted = true; return j }, at, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, ok := store.PlannedRecord(tt.job(j), tt.now, time.Hour)
+			require.Equal(t, tt.ok, ok)
+			if ok {
+				assert.Equal(t, want, got)
+			}
+		})
+	}
+}
+
+func TestWithPlanned(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC)
+	rec := func(min, attempt int, state store.RunState) store.RunRecord {
+		due := at.Add(time.Duration(min) * time.Minute)
+		return store.RunRecord{JobID: "j", RunID: store.RunID("j", due), Attempt: attempt, Due: due, State: state}
+	}
+	planned := rec(20, 1, store.StateScheduled)
+	newer, older := rec(30, 1, store.StateSucceeded), rec(10, 1, store.StateSucceeded)
+	tests := []struct {
+		name  string
+		recs  []store.RunRecord
+		limit int
+		want  []store.RunRecord
+	}{
+		{"alone", nil, 0, []store.RunRecord{planned}},
+		{"in due order", []store.RunRecord{newer, older}, 0, []store.RunRecord{newer, planned, older}},
+		{"the limit drops the last", []store.RunRecord{newer, older}, 2, []store.RunRecord{newer, planned}},
+		{"beyond the limit", []store.RunRecord{newer}, 1, []store.RunRecord{newer}},
+		{"after a full page", []store.RunRecord{newer, rec(25, 1, store.StateFailed)}, 2, []store.RunRecord{newer, rec(25, 1, store.StateFailed)}},
+		{"the attempt's history replaces it", []store.RunRecord{newer, rec(20, 1, store.StateRunning), older}, 0,
+			[]store.RunRecord{newer, rec(20, 1, store.StateRunning), older}},
+		{"a retry of the run lists first", []store.RunRecord{rec(20, 2, store.StateScheduled)}, 0,
+			[]store.RunRecord{rec(20, 2, store.StateScheduled), planned}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.want, store.WithPlanned(tt.recs, planned, tt.limit))
+		})
+	}
+}

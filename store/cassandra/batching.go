@@ -83,10 +83,13 @@ func everyNodeReplicates(nodes map[string]int, replication map[string]string) bo
 	return false
 }
 
-// maxCrossBatchBytes bounds the estimated size of a batch that spans
-// partitions: the server refuses one over batch_size_fail_threshold (50 KiB
-// by default), and a batch within one partition is exempt from it.
-const maxCrossBatchBytes = 32 << 10
+// maxCrossBatchBytes bounds the estimated size of a batch of due entries or
+// run records that spans partitions: the server logs a warning for every
+// such batch over batch_size_warn_threshold (5 KiB by default) and refuses
+// one over batch_size_fail_threshold (50 KiB); a batch within one partition
+// is exempt from both. The hot path's batches are small anyway (what the
+// firings of one dispatcher hand in while a write is out).
+const maxCrossBatchBytes = 4 << 10
 
 // statementOverhead is added to a statement's own bytes (keys and payload)
 // when estimating a batch's size: its fixed columns and framing.

@@ -20,7 +20,7 @@ import (
 )
 
 // setup gives the test a migrated keyspace of its own.
-func setup(t *testing.T, mutate ...func(*cassandra.Config)) (cassandra.Config, *cassandra.Store) {
+func setup(t testing.TB, mutate ...func(*cassandra.Config)) (cassandra.Config, *cassandra.Store) {
 	t.Helper()
 	env := testenv.NeedCassandra(t)
 	cfg := cassandra.Config{Hosts: env.Hosts, Keyspace: env.Keyspace}

@@ -143,7 +143,28 @@ func (s *Store) ListRuns(ctx context.Context, jobID string, limit int) ([]store.
 	if limit <= 0 {
 		return nil, fmt.Errorf("list runs of %q: %w: limit %d: must be positive", jobID, store.ErrInvalid, limit)
 	}
-	return s.runs(ctx, jobID, limit)
+	recs, err := s.runs(ctx, jobID, limit)
+	if err != nil {
+		return nil, err
+	}
+	return s.withPlanned(ctx, jobID, recs, limit)
+}
+
+// withPlanned adds the attempt the job's definition planned
+// (store.PlannedRecord) to its records: registering a job writes its row
+// alone, no history record.
+func (s *Store) withPlanned(ctx context.Context, jobID string, recs []store.RunRecord, limit int) ([]store.RunRecord, error) {
+	j, err := s.getJobState(ctx, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("list runs of %q: %w", jobID, err)
+	}
+	if j == nil {
+		return recs, nil
+	}
+	if planned, ok := store.PlannedRecord(*j, s.cfg.Now(), s.cfg.RunRetention); ok {
+		return store.WithPlanned(recs, planned, limit), nil
+	}
+	return recs, nil
 }
 
 // JobSummary implements store.History over every retained record of the job.
@@ -153,6 +174,9 @@ func (s *Store) JobSummary(ctx context.Context, jobID string) (store.Summary, er
 	}
 	recs, err := s.runs(ctx, jobID, 0)
 	if err != nil {
+		return store.Summary{}, err
+	}
+	if recs, err = s.withPlanned(ctx, jobID, recs, 0); err != nil {
 		return store.Summary{}, err
 	}
 	return store.Summarize(jobID, recs), nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
+	"slices"
 	"sync"
 	"time"
 
@@ -41,6 +43,25 @@ func (s *Store) getJob(ctx context.Context, id string) (*store.Job, error) {
 	return &j, nil
 }
 
+// getJobState reads what deciding an upsert or delete needs of a job row
+// (DecideUpsert, DecideDelete, Supersedes) and the attempt it planned
+// (store.PlannedRecord): everything but its spec; nil when there is none. The
+// definition's bytes are most of a row, and a decision reads a row for
+// every definition it applies.
+func (s *Store) getJobState(ctx context.Context, id string) (*store.Job, error) {
+	j := store.Job{ID: id}
+	err := s.idempotent(ctx, s.q.selectJobState, id).Scan(&j.Hash, &j.Revision, &j.UpdatedAt, &j.Deleted, &j.NextDue)
+	if errors.Is(err, gocql.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read job %q: %w", id, err)
+	}
+	j.UpdatedAt = fromDB(j.UpdatedAt)
+	j.NextDue = fromDB(j.NextDue)
+	return &j, nil
+}
+
 // GetJob implements store.Jobs. It reads at the store's consistency: the
 // dispatcher calls it for every entry it loads.
 func (s *Store) GetJob(ctx context.Context, id string) (store.Job, error) {
@@ -65,39 +86,14 @@ func (s *Store) writeJob(ctx context.Context, j store.Job) error {
 	return nil
 }
 
-// writeJobPlanned writes the job row of a new or changed definition and,
-// when it schedules a first occurrence, that occurrence's history record,
-// in one unlogged batch. Both rows have the job id as partition key, in the
-// same keyspace, so Cassandra applies the batch as a single mutation: one
-// commit-log entry and one write thread instead of two. Each statement
-// keeps its own write timestamp (the row its revision's, the record its
-// UpdatedAt), so the batch decides nothing either write alone would not.
-// The history record needs no order against the row: a replay writes it
-// again.
-func (s *Store) writeJobPlanned(ctx context.Context, j store.Job) error {
-	if j.NextDue.IsZero() {
-		return s.writeJob(ctx, j)
-	}
-	b := s.sess.NewBatch(gocql.UnloggedBatch).WithContext(ctx)
-	b.Entries = append(b.Entries,
-		gocql.BatchEntry{Stmt: s.q.insertRun, Args: s.runArgs(scheduledRecord(j)), Idempotent: true},
-		gocql.BatchEntry{Stmt: s.q.writeJob, Args: s.jobArgs(j), Idempotent: true},
-	)
-	if err := s.sess.ExecuteBatch(b); err != nil {
-		return fmt.Errorf("write job %q revision %d with its first occurrence's record: %w", j.ID, j.Revision, err)
-	}
-	return nil
-}
-
 func (s *Store) jobArgs(j store.Job) []any {
 	return []any{j.ID, j.Spec, j.Hash, j.Revision, j.UpdatedAt, j.Deleted, j.NextDue, rowTimestamp(j.Revision)}
 }
 
 // UpsertJob implements store.Jobs with no lightweight transaction: one read
-// of the row, then the new first occurrence, then the row at its revision's
-// write timestamp together with the occurrence's history record
-// (writeJobPlanned), then the delete of the occurrence the replaced
-// definition scheduled. A crash in between
+// of the row's state, then the new first occurrence, then the row at its
+// revision's write timestamp, then the delete of the occurrence the
+// replaced definition scheduled. A crash in between
 // leaves at most a dead entry (see the store package doc), never a job whose
 // row points at a missing one; a retry repeats the same idempotent writes.
 func (s *Store) UpsertJob(ctx context.Context, job store.Job) (store.Outcome, error) {
@@ -112,7 +108,7 @@ func (s *Store) UpsertJob(ctx context.Context, job store.Job) (store.Outcome, er
 	if err != nil {
 		return 0, fmt.Errorf("upsert job %q: %w", job.ID, err)
 	}
-	stored, err := s.getJob(ctx, job.ID)
+	stored, err := s.getJobState(ctx, job.ID)
 	if err != nil {
 		return 0, fmt.Errorf("upsert job: %w", err)
 	}
@@ -126,22 +122,13 @@ func (s *Store) UpsertJob(ctx context.Context, job store.Job) (store.Outcome, er
 			return 0, fmt.Errorf("upsert job %q: schedule %s: %w", job.ID, job.NextDue.Format(time.RFC3339Nano), err)
 		}
 	}
-	if err := s.writeJobPlanned(ctx, job); err != nil {
+	if err := s.writeJob(ctx, job); err != nil {
 		return 0, fmt.Errorf("upsert job: %w", err)
 	}
 	if err := s.deleteSuperseded(ctx, shards, stored, job); err != nil {
 		return 0, err
 	}
 	return outcome, nil
-}
-
-// scheduledRecord is the history record of a definition's first occurrence.
-func scheduledRecord(job store.Job) store.RunRecord {
-	e := job.ScheduledEntry()
-	return store.RunRecord{
-		JobID: job.ID, RunID: e.RunID, Attempt: 1, Due: e.Due, AttemptDue: e.Due,
-		State: store.StateScheduled, UpdatedAt: job.UpdatedAt,
-	}
 }
 
 // DeleteJob implements store.Jobs: one read, the tombstone row at its
@@ -154,7 +141,7 @@ func (s *Store) DeleteJob(ctx context.Context, id string, revision int64, at tim
 	if err != nil {
 		return 0, fmt.Errorf("delete job %q: %w", id, err)
 	}
-	stored, err := s.getJob(ctx, id)
+	stored, err := s.getJobState(ctx, id)
 	if err != nil {
 		return 0, fmt.Errorf("delete job: %w", err)
 	}
@@ -188,23 +175,37 @@ func (s *Store) deleteSuperseded(ctx context.Context, shards int, stored *store.
 	return nil
 }
 
-// getJobs reads the rows of ids (distinct), all at once, one statement
-// each. Not one IN read: Cassandra reads the partitions of an IN on the
-// coordinator one after the other, which made a call of 64 jobs slower than
-// 64 single reads in flight together.
+// readGroup is how many rows one read of getJobs asks for.
+const readGroup = 32
+
+// getJobs reads the state of the rows of ids (distinct, the columns of
+// getJobState) in reads of readGroup ids each (WHERE id IN), all at once.
+// The node reads the partitions of an IN one after the other, so a group
+// takes longer than a single read, but all of a call's groups are in
+// flight at once, and a request per group rather than per id costs less
+// CPU on both sides (BenchmarkUpsertJobs: about a sixth less on the node,
+// nearly half less in the client).
 func (s *Store) getJobs(ctx context.Context, ids []string) (map[string]*store.Job, error) {
 	rows := make(map[string]*store.Job, len(ids))
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
-	for _, id := range ids {
+	for group := range slices.Chunk(ids, readGroup) {
 		g.Go(func() error {
-			j, err := s.getJob(gctx, id)
-			if err != nil || j == nil {
-				return err
+			it := s.idempotent(gctx, s.q.selectJobStates, group).Iter()
+			for {
+				j := &store.Job{}
+				if !it.Scan(&j.ID, &j.Hash, &j.Revision, &j.UpdatedAt, &j.Deleted, &j.NextDue) {
+					break
+				}
+				j.UpdatedAt = fromDB(j.UpdatedAt)
+				j.NextDue = fromDB(j.NextDue)
+				mu.Lock()
+				rows[j.ID] = j
+				mu.Unlock()
 			}
-			mu.Lock()
-			rows[id] = j
-			mu.Unlock()
+			if err := it.Close(); err != nil {
+				return fmt.Errorf("read %d jobs (%q to %q): %w", len(group), group[0], group[len(group)-1], err)
+			}
 			return nil
 		})
 	}
@@ -212,12 +213,14 @@ func (s *Store) getJobs(ctx context.Context, ids []string) (map[string]*store.Jo
 }
 
 // UpsertJobs implements store.Jobs with the steps of UpsertJob taken for
-// all jobs at once: the rows are read, the first occurrences written
-// grouped by partition (putDue, one mutation per partition and batch),
-// then each row with its occurrence's history record (one mutation per
-// job), then the superseded entries deleted. The order of the steps per
-// job is UpsertJob's, so a crash leaves what UpsertJob's would. A job id that appears twice
-// makes the call apply the jobs one after the other.
+// all jobs at once: the rows' states are read (getJobs), the first occurrences
+// written grouped by partition (putDue, one mutation per partition and
+// batch), then the rows in batches of many jobs (rowBatches), then the
+// superseded entries deleted. The order of the steps per job is
+// UpsertJob's, so a crash leaves what UpsertJob's would: entries without
+// rows pointing at them, or rows written and their superseded entries not
+// yet deleted, both of which a retry completes. A job id that appears
+// twice makes the call apply the jobs one after the other.
 func (s *Store) UpsertJobs(ctx context.Context, jobs []store.Job) ([]store.UpsertResult, error) {
 	out := make([]store.UpsertResult, len(jobs))
 	seen := make(map[string]bool, len(jobs))
@@ -243,12 +246,8 @@ func (s *Store) UpsertJobs(ctx context.Context, jobs []store.Job) ([]store.Upser
 		return nil, fmt.Errorf("upsert %d jobs: %w", len(jobs), err)
 	}
 
-	type change struct {
-		stored *store.Job
-		job    store.Job
-	}
 	var (
-		changes []change
+		changes []jobChange
 		entries []store.DueEntry
 	)
 	for i, job := range jobs {
@@ -263,7 +262,7 @@ func (s *Store) UpsertJobs(ctx context.Context, jobs []store.Job) ([]store.Upser
 		if o := out[i].Outcome; o != store.OutcomeCreated && o != store.OutcomeUpdated {
 			continue
 		}
-		changes = append(changes, change{stored: stored[job.ID], job: job})
+		changes = append(changes, jobChange{stored: stored[job.ID], job: job})
 		if !job.NextDue.IsZero() {
 			entries = append(entries, job.ScheduledEntry())
 		}
@@ -281,22 +280,99 @@ func (s *Store) UpsertJobs(ctx context.Context, jobs []store.Job) ([]store.Upser
 	if err := s.putDue(ctx, shards, entries, -1); err != nil {
 		return nil, fmt.Errorf("upsert %d jobs: schedule %d first occurrences: %w", len(jobs), len(entries), err)
 	}
-	// One mutation per job (writeJobPlanned), all in flight at once: the
-	// caller bounds a call's size, and the driver pipelines them over its
-	// connections.
+	// The rows go in unlogged batches of many jobs (rowBatches) when every
+	// node replicates every partition (batching.go), else one by one, all
+	// in flight at once: a request costs the node far more than the write
+	// of one small row, and the caller bounds a call's size. Each job's
+	// superseded entry is deleted once its batch is written.
 	rows, rctx := errgroup.WithContext(ctx)
-	for _, c := range changes {
-		rows.Go(func() error {
-			if err := s.writeJobPlanned(rctx, c.job); err != nil {
-				return fmt.Errorf("upsert job: %w", err)
+	batches := rowBatches(changes)
+	if !s.cross {
+		batches = func(yield func([]jobChange) bool) {
+			for i := range changes {
+				if !yield(changes[i : i+1]) {
+					return
+				}
 			}
-			return s.deleteSuperseded(rctx, shards, c.stored, c.job)
+		}
+	}
+	for batch := range batches {
+		rows.Go(func() error {
+			if err := s.writeJobs(rctx, batch); err != nil {
+				return err
+			}
+			for _, c := range batch {
+				if err := s.deleteSuperseded(rctx, shards, c.stored, c.job); err != nil {
+					return err
+				}
+			}
+			return nil
 		})
 	}
 	if err := rows.Wait(); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// jobChange is a definition UpsertJobs writes and the row state it read.
+type jobChange struct {
+	stored *store.Job
+	job    store.Job
+}
+
+// maxRowBatchBytes bounds the size of a batch of job rows as the node
+// counts it (rowBytes). A batch of rows of several jobs spans partitions,
+// and Cassandra refuses one larger than batch_size_fail_threshold (50 KiB
+// by default) and logs a warning for one larger than
+// batch_size_warn_threshold (5 KiB); half the failing size leaves room
+// for an estimate that runs short.
+const maxRowBatchBytes = 24 << 10
+
+// rowBytes estimates what Cassandra counts of a job row in a batch's size:
+// the values of its cells and, per cell, their metadata (timestamp,
+// lengths).
+func rowBytes(j store.Job) int { return len(j.ID) + len(j.Spec) + len(j.Hash) + 192 }
+
+// rowBatches cuts changes into batches whose rows together stay within
+// maxRowBatchBytes; a row larger than that goes alone (a batch of one
+// partition is not subject to the threshold).
+func rowBatches(changes []jobChange) iter.Seq[[]jobChange] {
+	return func(yield func([]jobChange) bool) {
+		start, bytes := 0, 0
+		for i, c := range changes {
+			n := rowBytes(c.job)
+			if i > start && bytes+n > maxRowBatchBytes {
+				if !yield(changes[start:i]) {
+					return
+				}
+				start, bytes = i, 0
+			}
+			bytes += n
+		}
+		if start < len(changes) {
+			yield(changes[start:])
+		}
+	}
+}
+
+// writeJobs writes the rows of batch in one unlogged batch, each at its
+// revision's write timestamp (writeJob). The rows are of different jobs,
+// so the batch spans partitions and is not atomic: on error some may be
+// written, which is what a crash during writes one by one leaves, and a
+// retry writes them again.
+func (s *Store) writeJobs(ctx context.Context, batch []jobChange) error {
+	if len(batch) == 1 {
+		return s.writeJob(ctx, batch[0].job)
+	}
+	b := s.sess.NewBatch(gocql.UnloggedBatch).WithContext(ctx)
+	for _, c := range batch {
+		b.Entries = append(b.Entries, gocql.BatchEntry{Stmt: s.q.writeJob, Args: s.jobArgs(c.job), Idempotent: true})
+	}
+	if err := s.sess.ExecuteBatch(b); err != nil {
+		return fmt.Errorf("write %d jobs (%q to %q): %w", len(batch), batch[0].job.ID, batch[len(batch)-1].job.ID, err)
+	}
+	return nil
 }
 
 // upsertEach applies jobs one after the other.

@@ -81,7 +81,7 @@ func (s *Store) Close() error {
 type statements struct {
 	insertCluster, selectCluster string
 
-	selectJob, writeJob, listJobsFirst, listJobsAfter string
+	selectJob, selectJobState, selectJobStates, writeJob, listJobsFirst, listJobsAfter string
 
 	insertDue, selectBucket, deleteDue, deleteBucket string
 
@@ -96,8 +96,10 @@ func newStatements(ks string) statements {
 		insertCluster: f(`INSERT INTO %s.cluster_config (id, shards, created_at) VALUES ('cluster', ?, ?) IF NOT EXISTS`),
 		selectCluster: f(`SELECT shards, created_at FROM %s.cluster_config WHERE id = 'cluster'`),
 
-		selectJob: f(`SELECT spec, hash, revision, updated_at, deleted, next_due FROM %s.jobs WHERE id = ?`),
-		writeJob:  f(`INSERT INTO %s.jobs (id, spec, hash, revision, updated_at, deleted, next_due) VALUES (?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?`),
+		selectJob:       f(`SELECT spec, hash, revision, updated_at, deleted, next_due FROM %s.jobs WHERE id = ?`),
+		selectJobState:  f(`SELECT hash, revision, updated_at, deleted, next_due FROM %s.jobs WHERE id = ?`),
+		selectJobStates: f(`SELECT id, hash, revision, updated_at, deleted, next_due FROM %s.jobs WHERE id IN ?`),
+		writeJob:        f(`INSERT INTO %s.jobs (id, spec, hash, revision, updated_at, deleted, next_due) VALUES (?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?`),
 		// Listings walk the partitioner's token order, the only order in
 		// which a table keyed by id alone can be paged.
 		listJobsFirst: f(`SELECT id, spec, hash, revision, updated_at, deleted, next_due FROM %s.jobs LIMIT ?`),

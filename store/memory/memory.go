@@ -169,7 +169,6 @@ func (s *Store) UpsertJob(_ context.Context, job store.Job) (store.Outcome, erro
 	}
 	if !job.NextDue.IsZero() {
 		s.putDue(shards, job.ScheduledEntry())
-		s.recordRun(scheduledRecord(job))
 	}
 	s.jobs[job.ID] = job
 	if exists && !old.Deleted && store.Supersedes(old.NextDue, job.NextDue) {
@@ -189,15 +188,6 @@ func (s *Store) UpsertJobs(ctx context.Context, jobs []store.Job) ([]store.Upser
 		out[i] = store.UpsertResult{Outcome: outcome, Err: err}
 	}
 	return out, nil
-}
-
-// scheduledRecord is the history record of a definition's first occurrence.
-func scheduledRecord(job store.Job) store.RunRecord {
-	e := job.ScheduledEntry()
-	return store.RunRecord{
-		JobID: job.ID, RunID: e.RunID, Attempt: 1, Due: e.Due, AttemptDue: e.Due,
-		State: store.StateScheduled, UpdatedAt: job.UpdatedAt,
-	}
 }
 
 // DeleteJob implements store.Jobs.
@@ -497,7 +487,7 @@ func (s *Store) ListRuns(_ context.Context, jobID string, limit int) ([]store.Ru
 	if len(recs) > limit {
 		recs = recs[:limit]
 	}
-	return recs, nil
+	return s.withPlanned(jobID, recs, limit), nil
 }
 
 // JobSummary implements store.History.
@@ -505,7 +495,23 @@ func (s *Store) JobSummary(_ context.Context, jobID string) (store.Summary, erro
 	if jobID == "" {
 		return store.Summary{}, fmt.Errorf("job summary: %w: job id: must not be empty", store.ErrInvalid)
 	}
-	return store.Summarize(jobID, s.history(jobID)), nil
+	return store.Summarize(jobID, s.withPlanned(jobID, s.history(jobID), 0)), nil
+}
+
+// withPlanned adds the attempt the job's definition planned to its
+// records (store.PlannedRecord): registering a job writes no record.
+func (s *Store) withPlanned(jobID string, recs []store.RunRecord, limit int) []store.RunRecord {
+	s.mu.Lock()
+	job, ok := s.jobs[jobID]
+	now := s.now()
+	s.mu.Unlock()
+	if !ok {
+		return recs
+	}
+	if planned, ok := store.PlannedRecord(job, now, s.retention); ok {
+		return store.WithPlanned(recs, planned, limit)
+	}
+	return recs
 }
 
 // history returns a job's live records in ListRuns order, dropping expired
@@ -522,18 +528,8 @@ func (s *Store) history(jobID string) []store.RunRecord {
 		}
 		recs = append(recs, r.rec)
 	}
-	slices.SortFunc(recs, compareRuns)
+	slices.SortFunc(recs, store.CompareRuns)
 	return recs
-}
-
-// compareRuns is Cassandra's clustering order of run records: due time
-// descending, run id ascending, attempt descending.
-func compareRuns(a, b store.RunRecord) int {
-	return cmp.Or(
-		b.Due.Compare(a.Due),
-		cmp.Compare(a.RunID, b.RunID),
-		cmp.Compare(b.Attempt, a.Attempt),
-	)
 }
 
 // ListJobs implements store.JobLister in job id order.

@@ -48,6 +48,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"StaleRevisionIgnored", testStaleRevisionIgnored},
 		{"ReplayedAndReorderedWrites", testReplayedAndReorderedWrites},
 		{"UpsertJobsAsOneByOne", testUpsertJobsAsOneByOne},
+		{"UpsertJobsLargeCall", testUpsertJobsLargeCall},
+		{"UpsertAfterEntryWithoutRow", testUpsertAfterEntryWithoutRow},
 		{"ChangedScheduleMovesDueEntry", testChangedScheduleMovesDueEntry},
 		{"JobValidation", testJobValidation},
 		{"JobListing", testJobListing},
@@ -67,6 +69,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"RunHistoryLog", testRunHistoryLog},
 		{"RunSummary", testRunSummary},
 		{"UpsertRecordsNextDue", testUpsertRecordsNextDue},
+		{"PlannedRunFromJob", testPlannedRunFromJob},
 		{"TriggerDedupe", testTriggerDedupe},
 		{"DagPutGetDelete", testDagPutGetDelete},
 		{"DagRunCreateOnce", testDagRunCreateOnce},
@@ -479,6 +482,89 @@ func testUpsertJobsAsOneByOne(t *testing.T, s store.Store) {
 		assert.Equal(t, want, got, "an id given twice: %v", twice)
 		assert.Equal(t, []store.Outcome{store.OutcomeCreated, store.OutcomeUpdated, store.OutcomeUnchanged,
 			store.OutcomeStale, store.OutcomeCreated, store.OutcomeCreated}, got.outcomes[:6])
+	}
+}
+
+// testUpsertJobsLargeCall: a call of many definitions, some far larger
+// than a batch may be, stores every one (the Cassandra store cuts its
+// writes by size); the same call again changes nothing, an older one is
+// stale, and a changed one moves every entry.
+func testUpsertJobsLargeCall(t *testing.T, s store.Store) {
+	const shards = 8
+	initCluster(t, s, shards)
+	ctx := ctxOf(t)
+	sizes := []int{10, 300, 4 << 10, 10 << 10, 60 << 10, 300}
+	call := func(rev int64, version string, minutes int) []store.Job {
+		var jobs []store.Job
+		for i := range 300 {
+			spec := version + strings.Repeat("x", sizes[i%len(sizes)])
+			due := base.Add(time.Duration(minutes)*time.Minute + time.Duration(i)*time.Second)
+			jobs = append(jobs, job(fmt.Sprintf("large-%03d", i), spec, rev+int64(i), due))
+		}
+		return jobs
+	}
+	outcomes := func(jobs []store.Job) map[store.Outcome]int {
+		res, err := s.UpsertJobs(ctx, jobs)
+		require.NoError(t, err)
+		n := map[store.Outcome]int{}
+		for _, r := range res {
+			require.NoError(t, r.Err)
+			n[r.Outcome]++
+		}
+		return n
+	}
+	check := func(jobs []store.Job) {
+		t.Helper()
+		for _, j := range jobs {
+			got, err := s.GetJob(ctx, j.ID)
+			require.NoError(t, err)
+			require.Equal(t, j.Spec, got.Spec, "job %s", j.ID)
+			require.Equal(t, j.Revision, got.Revision, "job %s", j.ID)
+			entries := dueOf(t, s, j.ID, j.NextDue, shards) //nolint:contextcheck // dueOf derives its context from the test's, as ctx is
+			require.Len(t, entries, 1, "job %s", j.ID)
+			require.Equal(t, j.Revision, entries[0].Revision, "job %s", j.ID)
+		}
+	}
+
+	v1 := call(1000, "v1", 60)
+	assert.Equal(t, map[store.Outcome]int{store.OutcomeCreated: 300}, outcomes(v1))
+	check(v1)
+	assert.Equal(t, map[store.Outcome]int{store.OutcomeUnchanged: 300}, outcomes(v1), "a replayed call")
+	assert.Equal(t, map[store.Outcome]int{store.OutcomeStale: 300}, outcomes(call(1, "v0", 90)), "an older call")
+	check(v1)
+
+	v2 := call(2000, "v2", 120)
+	assert.Equal(t, map[store.Outcome]int{store.OutcomeUpdated: 300}, outcomes(v2))
+	check(v2)
+	for _, j := range v1 {
+		assert.Empty(t, dueOf(t, s, j.ID, j.NextDue, shards), "the superseded entry of %s", j.ID)
+	}
+}
+
+// testUpsertAfterEntryWithoutRow: a writer that died between the first
+// occurrence and the row left the entry alone; the definition applied
+// again creates the job with that very entry, once.
+func testUpsertAfterEntryWithoutRow(t *testing.T, s store.Store) {
+	const shards = 4
+	initCluster(t, s, shards)
+	ctx := ctxOf(t)
+	next := base.Add(time.Hour)
+	var jobs []store.Job
+	for i := range 20 {
+		jobs = append(jobs, job(fmt.Sprintf("orphan-%02d", i), "v1", 7, next))
+	}
+	for _, j := range jobs[:10] {
+		j.UpdatedAt = store.Truncate(j.UpdatedAt)
+		require.NoError(t, s.PutDue(ctx, j.ScheduledEntry()))
+	}
+	res, err := s.UpsertJobs(ctx, jobs)
+	require.NoError(t, err)
+	for i, r := range res {
+		require.NoError(t, r.Err)
+		assert.Equal(t, store.OutcomeCreated, r.Outcome, "job %s", jobs[i].ID)
+		entries := dueOf(t, s, jobs[i].ID, next, shards)
+		require.Len(t, entries, 1, "job %s", jobs[i].ID)
+		assert.Equal(t, jobs[i].ScheduledEntry().Key(), entries[0].Key())
 	}
 }
 
@@ -1081,6 +1167,73 @@ func testUpsertRecordsNextDue(t *testing.T, s store.Store) {
 	sum, err = s.JobSummary(ctx, "weekly")
 	require.NoError(t, err)
 	assert.True(t, sum.NextDue.Equal(moved), "next due %v", sum.NextDue)
+}
+
+// testPlannedRunFromJob: a stored definition's planned first attempt is
+// listed as a scheduled record until the attempt's own history replaces
+// it, follows the definition when it changes, and goes with it.
+func testPlannedRunFromJob(t *testing.T, s store.Store) {
+	initCluster(t, s, 4)
+	ctx := ctxOf(t)
+	first := base.Add(time.Hour)
+	_, err := s.UpsertJob(ctx, job("daily", "v1", 1, first))
+	require.NoError(t, err)
+	planned := store.RunRecord{
+		JobID: "daily", RunID: store.RunID("daily", first), Attempt: 1, Due: first, AttemptDue: first,
+		State: store.StateScheduled, UpdatedAt: base.Add(time.Second),
+	}
+	got, err := s.ListRuns(ctx, "daily", 10)
+	require.NoError(t, err)
+	assert.Equal(t, []store.RunRecord{planned}, got)
+
+	// Older runs list after it, and the limit counts it.
+	older := run("daily", base, 1, store.StateSucceeded, base.Add(time.Second))
+	older.AttemptDue = base
+	require.NoError(t, s.RecordRun(ctx, older))
+	got, err = s.ListRuns(ctx, "daily", 10)
+	require.NoError(t, err)
+	assert.Equal(t, []store.RunRecord{planned, older}, got)
+	got, err = s.ListRuns(ctx, "daily", 1)
+	require.NoError(t, err)
+	assert.Equal(t, []store.RunRecord{planned}, got)
+
+	// A changed definition plans another attempt: only its plan is listed.
+	moved := base.Add(2 * time.Hour)
+	_, err = s.UpsertJob(ctx, job("daily", "v2", 2, moved))
+	require.NoError(t, err)
+	got, err = s.ListRuns(ctx, "daily", 10)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	assert.Equal(t, store.RunID("daily", moved), got[0].RunID)
+	assert.Equal(t, store.StateScheduled, got[0].State)
+
+	// The attempt's own history replaces the plan.
+	started := run("daily", moved, 1, store.StateRunning, moved.Add(time.Second))
+	started.AttemptDue = moved
+	require.NoError(t, s.RecordRun(ctx, started))
+	got, err = s.ListRuns(ctx, "daily", 10)
+	require.NoError(t, err)
+	assert.Equal(t, []store.RunRecord{started, older}, got)
+	sum, err := s.JobSummary(ctx, "daily")
+	require.NoError(t, err)
+	assert.True(t, sum.NextDue.IsZero(), "next due %v", sum.NextDue)
+
+	// A paused definition plans nothing; a deleted job neither.
+	_, err = s.UpsertJob(ctx, job("paused", "v1", 1, time.Time{}))
+	require.NoError(t, err)
+	got, err = s.ListRuns(ctx, "paused", 10)
+	require.NoError(t, err)
+	assert.Empty(t, got)
+	_, err = s.UpsertJob(ctx, job("gone", "v1", 1, first))
+	require.NoError(t, err)
+	_, err = s.DeleteJob(ctx, "gone", 2, base)
+	require.NoError(t, err)
+	got, err = s.ListRuns(ctx, "gone", 10)
+	require.NoError(t, err)
+	assert.Empty(t, got)
+	sum, err = s.JobSummary(ctx, "gone")
+	require.NoError(t, err)
+	assert.Equal(t, store.Summary{JobID: "gone"}, sum)
 }
 
 func testTriggerDedupe(t *testing.T, s store.Store) {
