@@ -132,10 +132,9 @@ type Config struct {
 	// page and takes no further page while it holds its equal share (at
 	// least 1). Memory is then MaxHeld entries, plus at most one page of
 	// 512 per shard, plus the successors of jobs that recur within the
-	// look-ahead, whatever the backlog. Default 100000: a herd due at once
-	// is read ahead whole, and 25,000 made a herd of 100,000 take 26 s
-	// instead of 21 s (bench/README.md); an entry takes about 1 KiB with
-	// its snapshot.
+	// look-ahead, whatever the backlog. Default 100000 (25,000 did not
+	// lower the RSS at a million jobs; bench/README.md); an entry takes
+	// about 1 KiB with its snapshot.
 	MaxHeld int
 	// MaxBacklog: while catching up, no further past bucket of a shard is
 	// read while this many of its entries are in memory. Default 20000.
