@@ -210,7 +210,7 @@ func benchFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "api-watch", Usage: "serve the API in the bench process with a client watching every run (WatchRuns) beside the pipeline; the report counts the messages", Sources: envVar("api-watch")},
 		&cli.BoolFlag{Name: "keep", Usage: "keep the namespace (topics, keyspace, Redis keys) afterwards", Sources: envVar("keep")},
 		&cli.StringFlag{Name: "results-dir", Value: "bench/results", Usage: "where the results folder is written", Sources: envVar("results-dir")},
-		&cli.IntFlag{Name: "memory-limit-mib", Usage: "--memory-limit-mib of the dispatcher and runner subprocesses (0: none)", Sources: envVar("memory-limit-mib")},
+		&cli.IntFlag{Name: "memory-limit-mib", HideDefault: true, Usage: "--memory-limit-mib of the dispatcher and runner subprocesses (default: none)", Sources: envVar("memory-limit-mib")},
 		&cli.StringFlag{Name: "pprof-addr", Usage: "serve net/http/pprof of the bench process (and an in-process pipeline) on this address, a loopback one (host:port) since it exposes internals; the subprocesses serve theirs on loopback ports the bench picks", Sources: envVar("pprof-addr")},
 		&cli.DurationFlag{Name: "profile-span", HideDefault: true, Usage: "length of the CPU profiles taken of the bench process and of each subprocess in the middle of the measured window, saved under profiles/ in the results folder (default 30s; the whole window when it is shorter)", Sources: envVar("profile-span")},
 		&cli.StringFlag{Name: "cpu-profile", Usage: "write a CPU profile of the bench process over the whole measured window to this file (it then stands for the bench process's profile of the window under profiles/)", Sources: envVar("cpu-profile")},
