@@ -31,16 +31,7 @@ func rowTimestamp(rev int64) int64 { return revisionEpoch + rev }
 // getJob reads a job row; nil when there is none.
 func (s *Store) getJob(ctx context.Context, id string) (*store.Job, error) {
 	j := store.Job{ID: id}
-	err := s.idempotent(ctx, s.q.selectJob, id).Scan(&j.Spec, &j.Hash, &j.Revision, &j.UpdatedAt, &j.Deleted, &j.NextDue)
-	if errors.Is(err, gocql.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read job %q: %w", id, err)
-	}
-	j.UpdatedAt = fromDB(j.UpdatedAt)
-	j.NextDue = fromDB(j.NextDue)
-	return &j, nil
+	return s.scanJob(ctx, s.q.selectJob, &j, &j.Spec, &j.Hash, &j.Revision, &j.UpdatedAt, &j.Deleted, &j.NextDue)
 }
 
 // getJobState reads what deciding an upsert or delete needs of a job row
@@ -50,16 +41,22 @@ func (s *Store) getJob(ctx context.Context, id string) (*store.Job, error) {
 // every definition it applies.
 func (s *Store) getJobState(ctx context.Context, id string) (*store.Job, error) {
 	j := store.Job{ID: id}
-	err := s.idempotent(ctx, s.q.selectJobState, id).Scan(&j.Hash, &j.Revision, &j.UpdatedAt, &j.Deleted, &j.NextDue)
+	return s.scanJob(ctx, s.q.selectJobState, &j, &j.Hash, &j.Revision, &j.UpdatedAt, &j.Deleted, &j.NextDue)
+}
+
+// scanJob reads the row of j.ID with stmt into dest (fields of j) and
+// returns j with its times as stored; nil when there is no row.
+func (s *Store) scanJob(ctx context.Context, stmt string, j *store.Job, dest ...any) (*store.Job, error) {
+	err := s.idempotent(ctx, stmt, j.ID).Scan(dest...)
 	if errors.Is(err, gocql.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read job %q: %w", id, err)
+		return nil, fmt.Errorf("read job %q: %w", j.ID, err)
 	}
 	j.UpdatedAt = fromDB(j.UpdatedAt)
 	j.NextDue = fromDB(j.NextDue)
-	return &j, nil
+	return j, nil
 }
 
 // GetJob implements store.Jobs. It reads at the store's consistency: the
