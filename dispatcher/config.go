@@ -27,7 +27,7 @@ const (
 	DefaultJobFeedMaxLag     = 5 * time.Second
 	DefaultCatchUpHorizon    = 24 * time.Hour
 	DefaultMisfireThreshold  = time.Second
-	DefaultWatermarkInterval = time.Second
+	DefaultWatermarkInterval = 5 * time.Second
 	DefaultSessionTimeout    = 10 * time.Second
 	DefaultHeartbeatInterval = time.Second
 	DefaultMaxInflight       = 256
@@ -109,7 +109,11 @@ type Config struct {
 	// busy dispatcher gets to them. Default 1s.
 	MisfireThreshold time.Duration
 	// WatermarkInterval is how often each shard's watermark is advanced
-	// (a lightweight transaction) and metrics are refreshed. Default 1s.
+	// (a lightweight transaction) and metrics are refreshed. Default 5s: at
+	// 1s the advances of 128 shards alone kept a third of a core of a
+	// single Cassandra node busy (docs/architecture.md §9). A shorter
+	// interval notices a fenced owner sooner and re-fires less after a
+	// crash; a longer one costs Cassandra less.
 	WatermarkInterval time.Duration
 	// SessionTimeout is the consumer group session timeout: how long after
 	// a dispatcher dies its shards are taken over. Within the brokers'
