@@ -41,6 +41,7 @@ func runConformance(t *testing.T, newBackend backendFactory) {
 		{"AcquireBatch", testAcquireBatch},
 		{"RevokeForReplace", testRevoke},
 		{"RetriedAcquireFindsItsSlot", testRetriedAcquire},
+		{"AcquireReportsTheFlag", testAcquireFlag},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,6 +105,42 @@ func testAcquireCompleteRelease(t *testing.T, b backend) {
 	assert.Greater(t, again.Token, l.Token)
 	assert.Equal(t, int64(0), c.Exists(ctx, s.doneKey("job", "job@1000")).Val())
 	require.NoError(t, s.Complete(ctx, again))
+}
+
+func testAcquireFlag(t *testing.T, b backend) {
+	s, c := setup(t, b, steadyTimes)
+	ctx := t.Context()
+	flag := b.prefix + "{job}:marker:job@1000"
+
+	l, err := s.Acquire(ctx, Request{JobID: "job", RunID: "job@1000", Flag: flag})
+	require.NoError(t, err)
+	assert.False(t, l.Flagged, "no flag key yet")
+	require.NoError(t, s.Release(ctx, l))
+
+	require.NoError(t, c.Set(ctx, flag, "x", time.Minute).Err())
+	l, err = s.Acquire(ctx, Request{JobID: "job", RunID: "job@1000", Flag: flag})
+	require.NoError(t, err)
+	assert.True(t, l.Flagged, "the flag key exists")
+	require.NoError(t, s.Release(ctx, l))
+
+	l, err = s.Acquire(ctx, Request{JobID: "job", RunID: "job@1000"})
+	require.NoError(t, err)
+	assert.False(t, l.Flagged, "a request without a flag is never flagged")
+	require.NoError(t, s.Release(ctx, l))
+
+	// Batched acquires report it too.
+	res := s.AcquireBatch(ctx, []Request{
+		{JobID: "job", RunID: "job@1000", Flag: flag},
+		{JobID: "other", RunID: "other@1", Flag: b.prefix + "{other}:marker:other@1"},
+	})
+	require.NoError(t, res[0].Err)
+	require.NoError(t, res[1].Err)
+	assert.True(t, res[0].Lease.Flagged)
+	assert.False(t, res[1].Lease.Flagged)
+
+	// A flag outside the job's slot is refused, naming the field.
+	_, err = s.Acquire(ctx, Request{JobID: "job", RunID: "job@2", Flag: b.prefix + "marker"})
+	require.ErrorContains(t, err, "field Flag")
 }
 
 func testDedupeMark(t *testing.T, b backend) {

@@ -113,7 +113,11 @@
 //	<prefix>{<job>}:fence         the job's last fencing token
 //	<prefix>{<job>}:done:<run>    dedupe mark, the completing token
 //
-// so every script touches one cluster slot. Team slots (teamslots.go) bound
+// so every script touches one cluster slot. An acquire may also name the
+// caller's own key of that slot (Request.Flag): the script reports whether
+// it exists (Lease.Flagged), so a marker the caller must check when it
+// takes a run (the runner's suspend marker) costs no round trip of its own.
+// Team slots (teamslots.go) bound
 // the runs of a team that execute at once; their key has the team's own tag,
 //
 //	<prefix>{team:<team>}:team-slots    sorted set, run id -> expiry (ms)

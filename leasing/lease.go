@@ -23,6 +23,9 @@ type Lease struct {
 	TTL time.Duration
 	// Margin is subtracted from TTL by TrustedUntil.
 	Margin time.Duration
+	// Flagged says that the request's Flag key existed when the lease was
+	// taken (read in the same script, so no write fell in between).
+	Flagged bool
 }
 
 // TrustedUntil is the instant after which the holder must assume the lease is
@@ -43,6 +46,12 @@ type Request struct {
 	// Limit is the job's concurrency limit: how many of its runs may hold a
 	// slot at once. Zero means 1.
 	Limit int
+	// Flag optionally names a key whose existence the acquire reports in
+	// Lease.Flagged, read atomically with taking the lease: the caller's
+	// marker for the run (the runner's suspend marker), at no extra round
+	// trip. It must hold the job's hash tag "{JobID}", so that it lives in
+	// the same cluster slot as the lease's keys.
+	Flag string
 }
 
 func (r Request) limit() int {
@@ -62,6 +71,9 @@ func (r Request) validate() error {
 	}
 	if r.Limit < 0 {
 		errs = append(errs, fmt.Errorf("field Limit: %d is negative", r.Limit))
+	}
+	if r.Flag != "" && !strings.Contains(r.Flag, "{"+r.JobID+"}") {
+		errs = append(errs, fmt.Errorf("field Flag: %q does not hold the job's hash tag {%s}", r.Flag, r.JobID))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("leasing: bad request for job %q run %q: %w", r.JobID, r.RunID, errors.Join(errs...))

@@ -142,8 +142,12 @@ func (s *Store) doneKey(jobID, runID string) string {
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
 func (s *Store) acquireCall(r Request) *call {
+	keys := []string{s.slotsKey(r.JobID), s.holdersKey(r.JobID), s.fenceKey(r.JobID), s.doneKey(r.JobID, r.RunID)}
+	if r.Flag != "" {
+		keys = append(keys, r.Flag)
+	}
 	return &call{
-		keys: []string{s.slotsKey(r.JobID), s.holdersKey(r.JobID), s.fenceKey(r.JobID), s.doneKey(r.JobID, r.RunID)},
+		keys: keys,
 		// The nonce lets a retried acquire (go-redis retries a command whose
 		// connection failed) find the slot it took before the failure.
 		args: []any{r.RunID, r.limit(), ms(s.cfg.TTL), strconv.FormatUint(rand.Uint64(), 36)},
@@ -206,9 +210,15 @@ func (s *Store) acquired(r Request, start time.Time, v any) (Lease, error) {
 	if len(reply) >= 2 {
 		if code, _ := reply[0].(int64); code == 1 {
 			if token, ok := reply[1].(int64); ok {
+				var flagged bool
+				if len(reply) >= 3 {
+					f, _ := reply[2].(int64)
+					flagged = f == 1
+				}
 				return Lease{
 					JobID: r.JobID, RunID: r.RunID, Token: token,
 					AcquiredAt: start, TTL: s.cfg.TTL, Margin: s.cfg.Margin,
+					Flagged: flagged,
 				}, nil
 			}
 		}

@@ -158,8 +158,9 @@
 // mark, emits SUSPENDED (not terminal, no attempt spent) and commits the
 // record. A handler that returns nil after ErrSuspended has finished: the
 // run succeeds. A delivery that finds the marker when it takes the lease
-// (its runner died between the checkpoint and SUSPENDED) suspends the run
-// at once without executing it. Resume deletes the marker and enqueues the
+// (its runner died between the checkpoint and SUSPENDED; the acquire script
+// reads the marker, leasing.Request.Flag) suspends the run at once without
+// executing it. Resume deletes the marker and enqueues the
 // stored run as a KindRetry due entry with the same run id and attempt;
 // the execution it starts reads the checkpoint the run stopped at. A run
 // is suspended only at a checkpoint: a handler that saves none runs to its

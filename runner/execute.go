@@ -223,7 +223,7 @@ func (x *execution) handle(ctx context.Context) bool {
 	r.trackInflight(x.run.GetRunId(), cancelRun)
 	defer r.untrackInflight(x.run.GetRunId())
 
-	if r.cfg.Checkpoints != nil && r.suspendRequested(ctx, x.run.GetJobId(), x.run.GetRunId()) {
+	if lease.Flagged {
 		// A redelivery of a run whose runner died after its last
 		// checkpoint, before SUSPENDED was out: suspend it again.
 		return x.suspend(ctx, keeper, attemptEnd{})
@@ -384,6 +384,11 @@ func (x *execution) acquire(ctx context.Context) (leasing.Lease, acquireResult, 
 	r, run := x.r, x.run
 	limit, pol := policy(run)
 	req := leasing.Request{JobID: run.GetJobId(), RunID: run.GetRunId(), Limit: limit}
+	if r.cfg.Checkpoints != nil {
+		// The suspend marker is read by the acquire itself: no round trip
+		// of its own for every run.
+		req.Flag = suspendKey(r.cfg.KeyPrefix, req.JobID, req.RunID)
+	}
 	retry := backoff.New(50*time.Millisecond, 5*time.Second)
 	signalled := map[string]time.Time{}
 	revoked := map[string]bool{}

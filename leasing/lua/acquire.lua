@@ -1,9 +1,11 @@
--- KEYS: slots, holders, fence, done mark of the run.
+-- KEYS: slots, holders, fence, done mark of the run, and optionally the
+-- caller's flag key (a key of the job's slot).
 -- ARGV: run id, concurrency limit, ttl (ms), acquire nonce.
--- Returns {1, token} when the lease is taken, {0, 'done'} when the run's
+-- Returns {1, token, flagged} when the lease is taken (flagged: 1 when the
+-- flag key exists, else 0), {0, 'done'} when the run's
 -- dedupe mark exists, {0, 'held'} when the run already holds a slot under
 -- another acquire, {0, 'full', holder run ids...} when every slot is taken.
-local slots, holders, fence, done = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local slots, holders, fence, done, flag = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local run, limit, ttl, nonce = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 
 if redis.call('EXISTS', done) == 1 then
@@ -11,6 +13,13 @@ if redis.call('EXISTS', done) == 1 then
 end
 
 local now = now_ms()
+
+local function flagged()
+  if flag and redis.call('EXISTS', flag) == 1 then
+    return 1
+  end
+  return 0
+end
 
 -- Reclaim the slots of holders that stopped renewing.
 local expired = redis.call('ZRANGEBYSCORE', slots, '-inf', '(' .. now)
@@ -23,7 +32,7 @@ if redis.call('ZSCORE', slots, run) then
   local token, n = holder(holders, run)
   if token and n == nonce then
     -- The same acquire, retried by the client after its reply was lost.
-    return {1, tonumber(token)}
+    return {1, tonumber(token), flagged()}
   end
   return {0, 'held'}
 end
@@ -40,4 +49,4 @@ local token = redis.call('INCR', fence)
 redis.call('ZADD', slots, now + ttl, run)
 redis.call('HSET', holders, run, token .. ':' .. nonce)
 keep_alive(slots, holders, now)
-return {1, token}
+return {1, token, flagged()}
