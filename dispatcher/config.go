@@ -135,10 +135,11 @@ type Config struct {
 	// firing) across its shards: each owned shard reads its buckets page by
 	// page and takes no further page while it holds its equal share (at
 	// least 1). Memory is then MaxHeld entries, plus at most one page of
-	// 512 per shard, plus the successors of jobs that recur within the
-	// look-ahead, whatever the backlog. Default 100000 (25,000 did not
-	// lower the RSS at a million jobs; bench/README.md); an entry takes
-	// about 1 KiB with its snapshot.
+	// 64 per shard, plus the successors of jobs that recur within the
+	// look-ahead, whatever the backlog. A shard that is not behind holds
+	// less: it takes no page beyond the look-ahead, so it holds about the
+	// rate times Lookahead, and MaxHeld matters for a herd or a catch-up.
+	// Default 100000; an entry takes about 1 KiB with its snapshot.
 	MaxHeld int
 	// MaxBacklog: while catching up, no further past bucket of a shard is
 	// read while this many of its entries are in memory. Default 20000.

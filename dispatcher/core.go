@@ -54,6 +54,13 @@ import (
 // of frequently recurring jobs starve the read of entries due before them.
 // A read paused that way resumes as firings free room, so entries still fire
 // in due order, only later.
+//
+// Nor is a further page taken once the read has passed the look-ahead: a
+// bucket's rows come in due order, so the rest of it falls due later still,
+// and is taken as now reaches it (Poll's deadline says when). A minute's
+// bucket is then held about Lookahead at a time, not whole: the memory
+// follows the rate times the look-ahead, and MaxHeld bounds it only when
+// more than that falls due at once (a herd, a catch-up).
 
 // key identifies an entry in memory. DueKey holds a time.Time, which is not
 // a reliable map key (location and monotonic reading take part in ==).
@@ -186,6 +193,9 @@ type shardCore struct {
 	issued   time.Time
 	loading  bool
 	complete time.Time
+	// ahead is the latest due time of the read in progress taken so far
+	// (zero between reads).
+	ahead time.Time
 
 	queue    itemQueue
 	items    map[key]*item
@@ -261,10 +271,12 @@ func (c *shardCore) Poll(now time.Time) ready {
 	if c.queue.Len() > 0 && c.inflight < c.cfg.MaxInflight {
 		r.Deadline = c.queue[0].at.Add(-c.cfg.PrepareAhead)
 	}
-	if !c.loading {
-		if next := c.issued.Add(-c.cfg.Lookahead); next.After(now) && (r.Deadline.IsZero() || next.Before(r.Deadline)) {
-			r.Deadline = next
-		}
+	next := c.issued.Add(-c.cfg.Lookahead) // the next read's start
+	if c.loading {
+		next = c.ahead.Add(-c.cfg.Lookahead) // the read's next page
+	}
+	if next.After(now) && (r.Deadline.IsZero() || next.Before(r.Deadline)) {
+		r.Deadline = next
 	}
 	return r
 }
@@ -275,13 +287,14 @@ func (c *shardCore) loadable(now time.Time) bool {
 		return false
 	}
 	catchingUp := !c.issued.After(now)
-	return c.Room() && (!catchingUp || len(c.items) < c.cfg.MaxBacklog)
+	return c.Room(now) && (!catchingUp || len(c.items) < c.cfg.MaxBacklog)
 }
 
-// Room says whether the core takes another page of a bucket read: it holds
-// fewer than MaxHeld entries read or woken.
-func (c *shardCore) Room() bool {
-	return len(c.items)-c.chainedHeld < c.cfg.MaxHeld
+// Room says whether the core takes another page of a bucket read at now: it
+// holds fewer than MaxHeld entries read or woken, and what it took of the
+// read in progress falls due within the look-ahead.
+func (c *shardCore) Room(now time.Time) bool {
+	return len(c.items)-c.chainedHeld < c.cfg.MaxHeld && !c.ahead.After(now.Add(c.cfg.Lookahead))
 }
 
 // SetLimits sets MaxInflight and MaxHeld. Lowering them hands out no more
@@ -293,6 +306,7 @@ func (c *shardCore) SetLimits(maxInflight, maxHeld int) {
 // Loaded takes a page of the bucket being read.
 func (c *shardCore) Loaded(now time.Time, entries []store.DueEntry) {
 	for _, e := range entries {
+		c.ahead = maxTime(c.ahead, e.Due)
 		if !e.Due.After(c.floor) {
 			continue // dispatched before this claim
 		}
@@ -304,6 +318,7 @@ func (c *shardCore) Loaded(now time.Time, entries []store.DueEntry) {
 func (c *shardCore) LoadDone() {
 	c.loading = false
 	c.complete = c.issued
+	c.ahead = time.Time{}
 }
 
 // Wake takes a wake-up record at offset for entry e. It returns whether the

@@ -34,6 +34,7 @@ import (
 //	watermark now=T          -> the watermark
 //	commit                   -> the commit point
 //	stats now=T              -> entries, in flight, oldest overdue
+//	room now=T               -> "room" when the core takes another page
 func TestCore(t *testing.T) {
 	t.Parallel()
 	datadriven.Walk(t, "testdata/core", func(t *testing.T, path string) {
@@ -66,7 +67,7 @@ func TestCore(t *testing.T) {
 				c.SetLimits(atoi(t, arg(t, d, "inflight", "")), atoi(t, arg(t, d, "held", "")))
 				return ""
 			case "room":
-				if c.Room() {
+				if c.Room(now(t, d)) {
 					return "room"
 				}
 				return "full"

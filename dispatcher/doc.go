@@ -63,9 +63,13 @@
 // backlog waits in the store, in due order, rather than in memory. Chained
 // successors do not count against the share (one per chain at a time;
 // counting them would let a window of frequently recurring jobs starve the
-// read of entries due before them). Catching up (reading buckets already in
-// the past) also reads the next bucket only while fewer than MaxBacklog
-// entries of the shard are in memory.
+// read of entries due before them). Nor does a read take a page beyond the
+// look-ahead: a bucket's rows come in due order, so once what it took falls
+// due later than now + Lookahead, the rest waits in the store until now
+// reaches it. A shard that keeps up therefore holds about its rate times the
+// look-ahead, not its whole minute bucket. Catching up (reading buckets
+// already in the past) also reads the next bucket only while fewer than
+// MaxBacklog entries of the shard are in memory.
 //
 // # Firing
 //

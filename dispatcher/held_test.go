@@ -94,3 +94,49 @@ func TestOwnerHeldBoundUnderOverload(t *testing.T) {
 		assert.True(t, last.Sub(herd) >= time.Duration(jobs/inflight)*10*time.Millisecond, "the shard was overloaded: the last run at %s", last.Sub(herd))
 	})
 }
+
+// TestOwnerHoldsTheLookaheadNotTheBucket spreads 6,000 entries over one
+// minute's bucket, 100 a second, with nothing overloaded: the shard reads
+// the bucket as its entries come within the look-ahead, so it holds about
+// 10 s of them (plus a page) at any time rather than the whole minute, and
+// every entry still fires once.
+func TestOwnerHoldsTheLookaheadNotTheBucket(t *testing.T) {
+	t.Parallel()
+	const jobs = 6000
+	synctest.Test(t, func(t *testing.T) {
+		e := newOwnerEnv(t)
+		bucket := store.Truncate(time.Now()).Truncate(time.Minute).Add(2 * time.Minute)
+		for i := range jobs {
+			id := fmt.Sprintf("job-%04d", i)
+			e.register(jobSpec(id, atSchedule(bucket.Add(time.Duration(i)*10*time.Millisecond))))
+		}
+		var (
+			mu      sync.Mutex
+			maxSeen int
+		)
+		e.startWith(e.prod, func(o *owner) {
+			o.observeCore = func(s coreStats) {
+				mu.Lock()
+				maxSeen = max(maxSeen, s.Entries-s.Chained)
+				mu.Unlock()
+			}
+		})
+		for len(e.prod.all()) < jobs {
+			time.Sleep(time.Second)
+		}
+		e.o.stop(false)
+
+		mu.Lock()
+		defer mu.Unlock()
+		// 10 s of look-ahead at 100 a second, the prepare-ahead's 50, and
+		// the page that crossed the look-ahead.
+		assert.LessOrEqual(t, maxSeen, 1000+50+loadPage, "entries held at once")
+		seen := map[string]bool{}
+		for _, r := range e.prod.all() {
+			id := r.run.GetJobId()
+			assert.False(t, seen[id], "job %s fired twice", id)
+			seen[id] = true
+		}
+		assert.Len(t, seen, jobs)
+	})
+}

@@ -16,8 +16,10 @@ import (
 	"github.com/sundialhq/sundial/store"
 )
 
-// loadPage is how many entries of a bucket travel to the core at once.
-const loadPage = 512
+// loadPage is how many entries of a bucket travel to the core at once. A
+// read waiting for room holds one page besides what the core holds, in
+// every shard being read: small pages keep that small.
+const loadPage = 64
 
 // owner is the goroutine that dispatches one owned shard: it claims the
 // shard, then runs the shard's core, carrying out its decisions (bucket

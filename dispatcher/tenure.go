@@ -151,7 +151,7 @@ func (t *tenure) startLoad(ctx context.Context, bucket time.Time) {
 // pages is the channel of the bucket read's pages while the core has room
 // for another (nil otherwise: the read waits, holding one page at most).
 func (t *tenure) pages() <-chan loadMsg {
-	if !t.core.Room() {
+	if !t.core.Room(t.o.cfg.Now()) {
 		return nil
 	}
 	return t.loads
