@@ -28,6 +28,7 @@ func runBatcher(t *testing.T, newBackend backendFactory) {
 		{"NoScriptIsRecovered", testBatcherNoScript},
 		{"KeeperRenewsThroughTheBatcher", testBatcherKeeper},
 		{"RenewalsOfManyRunsShareAPipeline", testBatcherRenewalsShare},
+		{"UpToNPipelinesOutAtOnce", testBatcherPipelines},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -41,7 +42,7 @@ func runBatcher(t *testing.T, newBackend backendFactory) {
 // back as from the Store's own methods.
 func testBatcherReplies(t *testing.T, b backend) {
 	s, _ := setup(t, b, keeperTimes)
-	bt := NewBatcher(s, 0)
+	bt := NewBatcher(s, 0, 0)
 	ctx := t.Context()
 
 	l, err := bt.Acquire(ctx, Request{JobID: "j", RunID: "r1", Limit: 1})
@@ -115,7 +116,7 @@ func testBatcherShares(t *testing.T, b backend) {
 	g := &gate{entered: make(chan struct{}), release: make(chan struct{})}
 	s, _ := setupHooked(t, b, []redis.Hook{g}, keeperTimes)
 	const n, maxBatch = 25, 10
-	bt := NewBatcher(s, maxBatch)
+	bt := NewBatcher(s, maxBatch, 1)
 	ctx := t.Context()
 
 	first := make(chan error, 1)
@@ -151,7 +152,7 @@ func testBatcherShares(t *testing.T, b backend) {
 // Batcher: one lease, the rest ErrRunHeld.
 func testBatcherRace(t *testing.T, b backend) {
 	s, _ := setup(t, b, keeperTimes)
-	bt := NewBatcher(s, 0)
+	bt := NewBatcher(s, 0, 0)
 	ctx := t.Context()
 	const n = 50
 	var wg sync.WaitGroup
@@ -181,7 +182,7 @@ func testBatcherRace(t *testing.T, b backend) {
 // loads them and succeeds.
 func testBatcherNoScript(t *testing.T, b backend) {
 	s, c := setup(t, b, keeperTimes)
-	bt := NewBatcher(s, 0)
+	bt := NewBatcher(s, 0, 0)
 	ctx := t.Context()
 	l, err := bt.Acquire(ctx, Request{JobID: "ns", RunID: "a", Limit: 2})
 	require.NoError(t, err)
@@ -207,7 +208,7 @@ func testBatcherNoScript(t *testing.T, b backend) {
 // lost; Renew refuses a lease that is not held, as Store.Renew does.
 func testBatcherKeeper(t *testing.T, b backend) {
 	s, c := setup(t, b, keeperTimes)
-	bt := NewBatcher(s, 0)
+	bt := NewBatcher(s, 0, 0)
 	ctx := t.Context()
 	a, err := bt.Acquire(ctx, Request{JobID: "bk", RunID: "bk@1"})
 	require.NoError(t, err)
@@ -236,7 +237,7 @@ func testBatcherKeeper(t *testing.T, b backend) {
 func testBatcherRenewalsShare(t *testing.T, b backend) {
 	g := &gate{entered: make(chan struct{}), release: make(chan struct{})}
 	s, _ := setupHooked(t, b, []redis.Hook{g}, keeperTimes)
-	bt := NewBatcher(s, 0)
+	bt := NewBatcher(s, 0, 1)
 	ctx := t.Context()
 	const n = 40
 	keepers := make([]*Keeper, n)
@@ -262,4 +263,83 @@ func testBatcherRenewalsShare(t *testing.T, b backend) {
 	defer g.mu.Unlock()
 	require.GreaterOrEqual(t, len(g.sizes), 2)
 	assert.Equal(t, []int{1, n - 1}, g.sizes[:2], "the first renewal alone, then the %d that fell due meanwhile together", n-1)
+}
+
+// holdAll holds every pipeline of scripts until released, and records the
+// size of each and how many were out at once.
+type holdAll struct {
+	mu       sync.Mutex
+	sizes    []int
+	out, max int
+	release  chan struct{}
+}
+
+func (h *holdAll) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *holdAll) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *holdAll) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) == 0 || cmds[0].Name() != "evalsha" {
+			return next(ctx, cmds)
+		}
+		h.mu.Lock()
+		h.sizes = append(h.sizes, len(cmds))
+		h.out++
+		h.max = max(h.max, h.out)
+		h.mu.Unlock()
+		<-h.release
+		err := next(ctx, cmds)
+		h.mu.Lock()
+		h.out--
+		h.mu.Unlock()
+		return err
+	}
+}
+
+func (h *holdAll) entered() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.sizes)
+}
+
+// testBatcherPipelines: with 3 pipelines, the first 3 calls go out at once,
+// each alone, and the rest queue; once Redis answers, the queued calls go
+// in batches, never more than 3 pipelines out at once, and each call gets
+// its own lease.
+func testBatcherPipelines(t *testing.T, b backend) {
+	h := &holdAll{release: make(chan struct{})}
+	s, _ := setupHooked(t, b, []redis.Hook{h}, keeperTimes)
+	const n, pipelines, maxBatch = 20, 3, 4
+	bt := NewBatcher(s, maxBatch, pipelines)
+	ctx := t.Context()
+
+	var wg sync.WaitGroup
+	leases := make([]Lease, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			leases[i], errs[i] = bt.Acquire(ctx, Request{JobID: "pipes", RunID: fmt.Sprint("r", i), Limit: n})
+		})
+	}
+	require.Eventually(t, func() bool { return bt.queued() == n-pipelines }, 10*time.Second, time.Millisecond)
+	assert.Equal(t, pipelines, h.entered(), "pipelines out while the rest queue")
+	close(h.release)
+	wg.Wait()
+
+	tokens := map[int64]bool{}
+	for i := range n {
+		require.NoError(t, errs[i], "call %d", i)
+		assert.False(t, tokens[leases[i].Token], "token %d given twice", leases[i].Token)
+		tokens[leases[i].Token] = true
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	assert.LessOrEqual(t, h.max, pipelines, "pipelines out at once")
+	sum := 0
+	for _, size := range h.sizes {
+		assert.LessOrEqual(t, size, maxBatch)
+		sum += size
+	}
+	assert.Equal(t, n, sum, "every call sent once: %v", h.sizes)
+	assert.Equal(t, []int{1, 1, 1}, h.sizes[:pipelines], "the first calls alone")
 }

@@ -99,10 +99,12 @@
 // trip. A Batcher does the same for calls made by many goroutines at once
 // (Acquire, Renew, Complete, Release; Batcher.NewKeeper makes a Keeper that
 // renews through it, so the renewals of many long runs share pipelines):
-// a call that finds no pipeline out is sent alone at once; the calls that
-// arrive while a pipeline is out go together in the next one (no timer).
-// The scripts and replies are the same as one call at a time; a pipeline's
-// calls are decided one after the other in arrival order.
+// a call that finds fewer than its pipelines (DefaultPipelines, 4) out is
+// sent alone at once; the calls that arrive while they are all out go
+// together in the next one (no timer). The scripts and replies are the same
+// as one call at a time; a pipeline's calls are decided one after the other
+// in arrival order, and calls in different pipelines were in flight at the
+// same time, so neither waited for the other's outcome.
 //
 // # Keys and Redis Cluster
 //

@@ -167,9 +167,9 @@
 // end.
 //
 // The lease calls of all workers (acquire, renew, complete, release) go
-// through one leasing.Batcher: calls that arrive while a pipeline is out
-// share the next one, so a busy runner pays one Redis round trip for many
-// runs.
+// through one leasing.Batcher: calls that arrive while its pipelines (4)
+// are out share the next one, so a busy runner pays one Redis round trip
+// for many runs.
 //
 // # What waits for an acknowledgement, and why
 //

@@ -144,7 +144,7 @@ func New(cfg Config) (*Runner, error) {
 	r := &Runner{
 		cfg:          cfg,
 		ownHTTP:      ownHTTP,
-		leases:       leasing.NewBatcher(cfg.Leases, 0),
+		leases:       leasing.NewBatcher(cfg.Leases, 0, 0),
 		slots:        make(chan struct{}, cfg.MaxInFlight),
 		pool:         newPoolGate(cfg.PoolBlocking, cfg.PoolSlots),
 		log:          cfg.Logger.With("runner_id", cfg.ID),
