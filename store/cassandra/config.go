@@ -26,6 +26,7 @@ const (
 	DefaultTimeout           = 10 * time.Second
 	DefaultSchemaTimeout     = time.Minute
 	DefaultPageSize          = 5000
+	DefaultBucketPageSize    = 256
 	DefaultBatchSize         = 200
 	DefaultWriteConcurrency  = 8
 	DefaultRunRetention      = 7 * 24 * time.Hour
@@ -74,9 +75,16 @@ type Config struct {
 	// SchemaTimeout bounds each schema change of a migration, which waits
 	// for the nodes to agree on the schema; default 1m.
 	SchemaTimeout time.Duration
-	// PageSize is how many rows a bucket or history read fetches per round
-	// trip; default 5000.
+	// PageSize is how many rows a history or listing read fetches per
+	// round trip; default 5000.
 	PageSize int
+	// BucketPageSize is how many due entries a bucket read (ListBucket)
+	// fetches per round trip; default 256. It is small because a
+	// dispatcher reads a bucket of every shard it owns at once and stops
+	// between pages at the look-ahead, keeping the fetched page meanwhile:
+	// with 5,000, the frames of 128 shards' reads held 33 MB of its heap at
+	// 2,000 triggers/s.
+	BucketPageSize int
 	// BatchSize is the most statements in one unlogged (single-partition)
 	// batch; default 200.
 	BatchSize int
@@ -122,6 +130,7 @@ func (c Config) withDefaults() Config {
 	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
 	c.SchemaTimeout = cmp.Or(c.SchemaTimeout, DefaultSchemaTimeout)
 	c.PageSize = cmp.Or(c.PageSize, DefaultPageSize)
+	c.BucketPageSize = cmp.Or(c.BucketPageSize, DefaultBucketPageSize)
 	c.BatchSize = cmp.Or(c.BatchSize, DefaultBatchSize)
 	c.WriteConcurrency = cmp.Or(c.WriteConcurrency, DefaultWriteConcurrency)
 	c.NumConns = cmp.Or(c.NumConns, DefaultNumConns)
@@ -179,7 +188,7 @@ func (c Config) Validate() error {
 		field string
 		v     int
 	}{
-		{"page size", c.PageSize}, {"batch size", c.BatchSize}, {"write concurrency", c.WriteConcurrency}, {"num conns", c.NumConns},
+		{"page size", c.PageSize}, {"bucket page size", c.BucketPageSize}, {"batch size", c.BatchSize}, {"write concurrency", c.WriteConcurrency}, {"num conns", c.NumConns},
 	} {
 		if n.v < 1 {
 			bad(n.field, "%d: must be at least 1", n.v)

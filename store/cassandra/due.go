@@ -142,7 +142,8 @@ func (s *Store) dueArgs(p partitionKey, e store.DueEntry) []any {
 	return []any{p.bucket, p.shard, ms(e.Due), e.JobID, string(e.Kind), e.RunID, e.Attempt, e.Revision, e.Payload}
 }
 
-// ListBucket implements store.Schedule, reading PageSize rows per round trip.
+// ListBucket implements store.Schedule, reading BucketPageSize rows per
+// round trip.
 func (s *Store) ListBucket(ctx context.Context, bucket time.Time, shard int) iter.Seq2[store.DueEntry, error] {
 	return func(yield func(store.DueEntry, error) bool) {
 		if err := s.checkShard(ctx, shard); err != nil {
@@ -150,7 +151,7 @@ func (s *Store) ListBucket(ctx context.Context, bucket time.Time, shard int) ite
 			return
 		}
 		b := store.BucketOf(bucket)
-		it := s.idempotent(ctx, s.q.selectBucket, b, shard).PageSize(s.cfg.PageSize).Iter()
+		it := s.idempotent(ctx, s.q.selectBucket, b, shard).PageSize(s.cfg.BucketPageSize).Iter()
 		sc := it.Scanner()
 		for sc.Next() {
 			var e store.DueEntry
