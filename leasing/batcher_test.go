@@ -103,6 +103,18 @@ func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 	}
 }
 
+// requireDistinctLeases checks that every call got a lease, each with its
+// own fencing token.
+func requireDistinctLeases(t *testing.T, leases []Lease, errs []error) {
+	t.Helper()
+	tokens := map[int64]bool{}
+	for i := range leases {
+		require.NoError(t, errs[i], "call %d", i)
+		assert.False(t, tokens[leases[i].Token], "token %d given twice", leases[i].Token)
+		tokens[leases[i].Token] = true
+	}
+}
+
 func (bt *Batcher) queued() int {
 	bt.mu.Lock()
 	defer bt.mu.Unlock()
@@ -137,12 +149,7 @@ func testBatcherShares(t *testing.T, b backend) {
 	close(g.release)
 	require.NoError(t, <-first)
 	wg.Wait()
-	tokens := map[int64]bool{}
-	for i := range n {
-		require.NoError(t, errs[i], "call %d", i)
-		assert.False(t, tokens[leases[i].Token], "token %d given twice", leases[i].Token)
-		tokens[leases[i].Token] = true
-	}
+	requireDistinctLeases(t, leases, errs)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	assert.Equal(t, []int{1, 10, 10, 5}, g.sizes, "the first call alone, then the waiting ones by batches of %d", maxBatch)
@@ -326,12 +333,7 @@ func testBatcherPipelines(t *testing.T, b backend) {
 	close(h.release)
 	wg.Wait()
 
-	tokens := map[int64]bool{}
-	for i := range n {
-		require.NoError(t, errs[i], "call %d", i)
-		assert.False(t, tokens[leases[i].Token], "token %d given twice", leases[i].Token)
-		tokens[leases[i].Token] = true
-	}
+	requireDistinctLeases(t, leases, errs)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	assert.LessOrEqual(t, h.max, pipelines, "pipelines out at once")

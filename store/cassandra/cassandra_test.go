@@ -213,7 +213,7 @@ func TestConfigValidate(t *testing.T) {
 		{"serial", cassandra.Config{Hosts: []string{"db"}, SerialConsistency: "QUORUM"}, []string{"serial consistency"}},
 		{"timeouts", cassandra.Config{Hosts: []string{"db"}, ConnectTimeout: -1, Timeout: -1}, []string{"connect timeout", "timeout"}},
 		{"retention", cassandra.Config{Hosts: []string{"db"}, RunRetention: time.Millisecond}, []string{"run retention"}},
-		{"sizes", cassandra.Config{Hosts: []string{"db"}, PageSize: -1, BatchSize: -1, WriteConcurrency: -1}, []string{"page size", "batch size", "write concurrency"}},
+		{"sizes", cassandra.Config{Hosts: []string{"db"}, PageSize: -1, BucketPageSize: -1, BatchSize: -1, WriteConcurrency: -1}, []string{"page size", "bucket page size", "batch size", "write concurrency"}},
 		{"credentials", cassandra.Config{Hosts: []string{"db"}, Username: "u"}, []string{"username/password"}},
 		{"everything at once", cassandra.Config{ReplicationFactor: -1, Consistency: "x"}, []string{"hosts", "replication factor", "consistency"}},
 	}
