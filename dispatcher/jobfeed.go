@@ -175,12 +175,22 @@ func (f *jobFeed) catchUp(ctx context.Context, pos map[int32]int64) error {
 
 // answeredRevision returns the revision a status record answers for (the
 // offset of the definition or tombstone in sundial.jobs), when it may stand
-// for a change of the stored job: every accepted outcome, UNCHANGED
-// included, since a registry that stored a change and died before
-// answering answers it as UNCHANGED when it processes the record again. A
-// rejected or stale record changed nothing. A record that does not decode
-// counts as a change newer than any revision, so the job's snapshots are
-// not trusted.
+// for a change of the stored job that a snapshot older than it must not
+// outlive (snapshots.go):
+//
+//   - every accepted outcome but CREATED, UNCHANGED included, since a
+//     registry that stored a change and died before answering answers it as
+//     UNCHANGED when it processes the record again;
+//   - not CREATED: the store found no row of the job, and a tombstone's own
+//     answer (DELETED) covers an earlier incarnation, so no live snapshot is
+//     older; a bulk registration of a million new jobs thus costs the log
+//     nothing;
+//   - a record not accepted (rejected, stale) stands for a change past its
+//     revision: an earlier attempt at it may have written its first
+//     occurrence before dying, and that entry must not be trusted.
+//
+// A record that does not decode counts as a change newer than any revision,
+// so the job's snapshots are not trusted.
 func answeredRevision(r *kgo.Record) (int64, bool) {
 	var ct string
 	for _, h := range r.Headers {
@@ -192,5 +202,12 @@ func answeredRevision(r *kgo.Record) (int64, bool) {
 	if err := sundialv1.Unmarshal(ct, r.Value, st); err != nil || st.GetSource() == nil {
 		return math.MaxInt64, true
 	}
-	return st.GetSource().GetOffset(), st.GetAccepted()
+	rev := st.GetSource().GetOffset()
+	switch {
+	case !st.GetAccepted():
+		return rev + 1, true
+	case st.GetOutcome() == sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_CREATED:
+		return 0, false
+	}
+	return rev, true
 }

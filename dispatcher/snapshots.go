@@ -16,9 +16,12 @@ import (
 // since the snapshot, and the jobs feed says which jobs changed.
 //
 // The feed records, for every answer of the registry it reads on
-// sundial.jobs.status, the revision the answer is for (the offset of the
-// definition or tombstone in sundial.jobs), by job (changeLog). A snapshot
-// of revision r checked at CheckedAt may stand for the job at now when:
+// sundial.jobs.status that may stand for a change, the revision it is for
+// (the offset of the definition or tombstone in sundial.jobs), by job
+// (changeLog). A job's creation is not a change (no snapshot of it can be
+// older), and a record the registry did not accept counts as a change just
+// past its revision (answeredRevision). A snapshot of revision r checked at
+// CheckedAt may stand for the job at now when:
 //
 //   - the feed is fresh up to maxLag ago (as for definitions in memory);
 //   - the change log holds every change seen since CheckedAt: CheckedAt is
@@ -52,7 +55,8 @@ import (
 // trusted.
 const snapshotClockSkew = 5 * time.Second
 
-// defaultChangesHeld bounds the jobs the change log holds: about 30 MB.
+// defaultChangesHeld bounds the jobs the change log holds: about 30 MB when
+// full. Creations are not held, so registering new jobs fills none of it.
 const defaultChangesHeld = 1 << 20
 
 // changeLog is the revisions of the changes seen since from, by job.

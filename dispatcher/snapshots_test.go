@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store"
 )
 
@@ -255,4 +256,73 @@ func TestNextOccurrencesShareAWrite(t *testing.T) {
 			assert.ErrorIs(t, <-errs, errBrokerDown, "each firing of a failed batch hears it")
 		}
 	})
+}
+
+// TestAnswersThatChangeAJob: what the feed records of each answer of the
+// registry, and so which snapshots stay trusted. A job's first definition
+// (CREATED) is no change a snapshot could predate, so a bulk registration
+// fills no memory; an update is; a record the registry did not accept
+// stands for a change past its own revision, so an entry an earlier attempt
+// at it wrote before dying is read, not trusted.
+func TestAnswersThatChangeAJob(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	answer := func(rev int64, accepted bool, o sundialv1.DefinitionOutcome) *kgo.Record {
+		st := &sundialv1.JobStatus{
+			Subject:  &sundialv1.JobStatus_JobId{JobId: "a"},
+			Source:   &sundialv1.RecordSource{Offset: rev},
+			Accepted: accepted, Outcome: o,
+		}
+		v, err := proto.Marshal(st)
+		require.NoError(t, err)
+		return &kgo.Record{Key: []byte("a"), Value: v, Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderContentType, Value: []byte(sundialv1.ContentTypeProtobuf)}}}
+	}
+	entry := func(rev int64) store.DueEntry {
+		return store.DueEntry{Due: t0, JobID: "a", Kind: store.KindScheduled, RunID: "a@0", Attempt: 1, Revision: rev}
+	}
+	snap := store.JobSnapshot{Spec: []byte("s"), CheckedAt: t0.Add(time.Minute)}
+	feed := func(recs ...*kgo.Record) changeLog {
+		l := newChangeLog(16)
+		l.start(t0)
+		for _, r := range recs {
+			if rev, ok := answeredRevision(r); ok {
+				l.add("a", rev, t0.Add(2*time.Minute))
+			}
+		}
+		return l
+	}
+	const (
+		created   = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_CREATED
+		updated   = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UPDATED
+		unchanged = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UNCHANGED
+		deleted   = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_DELETED
+		rejected  = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_REJECTED
+		stale     = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_STALE
+	)
+
+	l := feed(answer(10, true, created))
+	assert.Empty(t, l.cur, "a creation is not held")
+	assert.True(t, l.covers(entry(10), snap))
+
+	l = feed(answer(10, true, created), answer(12, true, updated))
+	assert.False(t, l.covers(entry(10), snap), "updated since")
+	assert.True(t, l.covers(entry(12), snap))
+
+	l = feed(answer(10, true, created), answer(12, true, unchanged))
+	assert.False(t, l.covers(entry(10), snap), "an UNCHANGED answer may stand for a change stored by a registry that died")
+
+	l = feed(answer(10, true, created), answer(12, true, deleted), answer(14, true, created))
+	assert.False(t, l.covers(entry(10), snap), "the delete ended the first incarnation; the second's creation does not hide it")
+	assert.True(t, l.covers(entry(14), snap))
+
+	// An attempt at 10 wrote its entry and died; processed again, 10 was
+	// rejected (or found stale); 14 then created the job.
+	for _, o := range []sundialv1.DefinitionOutcome{rejected, stale} {
+		l = feed(answer(10, false, o), answer(14, true, created))
+		assert.False(t, l.covers(entry(10), snap), "the entry of a record %s is trusted", o)
+		assert.True(t, l.covers(entry(14), snap), "after %s", o)
+	}
+
+	l = feed(&kgo.Record{Key: []byte("a"), Value: []byte("not a status")})
+	assert.False(t, l.covers(entry(1<<40), snap), "an answer that does not decode")
 }
