@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"container/heap"
+	"hash/maphash"
 	"time"
 
 	"github.com/sundialhq/sundial/store"
@@ -73,6 +74,26 @@ type key struct {
 
 func keyOf(e store.DueEntry) key {
 	return key{due: e.Due.UnixMilli(), job: e.JobID, kind: e.Kind, runID: e.RunID}
+}
+
+// firedKey is what the dedupe memory keeps of a fired entry's key: two
+// 64-bit hashes of it under independent seeds. It holds no strings, so a
+// fired entry keeps alive neither its ids nor the driver page they were
+// decoded from, and a key costs 24 bytes with its due time instead of about
+// a hundred. Two keys with the same pair of hashes would make the second
+// look fired; among the hundred thousand keys of a window the chance is
+// about 10^-29.
+type firedKey [2]uint64
+
+// firedHasher hashes keys into firedKeys.
+type firedHasher struct{ a, b maphash.Seed }
+
+func newFiredHasher() firedHasher {
+	return firedHasher{a: maphash.MakeSeed(), b: maphash.MakeSeed()}
+}
+
+func (h firedHasher) of(k key) firedKey {
+	return firedKey{maphash.Comparable(h.a, k), maphash.Comparable(h.b, k)}
 }
 
 // chain names the scheduled entries of one job definition.
@@ -202,8 +223,10 @@ type shardCore struct {
 	inflight int
 	// chainedHeld counts the items with chained set.
 	chainedHeld int
-	// fired remembers recently fired keys (to their due time) for dedupe.
-	fired map[key]time.Time
+	// fired remembers recently fired keys (to their due time, unix ms) for
+	// dedupe.
+	fired  map[firedKey]int64
+	hasher firedHasher
 	// chains tracks the scheduled entries in memory by chain; covered is
 	// each chain's covered time (see above).
 	chains  map[chain]*chainState
@@ -222,7 +245,8 @@ func newShardCore(cfg coreConfig) *shardCore {
 		issued:   first,
 		complete: first,
 		items:    map[key]*item{},
-		fired:    map[key]time.Time{},
+		fired:    map[firedKey]int64{},
+		hasher:   newFiredHasher(),
 		chains:   map[chain]*chainState{},
 		covered:  map[chain]time.Time{},
 		offsets:  newOffsetTracker(),
@@ -362,7 +386,7 @@ func (c *shardCore) add(now time.Time, e store.DueEntry, offset int64) bool {
 		}
 		return false
 	}
-	if _, ok := c.fired[k]; ok || !e.Due.Before(c.issued) {
+	if _, ok := c.fired[c.hasher.of(k)]; ok || !e.Due.Before(c.issued) {
 		if offset >= 0 {
 			c.offsets.resolve(offset)
 		}
@@ -393,7 +417,7 @@ func (c *shardCore) forget(it *item) {
 	if it.chained {
 		c.chainedHeld--
 	}
-	c.fired[it.key] = it.entry.Due
+	c.fired[c.hasher.of(it.key)] = it.key.due
 	for _, o := range it.offsets {
 		c.offsets.resolve(o)
 	}
@@ -479,8 +503,9 @@ func (c *shardCore) Watermark(now time.Time) time.Time {
 		c.mark = w
 	}
 	forget := now.Add(-c.cfg.DedupeWindow)
+	forgetMs := min(forget.UnixMilli(), c.complete.UnixMilli())
 	for k, due := range c.fired {
-		if due.Before(forget) && due.Before(c.complete) {
+		if due < forgetMs {
 			delete(c.fired, k)
 		}
 	}
