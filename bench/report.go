@@ -119,6 +119,8 @@ type System struct {
 	// DispatcherMemory is the first dispatcher's memory over the run, when
 	// it ran as a subprocess.
 	DispatcherMemory *ProcessMemory `json:"dispatcher_memory,omitempty"`
+	// RunnerMemory is the first runner's, likewise.
+	RunnerMemory *ProcessMemory `json:"runner_memory,omitempty"`
 	// SustainedPerSec: runs of the window that started during the window,
 	// per second of the window.
 	SustainedPerSec float64 `json:"sustained_triggers_per_sec"`
@@ -423,7 +425,10 @@ func (r *Report) Markdown(w io.Writer) {
 			profilesMarkdown(p, s.Name, s.Profiles)
 		}
 		if s.DispatcherMemory != nil {
-			memoryMarkdown(p, s.Name, s.DispatcherMemory)
+			memoryMarkdown(p, "Dispatcher", s.Name, s.DispatcherMemory)
+		}
+		if s.RunnerMemory != nil {
+			memoryMarkdown(p, "Runner", s.Name, s.RunnerMemory)
 		}
 	}
 	if len(r.Targets) > 0 {
@@ -454,9 +459,10 @@ func (r *Report) Markdown(w io.Writer) {
 	p(".\n")
 }
 
-// memoryMarkdown writes the dispatcher memory section.
-func memoryMarkdown(p func(string, ...any), system string, m *ProcessMemory) {
-	p("\n## Dispatcher memory (%s, %s, /proc VmRSS every %.0fs)\n\n", system, m.Process, m.SampleEverySeconds)
+// memoryMarkdown writes the memory section of a process (role: "Dispatcher",
+// "Runner").
+func memoryMarkdown(p func(string, ...any), role, system string, m *ProcessMemory) {
+	p("\n## %s memory (%s, %s, /proc VmRSS every %.0fs)\n\n", role, system, m.Process, m.SampleEverySeconds)
 	p("| when | jobs stored | RSS | peak so far (VmHWM) |\n|---|---|---|---|\n")
 	for _, ms := range m.Milestones {
 		p("| first sample with %d jobs stored (%s) | %d | %.1f MiB | %.1f MiB |\n",

@@ -210,6 +210,40 @@ func TestTargets(t *testing.T) {
 	assert.False(t, targets(Config{Scenario: "herd"}, herd)[1].Met, "nor does its drain rate count")
 }
 
+// TestSteadyTargets: a steady run keeps up when it starts what its
+// workload offered (the planned rate less the grid's rounding), and at a
+// million jobs the dispatcher and the runner each stay within 256 MiB of
+// RSS over the whole run.
+func TestSteadyTargets(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 27, 15, 0, 0, 0, time.UTC)
+	mem := func(peak float64) *ProcessMemory { return &ProcessMemory{PeakHWMMiB: peak} }
+	r := &Report{Workload: WorkloadInfo{Jobs: 1_000_000, WindowFrom: t0, WindowTo: t0.Add(3 * time.Minute)},
+		Systems: []System{{SustainedPerSec: 1999.3, Counts: loadgen.Counts{Expected: 359930},
+			DispatcherMemory: mem(234.5), RunnerMemory: mem(300)}}}
+	got := func() map[string]Target {
+		m := map[string]Target{}
+		for _, tg := range targets(Config{Scenario: "steady"}, r) {
+			m[tg.Name] = tg
+		}
+		return m
+	}
+	g := got()
+	assert.True(t, g["sustained triggers/s"].Met, "1,999.3 of 1,999.6 offered keeps up")
+	assert.Contains(t, g["sustained triggers/s"].Want, "2000/s offered")
+	assert.True(t, g["dispatcher RSS over the whole run (MiB)"].Met)
+	assert.False(t, g["runner RSS over the whole run (MiB)"].Met, "300 MiB is over 256")
+
+	r.Systems[0].SustainedPerSec = 1900
+	r.Systems[0].RunnerMemory = nil
+	g = got()
+	assert.False(t, g["sustained triggers/s"].Met, "1,900 of 2,000 offered falls behind")
+	assert.NotContains(t, g, "runner RSS over the whole run (MiB)", "a runner in the bench process is not sampled")
+
+	r.Workload.Jobs = 100_000
+	assert.NotContains(t, got(), "dispatcher RSS over the whole run (MiB)", "the bound is for a million jobs")
+}
+
 func TestMarkdownHerd(t *testing.T) {
 	t.Parallel()
 	r := sampleReport()
