@@ -18,14 +18,17 @@
 //     newest per (run, attempt), compared at microsecond precision, so a
 //     replayed or late event never moves an attempt backwards. The runner
 //     gives the events of one execution strictly increasing times.
-//   - The events of one poll (at most Config.MaxPollRecords) are coalesced:
-//     of the records of one (run, attempt), only the newest is written (of
-//     equal times, the later in the partition), so a run that started and
-//     succeeded between two polls costs one row write. The poll's records
-//     go to the store in one RecordRuns call, which batches them per job
-//     partition.
-//   - Offsets are committed only after every record of the poll is stored,
-//     so a crash re-applies events rather than dropping them.
+//   - The writer gathers events: after a poll that returned some, it keeps
+//     polling for Config.Gather (1 s) or until it holds
+//     Config.MaxPollRecords. The events gathered are coalesced: of the
+//     records of one (run, attempt), only the newest is written (of equal
+//     times, the later in the partition), so a run whose STARTED and
+//     outcome fall in one gather costs one row write, which at load is
+//     nearly every run (polled as they came, most runs cost two). The
+//     gather's records go to the store in one RecordRuns call, which
+//     batches them per job partition.
+//   - Offsets are committed only after every record of the gather is
+//     stored, so a crash re-applies events rather than dropping them.
 //   - Records is a pure mapping from one event to the records it writes;
 //     the coalescer and the lag bookkeeping are pure too.
 //

@@ -193,6 +193,56 @@ func TestWriterStoresHistory(t *testing.T) {
 	assert.Equal(t, store.StateSucceeded, sum.LastRun.State)
 }
 
+// TestGatherSpansPolls: a run's STARTED, polled alone, waits in the
+// writer's gather for its outcome, and the two are written as one row.
+// The gather here ends when it holds MaxPollRecords (2) events, not by
+// time: the test waits until the writer has fetched STARTED (one record
+// fetched and not stored) before it produces SUCCEEDED.
+func TestGatherSpansPolls(t *testing.T) {
+	t.Parallel()
+	names := topics.Names{}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, names.Events()))
+	require.NoError(t, err)
+	defer c.Close()
+	st, err := memory.New(memory.Options{})
+	require.NoError(t, err)
+	h := &countingHistory{History: st}
+	reg := prometheus.NewPedanticRegistry()
+	w, err := New(Config{Kafka: []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, Topics: names, History: h, Registerer: reg,
+		MaxPollRecords: 2, Gather: time.Hour})
+	require.NoError(t, err)
+	require.NoError(t, w.Start(context.Background()))
+	defer w.Stop()
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	require.NoError(t, err)
+	defer cl.Close()
+	produce := func(ev *sundialv1.RunEvent) {
+		val, err := proto.Marshal(ev)
+		require.NoError(t, err)
+		require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Topic: names.Events(), Key: []byte("job"), Value: val,
+			Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindRunEvent)}}}).FirstErr())
+	}
+	produce(event(sundialv1.RunState_RUN_STATE_STARTED, 1, due.Add(time.Millisecond), nil))
+	require.Eventually(t, func() bool { return gaugeValue(t, reg, "sundial_history_consumer_lag_records") == 1 },
+		time.Minute, 10*time.Millisecond, "the writer never fetched STARTED")
+	produce(event(sundialv1.RunState_RUN_STATE_SUCCEEDED, 1, due.Add(3*time.Millisecond), func(ev *sundialv1.RunEvent) {
+		ev.Duration = durationpb.New(2 * time.Millisecond)
+	}))
+	require.Eventually(t, func() bool { return gaugeValue(t, reg, "sundial_history_consumer_lag_records") == 0 },
+		time.Minute, 10*time.Millisecond, "the writer never stored the run")
+
+	assert.Equal(t, float64(1), testutil.ToFloat64(w.m.records.WithLabelValues(resultStored)), "one row for the attempt")
+	assert.Equal(t, float64(1), testutil.ToFloat64(w.m.coalesced))
+	h.mu.Lock()
+	assert.Equal(t, 1, h.singles+h.batchedRecs, "one record reached the store")
+	h.mu.Unlock()
+	runs, err := st.ListRuns(context.Background(), "job", 10)
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	assert.Equal(t, store.StateSucceeded, runs[0].State)
+}
+
 func TestConfigValidate(t *testing.T) {
 	t.Parallel()
 	err := Config{MaxPollRecords: -1}.Validate()

@@ -31,8 +31,8 @@ const (
 //
 //	sundial_history_events_total{result}      run events read: decoded, malformed
 //	sundial_history_records_total{result}     history records: stored, refused, invalid
-//	sundial_history_coalesced_total           records folded into a later state of their attempt in the same poll
-//	sundial_history_batches_total             polls' records written together (RecordRuns calls that succeeded)
+//	sundial_history_coalesced_total           records folded into a later state of their attempt in the same gather
+//	sundial_history_batches_total             gathers' records written together (RecordRuns calls that succeeded)
 //	sundial_history_retries_total             failed store writes tried again
 //	sundial_history_lag_seconds               event time to its record stored (histogram)
 //	sundial_history_consumer_lag_records      events on the owned partitions not yet stored (gauge)
@@ -58,7 +58,7 @@ func newMetrics(reg prometheus.Registerer, l *lag, now func() time.Time) (*metri
 		}, []string{"result"}),
 		coalesced: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sundial_history_coalesced_total",
-			Help: "History records not written because a later state of the same attempt came in the same poll.",
+			Help: "History records not written because a later state of the same attempt came in the same gather of events.",
 		}),
 		batches: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sundial_history_batches_total",

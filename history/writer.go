@@ -24,6 +24,7 @@ import (
 const (
 	DefaultGroup          = "sundial-history"
 	DefaultMaxPollRecords = 10000
+	DefaultGather         = time.Second
 )
 
 // Config configures a Writer.
@@ -41,6 +42,13 @@ type Config struct {
 	// and written together: the most a poll holds in memory. Default
 	// 10,000.
 	MaxPollRecords int
+	// Gather is how long the writer keeps polling after a poll that
+	// returned events, before it writes what it has (sooner when it
+	// holds MaxPollRecords): a run's STARTED and its outcome, produced
+	// moments apart, then fall in one write and are coalesced into one
+	// row. History lags by up to this much more. Default 1 s; negative:
+	// write each poll as it comes.
+	Gather time.Duration
 	// Registerer receives the writer's metrics (see metrics.go). Nil:
 	// none kept.
 	Registerer prometheus.Registerer
@@ -82,6 +90,7 @@ func New(cfg Config) (*Writer, error) {
 	}
 	cfg.Group = cmp.Or(cfg.Group, DefaultGroup)
 	cfg.MaxPollRecords = cmp.Or(cfg.MaxPollRecords, DefaultMaxPollRecords)
+	cfg.Gather = cmp.Or(cfg.Gather, DefaultGather)
 	cfg.Logger = deps.Logger(cfg.Logger)
 	cfg.Registerer = metricdeps.Registerer(cfg.Registerer)
 	cfg.Now = deps.Clock(cfg.Now)
@@ -134,34 +143,77 @@ func (w *Writer) forget(_ context.Context, _ *kgo.Client, parts map[string][]int
 
 func (w *Writer) run(ctx context.Context, cl *kgo.Client) {
 	for {
-		fs := cl.PollRecords(ctx, w.cfg.MaxPollRecords)
-		if fs.IsClientClosed() || ctx.Err() != nil {
+		recs, parts, ok := w.gather(ctx, cl)
+		if !ok {
 			cl.AllowRebalance()
 			return
 		}
-		fs.EachError(func(t string, p int32, err error) {
-			w.log.Warn("history: fetch error", "topic", t, "partition", p, "err", err)
-		})
-		fs.EachPartition(func(p kgo.FetchTopicPartition) {
-			if len(p.Records) > 0 {
-				first := p.Records[0]
-				w.lag.fetched(p.Partition, first.Offset, first.Timestamp, p.HighWatermark)
-			}
-		})
-		if err := w.store(ctx, fs.Records()); err != nil {
+		if err := w.store(ctx, recs); err != nil {
 			cl.AllowRebalance()
 			return // only when ctx ended: nothing of this poll is committed
 		}
-		fs.EachPartition(func(p kgo.FetchTopicPartition) {
-			if n := len(p.Records); n > 0 {
-				last := p.Records[n-1]
-				w.lag.stored(p.Partition, last.Offset, last.Timestamp, p.HighWatermark)
-			}
-		})
+		for p, s := range parts {
+			w.lag.stored(p, s.last.Offset, s.last.Timestamp, s.hwm)
+		}
 		if err := cl.CommitUncommittedOffsets(ctx); err != nil && ctx.Err() == nil {
 			w.log.Warn("history: commit failed; events will be applied again", "err", err)
 		}
 		cl.AllowRebalance()
+	}
+}
+
+// gathered is what a gather took of one partition: its first and last
+// records, and its high watermark at the last poll that returned some.
+type gathered struct {
+	first, last *kgo.Record
+	hwm         int64
+}
+
+// gather polls until it holds MaxPollRecords events, or Gather has passed
+// since its first poll that returned any; ok is false once the client is
+// closed or ctx has ended. The group cannot rebalance meanwhile
+// (BlockRebalanceOnPoll): a rebalance waits for Gather and a write at most.
+func (w *Writer) gather(ctx context.Context, cl *kgo.Client) (recs []*kgo.Record, parts map[int32]*gathered, ok bool) {
+	parts = map[int32]*gathered{}
+	var until time.Time
+	for {
+		pctx, cancel := ctx, context.CancelFunc(func() {})
+		if !until.IsZero() {
+			left := until.Sub(w.cfg.Now())
+			if left <= 0 {
+				return recs, parts, true
+			}
+			pctx, cancel = context.WithTimeout(ctx, left)
+		}
+		fs := cl.PollRecords(pctx, w.cfg.MaxPollRecords-len(recs))
+		cancel()
+		if fs.IsClientClosed() || ctx.Err() != nil {
+			return nil, nil, false
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				w.log.Warn("history: fetch error", "topic", t, "partition", p, "err", err)
+			}
+		})
+		fs.EachPartition(func(p kgo.FetchTopicPartition) {
+			if n := len(p.Records); n > 0 {
+				g := parts[p.Partition]
+				if g == nil {
+					g = &gathered{first: p.Records[0]}
+					parts[p.Partition] = g
+					w.lag.fetched(p.Partition, g.first.Offset, g.first.Timestamp, p.HighWatermark)
+				}
+				g.last, g.hwm = p.Records[n-1], p.HighWatermark
+				recs = append(recs, p.Records...)
+			}
+		})
+		switch {
+		case len(recs) == 0:
+		case w.cfg.Gather < 0 || len(recs) >= w.cfg.MaxPollRecords:
+			return recs, parts, true
+		case until.IsZero():
+			until = w.cfg.Now().Add(w.cfg.Gather)
+		}
 	}
 }
 
