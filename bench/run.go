@@ -193,6 +193,11 @@ func (s *System) fractions(bl Baselines) {
 	s.FractionOfL = safeDiv(rate, bl.L)
 }
 
+// pipelineSettle is how long the bench waits after starting the pipeline
+// before it registers the workload: the dispatcher subprocesses' start and
+// their jobs feeds' snapshot allowance (5 s), with room to spare.
+const pipelineSettle = 10 * time.Second
+
 // herdWatch is how long after a herd's due time its CPU is sampled and its
 // processes profiled.
 const herdWatch = 30 * time.Second
@@ -368,6 +373,16 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 		return sys, WorkloadInfo{}, err
 	}
 	defer pl.Stop()
+	// A dispatcher uses the snapshot of its job that an entry carries only
+	// when the definition was produced at least 5 s (its allowance for
+	// clock skew) after its jobs feed began; one produced sooner is read at
+	// its first firing. Registering at once made most first firings of a
+	// 100,000-job workload read their job (about 800 reads/s at 1,000/s), a
+	// start-up cost a cluster that has been running does not pay.
+	b.say("waiting %s for the dispatchers' jobs feeds to settle", pipelineSettle)
+	if !backoff.Sleep(ctx, pipelineSettle) {
+		return sys, WorkloadInfo{}, ctx.Err()
+	}
 
 	plan, err := b.plan(*cfg, cmp.Or(cfg.jobPrefix, ns.ID), ds.URL())
 	if err != nil {
