@@ -47,6 +47,14 @@ func (o *Operator) Cancel(ctx context.Context, jobID, runID string, opts CancelO
 	if err := runner.SignalCancel(ctx, o.cfg.Redis, o.cfg.RunnerKeyPrefix, jobID, runID); err != nil {
 		return CancelResult{}, err
 	}
+	// The signal is fire-and-forget: a runner whose subscription is
+	// reconnecting misses it, and the run would go on. Revoking the lease
+	// makes the cancel certain: the holder's next renewal fails, its Keeper
+	// cancels the execution, and the marker SignalCancel set first makes
+	// the attempt CANCELLED.
+	if _, err := o.cfg.Leases.Revoke(ctx, jobID, runID); err != nil {
+		return CancelResult{}, fmt.Errorf("cancel run %s: %w", runID, err)
+	}
 	o.record(ctx, Action{Kind: "cancel", JobID: jobID, RunID: runID})
 	if f == nil {
 		return CancelResult{}, nil

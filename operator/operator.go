@@ -34,6 +34,7 @@ type Producer interface {
 type Leases interface {
 	Holding(ctx context.Context, jobID, runID string) (bool, error)
 	Done(ctx context.Context, jobID, runID string) (bool, error)
+	Revoke(ctx context.Context, jobID, runID string) (bool, error)
 }
 
 // Enqueuer stores due entries and wakes their shards (*enqueue.Enqueuer).
