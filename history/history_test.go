@@ -113,21 +113,14 @@ func TestRecords(t *testing.T) {
 
 func TestWriterStoresHistory(t *testing.T) {
 	t.Parallel()
-	names := topics.Names{}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, names.Events()))
-	require.NoError(t, err)
-	defer c.Close()
+	names, brokers, cl := fakeEvents(t, 2)
 	st, err := memory.New(memory.Options{})
 	require.NoError(t, err)
 	reg := prometheus.NewPedanticRegistry()
-	w, err := New(Config{Kafka: []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, Topics: names, History: st, Registerer: reg})
+	w, err := New(Config{Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Topics: names, History: st, Registerer: reg})
 	require.NoError(t, err)
 	require.NoError(t, w.Start(context.Background()))
 	defer w.Stop()
-
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	require.NoError(t, err)
-	defer cl.Close()
 	at := func(ms int) time.Time { return due.Add(time.Duration(ms) * time.Millisecond) }
 	evs := []*sundialv1.RunEvent{
 		event(sundialv1.RunState_RUN_STATE_STARTED, 1, at(1), nil),
@@ -146,10 +139,7 @@ func TestWriterStoresHistory(t *testing.T) {
 	require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Topic: names.Events(), Key: []byte("job"), Value: []byte{0xff, 0xff},
 		Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindRunEvent)}}}).FirstErr())
 	for _, ev := range evs {
-		val, err := proto.Marshal(ev)
-		require.NoError(t, err)
-		require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Topic: names.Events(), Key: []byte("job"), Value: val,
-			Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindRunEvent)}}}).FirstErr())
+		produceEvent(t, cl, names, ev)
 	}
 	// An event of another kind on the same topic is ignored.
 	require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Topic: names.Events(), Key: []byte("dag"), Value: []byte("x"),
@@ -193,6 +183,28 @@ func TestWriterStoresHistory(t *testing.T) {
 	assert.Equal(t, store.StateSucceeded, sum.LastRun.State)
 }
 
+// fakeEvents starts a fake Kafka cluster holding sundial.events in
+// partitions partitions, and a client producing to it; both end with t.
+func fakeEvents(t *testing.T, partitions int) (names topics.Names, brokers []string, cl *kgo.Client) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(partitions), names.Events()))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	cl, err = kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	return names, c.ListenAddrs(), cl
+}
+
+// produceEvent produces ev, keyed by job, as the runner does.
+func produceEvent(t *testing.T, cl *kgo.Client, names topics.Names, ev *sundialv1.RunEvent) {
+	t.Helper()
+	val, err := proto.Marshal(ev)
+	require.NoError(t, err)
+	require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Topic: names.Events(), Key: []byte("job"), Value: val,
+		Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindRunEvent)}}}).FirstErr())
+}
+
 // TestGatherSpansPolls: a run's STARTED, polled alone, waits in the
 // writer's gather for its outcome, and the two are written as one row.
 // The gather here ends when it holds MaxPollRecords (2) events, not by
@@ -200,29 +212,17 @@ func TestWriterStoresHistory(t *testing.T) {
 // fetched and not stored) before it produces SUCCEEDED.
 func TestGatherSpansPolls(t *testing.T) {
 	t.Parallel()
-	names := topics.Names{}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, names.Events()))
-	require.NoError(t, err)
-	defer c.Close()
+	names, brokers, cl := fakeEvents(t, 1)
 	st, err := memory.New(memory.Options{})
 	require.NoError(t, err)
 	h := &countingHistory{History: st}
 	reg := prometheus.NewPedanticRegistry()
-	w, err := New(Config{Kafka: []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, Topics: names, History: h, Registerer: reg,
+	w, err := New(Config{Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Topics: names, History: h, Registerer: reg,
 		MaxPollRecords: 2, Gather: time.Hour})
 	require.NoError(t, err)
 	require.NoError(t, w.Start(context.Background()))
 	defer w.Stop()
-
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	require.NoError(t, err)
-	defer cl.Close()
-	produce := func(ev *sundialv1.RunEvent) {
-		val, err := proto.Marshal(ev)
-		require.NoError(t, err)
-		require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Topic: names.Events(), Key: []byte("job"), Value: val,
-			Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindRunEvent)}}}).FirstErr())
-	}
+	produce := func(ev *sundialv1.RunEvent) { produceEvent(t, cl, names, ev) }
 	produce(event(sundialv1.RunState_RUN_STATE_STARTED, 1, due.Add(time.Millisecond), nil))
 	require.Eventually(t, func() bool { return gaugeValue(t, reg, "sundial_history_consumer_lag_records") == 1 },
 		time.Minute, 10*time.Millisecond, "the writer never fetched STARTED")
