@@ -3,8 +3,11 @@ package runner
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sundialhq/sundial/internal/backoff"
 )
 
 // reasonCancelled is the reason of the CANCELLED event of a run an operator
@@ -35,8 +38,20 @@ func SignalCancel(ctx context.Context, rdb redis.UniversalClient, keyPrefix, job
 	return nil
 }
 
-// wasCancelled reports whether an operator cancelled runID.
-func (r *Runner) wasCancelled(ctx context.Context, jobID, runID string) bool {
-	n, err := r.cfg.Redis.Exists(ctx, cancelledKey(r.cfg.KeyPrefix, jobID, runID)).Result()
-	return err == nil && n > 0
+// markerSet reports whether the marker key exists. Redis is asked until it
+// answers, with backoff, while ctx lives (the first ask is made even when
+// it has ended): a "no" for want of an answer would turn a cancelled or
+// replaced run into a retry of it. The error is ctx's and Redis's last when
+// no answer came.
+func (r *Runner) markerSet(ctx context.Context, key string) (bool, error) {
+	var set bool
+	ask := context.WithoutCancel(ctx)
+	err := backoff.Retry(ctx, backoff.Config{Min: 50 * time.Millisecond, Max: 2 * time.Second,
+		OnRetry: func(err error) { r.log.Warn("cannot read a run's marker; retrying", "key", key, "err", err) },
+	}, func() error {
+		n, err := r.cfg.Redis.Exists(ask, key).Result()
+		set = n > 0
+		return err
+	})
+	return set, err
 }

@@ -321,18 +321,39 @@ func (x *execution) judge(ctx context.Context, end attemptEnd) verdict {
 	r, run := x.r, x.run
 	rs := x.retryState()
 	v := classify(end, rs)
-	if (v.leaseLost || v.kind == verdictCancelled) && r.wasCancelled(context.WithoutCancel(ctx), run.GetJobId(), run.GetRunId()) {
-		end.cancelled = true
-		v = classify(end, rs)
+	if v.leaseLost || v.kind == verdictCancelled {
+		cancelled, err := r.markerSet(ctx, cancelledKey(r.cfg.KeyPrefix, run.GetJobId(), run.GetRunId()))
+		if err != nil {
+			return x.undecided(err)
+		}
+		if cancelled {
+			end.cancelled = true
+			v = classify(end, rs)
+		}
 	}
-	if v.leaseLost && r.wasReplaced(context.WithoutCancel(ctx), run.GetJobId(), run.GetRunId()) {
-		end.replaced = true
-		v = classify(end, rs)
+	if v.leaseLost {
+		replaced, err := r.markerSet(ctx, r.replacedKey(run.GetJobId(), run.GetRunId()))
+		if err != nil {
+			return x.undecided(err)
+		}
+		if replaced {
+			end.replaced = true
+			v = classify(end, rs)
+		}
 	}
 	if v.leaseLost {
 		r.m.leaseLost.Inc()
 	}
 	return v
+}
+
+// undecided is the verdict on an attempt whose markers Redis did not
+// answer before the runner stopped: the record is left unfinished, to be
+// delivered again, rather than judged failed (and retried) when an operator
+// may have cancelled it.
+func (x *execution) undecided(err error) verdict {
+	x.logger().Warn("cannot tell whether the run was cancelled or replaced; it will be delivered again", "err", err)
+	return verdict{kind: verdictUnfinished, release: true}
 }
 
 // retryState is what the retry policy needs to decide after an attempt.

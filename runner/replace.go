@@ -47,12 +47,6 @@ func (r *Runner) signalReplace(ctx context.Context, jobID, runID string) error {
 	return r.cfg.Redis.Publish(ctx, r.cancelChannel(), runID).Err()
 }
 
-// wasReplaced reports whether runID's marker exists.
-func (r *Runner) wasReplaced(ctx context.Context, jobID, runID string) bool {
-	n, err := r.cfg.Redis.Exists(ctx, r.replacedKey(jobID, runID)).Result()
-	return err == nil && n > 0
-}
-
 // subscribeCancels subscribes before Start returns, so a signal sent right
 // after is not missed by this runner.
 func (r *Runner) subscribeCancels(ctx context.Context) *redis.PubSub {

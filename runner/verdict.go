@@ -25,11 +25,11 @@ type attemptEnd struct {
 	// started and finished bound the attempt; started is zero when
 	// nothing was sent.
 	started, finished time.Time
-	// replaced: the run's REPLACE marker exists (Runner.wasReplaced). It
-	// is asked of Redis only when the lease was lost mid-attempt, which a
-	// replacing run's revocation causes too.
+	// replaced: the run's REPLACE marker exists. It is asked of Redis
+	// only when the lease was lost mid-attempt, which a replacing run's
+	// revocation causes too.
 	replaced bool
-	// cancelled: an operator cancelled the run (Runner.wasCancelled),
+	// cancelled: an operator cancelled the run (its marker exists),
 	// asked of Redis only when the attempt was stopped by a signal or a
 	// lost lease.
 	cancelled bool
