@@ -112,8 +112,11 @@
 //     Config.ReplaceGrace the lease is revoked through leasing as well) and
 //     takes the slot when it frees; ALLOW runs without a limit. An
 //     operator's cancel (SignalCancel, cancel.go) uses the same channel
-//     with its own marker key; the attempt then ends CANCELLED with reason
-//     "cancelled" and no retry.
+//     with its own marker key, and the operator revokes the lease too; the
+//     attempt then ends CANCELLED with reason "cancelled" and no retry. A
+//     marker is read until Redis answers: an unanswered read is never taken
+//     for "not cancelled" (which would retry the run); a runner that stops
+//     first leaves the record to be delivered again.
 //  3. A Keeper renews the lease, through the runner's leasing.Batcher (its
 //     renewals share pipelines with other runs'); losing it cancels the
 //     execution's context.
