@@ -82,6 +82,11 @@ func testCancelRunningRun(t *testing.T) {
 
 	asked := time.Now()
 	res, err := p.op.Cancel(ctx, id, tr.RunID, operator.CancelOptions{Wait: true})
+	if err != nil {
+		holding, herr := p.leases.Holding(t.Context(), id, tr.RunID)
+		t.Logf("cancel failed after %s: requests of the run at the downstream %d; lease held %v (%v); its events:%s",
+			time.Since(asked), d.requests(tr.RunID), holding, herr, p.runEvents(tr.RunID))
+	}
 	require.NoError(t, err)
 	select {
 	case run := <-ended:

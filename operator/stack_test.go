@@ -2,10 +2,12 @@ package operator_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -38,12 +40,14 @@ const shards = 4
 // runner in this process, with an Operator wired to them as the CLI wires
 // it.
 type pipeline struct {
-	t      *testing.T
-	names  topics.Names
-	store  *cassandra.Store
-	client *client.Client
-	op     *operator.Operator
-	audit  *auditLog
+	t       *testing.T
+	brokers []string
+	names   topics.Names
+	store   *cassandra.Store
+	leases  *leasing.Store
+	client  *client.Client
+	op      *operator.Operator
+	audit   *auditLog
 	// steps is the handler "steps" of the pipeline's runner (suspend_test.go).
 	steps *stepper
 }
@@ -102,7 +106,7 @@ func newPipeline(t *testing.T) *pipeline {
 	cl, err := client.New(client.Config{Brokers: k.Brokers, Topics: names})
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)
-	p := &pipeline{t: t, names: names, store: st, client: cl, audit: &auditLog{}, steps: steps}
+	p := &pipeline{t: t, brokers: k.Brokers, names: names, leases: leases, store: st, client: cl, audit: &auditLog{}, steps: steps}
 	p.op = operator.New(operator.Config{Jobs: st, Producer: cl, Leases: leases, Redis: rc, RunnerKeyPrefix: runnerPrefix,
 		Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Enqueuer: enq, Checkpoints: st, Shards: shards, Audit: p.audit, Logger: log})
 	return p
@@ -118,6 +122,42 @@ func (p *pipeline) apply(spec *sundialv1.JobSpec) {
 	st, err := p.client.WaitStatus(ctx, r)
 	require.NoError(p.t, err)
 	require.True(p.t, st[0].GetAccepted(), "definition refused: %v", st[0])
+}
+
+// runEvents describes every event of runID on the pipeline's events topic,
+// read from its start, for a failing test to print what it saw.
+func (p *pipeline) runEvents(runID string) string {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.brokers...), kgo.ConsumeTopics(p.names.Events()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return err.Error()
+	}
+	defer cl.Close()
+	var b strings.Builder
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		if fs.NumRecords() == 0 {
+			break
+		}
+		fs.EachRecord(func(rec *kgo.Record) {
+			var ct string
+			for _, h := range rec.Headers {
+				if h.Key == sundialv1.HeaderContentType {
+					ct = string(h.Value)
+				}
+			}
+			ev := &sundialv1.RunEvent{}
+			if sundialv1.Unmarshal(ct, rec.Value, ev) == nil && ev.GetRunId() == runID {
+				fmt.Fprintf(&b, "\n  %s attempt %d %s %s by %s", ev.GetTime().AsTime().Format("15:04:05.000"), ev.GetAttempt(), ev.GetState(), ev.GetReason(), ev.GetRunnerId())
+			}
+		})
+	}
+	if b.Len() == 0 {
+		return " none"
+	}
+	return b.String()
 }
 
 // auditLog is the Recorder of the tests.
