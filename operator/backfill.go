@@ -125,7 +125,7 @@ func (o *Operator) Backfill(ctx context.Context, jobID string, opts BackfillOpti
 	if err := o.need("backfill", map[string]bool{"Enqueuer": o.cfg.Enqueuer != nil, "Leases": o.cfg.Leases != nil}); err != nil {
 		return res, err
 	}
-	f, err := o.follow()
+	f, err := o.follow(ctx)
 	if err != nil {
 		return res, err
 	}

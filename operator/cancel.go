@@ -39,7 +39,7 @@ func (o *Operator) Cancel(ctx context.Context, jobID, runID string, opts CancelO
 	}
 	var f *follower
 	if opts.Wait {
-		if f, err = o.follow(); err != nil {
+		if f, err = o.follow(ctx); err != nil {
 			return CancelResult{}, err
 		}
 		defer f.close()

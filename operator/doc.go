@@ -38,6 +38,8 @@
 // Trigger with Wait, Cancel with Wait and Backfill follow sundial.events
 // from a little before the action (the follower starts before anything is
 // produced, so no event is missed) and return on the run's terminal state:
-// SUCCEEDED, DEAD, CANCELLED or SKIPPED. They wait until ctx ends; the
-// caller bounds them.
+// SUCCEEDED, DEAD, CANCELLED or SKIPPED. Each partition starts where
+// package startoffsets says, which also reads an event appended while the
+// follower looks its start up (kgo's AfterMilli offset would skip it). They
+// wait until ctx ends; the caller bounds them.
 package operator

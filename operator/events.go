@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sundialhq/sundial/internal/startoffsets"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -33,24 +35,41 @@ type follower struct {
 	cl *kgo.Client
 }
 
-func (o *Operator) follow() (*follower, error) {
-	return o.followFrom(o.cfg.Now().Add(-followBack))
+func (o *Operator) follow(ctx context.Context) (*follower, error) {
+	return o.followFrom(ctx, o.cfg.Now().Add(-followBack))
 }
 
-func (o *Operator) followFrom(since time.Time) (*follower, error) {
+// followFrom starts each partition of sundial.events where
+// startoffsets.Since says for since, not at kgo's AfterMilli offset: in a
+// partition holding no event from since on, that offset falls back on an end
+// looked up after the lookup by time, and an event appended in between (the
+// STARTED and CANCELLED of a run an action has just reached) would never be
+// read.
+func (o *Operator) followFrom(ctx context.Context, since time.Time) (*follower, error) {
 	if len(o.cfg.Kafka) == 0 {
 		return nil, errors.New("operator: waiting for a run: Config.Kafka: required")
 	}
-	start := since.UnixMilli()
+	topic := o.cfg.Topics.Events()
 	opts := append([]kgo.Opt{
-		kgo.ConsumeTopics(o.cfg.Topics.Events()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(start)),
+		// Only for a reset after an offset out of range: the start
+		// offsets are set below.
+		kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(since.UnixMilli())),
 		kgo.FetchMaxWait(200 * time.Millisecond),
 	}, o.cfg.Kafka...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("operator: events follower: %w", err)
 	}
+	starts, err := startoffsets.Since(ctx, kadm.NewClient(cl), topic, since)
+	if err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("operator: events follower: %w", err)
+	}
+	parts := map[int32]kgo.Offset{}
+	for p, off := range starts {
+		parts[p] = kgo.NewOffset().At(off)
+	}
+	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts})
 	return &follower{cl: cl}, nil
 }
 
@@ -125,7 +144,7 @@ func (f *follower) waitState(ctx context.Context, runID string, want func(sundia
 // or SKIPPED), reading sundial.events from since (less followBack, for
 // clock skew) until ctx ends.
 func (o *Operator) WaitRun(ctx context.Context, runID string, since time.Time) (*sundialv1.RunEvent, error) {
-	f, err := o.followFrom(since.Add(-followBack))
+	f, err := o.followFrom(ctx, since.Add(-followBack))
 	if err != nil {
 		return nil, err
 	}

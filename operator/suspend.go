@@ -44,7 +44,7 @@ func (o *Operator) Suspend(ctx context.Context, jobID, runID string, opts Suspen
 	}
 	var f *follower
 	if opts.Wait {
-		if f, err = o.follow(); err != nil {
+		if f, err = o.follow(ctx); err != nil {
 			return SuspendResult{}, err
 		}
 		defer f.close()

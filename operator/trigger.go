@@ -52,7 +52,7 @@ func (o *Operator) Trigger(ctx context.Context, jobID string, opts TriggerOption
 		err error
 	)
 	if opts.Wait {
-		if f, err = o.follow(); err != nil {
+		if f, err = o.follow(ctx); err != nil {
 			return res, err
 		}
 		defer f.close()

@@ -4,8 +4,8 @@
 // before the reader looked up the partition's end. A reader that starts at
 // an end looked up after the append skips the record for good. The tests
 // of every reader that finds its start by time (the client's WaitStatus,
-// the load generator's observer, a dispatcher in a new group, Since itself)
-// stage it.
+// the load generator's observer, a dispatcher in a new group, the
+// operator's events follower, Since itself) stage it.
 //
 // # Invariants
 //
