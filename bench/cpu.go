@@ -303,6 +303,11 @@ func (s *cpuSampler) report(cores int) *CPUUsage {
 func cpuMarkdown(p func(string, ...any), system string, u *CPUUsage) {
 	p("\n## CPU during the measured window (%s, /proc every %.0fs)\n\n", system, u.SampleEverySeconds)
 	p("Cores used: CPU seconds (utime + stime of `/proc/<pid>/stat`) per second, over the window and in its busiest interval. The machine has %d cores.\n\n", u.Cores)
+	cpuTable(p, u)
+}
+
+// cpuTable writes the table of a CPUUsage.
+func cpuTable(p func(string, ...any), u *CPUUsage) {
 	p("| process | role | pid | mean cores | max cores | |\n|---|---|---|---|---|---|\n")
 	var sum float64
 	for _, pc := range u.Processes {
@@ -335,13 +340,29 @@ type windowWatch struct {
 // the pipeline's subprocesses (procs, nil when the pipeline is in-process),
 // the CPU hog and the stack's backends over the window [from, to).
 func (b *Bench) watchWindow(ctx context.Context, cfg Config, procs *Processes, from, to time.Time) *windowWatch {
-	self := os.Getpid()
 	targets := []profileTarget{{name: "bench"}}
+	if procs != nil {
+		for _, n := range procs.Names() {
+			targets = append(targets, profileTarget{name: n, addr: func() (string, bool) { return procs.PprofAddr(n) }})
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	w := &windowWatch{cancel: cancel, cpu: &cpuSampler{procs: b.cpuProcesses(cfg, procs), every: time.Second, now: b.Now}}
+	prof := &profiler{targets: targets, span: cfg.ProfileSpan, skipBenchCPU: b.CPUProfile != "", client: &http.Client{}, now: b.Now}
+	w.wg.Go(func() { w.profiles = prof.run(ctx, from, to) })
+	w.wg.Go(func() { w.cpu.run(ctx, from, to) })
+	return w
+}
+
+// cpuProcesses are the processes whose CPU the bench samples: the stack's
+// backends, the bench process, the pipeline's subprocesses (procs, nil when
+// the pipeline is in-process) and the CPU hog.
+func (b *Bench) cpuProcesses(cfg Config, procs *Processes) []cpuProcess {
+	self := os.Getpid()
 	cpuProcs := backendCPUProcesses(stackDir(cfg.StackScript), b.Backends)
 	cpuProcs = append(cpuProcs, cpuProcess{name: "bench", role: "pipeline", pid: func() (int, bool, string) { return self, true, "" }})
 	if procs != nil {
 		for _, n := range procs.Names() {
-			targets = append(targets, profileTarget{name: n, addr: func() (string, bool) { return procs.PprofAddr(n) }})
 			cpuProcs = append(cpuProcs, cpuProcess{name: n, role: "pipeline", pid: func() (int, bool, string) {
 				pid, ok := procs.PID(n)
 				return pid, ok, "not running"
@@ -357,12 +378,7 @@ func (b *Bench) watchWindow(ctx context.Context, cfg Config, procs *Processes, f
 			return hog.PID(), true, ""
 		}})
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	w := &windowWatch{cancel: cancel, cpu: &cpuSampler{procs: cpuProcs, every: time.Second, now: b.Now}}
-	prof := &profiler{targets: targets, span: cfg.ProfileSpan, skipBenchCPU: b.CPUProfile != "", client: &http.Client{}, now: b.Now}
-	w.wg.Go(func() { w.profiles = prof.run(ctx, from, to) })
-	w.wg.Go(func() { w.cpu.run(ctx, from, to) })
-	return w
+	return cpuProcs
 }
 
 // wait waits until the window's profiles are taken and its last CPU sample

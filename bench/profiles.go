@@ -303,13 +303,19 @@ func profilesMarkdown(p func(string, ...any), system string, profiles []Profile)
 		}
 	}
 	for _, pr := range profiles {
-		if pr.Kind != "cpu" || len(pr.Top) == 0 {
-			continue
-		}
-		p("\n%s: top %d functions by cumulative CPU (`go tool pprof -top -cum %s`)\n\n", pr.Process, len(pr.Top), pr.File)
-		p("| function | flat | cum | cum %% |\n|---|---|---|---|\n")
-		for _, f := range pr.Top {
-			p("| `%s` | %.2f s | %.2f s | %.1f%% |\n", f.Function, f.FlatSeconds, f.CumSeconds, 100*f.CumShare)
-		}
+		topMarkdown(p, pr)
+	}
+}
+
+// topMarkdown writes the table of a CPU profile's top functions, if it has
+// any.
+func topMarkdown(p func(string, ...any), pr Profile) {
+	if pr.Kind != "cpu" || len(pr.Top) == 0 {
+		return
+	}
+	p("\n%s: top %d functions by cumulative CPU (`go tool pprof -top -cum %s`)\n\n", pr.Process, len(pr.Top), pr.File)
+	p("| function | flat | cum | cum %% |\n|---|---|---|---|\n")
+	for _, f := range pr.Top {
+		p("| `%s` | %.2f s | %.2f s | %.1f%% |\n", f.Function, f.FlatSeconds, f.CumSeconds, 100*f.CumShare)
 	}
 }

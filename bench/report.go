@@ -116,6 +116,9 @@ type System struct {
 	// CPU is the CPU each process of the machine's stack and pipeline used
 	// during the window (not in capacity steps).
 	CPU *CPUUsage `json:"cpu,omitempty"`
+	// Registration is the CPU and the bench process's profile while the
+	// workload was registered (not in capacity steps).
+	Registration *Registration `json:"registration,omitempty"`
 	// DispatcherMemory is the first dispatcher's memory over the run, when
 	// it ran as a subprocess.
 	DispatcherMemory *ProcessMemory `json:"dispatcher_memory,omitempty"`
@@ -236,7 +239,11 @@ func (r *Report) Write(dir string) error {
 		return fmt.Errorf("report: %w", err)
 	}
 	for _, s := range r.Systems {
-		for _, pr := range s.Profiles {
+		profiles := s.Profiles
+		if s.Registration != nil {
+			profiles = append(slices.Clip(profiles), s.Registration.Profile)
+		}
+		for _, pr := range profiles {
 			if pr.data == nil {
 				continue
 			}
@@ -423,6 +430,9 @@ func (r *Report) Markdown(w io.Writer) {
 		}
 		if len(s.Profiles) > 0 {
 			profilesMarkdown(p, s.Name, s.Profiles)
+		}
+		if s.Registration != nil {
+			registrationMarkdown(p, s.Name, s.Registration)
 		}
 		if s.DispatcherMemory != nil {
 			memoryMarkdown(p, "Dispatcher", s.Name, s.DispatcherMemory)

@@ -429,7 +429,14 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 		}
 	}
 
+	var regWatch *registrationWatch
+	if cfg.Scenario != "capacity" {
+		regWatch = b.watchRegistration(ctx, *cfg, procs)
+	}
 	from, to, regSecs, err := b.register(ctx, cfg, plan, gen, rec)
+	if regWatch != nil {
+		sys.Registration = regWatch.finish(plan.Jobs)
+	}
 	if err != nil {
 		return sys, WorkloadInfo{}, err
 	}
