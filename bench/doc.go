@@ -52,7 +52,11 @@
 //     else the listener of the backend's port), of the bench process, the
 //     subprocesses and the hog, and of the machine (/proc). A failed
 //     capture or a process not found is reported, never an error of the
-//     run. A steady workload registers its
+//     run. The registration is watched the same way (registration.go): the
+//     CPU sampler from the first definition produced to the last accepted,
+//     and a CPU profile of the bench process, where the registry runs; it
+//     ends before the window's profiles start, as a process has one CPU
+//     profile at a time. A steady workload registers its
 //     cron jobs first to time the registry, and anchors the interval jobs
 //     with a start at the estimated end of registration, so that they do
 //     not fire (and slow the registry) while the rest is registered.

@@ -19,17 +19,12 @@ import (
 func TestRegistrationIsProfiled(t *testing.T) {
 	b := &Bench{Now: time.Now}
 	w := b.watchRegistration(t.Context(), Config{StackScript: filepath.Join(t.TempDir(), "deploy", "local", "stack.sh")}, nil)
-	// Work to profile until the sampler has two samples of it, so the
-	// bench process has an interval.
-	for spin := 0; ; spin++ {
+	// Two samples give the bench process an interval.
+	require.Eventually(t, func() bool {
 		w.cpu.mu.Lock()
-		n := len(w.cpu.samples)
-		w.cpu.mu.Unlock()
-		if n >= 2 {
-			break
-		}
-		_ = spin * spin
-	}
+		defer w.cpu.mu.Unlock()
+		return len(w.cpu.samples) >= 2
+	}, time.Minute, 10*time.Millisecond)
 	reg := w.finish(1000)
 	require.Empty(t, reg.Profile.Error)
 	assert.Equal(t, "profiles/bench.registration.cpu.pprof", reg.Profile.File)

@@ -142,14 +142,7 @@ func (p *pipeline) runEvents(runID string) string {
 			break
 		}
 		fs.EachRecord(func(rec *kgo.Record) {
-			var ct string
-			for _, h := range rec.Headers {
-				if h.Key == sundialv1.HeaderContentType {
-					ct = string(h.Value)
-				}
-			}
-			ev := &sundialv1.RunEvent{}
-			if sundialv1.Unmarshal(ct, rec.Value, ev) == nil && ev.GetRunId() == runID {
+			if ev, ok := operator.RunEvent(rec); ok && ev.GetRunId() == runID {
 				fmt.Fprintf(&b, "\n  %s attempt %d %s %s by %s", ev.GetTime().AsTime().Format("15:04:05.000"), ev.GetAttempt(), ev.GetState(), ev.GetReason(), ev.GetRunnerId())
 			}
 		})

@@ -38,9 +38,9 @@ func TestCancelWhenTheSignalIsMissed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			// A revoked lease is noticed at the holder's next renewal (a
-			// third of the TTL); 3 s leaves a loaded machine room to renew
-			// until the revoke.
-			h := newHarness(t, fakeBackends(t), 3*time.Second)
+			// third of the TTL); the default TTL keeps a loaded machine's
+			// late renewal from losing the lease before the revoke.
+			h := newHarness(t, fakeBackends(t), steadyTTL)
 			failing := &failMarkerReads{marker: ":cancelled:"}
 			failing.left.Store(tc.unanswered)
 			runnerRedis := redis.NewClient(&redis.Options{Addr: h.b.redisAddr})
