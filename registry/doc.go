@@ -71,7 +71,10 @@
 //     wake-up is produced with the answer, not before it, so a record waits
 //     only on its store calls (a read and plain writes: no lightweight
 //     transaction, see package store); records of different jobs are
-//     processed Config.Concurrency at a time. Their upserts go to the store
+//     processed Config.Concurrency at a time. Each record reads the job in
+//     force once (for ownership, the audit trail, its revision, its quota
+//     and whether it resumes a paused job), and that read joins the next
+//     store.GetJobs call. Their upserts go to the store
 //     together: a record's job joins the next store.UpsertJobs call (at
 //     most 4 in flight, 1024 jobs each; no timer, so a lone record goes at
 //     once), which writes the first occurrences of all its jobs in one

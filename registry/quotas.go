@@ -17,9 +17,10 @@ type quotas struct {
 }
 
 // checkMaxJobs refuses a definition that would create a job of a team that
-// already has its max_jobs. Updates of a job the store holds always pass.
-// See package quota for the bound on overshoot under concurrent creates.
-func (r *Registry) checkMaxJobs(ctx context.Context, spec *sundialv1.JobSpec) (jobspec.FieldError, bool, error) {
+// already has its max_jobs. Updates of a job the store holds (exists)
+// always pass. See package quota for the bound on overshoot under
+// concurrent creates.
+func (r *Registry) checkMaxJobs(ctx context.Context, spec *sundialv1.JobSpec, exists bool) (jobspec.FieldError, bool, error) {
 	if r.quotas == nil {
 		return jobspec.FieldError{}, false, nil
 	}
@@ -34,11 +35,7 @@ func (r *Registry) checkMaxJobs(ctx context.Context, spec *sundialv1.JobSpec) (j
 	if q.MaxJobs == 0 {
 		return jobspec.FieldError{}, false, nil
 	}
-	stored, found, err := r.getJob(ctx, spec.GetId())
-	if err != nil {
-		return jobspec.FieldError{}, false, err
-	}
-	if found && !stored.Deleted {
+	if exists {
 		return jobspec.FieldError{}, false, nil
 	}
 	var n int

@@ -32,8 +32,9 @@ import (
 const DefaultGroup = "sundial-registry"
 
 // DefaultConcurrency is how many jobs one registry processes at once by
-// default. Their upserts go to the store together (upserts): a call of n
-// new definitions costs the Cassandra store n reads, then a batch per
+// default. Their reads of the jobs in force go to the store together
+// (lookups), and so do their upserts (upserts): a call of n new
+// definitions costs the Cassandra store n/32 reads, then a batch per
 // partition of first occurrences, then the rows in batches of many jobs,
 // three round trips in sequence. Bulk registration is bound by the node's
 // CPU per definition, much of it a fixed cost per request, so many jobs
@@ -182,6 +183,7 @@ type Registry struct {
 
 	life    lifecycle.Lifecycle
 	upserts *upserts
+	lookups *lookups
 	quotas  *quotas // nil without Config.Quotas
 	// shards is set by Start, before any record is handled.
 	shards int
@@ -210,7 +212,9 @@ func New(cfg Config) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Registry{cfg: cfg, metrics: m, upserts: newUpserts(cfg.Store, upsertCalls, upsertJobs)}
+	r := &Registry{cfg: cfg, metrics: m,
+		upserts: newUpserts(cfg.Store, upsertCalls, upsertJobs),
+		lookups: newLookups(cfg.Store, upsertCalls, upsertJobs)}
 	if cfg.Quotas != nil {
 		r.quotas = &quotas{store: cfg.Quotas, cache: quota.NewCache(cfg.Quotas, cfg.QuotaTTL, cfg.Now)}
 	}
@@ -308,16 +312,22 @@ func (r *Registry) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
 		st.Revision = proto.Uint64(def.Spec.GetRevision())
 	}
 
-	// The job in force, read when ownership or the audit trail needs it.
-	var before *store.Job
+	// What the store holds for the job, read once for every rule that
+	// needs it: ownership, the audit trail, and for a definition its
+	// revision, its quota and whether it resumes a paused job. The read
+	// joins those of the other records in flight (lookups).
+	var (
+		held   stored
+		before *store.Job // the job in force: held, unless deleted
+	)
 	team, teamTopic := r.cfg.Topics.TeamOf(rec.Topic)
-	if len(errs) == 0 && (teamTopic || r.cfg.Audit != nil) {
-		stored, found, err := r.getJob(ctx, def.Key)
-		if err != nil { // ctx ended: the record is redelivered later
+	if len(errs) == 0 && (!def.Tombstone || teamTopic || r.cfg.Audit != nil) {
+		var err error
+		if held, err = r.lookup(ctx, def.Key); err != nil { // ctx ended: the record is redelivered later
 			return nil
 		}
-		if found && !stored.Deleted {
-			before = &stored
+		if held.found && !held.job.Deleted {
+			before = &held.job
 		}
 	}
 	if len(errs) == 0 && teamTopic {
@@ -334,7 +344,7 @@ func (r *Registry) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
 	case def.Tombstone:
 		err = r.delete(ctx, rec, st)
 	default:
-		wake, err = r.apply(ctx, rec, def.Spec, st)
+		wake, err = r.apply(ctx, rec, def.Spec, held, st)
 	}
 	switch {
 	case errors.Is(err, backoff.ErrPermanent):
@@ -491,8 +501,8 @@ func (r *Registry) delete(ctx context.Context, rec *kgo.Record, st *sundialv1.Jo
 }
 
 // apply stores a definition and returns the entries whose owners must be
-// woken.
-func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.JobSpec, st *sundialv1.JobStatus) ([]store.DueEntry, error) {
+// woken. held is what the store held for the job before.
+func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.JobSpec, held stored, st *sundialv1.JobStatus) ([]store.DueEntry, error) {
 	accepted := rec.Timestamp.UTC().Truncate(time.Millisecond)
 	now := r.cfg.Now()
 
@@ -511,10 +521,7 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 	}
 	var resumed bool
 	if !spec.GetPaused() {
-		var err error
-		if next, resumed, err = r.resumeNext(ctx, rec, spec, sched, next, now); err != nil {
-			return nil, err
-		}
+		next, resumed = r.resumeNext(rec, spec, held, sched, next, now)
 	}
 
 	value, err := (proto.MarshalOptions{Deterministic: true}).Marshal(spec)
@@ -526,21 +533,17 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 
 	// What is in force matters only for a producer revision.
 	if spec.Revision != nil {
-		stored, found, err := r.getJob(ctx, job.ID)
-		if err != nil {
-			return nil, err
-		}
-		inForce := found && !stored.Deleted && stored.Revision < rec.Offset // else a replay: the store answers
+		inForce := held.found && !held.job.Deleted && held.job.Revision < rec.Offset // else a replay: the store answers
 		if inForce {
-			old := r.decodeStored(stored)
-			if fe, bad := checkRevision(spec, old, store.SpecHash(value), stored.Hash); bad {
+			old := r.decodeStored(held.job)
+			if fe, bad := checkRevision(spec, old, store.SpecHash(value), held.job.Hash); bad {
 				r.reject(st, []jobspec.FieldError{fe})
 				return nil, nil
 			}
 		}
 	}
 
-	if fe, over, err := r.checkMaxJobs(ctx, spec); err != nil {
+	if fe, over, err := r.checkMaxJobs(ctx, spec, held.found && !held.job.Deleted); err != nil {
 		return nil, err
 	} else if over {
 		r.reject(st, []jobspec.FieldError{fe})
@@ -549,7 +552,7 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 
 	var outcome store.Outcome
 	if err := r.retry(ctx, "upsert_job", func() (err error) {
-		outcome, err = r.upserts.upsert(ctx, job)
+		outcome, err = upsert(ctx, r.upserts, job)
 		return err
 	}); err != nil {
 		return nil, err
@@ -631,6 +634,17 @@ func checkRevision(spec, old *sundialv1.JobSpec, hash, oldHash []byte) (jobspec.
 		return jobspec.FieldError{Field: "revision", Reason: fmt.Sprintf("%d is the revision in force, but the definition differs from it: increase the revision with every change", want)}, true
 	}
 	return jobspec.FieldError{}, false
+}
+
+// lookup reads what the store holds for job id through the grouped reads
+// (lookups), retrying transient errors until ctx ends.
+func (r *Registry) lookup(ctx context.Context, id string) (stored, error) {
+	var held stored
+	err := r.retry(ctx, "get_job", func() (err error) {
+		held, err = r.lookups.do(ctx, id)
+		return err
+	})
+	return held, err
 }
 
 func (r *Registry) getJob(ctx context.Context, id string) (store.Job, bool, error) {

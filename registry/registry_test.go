@@ -383,7 +383,8 @@ func testDefinitionLifecycle(t *testing.T, s *stack) {
 // would. It counts what the registry must retry: every job carried by a
 // failed UpsertJobs call (the registry batches concurrent upserts, so one
 // failed call fails each job in it) and every failed DeleteJob, whether the
-// failure was injected or came from the real store.
+// failure was injected or came from the real store; and apart, every id
+// carried by a failed GetJobs call (the registry batches its reads too).
 type flakyStore struct {
 	registry.Store
 	failures atomic.Int64
@@ -391,6 +392,21 @@ type flakyStore struct {
 	failedJobs atomic.Int64
 	// realFailures counts calls the real store failed.
 	realFailures atomic.Int64
+	// readFailures is how many GetJobs calls to fail first; failedReads
+	// counts the ids of the GetJobs calls that failed.
+	readFailures, failedReads atomic.Int64
+}
+
+func (f *flakyStore) GetJobs(ctx context.Context, ids []string) (map[string]store.Job, error) {
+	if f.readFailures.Add(-1) >= 0 {
+		f.failedReads.Add(int64(len(ids)))
+		return nil, errTimeout
+	}
+	jobs, err := f.Store.GetJobs(ctx, ids)
+	if err != nil {
+		f.failedReads.Add(int64(len(ids)))
+	}
+	return jobs, err
 }
 
 var errTimeout = errors.New("gocql: timeout (injected)")
@@ -450,6 +466,7 @@ func (f *flakyStore) DeleteJob(ctx context.Context, id string, rev int64, at tim
 func testTransientErrorsAreRetried(t *testing.T, s *stack) {
 	flaky := &flakyStore{Store: s.store}
 	flaky.failures.Store(5)
+	flaky.readFailures.Store(3)
 	_, metrics := s.startRegistry("registry", func(c *registry.Config) { c.Store = flaky })
 
 	recs := s.produce(
@@ -473,6 +490,10 @@ func testTransientErrorsAreRetried(t *testing.T, s *stack) {
 	// the concurrent upserts happened to be batched.
 	assert.Equal(t, float64(failed), upserts+deletes, "one retry for every job write whose store call failed")
 	assert.GreaterOrEqual(t, failed, int64(5), "the 5 injected failures all reached the registry")
+	reads := counter(t, metrics, "sundial_registry_retries_total", "op", "get_job")
+	t.Logf("retries: get_job %v; ids whose read failed %d (3 calls injected)", reads, flaky.failedReads.Load())
+	assert.Equal(t, float64(flaky.failedReads.Load()), reads, "one retry for every id whose grouped read failed")
+	assert.GreaterOrEqual(t, flaky.failedReads.Load(), int64(3), "the 3 injected read failures all reached the registry")
 	assert.Equal(t, float64(1), counter(t, metrics, "sundial_registry_records_total", "outcome", "rejected"))
 }
 

@@ -21,6 +21,10 @@ type Jobs interface {
 	// GetJob returns the stored job, tombstones included (Deleted set), or
 	// ErrNotFound.
 	GetJob(ctx context.Context, id string) (Job, error)
+	// GetJobs is GetJob for many ids in one call: the stored jobs,
+	// tombstones included, keyed by id. An id the store has no job for is
+	// absent from the map, and an id may appear more than once.
+	GetJobs(ctx context.Context, ids []string) (map[string]Job, error)
 	// UpsertJobs is UpsertJob for many jobs in one call, each result as if
 	// the jobs were upserted one after the other in order (a job id may
 	// appear more than once). A job the store refuses gets its error

@@ -81,7 +81,7 @@ func (s *Store) Close() error {
 type statements struct {
 	insertCluster, selectCluster string
 
-	selectJob, selectJobState, selectJobStates, writeJob, listJobsFirst, listJobsAfter string
+	selectJob, selectJobs, selectJobState, selectJobStates, writeJob, listJobsFirst, listJobsAfter string
 
 	insertDue, selectBucket, deleteDue, deleteBucket string
 
@@ -97,6 +97,7 @@ func newStatements(ks string) statements {
 		selectCluster: f(`SELECT shards, created_at FROM %s.cluster_config WHERE id = 'cluster'`),
 
 		selectJob:       f(`SELECT spec, hash, revision, updated_at, deleted, next_due FROM %s.jobs WHERE id = ?`),
+		selectJobs:      f(`SELECT id, spec, hash, revision, updated_at, deleted, next_due FROM %s.jobs WHERE id IN ?`),
 		selectJobState:  f(`SELECT hash, revision, updated_at, deleted, next_due FROM %s.jobs WHERE id = ?`),
 		selectJobStates: f(`SELECT id, hash, revision, updated_at, deleted, next_due FROM %s.jobs WHERE id IN ?`),
 		writeJob:        f(`INSERT INTO %s.jobs (id, spec, hash, revision, updated_at, deleted, next_due) VALUES (?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?`),

@@ -230,6 +230,22 @@ func (s *Store) GetJob(_ context.Context, id string) (store.Job, error) {
 	return job, nil
 }
 
+// GetJobs implements store.Jobs.
+func (s *Store) GetJobs(ctx context.Context, ids []string) (map[string]store.Job, error) {
+	out := make(map[string]store.Job, len(ids))
+	for _, id := range ids {
+		job, err := s.GetJob(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[id] = job
+	}
+	return out, nil
+}
+
 // PutDue implements store.Schedule.
 func (s *Store) PutDue(_ context.Context, entries ...store.DueEntry) error {
 	for i, e := range entries {

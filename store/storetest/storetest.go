@@ -49,6 +49,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"ReplayedAndReorderedWrites", testReplayedAndReorderedWrites},
 		{"UpsertJobsAsOneByOne", testUpsertJobsAsOneByOne},
 		{"UpsertJobsLargeCall", testUpsertJobsLargeCall},
+		{"GetJobsAsOneByOne", testGetJobsAsOneByOne},
 		{"UpsertAfterEntryWithoutRow", testUpsertAfterEntryWithoutRow},
 		{"ChangedScheduleMovesDueEntry", testChangedScheduleMovesDueEntry},
 		{"JobValidation", testJobValidation},
@@ -489,6 +490,54 @@ func testUpsertJobsAsOneByOne(t *testing.T, s store.Store) {
 // than a batch may be, stores every one (the Cassandra store cuts its
 // writes by size); the same call again changes nothing, an older one is
 // stale, and a changed one moves every entry.
+// GetJobs answers what GetJob answers for each id, over more ids than one
+// read of a store that reads them in groups: whole jobs, tombstones
+// included, and nothing for an id never stored or asked twice.
+func testGetJobsAsOneByOne(t *testing.T, s store.Store) {
+	initCluster(t, s, 4)
+	ctx := ctxOf(t)
+	var ids []string
+	for i := range 70 {
+		id := fmt.Sprintf("many-%02d", i)
+		ids = append(ids, id)
+		if i%7 == 3 {
+			continue // never stored
+		}
+		_, err := s.UpsertJob(ctx, job(id, "spec-"+id, int64(10+i), base.Add(time.Duration(i)*time.Minute)))
+		require.NoError(t, err)
+		if i%5 == 0 {
+			_, err := s.DeleteJob(ctx, id, int64(100+i), base.Add(time.Hour))
+			require.NoError(t, err)
+		}
+	}
+	got, err := s.GetJobs(ctx, append(ids, ids[0], ids[1]))
+	require.NoError(t, err)
+	stored := 0
+	for _, id := range ids {
+		want, err := s.GetJob(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			assert.NotContains(t, got, id)
+			continue
+		}
+		require.NoError(t, err)
+		stored++
+		require.Contains(t, got, id)
+		g := got[id]
+		assert.Equal(t, want.Spec, g.Spec, "job %s", id)
+		assert.Equal(t, want.Hash, g.Hash, "job %s", id)
+		assert.Equal(t, want.Revision, g.Revision, "job %s", id)
+		assert.Equal(t, want.Deleted, g.Deleted, "job %s", id)
+		assert.True(t, want.UpdatedAt.Equal(g.UpdatedAt), "job %s: updated at %v, want %v", id, g.UpdatedAt, want.UpdatedAt)
+		assert.True(t, want.NextDue.Equal(g.NextDue), "job %s: next due %v, want %v", id, g.NextDue, want.NextDue)
+	}
+	assert.Len(t, got, stored)
+	assert.Equal(t, 60, stored, "the test stored 60 of its 70 ids")
+
+	got, err = s.GetJobs(ctx, nil)
+	require.NoError(t, err)
+	assert.Empty(t, got)
+}
+
 func testUpsertJobsLargeCall(t *testing.T, s store.Store) {
 	const shards = 8
 	initCluster(t, s, shards)
