@@ -112,35 +112,44 @@ func testAcquireFlag(t *testing.T, b backend) {
 	ctx := t.Context()
 	flag := b.prefix + "{job}:marker:job@1000"
 
-	l, err := s.Acquire(ctx, Request{JobID: "job", RunID: "job@1000", Flag: flag})
+	other := b.prefix + "{job}:other:job@1000"
+	flags := []string{flag, other}
+
+	l, err := s.Acquire(ctx, Request{JobID: "job", RunID: "job@1000", Flags: flags})
 	require.NoError(t, err)
-	assert.False(t, l.Flagged, "no flag key yet")
+	assert.Equal(t, []bool{false, false}, l.Flagged, "no flag key yet")
 	require.NoError(t, s.Release(ctx, l))
 
 	require.NoError(t, c.Set(ctx, flag, "x", time.Minute).Err())
-	l, err = s.Acquire(ctx, Request{JobID: "job", RunID: "job@1000", Flag: flag})
+	l, err = s.Acquire(ctx, Request{JobID: "job", RunID: "job@1000", Flags: flags})
 	require.NoError(t, err)
-	assert.True(t, l.Flagged, "the flag key exists")
+	assert.Equal(t, []bool{true, false}, l.Flagged, "the first flag key exists")
+	require.NoError(t, s.Release(ctx, l))
+
+	require.NoError(t, c.Set(ctx, other, "x", time.Minute).Err())
+	l, err = s.Acquire(ctx, Request{JobID: "job", RunID: "job@1000", Flags: []string{other}})
+	require.NoError(t, err)
+	assert.Equal(t, []bool{true}, l.Flagged, "each flag in the order asked")
 	require.NoError(t, s.Release(ctx, l))
 
 	l, err = s.Acquire(ctx, Request{JobID: "job", RunID: "job@1000"})
 	require.NoError(t, err)
-	assert.False(t, l.Flagged, "a request without a flag is never flagged")
+	assert.Empty(t, l.Flagged, "a request without flags is never flagged")
 	require.NoError(t, s.Release(ctx, l))
 
-	// Batched acquires report it too.
+	// Batched acquires report them too.
 	res := s.AcquireBatch(ctx, []Request{
-		{JobID: "job", RunID: "job@1000", Flag: flag},
-		{JobID: "other", RunID: "other@1", Flag: b.prefix + "{other}:marker:other@1"},
+		{JobID: "job", RunID: "job@1000", Flags: flags},
+		{JobID: "other", RunID: "other@1", Flags: []string{b.prefix + "{other}:marker:other@1"}},
 	})
 	require.NoError(t, res[0].Err)
 	require.NoError(t, res[1].Err)
-	assert.True(t, res[0].Lease.Flagged)
-	assert.False(t, res[1].Lease.Flagged)
+	assert.Equal(t, []bool{true, true}, res[0].Lease.Flagged)
+	assert.Equal(t, []bool{false}, res[1].Lease.Flagged)
 
 	// A flag outside the job's slot is refused, naming the field.
-	_, err = s.Acquire(ctx, Request{JobID: "job", RunID: "job@2", Flag: b.prefix + "marker"})
-	require.ErrorContains(t, err, "field Flag")
+	_, err = s.Acquire(ctx, Request{JobID: "job", RunID: "job@2", Flags: []string{flag, b.prefix + "marker"}})
+	require.ErrorContains(t, err, "field Flags[1]")
 }
 
 func testDedupeMark(t *testing.T, b backend) {

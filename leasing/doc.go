@@ -116,9 +116,10 @@
 //	<prefix>{<job>}:done:<run>    dedupe mark, the completing token
 //
 // so every script touches one cluster slot. An acquire may also name the
-// caller's own key of that slot (Request.Flag): the script reports whether
-// it exists (Lease.Flagged), so a marker the caller must check when it
-// takes a run (the runner's suspend marker) costs no round trip of its own.
+// caller's own keys of that slot (Request.Flags): the script reports
+// whether each exists (Lease.Flagged), so a marker the caller must check
+// when it takes a run (the runner's cancel and suspend markers) costs no
+// round trip of its own.
 // Team slots (teamslots.go) bound
 // the runs of a team that execute at once; their key has the team's own tag,
 //

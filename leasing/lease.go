@@ -23,9 +23,10 @@ type Lease struct {
 	TTL time.Duration
 	// Margin is subtracted from TTL by TrustedUntil.
 	Margin time.Duration
-	// Flagged says that the request's Flag key existed when the lease was
-	// taken (read in the same script, so no write fell in between).
-	Flagged bool
+	// Flagged says, for each of the request's Flags in order, whether the
+	// key existed when the lease was taken (read in the same script, so no
+	// write fell in between).
+	Flagged []bool
 }
 
 // TrustedUntil is the instant after which the holder must assume the lease is
@@ -46,12 +47,12 @@ type Request struct {
 	// Limit is the job's concurrency limit: how many of its runs may hold a
 	// slot at once. Zero means 1.
 	Limit int
-	// Flag optionally names a key whose existence the acquire reports in
+	// Flags optionally name keys whose existence the acquire reports in
 	// Lease.Flagged, read atomically with taking the lease: the caller's
-	// marker for the run (the runner's suspend marker), at no extra round
-	// trip. It must hold the job's hash tag "{JobID}", so that it lives in
-	// the same cluster slot as the lease's keys.
-	Flag string
+	// markers for the run (the runner's cancel and suspend markers), at no
+	// extra round trip. Each must hold the job's hash tag "{JobID}", so
+	// that it lives in the same cluster slot as the lease's keys.
+	Flags []string
 }
 
 func (r Request) limit() int {
@@ -72,8 +73,10 @@ func (r Request) validate() error {
 	if r.Limit < 0 {
 		errs = append(errs, fmt.Errorf("field Limit: %d is negative", r.Limit))
 	}
-	if r.Flag != "" && !strings.Contains(r.Flag, "{"+r.JobID+"}") {
-		errs = append(errs, fmt.Errorf("field Flag: %q does not hold the job's hash tag {%s}", r.Flag, r.JobID))
+	for i, f := range r.Flags {
+		if !strings.Contains(f, "{"+r.JobID+"}") {
+			errs = append(errs, fmt.Errorf("field Flags[%d]: %q does not hold the job's hash tag {%s}", i, f, r.JobID))
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("leasing: bad request for job %q run %q: %w", r.JobID, r.RunID, errors.Join(errs...))

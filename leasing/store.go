@@ -143,9 +143,7 @@ func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10)
 
 func (s *Store) acquireCall(r Request) *call {
 	keys := []string{s.slotsKey(r.JobID), s.holdersKey(r.JobID), s.fenceKey(r.JobID), s.doneKey(r.JobID, r.RunID)}
-	if r.Flag != "" {
-		keys = append(keys, r.Flag)
-	}
+	keys = append(keys, r.Flags...)
 	return &call{
 		keys: keys,
 		// The nonce lets a retried acquire (go-redis retries a command whose
@@ -210,10 +208,15 @@ func (s *Store) acquired(r Request, start time.Time, v any) (Lease, error) {
 	if len(reply) >= 2 {
 		if code, _ := reply[0].(int64); code == 1 {
 			if token, ok := reply[1].(int64); ok {
-				var flagged bool
-				if len(reply) >= 3 {
-					f, _ := reply[2].(int64)
-					flagged = f == 1
+				var flagged []bool
+				if len(r.Flags) > 0 {
+					flagged = make([]bool, len(r.Flags))
+					for i := range flagged {
+						if 2+i < len(reply) {
+							f, _ := reply[2+i].(int64)
+							flagged[i] = f == 1
+						}
+					}
 				}
 				return Lease{
 					JobID: r.JobID, RunID: r.RunID, Token: token,

@@ -23,9 +23,10 @@ type CancelResult struct {
 
 // Cancel cancels the running run runID of job jobID: when the run holds a
 // live lease, the runner executing it is signalled and ends the attempt
-// with CANCELLED, scheduling no retry. A run that holds no lease (not
-// started, finished, or waiting for its next attempt) is answered
-// ErrNotRunning and nothing is sent.
+// with CANCELLED, scheduling no retry. Any later delivery or attempt of the
+// run ends CANCELLED without executing (runner.SignalCancel's marker). A
+// run that holds no lease (not started, finished, or waiting for its next
+// attempt) is answered ErrNotRunning and nothing is sent.
 func (o *Operator) Cancel(ctx context.Context, jobID, runID string, opts CancelOptions) (CancelResult, error) {
 	if err := o.need("cancel", map[string]bool{"Leases": o.cfg.Leases != nil, "Redis": o.cfg.Redis != nil, "RunnerKeyPrefix": o.cfg.RunnerKeyPrefix != ""}); err != nil {
 		return CancelResult{}, err

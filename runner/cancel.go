@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sundialhq/sundial/internal/backoff"
+	"github.com/sundialhq/sundial/leasing"
 )
 
 // reasonCancelled is the reason of the CANCELLED event of a run an operator
@@ -20,16 +21,35 @@ const reasonCancelled = "cancelled"
 // at once, and when the attempt ends that way (or by a lost lease) the marker
 // makes it CANCELLED, with no retry, rather than replaced or failed.
 
+// cancelledMarkerTTL bounds the life of a cancel marker. Every delivery of
+// the run reads it when it takes the lease (leasing.Request.Flags), so it
+// must outlive any redelivery of the run: one after a runner died between
+// CANCELLED and its commit, or left the attempt undecided.
+const cancelledMarkerTTL = 7 * 24 * time.Hour
+
+// The acquire's flags, in order (leasing.Request.Flags): the cancel marker
+// always, the suspend marker with Config.Checkpoints.
+const (
+	flagCancelled = iota
+	flagSuspend
+)
+
+// flagged says whether the acquire of lease found flag i's marker.
+func flagged(lease leasing.Lease, i int) bool {
+	return i < len(lease.Flagged) && lease.Flagged[i]
+}
+
 func cancelledKey(keyPrefix, jobID, runID string) string {
 	return keyPrefix + "{" + jobID + "}:cancelled:" + runID
 }
 
 // SignalCancel asks the runner executing runID of jobID to cancel it.
-// keyPrefix is the runners' Config.KeyPrefix. The signal reaches only a run
-// that is executing when it is published; a run that starts later is not
-// cancelled (pub/sub keeps nothing).
+// keyPrefix is the runners' Config.KeyPrefix. The signal reaches a run that
+// is executing when it is published (pub/sub keeps nothing); the marker
+// reaches every later delivery of the run, which ends CANCELLED without
+// executing (its lease's acquire reads the marker).
 func SignalCancel(ctx context.Context, rdb redis.UniversalClient, keyPrefix, jobID, runID string) error {
-	if err := rdb.Set(ctx, cancelledKey(keyPrefix, jobID, runID), "operator", replacedMarkerTTL).Err(); err != nil {
+	if err := rdb.Set(ctx, cancelledKey(keyPrefix, jobID, runID), "operator", cancelledMarkerTTL).Err(); err != nil {
 		return fmt.Errorf("mark run %s of job %q cancelled: %w", runID, jobID, err)
 	}
 	if err := rdb.Publish(ctx, keyPrefix+"cancel", runID).Err(); err != nil {

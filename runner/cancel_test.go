@@ -122,3 +122,38 @@ func (f *failMarkerReads) take() bool {
 func (f *failMarkerReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
+
+// TestACancelledRunNeverExecutesAgain: a delivery of a run an operator
+// cancelled (the redelivery after a runner died between CANCELLED and its
+// commit, or left the attempt undecided) finds the cancel marker when it
+// takes the lease, and ends CANCELLED again without executing.
+func TestACancelledRunNeverExecutesAgain(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, fakeBackends(t), steadyTTL)
+	hold := newHolder()
+	r := h.start(func(c *Config) { c.Handlers = map[string]target.Handler{"hold": hold} })
+	run := h.run("cancel-again", time.Now(), func(r *sundialv1.Run) {
+		r.Target = &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: "hold"}}}
+	})
+	h.produce(run)
+	awaitStart(t, hold, run.GetRunId())
+	require.NoError(t, SignalCancel(t.Context(), h.redis, r.cfg.KeyPrefix, run.GetJobId(), run.GetRunId()))
+	waitStates(t, h, run.GetRunId(), started, cancelled)
+
+	// The same record, delivered again.
+	h.produce(run)
+	waitStates(t, h, run.GetRunId(), started, cancelled, cancelled)
+	select {
+	case id := <-hold.started:
+		t.Fatalf("run %s executed again after its cancel", id)
+	default:
+	}
+	var ends int
+	for _, ev := range h.events.all() {
+		if ev.GetRunId() == run.GetRunId() && ev.GetState() == cancelled {
+			ends++
+			assert.Equal(t, reasonCancelled, ev.GetReason())
+		}
+	}
+	assert.Equal(t, 2, ends)
+}

@@ -116,7 +116,12 @@
 //     attempt then ends CANCELLED with reason "cancelled" and no retry. A
 //     marker is read until Redis answers: an unanswered read is never taken
 //     for "not cancelled" (which would retry the run); a runner that stops
-//     first leaves the record to be delivered again.
+//     first leaves the record to be delivered again. Every later delivery
+//     of a cancelled run (that one, or one after a runner died between
+//     CANCELLED and its commit) finds the cancel marker when it takes the
+//     lease (the acquire script reads it, leasing.Request.Flags) and ends
+//     CANCELLED without executing: a run an operator cancelled never
+//     executes again.
 //  3. A Keeper renews the lease, through the runner's leasing.Batcher (its
 //     renewals share pipelines with other runs'); losing it cancels the
 //     execution's context.
@@ -162,7 +167,7 @@
 // record. A handler that returns nil after ErrSuspended has finished: the
 // run succeeds. A delivery that finds the marker when it takes the lease
 // (its runner died between the checkpoint and SUSPENDED; the acquire script
-// reads the marker, leasing.Request.Flag) suspends the run at once without
+// reads the marker, leasing.Request.Flags) suspends the run at once without
 // executing it. Resume deletes the marker and enqueues the
 // stored run as a KindRetry due entry with the same run id and attempt;
 // the execution it starts reads the checkpoint the run stopped at. A run

@@ -223,7 +223,14 @@ func (x *execution) handle(ctx context.Context) bool {
 	r.trackInflight(x.run.GetRunId(), cancelRun)
 	defer r.untrackInflight(x.run.GetRunId())
 
-	if lease.Flagged {
+	if flagged(lease, flagCancelled) {
+		// An operator cancelled this run: a delivery of it after its
+		// CANCELLED was out but not committed, or after an attempt left
+		// undecided, ends cancelled again and never executes.
+		x.logger().Info("run cancelled by an operator before this delivery; not executed")
+		return x.conclude(ctx, keeper, attemptEnd{}, verdict{kind: verdictCancelled, reason: reasonCancelled})
+	}
+	if flagged(lease, flagSuspend) {
 		// A redelivery of a run whose runner died after its last
 		// checkpoint, before SUSPENDED was out: suspend it again.
 		return x.suspend(ctx, keeper, attemptEnd{})
@@ -404,11 +411,12 @@ func (x *execution) conclude(ctx context.Context, keeper *leasing.Keeper, end at
 func (x *execution) acquire(ctx context.Context) (leasing.Lease, acquireResult, error) {
 	r, run := x.r, x.run
 	limit, pol := policy(run)
-	req := leasing.Request{JobID: run.GetJobId(), RunID: run.GetRunId(), Limit: limit}
+	// The cancel and suspend markers are read by the acquire itself: no
+	// round trip of their own for every run.
+	req := leasing.Request{JobID: run.GetJobId(), RunID: run.GetRunId(), Limit: limit,
+		Flags: []string{cancelledKey(r.cfg.KeyPrefix, run.GetJobId(), run.GetRunId())}}
 	if r.cfg.Checkpoints != nil {
-		// The suspend marker is read by the acquire itself: no round trip
-		// of its own for every run.
-		req.Flag = suspendKey(r.cfg.KeyPrefix, req.JobID, req.RunID)
+		req.Flags = append(req.Flags, suspendKey(r.cfg.KeyPrefix, req.JobID, req.RunID))
 	}
 	retry := backoff.New(50*time.Millisecond, 5*time.Second)
 	signalled := map[string]time.Time{}

@@ -32,7 +32,7 @@ const reasonSuspended = "suspended"
 // runner that finds the marker when it takes the lease of a run (the
 // redelivery of a run whose runner died after the checkpoint) suspends it
 // at once without executing it; the lease's acquire script reads the
-// marker (leasing.Request.Flag), so runs cost no extra round trip for it. The marker lives until the resume deletes
+// marker (leasing.Request.Flags), so runs cost no extra round trip for it. The marker lives until the resume deletes
 // it (ClearSuspend), or suspendMarkerTTL.
 
 func suspendKey(keyPrefix, jobID, runID string) string {

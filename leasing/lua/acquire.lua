@@ -1,11 +1,11 @@
--- KEYS: slots, holders, fence, done mark of the run, and optionally the
--- caller's flag key (a key of the job's slot).
+-- KEYS: slots, holders, fence, done mark of the run, then the caller's
+-- flag keys, if any (keys of the job's slot).
 -- ARGV: run id, concurrency limit, ttl (ms), acquire nonce.
--- Returns {1, token, flagged} when the lease is taken (flagged: 1 when the
--- flag key exists, else 0), {0, 'done'} when the run's
+-- Returns {1, token, flagged...} when the lease is taken (one flagged per
+-- flag key: 1 when it exists, else 0), {0, 'done'} when the run's
 -- dedupe mark exists, {0, 'held'} when the run already holds a slot under
 -- another acquire, {0, 'full', holder run ids...} when every slot is taken.
-local slots, holders, fence, done, flag = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local slots, holders, fence, done = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local run, limit, ttl, nonce = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 
 if redis.call('EXISTS', done) == 1 then
@@ -14,11 +14,12 @@ end
 
 local now = now_ms()
 
-local function flagged()
-  if flag and redis.call('EXISTS', flag) == 1 then
-    return 1
+local function taken(token)
+  local reply = {1, token}
+  for i = 5, #KEYS do
+    reply[#reply + 1] = redis.call('EXISTS', KEYS[i])
   end
-  return 0
+  return reply
 end
 
 -- Reclaim the slots of holders that stopped renewing.
@@ -32,7 +33,7 @@ if redis.call('ZSCORE', slots, run) then
   local token, n = holder(holders, run)
   if token and n == nonce then
     -- The same acquire, retried by the client after its reply was lost.
-    return {1, tonumber(token), flagged()}
+    return taken(tonumber(token))
   end
   return {0, 'held'}
 end
@@ -49,4 +50,4 @@ local token = redis.call('INCR', fence)
 redis.call('ZADD', slots, now + ttl, run)
 redis.call('HSET', holders, run, token .. ':' .. nonce)
 keep_alive(slots, holders, now)
-return {1, token, flagged()}
+return taken(token)
