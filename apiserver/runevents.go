@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -124,21 +124,8 @@ func fetchErrors(fs kgo.Fetches) error {
 // content-type header names, or no message type at all (records that
 // predate the header). DAG run events and undecodable records are not.
 func decodeRunEvent(r *kgo.Record) (*sundialv1.RunEvent, bool) {
-	var ct, kind string
-	for _, h := range r.Headers {
-		switch strings.ToLower(h.Key) {
-		case sundialv1.HeaderContentType:
-			ct = string(h.Value)
-		case sundialv1.HeaderKind:
-			kind = string(h.Value)
-		}
-	}
-	mt := sundialv1.MessageType(ct)
-	if mt != "" && mt != "sundial.v1.RunEvent" || mt == "" && kind == sundialv1.KindDagRunEvent {
-		return nil, false
-	}
-	ev := &sundialv1.RunEvent{}
-	if err := sundialv1.Unmarshal(ct, r.Value, ev); err != nil || ev.GetRunId() == "" {
+	ev, ok, err := topics.DecodeRunEvent(r)
+	if err != nil || !ok || ev.GetRunId() == "" {
 		return nil, false
 	}
 	return ev, true

@@ -3,12 +3,12 @@ package dagengine
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sundialhq/sundial/dagengine/dagrun"
+	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store"
 )
@@ -73,24 +73,13 @@ func (e *Engine) processEvents(ctx context.Context, recs []*kgo.Record) bool {
 // other record: a DagRunEvent, a run outside any DAG, or a record that does
 // not decode (logged and counted).
 func (e *Engine) decodeEvent(rec *kgo.Record) (*sundialv1.RunEvent, bool) {
-	var contentType string
-	for _, h := range rec.Headers {
-		switch strings.ToLower(h.Key) {
-		case sundialv1.HeaderKind:
-			if kind := string(h.Value); kind != "" && kind != sundialv1.KindRunEvent {
-				return nil, false
-			}
-		case sundialv1.HeaderContentType:
-			contentType = string(h.Value)
-		}
-	}
-	ev := &sundialv1.RunEvent{}
-	if err := sundialv1.Unmarshal(contentType, rec.Value, ev); err != nil {
+	ev, ok, err := topics.DecodeRunEvent(rec)
+	if err != nil {
 		e.runs.m.events.WithLabelValues("malformed").Inc()
 		e.cfg.Logger.Warn("run event does not decode; skipped", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "err", err)
 		return nil, false
 	}
-	if ev.GetDagRunId() == "" {
+	if !ok || ev.GetDagRunId() == "" {
 		return nil, false
 	}
 	return ev, true

@@ -16,7 +16,6 @@ import (
 	"github.com/sundialhq/sundial/internal/deps/metricdeps"
 	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/topics"
-	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store"
 )
 
@@ -223,13 +222,13 @@ func (w *Writer) store(ctx context.Context, recs []*kgo.Record) error {
 	c := newCoalescer()
 	mapped := 0
 	for _, rec := range recs {
-		if kind := header(rec, sundialv1.HeaderKind); kind != "" && kind != sundialv1.KindRunEvent {
-			continue
-		}
-		ev := &sundialv1.RunEvent{}
-		if err := sundialv1.Unmarshal(header(rec, sundialv1.HeaderContentType), rec.Value, ev); err != nil {
+		ev, ok, err := topics.DecodeRunEvent(rec)
+		if err != nil {
 			w.m.events.WithLabelValues(eventMalformed).Inc()
 			w.log.Error("history: skipping an undecodable event", "partition", rec.Partition, "offset", rec.Offset, "err", err)
+			continue
+		}
+		if !ok { // a DAG run event
 			continue
 		}
 		w.m.events.WithLabelValues(eventDecoded).Inc()
@@ -304,13 +303,4 @@ func (w *Writer) record(ctx context.Context, r store.RunRecord) error {
 			return ctx.Err()
 		}
 	}
-}
-
-func header(rec *kgo.Record, key string) string {
-	for _, h := range rec.Headers {
-		if h.Key == key {
-			return string(h.Value)
-		}
-	}
-	return ""
 }

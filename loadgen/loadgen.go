@@ -178,21 +178,20 @@ func (g *Generator) observe(ctx context.Context, obs *kgo.Client) {
 			g.log.Warn("loadgen: fetch", "topic", t, "partition", p, "err", err)
 		})
 		fetches.EachRecord(func(rec *kgo.Record) {
-			ct := contentType(rec)
-			if rec.Topic == events && header(rec, sundialv1.HeaderKind) == sundialv1.KindDagRunEvent {
-				return // the DAG engine's own events share the topic; they are not run events
-			}
 			if rec.Topic == events {
-				ev := &sundialv1.RunEvent{}
-				if err := sundialv1.Unmarshal(ct, rec.Value, ev); err != nil {
+				// The DAG engine's own events share the topic; they are
+				// not run events.
+				ev, ok, err := topics.DecodeRunEvent(rec)
+				if err != nil {
 					g.log.Warn("loadgen: event does not decode", "offset", rec.Offset, "err", err)
-					return
 				}
-				g.cfg.Recorder.ObserveEvent(ev)
+				if ok {
+					g.cfg.Recorder.ObserveEvent(ev)
+				}
 				return
 			}
 			run := &sundialv1.Run{}
-			if err := sundialv1.Unmarshal(ct, rec.Value, run); err != nil {
+			if err := sundialv1.Unmarshal(topics.Header(rec, sundialv1.HeaderContentType), rec.Value, run); err != nil {
 				g.log.Warn("loadgen: run record does not decode", "topic", rec.Topic, "offset", rec.Offset, "err", err)
 				return
 			}
@@ -204,18 +203,6 @@ func (g *Generator) observe(ctx context.Context, obs *kgo.Client) {
 			g.cfg.Recorder.ObserveDispatch(run, rec.Timestamp)
 		})
 	}
-}
-
-func contentType(rec *kgo.Record) string { return header(rec, sundialv1.HeaderContentType) }
-
-// header returns the value of the record's header key (any case), or "".
-func header(rec *kgo.Record, key string) string {
-	for _, h := range rec.Headers {
-		if strings.EqualFold(h.Key, key) {
-			return string(h.Value)
-		}
-	}
-	return ""
 }
 
 // watchStatuses counts the registry's answers to this workload's jobs.

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sundialhq/sundial/internal/startoffsets"
+	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -104,17 +105,8 @@ func (f *follower) next(ctx context.Context) ([]*sundialv1.RunEvent, error) {
 // runEvent decodes a RunEvent; DAG run events and undecodable records are
 // not.
 func runEvent(rec *kgo.Record) (*sundialv1.RunEvent, bool) {
-	var ct string
-	for _, h := range rec.Headers {
-		if h.Key == sundialv1.HeaderContentType {
-			ct = string(h.Value)
-		}
-	}
-	if mt := sundialv1.MessageType(ct); mt != "" && mt != "sundial.v1.RunEvent" {
-		return nil, false
-	}
-	ev := &sundialv1.RunEvent{}
-	if err := sundialv1.Unmarshal(ct, rec.Value, ev); err != nil || ev.GetRunId() == "" {
+	ev, ok, err := topics.DecodeRunEvent(rec)
+	if err != nil || !ok || ev.GetRunId() == "" {
 		return nil, false
 	}
 	return ev, true

@@ -1,0 +1,60 @@
+package topics
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+func TestDecodeRunEvent(t *testing.T) {
+	t.Parallel()
+	ev := &sundialv1.RunEvent{RunId: "job@1000", JobId: "job", Attempt: 1, State: sundialv1.RunState_RUN_STATE_STARTED}
+	bin, err := proto.Marshal(ev)
+	require.NoError(t, err)
+	js, err := protojson.Marshal(ev)
+	require.NoError(t, err)
+	dag := &sundialv1.DagRunEvent{DagRunId: "dag@1"}
+	dagBin, err := proto.Marshal(dag)
+	require.NoError(t, err)
+	hdr := func(kv ...string) []kgo.RecordHeader {
+		var h []kgo.RecordHeader
+		for i := 0; i < len(kv); i += 2 {
+			h = append(h, kgo.RecordHeader{Key: kv[i], Value: []byte(kv[i+1])})
+		}
+		return h
+	}
+	for _, tc := range []struct {
+		name    string
+		rec     *kgo.Record
+		ok, bad bool
+	}{
+		{"as produced", &kgo.Record{Value: bin, Headers: EventHeaders(ev)}, true, false},
+		{"no headers: binary protobuf", &kgo.Record{Value: bin}, true, false},
+		{"JSON, kind run_event", &kgo.Record{Value: js, Headers: hdr("Content-Type", sundialv1.ContentTypeJSON, sundialv1.HeaderKind, sundialv1.KindRunEvent)}, true, false},
+		{"a DAG run event as produced", &kgo.Record{Value: dagBin, Headers: EventHeaders(dag)}, false, false},
+		{"a DAG run event by its kind alone", &kgo.Record{Value: dagBin, Headers: hdr(sundialv1.HeaderKind, sundialv1.KindDagRunEvent)}, false, false},
+		{"the message type decides over the kind", &kgo.Record{Value: bin, Headers: hdr(sundialv1.HeaderContentType, sundialv1.ProtobufContentType(ev), sundialv1.HeaderKind, sundialv1.KindDagRunEvent)}, true, false},
+		{"a run event that does not decode", &kgo.Record{Value: []byte("{not json"), Headers: hdr(sundialv1.HeaderContentType, sundialv1.ContentTypeJSON)}, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok, err := DecodeRunEvent(tc.rec)
+			assert.Equal(t, tc.ok, ok)
+			if tc.bad {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			if tc.ok {
+				assert.True(t, proto.Equal(ev, got), "got %v", got)
+			} else {
+				assert.Nil(t, got)
+			}
+		})
+	}
+}
