@@ -14,25 +14,25 @@ import (
 )
 
 // resumeNext says whether the definition in rec resumes a paused job (the
-// one in force, held, is paused; this one is not) and returns the job's first due
-// time. For a resumed job the occurrences that fell due while it was paused
+// one in force, prior, is paused; this one is not) and returns the job's
+// first due time. For a resumed job the occurrences that fell due while it was paused
 // are not skipped: they follow the job's misfire policy, as for a
 // dispatcher that was down, counted from when the job was paused (the
 // paused definition's UpdatedAt). An "at" instant that passed before the
 // pause stays skipped: it fired, or was misfired, then.
-func (r *Registry) resumeNext(rec *kgo.Record, spec *sundialv1.JobSpec, held stored, sched *schedule.Schedule, next, now time.Time) (time.Time, bool) {
-	if !held.found || held.job.Deleted || held.job.Revision >= rec.Offset {
+func (r *Registry) resumeNext(rec *kgo.Record, spec *sundialv1.JobSpec, prior stored, sched *schedule.Schedule, next, now time.Time) (time.Time, bool) {
+	if !prior.found || prior.job.Deleted || prior.job.Revision >= rec.Offset {
 		return next, false // new, or a replay: the store answers
 	}
 	// A stored definition that does not decode (nil, logged) is not known
 	// to be paused: the job counts as changed, not resumed.
-	if !r.decodeStored(held.job).GetPaused() {
+	if !r.decodeStored(prior.job).GetPaused() {
 		return next, false
 	}
 	if sched == nil {
 		return next, true
 	}
-	pausedAt := held.job.UpdatedAt.UTC()
+	pausedAt := prior.job.UpdatedAt.UTC()
 	s := spec.GetSchedule()
 	t, ok := jobspec.FirstDue(sched, jobspec.MisfirePolicy(s), jobspec.CatchUpWindow(s), pausedAt, now)
 	if !ok || (sched.Kind() == schedule.KindAt && t.Before(pausedAt)) {

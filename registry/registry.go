@@ -317,17 +317,17 @@ func (r *Registry) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
 	// revision, its quota and whether it resumes a paused job. The read
 	// joins those of the other records in flight (lookups).
 	var (
-		held   stored
-		before *store.Job // the job in force: held, unless deleted
+		prior  stored
+		before *store.Job // the job in force: prior, unless deleted
 	)
 	team, teamTopic := r.cfg.Topics.TeamOf(rec.Topic)
 	if len(errs) == 0 && (!def.Tombstone || teamTopic || r.cfg.Audit != nil) {
 		var err error
-		if held, err = r.lookup(ctx, def.Key); err != nil { // ctx ended: the record is redelivered later
+		if prior, err = r.lookup(ctx, def.Key); err != nil { // ctx ended: the record is redelivered later
 			return nil
 		}
-		if held.found && !held.job.Deleted {
-			before = &held.job
+		if prior.found && !prior.job.Deleted {
+			before = &prior.job
 		}
 	}
 	if len(errs) == 0 && teamTopic {
@@ -344,7 +344,7 @@ func (r *Registry) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
 	case def.Tombstone:
 		err = r.delete(ctx, rec, st)
 	default:
-		wake, err = r.apply(ctx, rec, def.Spec, held, st)
+		wake, err = r.apply(ctx, rec, def.Spec, prior, st)
 	}
 	switch {
 	case errors.Is(err, backoff.ErrPermanent):
@@ -501,8 +501,8 @@ func (r *Registry) delete(ctx context.Context, rec *kgo.Record, st *sundialv1.Jo
 }
 
 // apply stores a definition and returns the entries whose owners must be
-// woken. held is what the store held for the job before.
-func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.JobSpec, held stored, st *sundialv1.JobStatus) ([]store.DueEntry, error) {
+// woken. prior is what the store held for the job before it.
+func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.JobSpec, prior stored, st *sundialv1.JobStatus) ([]store.DueEntry, error) {
 	accepted := rec.Timestamp.UTC().Truncate(time.Millisecond)
 	now := r.cfg.Now()
 
@@ -521,7 +521,7 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 	}
 	var resumed bool
 	if !spec.GetPaused() {
-		next, resumed = r.resumeNext(rec, spec, held, sched, next, now)
+		next, resumed = r.resumeNext(rec, spec, prior, sched, next, now)
 	}
 
 	value, err := (proto.MarshalOptions{Deterministic: true}).Marshal(spec)
@@ -533,17 +533,17 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 
 	// What is in force matters only for a producer revision.
 	if spec.Revision != nil {
-		inForce := held.found && !held.job.Deleted && held.job.Revision < rec.Offset // else a replay: the store answers
+		inForce := prior.found && !prior.job.Deleted && prior.job.Revision < rec.Offset // else a replay: the store answers
 		if inForce {
-			old := r.decodeStored(held.job)
-			if fe, bad := checkRevision(spec, old, store.SpecHash(value), held.job.Hash); bad {
+			old := r.decodeStored(prior.job)
+			if fe, bad := checkRevision(spec, old, store.SpecHash(value), prior.job.Hash); bad {
 				r.reject(st, []jobspec.FieldError{fe})
 				return nil, nil
 			}
 		}
 	}
 
-	if fe, over, err := r.checkMaxJobs(ctx, spec, held.found && !held.job.Deleted); err != nil {
+	if fe, over, err := r.checkMaxJobs(ctx, spec, prior.found && !prior.job.Deleted); err != nil {
 		return nil, err
 	} else if over {
 		r.reject(st, []jobspec.FieldError{fe})
@@ -639,12 +639,12 @@ func checkRevision(spec, old *sundialv1.JobSpec, hash, oldHash []byte) (jobspec.
 // lookup reads what the store holds for job id through the grouped reads
 // (lookups), retrying transient errors until ctx ends.
 func (r *Registry) lookup(ctx context.Context, id string) (stored, error) {
-	var held stored
+	var prior stored
 	err := r.retry(ctx, "get_job", func() (err error) {
-		held, err = r.lookups.do(ctx, id)
+		prior, err = r.lookups.do(ctx, id)
 		return err
 	})
-	return held, err
+	return prior, err
 }
 
 func (r *Registry) getJob(ctx context.Context, id string) (store.Job, bool, error) {
