@@ -15,9 +15,9 @@ import (
 
 // resumeNext says whether the definition in rec resumes a paused job (the
 // one in force, prior, is paused; this one is not) and returns the job's
-// first due time. For a resumed job the occurrences that fell due while it was paused
-// are not skipped: they follow the job's misfire policy, as for a
-// dispatcher that was down, counted from when the job was paused (the
+// first due time. For a resumed job the occurrences that fell due while it
+// was paused are not skipped: they follow the job's misfire policy, as for
+// a dispatcher that was down, counted from when the job was paused (the
 // paused definition's UpdatedAt). An "at" instant that passed before the
 // pause stays skipped: it fired, or was misfired, then.
 func (r *Registry) resumeNext(rec *kgo.Record, spec *sundialv1.JobSpec, prior stored, sched *schedule.Schedule, next, now time.Time) (time.Time, bool) {
