@@ -147,6 +147,23 @@ func testAcquireFlag(t *testing.T, b backend) {
 	assert.Equal(t, []bool{true, true}, res[0].Lease.Flagged)
 	assert.Equal(t, []bool{false}, res[1].Lease.Flagged)
 
+	// A full job reports the flags too, with its holders.
+	for _, r := range res {
+		require.NoError(t, s.Release(ctx, r.Lease))
+	}
+	holder, err := s.Acquire(ctx, Request{JobID: "job", RunID: "job@3000"})
+	require.NoError(t, err)
+	_, err = s.Acquire(ctx, Request{JobID: "job", RunID: "job@1000", Flags: flags})
+	var full *NoSlotError
+	require.ErrorAs(t, err, &full)
+	assert.Equal(t, []string{"job@3000"}, full.Holders)
+	assert.Equal(t, []bool{true, true}, full.Flagged)
+	_, err = s.Acquire(ctx, Request{JobID: "job", RunID: "job@2000"})
+	require.ErrorAs(t, err, &full)
+	assert.Equal(t, []string{"job@3000"}, full.Holders)
+	assert.Empty(t, full.Flagged, "a request without flags is never flagged")
+	require.NoError(t, s.Release(ctx, holder))
+
 	// A flag outside the job's slot is refused, naming the field.
 	_, err = s.Acquire(ctx, Request{JobID: "job", RunID: "job@2", Flags: []string{flag, b.prefix + "marker"}})
 	require.ErrorContains(t, err, "field Flags[1]")

@@ -39,6 +39,10 @@ type NoSlotError struct {
 	Limit int
 	// Holders are the run ids that hold the job's slots, in expiry order.
 	Holders []string
+	// Flagged says, for each of the request's Flags in order, whether the
+	// key existed (read in the same script), as Lease.Flagged does for an
+	// acquire that took the lease.
+	Flagged []bool
 }
 
 func (e *NoSlotError) Error() string {

@@ -208,20 +208,10 @@ func (s *Store) acquired(r Request, start time.Time, v any) (Lease, error) {
 	if len(reply) >= 2 {
 		if code, _ := reply[0].(int64); code == 1 {
 			if token, ok := reply[1].(int64); ok {
-				var flagged []bool
-				if len(r.Flags) > 0 {
-					flagged = make([]bool, len(r.Flags))
-					for i := range flagged {
-						if 2+i < len(reply) {
-							f, _ := reply[2+i].(int64)
-							flagged[i] = f == 1
-						}
-					}
-				}
 				return Lease{
 					JobID: r.JobID, RunID: r.RunID, Token: token,
 					AcquiredAt: start, TTL: s.cfg.TTL, Margin: s.cfg.Margin,
-					Flagged: flagged,
+					Flagged: flagsOf(r, reply[2:]),
 				}, nil
 			}
 		}
@@ -232,7 +222,12 @@ func (s *Store) acquired(r Request, start time.Time, v any) (Lease, error) {
 			return Lease{}, fmt.Errorf("job %s run %s: %w", r.JobID, r.RunID, ErrRunHeld)
 		case "full":
 			e := &NoSlotError{JobID: r.JobID, Limit: r.limit()}
-			for _, h := range reply[2:] {
+			if len(reply) < 3 {
+				break
+			}
+			flags, _ := reply[2].([]any)
+			e.Flagged = flagsOf(r, flags)
+			for _, h := range reply[3:] {
 				if id, ok := h.(string); ok {
 					e.Holders = append(e.Holders, id)
 				}
@@ -357,4 +352,20 @@ func (s *Store) held(op string, l Lease, v any, err error) error {
 		return fmt.Errorf("%s job %s run %s token %d: %w", op, l.JobID, l.RunID, l.Token, ErrLeaseLost)
 	}
 	return fmt.Errorf("leasing: %s job %s run %s: unexpected reply %v", op, l.JobID, l.RunID, v)
+}
+
+// flagsOf reads the script's flagged replies, one per request flag (1 when
+// the key exists); nil for a request without flags.
+func flagsOf(r Request, reply []any) []bool {
+	if len(r.Flags) == 0 {
+		return nil
+	}
+	flagged := make([]bool, len(r.Flags))
+	for i := range flagged {
+		if i < len(reply) {
+			f, _ := reply[i].(int64)
+			flagged[i] = f == 1
+		}
+	}
+	return flagged
 }

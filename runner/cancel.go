@@ -8,7 +8,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sundialhq/sundial/internal/backoff"
-	"github.com/sundialhq/sundial/leasing"
 )
 
 // reasonCancelled is the reason of the CANCELLED event of a run an operator
@@ -27,16 +26,34 @@ const reasonCancelled = "cancelled"
 // CANCELLED and its commit, or left the attempt undecided.
 const cancelledMarkerTTL = 7 * 24 * time.Hour
 
-// The acquire's flags, in order (leasing.Request.Flags): the cancel marker
-// always, the suspend marker with Config.Checkpoints.
+// The acquire's flags, in order (leasing.Request.Flags): the cancel and
+// replace markers always, the suspend marker with Config.Checkpoints.
 const (
 	flagCancelled = iota
+	flagReplaced
 	flagSuspend
 )
 
-// flagged says whether the acquire of lease found flag i's marker.
-func flagged(lease leasing.Lease, i int) bool {
-	return i < len(lease.Flagged) && lease.Flagged[i]
+// flagged says whether an acquire found flag i's marker; flags is
+// leasing.Lease.Flagged or leasing.NoSlotError.Flagged.
+func flagged(flags []bool, i int) bool {
+	return i < len(flags) && flags[i]
+}
+
+// endedBefore says whether a delivery's acquire found the run cancelled by
+// an operator or replaced by a newer run of its job, and the reason of the
+// CANCELLED it then ends with, without executing. Such a delivery is a run
+// whose CANCELLED was out but not committed (its runner died), or whose
+// attempt was left undecided: executing it, or letting it replace the run
+// that replaced it, would undo what the cancel or the replace did.
+func endedBefore(flags []bool) (string, bool) {
+	switch {
+	case flagged(flags, flagCancelled):
+		return reasonCancelled, true
+	case flagged(flags, flagReplaced):
+		return reasonReplaced, true
+	}
+	return "", false
 }
 
 func cancelledKey(keyPrefix, jobID, runID string) string {

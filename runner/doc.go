@@ -121,7 +121,10 @@
 //     CANCELLED and its commit) finds the cancel marker when it takes the
 //     lease (the acquire script reads it, leasing.Request.Flags) and ends
 //     CANCELLED without executing: a run an operator cancelled never
-//     executes again.
+//     executes again. The same holds for a replaced run's marker, which the
+//     script reports even when the job's slots are full: a replaced run
+//     delivered again ends CANCELLED (reason "replaced") rather than
+//     executing or replacing the run that replaced it.
 //  3. A Keeper renews the lease, through the runner's leasing.Batcher (its
 //     renewals share pipelines with other runs'); losing it cancels the
 //     execution's context.

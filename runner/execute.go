@@ -60,6 +60,9 @@ type execution struct {
 	// keeperHandedOff is set when the finishing goroutine of a success
 	// owns the Keeper, which renews the lease until the dedupe mark.
 	keeperHandedOff bool
+	// endedReason is the reason of the CANCELLED of a delivery whose
+	// acquire found the run cancelled or replaced (endedCancelled).
+	endedReason string
 
 	pending sync.WaitGroup
 	errMu   sync.Mutex
@@ -164,6 +167,9 @@ const (
 	queued
 	invalidRun
 	aborted
+	// endedCancelled: the run was cancelled or replaced before this
+	// delivery (endedBefore), and its job's slots are full.
+	endedCancelled
 )
 
 // handle is the life of one delivery of a run: take the lease, execute one
@@ -223,14 +229,11 @@ func (x *execution) handle(ctx context.Context) bool {
 	r.trackInflight(x.run.GetRunId(), cancelRun)
 	defer r.untrackInflight(x.run.GetRunId())
 
-	if flagged(lease, flagCancelled) {
-		// An operator cancelled this run: a delivery of it after its
-		// CANCELLED was out but not committed, or after an attempt left
-		// undecided, ends cancelled again and never executes.
-		x.logger().Info("run cancelled by an operator before this delivery; not executed")
-		return x.conclude(ctx, keeper, attemptEnd{}, verdict{kind: verdictCancelled, reason: reasonCancelled})
+	if reason, ended := endedBefore(lease.Flagged); ended {
+		x.logger().Info("run cancelled or replaced before this delivery; not executed", "reason", reason)
+		return x.conclude(ctx, keeper, attemptEnd{}, verdict{kind: verdictCancelled, reason: reason})
 	}
-	if flagged(lease, flagSuspend) {
+	if flagged(lease.Flagged, flagSuspend) {
 		// A redelivery of a run whose runner died after its last
 		// checkpoint, before SUSPENDED was out: suspend it again.
 		return x.suspend(ctx, keeper, attemptEnd{})
@@ -258,6 +261,11 @@ func (x *execution) notAcquired(ctx context.Context, res acquireResult, err erro
 		return x.deferRun(ctx, queueDelay(x.run, r.cfg.QueueDelay), reasonOverlapQueue, nil)
 	case invalidRun:
 		return x.dead(ctx, &target.Error{Code: codeInvalidRun, Message: err.Error()}, nil, 0)
+	case endedCancelled:
+		r.m.runs.WithLabelValues(outcomeCancelled).Inc()
+		x.emitEnd(x.event(sundialv1.RunState_RUN_STATE_CANCELLED, func(ev *sundialv1.RunEvent) { ev.Reason = x.endedReason }))
+		x.logger().Info("run cancelled or replaced before this delivery; not executed", "reason", x.endedReason)
+		return x.finishAfterAcks(ctx, nil, nil)
 	}
 	return false // aborted: ctx ended
 }
@@ -411,10 +419,10 @@ func (x *execution) conclude(ctx context.Context, keeper *leasing.Keeper, end at
 func (x *execution) acquire(ctx context.Context) (leasing.Lease, acquireResult, error) {
 	r, run := x.r, x.run
 	limit, pol := policy(run)
-	// The cancel and suspend markers are read by the acquire itself: no
-	// round trip of their own for every run.
+	// The cancel, replace and suspend markers are read by the acquire
+	// itself: no round trip of their own for every run.
 	req := leasing.Request{JobID: run.GetJobId(), RunID: run.GetRunId(), Limit: limit,
-		Flags: []string{cancelledKey(r.cfg.KeyPrefix, run.GetJobId(), run.GetRunId())}}
+		Flags: []string{cancelledKey(r.cfg.KeyPrefix, run.GetJobId(), run.GetRunId()), r.replacedKey(run.GetJobId(), run.GetRunId())}}
 	if r.cfg.Checkpoints != nil {
 		req.Flags = append(req.Flags, suspendKey(r.cfg.KeyPrefix, req.JobID, req.RunID))
 	}
@@ -435,14 +443,20 @@ func (x *execution) acquire(ctx context.Context) (leasing.Lease, acquireResult, 
 			x.logger().Debug("run is leased by another holder; waiting", "retry_in", wait)
 		case errors.Is(err, leasing.ErrNoSlot):
 			r.m.leases.WithLabelValues(leaseNoSlot).Inc()
+			var ns *leasing.NoSlotError
+			if errors.As(err, &ns) {
+				if reason, ended := endedBefore(ns.Flagged); ended {
+					x.endedReason = reason
+					return leasing.Lease{}, endedCancelled, nil
+				}
+			}
 			switch pol {
 			case sundialv1.OverlapPolicy_OVERLAP_POLICY_FORBID:
 				return leasing.Lease{}, forbidden, nil
 			case sundialv1.OverlapPolicy_OVERLAP_POLICY_QUEUE:
 				return leasing.Lease{}, queued, nil
 			case sundialv1.OverlapPolicy_OVERLAP_POLICY_REPLACE:
-				var ns *leasing.NoSlotError
-				if errors.As(err, &ns) && len(ns.Holders) > 0 {
+				if ns != nil && len(ns.Holders) > 0 {
 					x.replace(ctx, ns.Holders[0], signalled, revoked)
 				}
 				wait = min(wait, 50*time.Millisecond)

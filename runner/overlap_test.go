@@ -271,3 +271,49 @@ func TestReplaceByRevokeWhenTheSignalIsMissed(t *testing.T) {
 	assert.ErrorIs(t, hold.ended[first.GetRunId()], leasing.ErrLeaseLost)
 	hold.mu.Unlock()
 }
+
+// TestAReplacedRunDoesNotComeBack: the record of a run that a newer run
+// replaced, delivered again (its runner died between CANCELLED and its
+// commit), finds its replace marker when it asks for the lease. It ends
+// CANCELLED again, and neither executes nor replaces the run that replaced
+// it, whose slot it finds taken.
+func TestAReplacedRunDoesNotComeBack(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, fakeBackends(t), steadyTTL)
+	hold := newHolder()
+	h.start(func(c *Config) { c.Handlers = map[string]target.Handler{"hold": hold} })
+	now := time.Now()
+	first := overlapRun(h, "replaced-again", now, sundialv1.OverlapPolicy_OVERLAP_POLICY_REPLACE)
+	second := overlapRun(h, "replaced-again", now.Add(time.Second), sundialv1.OverlapPolicy_OVERLAP_POLICY_REPLACE)
+	h.produce(first)
+	awaitStart(t, hold, first.GetRunId())
+	h.produce(second)
+	awaitStart(t, hold, second.GetRunId())
+	waitStates(t, h, first.GetRunId(), started, cancelled)
+
+	// The first run's record again, while the second holds the slot.
+	h.produce(first)
+	waitStates(t, h, first.GetRunId(), started, cancelled, cancelled)
+	for _, ev := range h.events.all() {
+		if ev.GetRunId() == first.GetRunId() && ev.GetState() == cancelled {
+			assert.Equal(t, "replaced", ev.GetReason())
+		}
+	}
+	assert.Equal(t, []sundialv1.RunState{started}, h.events.states(second.GetRunId()), "the replacement runs on: %s", h.events.describe(second.GetRunId()))
+	hold.mu.Lock()
+	_, ended := hold.ended[second.GetRunId()]
+	hold.mu.Unlock()
+	assert.False(t, ended, "the replacement's execution was not stopped")
+
+	// Once the replacement is done, the slot is free: the first run's
+	// record, delivered once more, still does not execute.
+	hold.release(second.GetRunId())
+	waitStates(t, h, second.GetRunId(), started, succeeded)
+	h.produce(first)
+	waitStates(t, h, first.GetRunId(), started, cancelled, cancelled, cancelled)
+	select {
+	case id := <-hold.started:
+		t.Fatalf("run %s executed again", id)
+	default:
+	}
+}

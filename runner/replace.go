@@ -36,8 +36,11 @@ func (r *Runner) replacedKey(jobID, runID string) string {
 }
 
 // replacedMarkerTTL is how long a replaced marker lives: long enough for the
-// holder's Keeper to notice the revoke.
-const replacedMarkerTTL = 10 * time.Minute
+// holder's Keeper to notice the revoke, and for any redelivery of the
+// replaced run's record (every acquire reads the marker, endedBefore) after
+// its runner died before committing it. At most one marker per replaced
+// run: a job replaced every second keeps about 86,400 of them.
+const replacedMarkerTTL = 24 * time.Hour
 
 // signalReplace marks runID replaced and tells whoever executes it.
 func (r *Runner) signalReplace(ctx context.Context, jobID, runID string) error {

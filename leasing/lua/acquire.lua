@@ -4,7 +4,8 @@
 -- Returns {1, token, flagged...} when the lease is taken (one flagged per
 -- flag key: 1 when it exists, else 0), {0, 'done'} when the run's
 -- dedupe mark exists, {0, 'held'} when the run already holds a slot under
--- another acquire, {0, 'full', holder run ids...} when every slot is taken.
+-- another acquire, {0, 'full', {flagged...}, holder run ids...} when every
+-- slot is taken.
 local slots, holders, fence, done = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local run, limit, ttl, nonce = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 
@@ -14,10 +15,18 @@ end
 
 local now = now_ms()
 
+local function flagged()
+  local f = {}
+  for i = 5, #KEYS do
+    f[#f + 1] = redis.call('EXISTS', KEYS[i])
+  end
+  return f
+end
+
 local function taken(token)
   local reply = {1, token}
-  for i = 5, #KEYS do
-    reply[#reply + 1] = redis.call('EXISTS', KEYS[i])
+  for _, f in ipairs(flagged()) do
+    reply[#reply + 1] = f
   end
   return reply
 end
@@ -39,7 +48,7 @@ if redis.call('ZSCORE', slots, run) then
 end
 
 if redis.call('ZCARD', slots) >= limit then
-  local reply = {0, 'full'}
+  local reply = {0, 'full', flagged()}
   for _, member in ipairs(redis.call('ZRANGE', slots, 0, -1)) do
     reply[#reply + 1] = member
   end
