@@ -117,9 +117,10 @@
 //
 // so every script touches one cluster slot. An acquire may also name the
 // caller's own keys of that slot (Request.Flags): the script reports
-// whether each exists (Lease.Flagged), so a marker the caller must check
-// when it takes a run (the runner's cancel and suspend markers) costs no
-// round trip of its own.
+// whether each exists, with the lease (Lease.Flagged) or with the holders
+// of a full job (NoSlotError.Flagged), so a marker the caller must check
+// when it asks for a run's lease (the runner's cancel, replace and suspend
+// markers) costs no round trip of its own.
 // Team slots (teamslots.go) bound
 // the runs of a team that execute at once; their key has the team's own tag,
 //
