@@ -262,10 +262,7 @@ func (x *execution) notAcquired(ctx context.Context, res acquireResult, err erro
 	case invalidRun:
 		return x.dead(ctx, &target.Error{Code: codeInvalidRun, Message: err.Error()}, nil, 0)
 	case endedCancelled:
-		r.m.runs.WithLabelValues(outcomeCancelled).Inc()
-		x.emitEnd(x.event(sundialv1.RunState_RUN_STATE_CANCELLED, func(ev *sundialv1.RunEvent) { ev.Reason = x.endedReason }))
-		x.logger().Info("run cancelled or replaced before this delivery; not executed", "reason", x.endedReason)
-		return x.finishAfterAcks(ctx, nil, nil)
+		return x.cancelled(ctx, x.endedReason, nil)
 	}
 	return false // aborted: ctx ended
 }
@@ -282,6 +279,18 @@ func (x *execution) discard(ctx context.Context) bool {
 	}
 	x.release(ctx, lease)
 	return x.skip(ctx, reasonPoolBusy, "run skipped: every slot of the pool is busy (pool blocking discard)")
+}
+
+// cancelled records the run as CANCELLED with reason (and the attempt's
+// duration, nil when it never executed); it is not retried.
+func (x *execution) cancelled(ctx context.Context, reason string, dur *durationpb.Duration) bool {
+	x.r.m.runs.WithLabelValues(outcomeCancelled).Inc()
+	x.emitEnd(x.event(sundialv1.RunState_RUN_STATE_CANCELLED, func(ev *sundialv1.RunEvent) {
+		ev.Reason = reason
+		ev.Duration = dur
+	}))
+	x.logger().Info("run cancelled", "reason", reason)
+	return x.finishAfterAcks(ctx, nil, nil)
 }
 
 // skip records the run as SKIPPED with reason; it is not retried.
@@ -384,7 +393,6 @@ func (x *execution) retryState() retryState {
 // conclude carries out the verdict on an attempt and reports whether the
 // record is finished.
 func (x *execution) conclude(ctx context.Context, keeper *leasing.Keeper, end attemptEnd, v verdict) bool {
-	r := x.r
 	switch v.kind {
 	case verdictSucceeded:
 		return x.succeeded(ctx, keeper, end.started, end.finished)
@@ -401,13 +409,7 @@ func (x *execution) conclude(ctx context.Context, keeper *leasing.Keeper, end at
 	case verdictCancelled:
 		keeper.Stop()
 		x.release(ctx, keeper.Lease()) // fails harmlessly when the lease was revoked
-		r.m.runs.WithLabelValues(outcomeCancelled).Inc()
-		x.emitEnd(x.event(sundialv1.RunState_RUN_STATE_CANCELLED, func(ev *sundialv1.RunEvent) {
-			ev.Reason = v.reason
-			ev.Duration = durationpb.New(end.finished.Sub(end.started))
-		}))
-		x.logger().Info("run cancelled", "reason", v.reason)
-		return x.finishAfterAcks(ctx, nil, nil)
+		return x.cancelled(ctx, v.reason, durationpb.New(end.finished.Sub(end.started)))
 	}
 	keeper.Stop()
 	return x.failed(ctx, keeper.Lease(), v, end.started, end.finished)
