@@ -21,6 +21,9 @@
 //     Kafka ACLs protect, so team names are restricted (ValidTeam) and
 //     "status" is reserved. Consumers of definitions read the team topics
 //     by regular expression (JobsTopicPatterns).
+//   - sundial.events carries RunEvents and DagRunEvents. Every reader tells
+//     them apart with DecodeRunEvent (the content-type's message type, else
+//     the sundial-kind header), the one home of that rule.
 //   - sundial.audit carries the audit trail's feed (package audit), written
 //     by Sundial's own processes only.
 //   - sundial.jobs and sundial.jobs.status are compacted: the latest record of
