@@ -131,7 +131,12 @@ func (g *Generator) startRun(ctx context.Context, run *lifecycle.Run) error {
 		// Only for a reset after an offset out of range: the start
 		// offsets are set below.
 		kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(since.UnixMilli())),
+		// The observer reads times from the events, not from when it
+		// fetched them: let the broker gather 64 KiB or 100 ms per fetch
+		// rather than answer each record that lands, which costs the
+		// broker CPU the pipeline under test would otherwise have.
 		kgo.FetchMaxWait(100 * time.Millisecond),
+		kgo.FetchMinBytes(64 << 10),
 		kgo.FetchMaxBytes(64 << 20),
 	}, g.cfg.KafkaOptions...)
 	obs, err := kgo.NewClient(opts...)
