@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sundialhq/sundial/audit"
 	"github.com/sundialhq/sundial/dispatcher"
 	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/history"
@@ -96,7 +97,7 @@ func (p *InProcess) Redis() *redis.Client { return p.rc }
 
 // Describe names how the pipeline runs.
 func (p *InProcess) Describe() string {
-	return fmt.Sprintf("in-process: 1 registry (concurrency %s), %d dispatcher(s), %d runner(s) (concurrency %s), history=%v",
+	return fmt.Sprintf("in-process: 1 registry (concurrency %s, audit trail and quotas), %d dispatcher(s), %d runner(s) (concurrency %s), history=%v",
 		orDefault(p.cfg.RegistryConcurrency), p.cfg.Dispatchers, p.cfg.Runners, orDefault(p.cfg.RunnerConcurrency), p.cfg.History)
 }
 
@@ -141,7 +142,15 @@ func (p *InProcess) start(ctx context.Context, run *lifecycle.Run) error {
 	if err := leases.Load(ctx); err != nil {
 		return err
 	}
+	// The registry keeps the audit trail and enforces team quotas, as
+	// `sundial registry` always does: registration is measured with the
+	// work a deployment does per definition.
+	trail, err := audit.New(audit.Config{Store: st, Producer: enqClient, Topic: names.Audit(), Retention: audit.DefaultRetention})
+	if err != nil {
+		return fmt.Errorf("pipeline: %w", err)
+	}
 	reg, err := registry.New(registry.Config{Brokers: c.Backends.Brokers, Topics: names, Group: regG, Store: st, Waker: enq,
+		Audit: trail, Quotas: st,
 		Concurrency: c.RegistryConcurrency,
 		Registerer:  prometheus.NewRegistry(), Logger: log.With("component", "registry")})
 	if err != nil {
@@ -266,10 +275,10 @@ func (p *Processes) Describe() string {
 		limit = fmt.Sprintf(", --memory-limit-mib %d", p.cfg.MemoryLimitMiB)
 	}
 	if p.InProcessRunners {
-		return fmt.Sprintf("dispatchers as processes: registry and %d runner(s) (concurrency %s, history=%v) in the bench process (registry concurrency %s); %d `sundial dispatcher` subprocess(es)%s, logs in %s",
+		return fmt.Sprintf("dispatchers as processes: registry and %d runner(s) (concurrency %s, history=%v) in the bench process (registry concurrency %s, audit trail and quotas); %d `sundial dispatcher` subprocess(es)%s, logs in %s",
 			p.cfg.Runners, orDefault(p.cfg.RunnerConcurrency), p.cfg.History, orDefault(p.cfg.RegistryConcurrency), p.cfg.Dispatchers, limit, p.LogDir)
 	}
-	return fmt.Sprintf("processes: registry in the bench process (concurrency %s); %d `sundial dispatcher`, %d `sundial runner` (concurrency %s, history=%v) and %d `sundial dag engine` subprocess(es)%s, logs in %s",
+	return fmt.Sprintf("processes: registry in the bench process (concurrency %s, audit trail and quotas); %d `sundial dispatcher`, %d `sundial runner` (concurrency %s, history=%v) and %d `sundial dag engine` subprocess(es)%s, logs in %s",
 		orDefault(p.cfg.RegistryConcurrency), p.cfg.Dispatchers, p.cfg.Runners, orDefault(p.cfg.RunnerConcurrency), p.cfg.History, p.cfg.DagEngines, limit, p.LogDir)
 }
 
