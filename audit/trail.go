@@ -15,9 +15,10 @@ const DefaultRetention = 90 * 24 * time.Hour
 
 // Store keeps the trail (store/cassandra).
 type Store interface {
-	// PutAudit writes rec, to expire after ttl. Writing the same ID again
-	// replaces it.
-	PutAudit(ctx context.Context, rec Record, ttl time.Duration) error
+	// PutAudits writes recs, to expire after ttl. Writing the same ID again
+	// replaces it. On error some may be written: writing them again
+	// completes the call.
+	PutAudits(ctx context.Context, recs []Record, ttl time.Duration) error
 	// ListAudit returns the records q selects, newest first.
 	ListAudit(ctx context.Context, q Query) ([]Record, error)
 }
@@ -101,11 +102,24 @@ func (t *Trail) Retention() time.Duration { return t.cfg.Retention }
 
 // Keep validates rec and writes it to the store, without publishing it.
 func (t *Trail) Keep(ctx context.Context, rec Record) error {
-	if err := rec.Validate(); err != nil {
-		return err
+	return t.KeepAll(ctx, []Record{rec})
+}
+
+// KeepAll validates recs and writes them to the store in one call, without
+// publishing them: the registry keeps the records of the definitions it
+// handles at once together. An invalid record fails the call before
+// anything is written.
+func (t *Trail) KeepAll(ctx context.Context, recs []Record) error {
+	for _, rec := range recs {
+		if err := rec.Validate(); err != nil {
+			return err
+		}
 	}
-	if err := t.cfg.Store.PutAudit(ctx, rec, t.cfg.Retention); err != nil {
-		return fmt.Errorf("keep audit record %s: %w", rec.ID, err)
+	if err := t.cfg.Store.PutAudits(ctx, recs, t.cfg.Retention); err != nil {
+		if len(recs) == 1 {
+			return fmt.Errorf("keep audit record %s: %w", recs[0].ID, err)
+		}
+		return fmt.Errorf("keep %d audit records: %w", len(recs), err)
 	}
 	return nil
 }

@@ -24,13 +24,15 @@ type memStore struct {
 	fail error
 }
 
-func (m *memStore) PutAudit(_ context.Context, rec audit.Record, ttl time.Duration) error {
+func (m *memStore) PutAudits(_ context.Context, recs []audit.Record, ttl time.Duration) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.fail != nil {
 		return m.fail
 	}
-	m.recs[rec.ID], m.ttls[rec.ID] = rec, ttl
+	for _, rec := range recs {
+		m.recs[rec.ID], m.ttls[rec.ID] = rec, ttl
+	}
 	return nil
 }
 

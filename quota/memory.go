@@ -59,6 +59,14 @@ func (m *Memory) UntrackTeamJob(_ context.Context, jobID string, revision int64)
 	return nil
 }
 
+// TrackTeamJobs implements Store.
+func (m *Memory) TrackTeamJobs(_ context.Context, moves []TeamJob) error {
+	for _, mv := range moves {
+		m.set(mv.JobID, mv.Team, mv.Revision)
+	}
+	return nil
+}
+
 // set applies a membership unless the same or a newer revision set it
 // already: a replayed record changes nothing.
 func (m *Memory) set(jobID, team string, revision int64) {

@@ -40,6 +40,13 @@ func (q Quota) Validate() error {
 	return errors.Join(errs...)
 }
 
+// TeamJob says that JobID belongs to Team ("": to none) as of Revision.
+type TeamJob struct {
+	Team     string
+	JobID    string
+	Revision int64
+}
+
 // Store keeps quotas and the per-team job index. Implementations are safe
 // for concurrent use.
 type Store interface {
@@ -53,6 +60,11 @@ type Store interface {
 	TrackTeamJob(ctx context.Context, team, jobID string, revision int64) error
 	// UntrackTeamJob removes jobID from its team as of revision.
 	UntrackTeamJob(ctx context.Context, jobID string, revision int64) error
+	// TrackTeamJobs applies each move as TrackTeamJob does (UntrackTeamJob
+	// for a move without a team), in one call: the registry tracks the
+	// jobs of the definitions it handles at once together. On error some
+	// moves may be applied: calling again completes them.
+	TrackTeamJobs(ctx context.Context, moves []TeamJob) error
 	// CountTeamJobs counts the jobs of team in the index.
 	CountTeamJobs(ctx context.Context, team string) (int, error)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/sundialhq/sundial/audit"
 	"github.com/sundialhq/sundial/store"
 )
 
@@ -150,5 +151,19 @@ func newLookups(st Store, inFlight, maxIDs int) *lookups {
 			out[i].job, out[i].found = jobs[id]
 		}
 		return out, nil
+	})
+}
+
+// audits groups the audit records of the definitions handled at once into
+// one Auditor.KeepAll call: kept one by one, each was one or two requests
+// of its own.
+type audits = group[audit.Record, struct{}]
+
+func newAudits(a Auditor, inFlight, maxRecords int) *audits {
+	return newGroup(inFlight, maxRecords, func(ctx context.Context, recs []audit.Record) ([]struct{}, error) {
+		if err := a.KeepAll(ctx, recs); err != nil {
+			return nil, err
+		}
+		return make([]struct{}, len(recs)), nil
 	})
 }

@@ -12,8 +12,24 @@ import (
 // quotas is the registry's side of package quota: the max_jobs check and
 // the per-team job index.
 type quotas struct {
-	store quota.Store
-	cache *quota.Cache
+	store  quota.Store
+	cache  *quota.Cache
+	tracks *group[quota.TeamJob, struct{}]
+}
+
+// newQuotas returns the registry's quotas over st. The index changes of
+// the definitions handled at once go to the store together (a group, as
+// upserts do): one per definition would be a read and a write of their
+// own, costing the node more than the rest of the definition's
+// registration.
+func newQuotas(st quota.Store, cache *quota.Cache) *quotas {
+	return &quotas{store: st, cache: cache, tracks: newGroup(upsertCalls, upsertJobs,
+		func(ctx context.Context, moves []quota.TeamJob) ([]struct{}, error) {
+			if err := st.TrackTeamJobs(ctx, moves); err != nil {
+				return nil, err
+			}
+			return make([]struct{}, len(moves)), nil
+		})}
 }
 
 // checkMaxJobs refuses a definition that would create a job of a team that
@@ -61,7 +77,8 @@ func (r *Registry) trackJob(ctx context.Context, spec *sundialv1.JobSpec, offset
 		return nil
 	}
 	return r.retry(ctx, "index_team_job", func() error {
-		return r.quotas.store.TrackTeamJob(ctx, spec.GetOwnerTeam(), spec.GetId(), offset)
+		_, err := r.quotas.tracks.do(ctx, quota.TeamJob{Team: spec.GetOwnerTeam(), JobID: spec.GetId(), Revision: offset})
+		return err
 	})
 }
 

@@ -70,7 +70,7 @@ type Waker interface {
 // Auditor keeps audit records (*audit.Trail). The registry produces their
 // feed records on sundial.audit itself, with its answers.
 type Auditor interface {
-	Keep(ctx context.Context, rec audit.Record) error
+	KeepAll(ctx context.Context, recs []audit.Record) error
 }
 
 // Config configures a Registry.
@@ -185,6 +185,7 @@ type Registry struct {
 	upserts *upserts
 	lookups *lookups
 	quotas  *quotas // nil without Config.Quotas
+	audits  *audits // nil without Config.Audit
 	// shards is set by Start, before any record is handled.
 	shards int
 }
@@ -215,8 +216,11 @@ func New(cfg Config) (*Registry, error) {
 	r := &Registry{cfg: cfg, metrics: m,
 		upserts: newUpserts(cfg.Store, upsertCalls, upsertJobs),
 		lookups: newLookups(cfg.Store, upsertCalls, upsertJobs)}
+	if cfg.Audit != nil {
+		r.audits = newAudits(cfg.Audit, upsertCalls, upsertJobs)
+	}
 	if cfg.Quotas != nil {
-		r.quotas = &quotas{store: cfg.Quotas, cache: quota.NewCache(cfg.Quotas, cfg.QuotaTTL, cfg.Now)}
+		r.quotas = newQuotas(cfg.Quotas, quota.NewCache(cfg.Quotas, cfg.QuotaTTL, cfg.Now))
 	}
 	return r, nil
 }
@@ -412,7 +416,13 @@ func (r *Registry) audit(ctx context.Context, rec *kgo.Record, def jobspec.Defin
 	a.Team = cmp.Or(def.Spec.GetOwnerTeam(), old.GetOwnerTeam())
 	bo := r.backoff("audit")
 	bo.Permanent = func(err error) bool { return errors.Is(err, audit.ErrInvalid) || errors.Is(err, store.ErrInvalid) }
-	err := backoff.Retry(ctx, bo, func() error { return r.cfg.Audit.Keep(ctx, a) })
+	// Validated alone first: the records kept together fail together.
+	err := a.Validate()
+	if err == nil {
+		err = backoff.Retry(ctx, bo, func() error { _, err := r.audits.do(ctx, a); return err })
+	} else {
+		err = fmt.Errorf("%w: %w", backoff.ErrPermanent, err)
+	}
 	switch {
 	case errors.Is(err, backoff.ErrPermanent): // a bug: answer the record all the same
 		r.cfg.Logger.Error("audit record refused", "id", a.ID, "err", err)

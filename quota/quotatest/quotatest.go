@@ -4,6 +4,7 @@ package quotatest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -23,6 +24,7 @@ func Run(t *testing.T, newStore func(t *testing.T) quota.Store) {
 		{"CountIsASet", testCountIsASet},
 		{"ReplayOfOlderRevisionChangesNothing", testReplayOfOlderRevision},
 		{"MoveBetweenTeams", testMoveBetweenTeams},
+		{"ManyMovesAsOneByOne", testManyMovesAsOneByOne},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -105,4 +107,46 @@ func testMoveBetweenTeams(t *testing.T, ctx context.Context, s quota.Store, team
 	nb, err := s.CountTeamJobs(ctx, b)
 	require.NoError(t, err)
 	require.Equal(t, [2]int{0, 1}, [2]int{na, nb})
+}
+
+// testManyMovesAsOneByOne applies moves in one TrackTeamJobs call (more
+// than one read group's worth of jobs, moves between teams, untracks,
+// replays of older revisions and a job moved twice in the call) and
+// checks the counts that the same moves one by one give.
+func testManyMovesAsOneByOne(t *testing.T, ctx context.Context, s quota.Store, team string) {
+	a, b := team+"-a", team+"-b"
+	job := func(i int) string { return fmt.Sprintf("%s/job-%03d", team, i) }
+	var first []quota.TeamJob
+	for i := range 70 {
+		first = append(first, quota.TeamJob{Team: a, JobID: job(i), Revision: 100})
+	}
+	require.NoError(t, s.TrackTeamJobs(ctx, first))
+	count := func(team string) int {
+		n, err := s.CountTeamJobs(ctx, team)
+		require.NoError(t, err)
+		return n
+	}
+	require.Equal(t, [2]int{70, 0}, [2]int{count(a), count(b)})
+
+	var moves []quota.TeamJob
+	for i := range 20 { // jobs 0-19 move to b
+		moves = append(moves, quota.TeamJob{Team: b, JobID: job(i), Revision: 200})
+	}
+	for i := 20; i < 30; i++ { // jobs 20-29 are deleted
+		moves = append(moves, quota.TeamJob{JobID: job(i), Revision: 200})
+	}
+	for i := 30; i < 40; i++ { // replays of an older revision to b: nothing changes
+		moves = append(moves, quota.TeamJob{Team: b, JobID: job(i), Revision: 50})
+	}
+	moves = append(moves,
+		quota.TeamJob{Team: b, JobID: job(100), Revision: 200}, // a new job of b
+		quota.TeamJob{Team: a, JobID: job(0), Revision: 300},   // job 0 back to a, in the same call
+	)
+	require.NoError(t, s.TrackTeamJobs(ctx, moves))
+	// a: 70 - 20 moved - 10 deleted + job 0 back = 41; b: 20 moved - job 0 + job 100 = 20.
+	require.Equal(t, [2]int{41, 20}, [2]int{count(a), count(b)})
+
+	require.NoError(t, s.TrackTeamJobs(ctx, moves[:30])) // a replay of part of the call
+	require.Equal(t, [2]int{41, 20}, [2]int{count(a), count(b)})
+	require.NoError(t, s.TrackTeamJobs(ctx, nil))
 }

@@ -14,37 +14,49 @@ import (
 
 var _ audit.Store = (*Store)(nil)
 
-// PutAudit implements audit.Store: the record goes into its subject's
-// partition and, when it has a team, into the team's, both with the TTL.
-// Two plain writes of the same key are idempotent, so a retry after a
-// partial failure completes the pair.
+// PutAudit writes one record as PutAudits does.
 func (s *Store) PutAudit(ctx context.Context, rec audit.Record, ttl time.Duration) error {
+	return s.PutAudits(ctx, []audit.Record{rec}, ttl)
+}
+
+// PutAudits implements audit.Store: each record goes into its subject's
+// partition and, when it has a team, into the team's, both with the TTL.
+// The rows of all the records go together (writeByPartition): a team's rows
+// in one mutation, and one request for many records when every node holds
+// every partition, not two requests per record. Plain writes of the same
+// key are idempotent, so a retry after a partial failure completes them.
+func (s *Store) PutAudits(ctx context.Context, recs []audit.Record, ttl time.Duration) error {
 	secs := int(ttl / time.Second)
 	if secs < 1 {
-		return fmt.Errorf("put audit record %s: ttl %s: must be at least 1s: %w", rec.ID, ttl, store.ErrInvalid)
-	}
-	changes, err := json.Marshal(rec.Changes)
-	if err != nil {
-		return fmt.Errorf("put audit record %s: encode changes: %w", rec.ID, err)
+		return fmt.Errorf("put %d audit records: ttl %s: must be at least 1s: %w", len(recs), ttl, store.ErrInvalid)
 	}
 	ks := s.cfg.Keyspace
-	at := rec.At.UTC().Truncate(time.Millisecond)
-	err = s.idempotent(ctx, fmt.Sprintf(`INSERT INTO %s.audit_by_subject
+	bySubject := fmt.Sprintf(`INSERT INTO %s.audit_by_subject
 		(subject, at, id, actor, action, team, revision_before, revision_after, changes, detail)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?`, ks),
-		rec.Subject, at, rec.ID, rec.Actor, rec.Action, rec.Team, rec.RevisionBefore, rec.RevisionAfter, string(changes), rec.Detail, secs).Exec()
-	if err != nil {
-		return fmt.Errorf("put audit record %s of %s: %w", rec.ID, rec.Subject, err)
-	}
-	if rec.Team == "" {
-		return nil
-	}
-	err = s.idempotent(ctx, fmt.Sprintf(`INSERT INTO %s.audit_by_team
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?`, ks)
+	byTeam := fmt.Sprintf(`INSERT INTO %s.audit_by_team
 		(team, at, id, subject, actor, action, revision_before, revision_after, changes, detail)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?`, ks),
-		rec.Team, at, rec.ID, rec.Subject, rec.Actor, rec.Action, rec.RevisionBefore, rec.RevisionAfter, string(changes), rec.Detail, secs).Exec()
-	if err != nil {
-		return fmt.Errorf("put audit record %s of team %s: %w", rec.ID, rec.Team, err)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?`, ks)
+	stmts := make([]partStmt, 0, 2*len(recs))
+	for _, rec := range recs {
+		changes, err := json.Marshal(rec.Changes)
+		if err != nil {
+			return fmt.Errorf("put audit record %s: encode changes: %w", rec.ID, err)
+		}
+		at := rec.At.UTC().Truncate(time.Millisecond)
+		n := len(rec.Subject) + len(rec.ID) + len(rec.Actor) + len(rec.Action) + len(rec.Team) + len(changes) + len(rec.Detail)
+		stmts = append(stmts, partStmt{part: "subject/" + rec.Subject, stmt: bySubject, bytes: n, args: []any{
+			rec.Subject, at, rec.ID, rec.Actor, rec.Action, rec.Team, rec.RevisionBefore, rec.RevisionAfter, string(changes), rec.Detail, secs}})
+		if rec.Team != "" {
+			stmts = append(stmts, partStmt{part: "team/" + rec.Team, stmt: byTeam, bytes: n, args: []any{
+				rec.Team, at, rec.ID, rec.Subject, rec.Actor, rec.Action, rec.RevisionBefore, rec.RevisionAfter, string(changes), rec.Detail, secs}})
+		}
+	}
+	if err := s.writeByPartition(ctx, stmts); err != nil {
+		if len(recs) == 1 {
+			return fmt.Errorf("put audit record %s of %s: %w", recs[0].ID, recs[0].Subject, err)
+		}
+		return fmt.Errorf("put %d audit records (the first %s of %s): %w", len(recs), recs[0].ID, recs[0].Subject, err)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package cassandra_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,4 +61,48 @@ func TestAuditRecords(t *testing.T) {
 	_, err = s.ListAudit(ctx, audit.Query{Limit: 1})
 	assert.ErrorIs(t, err, audit.ErrInvalid)
 	assert.ErrorIs(t, s.PutAudit(ctx, rec(7, "j", "a"), 500*time.Millisecond), store.ErrInvalid)
+}
+
+// TestAuditRecordsInOneCall: records of many subjects and teams written in
+// one PutAudits call (a team's rows more than one batch holds, records
+// without a team among them) are all listed, by subject and by team, as
+// records written one by one are.
+func TestAuditRecordsInOneCall(t *testing.T) {
+	t.Parallel()
+	_, s := setup(t)
+	ctx := t.Context()
+	base := time.Date(2026, 11, 28, 1, 0, 0, 0, time.UTC)
+	teams := []string{"a", "b", ""}
+	var recs []audit.Record
+	want := map[string][]string{} // "subject/x" or "team/x" -> ids, newest first
+	for i := range 450 {
+		r := audit.Record{
+			ID: fmt.Sprintf("r%03d", i), At: base.Add(time.Duration(i) * time.Second), Actor: "kafka:jobs", Action: "job.created",
+			Subject: fmt.Sprintf("job-%02d", i%40), Team: teams[i%len(teams)], RevisionAfter: int64(i),
+			Changes: []audit.Change{{Field: "schedule", After: fmt.Sprintf("every %ds", i+1)}},
+		}
+		recs = append(recs, r)
+		want["subject/"+r.Subject] = append([]string{r.ID}, want["subject/"+r.Subject]...)
+		if r.Team != "" {
+			want["team/"+r.Team] = append([]string{r.ID}, want["team/"+r.Team]...)
+		}
+	}
+	require.NoError(t, s.PutAudits(ctx, recs, time.Hour))
+
+	got := map[string][]string{}
+	for key := range want {
+		q := audit.Query{Limit: 1000}
+		if team, ok := strings.CutPrefix(key, "team/"); ok {
+			q.Team = team
+		} else {
+			q.Subject = strings.TrimPrefix(key, "subject/")
+		}
+		listed, err := s.ListAudit(ctx, q)
+		require.NoError(t, err)
+		for _, r := range listed {
+			got[key] = append(got[key], r.ID)
+		}
+	}
+	assert.Equal(t, want, got)
+	assert.Len(t, want["team/a"], 150)
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/gocql/gocql"
+	"golang.org/x/sync/errgroup"
 )
 
 // Whether an unlogged batch may span partitions.
@@ -140,4 +142,65 @@ func packGroups[T any](groups [][]T, maxStmts int, size func(T) int, split func(
 		}
 		flush()
 	}
+}
+
+// partStmt is one write of writeByPartition: its statement and values, the
+// partition it writes (any string that tells the partitions of the
+// statements apart) and an estimate of its own bytes (keys and values).
+type partStmt struct {
+	part  string
+	stmt  string
+	args  []any
+	bytes int
+}
+
+// writeByPartition writes stmts, which must be idempotent, in unlogged
+// batches: the statements of one partition together and in their order, at
+// most BatchSize to a batch (one mutation each), and, when every node
+// replicates every partition, the statements of several partitions in one
+// batch (packGroups). Up to WriteConcurrency batches are out at once. On
+// error some statements may be written: a retry writes them again.
+func (s *Store) writeByPartition(ctx context.Context, stmts []partStmt) error {
+	groups := map[string][]partStmt{}
+	var order []string
+	for _, st := range stmts {
+		if _, ok := groups[st.part]; !ok {
+			order = append(order, st.part)
+		}
+		groups[st.part] = append(groups[st.part], st)
+	}
+	split := func(g []partStmt) iter.Seq[[]partStmt] {
+		return slices.Chunk(g, s.cfg.BatchSize)
+	}
+	ordered := make([][]partStmt, len(order))
+	for i, p := range order {
+		ordered[i] = groups[p]
+	}
+	batches := func(yield func([]partStmt) bool) {
+		for _, g := range ordered {
+			for b := range split(g) {
+				if !yield(b) {
+					return
+				}
+			}
+		}
+	}
+	if s.cross {
+		batches = packGroups(ordered, s.cfg.BatchSize, func(st partStmt) int { return st.bytes }, split)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.cfg.WriteConcurrency)
+	for chunk := range batches {
+		g.Go(func() error {
+			if len(chunk) == 1 {
+				return s.idempotent(gctx, chunk[0].stmt, chunk[0].args...).Exec()
+			}
+			b := s.sess.NewBatch(gocql.UnloggedBatch).WithContext(gctx)
+			for _, st := range chunk {
+				b.Entries = append(b.Entries, gocql.BatchEntry{Stmt: st.stmt, Args: st.args, Idempotent: true})
+			}
+			return s.sess.ExecuteBatch(b)
+		})
+	}
+	return g.Wait()
 }

@@ -3,11 +3,11 @@ package cassandra
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
-	"github.com/gocql/gocql"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/sundialhq/sundial/quota"
 )
@@ -50,51 +50,115 @@ func (s *Store) ListQuotas(ctx context.Context) ([]quota.Quota, error) {
 	return out, nil
 }
 
-// TrackTeamJob implements quota.Store. The index rows are written before
-// job_teams, so a call cut short is completed by the redelivery that repeats
-// it.
+// TrackTeamJob implements quota.Store as TrackTeamJobs does.
 func (s *Store) TrackTeamJob(ctx context.Context, team, jobID string, revision int64) error {
-	return s.indexTeamJob(ctx, team, jobID, revision)
+	return s.TrackTeamJobs(ctx, []quota.TeamJob{{Team: team, JobID: jobID, Revision: revision}})
 }
 
-// UntrackTeamJob implements quota.Store.
+// UntrackTeamJob implements quota.Store as TrackTeamJobs does.
 func (s *Store) UntrackTeamJob(ctx context.Context, jobID string, revision int64) error {
-	return s.indexTeamJob(ctx, "", jobID, revision)
+	return s.TrackTeamJobs(ctx, []quota.TeamJob{{JobID: jobID, Revision: revision}})
 }
 
-// indexTeamJob moves jobID to team ("" for none) as of revision.
-func (s *Store) indexTeamJob(ctx context.Context, team, jobID string, revision int64) error {
+// TrackTeamJobs implements quota.Store: the memberships of all the jobs are
+// read at once (job_teams, readGroup ids per read), then the index rows of
+// every change are written together, then the changes' job_teams rows
+// (writeByPartition). A call cut short after the index rows is completed by
+// the redelivery that repeats it, since job_teams still has the older
+// revision. A job id that appears twice makes the call apply the moves one
+// after the other, so that the second reads what the first wrote.
+func (s *Store) TrackTeamJobs(ctx context.Context, moves []quota.TeamJob) error {
+	seen := make(map[string]bool, len(moves))
+	for _, m := range moves {
+		if seen[m.JobID] {
+			for _, m := range moves {
+				if err := s.indexTeamJobs(ctx, []quota.TeamJob{m}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		seen[m.JobID] = true
+	}
+	return s.indexTeamJobs(ctx, moves)
+}
+
+// membership is a job's row of job_teams.
+type membership struct {
+	team     string
+	revision int64
+}
+
+// indexTeamJobs applies moves of distinct jobs.
+func (s *Store) indexTeamJobs(ctx context.Context, moves []quota.TeamJob) error {
+	if len(moves) == 0 {
+		return nil
+	}
+	ids := make([]string, len(moves))
+	for i, m := range moves {
+		ids[i] = m.JobID
+	}
+	current, err := s.jobTeams(ctx, ids)
+	if err != nil {
+		return err
+	}
 	ks := s.cfg.Keyspace
 	var (
-		old    string
-		oldRev int64
+		removeStmt = fmt.Sprintf(`DELETE FROM %s.team_jobs USING TIMESTAMP ? WHERE team = ? AND job_id = ?`, ks)
+		addStmt    = fmt.Sprintf(`INSERT INTO %s.team_jobs (team, job_id) VALUES (?, ?) USING TIMESTAMP ?`, ks)
+		ownerStmt  = fmt.Sprintf(`INSERT INTO %s.job_teams (job_id, team, revision) VALUES (?, ?, ?) USING TIMESTAMP ?`, ks)
+		index      []partStmt
+		owners     []partStmt
 	)
-	err := s.idempotent(ctx, fmt.Sprintf(`SELECT team, revision FROM %s.job_teams WHERE job_id = ?`, ks), jobID).Scan(&old, &oldRev)
-	found := err == nil
-	if err != nil && !errors.Is(err, gocql.ErrNotFound) {
-		return fmt.Errorf("read the team of job %s: %w", jobID, err)
-	}
-	if found && oldRev >= revision {
-		return nil // a replay: a newer or the same change is in place
-	}
-	ts := rowTimestamp(revision)
-	if found && old != "" && old != team {
-		err := s.idempotent(ctx, fmt.Sprintf(`DELETE FROM %s.team_jobs USING TIMESTAMP ? WHERE team = ? AND job_id = ?`, ks), ts, old, jobID).Exec()
-		if err != nil {
-			return fmt.Errorf("remove job %s from team %s: %w", jobID, old, err)
+	for _, m := range moves {
+		old, found := current[m.JobID]
+		if found && old.revision >= m.Revision {
+			continue // a replay: a newer or the same change is in place
 		}
-	}
-	if team != "" {
-		err := s.idempotent(ctx, fmt.Sprintf(`INSERT INTO %s.team_jobs (team, job_id) VALUES (?, ?) USING TIMESTAMP ?`, ks), team, jobID, ts).Exec()
-		if err != nil {
-			return fmt.Errorf("add job %s to team %s: %w", jobID, team, err)
+		ts := rowTimestamp(m.Revision)
+		if found && old.team != "" && old.team != m.Team {
+			index = append(index, partStmt{part: old.team, stmt: removeStmt, args: []any{ts, old.team, m.JobID}, bytes: len(old.team) + len(m.JobID)})
 		}
+		if m.Team != "" {
+			index = append(index, partStmt{part: m.Team, stmt: addStmt, args: []any{m.Team, m.JobID, ts}, bytes: len(m.Team) + len(m.JobID)})
+		}
+		owners = append(owners, partStmt{part: m.JobID, stmt: ownerStmt, args: []any{m.JobID, m.Team, m.Revision, ts}, bytes: len(m.JobID) + len(m.Team)})
 	}
-	err = s.idempotent(ctx, fmt.Sprintf(`INSERT INTO %s.job_teams (job_id, team, revision) VALUES (?, ?, ?) USING TIMESTAMP ?`, ks), jobID, team, revision, ts).Exec()
-	if err != nil {
-		return fmt.Errorf("record the team of job %s: %w", jobID, err)
+	if err := s.writeByPartition(ctx, index); err != nil {
+		return fmt.Errorf("index %d jobs by team (the first %s): %w", len(moves), moves[0].JobID, err)
+	}
+	if err := s.writeByPartition(ctx, owners); err != nil {
+		return fmt.Errorf("record the team of %d jobs (the first %s): %w", len(moves), moves[0].JobID, err)
 	}
 	return nil
+}
+
+// jobTeams reads the job_teams rows of ids (distinct), readGroup ids per
+// read (WHERE job_id IN), all at once.
+func (s *Store) jobTeams(ctx context.Context, ids []string) (map[string]membership, error) {
+	stmt := fmt.Sprintf(`SELECT job_id, team, revision FROM %s.job_teams WHERE job_id IN ?`, s.cfg.Keyspace)
+	out := make(map[string]membership, len(ids))
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	for group := range slices.Chunk(ids, readGroup) {
+		g.Go(func() error {
+			it := s.idempotent(gctx, stmt, group).Iter()
+			var (
+				id string
+				m  membership
+			)
+			for it.Scan(&id, &m.team, &m.revision) {
+				mu.Lock()
+				out[id] = m
+				mu.Unlock()
+			}
+			if err := it.Close(); err != nil {
+				return fmt.Errorf("read the teams of %d jobs (%q to %q): %w", len(group), group[0], group[len(group)-1], err)
+			}
+			return nil
+		})
+	}
+	return out, g.Wait()
 }
 
 // CountTeamJobs implements quota.Store. It reads the team's partition of
