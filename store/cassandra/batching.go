@@ -99,12 +99,13 @@ const statementOverhead = 64
 
 // packGroups puts consecutive groups (each the statements of one
 // partition, in order) into shared batches of at most maxStmts statements
-// and maxCrossBatchBytes of estimated size (size estimates a statement's
-// own bytes). A group is never split across shared batches: one that alone
+// and maxBytes of estimated size (size estimates a statement's own bytes):
+// maxCrossBatchBytes on the hot path, maxRowBatchBytes for registration's
+// writes. A group is never split across shared batches: one that alone
 // exceeds a batch is cut by split into batches within its partition, to
 // which the server's size threshold does not apply. The order of a group's
 // statements is kept.
-func packGroups[T any](groups [][]T, maxStmts int, size func(T) int, split func([]T) iter.Seq[[]T]) iter.Seq[[]T] {
+func packGroups[T any](groups [][]T, maxStmts, maxBytes int, size func(T) int, split func([]T) iter.Seq[[]T]) iter.Seq[[]T] {
 	return func(yield func([]T) bool) {
 		var cur []T
 		curBytes := 0
@@ -121,7 +122,7 @@ func packGroups[T any](groups [][]T, maxStmts int, size func(T) int, split func(
 			for _, x := range g {
 				gBytes += size(x) + statementOverhead
 			}
-			if len(g) > maxStmts || gBytes > maxCrossBatchBytes {
+			if len(g) > maxStmts || gBytes > maxBytes {
 				if !flush() {
 					return
 				}
@@ -132,7 +133,7 @@ func packGroups[T any](groups [][]T, maxStmts int, size func(T) int, split func(
 				}
 				continue
 			}
-			if len(cur)+len(g) > maxStmts || curBytes+gBytes > maxCrossBatchBytes {
+			if len(cur)+len(g) > maxStmts || curBytes+gBytes > maxBytes {
 				if !flush() {
 					return
 				}
@@ -158,9 +159,10 @@ type partStmt struct {
 // batches: the statements of one partition together and in their order, at
 // most BatchSize to a batch (one mutation each), and, when every node
 // replicates every partition, the statements of several partitions in one
-// batch (packGroups). Up to WriteConcurrency batches are out at once. On
-// error some statements may be written: a retry writes them again.
-func (s *Store) writeByPartition(ctx context.Context, stmts []partStmt) error {
+// batch (packGroups) of at most maxBytes. Up to WriteConcurrency batches
+// are out at once. On error some statements may be written: a retry writes
+// them again.
+func (s *Store) writeByPartition(ctx context.Context, stmts []partStmt, maxBytes int) error {
 	groups := map[string][]partStmt{}
 	var order []string
 	for _, st := range stmts {
@@ -186,7 +188,7 @@ func (s *Store) writeByPartition(ctx context.Context, stmts []partStmt) error {
 		}
 	}
 	if s.cross {
-		batches = packGroups(ordered, s.cfg.BatchSize, func(st partStmt) int { return st.bytes }, split)
+		batches = packGroups(ordered, s.cfg.BatchSize, maxBytes, func(st partStmt) int { return st.bytes }, split)
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.cfg.WriteConcurrency)

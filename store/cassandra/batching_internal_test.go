@@ -48,7 +48,7 @@ func TestPackGroups(t *testing.T) {
 		}
 	}
 	pack := func(maxStmts int, groups ...[]string) [][]string {
-		return slices.Collect(packGroups(groups, maxStmts, func(s string) int { return len(s) }, split))
+		return slices.Collect(packGroups(groups, maxStmts, maxCrossBatchBytes, func(s string) int { return len(s) }, split))
 	}
 	big := string(make([]byte, maxCrossBatchBytes))
 

@@ -80,7 +80,7 @@ func (s *Store) putDue(ctx context.Context, shards int, entries []store.DueEntry
 		for i, p := range order {
 			ordered[i] = groups[p]
 		}
-		batches = packGroups(ordered, s.cfg.BatchSize, func(x placed) int { return len(x.e.JobID) + len(x.e.RunID) + len(x.e.Payload) }, split)
+		batches = packGroups(ordered, s.cfg.BatchSize, maxCrossBatchBytes, func(x placed) int { return len(x.e.JobID) + len(x.e.RunID) + len(x.e.Payload) }, split)
 	} else {
 		batches = func(yield func([]placed) bool) {
 			for _, p := range order {

@@ -78,7 +78,7 @@ func (s *Store) RecordRuns(ctx context.Context, recs []store.RunRecord) error {
 	}
 	var batches iter.Seq[[]store.RunRecord]
 	if s.cross {
-		batches = packGroups(ordered, size, runRecordBytes, split)
+		batches = packGroups(ordered, size, maxCrossBatchBytes, runRecordBytes, split)
 	} else {
 		batches = func(yield func([]store.RunRecord) bool) {
 			for _, g := range ordered {
