@@ -22,7 +22,9 @@
 // # The job index, and its bound on overshoot
 //
 // A team's job count is the number of rows of its partition in the index
-// (TrackJob, UntrackJob, CountJobs), not a counter: a counter increment is
+// (TrackTeamJob, UntrackTeamJob, CountTeamJobs; TrackTeamJobs applies the
+// moves of many jobs in one call, as the registry does for the definitions
+// it handles at once), not a counter: a counter increment is
 // not idempotent, and the registry processes records at least once, so a
 // redelivered record would count a job twice. An index row is a set member:
 // writing it again changes nothing. Each write carries the revision of the
