@@ -55,7 +55,7 @@ func (s *Store) PutAudits(ctx context.Context, recs []audit.Record, ttl time.Dur
 	// The registry writes a record per definition it registers: batches
 	// as large as those of the job rows (maxRowBatchBytes), since a
 	// created job's record carries every field of its definition.
-	if err := s.writeByPartition(ctx, stmts, maxRowBatchBytes); err != nil {
+	if err := s.writeByPartition(ctx, stmts, s.cfg.BatchSize, maxRowBatchBytes); err != nil {
 		if len(recs) == 1 {
 			return fmt.Errorf("put audit record %s of %s: %w", recs[0].ID, recs[0].Subject, err)
 		}

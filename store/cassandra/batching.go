@@ -157,12 +157,12 @@ type partStmt struct {
 
 // writeByPartition writes stmts, which must be idempotent, in unlogged
 // batches: the statements of one partition together and in their order, at
-// most BatchSize to a batch (one mutation each), and, when every node
+// most maxStmts to a batch (one mutation each), and, when every node
 // replicates every partition, the statements of several partitions in one
 // batch (packGroups) of at most maxBytes. Up to WriteConcurrency batches
 // are out at once. On error some statements may be written: a retry writes
 // them again.
-func (s *Store) writeByPartition(ctx context.Context, stmts []partStmt, maxBytes int) error {
+func (s *Store) writeByPartition(ctx context.Context, stmts []partStmt, maxStmts, maxBytes int) error {
 	groups := map[string][]partStmt{}
 	var order []string
 	for _, st := range stmts {
@@ -172,7 +172,7 @@ func (s *Store) writeByPartition(ctx context.Context, stmts []partStmt, maxBytes
 		groups[st.part] = append(groups[st.part], st)
 	}
 	split := func(g []partStmt) iter.Seq[[]partStmt] {
-		return slices.Chunk(g, s.cfg.BatchSize)
+		return slices.Chunk(g, maxStmts)
 	}
 	ordered := make([][]partStmt, len(order))
 	for i, p := range order {
@@ -188,7 +188,7 @@ func (s *Store) writeByPartition(ctx context.Context, stmts []partStmt, maxBytes
 		}
 	}
 	if s.cross {
-		batches = packGroups(ordered, s.cfg.BatchSize, maxBytes, func(st partStmt) int { return st.bytes }, split)
+		batches = packGroups(ordered, maxStmts, maxBytes, func(st partStmt) int { return st.bytes }, split)
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.cfg.WriteConcurrency)

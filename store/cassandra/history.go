@@ -3,11 +3,9 @@ package cassandra
 import (
 	"context"
 	"fmt"
-	"iter"
 	"time"
 
 	"github.com/gocql/gocql"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/sundialhq/sundial/store"
 )
@@ -38,9 +36,10 @@ func (s *Store) recordRun(ctx context.Context, rec store.RunRecord) error {
 // over the server's batch_size_fail_threshold (50 KiB by default) is refused.
 const maxRunBatch = 50
 
-// RecordRuns implements store.History: the records of one job share a
-// partition and go in unlogged batches of at most min(BatchSize, 50)
-// statements, WriteConcurrency batches at a time; when every node
+// RecordRuns implements store.History with writeByPartition: the records
+// of one job share a partition and go in unlogged batches of at most
+// min(BatchSize, 50) statements, WriteConcurrency batches at a time; when
+// every node
 // replicates every partition (batching.go), the records of several jobs
 // share a batch of at most maxCrossBatchBytes. Each statement keeps its own
 // write timestamp, so a batch orders the states of an attempt as RecordRun
@@ -54,60 +53,14 @@ func (s *Store) RecordRuns(ctx context.Context, recs []store.RunRecord) error {
 	if len(recs) == 1 {
 		return s.recordRun(ctx, recs[0])
 	}
-	groups := map[string][]store.RunRecord{}
-	var order []string
-	for _, r := range recs {
-		if _, ok := groups[r.JobID]; !ok {
-			order = append(order, r.JobID)
-		}
-		groups[r.JobID] = append(groups[r.JobID], r)
+	stmts := make([]partStmt, len(recs))
+	for i, r := range recs {
+		stmts[i] = partStmt{part: r.JobID, stmt: s.q.insertRun, args: s.runArgs(r), bytes: runRecordBytes(r)}
 	}
-	size := min(s.cfg.BatchSize, maxRunBatch)
-	split := func(g []store.RunRecord) iter.Seq[[]store.RunRecord] {
-		return func(yield func([]store.RunRecord) bool) {
-			for start := 0; start < len(g); start += size {
-				if !yield(g[start:min(start+size, len(g))]) {
-					return
-				}
-			}
-		}
+	if err := s.writeByPartition(ctx, stmts, min(s.cfg.BatchSize, maxRunBatch), maxCrossBatchBytes); err != nil {
+		return fmt.Errorf("record %d runs (the first of job %q): %w", len(recs), recs[0].JobID, err)
 	}
-	ordered := make([][]store.RunRecord, len(order))
-	for i, job := range order {
-		ordered[i] = groups[job]
-	}
-	var batches iter.Seq[[]store.RunRecord]
-	if s.cross {
-		batches = packGroups(ordered, size, maxCrossBatchBytes, runRecordBytes, split)
-	} else {
-		batches = func(yield func([]store.RunRecord) bool) {
-			for _, g := range ordered {
-				for b := range split(g) {
-					if !yield(b) {
-						return
-					}
-				}
-			}
-		}
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(s.cfg.WriteConcurrency)
-	for chunk := range batches {
-		g.Go(func() error {
-			if len(chunk) == 1 {
-				return s.recordRun(gctx, chunk[0])
-			}
-			b := s.sess.NewBatch(gocql.UnloggedBatch).WithContext(gctx)
-			for _, r := range chunk {
-				b.Entries = append(b.Entries, gocql.BatchEntry{Stmt: s.q.insertRun, Args: s.runArgs(r), Idempotent: true})
-			}
-			if err := s.sess.ExecuteBatch(b); err != nil {
-				return fmt.Errorf("record %d runs (the first of job %q): %w", len(chunk), chunk[0].JobID, err)
-			}
-			return nil
-		})
-	}
-	return g.Wait()
+	return nil
 }
 
 // runRecordBytes estimates the bytes of a history record's statement.

@@ -124,10 +124,10 @@ func (s *Store) indexTeamJobs(ctx context.Context, moves []quota.TeamJob) error 
 		}
 		owners = append(owners, partStmt{part: m.JobID, stmt: ownerStmt, args: []any{m.JobID, m.Team, m.Revision, ts}, bytes: len(m.JobID) + len(m.Team)})
 	}
-	if err := s.writeByPartition(ctx, index, maxRowBatchBytes); err != nil {
+	if err := s.writeByPartition(ctx, index, s.cfg.BatchSize, maxRowBatchBytes); err != nil {
 		return fmt.Errorf("index %d jobs by team (the first %s): %w", len(moves), moves[0].JobID, err)
 	}
-	if err := s.writeByPartition(ctx, owners, maxRowBatchBytes); err != nil {
+	if err := s.writeByPartition(ctx, owners, s.cfg.BatchSize, maxRowBatchBytes); err != nil {
 		return fmt.Errorf("record the team of %d jobs (the first %s): %w", len(moves), moves[0].JobID, err)
 	}
 	return nil
