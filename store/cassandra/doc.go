@@ -76,6 +76,11 @@
 // (5 KiB by default), which makes the node log a warning per batch unless
 // the threshold is raised (deploy/local raises it to 32 KiB);
 // batches under it cost the node about 30% more CPU per definition.
+// The audit records (PutAudits) and team index rows (TrackTeamJobs) of a
+// registration go the same way through writeByPartition: batches by
+// partition, spanning partitions up to maxRowBatchBytes when every node
+// replicates every partition; TrackTeamJobs writes the index rows before
+// the job_teams rows, so a call cut short is completed by its repeat.
 // No history record is written with a row: the attempt a definition plans
 // is read from its row (store.PlannedRecord), which halves the node's CPU
 // per registered definition.
