@@ -441,7 +441,13 @@ start_nodes() {
   fi
   mkdir -p "$RUN_DIR" "$DATA_DIR" "$LOG_DIR"
   if [[ " $* " == *" kafka-"* && ! -f $CLUSTER_DIR/kafka.cluster-id ]]; then
-    head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n' >"$CLUSTER_DIR/kafka.cluster-id"
+    # 16 random bytes in URL-safe base64, never starting with "-" (the
+    # format tool would read such an id as an option).
+    local id=-
+    while [[ $id == -* ]]; do
+      id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+    done
+    printf '%s' "$id" >"$CLUSTER_DIR/kafka.cluster-id"
   fi
   for n in "$@"; do
     [[ -z $(node_pid "$n") ]] || continue

@@ -508,9 +508,13 @@ start_kafka() {
   )
   if [[ ! -f $data/meta.properties ]]; then
     # A new KRaft node's storage is formatted once with a fresh cluster id
-    # (16 random bytes in URL-safe base64, as Kafka writes them).
-    local id scram=() user
-    id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+    # (16 random bytes in URL-safe base64, as Kafka writes them). Like
+    # Kafka's own generator, it never starts with "-": the format tool
+    # would read such an id as an option and refuse to format.
+    local id=- scram=() user
+    while [[ $id == -* ]]; do
+      id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+    done
     if [[ $SECURE == true ]]; then
       # SCRAM users exist from the first start: the broker logs in to
       # itself as admin, and the tests need sundial and other.
