@@ -123,6 +123,20 @@ func overlapRun(h *harness, job string, due time.Time, pol sundialv1.OverlapPoli
 	})
 }
 
+// produceOverlapping produces a run of job with policy pol, waits until
+// hold holds it, and produces the job's next run, due a second later, while
+// the first still runs. It returns both.
+func produceOverlapping(t *testing.T, h *harness, hold *holder, job string, pol sundialv1.OverlapPolicy) (first, second *sundialv1.Run) {
+	t.Helper()
+	now := time.Now()
+	first = overlapRun(h, job, now, pol)
+	second = overlapRun(h, job, now.Add(time.Second), pol)
+	h.produce(first)
+	awaitStart(t, hold, first.GetRunId())
+	h.produce(second)
+	return first, second
+}
+
 func awaitStart(t *testing.T, hold *holder, runID string) {
 	t.Helper()
 	select {
@@ -139,12 +153,7 @@ func TestOverlapForbid(t *testing.T) {
 		h := newHarness(t, b(t), steadyTTL)
 		hold := newHolder()
 		h.start(func(c *Config) { c.Handlers = map[string]target.Handler{"hold": hold} })
-		now := time.Now()
-		first := overlapRun(h, "forbid", now, sundialv1.OverlapPolicy_OVERLAP_POLICY_FORBID)
-		second := overlapRun(h, "forbid", now.Add(time.Second), sundialv1.OverlapPolicy_OVERLAP_POLICY_FORBID)
-		h.produce(first)
-		awaitStart(t, hold, first.GetRunId())
-		h.produce(second)
+		first, second := produceOverlapping(t, h, hold, "forbid", sundialv1.OverlapPolicy_OVERLAP_POLICY_FORBID)
 		waitStates(t, h, second.GetRunId(), skipped)
 		hold.release(first.GetRunId())
 		waitStates(t, h, first.GetRunId(), started, succeeded)
@@ -166,12 +175,7 @@ func TestOverlapQueue(t *testing.T) {
 		h := newHarness(t, b(t), steadyTTL)
 		hold := newHolder()
 		h.start(func(c *Config) { c.Handlers = map[string]target.Handler{"hold": hold} })
-		now := time.Now()
-		first := overlapRun(h, "queue", now, sundialv1.OverlapPolicy_OVERLAP_POLICY_QUEUE)
-		second := overlapRun(h, "queue", now.Add(time.Second), sundialv1.OverlapPolicy_OVERLAP_POLICY_QUEUE)
-		h.produce(first)
-		awaitStart(t, hold, first.GetRunId())
-		h.produce(second)
+		first, second := produceOverlapping(t, h, hold, "queue", sundialv1.OverlapPolicy_OVERLAP_POLICY_QUEUE)
 		// The second waits in 100ms deferrals while the first holds the slot.
 		require.Eventually(t, func() bool { return len(h.events.states(second.GetRunId())) >= 2 }, wait, 10*time.Millisecond)
 		hold.release(first.GetRunId())
@@ -212,13 +216,8 @@ func TestOverlapReplace(t *testing.T) {
 		// Two runners: the replaced execution may live on either.
 		h.start(func(c *Config) { c.Handlers = map[string]target.Handler{"hold": hold} })
 		h.start(func(c *Config) { c.Handlers = map[string]target.Handler{"hold": hold} })
-		now := time.Now()
-		first := overlapRun(h, "replace", now, sundialv1.OverlapPolicy_OVERLAP_POLICY_REPLACE)
-		second := overlapRun(h, "replace", now.Add(time.Second), sundialv1.OverlapPolicy_OVERLAP_POLICY_REPLACE)
-		h.produce(first)
-		awaitStart(t, hold, first.GetRunId())
+		first, second := produceOverlapping(t, h, hold, "replace", sundialv1.OverlapPolicy_OVERLAP_POLICY_REPLACE)
 		begin := time.Now()
-		h.produce(second)
 		awaitStart(t, hold, second.GetRunId())
 		t.Logf("replacement started %s after the newer run was produced", time.Since(begin).Round(time.Millisecond))
 		hold.release(second.GetRunId())
@@ -282,12 +281,7 @@ func TestAReplacedRunDoesNotComeBack(t *testing.T) {
 	h := newHarness(t, fakeBackends(t), steadyTTL)
 	hold := newHolder()
 	h.start(func(c *Config) { c.Handlers = map[string]target.Handler{"hold": hold} })
-	now := time.Now()
-	first := overlapRun(h, "replaced-again", now, sundialv1.OverlapPolicy_OVERLAP_POLICY_REPLACE)
-	second := overlapRun(h, "replaced-again", now.Add(time.Second), sundialv1.OverlapPolicy_OVERLAP_POLICY_REPLACE)
-	h.produce(first)
-	awaitStart(t, hold, first.GetRunId())
-	h.produce(second)
+	first, second := produceOverlapping(t, h, hold, "replaced-again", sundialv1.OverlapPolicy_OVERLAP_POLICY_REPLACE)
 	awaitStart(t, hold, second.GetRunId())
 	waitStates(t, h, first.GetRunId(), started, cancelled)
 
