@@ -39,11 +39,10 @@ const maxRunBatch = 50
 // RecordRuns implements store.History with writeByPartition: the records
 // of one job share a partition and go in unlogged batches of at most
 // min(BatchSize, 50) statements, WriteConcurrency batches at a time; when
-// every node
-// replicates every partition (batching.go), the records of several jobs
-// share a batch of at most maxCrossBatchBytes. Each statement keeps its own
-// write timestamp, so a batch orders the states of an attempt as RecordRun
-// does.
+// every node replicates every partition (batching.go), the records of
+// several jobs share a batch of at most maxCrossBatchBytes. Each statement
+// keeps its own write timestamp, so a batch orders the states of an attempt
+// as RecordRun does.
 func (s *Store) RecordRuns(ctx context.Context, recs []store.RunRecord) error {
 	for i, r := range recs {
 		if err := r.Validate(); err != nil {
