@@ -1,6 +1,7 @@
 package cassandra
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"iter"
@@ -143,7 +144,12 @@ func (s *Store) dueArgs(p partitionKey, e store.DueEntry) []any {
 }
 
 // ListBucket implements store.Schedule, reading BucketPageSize rows per
-// round trip.
+// round trip. Each page is decoded whole and its response released before
+// the first of its entries is yielded, and the next page is asked for only
+// when the caller takes past the last: a caller that stops taking (the
+// dispatcher's read of a shard that holds its share of entries) then holds
+// one decoded page, not the driver's frame of it and a frame prefetched
+// behind it, for as long as it waits.
 func (s *Store) ListBucket(ctx context.Context, bucket time.Time, shard int) iter.Seq2[store.DueEntry, error] {
 	return func(yield func(store.DueEntry, error) bool) {
 		if err := s.checkShard(ctx, shard); err != nil {
@@ -151,30 +157,54 @@ func (s *Store) ListBucket(ctx context.Context, bucket time.Time, shard int) ite
 			return
 		}
 		b := store.BucketOf(bucket)
-		it := s.idempotent(ctx, s.q.selectBucket, b, shard).PageSize(s.cfg.BucketPageSize).Iter()
-		sc := it.Scanner()
-		for sc.Next() {
-			var e store.DueEntry
-			var kind string
-			if err := sc.Scan(&e.Due, &e.JobID, &kind, &e.RunID, &e.Attempt, &e.Revision, &e.Payload); err != nil {
-				_ = it.Close()
+		var state []byte
+		for {
+			page, next, err := s.bucketPage(ctx, b, shard, state)
+			if err != nil {
 				yield(store.DueEntry{}, fmt.Errorf("list bucket %s shard %d: %w", b.Format(time.RFC3339), shard, err))
 				return
 			}
-			e.Due = e.Due.UTC()
-			e.Kind = store.Kind(kind)
-			if len(e.Payload) == 0 {
-				e.Payload = nil
+			for _, e := range page {
+				if !yield(e, nil) {
+					return
+				}
 			}
-			if !yield(e, nil) {
-				_ = it.Close()
+			if len(next) == 0 {
 				return
 			}
-		}
-		if err := sc.Err(); err != nil {
-			yield(store.DueEntry{}, fmt.Errorf("list bucket %s shard %d: %w", b.Format(time.RFC3339), shard, err))
+			state = next
 		}
 	}
+}
+
+// bucketPage reads the page of a bucket's partition that starts at state
+// (nil: the first), decoded, and the state of the page after it (empty:
+// none).
+func (s *Store) bucketPage(ctx context.Context, b time.Time, shard int, state []byte) ([]store.DueEntry, []byte, error) {
+	it := s.idempotent(ctx, s.q.selectBucket, b, shard).PageSize(s.cfg.BucketPageSize).PageState(state).Iter()
+	// The state is copied: it points into the response's frame, which it
+	// would otherwise keep in memory.
+	next := bytes.Clone(it.PageState())
+	page := make([]store.DueEntry, 0, it.NumRows())
+	sc := it.Scanner()
+	for sc.Next() {
+		var e store.DueEntry
+		var kind string
+		if err := sc.Scan(&e.Due, &e.JobID, &kind, &e.RunID, &e.Attempt, &e.Revision, &e.Payload); err != nil {
+			_ = it.Close()
+			return nil, nil, err
+		}
+		e.Due = e.Due.UTC()
+		e.Kind = store.Kind(kind)
+		if len(e.Payload) == 0 {
+			e.Payload = nil
+		}
+		page = append(page, e)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, nil, err
+	}
+	return page, next, nil
 }
 
 // DeleteDue implements store.Schedule.
