@@ -194,17 +194,23 @@ func (s *Store) bucketPage(ctx context.Context, b time.Time, shard int, state []
 			_ = it.Close()
 			return nil, nil, err
 		}
-		e.Due = e.Due.UTC()
-		e.Kind = store.Kind(kind)
-		if len(e.Payload) == 0 {
-			e.Payload = nil
-		}
+		decoded(&e, kind)
 		page = append(page, e)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, nil, err
 	}
 	return page, next, nil
+}
+
+// decoded completes an entry scanned from a row: the due time in UTC, the
+// kind from its column, and no payload rather than an empty one.
+func decoded(e *store.DueEntry, kind string) {
+	e.Due = e.Due.UTC()
+	e.Kind = store.Kind(kind)
+	if len(e.Payload) == 0 {
+		e.Payload = nil
+	}
 }
 
 // DeleteDue implements store.Schedule.

@@ -64,11 +64,7 @@ func (s *Store) ListHeld(ctx context.Context, jobID string) ([]store.DueEntry, e
 			_ = it.Close()
 			return nil, fmt.Errorf("list held entries of job %q: %w", jobID, err)
 		}
-		e.Due = e.Due.UTC()
-		e.Kind = store.Kind(kind)
-		if len(e.Payload) == 0 {
-			e.Payload = nil
-		}
+		decoded(&e, kind)
 		out = append(out, e)
 	}
 	if err := sc.Err(); err != nil {
