@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ import (
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/runner/egress"
 	"github.com/sundialhq/sundial/store"
 )
 
@@ -146,6 +148,7 @@ func (h *harness) newRunner(mod func(*Config)) *Runner {
 		HeldRetry:      50 * time.Millisecond,
 		Registerer:     prometheus.NewRegistry(),
 		Jitter:         func(string, uint32) float64 { return 0.5 },
+		Egress:         loopbackEgress(),
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -155,6 +158,14 @@ func (h *harness) newRunner(mod func(*Config)) *Runner {
 	h.runners = append(h.runners, r)
 	h.t.Cleanup(r.Stop)
 	return r
+}
+
+// loopbackEgress lets every team reach the loopback addresses the tests'
+// downstreams listen on.
+func loopbackEgress() egress.Config {
+	return egress.Config{Teams: map[string]egress.Rules{egress.EveryTeam: {Nets: []egress.NetRule{
+		{Prefix: netip.MustParsePrefix("127.0.0.0/8")}, {Prefix: netip.MustParsePrefix("::1/128")},
+	}}}}
 }
 
 // run returns a run of job due at due with an HTTP target on the harness's

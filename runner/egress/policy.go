@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -141,8 +142,11 @@ type Refusal struct {
 	Team string
 	// What is the refused address, topic or command.
 	What string
-	// Reason says why ("loopback", "one of Sundial's own topics").
+	// Reason says what makes it refused ("loopback", "one of Sundial's own
+	// topics"); empty when it is merely not allowed.
 	Reason string
+	// Hint says how an operator allows it, if one can.
+	Hint string
 }
 
 func (r *Refusal) Error() string {
@@ -150,7 +154,10 @@ func (r *Refusal) Error() string {
 	if team == "" {
 		team = `""`
 	}
-	return fmt.Sprintf("egress: %s is %s, not allowed for team %s", r.What, r.Reason, team)
+	if r.Reason != "" {
+		return fmt.Sprintf("egress: %s is %s, not allowed for team %s", r.What, r.Reason, team)
+	}
+	return fmt.Sprintf("egress: %s is not allowed for team %s (%s)", r.What, team, r.Hint)
 }
 
 // rules returns what team may reach on this policy's pool.
@@ -227,7 +234,8 @@ func (p *Policy) CheckTopic(team, topic string) error {
 			return nil
 		}
 	}
-	return refuse(fmt.Sprintf("not one of the team's topics (%s.*) or of those allowed to it (sundial runner --kafka-target-allow)", team))
+	return &Refusal{Kind: KindKafka, Team: team, What: "topic " + topic,
+		Hint: fmt.Sprintf("a team writes the topics that start with %q and those sundial runner --kafka-target-allow allows it", team+".")}
 }
 
 // CheckExec decides whether team may run the command allowed as name. It
@@ -236,7 +244,7 @@ func (p *Policy) CheckExec(team, name string) error {
 	if slices.Contains(p.rules(team).Exec, name) {
 		return nil
 	}
-	return &Refusal{Kind: KindExec, Team: team, What: "command " + name, Reason: "not allowed on this runner (sundial runner --exec-allow)"}
+	return &Refusal{Kind: KindExec, Team: team, What: "command " + strconv.Quote(name), Hint: "sundial runner --exec-allow"}
 }
 
 // ExecNames returns every command name some scope of the policy allows,
