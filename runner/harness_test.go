@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -162,11 +161,7 @@ func (h *harness) newRunner(mod func(*Config)) *Runner {
 
 // loopbackEgress lets every team reach the loopback addresses the tests'
 // downstreams listen on.
-func loopbackEgress() egress.Config {
-	return egress.Config{Teams: map[string]egress.Rules{egress.EveryTeam: {Nets: []egress.NetRule{
-		{Prefix: netip.MustParsePrefix("127.0.0.0/8")}, {Prefix: netip.MustParsePrefix("::1/128")},
-	}}}}
-}
+func loopbackEgress() egress.Config { return egress.LoopbackForEveryTeam() }
 
 // run returns a run of job due at due with an HTTP target on the harness's
 // downstream.

@@ -773,3 +773,6 @@ func (r *Runner) debugState() string {
 	}
 	return s + fmt.Sprintf(" client paused %v", r.consumer.PauseFetchPartitions(nil))
 }
+
+// Egress is the egress policy the runner applies, for the start-up log.
+func (r *Runner) Egress() *egress.Policy { return r.egress }

@@ -127,6 +127,7 @@ func New(cfg Config) (*Policy, error) {
 		return nil, err
 	}
 	p := &Policy{cfg: cfg}
+	p.cfg.Own = slices.Clone(cfg.Own)
 	for i, a := range p.cfg.Own {
 		p.cfg.Own[i] = netip.AddrPortFrom(a.Addr().Unmap().WithZone(""), a.Port())
 	}
@@ -326,4 +327,13 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// LoopbackForEveryTeam is a Config that lets every team's HTTP targets reach
+// loopback addresses: for a development pipeline, the bench and tests, whose
+// downstreams listen there. An opt-out of the default, to log at start.
+func LoopbackForEveryTeam() Config {
+	return Config{Teams: map[string]Rules{EveryTeam: {Nets: []NetRule{
+		{Prefix: netip.MustParsePrefix("127.0.0.0/8")}, {Prefix: netip.MustParsePrefix("::1/128")},
+	}}}}
 }
