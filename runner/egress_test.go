@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -118,7 +119,7 @@ func TestKafkaTargetCannotWriteInternalTopics(t *testing.T) {
 	otherTopic := other + ".in"
 	adm := ensureTopics(t, b, otherTopic)
 	h := newHarness(t, b, steadyTTL)
-	h.start(nil)
+	r := h.start(nil)
 
 	runsBefore := records(t, adm, b.names.Runs(topics.PriorityDefault))
 	var runs []*sundialv1.Run
@@ -131,6 +132,7 @@ func TestKafkaTargetCannotWriteInternalTopics(t *testing.T) {
 		requireRefusedDead(t, h, run, target.CodeEgressRefused)
 	}
 	assert.Zero(t, records(t, adm, otherTopic), "nothing reached another team's topic")
+	assert.InDelta(t, len(runs), testutil.ToFloat64(r.m.egressRefusals.WithLabelValues(team, egress.KindKafka)), 0, "each refusal is counted for the team")
 	// The runs topic holds the runs this test produced, and nothing more.
 	assert.Equal(t, runsBefore+int64(len(runs)), records(t, adm, b.names.Runs(topics.PriorityDefault)))
 }

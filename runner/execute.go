@@ -18,6 +18,7 @@ import (
 	"github.com/sundialhq/sundial/leasing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/runner/breaker"
+	"github.com/sundialhq/sundial/runner/egress"
 	"github.com/sundialhq/sundial/runner/retry"
 	"github.com/sundialhq/sundial/runner/target"
 	"github.com/sundialhq/sundial/store"
@@ -332,6 +333,10 @@ func (x *execution) attempt(leaseCtx context.Context, downstream breaker.Key, to
 		return r.targets.Execute(attemptCtx, target.Request{Run: run, FencingToken: token, Output: x.out})
 	})
 	end.finished = r.cfg.Now()
+	var refusal *egress.Refusal
+	if errors.As(end.err, &refusal) {
+		r.m.egressRefusals.WithLabelValues(refusal.Team, refusal.Kind).Inc()
+	}
 	if attemptCtx.Err() != nil {
 		end.cause = context.Cause(attemptCtx)
 	}

@@ -72,6 +72,8 @@ type metrics struct {
 	// teamRuns and teamDeferrals are by owning team (teams are few).
 	teamRuns      *prometheus.GaugeVec
 	teamDeferrals *prometheus.CounterVec
+	// egressRefusals is by owning team and kind (http, kafka, exec).
+	egressRefusals *prometheus.CounterVec
 	// routed is by routing strategy (five values).
 	routed *prometheus.CounterVec
 }
@@ -123,6 +125,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "sundial", Subsystem: "runner", Name: "team_quota_deferrals_total",
 			Help: "Runs deferred because their team had max_concurrent_runs runs executing, by team.",
 		}, []string{"team"}),
+		egressRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sundial", Subsystem: "runner", Name: "egress_refusals_total",
+			Help: "Attempts the egress policy refused (an address, a Kafka topic or a command the team may not reach), by team and kind.",
+		}, []string{"team", "kind"}),
 		routed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sundial", Subsystem: "runner", Name: "routed_runs_total",
 			Help: "Runs this runner chose an executor for, by routing strategy.",
@@ -144,7 +150,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.triggerLatency, m.runs, m.retries, m.deadLetters, m.leases, m.leaseLost, m.inFlight, m.queued, m.commitErrors, m.teamRuns, m.teamDeferrals, m.routed} {
+	for _, c := range []prometheus.Collector{m.triggerLatency, m.runs, m.retries, m.deadLetters, m.leases, m.leaseLost, m.inFlight, m.queued, m.commitErrors, m.teamRuns, m.teamDeferrals, m.egressRefusals, m.routed} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("runner: register metrics: %w", err)
 		}
