@@ -204,3 +204,33 @@ func TestExecNameAllowedForOneTeamIsRefusedForAnother(t *testing.T) {
 	waitStates(t, h, opsBatch.GetRunId(), started, succeeded)
 	waitStates(t, h, payBatch.GetRunId(), started, succeeded)
 }
+
+// TestRunnerRefusesLoopbackAndMetadataTargetsByDefault, on the real stack:
+// with the default policy, a run aimed at the runner's own loopback (any
+// spelling) or at the metadata address dies at its first attempt, not
+// retried, and the downstream is never called; with loopback allowed to the
+// team only, the team's run gets through and another team's does not.
+func TestRunnerRefusesLoopbackAndMetadataTargetsByDefault(t *testing.T) {
+	t.Parallel()
+	b := realBackends(t, 2)
+	h := newHarness(t, b, steadyTTL)
+	h.start(func(c *Config) {
+		c.Egress = egress.Config{}
+		c.Egress.Add(egress.Scope{Team: "allowed"}, egress.LoopbackForEveryTeam().Teams[egress.EveryTeam])
+	})
+	port := h.down.srv.URL[strings.LastIndex(h.down.srv.URL, ":")+1:]
+	var refused []*sundialv1.Run
+	for i, u := range []string{h.down.srv.URL, "http://2130706433:" + port, "http://localhost:" + port, "http://169.254.169.254"} {
+		refused = append(refused, h.run("payments.http-"+strconv.Itoa(i), time.Now(), func(r *sundialv1.Run) {
+			r.OwnerTeam = "payments"
+			r.GetTarget().GetHttp().Url = u + "/x"
+		}))
+	}
+	ok := h.run("allowed.http", time.Now(), func(r *sundialv1.Run) { r.OwnerTeam = "allowed" })
+	h.produce(append(refused, ok)...)
+	waitStates(t, h, ok.GetRunId(), started, succeeded)
+	for _, run := range refused {
+		requireRefusedDead(t, h, run, target.CodeEgressRefused)
+		assert.Zero(t, h.down.requestsOf(run.GetRunId()))
+	}
+}
