@@ -358,8 +358,10 @@ func (p *Processes) args(name string) []string {
 		evG, defG := c.dagGroups()
 		return append([]string{"dag", "engine", "--group-id", evG, "--definitions-group-id", defG, "--session-timeout", "6s"}, common...)
 	}
+	// The bench's HTTP sinks listen on loopback, which a runner refuses by
+	// default: every team may reach it here (the runner logs it at start).
 	args := append([]string{"runner", "--group-id", runG, "--runner-id", "bench-" + name, "--redis-addr", c.Backends.RedisAddr,
-		"--history=" + strconv.FormatBool(c.History)}, common...)
+		"--history=" + strconv.FormatBool(c.History), "--egress-allow", "127.0.0.0/8,::1"}, common...)
 	if c.RunnerConcurrency > 0 {
 		args = append(args, "--concurrency", strconv.Itoa(c.RunnerConcurrency))
 	}
