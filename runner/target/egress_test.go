@@ -2,6 +2,8 @@ package target
 
 import (
 	"context"
+	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -173,4 +175,16 @@ func TestKafkaAndExecTargetsFollowThePolicy(t *testing.T) {
 	require.ErrorAs(t, err, &te)
 	assert.Equal(t, CodeExecNotAllowed, te.Code)
 	assert.Contains(t, te.Message, "not allowed for team payments")
+}
+
+func TestPooledTransportUsesNoProxyAndTheEgressDialer(t *testing.T) {
+	t.Parallel()
+	called := false
+	dial := func(context.Context, string, string) (net.Conn, error) { called = true; return nil, errors.New("refused by the test") }
+	tr, ok := PooledTransport(8)(dial).(*http.Transport)
+	require.True(t, ok)
+	assert.Nil(t, tr.Proxy, "a proxy from the environment would connect to addresses the policy never sees")
+	assert.Equal(t, 8, tr.MaxIdleConnsPerHost)
+	_, _ = tr.DialContext(context.Background(), "tcp", "example.com:80")
+	assert.True(t, called, "connections are dialled by the egress dialer")
 }
