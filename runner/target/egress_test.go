@@ -180,7 +180,10 @@ func TestKafkaAndExecTargetsFollowThePolicy(t *testing.T) {
 func TestPooledTransportUsesNoProxyAndTheEgressDialer(t *testing.T) {
 	t.Parallel()
 	called := false
-	dial := func(context.Context, string, string) (net.Conn, error) { called = true; return nil, errors.New("refused by the test") }
+	dial := func(context.Context, string, string) (net.Conn, error) {
+		called = true
+		return nil, errors.New("refused by the test")
+	}
 	tr, ok := PooledTransport(8)(dial).(*http.Transport)
 	require.True(t, ok)
 	assert.Nil(t, tr.Proxy, "a proxy from the environment would connect to addresses the policy never sees")
