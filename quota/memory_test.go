@@ -60,6 +60,25 @@ func TestCacheRereadsAfterTTL(t *testing.T) {
 	require.Equal(t, 3, q.MaxJobs)
 }
 
+func TestCacheGetFreshReadsThroughAndKeepsWhatItRead(t *testing.T) {
+	t.Parallel()
+	m := quota.NewMemory()
+	now := time.Unix(1000, 0)
+	c := quota.NewCache(m, time.Hour, func() time.Time { return now })
+	ctx := t.Context()
+	require.NoError(t, m.SetQuota(ctx, quota.Quota{Team: "a", MaxJobs: 2}))
+	q, err := c.Get(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, 2, q.MaxJobs)
+	require.NoError(t, m.SetQuota(ctx, quota.Quota{Team: "a", MaxJobs: 5}))
+	q, err = c.GetFresh(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, 5, q.MaxJobs, "a fresh read sees the raised limit at once")
+	q, err = c.Get(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, 5, q.MaxJobs, "the cache keeps what the fresh read found")
+}
+
 type fixedRuns map[string]int
 
 func (f fixedRuns) TeamSlotsInUse(_ context.Context, team string) (int, error) { return f[team], nil }
