@@ -72,6 +72,8 @@ type metrics struct {
 	// teamRuns and teamDeferrals are by owning team (teams are few).
 	teamRuns      *prometheus.GaugeVec
 	teamDeferrals *prometheus.CounterVec
+	// teamRateDeferrals: runs over their team's max_runs_per_minute.
+	teamRateDeferrals *prometheus.CounterVec
 	// routed is by routing strategy (five values).
 	routed *prometheus.CounterVec
 }
@@ -123,6 +125,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "sundial", Subsystem: "runner", Name: "team_quota_deferrals_total",
 			Help: "Runs deferred because their team had max_concurrent_runs runs executing, by team.",
 		}, []string{"team"}),
+		teamRateDeferrals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sundial", Subsystem: "runner", Name: "team_rate_deferrals_total",
+			Help: "Runs deferred to the next minute because their team had started max_runs_per_minute runs this minute, by team.",
+		}, []string{"team"}),
 		routed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sundial", Subsystem: "runner", Name: "routed_runs_total",
 			Help: "Runs this runner chose an executor for, by routing strategy.",
@@ -144,7 +150,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.triggerLatency, m.runs, m.retries, m.deadLetters, m.leases, m.leaseLost, m.inFlight, m.queued, m.commitErrors, m.teamRuns, m.teamDeferrals, m.routed} {
+	for _, c := range []prometheus.Collector{m.triggerLatency, m.runs, m.retries, m.deadLetters, m.leases, m.leaseLost, m.inFlight, m.queued, m.commitErrors, m.teamRuns, m.teamDeferrals, m.teamRateDeferrals, m.routed} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("runner: register metrics: %w", err)
 		}
