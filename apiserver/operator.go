@@ -11,8 +11,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/auth"
-	"github.com/sundialhq/sundial/jobspec"
 	"github.com/sundialhq/sundial/internal/deps"
+	"github.com/sundialhq/sundial/jobspec"
 	"github.com/sundialhq/sundial/operator"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"

@@ -126,9 +126,7 @@ func (h *HTTP) resolveSecrets(ctx context.Context, team string, t *sundialv1.Htt
 			secrets = append(secrets, v)
 		}
 	}
-	for _, v := range secretQueryValues(t) {
-		secrets = append(secrets, v)
-	}
+	secrets = append(secrets, secretQueryValues(t)...)
 	if !hasSecretRef(t) {
 		return t, secrets, nil
 	}
