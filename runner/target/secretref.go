@@ -122,7 +122,9 @@ func (h *HTTP) Execute(ctx context.Context, req Request, t *sundialv1.HttpTarget
 func (h *HTTP) resolveSecrets(ctx context.Context, team string, t *sundialv1.HttpTarget) (*sundialv1.HttpTarget, []string, error) {
 	var secrets []string
 	for name, v := range t.GetHeaders() {
-		if jobspec.IsSecretHeader(t, name) {
+		// A value with references holds their values (added as they
+		// resolve), not a secret of its own.
+		if jobspec.IsSecretHeader(t, name) && !strings.Contains(v, secretRefOpen) {
 			secrets = append(secrets, v)
 		}
 	}
@@ -178,13 +180,15 @@ func (h *HTTP) secret(ctx context.Context, team, name string) (string, error) {
 	return v, nil
 }
 
+// secretRefOpen starts every secret reference.
+const secretRefOpen = "${secret:"
+
 func hasSecretRef(t *sundialv1.HttpTarget) bool {
-	const open = "${secret:"
-	if strings.Contains(t.GetUrl(), open) {
+	if strings.Contains(t.GetUrl(), secretRefOpen) {
 		return true
 	}
 	for _, v := range t.GetHeaders() {
-		if strings.Contains(v, open) {
+		if strings.Contains(v, secretRefOpen) {
 			return true
 		}
 	}
