@@ -36,7 +36,10 @@
 //     parts of every HTTP target (package jobspec's rule) before it
 //     compares, so a row and a feed record say "<redacted>", or "<redacted
 //     changed>" after a secret that changed, and never hold a value or a
-//     hash of one.
+//     hash of one. Keeping, publishing and listing take secrets out of a
+//     change's text too, so a row kept before diffs were redacted is never
+//     shown with its secrets, and a change a caller built itself is never
+//     kept with them.
 //
 // # Dependencies
 //

@@ -1,6 +1,7 @@
 package audit_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -65,4 +66,44 @@ func TestDiffNeverHoldsSecrets(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A row kept before diffs were redacted (or a change a caller built
+// itself) is redacted as it is read or published; a diff already redacted
+// comes out as it was.
+func TestRecordedChangesLoseTheirSecrets(t *testing.T) {
+	t.Parallel()
+	old := []audit.Change{
+		{Field: "target.http.headers", Before: `{Authorization: "Bearer OLD-AUTH", Content-Type: "application/json"}`, After: `{Authorization: "Bearer NEW-AUTH", Content-Type: "application/json"}`},
+		{Field: "target.http.url", Before: `"https://h.example/?apikey=OLD-KEY&page=1"`, After: `"https://h.example/?apikey=NEW-KEY&page=1"`},
+		{Field: "target", After: `{"http":{"url":"https://h.example/?token=NEW-KEY","headers":{"X-Api-Key":"NEW-AUTH"}}}`},
+		{Field: "target.http", Before: `{"url":"https://h.example/","headers":{"Cookie":"OLD-AUTH` + "…"},
+		{Field: "description", Before: `"old"`, After: `"new"`},
+	}
+	rec := audit.Record{ID: "x", Subject: "t.j", Changes: old}
+	kr, err := audit.KafkaRecord("sundial.audit", rec)
+	require.NoError(t, err)
+	var got audit.Record
+	require.NoError(t, json.Unmarshal(kr.Value, &got))
+	text := fmt.Sprintf("%+v", got.Changes)
+	for _, s := range []string{"OLD-AUTH", "NEW-AUTH", "OLD-KEY", "NEW-KEY"} {
+		assert.NotContains(t, text, s)
+	}
+	assert.Equal(t, []audit.Change{
+		{Field: "target.http.headers", Before: `{Authorization: "<redacted>", Content-Type: "application/json"}`, After: `{Authorization: "<redacted>", Content-Type: "application/json"}`},
+		{Field: "target.http.url", Before: `"https://h.example/?apikey=<redacted>&page=1"`, After: `"https://h.example/?apikey=<redacted>&page=1"`},
+		{Field: "target", After: `{"http":{"url":"https://h.example/?token=<redacted>","headers":{"X-Api-Key":"<redacted>"}}}`},
+		{Field: "target.http", Before: "<redacted>"},
+		{Field: "description", Before: `"old"`, After: `"new"`},
+	}, got.Changes)
+	assert.Equal(t, old[0].Before, rec.Changes[0].Before, "the caller's record is left as it was")
+
+	fresh := audit.Diff(
+		&sundialv1.JobSpec{Id: "t.j", Target: &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: "https://h.example/?apikey=A", Headers: map[string]string{"Authorization": "X"}}}}},
+		&sundialv1.JobSpec{Id: "t.j", Target: &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: "https://h.example/?apikey=B", Headers: map[string]string{"Authorization": "Y"}}}}},
+	)
+	kr, err = audit.KafkaRecord("sundial.audit", audit.Record{ID: "y", Subject: "t.j", Changes: fresh})
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(kr.Value, &got))
+	assert.Equal(t, fresh, got.Changes, "a redacted diff, with its changed markers, is kept as it is")
 }

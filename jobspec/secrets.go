@@ -125,9 +125,11 @@ func ExpandSecretRefs(s string, value func(name string) (string, error), escape 
 	return out, nil
 }
 
-// isReferenceOnly reports whether a secret value may be shown: it is made
-// of secret references alone.
-func isReferenceOnly(v string) bool { return referenceOnly.MatchString(v) }
+// shownAsIs reports whether a secret value may be shown: it is empty, made
+// of secret references alone, or already redacted.
+func shownAsIs(v string) bool {
+	return v == "" || v == Redacted || v == RedactedChanged || referenceOnly.MatchString(v)
+}
 
 // RedactURL returns raw with its secret parts replaced by Redacted: the
 // password of the user information (or the whole user information when it
@@ -170,7 +172,7 @@ func redactURL(raw, before string, paired bool, h *sundialv1.HttpTarget) string 
 			name := decodeQueryName(key)
 			n := seen[name]
 			seen[name]++
-			if !IsSecretQueryParam(h, name) || isReferenceOnly(value) || value == "" {
+			if !IsSecretQueryParam(h, name) || shownAsIs(value) {
 				continue
 			}
 			marker := Redacted
@@ -392,7 +394,7 @@ func redactHTTP(b, a *sundialv1.HttpTarget) {
 	paired := b != nil && a != nil
 	if a != nil {
 		for name, v := range a.GetHeaders() {
-			if !IsSecretHeader(marks, name) || isReferenceOnly(v) || v == "" {
+			if !IsSecretHeader(marks, name) || shownAsIs(v) {
 				continue
 			}
 			a.Headers[name] = Redacted
@@ -408,7 +410,7 @@ func redactHTTP(b, a *sundialv1.HttpTarget) {
 	}
 	if b != nil {
 		for name, v := range b.GetHeaders() {
-			if IsSecretHeader(marks, name) && !isReferenceOnly(v) && v != "" {
+			if IsSecretHeader(marks, name) && !shownAsIs(v) {
 				b.Headers[name] = Redacted
 			}
 		}
