@@ -80,10 +80,10 @@ func redactJSON(v string, m proto.Message) string {
 
 // redactHeaderText redacts a header map written as {Name: "value", ...}.
 func redactHeaderText(v string) string {
-	inner, ok := strings.CutPrefix(v, "{")
-	if inner, ok = strings.CutSuffix(inner, "}"); !ok {
+	if !strings.HasPrefix(v, "{") || !strings.HasSuffix(v, "}") || len(v) < 2 {
 		return jobspec.Redacted
 	}
+	inner := v[1 : len(v)-1]
 	h := &sundialv1.HttpTarget{Headers: map[string]string{}}
 	var names []string
 	for inner != "" {
