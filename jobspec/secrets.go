@@ -2,6 +2,7 @@ package jobspec
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
@@ -553,11 +554,23 @@ func (v *validator) checkSecrets(h *sundialv1.HttpTarget) {
 		}
 	}
 	for _, name := range sortedKeys(h.GetHeaders()) {
+		field := "target.http.headers[" + strconv.Quote(name) + "]"
 		if _, err := SecretRefs(h.Headers[name]); err != nil {
-			v.add("target.http.headers["+strconv.Quote(name)+"]", "%v", err)
+			v.add(field, "%v", err)
+		}
+		if val := h.Headers[name]; val == Redacted || val == RedactedChanged {
+			v.add(field, placeholderReason, val)
 		}
 	}
 	raw := h.GetUrl()
+	query := queryValues(splitURL(raw).query)
+	for _, name := range slices.Sorted(maps.Keys(query)) {
+		for _, val := range query[name] {
+			if d, err := url.QueryUnescape(val); err == nil && (d == Redacted || d == RedactedChanged) {
+				v.add("target.http.url", "query parameter %q: "+placeholderReason, name, d)
+			}
+		}
+	}
 	if _, err := SecretRefs(raw); err != nil {
 		v.add("target.http.url", "%v", err)
 		return
@@ -567,6 +580,11 @@ func (v *validator) checkSecrets(h *sundialv1.HttpTarget) {
 		v.add("target.http.url", "a secret reference may stand in the path and the query only, never in the scheme or host")
 	}
 }
+
+// placeholderReason refuses a redaction marker as a value: it reaches the
+// registry only from a definition copied out of an answer and produced
+// straight to Kafka, where nothing stored stands behind it.
+const placeholderReason = "%q stands for a secret the API did not show; apply through the API to keep the stored value, or give the value or a ${secret:NAME} reference"
 
 // cutText is s cut to at most n bytes, for a message.
 func cutText(s string, n int) string {

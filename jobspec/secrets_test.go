@@ -302,3 +302,19 @@ func TestValidateSecretReferences(t *testing.T) {
 		})
 	}
 }
+
+func TestValidateRefusesRedactionMarkers(t *testing.T) {
+	t.Parallel()
+	errs := jobspec.Validate(httpSpec(&sundialv1.HttpTarget{
+		Url:     "https://h.example/?apikey=%3Credacted%3E",
+		Headers: map[string]string{"Authorization": jobspec.Redacted},
+	}))
+	var got []string
+	for _, e := range errs {
+		got = append(got, e.Error())
+	}
+	assert.Equal(t, []string{
+		`target.http.headers["Authorization"]: "<redacted>" stands for a secret the API did not show; apply through the API to keep the stored value, or give the value or a ${secret:NAME} reference`,
+		`target.http.url: query parameter "apikey": "<redacted>" stands for a secret the API did not show; apply through the API to keep the stored value, or give the value or a ${secret:NAME} reference`,
+	}, got)
+}
