@@ -140,6 +140,10 @@ type Config struct {
 	// in all and per downstream host, so that workers reuse connections
 	// instead of dialling anew (http.DefaultTransport keeps two per host).
 	HTTPClient *http.Client
+	// Secrets resolves the secret references of HTTP targets, each for
+	// its job's owner team (target.SecretsDir). Nil: a target with a
+	// reference fails, not retried.
+	Secrets target.Secrets
 	// Breakers configures the per-downstream circuit breakers; its
 	// Registerer and Logger default to the runner's.
 	Breakers breaker.Config

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -29,4 +30,18 @@ func TestExecAllowFlag(t *testing.T) {
 	for _, want := range []string{`Allowed["a"]: "relative/path" is not an absolute path`, `Allowed["bad name"]: name has characters`, "MaxOutput: -1 is negative"} {
 		assert.ErrorContains(t, err, want)
 	}
+}
+
+func TestSecretsDirFlag(t *testing.T) {
+	t.Parallel()
+	s, err := secretsDir("")
+	require.NoError(t, err)
+	assert.Nil(t, s, "no --secrets-dir: secret references do not resolve")
+
+	s, err = secretsDir(t.TempDir())
+	require.NoError(t, err)
+	assert.NotNil(t, s)
+
+	_, err = secretsDir(filepath.Join(t.TempDir(), "missing"))
+	assert.ErrorContains(t, err, "--secrets-dir: ")
 }
