@@ -15,6 +15,7 @@ import (
 	"github.com/sundialhq/sundial/client"
 	"github.com/sundialhq/sundial/dagengine/dag"
 	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/jobspec"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -166,7 +167,10 @@ func (s *DagService) storedDag(ctx context.Context, p auth.Principal, id string)
 	return d, spec, nil
 }
 
+// dagOf is the answer for a stored DAG, its inline jobs' secret values
+// redacted in place (see jobOf).
 func dagOf(d store.Dag, spec *sundialv1.DagSpec) *apiv1.Dag {
+	jobspec.Redact(spec)
 	return &apiv1.Dag{
 		Spec:         spec,
 		Revision:     d.Revision,
@@ -189,12 +193,21 @@ func (s *DagService) ApplyDag(ctx context.Context, req *connect.Request[apiv1.Ap
 	if err := mayChange(p, spec.GetOwnerTeam(), "apply DAG "+spec.GetId()); err != nil {
 		return nil, err
 	}
+	var before *sundialv1.DagSpec
 	if spec.GetId() != "" {
 		if _, stored, found, err := s.lookupDag(ctx, spec.GetId()); err != nil {
 			return nil, err
 		} else if found && !p.CanSee(stored.GetOwnerTeam()) {
 			return nil, notFound("DAG", spec.GetId())
+		} else if found {
+			before = stored
 		}
+	}
+	// As for jobs: a value shown redacted keeps the stored node's.
+	if errs := jobspec.KeepRedactedDag(spec, before); len(errs) > 0 {
+		st := rejected(spec.GetId(), errs)
+		st.Subject = &sundialv1.JobStatus_DagId{DagId: spec.GetId()}
+		return connect.NewResponse(&apiv1.ApplyDagResponse{Status: st}), nil
 	}
 	receipt, err := s.cfg.Writer.ApplyDag(ctx, spec)
 	if ve := (*dag.ValidationError)(nil); errors.As(err, &ve) {

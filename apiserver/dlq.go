@@ -171,7 +171,13 @@ func (s *DlqService) ListDeadLetters(ctx context.Context, req *connect.Request[a
 		s.cfg.Logger.ErrorContext(ctx, "list dead letters", "err", err)
 		return nil, internalError("list dead letters")
 	}
-	resp := &apiv1.ListDeadLettersResponse{DeadLetters: dls[min(offset, len(dls)):min(offset+size, len(dls))]}
+	page := dls[min(offset, len(dls)):min(offset+size, len(dls))]
+	resp := &apiv1.ListDeadLettersResponse{DeadLetters: make([]*sundialv1.DeadLetter, len(page))}
+	for i, dl := range page {
+		// A dead run carries its job's target as the runner received it.
+		resp.DeadLetters[i] = proto.CloneOf(dl)
+		jobspec.Redact(resp.DeadLetters[i])
+	}
 	if len(dls) > offset+size {
 		key := proto.CloneOf(m)
 		key.PageSize, key.PageToken = 0, ""

@@ -33,6 +33,14 @@
 //     never PermissionDenied, and listings leave it out; the cluster admin
 //     sees every team. PermissionDenied is only said to callers about their
 //     own team (a viewer who tries to apply).
+//   - Secrets: every definition an answer holds (jobs, DAGs, dead runs,
+//     plans) has its HTTP targets' secret values shown as "<redacted>", to
+//     every caller, the cluster admin included (jobspec.Redact). An apply
+//     (ApplyJob, ApplyDag, PlanApply) puts the stored value back for a
+//     "<redacted>" value before it produces, so a read-edit-apply cycle
+//     keeps the secrets and the record on Kafka stays the whole
+//     definition; it is refused when nothing is stored behind it or the
+//     URL's host changed (jobspec.KeepRedacted).
 //   - Ownership: a change needs the admin role in the definition's
 //     owner_team, and a definition of a team the caller may not see cannot be
 //     overwritten by applying the same id under the caller's team.

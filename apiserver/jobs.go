@@ -195,7 +195,11 @@ func (s *JobService) storedJob(ctx context.Context, p auth.Principal, id string)
 	return j, spec, nil
 }
 
+// jobOf is the answer for a stored job. Its secret values read
+// jobspec.Redacted, whoever asks: spec is redacted in place, so it must be
+// the caller's own decoded copy.
 func jobOf(j store.Job, spec *sundialv1.JobSpec) *apiv1.Job {
+	jobspec.Redact(spec)
 	return &apiv1.Job{
 		Spec:         spec,
 		Revision:     j.Revision,
@@ -270,6 +274,11 @@ func (s *JobService) ApplyJob(ctx context.Context, req *connect.Request[apiv1.Ap
 			return nil, notFound("job", spec.GetId())
 		}
 		before, beforeRev = stored, j.Revision
+	}
+	// A value the API showed as redacted keeps the stored one; the record
+	// produced holds it, so the jobs topic stays the whole definition.
+	if errs := jobspec.KeepRedacted(spec, before); len(errs) > 0 {
+		return connect.NewResponse(&apiv1.ApplyJobResponse{Status: rejected(spec.GetId(), errs)}), nil
 	}
 	receipt, err := s.cfg.Writer.Apply(ctx, spec)
 	if ve := (*jobspec.ValidationError)(nil); errors.As(err, &ve) {

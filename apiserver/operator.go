@@ -12,6 +12,7 @@ import (
 
 	"github.com/sundialhq/sundial/auth"
 	"github.com/sundialhq/sundial/internal/deps"
+	"github.com/sundialhq/sundial/jobspec"
 	"github.com/sundialhq/sundial/operator"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
@@ -260,6 +261,7 @@ func (s *OperatorService) PlanApply(ctx context.Context, req *connect.Request[ap
 		if team == "" {
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("jobs[%d].owner_team: required", i))
 		}
+		var before *sundialv1.JobSpec
 		if spec.GetId() != "" {
 			stored, job, found, err := jobSpec(ctx, s.cfg.Jobs, spec.GetId())
 			if err != nil {
@@ -269,9 +271,16 @@ func (s *OperatorService) PlanApply(ctx context.Context, req *connect.Request[ap
 			if found && !job.Deleted && !p.CanSee(stored.GetOwnerTeam()) {
 				return nil, notVisible("job", spec.GetId())
 			}
+			if found && !job.Deleted {
+				before = stored
+			}
 		}
 		if !p.Allows(team, auth.RoleOperator) {
 			return nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("plan apply: jobs[%d]: needs the operator role in team %q; the caller is %s of team %q", i, team, p.Role, p.Team))
+		}
+		// A plan reads "<redacted>" as ApplyJob does: the stored value.
+		if errs := jobspec.KeepRedacted(spec, before); len(errs) > 0 {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("jobs[%d].%w", i, errs[0]))
 		}
 	}
 	fires := defaultPlanFires

@@ -169,7 +169,7 @@ func testQuotas(t *testing.T, e *env, owner, other string) {
 	ctx := t.Context()
 	apply(t, e, token(owner, auth.RoleAdmin), cronJob(owner+".job", owner))
 	require.NoError(t, e.store.TrackTeamJob(ctx, owner, owner+".job", 1<<40))
-	require.NoError(t, e.store.SetQuota(ctx, quota.Quota{Team: owner, MaxJobs: 10, MaxConcurrentRuns: 3}))
+	require.NoError(t, e.store.SetQuota(ctx, quota.Quota{Team: owner, MaxJobs: 10, MaxConcurrentRuns: 3, MaxRunsPerMinute: 600}))
 
 	res, err := e.quotas(token(owner, auth.RoleViewer)).GetQuotas(ctx, connect.NewRequest(&apiv1.GetQuotasRequest{}))
 	require.NoError(t, err)
@@ -178,6 +178,7 @@ func testQuotas(t *testing.T, e *env, owner, other string) {
 	assert.Equal(t, owner, q.GetTeam())
 	assert.EqualValues(t, 10, q.GetMaxJobs())
 	assert.EqualValues(t, 3, q.GetMaxConcurrentRuns())
+	assert.EqualValues(t, 600, q.GetMaxRunsPerMinute())
 	assert.EqualValues(t, 1, q.GetJobs())
 	assert.EqualValues(t, 0, q.GetConcurrentRuns(), "counted in Redis, none running")
 

@@ -90,7 +90,7 @@ func (s *QuotaService) GetQuotas(ctx context.Context, req *connect.Request[apiv1
 	out := &apiv1.GetQuotasResponse{}
 	for _, u := range usages {
 		out.Quotas = append(out.Quotas, &apiv1.TeamQuota{
-			Team: u.Team, MaxJobs: uint32(u.MaxJobs), MaxConcurrentRuns: uint32(u.MaxConcurrentRuns),
+			Team: u.Team, MaxJobs: uint32(u.MaxJobs), MaxConcurrentRuns: uint32(u.MaxConcurrentRuns), MaxRunsPerMinute: uint32(u.MaxRunsPerMinute),
 			Jobs: int64(u.Jobs), ConcurrentRuns: int64(u.ConcurrentRuns),
 		})
 	}

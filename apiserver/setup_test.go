@@ -67,6 +67,9 @@ type env struct {
 	store   *cassandra.Store
 	metrics *prometheus.Registry
 	http    *http.Client
+	// brokers and names are the env's Kafka and its topics.
+	brokers []string
+	names   topics.Names
 }
 
 func newEnv(t *testing.T) *env {
@@ -153,7 +156,7 @@ func newEnv(t *testing.T) *env {
 
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
-	return &env{url: "http://" + srv.Addr().String(), store: st, metrics: metrics, http: &http.Client{Transport: tr}}
+	return &env{url: "http://" + srv.Addr().String(), store: st, metrics: metrics, http: &http.Client{Transport: tr}, brokers: k.Brokers, names: names}
 }
 
 // jobs is a Connect Go client of JobService sending tok ("" sends none).

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/sundialhq/sundial/jobspec"
 )
 
 // MaxValue bounds the text of one value in a Change.
@@ -32,15 +34,20 @@ type Change struct {
 // messages of the same type (either may be nil, or a typed nil, for a
 // creation or a deletion). Singular message fields set on both sides are compared field
 // by field; a list, a map, or a message set on one side only, is one
-// Change.
+// Change. Secret values of HTTP targets are never in a Change: they read
+// jobspec.Redacted, and jobspec.RedactedChanged after a change
+// (jobspec.RedactPair); before and after are not modified.
 func Diff(before, after proto.Message) []Change {
 	var b, a protoreflect.Message
 	if before != nil && before.ProtoReflect().IsValid() { // a typed nil is none
+		before = proto.Clone(before)
 		b = before.ProtoReflect()
 	}
 	if after != nil && after.ProtoReflect().IsValid() {
+		after = proto.Clone(after)
 		a = after.ProtoReflect()
 	}
+	jobspec.RedactPair(before, after)
 	switch {
 	case a == nil && b == nil:
 		return nil

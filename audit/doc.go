@@ -32,9 +32,18 @@
 //     "Ownership"): a team's token or Kafka user has no path to it.
 //   - Values in a diff are shown as text, each cut to MaxValue bytes, so a
 //     large payload does not make a large row.
+//   - No secret is kept: Diff redacts the secret header values and URL
+//     parts of every HTTP target (package jobspec's rule) before it
+//     compares, so a row and a feed record say "<redacted>", or "<redacted
+//     changed>" after a secret that changed, and never hold a value or a
+//     hash of one. Keeping, publishing and listing take secrets out of a
+//     change's text too, so a row kept before diffs were redacted is never
+//     shown with its secrets, and a change a caller built itself is never
+//     kept with them.
 //
 // # Dependencies
 //
-// google.golang.org/protobuf (protoreflect) computes the diffs;
+// google.golang.org/protobuf (protoreflect) computes the diffs; package
+// jobspec says which values are secret;
 // github.com/twmb/franz-go produces the feed.
 package audit

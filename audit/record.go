@@ -81,8 +81,9 @@ const ContentType = "application/json"
 
 // KafkaRecord is rec as a record of topic (sundial.audit): keyed by its
 // subject, so that one subject's records keep their order, with its JSON
-// as the value.
+// as the value. Secrets are taken out of its changes first.
 func KafkaRecord(topic string, rec Record) (*kgo.Record, error) {
+	rec.Changes = redactChanges(rec.Changes)
 	value, err := json.Marshal(rec)
 	if err != nil {
 		return nil, fmt.Errorf("encode audit record %s: %w", rec.ID, err)

@@ -108,12 +108,14 @@ func (t *Trail) Keep(ctx context.Context, rec Record) error {
 // KeepAll validates recs and writes them to the store in one call, without
 // publishing them: the registry keeps the records of the definitions it
 // handles at once together. An invalid record fails the call before
-// anything is written.
+// anything is written. Secrets are taken out of their changes first.
 func (t *Trail) KeepAll(ctx context.Context, recs []Record) error {
-	for _, rec := range recs {
+	recs = append([]Record(nil), recs...)
+	for i, rec := range recs {
 		if err := rec.Validate(); err != nil {
 			return err
 		}
+		recs[i].Changes = redactChanges(rec.Changes)
 	}
 	if err := t.cfg.Store.PutAudits(ctx, recs, t.cfg.Retention); err != nil {
 		if len(recs) == 1 {
@@ -143,10 +145,16 @@ func (t *Trail) Record(ctx context.Context, rec Record) error {
 	return nil
 }
 
-// List returns the records q selects, newest first.
+// List returns the records q selects, newest first, with secrets taken
+// out of their changes: a row kept before Diff redacted still holds them
+// until its retention ends, and is never shown with them.
 func (t *Trail) List(ctx context.Context, q Query) ([]Record, error) {
 	if err := q.Validate(); err != nil {
 		return nil, err
 	}
-	return t.cfg.Store.ListAudit(ctx, q)
+	recs, err := t.cfg.Store.ListAudit(ctx, q)
+	for i := range recs {
+		recs[i].Changes = redactChanges(recs[i].Changes)
+	}
+	return recs, err
 }

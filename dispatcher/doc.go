@@ -117,6 +117,18 @@
 // fires, and later entries of its chain due by then are dropped, so a
 // catch-up fires no occurrence twice.
 //
+// A run record Kafka refuses for good (too large for the producer's or the
+// broker's record limit, an invalid record, a runs topic that is invalid or
+// that the dispatcher may not write: classifyProduce in refused.go, one
+// table-tested rule) is never tried again, since retrying it would hold its
+// entry, and with it the shard's watermark, for ever. The dispatcher
+// dead-letters the run instead (on sundial.dlq, with a RunError its team
+// reads: "dispatch: run record is N bytes, over the limit ...", a run too
+// large kept without its payload and target) and emits its terminal DEAD
+// event; once both are acknowledged the firing counts as done (a recurring
+// job's chain goes on). Every other produce error fails the firing, which
+// is tried again with the same run id.
+//
 // Firings run concurrently, up to MaxInflight per shard and MaxFiring per
 // dispatcher (each owned shard has an equal share), each waiting for
 // its own acknowledgement for as long as its context lives (a firing whose
@@ -234,6 +246,8 @@
 //     returns what to read and fire; scenarios under testdata/core.
 //   - fire.go: one firing: plan the runs from the job, produce them, store
 //     the next occurrence.
+//   - refused.go: which produce errors dead-letter a run instead of
+//     retrying it.
 //   - hold.go: the held entries of paused jobs.
 //   - prefetch.go: job definitions read ahead of their firings (jobCache).
 //   - snapshots.go: when a firing may use the snapshot its entry carries

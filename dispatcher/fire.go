@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -204,9 +205,12 @@ func (o *owner) readJob(ctx context.Context, e store.DueEntry) (store.Job, time.
 }
 
 // produce writes the runs to their topics and waits for the
-// acknowledgements.
+// acknowledgements. A run whose record Kafka refused for good (see
+// classifyProduce) is dead-lettered instead, so that the firing counts as
+// done; any other failure fails the firing, which is tried again.
 func (o *owner) produce(ctx context.Context, epoch int64, e store.DueEntry, runs []*sundialv1.Run, now time.Time) error {
 	recs := make([]*kgo.Record, 0, len(runs))
+	byRec := make(map[*kgo.Record]*sundialv1.Run, len(runs))
 	dispatched := timestamppb.New(now)
 	for _, r := range runs {
 		r.Shard = uint32(o.shard)
@@ -218,24 +222,101 @@ func (o *owner) produce(ctx context.Context, epoch int64, e store.DueEntry, runs
 			o.log.Error("run does not encode; dropped", "run_id", r.GetRunId(), "err", err)
 			continue
 		}
-		recs = append(recs, &kgo.Record{
+		rec := &kgo.Record{
 			Topic:   o.topics.Runs(priorityOf(r.GetPriority())),
 			Key:     []byte(r.GetJobId()),
 			Value:   value,
 			Headers: topics.ProtobufHeaders(r),
-		})
+		}
+		recs = append(recs, rec)
+		byRec[rec] = r
 	}
-	if err := o.prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		return fmt.Errorf("produce %d runs of %s: %w", len(recs), e.RunID, err)
+	var refused []refusedRun
+	for _, res := range o.prod.ProduceSync(ctx, recs...) {
+		if res.Err == nil {
+			continue
+		}
+		run := byRec[res.Record]
+		if run == nil { // not acknowledged in time: the client still has it
+			return fmt.Errorf("produce %d runs of %s: %w", len(recs), e.RunID, res.Err)
+		}
+		v := classifyProduce(res.Err, len(res.Record.Value), res.Record.Topic)
+		if !v.deadLetter {
+			return fmt.Errorf("produce %d runs of %s: %w", len(recs), e.RunID, res.Err)
+		}
+		refused = append(refused, refusedRun{run: run, runErr: v.runErr})
+	}
+	if len(refused) > 0 {
+		if err := o.deadLetter(ctx, refused); err != nil {
+			return fmt.Errorf("dead-letter %d refused runs of %s: %w", len(refused), e.RunID, err)
+		}
 	}
 	acked := o.cfg.Now()
-	for _, r := range runs {
+	delivered := make([]*sundialv1.Run, 0, len(recs))
+	for _, rec := range recs {
+		if r := byRec[rec]; !slices.ContainsFunc(refused, func(f refusedRun) bool { return f.run == r }) {
+			delivered = append(delivered, r)
+		}
+	}
+	for _, r := range delivered {
 		origin := originLabel(r.GetOrigin())
 		o.m.runs.WithLabelValues(origin).Inc()
 		o.m.dispatchLatency.WithLabelValues(origin).Observe(acked.Sub(r.GetAttemptDueTime().AsTime()).Seconds())
 	}
-	if o.observe != nil {
-		o.observe(runs, acked)
+	if o.observe != nil && len(delivered) > 0 {
+		o.observe(delivered, acked)
+	}
+	return nil
+}
+
+// refusedRun is a run whose record Kafka refused for good, and why.
+type refusedRun struct {
+	run    *sundialv1.Run
+	runErr *sundialv1.RunError
+}
+
+// deadLetter writes each refused run to the dead-letter topic and its
+// terminal event (DEAD, with the reason) to the events topic, and waits for
+// both: the run's team reads why it never ran (sundial dlq, its history, a
+// DAG waiting on the node), and the firing then counts as done so that the
+// shard's watermark passes the entry. An error (the dead-letter topic
+// cannot be written either) fails the firing, which is tried again.
+func (o *owner) deadLetter(ctx context.Context, refused []refusedRun) error {
+	at := o.cfg.Now()
+	by := "dispatcher/" + o.cfg.InstanceID
+	recs := make([]*kgo.Record, 0, 2*len(refused))
+	for _, f := range refused {
+		run := f.run
+		dl := &sundialv1.DeadLetter{Run: deadLetterRun(run, f.runErr.GetCode()), LastError: f.runErr,
+			Attempts: run.GetAttempt(), DeadAt: timestamppb.New(at), RunnerId: by}
+		ev := &sundialv1.RunEvent{
+			RunId: run.GetRunId(), JobId: run.GetJobId(), Attempt: run.GetAttempt(), State: sundialv1.RunState_RUN_STATE_DEAD,
+			Time: timestamppb.New(at.Truncate(time.Microsecond)), DueTime: run.GetDueTime(), AttemptDueTime: run.GetAttemptDueTime(),
+			RunnerId: by, Error: f.runErr, DagRunId: run.GetDagRunId(), DagNodeId: run.GetDagNodeId(),
+			Priority: run.GetPriority(), OwnerTeam: run.GetOwnerTeam(),
+		}
+		if run.GetBaseRunId() != "" { // the base run's events speak for the DAG node
+			ev.DagRunId, ev.DagNodeId = "", ""
+		}
+		dlValue, err := proto.Marshal(dl)
+		if err != nil {
+			return fmt.Errorf("encode the dead letter of %s: %w", run.GetRunId(), err)
+		}
+		evValue, err := proto.Marshal(ev)
+		if err != nil {
+			return fmt.Errorf("encode the event of %s: %w", run.GetRunId(), err)
+		}
+		recs = append(recs,
+			&kgo.Record{Topic: o.topics.DLQ(), Key: []byte(run.GetJobId()), Value: dlValue, Headers: topics.ProtobufHeaders(dl)},
+			&kgo.Record{Topic: o.topics.Events(), Key: []byte(run.GetJobId()), Value: evValue, Headers: topics.EventHeaders(ev)})
+	}
+	if err := o.prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return err
+	}
+	for _, f := range refused {
+		o.m.deadLettered.WithLabelValues(f.runErr.GetCode()).Inc()
+		o.log.Error("Kafka refused a run record for good; run dead-lettered", "run_id", f.run.GetRunId(),
+			"job", f.run.GetJobId(), "team", f.run.GetOwnerTeam(), "code", f.runErr.GetCode(), "reason", f.runErr.GetMessage())
 	}
 	return nil
 }

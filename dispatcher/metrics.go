@@ -17,6 +17,7 @@ type metrics struct {
 	runs            *prometheus.CounterVec
 	dropped         *prometheus.CounterVec
 	fireErrors      prometheus.Counter
+	deadLettered    *prometheus.CounterVec
 	firePhase       *prometheus.HistogramVec
 	shardsOwned     prometheus.Gauge
 	claims          *prometheus.CounterVec
@@ -51,6 +52,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "sundial_dispatcher_fire_errors_total",
 			Help: "Attempts to fire an entry that failed and will be retried.",
 		}),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sundial_dispatcher_runs_dead_lettered_total",
+			Help: "Runs whose record Kafka refused for good, written to the dead-letter topic instead, by code (record_too_large, record_invalid, topic_refused).",
+		}, []string{"code"}),
 		shardsOwned: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sundial_dispatcher_shards_owned",
 			Help: "Shards this dispatcher has claimed and is dispatching.",
@@ -96,7 +101,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	var errs []error
 	for _, c := range []prometheus.Collector{
-		m.dispatchLatency, m.runs, m.dropped, m.fireErrors, m.firePhase, m.shardsOwned, m.claims,
+		m.dispatchLatency, m.runs, m.dropped, m.fireErrors, m.deadLettered, m.firePhase, m.shardsOwned, m.claims,
 		m.lag, m.watermarkAge, m.entries, m.bucketLoad, m.bucketSize, m.wakeups,
 		m.jobCache, m.jobsCached, m.jobFeedLag,
 	} {

@@ -33,6 +33,15 @@
 //     and where the schedule continues. It never steps through the
 //     occurrences one by one: it searches the catch-up window with jumps, and
 //     FIRE_ALL fires at most a given number at once.
+//   - One secrets rule (secrets.go): which header and query values of an
+//     HTTP target are secret (IsSecretHeader, IsSecretQueryParam), the
+//     secret reference syntax "${secret:NAME}" (SecretRefs,
+//     ExpandSecretRefs), and how a definition is shown: Redact for every
+//     answer, RedactPair for every diff (a changed secret reads "<redacted
+//     changed>", never a value or a hash), RedactURL for any text, and
+//     KeepRedacted for a definition applied back with "<redacted>" values.
+//     The API, the audit trail and the runner all use it, so what is
+//     hidden is the same everywhere.
 //   - A status carries at most MaxReportedErrors errors, all in valid UTF-8,
 //     so that every record, however bad, can be answered.
 //

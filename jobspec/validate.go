@@ -313,17 +313,18 @@ func (v *validator) httpTarget(l Limits, h *sundialv1.HttpTarget) {
 	case len(raw) > MaxURLLength:
 		v.add("target.http.url", "%d characters, at most %d allowed", len(raw), MaxURLLength)
 	case err != nil:
-		v.add("target.http.url", "cannot parse %q: %v", raw, unwrapURLError(err))
+		v.add("target.http.url", "cannot parse %q: %v", RedactURL(raw, h), unwrapURLError(err))
 	case u.Scheme != "http" && u.Scheme != "https":
 		v.add("target.http.url", "scheme %q: want http or https", u.Scheme)
 	case u.Host == "":
-		v.add("target.http.url", "%q has no host", raw)
+		v.add("target.http.url", "%q has no host", RedactURL(raw, h))
 	case u.User != nil:
 		v.add("target.http.url", "credentials in the URL are refused: they would travel in every run record; pass them in a header")
 	case u.Fragment != "":
 		v.add("target.http.url", "a fragment (#%s) is never sent to a server", u.Fragment)
 	}
 	v.headers("target.http.headers", h.GetHeaders(), true)
+	v.checkSecrets(h)
 	if n := len(h.GetBody()); n > l.MaxPayloadBytes {
 		v.add("target.http.body", "%d bytes, at most %d allowed", n, l.MaxPayloadBytes)
 	}

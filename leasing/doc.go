@@ -129,7 +129,16 @@
 // and they only count: the job's lease still decides who executes a run.
 // A runner takes the team slot before the job's lease and releases it when
 // the attempt ends; it renews its team slots every TTL/3, so those of a dead
-// runner come back after TTL. Job ids must not contain braces.
+// runner come back after TTL. The runs a team starts per minute
+// (teamrate.go, quota max_runs_per_minute) are counted in the same tag,
+//
+//	<prefix>{team:<team>}:team-rate     sorted set, run id -> window
+//
+// where a window is the server's time in ms divided by one minute; one
+// script drops earlier windows, checks the limit and counts the run, so
+// runners racing for the last place cannot both take it, and a run counted
+// in the window already passes again without counting twice.
+// Job ids must not contain braces.
 // The scripts are called by SHA1 digest (EVALSHA) and loaded again when Redis
 // answers NOSCRIPT. Redis 5 or later is required (scripts that write after
 // reading TIME).

@@ -23,6 +23,8 @@ var (
 	teamRenewLua string
 	//go:embed lua/team_count.lua
 	teamCountLua string
+	//go:embed lua/team_rate.lua
+	teamRateLua string
 )
 
 // script is a Lua script called by its SHA1 digest. The digest is computed
@@ -46,6 +48,8 @@ type scripts struct {
 	acquire, renew, complete, release *script
 	// The team slots (teamslots.go).
 	teamAcquire, teamRenew, teamCount *script
+	// The team's runs started per minute (teamrate.go).
+	teamRate *script
 }
 
 func newScripts() scripts {
@@ -58,9 +62,10 @@ func newScripts() scripts {
 		teamAcquire: newScript("team_acquire", teamAcquireLua),
 		teamRenew:   newScript("team_renew", teamRenewLua),
 		teamCount:   newScript("team_count", teamCountLua),
+		teamRate:    newScript("team_rate", teamRateLua),
 	}
 }
 
 func (s scripts) all() []*script {
-	return []*script{s.acquire, s.renew, s.complete, s.release, s.teamAcquire, s.teamRenew, s.teamCount}
+	return []*script{s.acquire, s.renew, s.complete, s.release, s.teamAcquire, s.teamRenew, s.teamCount, s.teamRate}
 }

@@ -92,6 +92,11 @@ type Config struct {
 	Checkpoints checkpoint.Store
 	// Shards is the cluster's shard count. Needed by PlanApply.
 	Shards int
+	// Members counts the live executors of a pool (the length of
+	// discovery.Directory.Live), for the load of a BROADCAST job in
+	// PlanApply. Optional: nil counts such a job's occurrence as one run
+	// and says its load is a lower bound.
+	Members func(pool string) int
 	// Audit receives an Action for every change made; nil records nothing.
 	Audit Recorder
 	// Now is the clock; default time.Now.

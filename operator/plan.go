@@ -1,12 +1,14 @@
 package operator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/sundialhq/sundial/audit"
+	"github.com/sundialhq/sundial/discovery"
 	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/schedule"
@@ -30,11 +32,42 @@ type DefinitionPlan struct {
 	// NextFires are the next fire times of the new definition (at most
 	// the number asked), as if it were accepted now.
 	NextFires []time.Time
-	// Shard is the job's shard; Load counts the occurrences the new
-	// definition adds in the next PlanHorizon per minute bucket, minus
-	// those of the definition in force (negative where it removes some).
+	// Shard is the job's shard; Load counts the runs the new definition
+	// adds in the next PlanHorizon per minute bucket, minus those of the
+	// definition in force (negative where it removes some): each
+	// occurrence counts RunsPerOccurrence runs (see runsPerOccurrence).
 	Shard int
 	Load  map[time.Time]int
+	// RunsPerOccurrence is how many runs one occurrence of the new
+	// definition starts: 1, the shard count of a SHARDED job, or the live
+	// members of a BROADCAST job's pool. LoadLowerBound: it is a BROADCAST
+	// job whose pool's membership is not known (Config.Members unset, or no
+	// member live), counted as 1, so Load is a lower bound.
+	RunsPerOccurrence int
+	LoadLowerBound    bool
+}
+
+// runsPerOccurrence is how many runs one occurrence of spec starts, which
+// is what the runners execute and the team's max_runs_per_minute counts: a
+// SHARDED job starts one child per shard, a BROADCAST job one per live
+// member of its pool (members, nil when unknown), any other job one.
+// lowerBound: a BROADCAST job whose membership is unknown or empty, counted
+// as one run.
+func runsPerOccurrence(spec *sundialv1.JobSpec, members func(pool string) int) (n int, lowerBound bool) {
+	r := spec.GetRouting()
+	switch r.GetStrategy() {
+	case sundialv1.RoutingStrategy_ROUTING_STRATEGY_SHARDED:
+		return max(int(r.GetShards()), 1), false
+	case sundialv1.RoutingStrategy_ROUTING_STRATEGY_BROADCAST:
+		if members == nil {
+			return 1, true
+		}
+		if m := members(cmp.Or(spec.GetPool(), discovery.DefaultPool)); m > 0 {
+			return m, false
+		}
+		return 1, true
+	}
+	return 1, false
 }
 
 // PlanApply says, for each definition, what applying it would change: the
@@ -68,13 +101,15 @@ func (o *Operator) PlanApply(ctx context.Context, specs []*sundialv1.JobSpec, fi
 		p.Changes = audit.Diff(old, spec)
 		newSched := compiled(spec, now)
 		p.NextFires = nextFires(newSched, spec, now, fires)
+		p.RunsPerOccurrence, p.LoadLowerBound = runsPerOccurrence(spec, o.cfg.Members)
 		for _, t := range within(newSched, now, now.Add(PlanHorizon)) {
-			p.Load[store.BucketOf(t)]++
+			p.Load[store.BucketOf(t)] += p.RunsPerOccurrence
 		}
 		if old != nil {
+			oldRuns, _ := runsPerOccurrence(old, o.cfg.Members)
 			for _, t := range within(compiled(old, stored.UpdatedAt), now, now.Add(PlanHorizon)) {
 				b := store.BucketOf(t)
-				if p.Load[b]--; p.Load[b] == 0 {
+				if p.Load[b] -= oldRuns; p.Load[b] == 0 {
 					delete(p.Load, b)
 				}
 			}

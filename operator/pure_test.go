@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/store"
 )
 
 func cronJob(id, expr string) *sundialv1.JobSpec {
@@ -59,4 +61,82 @@ func TestJobOfRun(t *testing.T) {
 	assert.Equal(t, "billing.nightly", JobOfRun("billing.nightly@1767225600000"))
 	assert.Equal(t, "a@b", JobOfRun("a@b@1"))
 	assert.Empty(t, JobOfRun("dag-run/node"))
+}
+
+func TestRunsPerOccurrence(t *testing.T) {
+	t.Parallel()
+	sharded := func(n uint32) *sundialv1.JobSpec {
+		s := cronJob("team.sharded", "* * * * *")
+		s.Routing = &sundialv1.Routing{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_SHARDED, Shards: n}
+		return s
+	}
+	broadcast := func(pool string) *sundialv1.JobSpec {
+		s := cronJob("team.broadcast", "* * * * *")
+		s.Pool = pool
+		s.Routing = &sundialv1.Routing{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_BROADCAST}
+		return s
+	}
+	pools := func(pool string) int { return map[string]int{"default": 3, "gpu": 7}[pool] }
+	tests := []struct {
+		name       string
+		spec       *sundialv1.JobSpec
+		members    func(string) int
+		want       int
+		lowerBound bool
+	}{
+		{"a plain job starts one run", cronJob("team.plain", "* * * * *"), pools, 1, false},
+		{"round-robin routing starts one run", func() *sundialv1.JobSpec {
+			s := cronJob("team.any", "* * * * *")
+			s.Routing = &sundialv1.Routing{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_ROUND_ROBIN}
+			return s
+		}(), pools, 1, false},
+		{"a sharded job starts one run per shard", sharded(1024), pools, 1024, false},
+		{"a sharded job needs no membership", sharded(64), nil, 64, false},
+		{"a broadcast job starts one run per live member of its pool", broadcast("gpu"), pools, 7, false},
+		{"a broadcast job without a pool uses the default pool", broadcast(""), pools, 3, false},
+		{"a broadcast job with unknown membership is a lower bound of one", broadcast("gpu"), nil, 1, true},
+		{"a broadcast job to a pool with no live member is a lower bound of one", broadcast("empty"), pools, 1, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			n, lower := runsPerOccurrence(tt.spec, tt.members)
+			assert.Equal(t, tt.want, n)
+			assert.Equal(t, tt.lowerBound, lower)
+		})
+	}
+}
+
+// noJobs stores no definition.
+type noJobs struct{}
+
+func (noJobs) GetJob(context.Context, string) (store.Job, error) {
+	return store.Job{}, store.ErrNotFound
+}
+
+// TestPlanApplyLoadCountsFanOut: a job firing every second with 1,024
+// shards adds 61,440 runs a minute, not 60, which is what the team's
+// max_runs_per_minute and the runners see.
+func TestPlanApplyLoadCountsFanOut(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	spec := cronJob("team.wide", "* * * * * *")
+	spec.Routing = &sundialv1.Routing{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_SHARDED, Shards: 1024}
+	bc := cronJob("team.everyone", "0 * * * * *")
+	bc.Routing = &sundialv1.Routing{Strategy: sundialv1.RoutingStrategy_ROUTING_STRATEGY_BROADCAST}
+	op := New(Config{Jobs: noJobs{}, Shards: 16, Now: func() time.Time { return now }, Members: func(string) int { return 5 }})
+	plans, err := op.PlanApply(t.Context(), []*sundialv1.JobSpec{spec, bc}, 1)
+	require.NoError(t, err)
+	require.Len(t, plans, 2)
+	require.Empty(t, plans[0].Errors)
+	assert.Equal(t, 1024, plans[0].RunsPerOccurrence)
+	assert.False(t, plans[0].LoadLowerBound)
+	assert.Equal(t, 61440, plans[0].Load[now.Add(5*time.Minute)], "runs in one minute bucket")
+	assert.Equal(t, 5, plans[1].Load[now.Add(5*time.Minute)], "one broadcast a minute to 5 live members")
+
+	unknown := New(Config{Jobs: noJobs{}, Shards: 16, Now: func() time.Time { return now }})
+	plans, err = unknown.PlanApply(t.Context(), []*sundialv1.JobSpec{bc}, 1)
+	require.NoError(t, err)
+	assert.True(t, plans[0].LoadLowerBound, "membership unknown")
+	assert.Equal(t, 1, plans[0].Load[now.Add(5*time.Minute)])
 }

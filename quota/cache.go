@@ -80,3 +80,20 @@ func (c *Cache) Rows(ctx context.Context) ([]Quota, error) {
 	c.rows, c.readAt, c.loaded = rows, c.now(), true
 	return rows, nil
 }
+
+// GetFresh returns the quota in force for team as the store has it now,
+// and keeps the rows read for the next Gets. It is for the one answer that
+// must not be stale: a refusal. The registry refuses a create over max_jobs
+// only after reading the limit through, so a limit just raised applies to
+// the very next definition, while every definition that passes still costs
+// no read (a limit just lowered takes effect within TTL).
+func (c *Cache) GetFresh(ctx context.Context, team string) (Quota, error) {
+	rows, err := c.src.ListQuotas(ctx)
+	if err != nil {
+		return Quota{}, fmt.Errorf("read quotas: %w", err)
+	}
+	c.mu.Lock()
+	c.rows, c.readAt, c.loaded = rows, c.now(), true
+	c.mu.Unlock()
+	return Effective(rows, team), nil
+}

@@ -34,11 +34,18 @@
 // leaves the old team's partition in the same call.
 //
 // The check reads the count, then the registry stores the job, then its
-// row: creates of one team processed at the same time by several registries
-// (or by the concurrent handlers of one) each see the count before the
-// others' rows. A team can therefore exceed MaxJobs by at most the number
-// of its creates in flight at once, which is below the registries' summed
-// Config.Concurrency; it never exceeds it through redelivery.
+// row. A registry makes the three one step for the creates of a team with a
+// max_jobs: it holds a lock of the team across them, so the creates it
+// handles at once (a bulk apply) each count those before them, and one
+// registry never lets a team pass MaxJobs. Registries do not share that
+// lock: creates of one team handled at the same moment by several
+// registries (the team's topic has several partitions) each see the count
+// before the others' rows, so a team can exceed MaxJobs by at most the
+// number of registries minus one; it never exceeds it through redelivery.
+//
+// A create is refused only after the limit was read again from the store
+// (Cache.GetFresh), so a raised limit applies to the next definition; a
+// lowered one within the cache's TTL.
 //
 // # Reading quotas and usage
 //

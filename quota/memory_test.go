@@ -22,7 +22,7 @@ func TestMemoryConformance(t *testing.T) {
 
 func TestEffective(t *testing.T) {
 	t.Parallel()
-	rows := []quota.Quota{{Team: quota.DefaultTeam, MaxJobs: 100, MaxConcurrentRuns: 5}, {Team: "payments", MaxJobs: 1000}}
+	rows := []quota.Quota{{Team: quota.DefaultTeam, MaxJobs: 100, MaxConcurrentRuns: 5, MaxRunsPerMinute: 600}, {Team: "payments", MaxJobs: 1000}}
 	tests := []struct {
 		name string
 		rows []quota.Quota
@@ -30,7 +30,7 @@ func TestEffective(t *testing.T) {
 		want quota.Quota
 	}{
 		{"own row", rows, "payments", quota.Quota{Team: "payments", MaxJobs: 1000}},
-		{"default row", rows, "search", quota.Quota{Team: "search", MaxJobs: 100, MaxConcurrentRuns: 5}},
+		{"default row", rows, "search", quota.Quota{Team: "search", MaxJobs: 100, MaxConcurrentRuns: 5, MaxRunsPerMinute: 600}},
 		{"no rows: unlimited", nil, "search", quota.Quota{Team: "search"}},
 	}
 	for _, tc := range tests {
@@ -60,6 +60,25 @@ func TestCacheRereadsAfterTTL(t *testing.T) {
 	require.Equal(t, 3, q.MaxJobs)
 }
 
+func TestCacheGetFreshReadsThroughAndKeepsWhatItRead(t *testing.T) {
+	t.Parallel()
+	m := quota.NewMemory()
+	now := time.Unix(1000, 0)
+	c := quota.NewCache(m, time.Hour, func() time.Time { return now })
+	ctx := t.Context()
+	require.NoError(t, m.SetQuota(ctx, quota.Quota{Team: "a", MaxJobs: 2}))
+	q, err := c.Get(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, 2, q.MaxJobs)
+	require.NoError(t, m.SetQuota(ctx, quota.Quota{Team: "a", MaxJobs: 5}))
+	q, err = c.GetFresh(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, 5, q.MaxJobs, "a fresh read sees the raised limit at once")
+	q, err = c.Get(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, 5, q.MaxJobs, "the cache keeps what the fresh read found")
+}
+
 type fixedRuns map[string]int
 
 func (f fixedRuns) TeamSlotsInUse(_ context.Context, team string) (int, error) { return f[team], nil }
@@ -87,10 +106,11 @@ func TestUsagesAndCollector(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	require.NoError(t, reg.Register(quota.NewCollector(m, runs, 0)))
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP sundial_quota_limit A team's quota in force, by quota (max_jobs, max_concurrent_runs); 0 is unlimited.
+# HELP sundial_quota_limit A team's quota in force, by quota (max_jobs, max_concurrent_runs, max_runs_per_minute); 0 is unlimited.
 # TYPE sundial_quota_limit gauge
 sundial_quota_limit{quota="max_concurrent_runs",team="payments"} 3
 sundial_quota_limit{quota="max_jobs",team="payments"} 10
+sundial_quota_limit{quota="max_runs_per_minute",team="payments"} 0
 # HELP sundial_quota_usage What a team uses of a quota: its jobs (max_jobs) and its runs executing now (max_concurrent_runs).
 # TYPE sundial_quota_usage gauge
 sundial_quota_usage{quota="max_concurrent_runs",team="payments"} 2

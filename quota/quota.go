@@ -20,6 +20,12 @@ type Quota struct {
 	// MaxConcurrentRuns is how many runs of the team's jobs may execute at
 	// once, across all runners.
 	MaxConcurrentRuns int
+	// MaxRunsPerMinute is how many runs of the team's jobs may start in one
+	// minute (a window of the Redis server's clock), across all runners:
+	// every child of a BROADCAST or SHARDED run counts. It bounds what one
+	// definition can fan out to (1,024 shards every second is 61,440 runs
+	// a minute).
+	MaxRunsPerMinute int
 }
 
 // Validate reports every bad field.
@@ -36,6 +42,9 @@ func (q Quota) Validate() error {
 	}
 	if q.MaxConcurrentRuns < 0 {
 		errs = append(errs, fmt.Errorf("quota: max_concurrent_runs %d: must be 0 (unlimited) or positive", q.MaxConcurrentRuns))
+	}
+	if q.MaxRunsPerMinute < 0 {
+		errs = append(errs, fmt.Errorf("quota: max_runs_per_minute %d: must be 0 (unlimited) or positive", q.MaxRunsPerMinute))
 	}
 	return errors.Join(errs...)
 }
@@ -78,7 +87,8 @@ func Effective(rows []Quota, team string) Quota {
 		case team:
 			return q
 		case DefaultTeam:
-			def = Quota{Team: team, MaxJobs: q.MaxJobs, MaxConcurrentRuns: q.MaxConcurrentRuns}
+			def = q
+			def.Team = team
 		}
 	}
 	return def

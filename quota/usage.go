@@ -88,7 +88,7 @@ func NewCollector(s Store, runs RunCounter, timeout time.Duration) *Collector {
 	}
 	return &Collector{
 		store: s, runs: runs, timeout: timeout,
-		limit: prometheus.NewDesc("sundial_quota_limit", "A team's quota in force, by quota (max_jobs, max_concurrent_runs); 0 is unlimited.", []string{"team", "quota"}, nil),
+		limit: prometheus.NewDesc("sundial_quota_limit", "A team's quota in force, by quota (max_jobs, max_concurrent_runs, max_runs_per_minute); 0 is unlimited.", []string{"team", "quota"}, nil),
 		usage: prometheus.NewDesc("sundial_quota_usage", "What a team uses of a quota: its jobs (max_jobs) and its runs executing now (max_concurrent_runs).", []string{"team", "quota"}, nil),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "sundial", Subsystem: "quota", Name: "scrape_errors_total",
@@ -118,6 +118,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(u.MaxJobs), u.Team, "max_jobs")
 		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(u.MaxConcurrentRuns), u.Team, "max_concurrent_runs")
+		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(u.MaxRunsPerMinute), u.Team, "max_runs_per_minute")
 		ch <- prometheus.MustNewConstMetric(c.usage, prometheus.GaugeValue, float64(u.Jobs), u.Team, "max_jobs")
 		if u.ConcurrentRuns >= 0 {
 			ch <- prometheus.MustNewConstMetric(c.usage, prometheus.GaugeValue, float64(u.ConcurrentRuns), u.Team, "max_concurrent_runs")

@@ -132,7 +132,11 @@
 // (package quota says why a set and not a counter, and bounds the overshoot
 // under concurrent creates). Quotas are read through a cache
 // (Config.QuotaTTL); the count is read from the index for each create of a
-// team with a limit.
+// team with a limit. The creates of such a team are counted, stored and
+// indexed one after the other (a lock per team, quotas.go), so the creates
+// one registry handles at once (a bulk apply) cannot pass the limit. A
+// create is refused only after the limit has been read again from the
+// store, so a raised limit applies to the next definition.
 //
 // # Lifecycle
 //

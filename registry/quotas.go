@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -15,6 +16,11 @@ type quotas struct {
 	store  quota.Store
 	cache  *quota.Cache
 	tracks *group[quota.TeamJob, struct{}]
+	// creates holds one lock per team with a max_jobs: a create of such a
+	// team counts its jobs, stores the job and indexes it under the lock,
+	// so the creates this registry handles at once (a bulk apply) each
+	// count the ones before them. One entry per team ever limited.
+	creates sync.Map // team -> *sync.Mutex
 }
 
 // newQuotas returns the registry's quotas over st. The index changes of
@@ -34,11 +40,20 @@ func newQuotas(st quota.Store, cache *quota.Cache) *quotas {
 
 // checkMaxJobs refuses a definition that would create a job of a team that
 // already has its max_jobs. Updates of a job the store holds (exists)
-// always pass. See package quota for the bound on overshoot under
-// concurrent creates.
-func (r *Registry) checkMaxJobs(ctx context.Context, spec *sundialv1.JobSpec, exists bool) (jobspec.FieldError, bool, error) {
-	if r.quotas == nil {
-		return jobspec.FieldError{}, false, nil
+// always pass. For a create of a limited team it takes the team's create
+// lock and returns its unlock, which the caller calls once the job is
+// stored and indexed (or refused): the creates of one team that this
+// registry handles at once are thus counted one after the other, and a
+// bulk apply cannot pass the limit. unlock is never nil; calling it again
+// does nothing. See package quota for what remains between registries.
+//
+// A create is refused only after the limit has been read through from the
+// store (the cache may be TTL old), so a limit just raised applies to the
+// next definition.
+func (r *Registry) checkMaxJobs(ctx context.Context, spec *sundialv1.JobSpec, exists bool) (fe jobspec.FieldError, over bool, unlock func(), err error) {
+	unlock = func() {}
+	if r.quotas == nil || exists {
+		return jobspec.FieldError{}, false, unlock, nil
 	}
 	team := spec.GetOwnerTeam()
 	var q quota.Quota
@@ -46,29 +61,42 @@ func (r *Registry) checkMaxJobs(ctx context.Context, spec *sundialv1.JobSpec, ex
 		q, err = r.quotas.cache.Get(ctx, team)
 		return err
 	}); err != nil {
-		return jobspec.FieldError{}, false, err
+		return jobspec.FieldError{}, false, unlock, err
 	}
 	if q.MaxJobs == 0 {
-		return jobspec.FieldError{}, false, nil
+		return jobspec.FieldError{}, false, unlock, nil
 	}
-	if exists {
-		return jobspec.FieldError{}, false, nil
-	}
+	l, _ := r.quotas.creates.LoadOrStore(team, &sync.Mutex{})
+	mu := l.(*sync.Mutex)
+	mu.Lock()
+	unlock = sync.OnceFunc(mu.Unlock)
 	var n int
 	if err := r.retry(ctx, "count_team_jobs", func() (err error) {
 		n, err = r.quotas.store.CountTeamJobs(ctx, team)
 		return err
 	}); err != nil {
-		return jobspec.FieldError{}, false, err
+		unlock()
+		return jobspec.FieldError{}, false, func() {}, err
 	}
 	if n < q.MaxJobs {
-		return jobspec.FieldError{}, false, nil
+		return jobspec.FieldError{}, false, unlock, nil
 	}
+	if err := r.retry(ctx, "read_quota", func() (err error) {
+		q, err = r.quotas.cache.GetFresh(ctx, team)
+		return err
+	}); err != nil {
+		unlock()
+		return jobspec.FieldError{}, false, func() {}, err
+	}
+	if q.MaxJobs == 0 || n < q.MaxJobs {
+		return jobspec.FieldError{}, false, unlock, nil
+	}
+	unlock()
 	r.metrics.quotaRejections.WithLabelValues("max_jobs").Inc()
 	return jobspec.FieldError{
 		Field:  "owner_team",
 		Reason: fmt.Sprintf("team %s has %d of %d jobs (quota max_jobs)", team, n, q.MaxJobs),
-	}, true, nil
+	}, true, func() {}, nil
 }
 
 // trackJob indexes a stored job under its team, at the record's offset.

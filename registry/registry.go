@@ -553,9 +553,14 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 		}
 	}
 
-	if fe, over, err := r.checkMaxJobs(ctx, spec, prior.found && !prior.job.Deleted); err != nil {
+	fe, over, unlock, err := r.checkMaxJobs(ctx, spec, prior.found && !prior.job.Deleted)
+	if err != nil {
 		return nil, err
-	} else if over {
+	}
+	// A create of a limited team holds its team's create lock until the
+	// job is indexed (checkMaxJobs).
+	defer unlock()
+	if over {
 		r.reject(st, []jobspec.FieldError{fe})
 		return nil, nil
 	}
@@ -573,6 +578,7 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 			return nil, err
 		}
 	}
+	unlock()
 
 	switch outcome {
 	case store.OutcomeCreated, store.OutcomeUpdated:

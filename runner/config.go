@@ -147,6 +147,10 @@ type Config struct {
 	// policy: no private, loopback or link-local address, a team's own
 	// topics (<team>.*) only, no command.
 	Egress egress.Config
+	// Secrets resolves the secret references of HTTP targets, each for
+	// its job's owner team (target.SecretsDir). Nil: a target with a
+	// reference fails, not retried.
+	Secrets target.Secrets
 	// Breakers configures the circuit breakers, one per team and
 	// downstream; its Registerer and Logger default to the runner's.
 	Breakers breaker.Config

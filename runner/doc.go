@@ -100,6 +100,12 @@
 //     runner's other team slots every lease TTL/3 and given back when the
 //     attempt ends. A full team defers the run by Config.TeamQuotaDelay
 //     (DEFERRED, reason team_quota, no attempt spent), as QUEUE does below.
+//     When the team has a max_runs_per_minute, the run is then counted among
+//     the team's runs of the current minute (leasing.StartTeamRun, one
+//     atomic script; every child of a BROADCAST or SHARDED run counts, the
+//     base run does not); a run over it gives its team slot back and is
+//     deferred to the next minute (DEFERRED, reason team_rate, no attempt
+//     spent), spread by up to one TeamQuotaDelay.
 //     Then acquire the lease (package leasing). A dedupe mark means the run
 //     already took effect: it is skipped and committed. A run leased by
 //     another holder (a redelivery while the first delivery still executes)

@@ -37,6 +37,7 @@ const (
 	reasonCircuitOpen   = "circuit_open"
 	reasonReplaced      = "replaced"
 	reasonTeamQuota     = "team_quota"
+	reasonTeamRate      = "team_rate"
 )
 
 // errTimeout is the cause of an attempt's context when the job's timeout
@@ -196,11 +197,14 @@ func (x *execution) handle(ctx context.Context) bool {
 	}
 	// The team's slot is taken before the job's and given back when the
 	// attempt ends.
-	releaseTeam, teamRes := x.takeTeamSlot(ctx)
+	releaseTeam, teamRes, wait := x.takeTeamSlot(ctx)
 	switch teamRes {
 	case teamFull:
 		r.m.teamDeferrals.WithLabelValues(x.run.GetOwnerTeam()).Inc()
 		return x.deferRun(ctx, x.teamQuotaDelay(), reasonTeamQuota, nil)
+	case teamRate:
+		r.m.teamRateDeferrals.WithLabelValues(x.run.GetOwnerTeam()).Inc()
+		return x.deferRun(ctx, wait, reasonTeamRate, nil)
 	case teamAborted:
 		return false
 	}

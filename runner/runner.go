@@ -225,7 +225,7 @@ func (r *Runner) start(ctx context.Context, run *lifecycle.Run) error {
 	run.OnStop(consumer.Close)
 	r.producer, r.consumer = producer, consumer
 	r.targets = &target.Targets{
-		HTTP:     &target.HTTP{Egress: r.egress, Transport: r.cfg.HTTPTransport, Now: r.cfg.Now},
+		HTTP:     &target.HTTP{Egress: r.egress, Transport: r.cfg.HTTPTransport, Now: r.cfg.Now, Secrets: r.cfg.Secrets},
 		Kafka:    &target.Kafka{Client: producer},
 		Handlers: r.cfg.Handlers,
 		Exec:     r.cfg.Exec,

@@ -36,33 +36,56 @@ type teamResult int
 const (
 	teamTaken   teamResult = iota // or no limit applies
 	teamFull                      // the team has its max_concurrent_runs
+	teamRate                      // the team has started its max_runs_per_minute this minute
 	teamAborted                   // ctx ended
 )
 
-// takeTeamSlot takes a slot of the run's team when the team has a
-// max_concurrent_runs, and returns the function that gives it back. Quotas
-// bound fairness, not safety: when they cannot be read, or the team's name
-// cannot be a Redis hash tag, the run goes ahead without a team slot (and
-// the job's lease still guards it). Redis being unreachable is waited out,
-// as for the job's lease.
-func (x *execution) takeTeamSlot(ctx context.Context) (func(), teamResult) {
+// takeTeamSlot applies the quotas of the run's team before the run
+// starts: it takes a slot of the team when the team has a
+// max_concurrent_runs, then counts the run among the team's runs of this
+// minute when it has a max_runs_per_minute, and returns the function that
+// gives the slot back. A run over max_runs_per_minute gives its slot back
+// and is deferred by wait (to the next minute); one over
+// max_concurrent_runs is deferred by teamQuotaDelay. Quotas bound
+// fairness, not safety: when they cannot be read, or the team's name
+// cannot be a Redis hash tag, the run goes ahead without them (and the
+// job's lease still guards it). Redis being unreachable is waited out, as
+// for the job's lease.
+func (x *execution) takeTeamSlot(ctx context.Context) (release func(), res teamResult, wait time.Duration) {
 	r, team := x.r, x.run.GetOwnerTeam()
 	none := func() {}
 	if r.cfg.TeamQuotas == nil || team == "" {
-		return none, teamTaken
+		return none, teamTaken, 0
 	}
 	q, err := r.cfg.TeamQuotas.Get(ctx, team)
 	if err != nil {
 		x.logger().Warn("team quota unknown; running without the team's limit", "team", team, "err", err)
-		return none, teamTaken
+		return none, teamTaken, 0
 	}
-	if q.MaxConcurrentRuns == 0 {
-		return none, teamTaken
+	release = none
+	if q.MaxConcurrentRuns > 0 {
+		if release, res = x.acquireTeamSlot(ctx, team, q.MaxConcurrentRuns); res != teamTaken {
+			return none, res, 0
+		}
 	}
+	if q.MaxRunsPerMinute > 0 {
+		// Counted once the slot is held, so that a run deferred for the
+		// team's concurrency does not spend a place of the minute.
+		if res, wait = x.countTeamRun(ctx, team, q.MaxRunsPerMinute); res != teamTaken {
+			release()
+			return none, res, wait
+		}
+	}
+	return release, teamTaken, 0
+}
+
+// acquireTeamSlot takes one of the team's limit slots.
+func (x *execution) acquireTeamSlot(ctx context.Context, team string, limit int) (func(), teamResult) {
+	r, none := x.r, func() {}
 	retry := backoff.New(50*time.Millisecond, 5*time.Second)
 	runID := x.run.GetRunId()
 	for {
-		err := r.cfg.Leases.AcquireTeamSlot(ctx, team, runID, q.MaxConcurrentRuns)
+		err := r.cfg.Leases.AcquireTeamSlot(ctx, team, runID, limit)
 		switch {
 		case err == nil:
 			r.teamSlots.add(team, runID)
@@ -79,6 +102,36 @@ func (x *execution) takeTeamSlot(ctx context.Context) (func(), teamResult) {
 		x.logger().Warn("team slot acquire failed; retrying", "team", team, "err", err, "retry_within", retry.Peek())
 		if !retry.Wait(ctx) {
 			return none, teamAborted
+		}
+	}
+}
+
+// countTeamRun counts the run among the runs its team starts this minute
+// (leasing.StartTeamRun, one atomic script), and when the team has started
+// limit already returns teamRate and how long until the next minute, spread
+// by up to one Config.TeamQuotaDelay (the run's jitter) so that the runs
+// deferred together do not all come back at the same instant.
+func (x *execution) countTeamRun(ctx context.Context, team string, limit int) (teamResult, time.Duration) {
+	r := x.r
+	retry := backoff.New(50*time.Millisecond, 5*time.Second)
+	for {
+		err := r.cfg.Leases.StartTeamRun(ctx, team, x.run.GetRunId(), limit)
+		var rate *leasing.TeamRateError
+		switch {
+		case err == nil:
+			return teamTaken, 0
+		case errors.As(err, &rate):
+			spread := time.Duration(float64(r.cfg.TeamQuotaDelay) * r.cfg.Jitter(x.run.GetRunId(), x.run.GetAttempt()))
+			return teamRate, rate.RetryIn + spread
+		case ctx.Err() != nil:
+			return teamAborted, 0
+		case !leasing.IsRetryable(err):
+			x.logger().Warn("team rate refused; running without the team's limit", "team", team, "err", err)
+			return teamTaken, 0
+		}
+		x.logger().Warn("team rate count failed; retrying", "team", team, "err", err, "retry_within", retry.Peek())
+		if !retry.Wait(ctx) {
+			return teamAborted, 0
 		}
 	}
 }

@@ -457,7 +457,12 @@ func printPlan(w io.Writer, p operator.DefinitionPlan) int {
 		total += p.Load[b]
 		busiest = max(busiest, p.Load[b])
 	}
-	fmt.Fprintf(w, "  load in the next hour on shard %d: %+d occurrences over %d minute buckets (busiest %+d)\n", p.Shard, total, len(buckets), busiest)
+	bound := ""
+	if p.LoadLowerBound {
+		bound = " at least (a BROADCAST job counted as one run: its pool's live members are not known here)"
+	}
+	fmt.Fprintf(w, "  load in the next hour on shard %d: %+d runs%s over %d minute buckets (busiest %+d; %d runs per occurrence)\n",
+		p.Shard, total, bound, len(buckets), busiest, p.RunsPerOccurrence)
 	for _, b := range buckets {
 		fmt.Fprintf(w, "    %s  %+d\n", b.Format("15:04"), p.Load[b])
 	}

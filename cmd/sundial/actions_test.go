@@ -61,7 +61,7 @@ func TestOperatorCommands(t *testing.T) {
 	assert.Contains(t, out, id+"\twould be UPDATED")
 	assert.Contains(t, out, `~ schedule.cron.expression: "0 3 * * *" -> "*/10 * * * *"`)
 	assert.Contains(t, out, "next fires: ")
-	assert.Regexp(t, `load in the next hour on shard \d: [+-]\d+ occurrences over \d+ minute buckets`, out)
+	assert.Regexp(t, `load in the next hour on shard \d: [+-]\d+ runs over \d+ minute buckets \(busiest [+-]\d+; 1 runs per occurrence\)`, out)
 	assert.Contains(t, out, "dry run: 1 definitions, nothing produced")
 	code, after, _ := runCLI(t, append([]string{"jobs", "get", id}, storeArgs...)...)
 	require.Equal(t, 0, code)

@@ -176,7 +176,7 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return fmt.Errorf("--audit-retention: %w", err)
 	}
-	control, err := apiControlServices(ctx, cmd, st, cl, kopts, names, enq, trail, cluster.Shards, p)
+	control, err := apiControlServices(ctx, cmd, st, cl, kopts, names, enq, trail, cluster.Shards, executors, p)
 	if err != nil {
 		return err
 	}
@@ -209,10 +209,12 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 // Redis configured (--redis-addr), cancelling runs, backfills and the count
 // of concurrent runs are served; without, those answer that Redis is
 // needed.
-func apiControlServices(ctx context.Context, cmd *cli.Command, st *cassandra.Store, cl *client.Client, kopts []kgo.Opt, names topics.Names, enq *enqueue.Enqueuer, trail *audit.Trail, shards int, p *process) ([]apiserver.Service, error) {
+func apiControlServices(ctx context.Context, cmd *cli.Command, st *cassandra.Store, cl *client.Client, kopts []kgo.Opt, names topics.Names, enq *enqueue.Enqueuer, trail *audit.Trail, shards int, executors *discovery.Directory, p *process) ([]apiserver.Service, error) {
 	opCfg := operator.Config{
 		Jobs: st, Producer: cl, Kafka: kopts, Topics: names, Enqueuer: enq, Shards: shards,
-		Audit: operator.AuditTrail{Trail: trail}, Logger: p.named("api-operator"),
+		// PlanApply's load counts a BROADCAST job's live members.
+		Members: func(pool string) int { return len(executors.Live(pool)) },
+		Audit:   operator.AuditTrail{Trail: trail}, Logger: p.named("api-operator"),
 	}
 	var runs quota.RunCounter
 	if cmd.String("redis-addr") != "" || cmd.String("redis-sentinel-master") != "" {

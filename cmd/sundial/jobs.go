@@ -206,6 +206,7 @@ func printJob(w io.Writer, job store.Job, summary store.Summary) error {
 		return fmt.Errorf("job %q: the stored definition does not decode: %w", job.ID, err)
 	}
 	fmt.Fprintf(w, "schedule:    %s\n", jobspec.ScheduleInForce(spec.GetSchedule()))
+	jobspec.Redact(spec) // a terminal is no place for a downstream's credentials either
 	js, err := protojson.MarshalOptions{Multiline: true}.Marshal(spec)
 	if err != nil {
 		return err

@@ -30,16 +30,21 @@ func quotasSetCommand() *cli.Command {
 		Name:  "set",
 		Usage: "set a team's quotas, or the default of teams without their own",
 		Description: `Writes the team's row in Cassandra; a limit left out keeps its current
-value, 0 means unlimited. Registries and runners apply a change within 10s.
+value, 0 means unlimited. Registries and runners apply a change within 10s;
+a raised max_jobs applies to the next definition. max_runs_per_minute counts
+every run that starts, each child of a BROADCAST or SHARDED run included; a
+run over it is deferred (reason team_rate) to the next minute, never dropped.
 The team '*' is the default for every team without a row of its own.
 
 Examples:
   sundial quotas set --team payments --max-jobs 1000 --max-concurrent-runs 50
-  sundial quotas set --team '*' --max-concurrent-runs 20`,
+  sundial quotas set --team '*' --max-concurrent-runs 20
+  sundial quotas set --team search --max-runs-per-minute 600`,
 		Flags: append(cassandraStoreFlags(),
 			&cli.StringFlag{Name: "team", Usage: "the team, or '*' for the default (required)", Sources: envVar("team")},
 			&cli.IntFlag{Name: "max-jobs", Usage: "how many jobs the team may own; 0 unlimited", Sources: envVar("max-jobs")},
 			&cli.IntFlag{Name: "max-concurrent-runs", Usage: "how many of the team's runs may execute at once; 0 unlimited", Sources: envVar("max-concurrent-runs")},
+			&cli.IntFlag{Name: "max-runs-per-minute", Usage: "how many of the team's runs may start in one minute, fan-out children included (more are deferred to the next minute); 0 unlimited", Sources: envVar("max-runs-per-minute")},
 		),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			var bad []error
@@ -47,10 +52,10 @@ Examples:
 			if team == "" {
 				bad = append(bad, errors.New("--team: required"))
 			}
-			if !cmd.IsSet("max-jobs") && !cmd.IsSet("max-concurrent-runs") {
-				bad = append(bad, errors.New("--max-jobs, --max-concurrent-runs: set at least one"))
+			if !cmd.IsSet("max-jobs") && !cmd.IsSet("max-concurrent-runs") && !cmd.IsSet("max-runs-per-minute") {
+				bad = append(bad, errors.New("--max-jobs, --max-concurrent-runs, --max-runs-per-minute: set at least one"))
 			}
-			for _, f := range []string{"max-jobs", "max-concurrent-runs"} {
+			for _, f := range []string{"max-jobs", "max-concurrent-runs", "max-runs-per-minute"} {
 				if cmd.Int(f) < 0 {
 					bad = append(bad, fmt.Errorf("--%s %d: must be 0 (unlimited) or positive", f, cmd.Int(f)))
 				}
@@ -72,10 +77,14 @@ Examples:
 				if cmd.IsSet("max-concurrent-runs") {
 					q.MaxConcurrentRuns = cmd.Int("max-concurrent-runs")
 				}
+				if cmd.IsSet("max-runs-per-minute") {
+					q.MaxRunsPerMinute = cmd.Int("max-runs-per-minute")
+				}
 				if err := st.SetQuota(ctx, q); err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.Root().Writer, "team %s: max_jobs %s, max_concurrent_runs %s\n", q.Team, quotaLimit(q.MaxJobs), quotaLimit(q.MaxConcurrentRuns))
+				fmt.Fprintf(cmd.Root().Writer, "team %s: max_jobs %s, max_concurrent_runs %s, max_runs_per_minute %s\n",
+					q.Team, quotaLimit(q.MaxJobs), quotaLimit(q.MaxConcurrentRuns), quotaLimit(q.MaxRunsPerMinute))
 				return nil
 			})
 		},
@@ -122,9 +131,9 @@ Examples:
 					return err
 				}
 				w := tabwriter.NewWriter(cmd.Root().Writer, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "TEAM\tJOBS\tMAX JOBS\tRUNNING\tMAX CONCURRENT RUNS")
+				fmt.Fprintln(w, "TEAM\tJOBS\tMAX JOBS\tRUNNING\tMAX CONCURRENT RUNS\tMAX RUNS PER MINUTE")
 				for _, u := range usages {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", u.Team, quotaCount(u.Jobs), quotaLimit(u.MaxJobs), quotaCount(u.ConcurrentRuns), quotaLimit(u.MaxConcurrentRuns))
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", u.Team, quotaCount(u.Jobs), quotaLimit(u.MaxJobs), quotaCount(u.ConcurrentRuns), quotaLimit(u.MaxConcurrentRuns), quotaLimit(u.MaxRunsPerMinute))
 				}
 				return w.Flush()
 			})

@@ -31,12 +31,12 @@ func TestQuotasSetAndList(t *testing.T) {
 	require.NoError(t, st.TrackTeamJob(ctx, "payments", "refund", 2))
 
 	conn := []string{"--cassandra-hosts", strings.Join(cass.Hosts, ","), "--keyspace", cass.Keyspace}
-	code, out, errOut := runCLI(t, append([]string{"quotas", "set", "--team", "payments", "--max-jobs", "1000", "--max-concurrent-runs", "5"}, conn...)...)
+	code, out, errOut := runCLI(t, append([]string{"quotas", "set", "--team", "payments", "--max-jobs", "1000", "--max-concurrent-runs", "5", "--max-runs-per-minute", "600"}, conn...)...)
 	require.Equal(t, 0, code, "stderr: %s", errOut)
-	assert.Equal(t, "team payments: max_jobs 1000, max_concurrent_runs 5\n", out)
+	assert.Equal(t, "team payments: max_jobs 1000, max_concurrent_runs 5, max_runs_per_minute 600\n", out)
 	code, out, errOut = runCLI(t, append([]string{"quotas", "set", "--team", "payments", "--max-jobs", "0"}, conn...)...)
 	require.Equal(t, 0, code, "stderr: %s", errOut)
-	assert.Equal(t, "team payments: max_jobs unlimited, max_concurrent_runs 5\n", out, "a limit left out keeps its value")
+	assert.Equal(t, "team payments: max_jobs unlimited, max_concurrent_runs 5, max_runs_per_minute 600\n", out, "a limit left out keeps its value")
 	code, _, errOut = runCLI(t, append([]string{"quotas", "set", "--team", "*", "--max-jobs", "10"}, conn...)...)
 	require.Equal(t, 0, code, "stderr: %s", errOut)
 
@@ -52,9 +52,9 @@ func TestQuotasSetAndList(t *testing.T) {
 	require.Equal(t, 0, code, "stderr: %s", errOut)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 3, out)
-	assert.Regexp(t, `^TEAM\s+JOBS\s+MAX JOBS\s+RUNNING\s+MAX CONCURRENT RUNS$`, lines[0])
-	assert.Regexp(t, `^payments\s+2\s+unlimited\s+1\s+5$`, lines[1])
-	assert.Regexp(t, `^search\s+0\s+10\s+-\s+unlimited$`, lines[2], "the default applies to a team without a row")
+	assert.Regexp(t, `^TEAM\s+JOBS\s+MAX JOBS\s+RUNNING\s+MAX CONCURRENT RUNS\s+MAX RUNS PER MINUTE$`, lines[0])
+	assert.Regexp(t, `^payments\s+2\s+unlimited\s+1\s+5\s+600$`, lines[1])
+	assert.Regexp(t, `^search\s+0\s+10\s+-\s+unlimited\s+unlimited$`, lines[2], "the default applies to a team without a row")
 
 	code, _, errOut = runCLI(t, append([]string{"quotas", "set", "--max-jobs", "-1"}, conn...)...)
 	assert.Equal(t, 1, code)

@@ -152,6 +152,7 @@ Example, against the local stack:
 			&cli.DurationFlag{Name: "breaker-open-timeout", Value: breaker.DefaultOpenTimeout, Usage: "how long an open breaker defers runs before probing", Sources: envVar("breaker-open-timeout")},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: runner.DefaultShutdownTimeout, Usage: "on stop, how long executing runs may finish before they are cancelled", Sources: envVar("shutdown-timeout")},
 			&cli.BoolFlag{Name: "history", Usage: "also store run events as history in Cassandra, in this process (for a small installation; otherwise run 'sundial history')", Sources: envVar("history")},
+			&cli.StringFlag{Name: "secrets-dir", Usage: "directory of the teams' secrets: team T's secret NAME, used as ${secret:NAME} in its HTTP targets, is the file DIR/T/NAME (default: none, a job with a secret reference fails)", Sources: envVar("secrets-dir")},
 			&cli.IntFlag{Name: "exec-max-output", Value: target.DefaultExecMaxOutput, Usage: "bytes of an exec target's output captured; the run's record keeps its last lines", Sources: envVar("exec-max-output")},
 		),
 			append(poolFlags(), egressFlags()...)...),
@@ -207,6 +208,10 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		bad = append(bad, err)
 	}
+	secrets, err := secretsDir(cmd.String("secrets-dir"))
+	if err != nil {
+		bad = append(bad, err)
+	}
 	cfg := runner.Config{
 		ID:                     cmd.String("runner-id"),
 		Kafka:                  kopts,
@@ -224,6 +229,7 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 		Enqueuer:               placeholderEnqueuer{},
 		Handlers:               map[string]target.Handler{"noop": target.HandlerFunc(noopHandler)},
 		Exec:                   exe,
+		Secrets:                secrets,
 		Breakers:               breaker.Config{Failures: uint32(cmd.Uint("breaker-failures")), OpenTimeout: cmd.Duration("breaker-open-timeout")},
 		Concurrency:            concurrency,
 		QueueCapacity:          cmd.Int("queue-capacity"),
@@ -293,6 +299,19 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 		components = append(components, w)
 	}
 	return p.run(ctx, components...)
+}
+
+// secretsDir returns the secrets of --secrets-dir, nil when it is empty.
+// A nil *SecretsDir must not become a non-nil interface.
+func secretsDir(dir string) (target.Secrets, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	d, err := target.NewSecretsDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("--secrets-dir: %w", err)
+	}
+	return d, nil
 }
 
 // placeholderEnqueuer lets the runner's configuration be validated before

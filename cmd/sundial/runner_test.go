@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/netip"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -71,4 +72,18 @@ runner:
 	assert.Error(t, p.CheckTopic("ops", "ledger.in"))
 	assert.NoError(t, p.CheckExec("ops", "rsync"))
 	assert.Error(t, p.CheckExec("payments", "rsync"))
+}
+
+func TestSecretsDirFlag(t *testing.T) {
+	t.Parallel()
+	s, err := secretsDir("")
+	require.NoError(t, err)
+	assert.Nil(t, s, "no --secrets-dir: secret references do not resolve")
+
+	s, err = secretsDir(t.TempDir())
+	require.NoError(t, err)
+	assert.NotNil(t, s)
+
+	_, err = secretsDir(filepath.Join(t.TempDir(), "missing"))
+	assert.ErrorContains(t, err, "--secrets-dir: ")
 }

@@ -37,7 +37,7 @@ func Run(t *testing.T, newStore func(t *testing.T) quota.Store) {
 func testSetAndList(t *testing.T, ctx context.Context, s quota.Store, team string) {
 	require.NoError(t, s.SetQuota(ctx, quota.Quota{Team: team + "-a", MaxJobs: 10, MaxConcurrentRuns: 2}))
 	require.NoError(t, s.SetQuota(ctx, quota.Quota{Team: team + "-b", MaxJobs: 5}))
-	require.NoError(t, s.SetQuota(ctx, quota.Quota{Team: team + "-a", MaxJobs: 20, MaxConcurrentRuns: 3}))
+	require.NoError(t, s.SetQuota(ctx, quota.Quota{Team: team + "-a", MaxJobs: 20, MaxConcurrentRuns: 3, MaxRunsPerMinute: 600}))
 	rows, err := s.ListQuotas(ctx)
 	require.NoError(t, err)
 	var mine []quota.Quota
@@ -47,16 +47,17 @@ func testSetAndList(t *testing.T, ctx context.Context, s quota.Store, team strin
 		}
 	}
 	require.Equal(t, []quota.Quota{
-		{Team: team + "-a", MaxJobs: 20, MaxConcurrentRuns: 3},
+		{Team: team + "-a", MaxJobs: 20, MaxConcurrentRuns: 3, MaxRunsPerMinute: 600},
 		{Team: team + "-b", MaxJobs: 5},
 	}, mine)
-	require.Equal(t, quota.Quota{Team: team + "-a", MaxJobs: 20, MaxConcurrentRuns: 3}, quota.Effective(rows, team+"-a"))
+	require.Equal(t, quota.Quota{Team: team + "-a", MaxJobs: 20, MaxConcurrentRuns: 3, MaxRunsPerMinute: 600}, quota.Effective(rows, team+"-a"))
 }
 
 func testSetRefusesBadValues(t *testing.T, ctx context.Context, s quota.Store, team string) {
-	err := s.SetQuota(ctx, quota.Quota{Team: team, MaxJobs: -1, MaxConcurrentRuns: -2})
+	err := s.SetQuota(ctx, quota.Quota{Team: team, MaxJobs: -1, MaxConcurrentRuns: -2, MaxRunsPerMinute: -3})
 	require.ErrorContains(t, err, "max_jobs -1")
 	require.ErrorContains(t, err, "max_concurrent_runs -2")
+	require.ErrorContains(t, err, "max_runs_per_minute -3")
 	require.ErrorContains(t, s.SetQuota(ctx, quota.Quota{}), "team: required")
 }
 

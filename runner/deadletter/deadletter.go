@@ -8,6 +8,14 @@
 // Run with attempt reset to 1 and origin RUN_ORIGIN_REPLAY, written through
 // the enqueuer, so the dispatcher fires it like any retry. A run dead more
 // than once is replayed once, from its newest dead letter.
+//
+// A run the dispatcher could not write to its runs topic because Kafka
+// refused the record for good is dead-lettered by the dispatcher, with one
+// of the codes below. A run refused as too large (CodeRecordTooLarge) is
+// kept without its payload and target, which are what made it too large:
+// its replay carries no run, so the dispatcher builds the run again from
+// the job's definition in force (one the team has made smaller, or one
+// that is dead-lettered again).
 package deadletter
 
 import (
@@ -23,6 +31,20 @@ import (
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store"
+)
+
+// Codes of the RunError of a run the dispatcher dead-lettered because
+// Kafka refused its record for good.
+const (
+	// CodeRecordTooLarge: the run record is over the producer's or the
+	// broker's record limit; the dead letter's run has no payload or
+	// target.
+	CodeRecordTooLarge = "record_too_large"
+	// CodeRecordInvalid: the broker refused the record as invalid.
+	CodeRecordInvalid = "record_invalid"
+	// CodeTopicRefused: the runs topic is not a valid topic name, or the
+	// dispatcher may not write it.
+	CodeTopicRefused = "topic_refused"
 )
 
 // Filter selects dead letters. Zero fields select everything.
@@ -137,6 +159,11 @@ func ReplayEntries(dls []*sundialv1.DeadLetter, now time.Time) ([]store.DueEntry
 		}
 		e := store.DueEntry{Due: due, JobID: run.GetJobId(), Kind: store.KindRetry, RunID: id, Attempt: 1,
 			Revision: max(run.GetDefinitionOffset(), 0), Payload: payload}
+		if latest[id].GetLastError().GetCode() == CodeRecordTooLarge {
+			// The dead letter's run lacks its payload and target: the
+			// dispatcher builds the run from the job again.
+			e.Payload = nil
+		}
 		if err := e.Validate(); err != nil {
 			return nil, fmt.Errorf("replay %s: %w", id, err)
 		}

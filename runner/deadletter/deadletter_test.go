@@ -92,3 +92,21 @@ func TestReadFiltersAndReplay(t *testing.T) {
 		assert.Equal(t, sundialv1.RunOrigin_RUN_ORIGIN_REPLAY, run.GetOrigin())
 	}
 }
+
+// TestReplayOfATooLargeRunRebuildsItFromTheJob: the dispatcher's dead
+// letter of a run refused as too large lacks the payload and target; its
+// replay carries no run, so the dispatcher builds it from the job again,
+// while any other dead letter is replayed as it was.
+func TestReplayOfATooLargeRunRebuildsItFromTheJob(t *testing.T) {
+	t.Parallel()
+	big := letter("team-a.big", t0, t0.Add(time.Second), 1)
+	big.LastError = &sundialv1.RunError{Code: CodeRecordTooLarge, Message: "dispatch: run record is 1000400 bytes, over the limit"}
+	other := letter("team-a.other", t0, t0.Add(time.Second), 3)
+	es, err := ReplayEntries([]*sundialv1.DeadLetter{big, other}, t0.Add(time.Minute))
+	require.NoError(t, err)
+	require.Len(t, es, 2)
+	assert.Equal(t, store.RunID("team-a.big", t0), es[0].RunID)
+	assert.Equal(t, store.KindRetry, es[0].Kind)
+	assert.Empty(t, es[0].Payload, "a too-large run is built from the job again")
+	assert.NotEmpty(t, es[1].Payload, "any other dead run is replayed as it was")
+}

@@ -38,6 +38,21 @@
 // and MaxOutputBytes (older lines dropped first, each line cut at
 // MaxOutputLineBytes), whatever the handler or command writes.
 //
+// # Secrets
+//
+// An HTTP target's header values and URL path and query may hold secret
+// references, "${secret:NAME}". HTTP.Execute resolves them at every attempt
+// from Secrets for the run's owner team, and for no other team: SecretsDir
+// reads <dir>/<team>/<NAME> and never leaves the team's directory. A
+// reference that does not resolve fails the attempt, not retried
+// ("secret_not_found", naming the secret and the team, never a value). The
+// failure of an attempt never carries a secret: its text has every secret
+// value of the call (a secret header's value, a resolved reference, a
+// secret query value) and every secret part of a URL replaced by
+// "<redacted>", also where the downstream echoed them in its answer; the
+// runner logs and records that text only. Which values are secret is
+// package jobspec's rule.
+//
 // Downstream names the downstream a run talks to (the HTTP host, the Kafka
 // cluster, a handler); with the run's team, the unit the runner's circuit
 // breakers work per.

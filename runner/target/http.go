@@ -39,6 +39,10 @@ type HTTP struct {
 	// Now reads the clock to turn an HTTP-date Retry-After into a delay.
 	// Default time.Now.
 	Now func() time.Time
+	// Secrets resolves the secret references of a target ("${secret:NAME}")
+	// for its job's owner team. Nil: a target with a reference fails, not
+	// retried ("secret_not_found").
+	Secrets Secrets
 
 	mu      sync.Mutex
 	clients map[string]*http.Client // by team
@@ -46,8 +50,9 @@ type HTTP struct {
 
 var reservedHeaders = []string{HeaderIdempotencyKey, HeaderJobID, HeaderRunID, HeaderAttempt, HeaderFencingToken, HeaderShard, HeaderShardCount}
 
-// Execute performs one attempt against t.
-func (h *HTTP) Execute(ctx context.Context, req Request, t *sundialv1.HttpTarget) error {
+// execute performs one attempt against t, whose secret references are
+// resolved (Execute).
+func (h *HTTP) execute(ctx context.Context, req Request, t *sundialv1.HttpTarget) error {
 	method := strings.ToUpper(t.GetMethod())
 	if method == "" {
 		method = http.MethodPost

@@ -289,6 +289,14 @@ var migrations = []migration{
 				run blob)`,
 		},
 	},
+	{
+		version:     10,
+		description: "a per-team bound on runs per minute",
+		statements: []string{
+			// Null in rows written before: unlimited.
+			`ALTER TABLE %[1]s.team_quotas ADD IF NOT EXISTS max_runs_per_minute int`,
+		},
+	},
 }
 
 // SchemaVersion is the schema version this build needs.

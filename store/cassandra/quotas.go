@@ -24,8 +24,8 @@ func (s *Store) SetQuota(ctx context.Context, q quota.Quota) error {
 	if err := q.Validate(); err != nil {
 		return err
 	}
-	err := s.idempotent(ctx, fmt.Sprintf(`INSERT INTO %s.team_quotas (team, max_jobs, max_concurrent_runs, updated_at) VALUES (?, ?, ?, ?)`, s.cfg.Keyspace),
-		q.Team, q.MaxJobs, q.MaxConcurrentRuns, s.cfg.Now().UTC()).Exec()
+	err := s.idempotent(ctx, fmt.Sprintf(`INSERT INTO %s.team_quotas (team, max_jobs, max_concurrent_runs, max_runs_per_minute, updated_at) VALUES (?, ?, ?, ?, ?)`, s.cfg.Keyspace),
+		q.Team, q.MaxJobs, q.MaxConcurrentRuns, q.MaxRunsPerMinute, s.cfg.Now().UTC()).Exec()
 	if err != nil {
 		return fmt.Errorf("write the quota of team %s: %w", q.Team, err)
 	}
@@ -35,12 +35,14 @@ func (s *Store) SetQuota(ctx context.Context, q quota.Quota) error {
 // ListQuotas implements quota.Store. The table holds a row per team with a
 // quota of its own, few enough to read whole.
 func (s *Store) ListQuotas(ctx context.Context) ([]quota.Quota, error) {
-	iter := s.idempotent(ctx, fmt.Sprintf(`SELECT team, max_jobs, max_concurrent_runs FROM %s.team_quotas`, s.cfg.Keyspace)).Iter()
+	iter := s.idempotent(ctx, fmt.Sprintf(`SELECT team, max_jobs, max_concurrent_runs, max_runs_per_minute FROM %s.team_quotas`, s.cfg.Keyspace)).Iter()
 	var (
 		out []quota.Quota
 		q   quota.Quota
 	)
-	for iter.Scan(&q.Team, &q.MaxJobs, &q.MaxConcurrentRuns) {
+	// A row written before migration 10 has no max_runs_per_minute: null
+	// scans as 0, unlimited.
+	for iter.Scan(&q.Team, &q.MaxJobs, &q.MaxConcurrentRuns, &q.MaxRunsPerMinute) {
 		out = append(out, q)
 	}
 	if err := iter.Close(); err != nil {

@@ -168,9 +168,23 @@ type HttpTarget struct {
 	Headers map[string]string `protobuf:"bytes,3,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The request body used when the run's payload is empty. When the run has
 	// a payload, the payload is the body and this field is not sent.
-	Body          []byte `protobuf:"bytes,4,opt,name=body,proto3" json:"body,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Body []byte `protobuf:"bytes,4,opt,name=body,proto3" json:"body,omitempty"`
+	// Header names (case-insensitive) whose values are secret, on top of
+	// those secret by name: Authorization, Proxy-Authorization, Cookie,
+	// X-Api-Key and every name containing "auth", "cookie", "token",
+	// "secret", "passw", "key", "credential", "signature" or "session". A
+	// secret value is shown as "<redacted>" in every answer of the API and
+	// never kept in the audit trail, logs or run errors. A value may instead
+	// hold a secret reference, "${secret:NAME}", which the runner replaces at
+	// call time with the owner team's secret NAME; the reference itself is
+	// not secret.
+	SecretHeaders []string `protobuf:"bytes,5,rep,name=secret_headers,json=secretHeaders,proto3" json:"secret_headers,omitempty"`
+	// Query parameter names (exact, after decoding) whose values in url are
+	// secret, on top of those secret by name (the same words as headers).
+	// The URL's path and query may hold secret references too.
+	SecretQueryParams []string `protobuf:"bytes,6,rep,name=secret_query_params,json=secretQueryParams,proto3" json:"secret_query_params,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *HttpTarget) Reset() {
@@ -227,6 +241,20 @@ func (x *HttpTarget) GetHeaders() map[string]string {
 func (x *HttpTarget) GetBody() []byte {
 	if x != nil {
 		return x.Body
+	}
+	return nil
+}
+
+func (x *HttpTarget) GetSecretHeaders() []string {
+	if x != nil {
+		return x.SecretHeaders
+	}
+	return nil
+}
+
+func (x *HttpTarget) GetSecretQueryParams() []string {
+	if x != nil {
+		return x.SecretQueryParams
 	}
 	return nil
 }
@@ -416,13 +444,15 @@ const file_sundial_v1_target_proto_rawDesc = "" +
 	"\x05kafka\x18\x02 \x01(\v2\x17.sundial.v1.KafkaTargetH\x00R\x05kafka\x125\n" +
 	"\ahandler\x18\x03 \x01(\v2\x19.sundial.v1.HandlerTargetH\x00R\ahandler\x12,\n" +
 	"\x04exec\x18\x04 \x01(\v2\x16.sundial.v1.ExecTargetH\x00R\x04execB\x06\n" +
-	"\x04kind\"\xc5\x01\n" +
+	"\x04kind\"\x9c\x02\n" +
 	"\n" +
 	"HttpTarget\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12=\n" +
 	"\aheaders\x18\x03 \x03(\v2#.sundial.v1.HttpTarget.HeadersEntryR\aheaders\x12\x12\n" +
-	"\x04body\x18\x04 \x01(\fR\x04body\x1a:\n" +
+	"\x04body\x18\x04 \x01(\fR\x04body\x12%\n" +
+	"\x0esecret_headers\x18\x05 \x03(\tR\rsecretHeaders\x12.\n" +
+	"\x13secret_query_params\x18\x06 \x03(\tR\x11secretQueryParams\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb1\x01\n" +

@@ -715,8 +715,10 @@ type DefinitionPlan struct {
 	NextFires []*timestamppb.Timestamp `protobuf:"bytes,5,rep,name=next_fires,json=nextFires,proto3" json:"next_fires,omitempty"`
 	// The job's shard.
 	Shard uint32 `protobuf:"varint,6,opt,name=shard,proto3" json:"shard,omitempty"`
-	// Occurrences added per minute bucket in the next hour, minus those of
-	// the definition in force (negative where it removes some).
+	// Runs added per minute bucket in the next hour, minus those of the
+	// definition in force (negative where it removes some). An occurrence of
+	// a SHARDED job counts its shards, of a BROADCAST job the live members of
+	// its pool (one when the server knows none: a lower bound).
 	Load          []*BucketLoad `protobuf:"bytes,7,rep,name=load,proto3" json:"load,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -865,12 +867,12 @@ func (x *FieldChange) GetAfter() string {
 	return ""
 }
 
-// BucketLoad is the change of occurrences in one minute bucket.
+// BucketLoad is the change of runs in one minute bucket.
 type BucketLoad struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The bucket's minute.
 	Bucket *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=bucket,proto3" json:"bucket,omitempty"`
-	// Occurrences added (negative: removed).
+	// Runs added (negative: removed).
 	Delta         int32 `protobuf:"varint,2,opt,name=delta,proto3" json:"delta,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -129,8 +129,12 @@ type TeamQuota struct {
 	// The team's runs executing now; -1 when not counted (no limit, or the
 	// server reaches no Redis).
 	ConcurrentRuns int64 `protobuf:"varint,5,opt,name=concurrent_runs,json=concurrentRuns,proto3" json:"concurrent_runs,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// How many runs of the team may start in one minute (every child of a
+	// BROADCAST or SHARDED run counts); runs over it are deferred to the next
+	// minute.
+	MaxRunsPerMinute uint32 `protobuf:"varint,6,opt,name=max_runs_per_minute,json=maxRunsPerMinute,proto3" json:"max_runs_per_minute,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *TeamQuota) Reset() {
@@ -198,6 +202,13 @@ func (x *TeamQuota) GetConcurrentRuns() int64 {
 	return 0
 }
 
+func (x *TeamQuota) GetMaxRunsPerMinute() uint32 {
+	if x != nil {
+		return x.MaxRunsPerMinute
+	}
+	return 0
+}
+
 var File_sundial_api_v1_quota_proto protoreflect.FileDescriptor
 
 const file_sundial_api_v1_quota_proto_rawDesc = "" +
@@ -206,13 +217,14 @@ const file_sundial_api_v1_quota_proto_rawDesc = "" +
 	"\x10GetQuotasRequest\x12\x14\n" +
 	"\x05teams\x18\x01 \x03(\tR\x05teams\"F\n" +
 	"\x11GetQuotasResponse\x121\n" +
-	"\x06quotas\x18\x01 \x03(\v2\x19.sundial.api.v1.TeamQuotaR\x06quotas\"\xa7\x01\n" +
+	"\x06quotas\x18\x01 \x03(\v2\x19.sundial.api.v1.TeamQuotaR\x06quotas\"\xd6\x01\n" +
 	"\tTeamQuota\x12\x12\n" +
 	"\x04team\x18\x01 \x01(\tR\x04team\x12\x19\n" +
 	"\bmax_jobs\x18\x02 \x01(\rR\amaxJobs\x12.\n" +
 	"\x13max_concurrent_runs\x18\x03 \x01(\rR\x11maxConcurrentRuns\x12\x12\n" +
 	"\x04jobs\x18\x04 \x01(\x03R\x04jobs\x12'\n" +
-	"\x0fconcurrent_runs\x18\x05 \x01(\x03R\x0econcurrentRuns2`\n" +
+	"\x0fconcurrent_runs\x18\x05 \x01(\x03R\x0econcurrentRuns\x12-\n" +
+	"\x13max_runs_per_minute\x18\x06 \x01(\rR\x10maxRunsPerMinute2`\n" +
 	"\fQuotaService\x12P\n" +
 	"\tGetQuotas\x12 .sundial.api.v1.GetQuotasRequest\x1a!.sundial.api.v1.GetQuotasResponseB9Z7github.com/sundialhq/sundial/proto/sundial/api/v1;apiv1b\x06proto3"
 
