@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"net/netip"
 	"path/filepath"
 	"testing"
@@ -86,4 +87,18 @@ func TestSecretsDirFlag(t *testing.T) {
 
 	_, err = secretsDir(filepath.Join(t.TempDir(), "missing"))
 	assert.ErrorContains(t, err, "--secrets-dir: ")
+}
+
+// TestOwnAddressesAreTheBackendsAndTheMetricsListener: the installation's
+// own addresses, which the egress policy refuses whatever is allowed, are
+// the runner's backends and its metrics listener (every interface for a
+// listener without a host).
+func TestOwnAddressesAreTheBackendsAndTheMetricsListener(t *testing.T) {
+	t.Parallel()
+	cmd := captured(t, "", []string{"runner"}, "--kafka-brokers", "10.0.0.5:9093,10.0.0.6", "--cassandra-hosts", "10.0.0.7",
+		"--redis-addr", "10.0.0.8:6380", "--metrics-addr", ":9465")
+	own := ownAddresses(t.Context(), cmd, slog.New(slog.DiscardHandler))
+	for _, want := range []string{"10.0.0.5:9093", "10.0.0.6:9092", "10.0.0.7:9042", "10.0.0.8:6380", "127.0.0.1:9465", "[::1]:9465"} {
+		assert.Contains(t, own, netip.MustParseAddrPort(want))
+	}
 }
