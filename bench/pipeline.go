@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +30,7 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/registry"
 	"github.com/sundialhq/sundial/runner"
+	"github.com/sundialhq/sundial/runner/egress"
 	"github.com/sundialhq/sundial/runner/target"
 	"github.com/sundialhq/sundial/store/cassandra"
 )
@@ -166,19 +166,20 @@ func (p *InProcess) start(ctx context.Context, run *lifecycle.Run) error {
 		}
 		comps = append(comps, d)
 	}
-	var httpClient *http.Client
+	var transport target.TransportFunc
 	if c.RunnerHTTPIdleConns > 0 {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConns = c.RunnerHTTPIdleConns
-		tr.MaxIdleConnsPerHost = c.RunnerHTTPIdleConns
-		httpClient = &http.Client{Transport: tr}
+		transport = target.PooledTransport(c.RunnerHTTPIdleConns)
 	}
+	// The bench's HTTP sinks listen on loopback, which the egress policy
+	// refuses by default: every team may reach it here.
+	loopback := egress.LoopbackForEveryTeam()
+	log.Warn("egress: every team's HTTP targets may reach loopback addresses (the bench's sinks)")
 	for i := range c.Runners {
 		kafka := []kgo.Opt{kgo.SeedBrokers(c.Backends.Brokers...)}
 		r, err := runner.New(runner.Config{ID: fmt.Sprintf("bench-runner-%d", i), Kafka: kafka, Topics: names, Group: runG,
 			Leases: leases, Redis: rc, KeyPrefix: c.Namespace.RedisPrefix + "runner:", Enqueuer: enq,
-			Handlers:    map[string]target.Handler{"noop": target.HandlerFunc(func(context.Context, *sundialv1.Run) error { return nil })},
-			HTTPClient:  httpClient,
+			Handlers:      map[string]target.Handler{"noop": target.HandlerFunc(func(context.Context, *sundialv1.Run) error { return nil })},
+			HTTPTransport: transport, Egress: loopback,
 			Concurrency: c.RunnerConcurrency, Registerer: prometheus.NewRegistry(), Logger: log.With("component", "runner", "i", i)})
 		if err != nil {
 			return err
@@ -357,8 +358,10 @@ func (p *Processes) args(name string) []string {
 		evG, defG := c.dagGroups()
 		return append([]string{"dag", "engine", "--group-id", evG, "--definitions-group-id", defG, "--session-timeout", "6s"}, common...)
 	}
+	// The bench's HTTP sinks listen on loopback, which a runner refuses by
+	// default: every team may reach it here (the runner logs it at start).
 	args := append([]string{"runner", "--group-id", runG, "--runner-id", "bench-" + name, "--redis-addr", c.Backends.RedisAddr,
-		"--history=" + strconv.FormatBool(c.History)}, common...)
+		"--history=" + strconv.FormatBool(c.History), "--egress-allow", "127.0.0.0/8,::1"}, common...)
 	if c.RunnerConcurrency > 0 {
 		args = append(args, "--concurrency", strconv.Itoa(c.RunnerConcurrency))
 	}

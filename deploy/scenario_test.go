@@ -116,7 +116,10 @@ func TestObservabilityScenario(t *testing.T) {
 	// One of each component; the telemetry servers listen on free ports.
 	registry := startSundial(t, bin, env, dir, "registry", "registry", "--metrics-addr", "127.0.0.1:0")
 	dispatcher := startSundial(t, bin, env, dir, "dispatcher", "dispatcher", "--metrics-addr", "127.0.0.1:0")
-	runner := startSundial(t, bin, env, dir, "runner", "runner", "--metrics-addr", "127.0.0.1:0", "--shutdown-timeout", "5s")
+	// The jobs' downstream listens on loopback, which runners refuse by
+	// default: the jobs' team may reach it.
+	runner := startSundial(t, bin, env, dir, "runner", "runner", "--metrics-addr", "127.0.0.1:0", "--shutdown-timeout", "5s",
+		"--egress-allow", "team=observability:127.0.0.0/8")
 	dagengine := startSundial(t, bin, env, dir, "dagengine", "dag", "engine", "--metrics-addr", "127.0.0.1:0", "--sweep-interval", "10s")
 	procs := []*sundialProcess{registry, dispatcher, runner, dagengine}
 	var targets []promcheck.Target

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/sundialhq/sundial/leasing"
 	"github.com/sundialhq/sundial/registry"
 	"github.com/sundialhq/sundial/runner"
+	"github.com/sundialhq/sundial/runner/egress"
 	"github.com/sundialhq/sundial/runner/target"
 	"github.com/sundialhq/sundial/store/memory"
 	"github.com/sundialhq/sundial/trigger"
@@ -223,7 +225,7 @@ func (p *Pipeline) start(ctx context.Context, run *lifecycle.Run) error {
 		return err
 	}
 	rnr, err := runner.New(runner.Config{ID: "dev", Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Topics: names,
-		Leases: leases, Redis: rc, Enqueuer: enq, Handlers: cfg.Handlers,
+		Leases: leases, Redis: rc, Enqueuer: enq, Handlers: cfg.Handlers, Egress: devEgress(log, append(brokers, mr.Addr())),
 		Registerer: cfg.Registerer, Logger: log.With("component", "runner"), Now: cfg.Now})
 	if err != nil {
 		return err
@@ -311,6 +313,21 @@ func ensureTopics(ctx context.Context, brokers []string, names topics.Names, sha
 		return fmt.Errorf("create topics: %w", err)
 	}
 	return nil
+}
+
+// devEgress is the egress policy of the embedded runner: every team's HTTP
+// targets may reach loopback (the echo target, a developer's own services),
+// an opt-out of the default that is logged; the in-process Kafka and Redis
+// stay refused.
+func devEgress(log *slog.Logger, own []string) egress.Config {
+	cfg := egress.LoopbackForEveryTeam()
+	for _, a := range own {
+		if ap, err := netip.ParseAddrPort(a); err == nil {
+			cfg.Own = append(cfg.Own, ap)
+		}
+	}
+	log.Warn("egress: every team's HTTP targets may reach loopback addresses (embedded pipeline, for development only)")
+	return cfg
 }
 
 // startEcho serves the built-in echo target on 127.0.0.1.

@@ -338,6 +338,35 @@ func unwrapURLError(err error) error {
 	return err
 }
 
+// sundialTopics are the names of Sundial's own topics after "sundial.";
+// a name continues with "." or ends there.
+var sundialTopics = []string{"jobs", "triggers", "runs", "events", "dlq", "shards", "executors", "audit"}
+
+// sundialTopic reports whether topic is, or may be, one of Sundial's own
+// under some installation's topic prefix: sundial.*, or any prefix followed
+// by sundial.<one of Sundial's topic names>. Validation cannot know the
+// installation's prefix, so it refuses every one; the runner refuses the
+// installation's own exactly.
+func sundialTopic(topic string) bool {
+	if strings.HasPrefix(topic, "sundial.") {
+		return true
+	}
+	for i := strings.Index(topic, "sundial."); i >= 0; {
+		rest := topic[i+len("sundial."):]
+		for _, name := range sundialTopics {
+			if r, ok := strings.CutPrefix(rest, name); ok && (r == "" || r[0] == '.') {
+				return true
+			}
+		}
+		next := strings.Index(rest, "sundial.")
+		if next < 0 {
+			break
+		}
+		i += len("sundial.") + next
+	}
+	return false
+}
+
 func (v *validator) kafkaTarget(k *sundialv1.KafkaTarget) {
 	topic := k.GetTopic()
 	switch {
@@ -349,8 +378,10 @@ func (v *validator) kafkaTarget(k *sundialv1.KafkaTarget) {
 		v.add("target.kafka.topic", "%q is not a valid Kafka topic name", topic)
 	case !topicPattern.MatchString(topic):
 		v.add("target.kafka.topic", "%q has characters outside [A-Za-z0-9._-]", topic)
-	case strings.HasPrefix(topic, "sundial."):
-		v.add("target.kafka.topic", "%q: topics named sundial.* are Sundial's own; a job must not write into them", topic)
+	case strings.HasPrefix(topic, "__"):
+		v.add("target.kafka.topic", "%q: topics named __* are Kafka's own; a job must not write into them", topic)
+	case sundialTopic(topic):
+		v.add("target.kafka.topic", "%q: topics named sundial.* (after any installation's topic prefix) are Sundial's own; a job must not write into them", topic)
 	}
 	if n := len(k.GetKey()); n > MaxKafkaKeyBytes {
 		v.add("target.kafka.key", "%d bytes, at most %d allowed", n, MaxKafkaKeyBytes)

@@ -208,6 +208,15 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"kafka topic dot", func(s *sundialv1.JobSpec) { s.Target = kafkaTarget(&sundialv1.KafkaTarget{Topic: ".."}) }, "target.kafka.topic", "not a valid"},
 		{"kafka topic too long", func(s *sundialv1.JobSpec) { s.Target = kafkaTarget(&sundialv1.KafkaTarget{Topic: long(250)}) }, "target.kafka.topic", "at most 249"},
 		{"kafka topic of sundial", func(s *sundialv1.JobSpec) { s.Target = kafkaTarget(&sundialv1.KafkaTarget{Topic: "sundial.jobs"}) }, "target.kafka.topic", "Sundial's own"},
+		{"kafka topic of a prefixed sundial", func(s *sundialv1.JobSpec) {
+			s.Target = kafkaTarget(&sundialv1.KafkaTarget{Topic: "redteam.sundial.jobs.redteam-b"})
+		}, "target.kafka.topic", "Sundial's own"},
+		{"kafka topic of sundial runs behind any prefix", func(s *sundialv1.JobSpec) {
+			s.Target = kafkaTarget(&sundialv1.KafkaTarget{Topic: "prod-sundial.runs.default"})
+		}, "target.kafka.topic", "Sundial's own"},
+		{"kafka internal topic", func(s *sundialv1.JobSpec) {
+			s.Target = kafkaTarget(&sundialv1.KafkaTarget{Topic: "__consumer_offsets"})
+		}, "target.kafka.topic", "Kafka's own"},
 		{"kafka key too long", func(s *sundialv1.JobSpec) {
 			s.Target = kafkaTarget(&sundialv1.KafkaTarget{Topic: "t", Key: long(1025)})
 		}, "target.kafka.key", "at most 1024"},

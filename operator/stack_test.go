@@ -28,6 +28,7 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/registry"
 	"github.com/sundialhq/sundial/runner"
+	"github.com/sundialhq/sundial/runner/egress"
 	"github.com/sundialhq/sundial/runner/target"
 	"github.com/sundialhq/sundial/store/cassandra"
 	"github.com/sundialhq/sundial/trigger"
@@ -93,6 +94,7 @@ func newPipeline(t *testing.T) *pipeline {
 		Leases: leases, Redis: rc, KeyPrefix: runnerPrefix, Enqueuer: enq, Checkpoints: st,
 		Handlers: map[string]target.Handler{"noop": target.HandlerFunc(func(context.Context, *sundialv1.Run) error { return nil }),
 			"steps": target.HandlerFunc(steps.handle)},
+		Egress:      egress.LoopbackForEveryTeam(), // the test's downstreams listen on loopback
 		Concurrency: 32, Registerer: prometheus.NewRegistry(), Logger: log.With("component", "runner")})
 	require.NoError(t, err)
 	for _, comp := range []interface {

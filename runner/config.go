@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -25,6 +24,7 @@ import (
 	"github.com/sundialhq/sundial/jobspec"
 	"github.com/sundialhq/sundial/leasing"
 	"github.com/sundialhq/sundial/runner/breaker"
+	"github.com/sundialhq/sundial/runner/egress"
 	"github.com/sundialhq/sundial/runner/priority"
 	"github.com/sundialhq/sundial/runner/target"
 	"github.com/sundialhq/sundial/store"
@@ -134,18 +134,25 @@ type Config struct {
 	// Exec runs exec targets: the commands an operator allows by name. Nil
 	// refuses them (dead-lettered as "exec_not_allowed").
 	Exec *target.Exec
-	// HTTPClient calls HTTP targets. Default: a client with no timeout of
-	// its own (the job's timeout applies) over a clone of
-	// http.DefaultTransport that keeps up to Concurrency idle connections,
+	// HTTPTransport builds the transport of each team's HTTP calls around
+	// the team's egress-checked dialer (no timeout of its own: the job's
+	// applies). Default: target.PooledTransport(Concurrency), clones of
+	// http.DefaultTransport that keep up to Concurrency idle connections,
 	// in all and per downstream host, so that workers reuse connections
 	// instead of dialling anew (http.DefaultTransport keeps two per host).
-	HTTPClient *http.Client
+	HTTPTransport target.TransportFunc
+	// Egress is what each team's runs may reach: HTTP addresses, Kafka
+	// topics, commands (package runner/egress). Its Pool and TopicPrefix
+	// are set from Pool and Topics.Prefix. The zero value is the default
+	// policy: no private, loopback or link-local address, a team's own
+	// topics (<team>.*) only, no command.
+	Egress egress.Config
 	// Secrets resolves the secret references of HTTP targets, each for
 	// its job's owner team (target.SecretsDir). Nil: a target with a
 	// reference fails, not retried.
 	Secrets target.Secrets
-	// Breakers configures the per-downstream circuit breakers; its
-	// Registerer and Logger default to the runner's.
+	// Breakers configures the circuit breakers, one per team and
+	// downstream; its Registerer and Logger default to the runner's.
 	Breakers breaker.Config
 
 	// Concurrency is the number of workers, the most runs executing at
@@ -262,9 +269,11 @@ func (c Config) withDefaults() Config {
 	c.FanoutRetention = cmp.Or(c.FanoutRetention, DefaultFanoutRetention)
 	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
 	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, DefaultHeartbeatInterval)
-	if c.HTTPClient == nil && c.Concurrency > 0 {
-		c.HTTPClient = NewHTTPClient(c.Concurrency)
+	if c.HTTPTransport == nil && c.Concurrency > 0 {
+		c.HTTPTransport = target.PooledTransport(c.Concurrency)
 	}
+	c.Egress.Pool = c.Pool
+	c.Egress.TopicPrefix = c.Topics.Prefix
 	c.MaxPendingPerPartition = cmp.Or(c.MaxPendingPerPartition, DefaultMaxPendingPerPartition)
 	if c.Weights == [priority.Levels]int{} {
 		c.Weights = priority.DefaultWeights
@@ -373,21 +382,13 @@ func (c Config) Validate() error {
 			bad("Handlers["+strconv.Quote(name)+"]", "is nil")
 		}
 	}
+	if err := c.Egress.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("runner config: Egress: %w", err))
+	}
 	if err := c.Breakers.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("runner config: Breakers: %w", err))
 	}
 	return errors.Join(errs...)
-}
-
-// NewHTTPClient returns the default Config.HTTPClient, with idlePerHost
-// set to Concurrency: no client timeout (the job's timeout applies), and a
-// clone of http.DefaultTransport that keeps up to idlePerHost idle
-// connections per downstream host (and at least as many in all).
-func NewHTTPClient(idlePerHost int) *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConns = max(idlePerHost, t.MaxIdleConns)
-	t.MaxIdleConnsPerHost = idlePerHost
-	return &http.Client{Transport: t}
 }
 
 // HashJitter is the default Config.Jitter: the FNV-1a 64-bit hash of the run

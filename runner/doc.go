@@ -90,8 +90,9 @@
 //
 // # One execution
 //
-//  1. The circuit breaker of the run's downstream (package runner/breaker)
-//     is open: the run is deferred by the breaker's open timeout (a KindRetry
+//  1. The circuit breaker of the run's team and downstream (package
+//     runner/breaker; one team's failures never open another team's) is
+//     open: the run is deferred by the breaker's open timeout (a KindRetry
 //     due entry with the same attempt, a DEFERRED event), spending no
 //     attempt.
 //  2. When the run's team has a max_concurrent_runs (Config.TeamQuotas),
@@ -224,8 +225,8 @@
 // # Production settings
 //
 // The default Concurrency (256) suits HTTP targets, which mostly wait; the
-// default HTTP client keeps Concurrency idle connections per downstream host,
-// so workers reuse connections instead of dialling for every call. The
+// default HTTP transport keeps Concurrency idle connections per downstream
+// host, so workers reuse connections instead of dialling for every call. The
 // group session (Config.SessionTimeout, 10s, heartbeats every second) moves
 // a dead runner's partitions within about ten seconds; Config.InstanceID
 // makes the runner a static member, so a restart under the same id keeps
@@ -268,7 +269,20 @@
 // a team's runner on them (docs/workers.md). A handler that implements
 // target.AttemptHandler is given the fencing token and the attempt's
 // target.Output. Config.Exec runs the commands an operator allows by name
-// (sundial runner --exec-allow). What an attempt writes to its Output (a
+// (sundial runner --exec-allow), for the teams and pools Config.Egress
+// allows each to.
+//
+// # Egress
+//
+// Whatever a run does is done for its owner team and checked against
+// Config.Egress (package runner/egress) before anything leaves the runner:
+// an HTTP target dials only addresses the team may reach, checked after name
+// resolution and on every redirect, through a transport of the team's own (a
+// connection is never shared between teams); a Kafka target writes only the
+// team's own topics (<team>.*) and those allowed to it, never Kafka's
+// internal topics or Sundial's; an exec target runs only a command allowed to
+// the team or the runner's pool. A refusal is a failure that is not retried
+// (target.CodeEgressRefused, or target.CodeExecNotAllowed for a command). What an attempt writes to its Output (a
 // worker's run log, a command's output), bounded by target.MaxOutputLines
 // and target.MaxOutputBytes, travels on the attempt's final event
 // (RunEvent.log), and the history writer stores it on the attempt's record.

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/runner/egress"
 	"github.com/sundialhq/sundial/runner/target"
 )
 
@@ -55,7 +56,10 @@ func TestExecTarget(t *testing.T) {
 		MaxOutput: maxOutput,
 	})
 	require.NoError(t, err)
-	h.start(func(c *Config) { c.Exec = exe })
+	h.start(func(c *Config) {
+		c.Exec = exe
+		c.Egress.Add(egress.Scope{Team: egress.EveryTeam}, egress.Rules{Exec: []string{"greet", "chatty", "sleepy", "fails"}})
+	})
 
 	execRun := func(job, command string, mod func(*sundialv1.Run)) *sundialv1.Run {
 		return h.run(job, time.Now(), func(r *sundialv1.Run) {

@@ -17,6 +17,8 @@ import (
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/runner/breaker"
+	"github.com/sundialhq/sundial/runner/egress"
 	"github.com/sundialhq/sundial/runner/retry"
 	"github.com/sundialhq/sundial/runner/target"
 	"github.com/sundialhq/sundial/store"
@@ -189,7 +191,7 @@ func (x *execution) handle(ctx context.Context) bool {
 	if x.rec.poolBusy {
 		return x.discard(ctx)
 	}
-	downstream := target.Downstream(x.run)
+	downstream := breaker.Key{Team: x.run.GetOwnerTeam(), Downstream: target.Downstream(x.run)}
 	if r.breakers.Open(downstream) {
 		return x.deferRun(ctx, r.breakers.OpenTimeout(), reasonCircuitOpen, nil)
 	}
@@ -319,7 +321,7 @@ func (x *execution) leaseTaken(lease leasing.Lease) time.Duration {
 // attempt executes the run once, through its downstream's breaker and
 // under the job's timeout, within leaseCtx, which ends when the lease is
 // lost, the run is replaced or the runner stops.
-func (x *execution) attempt(leaseCtx context.Context, downstream string, token int64, latency time.Duration) attemptEnd {
+func (x *execution) attempt(leaseCtx context.Context, downstream breaker.Key, token int64, latency time.Duration) attemptEnd {
 	r, run := x.r, x.run
 	end := attemptEnd{timeout: r.cfg.RunTimeout}
 	if d := run.GetTimeout(); d != nil && d.AsDuration() > 0 {
@@ -335,6 +337,10 @@ func (x *execution) attempt(leaseCtx context.Context, downstream string, token i
 		return r.targets.Execute(attemptCtx, target.Request{Run: run, FencingToken: token, Output: x.out})
 	})
 	end.finished = r.cfg.Now()
+	var refusal *egress.Refusal
+	if errors.As(end.err, &refusal) {
+		r.m.egressRefusals.WithLabelValues(refusal.Team, refusal.Kind).Inc()
+	}
 	if attemptCtx.Err() != nil {
 		end.cause = context.Cause(attemptCtx)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/runner/egress"
 	"github.com/sundialhq/sundial/store"
 )
 
@@ -146,6 +147,7 @@ func (h *harness) newRunner(mod func(*Config)) *Runner {
 		HeldRetry:      50 * time.Millisecond,
 		Registerer:     prometheus.NewRegistry(),
 		Jitter:         func(string, uint32) float64 { return 0.5 },
+		Egress:         loopbackEgress(),
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -156,6 +158,10 @@ func (h *harness) newRunner(mod func(*Config)) *Runner {
 	h.t.Cleanup(r.Stop)
 	return r
 }
+
+// loopbackEgress lets every team reach the loopback addresses the tests'
+// downstreams listen on.
+func loopbackEgress() egress.Config { return egress.LoopbackForEveryTeam() }
 
 // run returns a run of job due at due with an HTTP target on the harness's
 // downstream.

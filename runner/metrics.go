@@ -74,6 +74,8 @@ type metrics struct {
 	teamDeferrals *prometheus.CounterVec
 	// teamRateDeferrals: runs over their team's max_runs_per_minute.
 	teamRateDeferrals *prometheus.CounterVec
+	// egressRefusals is by owning team and kind (http, kafka, exec).
+	egressRefusals *prometheus.CounterVec
 	// routed is by routing strategy (five values).
 	routed *prometheus.CounterVec
 }
@@ -129,6 +131,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "sundial", Subsystem: "runner", Name: "team_rate_deferrals_total",
 			Help: "Runs deferred to the next minute because their team had started max_runs_per_minute runs this minute, by team.",
 		}, []string{"team"}),
+		egressRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sundial", Subsystem: "runner", Name: "egress_refusals_total",
+			Help: "Attempts the egress policy refused (an address, a Kafka topic or a command the team may not reach), by team and kind.",
+		}, []string{"team", "kind"}),
 		routed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sundial", Subsystem: "runner", Name: "routed_runs_total",
 			Help: "Runs this runner chose an executor for, by routing strategy.",
@@ -150,7 +156,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.triggerLatency, m.runs, m.retries, m.deadLetters, m.leases, m.leaseLost, m.inFlight, m.queued, m.commitErrors, m.teamRuns, m.teamDeferrals, m.teamRateDeferrals, m.routed} {
+	for _, c := range []prometheus.Collector{m.triggerLatency, m.runs, m.retries, m.deadLetters, m.leases, m.leaseLost, m.inFlight, m.queued, m.commitErrors, m.teamRuns, m.teamDeferrals, m.teamRateDeferrals, m.egressRefusals, m.routed} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("runner: register metrics: %w", err)
 		}

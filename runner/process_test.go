@@ -27,6 +27,8 @@ import (
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/runner/egress"
+	"github.com/sundialhq/sundial/runner/target"
 	"github.com/sundialhq/sundial/store"
 )
 
@@ -92,9 +94,12 @@ func runnerProcessMain(raw string) int {
 		Redis:          rc,
 		KeyPrefix:      c.KeyPrefix + "runner:",
 		Enqueuer:       dueTopicEnqueuer{cl: cl, topic: c.DueTopic},
-		HTTPClient:     &http.Client{Transport: taggingTransport{id: c.ID, base: http.DefaultTransport}},
-		Concurrency:    c.Concurrency,
-		Pool:           c.Pool,
+		HTTPTransport: func(dial egress.DialFunc) http.RoundTripper {
+			return taggingTransport{id: c.ID, base: target.PooledTransport(c.Concurrency)(dial)}
+		},
+		Egress:      loopbackEgress(),
+		Concurrency: c.Concurrency,
+		Pool:        c.Pool,
 		// RouteDelay is only a retry period for a run that found no
 		// executor; short, so a test does not wait for it.
 		RouteDelay:       100 * time.Millisecond,

@@ -20,6 +20,7 @@ import (
 	"github.com/sundialhq/sundial/routing"
 	"github.com/sundialhq/sundial/runner/breaker"
 	"github.com/sundialhq/sundial/runner/commit"
+	"github.com/sundialhq/sundial/runner/egress"
 	"github.com/sundialhq/sundial/runner/priority"
 	"github.com/sundialhq/sundial/runner/target"
 )
@@ -70,7 +71,7 @@ type record struct {
 // runners share the work through the consumer group.
 type Runner struct {
 	cfg      Config
-	ownHTTP  bool // cfg.HTTPClient is the runner's own: Stop closes its idle connections
+	egress   *egress.Policy
 	log      *slog.Logger
 	m        *metrics
 	breakers *breaker.Set
@@ -127,8 +128,11 @@ func New(cfg Config) (*Runner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	ownHTTP := cfg.HTTPClient == nil
 	cfg = cfg.withDefaults()
+	pol, err := egress.New(cfg.Egress)
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
@@ -143,7 +147,7 @@ func New(cfg Config) (*Runner, error) {
 	}
 	r := &Runner{
 		cfg:          cfg,
-		ownHTTP:      ownHTTP,
+		egress:       pol,
 		leases:       leasing.NewBatcher(cfg.Leases, 0, 0),
 		slots:        make(chan struct{}, cfg.MaxInFlight),
 		pool:         newPoolGate(cfg.PoolBlocking, cfg.PoolSlots),
@@ -180,8 +184,8 @@ func (r *Runner) start(ctx context.Context, run *lifecycle.Run) error {
 		return err
 	}
 	run.OnStop(func() {
-		if r.ownHTTP {
-			r.cfg.HTTPClient.CloseIdleConnections()
+		if r.targets != nil {
+			r.targets.HTTP.CloseIdleConnections()
 		}
 		r.log.Info("runner stopped")
 	})
@@ -221,10 +225,11 @@ func (r *Runner) start(ctx context.Context, run *lifecycle.Run) error {
 	run.OnStop(consumer.Close)
 	r.producer, r.consumer = producer, consumer
 	r.targets = &target.Targets{
-		HTTP:     &target.HTTP{Client: r.cfg.HTTPClient, Now: r.cfg.Now, Secrets: r.cfg.Secrets},
+		HTTP:     &target.HTTP{Egress: r.egress, Transport: r.cfg.HTTPTransport, Now: r.cfg.Now, Secrets: r.cfg.Secrets},
 		Kafka:    &target.Kafka{Client: producer},
 		Handlers: r.cfg.Handlers,
 		Exec:     r.cfg.Exec,
+		Egress:   r.egress,
 	}
 
 	// The poll loop ends with the run's context; workers, executions and
@@ -768,3 +773,6 @@ func (r *Runner) debugState() string {
 	}
 	return s + fmt.Sprintf(" client paused %v", r.consumer.PauseFetchPartitions(nil))
 }
+
+// Egress is the egress policy the runner applies, for the start-up log.
+func (r *Runner) Egress() *egress.Policy { return r.egress }

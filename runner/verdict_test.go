@@ -27,7 +27,7 @@ func TestClassify(t *testing.T) {
 	last := retryState{policy: policy, attempt: 3, jitter: 0.5}
 	lost := fmt.Errorf("renew: %w", leasing.ErrLeaseLost)
 	targetErr := errors.New("connection refused")
-	open := &breaker.OpenError{Downstream: "api.example", RetryIn: 30 * time.Second, Err: errors.New("circuit breaker is open")}
+	open := &breaker.OpenError{Key: breaker.Key{Downstream: "api.example"}, RetryIn: 30 * time.Second, Err: errors.New("circuit breaker is open")}
 	handler := &target.Error{Code: target.CodeHandler, Message: "boom", Retryable: true}
 	tooMany := &target.Error{Code: "http_429", Message: "slow down", Retryable: true, RetryAfter: 10 * time.Second}
 	badRequest := &target.Error{Code: "bad_request", Message: "no", Retryable: true}

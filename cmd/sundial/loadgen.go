@@ -25,7 +25,9 @@ window) or, with --herd, one-offs all due in the same instant. It reads
 sundial.events and the run topics and prints trigger and dispatch latency
 percentiles and the lost, duplicate-execution and duplicate-effect counts.
 The jobs call the load generator's own counting HTTP downstream unless
---handler names a runner handler. The jobs are deleted (tombstones) at the end
+--handler names a runner handler; a runner refuses loopback and private
+addresses by default, so give it --egress-allow for the downstream's address
+(e.g. sundial runner --egress-allow 127.0.0.0/8 on the local stack). The jobs are deleted (tombstones) at the end
 unless --keep.
 
 Example, against a running pipeline on the local stack:

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -122,7 +121,8 @@ func runnerCommand() *cli.Command {
 --group-id, take a Redis lease per run (dedupe mark, concurrency limit,
 fencing token), execute its target (HTTP, Kafka, a registered handler:
 this binary registers "noop", or with --exec-allow a command allowed by
-name), write retries and deferrals as due entries in
+name) for the job's owner team, within the team's egress policy
+(--egress-allow, --kafka-target-allow, --exec-allow), write retries and deferrals as due entries in
 Cassandra, dead runs to sundial.dlq, and every state change to sundial.events.
 Run history for 'sundial runs list' is stored by 'sundial history'; with
 --history this process stores it too (a small installation). With --metrics-addr it serves /metrics,
@@ -152,11 +152,10 @@ Example, against the local stack:
 			&cli.DurationFlag{Name: "breaker-open-timeout", Value: breaker.DefaultOpenTimeout, Usage: "how long an open breaker defers runs before probing", Sources: envVar("breaker-open-timeout")},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: runner.DefaultShutdownTimeout, Usage: "on stop, how long executing runs may finish before they are cancelled", Sources: envVar("shutdown-timeout")},
 			&cli.BoolFlag{Name: "history", Usage: "also store run events as history in Cassandra, in this process (for a small installation; otherwise run 'sundial history')", Sources: envVar("history")},
-			&cli.StringSliceFlag{Name: "exec-allow", Usage: "commands exec targets may run, name=/absolute/path, comma-separated; a job names the command, never a path (default: none, exec targets are refused)", Sources: envVar("exec-allow")},
 			&cli.StringFlag{Name: "secrets-dir", Usage: "directory of the teams' secrets: team T's secret NAME, used as ${secret:NAME} in its HTTP targets, is the file DIR/T/NAME (default: none, a job with a secret reference fails)", Sources: envVar("secrets-dir")},
 			&cli.IntFlag{Name: "exec-max-output", Value: target.DefaultExecMaxOutput, Usage: "bytes of an exec target's output captured; the run's record keeps its last lines", Sources: envVar("exec-max-output")},
 		),
-			poolFlags()...),
+			append(poolFlags(), egressFlags()...)...),
 		Action: runRunner,
 	}
 }
@@ -205,7 +204,7 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		bad = append(bad, err)
 	}
-	exe, err := execTarget(cmd.StringSlice("exec-allow"), cmd.Int("exec-max-output"))
+	egressCfg, exe, err := runnerEgress(cmd)
 	if err != nil {
 		bad = append(bad, err)
 	}
@@ -219,7 +218,8 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 		SessionTimeout:         cmd.Duration("group-session-timeout"),
 		HeartbeatInterval:      cmd.Duration("group-heartbeat-interval"),
 		InstanceID:             cmd.String("group-instance-id"),
-		HTTPClient:             runner.NewHTTPClient(max(idleConns, 1)),
+		HTTPTransport:          target.PooledTransport(max(idleConns, 1)),
+		Egress:                 egressCfg,
 		MaxInFlight:            cmd.Int("max-in-flight"),
 		Topics:                 names,
 		Group:                  cmd.String("group-id"),
@@ -251,6 +251,7 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 	cfg.Registerer, cfg.Logger = p.reg, p.logger
+	cfg.Egress.Own = ownAddresses(ctx, cmd, p.logger)
 	// One kprom instance describes one client: the runner's producer and
 	// its group consumer get one each.
 	cfg.ProducerKafka = []kgo.Opt{telemetry.KafkaMetrics(p.reg, "runner-producer")}
@@ -288,6 +289,7 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	logEgress(p.logger, r.Egress())
 	components := []lifecycle{r}
 	if cmd.Bool("history") {
 		w, err := history.New(historyConfig(p, b.store, kopts, names, "history"))
@@ -310,34 +312,6 @@ func secretsDir(dir string) (target.Secrets, error) {
 		return nil, fmt.Errorf("--secrets-dir: %w", err)
 	}
 	return d, nil
-}
-
-// execTarget returns the exec target of --exec-allow, nil when it is empty.
-func execTarget(allow []string, maxOutput int) (*target.Exec, error) {
-	if len(allow) == 0 {
-		return nil, nil
-	}
-	allowed := map[string]string{}
-	var bad []error
-	for _, a := range allow {
-		name, path, ok := strings.Cut(strings.TrimSpace(a), "=")
-		switch {
-		case !ok || name == "" || path == "":
-			bad = append(bad, fmt.Errorf("--exec-allow %q: want name=/absolute/path", a))
-		case allowed[name] != "":
-			bad = append(bad, fmt.Errorf("--exec-allow %q: %s is allowed twice", a, name))
-		default:
-			allowed[name] = path
-		}
-	}
-	if len(bad) > 0 {
-		return nil, errors.Join(bad...)
-	}
-	exe, err := target.NewExec(target.ExecConfig{Allowed: allowed, MaxOutput: maxOutput})
-	if err != nil {
-		return nil, fmt.Errorf("--exec-allow: %w", err)
-	}
-	return exe, nil
 }
 
 // placeholderEnqueuer lets the runner's configuration be validated before

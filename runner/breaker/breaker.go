@@ -72,9 +72,19 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// Key names a breaker: one team's calls to one downstream. A team's
+// failing calls open its own breaker only, never another team's to the
+// same downstream.
+type Key struct {
+	Team       string
+	Downstream string
+}
+
+func (k Key) String() string { return k.Team + " " + k.Downstream }
+
 // OpenError is returned by Do when the downstream's breaker refuses the call.
 type OpenError struct {
-	Downstream string
+	Key
 	// RetryIn is when to try again: the breaker's open timeout, an upper
 	// bound of how long it stays open.
 	RetryIn time.Duration
@@ -82,18 +92,19 @@ type OpenError struct {
 }
 
 func (e *OpenError) Error() string {
-	return fmt.Sprintf("circuit breaker of %s: %v", e.Downstream, e.Err)
+	return fmt.Sprintf("circuit breaker of %s for team %s: %v", e.Downstream, e.Team, e.Err)
 }
 
 func (e *OpenError) Unwrap() error { return e.Err }
 
-// Set is the breakers of a runner, by downstream name. Safe for concurrent use.
+// Set is the breakers of a runner, by team and downstream. Safe for
+// concurrent use.
 type Set struct {
 	cfg   Config
 	state *prometheus.GaugeVec
 
 	mu sync.Mutex
-	m  map[string]*gobreaker.CircuitBreaker[struct{}]
+	m  map[Key]*gobreaker.CircuitBreaker[struct{}]
 }
 
 // New returns an empty Set.
@@ -105,9 +116,9 @@ func New(cfg Config) (*Set, error) {
 		cfg: cfg.withDefaults(),
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "sundial", Subsystem: "runner", Name: "breaker_state",
-			Help: "Circuit breaker state per downstream: 0 closed, 1 half-open, 2 open.",
-		}, []string{"downstream"}),
-		m: map[string]*gobreaker.CircuitBreaker[struct{}]{},
+			Help: "Circuit breaker state per team and downstream: 0 closed, 1 half-open, 2 open.",
+		}, []string{"team", "downstream"}),
+		m: map[Key]*gobreaker.CircuitBreaker[struct{}]{},
 	}
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(s.state); err != nil {
@@ -117,32 +128,32 @@ func New(cfg Config) (*Set, error) {
 	return s, nil
 }
 
-func (s *Set) get(downstream string) *gobreaker.CircuitBreaker[struct{}] {
+func (s *Set) get(key Key) *gobreaker.CircuitBreaker[struct{}] {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cb, ok := s.m[downstream]; ok {
+	if cb, ok := s.m[key]; ok {
 		return cb
 	}
 	if len(s.m) >= s.cfg.MaxDownstreams {
 		return nil
 	}
 	cb := gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
-		Name:        downstream,
+		Name:        key.String(),
 		MaxRequests: s.cfg.HalfOpenRequests,
 		Interval:    s.cfg.Interval,
 		Timeout:     s.cfg.OpenTimeout,
 		ReadyToTrip: func(c gobreaker.Counts) bool {
 			return c.ConsecutiveFailures >= s.cfg.Failures
 		},
-		OnStateChange: func(name string, from, to gobreaker.State) {
-			s.state.WithLabelValues(name).Set(float64(to))
-			s.cfg.Logger.Warn("circuit breaker changed state", "downstream", name, "from", from.String(), "to", to.String())
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			s.state.WithLabelValues(key.Team, key.Downstream).Set(float64(to))
+			s.cfg.Logger.Warn("circuit breaker changed state", "team", key.Team, "downstream", key.Downstream, "from", from.String(), "to", to.String())
 		},
 		IsSuccessful: healthy,
 		IsExcluded:   cancelled,
 	})
-	s.m[downstream] = cb
-	s.state.WithLabelValues(downstream).Set(float64(gobreaker.StateClosed))
+	s.m[key] = cb
+	s.state.WithLabelValues(key.Team, key.Downstream).Set(float64(gobreaker.StateClosed))
 	return cb
 }
 
@@ -161,38 +172,38 @@ func cancelled(err error) bool {
 	return errors.As(err, &te) && te.Code == target.CodeCancelled
 }
 
-// Open reports whether downstream's breaker would refuse a call now (open),
+// Open reports whether key's breaker would refuse a call now (open),
 // without calling. A half-open breaker is not reported open: Do decides.
-func (s *Set) Open(downstream string) bool {
-	if downstream == "" {
+func (s *Set) Open(key Key) bool {
+	if key.Downstream == "" {
 		return false
 	}
-	cb := s.get(downstream)
+	cb := s.get(key)
 	return cb != nil && cb.State() == gobreaker.StateOpen
 }
 
-// State returns downstream's breaker state.
-func (s *Set) State(downstream string) gobreaker.State {
-	if cb := s.get(downstream); cb != nil {
+// State returns key's breaker state.
+func (s *Set) State(key Key) gobreaker.State {
+	if cb := s.get(key); cb != nil {
 		return cb.State()
 	}
 	return gobreaker.StateClosed
 }
 
-// Do calls fn through downstream's breaker. When the breaker refuses, fn is
-// not called and the error is an *OpenError. An empty downstream has no
+// Do calls fn through key's breaker. When the breaker refuses, fn is not
+// called and the error is an *OpenError. An empty downstream has no
 // breaker.
-func (s *Set) Do(downstream string, fn func() error) error {
-	if downstream == "" {
+func (s *Set) Do(key Key, fn func() error) error {
+	if key.Downstream == "" {
 		return fn()
 	}
-	cb := s.get(downstream)
+	cb := s.get(key)
 	if cb == nil {
 		return fn()
 	}
 	_, err := cb.Execute(func() (struct{}, error) { return struct{}{}, fn() })
 	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
-		return &OpenError{Downstream: downstream, RetryIn: s.cfg.OpenTimeout, Err: err}
+		return &OpenError{Key: key, RetryIn: s.cfg.OpenTimeout, Err: err}
 	}
 	return err
 }

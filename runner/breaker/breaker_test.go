@@ -27,24 +27,27 @@ func TestOpensAtThreshold(t *testing.T) {
 	calls := 0
 	fail := func() error { calls++; return errDown }
 	for i := range 2 {
-		require.ErrorIs(t, s.Do("http:a", fail), errDown, "failure %d passes through", i+1)
-		assert.False(t, s.Open("http:a"))
+		require.ErrorIs(t, s.Do(Key{Team: "t", Downstream: "http:a"}, fail), errDown, "failure %d passes through", i+1)
+		assert.False(t, s.Open(Key{Team: "t", Downstream: "http:a"}))
 	}
-	require.ErrorIs(t, s.Do("http:a", fail), errDown)
-	assert.True(t, s.Open("http:a"), "open after the third consecutive failure")
+	require.ErrorIs(t, s.Do(Key{Team: "t", Downstream: "http:a"}, fail), errDown)
+	assert.True(t, s.Open(Key{Team: "t", Downstream: "http:a"}), "open after the third consecutive failure")
 	assert.Equal(t, 3, calls)
 
-	err = s.Do("http:a", fail)
+	err = s.Do(Key{Team: "t", Downstream: "http:a"}, fail)
 	var oe *OpenError
 	require.ErrorAs(t, err, &oe)
 	assert.Equal(t, "http:a", oe.Downstream)
 	assert.Equal(t, time.Hour, oe.RetryIn)
 	assert.Equal(t, 3, calls, "an open breaker does not call")
-	assert.InDelta(t, 2, testutil.ToFloat64(s.state.WithLabelValues("http:a")), 0)
+	assert.InDelta(t, 2, testutil.ToFloat64(s.state.WithLabelValues("t", "http:a")), 0)
 
 	// Other downstreams are unaffected.
-	require.NoError(t, s.Do("http:b", func() error { return nil }))
-	assert.False(t, s.Open("http:b"))
+	require.NoError(t, s.Do(Key{Team: "t", Downstream: "http:b"}, func() error { return nil }))
+	assert.False(t, s.Open(Key{Team: "t", Downstream: "http:b"}))
+	// So is another team's breaker to the same downstream.
+	assert.False(t, s.Open(Key{Team: "u", Downstream: "http:a"}), "another team's breaker is its own")
+	require.NoError(t, s.Do(Key{Team: "u", Downstream: "http:a"}, func() error { return nil }))
 }
 
 func TestFinalAnswersAndCancellationsDoNotOpen(t *testing.T) {
@@ -52,32 +55,32 @@ func TestFinalAnswersAndCancellationsDoNotOpen(t *testing.T) {
 	s, err := New(Config{Failures: 2, OpenTimeout: time.Hour})
 	require.NoError(t, err)
 	for range 10 {
-		_ = s.Do("h", func() error { return errFinal })
-		_ = s.Do("h", func() error { return errCut })
+		_ = s.Do(Key{Team: "t", Downstream: "h"}, func() error { return errFinal })
+		_ = s.Do(Key{Team: "t", Downstream: "h"}, func() error { return errCut })
 	}
-	assert.False(t, s.Open("h"))
+	assert.False(t, s.Open(Key{Team: "t", Downstream: "h"}))
 	// A success between failures resets the consecutive count.
 	for range 5 {
-		_ = s.Do("h", func() error { return errDown })
-		_ = s.Do("h", func() error { return nil })
+		_ = s.Do(Key{Team: "t", Downstream: "h"}, func() error { return errDown })
+		_ = s.Do(Key{Team: "t", Downstream: "h"}, func() error { return nil })
 	}
-	assert.False(t, s.Open("h"))
+	assert.False(t, s.Open(Key{Team: "t", Downstream: "h"}))
 	// A cancellation between failures neither resets nor counts.
-	_ = s.Do("h", func() error { return errDown })
-	_ = s.Do("h", func() error { return errCut })
-	_ = s.Do("h", func() error { return errDown })
-	assert.True(t, s.Open("h"))
+	_ = s.Do(Key{Team: "t", Downstream: "h"}, func() error { return errDown })
+	_ = s.Do(Key{Team: "t", Downstream: "h"}, func() error { return errCut })
+	_ = s.Do(Key{Team: "t", Downstream: "h"}, func() error { return errDown })
+	assert.True(t, s.Open(Key{Team: "t", Downstream: "h"}))
 }
 
 func TestHalfOpenProbeCloses(t *testing.T) {
 	t.Parallel()
 	s, err := New(Config{Failures: 1, OpenTimeout: 20 * time.Millisecond})
 	require.NoError(t, err)
-	_ = s.Do("h", func() error { return errDown })
-	require.True(t, s.Open("h"))
-	require.Eventually(t, func() bool { return s.State("h") == gobreaker.StateHalfOpen }, 5*time.Second, 5*time.Millisecond)
-	require.NoError(t, s.Do("h", func() error { return nil }))
-	assert.Equal(t, gobreaker.StateClosed, s.State("h"))
+	_ = s.Do(Key{Team: "t", Downstream: "h"}, func() error { return errDown })
+	require.True(t, s.Open(Key{Team: "t", Downstream: "h"}))
+	require.Eventually(t, func() bool { return s.State(Key{Team: "t", Downstream: "h"}) == gobreaker.StateHalfOpen }, 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, s.Do(Key{Team: "t", Downstream: "h"}, func() error { return nil }))
+	assert.Equal(t, gobreaker.StateClosed, s.State(Key{Team: "t", Downstream: "h"}))
 }
 
 func TestBoundedDownstreams(t *testing.T) {
@@ -85,13 +88,13 @@ func TestBoundedDownstreams(t *testing.T) {
 	s, err := New(Config{Failures: 1, MaxDownstreams: 2})
 	require.NoError(t, err)
 	for _, d := range []string{"a", "b", "c"} {
-		_ = s.Do(d, func() error { return errDown })
+		_ = s.Do(Key{Team: "t", Downstream: d}, func() error { return errDown })
 	}
-	assert.True(t, s.Open("a"))
-	assert.True(t, s.Open("b"))
-	assert.False(t, s.Open("c"), "beyond the bound there is no breaker")
+	assert.True(t, s.Open(Key{Team: "t", Downstream: "a"}))
+	assert.True(t, s.Open(Key{Team: "t", Downstream: "b"}))
+	assert.False(t, s.Open(Key{Team: "t", Downstream: "c"}), "beyond the bound there is no breaker")
 	calls := 0
-	_ = s.Do("c", func() error { calls++; return nil })
+	_ = s.Do(Key{Team: "t", Downstream: "c"}, func() error { calls++; return nil })
 	assert.Equal(t, 1, calls)
 	assert.Equal(t, 2, testutil.CollectAndCount(s.state))
 }

@@ -1,6 +1,8 @@
 // Package breaker keeps one circuit breaker (github.com/sony/gobreaker/v2)
-// per downstream, so that a failing host stops receiving calls from every
-// worker of the runner at once instead of each run finding out by itself.
+// per team and downstream (Key), so that a failing host stops receiving a
+// team's calls from every worker of the runner at once instead of each run
+// finding out by itself. A breaker is a team's own: one team's failures
+// never open another team's breaker to the same host.
 //
 // A breaker opens after Config.Failures consecutive failures of its
 // downstream, stays open for Config.OpenTimeout, then lets
@@ -15,8 +17,8 @@
 // answer; a cancellation by the runner (lease lost, run replaced, shutdown)
 // is not counted at all.
 //
-// The number of breakers is bounded by Config.MaxDownstreams; calls to a
-// downstream beyond it run without a breaker. gobreaker reads the wall clock
+// The number of breakers (team and downstream pairs) is bounded by
+// Config.MaxDownstreams; calls beyond it run without a breaker. gobreaker reads the wall clock
 // itself, so breakers cannot run on an injected clock; tests use short
 // timeouts.
 package breaker

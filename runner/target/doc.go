@@ -16,8 +16,18 @@
 // connection failure is retryable ("connection"); exceeding the job's
 // timeout is retryable ("timeout").
 //
-// An exec target runs only a command the runner's ExecConfig.Allowed names:
-// a job names the command, never a path. It gets the run's payload on stdin
+// Targets.Egress and HTTP.Egress (package runner/egress) decide what each
+// team may reach: HTTP calls go through a transport per team whose dialer
+// checks every resolved address (no proxy from the environment, at most
+// MaxRedirects redirects, to http and https only); a Kafka topic and an
+// exec command are checked before anything is produced or run. A refusal is
+// "egress_refused" (a command: "exec_not_allowed"), not retried, and its
+// message names the address, topic or command, never the URL. Of a non-2xx
+// response's body, only a short prefix reaches the run's error.
+//
+// An exec target runs only a command the runner's ExecConfig.Allowed names
+// and the policy allows to the run's team or the runner's pool: a job names
+// the command, never a path. It gets the run's payload on stdin
 // and the run id, job id, attempt and fencing token in its environment, and
 // nothing of the runner's environment but PATH. A name not allowed is a
 // failure that is not retried ("exec_not_allowed"); a non-zero exit is
@@ -44,5 +54,6 @@
 // package jobspec's rule.
 //
 // Downstream names the downstream a run talks to (the HTTP host, the Kafka
-// cluster, a handler), the unit the runner's circuit breakers work per.
+// cluster, a handler); with the run's team, the unit the runner's circuit
+// breakers work per.
 package target

@@ -10,25 +10,32 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/runner/egress"
 )
 
 // maxErrorBody is how much of an error response's body is kept in the
-// error message; the rest is drained (up to drainLimit) so the connection
-// can be reused.
+// error message: a short prefix, enough for a downstream's own reason, too
+// little to read a page the job's team should not see; the rest is drained
+// (up to drainLimit) so the connection can be reused.
 const (
-	maxErrorBody = 512
+	maxErrorBody = 128
 	drainLimit   = 64 << 10
 )
 
-// HTTP calls HTTP targets.
+// HTTP calls HTTP targets, each team through its own transport whose
+// dialer checks every address against Egress (egress.go).
 type HTTP struct {
-	// Client sends the requests. Its own Timeout, if any, applies on top of
-	// the job's timeout. Default: a client with http.DefaultTransport's
-	// settings and no timeout of its own.
-	Client *http.Client
+	// Egress decides which addresses each team may dial. Nil is the
+	// default policy: loopback, private, link-local and the like refused.
+	Egress *egress.Policy
+	// Transport builds each team's transport. Default PooledTransport(2).
+	Transport TransportFunc
+	// Resolver resolves target host names. Default net.DefaultResolver.
+	Resolver egress.Resolver
 	// Now reads the clock to turn an HTTP-date Retry-After into a delay.
 	// Default time.Now.
 	Now func() time.Time
@@ -36,6 +43,9 @@ type HTTP struct {
 	// for its job's owner team. Nil: a target with a reference fails, not
 	// retried ("secret_not_found").
 	Secrets Secrets
+
+	mu      sync.Mutex
+	clients map[string]*http.Client // by team
 }
 
 var reservedHeaders = []string{HeaderIdempotencyKey, HeaderJobID, HeaderRunID, HeaderAttempt, HeaderFencingToken, HeaderShard, HeaderShardCount}
@@ -77,12 +87,11 @@ func (h *HTTP) execute(ctx context.Context, req Request, t *sundialv1.HttpTarget
 		hr.Header.Set(HeaderShardCount, n)
 	}
 
-	client := h.Client
-	if client == nil {
-		client = http.DefaultClient
-	}
-	resp, err := client.Do(hr)
+	resp, err := h.client(req.Run.GetOwnerTeam()).Do(hr)
 	if err != nil {
+		if e := refused(err); e != nil {
+			return e
+		}
 		if ctx.Err() != nil {
 			// The job's timeout or the lease's end, not the downstream.
 			return Classify(context.Cause(ctx), CodeConnection)

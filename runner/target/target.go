@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/runner/egress"
 )
 
 // Headers the runner sets on every HTTP call.
@@ -101,6 +102,10 @@ type Targets struct {
 	Handlers map[string]Handler
 	// Exec runs the commands an operator allows; nil refuses exec targets.
 	Exec *Exec
+	// Egress decides the Kafka topics and commands each team may use (and
+	// should be HTTP.Egress, which decides the addresses). Nil is the
+	// default policy: a team's own topics (<team>.*) and no command.
+	Egress *egress.Policy
 }
 
 // Execute runs one attempt. The error is nil or an *Error.
@@ -115,6 +120,9 @@ func (t *Targets) Execute(ctx context.Context, req Request) error {
 		if t.Kafka == nil {
 			return invalid("this runner has no Kafka target configured")
 		}
+		if err := t.Egress.CheckTopic(req.Run.GetOwnerTeam(), k.Kafka.GetTopic()); err != nil {
+			return refusal(err)
+		}
 		return t.Kafka.Execute(ctx, req, k.Kafka)
 	case *sundialv1.Target_Handler:
 		h, ok := t.Handlers[k.Handler.GetName()]
@@ -125,6 +133,9 @@ func (t *Targets) Execute(ctx context.Context, req Request) error {
 	case *sundialv1.Target_Exec:
 		if t.Exec == nil {
 			return notAllowed("this runner allows no commands (sundial runner --exec-allow)")
+		}
+		if err := t.Egress.CheckExec(req.Run.GetOwnerTeam(), k.Exec.GetCommand()); err != nil {
+			return &Error{Code: CodeExecNotAllowed, Message: err.Error(), Err: err}
 		}
 		return t.Exec.Execute(ctx, req, k.Exec)
 	}

@@ -108,7 +108,7 @@ func TestHTTPStatuses(t *testing.T) {
 				_, _ = io.WriteString(w, "details from the server")
 			}))
 			defer srv.Close()
-			h := &HTTP{Client: srv.Client()}
+			h := loopbackHTTP(t)
 			err := (&Targets{HTTP: h}).Execute(context.Background(), Request{Run: httpRun(srv.URL, nil), FencingToken: 1})
 			if !tt.wantErr {
 				require.NoError(t, err)
@@ -139,7 +139,7 @@ func TestHTTPSendsIdentityHeadersAndBody(t *testing.T) {
 	defer srv.Close()
 	run := httpRun(srv.URL+"/hook", []byte(`{"x":1}`))
 	run.GetTarget().GetHttp().Body = []byte("unused because the payload is set")
-	require.NoError(t, (&HTTP{Client: srv.Client()}).Execute(context.Background(), Request{Run: run, FencingToken: 42}, run.GetTarget().GetHttp()))
+	require.NoError(t, (loopbackHTTP(t)).Execute(context.Background(), Request{Run: run, FencingToken: 42}, run.GetTarget().GetHttp()))
 	s := <-got
 	assert.Equal(t, http.MethodPost, s.method)
 	assert.Equal(t, "job-1@1767148200000", s.header.Get("Idempotency-Key"))
@@ -154,7 +154,7 @@ func TestHTTPSendsIdentityHeadersAndBody(t *testing.T) {
 	// A child run of a SHARDED run names its shard.
 	child := httpRun(srv.URL+"/hook", nil)
 	child.BaseRunId, child.RunId, child.ShardIndex, child.ShardCount = child.GetRunId(), child.GetRunId()+"/s/3", 3, 4
-	require.NoError(t, (&HTTP{Client: srv.Client()}).Execute(context.Background(), Request{Run: child, FencingToken: 42}, child.GetTarget().GetHttp()))
+	require.NoError(t, (loopbackHTTP(t)).Execute(context.Background(), Request{Run: child, FencingToken: 42}, child.GetTarget().GetHttp()))
 	s = <-got
 	assert.Equal(t, "3", s.header.Get("Sundial-Shard"))
 	assert.Equal(t, "4", s.header.Get("Sundial-Shard-Count"))
@@ -163,7 +163,7 @@ func TestHTTPSendsIdentityHeadersAndBody(t *testing.T) {
 	// Without a payload, the target's own body is sent.
 	run.Payload = nil
 	run.GetTarget().GetHttp().Method = "put"
-	require.NoError(t, (&HTTP{Client: srv.Client()}).Execute(context.Background(), Request{Run: run, FencingToken: 43}, run.GetTarget().GetHttp()))
+	require.NoError(t, (loopbackHTTP(t)).Execute(context.Background(), Request{Run: run, FencingToken: 43}, run.GetTarget().GetHttp()))
 	s = <-got
 	assert.Equal(t, http.MethodPut, s.method)
 	assert.Equal(t, "unused because the payload is set", s.body)
@@ -201,7 +201,7 @@ func TestHTTPConnectionFailureAndTimeout(t *testing.T) {
 	require.NoError(t, err)
 	addr := l.Addr().String()
 	require.NoError(t, l.Close())
-	err = (&Targets{HTTP: &HTTP{}}).Execute(context.Background(), Request{Run: httpRun("http://"+addr+"/", nil)})
+	err = (&Targets{HTTP: loopbackHTTP(t)}).Execute(context.Background(), Request{Run: httpRun("http://"+addr+"/", nil)})
 	var te *Error
 	require.ErrorAs(t, err, &te)
 	assert.Equal(t, CodeConnection, te.Code)
@@ -219,7 +219,7 @@ func TestHTTPConnectionFailureAndTimeout(t *testing.T) {
 	defer close(release)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	err = (&Targets{HTTP: &HTTP{Client: srv.Client()}}).Execute(ctx, Request{Run: httpRun(srv.URL, nil)})
+	err = (&Targets{HTTP: loopbackHTTP(t)}).Execute(ctx, Request{Run: httpRun(srv.URL, nil)})
 	require.ErrorAs(t, err, &te)
 	assert.Equal(t, CodeTimeout, te.Code)
 	assert.True(t, te.Retryable)
@@ -278,7 +278,7 @@ func TestKafkaTarget(t *testing.T) {
 
 	run := &sundialv1.Run{RunId: "job-7@5", JobId: "job-7", Attempt: 1, Payload: []byte("hello"),
 		Target: &sundialv1.Target{Kind: &sundialv1.Target_Kafka{Kafka: &sundialv1.KafkaTarget{Topic: "out", Headers: map[string]string{"team": "ops"}}}}}
-	require.NoError(t, (&Targets{Kafka: &Kafka{Client: cl}}).Execute(context.Background(), Request{Run: run, FencingToken: 5}))
+	require.NoError(t, (&Targets{Kafka: &Kafka{Client: cl}, Egress: allowTopics(t, "out")}).Execute(context.Background(), Request{Run: run, FencingToken: 5}))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -300,7 +300,7 @@ func TestKafkaTarget(t *testing.T) {
 
 	// A reserved header in the definition is refused before producing.
 	run.GetTarget().GetKafka().Headers = map[string]string{"sundial-run-id": "forged"}
-	err = (&Targets{Kafka: &Kafka{Client: cl}}).Execute(context.Background(), Request{Run: run})
+	err = (&Targets{Kafka: &Kafka{Client: cl}, Egress: allowTopics(t, "out")}).Execute(context.Background(), Request{Run: run})
 	var te *Error
 	require.ErrorAs(t, err, &te)
 	assert.Equal(t, CodeInvalidTarget, te.Code)
