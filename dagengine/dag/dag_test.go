@@ -263,3 +263,45 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestInlineJobBelongsToTheDagsTeam: an inline job's owner_team is empty
+// (filled with the DAG's) or the DAG's; naming another team is refused, so a
+// DAG cannot charge its node runs (quota, dead letters) to another team.
+func TestInlineJobBelongsToTheDagsTeam(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		dagTeam   string
+		jobTeam   string
+		wantTeam  string   // the inline job's owner when valid
+		wantError []string // "field: reason" substrings, in order
+	}{
+		{"empty is the DAG's", "data", "", "data", nil},
+		{"the DAG's", "data", "data", "data", nil},
+		{"another team", "data", "payments", "", []string{
+			`nodes[0].inline.owner_team: "payments": leave it empty or set it to "data", the DAG's owner_team`}},
+		{"another team, case differs", "data", "Data", "", []string{`nodes[0].inline.owner_team: "Data"`}},
+		{"DAG without owner: reported once, for the DAG", "", "payments", "", []string{"owner_team: required"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := &sundialv1.DagSpec{Id: "etl", OwnerTeam: tt.dagTeam, Nodes: []*sundialv1.DagNode{{Id: "in", Job: &sundialv1.DagNode_Inline{Inline: &sundialv1.JobSpec{
+				OwnerTeam: tt.jobTeam,
+				Target:    &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: "noop"}}},
+			}}}}}
+			g, errs := dag.Compile(s, dag.Options{})
+			got := fields(errs)
+			if tt.wantError == nil {
+				require.Empty(t, got)
+				assert.Equal(t, tt.wantTeam, g.Node(0).Inline.GetOwnerTeam())
+				return
+			}
+			assert.Nil(t, g)
+			require.Len(t, got, len(tt.wantError), "errors: %q", got)
+			for i, w := range tt.wantError {
+				assert.Contains(t, got[i], w)
+			}
+		})
+	}
+}

@@ -23,6 +23,11 @@
 //     JobSpec (paths "nodes[i].inline.<field>") after its empty id and
 //     owner_team are filled in (dag id + "/" + node id, the DAG's owner);
 //     it must have no schedule, and a given id must be exactly that one.
+//   - nodes[i].inline.owner_team: empty or the DAG's owner_team. A DAG's
+//     node runs belong to the DAG's team (quota, dead letters), never to
+//     another's. A job_id node must name a job of the DAG's team too; that
+//     is checked against the job's stored owner_team when the node starts
+//     (package dagengine), since the job may change or not exist yet.
 //   - nodes[i].timeout: positive whole milliseconds, at most MaxNodeTimeout.
 //   - nodes[i].parents[j]: a node of the DAG ("unknown node"), not the node
 //     itself ("self-edge"), listed once.

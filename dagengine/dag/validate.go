@@ -206,7 +206,14 @@ func inline(errs *[]FieldError, opts Options, field string, spec *sundialv1.DagS
 	default:
 		*errs = append(*errs, FieldError{Field: field + ".id", Reason: fmt.Sprintf("%q: leave it empty or set it to %q (dag id/node id)", job.GetId(), want)})
 	}
-	if job.GetOwnerTeam() == "" {
+	switch job.GetOwnerTeam() {
+	case "", spec.GetOwnerTeam():
+		job.OwnerTeam = spec.GetOwnerTeam()
+	default:
+		if spec.GetOwnerTeam() != "" { // else reported for the DAG
+			*errs = append(*errs, FieldError{Field: field + ".owner_team", Reason: fmt.Sprintf(
+				"%q: leave it empty or set it to %q, the DAG's owner_team: a DAG's node runs belong to the DAG's team", job.GetOwnerTeam(), spec.GetOwnerTeam())})
+		}
 		job.OwnerTeam = spec.GetOwnerTeam()
 	}
 	if job.GetSchedule() != nil {
@@ -214,8 +221,8 @@ func inline(errs *[]FieldError, opts Options, field string, spec *sundialv1.DagS
 		job.Schedule = nil
 	}
 	for _, fe := range opts.Limits.ValidateSpec(job) {
-		if fe.Field == "owner_team" && job.GetOwnerTeam() == spec.GetOwnerTeam() {
-			continue // reported once, for the DAG
+		if fe.Field == "owner_team" {
+			continue // the DAG's: reported once, for the DAG
 		}
 		if fe.Field == "id" && (!dagIDOK || nodeID == "") {
 			continue // reported for the DAG or the node
