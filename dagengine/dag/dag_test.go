@@ -305,3 +305,20 @@ func TestInlineJobBelongsToTheDagsTeam(t *testing.T) {
 		})
 	}
 }
+
+func TestMayRunJob(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		job, dag string
+		want     bool
+	}{
+		{"data", "data", true},
+		{"payments", "data", false},
+		{"", "data", false},
+		{"Data", "data", false},
+		{"", "", false},
+	} {
+		assert.Equal(t, tt.want, dag.MayRunJob(tt.job, tt.dag), "job team %q, DAG team %q", tt.job, tt.dag)
+	}
+	assert.Equal(t, `job "b.secret" not found in team a`, dag.JobNotFound("b.secret", "a"))
+}
