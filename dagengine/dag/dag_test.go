@@ -170,12 +170,12 @@ func TestDecode(t *testing.T) {
 		want        []string
 		tombstone   bool
 	}{
-		{name: "example", key: []byte("reports.daily-etl"), value: example, contentType: "application/json"},
-		{name: "tombstone", key: []byte("reports.daily-etl"), tombstone: true},
+		{name: "example", key: []byte("data.daily-etl"), value: example, contentType: "application/json"},
+		{name: "tombstone", key: []byte("data.daily-etl"), tombstone: true},
 		{name: "tombstone without key", tombstone: true, want: []string{"key: missing"}},
 		{name: "key differs", key: []byte("other"), value: example, contentType: "application/json",
-			want: []string{`id: "reports.daily-etl" differs from the record key "other"`}},
-		{name: "json without header", key: []byte("reports.daily-etl"), value: example,
+			want: []string{`id: "data.daily-etl" differs from the record key "other"`}},
+		{name: "json without header", key: []byte("data.daily-etl"), value: example,
 			want: []string{"record: decode DagSpec as protobuf (the value looks like JSON"}},
 		{name: "bad content type", key: []byte("k"), value: []byte("x"), contentType: "text/plain", want: []string{"content_type: unsupported content type"}},
 		{name: "empty value", key: []byte("k"), value: []byte{}, want: []string{"record: empty value"}},
@@ -210,7 +210,7 @@ func TestDecode(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	example, err := os.ReadFile("../../proto/sundial/v1/testdata/dagspec/nightly-etl.json")
 	require.NoError(f, err)
-	f.Add([]byte("reports.daily-etl"), example, "application/json")
+	f.Add([]byte("data.daily-etl"), example, "application/json")
 	f.Add([]byte("etl"), []byte(`{"id":"etl","ownerTeam":"d","nodes":[{"id":"a","jobId":"j","parents":["b"]},{"id":"b","jobId":"j","parents":["a"]}]}`), "application/json")
 	f.Add([]byte("etl"), []byte(`{"id":"etl","ownerTeam":"d","nodes":[{"id":"a","jobId":"j","parents":["a","zz"]}],"failurePolicy":7}`), "application/json")
 	bin, err := dag.Marshal(spec(node("a"), node("b", "a"), node("c", "a"), node("d", "b", "c")))
