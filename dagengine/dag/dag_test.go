@@ -67,6 +67,10 @@ func TestCompileRejects(t *testing.T) {
 			[]string{`nodes[0].id: "a b" has characters`, "nodes[1].id: 101 characters", "nodes[2].id: required"}},
 		{"no job", spec(&sundialv1.DagNode{Id: "a"}), []string{"nodes[0].job: required"}},
 		{"bad job id", spec(&sundialv1.DagNode{Id: "a", Job: &sundialv1.DagNode_JobId{JobId: "x@1"}}), []string{`nodes[0].job_id: must not contain "@"`}},
+		{"job id of an inline node", spec(&sundialv1.DagNode{Id: "a", Job: &sundialv1.DagNode_JobId{JobId: "team-b.dagx/n"}}),
+			[]string{`nodes[0].job_id: "team-b.dagx/n": a registered job's id has no "/"`}},
+		{"dag id with a slash", &sundialv1.DagSpec{Id: "data.etl/x", OwnerTeam: "data", Nodes: []*sundialv1.DagNode{node("a")}},
+			[]string{`id: "data.etl/x": must not contain "/", reserved for the jobs of DAG inline nodes`}},
 		{"timeout", spec(&sundialv1.DagNode{Id: "a", Job: &sundialv1.DagNode_JobId{JobId: "j"}, Timeout: durationpb.New(-time.Second)}),
 			[]string{"nodes[0].timeout: must be positive"}},
 		{"inline with schedule and bad id", spec(inlineHTTP(func(js *sundialv1.JobSpec) {

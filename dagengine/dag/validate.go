@@ -66,6 +66,10 @@ func Compile(spec *sundialv1.DagSpec, opts Options) (*Graph, []FieldError) {
 		Schedule:    spec.GetSchedule(),
 	})
 	idOK := true
+	if strings.Contains(spec.GetId(), "/") {
+		idOK = false
+		add("id", "%q: must not contain %q, reserved for the jobs of DAG inline nodes (<dag id>/<node id>)", spec.GetId(), "/")
+	}
 	for _, fe := range shared {
 		top := fe.Field
 		if i := strings.IndexAny(top, ".["); i >= 0 {
@@ -118,8 +122,11 @@ func Compile(spec *sundialv1.DagSpec, opts Options) (*Graph, []FieldError) {
 		g.nodes[i] = Node{ID: id}
 		switch job := n.GetJob().(type) {
 		case *sundialv1.DagNode_JobId:
-			if r := jobspec.CheckID(job.JobId); r != "" {
+			switch r := jobspec.CheckID(job.JobId); {
+			case r != "":
 				add(field+".job_id", "%s", r)
+			case strings.Contains(job.JobId, "/"):
+				add(field+".job_id", "%q: a registered job's id has no %q; <dag id>/<node id> is the job of a DAG inline node, which no other node can run", job.JobId, "/")
 			}
 			g.nodes[i].JobID = job.JobId
 		case *sundialv1.DagNode_Inline:
