@@ -209,6 +209,13 @@ func (s *DagService) ApplyDag(ctx context.Context, req *connect.Request[apiv1.Ap
 		st.Subject = &sundialv1.JobStatus_DagId{DagId: spec.GetId()}
 		return connect.NewResponse(&apiv1.ApplyDagResponse{Status: st}), nil
 	}
+	if errs, err := s.checkNodeJobs(ctx, spec); err != nil {
+		return nil, err
+	} else if len(errs) > 0 {
+		st := rejected(spec.GetId(), errs)
+		st.Subject = &sundialv1.JobStatus_DagId{DagId: spec.GetId()}
+		return connect.NewResponse(&apiv1.ApplyDagResponse{Status: st}), nil
+	}
 	receipt, err := s.cfg.Writer.ApplyDag(ctx, spec)
 	if ve := (*dag.ValidationError)(nil); errors.As(err, &ve) {
 		st := rejected(spec.GetId(), ve.Errors)
@@ -223,6 +230,50 @@ func (s *DagService) ApplyDag(ctx context.Context, req *connect.Request[apiv1.Ap
 		return nil, err
 	}
 	return connect.NewResponse(&apiv1.ApplyDagResponse{Accepted: st.GetAccepted(), Status: st}), nil
+}
+
+// checkNodeJobs returns an error for each job_id node of spec whose job is
+// not a live job of the DAG's team, when the DagStore is also a JobReader
+// (the store of `sundial api` is). A missing
+// job and another team's job get the same reason (dag.JobNotFound), so
+// that the answer tells nothing of other teams' jobs. The DAG engine checks
+// again when the node starts, against the job stored then. A spec that
+// does not compile is left to the writer, which reports its errors.
+func (s *DagService) checkNodeJobs(ctx context.Context, spec *sundialv1.DagSpec) ([]dag.FieldError, error) {
+	jobs, ok := s.cfg.Store.(JobReader)
+	if !ok {
+		return nil, nil
+	}
+	if _, errs := dag.Compile(spec, dag.Options{}); len(errs) > 0 {
+		return nil, nil
+	}
+	team := spec.GetOwnerTeam()
+	owned := map[string]bool{}
+	var errs []dag.FieldError
+	for i, n := range spec.GetNodes() {
+		id := n.GetJobId()
+		if id == "" {
+			continue
+		}
+		ok, seen := owned[id]
+		if !seen {
+			j, err := jobs.GetJob(ctx, id)
+			switch {
+			case errors.Is(err, store.ErrNotFound) || (err == nil && j.Deleted):
+			case err != nil:
+				return nil, storeError("read job", err)
+			default:
+				js := &sundialv1.JobSpec{}
+				ok = sundialv1.Unmarshal(sundialv1.ContentTypeProtobuf, j.Spec, js) == nil && dag.MayRunJob(js.GetOwnerTeam(), team)
+			}
+			owned[id] = ok
+		}
+		if !ok {
+			errs = append(errs, dag.FieldError{Field: fmt.Sprintf("nodes[%d].job_id", i),
+				Reason: dag.JobNotFound(id, team) + ": a node runs a job of the DAG's team; apply the job first"})
+		}
+	}
+	return errs, nil
 }
 
 // GetDag implements apiv1connect.DagServiceHandler.

@@ -1,6 +1,7 @@
 package apiserver_test
 
 import (
+	"fmt"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -8,7 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sundialhq/sundial/auth"
+	"github.com/sundialhq/sundial/dagengine/dag"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
+	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -70,4 +73,52 @@ func testDags(t *testing.T, e *env, owner, other string) {
 	assert.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_DELETED, del.Msg.GetStatus().GetOutcome())
 	_, err = viewer.GetDag(ctx, connect.NewRequest(&apiv1.GetDagRequest{Id: id}))
 	requireCode(t, connect.CodeNotFound, err, "deleted")
+
+	testDagNodesStayInTheTeam(t, e, owner, other)
+}
+
+// testDagNodesStayInTheTeam: ApplyDag refuses a job_id node naming another
+// team's job exactly as one naming a missing job, and an inline node owned
+// by another team; a DAG of the team's own jobs is accepted.
+func testDagNodesStayInTheTeam(t *testing.T, e *env, owner, other string) {
+	ctx := t.Context()
+	admin, otherAdmin := e.dags(token(owner, auth.RoleAdmin)), e.jobs(token(other, auth.RoleAdmin))
+	for _, apply := range []struct {
+		client apiv1connect.JobServiceClient
+		spec   *sundialv1.JobSpec
+	}{{e.jobs(token(owner, auth.RoleAdmin)), cronJob(owner+".work", owner)}, {otherAdmin, cronJob(other+".secret", other)}} {
+		res, err := apply.client.ApplyJob(ctx, connect.NewRequest(&apiv1.ApplyJobRequest{Spec: apply.spec}))
+		require.NoError(t, err)
+		require.True(t, res.Msg.GetAccepted(), "%v", res.Msg.GetStatus())
+	}
+	jobNode := func(id, job string) *sundialv1.DagNode {
+		return &sundialv1.DagNode{Id: id, Job: &sundialv1.DagNode_JobId{JobId: job}}
+	}
+
+	res, err := admin.ApplyDag(ctx, connect.NewRequest(&apiv1.ApplyDagRequest{Spec: &sundialv1.DagSpec{
+		Id: owner + ".steal", OwnerTeam: owner,
+		Nodes: []*sundialv1.DagNode{jobNode("mine", owner+".work"), jobNode("theirs", other+".secret"), jobNode("ghost", other+".ghost")},
+	}}))
+	require.NoError(t, err)
+	require.False(t, res.Msg.GetAccepted())
+	errs := res.Msg.GetStatus().GetErrors()
+	require.Len(t, errs, 2, "%v", errs)
+	for i, job := range map[int]string{0: other + ".secret", 1: other + ".ghost"} {
+		assert.Equal(t, fmt.Sprintf("nodes[%d].job_id", i+1), errs[i].GetField())
+		assert.Equal(t, dag.JobNotFound(job, owner)+": a node runs a job of the DAG's team; apply the job first", errs[i].GetReason())
+	}
+
+	inline := twoNodeDag(owner+".hog", owner)
+	inline.Nodes[0].GetInline().OwnerTeam = other
+	res, err = admin.ApplyDag(ctx, connect.NewRequest(&apiv1.ApplyDagRequest{Spec: inline}))
+	require.NoError(t, err)
+	require.False(t, res.Msg.GetAccepted())
+	require.Len(t, res.Msg.GetStatus().GetErrors(), 1, "%v", res.Msg.GetStatus())
+	assert.Equal(t, "nodes[0].inline.owner_team", res.Msg.GetStatus().GetErrors()[0].GetField())
+
+	res, err = admin.ApplyDag(ctx, connect.NewRequest(&apiv1.ApplyDagRequest{Spec: &sundialv1.DagSpec{
+		Id: owner + ".own", OwnerTeam: owner, Nodes: []*sundialv1.DagNode{jobNode("mine", owner+".work")},
+	}}))
+	require.NoError(t, err)
+	require.True(t, res.Msg.GetAccepted(), "%v", res.Msg.GetStatus())
 }

@@ -91,12 +91,12 @@ func testDefinitions(s *stack, _ *simRunner) {
 		return []kgo.RecordHeader{{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindDag)}, {Key: sundialv1.HeaderContentType, Value: []byte(ct)}}
 	}
 	recs := []*kgo.Record{
-		{Key: []byte("reports.daily-etl"), Value: example, Headers: dagHeaders("application/json")},
+		{Key: []byte("data.daily-etl"), Value: example, Headers: dagHeaders("application/json")},
 		{Key: []byte("cyclic"), Headers: dagHeaders("application/json"), Value: []byte(`{"id":"cyclic","ownerTeam":"t","nodes":[
 			{"id":"a","jobId":"j","parents":["c"]},{"id":"b","jobId":"j","parents":["a"]},{"id":"c","jobId":"j","parents":["b"]}]}`)},
 		{Key: []byte("broken"), Headers: dagHeaders("application/json"), Value: []byte(`{"id":"broken","ownerTeam":"t","nodes":[
 			{"id":"a","jobId":"j","parents":["a"]},{"id":"b","jobId":"j","parents":["nope"]},{"id":"a","jobId":"j"}]}`)},
-		{Key: []byte("reports.daily-etl"), Headers: dagHeaders("")}, // tombstone
+		{Key: []byte("data.daily-etl"), Headers: dagHeaders("")}, // tombstone
 		// A job definition is the registry's: no answer from the engine.
 		{Key: []byte("some.job"), Value: []byte("{}"), Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderContentType, Value: []byte("application/json")}}},
 	}
@@ -106,9 +106,9 @@ func testDefinitions(s *stack, _ *simRunner) {
 	}
 
 	statuses := s.readStatuses(4)
-	require.Len(t, statuses["reports.daily-etl"], 2)
-	created := statuses["reports.daily-etl"][0]
-	assert.Equal(t, "reports.daily-etl", created.GetDagId())
+	require.Len(t, statuses["data.daily-etl"], 2)
+	created := statuses["data.daily-etl"][0]
+	assert.Equal(t, "data.daily-etl", created.GetDagId())
 	assert.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_CREATED, created.GetOutcome())
 	assert.True(t, created.GetAccepted())
 	assert.NotNil(t, created.GetNextDueTime(), "the cron schedule's first due time")
@@ -132,9 +132,9 @@ func testDefinitions(s *stack, _ *simRunner) {
 		`nodes[1].parents[0]: unknown node "nope"`,
 	}, fields)
 
-	deleted := statuses["reports.daily-etl"][1]
+	deleted := statuses["data.daily-etl"][1]
 	assert.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_DELETED, deleted.GetOutcome())
-	d, err := s.store.GetDag(s.ctx, "reports.daily-etl")
+	d, err := s.store.GetDag(s.ctx, "data.daily-etl")
 	require.NoError(t, err)
 	assert.True(t, d.Deleted)
 	_, err = s.store.GetDag(s.ctx, "cyclic")

@@ -420,6 +420,7 @@ func (r *Runs) perform(ctx context.Context, l *loaded, st *dagrun.State, c *clai
 		n := st.Nodes[i]
 		entry, err := r.nodeEntry(ctx, l, st, i, jobs)
 		if errors.Is(err, errJobNotFound) {
+			r.cfg.Logger.Info("node fails at start", "dag_run", st.DagRunID, "node", n.ID, "err", err)
 			acks = append(acks, dagrun.StartFailed{Node: n.ID, Gen: n.Gen, Reason: "job_not_found"})
 			continue
 		}

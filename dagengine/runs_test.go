@@ -132,7 +132,7 @@ func (m *memSetup) put(t *testing.T, spec *sundialv1.DagSpec, jobs bool) {
 		return
 	}
 	for _, n := range spec.GetNodes() {
-		js := &sundialv1.JobSpec{Id: n.GetJobId(), OwnerTeam: "t", Priority: sundialv1.Priority_PRIORITY_HIGH,
+		js := &sundialv1.JobSpec{Id: n.GetJobId(), OwnerTeam: spec.GetOwnerTeam(), Priority: sundialv1.Priority_PRIORITY_HIGH,
 			Target: &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: "noop"}}}}
 		jb, err := proto.Marshal(js)
 		require.NoError(t, err)
@@ -215,7 +215,7 @@ func TestNodeRunCarriesTheJob(t *testing.T) {
 		}}},
 	}}
 	m.put(t, spec, false)
-	m.put(t, &sundialv1.DagSpec{Id: "jobs-only", OwnerTeam: "t", Nodes: []*sundialv1.DagNode{node("reg")}}, true)
+	m.put(t, &sundialv1.DagSpec{Id: "jobs-only", OwnerTeam: "data", Nodes: []*sundialv1.DagNode{node("reg")}}, true)
 	r, _ := m.runs(t, nil)
 	due := m.clock.Now().Add(-time.Minute)
 	id, _, err := r.StartRun(t.Context(), "d", due, dagengine.OriginTrigger)

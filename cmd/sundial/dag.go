@@ -186,7 +186,7 @@ func dagRunsCommand() *cli.Command {
 		Usage:     "list a DAG's runs, newest first, with the state of their nodes",
 		ArgsUsage: "<dag-id>",
 		Description: `Example:
-  sundial dag runs reports.daily-etl --limit 10`,
+  sundial dag runs data.daily-etl --limit 10`,
 		Flags: append(cassandraStoreFlags(),
 			&cli.IntFlag{Name: "limit", Value: 20, Usage: "how many runs to print", Sources: envVar("limit")},
 		),
@@ -230,7 +230,7 @@ func dagShowCommand() *cli.Command {
 		Usage:     "print one DAG run and the state of each of its nodes",
 		ArgsUsage: "<dag-run-id>",
 		Description: `Example:
-  sundial dag show reports.daily-etl@1767229200000`,
+  sundial dag show data.daily-etl@1767229200000`,
 		Flags: cassandraStoreFlags(),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			var bad []error
@@ -273,7 +273,7 @@ func dagResumeCommand() *cli.Command {
 Its nodes are enqueued and the run continues under the running engines.
 
 Example:
-  sundial dag resume reports.daily-etl@1767229200000`,
+  sundial dag resume data.daily-etl@1767229200000`,
 		Flags: append(kafkaFlags(), cassandraStoreFlags()...),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			id, err := oneArg(cmd, "DAG run id")
@@ -310,7 +310,7 @@ func dagTriggerCommand() *cli.Command {
 instant twice starts one run.
 
 Example:
-  sundial dag trigger reports.daily-etl`,
+  sundial dag trigger data.daily-etl`,
 		Flags: append(append(kafkaFlags(), cassandraStoreFlags()...),
 			&cli.TimestampFlag{Name: "at", Usage: "the run's due time (RFC 3339); default now",
 				Config: cli.TimestampConfig{Layouts: []string{time.RFC3339Nano}}, Sources: envVar("at")},
@@ -397,7 +397,7 @@ func dagDeleteCommand() *cli.Command {
 run starts.
 
 Example:
-  sundial dag delete reports.daily-etl`,
+  sundial dag delete data.daily-etl`,
 		Flags: append(kafkaFlags(), waitFlags()...),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			id, err := oneArg(cmd, "DAG id")

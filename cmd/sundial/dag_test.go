@@ -23,7 +23,7 @@ func TestDagValidate(t *testing.T) {
 		errText string
 	}{
 		{name: "valid", file: "../../proto/sundial/v1/testdata/dagspec/nightly-etl.json",
-			out: []string{"DAG reports.daily-etl is valid: 4 nodes, 2 roots, policy continue_independent"}},
+			out: []string{"DAG data.daily-etl is valid: 4 nodes, 2 roots, policy continue_independent"}},
 		{name: "cycle and self-edge", file: cyclic, code: 1,
 			out:     []string{"nodes[2].parents[0]: self-edge: node \"x\" lists itself as a parent", "nodes: cycle a -> b -> a"},
 			errText: `DAG "c": 2 problem(s)`},

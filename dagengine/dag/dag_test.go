@@ -67,6 +67,10 @@ func TestCompileRejects(t *testing.T) {
 			[]string{`nodes[0].id: "a b" has characters`, "nodes[1].id: 101 characters", "nodes[2].id: required"}},
 		{"no job", spec(&sundialv1.DagNode{Id: "a"}), []string{"nodes[0].job: required"}},
 		{"bad job id", spec(&sundialv1.DagNode{Id: "a", Job: &sundialv1.DagNode_JobId{JobId: "x@1"}}), []string{`nodes[0].job_id: must not contain "@"`}},
+		{"job id of an inline node", spec(&sundialv1.DagNode{Id: "a", Job: &sundialv1.DagNode_JobId{JobId: "team-b.dagx/n"}}),
+			[]string{`nodes[0].job_id: "team-b.dagx/n": a registered job's id has no "/"`}},
+		{"dag id with a slash", &sundialv1.DagSpec{Id: "data.etl/x", OwnerTeam: "data", Nodes: []*sundialv1.DagNode{node("a")}},
+			[]string{`id: "data.etl/x": must not contain "/", reserved for the jobs of DAG inline nodes`}},
 		{"timeout", spec(&sundialv1.DagNode{Id: "a", Job: &sundialv1.DagNode_JobId{JobId: "j"}, Timeout: durationpb.New(-time.Second)}),
 			[]string{"nodes[0].timeout: must be positive"}},
 		{"inline with schedule and bad id", spec(inlineHTTP(func(js *sundialv1.JobSpec) {
@@ -170,12 +174,12 @@ func TestDecode(t *testing.T) {
 		want        []string
 		tombstone   bool
 	}{
-		{name: "example", key: []byte("reports.daily-etl"), value: example, contentType: "application/json"},
-		{name: "tombstone", key: []byte("reports.daily-etl"), tombstone: true},
+		{name: "example", key: []byte("data.daily-etl"), value: example, contentType: "application/json"},
+		{name: "tombstone", key: []byte("data.daily-etl"), tombstone: true},
 		{name: "tombstone without key", tombstone: true, want: []string{"key: missing"}},
 		{name: "key differs", key: []byte("other"), value: example, contentType: "application/json",
-			want: []string{`id: "reports.daily-etl" differs from the record key "other"`}},
-		{name: "json without header", key: []byte("reports.daily-etl"), value: example,
+			want: []string{`id: "data.daily-etl" differs from the record key "other"`}},
+		{name: "json without header", key: []byte("data.daily-etl"), value: example,
 			want: []string{"record: decode DagSpec as protobuf (the value looks like JSON"}},
 		{name: "bad content type", key: []byte("k"), value: []byte("x"), contentType: "text/plain", want: []string{"content_type: unsupported content type"}},
 		{name: "empty value", key: []byte("k"), value: []byte{}, want: []string{"record: empty value"}},
@@ -210,7 +214,7 @@ func TestDecode(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	example, err := os.ReadFile("../../proto/sundial/v1/testdata/dagspec/nightly-etl.json")
 	require.NoError(f, err)
-	f.Add([]byte("reports.daily-etl"), example, "application/json")
+	f.Add([]byte("data.daily-etl"), example, "application/json")
 	f.Add([]byte("etl"), []byte(`{"id":"etl","ownerTeam":"d","nodes":[{"id":"a","jobId":"j","parents":["b"]},{"id":"b","jobId":"j","parents":["a"]}]}`), "application/json")
 	f.Add([]byte("etl"), []byte(`{"id":"etl","ownerTeam":"d","nodes":[{"id":"a","jobId":"j","parents":["a","zz"]}],"failurePolicy":7}`), "application/json")
 	bin, err := dag.Marshal(spec(node("a"), node("b", "a"), node("c", "a"), node("d", "b", "c")))
@@ -262,4 +266,63 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestInlineJobBelongsToTheDagsTeam: an inline job's owner_team is empty
+// (filled with the DAG's) or the DAG's; naming another team is refused, so a
+// DAG cannot charge its node runs (quota, dead letters) to another team.
+func TestInlineJobBelongsToTheDagsTeam(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		dagTeam   string
+		jobTeam   string
+		wantTeam  string   // the inline job's owner when valid
+		wantError []string // "field: reason" substrings, in order
+	}{
+		{"empty is the DAG's", "data", "", "data", nil},
+		{"the DAG's", "data", "data", "data", nil},
+		{"another team", "data", "payments", "", []string{
+			`nodes[0].inline.owner_team: "payments": leave it empty or set it to "data", the DAG's owner_team`}},
+		{"another team, case differs", "data", "Data", "", []string{`nodes[0].inline.owner_team: "Data"`}},
+		{"DAG without owner: reported once, for the DAG", "", "payments", "", []string{"owner_team: required"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := &sundialv1.DagSpec{Id: "etl", OwnerTeam: tt.dagTeam, Nodes: []*sundialv1.DagNode{{Id: "in", Job: &sundialv1.DagNode_Inline{Inline: &sundialv1.JobSpec{
+				OwnerTeam: tt.jobTeam,
+				Target:    &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: "noop"}}},
+			}}}}}
+			g, errs := dag.Compile(s, dag.Options{})
+			got := fields(errs)
+			if tt.wantError == nil {
+				require.Empty(t, got)
+				assert.Equal(t, tt.wantTeam, g.Node(0).Inline.GetOwnerTeam())
+				return
+			}
+			assert.Nil(t, g)
+			require.Len(t, got, len(tt.wantError), "errors: %q", got)
+			for i, w := range tt.wantError {
+				assert.Contains(t, got[i], w)
+			}
+		})
+	}
+}
+
+func TestMayRunJob(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		job, dag string
+		want     bool
+	}{
+		{"data", "data", true},
+		{"payments", "data", false},
+		{"", "data", false},
+		{"Data", "data", false},
+		{"", "", false},
+	} {
+		assert.Equal(t, tt.want, dag.MayRunJob(tt.job, tt.dag), "job team %q, DAG team %q", tt.job, tt.dag)
+	}
+	assert.Equal(t, `job "b.secret" not found in team a`, dag.JobNotFound("b.secret", "a"))
 }

@@ -10,19 +10,27 @@
 // Every problem is reported at once, each as a FieldError whose Field is the
 // protobuf path of the bad value and whose Reason says what is wrong:
 //
-//   - id: a job id (jobspec.CheckID); it must equal the record key. Jobs and
-//     DAGs share one id namespace.
+//   - id: a job id (jobspec.CheckID) without "/"; it must equal the record
+//     key. Jobs and DAGs share one id namespace, and "/" is reserved for the
+//     jobs of inline nodes, so that dag id + "/" + node id names exactly one
+//     node of one DAG.
 //   - owner_team, labels, description: the rules of JobSpec.
 //   - nodes: at least one and at most MaxNodes.
 //   - nodes[i].id: 1 to 100 characters from [A-Za-z0-9._-], unique in the DAG
 //     (a duplicate names the first node with the id).
 //   - nodes[i].job_id or nodes[i].inline: exactly one. A job_id must be a job
-//     id; the job need not exist yet (definitions of different keys arrive in
+//     id without "/" (an id with "/" is an inline node's job, which no other
+//     node may run, whoever holds the id); the job need not exist yet (definitions of different keys arrive in
 //     no particular order), and a node whose job is missing when it starts
 //     fails with reason "job_not_found". An inline job is validated like a
 //     JobSpec (paths "nodes[i].inline.<field>") after its empty id and
 //     owner_team are filled in (dag id + "/" + node id, the DAG's owner);
 //     it must have no schedule, and a given id must be exactly that one.
+//   - nodes[i].inline.owner_team: empty or the DAG's owner_team. A DAG's
+//     node runs belong to the DAG's team (quota, dead letters), never to
+//     another's. A job_id node must name a job of the DAG's team too; that
+//     is checked against the job's stored owner_team when the node starts
+//     (package dagengine), since the job may change or not exist yet.
 //   - nodes[i].timeout: positive whole milliseconds, at most MaxNodeTimeout.
 //   - nodes[i].parents[j]: a node of the DAG ("unknown node"), not the node
 //     itself ("self-edge"), listed once.

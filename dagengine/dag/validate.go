@@ -66,6 +66,10 @@ func Compile(spec *sundialv1.DagSpec, opts Options) (*Graph, []FieldError) {
 		Schedule:    spec.GetSchedule(),
 	})
 	idOK := true
+	if strings.Contains(spec.GetId(), "/") {
+		idOK = false
+		add("id", "%q: must not contain %q, reserved for the jobs of DAG inline nodes (<dag id>/<node id>)", spec.GetId(), "/")
+	}
 	for _, fe := range shared {
 		top := fe.Field
 		if i := strings.IndexAny(top, ".["); i >= 0 {
@@ -118,8 +122,11 @@ func Compile(spec *sundialv1.DagSpec, opts Options) (*Graph, []FieldError) {
 		g.nodes[i] = Node{ID: id}
 		switch job := n.GetJob().(type) {
 		case *sundialv1.DagNode_JobId:
-			if r := jobspec.CheckID(job.JobId); r != "" {
+			switch r := jobspec.CheckID(job.JobId); {
+			case r != "":
 				add(field+".job_id", "%s", r)
+			case strings.Contains(job.JobId, "/"):
+				add(field+".job_id", "%q: a registered job's id has no %q; <dag id>/<node id> is the job of a DAG inline node, which no other node can run", job.JobId, "/")
 			}
 			g.nodes[i].JobID = job.JobId
 		case *sundialv1.DagNode_Inline:
@@ -206,7 +213,14 @@ func inline(errs *[]FieldError, opts Options, field string, spec *sundialv1.DagS
 	default:
 		*errs = append(*errs, FieldError{Field: field + ".id", Reason: fmt.Sprintf("%q: leave it empty or set it to %q (dag id/node id)", job.GetId(), want)})
 	}
-	if job.GetOwnerTeam() == "" {
+	switch job.GetOwnerTeam() {
+	case "", spec.GetOwnerTeam():
+		job.OwnerTeam = spec.GetOwnerTeam()
+	default:
+		if spec.GetOwnerTeam() != "" { // else reported for the DAG
+			*errs = append(*errs, FieldError{Field: field + ".owner_team", Reason: fmt.Sprintf(
+				"%q: leave it empty or set it to %q, the DAG's owner_team: a DAG's node runs belong to the DAG's team", job.GetOwnerTeam(), spec.GetOwnerTeam())})
+		}
 		job.OwnerTeam = spec.GetOwnerTeam()
 	}
 	if job.GetSchedule() != nil {
@@ -214,8 +228,8 @@ func inline(errs *[]FieldError, opts Options, field string, spec *sundialv1.DagS
 		job.Schedule = nil
 	}
 	for _, fe := range opts.Limits.ValidateSpec(job) {
-		if fe.Field == "owner_team" && job.GetOwnerTeam() == spec.GetOwnerTeam() {
-			continue // reported once, for the DAG
+		if fe.Field == "owner_team" {
+			continue // the DAG's: reported once, for the DAG
 		}
 		if fe.Field == "id" && (!dagIDOK || nodeID == "") {
 			continue // reported for the DAG or the node

@@ -43,7 +43,9 @@ type Enqueued struct {
 }
 
 // StartFailed says that generation Gen of Node could not be started:
-// Reason is "job_not_found" when its registered job does not exist.
+// Reason is "job_not_found" when its registered job does not exist or
+// belongs to another team than the DAG's (the engine does not tell them
+// apart).
 type StartFailed struct {
 	Node   string
 	Gen    int
