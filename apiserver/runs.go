@@ -121,7 +121,8 @@ func (s *RunService) resolveRun(ctx context.Context, runID string) (runTarget, e
 		}
 		for _, n := range spec.GetNodes() {
 			if n.GetId() == nodeID {
-				return runTarget{jobID: nodeJobID(spec, n), team: spec.GetOwnerTeam(), found: true}, nil
+				team, err := s.nodeTeam(ctx, spec, n)
+				return runTarget{jobID: nodeJobID(spec, n), team: team, found: true}, err
 			}
 		}
 		return runTarget{}, nil
@@ -135,6 +136,24 @@ func (s *RunService) resolveRun(ctx context.Context, runID string) (runTarget, e
 		return runTarget{}, err
 	}
 	return runTarget{jobID: jobID, team: spec.GetOwnerTeam(), found: true}, nil
+}
+
+// nodeTeam returns the team whose history holds the runs of DAG node n:
+// the DAG's for an inline node, the job's STORED owner_team for a job_id
+// node (none for a deleted or missing job). The two agree for every run the
+// DAG engine starts today, since it starts only a job of the DAG's team;
+// runs it started on another team's job before that rule, or before the
+// job changed hands, stay that team's: the DAG's team does not read them.
+func (s *RunService) nodeTeam(ctx context.Context, dag *sundialv1.DagSpec, n *sundialv1.DagNode) (string, error) {
+	id := n.GetJobId()
+	if id == "" {
+		return dag.GetOwnerTeam(), nil
+	}
+	spec, job, found, err := jobSpec(ctx, s.cfg.Jobs, id)
+	if err != nil || !found || job.Deleted {
+		return "", err
+	}
+	return spec.GetOwnerTeam(), nil
 }
 
 // runJobID returns the job id of a run id (job@unix-millis).
@@ -227,7 +246,16 @@ func (s *RunService) ListRuns(ctx context.Context, req *connect.Request[apiv1.Li
 			return nil, internalError("list runs")
 		}
 		for _, n := range spec.GetNodes() {
-			if id := nodeJobID(spec, n); !slices.Contains(jobs, id) {
+			id := nodeJobID(spec, n)
+			if slices.Contains(jobs, id) {
+				continue
+			}
+			nodeTeam, err := s.nodeTeam(ctx, spec, n)
+			if err != nil {
+				s.cfg.Logger.ErrorContext(ctx, "list runs: node job", "dag_run_id", m.GetDagRunId(), "job_id", id, "err", err)
+				return nil, internalError("list runs")
+			}
+			if p.CanSee(nodeTeam) {
 				jobs = append(jobs, id)
 			}
 		}
