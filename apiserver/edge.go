@@ -21,15 +21,20 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
 // edge authenticates and bounds every request but the open paths.
 type edge struct {
 	authn    Authenticator
+	metrics  *metrics
+	mux      *http.ServeMux
 	errw     *connect.ErrorWriter
 	open     func(*http.Request) bool
 	maxBytes int64
@@ -53,9 +58,11 @@ func (e *edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// recorder): there is no connection to bound then.
 		_ = rc.SetReadDeadline(e.now().Add(e.bodyTime))
 	}
+	start := e.now()
 	ctx, err := authenticate(r.Context(), e.authn, r.Header.Get("Authorization"))
 	if err != nil {
 		e.refuse(w, r, err)
+		e.metrics.observe(e.procedure(r), start, err)
 		return
 	}
 	if hasBody {
@@ -88,6 +95,25 @@ func (e *edge) refuse(w http.ResponseWriter, r *http.Request, err error) {
 		status = http.StatusServiceUnavailable
 	}
 	http.Error(w, msg, status)
+}
+
+// procedure is the metrics label of a refused request: its procedure when
+// the path names a method of a mounted service, the pattern of a mounted
+// plain handler, else "unknown", so that a caller without a token cannot
+// grow the label set.
+func (e *edge) procedure(r *http.Request) string {
+	_, pattern := e.mux.Handler(r)
+	if pattern == "" {
+		return "unknown"
+	}
+	service, method, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	if ok {
+		d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
+		if sd, isService := d.(protoreflect.ServiceDescriptor); err == nil && isService && sd.Methods().ByName(protoreflect.Name(method)) != nil {
+			return r.URL.Path
+		}
+	}
+	return pattern
 }
 
 // liftOnEOF lifts the body read deadline once the body has been read to

@@ -215,7 +215,7 @@ func New(cfg Config) (*Server, error) {
 		s.mux.Handle("GET "+MetricsPath, promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
 	}
 	s.handler = &edge{
-		authn: cfg.Authenticator, errw: connect.NewErrorWriter(codecs...), open: s.isOpen,
+		authn: cfg.Authenticator, metrics: m, mux: s.mux, errw: connect.NewErrorWriter(codecs...), open: s.isOpen,
 		// The raw body also carries the envelope of each message.
 		maxBytes: cfg.MaxRequestBytes + 1024, bodyTime: cfg.BodyReadTimeout, now: cfg.Now, next: s.mux,
 	}
