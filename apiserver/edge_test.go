@@ -130,7 +130,7 @@ func rawPost(t *testing.T, addr, path string, header http.Header, body []byte) (
 // rawPostHeader is rawPost that also returns the answer's headers.
 func rawPostHeader(t *testing.T, addr, path string, header http.Header, body []byte) (int, http.Header, string) {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
+	conn, err := (&net.Dialer{}).DialContext(t.Context(), "tcp", addr)
 	require.NoError(t, err)
 	defer conn.Close()
 	require.NoError(t, conn.SetDeadline(time.Now().Add(time.Minute)))
@@ -267,7 +267,7 @@ func TestSlowAndIdleConnectionsAreClosed(t *testing.T) {
 	results := make(chan result, perKind*len(kinds))
 	for name, k := range kinds {
 		for range perKind {
-			conn, err := net.Dial("tcp", addr)
+			conn, err := (&net.Dialer{}).DialContext(t.Context(), "tcp", addr)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = conn.Close() })
 			go func() {
