@@ -50,8 +50,13 @@ func bearer(header string) (string, bool) {
 }
 
 // authenticate checks a request's Authorization header and returns ctx
-// carrying the principal.
+// carrying the principal. A ctx that carries one already (the server's
+// edge authenticated the request before its body was read) is returned as
+// it is, so that a request costs one authentication.
 func authenticate(ctx context.Context, a Authenticator, header string) (context.Context, error) {
+	if _, ok := auth.FromContext(ctx); ok {
+		return ctx, nil
+	}
 	token, ok := bearer(header)
 	if !ok {
 		return ctx, connect.NewError(connect.CodeUnauthenticated, errNoToken)

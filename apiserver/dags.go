@@ -223,7 +223,7 @@ func (s *DagService) ApplyDag(ctx context.Context, req *connect.Request[apiv1.Ap
 		return connect.NewResponse(&apiv1.ApplyDagResponse{Status: st}), nil
 	}
 	if err != nil {
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("apply DAG %q: %w", spec.GetId(), err))
+		return nil, produceError(fmt.Sprintf("apply DAG %q", spec.GetId()), err)
 	}
 	st, err := waitAnswer(ctx, s.cfg.Writer, s.cfg.AnswerTimeout, "DAG engine", receipt)
 	if err != nil {
@@ -357,7 +357,7 @@ func (s *DagService) DeleteDag(ctx context.Context, req *connect.Request[apiv1.D
 	}
 	receipt, err := s.cfg.Writer.DeleteDag(ctx, id)
 	if err != nil {
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("delete DAG %q: %w", id, err))
+		return nil, produceError(fmt.Sprintf("delete DAG %q", id), err)
 	}
 	st, err := waitAnswer(ctx, s.cfg.Writer, s.cfg.AnswerTimeout, "DAG engine", receipt)
 	if err != nil {

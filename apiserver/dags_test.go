@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -121,4 +122,22 @@ func testDagNodesStayInTheTeam(t *testing.T, e *env, owner, other string) {
 	}}))
 	require.NoError(t, err)
 	require.True(t, res.Msg.GetAccepted(), "%v", res.Msg.GetStatus())
+}
+
+// testTooLargeDagIsInvalidArgument protects callers from retrying what can
+// never succeed (finding 14): a DAG of 10,000 nodes fits the API's request
+// limit but not a Kafka record; the answer is invalid_argument naming the
+// limit, never unavailable "try again".
+func testTooLargeDagIsInvalidArgument(t *testing.T, e *env, owner, _ string) {
+	spec := twoNodeDag(owner+".huge", owner)
+	spec.Nodes = nil
+	path := strings.Repeat("p", 200)
+	for i := range 10_000 {
+		spec.Nodes = append(spec.Nodes, &sundialv1.DagNode{Id: fmt.Sprintf("n%05d", i), Job: &sundialv1.DagNode_Inline{Inline: &sundialv1.JobSpec{
+			Target: &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: "http://127.0.0.1:1/" + path}}},
+		}}})
+	}
+	_, err := e.dags(token(owner, auth.RoleAdmin)).ApplyDag(t.Context(), connect.NewRequest(&apiv1.ApplyDagRequest{Spec: spec}))
+	requireCode(t, connect.CodeInvalidArgument, err, "a DAG larger than a record")
+	assert.ErrorContains(t, err, "larger than the largest record Kafka accepts")
 }

@@ -21,7 +21,8 @@
 //     record it names. A change answered late may still be applied: the
 //     DeadlineExceeded answer says so; the status topic has the final word.
 //   - Authentication before anything: every Connect call and every plain
-//     handler passes the Authenticator first. A call without a valid bearer
+//     handler passes the Authenticator first, in the edge (edge.go), before
+//     a byte of the body is read, inflated or decoded. A call without a valid bearer
 //     token is answered Unauthenticated (401) and reaches no service (a
 //     refused JWT's answer names why; a refused Sundial token's says only
 //     "not valid"); a credential that could not be checked because a
@@ -44,6 +45,14 @@
 //   - Ownership: a change needs the admin role in the definition's
 //     owner_team, and a definition of a team the caller may not see cannot be
 //     overwritten by applying the same id under the caller's team.
+//   - Bounded edge: a body is bounded as sent and after decompression
+//     (Config.MaxRequestBytes), and in time (Config.BodyReadTimeout, lifted
+//     once it is read so that streams live on); headers, idle connections
+//     and their number are bounded too, and a caller holds at most
+//     WatchServiceConfig.MaxStreamsPerCaller watches.
+//   - Errors that can never succeed (a record too large for Kafka, a
+//     backfill over its bound) are InvalidArgument naming the limit, never
+//     Unavailable (produceError).
 //   - Bounded work: a page holds at most MaxPageSize items, and one listing
 //     request reads at most JobServiceConfig.MaxScan stored definitions; a
 //     page cut short by it still carries a next page token. Page tokens carry

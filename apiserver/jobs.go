@@ -285,7 +285,7 @@ func (s *JobService) ApplyJob(ctx context.Context, req *connect.Request[apiv1.Ap
 		return connect.NewResponse(&apiv1.ApplyJobResponse{Status: rejected(spec.GetId(), ve.Errors)}), nil
 	}
 	if err != nil {
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("apply job %q: %w", spec.GetId(), err))
+		return nil, produceError(fmt.Sprintf("apply job %q", spec.GetId()), err)
 	}
 	st, err := s.answer(ctx, receipt)
 	if err != nil {
@@ -402,7 +402,7 @@ func (s *JobService) DeleteJob(ctx context.Context, req *connect.Request[apiv1.D
 	}
 	receipt, err := s.cfg.Writer.Delete(ctx, id)
 	if err != nil {
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("delete job %q: %w", id, err))
+		return nil, produceError(fmt.Sprintf("delete job %q", id), err)
 	}
 	st, err := s.answer(ctx, receipt)
 	if err != nil {

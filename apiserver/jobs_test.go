@@ -34,6 +34,7 @@ func TestOnRealStack(t *testing.T) {
 		{"JobView", testJobView},
 		{"HTTPJSON", testHTTPJSON},
 		{"Dags", testDags},
+		{"TooLargeDag", testTooLargeDagIsInvalidArgument},
 		{"HealthAndMetrics", testHealthAndMetrics},
 		{"Operator", testOperator},
 		{"Audit", testAudit},

@@ -117,6 +117,9 @@ func (s *OperatorService) actionError(ctx context.Context, what string, err erro
 		return connect.NewError(connect.CodeNotFound, err)
 	case errors.Is(err, operator.ErrNotRunning), errors.Is(err, operator.ErrRejected):
 		return connect.NewError(connect.CodeFailedPrecondition, err)
+	case errors.Is(err, operator.ErrRangeTooLarge):
+		// It can never succeed: the caller must ask for less.
+		return connect.NewError(connect.CodeInvalidArgument, err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return connect.NewError(connect.CodeOf(err), fmt.Errorf("%s: %w", what, err))
 	}

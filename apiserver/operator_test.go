@@ -58,6 +58,12 @@ func testOperator(t *testing.T, e *env, owner, other string) {
 		_, err := op.BackfillJob(ctx, connect.NewRequest(&apiv1.BackfillJobRequest{JobId: id, DryRun: true}))
 		requireCode(t, connect.CodeInvalidArgument, err, "backfill without range")
 		assert.ErrorContains(t, err, "max concurrent 0")
+		// Finding 14: a range over the bound can never succeed; it is not
+		// "unavailable, try again".
+		_, err = op.BackfillJob(ctx, connect.NewRequest(&apiv1.BackfillJobRequest{JobId: id, DryRun: true, MaxConcurrent: 1,
+			From: timestamppb.New(time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)), To: timestamppb.New(time.Date(2022, 1, 1, 0, 0, 0, 0, time.UTC))}))
+		requireCode(t, connect.CodeInvalidArgument, err, "backfill over the bound")
+		assert.ErrorContains(t, err, "more than 100000 occurrences")
 		_, err = op.CancelRun(ctx, connect.NewRequest(&apiv1.CancelRunRequest{RunId: "no-at-sign"}))
 		requireCode(t, connect.CodeInvalidArgument, err, "cancel bad run id")
 		_, err = op.TriggerJob(ctx, connect.NewRequest(&apiv1.TriggerJobRequest{JobId: id, Wait: true, WaitTimeout: durationpb.New(time.Hour)}))

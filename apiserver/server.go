@@ -3,9 +3,11 @@ package apiserver
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 
 	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/internal/lifecycle"
@@ -70,11 +73,42 @@ type Config struct {
 	// it closes their connections. Default 10 s.
 	ShutdownGrace time.Duration
 	// ReadHeaderTimeout bounds how long a client may take to send its
-	// request headers. Default 10 s.
+	// request headers, and how long a new connection may stay silent.
+	// Default 10 s.
 	ReadHeaderTimeout time.Duration
+	// BodyReadTimeout bounds how long a client may take to send a request
+	// body, counted from the end of its headers. It is lifted once the
+	// body is read, so that server streams live on. Default
+	// DefaultBodyReadTimeout.
+	BodyReadTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection with no request in flight
+	// after this long. Default DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// MaxRequestBytes bounds a request body, both as sent and after
+	// decompression; a larger one is answered resource_exhausted. Default
+	// DefaultMaxRequestBytes.
+	MaxRequestBytes int64
+	// MaxConnections bounds the open connections; a connection past it
+	// waits in the kernel's backlog until one closes. Default
+	// DefaultMaxConnections.
+	MaxConnections int
+	// TLSCertFile and TLSKeyFile, both or neither, serve TLS (HTTP/2 and
+	// HTTP/1.1 by ALPN). Without them the port speaks HTTP/1.1 and
+	// unencrypted HTTP/2 (h2c), so gRPC clients connect either way.
+	TLSCertFile, TLSKeyFile string
 	// Now is the clock of the duration metric. Default time.Now.
 	Now func() time.Time
 }
+
+// Defaults of Config's edge limits.
+const (
+	// DefaultMaxRequestBytes holds a DAG of about 15,000 nodes; a request
+	// larger than this cannot be produced to Kafka anyway.
+	DefaultMaxRequestBytes = 4 << 20
+	DefaultBodyReadTimeout = 30 * time.Second
+	DefaultIdleTimeout     = 2 * time.Minute
+	DefaultMaxConnections  = 4096
+)
 
 // Validate reports every bad field.
 func (c Config) Validate() error {
@@ -91,6 +125,21 @@ func (c Config) Validate() error {
 	if c.ReadHeaderTimeout < 0 {
 		errs = append(errs, fmt.Errorf("api server config: read header timeout %v: must not be negative", c.ReadHeaderTimeout))
 	}
+	if c.BodyReadTimeout < 0 {
+		errs = append(errs, fmt.Errorf("api server config: body read timeout %v: must not be negative", c.BodyReadTimeout))
+	}
+	if c.IdleTimeout < 0 {
+		errs = append(errs, fmt.Errorf("api server config: idle timeout %v: must not be negative", c.IdleTimeout))
+	}
+	if c.MaxRequestBytes < 0 || c.MaxRequestBytes > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("api server config: max request bytes %d: want 1 to %d", c.MaxRequestBytes, math.MaxInt32))
+	}
+	if c.MaxConnections < 0 {
+		errs = append(errs, fmt.Errorf("api server config: max connections %d: must not be negative", c.MaxConnections))
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		errs = append(errs, fmt.Errorf("api server config: tls cert file %q, tls key file %q: set both or neither", c.TLSCertFile, c.TLSKeyFile))
+	}
 	for i, h := range c.Handlers {
 		if h.Path == "" || h.Handler == nil {
 			errs = append(errs, fmt.Errorf("api server config: handlers[%d]: path and handler are required", i))
@@ -104,6 +153,8 @@ func (c Config) Validate() error {
 type Server struct {
 	cfg     Config
 	mux     *http.ServeMux
+	handler http.Handler
+	tls     *tls.Config
 	metrics *metrics
 	life    lifecycle.Lifecycle
 	addr    net.Addr
@@ -117,6 +168,10 @@ func New(cfg Config) (*Server, error) {
 	cfg.Logger = deps.Logger(cfg.Logger)
 	cfg.ShutdownGrace = cmp.Or(cfg.ShutdownGrace, 10*time.Second)
 	cfg.ReadHeaderTimeout = cmp.Or(cfg.ReadHeaderTimeout, 10*time.Second)
+	cfg.BodyReadTimeout = cmp.Or(cfg.BodyReadTimeout, DefaultBodyReadTimeout)
+	cfg.IdleTimeout = cmp.Or(cfg.IdleTimeout, DefaultIdleTimeout)
+	cfg.MaxRequestBytes = cmp.Or(cfg.MaxRequestBytes, DefaultMaxRequestBytes)
+	cfg.MaxConnections = cmp.Or(cfg.MaxConnections, DefaultMaxConnections)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -128,13 +183,23 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), metrics: m}
+	if cfg.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("api server config: tls cert file %s, key file %s: %w", cfg.TLSCertFile, cfg.TLSKeyFile, err)
+		}
+		s.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
 	// The metrics interceptor runs first, so that refused requests are
 	// counted too.
-	opts := []connect.HandlerOption{
-		connect.WithInterceptors(m.interceptor(), NewAuthInterceptor(cfg.Authenticator)),
+	codecs := []connect.HandlerOption{
 		connect.WithCodec(strictJSON{name: "json"}),
 		connect.WithCodec(strictJSON{name: "json; charset=utf-8"}),
 	}
+	opts := append([]connect.HandlerOption{
+		connect.WithInterceptors(m.interceptor(), NewAuthInterceptor(cfg.Authenticator)),
+		connect.WithReadMaxBytes(int(cfg.MaxRequestBytes)),
+	}, codecs...)
 	for _, svc := range cfg.Services {
 		h := svc(opts...)
 		s.mux.Handle(h.Path, h.Handler)
@@ -149,11 +214,22 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Gatherer != nil {
 		s.mux.Handle("GET "+MetricsPath, promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
 	}
+	s.handler = &edge{
+		authn: cfg.Authenticator, metrics: m, mux: s.mux, errw: connect.NewErrorWriter(codecs...), open: s.isOpen,
+		// The raw body also carries the envelope of each message.
+		maxBytes: cfg.MaxRequestBytes + 1024, bodyTime: cfg.BodyReadTimeout, now: cfg.Now, next: s.mux,
+	}
 	return s, nil
 }
 
-// ServeHTTP serves the mux, for tests and embedding without a listener.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// isOpen reports whether r is for one of the paths that need no token.
+func (s *Server) isOpen(r *http.Request) bool {
+	return r.URL.Path == HealthPath || (s.cfg.Gatherer != nil && r.URL.Path == MetricsPath)
+}
+
+// ServeHTTP serves what the listener serves, for tests and embedding
+// without a listener.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 // Start listens on Config.Addr and serves until Stop.
 func (s *Server) Start(ctx context.Context) error {
@@ -164,15 +240,30 @@ func (s *Server) Start(ctx context.Context) error {
 			return fmt.Errorf("api server: listen on %s: %w", s.cfg.Addr, err)
 		}
 		s.addr = ln.Addr()
+		ln = netutil.LimitListener(ln, s.cfg.MaxConnections)
+		var protocols http.Protocols
+		protocols.SetHTTP1(true)
+		protocols.SetHTTP2(true)
+		// gRPC needs HTTP/2; without TLS it is h2c, with prior knowledge.
+		protocols.SetUnencryptedHTTP2(s.tls == nil)
 		srv := &http.Server{
-			Handler:           s.mux,
+			Handler:           s.handler,
 			ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
-			ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
+			// No ReadTimeout: it would cut server streams. The edge
+			// bounds the body instead (BodyReadTimeout).
+			IdleTimeout: s.cfg.IdleTimeout,
+			Protocols:   &protocols,
+			TLSConfig:   s.tls,
+			ErrorLog:    slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
 		}
 		served := make(chan struct{})
 		run.Go(func(context.Context) {
 			defer close(served)
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			serve := func() error { return srv.Serve(ln) }
+			if s.tls != nil {
+				serve = func() error { return srv.ServeTLS(ln, "", "") }
+			}
+			if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				s.cfg.Logger.Error("api server stopped serving", "addr", s.addr.String(), "err", err)
 			}
 		})
@@ -188,7 +279,7 @@ func (s *Server) Start(ctx context.Context) error {
 			}
 			<-served
 		})
-		s.cfg.Logger.Info("api server listening", "addr", s.addr.String())
+		s.cfg.Logger.Info("api server listening", "addr", s.addr.String(), "tls", s.tls != nil)
 		return nil
 	})
 }

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -38,7 +40,21 @@ type WatchServiceConfig struct {
 	// Logger receives the backend failures a caller is not shown
 	// (required).
 	Logger *slog.Logger
+	// MaxStreamsPerCaller bounds the watches one caller (one
+	// auth.Principal.Subject) holds open at once; one more is refused
+	// resource_exhausted. Default DefaultMaxWatchesPerCaller.
+	MaxStreamsPerCaller int
+	// MaxStreams bounds the watches the server holds open at once, every
+	// caller together. Default DefaultMaxWatches.
+	MaxStreams int
 }
+
+// Defaults of WatchServiceConfig's caps. Each watch holds a Kafka client
+// (two connections and a few goroutines) for as long as it is open.
+const (
+	DefaultMaxWatchesPerCaller = 8
+	DefaultMaxWatches          = 256
+)
 
 // Validate reports every missing dependency.
 func (c WatchServiceConfig) Validate() error {
@@ -55,6 +71,12 @@ func (c WatchServiceConfig) Validate() error {
 	if c.Logger == nil {
 		errs = append(errs, errors.New("watch service: logger: required"))
 	}
+	if c.MaxStreamsPerCaller < 0 {
+		errs = append(errs, fmt.Errorf("watch service: max streams per caller %d: must not be negative", c.MaxStreamsPerCaller))
+	}
+	if c.MaxStreams < 0 {
+		errs = append(errs, fmt.Errorf("watch service: max streams %d: must not be negative", c.MaxStreams))
+	}
 	return errors.Join(errs...)
 }
 
@@ -68,8 +90,11 @@ func (c WatchServiceConfig) Validate() error {
 // (watching_since; the SSE "ready" event): a client that waits for it
 // misses no event published afterwards. A watch ends when its client goes
 // away or the server's context ends; it keeps nothing once it has ended.
+// A caller holds at most MaxStreamsPerCaller watches, the server
+// MaxStreams; one more is refused before it opens a client.
 type WatchService struct {
-	cfg WatchServiceConfig
+	cfg   WatchServiceConfig
+	slots *watchSlots
 }
 
 var _ apiv1connect.WatchServiceHandler = (*WatchService)(nil)
@@ -79,7 +104,9 @@ func NewWatchService(cfg WatchServiceConfig) (*WatchService, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &WatchService{cfg: cfg}, nil
+	cfg.MaxStreamsPerCaller = cmp.Or(cfg.MaxStreamsPerCaller, DefaultMaxWatchesPerCaller)
+	cfg.MaxStreams = cmp.Or(cfg.MaxStreams, DefaultMaxWatches)
+	return &WatchService{cfg: cfg, slots: newWatchSlots(cfg.MaxStreamsPerCaller, cfg.MaxStreams)}, nil
 }
 
 // WatchEvents streams the run events the caller may see.
@@ -140,6 +167,10 @@ func (w *WatchService) watch(ctx context.Context, p auth.Principal, f *apiv1.Wat
 	if err := checkWatchFilter(f); err != nil {
 		return connect.NewError(connect.CodeInvalidArgument, err)
 	}
+	if err := w.slots.take(p.Subject); err != nil {
+		return connect.NewError(connect.CodeResourceExhausted, err)
+	}
+	defer w.slots.give(p.Subject)
 	cl, err := w.open(ctx, f.GetJobId())
 	if err != nil {
 		w.cfg.Logger.ErrorContext(ctx, "watch: open", "err", err)
@@ -278,9 +309,51 @@ func (w *WatchService) serveEvents(rw http.ResponseWriter, r *http.Request) {
 	if errors.As(err, &cerr) {
 		// Before ready, nothing has been written: the error is the answer.
 		status := http.StatusServiceUnavailable
-		if cerr.Code() == connect.CodeInvalidArgument {
+		switch cerr.Code() {
+		case connect.CodeInvalidArgument:
 			status = http.StatusBadRequest
+		case connect.CodeResourceExhausted:
+			status = http.StatusTooManyRequests
 		}
 		http.Error(rw, cerr.Message(), status)
+	}
+}
+
+// watchSlots counts the open watches, per caller and in all. It is the
+// caps' one decision: take refuses past either cap and names it.
+type watchSlots struct {
+	perCaller, total int
+
+	mu     sync.Mutex
+	open   int
+	byUser map[string]int
+}
+
+func newWatchSlots(perCaller, total int) *watchSlots {
+	return &watchSlots{perCaller: perCaller, total: total, byUser: map[string]int{}}
+}
+
+// take reserves a slot for caller, or says which cap is reached.
+func (s *watchSlots) take(caller string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.byUser[caller] >= s.perCaller:
+		return fmt.Errorf("watch: the caller holds %d open watches, the most one caller may (--api-max-watches-per-caller): close one first", s.byUser[caller])
+	case s.open >= s.total:
+		return fmt.Errorf("watch: the server holds %d open watches, the most it serves at once (--api-max-watches): try again later", s.open)
+	}
+	s.open++
+	s.byUser[caller]++
+	return nil
+}
+
+// give releases a slot take reserved.
+func (s *watchSlots) give(caller string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.open--
+	if s.byUser[caller]--; s.byUser[caller] <= 0 {
+		delete(s.byUser, caller)
 	}
 }

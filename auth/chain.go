@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +22,12 @@ type ChainConfig struct {
 	Tokens Authenticator
 	// OIDC authenticates every other bearer (a JWT); nil refuses them.
 	OIDC Authenticator
+	// Teams, when set, is checked for the team a JWT names: a JWT for a
+	// team that does not exist is refused (ReasonUnknownTeam), as a token
+	// for it cannot be created. Sundial's tokens are not checked again:
+	// their team existed when they were created, and a team with live
+	// tokens cannot be deleted.
+	Teams *KnownTeams
 	// Registerer registers the authentications metric; nil registers
 	// nothing.
 	Registerer prometheus.Registerer
@@ -31,6 +38,7 @@ type ChainConfig struct {
 // identity provider, and a JWT never costs a token-store read.
 type Chain struct {
 	tokens, oidc Authenticator
+	teams        *KnownTeams
 	results      *prometheus.CounterVec
 }
 
@@ -48,7 +56,7 @@ func NewChain(c ChainConfig) (*Chain, error) {
 			return nil, err
 		}
 	}
-	return &Chain{tokens: c.Tokens, oidc: c.OIDC, results: results}, nil
+	return &Chain{tokens: c.Tokens, oidc: c.OIDC, teams: c.Teams, results: results}, nil
 }
 
 // Authenticate implements Authenticator.
@@ -65,6 +73,9 @@ func (c *Chain) Authenticate(ctx context.Context, bearer string) (Principal, err
 	switch {
 	case a != nil:
 		p, err = a.Authenticate(ctx, bearer)
+		if err == nil && method == "oidc" {
+			err = c.checkTeam(ctx, p)
+		}
 	case bearer == "":
 		err = Refuse(ReasonMalformed, "no bearer token")
 	default:
@@ -72,6 +83,21 @@ func (c *Chain) Authenticate(ctx context.Context, bearer string) (Principal, err
 	}
 	c.results.WithLabelValues(method, result(err)).Inc()
 	return p, err
+}
+
+// checkTeam refuses a JWT's principal whose team does not exist.
+func (c *Chain) checkTeam(ctx context.Context, p Principal) error {
+	if c.teams == nil || p.ClusterAdmin {
+		return nil
+	}
+	ok, err := c.teams.Exists(ctx, p.Team)
+	switch {
+	case err != nil:
+		return fmt.Errorf("check team %s: %w", p.Team, err)
+	case !ok:
+		return Refuse(ReasonUnknownTeam, fmt.Sprintf("jwt: team %q does not exist (a cluster admin creates it with 'sundial teams create')", p.Team))
+	}
+	return nil
 }
 
 // result is the metric's label for the outcome err.

@@ -16,8 +16,9 @@ const (
 	// RoleOperator also triggers, pauses, resumes, cancels, backfills and
 	// replays dead runs.
 	RoleOperator
-	// RoleAdmin also applies and deletes definitions and manages the team's
-	// tokens.
+	// RoleAdmin also applies and deletes the team's definitions. No role
+	// manages tokens through the API: the CLI does, with the store's
+	// credentials.
 	RoleAdmin
 )
 

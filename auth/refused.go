@@ -23,6 +23,7 @@ const (
 	ReasonWrongIssuer   = "wrong_issuer"
 	ReasonClaims        = "claims"
 	ReasonNoMethod      = "no_method"
+	ReasonUnknownTeam   = "unknown_team"
 )
 
 // RefusedError is a credential refused for a reason the caller may be told.

@@ -203,13 +203,17 @@ func (o *Operator) backfillEntry(job store.Job, runID string, due time.Time) sto
 	return store.DueEntry{Due: store.Truncate(o.cfg.Now()), JobID: job.ID, Kind: store.KindTrigger, RunID: runID, Attempt: 1, Revision: job.Revision, Payload: payload}
 }
 
+// ErrRangeTooLarge is what Backfill and Occurrences return, wrapped, for a
+// range of more than MaxBackfill occurrences: asking again cannot help.
+var ErrRangeTooLarge = errors.New("backfill range too large")
+
 // Occurrences returns the due times a backfill with opts runs, in order.
 func Occurrences(s *schedule.Schedule, opts BackfillOptions) ([]time.Time, error) {
 	var all []time.Time
 	from, to := opts.From.UTC(), opts.To.UTC()
 	for t, ok := s.Next(from.Add(-time.Nanosecond)); ok && t.Before(to); t, ok = s.Next(t) {
 		if len(all) == MaxBackfill {
-			return nil, fmt.Errorf("more than %d occurrences from %s to %s: backfill a shorter range", MaxBackfill, from.Format(time.RFC3339), to.Format(time.RFC3339))
+			return nil, fmt.Errorf("%w: more than %d occurrences from %s to %s (the most one backfill runs): backfill a shorter range", ErrRangeTooLarge, MaxBackfill, from.Format(time.RFC3339), to.Format(time.RFC3339))
 		}
 		all = append(all, store.Truncate(t))
 	}

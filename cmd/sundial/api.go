@@ -56,6 +56,15 @@ Example, against the local stack:
 			&cli.StringSliceFlag{Name: "api-static-token", Usage: "a token TEAM:ROLE:SECRET (repeatable; TEAM * is the cluster admin; ROLE viewer, operator or admin); for development only", Sources: envVar("api-static-token")},
 			&cli.DurationFlag{Name: "answer-timeout", Value: 30 * time.Second, Usage: "how long an apply or delete waits for the registry's answer", Sources: envVar("answer-timeout")},
 			&cli.DurationFlag{Name: "shutdown-grace", Value: 10 * time.Second, Usage: "how long requests in flight may finish after a stop signal", Sources: envVar("shutdown-grace")},
+			&cli.StringFlag{Name: "tls-cert-file", Usage: "PEM certificate (chain) to serve the API over TLS, HTTP/2 and HTTP/1.1; with --tls-key-file (default: no TLS, HTTP/1.1 and h2c)", Sources: envVar("tls-cert-file")},
+			&cli.StringFlag{Name: "tls-key-file", Usage: "PEM private key of --tls-cert-file", Sources: envVar("tls-key-file")},
+			&cli.Int64Flag{Name: "api-max-request-bytes", Value: apiserver.DefaultMaxRequestBytes, Usage: "largest request body the API reads, as sent and after decompression; a larger one is answered resource_exhausted", Sources: envVar("api-max-request-bytes")},
+			&cli.DurationFlag{Name: "api-body-read-timeout", Value: apiserver.DefaultBodyReadTimeout, Usage: "how long a client may take to send a request body; a slower one is cut", Sources: envVar("api-body-read-timeout")},
+			&cli.DurationFlag{Name: "api-read-header-timeout", Value: 10 * time.Second, Usage: "how long a client may take to send its request headers, and a new connection may stay silent", Sources: envVar("api-read-header-timeout")},
+			&cli.DurationFlag{Name: "api-idle-timeout", Value: apiserver.DefaultIdleTimeout, Usage: "how long a keep-alive connection with no request in flight stays open", Sources: envVar("api-idle-timeout")},
+			&cli.IntFlag{Name: "api-max-connections", Value: apiserver.DefaultMaxConnections, Usage: "most connections the API holds open; more wait to be accepted", Sources: envVar("api-max-connections")},
+			&cli.IntFlag{Name: "api-max-watches-per-caller", Value: apiserver.DefaultMaxWatchesPerCaller, Usage: "most watch streams (WatchEvents, WatchRuns, the SSE stream) one caller holds open at once", Sources: envVar("api-max-watches-per-caller")},
+			&cli.IntFlag{Name: "api-max-watches", Value: apiserver.DefaultMaxWatches, Usage: "most watch streams the server holds open at once, every caller together", Sources: envVar("api-max-watches")},
 		),
 		Action: runAPI,
 	}
@@ -168,7 +177,7 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	services, handlers, err := apiRunServices(st, kopts, names, producer, enq, executors, p)
+	services, handlers, err := apiRunServices(cmd, st, kopts, names, producer, enq, executors, p)
 	if err != nil {
 		return err
 	}
@@ -197,10 +206,14 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 		Services:      append([]apiserver.Service{jobs.Service(), dags.Service()}, services...),
 		Handlers:      handlers,
 		ShutdownGrace: cmd.Duration("shutdown-grace"),
-		Registerer:    p.reg, Logger: p.logger,
+		TLSCertFile:   cmd.String("tls-cert-file"), TLSKeyFile: cmd.String("tls-key-file"),
+		MaxRequestBytes: cmd.Int64("api-max-request-bytes"), BodyReadTimeout: cmd.Duration("api-body-read-timeout"),
+		ReadHeaderTimeout: cmd.Duration("api-read-header-timeout"), IdleTimeout: cmd.Duration("api-idle-timeout"),
+		MaxConnections: cmd.Int("api-max-connections"),
+		Registerer:     p.reg, Logger: p.logger,
 	})
 	if err != nil {
-		return fmt.Errorf("--listen: %w", err)
+		return fmt.Errorf("api server (--listen, --tls-*, --api-*): %w", err)
 	}
 	return p.run(ctx, executors, srv)
 }
@@ -253,7 +266,7 @@ func apiControlServices(ctx context.Context, cmd *cli.Command, st *cassandra.Sto
 // apiRunServices builds the run, dead-letter, watch and cluster services
 // (the cluster view lists what executors, started by the caller, holds),
 // and the server-sent-events stream of the watch service.
-func apiRunServices(st *cassandra.Store, kopts []kgo.Opt, names topics.Names, admin *kgo.Client, enq *enqueue.Enqueuer, executors *discovery.Directory, p *process) ([]apiserver.Service, []apiserver.Handler, error) {
+func apiRunServices(cmd *cli.Command, st *cassandra.Store, kopts []kgo.Opt, names topics.Names, admin *kgo.Client, enq *enqueue.Enqueuer, executors *discovery.Directory, p *process) ([]apiserver.Service, []apiserver.Handler, error) {
 	events, err := apiserver.NewEventLog(kopts, names.Events())
 	if err != nil {
 		return nil, nil, err
@@ -269,7 +282,10 @@ func apiRunServices(st *cassandra.Store, kopts []kgo.Opt, names topics.Names, ad
 	if err != nil {
 		return nil, nil, err
 	}
-	watch, err := apiserver.NewWatchService(apiserver.WatchServiceConfig{KafkaOpts: kopts, Topic: names.Events(), Now: time.Now, Logger: p.named("api-watch")})
+	watch, err := apiserver.NewWatchService(apiserver.WatchServiceConfig{
+		KafkaOpts: kopts, Topic: names.Events(), Now: time.Now, Logger: p.named("api-watch"),
+		MaxStreamsPerCaller: cmd.Int("api-max-watches-per-caller"), MaxStreams: cmd.Int("api-max-watches"),
+	})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -48,8 +48,10 @@ func TestAPIServes(t *testing.T) {
 	code, _, errOut := runCLI(t, append([]string{"migrate", "--topic-replication-factor", "1", "--shards", "4", "--timeout", "2m"}, backends...)...)
 	require.Equal(t, 0, code, "migrate: %s", errOut)
 	store := []string{"--cassandra-hosts", strings.Join(cass.Hosts, ","), "--keyspace", cass.Keyspace}
-	code, _, errOut = runCLI(t, append([]string{"teams", "create", "data"}, store...)...)
-	require.Equal(t, 0, code, "teams create: %s", errOut)
+	for _, team := range []string{"data", "ops"} {
+		code, _, errOut = runCLI(t, append([]string{"teams", "create", team}, store...)...)
+		require.Equal(t, 0, code, "teams create %s: %s", team, errOut)
+	}
 	code, out, errOut := runCLI(t, append([]string{"tokens", "create", "--team", "data", "--role", "viewer"}, store...)...)
 	require.Equal(t, 0, code, "tokens create: %s", errOut)
 	teamToken := strings.TrimSpace(out)
@@ -143,6 +145,9 @@ func TestAPIServes(t *testing.T) {
 	code, body = call("/sundial.api.v1.JobService/ListJobs", jwt("data", time.Now().Add(-time.Minute)), `{}`)
 	assert.Equal(t, http.StatusUnauthorized, code, "an expired JWT: %s", body)
 	assert.Contains(t, body, "expired", "the refusal says why")
+	code, body = call("/sundial.api.v1.JobService/ApplyJob", jwt("ghost", time.Now().Add(time.Hour)), `{"spec": {"id": "ghost.x", "ownerTeam": "ghost"}}`)
+	assert.Equal(t, http.StatusUnauthorized, code, "a JWT of a team that does not exist (finding 13): %s", body)
+	assert.Contains(t, body, `team \"ghost\" does not exist`, "the refusal says why")
 
 	// Bad requests: each is refused as invalid, naming what is wrong.
 	for _, c := range []struct{ name, body, want string }{

@@ -83,7 +83,7 @@ func newAuthenticator(ctx context.Context, cmd *cli.Command, store auth.TokenSto
 	if err != nil {
 		return nil, err
 	}
-	cc := auth.ChainConfig{Tokens: tokens, Registerer: reg}
+	cc := auth.ChainConfig{Tokens: tokens, Registerer: reg, Teams: auth.NewKnownTeams(store, s.TokenCacheTTL, time.Now)}
 	if s.OIDC.Issuer != "" {
 		s.OIDC.Now = time.Now
 		v, err := oidc.New(ctx, s.OIDC)
