@@ -129,7 +129,7 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	c.Group = cmp.Or(c.Group, DefaultGroup)
+	c.Group = cmp.Or(c.Group, c.Topics.Group(DefaultGroup))
 	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
 	c.MaxPoll = cmp.Or(c.MaxPoll, 10000)
 	c.RetryMin = cmp.Or(c.RetryMin, 50*time.Millisecond)
