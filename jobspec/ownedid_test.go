@@ -2,8 +2,8 @@ package jobspec_test
 
 import (
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
