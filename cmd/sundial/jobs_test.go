@@ -162,7 +162,7 @@ func testJobsApplyDirectory(t *testing.T, kafkaArgs []string) {
 		array = append(array, fmt.Sprintf(`{"id": "bulk.cli-bad-%d", "target": {"handler": {"name": "noop"}}}`, i))
 	}
 	for i := range 100 {
-		docs = append(docs, fmt.Sprintf("id: bulk.cli-%04d\nowner_team: t\nschedule:\n  interval:\n    every: 3600s\n  time_zone: UTC\ntarget:\n  handler:\n    name: noop\n", 400+i))
+		docs = append(docs, fmt.Sprintf("id: bulk.cli-%04d\nowner_team: bulk\nschedule:\n  interval:\n    every: 3600s\n  time_zone: UTC\ntarget:\n  handler:\n    name: noop\n", 400+i))
 	}
 	docs = append(docs, "id: bulk.cli-typo\nownerTeem: t\n")
 	sub := filepath.Join(dir, "more")
