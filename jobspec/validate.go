@@ -351,7 +351,7 @@ func LegacyAllowed(errs []FieldError, spec *sundialv1.JobSpec, storedOwner strin
 	legacyBad := CheckID(spec.GetId()) != "" // the alphabet was never optional
 	var out []FieldError
 	for _, fe := range errs {
-		if slices.Contains(ns, fe) && !(fe.Field == "id" && legacyBad) {
+		if slices.Contains(ns, fe) && (fe.Field != "id" || !legacyBad) {
 			continue
 		}
 		out = append(out, fe)
