@@ -39,6 +39,7 @@ func TestOnRealStack(t *testing.T) {
 		{"Operator", testOperator},
 		{"Audit", testAudit},
 		{"Quotas", testQuotas},
+		{"OversizedSpecIsRefusedAtTheDoor", testOversizedSpecIsRefusedAtTheDoor},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -127,24 +127,24 @@ func TestCountDagRuns(t *testing.T) {
 	exp := w.Expected(from, from.Add(30*time.Second))
 	// DAG 0 at 0, 10, 20 s; DAG 1 (phase 5 s) at 5, 15, 25 s.
 	assert.Equal(t, map[string][]string{
-		"c.dag-0": {"c.dag-0@" + ms(from), "c.dag-0@" + ms(from.Add(10*time.Second)), "c.dag-0@" + ms(from.Add(20*time.Second))},
-		"c.dag-1": {"c.dag-1@" + ms(from.Add(5*time.Second)), "c.dag-1@" + ms(from.Add(15*time.Second)), "c.dag-1@" + ms(from.Add(25*time.Second))},
+		"loadgen.c.dag-0": {"loadgen.c.dag-0@" + ms(from), "loadgen.c.dag-0@" + ms(from.Add(10*time.Second)), "loadgen.c.dag-0@" + ms(from.Add(20*time.Second))},
+		"loadgen.c.dag-1": {"loadgen.c.dag-1@" + ms(from.Add(5*time.Second)), "loadgen.c.dag-1@" + ms(from.Add(15*time.Second)), "loadgen.c.dag-1@" + ms(from.Add(25*time.Second))},
 	}, exp)
 
 	run := func(id string, due time.Time, status string, active bool) store.DagRun {
 		return store.DagRun{ID: id, DagID: strings.Split(id, "@")[0], Due: due, Status: status, Active: active}
 	}
 	stored := map[string][]store.DagRun{
-		"c.dag-0": {
-			run(exp["c.dag-0"][0], from, "succeeded", false),
-			run(exp["c.dag-0"][1], from.Add(10*time.Second), "running", true), // lost: not ended after the drain
-			run(exp["c.dag-0"][2], from.Add(20*time.Second), "failed", false),
-			run("c.dag-0@"+ms(from.Add(-10*time.Second)), from.Add(-10*time.Second), "succeeded", false), // before the window
+		"loadgen.c.dag-0": {
+			run(exp["loadgen.c.dag-0"][0], from, "succeeded", false),
+			run(exp["loadgen.c.dag-0"][1], from.Add(10*time.Second), "running", true), // lost: not ended after the drain
+			run(exp["loadgen.c.dag-0"][2], from.Add(20*time.Second), "failed", false),
+			run("loadgen.c.dag-0@"+ms(from.Add(-10*time.Second)), from.Add(-10*time.Second), "succeeded", false), // before the window
 		},
-		"c.dag-1": {
-			run(exp["c.dag-1"][0], from.Add(5*time.Second), "succeeded", false),
-			run(exp["c.dag-1"][2], from.Add(25*time.Second), "succeeded", false), // 15 s never started
-			run("c.dag-1@"+ms(from.Add(7*time.Second)), from.Add(7*time.Second), "succeeded", false),
+		"loadgen.c.dag-1": {
+			run(exp["loadgen.c.dag-1"][0], from.Add(5*time.Second), "succeeded", false),
+			run(exp["loadgen.c.dag-1"][2], from.Add(25*time.Second), "succeeded", false), // 15 s never started
+			run("loadgen.c.dag-1@"+ms(from.Add(7*time.Second)), from.Add(7*time.Second), "succeeded", false),
 		},
 	}
 	c := CountDagRuns(exp, stored, from, from.Add(30*time.Second))

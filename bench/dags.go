@@ -56,7 +56,12 @@ func (w DagWorkload) Validate() error {
 }
 
 // DagID is the id of DAG i.
-func (w DagWorkload) DagID(i int) string { return w.Prefix + ".dag-" + strconv.Itoa(i) }
+func (w DagWorkload) DagID(i int) string {
+	return dagTeam + "." + w.Prefix + ".dag-" + strconv.Itoa(i)
+}
+
+// dagTeam owns the workload's DAGs: ids are <owner_team>.<name>.
+const dagTeam = "loadgen"
 
 // first is the first due time of DAG i.
 func (w DagWorkload) first(i int) time.Time {
@@ -68,7 +73,7 @@ func (w DagWorkload) first(i int) time.Time {
 // so an occurrence missed while a backend was down is run late, not lost.
 func (w DagWorkload) Spec(i int) *sundialv1.DagSpec {
 	spec := &sundialv1.DagSpec{
-		Id: w.DagID(i), OwnerTeam: "loadgen", Labels: map[string]string{"loadgen": w.Prefix},
+		Id: w.DagID(i), OwnerTeam: dagTeam, Labels: map[string]string{"loadgen": w.Prefix},
 		Description: "chaos bench DAG",
 		Schedule: &sundialv1.Schedule{TimeZone: "UTC", MisfirePolicy: sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ALL,
 			Kind: &sundialv1.Schedule_Interval{Interval: &sundialv1.Interval{Every: durationpb.New(w.Every),

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,10 +34,13 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
+// spec is a valid definition owned by the team its id starts with
+// (<owner_team>.<name>).
 func spec(id string) *sundialv1.JobSpec {
+	team, _, _ := strings.Cut(id, ".")
 	return &sundialv1.JobSpec{
 		Id:        id,
-		OwnerTeam: "team",
+		OwnerTeam: team,
 		Schedule: &sundialv1.Schedule{
 			Kind:     &sundialv1.Schedule_Interval{Interval: &sundialv1.Interval{Every: durationpb.New(time.Hour)}},
 			TimeZone: "UTC",
@@ -83,12 +87,12 @@ func TestInvalidIsNotProduced(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 
-	bad := spec("a@b")
+	bad := spec("team.a@b")
 	bad.Schedule.TimeZone = "Nowhere/City"
-	_, err = c.ApplyAll(ctx, sundialv1.EncodingProtobuf, spec("fine"), bad)
+	_, err = c.ApplyAll(ctx, sundialv1.EncodingProtobuf, spec("team.fine"), bad)
 	var ve *jobspec.ValidationError
 	require.ErrorAs(t, err, &ve)
-	assert.Equal(t, "a@b", ve.JobID)
+	assert.Equal(t, "team.a@b", ve.JobID)
 	fields := []string{}
 	for _, e := range ve.Errors {
 		fields = append(fields, e.Field)
@@ -150,8 +154,8 @@ func TestClientAgainstRegistry(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, names.Jobs(), r1.Topic)
 	r2, err := c.ApplyJSON(ctx, []byte(`[
-		{"id": "ops.rollup", "ownerTeam": "team", "target": {"handler": {"name": "noop"}}},
-		{"id": "ops.report", "ownerTeam": "team", "target": {"handler": {"name": "noop"}}, "paused": true}
+		{"id": "ops.rollup", "ownerTeam": "ops", "target": {"handler": {"name": "noop"}}},
+		{"id": "ops.report", "ownerTeam": "ops", "target": {"handler": {"name": "noop"}}, "paused": true}
 	]`))
 	require.NoError(t, err)
 	r3, err := c.Delete(ctx, "ops.report")

@@ -89,7 +89,7 @@ func TestFiftyNodeDagEngineKilledTwice(t *testing.T) {
 
 	// Five layers of ten; each node waits for two nodes of the layer above.
 	const layers, width = 5, 10
-	spec := &sundialv1.DagSpec{Id: "e2e", OwnerTeam: "test"}
+	spec := &sundialv1.DagSpec{Id: "test.e2e", OwnerTeam: "test"}
 	flaky := map[string]bool{}
 	parents := map[string][]string{}
 	for l := range layers {
@@ -119,7 +119,7 @@ func TestFiftyNodeDagEngineKilledTwice(t *testing.T) {
 	engine := startProcess(t, bin, filepath.Join(dir, "engine-1.log"), engineArgs...)
 
 	start := time.Now()
-	out, err := exec.CommandContext(s.ctx, bin, append(append([]string{"dag", "trigger", "e2e"}, common...),
+	out, err := exec.CommandContext(s.ctx, bin, append(append([]string{"dag", "trigger", "test.e2e"}, common...),
 		"--at", start.UTC().Format(time.RFC3339Nano))...).CombinedOutput()
 	require.NoError(t, err, "sundial dag trigger: %s", out)
 	m := regexp.MustCompile(`DAG run (\S+) started`).FindStringSubmatch(string(out))

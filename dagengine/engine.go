@@ -104,8 +104,8 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	c.Group = cmp.Or(c.Group, DefaultGroup)
-	c.DefinitionsGroup = cmp.Or(c.DefinitionsGroup, DefaultDefinitionsGroup)
+	c.Group = cmp.Or(c.Group, c.Topics.Group(DefaultGroup))
+	c.DefinitionsGroup = cmp.Or(c.DefinitionsGroup, c.Topics.Group(DefaultDefinitionsGroup))
 	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
 	c.Concurrency = cmp.Or(c.Concurrency, 32)
 	c.MaxPoll = cmp.Or(c.MaxPoll, 2000)

@@ -187,7 +187,7 @@ func contentTypeOf(rec *kgo.Record) string {
 func testFailureAndResume(s *stack, sim *simRunner) {
 	t := s.t
 	e := s.engine("resume", nil)
-	spec := &sundialv1.DagSpec{Id: "etl", OwnerTeam: "test",
+	spec := &sundialv1.DagSpec{Id: "test.etl", OwnerTeam: "test",
 		FailurePolicy: sundialv1.DagFailurePolicy_DAG_FAILURE_POLICY_CONTINUE_INDEPENDENT,
 		Nodes: []*sundialv1.DagNode{
 			node("extract"), node("bad", "extract"), node("after-bad", "bad"), node("good", "extract"), node("report", "good"),
@@ -196,10 +196,10 @@ func testFailureAndResume(s *stack, sim *simRunner) {
 	s.putJobs(spec)
 
 	due := time.Now().Truncate(time.Millisecond)
-	id, created, err := e.Runs().StartRun(s.ctx, "etl", due, dagengine.OriginTrigger)
+	id, created, err := e.Runs().StartRun(s.ctx, "test.etl", due, dagengine.OriginTrigger)
 	require.NoError(t, err)
 	require.True(t, created)
-	assert.Equal(t, dagrun.RunID("etl", due), id)
+	assert.Equal(t, dagrun.RunID("test.etl", due), id)
 
 	st := s.waitStatus(id, "failed", time.Minute)
 	phases := map[string]string{}
@@ -237,7 +237,7 @@ func testFailureAndResume(s *stack, sim *simRunner) {
 	for _, want := range []string{"dag:running", "extract:running", "extract:succeeded", "bad:failed", "after-bad:skipped", "dag:failed", "bad:running", "after-bad:succeeded", "dag:succeeded"} {
 		assert.Contains(t, evs, want)
 	}
-	runs, err := s.store.ListDagRuns(s.ctx, "etl", 10)
+	runs, err := s.store.ListDagRuns(s.ctx, "test.etl", 10)
 	require.NoError(t, err)
 	require.Len(t, runs, 1)
 	assert.Equal(t, "succeeded", runs[0].Status)
@@ -366,14 +366,14 @@ func testEngineKilled(s *stack, sim *simRunner) {
 func testStuckNode(s *stack, sim *simRunner) {
 	t := s.t
 	e := s.engine("stuck", nil)
-	spec := &sundialv1.DagSpec{Id: "slow", OwnerTeam: "test", Nodes: []*sundialv1.DagNode{
+	spec := &sundialv1.DagSpec{Id: "test.slow", OwnerTeam: "test", Nodes: []*sundialv1.DagNode{
 		{Id: "hang", Job: &sundialv1.DagNode_JobId{JobId: "job.hang"}, Timeout: durationpb.New(2 * time.Second)},
 		node("after", "hang"),
 	}}
 	s.putDag(spec)
 	s.putJobs(spec)
 
-	id, _, err := e.Runs().StartRun(s.ctx, "slow", time.Now(), dagengine.OriginTrigger)
+	id, _, err := e.Runs().StartRun(s.ctx, "test.slow", time.Now(), dagengine.OriginTrigger)
 	require.NoError(t, err)
 	sim.waitHeld(t, "hang")
 	st := s.waitStatus(id, "timed_out", 30*time.Second)
@@ -404,7 +404,7 @@ func testStuckNode(s *stack, sim *simRunner) {
 func testPoisonEvents(s *stack, _ *simRunner) {
 	t := s.t
 	e := s.engine("poison", nil)
-	spec := &sundialv1.DagSpec{Id: "poisoned", OwnerTeam: "test", Nodes: []*sundialv1.DagNode{node("p-first"), node("p-second", "p-first")}}
+	spec := &sundialv1.DagSpec{Id: "test.poisoned", OwnerTeam: "test", Nodes: []*sundialv1.DagNode{node("p-first"), node("p-second", "p-first")}}
 	s.putDag(spec)
 	s.putJobs(spec)
 	for _, n := range spec.GetNodes() {
@@ -412,7 +412,7 @@ func testPoisonEvents(s *stack, _ *simRunner) {
 			Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindRunEvent)}}}
 		require.NoError(t, s.client.ProduceSync(s.ctx, rec).FirstErr())
 	}
-	id, created, err := e.Runs().StartRun(s.ctx, "poisoned", time.Now().Truncate(time.Millisecond), dagengine.OriginTrigger)
+	id, created, err := e.Runs().StartRun(s.ctx, "test.poisoned", time.Now().Truncate(time.Millisecond), dagengine.OriginTrigger)
 	require.NoError(t, err)
 	require.True(t, created)
 	s.waitStatus(id, "succeeded", 5*time.Minute)

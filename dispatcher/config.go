@@ -169,7 +169,7 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	c.GroupID = cmp.Or(c.GroupID, DefaultGroupID)
+	c.GroupID = cmp.Or(c.GroupID, c.Topics.Group(DefaultGroupID))
 	if c.InstanceID == "" {
 		host, _ := os.Hostname()
 		c.InstanceID = cmp.Or(host, "dispatcher") + "-" + strconv.Itoa(os.Getpid())

@@ -99,7 +99,7 @@ func New(cfg Config) (*Writer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.Group = cmp.Or(cfg.Group, DefaultGroup)
+	cfg.Group = cmp.Or(cfg.Group, cfg.Topics.Group(DefaultGroup))
 	cfg.MaxPollRecords = cmp.Or(cfg.MaxPollRecords, DefaultMaxPollRecords)
 	cfg.Gather = cmp.Or(cfg.Gather, DefaultGather)
 	cfg.Logger = deps.Logger(cfg.Logger)

@@ -23,7 +23,7 @@ func TestNewcomerDefinitionsAreValid(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			spec := &sundialv1.JobSpec{Id: "newcomer." + name, OwnerTeam: "t", Schedule: s,
+			spec := &sundialv1.JobSpec{Id: "t.newcomer-" + name, OwnerTeam: "t", Schedule: s,
 				Target: &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: "noop"}}}}
 			assert.Empty(t, Validate(spec), "accepted without a time zone or DST policy")
 			compiled, errs := CompileSchedule(s, accepted)

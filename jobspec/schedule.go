@@ -32,6 +32,10 @@ func compileSchedule(s *sundialv1.Schedule, accepted time.Time) (*schedule.Sched
 			v.add(schedule.FieldAt, "required: the instant to fire at")
 		} else if t, reason := checkTimestamp(ts); reason != "" {
 			v.add(schedule.FieldAt, "%s", reason)
+		} else if t.Before(time.Unix(0, 0)) {
+			// Run ids carry the due time in milliseconds since 1970; the
+			// zero time (0001-01-01) would read as "required" downstream.
+			v.add(schedule.FieldAt, "%s is before 1970-01-01: run ids count milliseconds from 1970", t.Format(time.RFC3339))
 		} else {
 			spec.At = t
 		}

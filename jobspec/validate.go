@@ -12,9 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -71,6 +73,15 @@ const (
 	// DefaultMaxPayloadBytes is the default bound of a payload: 256 KiB.
 	DefaultMaxPayloadBytes = 256 << 10
 
+	// MaxSpecBytes bounds the encoded (protobuf) size of a whole
+	// definition, a JobSpec or a DagSpec: 512 KiB. Every run record embeds
+	// its job's spec and travels through Kafka, whose records are limited
+	// to about 1 MB (message.max.bytes 1,048,588; the producer's 1,000,012
+	// with headers). Half of that leaves room for what a run, a retry or
+	// a dead letter adds around the spec, so that no accepted definition
+	// produces a run that can never be dispatched. Each part has its own
+	// bound (payload, body, headers); this one bounds their sum.
+	MaxSpecBytes = 512 << 10
 	// MaxIDLength is the longest job id.
 	MaxIDLength = 200
 	// MaxOwnerTeamLength is the longest owner team name.
@@ -150,7 +161,6 @@ var (
 	// idPattern is the alphabet of job ids. '@' is not in it: run ids are
 	// job id + "@" + due time, and must split unambiguously.
 	idPattern        = regexp.MustCompile(`^[A-Za-z0-9._:/-]+$`)
-	teamPattern      = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 	handlerPattern   = regexp.MustCompile(`^[A-Za-z0-9._:/-]+$`)
 	topicPattern     = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 	errorCodePattern = regexp.MustCompile(`^[A-Za-z0-9._:/-]+$`)
@@ -162,6 +172,14 @@ var httpMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"}
 
 // reservedHTTPHeaders are set by the runner on every request.
 var reservedHTTPHeaders = []string{"idempotency-key"}
+
+// transportHTTPHeaders are headers Go's HTTP client sets itself (Host from
+// the URL, the framing from the body) or drops as hop-by-hop: a target's
+// value would never reach the downstream, so it is refused, not ignored.
+var transportHTTPHeaders = []string{
+	"host", "content-length", "transfer-encoding",
+	"connection", "keep-alive", "proxy-connection", "upgrade", "te", "trailer",
+}
 
 // reservedKafkaHeaders are set by the runner on every record.
 var reservedKafkaHeaders = []string{"idempotency-key"}
@@ -192,16 +210,37 @@ func Validate(spec *sundialv1.JobSpec) []FieldError {
 // ValidateSpec checks a definition against l. See the package function
 // Validate.
 func (l Limits) ValidateSpec(spec *sundialv1.JobSpec) []FieldError {
+	return l.validateSpec(spec, false)
+}
+
+// ValidateInline checks the job of a DAG's inline node, whose id is
+// <dag id>/<node id>: the DAG's id carries the namespace rule
+// (CheckOwnedID), so the node's id is checked for its alphabet and length
+// only (CheckID). Everything else is checked as ValidateSpec does.
+func (l Limits) ValidateInline(spec *sundialv1.JobSpec) []FieldError {
+	return l.validateSpec(spec, true)
+}
+
+func (l Limits) validateSpec(spec *sundialv1.JobSpec, inline bool) []FieldError {
 	l = l.withDefaults()
 	v := &validator{}
 	if spec == nil {
 		v.add("record", "no job definition")
 		return v.errs
 	}
-	if r := CheckID(spec.GetId()); r != "" {
-		v.add("id", "%s", r)
+	if r := CheckEncodedSize(spec); r != "" {
+		v.add("record", "%s", r)
 	}
-	v.ownerTeam(spec.GetOwnerTeam())
+	owned := CheckOwnedID(spec.GetId(), spec.GetOwnerTeam())
+	if inline {
+		owned = slices.DeleteFunc(owned, func(fe FieldError) bool { return fe.Field == "id" })
+		if r := CheckID(spec.GetId()); r != "" {
+			owned = append([]FieldError{{"id", r}}, owned...)
+		}
+	}
+	for _, fe := range owned {
+		v.add(fe.Field, "%s", fe.Reason)
+	}
 	v.labels(l, spec.GetLabels())
 	if n := len(spec.GetPayload()); n > l.MaxPayloadBytes {
 		v.add("payload", "%d bytes, at most %d allowed (the limit keeps every run record under Kafka's record size)", n, l.MaxPayloadBytes)
@@ -242,15 +281,82 @@ func (v *validator) add(field, format string, args ...any) {
 	v.errs = append(v.errs, FieldError{Field: field, Reason: fmt.Sprintf(format, args...)})
 }
 
-func (v *validator) ownerTeam(team string) {
+// CheckEncodedSize reports why a definition (a JobSpec or a DagSpec) is too
+// large to be accepted, or "": its protobuf encoding must stay within
+// MaxSpecBytes, whatever encoding it arrived in.
+func CheckEncodedSize(spec proto.Message) string {
+	if n := proto.Size(spec); n > MaxSpecBytes {
+		return fmt.Sprintf("the definition encodes to %d bytes, at most %d (512 KiB) allowed: every run record embeds it, and Kafka refuses records over about 1 MB", n, MaxSpecBytes)
+	}
+	return ""
+}
+
+// CheckOwnedID reports why id and team cannot be the id and owner_team of
+// a defined job or DAG, or nil. This is the namespace rule, the one home of
+// it: owner_team is a team name (topics.ValidTeam: it names the team's topic
+// sundial.jobs.<team>), and the id is <owner_team>.<name>, so one team can
+// never take an id of another's. The id has no '/' (reserved for a DAG's
+// inline nodes, <dag id>/<node id>) and no empty dot-separated segment.
+// A job stored before the rule (a legacy id) may keep its id: the registry
+// decides that, knowing the stored job (see LegacyAllowed).
+func CheckOwnedID(id, team string) []FieldError {
+	var errs []FieldError
+	teamOK := true
 	switch {
 	case team == "":
-		v.add("owner_team", `required: the owning team's short name, for example "payments"`)
+		teamOK = false
+		errs = append(errs, FieldError{"owner_team", `required: the owning team's name, for example "payments"`})
 	case len(team) > MaxOwnerTeamLength:
-		v.add("owner_team", "%d characters, at most %d allowed", len(team), MaxOwnerTeamLength)
-	case !teamPattern.MatchString(team):
-		v.add("owner_team", "%q has characters outside [A-Za-z0-9._-] (it is a metric label)", team)
+		teamOK = false
+		errs = append(errs, FieldError{"owner_team", fmt.Sprintf("%d characters, at most %d allowed", len(team), MaxOwnerTeamLength)})
+	default:
+		if err := topics.ValidTeam(team); err != nil {
+			teamOK = false
+			errs = append(errs, FieldError{"owner_team", err.Error()})
+		}
 	}
+	if r := CheckID(id); r != "" {
+		return append([]FieldError{{"id", r}}, errs...)
+	}
+	var r string
+	switch {
+	case strings.Contains(id, "/"):
+		r = fmt.Sprintf(`%q contains "/": it is reserved for the inline nodes of DAGs (<dag id>/<node id>)`, id)
+	case strings.HasPrefix(id, ".") || strings.HasSuffix(id, ".") || strings.Contains(id, ".."):
+		r = fmt.Sprintf("%q has an empty segment (a leading or trailing dot, or two dots in a row)", id)
+	case !teamOK:
+		// The prefix is checked against a valid team only.
+	case !strings.HasPrefix(id, team+"."):
+		r = fmt.Sprintf("%q must start with the owner team %q: ids are <owner_team>.<name>", id, team+".")
+	}
+	if r != "" {
+		errs = append([]FieldError{{"id", r}}, errs...)
+	}
+	return errs
+}
+
+// LegacyAllowed returns errs without the namespace problems of spec
+// (CheckOwnedID) when they may be forgiven: the job is stored already
+// under the same id with the same owner_team (storedOwner), so it was
+// defined before ids were namespaced, and its owner may still change it.
+// Any other problem stays.
+func LegacyAllowed(errs []FieldError, spec *sundialv1.JobSpec, storedOwner string, stored bool) []FieldError {
+	if !stored || spec == nil || spec.GetOwnerTeam() != storedOwner {
+		return errs
+	}
+	ns := CheckOwnedID(spec.GetId(), spec.GetOwnerTeam())
+	if len(ns) == 0 {
+		return errs
+	}
+	legacyBad := CheckID(spec.GetId()) != "" // the alphabet was never optional
+	var out []FieldError
+	for _, fe := range errs {
+		if slices.Contains(ns, fe) && (fe.Field != "id" || !legacyBad) {
+			continue
+		}
+		out = append(out, fe)
+	}
+	return out
 }
 
 func (v *validator) labels(l Limits, labels map[string]string) {
@@ -410,6 +516,8 @@ func (v *validator) headers(path string, headers map[string]string, httpTarget b
 			v.add(field, "%q is not a valid HTTP header name", name)
 		case slices.Contains(reserved, lower) || strings.HasPrefix(lower, "sundial-"):
 			v.add(field, "reserved: Sundial sets %s itself on every attempt", name)
+		case httpTarget && slices.Contains(transportHTTPHeaders, lower):
+			v.add(field, "%s is set by the HTTP client from the URL and the body, or is a hop-by-hop header: the runner would drop it silently", name)
 		}
 		switch {
 		case len(value) > MaxHeaderBytes:

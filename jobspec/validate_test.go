@@ -122,7 +122,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"id with space", func(s *sundialv1.JobSpec) { s.Id = "a b" }, "id", "characters outside"},
 		{"owner team empty", func(s *sundialv1.JobSpec) { s.OwnerTeam = "" }, "owner_team", "required"},
 		{"owner team too long", func(s *sundialv1.JobSpec) { s.OwnerTeam = long(65) }, "owner_team", "at most 64"},
-		{"owner team characters", func(s *sundialv1.JobSpec) { s.OwnerTeam = "pay ments" }, "owner_team", "metric label"},
+		{"owner team characters", func(s *sundialv1.JobSpec) { s.OwnerTeam = "pay ments" }, "owner_team", "lowercase letters"},
 		{"too many labels", func(s *sundialv1.JobSpec) { s.Labels = labels(65) }, "labels", "at most 64"},
 		{"empty label key", func(s *sundialv1.JobSpec) { s.Labels = map[string]string{"": "v"} }, `labels[""]`, "empty label key"},
 		{"label key too long", func(s *sundialv1.JobSpec) { s.Labels = map[string]string{long(257): "v"} }, `labels["` + long(257) + `"]`, "key of 257 bytes"},

@@ -212,7 +212,7 @@ func (g *Generator) observe(ctx context.Context, obs *kgo.Client) {
 
 // watchStatuses counts the registry's answers to this workload's jobs.
 func (g *Generator) watchStatuses(ctx context.Context, since time.Time) {
-	prefix := g.cfg.Plan.Prefix + "-"
+	prefix := g.cfg.Plan.idPrefix()
 	for st, err := range g.cfg.Client.Statuses(ctx, since) {
 		if ctx.Err() != nil {
 			return

@@ -237,7 +237,11 @@ func NewPlan(w Workload) (*Plan, error) {
 func (p *Plan) Herd() bool { return !p.HerdAt.IsZero() }
 
 // JobID is the id of job i.
-func (p *Plan) JobID(i int) string { return p.Prefix + "-" + strconv.Itoa(i) }
+func (p *Plan) JobID(i int) string { return p.idPrefix() + strconv.Itoa(i) }
+
+// idPrefix starts every job id of the workload: ids are
+// <owner_team>.<name>, so the team comes first.
+func (p *Plan) idPrefix() string { return p.Team + "." + p.Prefix + "-" }
 
 // RunKey identifies a run of the workload compactly: the job's index and the
 // due time in unix milliseconds.
@@ -249,7 +253,7 @@ type RunKey struct {
 // ParseRunID reads a run id of this workload ("<prefix>-<i>@<ms>"); ok is
 // false for the runs of other jobs.
 func (p *Plan) ParseRunID(runID string) (RunKey, bool) {
-	rest, ok := strings.CutPrefix(runID, p.Prefix+"-")
+	rest, ok := strings.CutPrefix(runID, p.idPrefix())
 	if !ok {
 		return RunKey{}, false
 	}

@@ -146,20 +146,20 @@ func TestParseRunID(t *testing.T) {
 		want RunKey
 		ok   bool
 	}{
-		{"lg-7@1767148200000", RunKey{Job: 7, DueMs: 1767148200000}, true},
-		{"lg-10@1767148200000", RunKey{}, false}, // beyond the plan's jobs
-		{"lgx-1@1", RunKey{}, false},
+		{"loadgen.lg-7@1767148200000", RunKey{Job: 7, DueMs: 1767148200000}, true},
+		{"loadgen.lg-10@1767148200000", RunKey{}, false}, // beyond the plan's jobs
+		{"loadgen.lgx-1@1", RunKey{}, false},
 		{"other-1@1", RunKey{}, false},
-		{"lg-1", RunKey{}, false},
-		{"lg-a@1", RunKey{}, false},
-		{"lg-1@x", RunKey{}, false},
+		{"loadgen.lg-1", RunKey{}, false},
+		{"loadgen.lg-a@1", RunKey{}, false},
+		{"loadgen.lg-1@x", RunKey{}, false},
 	}
 	for _, tt := range tests {
 		got, ok := p.ParseRunID(tt.id)
 		assert.Equal(t, tt.ok, ok, tt.id)
 		assert.Equal(t, tt.want, got, tt.id)
 	}
-	assert.Equal(t, "lg-3", p.JobID(3))
+	assert.Equal(t, "loadgen.lg-3", p.JobID(3))
 }
 
 func TestPlanRejects(t *testing.T) {

@@ -41,7 +41,7 @@ func (s *callStore) UpsertJobs(_ context.Context, jobs []store.Job) ([]store.Ups
 	}
 	out := make([]store.UpsertResult, len(jobs))
 	for i, j := range jobs {
-		if j.ID == "refused" {
+		if j.ID == "team.refused" {
 			out[i].Err = fmt.Errorf("%w: refused", store.ErrInvalid)
 			continue
 		}
@@ -71,16 +71,16 @@ func TestUpsertsGroupCalls(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool { st.mu.Lock(); defer st.mu.Unlock(); return len(st.calls) == 1 }, time.Minute, time.Millisecond)
 	for i := range 10 {
-		id := fmt.Sprintf("job-%d", i)
+		id := fmt.Sprintf("team.job-%d", i)
 		if i == 3 {
-			id = "refused"
+			id = "team.refused"
 		}
 		go func() {
 			outcome, err := upsert(ctx, u, store.Job{ID: id})
 			if err == nil && outcome != store.OutcomeCreated {
 				err = fmt.Errorf("%s: outcome %v", id, outcome)
 			}
-			if id == "refused" {
+			if id == "team.refused" {
 				if errors.Is(err, store.ErrInvalid) {
 					err = nil
 				} else {
@@ -170,7 +170,7 @@ func TestLookupsGroupReads(t *testing.T) {
 	go ask("first")
 	require.Eventually(t, func() bool { st.mu.Lock(); defer st.mu.Unlock(); return len(st.calls) == 1 }, time.Minute, time.Millisecond)
 	for i := range 10 {
-		go ask(fmt.Sprintf("job-%d", i))
+		go ask(fmt.Sprintf("team.job-%d", i))
 	}
 	require.Eventually(t, func() bool { l.mu.Lock(); defer l.mu.Unlock(); return len(l.queue) == 10 }, time.Minute, time.Millisecond)
 	close(st.release)

@@ -57,9 +57,9 @@ func testOwnership(t *testing.T, s *stack) {
 	})
 	assert.Equal(t, 1.0, gauge(t, reg, "sundial_registry_ownership_enforced"))
 
-	spec := cronSpec("own-1", "0 3 * * *")
+	spec := cronSpec("team-a.own-1", "0 3 * * *")
 	spec.OwnerTeam = "team-a"
-	forged := cronSpec("own-2", "0 3 * * *")
+	forged := cronSpec("team-b.own-2", "0 3 * * *")
 	forged.OwnerTeam = "team-b"
 	created := s.produceTo(topicA, jobRecord(t, spec, sundialv1.EncodingProtobuf), jobRecord(t, forged, sundialv1.EncodingJSON))
 	got := s.statuses.wait(t, 1, created...)
@@ -69,25 +69,26 @@ func testOwnership(t *testing.T, s *stack) {
 	assert.Contains(t, got[1].status.GetErrors()[0].GetReason(), topicA)
 
 	// Team B claims team A's job on its own topic: as owner, then deleting it.
-	stolen := cronSpec("own-1", "* * * * *")
+	stolen := cronSpec("team-a.own-1", "* * * * *")
 	stolen.OwnerTeam = "team-b"
-	attempts := s.produceTo(topicB, jobRecord(t, stolen, sundialv1.EncodingProtobuf), &kgo.Record{Key: []byte("own-1")})
-	for i, a := range s.statuses.wait(t, 1, attempts...) {
-		requireRejected(t, a.status, "owner_team")
-		assert.NotContains(t, a.status.GetErrors()[0].GetReason(), "team-a", "attempt %d names the owner", i)
-	}
-	job, err := s.store.GetJob(t.Context(), "own-1")
+	attempts := s.produceTo(topicB, jobRecord(t, stolen, sundialv1.EncodingProtobuf), &kgo.Record{Key: []byte("team-a.own-1")})
+	answers := s.statuses.wait(t, 1, attempts...)
+	// The id names team A already: a definition of it can never be team B's.
+	requireRejected(t, answers[0].status, "id")
+	requireRejected(t, answers[1].status, "owner_team")
+	assert.NotContains(t, answers[1].status.GetErrors()[0].GetReason(), `"team-a"`, "the delete's answer names the owner")
+	job, err := s.store.GetJob(t.Context(), "team-a.own-1")
 	require.NoError(t, err)
 	assert.False(t, job.Deleted)
 	assert.Equal(t, created[0].Offset, job.Revision, "team A's definition is in force")
 
 	// Team A changes, resends unchanged, then deletes its job.
-	changed := cronSpec("own-1", "0 4 * * *")
+	changed := cronSpec("team-a.own-1", "0 4 * * *")
 	changed.OwnerTeam = "team-a"
 	changed.Description = "at four"
 	// One timestamp for the three: the trail must order them by offset.
 	at := time.Now().Truncate(time.Millisecond)
-	own := []*kgo.Record{jobRecord(t, changed, sundialv1.EncodingProtobuf), jobRecord(t, changed, sundialv1.EncodingProtobuf), {Key: []byte("own-1")}}
+	own := []*kgo.Record{jobRecord(t, changed, sundialv1.EncodingProtobuf), jobRecord(t, changed, sundialv1.EncodingProtobuf), {Key: []byte("team-a.own-1")}}
 	for _, r := range own {
 		r.Timestamp = at
 	}
@@ -99,7 +100,7 @@ func testOwnership(t *testing.T, s *stack) {
 
 	// The trail: created, updated, deleted, newest first; nothing for the
 	// rejections or the unchanged resend.
-	recs, err := trail.List(t.Context(), audit.Query{Subject: "own-1", Limit: 10})
+	recs, err := trail.List(t.Context(), audit.Query{Subject: "team-a.own-1", Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, recs, 3, "%+v", recs)
 	actor := "kafka:" + topicA
@@ -132,7 +133,7 @@ func testOwnership(t *testing.T, s *stack) {
 
 	// Retention: every row carries the trail's TTL.
 	sess := s.backend.session(t)
-	for _, table := range []string{"audit_by_subject WHERE subject = 'own-1'", "audit_by_team WHERE team = 'team-a'"} {
+	for _, table := range []string{"audit_by_subject WHERE subject = 'team-a.own-1'", "audit_by_team WHERE team = 'team-a'"} {
 		iter := sess.Query("SELECT TTL(actor) FROM " + s.backend.cassandra.Keyspace + "." + table).Iter()
 		var ttl int
 		n := 0

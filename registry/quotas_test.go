@@ -2,6 +2,7 @@ package registry_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 // once.
 func testMaxJobs(t *testing.T, s *stack) {
 	ctx := t.Context()
-	team := "quota-" + t.Name()[len("TestOnRealStack/"):]
+	team := "quota-" + strings.ToLower(t.Name()[len("TestOnRealStack/"):])
 	require.NoError(t, s.store.SetQuota(ctx, quota.Quota{Team: team, MaxJobs: 2}))
 	_, reg := s.startRegistry("registry", func(c *registry.Config) { c.Quotas = s.store })
 

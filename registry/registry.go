@@ -129,7 +129,7 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	c.Group = cmp.Or(c.Group, DefaultGroup)
+	c.Group = cmp.Or(c.Group, c.Topics.Group(DefaultGroup))
 	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
 	c.MaxPoll = cmp.Or(c.MaxPoll, 10000)
 	c.RetryMin = cmp.Or(c.RetryMin, 50*time.Millisecond)
@@ -325,7 +325,12 @@ func (r *Registry) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
 		before *store.Job // the job in force: prior, unless deleted
 	)
 	team, teamTopic := r.cfg.Topics.TeamOf(rec.Topic)
-	if len(errs) == 0 && (!def.Tombstone || teamTopic || r.cfg.Audit != nil) {
+	// A definition whose only problems are the id namespace rule may be a
+	// legacy job's update: it is kept when the store holds the job under
+	// that id for the same owner (jobspec.LegacyAllowed).
+	legacy := len(errs) > 0 && def.Spec != nil &&
+		len(jobspec.LegacyAllowed(errs, def.Spec, def.Spec.GetOwnerTeam(), true)) == 0
+	if (len(errs) == 0 || legacy) && (!def.Tombstone || teamTopic || r.cfg.Audit != nil) {
 		var err error
 		if prior, err = r.lookup(ctx, def.Key); err != nil { // ctx ended: the record is redelivered later
 			return nil
@@ -333,6 +338,13 @@ func (r *Registry) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
 		if prior.found && !prior.job.Deleted {
 			before = &prior.job
 		}
+	}
+	if legacy {
+		var owner string
+		if before != nil {
+			owner = r.decodeStored(*before).GetOwnerTeam()
+		}
+		errs = jobspec.LegacyAllowed(errs, def.Spec, owner, before != nil)
 	}
 	if len(errs) == 0 && teamTopic {
 		errs = r.checkOwner(rec.Topic, team, def, before)

@@ -27,7 +27,7 @@ import (
 // malformed returns the i-th kind of bad record and the field its status
 // must name first.
 func malformed(t testing.TB, i int) (*kgo.Record, string) {
-	id := fmt.Sprintf("bad-%04d", i)
+	id := fmt.Sprintf("team.bad-%04d", i)
 	spec := cronSpec(id, "0 3 * * *")
 	switch i % 12 {
 	case 0: // JSON without its content-type header
@@ -88,7 +88,7 @@ func testMalformedInterleaved(t *testing.T, s *stack) {
 		if i%2 == 1 {
 			enc = sundialv1.EncodingJSON
 		}
-		recs = append(recs, jobRecord(t, cronSpec(fmt.Sprintf("job-%04d", i), "0 3 * * *"), enc))
+		recs = append(recs, jobRecord(t, cronSpec(fmt.Sprintf("team.job-%04d", i), "0 3 * * *"), enc))
 		bad, field := malformed(t, i)
 		wantField[len(recs)] = field
 		recs = append(recs, bad)
@@ -159,7 +159,7 @@ func testMalformedInterleaved(t *testing.T, s *stack) {
 func testReplayOfChangedDefinitions(t *testing.T, s *stack) {
 	const n = 200
 	s.startRegistry("registry")
-	id := func(i int) string { return fmt.Sprintf("changed-%03d", i) }
+	id := func(i int) string { return fmt.Sprintf("team.changed-%03d", i) }
 	var v1, v2, v3, dels []*kgo.Record
 	for i := range n {
 		v1 = append(v1, jobRecord(t, cronSpec(id(i), "0 3 * * *"), sundialv1.EncodingProtobuf))
@@ -241,7 +241,7 @@ func (s *stack) snapshot(due time.Time) snapshot {
 	for shard := range shards {
 		for e, err := range s.store.ListBucket(s.t.Context(), store.BucketOf(due), shard) {
 			require.NoError(s.t, err)
-			if !strings.HasPrefix(e.JobID, "job-") {
+			if !strings.HasPrefix(e.JobID, "team.job-") {
 				continue
 			}
 			snap.entries = append(snap.entries, e)
@@ -427,7 +427,7 @@ func (f *flakyStore) upsertJobs(ctx context.Context, jobs []store.Job) ([]store.
 	}
 	var rest []store.Job
 	for _, job := range jobs {
-		if job.ID != "refused" {
+		if job.ID != "team.refused" {
 			rest = append(rest, job)
 		}
 	}
@@ -438,7 +438,7 @@ func (f *flakyStore) upsertJobs(ctx context.Context, jobs []store.Job) ([]store.
 	}
 	out := make([]store.UpsertResult, 0, len(jobs))
 	for _, job := range jobs {
-		if job.ID == "refused" {
+		if job.ID == "team.refused" {
 			out = append(out, store.UpsertResult{Err: fmt.Errorf("upsert job: %w: the store cannot hold it", store.ErrInvalid)})
 			continue
 		}
@@ -470,9 +470,9 @@ func testTransientErrorsAreRetried(t *testing.T, s *stack) {
 	_, metrics := s.startRegistry("registry", func(c *registry.Config) { c.Store = flaky })
 
 	recs := s.produce(
-		jobRecord(t, cronSpec("a", "0 3 * * *"), sundialv1.EncodingJSON),
-		&kgo.Record{Key: []byte("b")},
-		jobRecord(t, cronSpec("refused", "0 3 * * *"), sundialv1.EncodingJSON),
+		jobRecord(t, cronSpec("team.a", "0 3 * * *"), sundialv1.EncodingJSON),
+		&kgo.Record{Key: []byte("team.b")},
+		jobRecord(t, cronSpec("team.refused", "0 3 * * *"), sundialv1.EncodingJSON),
 	)
 	answers := s.statuses.wait(t, 1, recs...)
 	assert.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_CREATED, answers[0].status.GetOutcome())
@@ -510,7 +510,7 @@ func testRegistrationRate(t *testing.T, s *stack) {
 	}
 	recs := make([]*kgo.Record, n)
 	for i := range recs {
-		spec := cronSpec(fmt.Sprintf("rate-%07d", i), fmt.Sprintf("%d %d * * *", i%60, i/60%24))
+		spec := cronSpec(fmt.Sprintf("team.rate-%07d", i), fmt.Sprintf("%d %d * * *", i%60, i/60%24))
 		recs[i] = jobRecord(t, spec, sundialv1.EncodingProtobuf)
 	}
 	produced := time.Now()
@@ -542,7 +542,7 @@ func testRegistrationRate(t *testing.T, s *stack) {
 	entries := make([]store.DueEntry, n)
 	base := time.Now().Add(24 * time.Hour).Truncate(time.Minute)
 	for i := range entries {
-		id := fmt.Sprintf("baseline-%07d", i)
+		id := fmt.Sprintf("team.baseline-%07d", i)
 		due := base.Add(time.Duration(i%60) * time.Second)
 		entries[i] = store.DueEntry{Due: due, JobID: id, Kind: store.KindScheduled, RunID: store.RunID(id, due), Attempt: 1}
 	}

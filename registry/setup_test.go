@@ -53,6 +53,7 @@ func TestOnRealStack(t *testing.T) {
 		{"ResumeReleasesHeld", testResumeReleasesHeld},
 		{"ResumeFollowsMisfirePolicy", testResumeFollowsMisfirePolicy},
 		{"MaxJobs", testMaxJobs},
+		{"JobIDsAreNamespacedByTeam", testJobIDsAreNamespacedByTeam},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -307,11 +308,13 @@ func (s *stack) dueEntries(jobID string, due time.Time) []store.DueEntry {
 	return out
 }
 
-// cronSpec is a valid definition of a daily cron job.
+// cronSpec is a valid definition of a daily cron job, owned by the team its
+// id starts with (<owner_team>.<name>).
 func cronSpec(id, expr string) *sundialv1.JobSpec {
+	team, _, _ := strings.Cut(id, ".")
 	return &sundialv1.JobSpec{
 		Id:        id,
-		OwnerTeam: "team",
+		OwnerTeam: team,
 		Schedule: &sundialv1.Schedule{
 			Kind:     &sundialv1.Schedule_Cron{Cron: &sundialv1.Cron{Expression: expr}},
 			TimeZone: "UTC",

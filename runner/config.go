@@ -254,7 +254,7 @@ func (c Config) withDefaults() Config {
 		host, _ := os.Hostname()
 		c.ID = cmp.Or(host, "runner") + "-" + strconv.Itoa(os.Getpid())
 	}
-	c.Group = cmp.Or(c.Group, DefaultGroup)
+	c.Group = cmp.Or(c.Group, c.Topics.Group(DefaultGroup))
 	c.KeyPrefix = cmp.Or(c.KeyPrefix, DefaultKeyPrefix)
 	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
 	c.Pool = cmp.Or(c.Pool, discovery.DefaultPool)

@@ -101,7 +101,7 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	c.Group = cmp.Or(c.Group, DefaultGroup)
+	c.Group = cmp.Or(c.Group, c.Topics.Group(DefaultGroup))
 	c.Retention = cmp.Or(c.Retention, topics.TriggersRetention)
 	c.MaxPayloadBytes = cmp.Or(c.MaxPayloadBytes, jobspec.DefaultMaxPayloadBytes)
 	c.ID = cmp.Or(c.ID, "trigger")

@@ -206,7 +206,7 @@ func (w *Worker) Start(ctx context.Context) error {
 			ID:           c.ID,
 			Kafka:        append([]kgo.Opt{kgo.SeedBrokers(c.KafkaBrokers...)}, c.Kafka...),
 			Topics:       names,
-			Group:        Group(c.Pool),
+			Group:        names.Group(Group(c.Pool)),
 			Leases:       leases,
 			Redis:        rdb,
 			KeyPrefix:    c.RedisKeyPrefix + runner.DefaultKeyPrefix,

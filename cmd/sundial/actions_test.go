@@ -48,8 +48,8 @@ func TestOperatorCommands(t *testing.T) {
 		return path
 	}
 	const id = "actions.nightly"
-	v1 := write("v1.json", `{"id": "actions.nightly", "ownerTeam": "ops", "schedule": {"cron": {"expression": "0 3 * * *"}}, "target": {"handler": {"name": "noop"}}}`)
-	v2 := write("v2.json", `{"id": "actions.nightly", "ownerTeam": "ops", "schedule": {"cron": {"expression": "*/10 * * * *"}}, "target": {"handler": {"name": "noop"}}}`)
+	v1 := write("v1.json", `{"id": "actions.nightly", "ownerTeam": "actions", "schedule": {"cron": {"expression": "0 3 * * *"}}, "target": {"handler": {"name": "noop"}}}`)
+	v2 := write("v2.json", `{"id": "actions.nightly", "ownerTeam": "actions", "schedule": {"cron": {"expression": "*/10 * * * *"}}, "target": {"handler": {"name": "noop"}}}`)
 
 	code, out, errOut := cli("jobs", "apply", "-f", v1, "--timeout", "2m")
 	require.Equal(t, 0, code, "stdout: %s\nstderr: %s", out, errOut)

@@ -294,12 +294,12 @@ func apiRunServices(cmd *cli.Command, st *cassandra.Store, kopts []kgo.Opt, name
 		// The default group of every Sundial process; an installation that
 		// renamed one sees it missing from the view.
 		Groups: []apiserver.ConsumerGroup{
-			{Role: "registry", Group: registry.DefaultGroup},
-			{Role: "triggers", Group: trigger.DefaultGroup},
-			{Role: "dispatchers", Group: dispatcher.DefaultGroupID},
-			{Role: apiserver.RoleRunners, Group: runner.DefaultGroup},
-			{Role: "history", Group: history.DefaultGroup},
-			{Role: "dagengine", Group: dagengine.DefaultGroup},
+			{Role: "registry", Group: names.Group(registry.DefaultGroup)},
+			{Role: "triggers", Group: names.Group(trigger.DefaultGroup)},
+			{Role: "dispatchers", Group: names.Group(dispatcher.DefaultGroupID)},
+			{Role: apiserver.RoleRunners, Group: names.Group(runner.DefaultGroup)},
+			{Role: "history", Group: names.Group(history.DefaultGroup)},
+			{Role: "dagengine", Group: names.Group(dagengine.DefaultGroup)},
 		},
 	})
 	if err != nil {

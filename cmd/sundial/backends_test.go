@@ -68,7 +68,7 @@ func TestRefusedKafkaIsNamed(t *testing.T) {
 	t.Cleanup(kc.Close)
 	dir := t.TempDir()
 	valid := filepath.Join(dir, "valid.json")
-	require.NoError(t, os.WriteFile(valid, []byte(`{"id": "ok.job", "ownerTeam": "t", "target": {"handler": {"name": "noop"}}, "schedule": {"interval": {"every": "60s"}, "timeZone": "UTC"}}`), 0o600))
+	require.NoError(t, os.WriteFile(valid, []byte(`{"id": "ok.job", "ownerTeam": "ok", "target": {"handler": {"name": "noop"}}, "schedule": {"interval": {"every": "60s"}, "timeZone": "UTC"}}`), 0o600))
 	invalid := filepath.Join(dir, "invalid.json")
 	require.NoError(t, os.WriteFile(invalid, []byte(`{"id": "bad job", "ownerTeam": "t"}`), 0o600))
 	conn := []string{"--kafka-brokers", strings.Join(kc.ListenAddrs(), ","), "--kafka-sasl-mechanism", "SCRAM-SHA-256",

@@ -179,7 +179,7 @@ runner:
 	code, out, errOut = runCLI(t, "--config", file, "config", "print", "runner")
 	require.Equal(t, 0, code, errOut)
 	assert.Regexp(t, `concurrency\s+99\s+config file \S+, section "runner"`, out)
-	assert.Regexp(t, `group-id\s+sundial-runners\s+default`, out)
+	assert.Regexp(t, `group-id\s+default`, out)
 	for _, s := range []string{"kafka-secret-from-file", "redis-secret-from-env"} {
 		assert.NotContains(t, out, s)
 	}

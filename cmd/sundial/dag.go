@@ -58,8 +58,8 @@ write, so none is lost and no node starts twice.
 Example, against the local stack:
   source <(deploy/local/stack.sh env) && sundial dag engine --metrics-addr :9466`,
 		Flags: append(append(append(kafkaFlags(), cassandraStoreFlags()...), processFlags()...),
-			&cli.StringFlag{Name: "group-id", Value: dagengine.DefaultGroup, Usage: "consumer group on sundial.events", Sources: envVar("group-id")},
-			&cli.StringFlag{Name: "definitions-group-id", Value: dagengine.DefaultDefinitionsGroup, Usage: "consumer group on sundial.jobs", Sources: envVar("definitions-group-id")},
+			&cli.StringFlag{Name: "group-id", Usage: "consumer group on sundial.events (default <topic prefix>" + dagengine.DefaultGroup + ")", Sources: envVar("group-id")},
+			&cli.StringFlag{Name: "definitions-group-id", Usage: "consumer group on sundial.jobs (default <topic prefix>" + dagengine.DefaultDefinitionsGroup + ")", Sources: envVar("definitions-group-id")},
 			&cli.DurationFlag{Name: "sweep-interval", Value: 30 * time.Second, Usage: "how often every unfinished DAG run is visited and definitions re-read", Sources: envVar("sweep-interval")},
 			&cli.DurationFlag{Name: "session-timeout", Value: dagengine.DefaultSessionTimeout, Usage: "consumer group session timeout: how soon a dead engine's partitions move to another engine or to its restart", Sources: envVar("session-timeout")},
 			&cli.DurationFlag{Name: "redrive-after", Value: 10 * time.Second, Usage: "how long work another engine saved is left to it before this one redoes it", Sources: envVar("redrive-after")},

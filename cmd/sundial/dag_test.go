@@ -13,7 +13,7 @@ import (
 func TestDagValidate(t *testing.T) {
 	t.Parallel()
 	cyclic := filepath.Join(t.TempDir(), "cyclic.json")
-	require.NoError(t, os.WriteFile(cyclic, []byte(`{"id":"c","ownerTeam":"t","nodes":[
+	require.NoError(t, os.WriteFile(cyclic, []byte(`{"id":"t.c","ownerTeam":"t","nodes":[
 		{"id":"a","jobId":"j","parents":["b"]},{"id":"b","jobId":"j","parents":["a"]},{"id":"x","jobId":"j","parents":["x"]}]}`), 0o600))
 	tests := []struct {
 		name    string
@@ -26,7 +26,7 @@ func TestDagValidate(t *testing.T) {
 			out: []string{"DAG data.daily-etl is valid: 4 nodes, 2 roots, policy continue_independent"}},
 		{name: "cycle and self-edge", file: cyclic, code: 1,
 			out:     []string{"nodes[2].parents[0]: self-edge: node \"x\" lists itself as a parent", "nodes: cycle a -> b -> a"},
-			errText: `DAG "c": 2 problem(s)`},
+			errText: `DAG "t.c": 2 problem(s)`},
 		{name: "missing file", file: filepath.Join(t.TempDir(), "nope.json"), code: 1, errText: "no such file"},
 	}
 	for _, tt := range tests {

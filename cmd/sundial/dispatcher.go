@@ -29,7 +29,7 @@ least one shard.
 Example, against the local stack:
   source <(deploy/local/stack.sh env) && sundial dispatcher --metrics-addr :9464`,
 		Flags: append(append(append(kafkaFlags(), cassandraStoreFlags()...), processFlags()...),
-			&cli.StringFlag{Name: "group-id", Value: dispatcher.DefaultGroupID, Usage: "consumer group the dispatchers share the shards in", Sources: envVar("group-id")},
+			&cli.StringFlag{Name: "group-id", Usage: "consumer group the dispatchers share the shards in (default <topic prefix>" + dispatcher.DefaultGroupID + ")", Sources: envVar("group-id")},
 			&cli.StringFlag{Name: "instance-id", Usage: "name of this dispatcher in shard claims (default: host name and process id)", Sources: envVar("instance-id")},
 			&cli.DurationFlag{Name: "lookahead", Value: dispatcher.DefaultLookahead, Usage: "read a minute bucket this long before it starts", Sources: envVar("lookahead")},
 			&cli.DurationFlag{Name: "prepare-ahead", Value: dispatcher.DefaultPrepareAhead, Usage: "start a firing (job read, run built) this long before its due time; the run is produced at the due time", Sources: envVar("prepare-ahead")},

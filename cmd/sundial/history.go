@@ -30,7 +30,7 @@ the partitions of sundial.events). With --metrics-addr it serves /metrics,
 Example, against the local stack:
   source <(deploy/local/stack.sh env) && sundial history --metrics-addr :9467`,
 		Flags: append(append(append(kafkaFlags(), cassandraStoreFlags()...), processFlags()...),
-			&cli.StringFlag{Name: "group-id", Value: history.DefaultGroup, Usage: "consumer group of the history writers", Sources: envVar("group-id")},
+			&cli.StringFlag{Name: "group-id", Usage: "consumer group of the history writers (default <topic prefix>" + history.DefaultGroup + ")", Sources: envVar("group-id")},
 			&cli.IntFlag{Name: "max-poll-records", Value: history.DefaultMaxPollRecords, Usage: "most events read, coalesced and written together", Sources: envVar("max-poll-records")},
 		),
 		Action: runHistory,

@@ -32,7 +32,7 @@ func TestJobsApplyReportsInvalidDefinitions(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "jobs.json")
 	require.NoError(t, os.WriteFile(file, []byte(`[
-		{"id": "ok.job", "ownerTeam": "t", "target": {"handler": {"name": "noop"}}},
+		{"id": "ok.job", "ownerTeam": "ok", "target": {"handler": {"name": "noop"}}},
 		{"id": "bad job", "ownerTeam": "t", "schedule": {"cron": {"expression": "61 * * * *"}, "timeZone": "UTC"}}
 	]`), 0o600))
 	code, out, errOut := runCLI(t, "jobs", "apply", "-f", file, "--kafka-brokers", "127.0.0.1:1", "--timeout", "2s")
@@ -151,7 +151,7 @@ func TestJobsCommands(t *testing.T) {
 func testJobsApplyDirectory(t *testing.T, kafkaArgs []string) {
 	dir := t.TempDir()
 	job := func(i int) string {
-		return fmt.Sprintf(`{"id": "bulk.cli-%04d", "ownerTeam": "t", "schedule": {"interval": {"every": "3600s"}, "timeZone": "UTC"}, "target": {"handler": {"name": "noop"}}}`, i)
+		return fmt.Sprintf(`{"id": "bulk.cli-%04d", "ownerTeam": "bulk", "schedule": {"interval": {"every": "3600s"}, "timeZone": "UTC"}, "target": {"handler": {"name": "noop"}}}`, i)
 	}
 	var array, lines, docs []string
 	for i := range 200 {
@@ -162,7 +162,7 @@ func testJobsApplyDirectory(t *testing.T, kafkaArgs []string) {
 		array = append(array, fmt.Sprintf(`{"id": "bulk.cli-bad-%d", "target": {"handler": {"name": "noop"}}}`, i))
 	}
 	for i := range 100 {
-		docs = append(docs, fmt.Sprintf("id: bulk.cli-%04d\nowner_team: t\nschedule:\n  interval:\n    every: 3600s\n  time_zone: UTC\ntarget:\n  handler:\n    name: noop\n", 400+i))
+		docs = append(docs, fmt.Sprintf("id: bulk.cli-%04d\nowner_team: bulk\nschedule:\n  interval:\n    every: 3600s\n  time_zone: UTC\ntarget:\n  handler:\n    name: noop\n", 400+i))
 	}
 	docs = append(docs, "id: bulk.cli-typo\nownerTeem: t\n")
 	sub := filepath.Join(dir, "more")

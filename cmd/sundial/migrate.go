@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"time"
 
 	"github.com/urfave/cli/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/jobspec"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/store"
 	"github.com/sundialhq/sundial/store/cassandra"
 )
 
@@ -27,7 +32,7 @@ Example, against the local stack:
 		Flags: append(append(kafkaFlags(), cassandraStoreFlags()...),
 			&cli.IntFlag{Name: "replication-factor", Value: cassandra.DefaultReplicationFactor, Usage: "replication factor of the keyspace when it is created", Sources: envVar("replication-factor")},
 			&cli.IntFlag{Name: "topic-replication-factor", Value: -1, Usage: "replication factor of created topics; -1 for the brokers' default", Sources: envVar("topic-replication-factor")},
-			&cli.StringSliceFlag{Name: "teams", Usage: "also create these teams' job topics, sundial.jobs.<team> (comma-separated)", Sources: envVar("teams")},
+			&cli.StringSliceFlag{Name: "teams", Usage: "also create these teams' job topics, sundial.jobs.<team> (comma-separated); every team already in the store gets its topic regardless", Sources: envVar("teams")},
 			&cli.IntFlag{Name: "shards", Value: 128, Usage: "number of shards S, fixed for the life of the cluster", Sources: envVar("shards")},
 			&cli.DurationFlag{Name: "timeout", Value: 2 * time.Minute, Usage: "give up after this long (an unreachable backend fails sooner)", Sources: envVar("timeout")},
 		),
@@ -96,8 +101,28 @@ Example, against the local stack:
 				return err
 			}
 			names := topics.Names{Prefix: cmd.String("topic-prefix")}
+			// Every team already defined gets its job topic too: since
+			// ids are namespaced and the registry reads team topics only
+			// by default, an upgrade must leave no team without one.
+			st, err := cassandra.Open(ctx, cfg)
+			if err != nil {
+				return fmt.Errorf("cassandra: %w", err)
+			}
+			defer func() { _ = st.Close() }()
+			stored, err := st.ListTeams(ctx)
+			if err != nil {
+				return fmt.Errorf("cassandra: list teams: %w", err)
+			}
+			for _, team := range stored {
+				if topics.ValidTeam(team.Name) == nil {
+					teamSpecs = append(teamSpecs, names.TeamJobsSpec(team.Name))
+				}
+			}
+			if err := reportLegacyJobs(ctx, out, st); err != nil {
+				return fmt.Errorf("cassandra: %w", err)
+			}
 			created, err := topics.Setup(ctx, cmd.StringSlice("kafka-brokers"), names, res.Cluster.Shards, int16(trf), kopts...)
-			if err == nil && len(cmd.StringSlice("teams")) > 0 {
+			if err == nil && len(teamSpecs) > 0 {
 				var teams []topics.Result
 				teams, err = topics.EnsureAt(ctx, cmd.StringSlice("kafka-brokers"), teamSpecs, int16(trf), kopts...)
 				created = append(created, teams...)
@@ -115,4 +140,47 @@ Example, against the local stack:
 			return nil
 		},
 	}
+}
+
+// reportLegacyJobs prints the stored jobs whose id or owner team does not
+// fit the namespace rule (jobspec.CheckOwnedID): they keep running and their
+// owner may still change or delete them, but no other job may be defined
+// so. It is a report: nothing is renamed.
+func reportLegacyJobs(ctx context.Context, out io.Writer, st store.JobLister) error {
+	var n int
+	after := ""
+	for {
+		page, err := st.ListJobs(ctx, after, 500)
+		if err != nil {
+			return fmt.Errorf("list jobs: %w", err)
+		}
+		for _, job := range page.Jobs {
+			for _, line := range legacyProblems(job) {
+				fmt.Fprintln(out, line)
+				n++
+			}
+		}
+		if page.Next == "" {
+			break
+		}
+		after = page.Next
+	}
+	if n > 0 {
+		fmt.Fprintf(out, "%d legacy job problem(s): each job keeps running and only its owner team may change or delete it; define a new <owner_team>.<name> job and delete the old one to move\n", n)
+	}
+	return nil
+}
+
+// legacyProblems returns a report line for each way job's stored id or
+// owner team does not fit the namespace rule.
+func legacyProblems(job store.Job) []string {
+	spec := &sundialv1.JobSpec{}
+	if err := proto.Unmarshal(job.Spec, spec); err != nil {
+		return []string{fmt.Sprintf("legacy job %s: stored definition does not decode: %v", job.ID, err)}
+	}
+	var lines []string
+	for _, fe := range jobspec.CheckOwnedID(job.ID, spec.GetOwnerTeam()) {
+		lines = append(lines, fmt.Sprintf("legacy job %s (owner team %q): %s", job.ID, spec.GetOwnerTeam(), fe))
+	}
+	return lines
 }

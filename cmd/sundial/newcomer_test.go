@@ -41,9 +41,9 @@ func TestNewcomerJobsFire(t *testing.T) {
 
 	file := filepath.Join(t.TempDir(), "jobs.json")
 	require.NoError(t, os.WriteFile(file, []byte(`[
-		{"id": "newcomer.every-second", "ownerTeam": "t", "schedule": {"interval": {"every": "1s"}},
+		{"id": "newcomer.every-second", "ownerTeam": "newcomer", "schedule": {"interval": {"every": "1s"}},
 		 "target": {"handler": {"name": "noop"}}},
-		{"id": "newcomer.cron", "ownerTeam": "t", "schedule": {"cron": {"expression": "* * * * * *"}},
+		{"id": "newcomer.cron", "ownerTeam": "newcomer", "schedule": {"cron": {"expression": "* * * * * *"}},
 		 "target": {"handler": {"name": "noop"}}}
 	]`), 0o600))
 	kafkaArgs := []string{"--kafka-brokers", strings.Join(k.Brokers, ","), "--topic-prefix", k.TopicPrefix}

@@ -32,8 +32,8 @@ their consumer groups.
 Example, against the local stack:
   source <(deploy/local/stack.sh env) && sundial registry --metrics-addr :9463`,
 		Flags: append(append(append(kafkaFlags(), cassandraStoreFlags()...), processFlags()...),
-			&cli.StringFlag{Name: "group-id", Value: registry.DefaultGroup, Usage: "consumer group of the registries on sundial.jobs", Sources: envVar("group-id")},
-			&cli.StringFlag{Name: "trigger-group-id", Value: trigger.DefaultGroup, Usage: "consumer group on sundial.triggers", Sources: envVar("trigger-group-id")},
+			&cli.StringFlag{Name: "group-id", Usage: "consumer group of the registries on sundial.jobs (default <topic prefix>" + registry.DefaultGroup + ")", Sources: envVar("group-id")},
+			&cli.StringFlag{Name: "trigger-group-id", Usage: "consumer group on sundial.triggers (default <topic prefix>" + trigger.DefaultGroup + ")", Sources: envVar("trigger-group-id")},
 			&cli.IntFlag{Name: "concurrency", Value: registry.DefaultConcurrency, Usage: "definitions processed at once (records of one job stay in order)", Sources: envVar("concurrency")},
 			&cli.IntFlag{Name: "max-payload-bytes", Value: jobspec.DefaultMaxPayloadBytes, Usage: "largest payload a definition or trigger may carry", Sources: envVar("max-payload-bytes")},
 			&cli.BoolFlag{Name: "jobs-shared-topic", Value: true, Usage: "also read definitions from the shared sundial.jobs, which lets whoever may write it change any team's job; false enforces ownership (team topics sundial.jobs.<team> only)", Sources: envVar("jobs-shared-topic")},

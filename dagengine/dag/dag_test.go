@@ -22,7 +22,7 @@ func node(id string, parents ...string) *sundialv1.DagNode {
 }
 
 func spec(nodes ...*sundialv1.DagNode) *sundialv1.DagSpec {
-	return &sundialv1.DagSpec{Id: "etl", OwnerTeam: "data", Nodes: nodes}
+	return &sundialv1.DagSpec{Id: "data.etl", OwnerTeam: "data", Nodes: nodes}
 }
 
 func fields(errs []dag.FieldError) []string {
@@ -76,7 +76,7 @@ func TestCompileRejects(t *testing.T) {
 		{"inline with schedule and bad id", spec(inlineHTTP(func(js *sundialv1.JobSpec) {
 			js.Id = "other"
 			js.Schedule = &sundialv1.Schedule{Kind: &sundialv1.Schedule_Immediate{Immediate: &sundialv1.Immediate{}}, TimeZone: "UTC"}
-		})), []string{`nodes[0].inline.id: "other": leave it empty or set it to "etl/in"`, "nodes[0].inline.schedule: must be unset"}},
+		})), []string{`nodes[0].inline.id: "other": leave it empty or set it to "data.etl/in"`, "nodes[0].inline.schedule: must be unset"}},
 		{"inline job rules", spec(inlineHTTP(func(js *sundialv1.JobSpec) { js.Target = nil })), []string{"nodes[0].inline.target"}},
 		{"dag fields", &sundialv1.DagSpec{Id: "a@b", Nodes: []*sundialv1.DagNode{node("a")}, FailurePolicy: 9,
 			Schedule: &sundialv1.Schedule{Kind: &sundialv1.Schedule_Cron{Cron: &sundialv1.Cron{Expression: "nope"}}, TimeZone: "UTC"}},
@@ -106,7 +106,7 @@ func TestCompileGraph(t *testing.T) {
 	// A diamond: a -> (b, c) -> d, and an independent e.
 	g, errs := dag.Compile(spec(node("a"), node("b", "a"), node("c", "a"), node("d", "c", "b"), node("e")), dag.Options{})
 	require.Empty(t, errs)
-	assert.Equal(t, "etl", g.ID())
+	assert.Equal(t, "data.etl", g.ID())
 	assert.Equal(t, dag.Stop, g.Policy(), "unspecified means stop")
 	require.Equal(t, 5, g.Len())
 	d, ok := g.Index("d")
@@ -129,8 +129,8 @@ func TestCompileFillsInlineJob(t *testing.T) {
 	require.Empty(t, errs, fields(errs))
 	assert.True(t, proto.Equal(before, s), "the caller's spec is not modified")
 	n := g.Node(0)
-	assert.Equal(t, "etl/load", n.JobID)
-	assert.Equal(t, "etl/load", n.Inline.GetId())
+	assert.Equal(t, "data.etl/load", n.JobID)
+	assert.Equal(t, "data.etl/load", n.Inline.GetId())
 	assert.Equal(t, "data", n.Inline.GetOwnerTeam())
 	assert.Equal(t, 90*time.Second, n.Timeout)
 	assert.Equal(t, dag.ContinueIndependent, g.Policy())
@@ -140,7 +140,7 @@ func TestCompileFillsInlineJob(t *testing.T) {
 	require.NoError(t, err)
 	again, err := dag.Unmarshal(b, dag.Options{})
 	require.NoError(t, err)
-	assert.Equal(t, "etl/load", again.Node(0).Inline.GetId())
+	assert.Equal(t, "data.etl/load", again.Node(0).Inline.GetId())
 }
 
 func TestCompileLongChainAndWideFanOut(t *testing.T) {

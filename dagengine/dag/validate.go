@@ -56,6 +56,9 @@ func Compile(spec *sundialv1.DagSpec, opts Options) (*Graph, []FieldError) {
 		return nil, errs
 	}
 	spec = proto.Clone(spec).(*sundialv1.DagSpec)
+	if r := jobspec.CheckEncodedSize(spec); r != "" {
+		add("record", "%s", r)
+	}
 
 	// The fields a DAG shares with a job are checked by the job rules.
 	shared := opts.Limits.ValidateSpec(&sundialv1.JobSpec{
@@ -227,7 +230,7 @@ func inline(errs *[]FieldError, opts Options, field string, spec *sundialv1.DagS
 		*errs = append(*errs, FieldError{Field: field + ".schedule", Reason: "must be unset: the DAG decides when its nodes run"})
 		job.Schedule = nil
 	}
-	for _, fe := range opts.Limits.ValidateSpec(job) {
+	for _, fe := range opts.Limits.ValidateInline(job) {
 		if fe.Field == "owner_team" {
 			continue // the DAG's: reported once, for the DAG
 		}

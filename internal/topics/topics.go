@@ -49,6 +49,13 @@ type Names struct {
 	Prefix string
 }
 
+// Group is the default consumer group base of this installation: base
+// after the prefix ("<prefix>sundial-registry"). Two installations sharing
+// a Kafka cluster under their own prefixes then never join each other's
+// groups (which would rebalance both). Every component's default group is
+// made here.
+func (n Names) Group(base string) string { return n.Prefix + base }
+
 // Jobs is sundial.jobs: job definitions keyed by job id; a tombstone deletes.
 func (n Names) Jobs() string { return n.Prefix + baseJobs }
 

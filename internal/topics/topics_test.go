@@ -67,3 +67,25 @@ func TestSpecs(t *testing.T) {
 		assert.ErrorContains(t, err, "shards")
 	}
 }
+
+func TestDefaultGroupsFollowThePrefix(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ prefix, base, want string }{
+		{"", "sundial-registry", "sundial-registry"},
+		{"redteam.", "sundial-registry", "redteam.sundial-registry"},
+		{"prod.", "sundial-runners-billing", "prod.sundial-runners-billing"},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, topics.Names{Prefix: tt.prefix}.Group(tt.base))
+	}
+
+	bases := []string{"sundial-registry", "sundial-triggers", "sundial-runners", "sundial-dispatchers", "sundial-history", "sundial-dagengine", "sundial-dagengine-definitions"}
+	a, b := map[string]bool{}, map[string]bool{}
+	for _, base := range bases {
+		a[topics.Names{Prefix: "one."}.Group(base)] = true
+		b[topics.Names{Prefix: "two."}.Group(base)] = true
+	}
+	for g := range a {
+		assert.False(t, b[g], "two installations share the group %s", g)
+	}
+}
