@@ -157,9 +157,9 @@ func TestConcurrentAppliersStartEachNodeOnce(t *testing.T) {
 	t.Parallel()
 	m := memStack(t)
 	const width = 50
-	m.put(t, fanDag("fan", width), true)
+	m.put(t, fanDag("test.fan", width), true)
 	r, reg := m.runs(t, nil)
-	id, created, err := r.StartRun(t.Context(), "fan", m.clock.Now(), dagengine.OriginSchedule)
+	id, created, err := r.StartRun(t.Context(), "test.fan", m.clock.Now(), dagengine.OriginSchedule)
 	require.NoError(t, err)
 	require.True(t, created)
 
@@ -208,19 +208,19 @@ func TestConcurrentAppliersStartEachNodeOnce(t *testing.T) {
 func TestNodeRunCarriesTheJob(t *testing.T) {
 	t.Parallel()
 	m := memStack(t)
-	spec := &sundialv1.DagSpec{Id: "d", OwnerTeam: "data", Nodes: []*sundialv1.DagNode{
+	spec := &sundialv1.DagSpec{Id: "data.d", OwnerTeam: "data", Nodes: []*sundialv1.DagNode{
 		node("reg"),
 		{Id: "in", Job: &sundialv1.DagNode_Inline{Inline: &sundialv1.JobSpec{
 			Payload: []byte("hi"), Target: &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: "x"}}},
 		}}},
 	}}
 	m.put(t, spec, false)
-	m.put(t, &sundialv1.DagSpec{Id: "jobs-only", OwnerTeam: "data", Nodes: []*sundialv1.DagNode{node("reg")}}, true)
+	m.put(t, &sundialv1.DagSpec{Id: "data.jobs-only", OwnerTeam: "data", Nodes: []*sundialv1.DagNode{node("reg")}}, true)
 	r, _ := m.runs(t, nil)
 	due := m.clock.Now().Add(-time.Minute)
-	id, _, err := r.StartRun(t.Context(), "d", due, dagengine.OriginTrigger)
+	id, _, err := r.StartRun(t.Context(), "data.d", due, dagengine.OriginTrigger)
 	require.NoError(t, err)
-	assert.Equal(t, fmt.Sprintf("d@%d", due.UnixMilli()), id)
+	assert.Equal(t, fmt.Sprintf("data.d@%d", due.UnixMilli()), id)
 
 	e := m.enq.entries[id+"/reg"]
 	assert.Equal(t, store.KindDAG, e.Kind)
@@ -239,7 +239,7 @@ func TestNodeRunCarriesTheJob(t *testing.T) {
 
 	in := m.enq.entries[id+"/in"]
 	require.NoError(t, proto.Unmarshal(in.Payload, run))
-	assert.Equal(t, "d/in", run.GetJobId())
+	assert.Equal(t, "data.d/in", run.GetJobId())
 	assert.Equal(t, "data", run.GetOwnerTeam())
 	assert.Equal(t, []byte("hi"), run.GetPayload())
 	assert.Equal(t, sundialv1.Priority_PRIORITY_DEFAULT, run.GetPriority())
@@ -250,9 +250,9 @@ func TestNodeRunCarriesTheJob(t *testing.T) {
 func TestMissingJobFailsTheNode(t *testing.T) {
 	t.Parallel()
 	m := memStack(t)
-	m.put(t, &sundialv1.DagSpec{Id: "d", OwnerTeam: "t", Nodes: []*sundialv1.DagNode{node("a"), node("b", "a")}}, false)
+	m.put(t, &sundialv1.DagSpec{Id: "t.d", OwnerTeam: "t", Nodes: []*sundialv1.DagNode{node("a"), node("b", "a")}}, false)
 	r, _ := m.runs(t, nil)
-	id, _, err := r.StartRun(t.Context(), "d", m.clock.Now(), dagengine.OriginTrigger)
+	id, _, err := r.StartRun(t.Context(), "t.d", m.clock.Now(), dagengine.OriginTrigger)
 	require.NoError(t, err)
 	_, st, err := r.Get(t.Context(), id)
 	require.NoError(t, err)
@@ -279,10 +279,10 @@ func TestMissingJobFailsTheNode(t *testing.T) {
 func TestSavedWorkOfADeadProcessIsRedone(t *testing.T) {
 	t.Parallel()
 	m := memStack(t)
-	m.put(t, fanDag("f", 3), true)
+	m.put(t, fanDag("test.f", 3), true)
 	down := &fakeEnqueuer{entries: map[string]store.DueEntry{}, calls: map[string]int{}}
 	dead, _ := m.runs(t, down)
-	id, _, err := dead.StartRun(t.Context(), "f", m.clock.Now(), dagengine.OriginTrigger)
+	id, _, err := dead.StartRun(t.Context(), "test.f", m.clock.Now(), dagengine.OriginTrigger)
 	require.NoError(t, err)
 	_, st, err := dead.Get(t.Context(), id)
 	require.NoError(t, err)
@@ -327,9 +327,9 @@ func (s *interloper) UpdateDagRun(ctx context.Context, r store.DagRun) (int64, e
 func TestLostWriteIsRecomputed(t *testing.T) {
 	t.Parallel()
 	m := memStack(t)
-	m.put(t, &sundialv1.DagSpec{Id: "d", OwnerTeam: "t", Nodes: []*sundialv1.DagNode{node("a"), node("b"), node("c", "a", "b")}}, true)
+	m.put(t, &sundialv1.DagSpec{Id: "t.d", OwnerTeam: "t", Nodes: []*sundialv1.DagNode{node("a"), node("b"), node("c", "a", "b")}}, true)
 	other, otherReg := m.runs(t, nil)
-	id, _, err := other.StartRun(t.Context(), "d", m.clock.Now(), dagengine.OriginTrigger)
+	id, _, err := other.StartRun(t.Context(), "t.d", m.clock.Now(), dagengine.OriginTrigger)
 	require.NoError(t, err)
 	_, st, err := other.Get(t.Context(), id)
 	require.NoError(t, err)

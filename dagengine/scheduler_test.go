@@ -136,7 +136,7 @@ func TestCatchUpAfterStoreOutage(t *testing.T) {
 		first := time.Now().Truncate(time.Second)
 		time.Sleep(time.Duration(missed-1)*every + every/2)
 		for i := range dags {
-			id := fmt.Sprintf("d%d", i)
+			id := fmt.Sprintf("t.d%d", i)
 			spec := &sundialv1.DagSpec{Id: id, OwnerTeam: "t",
 				Schedule: &sundialv1.Schedule{TimeZone: "UTC", MisfirePolicy: sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ALL,
 					CatchUpWindow: durationpb.New(time.Hour),
@@ -177,7 +177,7 @@ func TestCatchUpAfterStoreOutage(t *testing.T) {
 		// Wait (in the bubble's time) until every missed occurrence started.
 		want := map[string][]string{}
 		for i := range dags {
-			id := fmt.Sprintf("d%d", i)
+			id := fmt.Sprintf("t.d%d", i)
 			for k := range missed {
 				want[id] = append(want[id], dagrun.RunID(id, first.Add(time.Duration(k)*every)))
 			}

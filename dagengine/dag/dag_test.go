@@ -290,7 +290,7 @@ func TestInlineJobBelongsToTheDagsTeam(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s := &sundialv1.DagSpec{Id: "etl", OwnerTeam: tt.dagTeam, Nodes: []*sundialv1.DagNode{{Id: "in", Job: &sundialv1.DagNode_Inline{Inline: &sundialv1.JobSpec{
+			s := &sundialv1.DagSpec{Id: "data.etl", OwnerTeam: tt.dagTeam, Nodes: []*sundialv1.DagNode{{Id: "in", Job: &sundialv1.DagNode_Inline{Inline: &sundialv1.JobSpec{
 				OwnerTeam: tt.jobTeam,
 				Target:    &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: "noop"}}},
 			}}}}}

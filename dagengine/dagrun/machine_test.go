@@ -14,7 +14,7 @@ import (
 
 func chain(t *testing.T, ids ...string) *dag.Graph {
 	t.Helper()
-	s := &sundialv1.DagSpec{Id: "d", OwnerTeam: "t"}
+	s := &sundialv1.DagSpec{Id: "t.d", OwnerTeam: "t"}
 	for i, id := range ids {
 		n := &sundialv1.DagNode{Id: id, Job: &sundialv1.DagNode_JobId{JobId: "j." + id}}
 		if i > 0 {

@@ -144,7 +144,7 @@ func (sc *scenario) statement(verb string, args []string) {
 	switch verb {
 	case "dag":
 		opts := kv(args[1:])
-		sc.spec = &sundialv1.DagSpec{Id: args[0], OwnerTeam: "test"}
+		sc.spec = &sundialv1.DagSpec{Id: "test." + args[0], OwnerTeam: "test"}
 		switch opts["policy"] {
 		case "", "stop":
 			sc.spec.FailurePolicy = sundialv1.DagFailurePolicy_DAG_FAILURE_POLICY_STOP
