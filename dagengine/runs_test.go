@@ -279,10 +279,10 @@ func TestMissingJobFailsTheNode(t *testing.T) {
 func TestSavedWorkOfADeadProcessIsRedone(t *testing.T) {
 	t.Parallel()
 	m := memStack(t)
-	m.put(t, fanDag("test.f", 3), true)
+	m.put(t, fanDag("f", 3), true)
 	down := &fakeEnqueuer{entries: map[string]store.DueEntry{}, calls: map[string]int{}}
 	dead, _ := m.runs(t, down)
-	id, _, err := dead.StartRun(t.Context(), "test.f", m.clock.Now(), dagengine.OriginTrigger)
+	id, _, err := dead.StartRun(t.Context(), "f", m.clock.Now(), dagengine.OriginTrigger)
 	require.NoError(t, err)
 	_, st, err := dead.Get(t.Context(), id)
 	require.NoError(t, err)
