@@ -239,6 +239,14 @@ func Runner() *Dashboard {
 		q(`sum by (quota) (rate(sundial_registry_quota_rejections_total[$__rate_interval]))`, "{{quota}}"),
 		q(`sum(rate(sundial_quota_scrape_errors_total[$__rate_interval]))`, "quota metrics unreadable")))
 
+	b.row("Tenancy")
+	b.add(8, 8, ts("Runs deferred by rate quota", "ops", "Runs that found their team at max_runs_per_minute and wait for the next minute (DEFERRED, reason team_rate).",
+		q(`sum by (team) (rate(sundial_runner_team_rate_deferrals_total[$__rate_interval]))`, "{{team}}")))
+	b.add(8, 8, ts("Targets refused by egress", "ops", "Runs failed at once because their team's egress policy does not allow the address, topic or command (egress_refused, exec_not_allowed).",
+		q(`sum by (team, kind) (rate(sundial_runner_egress_refusals_total[$__rate_interval]))`, "{{team}} {{kind}}")))
+	b.add(8, 8, ts("Runs dead-lettered at dispatch", "ops", "Runs Kafka refused for good (too large, invalid, not authorised), put on sundial.dlq by the dispatcher so the shard moves on.",
+		q(`sum by (code) (rate(sundial_dispatcher_runs_dead_lettered_total[$__rate_interval]))`, "{{code}}")))
+
 	b.row("Run history")
 	b.add(12, 8, ts("History records by result", "ops",
 		"Run events read from sundial.events and the history records stored for 'sundial runs list'; refused and invalid records are dropped, retries are failed writes tried again.",
