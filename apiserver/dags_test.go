@@ -137,7 +137,13 @@ func testTooLargeDagIsInvalidArgument(t *testing.T, e *env, owner, _ string) {
 			Target: &sundialv1.Target{Kind: &sundialv1.Target_Http{Http: &sundialv1.HttpTarget{Url: "http://127.0.0.1:1/" + path}}},
 		}}})
 	}
-	_, err := e.dags(token(owner, auth.RoleAdmin)).ApplyDag(t.Context(), connect.NewRequest(&apiv1.ApplyDagRequest{Spec: spec}))
-	requireCode(t, connect.CodeInvalidArgument, err, "a DAG larger than a record")
-	assert.ErrorContains(t, err, "larger than the largest record Kafka accepts")
+	// The whole-definition bound (jobspec.MaxSpecBytes) refuses it before
+	// anything is produced: a rejection naming the record and the limit, not
+	// an error to retry.
+	res, err := e.dags(token(owner, auth.RoleAdmin)).ApplyDag(t.Context(), connect.NewRequest(&apiv1.ApplyDagRequest{Spec: spec}))
+	require.NoError(t, err, "a DAG larger than a record is a rejection, never unavailable")
+	require.False(t, res.Msg.GetAccepted())
+	require.NotEmpty(t, res.Msg.GetStatus().GetErrors())
+	assert.Equal(t, "record", res.Msg.GetStatus().GetErrors()[0].GetField(), "%v", res.Msg.GetStatus())
+	assert.Contains(t, res.Msg.GetStatus().GetErrors()[0].GetReason(), "512 KiB")
 }
