@@ -35,12 +35,13 @@ func testJobIDsAreNamespacedByTeam(t *testing.T, s *stack) {
 	require.Contains(t, got[1].status.GetErrors()[0].GetReason(), "empty segment")
 	require.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_CREATED, got[2].status.GetOutcome(), "%v", got[2].status)
 
-	// A job stored before ids were namespaced.
+	// A job stored before the rule, at revision 0 so that any record of its
+	// key (offset 1 or more: another team's comes first) is newer.
 	legacy := cronSpec("team-a.nightly/legacy", "0 3 * * *")
 	legacy.OwnerTeam = "team-a"
 	b, err := proto.Marshal(legacy)
 	require.NoError(t, err)
-	_, err = s.store.UpsertJobs(t.Context(), []store.Job{{ID: legacy.Id, Spec: b, Revision: 1, UpdatedAt: time.Now()}})
+	_, err = s.store.UpsertJobs(t.Context(), []store.Job{{ID: legacy.Id, Spec: b, Revision: 0, UpdatedAt: time.Now()}})
 	require.NoError(t, err)
 
 	taken := proto.Clone(legacy).(*sundialv1.JobSpec)
