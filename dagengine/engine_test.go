@@ -265,14 +265,14 @@ func (s *stack) dueEntries(jobID string, at time.Time) map[string]store.DueEntry
 func testTwoEngines(s *stack, sim *simRunner) {
 	t := s.t
 	const width = 30
-	spec := fanDag("test.fan", width)
+	spec := fanDag("fan", width)
 	s.putDag(spec)
 	s.putJobs(spec)
 	a := s.engine("two-a", nil)
 	b := s.engine("two-b", nil)
 
 	start := time.Now()
-	id, _, err := a.Runs().StartRun(s.ctx, "test.fan", time.Now(), dagengine.OriginTrigger)
+	id, _, err := a.Runs().StartRun(s.ctx, "fan", time.Now(), dagengine.OriginTrigger)
 	require.NoError(t, err)
 	t.Logf("started in %v", time.Since(start))
 	st := s.waitStatus(id, "succeeded", 2*time.Minute)
@@ -318,7 +318,7 @@ func (g *gate) Enqueue(ctx context.Context, entries ...store.DueEntry) error {
 func testEngineKilled(s *stack, sim *simRunner) {
 	t := s.t
 	const width = 10
-	spec := fanDag("test.crash", width)
+	spec := fanDag("crash", width)
 	s.putDag(spec)
 	s.putJobs(spec)
 	g := &gate{next: s.enq}
