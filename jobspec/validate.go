@@ -310,7 +310,7 @@ func CheckOwnedID(id, team string) []FieldError {
 		errs = append(errs, FieldError{"owner_team", fmt.Sprintf("%d characters, at most %d allowed", len(team), MaxOwnerTeamLength)})
 	default:
 		if err := topics.ValidTeam(team); err != nil {
-				errs = append(errs, FieldError{"owner_team", err.Error()})
+			errs = append(errs, FieldError{"owner_team", err.Error()})
 		}
 	}
 	if r := CheckID(id); r != "" {
