@@ -5,21 +5,14 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -33,6 +26,7 @@ import (
 	"github.com/sundialhq/sundial/apiserver"
 	"github.com/sundialhq/sundial/auth"
 	"github.com/sundialhq/sundial/client"
+	"github.com/sundialhq/sundial/internal/connect/testpki"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store/memory"
@@ -356,33 +350,6 @@ func TestStreamsOutliveTheBodyReadTimeout(t *testing.T) {
 	}
 }
 
-// testCert writes a self-signed certificate for 127.0.0.1 and returns its
-// files and a pool that trusts it.
-func testCert(t *testing.T) (certFile, keyFile string, roots *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sundial test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	require.NoError(t, err)
-	dir := t.TempDir()
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
-	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
-	cert, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	roots = x509.NewCertPool()
-	roots.AddCert(cert)
-	return certFile, keyFile, roots
-}
-
 // TestGRPCClientsReachTheAPI protects the promise of docs/api.md: gRPC,
 // gRPC-Web and Connect clients all reach the API on its one port, over
 // unencrypted HTTP/2 (h2c) and over TLS, and a refused call is refused in
@@ -390,8 +357,12 @@ func testCert(t *testing.T) (certFile, keyFile string, roots *x509.CertPool) {
 func TestGRPCClientsReachTheAPI(t *testing.T) {
 	t.Parallel()
 	plain, _ := edgeServer(t, nil)
-	certFile, keyFile, roots := testCert(t)
-	secure, _ := edgeServer(t, func(c *apiserver.Config) { c.TLSCertFile, c.TLSKeyFile = certFile, keyFile })
+	pki := testpki.New(t)
+	caPEM, err := os.ReadFile(pki.CA)
+	require.NoError(t, err)
+	roots := x509.NewCertPool()
+	require.True(t, roots.AppendCertsFromPEM(caPEM))
+	secure, _ := edgeServer(t, func(c *apiserver.Config) { c.TLSCertFile, c.TLSKeyFile = pki.ServerCert, pki.ServerKey })
 
 	h2c := &http.Transport{Protocols: new(http.Protocols)}
 	h2c.Protocols.SetUnencryptedHTTP2(true)
