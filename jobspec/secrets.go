@@ -162,27 +162,19 @@ func redactURL(raw, before string, paired bool, h *sundialv1.HttpTarget) string 
 		}
 	}
 	if p.hasQuery {
-		pairs := strings.Split(p.query, "&")
+		raw, pairs := queryPairs(p.query)
 		beforeValues := queryValues(bp.query)
-		seen := map[string]int{}
-		for i, pair := range pairs {
-			key, value, ok := strings.Cut(pair, "=")
-			if !ok {
-				continue
-			}
-			name := decodeQueryName(key)
-			n := seen[name]
-			seen[name]++
-			if !IsSecretQueryParam(h, name) || shownAsIs(value) {
+		for _, q := range pairs {
+			if !IsSecretQueryParam(h, q.name) || shownAsIs(q.value) {
 				continue
 			}
 			marker := Redacted
-			if old := beforeValues[name]; paired && n < len(old) && old[n] != value {
+			if old := beforeValues[q.name]; paired && q.occurrence < len(old) && old[q.occurrence] != q.value {
 				marker = RedactedChanged
 			}
-			pairs[i] = key + "=" + marker
+			raw[q.index] = q.key + "=" + marker
 		}
-		p.query = strings.Join(pairs, "&")
+		p.query = strings.Join(raw, "&")
 	}
 	return p.String()
 }
@@ -257,12 +249,39 @@ func queryValues(query string) map[string][]string {
 	if query == "" {
 		return out
 	}
-	for pair := range strings.SplitSeq(query, "&") {
-		key, value, _ := strings.Cut(pair, "=")
-		name := decodeQueryName(key)
-		out[name] = append(out[name], value)
+	_, pairs := queryPairs(query)
+	for _, q := range pairs {
+		out[q.name] = append(out[q.name], q.value)
 	}
 	return out
+}
+
+// queryPair is one name=value pair of a URL's query, as written, with its
+// occurrence among the pairs of its name: the n-th value of a name in one
+// URL stands for the n-th value of that name in another.
+type queryPair struct {
+	index      int    // in the query's "&"-separated parts
+	key, value string // as written
+	name       string // key decoded
+	occurrence int    // pairs of this name before this one
+}
+
+// queryPairs cuts a query into its "&"-separated parts, as written, and the
+// name=value pairs among them; a part without "=" holds no value and is
+// not a pair.
+func queryPairs(query string) (raw []string, pairs []queryPair) {
+	raw = strings.Split(query, "&")
+	seen := map[string]int{}
+	for i, part := range raw {
+		key, value, ok := strings.Cut(part, "=")
+		if !ok {
+			continue
+		}
+		name := decodeQueryName(key)
+		pairs = append(pairs, queryPair{index: i, key: key, value: value, name: name, occurrence: seen[name]})
+		seen[name]++
+	}
+	return raw, pairs
 }
 
 // Redact replaces, in place, every secret value of every HTTP target held
@@ -501,28 +520,20 @@ func keepRedactedHTTP(path string, h, stored *sundialv1.HttpTarget, what string)
 		return errs
 	}
 	storedValues := queryValues(splitURL(stored.GetUrl()).query)
-	pairs := strings.Split(p.query, "&")
-	seen := map[string]int{}
+	raw, pairs := queryPairs(p.query)
 	changed := false
-	for i, pair := range pairs {
-		key, value, ok := strings.Cut(pair, "=")
-		if !ok {
+	for _, q := range pairs {
+		if v, err := url.QueryUnescape(q.value); err != nil || v != Redacted {
 			continue
 		}
-		name := decodeQueryName(key)
-		n := seen[name]
-		seen[name]++
-		if v, err := url.QueryUnescape(value); err != nil || v != Redacted {
-			continue
-		}
-		old := storedValues[name]
-		if check(fmt.Sprintf("%s.url (query parameter %q)", path, name), n < len(old)) {
-			pairs[i] = key + "=" + old[n]
+		old := storedValues[q.name]
+		if check(fmt.Sprintf("%s.url (query parameter %q)", path, q.name), q.occurrence < len(old)) {
+			raw[q.index] = q.key + "=" + old[q.occurrence]
 			changed = true
 		}
 	}
 	if changed {
-		p.query = strings.Join(pairs, "&")
+		p.query = strings.Join(raw, "&")
 		h.Url = p.String()
 	}
 	return errs
