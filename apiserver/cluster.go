@@ -137,7 +137,7 @@ func (s *ClusterService) GetCluster(ctx context.Context, _ *connect.Request[apiv
 	resp := &apiv1.GetClusterResponse{
 		Time: timestamppb.New(now),
 		Unavailable: []string{
-			"circuit breakers: each runner keeps its own per downstream, with no shared record; see its sundial_runner_breaker_state metric",
+			"circuit breakers: each runner keeps its own per team and downstream, with no shared record; see its sundial_runner_breaker_state metric",
 		},
 	}
 	if s.cfg.Executors == nil {
