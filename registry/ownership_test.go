@@ -73,8 +73,9 @@ func testOwnership(t *testing.T, s *stack) {
 	stolen.OwnerTeam = "team-b"
 	attempts := s.produceTo(topicB, jobRecord(t, stolen, sundialv1.EncodingProtobuf), &kgo.Record{Key: []byte("team-a.own-1")})
 	answers := s.statuses.wait(t, 1, attempts...)
-	// The id names team A already: a definition of it can never be team B's.
-	requireRejected(t, answers[0].status, "id")
+	// The job is team A's: team B may not take it by naming itself owner.
+	requireRejected(t, answers[0].status, "owner_team")
+	assert.Contains(t, answers[0].status.GetErrors()[0].GetReason(), "belongs to another team")
 	requireRejected(t, answers[1].status, "owner_team")
 	assert.NotContains(t, answers[1].status.GetErrors()[0].GetReason(), `"team-a"`, "the delete's answer names the owner")
 	job, err := s.store.GetJob(t.Context(), "team-a.own-1")

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocql/gocql"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -91,19 +92,38 @@ func TestMigrateRejectsReplicationAboveNodes(t *testing.T) {
 
 func TestRunRetentionExpires(t *testing.T) {
 	t.Parallel()
-	_, s := setup(t, func(c *cassandra.Config) { c.RunRetention = time.Second })
 	ctx := t.Context()
 	due := time.Now().UTC()
 	rec := store.RunRecord{JobID: "ttl", RunID: store.RunID("ttl", due), Attempt: 1, Due: due, State: store.StateSucceeded, UpdatedAt: due}
-	require.NoError(t, s.RecordRun(ctx, rec))
-	runs, err := s.ListRuns(ctx, "ttl", 10)
+
+	// Every run row carries the configured retention as its TTL. The row is
+	// read back as long as it takes: with an hour's TTL a busy machine
+	// cannot make it expire before the read.
+	cfg, kept := setup(t, func(c *cassandra.Config) { c.RunRetention = time.Hour })
+	require.NoError(t, kept.RecordRun(ctx, rec))
+	runs, err := kept.ListRuns(ctx, "ttl", 10)
 	require.NoError(t, err)
 	require.Len(t, runs, 1)
-	// Cassandra expires the row after its TTL; poll for that, bounded.
+	cluster := gocql.NewCluster(cfg.Hosts...)
+	sess, err := cluster.CreateSession()
+	require.NoError(t, err)
+	defer sess.Close()
+	var ttl int
+	require.NoError(t, sess.Query("SELECT TTL(state) FROM "+cfg.Keyspace+".runs WHERE job_id = ?", "ttl").WithContext(ctx).Scan(&ttl))
+	assert.Greater(t, ttl, 0, "the row expires")
+	assert.LessOrEqual(t, ttl, 3600, "no longer than the retention")
+
+	// Cassandra expires the row after its TTL: a one-second retention is
+	// gone when polled, however long the write and the poll take.
+	_, short := setup(t, func(c *cassandra.Config) { c.RunRetention = time.Second })
+	short1 := rec
+	short1.JobID = "ttl-short"
+	short1.RunID = store.RunID("ttl-short", due)
+	require.NoError(t, short.RecordRun(ctx, short1))
 	require.Eventually(t, func() bool {
-		runs, err := s.ListRuns(ctx, "ttl", 10)
+		runs, err := short.ListRuns(ctx, "ttl-short", 10)
 		return err == nil && len(runs) == 0
-	}, 15*time.Second, 200*time.Millisecond)
+	}, 2*time.Minute, 200*time.Millisecond, "a row with a 1s TTL never expired")
 }
 
 // closedPort returns an address where nothing listens.
