@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -57,15 +58,20 @@ func (w KafkaDagWriter) ApplyDag(ctx context.Context, spec *sundialv1.DagSpec) (
 	if err != nil {
 		return client.Receipt{}, fmt.Errorf("encode DAG %q: %w", spec.GetId(), err)
 	}
-	return w.produce(ctx, &kgo.Record{Key: []byte(spec.GetId()), Value: value, Headers: []kgo.RecordHeader{
+	return w.produce(ctx, spec.GetOwnerTeam(), &kgo.Record{Key: []byte(spec.GetId()), Value: value, Headers: []kgo.RecordHeader{
 		{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindDag)},
 		{Key: sundialv1.HeaderContentType, Value: []byte(sundialv1.ContentTypeJSON)},
 	}})
 }
 
-// DeleteDag produces the DAG's tombstone.
+// DeleteDag produces the DAG's tombstone, to the topic of the team
+// client.WithTeam put in ctx (the stored owner).
 func (w KafkaDagWriter) DeleteDag(ctx context.Context, id string) (client.Receipt, error) {
-	return w.produce(ctx, &kgo.Record{Key: []byte(id), Headers: []kgo.RecordHeader{
+	team := client.TeamOf(ctx)
+	if team == "" {
+		team, _, _ = strings.Cut(id, ".")
+	}
+	return w.produce(ctx, team, &kgo.Record{Key: []byte(id), Headers: []kgo.RecordHeader{
 		{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindDag)},
 	}})
 }
@@ -75,10 +81,16 @@ func (w KafkaDagWriter) WaitStatus(ctx context.Context, receipts ...client.Recei
 	return w.Client.WaitStatus(ctx, receipts...)
 }
 
-func (w KafkaDagWriter) produce(ctx context.Context, rec *kgo.Record) (client.Receipt, error) {
-	rec.Topic = w.Topics.Jobs()
+// produce sends rec to the topic the client's rule gives team's records
+// (client.Client.TopicFor): the team's topic when the client is ByOwner.
+func (w KafkaDagWriter) produce(ctx context.Context, team string, rec *kgo.Record) (client.Receipt, error) {
+	topic, err := w.Client.TopicFor(team)
+	if err != nil {
+		return client.Receipt{}, fmt.Errorf("DAG %q: %w", rec.Key, err)
+	}
+	rec.Topic = topic
 	if err := w.Producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return client.Receipt{}, fmt.Errorf("produce DAG %q to %s: %w", rec.Key, rec.Topic, err)
+		return client.Receipt{}, client.ProduceError("produce DAG", rec, err)
 	}
 	return client.Receipt{ID: string(rec.Key), Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp}, nil
 }
@@ -355,7 +367,7 @@ func (s *DagService) DeleteDag(ctx context.Context, req *connect.Request[apiv1.D
 	if err := mayChange(p, spec.GetOwnerTeam(), "delete DAG "+id); err != nil {
 		return nil, err
 	}
-	receipt, err := s.cfg.Writer.DeleteDag(ctx, id)
+	receipt, err := s.cfg.Writer.DeleteDag(client.WithTeam(ctx, spec.GetOwnerTeam()), id)
 	if err != nil {
 		return nil, produceError(fmt.Sprintf("delete DAG %q", id), err)
 	}

@@ -280,6 +280,8 @@ func (s *JobService) ApplyJob(ctx context.Context, req *connect.Request[apiv1.Ap
 	if errs := jobspec.KeepRedacted(spec, before); len(errs) > 0 {
 		return connect.NewResponse(&apiv1.ApplyJobResponse{Status: rejected(spec.GetId(), errs)}), nil
 	}
+	// The definition goes to its owner team's topic (client.Config.ByOwner),
+	// the caller's or, for a cluster admin, the one it names.
 	receipt, err := s.cfg.Writer.Apply(ctx, spec)
 	if ve := (*jobspec.ValidationError)(nil); errors.As(err, &ve) {
 		return connect.NewResponse(&apiv1.ApplyJobResponse{Status: rejected(spec.GetId(), ve.Errors)}), nil
@@ -400,7 +402,9 @@ func (s *JobService) DeleteJob(ctx context.Context, req *connect.Request[apiv1.D
 	if err := mayChange(p, spec.GetOwnerTeam(), "delete job "+id); err != nil {
 		return nil, err
 	}
-	receipt, err := s.cfg.Writer.Delete(ctx, id)
+	// The tombstone goes to the stored owner's topic: the registry takes
+	// a delete only from the team that owns the job.
+	receipt, err := s.cfg.Writer.Delete(client.WithTeam(ctx, spec.GetOwnerTeam()), id)
 	if err != nil {
 		return nil, produceError(fmt.Sprintf("delete job %q", id), err)
 	}
@@ -559,7 +563,7 @@ func (s *JobService) record(ctx context.Context, p auth.Principal, r client.Rece
 		Actor:   p.Subject,
 		Action:  action,
 		Subject: r.ID,
-		Team:    team, RevisionBefore: beforeRev, RevisionAfter: r.Offset,
+		Team:    team, RevisionBefore: beforeRev, RevisionAfter: r.Revision,
 		Changes: audit.Diff(before, after),
 		Detail:  "through the API",
 	}

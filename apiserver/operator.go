@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/auth"
+	"github.com/sundialhq/sundial/client"
 	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/jobspec"
 	"github.com/sundialhq/sundial/operator"
@@ -115,7 +116,7 @@ func (s *OperatorService) actionError(ctx context.Context, what string, err erro
 	switch {
 	case errors.Is(err, operator.ErrNotFound):
 		return connect.NewError(connect.CodeNotFound, err)
-	case errors.Is(err, operator.ErrNotRunning), errors.Is(err, operator.ErrRejected):
+	case errors.Is(err, operator.ErrNotRunning), errors.Is(err, operator.ErrRejected), errors.Is(err, client.ErrNoTeamTopic):
 		return connect.NewError(connect.CodeFailedPrecondition, err)
 	case errors.Is(err, operator.ErrRangeTooLarge):
 		// It can never succeed: the caller must ask for less.

@@ -72,8 +72,23 @@ type env struct {
 	names   topics.Names
 }
 
-func newEnv(t *testing.T) *env {
+// envOptions say how newEnvWith builds an env.
+type envOptions struct {
+	// teams get their definitions topics created before the registry and
+	// the DAG engine start; with teams, the registry and the engine are
+	// configured as by default (team topics only) and the API's client
+	// produces each change to its owner team's topic, as `sundial api` does.
+	teams []string
+}
+
+// newEnv is an env whose registry and DAG engine also read the shared
+// sundial.jobs, which its client writes: the subtests' teams are made up
+// as they go, without topics of their own.
+func newEnv(t *testing.T) *env { return newEnvWith(t, envOptions{}) }
+
+func newEnvWith(t *testing.T, o envOptions) *env {
 	t.Helper()
+	enforced := len(o.teams) > 0
 	k := testenv.NeedKafka(t)
 	c := testenv.NeedCassandra(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
@@ -95,6 +110,9 @@ func newEnv(t *testing.T) *env {
 	producer, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))
 	require.NoError(t, err)
 	t.Cleanup(producer.Close)
+	for _, team := range o.teams {
+		specs = append(specs, names.TeamJobsSpec(team))
+	}
 	_, err = topics.Ensure(ctx, kadm.NewClient(producer), specs, -1)
 	require.NoError(t, err)
 	waker, err := enqueue.New(enqueue.Config{Store: st, Client: producer, Topics: names, Shards: shards, Registerer: prometheus.NewRegistry(), Logger: logger})
@@ -102,13 +120,13 @@ func newEnv(t *testing.T) *env {
 
 	reg, err := registry.New(registry.Config{
 		Brokers: k.Brokers, Topics: names, Group: k.TopicPrefix + "registry", Store: st, Waker: waker,
-		Registerer: prometheus.NewRegistry(), Logger: logger,
+		SharedTopic: !enforced, Registerer: prometheus.NewRegistry(), Logger: logger,
 	})
 	require.NoError(t, err)
 	require.NoError(t, reg.Start(ctx))
 	t.Cleanup(reg.Stop)
 	engine, err := dagengine.New(dagengine.Config{
-		Brokers: k.Brokers, Topics: names, Group: k.TopicPrefix + "dagengine", DefinitionsGroup: k.TopicPrefix + "dagdefs",
+		Brokers: k.Brokers, Topics: names, Group: k.TopicPrefix + "dagengine", DefinitionsGroup: k.TopicPrefix + "dagdefs", SharedTopic: !enforced,
 		Store: st, Enqueuer: waker, Producer: producer, Shards: shards,
 		Registerer: prometheus.NewRegistry(), Logger: logger,
 	})
@@ -116,7 +134,7 @@ func newEnv(t *testing.T) *env {
 	require.NoError(t, engine.Start(ctx))
 	t.Cleanup(engine.Stop)
 
-	cl, err := client.New(client.Config{Brokers: k.Brokers, Topics: names, Logger: logger})
+	cl, err := client.New(client.Config{Brokers: k.Brokers, Topics: names, ByOwner: enforced, Logger: logger})
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)
 	trail, err := audit.New(audit.Config{Store: st, Producer: producer, Topic: names.Audit()})

@@ -149,7 +149,8 @@ func (p *InProcess) start(ctx context.Context, run *lifecycle.Run) error {
 	if err != nil {
 		return fmt.Errorf("pipeline: %w", err)
 	}
-	reg, err := registry.New(registry.Config{Brokers: c.Backends.Brokers, Topics: names, Group: regG, Store: st, Waker: enq,
+	// The benchmark's one writer produces to the shared sundial.jobs.
+	reg, err := registry.New(registry.Config{Brokers: c.Backends.Brokers, Topics: names, Group: regG, Store: st, Waker: enq, SharedTopic: true,
 		Audit: trail, Quotas: st,
 		Concurrency: c.RegistryConcurrency,
 		Registerer:  prometheus.NewRegistry(), Logger: log.With("component", "registry")})
@@ -356,7 +357,8 @@ func (p *Processes) args(name string) []string {
 		return append([]string{"dispatcher", "--group-id", dispG, "--instance-id", "bench-" + name, "--session-timeout", "6s"}, common...)
 	case "dagengine":
 		evG, defG := c.dagGroups()
-		return append([]string{"dag", "engine", "--group-id", evG, "--definitions-group-id", defG, "--session-timeout", "6s"}, common...)
+		return append([]string{"dag", "engine", "--group-id", evG, "--definitions-group-id", defG, "--session-timeout", "6s",
+			"--jobs-shared-topic=true"}, common...)
 	}
 	// The bench's HTTP sinks listen on loopback, which a runner refuses by
 	// default: every team may reach it here (the runner logs it at start).

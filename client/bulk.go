@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
@@ -78,6 +79,7 @@ type ApplySummary struct {
 func (c *Client) ApplyMany(ctx context.Context, specs iter.Seq[*sundialv1.JobSpec], opts ApplyOptions) (ApplySummary, error) {
 	enc := cmp.Or(opts.Encoding, sundialv1.EncodingProtobuf)
 	b := &bulk{
+		names:   c.cfg.Topics,
 		opts:    opts,
 		slots:   make(chan struct{}, cmp.Or(opts.MaxInFlight, DefaultMaxInFlight)),
 		pending: map[source]Receipt{},
@@ -94,7 +96,7 @@ func (c *Client) ApplyMany(ctx context.Context, specs iter.Seq[*sundialv1.JobSpe
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
-		reading <- b.read(c.Statuses(readCtx, since), c.jobsTopic())
+		reading <- b.read(c.Statuses(readCtx, since), c.definitionsTopic)
 	}()
 
 	for spec := range specs {
@@ -115,6 +117,11 @@ func (c *Client) ApplyMany(ctx context.Context, specs iter.Seq[*sundialv1.JobSpe
 			b.deliver(ApplyResult{ID: spec.GetId(), Err: fmt.Errorf("encode job %q: %w", spec.GetId(), err)})
 			continue
 		}
+		topic, err := c.specTopic(spec)
+		if err != nil {
+			b.deliver(ApplyResult{ID: spec.GetId(), Err: fmt.Errorf("apply job %q: %w", spec.GetId(), err)})
+			continue
+		}
 		select {
 		case b.slots <- struct{}{}:
 		case <-ctx.Done():
@@ -127,7 +134,7 @@ func (c *Client) ApplyMany(ctx context.Context, specs iter.Seq[*sundialv1.JobSpe
 		b.outstanding++
 		b.mu.Unlock()
 		rec := &kgo.Record{
-			Topic:   c.jobsTopic(),
+			Topic:   topic,
 			Key:     []byte(spec.GetId()),
 			Value:   value,
 			Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderContentType, Value: []byte(enc.String())}},
@@ -175,6 +182,7 @@ func (c *Client) ApplyMany(ctx context.Context, specs iter.Seq[*sundialv1.JobSpe
 }
 
 type source struct {
+	topic     string
 	partition int32
 	offset    int64
 }
@@ -182,6 +190,7 @@ type source struct {
 // bulk is the state of one ApplyMany: what is produced and not answered,
 // and the answers that came before their produce was acknowledged.
 type bulk struct {
+	names topics.Names
 	opts  ApplyOptions
 	slots chan struct{}
 	idle  chan struct{}
@@ -211,12 +220,12 @@ func (b *bulk) produced(rec *kgo.Record, err error) {
 	}
 	if err != nil {
 		b.mu.Unlock()
-		b.finish(ApplyResult{ID: id, Err: fmt.Errorf("apply %q: produce to %s: %w", id, rec.Topic, err)})
+		b.finish(ApplyResult{ID: id, Err: ProduceError("apply", rec, err)})
 		return
 	}
-	r := Receipt{ID: id, Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp}
+	r := Receipt{ID: id, Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Revision: b.names.Revision(rec.Topic, rec.Offset), Timestamp: rec.Timestamp}
 	b.sum.Produced++
-	src := source{rec.Partition, rec.Offset}
+	src := source{rec.Topic, rec.Partition, rec.Offset}
 	st, answered := b.early[src]
 	if answered {
 		delete(b.early, src)
@@ -237,7 +246,7 @@ func (b *bulk) produced(rec *kgo.Record, err error) {
 
 // read matches the answers on the status topic to the records produced,
 // until the statuses end (ctx ended) and returns why they ended.
-func (b *bulk) read(statuses iter.Seq2[*sundialv1.JobStatus, error], jobsTopic string) error {
+func (b *bulk) read(statuses iter.Seq2[*sundialv1.JobStatus, error], ours func(topic string) bool) error {
 	for st, err := range statuses {
 		if errors.Is(err, ErrUndecodableStatus) {
 			continue // someone else's bad record
@@ -246,10 +255,10 @@ func (b *bulk) read(statuses iter.Seq2[*sundialv1.JobStatus, error], jobsTopic s
 			return err
 		}
 		s := st.GetSource()
-		if s.GetTopic() != jobsTopic {
+		if !ours(s.GetTopic()) {
 			continue
 		}
-		src := source{s.GetPartition(), s.GetOffset()}
+		src := source{s.GetTopic(), s.GetPartition(), s.GetOffset()}
 		b.mu.Lock()
 		r, ok := b.pending[src]
 		if ok {

@@ -45,8 +45,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -70,9 +72,16 @@ type Config struct {
 	KafkaOptions []kgo.Opt
 	// Team, if set, is the team the client produces definitions and
 	// deletes for: they go to its topic, sundial.jobs.<team>, which Kafka
-	// ACLs may reserve to it, and must name it as owner_team. Empty: the
-	// shared sundial.jobs.
+	// ACLs may reserve to it, and must name it as owner_team.
 	Team string
+	// ByOwner, when Team is empty, produces each definition to the topic of
+	// its owner_team, sundial.jobs.<owner_team>, and each delete to the
+	// topic of the team WithTeam put in the call's context or, without
+	// one, of the team the id starts with (<owner_team>.<name>). A client
+	// acting for several teams (the API) sets it. Without Team or ByOwner
+	// the client produces to the shared sundial.jobs, which a registry
+	// reads only with --jobs-shared-topic=true.
+	ByOwner bool
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -94,13 +103,64 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// jobsTopic is the topic definitions and deletes go to: the team's, or the
-// shared one.
-func (c *Client) jobsTopic() string {
-	if c.cfg.Team != "" {
-		return c.cfg.Topics.TeamJobs(c.cfg.Team)
+// ErrNoTeamTopic is returned (wrapped) when a team's topic
+// sundial.jobs.<team> does not exist: the team was never created (`sundial
+// teams create`) or `sundial migrate` has not run since the upgrade.
+// Retrying does not help.
+var ErrNoTeamTopic = errors.New("the team's topic does not exist")
+
+type teamKey struct{}
+
+// WithTeam returns ctx naming the team whose topic a ByOwner client
+// produces the deletes of the call to (the stored owner of the job).
+func WithTeam(ctx context.Context, team string) context.Context {
+	return context.WithValue(ctx, teamKey{}, team)
+}
+
+// TeamOf returns the team WithTeam put in ctx, or "".
+func TeamOf(ctx context.Context) string {
+	team, _ := ctx.Value(teamKey{}).(string)
+	return team
+}
+
+// TopicFor is the topic a definition or delete of team goes to: the
+// client's Team's, else (ByOwner) team's, else the shared sundial.jobs.
+// team is the definition's owner_team or, for a delete, the stored owner.
+func (c *Client) TopicFor(team string) (string, error) {
+	switch {
+	case c.cfg.Team != "":
+		return c.cfg.Topics.TeamJobs(c.cfg.Team), nil
+	case !c.cfg.ByOwner:
+		return c.cfg.Topics.Jobs(), nil
 	}
-	return c.cfg.Topics.Jobs()
+	if err := topics.ValidTeam(team); err != nil {
+		return "", fmt.Errorf("owner_team: %w: it names the topic sundial.jobs.<team> the definition goes to", err)
+	}
+	return c.cfg.Topics.TeamJobs(team), nil
+}
+
+// specTopic is the topic spec goes to.
+func (c *Client) specTopic(spec *sundialv1.JobSpec) (string, error) {
+	return c.TopicFor(spec.GetOwnerTeam())
+}
+
+// deleteTopic is the topic a delete of id goes to: that of the team in
+// ctx, else of the team id starts with.
+func (c *Client) deleteTopic(ctx context.Context, id string) (string, error) {
+	team := TeamOf(ctx)
+	if team == "" {
+		team, _, _ = strings.Cut(id, ".")
+	}
+	return c.TopicFor(team)
+}
+
+// definitionsTopic reports whether topic carries definitions this client
+// may have produced: sundial.jobs or a team's.
+func (c *Client) definitionsTopic(topic string) bool {
+	if _, ok := c.cfg.Topics.TeamOf(topic); ok {
+		return true
+	}
+	return topic == c.cfg.Topics.Jobs()
 }
 
 // Client produces job definitions, deletes and triggers, and reads the
@@ -135,6 +195,10 @@ type Receipt struct {
 	Topic     string
 	Partition int32
 	Offset    int64
+	// Revision is the revision the record's definition gets in the store
+	// (topics.Names.Revision): its offset, after every shared-topic
+	// revision when Topic is a team's.
+	Revision int64
 	// Timestamp is the record's timestamp, the instant immediate and delay
 	// schedules count from.
 	Timestamp time.Time
@@ -169,8 +233,12 @@ func (c *Client) ApplyAll(ctx context.Context, enc sundialv1.Encoding, specs ...
 		if err != nil {
 			return nil, fmt.Errorf("apply job %q: %w", spec.GetId(), err)
 		}
+		topic, err := c.specTopic(spec)
+		if err != nil {
+			return nil, fmt.Errorf("apply job %q: %w", spec.GetId(), err)
+		}
 		recs[i] = &kgo.Record{
-			Topic:   c.jobsTopic(),
+			Topic:   topic,
 			Key:     []byte(spec.GetId()),
 			Value:   value,
 			Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderContentType, Value: []byte(enc.String())}},
@@ -231,7 +299,11 @@ func (c *Client) Delete(ctx context.Context, id string) (Receipt, error) {
 	if r := jobspec.CheckID(id); r != "" {
 		return Receipt{}, &jobspec.ValidationError{JobID: id, Errors: []jobspec.FieldError{{Field: "id", Reason: r}}}
 	}
-	rs, err := c.produce(ctx, "delete", []*kgo.Record{{Topic: c.jobsTopic(), Key: []byte(id)}})
+	topic, err := c.deleteTopic(ctx, id)
+	if err != nil {
+		return Receipt{}, fmt.Errorf("delete %q: %w", id, err)
+	}
+	rs, err := c.produce(ctx, "delete", []*kgo.Record{{Topic: topic, Key: []byte(id)}})
 	if err != nil {
 		return Receipt{}, err
 	}
@@ -273,6 +345,15 @@ func (c *Client) SendTrigger(ctx context.Context, t *sundialv1.Trigger) (Receipt
 	return rs[0], nil
 }
 
+// ProduceError names what failed; a missing team topic wraps
+// ErrNoTeamTopic.
+func ProduceError(op string, r *kgo.Record, err error) error {
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return fmt.Errorf("%s %q: %w: %s (create the team with `sundial teams create`, or run `sundial migrate`): %w", op, r.Key, ErrNoTeamTopic, r.Topic, err)
+	}
+	return fmt.Errorf("%s %q: produce to %s: %w", op, r.Key, r.Topic, err)
+}
+
 func (c *Client) produce(ctx context.Context, op string, recs []*kgo.Record) ([]Receipt, error) {
 	// Results come back in completion order; receipts go in input order.
 	index := make(map[*kgo.Record]int, len(recs))
@@ -285,10 +366,11 @@ func (c *Client) produce(ctx context.Context, op string, recs []*kgo.Record) ([]
 	for _, r := range results {
 		i := index[r.Record]
 		if r.Err != nil {
-			errs = append(errs, fmt.Errorf("%s %q: produce to %s: %w", op, r.Record.Key, r.Record.Topic, r.Err))
+			errs = append(errs, ProduceError(op, r.Record, r.Err))
 			continue
 		}
-		out[i] = Receipt{ID: string(r.Record.Key), Topic: r.Record.Topic, Partition: r.Record.Partition, Offset: r.Record.Offset, Timestamp: r.Record.Timestamp}
+		out[i] = Receipt{ID: string(r.Record.Key), Topic: r.Record.Topic, Partition: r.Record.Partition, Offset: r.Record.Offset,
+			Revision: c.cfg.Topics.Revision(r.Record.Topic, r.Record.Offset), Timestamp: r.Record.Timestamp}
 	}
 	if len(errs) > 0 {
 		return out, errors.Join(errs...)

@@ -137,7 +137,7 @@ func TestClientAgainstRegistry(t *testing.T) {
 	enq, err := enqueue.New(enqueue.Config{Store: st, Client: producer, Topics: names, Shards: shards})
 	require.NoError(t, err)
 	quiet := slog.New(slog.DiscardHandler)
-	reg, err := registry.New(registry.Config{Brokers: k.Brokers, Topics: names, Store: st, Waker: enq, Logger: quiet})
+	reg, err := registry.New(registry.Config{Brokers: k.Brokers, Topics: names, Store: st, Waker: enq, Logger: quiet, SharedTopic: true})
 	require.NoError(t, err)
 	require.NoError(t, reg.Start(ctx))
 	defer reg.Stop()

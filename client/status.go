@@ -44,9 +44,9 @@ func (c *Client) WaitStatus(ctx context.Context, receipts ...Receipt) ([]*sundia
 	want := make(map[src]int, len(receipts))
 	since := receipts[0].Timestamp
 	for i, r := range receipts {
-		if r.Topic != c.jobsTopic() {
-			return nil, fmt.Errorf("wait status: receipt %d is from %s, not %s: only definitions and deletes are answered on %s",
-				i, r.Topic, c.jobsTopic(), c.cfg.Topics.JobsStatus())
+		if !c.definitionsTopic(r.Topic) {
+			return nil, fmt.Errorf("wait status: receipt %d is from %s, not a definitions topic (%s or %s<team>): only definitions and deletes are answered on %s",
+				i, r.Topic, c.cfg.Topics.Jobs(), c.cfg.Topics.Jobs()+".", c.cfg.Topics.JobsStatus())
 		}
 		want[src{r.Topic, r.Partition, r.Offset}] = i
 		if r.Timestamp.Before(since) {

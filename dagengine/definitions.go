@@ -48,7 +48,7 @@ func (e *Engine) handleDefinition(ctx context.Context, rec *kgo.Record) []*kgo.R
 		Source:  jobspec.StatusSource(rec),
 		Shard:   uint32(store.ShardOf(def.Key, e.cfg.Shards)),
 		// As the registry's: ownership holds only without the shared topic.
-		OwnershipEnforced: e.cfg.NoSharedTopic,
+		OwnershipEnforced: !e.cfg.SharedTopic,
 	}
 	if def.Spec != nil && def.Spec.Revision != nil {
 		st.Revision = proto.Uint64(def.Spec.GetRevision())
@@ -79,7 +79,7 @@ func (e *Engine) handleDefinition(ctx context.Context, rec *kgo.Record) []*kgo.R
 func (e *Engine) deleteDag(ctx context.Context, rec *kgo.Record, st *sundialv1.JobStatus) error {
 	var outcome store.Outcome
 	err := e.retry(ctx, "delete_dag", func() (err error) {
-		outcome, err = e.cfg.Store.DeleteDag(ctx, string(rec.Key), rec.Offset, rec.Timestamp)
+		outcome, err = e.cfg.Store.DeleteDag(ctx, string(rec.Key), e.revision(rec), rec.Timestamp)
 		return err
 	})
 	if err != nil {
@@ -91,7 +91,7 @@ func (e *Engine) deleteDag(ctx context.Context, rec *kgo.Record, st *sundialv1.J
 	}
 	st.Accepted = true
 	st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_DELETED
-	e.sched.notify(store.Dag{ID: string(rec.Key), Revision: rec.Offset, Deleted: true})
+	e.sched.notify(store.Dag{ID: string(rec.Key), Revision: e.revision(rec), Deleted: true})
 	return nil
 }
 
@@ -162,10 +162,10 @@ func (e *Engine) deleteSilently(ctx context.Context, rec *kgo.Record, team strin
 		if teamTopic && dagOwner(d.Spec) != team {
 			return nil // another team's DAG, or one whose owner is unknown
 		}
-		if _, err := e.cfg.Store.DeleteDag(ctx, id, rec.Offset, rec.Timestamp); err != nil {
+		if _, err := e.cfg.Store.DeleteDag(ctx, id, e.revision(rec), rec.Timestamp); err != nil {
 			return err
 		}
-		e.sched.notify(store.Dag{ID: id, Revision: rec.Offset, Deleted: true})
+		e.sched.notify(store.Dag{ID: id, Revision: e.revision(rec), Deleted: true})
 		e.cfg.Logger.Info("DAG deleted by a tombstone without the kind header", "dag", id, "offset", rec.Offset)
 		return nil
 	})
@@ -177,7 +177,7 @@ func (e *Engine) putDag(ctx context.Context, rec *kgo.Record, def dag.Definition
 		jobspec.Reject(st, []dag.FieldError{{Field: "record", Reason: fmt.Sprintf("cannot encode the definition: %v", err)}})
 		return nil
 	}
-	d := store.Dag{ID: def.Key, Spec: value, Revision: rec.Offset, UpdatedAt: rec.Timestamp}
+	d := store.Dag{ID: def.Key, Spec: value, Revision: e.revision(rec), UpdatedAt: rec.Timestamp}
 
 	// The producer's revision rules hold against the definition in force.
 	if def.Spec.Revision != nil {
@@ -196,7 +196,7 @@ func (e *Engine) putDag(ctx context.Context, rec *kgo.Record, def dag.Definition
 		}); err != nil {
 			return err
 		}
-		if found && !stored.Deleted && stored.Revision < rec.Offset {
+		if found && !stored.Deleted && stored.Revision < d.Revision {
 			old := &sundialv1.DagSpec{}
 			if err := proto.Unmarshal(stored.Spec, old); err == nil && old.Revision != nil {
 				have, want := old.GetRevision(), def.Spec.GetRevision()
@@ -253,4 +253,10 @@ func (e *Engine) statusRecord(rec *kgo.Record, enc sundialv1.Encoding, st *sundi
 		e.cfg.Logger.Error("answering with a status that says it could not be encoded", "err", err)
 	}
 	return out
+}
+
+// revision is the revision of the definition in rec (topics.Names.Revision,
+// the one rule, shared with the registry).
+func (e *Engine) revision(rec *kgo.Record) int64 {
+	return e.cfg.Topics.Revision(rec.Topic, rec.Offset)
 }

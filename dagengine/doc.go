@@ -23,7 +23,7 @@
 // is the registry's to answer, and deletes a DAG of that id too.
 //
 // Like the registry, the engine also reads the team topics
-// sundial.jobs.<team> (and reads sundial.jobs unless Config.NoSharedTopic),
+// sundial.jobs.<team> (and reads sundial.jobs only with Config.SharedTopic),
 // with the registry's ownership rules: on a team's topic a DagSpec must
 // name that team as owner_team, and a DAG of another team is neither
 // changed nor deleted (REJECTED, field owner_team, naming no other team; a

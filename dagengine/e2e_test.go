@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/sundialhq/sundial/dagengine/dagrun"
 	"github.com/sundialhq/sundial/dispatcher"
 	"github.com/sundialhq/sundial/internal/testenv"
+	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/runner"
@@ -231,6 +233,10 @@ func TestDagAppliedAndTriggeredThroughTheCommands(t *testing.T) {
 		{"id": "b", "parents": ["a"], "inline": {"target": {"handler": {"name": "work"}}}},
 		{"id": "c", "parents": ["a"], "inline": {"target": {"handler": {"name": "work"}}}},
 		{"id": "d", "parents": ["b", "c"], "inline": {"target": {"handler": {"name": "work"}}}}]}`
+	// The team's topic, as `sundial teams create` makes it: the command
+	// writes the DAG there (ownership is enforced by default).
+	_, err := topics.Ensure(s.ctx, kadm.NewClient(s.client), []topics.Spec{s.names.TeamJobsSpec("test")}, 1)
+	require.NoError(t, err)
 	apply := exec.CommandContext(s.ctx, bin, append([]string{"dag", "apply", "-"}, s.commandFlags()[:4]...)...)
 	apply.Stdin = strings.NewReader(spec)
 	out, err := apply.CombinedOutput()

@@ -52,9 +52,10 @@ type Config struct {
 	// sundial.jobs.<team> for DAG definitions. Default
 	// DefaultDefinitionsGroup.
 	DefinitionsGroup string
-	// NoSharedTopic stops the engine reading DAG definitions from
-	// sundial.jobs, leaving the team topics (see registry.Config).
-	NoSharedTopic bool
+	// SharedTopic makes the engine read DAG definitions from sundial.jobs
+	// too (see registry.Config.SharedTopic). Default false: the team topics
+	// only, and ownership enforced; set, the start-up log warns.
+	SharedTopic bool
 	// TopicRefresh is how often the engine looks for new team topics.
 	// Default 30s.
 	TopicRefresh time.Duration
@@ -226,7 +227,7 @@ func (e *Engine) start(_ context.Context, run *lifecycle.Run) error {
 		return err
 	}
 	run.OnStop(events.Close)
-	patterns, exclude := e.cfg.Topics.JobsTopicPatterns(!e.cfg.NoSharedTopic)
+	patterns, exclude := e.cfg.Topics.JobsTopicPatterns(e.cfg.SharedTopic)
 	defs, err := e.client("definitions", consume.RegexGroupOptions(e.cfg.DefinitionsGroup, e.cfg.TopicRefresh, patterns, exclude))
 	if err != nil {
 		return err
@@ -243,7 +244,11 @@ func (e *Engine) start(_ context.Context, run *lifecycle.Run) error {
 	run.Go(e.timerLoop)
 	run.Go(e.sweepLoop)
 	e.cfg.Logger.Info("dag engine started", "events", e.cfg.Topics.Events(), "group", e.cfg.Group,
-		"definitions", patterns, "definitions_group", e.cfg.DefinitionsGroup, "ownership_enforced", e.cfg.NoSharedTopic)
+		"definitions", patterns, "definitions_group", e.cfg.DefinitionsGroup, "ownership_enforced", !e.cfg.SharedTopic)
+	if e.cfg.SharedTopic {
+		e.cfg.Logger.Warn("ownership is not enforced: whoever may write the shared topic may define, change or delete any team's DAG",
+			"shared_topic", e.cfg.Topics.Jobs())
+	}
 	return nil
 }
 

@@ -13,12 +13,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialhq/sundial/dagengine"
 	"github.com/sundialhq/sundial/dagengine/dag"
 	"github.com/sundialhq/sundial/dagengine/dagrun"
+	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/runner/target"
 	"github.com/sundialhq/sundial/store"
@@ -153,8 +155,11 @@ func TestDagInlineNodeCannotChargeAnotherTeam(t *testing.T) {
 	def := func(id, inlineTeam string) string {
 		return `{"id":"` + id + `","ownerTeam":"team-a","nodes":[{"id":"h","inline":{"ownerTeam":"` + inlineTeam + `","target":{"handler":{"name":"noop"}}}}]}`
 	}
+	// Team A's own topic: ownership is enforced by default.
+	_, err := topics.Ensure(s.ctx, kadm.NewClient(s.client), []topics.Spec{s.names.TeamJobsSpec("team-a")}, 1)
+	require.NoError(t, err)
 	rec := func(id, value string) *kgo.Record {
-		return &kgo.Record{Topic: s.names.Jobs(), Key: []byte(id), Value: []byte(value), Headers: []kgo.RecordHeader{
+		return &kgo.Record{Topic: s.names.TeamJobs("team-a"), Key: []byte(id), Value: []byte(value), Headers: []kgo.RecordHeader{
 			{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindDag)}, {Key: sundialv1.HeaderContentType, Value: []byte("application/json")},
 		}}
 	}
@@ -168,7 +173,7 @@ func TestDagInlineNodeCannotChargeAnotherTeam(t *testing.T) {
 	require.Len(t, got[0].GetErrors(), 1, "%v", got[0])
 	assert.Equal(t, "nodes[0].inline.owner_team", got[0].GetErrors()[0].GetField())
 	assert.Contains(t, got[0].GetErrors()[0].GetReason(), `"team-b": leave it empty or set it to "team-a"`)
-	_, err := s.store.GetDag(s.ctx, "team-a.hog")
+	_, err = s.store.GetDag(s.ctx, "team-a.hog")
 	require.ErrorIs(t, err, store.ErrNotFound, "the refused DAG is not stored")
 	require.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_CREATED, got[1].GetOutcome(), "%v", got[1])
 

@@ -72,7 +72,7 @@ func TestSecureStackOwnership(t *testing.T) {
 	group := "sundial-ownership-" + randomName(t)
 	reg, err := registry.New(registry.Config{
 		Brokers: []string{s.kafka}, KafkaOptions: login("sundial"), Topics: names,
-		Group: group, NoSharedTopic: true,
+		Group: group,
 		Store: st, Waker: enq, Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler),
 	})
 	require.NoError(t, err)
@@ -116,7 +116,7 @@ func TestSecureStackOwnership(t *testing.T) {
 	t.Logf("forged owner_team: %s", answers[1].GetErrors()[0].GetReason())
 	job, err := st.GetJob(ctx, id)
 	require.NoError(t, err)
-	require.Equal(t, receipts[0].Offset, job.Revision)
+	require.Equal(t, receipts[0].Revision, job.Revision)
 }
 
 func ownershipSpec(id, team string) *sundialv1.JobSpec {

@@ -197,7 +197,10 @@ func (p *Pipeline) start(ctx context.Context, run *lifecycle.Run) error {
 		return err
 	}
 
-	reg, err := registry.New(registry.Config{Brokers: brokers, Topics: names, Store: st, Waker: enq,
+	// One process for one developer, without teams' credentials or ACLs:
+	// the registry and the DAG engine read the shared sundial.jobs, which
+	// its client and samples write.
+	reg, err := registry.New(registry.Config{Brokers: brokers, Topics: names, Store: st, Waker: enq, SharedTopic: true,
 		Registerer: cfg.Registerer, Logger: log.With("component", "registry"), Now: cfg.Now})
 	if err != nil {
 		return err
@@ -205,7 +208,7 @@ func (p *Pipeline) start(ctx context.Context, run *lifecycle.Run) error {
 	// The DAG engine; its client also publishes its DagRunEvents, as in
 	// `sundial dag engine`. The trigger consumer starts the runs of DAGs
 	// that triggers name through it.
-	dag, err := dagengine.New(dagengine.Config{Brokers: brokers, Topics: names, Store: st, Enqueuer: enq, Producer: enqClient,
+	dag, err := dagengine.New(dagengine.Config{Brokers: brokers, Topics: names, Store: st, Enqueuer: enq, Producer: enqClient, SharedTopic: true,
 		Shards: cfg.Shards, SessionTimeout: 6 * time.Second,
 		Registerer: cfg.Registerer, Logger: log.With("component", "dagengine"), Now: cfg.Now})
 	if err != nil {

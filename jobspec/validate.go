@@ -296,9 +296,10 @@ func CheckEncodedSize(spec proto.Message) string {
 // it: owner_team is a team name (topics.ValidTeam: it names the team's topic
 // sundial.jobs.<team>). The id has no '/' (reserved for a DAG's inline
 // nodes, <dag id>/<node id>, so no job can take a node's id and its runs)
-// and no empty dot-separated segment. Ids are not yet required to start
-// with <owner_team>.: the fixtures and installations that predate that rule
-// move first (CHANGELOG.md).
+// and no empty dot-separated segment. Ids need not start with
+// <owner_team>.: an id belongs to the team that stored it first, and the
+// registry checks the stored owner on every change (docs/architecture.md,
+// Tenancy).
 // A job stored before the rule (a legacy id) may keep its id: the registry
 // decides that, knowing the stored job (see LegacyAllowed).
 func CheckOwnedID(id, team string) []FieldError {

@@ -352,6 +352,7 @@ func (g *Generator) Cleanup(ctx context.Context) error {
 	// The group's context ends when the group does, so the answer below is
 	// read from the caller's.
 	eg, egCtx := errgroup.WithContext(ctx)
+	egCtx = client.WithTeam(egCtx, g.cfg.Plan.Team) // a ByOwner client deletes on the team's topic
 	var errs []error
 	var mu sync.Mutex
 	for range max(g.cfg.Concurrency*16, 1) {

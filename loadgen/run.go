@@ -106,7 +106,12 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		return nil, err
 	}
 	sum.Plan = plan
-	cl, err := client.New(client.Config{Brokers: o.Brokers, KafkaOptions: o.KafkaOptions, Topics: o.Topics, Logger: o.Logger})
+	// The jobs go to their team's topic, the only definitions a registry
+	// reads by default; it is created if missing.
+	if _, err := topics.EnsureAt(ctx, o.Brokers, []topics.Spec{o.Topics.TeamJobsSpec(plan.Team)}, -1, o.KafkaOptions...); err != nil {
+		return nil, fmt.Errorf("create the team's topic: %w", err)
+	}
+	cl, err := client.New(client.Config{Brokers: o.Brokers, KafkaOptions: o.KafkaOptions, Topics: o.Topics, ByOwner: true, Logger: o.Logger})
 	if err != nil {
 		return nil, err
 	}

@@ -81,7 +81,7 @@ func newPipeline(t *testing.T) *pipeline {
 	runnerPrefix := r.KeyPrefix + "runner:"
 	steps := &stepper{gate: make(chan struct{}), reached: make(chan struct{})}
 
-	reg, err := registry.New(registry.Config{Brokers: k.Brokers, Topics: names, Group: k.TopicPrefix + "registry", Store: st, Waker: enq,
+	reg, err := registry.New(registry.Config{Brokers: k.Brokers, Topics: names, Group: k.TopicPrefix + "registry", Store: st, Waker: enq, SharedTopic: true, // the client produces to sundial.jobs
 		Registerer: prometheus.NewRegistry(), Logger: log.With("component", "registry")})
 	require.NoError(t, err)
 	trg, err := trigger.New(trigger.Config{Brokers: k.Brokers, Topics: names, Group: k.TopicPrefix + "trigger", Store: st, Enqueuer: enq,

@@ -18,7 +18,7 @@
 //
 // The registry consumes every topic matching sundial.jobs.<team>
 // (topics.Names.JobsTopicPatterns, by regular expression, so a new team's
-// topic is read without a restart) and, unless Config.NoSharedTopic,
+// topic is read without a restart) and, only with Config.SharedTopic (--jobs-shared-topic=true),
 // sundial.jobs. Kafka ACLs decide who may write a team's topic, so the team
 // of a record on it is the topic's, never what the record claims:
 //

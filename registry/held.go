@@ -21,7 +21,7 @@ import (
 // paused definition's UpdatedAt). An "at" instant that passed before the
 // pause stays skipped: it fired, or was misfired, then.
 func (r *Registry) resumeNext(rec *kgo.Record, spec *sundialv1.JobSpec, prior stored, sched *schedule.Schedule, next, now time.Time) (time.Time, bool) {
-	if !prior.found || prior.job.Deleted || prior.job.Revision >= rec.Offset {
+	if !prior.found || prior.job.Deleted || prior.job.Revision >= r.revision(rec) {
 		return next, false // new, or a replay: the store answers
 	}
 	// A stored definition that does not decode (nil, logged) is not known

@@ -17,7 +17,7 @@ import (
 // goleak (TestMain) finds no goroutine left behind.
 func testStartStopTwice(t *testing.T, s *stack) {
 	r, err := registry.New(registry.Config{
-		Brokers: s.brokers, Topics: s.names, Group: "restart", Store: s.store, Waker: s.waker,
+		Brokers: s.brokers, Topics: s.names, Group: "restart", Store: s.store, Waker: s.waker, SharedTopic: true, // the test writes sundial.jobs
 		Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler),
 		RetryMin: 10 * time.Millisecond, RetryMax: 200 * time.Millisecond,
 	})

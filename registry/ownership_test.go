@@ -20,6 +20,9 @@ import (
 )
 
 // produceTo produces records to topic and returns them with their offsets.
+// revision is the revision rec's definition gets (topics.Names.Revision).
+func (s *stack) revision(rec *kgo.Record) int64 { return s.names.Revision(rec.Topic, rec.Offset) }
+
 func (s *stack) produceTo(topic string, recs ...*kgo.Record) []*kgo.Record {
 	s.t.Helper()
 	for _, r := range recs {
@@ -52,7 +55,7 @@ func testOwnership(t *testing.T, s *stack) {
 	trail, err := audit.New(audit.Config{Store: s.store, Retention: retention})
 	require.NoError(t, err)
 	_, reg := s.startRegistry("ownership", func(c *registry.Config) {
-		c.NoSharedTopic = true
+		c.SharedTopic = false // the default
 		c.Audit = trail
 	})
 	assert.Equal(t, 1.0, gauge(t, reg, "sundial_registry_ownership_enforced"))
@@ -81,7 +84,7 @@ func testOwnership(t *testing.T, s *stack) {
 	job, err := s.store.GetJob(t.Context(), "team-a.own-1")
 	require.NoError(t, err)
 	assert.False(t, job.Deleted)
-	assert.Equal(t, created[0].Offset, job.Revision, "team A's definition is in force")
+	assert.Equal(t, s.revision(created[0]), job.Revision, "team A's definition is in force")
 
 	// Team A changes, resends unchanged, then deletes its job.
 	changed := cronSpec("team-a.own-1", "0 4 * * *")
@@ -114,10 +117,10 @@ func testOwnership(t *testing.T, s *stack) {
 		assert.Equal(t, "team-a", r.Team)
 	}
 	assert.Equal(t, int64(0), cre.RevisionBefore)
-	assert.Equal(t, created[0].Offset, cre.RevisionAfter)
-	assert.Equal(t, created[0].Offset, upd.RevisionBefore)
-	assert.Equal(t, own[0].Offset, upd.RevisionAfter)
-	assert.Equal(t, own[0].Offset, del.RevisionBefore)
+	assert.Equal(t, s.revision(created[0]), cre.RevisionAfter)
+	assert.Equal(t, s.revision(created[0]), upd.RevisionBefore)
+	assert.Equal(t, s.revision(own[0]), upd.RevisionAfter)
+	assert.Equal(t, s.revision(own[0]), del.RevisionBefore)
 	assert.Equal(t, []audit.Change{
 		{Field: "schedule.cron.expression", Before: `"0 3 * * *"`, After: `"0 4 * * *"`},
 		{Field: "description", After: `"at four"`},

@@ -83,11 +83,14 @@ type Config struct {
 	// Topics names sundial.jobs, the team topics sundial.jobs.<team> and
 	// sundial.jobs.status.
 	Topics topics.Names
-	// NoSharedTopic stops the registry reading sundial.jobs, leaving only the
-	// team topics, whose writers Kafka ACLs decide: ownership is then
-	// enforced on every definition. Default false: sundial.jobs is read too,
-	// and whoever may write it may define, change or delete any team's job.
-	NoSharedTopic bool
+	// SharedTopic makes the registry read sundial.jobs too, whose records
+	// carry no identity: whoever may write it may define, change or delete
+	// any team's job. Default false: only the team topics, whose writers
+	// Kafka ACLs decide, are read and ownership is enforced on every
+	// definition. Meant for the move of an installation's writers to their
+	// team topics; the start-up log warns and
+	// sundial_registry_ownership_enforced is 0 while it is set.
+	SharedTopic bool
 	// TopicRefresh is how often the registry looks for new team topics.
 	// Default 30s.
 	TopicRefresh time.Duration
@@ -240,7 +243,7 @@ func (r *Registry) start(ctx context.Context, run *lifecycle.Run) error {
 	if err != nil {
 		return fmt.Errorf("read the shard count: %w", err)
 	}
-	patterns, exclude := r.cfg.Topics.JobsTopicPatterns(!r.cfg.NoSharedTopic)
+	patterns, exclude := r.cfg.Topics.JobsTopicPatterns(r.cfg.SharedTopic)
 	opts := append(append([]kgo.Opt{kgo.SeedBrokers(r.cfg.Brokers...)}, r.cfg.KafkaOptions...),
 		consume.RegexGroupOptions(r.cfg.Group, r.cfg.TopicRefresh, patterns, exclude)...)
 	// Wake-ups go to the partition of their shard; answers by key.
@@ -260,10 +263,10 @@ func (r *Registry) start(ctx context.Context, run *lifecycle.Run) error {
 		Logger:      r.cfg.Logger,
 	}
 	run.Go(loop.Run)
-	r.metrics.ownershipEnforced.Set(map[bool]float64{false: 0, true: 1}[r.cfg.NoSharedTopic])
-	r.cfg.Logger.Info("registry started", "topics", patterns, "shared_topic", !r.cfg.NoSharedTopic,
-		"ownership_enforced", r.cfg.NoSharedTopic, "group", r.cfg.Group, "shards", cc.Shards)
-	if !r.cfg.NoSharedTopic {
+	r.metrics.ownershipEnforced.Set(map[bool]float64{false: 1, true: 0}[r.cfg.SharedTopic])
+	r.cfg.Logger.Info("registry started", "topics", patterns, "shared_topic", r.cfg.SharedTopic,
+		"ownership_enforced", !r.cfg.SharedTopic, "group", r.cfg.Group, "shards", cc.Shards)
+	if r.cfg.SharedTopic {
 		r.cfg.Logger.Warn("ownership is not enforced: whoever may write the shared topic may define, change or delete any team's job",
 			"shared_topic", r.cfg.Topics.Jobs())
 	}
@@ -310,7 +313,7 @@ func (r *Registry) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
 		Shard:   uint32(store.ShardOf(def.Key, r.shards)),
 		// Only without the shared topic does every definition come through
 		// a topic whose writers the broker's ACLs decide.
-		OwnershipEnforced: r.cfg.NoSharedTopic,
+		OwnershipEnforced: !r.cfg.SharedTopic,
 	}
 	if def.Spec != nil && def.Spec.Revision != nil {
 		st.Revision = proto.Uint64(def.Spec.GetRevision())
@@ -413,7 +416,7 @@ func (r *Registry) audit(ctx context.Context, rec *kgo.Record, def jobspec.Defin
 		Actor:         "kafka:" + rec.Topic,
 		Action:        action,
 		Subject:       def.Key,
-		RevisionAfter: rec.Offset,
+		RevisionAfter: r.revision(rec),
 	}
 	var old *sundialv1.JobSpec
 	if before != nil {
@@ -498,7 +501,7 @@ func (r *Registry) reject(st *sundialv1.JobStatus, errs []jobspec.FieldError) {
 func (r *Registry) delete(ctx context.Context, rec *kgo.Record, st *sundialv1.JobStatus) error {
 	var outcome store.Outcome
 	err := r.retry(ctx, "delete_job", func() (err error) {
-		outcome, err = r.cfg.Store.DeleteJob(ctx, string(rec.Key), rec.Offset, rec.Timestamp)
+		outcome, err = r.cfg.Store.DeleteJob(ctx, string(rec.Key), r.revision(rec), rec.Timestamp)
 		return err
 	})
 	if err != nil {
@@ -512,7 +515,7 @@ func (r *Registry) delete(ctx context.Context, rec *kgo.Record, st *sundialv1.Jo
 	if err := r.dropHeld(ctx, string(rec.Key)); err != nil {
 		return err
 	}
-	if err := r.untrackJob(ctx, string(rec.Key), rec.Offset); err != nil {
+	if err := r.untrackJob(ctx, string(rec.Key), r.revision(rec)); err != nil {
 		return err
 	}
 	// Deleting an unknown or already deleted id is DELETED too: deletes are
@@ -551,11 +554,11 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 		r.reject(st, []jobspec.FieldError{{Field: "record", Reason: fmt.Sprintf("cannot encode the definition: %v", err)}})
 		return nil, nil
 	}
-	job := store.Job{ID: spec.GetId(), Spec: value, Revision: rec.Offset, UpdatedAt: rec.Timestamp, NextDue: next}
+	job := store.Job{ID: spec.GetId(), Spec: value, Revision: r.revision(rec), UpdatedAt: rec.Timestamp, NextDue: next}
 
 	// What is in force matters only for a producer revision.
 	if spec.Revision != nil {
-		inForce := prior.found && !prior.job.Deleted && prior.job.Revision < rec.Offset // else a replay: the store answers
+		inForce := prior.found && !prior.job.Deleted && prior.job.Revision < job.Revision // else a replay: the store answers
 		if inForce {
 			old := r.decodeStored(prior.job)
 			if fe, bad := checkRevision(spec, old, store.SpecHash(value), prior.job.Hash); bad {
@@ -586,7 +589,7 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 	}
 
 	if outcome != store.OutcomeStale {
-		if err := r.trackJob(ctx, spec, rec.Offset); err != nil {
+		if err := r.trackJob(ctx, spec, job.Revision); err != nil {
 			return nil, err
 		}
 	}
@@ -627,7 +630,7 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 		}
 		if found && !stored.Deleted && !stored.NextDue.IsZero() && stored.NextDue.After(now) {
 			st.NextDueTime = timestamppb.New(stored.NextDue)
-			if stored.Revision == rec.Offset {
+			if stored.Revision == r.revision(rec) {
 				return []store.DueEntry{stored.ScheduledEntry()}, nil
 			}
 		}
@@ -698,4 +701,11 @@ func (r *Registry) statusRecord(rec *kgo.Record, enc sundialv1.Encoding, st *sun
 		r.cfg.Logger.Error("answering with a status that says it could not be encoded", "err", err)
 	}
 	return out
+}
+
+// revision is the revision of the definition in rec: its offset, placed
+// after every shared-topic revision when rec comes from a team's topic
+// (topics.Names.Revision, the one rule).
+func (r *Registry) revision(rec *kgo.Record) int64 {
+	return r.cfg.Topics.Revision(rec.Topic, rec.Offset)
 }

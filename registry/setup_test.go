@@ -149,6 +149,9 @@ func (s *stack) startRegistry(group string, mutate ...func(*registry.Config)) (*
 		Logger:     slog.New(slog.DiscardHandler),
 		RetryMin:   10 * time.Millisecond,
 		RetryMax:   200 * time.Millisecond,
+		// Most tests produce to the shared sundial.jobs; the ownership
+		// tests turn it off, as the default is.
+		SharedTopic: true,
 	}
 	for _, m := range mutate {
 		m(&cfg)

@@ -51,7 +51,9 @@ func TestOperatorCommands(t *testing.T) {
 	v1 := write("v1.json", `{"id": "actions.nightly", "ownerTeam": "actions", "schedule": {"cron": {"expression": "0 3 * * *"}}, "target": {"handler": {"name": "noop"}}}`)
 	v2 := write("v2.json", `{"id": "actions.nightly", "ownerTeam": "actions", "schedule": {"cron": {"expression": "*/10 * * * *"}}, "target": {"handler": {"name": "noop"}}}`)
 
-	code, out, errOut := cli("jobs", "apply", "-f", v1, "--timeout", "2m")
+	code, out, errOut := cli("teams", "create", "actions") // the team and its topic
+	require.Equal(t, 0, code, "stdout: %s\nstderr: %s", out, errOut)
+	code, out, errOut = cli("jobs", "apply", "-f", v1, "--timeout", "2m")
 	require.Equal(t, 0, code, "stdout: %s\nstderr: %s", out, errOut)
 	code, before, errOut := runCLI(t, append([]string{"jobs", "get", id}, storeArgs...)...)
 	require.Equal(t, 0, code, "stderr: %s", errOut)

@@ -55,6 +55,7 @@ Example, against the local stack:
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8480", Usage: "address to serve the API on, host:port", Sources: envVar("listen")},
 			&cli.StringSliceFlag{Name: "api-static-token", Usage: "a token TEAM:ROLE:SECRET (repeatable; TEAM * is the cluster admin; ROLE viewer, operator or admin); for development only", Sources: envVar("api-static-token")},
 			&cli.DurationFlag{Name: "answer-timeout", Value: 30 * time.Second, Usage: "how long an apply or delete waits for the registry's answer", Sources: envVar("answer-timeout")},
+			&cli.BoolFlag{Name: "jobs-shared-topic", Usage: "produce changes to the shared sundial.jobs, as before team topics, while the registry still reads it (--jobs-shared-topic=true there too; the move to team topics only); default: each change to its owner team's topic sundial.jobs.<team>", Sources: envVar("jobs-shared-topic")},
 			&cli.DurationFlag{Name: "shutdown-grace", Value: 10 * time.Second, Usage: "how long requests in flight may finish after a stop signal", Sources: envVar("shutdown-grace")},
 			&cli.StringFlag{Name: "tls-cert-file", Usage: "PEM certificate (chain) to serve the API over TLS, HTTP/2 and HTTP/1.1; with --tls-key-file (default: no TLS, HTTP/1.1 and h2c)", Sources: envVar("tls-cert-file")},
 			&cli.StringFlag{Name: "tls-key-file", Usage: "PEM private key of --tls-cert-file", Sources: envVar("tls-key-file")},
@@ -142,7 +143,13 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 		return fmt.Errorf("kafka: %w", err)
 	}
 	defer producer.Close()
-	cl, err := client.New(client.Config{Brokers: cmd.StringSlice("kafka-brokers"), KafkaOptions: kopts, Topics: names, Logger: p.named("client")})
+	// ByOwner: every change goes to its owner team's topic, the only
+	// definitions a registry reads by default.
+	shared := cmd.Bool("jobs-shared-topic")
+	if shared {
+		p.logger.Warn("changes go to the shared topic: whoever may write it may change any team's job", "shared_topic", names.Jobs())
+	}
+	cl, err := client.New(client.Config{Brokers: cmd.StringSlice("kafka-brokers"), KafkaOptions: kopts, Topics: names, ByOwner: !shared, Logger: p.named("client")})
 	if err != nil {
 		return err
 	}

@@ -83,7 +83,7 @@ func TestTeamApplyAndAuditList(t *testing.T) {
 	trail, err := audit.New(audit.Config{Store: st})
 	require.NoError(t, err)
 	reg, err := registry.New(registry.Config{Brokers: k.Brokers, Topics: names, Store: st, Waker: enq, Audit: trail,
-		NoSharedTopic: true, Logger: slog.New(slog.DiscardHandler)})
+		Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	require.NoError(t, reg.Start(ctx))
 	defer reg.Stop()

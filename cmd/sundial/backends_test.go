@@ -63,7 +63,7 @@ func TestBackendFlagsComeAsAWhole(t *testing.T) {
 func TestRefusedKafkaIsNamed(t *testing.T) {
 	t.Parallel()
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "sundial", "right-password"),
-		kfake.SeedTopics(-1, "sundial.jobs", "sundial.triggers"))
+		kfake.SeedTopics(-1, "sundial.jobs", "sundial.jobs.ok", "sundial.triggers"))
 	require.NoError(t, err)
 	t.Cleanup(kc.Close)
 	dir := t.TempDir()
@@ -91,5 +91,5 @@ func TestRefusedKafkaIsNamed(t *testing.T) {
 
 	code, out, errOut = runCLI(t, append([]string{"jobs", "apply", "-f", valid, "--wait=false", "--kafka-sasl-password", "right-password"}, conn...)...)
 	require.Equal(t, 0, code, errOut)
-	assert.Contains(t, out, "ok.job\tproduced to sundial.jobs")
+	assert.Contains(t, out, "ok.job\tproduced to sundial.jobs.ok", "to its owner team's topic")
 }

@@ -63,7 +63,7 @@ Example, against the local stack:
 			&cli.DurationFlag{Name: "sweep-interval", Value: 30 * time.Second, Usage: "how often every unfinished DAG run is visited and definitions re-read", Sources: envVar("sweep-interval")},
 			&cli.DurationFlag{Name: "session-timeout", Value: dagengine.DefaultSessionTimeout, Usage: "consumer group session timeout: how soon a dead engine's partitions move to another engine or to its restart", Sources: envVar("session-timeout")},
 			&cli.DurationFlag{Name: "redrive-after", Value: 10 * time.Second, Usage: "how long work another engine saved is left to it before this one redoes it", Sources: envVar("redrive-after")},
-			&cli.BoolFlag{Name: "jobs-shared-topic", Value: true, Usage: "also read DAG definitions from the shared sundial.jobs; false reads the team topics sundial.jobs.<team> only", Sources: envVar("jobs-shared-topic")},
+			&cli.BoolFlag{Name: "jobs-shared-topic", Usage: "also read DAG definitions from the shared sundial.jobs (logged as a warning; for the move to team topics only); default: the team topics sundial.jobs.<team> only", Sources: envVar("jobs-shared-topic")},
 		),
 		Action: runDagEngine,
 	}
@@ -91,7 +91,7 @@ func runDagEngine(ctx context.Context, cmd *cli.Command) error {
 	e, err := dagengine.New(dagengine.Config{
 		Brokers: cmd.StringSlice("kafka-brokers"), Topics: b.names,
 		Group: cmd.String("group-id"), DefinitionsGroup: cmd.String("definitions-group-id"),
-		SessionTimeout: cmd.Duration("session-timeout"), NoSharedTopic: !cmd.Bool("jobs-shared-topic"),
+		SessionTimeout: cmd.Duration("session-timeout"), SharedTopic: cmd.Bool("jobs-shared-topic"),
 		KafkaOptions: kopts,
 		ClientOptions: func(name string) []kgo.Opt {
 			return []kgo.Opt{telemetry.KafkaMetrics(p.reg, "dagengine-"+name)}
@@ -380,7 +380,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			return produceDag(ctx, cmd, &kgo.Record{Key: []byte(spec.GetId()), Value: value, Headers: []kgo.RecordHeader{
+			return produceDag(ctx, cmd, spec.GetOwnerTeam(), &kgo.Record{Key: []byte(spec.GetId()), Value: value, Headers: []kgo.RecordHeader{
 				{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindDag)},
 				{Key: sundialv1.HeaderContentType, Value: []byte(sundialv1.ContentTypeJSON)},
 			}})
@@ -404,7 +404,8 @@ Example:
 			if err != nil {
 				return err
 			}
-			return produceDag(ctx, cmd, &kgo.Record{Key: []byte(id), Headers: []kgo.RecordHeader{
+			team, _, _ := strings.Cut(id, ".") // the team a DAG id starts with owns it
+			return produceDag(ctx, cmd, team, &kgo.Record{Key: []byte(id), Headers: []kgo.RecordHeader{
 				{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindDag)},
 			}})
 		},
@@ -413,13 +414,14 @@ Example:
 
 // produceDag produces a DAG record to sundial.jobs and, with --wait, prints
 // the engine's answer.
-func produceDag(ctx context.Context, cmd *cli.Command, rec *kgo.Record) error {
+// produceDag produces rec, a DAG record of team, to the topic the client's
+// rule gives (--team's, else team's).
+func produceDag(ctx context.Context, cmd *cli.Command, team string, rec *kgo.Record) error {
 	c, kopts, err := newClient(cmd)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	names := topics.Names{Prefix: cmd.String("topic-prefix")}
 	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
 		return fmt.Errorf("kafka: %w", err)
@@ -428,18 +430,19 @@ func produceDag(ctx context.Context, cmd *cli.Command, rec *kgo.Record) error {
 	ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
 	defer cancel()
 	return guardKafka(ctx, kopts, func(ctx context.Context) error {
-		return produceDagWith(ctx, cmd, c, cl, names, rec)
+		return produceDagWith(ctx, cmd, c, cl, team, rec)
 	})
 }
 
 // produceDagWith is produceDag's work, over its clients.
-func produceDagWith(ctx context.Context, cmd *cli.Command, c *client.Client, cl *kgo.Client, names topics.Names, rec *kgo.Record) error {
-	rec.Topic = names.Jobs()
-	if team := cmd.String("team"); team != "" { // validated by newClient
-		rec.Topic = names.TeamJobs(team)
+func produceDagWith(ctx context.Context, cmd *cli.Command, c *client.Client, cl *kgo.Client, team string, rec *kgo.Record) error {
+	topic, err := c.TopicFor(team) // --team, else the owner's
+	if err != nil {
+		return fmt.Errorf("DAG %q: %w", rec.Key, err)
 	}
+	rec.Topic = topic
 	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return fmt.Errorf("produce DAG %q to %s: %w", rec.Key, rec.Topic, err)
+		return client.ProduceError("produce DAG", rec, err)
 	}
 	var b strings.Builder
 	if !cmd.Bool("wait") {

@@ -48,7 +48,7 @@ func waitFlags() []cli.Flag {
 // teamFlag names the team whose topic, sundial.jobs.<team>, definitions
 // and deletes go to.
 func teamFlag() cli.Flag {
-	return &cli.StringFlag{Name: "team", Usage: "produce to the team's topic sundial.jobs.<team> (definitions must name it as owner_team); default: the shared sundial.jobs", Sources: envVar("team")}
+	return &cli.StringFlag{Name: "team", Usage: "produce to the team's topic sundial.jobs.<team> (definitions must name it as owner_team); default: each definition to its owner_team's topic, each delete to the topic of the team its id starts with", Sources: envVar("team")}
 }
 
 // newClient returns a producer client of Sundial's topics and the Kafka
@@ -59,7 +59,7 @@ func newClient(cmd *cli.Command) (*client.Client, []kgo.Opt, error) {
 		return nil, nil, err
 	}
 	c, err := client.New(client.Config{Brokers: cmd.StringSlice("kafka-brokers"), KafkaOptions: opts, Topics: topics.Names{Prefix: cmd.String("topic-prefix")},
-		Team: cmd.String("team")})
+		Team: cmd.String("team"), ByOwner: true})
 	return c, opts, err
 }
 

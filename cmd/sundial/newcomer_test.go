@@ -47,7 +47,10 @@ func TestNewcomerJobsFire(t *testing.T) {
 		 "target": {"handler": {"name": "noop"}}}
 	]`), 0o600))
 	kafkaArgs := []string{"--kafka-brokers", strings.Join(k.Brokers, ","), "--topic-prefix", k.TopicPrefix}
-	code, out, errOut := runCLI(t, append([]string{"jobs", "apply", "-f", file, "--timeout", "2m"}, kafkaArgs...)...)
+	// The README's first step for a team: its record and its topic.
+	code, out, errOut := runCLI(t, append([]string{"teams", "create", "newcomer", "--cassandra-hosts", strings.Join(c.Hosts, ","), "--keyspace", c.Keyspace}, kafkaArgs...)...)
+	require.Equal(t, 0, code, "stdout: %s\nstderr: %s", out, errOut)
+	code, out, errOut = runCLI(t, append([]string{"jobs", "apply", "-f", file, "--timeout", "2m"}, kafkaArgs...)...)
 	require.Equal(t, 0, code, "stdout: %s\nstderr: %s", out, errOut)
 	assert.Contains(t, out, "newcomer.every-second\tCREATED")
 	assert.Contains(t, out, "newcomer.cron\tCREATED")

@@ -36,7 +36,7 @@ Example, against the local stack:
 			&cli.StringFlag{Name: "trigger-group-id", Usage: "consumer group on sundial.triggers (default <topic prefix>" + trigger.DefaultGroup + ")", Sources: envVar("trigger-group-id")},
 			&cli.IntFlag{Name: "concurrency", Value: registry.DefaultConcurrency, Usage: "definitions processed at once (records of one job stay in order)", Sources: envVar("concurrency")},
 			&cli.IntFlag{Name: "max-payload-bytes", Value: jobspec.DefaultMaxPayloadBytes, Usage: "largest payload a definition or trigger may carry", Sources: envVar("max-payload-bytes")},
-			&cli.BoolFlag{Name: "jobs-shared-topic", Value: true, Usage: "also read definitions from the shared sundial.jobs, which lets whoever may write it change any team's job; false enforces ownership (team topics sundial.jobs.<team> only)", Sources: envVar("jobs-shared-topic")},
+			&cli.BoolFlag{Name: "jobs-shared-topic", Usage: "also read definitions from the shared sundial.jobs, which lets whoever may write it change any team's job (logged as a warning; for the move to team topics only); default: ownership enforced, team topics sundial.jobs.<team> only", Sources: envVar("jobs-shared-topic")},
 			&cli.DurationFlag{Name: "audit-retention", Value: audit.DefaultRetention, Usage: "how long the audit trail keeps a definition change", Sources: envVar("audit-retention")},
 		),
 		Action: runRegistry,
@@ -79,7 +79,7 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 	}
 	reg, err := registry.New(registry.Config{
 		Brokers: brokers, Topics: names, Group: cmd.String("group-id"), Store: b.store, Waker: b.enq, Limits: limits,
-		NoSharedTopic: !cmd.Bool("jobs-shared-topic"), Audit: trail,
+		SharedTopic: cmd.Bool("jobs-shared-topic"), Audit: trail,
 		Quotas:       b.store,
 		Concurrency:  cmd.Int("concurrency"),
 		KafkaOptions: withKafka(kopts, telemetry.KafkaMetrics(p.reg, "registry")),

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"os/user"
+	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v3"
 
 	"github.com/sundialhq/sundial/auth"
+	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/store/cassandra"
 )
 
@@ -33,20 +36,26 @@ func teamsCommand() *cli.Command {
 				Name:      "create",
 				Usage:     "create a team",
 				ArgsUsage: "NAME",
-				Description: `Example:
+				Description: `Creates the team and, with --kafka-brokers, its definitions topic
+sundial.jobs.<team> if missing: the registry reads a team's definitions only
+from there, and the API writes them there.
+
+Example:
   sundial teams create payments --description "card payments"`,
-				Flags: append(cassandraStoreFlags(),
+				Flags: append(append(cassandraStoreFlags(), kafkaFlags()...),
 					&cli.StringFlag{Name: "description", Usage: "what the team is", Sources: envVar("description")},
+					&cli.IntFlag{Name: "topic-replication-factor", Value: -1, Usage: "replication factor of the team's topic when created; -1 for the brokers' default", Sources: envVar("topic-replication-factor")},
 				),
 				Action: func(ctx context.Context, cmd *cli.Command) error {
 					name, err := oneArg(cmd, "team name")
-					return withStore(ctx, cmd, []error{err}, func(st *cassandra.Store) error {
+					kopts, kerr := kafkaOptions(cmd)
+					return withStore(ctx, cmd, []error{err, kerr}, func(st *cassandra.Store) error {
 						t := auth.Team{Name: name, Description: cmd.String("description"), CreatedAt: time.Now().UTC(), CreatedBy: cliActor()}
 						if err := st.CreateTeam(ctx, t); err != nil {
 							return err
 						}
 						fmt.Fprintf(cmd.Root().Writer, "created team %s\n", name)
-						return nil
+						return ensureTeamTopics(ctx, cmd, kopts, []string{name})
 					})
 				},
 			},
@@ -88,6 +97,38 @@ func teamsCommand() *cli.Command {
 			},
 		},
 	}
+}
+
+// ensureTeamTopics creates the definitions topics sundial.jobs.<team> of
+// teams that lack one and prints each; without --kafka-brokers it says how
+// to create them later.
+func ensureTeamTopics(ctx context.Context, cmd *cli.Command, kopts []kgo.Opt, teams []string) error {
+	out := cmd.Root().Writer
+	if len(cmd.StringSlice("kafka-brokers")) == 0 {
+		fmt.Fprintf(out, "topics of %v not created: no --kafka-brokers; run `sundial migrate --teams %s` before writing their definitions\n",
+			teams, strings.Join(teams, ","))
+		return nil
+	}
+	names := topics.Names{Prefix: cmd.String("topic-prefix")}
+	specs := make([]topics.Spec, 0, len(teams))
+	for _, team := range teams {
+		if err := topics.ValidTeam(team); err != nil {
+			return err
+		}
+		specs = append(specs, names.TeamJobsSpec(team))
+	}
+	res, err := topics.EnsureAt(ctx, cmd.StringSlice("kafka-brokers"), specs, int16(cmd.Int("topic-replication-factor")), kopts...)
+	for _, r := range res {
+		state := "exists"
+		if r.Created {
+			state = "created"
+		}
+		fmt.Fprintf(out, "topic %s %s\n", r.Name, state)
+	}
+	if err != nil {
+		return fmt.Errorf("kafka: %w", err)
+	}
+	return nil
 }
 
 func tokensCommand() *cli.Command {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -60,9 +61,14 @@ func TestTeamsAndTokensCommands(t *testing.T) {
 		return runCLI(t, append(args, conn...)...)
 	}
 
-	code, out, errOut := sundial("teams", "create", "payments", "--description", "card payments")
+	// A topic prefix of its own: teams create also creates the team's topic.
+	prefix := cass.Keyspace + "."
+	code, out, errOut := sundial("teams", "create", "payments", "--description", "card payments", "--topic-prefix", prefix)
 	require.Equal(t, 0, code, errOut)
-	assert.Equal(t, "created team payments\n", out)
+	assert.Equal(t, "created team payments\n", strings.SplitAfter(out, "\n")[0])
+	if os.Getenv("SUNDIAL_KAFKA_BROKERS") != "" {
+		assert.Contains(t, out, "topic "+prefix+"sundial.jobs.payments created")
+	}
 	code, _, errOut = sundial("teams", "create", "payments")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "team exists")

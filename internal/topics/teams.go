@@ -53,6 +53,27 @@ func (n Names) TeamOf(topic string) (string, bool) {
 	return team, true
 }
 
+// TeamRevisionBase is added to the offset of a definition read from a
+// team's job topic to make its revision (Names.Revision).
+const TeamRevisionBase = int64(1) << 40
+
+// Revision is the revision of the definition at offset of topic, the one
+// rule for it: the offset itself on the shared sundial.jobs (and any topic
+// that is no team's), TeamRevisionBase+offset on a team's job topic.
+// Revisions order the definitions of one job, and a job's definitions come
+// from one partition of one topic, except while an installation moves from
+// the shared topic to team topics: there the offsets of the two topics are
+// unrelated. The base puts every team-topic revision after every
+// shared-topic one (no partition reaches 2^40 records), so the team's first
+// definition on its own topic replaces the one it defined on the shared
+// topic, and the shared topic can no longer change the job afterwards.
+func (n Names) Revision(topic string, offset int64) int64 {
+	if _, ok := n.TeamOf(topic); ok {
+		return TeamRevisionBase + offset
+	}
+	return offset
+}
+
 // JobsTopicPatterns returns the regular expressions (Go syntax, anchored)
 // of the definition topics a consumer of definitions reads: every team's
 // job topic, and sundial.jobs itself when shared is true. Exclude lists the

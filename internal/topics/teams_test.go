@@ -42,6 +42,29 @@ func TestTeamTopics(t *testing.T) {
 	require.NoError(t, topics.ValidTeam("a"))
 }
 
+// Every team-topic revision follows every shared-topic one, and within a
+// topic revisions follow offsets.
+func TestRevision(t *testing.T) {
+	t.Parallel()
+	n := topics.Names{Prefix: "p."}
+	for _, tc := range []struct {
+		topic  string
+		offset int64
+		want   int64
+	}{
+		{"p.sundial.jobs", 0, 0},
+		{"p.sundial.jobs", 123456789, 123456789},
+		{"p.sundial.jobs.team-a", 0, topics.TeamRevisionBase},
+		{"p.sundial.jobs.team-a", 7, topics.TeamRevisionBase + 7},
+		{"sundial.jobs.team-a", 7, 7}, // another installation's: not a team topic here
+		{"p.sundial.jobs.status", 7, 7},
+	} {
+		assert.Equal(t, tc.want, n.Revision(tc.topic, tc.offset), "%s@%d", tc.topic, tc.offset)
+	}
+	assert.Greater(t, n.Revision("p.sundial.jobs.team-a", 0), n.Revision("p.sundial.jobs", 1<<39),
+		"a team's first definition replaces one from the shared topic")
+}
+
 // The patterns match exactly the topics TeamOf accepts, plus sundial.jobs
 // when shared, once the exclusions are applied: what the registry and the DAG
 // engine consume.
