@@ -6,10 +6,12 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/sundialhq/sundial/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, testenv.GocqlSchemaAgreement())
 }
 
 // testLogger logs to the test at warning level and above, and drops what

@@ -26,7 +26,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, testenv.GocqlSchemaAgreement())
 }
 
 // shards is S in the tests: small, so topics are cheap to create.

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/sundialhq/sundial/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -13,7 +15,7 @@ func TestMain(m *testing.M) {
 	if cfg := os.Getenv(runnerProcessEnv); cfg != "" {
 		os.Exit(runnerProcessMain(cfg))
 	}
-	goleak.VerifyTestMain(m,
+	goleak.VerifyTestMain(m, testenv.GocqlSchemaAgreement(),
 		// httptest servers' idle keep-alive connections of the default
 		// transport outlive the test that closed the server briefly.
 		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),

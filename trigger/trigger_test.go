@@ -27,7 +27,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, testenv.GocqlSchemaAgreement())
 }
 
 func record(t testing.TB, tr *sundialv1.Trigger, enc sundialv1.Encoding) *kgo.Record {
