@@ -21,12 +21,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sundialhq/sundial/assemble"
 	"github.com/sundialhq/sundial/audit"
 	"github.com/sundialhq/sundial/dispatcher"
 	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/history"
 	"github.com/sundialhq/sundial/internal/lifecycle"
-	"github.com/sundialhq/sundial/leasing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/registry"
 	"github.com/sundialhq/sundial/runner"
@@ -135,13 +135,6 @@ func (p *InProcess) start(ctx context.Context, run *lifecycle.Run) error {
 	if err != nil {
 		return err
 	}
-	leases, err := leasing.New(leasing.Config{Client: rc, KeyPrefix: c.Namespace.RedisPrefix + "lease:"})
-	if err != nil {
-		return err
-	}
-	if err := leases.Load(ctx); err != nil {
-		return err
-	}
 	// The registry keeps the audit trail and enforces team quotas, as
 	// `sundial registry` always does: registration is measured with the
 	// work a deployment does per definition.
@@ -177,11 +170,13 @@ func (p *InProcess) start(ctx context.Context, run *lifecycle.Run) error {
 	log.Warn("egress: every team's HTTP targets may reach loopback addresses (the bench's sinks)")
 	for i := range c.Runners {
 		kafka := []kgo.Opt{kgo.SeedBrokers(c.Backends.Brokers...)}
-		r, err := runner.New(runner.Config{ID: fmt.Sprintf("bench-runner-%d", i), Kafka: kafka, Topics: names, Group: runG,
-			Leases: leases, Redis: rc, KeyPrefix: c.Namespace.RedisPrefix + "runner:", Enqueuer: enq,
+		// Built as `sundial runner` builds it (package assemble): with
+		// checkpoints and team quotas, so the bench measures what ships.
+		r, err := assemble.Runner(ctx, runner.Config{ID: fmt.Sprintf("bench-runner-%d", i), Kafka: kafka, Topics: names, Group: runG,
 			Handlers:      map[string]target.Handler{"noop": target.HandlerFunc(func(context.Context, *sundialv1.Run) error { return nil })},
 			HTTPTransport: transport, Egress: loopback,
-			Concurrency: c.RunnerConcurrency, Registerer: prometheus.NewRegistry(), Logger: log.With("component", "runner", "i", i)})
+			Concurrency: c.RunnerConcurrency, Registerer: prometheus.NewRegistry(), Logger: log.With("component", "runner", "i", i)},
+			assemble.RunnerBackends{Redis: rc, RedisKeyPrefix: c.Namespace.RedisPrefix, Enqueuer: enq, Checkpoints: st, Quotas: st})
 		if err != nil {
 			return err
 		}

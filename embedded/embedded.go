@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sundialhq/sundial/assemble"
 	"github.com/sundialhq/sundial/client"
 	"github.com/sundialhq/sundial/dagengine"
 	"github.com/sundialhq/sundial/dispatcher"
@@ -27,7 +28,6 @@ import (
 	"github.com/sundialhq/sundial/internal/deps/metricdeps"
 	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/topics"
-	"github.com/sundialhq/sundial/leasing"
 	"github.com/sundialhq/sundial/registry"
 	"github.com/sundialhq/sundial/runner"
 	"github.com/sundialhq/sundial/runner/egress"
@@ -192,11 +192,6 @@ func (p *Pipeline) start(ctx context.Context, run *lifecycle.Run) error {
 		return err
 	}
 
-	leases, err := leasing.New(leasing.Config{Client: rc, Now: cfg.Now})
-	if err != nil {
-		return err
-	}
-
 	// One process for one developer, without teams' credentials or ACLs:
 	// the registry and the DAG engine read the shared sundial.jobs, which
 	// its client and samples write.
@@ -227,9 +222,11 @@ func (p *Pipeline) start(ctx context.Context, run *lifecycle.Run) error {
 	if err != nil {
 		return err
 	}
-	rnr, err := runner.New(runner.Config{ID: "dev", Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Topics: names,
-		Leases: leases, Redis: rc, Enqueuer: enq, Handlers: cfg.Handlers, Egress: devEgress(log, append(brokers, mr.Addr())),
-		Registerer: cfg.Registerer, Logger: log.With("component", "runner"), Now: cfg.Now})
+	// The embedded store keeps no checkpoints and no quotas.
+	rnr, err := assemble.Runner(ctx, runner.Config{ID: "dev", Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Topics: names,
+		Handlers: cfg.Handlers, Egress: devEgress(log, append(brokers, mr.Addr())),
+		Registerer: cfg.Registerer, Logger: log.With("component", "runner"), Now: cfg.Now},
+		assemble.RunnerBackends{Redis: rc, Enqueuer: enq})
 	if err != nil {
 		return err
 	}

@@ -15,11 +15,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sundialhq/sundial/assemble"
 	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/topics"
-	"github.com/sundialhq/sundial/leasing"
 	"github.com/sundialhq/sundial/runner"
 	"github.com/sundialhq/sundial/runner/target"
 	"github.com/sundialhq/sundial/store/cassandra"
@@ -192,13 +192,6 @@ func (w *Worker) Start(ctx context.Context) error {
 		}
 		rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs, PoolSize: c.Concurrency, IsClusterMode: len(addrs) > 1})
 		run.OnStop(func() { _ = rdb.Close() })
-		leases, err := leasing.New(leasing.Config{Client: rdb, KeyPrefix: c.RedisKeyPrefix + leasing.DefaultKeyPrefix})
-		if err != nil {
-			return fmt.Errorf("worker: %w", err)
-		}
-		if err := leases.Load(ctx); err != nil {
-			return fmt.Errorf("worker: redis: %w", err)
-		}
 		w.mu.Lock()
 		handlers := maps.Clone(w.handlers)
 		w.mu.Unlock()
@@ -207,11 +200,6 @@ func (w *Worker) Start(ctx context.Context) error {
 			Kafka:        append([]kgo.Opt{kgo.SeedBrokers(c.KafkaBrokers...)}, c.Kafka...),
 			Topics:       names,
 			Group:        names.Group(Group(c.Pool)),
-			Leases:       leases,
-			Redis:        rdb,
-			KeyPrefix:    c.RedisKeyPrefix + runner.DefaultKeyPrefix,
-			Enqueuer:     enq,
-			Checkpoints:  st,
 			Handlers:     handlers,
 			Concurrency:  c.Concurrency,
 			Pool:         cmp.Or(c.Pool, DefaultPool),
@@ -225,7 +213,9 @@ func (w *Worker) Start(ctx context.Context) error {
 		if c.Tune != nil {
 			c.Tune(&rc)
 		}
-		r, err := runner.New(rc)
+		// Built as `sundial runner` builds it (package assemble).
+		r, err := assemble.Runner(ctx, rc, assemble.RunnerBackends{Redis: rdb, RedisKeyPrefix: c.RedisKeyPrefix,
+			Enqueuer: enq, Checkpoints: st, Quotas: st})
 		if err != nil {
 			return fmt.Errorf("worker: %w", err)
 		}

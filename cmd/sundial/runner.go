@@ -9,21 +9,19 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v3"
 
+	"github.com/sundialhq/sundial/assemble"
 	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/history"
 	"github.com/sundialhq/sundial/internal/telemetry"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/quota"
 	"github.com/sundialhq/sundial/runner"
 	"github.com/sundialhq/sundial/runner/breaker"
 	"github.com/sundialhq/sundial/runner/target"
-	"github.com/sundialhq/sundial/store"
 	"github.com/sundialhq/sundial/store/cassandra"
 )
 
@@ -191,19 +189,6 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 			bad = append(bad, fmt.Errorf("--%s: %d is negative", f.name, f.v))
 		}
 	}
-	rdb, err := redisClient(cmd, max(poolSize, 1))
-	if err != nil {
-		// Validation goes on with a client that is never used, so that every
-		// bad flag is reported at once.
-		bad = append(bad, err)
-		rdb = redis.NewClient(&redis.Options{})
-	}
-	defer func() { _ = rdb.Close() }()
-	keyPrefix := cmd.String("redis-key-prefix")
-	leases, err := leasing.New(leasing.Config{Client: rdb, TTL: cmd.Duration("lease-ttl"), KeyPrefix: keyPrefix + leasing.DefaultKeyPrefix})
-	if err != nil {
-		bad = append(bad, err)
-	}
 	egressCfg, exe, err := runnerEgress(cmd)
 	if err != nil {
 		bad = append(bad, err)
@@ -223,10 +208,6 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 		MaxInFlight:            cmd.Int("max-in-flight"),
 		Topics:                 names,
 		Group:                  cmd.String("group-id"),
-		Leases:                 leases,
-		Redis:                  rdb,
-		KeyPrefix:              keyPrefix + runner.DefaultKeyPrefix,
-		Enqueuer:               placeholderEnqueuer{},
 		Handlers:               map[string]target.Handler{"noop": target.HandlerFunc(noopHandler)},
 		Exec:                   exe,
 		Secrets:                secrets,
@@ -241,15 +222,22 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 	if err := applyPoolFlags(cmd, &cfg); err != nil {
 		bad = append(bad, err)
 	}
+	backends := assemble.RunnerBackends{RedisKeyPrefix: cmd.String("redis-key-prefix"), LeaseTTL: cmd.Duration("lease-ttl")}
 	// Check the flags before connecting to anything.
-	if leases != nil {
-		if err := cfg.Validate(); err != nil {
-			bad = append(bad, err)
-		}
+	if err := assemble.CheckRunner(cfg, backends); err != nil {
+		bad = append(bad, err)
+	}
+	rdb, err := redisClient(cmd, max(poolSize, 1))
+	if err != nil {
+		bad = append(bad, err)
 	}
 	if err := errors.Join(bad...); err != nil {
+		if rdb != nil {
+			_ = rdb.Close()
+		}
 		return err
 	}
+	defer func() { _ = rdb.Close() }()
 	cfg.Registerer, cfg.Logger = p.reg, p.logger
 	cfg.Egress.Own = ownAddresses(ctx, cmd, p.logger)
 	// One kprom instance describes one client: the runner's producer and
@@ -273,19 +261,11 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 	if err := checkRedis(ctx, rdb); err != nil {
 		return err
 	}
-	if err := leases.Load(openCtx); err != nil {
-		return fmt.Errorf("redis: %w", err)
-	}
 	if err := p.check("redis", telemetry.RedisCheck(rdb)); err != nil {
 		return err
 	}
-	cfg.Enqueuer = b.enq
-	cfg.Checkpoints = b.store
-	cfg.TeamQuotas = quota.NewCache(b.store, 0, nil)
-	if err := p.reg.Register(quota.NewCollector(b.store, leases, 0)); err != nil {
-		return fmt.Errorf("quota metrics: %w", err)
-	}
-	r, err := runner.New(cfg)
+	backends.Redis, backends.Enqueuer, backends.Checkpoints, backends.Quotas = rdb, b.enq, b.store, b.store
+	r, err := assemble.Runner(openCtx, cfg, backends)
 	if err != nil {
 		return err
 	}
@@ -312,12 +292,4 @@ func secretsDir(dir string) (target.Secrets, error) {
 		return nil, fmt.Errorf("--secrets-dir: %w", err)
 	}
 	return d, nil
-}
-
-// placeholderEnqueuer lets the runner's configuration be validated before
-// the store is opened; it is replaced by the real Enqueuer.
-type placeholderEnqueuer struct{}
-
-func (placeholderEnqueuer) Enqueue(context.Context, ...store.DueEntry) error {
-	return errors.New("enqueuer not opened")
 }
