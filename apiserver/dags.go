@@ -5,17 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/auth"
 	"github.com/sundialhq/sundial/client"
 	"github.com/sundialhq/sundial/dagengine/dag"
-	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/jobspec"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
@@ -37,15 +34,12 @@ type DagWriter interface {
 	WaitStatus(ctx context.Context, receipts ...client.Receipt) ([]*sundialv1.JobStatus, error)
 }
 
-// KafkaDagWriter produces DAG records as `sundial dag apply` does: JSON
-// keyed by the DAG id with the header sundial-kind: dag.
+// KafkaDagWriter produces DAG records through the client, which frames
+// them (client.Client.ApplyDag), after checking them with the DAG engine's
+// rules.
 type KafkaDagWriter struct {
-	// Producer produces the records.
-	Producer *kgo.Client
-	// Client reads the answers.
+	// Client produces the records and reads the answers.
 	Client *client.Client
-	// Topics names the jobs topic.
-	Topics topics.Names
 }
 
 // ApplyDag validates spec with the engine's rules and produces it; an
@@ -54,45 +48,18 @@ func (w KafkaDagWriter) ApplyDag(ctx context.Context, spec *sundialv1.DagSpec) (
 	if _, errs := dag.Compile(spec, dag.Options{}); len(errs) > 0 {
 		return client.Receipt{}, &dag.ValidationError{DagID: spec.GetId(), Errors: errs}
 	}
-	value, err := sundialv1.EncodingJSON.Marshal(spec)
-	if err != nil {
-		return client.Receipt{}, fmt.Errorf("encode DAG %q: %w", spec.GetId(), err)
-	}
-	return w.produce(ctx, spec.GetOwnerTeam(), &kgo.Record{Key: []byte(spec.GetId()), Value: value, Headers: []kgo.RecordHeader{
-		{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindDag)},
-		{Key: sundialv1.HeaderContentType, Value: []byte(sundialv1.ContentTypeJSON)},
-	}})
+	return w.Client.ApplyDag(ctx, spec)
 }
 
 // DeleteDag produces the DAG's tombstone, to the topic of the team
 // client.WithTeam put in ctx (the stored owner).
 func (w KafkaDagWriter) DeleteDag(ctx context.Context, id string) (client.Receipt, error) {
-	team := client.TeamOf(ctx)
-	if team == "" {
-		team, _, _ = strings.Cut(id, ".")
-	}
-	return w.produce(ctx, team, &kgo.Record{Key: []byte(id), Headers: []kgo.RecordHeader{
-		{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindDag)},
-	}})
+	return w.Client.DeleteDag(ctx, id)
 }
 
 // WaitStatus waits for the engine's answers.
 func (w KafkaDagWriter) WaitStatus(ctx context.Context, receipts ...client.Receipt) ([]*sundialv1.JobStatus, error) {
 	return w.Client.WaitStatus(ctx, receipts...)
-}
-
-// produce sends rec to the topic the client's rule gives team's records
-// (client.Client.TopicFor): the team's topic when the client is ByOwner.
-func (w KafkaDagWriter) produce(ctx context.Context, team string, rec *kgo.Record) (client.Receipt, error) {
-	topic, err := w.Client.TopicFor(team)
-	if err != nil {
-		return client.Receipt{}, fmt.Errorf("DAG %q: %w", rec.Key, err)
-	}
-	rec.Topic = topic
-	if err := w.Producer.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return client.Receipt{}, client.ProduceError("produce DAG", rec, err)
-	}
-	return client.Receipt{ID: string(rec.Key), Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp}, nil
 }
 
 // DagServiceConfig configures a DagService.

@@ -143,7 +143,7 @@ func newEnvWith(t *testing.T, o envOptions) *env {
 	jobs, err := apiserver.NewJobService(apiserver.JobServiceConfig{Store: st, Writer: cl, AnswerTimeout: 3 * time.Minute, Audit: trail})
 	require.NoError(t, err)
 	dags, err := apiserver.NewDagService(apiserver.DagServiceConfig{
-		Store: st, Writer: apiserver.KafkaDagWriter{Producer: producer, Client: cl, Topics: names}, AnswerTimeout: 3 * time.Minute,
+		Store: st, Writer: apiserver.KafkaDagWriter{Client: cl}, AnswerTimeout: 3 * time.Minute,
 	})
 	require.NoError(t, err)
 	r := testenv.NeedRedis(t)

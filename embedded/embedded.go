@@ -92,7 +92,6 @@ type Pipeline struct {
 	kafka  *kfake.Cluster
 	store  *memory.Store
 	client *client.Client
-	dags   *kgo.Client // produces DAG definitions
 	echo   string
 }
 
@@ -248,12 +247,6 @@ func (p *Pipeline) start(ctx context.Context, run *lifecycle.Run) error {
 	}
 	p.client = cl
 	run.OnStop(cl.Close)
-	dags, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ProducerLinger(0))
-	if err != nil {
-		return fmt.Errorf("dag definitions client: %w", err)
-	}
-	p.dags = dags
-	run.OnStop(dags.Close)
 	return nil
 }
 

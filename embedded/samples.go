@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sundialhq/sundial/client"
@@ -120,23 +119,15 @@ func SampleDag() *sundialv1.DagSpec {
 	}
 }
 
-// ApplyDag produces a DAG definition to sundial.jobs (header sundial-kind:
-// dag), as `sundial dag apply` does, and waits for the DAG engine's
+// ApplyDag produces a DAG definition to sundial.jobs through the client
+// (client.Client.ApplyDag), as `sundial dag apply` does, and waits for the DAG engine's
 // answer. A rejection is an error naming the fields.
 func (p *Pipeline) ApplyDag(ctx context.Context, spec *sundialv1.DagSpec) error {
-	value, err := sundialv1.EncodingProtobuf.Marshal(spec)
+	r, err := p.client.ApplyDag(ctx, spec)
 	if err != nil {
-		return fmt.Errorf("encode DAG %s: %w", spec.GetId(), err)
+		return err
 	}
-	rec := &kgo.Record{Topic: p.names().Jobs(), Key: []byte(spec.GetId()), Value: value, Headers: []kgo.RecordHeader{
-		{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindDag)},
-		{Key: sundialv1.HeaderContentType, Value: []byte(sundialv1.ContentTypeProtobuf)},
-	}}
-	if err := p.dags.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return fmt.Errorf("produce DAG %s: %w", spec.GetId(), err)
-	}
-	statuses, err := p.client.WaitStatus(ctx, client.Receipt{ID: spec.GetId(), Topic: rec.Topic, Partition: rec.Partition,
-		Offset: rec.Offset, Timestamp: rec.Timestamp})
+	statuses, err := p.client.WaitStatus(ctx, r)
 	if err != nil {
 		return fmt.Errorf("wait for the DAG engine: %w", err)
 	}

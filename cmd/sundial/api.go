@@ -203,7 +203,7 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 	dags, err := apiserver.NewDagService(apiserver.DagServiceConfig{
-		Store: st, Writer: apiserver.KafkaDagWriter{Producer: producer, Client: cl, Topics: names}, AnswerTimeout: cmd.Duration("answer-timeout"),
+		Store: st, Writer: apiserver.KafkaDagWriter{Client: cl}, AnswerTimeout: cmd.Duration("answer-timeout"),
 	})
 	if err != nil {
 		return err

@@ -376,14 +376,9 @@ Example:
 			if _, errs := dag.Compile(spec, dag.Options{}); len(errs) > 0 {
 				return &dag.ValidationError{DagID: spec.GetId(), Errors: errs}
 			}
-			value, err := sundialv1.EncodingJSON.Marshal(spec)
-			if err != nil {
-				return err
-			}
-			return produceDag(ctx, cmd, spec.GetOwnerTeam(), &kgo.Record{Key: []byte(spec.GetId()), Value: value, Headers: []kgo.RecordHeader{
-				{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindDag)},
-				{Key: sundialv1.HeaderContentType, Value: []byte(sundialv1.ContentTypeJSON)},
-			}})
+			return produceDag(ctx, cmd, func(ctx context.Context, c *client.Client) (client.Receipt, error) {
+				return c.ApplyDag(ctx, spec)
+			})
 		},
 	}
 }
@@ -404,58 +399,47 @@ Example:
 			if err != nil {
 				return err
 			}
-			team, _, _ := strings.Cut(id, ".") // the team a DAG id starts with owns it
-			return produceDag(ctx, cmd, team, &kgo.Record{Key: []byte(id), Headers: []kgo.RecordHeader{
-				{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindDag)},
-			}})
+			return produceDag(ctx, cmd, func(ctx context.Context, c *client.Client) (client.Receipt, error) {
+				return c.DeleteDag(ctx, id) // to --team's topic, else the team the id starts with
+			})
 		},
 	}
 }
 
-// produceDag produces a DAG record to sundial.jobs and, with --wait, prints
-// the engine's answer.
-// produceDag produces rec, a DAG record of team, to the topic the client's
-// rule gives (--team's, else team's).
-func produceDag(ctx context.Context, cmd *cli.Command, team string, rec *kgo.Record) error {
+// produceDag produces a DAG record with produce (client.Client.ApplyDag or
+// DeleteDag, the one framing of DAG records) and, with --wait, prints the
+// engine's answer.
+func produceDag(ctx context.Context, cmd *cli.Command, produce func(context.Context, *client.Client) (client.Receipt, error)) error {
 	c, kopts, err := newClient(cmd)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	cl, err := kgo.NewClient(kopts...)
-	if err != nil {
-		return fmt.Errorf("kafka: %w", err)
-	}
-	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
 	defer cancel()
 	return guardKafka(ctx, kopts, func(ctx context.Context) error {
-		return produceDagWith(ctx, cmd, c, cl, team, rec)
+		r, err := produce(ctx, c)
+		if err != nil {
+			return err
+		}
+		return printDagAnswer(ctx, cmd, c, r)
 	})
 }
 
-// produceDagWith is produceDag's work, over its clients.
-func produceDagWith(ctx context.Context, cmd *cli.Command, c *client.Client, cl *kgo.Client, team string, rec *kgo.Record) error {
-	topic, err := c.TopicFor(team) // --team, else the owner's
-	if err != nil {
-		return fmt.Errorf("DAG %q: %w", rec.Key, err)
-	}
-	rec.Topic = topic
-	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return client.ProduceError("produce DAG", rec, err)
-	}
+// printDagAnswer prints where r went or, with --wait, the engine's answer.
+func printDagAnswer(ctx context.Context, cmd *cli.Command, c *client.Client, r client.Receipt) error {
 	var b strings.Builder
 	if !cmd.Bool("wait") {
-		fmt.Fprintf(&b, "%s\tproduced to %s[%d]@%d\n", rec.Key, rec.Topic, rec.Partition, rec.Offset)
+		fmt.Fprintf(&b, "%s\tproduced to %s[%d]@%d\n", r.ID, r.Topic, r.Partition, r.Offset)
 		_, err := io.WriteString(cmd.Root().Writer, b.String())
 		return err
 	}
-	statuses, err := c.WaitStatus(ctx, client.Receipt{ID: string(rec.Key), Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp})
+	statuses, err := c.WaitStatus(ctx, r)
 	if err != nil {
 		return fmt.Errorf("is a DAG engine running? %w", err)
 	}
 	st := statuses[0]
-	fmt.Fprintf(&b, "%s\t%s", rec.Key, outcomeName(st.GetOutcome()))
+	fmt.Fprintf(&b, "%s\t%s", r.ID, outcomeName(st.GetOutcome()))
 	if next := st.GetNextDueTime(); next != nil {
 		fmt.Fprintf(&b, "\tnext due %s", next.AsTime().Format(time.RFC3339Nano))
 	}
@@ -467,7 +451,7 @@ func produceDagWith(ctx context.Context, cmd *cli.Command, c *client.Client, cl 
 		return err
 	}
 	if st.GetOutcome() == sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_REJECTED {
-		return fmt.Errorf("DAG %q rejected", rec.Key)
+		return fmt.Errorf("DAG %q rejected", r.ID)
 	}
 	return nil
 }
