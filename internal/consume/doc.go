@@ -1,0 +1,24 @@
+// Package consume processes the records of a Kafka consumer group at least
+// once, in order per key, with bounded concurrency across keys. The registry
+// (sundial.jobs) and the trigger path (sundial.triggers) are built on it.
+//
+// # Invariants
+//
+//   - Order: records with the same key (the same job) are handled one after
+//     the other, in offset order; records with different keys may be handled
+//     concurrently (at most Concurrency at a time).
+//   - At least once: a poll's offsets are committed only after every record
+//     of the poll has been handled and every output record the handler asked
+//     for (a status, an event) has been acknowledged by Kafka. A crash or a
+//     lost partition before that redelivers the records, so handlers must be
+//     idempotent.
+//   - No poison: the handler decides what a record means and never fails;
+//     it retries transient errors itself (backoff.Retry) and turns a bad record into
+//     an output that says so. Output records are produced until Kafka takes
+//     them. Only Stop (context cancellation) ends processing early, and then
+//     nothing of the unfinished poll is committed. A poll whose answers are
+//     all out when Stop comes is still committed (for up to 5 s), so a
+//     graceful restart does not answer its records again.
+//   - Rebalances wait for the poll in hand (kgo.BlockRebalanceOnPoll), so a
+//     commit never lands after the partition moved to another member.
+package consume
