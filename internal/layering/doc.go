@@ -1,8 +1,8 @@
-// Package layering holds the import rules of the module, as a test: the
-// libraries producers and tools link (client, schedule, jobspec) must not
-// depend, even indirectly, on a process package (registry, trigger,
-// dispatcher, runner, dagengine, store, enqueue, history, leasing, embedded,
-// loadgen, bench, cmd, discovery) or on Prometheus. A producer that defines jobs with
+// Package layering holds the import rules of the module, as a test, their
+// one home (the lists libraries and forbidden in layering_test.go are the
+// rule; CONTRIBUTING.md points here): the libraries producers and tools
+// link must not depend, even indirectly, on a process package or on
+// Prometheus. A producer that defines jobs with
 // package client then links neither Cassandra's store nor a metrics
 // registry, and what a definition is (package jobspec) cannot come to
 // depend on how one process happens to run it.
