@@ -192,50 +192,10 @@ it with --job for a DAG node's run.`,
 			timeoutFlag(time.Minute),
 		}),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			runID, err := oneID(cmd, "run id")
-			if err != nil {
-				return err
-			}
-			job := cmd.String("job")
-			if job == "" {
-				if job = operator.JobOfRun(runID); job == "" {
-					return fmt.Errorf("run id %q: not JOB@millis; name its job with --job", runID)
-				}
-			}
-			kopts, err := kafkaOptions(cmd)
-			if err != nil {
-				return err
-			}
-			rdb, err := redisClient(cmd, 4)
-			if err != nil {
-				return err
-			}
-			defer func() { _ = rdb.Close() }()
-			prefix := cmd.String("redis-key-prefix")
-			leases, err := leasing.New(leasing.Config{Client: rdb, KeyPrefix: prefix + leasing.DefaultKeyPrefix})
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
-			defer cancel()
-			if err := checkRedis(ctx, rdb); err != nil {
-				return err
-			}
-			op := operator.New(operator.Config{Leases: leases, Redis: rdb, RunnerKeyPrefix: prefix + runner.DefaultKeyPrefix,
-				Kafka: kopts, Topics: topics.Names{Prefix: cmd.String("topic-prefix")}})
-			res, err := op.Cancel(ctx, job, runID, operator.CancelOptions{Wait: cmd.Bool("wait")})
-			if errors.Is(err, operator.ErrNotRunning) {
-				return fmt.Errorf("run %s is not running (no runner holds its lease): nothing to cancel", runID)
-			}
-			if err != nil {
-				return err
-			}
-			out := cmd.Root().Writer
-			fmt.Fprintf(out, "%s\tcancel signalled\n", runID)
-			if res.Event != nil {
-				fmt.Fprintln(out, eventLine(res.Event))
-			}
-			return nil
+			return signalRun(ctx, cmd, "cancel", "cancel signalled", func(ctx context.Context, op *operator.Operator, job, runID string, wait bool) (*sundialv1.RunEvent, error) {
+				res, err := op.Cancel(ctx, job, runID, operator.CancelOptions{Wait: wait})
+				return res.Event, err
+			})
 		},
 	}
 }
@@ -293,11 +253,7 @@ Examples:
 				}
 				cfg := operator.Config{Jobs: st, Audit: trail}
 				if !opts.DryRun {
-					kopts, err := kafkaOptions(cmd)
-					if err != nil {
-						return err
-					}
-					rdb, err := redisClient(cmd, 4)
+					kopts, rdb, err := kafkaAndRedis(cmd)
 					if err != nil {
 						return err
 					}
@@ -467,4 +423,53 @@ func printPlan(w io.Writer, p operator.DefinitionPlan) int {
 		fmt.Fprintf(w, "    %s  %+d\n", b.Format("15:04"), p.Load[b])
 	}
 	return 0
+}
+
+// signalRun is the one body of the commands that signal a running run
+// through its runner (runs cancel, runs suspend): it finds the run's job
+// (--job, else from the run id), opens Redis and the operator, sends the
+// signal with send, and prints "<run id>\t<done>" and the event send
+// waited for. verb names the action in the answer to a run no runner holds.
+func signalRun(ctx context.Context, cmd *cli.Command, verb, done string,
+	send func(ctx context.Context, op *operator.Operator, job, runID string, wait bool) (*sundialv1.RunEvent, error)) error {
+	runID, err := oneID(cmd, "run id")
+	if err != nil {
+		return err
+	}
+	job := cmd.String("job")
+	if job == "" {
+		if job = operator.JobOfRun(runID); job == "" {
+			return fmt.Errorf("run id %q: not JOB@millis; name its job with --job", runID)
+		}
+	}
+	kopts, rdb, err := kafkaAndRedis(cmd)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rdb.Close() }()
+	prefix := cmd.String("redis-key-prefix")
+	leases, err := leasing.New(leasing.Config{Client: rdb, KeyPrefix: prefix + leasing.DefaultKeyPrefix})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
+	defer cancel()
+	if err := checkRedis(ctx, rdb); err != nil {
+		return err
+	}
+	op := operator.New(operator.Config{Leases: leases, Redis: rdb, RunnerKeyPrefix: prefix + runner.DefaultKeyPrefix,
+		Kafka: kopts, Topics: topics.Names{Prefix: cmd.String("topic-prefix")}})
+	ev, err := send(ctx, op, job, runID, cmd.Bool("wait"))
+	if errors.Is(err, operator.ErrNotRunning) {
+		return fmt.Errorf("run %s is not running (no runner holds its lease): nothing to %s", runID, verb)
+	}
+	if err != nil {
+		return err
+	}
+	out := cmd.Root().Writer
+	fmt.Fprintf(out, "%s\t%s\n", runID, done)
+	if ev != nil {
+		fmt.Fprintln(out, eventLine(ev))
+	}
+	return nil
 }

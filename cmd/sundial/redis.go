@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v3"
 
 	"github.com/sundialhq/sundial/internal/connect"
@@ -28,4 +29,18 @@ func checkRedis(ctx context.Context, c redis.UniversalClient) error {
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	return connect.PingRedis(ctx, c)
+}
+
+// kafkaAndRedis returns the Kafka options and a small Redis client of the
+// operator commands that signal runners; the caller closes the client.
+func kafkaAndRedis(cmd *cli.Command) ([]kgo.Opt, redis.UniversalClient, error) {
+	kopts, err := kafkaOptions(cmd)
+	if err != nil {
+		return nil, nil, err
+	}
+	rdb, err := redisClient(cmd, 4)
+	if err != nil {
+		return nil, nil, err
+	}
+	return kopts, rdb, nil
 }

@@ -9,9 +9,8 @@ import (
 
 	"github.com/urfave/cli/v3"
 
-	"github.com/sundialhq/sundial/internal/topics"
-	"github.com/sundialhq/sundial/leasing"
 	"github.com/sundialhq/sundial/operator"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/runner"
 	"github.com/sundialhq/sundial/store/cassandra"
 )
@@ -37,50 +36,10 @@ node's run.`,
 			timeoutFlag(10 * time.Minute),
 		}),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			runID, err := oneID(cmd, "run id")
-			if err != nil {
-				return err
-			}
-			job := cmd.String("job")
-			if job == "" {
-				if job = operator.JobOfRun(runID); job == "" {
-					return fmt.Errorf("run id %q: not JOB@millis; name its job with --job", runID)
-				}
-			}
-			kopts, err := kafkaOptions(cmd)
-			if err != nil {
-				return err
-			}
-			rdb, err := redisClient(cmd, 4)
-			if err != nil {
-				return err
-			}
-			defer func() { _ = rdb.Close() }()
-			prefix := cmd.String("redis-key-prefix")
-			leases, err := leasing.New(leasing.Config{Client: rdb, KeyPrefix: prefix + leasing.DefaultKeyPrefix})
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
-			defer cancel()
-			if err := checkRedis(ctx, rdb); err != nil {
-				return err
-			}
-			op := operator.New(operator.Config{Leases: leases, Redis: rdb, RunnerKeyPrefix: prefix + runner.DefaultKeyPrefix,
-				Kafka: kopts, Topics: topics.Names{Prefix: cmd.String("topic-prefix")}})
-			res, err := op.Suspend(ctx, job, runID, operator.SuspendOptions{Wait: cmd.Bool("wait")})
-			if errors.Is(err, operator.ErrNotRunning) {
-				return fmt.Errorf("run %s is not running (no runner holds its lease): nothing to suspend", runID)
-			}
-			if err != nil {
-				return err
-			}
-			out := cmd.Root().Writer
-			fmt.Fprintf(out, "%s\tsuspend requested\n", runID)
-			if res.Event != nil {
-				fmt.Fprintln(out, eventLine(res.Event))
-			}
-			return nil
+			return signalRun(ctx, cmd, "suspend", "suspend requested", func(ctx context.Context, op *operator.Operator, job, runID string, wait bool) (*sundialv1.RunEvent, error) {
+				res, err := op.Suspend(ctx, job, runID, operator.SuspendOptions{Wait: wait})
+				return res.Event, err
+			})
 		},
 	}
 }
@@ -106,11 +65,7 @@ suspended (never, or already resumed) is an error.`,
 			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
 			defer cancel()
 			return withStore(ctx, cmd, nil, func(st *cassandra.Store) error {
-				kopts, err := kafkaOptions(cmd)
-				if err != nil {
-					return err
-				}
-				rdb, err := redisClient(cmd, 4)
+				kopts, rdb, err := kafkaAndRedis(cmd)
 				if err != nil {
 					return err
 				}
