@@ -354,26 +354,27 @@ func (r *Registry) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
 	}
 
 	var (
-		err  error
-		wake []store.DueEntry
+		err error
+		v   verdict
 	)
 	switch {
 	case len(errs) > 0:
-		r.reject(st, errs)
+		v = rejected(errs...)
 	case def.Tombstone:
-		err = r.delete(ctx, rec, st)
+		v, err = r.delete(ctx, rec)
 	default:
-		wake, err = r.apply(ctx, rec, def.Spec, prior, st)
+		v, err = r.apply(ctx, rec, def.Spec, prior)
 	}
 	switch {
 	case errors.Is(err, backoff.ErrPermanent):
 		r.cfg.Logger.Error("the store refused a record", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "err", err)
-		st.NextDueTime = nil
-		r.reject(st, []jobspec.FieldError{{Field: "record", Reason: fmt.Sprintf("the store refused the definition: %v", err)}})
+		v = rejected(jobspec.FieldError{Field: "record", Reason: fmt.Sprintf("the store refused the definition: %v", err)})
 	case err != nil: // ctx ended: the record is redelivered later
 		r.cfg.Logger.Debug("record left for redelivery", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "err", err)
 		return nil
 	}
+	r.answer(st, v)
+	wake := v.wake
 
 	var trail []*kgo.Record
 	if r.cfg.Audit != nil {
@@ -498,39 +499,92 @@ func (r *Registry) reject(st *sundialv1.JobStatus, errs []jobspec.FieldError) {
 	}
 }
 
-func (r *Registry) delete(ctx context.Context, rec *kgo.Record, st *sundialv1.JobStatus) error {
+func (r *Registry) delete(ctx context.Context, rec *kgo.Record) (verdict, error) {
 	var outcome store.Outcome
 	err := r.retry(ctx, "delete_job", func() (err error) {
 		outcome, err = r.cfg.Store.DeleteJob(ctx, string(rec.Key), r.revision(rec), rec.Timestamp)
 		return err
 	})
 	if err != nil {
-		return err
+		return verdict{}, err
 	}
 	if outcome == store.OutcomeStale {
-		st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_STALE
-		return nil
+		return verdict{outcome: sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_STALE}, nil
 	}
 	// What a paused job held dies with it.
 	if err := r.dropHeld(ctx, string(rec.Key)); err != nil {
-		return err
+		return verdict{}, err
 	}
 	if err := r.untrackJob(ctx, string(rec.Key), r.revision(rec)); err != nil {
-		return err
+		return verdict{}, err
 	}
 	// Deleting an unknown or already deleted id is DELETED too: deletes are
 	// idempotent.
-	st.Accepted = true
-	st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_DELETED
-	return nil
+	return verdict{outcome: sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_DELETED}, nil
 }
 
-// apply stores a definition and returns the entries whose owners must be
-// woken. prior is what the store held for the job before it.
-func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.JobSpec, prior stored, st *sundialv1.JobStatus) ([]store.DueEntry, error) {
-	accepted := rec.Timestamp.UTC().Truncate(time.Millisecond)
+// apply stores a definition and returns what became of it, with the
+// entries whose owners must be woken. prior is what the store held for the
+// job before it.
+func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.JobSpec, prior stored) (verdict, error) {
 	now := r.cfg.Now()
+	job, resumed, errs := r.prepare(rec, spec, prior, now)
+	if len(errs) > 0 {
+		return rejected(errs...), nil
+	}
+	fe, over, unlock, err := r.checkMaxJobs(ctx, spec, prior.found && !prior.job.Deleted)
+	if err != nil {
+		return verdict{}, err
+	}
+	// A create of a limited team holds its team's create lock until the
+	// job is indexed (checkMaxJobs).
+	defer unlock()
+	if over {
+		return rejected(fe), nil
+	}
 
+	var outcome store.Outcome
+	if err := r.retry(ctx, "upsert_job", func() (err error) {
+		outcome, err = upsert(ctx, r.upserts, job)
+		return err
+	}); err != nil {
+		return verdict{}, err
+	}
+	if outcome != store.OutcomeStale {
+		if err := r.trackJob(ctx, spec, job.Revision); err != nil {
+			return verdict{}, err
+		}
+	}
+	unlock()
+
+	switch outcome {
+	case store.OutcomeCreated, store.OutcomeUpdated:
+		v := verdict{outcome: sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_CREATED}
+		if outcome == store.OutcomeUpdated {
+			v.outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UPDATED
+		}
+		if resumed {
+			if err := r.release(ctx, job.ID); err != nil {
+				return verdict{}, err
+			}
+		}
+		if !job.NextDue.IsZero() {
+			v.next = store.Truncate(job.NextDue)
+			v.wake = []store.DueEntry{job.ScheduledEntry()}
+		}
+		return v, nil
+	case store.OutcomeUnchanged:
+		return r.unchanged(ctx, spec, job, now)
+	}
+	return verdict{outcome: sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_STALE}, nil
+}
+
+// prepare turns a definition into the job row to store, and says whether
+// it resumes a paused job; or returns why it is rejected: a schedule that
+// does not compile, a producer revision out of order, a definition that
+// does not encode.
+func (r *Registry) prepare(rec *kgo.Record, spec *sundialv1.JobSpec, prior stored, now time.Time) (store.Job, bool, []jobspec.FieldError) {
+	accepted := rec.Timestamp.UTC().Truncate(time.Millisecond)
 	var (
 		next  time.Time
 		sched *schedule.Schedule
@@ -539,8 +593,7 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 		var errs []jobspec.FieldError
 		sched, errs = jobspec.CompileSchedule(s, accepted)
 		if len(errs) > 0 {
-			r.reject(st, errs)
-			return nil, nil
+			return store.Job{}, false, errs
 		}
 		next, _ = jobspec.FirstDue(sched, jobspec.MisfirePolicy(s), jobspec.CatchUpWindow(s), accepted, now)
 	}
@@ -551,8 +604,7 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 
 	value, err := (proto.MarshalOptions{Deterministic: true}).Marshal(spec)
 	if err != nil { // a decoded message always encodes; say so if not
-		r.reject(st, []jobspec.FieldError{{Field: "record", Reason: fmt.Sprintf("cannot encode the definition: %v", err)}})
-		return nil, nil
+		return store.Job{}, false, []jobspec.FieldError{{Field: "record", Reason: fmt.Sprintf("cannot encode the definition: %v", err)}}
 	}
 	job := store.Job{ID: spec.GetId(), Spec: value, Revision: r.revision(rec), UpdatedAt: rec.Timestamp, NextDue: next}
 
@@ -562,82 +614,65 @@ func (r *Registry) apply(ctx context.Context, rec *kgo.Record, spec *sundialv1.J
 		if inForce {
 			old := r.decodeStored(prior.job)
 			if fe, bad := checkRevision(spec, old, store.SpecHash(value), prior.job.Hash); bad {
-				r.reject(st, []jobspec.FieldError{fe})
-				return nil, nil
+				return store.Job{}, false, []jobspec.FieldError{fe}
 			}
 		}
 	}
+	return job, resumed, nil
+}
 
-	fe, over, unlock, err := r.checkMaxJobs(ctx, spec, prior.found && !prior.job.Deleted)
+// unchanged is the verdict on a definition identical to the one stored.
+func (r *Registry) unchanged(ctx context.Context, spec *sundialv1.JobSpec, job store.Job, now time.Time) (verdict, error) {
+	v := verdict{outcome: sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UNCHANGED}
+	if !spec.GetPaused() {
+		// A registry that died while resuming the job left part of its
+		// held entries behind.
+		if err := r.release(ctx, job.ID); err != nil {
+			return verdict{}, err
+		}
+	}
+	// This very record may have been applied by a process that died before
+	// waking the dispatcher. Waking again is safe only while the entry has
+	// not fired yet: a wake-up for a fired entry fires it again.
+	stored, found, err := r.getJob(ctx, job.ID)
 	if err != nil {
-		return nil, err
+		return verdict{}, err
 	}
-	// A create of a limited team holds its team's create lock until the
-	// job is indexed (checkMaxJobs).
-	defer unlock()
-	if over {
-		r.reject(st, []jobspec.FieldError{fe})
-		return nil, nil
+	if found && !stored.Deleted && !stored.NextDue.IsZero() && stored.NextDue.After(now) {
+		v.next = stored.NextDue
+		if stored.Revision == job.Revision {
+			v.wake = []store.DueEntry{stored.ScheduledEntry()}
+		}
 	}
+	return v, nil
+}
 
-	var outcome store.Outcome
-	if err := r.retry(ctx, "upsert_job", func() (err error) {
-		outcome, err = upsert(ctx, r.upserts, job)
-		return err
-	}); err != nil {
-		return nil, err
-	}
+// verdict is what handling one definition or delete decided: an outcome,
+// or the field errors of a rejection; the next due time the answer
+// reports; and the entries whose dispatchers must be woken.
+type verdict struct {
+	outcome sundialv1.DefinitionOutcome
+	errs    []jobspec.FieldError // a rejection when not empty
+	next    time.Time            // zero: none reported
+	wake    []store.DueEntry
+}
 
-	if outcome != store.OutcomeStale {
-		if err := r.trackJob(ctx, spec, job.Revision); err != nil {
-			return nil, err
-		}
-	}
-	unlock()
+// rejected is the verdict of a definition refused for errs.
+func rejected(errs ...jobspec.FieldError) verdict { return verdict{errs: errs} }
 
-	switch outcome {
-	case store.OutcomeCreated, store.OutcomeUpdated:
-		st.Accepted = true
-		st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_CREATED
-		if outcome == store.OutcomeUpdated {
-			st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UPDATED
-		}
-		if resumed {
-			if err := r.release(ctx, job.ID); err != nil {
-				return nil, err
-			}
-		}
-		if !job.NextDue.IsZero() {
-			st.NextDueTime = timestamppb.New(store.Truncate(job.NextDue))
-			return []store.DueEntry{job.ScheduledEntry()}, nil
-		}
-	case store.OutcomeUnchanged:
-		st.Accepted = true
-		st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UNCHANGED
-		if !spec.GetPaused() {
-			// A registry that died while resuming the job left part of
-			// its held entries behind.
-			if err := r.release(ctx, job.ID); err != nil {
-				return nil, err
-			}
-		}
-		// This very record may have been applied by a process that died
-		// before waking the dispatcher. Waking again is safe only while the
-		// entry has not fired yet: a wake-up for a fired entry fires it again.
-		stored, found, err := r.getJob(ctx, job.ID)
-		if err != nil {
-			return nil, err
-		}
-		if found && !stored.Deleted && !stored.NextDue.IsZero() && stored.NextDue.After(now) {
-			st.NextDueTime = timestamppb.New(stored.NextDue)
-			if stored.Revision == r.revision(rec) {
-				return []store.DueEntry{stored.ScheduledEntry()}, nil
-			}
-		}
-	default: // store.OutcomeStale
-		st.Outcome = sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_STALE
+// answer writes v into st, the one place an answer is filled: a rejection
+// (counted by field), or the outcome, accepted unless STALE, with the next
+// due time.
+func (r *Registry) answer(st *sundialv1.JobStatus, v verdict) {
+	if len(v.errs) > 0 {
+		r.reject(st, v.errs)
+		return
 	}
-	return nil, nil
+	st.Outcome = v.outcome
+	st.Accepted = v.outcome != sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_STALE
+	if !v.next.IsZero() {
+		st.NextDueTime = timestamppb.New(v.next)
+	}
 }
 
 // decodeStored decodes the definition in force, or returns nil (and logs)
