@@ -28,6 +28,7 @@ func jobsCommand() *cli.Command {
 			jobsApplyCommand(),
 			jobsDeleteCommand(),
 			jobsGetCommand(),
+			jobsListCommand(),
 			jobsPauseCommand(),
 			jobsResumeCommand(),
 			jobsTriggerCommand(),

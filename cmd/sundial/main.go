@@ -90,6 +90,7 @@ func newAppWithConfig(stdout, stderr io.Writer, file *configFile) *cli.Command {
 			executorsCommand(),
 			auditCommand(),
 			quotasCommand(),
+			clusterCommand(),
 		},
 	}
 }
