@@ -87,6 +87,9 @@ func TestSecureStackRunsSundial(t *testing.T) {
 	// the same shard count (Cassandra is checked first).
 	migrate := []string{"migrate", "--shards", "8", "--timeout", "10m"}
 	must("migrate", cat(migrate, kafka, cassandra, names, ks)...)
+	// The job's team and its topic, as the README's first steps make them:
+	// the registry reads team topics only.
+	must("teams-create", cat([]string{"teams", "create", "security"}, kafka, cassandra, names, ks)...)
 
 	process := cat([]string{"--metrics-addr", "127.0.0.1:0", "--log-format", "json"}, kafka, cassandra, names, ks)
 	registry := startSundial(t, bin, env, dir, "registry", cat([]string{"registry", "--group-id", group("registry"), "--trigger-group-id", group("triggers")}, process)...)
