@@ -31,7 +31,8 @@ const WatchEventsPath = "/v1/watch/events"
 // WatchServiceConfig holds the watch service's dependencies.
 type WatchServiceConfig struct {
 	// KafkaOpts are the base client options: seed brokers, TLS, SASL
-	// (required). Each watch opens a client of its own with them.
+	// (required). The watches' one shared reader opens its client with
+	// them.
 	KafkaOpts []kgo.Opt
 	// Topic is topics.Names.Events (required).
 	Topic string
@@ -49,8 +50,9 @@ type WatchServiceConfig struct {
 	MaxStreams int
 }
 
-// Defaults of WatchServiceConfig's caps. Each watch holds a Kafka client
-// (two connections and a few goroutines) for as long as it is open.
+// Defaults of WatchServiceConfig's caps. Each watch holds a buffer of
+// events and a goroutine for as long as it is open; the Kafka client is
+// shared.
 const (
 	DefaultMaxWatchesPerCaller = 8
 	DefaultMaxWatches          = 256
@@ -83,18 +85,21 @@ func (c WatchServiceConfig) Validate() error {
 // WatchService implements apiv1connect.WatchServiceHandler, and serves the
 // same stream as server-sent events (EventsHandler).
 //
-// Each watch reads sundial.events with a client of its own, assigned the
-// topic's partitions at their end offsets in no consumer group, so it
-// takes nothing from the components that consume the topic and starts
-// exactly where the topic ended when it opened. Its first message says so
-// (watching_since; the SSE "ready" event): a client that waits for it
-// misses no event published afterwards. A watch ends when its client goes
+// Every open watch shares one reader of sundial.events (watchHub), a client
+// assigned the topic's partitions at their end offsets in no consumer
+// group, so it takes nothing from the components that consume the topic,
+// and N watches cost one client. A watch's first message says it is
+// registered (watching_since; the SSE "ready" event): a client that waits
+// for it misses no event published afterwards. A watch that cannot keep up
+// (watchBuffer events unread) is ended unavailable, never allowed to slow
+// the others. A watch ends when its client goes
 // away or the server's context ends; it keeps nothing once it has ended.
 // A caller holds at most MaxStreamsPerCaller watches, the server
 // MaxStreams; one more is refused before it opens a client.
 type WatchService struct {
 	cfg   WatchServiceConfig
 	slots *watchSlots
+	hub   *watchHub
 }
 
 var _ apiv1connect.WatchServiceHandler = (*WatchService)(nil)
@@ -106,7 +111,9 @@ func NewWatchService(cfg WatchServiceConfig) (*WatchService, error) {
 	}
 	cfg.MaxStreamsPerCaller = cmp.Or(cfg.MaxStreamsPerCaller, DefaultMaxWatchesPerCaller)
 	cfg.MaxStreams = cmp.Or(cfg.MaxStreams, DefaultMaxWatches)
-	return &WatchService{cfg: cfg, slots: newWatchSlots(cfg.MaxStreamsPerCaller, cfg.MaxStreams)}, nil
+	w := &WatchService{cfg: cfg, slots: newWatchSlots(cfg.MaxStreamsPerCaller, cfg.MaxStreams)}
+	w.hub = newWatchHub(w.open, cfg.Logger)
+	return w, nil
 }
 
 // WatchEvents streams the run events the caller may see.
@@ -171,29 +178,28 @@ func (w *WatchService) watch(ctx context.Context, p auth.Principal, f *apiv1.Wat
 		return connect.NewError(connect.CodeResourceExhausted, err)
 	}
 	defer w.slots.give(p.Subject)
-	cl, err := w.open(ctx, f.GetJobId())
+	sub, err := w.hub.join(ctx)
 	if err != nil {
 		w.cfg.Logger.ErrorContext(ctx, "watch: open", "err", err)
 		return internalError("watch")
 	}
-	defer cl.Close()
+	defer w.hub.leave(sub)
 	if err := ready(w.cfg.Now()); err != nil {
 		return err
 	}
 	for {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
+		select {
+		case <-ctx.Done():
 			// The client went away or the server stops: the normal end of a
 			// watch, not a failure.
 			return nil
-		}
-		if err := fetchErrors(fs); err != nil {
-			w.cfg.Logger.ErrorContext(ctx, "watch: read", "err", err)
+		case <-sub.gone:
+			if errors.Is(sub.err, errFellBehind) {
+				return connect.NewError(connect.CodeUnavailable, sub.err)
+			}
 			return internalError("watch")
-		}
-		for it := fs.RecordIter(); !it.Done(); {
-			ev, ok := decodeRunEvent(it.Next())
-			if !ok || !passes(p, f, ev) {
+		case ev := <-sub.events:
+			if !passes(p, f, ev) {
 				continue
 			}
 			if err := send(ev); err != nil {
@@ -215,11 +221,10 @@ func passes(p auth.Principal, f *apiv1.WatchFilter, ev *sundialv1.RunEvent) bool
 	return true
 }
 
-// open returns a client reading the topic from its current end: every
-// partition, or only the job's when job is set (events are keyed by job
-// id). The end offsets are listed before the client starts, so nothing
-// published after open returns is missed.
-func (w *WatchService) open(ctx context.Context, job string) (*kgo.Client, error) {
+// open returns a client reading every partition of the topic from its
+// current end. The end offsets are listed before the client starts, so
+// nothing published after open returns is missed.
+func (w *WatchService) open(ctx context.Context) (*kgo.Client, error) {
 	admCl, err := kgo.NewClient(w.cfg.KafkaOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
@@ -230,13 +235,8 @@ func (w *WatchService) open(ctx context.Context, job string) (*kgo.Client, error
 		return nil, err
 	}
 	start := map[int32]kgo.Offset{}
-	if job != "" {
-		part := keyPartition(job, len(ends))
-		start[part] = kgo.NewOffset().At(ends[part])
-	} else {
-		for p, end := range ends {
-			start[p] = kgo.NewOffset().At(end)
-		}
+	for p, end := range ends {
+		start[p] = kgo.NewOffset().At(end)
 	}
 	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, w.cfg.KafkaOpts...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{w.cfg.Topic: start}))...)
