@@ -3,12 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"strings"
 
 	"github.com/urfave/cli/v3"
 
 	"github.com/sundialhq/sundial/discovery"
+	"github.com/sundialhq/sundial/internal/version"
 	"github.com/sundialhq/sundial/runner"
 )
 
@@ -49,8 +49,6 @@ func applyPoolFlags(cmd *cli.Command, cfg *runner.Config) error {
 	cfg.PoolBlocking = blocking
 	cfg.Labels = labels
 	cfg.AnnounceInterval = cmd.Duration("announce-interval")
-	if info, ok := debug.ReadBuildInfo(); ok {
-		cfg.Version = info.Main.Version
-	}
+	cfg.Version = version.Version // the release, as `sundial version` prints it
 	return errors.Join(bad...)
 }
