@@ -90,7 +90,8 @@ func NewExec(cfg ExecConfig) (*Exec, error) {
 }
 
 // Execute runs the command t names with the run's payload as its standard
-// input, until it exits or ctx ends (which kills it).
+// input, until it exits or ctx ends (which kills it and every process of
+// its process group: its children too).
 func (e *Exec) Execute(ctx context.Context, req Request, t *sundialv1.ExecTarget) error {
 	path, ok := e.cfg.Allowed[t.GetCommand()]
 	if !ok {
@@ -112,6 +113,7 @@ func (e *Exec) Execute(ctx context.Context, req Request, t *sundialv1.ExecTarget
 		EnvFencingToken + "=" + req.token(),
 	}
 	cmd.WaitDelay = execWaitDelay
+	ownGroup(cmd) // a cancel or timeout kills the command's children too
 	err := cmd.Run()
 	w.close()
 	if ctx.Err() != nil {
