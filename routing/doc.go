@@ -9,10 +9,12 @@
 //   - A decision names a member of the list it was given, or none: the
 //     Picker never invents an executor, so a run is routed only to a member
 //     that was live when it was routed.
-//   - Round-robin is per Picker and per pool: one Picker hands the members of
-//     a pool out in turn, in executor id order, so the runs it routes spread
-//     within one of each other. Runs of one job are keyed by job id and so
-//     routed by one runner at a time, which keeps a job's spread even.
+//   - Round-robin is per Picker, per pool and per job (PickFor): one Picker
+//     hands the members of a pool out to one job's runs in turn, in executor
+//     id order, however other jobs' runs interleave, so a job's runs
+//     alternate. Runs of one job are keyed by job id and so routed by one
+//     runner at a time, which keeps a job's spread even. Fanned-out
+//     children share their pool's turns (Pick).
 //   - Least-loaded takes the members with the most free slots (announced
 //     slots minus runs in flight) and hands those out in turn; a member that
 //     announced no free slot is chosen only when no member has one.

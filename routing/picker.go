@@ -33,13 +33,13 @@ type Decision struct {
 // Picker chooses executors. The zero value is not usable; use NewPicker.
 type Picker struct {
 	mu   sync.Mutex
-	next map[string]uint64 // pool -> round-robin position
+	next map[turnKey]uint64 // round-robin position
 	rand *rand.Rand
 }
 
 // NewPicker returns a Picker drawing RANDOM choices from src.
 func NewPicker(src rand.Source) *Picker {
-	return &Picker{next: map[string]uint64{}, rand: rand.New(src)}
+	return &Picker{next: map[turnKey]uint64{}, rand: rand.New(src)}
 }
 
 // Routed reports whether r asks for an executor to be chosen: any strategy
@@ -48,9 +48,20 @@ func Routed(r *sundialv1.Routing) bool {
 	return r.GetStrategy() != sundialv1.RoutingStrategy_ROUTING_STRATEGY_UNSPECIFIED
 }
 
-// Pick chooses among live, the live members of pool, for a run routed by r.
-// The order of live does not matter.
+// turnKey is whose turns a round-robin position counts: one job's runs in
+// one pool (job "" for a pool's shared turns, as fanned-out children use).
+type turnKey struct{ pool, job string }
+
+// Pick chooses among live, the live members of pool, for a run routed by r,
+// taking turns per pool. The order of live does not matter.
 func (p *Picker) Pick(pool string, r *sundialv1.Routing, live []discovery.Member) Decision {
+	return p.PickFor(pool, "", r, live)
+}
+
+// PickFor is Pick for a run of job: ROUND_ROBIN (and LEAST_LOADED's ties)
+// take turns per job, so that one job's runs alternate over the pool's
+// members however other jobs' runs interleave with them.
+func (p *Picker) PickFor(pool, job string, r *sundialv1.Routing, live []discovery.Member) Decision {
 	if r.GetStrategy() == sundialv1.RoutingStrategy_ROUTING_STRATEGY_FIXED {
 		for _, m := range live {
 			if m.ID == r.GetExecutor() {
@@ -78,14 +89,14 @@ func (p *Picker) Pick(pool string, r *sundialv1.Routing, live []discovery.Member
 		}
 		members = slices.DeleteFunc(members, func(m discovery.Member) bool { return m.Free() < most })
 	}
-	return Decision{Outcome: Chosen, Member: p.turn(pool, members)}
+	return Decision{Outcome: Chosen, Member: p.turn(turnKey{pool, job}, members)}
 }
 
-// turn hands the members out in turn, per pool.
-func (p *Picker) turn(pool string, members []discovery.Member) string {
+// turn hands the members out in turn, per key.
+func (p *Picker) turn(key turnKey, members []discovery.Member) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	i := p.next[pool]
-	p.next[pool] = i + 1
+	i := p.next[key]
+	p.next[key] = i + 1
 	return members[i%uint64(len(members))].ID
 }

@@ -84,3 +84,21 @@ func TestPickRandomStaysAmongLiveMembers(t *testing.T) {
 	require.Len(t, got, 3, "every member drawn at least once in 300 draws: %v", got)
 	assert.Equal(t, 300, got["a"]+got["b"]+got["c"])
 }
+
+// One job's round-robin runs alternate over the pool's members however
+// another job's runs interleave with them. With turns per pool, job a got
+// w1, w1, w1 here.
+func TestRoundRobinAlternatesPerJob(t *testing.T) {
+	t.Parallel()
+	p := routing.NewPicker(rand.NewPCG(1, 2))
+	rr := strategy(sundialv1.RoutingStrategy_ROUTING_STRATEGY_ROUND_ROBIN)
+	live := members(1, 1)
+	var a, b []string
+	for range 3 {
+		a = append(a, p.PickFor("p", "team.a", rr, live).Member)
+		b = append(b, p.PickFor("p", "team.b", rr, live).Member)
+	}
+	assert.Equal(t, []string{a[0], a[1], a[0]}, a)
+	assert.NotEqual(t, a[0], a[1], "job a alternates")
+	assert.NotEqual(t, b[0], b[1], "job b alternates")
+}

@@ -225,7 +225,7 @@ func (x *execution) route(ctx context.Context) (done, executeHere bool) {
 		}
 		return x.fanout(ctx, pool, live), false
 	}
-	d := r.picker.Pick(pool, rt, live)
+	d := r.picker.PickFor(pool, run.GetJobId(), rt, live)
 	switch d.Outcome {
 	case routing.NoMember:
 		return x.deferRun(ctx, r.cfg.RouteDelay, reasonNoExecutor, nil), false
