@@ -44,7 +44,7 @@ func TestOversizedRunIsDeadLetteredAndShardMovesOn(t *testing.T) {
 	bigRun := store.RunID("team-a.big", bigDue)
 
 	var dl *sundialv1.DeadLetter
-	dlq.waitFor(t, 30*time.Second, "the oversized run was never dead-lettered (the dispatcher retries it for ever)", func(r *kgo.Record) bool {
+	dlq.waitFor(t, 3*time.Minute, "the oversized run was never dead-lettered (the dispatcher retries it for ever)", func(r *kgo.Record) bool {
 		if r.Topic != s.names.DLQ() {
 			return false
 		}
@@ -62,18 +62,18 @@ func TestOversizedRunIsDeadLetteredAndShardMovesOn(t *testing.T) {
 	assert.Equal(t, "team-a", dl.GetRun().GetOwnerTeam())
 	assert.Empty(t, dl.GetRun().GetPayload(), "the dead letter leaves out what made the run too large")
 
-	dlq.waitFor(t, 30*time.Second, "no DEAD event for the oversized run", func(r *kgo.Record) bool {
+	dlq.waitFor(t, 3*time.Minute, "no DEAD event for the oversized run", func(r *kgo.Record) bool {
 		ev := &sundialv1.RunEvent{}
 		return r.Topic == s.names.Events() && proto.Unmarshal(r.Value, ev) == nil &&
 			ev.GetRunId() == bigRun && ev.GetState() == sundialv1.RunState_RUN_STATE_DEAD
 	})
 
-	require.Eventually(t, func() bool { return len(s.runs.jobRuns("team-a.later")) == 1 }, 30*time.Second, 50*time.Millisecond,
+	require.Eventually(t, func() bool { return len(s.runs.jobRuns("team-a.later")) == 1 }, 3*time.Minute, 50*time.Millisecond,
 		"the later job of the same shard did not fire")
 	require.Eventually(t, func() bool {
 		sh, err := s.store.GetShard(ctx, 0)
 		return err == nil && sh.Watermark.After(bigDue)
-	}, 30*time.Second, 50*time.Millisecond, "the shard's watermark stays before the oversized run's due time")
+	}, 3*time.Minute, 50*time.Millisecond, "the shard's watermark stays before the oversized run's due time")
 	assert.Empty(t, s.runs.jobRuns("team-a.big"), "no record of the oversized run reached the runs topics")
 }
 
