@@ -30,11 +30,10 @@ type watchHub struct {
 	open   func(ctx context.Context) (*kgo.Client, error)
 	logger *slog.Logger
 
-	mu     sync.Mutex
-	subs   map[*watcher]struct{}
-	stop   context.CancelFunc // the running reader's; nil when none runs
-	done   chan struct{}      // closed when that reader has exited
-	client *kgo.Client
+	mu   sync.Mutex
+	subs map[*watcher]struct{}
+	stop context.CancelFunc // the running reader's; nil when none runs
+	done chan struct{}      // closed when that reader has exited
 }
 
 // watcher is one watch's end of the hub.
@@ -61,7 +60,7 @@ func (h *watchHub) join(ctx context.Context) (*watcher, error) {
 		// the last watch leaves.
 		rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		done := make(chan struct{})
-		h.stop, h.done, h.client = cancel, done, cl
+		h.stop, h.done = cancel, done
 		go h.read(rctx, cl, done)
 	}
 	w := &watcher{events: make(chan *sundialv1.RunEvent, watchBuffer), gone: make(chan struct{})}
@@ -79,7 +78,7 @@ func (h *watchHub) leave(w *watcher) {
 		return
 	}
 	stop, done := h.stop, h.done
-	h.stop, h.done, h.client = nil, nil, nil
+	h.stop, h.done = nil, nil
 	h.mu.Unlock()
 	stop()
 	<-done
@@ -98,7 +97,7 @@ func (h *watchHub) read(ctx context.Context, cl *kgo.Client, done chan struct{})
 		}
 		if err := fetchErrors(fs); err != nil {
 			h.logger.Error("watch: read", "err", err)
-			h.dropAll(cl, err)
+			h.dropAll(done, err)
 			return
 		}
 		var evs []*sundialv1.RunEvent
@@ -132,19 +131,19 @@ func (h *watchHub) dispatch(evs []*sundialv1.RunEvent) {
 	}
 }
 
-// dropAll ends every watch of the reader over cl with err, and forgets
-// that reader so that the next join starts another.
-func (h *watchHub) dropAll(cl *kgo.Client, err error) {
+// dropAll ends every watch of the reader whose done channel is done with
+// err, and forgets that reader so that the next join starts another.
+func (h *watchHub) dropAll(done chan struct{}, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.client != cl {
+	if h.done != done {
 		return // a newer reader runs; its watches are not this one's
 	}
 	for w := range h.subs {
 		h.drop(w, err)
 	}
 	h.stop() // the reader is returning already; this frees its context
-	h.stop, h.done, h.client = nil, nil, nil
+	h.stop, h.done = nil, nil
 }
 
 // drop ends w with err. h.mu is held.

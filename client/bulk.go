@@ -223,7 +223,7 @@ func (b *bulk) produced(rec *kgo.Record, err error) {
 		b.finish(ApplyResult{ID: id, Err: ProduceError("apply", rec, err)})
 		return
 	}
-	r := Receipt{ID: id, Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Revision: b.names.Revision(rec.Topic, rec.Offset), Timestamp: rec.Timestamp}
+	r := receiptOf(b.names, id, rec)
 	b.sum.Produced++
 	src := source{rec.Topic, rec.Partition, rec.Offset}
 	st, answered := b.early[src]

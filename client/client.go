@@ -166,6 +166,13 @@ type Receipt struct {
 	Timestamp time.Time
 }
 
+// receiptOf is the receipt of rec, an acknowledged record of id: where it
+// went, and the revision its definition gets (topics.Names.Revision).
+func receiptOf(names topics.Names, id string, rec *kgo.Record) Receipt {
+	return Receipt{ID: id, Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset,
+		Revision: names.Revision(rec.Topic, rec.Offset), Timestamp: rec.Timestamp}
+}
+
 // Apply validates spec and produces it to sundial.jobs as protobuf. An
 // invalid spec is not produced: the error is a *jobspec.ValidationError.
 func (c *Client) Apply(ctx context.Context, spec *sundialv1.JobSpec) (Receipt, error) {
@@ -331,8 +338,7 @@ func (c *Client) produce(ctx context.Context, op string, recs []*kgo.Record) ([]
 			errs = append(errs, ProduceError(op, r.Record, r.Err))
 			continue
 		}
-		out[i] = Receipt{ID: string(r.Record.Key), Topic: r.Record.Topic, Partition: r.Record.Partition, Offset: r.Record.Offset,
-			Revision: c.cfg.Topics.Revision(r.Record.Topic, r.Record.Offset), Timestamp: r.Record.Timestamp}
+		out[i] = receiptOf(c.cfg.Topics, string(r.Record.Key), r.Record)
 	}
 	if len(errs) > 0 {
 		return out, errors.Join(errs...)
