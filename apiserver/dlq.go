@@ -1,7 +1,6 @@
 package apiserver
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"connectrpc.com/connect"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sundialhq/sundial/auth"
 	"github.com/sundialhq/sundial/jobspec"
@@ -242,32 +240,16 @@ func (s *DlqService) ReplayDeadLetters(ctx context.Context, req *connect.Request
 }
 
 // withCurrentDefinition rewrites a replay entry's run with what the job's
-// current definition says (target, payload, timeout, retries, team...),
-// keeping the run's identity. ok is false when the job is gone, or now
-// belongs to a team p may not act for.
+// current definition says (deadletter.WithDefinition, the rule the CLI
+// follows too), keeping the run's identity. ok is false when the job is
+// gone, or now belongs to a team p may not act for.
 func (s *DlqService) withCurrentDefinition(ctx context.Context, p auth.Principal, e *store.DueEntry) (ok bool, _ error) {
 	spec, job, found, err := jobSpec(ctx, s.cfg.Jobs, e.JobID)
 	if err != nil || !found || job.Deleted || !p.Allows(spec.GetOwnerTeam(), auth.RoleOperator) {
 		return false, err
 	}
-	run := &sundialv1.Run{}
-	if err := proto.Unmarshal(e.Payload, run); err != nil {
-		return false, fmt.Errorf("decode replayed run %s: %w", e.RunID, err)
+	if err := deadletter.WithDefinition(e, spec, job.Revision); err != nil {
+		return false, err
 	}
-	run.Priority = cmp.Or(spec.GetPriority(), sundialv1.Priority_PRIORITY_DEFAULT)
-	run.DefinitionOffset = job.Revision
-	run.OwnerTeam = spec.GetOwnerTeam()
-	run.Labels = spec.GetLabels()
-	run.Payload = spec.GetPayload()
-	run.Target = spec.GetTarget()
-	run.Timeout = cmp.Or(spec.GetTimeout(), durationpb.New(jobspec.DefaultTimeout))
-	run.Retry = spec.GetRetry()
-	run.ConcurrencyLimit = spec.GetConcurrencyLimit()
-	run.OverlapPolicy = spec.GetOverlapPolicy()
-	run.QueueDelay = spec.GetQueueDelay()
-	if e.Payload, err = proto.Marshal(run); err != nil {
-		return false, fmt.Errorf("encode replayed run %s: %w", e.RunID, err)
-	}
-	e.Revision = job.Revision
 	return true, nil
 }

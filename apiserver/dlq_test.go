@@ -197,7 +197,8 @@ func TestReplayDeadLetters(t *testing.T) {
 		for _, id := range f.alphaRuns {
 			run := got[id]
 			require.NotNil(t, run, "replayed %s", id)
-			assert.Equal(t, uint32(1), run.GetAttempt())
+			assert.Equal(t, uint32(4), run.GetAttempt(), "the replay is a new attempt after the dead run's three")
+			assert.Equal(t, uint32(3), run.GetAttemptsBeforeReplay())
 			assert.Equal(t, sundialv1.RunOrigin_RUN_ORIGIN_REPLAY, run.GetOrigin())
 			assert.Equal(t, "current", string(run.GetPayload()), "the current definition's payload")
 			assert.Equal(t, int64(2), run.GetDefinitionOffset())

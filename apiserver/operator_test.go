@@ -55,9 +55,14 @@ func testOperator(t *testing.T, e *env, owner, other string) {
 	})
 
 	t.Run("bad requests", func(t *testing.T) {
-		_, err := op.BackfillJob(ctx, connect.NewRequest(&apiv1.BackfillJobRequest{JobId: id, DryRun: true}))
+		_, err := op.BackfillJob(ctx, connect.NewRequest(&apiv1.BackfillJobRequest{JobId: id}))
 		requireCode(t, connect.CodeInvalidArgument, err, "backfill without range")
+		assert.ErrorContains(t, err, "from, to: both required")
 		assert.ErrorContains(t, err, "max concurrent 0")
+		// A dry run enqueues nothing: it needs no max_concurrent.
+		_, err = op.BackfillJob(ctx, connect.NewRequest(&apiv1.BackfillJobRequest{JobId: id, DryRun: true}))
+		requireCode(t, connect.CodeInvalidArgument, err, "dry-run backfill without range")
+		assert.NotContains(t, err.Error(), "max concurrent")
 		// Finding 14: a range over the bound can never succeed; it is not
 		// "unavailable, try again".
 		_, err = op.BackfillJob(ctx, connect.NewRequest(&apiv1.BackfillJobRequest{JobId: id, DryRun: true, MaxConcurrent: 1,

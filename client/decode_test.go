@@ -39,6 +39,10 @@ func TestDecodeSpecs(t *testing.T) {
 		{name: "JSON broken", in: `[{"id":"a"}, {"id":`, ids: []string{"a"}, errs: []string{"after definition 1"}},
 		{name: "YAML documents and lists", in: "id: a\nownerTeam: t\n---\n- id: b\n- id: c\n---\n", ids: []string{"a", "b", "c"}},
 		{name: "YAML with snake case and a duration", in: "id: a\nowner_team: t\nschedule:\n  interval:\n    every: 90s\n", ids: []string{"a"}},
+		{name: "YAML typo, with its line and a suggestion", in: "id: a\novertapPolicy: x\n", ids: nil, errs: []string{"definition 1:", "line 2: overtapPolicy: unknown field (did you mean overlapPolicy?)"}},
+		{name: "YAML readable forms", in: "id: a\noverlapPolicy: forbid\ntimeout: 1h\nschedule:\n  interval:\n    every: PT90M\n", ids: []string{"a"}},
+		{name: "JSON readable forms", in: `{"id":"a","overlapPolicy":"FORBID","timeout":"PT1H"}`, ids: []string{"a"}},
+		{name: "YAML every problem at once", in: "id: a\noverlapPolicy: sometimes\ntimeout: 90\n", errs: []string{"definition 1: 2 problems:", "line 2: overlapPolicy", "line 3: timeout"}},
 		{name: "YAML unknown field", in: "id: a\nowner: t\n---\nid: b\n", ids: []string{"b"}, errs: []string{"definition 1:", "owner"}},
 		{name: "not YAML", in: "id: [a\n", errs: []string{"read job definitions"}},
 	}

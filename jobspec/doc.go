@@ -42,12 +42,19 @@
 //     KeepRedacted for a definition applied back with "<redacted>" values.
 //     The API, the audit trail and the runner all use it, so what is
 //     hidden is the same everywhere.
+//   - One schema, two spellings (file.go): DecodeFile reads the files people
+//     write (JSON, JSON lines, YAML) in the JobSpec's protobuf JSON form or
+//     with short enum names and Go or ISO 8601 durations, walking the
+//     JobSpec's descriptor, so no second schema exists to drift; it reports
+//     every problem of a definition at once with its line. Records on Kafka
+//     and API calls keep the protobuf JSON form only (DecodeDefinition).
 //   - A status carries at most MaxReportedErrors errors, all in valid UTF-8,
 //     so that every record, however bad, can be answered.
 //
 // # Dependencies
 //
 // package schedule (the calculator of fire times), the wire format
-// (proto/sundial/v1), and github.com/twmb/franz-go/pkg/kgo for its record
-// type only: the decoders read records and StatusRecord builds one.
+// (proto/sundial/v1), github.com/twmb/franz-go/pkg/kgo for its record
+// type only: the decoders read records and StatusRecord builds one, and
+// go.yaml.in/yaml/v3 for DecodeFile's YAML (its nodes carry the lines).
 package jobspec

@@ -273,3 +273,23 @@ func FirstDue(s *schedule.Schedule, policy sundialv1.MisfirePolicy, window time.
 	}
 	return plan.Next, !plan.Next.IsZero()
 }
+
+// NextDue returns a job's next due time: the first occurrence of its
+// schedule after now, in the schedule's time zone (the returned instant
+// carries it, for printing). accepted is when the definition was accepted
+// (its record's timestamp), the reference of immediate and delay schedules.
+// A paused job, one without a schedule or with one that does not compile,
+// and a one-off whose occurrence is not after now have none (false). An
+// occurrence already due and not yet run is pending, not next: the store's
+// run records say when it is.
+func NextDue(spec *sundialv1.JobSpec, accepted, now time.Time) (time.Time, bool) {
+	s := spec.GetSchedule()
+	if s == nil || spec.GetPaused() {
+		return time.Time{}, false
+	}
+	sched, errs := compileSchedule(s, accepted)
+	if len(errs) > 0 {
+		return time.Time{}, false
+	}
+	return sched.Next(now)
+}

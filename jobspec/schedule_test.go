@@ -87,3 +87,44 @@ func TestScheduleDefaults(t *testing.T) {
 	assert.Equal(t, time.Hour, jobspec.CatchUpWindow(nil))
 	assert.Equal(t, 6*time.Hour, jobspec.CatchUpWindow(&sundialv1.Schedule{CatchUpWindow: durationpb.New(6 * time.Hour)}))
 }
+
+// TestNextDue: the next due time is the first occurrence after now in the
+// job's zone, not the definition's first occurrence.
+func TestNextDue(t *testing.T) {
+	t.Parallel()
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	require.NoError(t, err)
+	accepted := time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)
+	now := time.Date(2026, 11, 28, 21, 40, 0, 0, time.UTC)
+	cron := func(expr, zone string) *sundialv1.Schedule {
+		return &sundialv1.Schedule{Kind: &sundialv1.Schedule_Cron{Cron: &sundialv1.Cron{Expression: expr}}, TimeZone: zone}
+	}
+	job := func(s *sundialv1.Schedule, paused bool) *sundialv1.JobSpec {
+		return &sundialv1.JobSpec{Id: "t.j", OwnerTeam: "t", Schedule: s, Paused: paused}
+	}
+	tests := []struct {
+		name   string
+		spec   *sundialv1.JobSpec
+		want   time.Time
+		wantOK bool
+	}{
+		{"cron in its zone", job(cron("30 2 * * *", "Europe/Berlin"), false), time.Date(2026, 11, 29, 2, 30, 0, 0, berlin), true},
+		{"cron due exactly now is past", job(cron("40 21 * * *", "UTC"), false), time.Date(2026, 11, 29, 21, 40, 0, 0, time.UTC), true},
+		{"interval", job(&sundialv1.Schedule{Kind: &sundialv1.Schedule_Interval{Interval: &sundialv1.Interval{Every: durationpb.New(time.Hour)}}, TimeZone: "UTC"}, false), time.Date(2026, 11, 28, 22, 0, 0, 0, time.UTC), true},
+		{"one-off in the future", job(&sundialv1.Schedule{Kind: &sundialv1.Schedule_At{At: &sundialv1.At{Time: timestamppb.New(now.Add(time.Hour))}}, TimeZone: "UTC"}, false), now.Add(time.Hour), true},
+		{"one-off in the past", job(&sundialv1.Schedule{Kind: &sundialv1.Schedule_Delay{Delay: &sundialv1.Delay{Duration: durationpb.New(time.Minute)}}, TimeZone: "UTC"}, false), time.Time{}, false},
+		{"paused", job(cron("30 2 * * *", "UTC"), true), time.Time{}, false},
+		{"trigger only", job(nil, false), time.Time{}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, ok := jobspec.NextDue(tc.spec, accepted, now)
+			require.Equal(t, tc.wantOK, ok)
+			assert.True(t, tc.want.Equal(got), "got %s, want %s", got, tc.want)
+			if ok {
+				assert.Equal(t, tc.want.Location().String(), got.Location().String())
+			}
+		})
+	}
+}

@@ -43,7 +43,8 @@ type BackfillOptions struct {
 	// Window is the window of BackfillOnePerWindow. Required with it.
 	Window time.Duration
 	// MaxConcurrent is the most runs of the backfill pending at once
-	// (enqueued, not finished). Required, at least 1.
+	// (enqueued, not finished). Required, at least 1, unless DryRun (which
+	// enqueues nothing).
 	MaxConcurrent int
 	// DryRun computes the occurrences and enqueues nothing.
 	DryRun bool
@@ -69,7 +70,7 @@ func (b BackfillOptions) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("policy %d: unknown", b.Policy))
 	}
-	if b.MaxConcurrent < 1 {
+	if b.MaxConcurrent < 1 && !b.DryRun {
 		errs = append(errs, fmt.Errorf("max concurrent %d: must be at least 1", b.MaxConcurrent))
 	}
 	return errors.Join(errs...)

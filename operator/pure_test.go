@@ -54,6 +54,9 @@ func TestBackfillOptionsValidate(t *testing.T) {
 	now := time.Now()
 	assert.ErrorContains(t, BackfillOptions{From: now, To: now, MaxConcurrent: 1}.Validate(), "must be before to")
 	assert.NoError(t, BackfillOptions{From: now, To: now.Add(time.Hour), MaxConcurrent: 1}.Validate())
+	// A dry run enqueues nothing, so it needs no bound on pending runs.
+	assert.NoError(t, BackfillOptions{From: now, To: now.Add(time.Hour), DryRun: true}.Validate())
+	assert.ErrorContains(t, BackfillOptions{From: now, To: now.Add(time.Hour)}.Validate(), "max concurrent 0: must be at least 1")
 }
 
 func TestJobOfRun(t *testing.T) {

@@ -395,7 +395,7 @@ func (x *execution) retryState() retryState {
 	run := x.run
 	return retryState{
 		policy:  retry.FromProto(run.GetRetry()),
-		attempt: int(run.GetAttempt()),
+		attempt: budgetAttempt(run),
 		jitter:  x.r.cfg.Jitter(run.GetRunId(), run.GetAttempt()),
 	}
 }

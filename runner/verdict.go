@@ -131,3 +131,15 @@ func classify(end attemptEnd, rs retryState) verdict {
 	v.kind, v.delay = verdictRetry, d.Delay
 	return v
 }
+
+// budgetAttempt is the attempt the retry policy counts: the run's attempt,
+// less the attempts made before a dead-letter replay, so that a replay has
+// the job's whole retry budget while its attempt numbers go on after the
+// dead run's.
+func budgetAttempt(run *sundialv1.Run) int {
+	a, before := run.GetAttempt(), run.GetAttemptsBeforeReplay()
+	if before >= a {
+		return 1
+	}
+	return int(a - before)
+}

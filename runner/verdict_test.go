@@ -180,3 +180,26 @@ func TestClassify(t *testing.T) {
 		})
 	}
 }
+
+// TestBudgetAttempt: a dead-letter replay goes on numbering attempts after
+// the dead run's, and the retry policy counts from the replay.
+func TestBudgetAttempt(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name            string
+		attempt, before uint32
+		want            int
+	}{
+		{"first attempt", 1, 0, 1},
+		{"a retry", 3, 0, 3},
+		{"a replay after three attempts", 4, 3, 1},
+		{"its retry", 5, 3, 2},
+		{"inconsistent counts read as a first attempt", 2, 5, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tc.want, budgetAttempt(&sundialv1.Run{Attempt: tc.attempt, AttemptsBeforeReplay: tc.before}))
+		})
+	}
+}

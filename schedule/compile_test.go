@@ -149,10 +149,12 @@ func TestCronFieldErrors(t *testing.T) {
 		expr   string
 		reason string
 	}{
-		{"1,,2 * * * *", `minute field "1,,2": empty element in the list`},
-		{",5 * * * *", `minute field ",5": empty element in the list`},
-		{"5, * * * *", `minute field "5,": empty element in the list`},
-		{"*-5 * * * *", `minute field "*-5": "*" in "*-5" is not a number`},
+		{"*-5 * * * *", `minute field "*-5": range "*-5" starts at "*": write "*" for every value or a range of numbers`},
+		{"0 ?-3 * * *", `hour field "?-3": range "?-3" starts at "?": write "?" for every value or a range of numbers`},
+		{", * * * *", `minute field ",": no value in the list`},
+		{"0 0 ,, * *", `day-of-month field ",,": no value in the list`},
+		{"0 0 * * 7", `day-of-week field "7": 7 in "7" is out of range: want 0-6`},
+		{"+ * * * *", `minute field "+": "+" in "+" is not a number`},
 		{"0 5-* * * *", `hour field "5-*": "*" in "5-*" is not a number`},
 		{"-5 * * * *", `minute field "-5": "-5" is missing a value`},
 		{"0 5- * * *", `hour field "5-": "5-" is missing a value`},
@@ -165,17 +167,12 @@ func TestCronFieldErrors(t *testing.T) {
 		{"0 0 * * mon-fri,funday", `day-of-week field "mon-fri,funday": "funday" in "funday" is neither a number nor a name (sun-sat)`},
 		{"0 0 * * 5-1", `day-of-week field "5-1": range "5-1" runs backwards`},
 		{"0 0 * * fri-mon", `day-of-week field "fri-mon": range "fri-mon" runs backwards`},
-		{"*/0 * * * *", `minute field "*/0": step 0 in "*/0" is out of range: want 1-59`},
-		{"*/60 * * * *", `minute field "*/60": step 60 in "*/60" is out of range: want 1-59`},
-		{"0 */24 * * *", `hour field "*/24": step 24 in "*/24" is out of range: want 1-23`},
-		{"0 0 * * */7", `day-of-week field "*/7": step 7 in "*/7" is out of range: want 1-6`},
-		{"0 0 * */12 *", `month field "*/12": step 12 in "*/12" is out of range: want 1-11`},
+		{"*/0 * * * *", `minute field "*/0": step 0 in "*/0" is out of range: want 1 or more`},
 		{"*/ * * * *", `minute field "*/": step "" in "*/" is not a number`},
 		{"*/x * * * *", `minute field "*/x": step "x" in "*/x" is not a number`},
 		{"*/-1 * * * *", `minute field "*/-1": step "-1" in "*/-1" is not a number`},
 		{"*/1/2 * * * *", `minute field "*/1/2": "*/1/2" has more than one step`},
 		{"99999999999999999999 * * * *", `minute field "99999999999999999999": 99999999999999999999 in "99999999999999999999" is out of range: want 0-59`},
-		{"+5 * * * *", `minute field "+5": "+5" in "+5" is not a number`},
 		{"60 0 0 * * *", `second field "60": 60 in "60" is out of range: want 0-59`},
 		{"0 0 L * *", `day-of-month field "L": "L" in "L" is not a number`},
 		{"0 0 * * 5#3", `day-of-week field "5#3": "5#3" in "5#3" is neither a number nor a name (sun-sat)`},
@@ -189,6 +186,56 @@ func TestCronFieldErrors(t *testing.T) {
 			assert.Equal(t, []string{FieldCronExpression}, fieldsOf(err))
 			assert.Equal(t, FieldCronExpression+": "+tc.reason, err.Error())
 			assert.NotContains(t, err.Error(), "strconv")
+		})
+	}
+}
+
+// TestCronStandardParserForms checks that the forms the standard cron parser
+// (the one Kubernetes CronJob uses) accepts are accepted here with the same
+// meaning: a step up to and past the field's span keeps only the first
+// value, empty list elements are skipped, a number may carry a leading "+".
+func TestCronStandardParserForms(t *testing.T) {
+	t.Parallel()
+	bits := func(vs ...int) uint64 {
+		var b uint64
+		for _, v := range vs {
+			b |= 1 << uint(v)
+		}
+		return b
+	}
+	allDom, allMonth, allDow := uint64(1<<32-2), uint64(1<<13-2), uint64(1<<7-1)
+	tests := []struct {
+		expr string
+		want cronCalc
+	}{
+		{"*/60 * * * *", cronCalc{second: bits(0), minute: bits(0), hour: 1<<24 - 1, dom: allDom, month: allMonth, dow: allDow, domStar: true, dowStar: true}},
+		{"*/59 * * * *", cronCalc{second: bits(0), minute: bits(0, 59), hour: 1<<24 - 1, dom: allDom, month: allMonth, dow: allDow, domStar: true, dowStar: true}},
+		{"*/100 * * * *", cronCalc{second: bits(0), minute: bits(0), hour: 1<<24 - 1, dom: allDom, month: allMonth, dow: allDow, domStar: true, dowStar: true}},
+		{"0 */24 * * *", cronCalc{second: bits(0), minute: bits(0), hour: bits(0), dom: allDom, month: allMonth, dow: allDow, domStar: true, dowStar: true}},
+		{"0 0 */31 * *", cronCalc{second: bits(0), minute: bits(0), hour: bits(0), dom: bits(1), month: allMonth, dow: allDow, dowStar: true}},
+		{"0 0 1 */12 *", cronCalc{second: bits(0), minute: bits(0), hour: bits(0), dom: bits(1), month: bits(1), dow: allDow, dowStar: true}},
+		// "*/7" in day-of-week is Sunday only, and a restriction: with a
+		// restricted day-of-month, either day fires.
+		{"0 0 * * */7", cronCalc{second: bits(0), minute: bits(0), hour: bits(0), dom: allDom, month: allMonth, dow: bits(0), domStar: true}},
+		{"0 0 13 * */7", cronCalc{second: bits(0), minute: bits(0), hour: bits(0), dom: bits(13), month: allMonth, dow: bits(0)}},
+		{"0 0 * * 1-5/9", cronCalc{second: bits(0), minute: bits(0), hour: bits(0), dom: allDom, month: allMonth, dow: bits(1), domStar: true}},
+		{"10/60 * * * *", cronCalc{second: bits(0), minute: bits(10), hour: 1<<24 - 1, dom: allDom, month: allMonth, dow: allDow, domStar: true, dowStar: true}},
+		{"1,,2 * * * *", cronCalc{second: bits(0), minute: bits(1, 2), hour: 1<<24 - 1, dom: allDom, month: allMonth, dow: allDow, domStar: true, dowStar: true}},
+		{",5 * * * *", cronCalc{second: bits(0), minute: bits(5), hour: 1<<24 - 1, dom: allDom, month: allMonth, dow: allDow, domStar: true, dowStar: true}},
+		{"5, * * * *", cronCalc{second: bits(0), minute: bits(5), hour: 1<<24 - 1, dom: allDom, month: allMonth, dow: allDow, domStar: true, dowStar: true}},
+		{"+5 +1-+3 * * *", cronCalc{second: bits(0), minute: bits(5), hour: bits(1, 2, 3), dom: allDom, month: allMonth, dow: allDow, domStar: true, dowStar: true}},
+		{"*/+15 * * * *", cronCalc{second: bits(0), minute: bits(0, 15, 30, 45), hour: 1<<24 - 1, dom: allDom, month: allMonth, dow: allDow, domStar: true, dowStar: true}},
+		{"0 0 ? * MON-FRI", cronCalc{second: bits(0), minute: bits(0), hour: bits(0), dom: allDom, month: allMonth, dow: bits(1, 2, 3, 4, 5), domStar: true}},
+		{"0 0 1 JAN/6 *", cronCalc{second: bits(0), minute: bits(0), hour: bits(0), dom: bits(1), month: bits(1, 7), dow: allDow, dowStar: true}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.expr, func(t *testing.T) {
+			t.Parallel()
+			got, err := parseCronFields(tc.expr)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+			_, err = Compile(cronSpec(tc.expr, "UTC", skip, first))
+			require.NoError(t, err)
 		})
 	}
 }

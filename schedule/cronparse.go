@@ -99,16 +99,21 @@ func parseCronFields(expr string) (cronCalc, error) {
 // parse reads one field: a comma-separated list of elements, each "*" or
 // "?" (every value), a value, or a range "lo-hi", optionally followed by a
 // step "/n". A single value with a step, "5/15", runs to the field's maximum.
-// It returns the allowed values as a bit set and whether the field is
-// unrestricted: an element "*" or "?" without a step above one.
+// A step may exceed the field's span ("*/60" in minutes is minute 0 only) and
+// empty elements of the list are skipped ("1,,2" is "1,2"), as in the
+// standard cron parser Kubernetes CronJob uses; a field with no element at
+// all is refused. It returns the allowed values as a bit set and whether the
+// field is unrestricted: an element "*" or "?" without a step above one.
 func (f cronField) parse(text string) (set uint64, star bool, err error) {
 	bad := func(format string, args ...any) (uint64, bool, error) {
 		return 0, false, &CronFieldError{Field: f.name, Text: text, Reason: fmt.Sprintf(format, args...)}
 	}
+	elems := 0
 	for elem := range strings.SplitSeq(text, ",") {
 		if elem == "" {
-			return bad("empty element in the list")
+			continue
 		}
+		elems++
 		rng, stepText, hasStep := strings.Cut(elem, "/")
 		step := 1
 		if hasStep {
@@ -119,8 +124,8 @@ func (f cronField) parse(text string) (set uint64, star bool, err error) {
 			if !ok {
 				return bad("step %q in %q is not a number", stepText, elem)
 			}
-			if n < 1 || n > f.max-f.min {
-				return bad("step %s in %q is out of range: want 1-%d", stepText, elem, f.max-f.min)
+			if n < 1 {
+				return bad("step %s in %q is out of range: want 1 or more", stepText, elem)
 			}
 			step = n
 		}
@@ -129,6 +134,10 @@ func (f cronField) parse(text string) (set uint64, star bool, err error) {
 		case rng == "*" || rng == "?":
 			lo, hi = f.min, f.max
 			star = star || step == 1
+		case strings.HasPrefix(rng, "*-") || strings.HasPrefix(rng, "?-"):
+			// The standard parser reads "*-5" as "*", dropping "-5"; a range
+			// that says less than it appears to is refused instead.
+			return bad("range %q starts at %q: write %q for every value or a range of numbers", rng, rng[:1], rng[:1])
 		case strings.Contains(rng, "-"):
 			loText, hiText, _ := strings.Cut(rng, "-")
 			if lo, err = f.value(loText, elem); err != nil {
@@ -152,6 +161,9 @@ func (f cronField) parse(text string) (set uint64, star bool, err error) {
 		for v := lo; v <= hi; v += step {
 			set |= 1 << uint(v)
 		}
+	}
+	if elems == 0 {
+		return bad("no value in the list")
 	}
 	return set, star, nil
 }
@@ -179,9 +191,11 @@ func (f cronField) value(s, elem string) (int, error) {
 	return 0, fmt.Errorf("%q in %q is not a number", s, elem)
 }
 
-// number reads an unsigned decimal number. Numbers too long for any field
-// read as a value out of every field's range rather than failing to convert.
+// number reads an unsigned decimal number, with an optional leading "+" as
+// the standard cron parser allows. Numbers too long for any field read as a
+// value out of every field's range rather than failing to convert.
 func number(s string) (int, bool) {
+	s = strings.TrimPrefix(s, "+")
 	if s == "" {
 		return 0, false
 	}

@@ -126,18 +126,29 @@
 //
 // # Cron syntax
 //
-// Each field is a comma-separated list; each element is "*" (or "?"), a
-// value, or a range "lo-hi", optionally followed by a step "/n" ("5/15" runs
-// from 5 to the field's maximum). Values: second and minute 0-59, hour 0-23,
-// day-of-month 1-31, month 1-12 or jan-dec, day-of-week 0-6 from Sunday or
-// sun-sat (names in any case). A step lies between 1 and the field's maximum
-// minus its minimum. Empty elements (","), ranges that run backwards or name
-// "*" ("*-5"), values or steps out of range, and Quartz extensions (L, W, #)
-// are refused: the reason names the field and quotes what was written in it
-// (minute field "*-5": ...), and a *CronFieldError carries the same. The
-// parser is this package's own rather than a library's because a
-// definition's error must name the field and the text, and the common Go
-// cron parsers accept some malformed fields silently or report strconv
-// messages that name no field. It accepts the classic five- and six-field
-// syntax apart from the malformed forms above.
+// Five fields are minute hour day-of-month month day-of-week and fire at
+// second zero, as in crontab and Kubernetes CronJob; six fields put a
+// seconds field first. Each field is a comma-separated list; each element
+// is "*" (or "?"), a value, or a range "lo-hi", optionally followed by a
+// step "/n" ("5/15" runs from 5 to the field's maximum). Values: second and
+// minute 0-59, hour 0-23, day-of-month 1-31, month 1-12 or jan-dec,
+// day-of-week 0-6 from Sunday or sun-sat (names in any case); a number may
+// carry a leading "+".
+//
+// Every five-field expression the standard parser of robfig/cron accepts
+// (and so Kubernetes CronJob) is accepted with the same meaning. A step is
+// any positive number, and one as large as the field's span or larger keeps
+// the first value only: "*/60" in minutes is minute 0, "*/24" in hours is
+// hour 0, "*/7" in day-of-week is Sunday (a restriction, so "0 0 13 * */7"
+// fires on the 13th and on Sundays), "*/12" in months is January. Empty
+// elements of a list are skipped ("1,,2" is "1,2"). Two forms are refused
+// where that parser reads something other than what is written: a range
+// starting at "*" ("*-5", which it reads as "*") and a field with no value
+// at all (","), which would never fire. Also refused: ranges that run
+// backwards, values out of range (day-of-week 7 included, as there), a
+// step of zero, "TZ=" prefixes (the schedule's time zone says that) and
+// Quartz extensions (L, W, #). The reason names the field and quotes what
+// was written in it (minute field "*-5": ...), and a *CronFieldError
+// carries the same. The parser is this package's own rather than a
+// library's because a definition's error must name the field and the text.
 package schedule

@@ -351,17 +351,21 @@ func dagApplyCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "apply",
 		Usage:     "produce a DAG definition (a JSON DagSpec) to sundial.jobs and print the engine's answer",
-		ArgsUsage: "<file|->",
-		Description: `The definition is validated first with the engine's own rules; an invalid one
+		ArgsUsage: "-f <file|-> | <file|->",
+		Description: `The file is named with -f, as for jobs apply, or as the one argument. The
+definition is validated first with the engine's own rules; an invalid one
 is not produced. It is produced as JSON keyed by its id with the header
 sundial-kind: dag, and the DAG engine's answer on sundial.jobs.status is
 printed (--wait, the default).
 
-Example:
+Examples:
+  sundial dag apply -f proto/sundial/v1/testdata/dagspec/nightly-etl.json
   sundial dag apply proto/sundial/v1/testdata/dagspec/nightly-etl.json`,
-		Flags: append(kafkaFlags(), waitFlags()...),
+		Flags: append(append([]cli.Flag{
+			&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "the DAG definition's file, or - for standard input", Sources: envVar("file")},
+		}, kafkaFlags()...), waitFlags()...),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			path, err := oneArg(cmd, "file")
+			path, err := dagFileArg(cmd)
 			if err != nil {
 				return err
 			}
@@ -457,6 +461,21 @@ func printDagAnswer(ctx context.Context, cmd *cli.Command, c *client.Client, r c
 }
 
 // readDagFile reads a file argument, "-" for standard input.
+// dagFileArg returns the file dag apply reads: the --file flag or the one
+// argument, never both.
+func dagFileArg(cmd *cli.Command) (string, error) {
+	flag, args := cmd.String("file"), cmd.Args().Len()
+	switch {
+	case flag != "" && args > 0:
+		return "", fmt.Errorf("name the file once: with -f or as the argument, not both (got -f %s and %d arguments)", flag, args)
+	case flag != "":
+		return flag, nil
+	case args == 1:
+		return cmd.Args().First(), nil
+	}
+	return "", fmt.Errorf("--file: required: name the DAG definition's file with -f FILE (or - for standard input), got %d arguments", args)
+}
+
 func readDagFile(cmd *cli.Command, path string) ([]byte, error) {
 	var (
 		data []byte

@@ -52,3 +52,31 @@ func TestDagCommandsNeedTheirArgument(t *testing.T) {
 		assert.Contains(t, errOut.String(), "want exactly one argument", sub)
 	}
 }
+
+// TestDagApplyFileFlag: dag apply takes -f FILE like jobs apply, and the
+// bare file still works; either way the file is read and validated before
+// anything is produced.
+func TestDagApplyFileFlag(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "dag.json")
+	require.NoError(t, os.WriteFile(file, []byte(`{"id": "etl.broken", "ownerTeam": "etl"}`), 0o600))
+	tests := []struct {
+		name    string
+		args    []string
+		errText string
+	}{
+		{"flag", []string{"-f", file}, `"etl.broken"`},
+		{"long flag", []string{"--file", file}, `"etl.broken"`},
+		{"bare file", []string{file}, `"etl.broken"`},
+		{"both", []string{"-f", file, file}, "not both"},
+		{"neither", nil, "--file: required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			code, _, errOut := runCLI(t, append([]string{"dag", "apply", "--kafka-brokers", "127.0.0.1:1"}, tt.args...)...)
+			assert.Equal(t, 1, code)
+			assert.Contains(t, errOut, tt.errText)
+		})
+	}
+}

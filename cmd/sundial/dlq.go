@@ -13,6 +13,7 @@ import (
 
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/runner/deadletter"
+	"github.com/sundialhq/sundial/store"
 )
 
 func dlqCommand() *cli.Command {
@@ -113,12 +114,17 @@ Example:
 func dlqReplayCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "replay",
-		Usage: "run dead runs again, with the same run ids and attempts from 1",
+		Usage: "run dead runs again with their job's current definition, same run ids, as a new attempt",
 		Description: `Each selected run (once, from its newest dead letter) is written as a due entry
-due now; the dispatcher fires it like any retry. The run id stays the same, so
-the downstream still sees one idempotency key. A dead run never completed, so
+due now; the dispatcher fires it like any retry. It runs with the job's
+current definition (fix the job, apply it, then replay), as the API's
+ReplayDeadLetters does; a run whose job is gone is skipped. The run id stays
+the same, so the downstream still sees one idempotency key; the replay is a
+new attempt after the dead run's, so "runs get" keeps the earlier ones, and
+the job's retry policy counts from the replay. A dead run never completed, so
 there is no dedupe mark to clear. At least one of --job, --run-id, --since,
---until or --all is required.
+--until or --all is required. --dry-run reads no store: it lists the runs
+selected, including any the replay would skip.
 
 Example:
   sundial dlq replay --job nightly-report --since 24h`,
@@ -162,18 +168,48 @@ Example:
 				return nil
 			}
 			logger := slog.New(slog.NewTextHandler(cmd.Root().ErrWriter, nil))
-			enq, _, closeStore, err := openEnqueuer(ctx, cmd, names, logger)
+			enq, st, closeStore, err := openEnqueuer(ctx, cmd, names, logger)
 			if err != nil {
 				return err
 			}
 			defer closeStore()
-			if err := enq.Enqueue(ctx, entries...); err != nil {
+			replay, skipped, err := withCurrentDefinitions(ctx, st, entries)
+			if err != nil {
 				return fmt.Errorf("replay: %w", err)
 			}
-			fmt.Fprintf(cmd.Root().Writer, "%d run(s) replayed\n", len(entries))
+			for _, id := range skipped {
+				fmt.Fprintf(cmd.Root().Writer, "skip %s: its job is gone\n", id)
+			}
+			if len(replay) > 0 {
+				if err := enq.Enqueue(ctx, replay...); err != nil {
+					return fmt.Errorf("replay: %w", err)
+				}
+			}
+			fmt.Fprintf(cmd.Root().Writer, "%d run(s) replayed, %d skipped\n", len(replay), len(skipped))
 			return nil
 		},
 	}
+}
+
+// withCurrentDefinitions gives each replay entry its job's current
+// definition (deadletter.WithDefinition, the API's rule too) and returns the
+// run ids of those whose job is gone, which are not replayed.
+func withCurrentDefinitions(ctx context.Context, jobs deadletter.Jobs, entries []store.DueEntry) (replay []store.DueEntry, skipped []string, _ error) {
+	for _, e := range entries {
+		spec, revision, ok, err := deadletter.Current(ctx, jobs, e.JobID)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !ok {
+			skipped = append(skipped, e.RunID)
+			continue
+		}
+		if err := deadletter.WithDefinition(&e, spec, revision); err != nil {
+			return nil, nil, err
+		}
+		replay = append(replay, e)
+	}
+	return replay, skipped, nil
 }
 
 func truncate(s string, n int) string {

@@ -147,7 +147,7 @@ func outcomeName(o sundialv1.DefinitionOutcome) string {
 func jobsGetCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "get",
-		Usage:     "print a job as the store holds it: its definition, revision, next due time and run summary",
+		Usage:     "print a job as the store holds it: its definition, revision, next due time (after now, in its time zone) and run summary",
 		ArgsUsage: "ID",
 		Flags: append(cassandraStoreFlags(),
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "give up after this long", Sources: envVar("timeout")},
@@ -179,12 +179,15 @@ func jobsGetCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			return printJob(cmd.Root().Writer, job, summary)
+			return printJob(cmd.Root().Writer, job, summary, time.Now())
 		},
 	}
 }
 
-func printJob(w io.Writer, job store.Job, summary store.Summary) error {
+// printJob prints a stored job. Its next due time is the first occurrence of
+// its schedule after now, in the schedule's time zone; an attempt already
+// due and not yet started is printed apart, as pending.
+func printJob(w io.Writer, job store.Job, summary store.Summary, now time.Time) error {
 	fmt.Fprintf(w, "id:          %s\n", job.ID)
 	fmt.Fprintf(w, "revision:    %d (offset of its record on sundial.jobs)\n", job.Revision)
 	fmt.Fprintf(w, "updated at:  %s\n", job.UpdatedAt.Format(time.RFC3339Nano))
@@ -192,20 +195,27 @@ func printJob(w io.Writer, job store.Job, summary store.Summary) error {
 		fmt.Fprintf(w, "deleted:     yes\n")
 		return nil
 	}
-	if !job.NextDue.IsZero() {
-		fmt.Fprintf(w, "scheduled:   %s (first occurrence of this definition)\n", job.NextDue.Format(time.RFC3339Nano))
+	spec := &sundialv1.JobSpec{}
+	if err := proto.Unmarshal(job.Spec, spec); err != nil {
+		return fmt.Errorf("job %q: the stored definition does not decode: %w", job.ID, err)
 	}
-	if !summary.NextDue.IsZero() {
-		fmt.Fprintf(w, "next due:    %s\n", summary.NextDue.Format(time.RFC3339Nano))
+	switch next, ok := jobspec.NextDue(spec, job.UpdatedAt, now); {
+	case ok:
+		fmt.Fprintf(w, "next due:    %s (%s)\n", next.Format(time.RFC3339), next.Location())
+	case spec.GetPaused():
+		fmt.Fprintf(w, "next due:    none (paused)\n")
+	case spec.GetSchedule() == nil:
+		fmt.Fprintf(w, "next due:    none (trigger only)\n")
+	default:
+		fmt.Fprintf(w, "next due:    none (no occurrence after now)\n")
+	}
+	if !summary.NextDue.IsZero() && !summary.NextDue.After(now) {
+		fmt.Fprintf(w, "pending:     %s (due, not started yet)\n", summary.NextDue.UTC().Format(time.RFC3339Nano))
 	}
 	if last := summary.LastRun; last != nil {
 		fmt.Fprintf(w, "last run:    %s attempt %d %s\n", last.RunID, last.Attempt, last.State)
 	}
 	fmt.Fprintf(w, "runs:        %d (%d attempts, %d failed)\n", summary.Runs, summary.Attempts, summary.Failures)
-	spec := &sundialv1.JobSpec{}
-	if err := proto.Unmarshal(job.Spec, spec); err != nil {
-		return fmt.Errorf("job %q: the stored definition does not decode: %w", job.ID, err)
-	}
 	fmt.Fprintf(w, "schedule:    %s\n", jobspec.ScheduleInForce(spec.GetSchedule()))
 	jobspec.Redact(spec) // a terminal is no place for a downstream's credentials either
 	js, err := protojson.MarshalOptions{Multiline: true}.Marshal(spec)

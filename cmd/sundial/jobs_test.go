@@ -14,12 +14,14 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/internal/testenv"
 	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/registry"
+	"github.com/sundialhq/sundial/store"
 	"github.com/sundialhq/sundial/store/cassandra"
 	"github.com/sundialhq/sundial/trigger"
 )
@@ -48,9 +50,45 @@ func TestJobsApplyReportsInvalidDefinitions(t *testing.T) {
 	code, _, errOut = runCLI(t, "jobs", "apply", "--kafka-brokers", "127.0.0.1:1")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "--file: required")
-	code, _, errOut = runCLI(t, "trigger", "some.job", "--kafka-brokers", "127.0.0.1:1")
+}
+
+// TestTriggerWithoutKey: "sundial trigger JOB" without --key is valid, as
+// docs/workers.md shows; it gets as far as Kafka rather than being refused
+// for a missing idempotency key.
+func TestTriggerWithoutKey(t *testing.T) {
+	t.Parallel()
+	code, _, errOut := runCLI(t, "trigger", "some.job", "--kafka-brokers", "127.0.0.1:1", "--timeout", "2s")
 	assert.Equal(t, 1, code)
-	assert.Contains(t, errOut, "idempotency_key: required")
+	assert.NotContains(t, errOut, "idempotency_key")
+	assert.Contains(t, errOut, "kafka")
+}
+
+// TestPrintJobNextDue: "jobs get" prints the next due time after now in the
+// job's zone, as its help says, not the definition's first occurrence.
+func TestPrintJobNextDue(t *testing.T) {
+	t.Parallel()
+	spec := &sundialv1.JobSpec{
+		Id: "billing.nightly", OwnerTeam: "billing",
+		Schedule: &sundialv1.Schedule{Kind: &sundialv1.Schedule_Cron{Cron: &sundialv1.Cron{Expression: "30 2 * * *"}}, TimeZone: "Europe/Berlin"},
+		Target:   &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: "noop"}}},
+	}
+	value, err := proto.Marshal(spec)
+	require.NoError(t, err)
+	accepted := time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)
+	job := store.Job{ID: spec.GetId(), Spec: value, Revision: 7, UpdatedAt: accepted, NextDue: time.Date(2026, 11, 21, 1, 30, 0, 0, time.UTC)}
+	now := time.Date(2026, 11, 28, 21, 40, 0, 0, time.UTC)
+	var out strings.Builder
+	require.NoError(t, printJob(&out, job, store.Summary{JobID: job.ID}, now))
+	assert.Contains(t, out.String(), "next due:    2026-11-29T02:30:00+01:00 (Europe/Berlin)\n")
+	assert.NotContains(t, out.String(), "2026-11-21")
+
+	spec.Paused = true
+	value, err = proto.Marshal(spec)
+	require.NoError(t, err)
+	job.Spec = value
+	out.Reset()
+	require.NoError(t, printJob(&out, job, store.Summary{JobID: job.ID}, now))
+	assert.Contains(t, out.String(), "next due:    none (paused)\n")
 }
 
 // TestJobsCommands drives apply, get, trigger and delete against a
@@ -133,11 +171,15 @@ func TestJobsCommands(t *testing.T) {
 	require.Equal(t, 0, code, "stderr: %s", errOut)
 	assert.Contains(t, out, "id:          billing.nightly-invoices")
 	assert.Regexp(t, `"expression":\s+"30 2 \* \* \*"`, out) // protojson varies its spaces
-	assert.Regexp(t, `next due:    \d{4}-\d\d-\d\dT0[01]:30:00Z`, out)
+	assert.Regexp(t, `next due:    \d{4}-\d\d-\d\dT02:30:00\+0[12]:00 \(Europe/Berlin\)`, out)
 
 	code, out, errOut = runCLI(t, append([]string{"trigger", "billing.rebuild-ledger", "--key", "ticket-1"}, kafkaArgs...)...)
 	require.Equal(t, 0, code, "stderr: %s", errOut)
 	assert.Regexp(t, `billing\.rebuild-ledger\ttriggered .*; run id billing\.rebuild-ledger@\d+ unless key "ticket-1" was used before`, out)
+	// Without --key a unique key is made up and printed, for a retry.
+	code, out, errOut = runCLI(t, append([]string{"trigger", "billing.rebuild-ledger"}, kafkaArgs...)...)
+	require.Equal(t, 0, code, "stderr: %s", errOut)
+	assert.Regexp(t, `billing\.rebuild-ledger\ttriggered .*; run id billing\.rebuild-ledger@\d+, key "cli-[A-Z2-7]{26}" \(generated: pass it as --key to retry this request\)`, out)
 
 	code, out, errOut = runCLI(t, append([]string{"jobs", "delete", "billing.rebuild-ledger", "billing.nightly-invoices"}, kafkaArgs...)...)
 	require.Equal(t, 0, code, "stderr: %s", errOut)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"os"
 	"time"
@@ -20,7 +21,8 @@ func triggerCommand() *cli.Command {
 		ArgsUsage: "JOB_ID|DAG_ID",
 		Description: `The run's due time is the trigger record's timestamp, so its run id is
 JOB_ID@<that time in unix milliseconds>. Sending the same --key again (a retry
-after a timeout) starts no second run. A trigger of an unknown, deleted or
+after a timeout) starts no second run. Without --key the command makes up a
+unique key and prints it: pass it as --key to retry that request safely. A trigger of an unknown, deleted or
 paused job is refused with a SKIPPED event on sundial.events.
 
 An id that names a DAG starts a run of that DAG, due at the trigger's time,
@@ -28,10 +30,11 @@ with the same idempotency rule; a paused DAG is refused. --payload is not used
 for a DAG.
 
 Examples:
+  sundial trigger billing.rebuild-ledger
   sundial trigger billing.rebuild-ledger --key ticket-4711
   sundial trigger nightly-etl --key backfill-2026-11-20`,
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "key", Usage: "idempotency key, unique per request (required)", Sources: envVar("key")},
+			&cli.StringFlag{Name: "key", Usage: "idempotency key, unique per request (default: a new random key, printed)", Sources: envVar("key")},
 			&cli.StringFlag{Name: "payload", Usage: "replaces the job's payload for this run", Sources: envVar("payload")},
 			&cli.StringFlag{Name: "caller", Value: os.Getenv("USER"), Usage: "who asks, for audit", Sources: envVar("caller")},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "give up after this long", Sources: envVar("timeout")},
@@ -40,7 +43,11 @@ Examples:
 			if cmd.Args().Len() != 1 {
 				return fmt.Errorf("name one job or DAG id, got %d arguments", cmd.Args().Len())
 			}
-			t := &sundialv1.Trigger{JobId: cmd.Args().First(), IdempotencyKey: cmd.String("key"), Caller: cmd.String("caller")}
+			key, generated := cmd.String("key"), false
+			if key == "" {
+				key, generated = "cli-"+rand.Text(), true
+			}
+			t := &sundialv1.Trigger{JobId: cmd.Args().First(), IdempotencyKey: key, Caller: cmd.String("caller")}
 			if cmd.IsSet("payload") {
 				t.Payload = []byte(cmd.String("payload"))
 			}
@@ -56,8 +63,14 @@ Examples:
 				if err != nil {
 					return err
 				}
+				runID := store.RunID(r.ID, r.Timestamp.Truncate(time.Millisecond))
+				if generated {
+					fmt.Fprintf(cmd.Root().Writer, "%s\ttriggered (%s[%d]@%d); run id %s, key %q (generated: pass it as --key to retry this request)\n",
+						r.ID, r.Topic, r.Partition, r.Offset, runID, key)
+					return nil
+				}
 				fmt.Fprintf(cmd.Root().Writer, "%s\ttriggered (%s[%d]@%d); run id %s unless key %q was used before\n",
-					r.ID, r.Topic, r.Partition, r.Offset, store.RunID(r.ID, r.Timestamp.Truncate(time.Millisecond)), t.GetIdempotencyKey())
+					r.ID, r.Topic, r.Partition, r.Offset, runID, key)
 				return nil
 			})
 		},

@@ -1,7 +1,9 @@
 package deadletter
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -9,8 +11,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store"
 )
@@ -130,8 +134,17 @@ func ReplayEntries(dls []*sundialv1.DeadLetter, now time.Time) ([]store.DueEntry
 	}
 	out := make([]store.DueEntry, 0, len(order))
 	for _, id := range order {
-		run := proto.Clone(latest[id].GetRun()).(*sundialv1.Run)
-		run.Attempt = 1
+		dl := latest[id]
+		run := proto.Clone(dl.GetRun()).(*sundialv1.Run)
+		before := max(run.GetAttempt(), dl.GetAttempts())
+		tooLarge := dl.GetLastError().GetCode() == CodeRecordTooLarge
+		if tooLarge {
+			// The dispatcher could not write the dead attempt, so it
+			// never ran: the replay is that attempt, built from the job.
+			before = max(before, 1) - 1
+		}
+		run.Attempt = before + 1
+		run.AttemptsBeforeReplay = before
 		run.AttemptDueTime = timestamppb.New(due)
 		run.Origin = sundialv1.RunOrigin_RUN_ORIGIN_REPLAY
 		run.DispatchedAt = nil
@@ -139,9 +152,9 @@ func ReplayEntries(dls []*sundialv1.DeadLetter, now time.Time) ([]store.DueEntry
 		if err != nil {
 			return nil, fmt.Errorf("replay %s: %w", id, err)
 		}
-		e := store.DueEntry{Due: due, JobID: run.GetJobId(), Kind: store.KindRetry, RunID: id, Attempt: 1,
+		e := store.DueEntry{Due: due, JobID: run.GetJobId(), Kind: store.KindRetry, RunID: id, Attempt: int(run.GetAttempt()),
 			Revision: max(run.GetDefinitionOffset(), 0), Payload: payload}
-		if latest[id].GetLastError().GetCode() == CodeRecordTooLarge {
+		if tooLarge {
 			// The dead letter's run lacks its payload and target: the
 			// dispatcher builds the run from the job again.
 			e.Payload = nil
@@ -152,4 +165,66 @@ func ReplayEntries(dls []*sundialv1.DeadLetter, now time.Time) ([]store.DueEntry
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// WithDefinition rewrites a replay entry's run with what the job's current
+// definition says (target, payload, timeout, retries, priority, team,
+// labels, concurrency, overlap, queue delay, pool, routing), keeping the
+// run's identity and attempt. revision is the definition's revision (the
+// offset of its record on sundial.jobs). An entry without a run (a run too
+// large to write) is left for the dispatcher to build from the job.
+func WithDefinition(e *store.DueEntry, spec *sundialv1.JobSpec, revision int64) error {
+	e.Revision = revision
+	if len(e.Payload) == 0 {
+		return nil
+	}
+	run := &sundialv1.Run{}
+	if err := proto.Unmarshal(e.Payload, run); err != nil {
+		return fmt.Errorf("decode replayed run %s: %w", e.RunID, err)
+	}
+	run.Priority = cmp.Or(spec.GetPriority(), sundialv1.Priority_PRIORITY_DEFAULT)
+	run.DefinitionOffset = revision
+	run.OwnerTeam = spec.GetOwnerTeam()
+	run.Labels = spec.GetLabels()
+	run.Payload = spec.GetPayload()
+	run.Target = spec.GetTarget()
+	run.Timeout = cmp.Or(spec.GetTimeout(), durationpb.New(jobspec.DefaultTimeout))
+	run.Retry = spec.GetRetry()
+	run.ConcurrencyLimit = spec.GetConcurrencyLimit()
+	run.OverlapPolicy = spec.GetOverlapPolicy()
+	run.QueueDelay = spec.GetQueueDelay()
+	run.Pool = spec.GetPool()
+	run.Routing = spec.GetRouting()
+	payload, err := proto.Marshal(run)
+	if err != nil {
+		return fmt.Errorf("encode replayed run %s: %w", e.RunID, err)
+	}
+	e.Payload = payload
+	return nil
+}
+
+// Jobs reads a job's stored definition: store.Store's GetJob.
+type Jobs interface {
+	GetJob(ctx context.Context, id string) (store.Job, error)
+}
+
+// Current returns the job's current definition and its revision; ok is
+// false when the job is gone (unknown or deleted), and then its dead runs
+// are not replayed.
+func Current(ctx context.Context, jobs Jobs, jobID string) (spec *sundialv1.JobSpec, revision int64, ok bool, _ error) {
+	job, err := jobs.GetJob(ctx, jobID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, 0, false, nil
+	}
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("read job %s: %w", jobID, err)
+	}
+	if job.Deleted {
+		return nil, 0, false, nil
+	}
+	spec = &sundialv1.JobSpec{}
+	if err := proto.Unmarshal(job.Spec, spec); err != nil {
+		return nil, 0, false, fmt.Errorf("decode job %s: %w", jobID, err)
+	}
+	return spec, job.Revision, true, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -81,16 +82,55 @@ func TestReadFiltersAndReplay(t *testing.T) {
 	entries, err := ReplayEntries(all, now)
 	require.NoError(t, err)
 	require.Len(t, entries, 2, "one entry per run")
+	before := map[string]int{store.RunID("a", t0): 3, store.RunID("a", t0.Add(time.Hour)): 2}
 	for _, e := range entries {
 		assert.Equal(t, store.KindRetry, e.Kind)
-		assert.Equal(t, 1, e.Attempt, "attempts start over")
+		// The replay is a new attempt: the earlier ones stay in the run's
+		// history rather than being overwritten by a second attempt 1.
+		assert.Equal(t, before[e.RunID]+1, e.Attempt, "the attempt after the dead run's")
 		assert.Equal(t, store.Truncate(now), e.Due)
 		run := &sundialv1.Run{}
 		require.NoError(t, proto.Unmarshal(e.Payload, run))
 		assert.Equal(t, e.RunID, run.GetRunId(), "the run id is kept")
-		assert.EqualValues(t, 1, run.GetAttempt())
+		assert.EqualValues(t, before[e.RunID]+1, run.GetAttempt())
+		assert.EqualValues(t, before[e.RunID], run.GetAttemptsBeforeReplay(), "the retry budget counts from the replay")
 		assert.Equal(t, sundialv1.RunOrigin_RUN_ORIGIN_REPLAY, run.GetOrigin())
 	}
+}
+
+// TestWithDefinition: a replay runs with the job's current definition,
+// every field a definition gives a run, keeping the run's identity and
+// attempt; an entry without a run is left for the dispatcher to build.
+func TestWithDefinition(t *testing.T) {
+	t.Parallel()
+	es, err := ReplayEntries([]*sundialv1.DeadLetter{letter("team-a.job", t0, t0.Add(time.Second), 2)}, t0.Add(time.Minute))
+	require.NoError(t, err)
+	spec := &sundialv1.JobSpec{
+		Id: "team-a.job", OwnerTeam: "team-a", Payload: []byte("fixed"), Labels: map[string]string{"env": "prod"},
+		Target:   &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: "fixed"}}},
+		Priority: sundialv1.Priority_PRIORITY_HIGH, Retry: &sundialv1.RetryPolicy{MaxAttempts: 7},
+		ConcurrencyLimit: 2, OverlapPolicy: sundialv1.OverlapPolicy_OVERLAP_POLICY_FORBID, Pool: "gpu",
+		Timeout: durationpb.New(time.Minute), QueueDelay: durationpb.New(2 * time.Second),
+	}
+	e := es[0]
+	require.NoError(t, WithDefinition(&e, spec, 42))
+	assert.EqualValues(t, 42, e.Revision)
+	run := &sundialv1.Run{}
+	require.NoError(t, proto.Unmarshal(e.Payload, run))
+	assert.Equal(t, store.RunID("team-a.job", t0), run.GetRunId())
+	assert.EqualValues(t, 3, run.GetAttempt())
+	assert.Equal(t, sundialv1.RunOrigin_RUN_ORIGIN_REPLAY, run.GetOrigin())
+	assert.Equal(t, "fixed", string(run.GetPayload()))
+	assert.Equal(t, "fixed", run.GetTarget().GetHandler().GetName())
+	assert.EqualValues(t, 42, run.GetDefinitionOffset())
+	assert.Equal(t, "gpu", run.GetPool())
+	assert.Equal(t, sundialv1.Priority_PRIORITY_HIGH, run.GetPriority())
+	assert.EqualValues(t, 7, run.GetRetry().GetMaxAttempts())
+
+	empty := store.DueEntry{RunID: "team-a.job@1", JobID: "team-a.job"}
+	require.NoError(t, WithDefinition(&empty, spec, 42))
+	assert.Empty(t, empty.Payload)
+	assert.EqualValues(t, 42, empty.Revision)
 }
 
 // TestReplayOfATooLargeRunRebuildsItFromTheJob: the dispatcher's dead

@@ -193,9 +193,15 @@ type Run struct {
 	ShardIndex uint32 `protobuf:"varint,28,opt,name=shard_index,json=shardIndex,proto3" json:"shard_index,omitempty"`
 	// For a child run: how many children the base run has (the shard count
 	// of a SHARDED run, the members reached by a BROADCAST run).
-	ShardCount    uint32 `protobuf:"varint,29,opt,name=shard_count,json=shardCount,proto3" json:"shard_count,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ShardCount uint32 `protobuf:"varint,29,opt,name=shard_count,json=shardCount,proto3" json:"shard_count,omitempty"`
+	// For a run replayed from the dead-letter topic: the attempts it had made
+	// before the replay. The replay is a new attempt (attempt is this plus
+	// one, so the earlier attempts stay in the run's history), and the retry
+	// policy counts attempts from it: a replay has the job's whole retry
+	// budget. 0 for every other run.
+	AttemptsBeforeReplay uint32 `protobuf:"varint,30,opt,name=attempts_before_replay,json=attemptsBeforeReplay,proto3" json:"attempts_before_replay,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *Run) Reset() {
@@ -431,6 +437,13 @@ func (x *Run) GetShardCount() uint32 {
 	return 0
 }
 
+func (x *Run) GetAttemptsBeforeReplay() uint32 {
+	if x != nil {
+		return x.AttemptsBeforeReplay
+	}
+	return 0
+}
+
 // DeadLetter is a run that will not be attempted again: the value of a
 // record on sundial.dlq, keyed by the job id. Replaying it re-emits run with
 // origin RUN_ORIGIN_REPLAY and attempt 1; the run id stays the same, so the
@@ -522,7 +535,8 @@ var File_sundial_v1_run_proto protoreflect.FileDescriptor
 const file_sundial_v1_run_proto_rawDesc = "" +
 	"\n" +
 	"\x14sundial/v1/run.proto\x12\n" +
-	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sundial/v1/event.proto\x1a\x14sundial/v1/job.proto\x1a\x17sundial/v1/target.proto\"\xe1\t\n" +
+	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sundial/v1/event.proto\x1a\x14sundial/v1/job.proto\x1a\x17sundial/v1/target.proto\"\x97\n" +
+	"\n" +
 	"\x03Run\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x125\n" +
@@ -558,7 +572,8 @@ const file_sundial_v1_run_proto_rawDesc = "" +
 	"\vshard_index\x18\x1c \x01(\rR\n" +
 	"shardIndex\x12\x1f\n" +
 	"\vshard_count\x18\x1d \x01(\rR\n" +
-	"shardCount\x1a9\n" +
+	"shardCount\x124\n" +
+	"\x16attempts_before_replay\x18\x1e \x01(\rR\x14attemptsBeforeReplay\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd2\x01\n" +

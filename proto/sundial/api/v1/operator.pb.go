@@ -430,7 +430,8 @@ type BackfillJobRequest struct {
 	Policy BackfillPolicy `protobuf:"varint,4,opt,name=policy,proto3,enum=sundial.api.v1.BackfillPolicy" json:"policy,omitempty"`
 	// The window of BACKFILL_POLICY_ONE_PER_WINDOW; required with it.
 	Window *durationpb.Duration `protobuf:"bytes,5,opt,name=window,proto3" json:"window,omitempty"`
-	// The most runs of the backfill pending at once; required, at least 1.
+	// The most runs of the backfill pending at once; required, at least 1,
+	// unless dry_run (which enqueues nothing).
 	MaxConcurrent uint32 `protobuf:"varint,6,opt,name=max_concurrent,json=maxConcurrent,proto3" json:"max_concurrent,omitempty"`
 	// Compute the occurrences (the preview) and enqueue nothing.
 	DryRun        bool `protobuf:"varint,7,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
