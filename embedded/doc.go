@@ -11,6 +11,9 @@
 // the same suite on miniredis as on Redis (leasing). Figures measured here are
 // never figures of Sundial: the bench runs on the real stack.
 //
+// With Config.APIAddr it also serves the control-plane API, built by
+// assemble.APIServices as `sundial api` builds it, on the same backends.
+//
 // Invariants:
 //   - Start returns only when every backend and component is up; Stop stops
 //     the components in the reverse order, then the backends, and returns when

@@ -3,6 +3,7 @@ package embedded
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -18,9 +19,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sundialhq/sundial/apiserver"
 	"github.com/sundialhq/sundial/assemble"
 	"github.com/sundialhq/sundial/client"
 	"github.com/sundialhq/sundial/dagengine"
+	"github.com/sundialhq/sundial/discovery"
 	"github.com/sundialhq/sundial/dispatcher"
 	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/history"
@@ -53,23 +56,58 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Now is the clock of every component. Default time.Now.
 	Now func() time.Time
+	// Teams are the teams whose job topics (sundial.jobs.<team>) are
+	// created at start, as `sundial teams create` does on the real stack:
+	// the registry reads team topics only, as in production. Default
+	// DefaultTeams.
+	Teams []string
+	// APIAddr, when set, serves the control-plane API there (host:port;
+	// port 0 for any), built as `sundial api` builds it (assemble.APIServices),
+	// on the in-process backends. The audit trail and team quotas need
+	// Cassandra: their services are not served.
+	APIAddr string
+	// APITokens are the API's bearer tokens, TEAM:ROLE:SECRET as
+	// `sundial api --api-static-token` takes them (TEAM * for the cluster
+	// admin). Required with APIAddr.
+	APITokens []string
 }
+
+// DefaultTeams are the teams of an embedded pipeline: "dev", the owner of
+// the samples, and "examples", the owner of the jobs in docs/examples.
+var DefaultTeams = []string{"dev", "examples"}
 
 func (c Config) withDefaults() Config {
 	c.Shards = cmp.Or(c.Shards, DefaultShards)
 	c.Logger = deps.Logger(c.Logger)
 	c.Registerer = metricdeps.Registerer(c.Registerer)
 	c.Now = deps.Clock(c.Now)
+	if len(c.Teams) == 0 {
+		c.Teams = DefaultTeams
+	}
 	return c
 }
 
 // Validate reports every bad field.
 func (c Config) Validate() error {
 	c = c.withDefaults()
+	var errs []error
 	if c.Shards < 1 || c.Shards > 1024 {
-		return fmt.Errorf("embedded config: shards %d: must be in [1, 1024]", c.Shards)
+		errs = append(errs, fmt.Errorf("embedded config: shards %d: must be in [1, 1024]", c.Shards))
 	}
-	return nil
+	for _, team := range c.Teams {
+		if err := topics.ValidTeam(team); err != nil {
+			errs = append(errs, fmt.Errorf("embedded config: teams: %w", err))
+		}
+	}
+	if c.APIAddr != "" {
+		if len(c.APITokens) == 0 {
+			errs = append(errs, errors.New("embedded config: api tokens: required to serve the API"))
+		}
+		if _, err := apiserver.ParseStaticTokens(c.APITokens); err != nil {
+			errs = append(errs, fmt.Errorf("embedded config: api tokens: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // component is what every long-running component offers.
@@ -93,6 +131,7 @@ type Pipeline struct {
 	store  *memory.Store
 	client *client.Client
 	echo   string
+	api    *apiserver.Server
 }
 
 // New returns a pipeline that Start brings up.
@@ -114,6 +153,15 @@ func (p *Pipeline) Client() *client.Client { return p.client }
 
 // Store is the pipeline's schedule store.
 func (p *Pipeline) Store() *memory.Store { return p.store }
+
+// APIURL is the base URL of the control-plane API, when Config.APIAddr
+// is set; empty otherwise.
+func (p *Pipeline) APIURL() string {
+	if p.api == nil {
+		return ""
+	}
+	return "http://" + p.api.Addr().String()
+}
 
 // EchoURL is the URL of the built-in echo target: it answers 200 and the
 // request body to any method.
@@ -146,7 +194,7 @@ func (p *Pipeline) start(ctx context.Context, run *lifecycle.Run) error {
 	p.kafka = kc
 	run.OnStop(kc.Close)
 	brokers := kc.ListenAddrs()
-	if err := ensureTopics(ctx, brokers, names, cfg.Shards); err != nil {
+	if err := ensureTopics(ctx, brokers, names, cfg.Shards, cfg.Teams); err != nil {
 		return err
 	}
 
@@ -191,10 +239,10 @@ func (p *Pipeline) start(ctx context.Context, run *lifecycle.Run) error {
 		return err
 	}
 
-	// One process for one developer, without teams' credentials or ACLs:
-	// the registry and the DAG engine read the shared sundial.jobs, which
-	// its client and samples write.
-	reg, err := registry.New(registry.Config{Brokers: brokers, Topics: names, Store: st, Waker: enq, SharedTopic: true,
+	// As in production, the registry and the DAG engine read the team
+	// topics only, and the client writes each change to its owner team's
+	// topic; a new team's topic is found within a second.
+	reg, err := registry.New(registry.Config{Brokers: brokers, Topics: names, Store: st, Waker: enq, TopicRefresh: time.Second,
 		Registerer: cfg.Registerer, Logger: log.With("component", "registry"), Now: cfg.Now})
 	if err != nil {
 		return err
@@ -202,7 +250,7 @@ func (p *Pipeline) start(ctx context.Context, run *lifecycle.Run) error {
 	// The DAG engine; its client also publishes its DagRunEvents, as in
 	// `sundial dag engine`. The trigger consumer starts the runs of DAGs
 	// that triggers name through it.
-	dag, err := dagengine.New(dagengine.Config{Brokers: brokers, Topics: names, Store: st, Enqueuer: enq, Producer: enqClient, SharedTopic: true,
+	dag, err := dagengine.New(dagengine.Config{Brokers: brokers, Topics: names, Store: st, Enqueuer: enq, Producer: enqClient, TopicRefresh: time.Second,
 		Shards: cfg.Shards, SessionTimeout: 6 * time.Second,
 		Registerer: cfg.Registerer, Logger: log.With("component", "dagengine"), Now: cfg.Now})
 	if err != nil {
@@ -241,12 +289,61 @@ func (p *Pipeline) start(ctx context.Context, run *lifecycle.Run) error {
 		run.OnStop(c.Stop)
 	}
 
-	cl, err := client.New(client.Config{Brokers: brokers, Topics: names, Logger: log.With("component", "client")})
+	cl, err := client.New(client.Config{Brokers: brokers, Topics: names, ByOwner: true, Logger: log.With("component", "client")})
 	if err != nil {
 		return err
 	}
 	p.client = cl
 	run.OnStop(cl.Close)
+	if cfg.APIAddr == "" {
+		return nil
+	}
+	return p.startAPI(ctx, run, apiBackends{brokers: brokers, store: st, producer: enqClient, enqueuer: enq, redis: rc})
+}
+
+// apiBackends are the in-process backends the API is served on.
+type apiBackends struct {
+	brokers  []string
+	store    *memory.Store
+	producer *kgo.Client
+	enqueuer *enqueue.Enqueuer
+	redis    redis.UniversalClient
+}
+
+// startAPI serves the control-plane API on cfg.APIAddr, built as
+// `sundial api` builds it.
+func (p *Pipeline) startAPI(ctx context.Context, run *lifecycle.Run, b apiBackends) error {
+	cfg, names := p.cfg, p.names()
+	log := cfg.Logger
+	kopts := []kgo.Opt{kgo.SeedBrokers(b.brokers...)}
+	executors, err := discovery.NewDirectory(discovery.DirectoryConfig{Kafka: kopts, Topics: names, Logger: log.With("component", "api-executors")})
+	if err != nil {
+		return err
+	}
+	if err := executors.Start(ctx); err != nil {
+		return err
+	}
+	run.OnStop(executors.Stop)
+	services, handlers, err := assemble.APIServices(assemble.APIConfig{Topics: names, Shards: cfg.Shards, Now: cfg.Now, Logger: log},
+		assemble.APIBackends{Store: b.store, Kafka: kopts, Producer: b.producer, Client: p.client, Enqueuer: b.enqueuer,
+			Executors: executors, Redis: b.redis})
+	if err != nil {
+		return err
+	}
+	authn, err := apiserver.ParseStaticTokens(cfg.APITokens)
+	if err != nil {
+		return fmt.Errorf("api tokens: %w", err)
+	}
+	srv, err := apiserver.New(apiserver.Config{Addr: cfg.APIAddr, Authenticator: authn, Services: services, Handlers: handlers,
+		Registerer: cfg.Registerer, Logger: log.With("component", "api")})
+	if err != nil {
+		return fmt.Errorf("api server: %w", err)
+	}
+	if err := srv.Start(ctx); err != nil {
+		return fmt.Errorf("api server: %w", err)
+	}
+	run.OnStop(srv.Stop)
+	p.api = srv
 	return nil
 }
 
@@ -292,7 +389,7 @@ func (u *unregistering) unregisterAll() {
 	u.got = nil
 }
 
-func ensureTopics(ctx context.Context, brokers []string, names topics.Names, shards int) error {
+func ensureTopics(ctx context.Context, brokers []string, names topics.Names, shards int, teams []string) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		return fmt.Errorf("kafka admin client: %w", err)
@@ -301,6 +398,9 @@ func ensureTopics(ctx context.Context, brokers []string, names topics.Names, sha
 	specs, err := names.Specs(shards)
 	if err != nil {
 		return err
+	}
+	for _, team := range teams {
+		specs = append(specs, names.TeamJobsSpec(team))
 	}
 	if _, err := topics.Ensure(ctx, kadm.NewClient(cl), specs, 1); err != nil {
 		return fmt.Errorf("create topics: %w", err)

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net/http"
+	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,8 +20,14 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"connectrpc.com/connect"
+
+	"github.com/sundialhq/sundial/apiserver"
+	"github.com/sundialhq/sundial/client"
 	"github.com/sundialhq/sundial/dagengine"
 	"github.com/sundialhq/sundial/dagengine/dagrun"
+	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
+	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -166,4 +175,62 @@ func TestSamplesRunEndToEnd(t *testing.T) {
 	runs, err := p.Store().ListRuns(ctx, "dev.hello-cron", 10)
 	require.NoError(t, err)
 	assert.NotEmpty(t, runs)
+}
+
+// TestAPIServesTheDocsExampleToItsTeam serves the API on the embedded
+// pipeline, as `sundial dev` does: docs/examples/hello.json, applied through
+// the API with its team's token, runs on the built-in noop handler, and its
+// runs are listed to its team and to nobody else's.
+func TestAPIServesTheDocsExampleToItsTeam(t *testing.T) {
+	t.Parallel()
+	p, err := New(Config{Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Handlers: SampleHandlers(),
+		APIAddr: "127.0.0.1:0", APITokens: []string{"examples:admin:examples-secret", "dev:admin:dev-secret"}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	require.NoError(t, p.Start(ctx))
+	defer p.Stop()
+	require.NotEmpty(t, p.APIURL())
+
+	raw, err := os.ReadFile("../docs/examples/hello.json")
+	require.NoError(t, err)
+	var specs []*sundialv1.JobSpec
+	for spec, err := range client.DecodeSpecs(bytes.NewReader(raw)) {
+		require.NoError(t, err)
+		specs = append(specs, spec)
+	}
+	require.Len(t, specs, 1)
+
+	as := func(secret string) []connect.ClientOption {
+		return []connect.ClientOption{connect.WithInterceptors(apiserver.BearerToken(secret))}
+	}
+	jobs := apiv1connect.NewJobServiceClient(http.DefaultClient, p.APIURL(), as("examples-secret")...)
+	applied, err := jobs.ApplyJob(ctx, connect.NewRequest(&apiv1.ApplyJobRequest{Spec: specs[0]}))
+	require.NoError(t, err)
+	require.True(t, applied.Msg.GetAccepted(), "%v", applied.Msg.GetStatus())
+
+	runs := apiv1connect.NewRunServiceClient(http.DefaultClient, p.APIURL(), as("examples-secret")...)
+	var got *apiv1.ListRunsResponse
+	require.Eventually(t, func() bool {
+		resp, err := runs.ListRuns(ctx, connect.NewRequest(&apiv1.ListRunsRequest{JobId: "hello"}))
+		if err != nil {
+			return false
+		}
+		got = resp.Msg
+		return slices.ContainsFunc(got.GetAttempts(), func(a *apiv1.AttemptDetail) bool {
+			return a.GetState() == apiv1.RunAttemptState_RUN_ATTEMPT_STATE_SUCCEEDED
+		})
+	}, 3*time.Minute, 200*time.Millisecond, "no succeeded run of hello listed")
+
+	// Another team's admin sees neither the job nor its runs.
+	other := apiv1connect.NewRunServiceClient(http.DefaultClient, p.APIURL(), as("dev-secret")...)
+	resp, err := other.ListRuns(ctx, connect.NewRequest(&apiv1.ListRunsRequest{JobId: "hello"}))
+	if err == nil {
+		assert.Empty(t, resp.Msg.GetAttempts(), "team dev listed team examples' runs")
+	} else {
+		assert.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
+	}
+	_, err = apiv1connect.NewJobServiceClient(http.DefaultClient, p.APIURL(), as("dev-secret")...).
+		GetJob(ctx, connect.NewRequest(&apiv1.GetJobRequest{Id: "hello"}))
+	assert.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
 }

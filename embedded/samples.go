@@ -17,12 +17,16 @@ import (
 const (
 	HandlerHello = "dev.hello"
 	HandlerFlaky = "dev.flaky"
+	// HandlerNoop does nothing and succeeds, as the stock runner's "noop"
+	// handler does: the jobs of docs/examples run in dev too.
+	HandlerNoop = "noop"
 )
 
 // SampleHandlers are the in-process handlers the sample jobs call.
 func SampleHandlers() map[string]target.Handler {
 	return map[string]target.Handler{
 		HandlerHello: target.HandlerFunc(func(context.Context, *sundialv1.Run) error { return nil }),
+		HandlerNoop:  target.HandlerFunc(func(context.Context, *sundialv1.Run) error { return nil }),
 		// Always fails, with an error the runner retries: the job's runs
 		// go through their attempts and land in the dead-letter topic.
 		HandlerFlaky: target.HandlerFunc(func(_ context.Context, run *sundialv1.Run) error {

@@ -7,29 +7,19 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v3"
 
 	"github.com/sundialhq/sundial/apiserver"
+	"github.com/sundialhq/sundial/assemble"
 	"github.com/sundialhq/sundial/audit"
 	"github.com/sundialhq/sundial/auth"
 	"github.com/sundialhq/sundial/client"
-	"github.com/sundialhq/sundial/dagengine"
 	"github.com/sundialhq/sundial/discovery"
-	"github.com/sundialhq/sundial/dispatcher"
 	"github.com/sundialhq/sundial/enqueue"
-	"github.com/sundialhq/sundial/history"
 	"github.com/sundialhq/sundial/internal/telemetry"
 	"github.com/sundialhq/sundial/internal/topics"
-	"github.com/sundialhq/sundial/leasing"
-	"github.com/sundialhq/sundial/operator"
-	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
-	"github.com/sundialhq/sundial/quota"
-	"github.com/sundialhq/sundial/registry"
-	"github.com/sundialhq/sundial/runner"
 	"github.com/sundialhq/sundial/store/cassandra"
-	"github.com/sundialhq/sundial/trigger"
 )
 
 func apiCommand() *cli.Command {
@@ -184,33 +174,35 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	services, handlers, err := apiRunServices(cmd, st, kopts, names, producer, enq, executors, p)
-	if err != nil {
-		return err
+	backends := assemble.APIBackends{
+		Store: st, Audit: st, Quotas: st, Kafka: kopts, Producer: producer, Client: cl, Enqueuer: enq, Executors: executors,
 	}
-	trail, err := audit.New(audit.Config{Store: st, Producer: producer, Topic: names.Audit(), Retention: cmd.Duration("audit-retention")})
-	if err != nil {
-		return fmt.Errorf("--audit-retention: %w", err)
+	// With Redis (--redis-addr), cancelling runs, backfills and the count
+	// of concurrent runs are served; without, those answer that Redis is
+	// needed.
+	if cmd.String("redis-addr") != "" || cmd.String("redis-sentinel-master") != "" {
+		rdb, err := redisClient(cmd, 8)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = rdb.Close() }()
+		if err := checkRedis(ctx, rdb); err != nil {
+			return err
+		}
+		backends.Redis, backends.RedisKeyPrefix = rdb, cmd.String("redis-key-prefix")
 	}
-	control, err := apiControlServices(ctx, cmd, st, cl, kopts, names, enq, trail, cluster.Shards, executors, p)
-	if err != nil {
-		return err
-	}
-	services = append(services, control...)
-
-	jobs, err := apiserver.NewJobService(apiserver.JobServiceConfig{Store: st, Writer: cl, AnswerTimeout: cmd.Duration("answer-timeout"), Audit: trail, Logger: p.named("api-jobs")})
-	if err != nil {
-		return err
-	}
-	dags, err := apiserver.NewDagService(apiserver.DagServiceConfig{
-		Store: st, Writer: apiserver.KafkaDagWriter{Client: cl}, AnswerTimeout: cmd.Duration("answer-timeout"),
-	})
+	services, handlers, err := assemble.APIServices(assemble.APIConfig{
+		Topics: names, Shards: cluster.Shards, AnswerTimeout: cmd.Duration("answer-timeout"),
+		AuditRetention:      cmd.Duration("audit-retention"),
+		MaxWatchesPerCaller: cmd.Int("api-max-watches-per-caller"), MaxWatches: cmd.Int("api-max-watches"),
+		Logger: p.base,
+	}, backends)
 	if err != nil {
 		return err
 	}
 	srv, err := apiserver.New(apiserver.Config{
 		Addr: cmd.String("listen"), Authenticator: authn,
-		Services:      append([]apiserver.Service{jobs.Service(), dags.Service()}, services...),
+		Services:      services,
 		Handlers:      handlers,
 		ShutdownGrace: cmd.Duration("shutdown-grace"),
 		TLSCertFile:   cmd.String("tls-cert-file"), TLSKeyFile: cmd.String("tls-key-file"),
@@ -223,101 +215,4 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 		return fmt.Errorf("api server (--listen, --tls-*, --api-*): %w", err)
 	}
 	return p.run(ctx, executors, srv)
-}
-
-// apiControlServices builds the operator, audit and quota services. With
-// Redis configured (--redis-addr), cancelling runs, backfills and the count
-// of concurrent runs are served; without, those answer that Redis is
-// needed.
-func apiControlServices(ctx context.Context, cmd *cli.Command, st *cassandra.Store, cl *client.Client, kopts []kgo.Opt, names topics.Names, enq *enqueue.Enqueuer, trail *audit.Trail, shards int, executors *discovery.Directory, p *process) ([]apiserver.Service, error) {
-	opCfg := operator.Config{
-		Jobs: st, Producer: cl, Kafka: kopts, Topics: names, Enqueuer: enq, Shards: shards,
-		// PlanApply's load counts a BROADCAST job's live members.
-		Members: func(pool string) int { return len(executors.Live(pool)) },
-		Audit:   operator.AuditTrail{Trail: trail}, Logger: p.named("api-operator"),
-	}
-	var runs quota.RunCounter
-	if cmd.String("redis-addr") != "" || cmd.String("redis-sentinel-master") != "" {
-		rdb, err := redisClient(cmd, 8)
-		if err != nil {
-			return nil, err
-		}
-		// The client lives as long as the process: the services hold it.
-		context.AfterFunc(ctx, func() { _ = rdb.Close() })
-		if err := checkRedis(ctx, rdb); err != nil {
-			return nil, err
-		}
-		prefix := cmd.String("redis-key-prefix")
-		leases, err := leasing.New(leasing.Config{Client: rdb, KeyPrefix: prefix + leasing.DefaultKeyPrefix})
-		if err != nil {
-			return nil, err
-		}
-		opCfg.Leases, opCfg.Redis, opCfg.RunnerKeyPrefix = leases, rdb, prefix+runner.DefaultKeyPrefix
-		runs = leases
-	}
-	ops, err := apiserver.NewOperatorService(apiserver.OperatorServiceConfig{Operator: operator.New(opCfg), Jobs: st, Logger: p.named("api-operator")})
-	if err != nil {
-		return nil, err
-	}
-	auditSvc, err := apiserver.NewAuditService(apiserver.AuditServiceConfig{Trail: trail, Jobs: st, Logger: p.named("api-audit")})
-	if err != nil {
-		return nil, err
-	}
-	quotas, err := apiserver.NewQuotaService(apiserver.QuotaServiceConfig{Store: st, Runs: runs, Logger: p.named("api-quotas")})
-	if err != nil {
-		return nil, err
-	}
-	return []apiserver.Service{ops.Service(), auditSvc.Service(), quotas.Service()}, nil
-}
-
-// apiRunServices builds the run, dead-letter, watch and cluster services
-// (the cluster view lists what executors, started by the caller, holds),
-// and the server-sent-events stream of the watch service.
-func apiRunServices(cmd *cli.Command, st *cassandra.Store, kopts []kgo.Opt, names topics.Names, admin *kgo.Client, enq *enqueue.Enqueuer, executors *discovery.Directory, p *process) ([]apiserver.Service, []apiserver.Handler, error) {
-	events, err := apiserver.NewEventLog(kopts, names.Events())
-	if err != nil {
-		return nil, nil, err
-	}
-	runs, err := apiserver.NewRunService(apiserver.RunServiceConfig{History: st, Jobs: st, DagRuns: st, Events: events, Logger: p.named("api-runs")})
-	if err != nil {
-		return nil, nil, err
-	}
-	dlq, err := apiserver.NewDlqService(apiserver.DlqServiceConfig{
-		DeadLetters: apiserver.KafkaDeadLetters{Opts: kopts, Topic: names.DLQ()},
-		Jobs:        st, Enqueuer: enq, Now: time.Now, Logger: p.named("api-dlq"),
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	watch, err := apiserver.NewWatchService(apiserver.WatchServiceConfig{
-		KafkaOpts: kopts, Topic: names.Events(), Now: time.Now, Logger: p.named("api-watch"),
-		MaxStreamsPerCaller: cmd.Int("api-max-watches-per-caller"), MaxStreams: cmd.Int("api-max-watches"),
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	cluster, err := apiserver.NewClusterService(apiserver.ClusterServiceConfig{
-		Shards: st, Admin: kadm.NewClient(admin), Executors: executors, Now: time.Now, Logger: p.named("api-cluster"),
-		// The default group of every Sundial process; an installation that
-		// renamed one sees it missing from the view.
-		Groups: []apiserver.ConsumerGroup{
-			{Role: "registry", Group: names.Group(registry.DefaultGroup)},
-			{Role: "triggers", Group: names.Group(trigger.DefaultGroup)},
-			{Role: "dispatchers", Group: names.Group(dispatcher.DefaultGroupID)},
-			{Role: apiserver.RoleRunners, Group: names.Group(runner.DefaultGroup)},
-			{Role: "history", Group: names.Group(history.DefaultGroup)},
-			{Role: "dagengine", Group: names.Group(dagengine.DefaultGroup)},
-		},
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	services := []apiserver.Service{
-		apiserver.ConnectService(apiv1connect.NewRunServiceHandler, apiv1connect.RunServiceHandler(runs)),
-		apiserver.ConnectService(apiv1connect.NewDlqServiceHandler, apiv1connect.DlqServiceHandler(dlq)),
-		apiserver.ConnectService(apiv1connect.NewWatchServiceHandler, apiv1connect.WatchServiceHandler(watch)),
-		apiserver.ConnectService(apiv1connect.NewClusterServiceHandler, apiv1connect.ClusterServiceHandler(cluster)),
-	}
-	handlers := []apiserver.Handler{{Path: apiserver.WatchEventsPath, Handler: watch.EventsHandler()}}
-	return services, handlers, nil
 }

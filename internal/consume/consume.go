@@ -40,7 +40,13 @@ func GroupOptions(group string, topics ...string) []kgo.Opt {
 // their start like the others.
 func RegexGroupOptions(group string, refresh time.Duration, patterns, exclude []string) []kgo.Opt {
 	opts := GroupOptions(group, patterns...)
-	return append(opts, kgo.ConsumeRegex(), kgo.ConsumeExcludeTopics(exclude...), kgo.MetadataMaxAge(refresh))
+	opts = append(opts, kgo.ConsumeRegex(), kgo.ConsumeExcludeTopics(exclude...), kgo.MetadataMaxAge(refresh))
+	// The client refuses a max age below its min age (5 s by default):
+	// a shorter refresh lowers both.
+	if refresh < 5*time.Second {
+		opts = append(opts, kgo.MetadataMinAge(refresh))
+	}
+	return opts
 }
 
 // Loop is one consumer's processing loop.

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"regexp"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// lockedBuffer is an output that `sundial dev` writes from its goroutine
+// while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}
+
+var devExports = regexp.MustCompile(`export SUNDIAL_API_URL=(\S+) SUNDIAL_KAFKA_BROKERS=(\S+) SUNDIAL_API_TOKEN=(\S+)`)
+
+// TestDevServesTheReadmePath follows the README with no backend installed:
+// `sundial dev` prints the API's address, the Kafka seed and a token;
+// docs/examples/hello.json applied with `sundial jobs apply` runs on the
+// built-in noop handler, and `sundial runs list` through the API lists
+// its succeeded run.
+func TestDevServesTheReadmePath(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	var out, errOut lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"sundial", "dev", "--no-samples", "--listen", "127.0.0.1:0"}, &out, &errOut)
+	}()
+	var m []string
+	require.Eventually(t, func() bool {
+		m = devExports.FindStringSubmatch(out.String())
+		return m != nil
+	}, 3*time.Minute, 50*time.Millisecond, "sundial dev printed no access line\nstdout: %s\nstderr: %s", &out, &errOut)
+	url, brokers, token := m[1], m[2], m[3]
+
+	code, stdout, stderr := runCLI(t, "jobs", "apply", "-f", "../../docs/examples/hello.json", "--kafka-brokers", brokers, "--topic-prefix", "", "--timeout", "2m")
+	require.Equal(t, 0, code, "stdout: %s\nstderr: %s", stdout, stderr)
+	assert.Contains(t, stdout, "hello\tCREATED")
+
+	require.Eventually(t, func() bool {
+		_, stdout, _ = runCLI(t, "runs", "list", "--job", "hello", "--api-url", url, "--api-token", token)
+		return regexp.MustCompile(`(?m)^hello@\d+\s+1\s+succeeded`).MatchString(stdout)
+	}, 3*time.Minute, 500*time.Millisecond, "no succeeded run of hello listed; last: %s", stdout)
+
+	cancel()
+	<-done
+}
