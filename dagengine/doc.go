@@ -39,7 +39,7 @@
 //
 // A DAG run starts when the DAG's schedule fires (every schedule kind of a
 // job; see scheduler.go) or when it is triggered (Runs.StartRun, used by
-// `sundial dag trigger` and by the trigger consumer for a Trigger naming
+// `sundial trigger` through the trigger consumer, for a Trigger naming
 // the DAG). Its id is dag id + "@" + its due time in UTC unix
 // milliseconds, so each occurrence has exactly one run however many
 // instances or retries start it: the store creates it once.
@@ -146,14 +146,13 @@
 //     the old run may still be retrying; a concurrency limit of 1 with the
 //     overlap policy QUEUE on the job (an inline job's id is the same for
 //     every DAG run and generation) keeps the two from executing at once.
-//   - DAG runs are triggered with Runs.StartRun: by `sundial dag trigger`,
-//     or by a Trigger record on sundial.triggers keyed by the DAG id, which
+//   - DAG runs are triggered with Runs.StartRun, by a Trigger record on sundial.triggers keyed by the DAG id, which
 //     the trigger consumer (in `sundial registry` and `sundial dev`) hands
 //     to Runs.StartRun after its idempotency check; the run is due at the
 //     trigger's requested_at, and its payload is not used.
 //   - DAG-run records carry no TTL: they stay until deleted.
 //   - Transition metrics are counted by the process whose write applied;
-//     `sundial dag trigger` and `resume` count theirs in their own process.
+//     `sundial dag resume` counts its own in its own process.
 //
 // # Dependencies
 //

@@ -115,19 +115,19 @@ func TestFiftyNodeDagEngineKilledTwice(t *testing.T) {
 	}
 	s.putDag(spec)
 
-	common := s.commandFlags()
 	engineArgs := s.engineArgs()
 	dir := t.TempDir()
 	engine := startProcess(t, bin, filepath.Join(dir, "engine-1.log"), engineArgs...)
 
+	// The run is started as the trigger consumer starts a triggered one,
+	// from this process, while the engine process runs.
 	start := time.Now()
-	out, err := exec.CommandContext(s.ctx, bin, append(append([]string{"dag", "trigger", "test.e2e"}, common...),
-		"--at", start.UTC().Format(time.RFC3339Nano))...).CombinedOutput()
-	require.NoError(t, err, "sundial dag trigger: %s", out)
-	m := regexp.MustCompile(`DAG run (\S+) started`).FindStringSubmatch(string(out))
-	require.NotNil(t, m, "sundial dag trigger printed %q", out)
-	id := m[1]
-	t.Logf("%v: sundial dag trigger started %s", since(start), id)
+	runs, err := dagengine.NewRuns(dagengine.RunsConfig{Store: s.store, Enqueuer: s.enq, Producer: s.client, Topics: s.names, Shards: testShards})
+	require.NoError(t, err)
+	id, created, err := runs.StartRun(s.ctx, "test.e2e", start, dagengine.OriginTrigger)
+	require.NoError(t, err)
+	require.True(t, created)
+	t.Logf("%v: started DAG run %s", since(start), id)
 
 	// Kill the engine at each kill point, let the node in flight finish
 	// while no engine runs, and start a new engine.
@@ -245,7 +245,7 @@ func TestDagAppliedAndTriggeredThroughTheCommands(t *testing.T) {
 
 	out, err = exec.CommandContext(s.ctx, bin, append([]string{"trigger", "cli", "--key", "first"}, s.commandFlags()[:4]...)...).CombinedOutput()
 	require.NoError(t, err, "sundial trigger: %s", out)
-	m := regexp.MustCompile(`run id (\S+) unless`).FindStringSubmatch(string(out))
+	m := regexp.MustCompile(`run (\S+) unless`).FindStringSubmatch(string(out))
 	require.NotNil(t, m, "sundial trigger printed %q", out)
 	id := m[1]
 	start := time.Now()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"os/user"
 	"slices"
 	"strings"
@@ -112,63 +111,6 @@ incremented) and waits for the registry's answer.`,
 					fmt.Fprintf(out, "%s\t%s\t%s\n", id, outcomeName(res.Status.GetOutcome()), state)
 					return nil
 				})
-			})
-		},
-	}
-}
-
-func jobsTriggerCommand() *cli.Command {
-	return &cli.Command{
-		Name:      "trigger",
-		Usage:     "run a job now, and with --wait follow the run to its end",
-		ArgsUsage: "ID",
-		Description: `Produces a Trigger to sundial.triggers, due now, and prints the run id. With
---wait it follows sundial.events until the run ends and exits non-zero unless
-it SUCCEEDED (DEAD, CANCELLED, or SKIPPED: a paused or unknown job).
-
-Examples:
-  sundial jobs trigger billing.rebuild-ledger --wait --timeout 10m`,
-		Flags: slices.Concat(kafkaFlags(), []cli.Flag{
-			&cli.BoolFlag{Name: "wait", Usage: "wait for the run's end and exit non-zero unless it succeeded", Sources: envVar("wait")},
-			&cli.StringFlag{Name: "key", Usage: "idempotency key (default: the run id, unique to the millisecond)", Sources: envVar("key")},
-			&cli.StringFlag{Name: "payload", Usage: "replaces the job's payload for this run", Sources: envVar("payload")},
-			&cli.StringFlag{Name: "caller", Value: os.Getenv("USER"), Usage: "who asks, for audit", Sources: envVar("caller")},
-			timeoutFlag(5 * time.Minute),
-		}),
-		Action: func(ctx context.Context, cmd *cli.Command) error {
-			id, err := oneID(cmd, "job id")
-			if err != nil {
-				return err
-			}
-			c, kopts, err := newClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
-			defer cancel()
-			opts := operator.TriggerOptions{IdempotencyKey: cmd.String("key"), Wait: cmd.Bool("wait"), Caller: cmd.String("caller")}
-			if cmd.IsSet("payload") {
-				opts.Payload = []byte(cmd.String("payload"))
-			}
-			return guardKafka(ctx, kopts, func(ctx context.Context) error {
-				op := operator.New(operator.Config{Producer: c, Kafka: kopts, Topics: topics.Names{Prefix: cmd.String("topic-prefix")}})
-				res, err := op.Trigger(ctx, id, opts)
-				out := cmd.Root().Writer
-				if res.RunID != "" {
-					fmt.Fprintf(out, "%s\ttriggered\trun %s\n", id, res.RunID)
-				}
-				if err != nil {
-					return err
-				}
-				if !opts.Wait {
-					return nil
-				}
-				fmt.Fprintln(out, eventLine(res.Event))
-				if !res.Succeeded() {
-					return fmt.Errorf("run %s ended %s", res.RunID, stateName(res.Event.GetState()))
-				}
-				return nil
 			})
 		},
 	}

@@ -27,7 +27,7 @@ import (
 func dagCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "dag",
-		Usage: "run the DAG engine, and inspect, trigger and resume DAG runs",
+		Usage: "run the DAG engine, apply and delete DAGs, and inspect and resume DAG runs (sundial trigger starts one)",
 		Description: `A DAG is defined like a job: a DagSpec produced to sundial.jobs, keyed by its
 id, with the record header sundial-kind: dag. Each DAG run has the id
 <dag id>@<due time in UTC unix ms>; its nodes start when all their parents
@@ -39,7 +39,6 @@ have succeeded in that run.`,
 			dagRunsCommand(),
 			dagShowCommand(),
 			dagResumeCommand(),
-			dagTriggerCommand(),
 			dagValidateCommand(),
 		},
 	}
@@ -297,52 +296,6 @@ Example:
 				return err
 			}
 			return dagengine.WriteRun(cmd.Root().Writer, row, st, dag.Options{})
-		},
-	}
-}
-
-func dagTriggerCommand() *cli.Command {
-	return &cli.Command{
-		Name:      "trigger",
-		Usage:     "start a run of a DAG now (or at --at)",
-		ArgsUsage: "<dag-id>",
-		Description: `The run's id is <dag id>@<due time in UTC unix ms>: triggering the same
-instant twice starts one run.
-
-Example:
-  sundial dag trigger data.daily-etl`,
-		Flags: append(append(kafkaFlags(), cassandraStoreFlags()...),
-			&cli.TimestampFlag{Name: "at", Usage: "the run's due time (RFC 3339); default now",
-				Config: cli.TimestampConfig{Layouts: []string{time.RFC3339Nano}}, Sources: envVar("at")},
-		),
-		Action: func(ctx context.Context, cmd *cli.Command) error {
-			id, err := oneArg(cmd, "DAG id")
-			if err != nil {
-				return err
-			}
-			due := cmd.Timestamp("at")
-			if due.IsZero() {
-				due = time.Now()
-			}
-			b, err := openDagBackends(ctx, cmd)
-			if err != nil {
-				return err
-			}
-			defer b.close()
-			r, err := b.runs()
-			if err != nil {
-				return err
-			}
-			runID, created, err := r.StartRun(ctx, id, due, dagengine.OriginTrigger)
-			if err != nil {
-				return err
-			}
-			verb := "started"
-			if !created {
-				verb = "already exists"
-			}
-			_, err = fmt.Fprintf(cmd.Root().Writer, "DAG run %s %s\n", runID, verb)
-			return err
 		},
 	}
 }

@@ -31,7 +31,6 @@ func jobsCommand() *cli.Command {
 			jobsListCommand(),
 			jobsPauseCommand(),
 			jobsResumeCommand(),
-			jobsTriggerCommand(),
 			jobsBackfillCommand(),
 		},
 	}

@@ -175,11 +175,11 @@ func TestJobsCommands(t *testing.T) {
 
 	code, out, errOut = runCLI(t, append([]string{"trigger", "billing.rebuild-ledger", "--key", "ticket-1"}, kafkaArgs...)...)
 	require.Equal(t, 0, code, "stderr: %s", errOut)
-	assert.Regexp(t, `billing\.rebuild-ledger\ttriggered .*; run id billing\.rebuild-ledger@\d+ unless key "ticket-1" was used before`, out)
+	assert.Regexp(t, `billing\.rebuild-ledger\ttriggered\trun billing\.rebuild-ledger@\d+ unless key "ticket-1" was used before`, out)
 	// Without --key a unique key is made up and printed, for a retry.
 	code, out, errOut = runCLI(t, append([]string{"trigger", "billing.rebuild-ledger"}, kafkaArgs...)...)
 	require.Equal(t, 0, code, "stderr: %s", errOut)
-	assert.Regexp(t, `billing\.rebuild-ledger\ttriggered .*; run id billing\.rebuild-ledger@\d+, key "cli-[A-Z2-7]{26}" \(generated: pass it as --key to retry this request\)`, out)
+	assert.Regexp(t, `billing\.rebuild-ledger\ttriggered\trun billing\.rebuild-ledger@\d+, key "cli-[A-Z2-7]{26}" \(generated: pass it as --key to retry this request\)`, out)
 
 	code, out, errOut = runCLI(t, append([]string{"jobs", "delete", "billing.rebuild-ledger", "billing.nightly-invoices"}, kafkaArgs...)...)
 	require.Equal(t, 0, code, "stderr: %s", errOut)

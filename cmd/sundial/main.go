@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/urfave/cli/v3"
@@ -66,31 +67,26 @@ func newAppWithConfig(stdout, stderr io.Writer, file *configFile) *cli.Command {
 			// help.
 			&cli.StringFlag{Name: "config", Usage: "YAML file of settings: keys are flag names, sections are commands (see docs/configuration.md)", Sources: envVar("config")},
 		},
-		Commands: []*cli.Command{
-			configCommand(file),
-			versionCommand(),
-			devCommand(),
-			scheduleCommand(),
-			migrateCommand(),
-			registryCommand(),
-			dispatcherCommand(),
-			jobsCommand(),
-			triggerCommand(),
-			runnerCommand(),
-			historyCommand(),
-			dlqCommand(),
-			runsCommand(),
-			eventsCommand(),
-			benchCommand(),
-			loadgenCommand(),
-			dagCommand(),
-			teamsCommand(),
-			tokensCommand(),
-			apiCommand(),
-			executorsCommand(),
-			auditCommand(),
-			quotasCommand(),
-			clusterCommand(),
-		},
+		// The commands by what a user does with them; `sundial --help`
+		// lists them in these groups. docs/architecture.md §2 says which
+		// backend each one touches.
+		Commands: slices.Concat(
+			inCategory("Servers (the long-running processes)",
+				registryCommand(), dispatcherCommand(), runnerCommand(), historyCommand(), apiCommand(), devCommand()),
+			inCategory("Team work (jobs, runs, DAGs)",
+				jobsCommand(), triggerCommand(), runsCommand(), dlqCommand(), dagCommand(), eventsCommand()),
+			inCategory("Operations (teams, access, capacity, health)",
+				teamsCommand(), tokensCommand(), quotasCommand(), auditCommand(), clusterCommand(), executorsCommand()),
+			inCategory("Tools",
+				migrateCommand(), configCommand(file), scheduleCommand(), benchCommand(), loadgenCommand(), versionCommand()),
+		),
 	}
+}
+
+// inCategory files cmds under one heading of `sundial --help`.
+func inCategory(category string, cmds ...*cli.Command) []*cli.Command {
+	for _, c := range cmds {
+		c.Category = category
+	}
+	return cmds
 }
