@@ -97,3 +97,82 @@ func list(ids []string) string {
 	}
 	return strings.Join(ids, ",")
 }
+
+// RunSummary is a DAG run as a list of runs shows it, with the field names
+// of the CLI's -o json and yaml.
+type RunSummary struct {
+	ID      string    `json:"id"`
+	Due     time.Time `json:"due"`
+	Status  string    `json:"status"`
+	Origin  string    `json:"origin"`
+	Nodes   string    `json:"nodes"`
+	Updated time.Time `json:"updated"`
+}
+
+// SummarizeRuns is runs as WriteRuns shows them.
+func SummarizeRuns(runs []store.DagRun) []RunSummary {
+	out := make([]RunSummary, 0, len(runs))
+	for _, r := range runs {
+		out = append(out, RunSummary{ID: r.ID, Due: r.Due.UTC(), Status: r.Status, Origin: r.Origin, Nodes: r.Summary, Updated: r.UpdatedAt.UTC()})
+	}
+	return out
+}
+
+// RunDetail is one DAG run as WriteRun shows it, with the field names of
+// the CLI's -o json and yaml.
+type RunDetail struct {
+	ID      string       `json:"id"`
+	DagID   string       `json:"dagId"`
+	Policy  string       `json:"policy"`
+	Origin  string       `json:"origin"`
+	Due     time.Time    `json:"due"`
+	Status  string       `json:"status"`
+	Summary string       `json:"summary"`
+	Started *time.Time   `json:"started,omitempty"`
+	Ended   *time.Time   `json:"ended,omitempty"`
+	Resumes int          `json:"resumes,omitempty"`
+	Version int64        `json:"version"`
+	Nodes   []NodeDetail `json:"nodes"`
+}
+
+// NodeDetail is one node of a RunDetail.
+type NodeDetail struct {
+	ID      string     `json:"id"`
+	State   string     `json:"state"`
+	JobID   string     `json:"jobId"`
+	After   []string   `json:"after,omitempty"`
+	RunID   string     `json:"runId,omitempty"`
+	Attempt int        `json:"attempt,omitempty"`
+	Started *time.Time `json:"started,omitempty"`
+	Ended   *time.Time `json:"ended,omitempty"`
+	Reason  string     `json:"reason,omitempty"`
+}
+
+// DetailRun is row and its state as WriteRun shows them.
+func DetailRun(row store.DagRun, st dagrun.State, opts dag.Options) (RunDetail, error) {
+	g, err := dag.Unmarshal(row.Spec, opts)
+	if err != nil {
+		return RunDetail{}, fmt.Errorf("dag run %s: %w", row.ID, err)
+	}
+	d := RunDetail{ID: row.ID, DagID: row.DagID, Policy: fmt.Sprint(g.Policy()), Origin: row.Origin, Due: st.Due.UTC(),
+		Status: fmt.Sprint(statusOf(&st)), Summary: summaryOf(&st), Started: timeOrNil(st.CreatedAt), Ended: timeOrNil(st.EndedAt),
+		Resumes: st.Resumes, Version: row.Version}
+	for i, n := range st.Nodes {
+		nd := NodeDetail{ID: n.ID, State: fmt.Sprint(n.Phase), JobID: g.Node(i).JobID, RunID: n.RunID(st.DagRunID),
+			Attempt: n.Attempt, Started: timeOrNil(n.StartedAt), Ended: timeOrNil(n.EndedAt), Reason: n.Reason}
+		for _, p := range g.Parents(i) {
+			nd.After = append(nd.After, g.Node(p).ID)
+		}
+		d.Nodes = append(d.Nodes, nd)
+	}
+	return d, nil
+}
+
+// timeOrNil is t in UTC, or nil for the zero time.
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -40,7 +39,7 @@ Examples:
 			&cli.StringFlag{Name: "team", Usage: "the team", Sources: envVar("team")},
 			&cli.StringFlag{Name: "since", Usage: "leave out older records: a duration back from now (24h) or an RFC 3339 time", Sources: envVar("since")},
 			&cli.IntFlag{Name: "limit", Value: 50, Usage: "how many records to print", Sources: envVar("limit")},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text or json (one record a line)", Sources: envVar("output")},
+			outputFlag(),
 		),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			var bad []error
@@ -56,17 +55,22 @@ Examples:
 				bad = append(bad, err)
 			}
 			q.Since = since
-			out := cmd.String("output")
-			if out != "text" && out != "json" {
-				bad = append(bad, fmt.Errorf("--output %q: want text or json", out))
+			form, err := outputOf(cmd)
+			if err != nil {
+				bad = append(bad, err)
 			}
 			return withStore(ctx, cmd, bad, func(st *cassandra.Store) error {
 				recs, err := st.ListAudit(ctx, q)
 				if err != nil {
 					return err
 				}
-				if out == "json" {
-					return printAuditJSON(cmd.Root().Writer, recs)
+				if out := (emitter{w: cmd.Root().Writer, form: form}); out.structured() {
+					for _, r := range recs {
+						if err := out.emit(r); err != nil {
+							return err
+						}
+					}
+					return nil
 				}
 				return printAudit(cmd.Root().Writer, recs)
 			})
@@ -90,16 +94,6 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("--since %q: want a duration (24h) or an RFC 3339 time", s)
 	}
 	return t, nil
-}
-
-func printAuditJSON(w io.Writer, recs []audit.Record) error {
-	enc := json.NewEncoder(w)
-	for _, r := range recs {
-		if err := enc.Encode(r); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // printAudit writes one line per record, then its changed fields and its

@@ -188,10 +188,15 @@ func dagRunsCommand() *cli.Command {
   sundial dag runs data.daily-etl --limit 10`,
 		Flags: append(cassandraStoreFlags(),
 			&cli.IntFlag{Name: "limit", Value: 20, Usage: "how many runs to print", Sources: envVar("limit")},
+			outputFlag(),
 		),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			var bad []error
 			id, err := oneArg(cmd, "DAG id")
+			if err != nil {
+				bad = append(bad, err)
+			}
+			form, err := outputOf(cmd)
 			if err != nil {
 				bad = append(bad, err)
 			}
@@ -214,6 +219,9 @@ func dagRunsCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			if out := (emitter{w: cmd.Root().Writer, form: form}); out.structured() {
+				return emitAll(out, dagengine.SummarizeRuns(runs), func(r dagengine.RunSummary) dagengine.RunSummary { return r })
+			}
 			if len(runs) == 0 {
 				_, err := fmt.Fprintf(cmd.Root().Writer, "DAG %s has no runs\n", id)
 				return err
@@ -230,10 +238,14 @@ func dagShowCommand() *cli.Command {
 		ArgsUsage: "<dag-run-id>",
 		Description: `Example:
   sundial dag show data.daily-etl@1767229200000`,
-		Flags: cassandraStoreFlags(),
+		Flags: append(cassandraStoreFlags(), outputFlag()),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			var bad []error
 			id, err := oneArg(cmd, "DAG run id")
+			if err != nil {
+				bad = append(bad, err)
+			}
+			form, err := outputOf(cmd)
 			if err != nil {
 				bad = append(bad, err)
 			}
@@ -256,6 +268,13 @@ func dagShowCommand() *cli.Command {
 			state, err := dagrun.Unmarshal(row.State)
 			if err != nil {
 				return err
+			}
+			if out := (emitter{w: cmd.Root().Writer, form: form}); out.structured() {
+				d, err := dagengine.DetailRun(row, state, dag.Options{})
+				if err != nil {
+					return err
+				}
+				return out.emit(d)
 			}
 			return dagengine.WriteRun(cmd.Root().Writer, row, state, dag.Options{})
 		},

@@ -82,15 +82,24 @@ func dlqListCommand() *cli.Command {
 
 Example:
   sundial dlq list --job nightly-report --since 24h`,
-		Flags: append(append(kafkaFlags(), apiFlags()...), dlqFilterFlags()...),
+		Flags: append(append(append(kafkaFlags(), apiFlags()...), dlqFilterFlags()...), outputFlag()),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
+			form, oerr := outputOf(cmd)
 			f, err := dlqSelection(cmd, time.Now())
-			if err != nil {
+			if err := errors.Join(err, oerr); err != nil {
 				return err
 			}
 			dls, err := deadLetters(ctx, cmd, f)
 			if err != nil {
 				return err
+			}
+			if out := (emitter{w: cmd.Root().Writer, form: form}); out.structured() {
+				for _, dl := range dls {
+					if err := out.emit(dl); err != nil {
+						return err
+					}
+				}
+				return nil
 			}
 			w := tabwriter.NewWriter(cmd.Root().Writer, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "DEAD AT\tJOB\tRUN ID\tATTEMPTS\tERROR")

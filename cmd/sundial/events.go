@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -43,13 +42,13 @@ Examples:
 		Flags: append(kafkaFlags(),
 			&cli.StringFlag{Name: "job", Usage: "only the events of this job (or DAG) id", Sources: envVar("job")},
 			&cli.BoolFlag{Name: "from-beginning", Usage: "start at the oldest event the topic retains instead of the newest", Sources: envVar("from-beginning")},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text (one line per event) or json (one JSON object per line)", Sources: envVar("output")},
+			outputFlag(),
 			&cli.IntFlag{Name: "count", Aliases: []string{"n"}, HideDefault: true, Usage: "stop after printing this many events (default: follow until interrupted)", Sources: envVar("count")},
 		),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			out := cmd.String("output")
-			if out != "text" && out != "json" {
-				return fmt.Errorf("--output %q: want text or json", out)
+			form, err := outputOf(cmd)
+			if err != nil {
+				return err
 			}
 			if cmd.Int("count") < 0 {
 				return fmt.Errorf("--count %d: must not be negative", cmd.Int("count"))
@@ -71,14 +70,14 @@ Examples:
 				return fmt.Errorf("kafka: %w", err)
 			}
 			defer cl.Close()
-			return tailEvents(ctx, cl, cmd.Root().Writer, cmd.String("job"), out == "json", cmd.Int("count"))
+			return tailEvents(ctx, cl, emitter{w: cmd.Root().Writer, form: form}, cmd.String("job"), cmd.Int("count"))
 		},
 	}
 }
 
 // tailEvents prints the events polled from cl until ctx ends or count
 // events (when positive) are printed.
-func tailEvents(ctx context.Context, cl *kgo.Client, w io.Writer, job string, asJSON bool, count int) error {
+func tailEvents(ctx context.Context, cl *kgo.Client, out emitter, job string, count int) error {
 	printed := 0
 	for {
 		fs := cl.PollFetches(ctx)
@@ -97,11 +96,7 @@ func tailEvents(ctx context.Context, cl *kgo.Client, w io.Writer, job string, as
 			if job != "" && string(rec.Key) != job {
 				continue
 			}
-			line, err := formatEvent(rec, asJSON)
-			if err != nil {
-				line = fmt.Sprintf("partition %d offset %d: %v", rec.Partition, rec.Offset, err)
-			}
-			if _, err := fmt.Fprintln(w, line); err != nil {
+			if err := printEvent(out, rec); err != nil {
 				return err
 			}
 			printed++
@@ -110,6 +105,22 @@ func tailEvents(ctx context.Context, cl *kgo.Client, w io.Writer, job string, as
 			}
 		}
 	}
+}
+
+// printEvent writes the event of rec in out's form: a line of text, or
+// the event as JSON or YAML. A record that does not decode is said in a
+// line naming its place.
+func printEvent(out emitter, rec *kgo.Record) error {
+	m, err := decodeEvent(rec)
+	if err == nil && out.structured() {
+		return out.emit(m)
+	}
+	line, err := formatEvent(rec, false)
+	if err != nil {
+		line = fmt.Sprintf("partition %d offset %d: %v", rec.Partition, rec.Offset, err)
+	}
+	_, err = fmt.Fprintln(out.w, line)
+	return err
 }
 
 // decodeEvent decodes the event of rec: the message type of its

@@ -67,9 +67,9 @@ func TestFormatEvent(t *testing.T) {
 
 func TestEventsTailBadFlags(t *testing.T) {
 	t.Parallel()
-	code, _, errOut := runCLI(t, "events", "tail", "--kafka-brokers", "127.0.0.1:1", "--output", "yaml")
+	code, _, errOut := runCLI(t, "events", "tail", "--kafka-brokers", "127.0.0.1:1", "--output", "xml")
 	assert.Equal(t, 1, code)
-	assert.Contains(t, errOut, `--output "yaml"`)
+	assert.Contains(t, errOut, `--output "xml"`)
 	// Both are refused before any connection: the broker is unreachable.
 	code, _, errOut = runCLI(t, "events", "tail", "--kafka-brokers", "127.0.0.1:1", "-n", "-1")
 	assert.Equal(t, 1, code)

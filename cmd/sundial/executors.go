@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -39,10 +40,12 @@ Example:
 		Flags: append(kafkaFlags(),
 			&cli.StringFlag{Name: "pool", Usage: "only executors of this pool", Sources: envVar("pool")},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "how long to wait for the topic to be read", Sources: envVar("timeout")},
+			outputFlag(),
 		),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
+			form, oerr := outputOf(cmd)
 			kopts, err := kafkaOptions(cmd)
-			if err != nil {
+			if err := errors.Join(err, oerr); err != nil {
 				return err
 			}
 			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
@@ -53,6 +56,14 @@ Example:
 			}
 			pool := cmd.String("pool")
 			members = slices.DeleteFunc(members, func(m discovery.Member) bool { return pool != "" && m.Pool != pool })
+			if out := (emitter{w: cmd.Root().Writer, form: form}); out.structured() {
+				for _, m := range members {
+					if err := out.emit(executorView(m)); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
 			printExecutors(cmd, members, time.Now())
 			return nil
 		},
@@ -83,4 +94,27 @@ func printExecutors(cmd *cli.Command, members []discovery.Member, now time.Time)
 	if len(members) == 0 {
 		fmt.Fprintln(cmd.Root().Writer, "no executors")
 	}
+}
+
+// executorOut is an executor as -o json and yaml print it.
+type executorOut struct {
+	ID          string            `json:"id"`
+	Pool        string            `json:"pool"`
+	State       string            `json:"state"`
+	Slots       int               `json:"slots"`
+	InFlight    int               `json:"inFlight"`
+	Blocking    string            `json:"blocking,omitempty"`
+	CPUCores    float64           `json:"cpuCores"`
+	MemoryBytes uint64            `json:"memoryBytes"`
+	Heartbeat   time.Time         `json:"heartbeat"`
+	Started     time.Time         `json:"started"`
+	Interval    string            `json:"interval"`
+	Version     string            `json:"version,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+}
+
+func executorView(m discovery.Member) executorOut {
+	return executorOut{ID: m.ID, Pool: m.Pool, State: m.State.String(), Slots: m.Capacity, InFlight: m.InFlight, Blocking: m.Blocking,
+		CPUCores: m.CPUCores, MemoryBytes: m.MemoryBytes, Heartbeat: m.Heartbeat.UTC(), Started: m.Started.UTC(),
+		Interval: m.Interval.String(), Version: m.Version, Labels: m.Labels}
 }

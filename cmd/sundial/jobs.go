@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -150,10 +151,15 @@ func jobsGetCommand() *cli.Command {
 		ArgsUsage: "ID",
 		Flags: append(cassandraStoreFlags(),
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "give up after this long", Sources: envVar("timeout")},
+			outputFlag(),
 		),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if cmd.Args().Len() != 1 {
 				return fmt.Errorf("name one job id, got %d arguments", cmd.Args().Len())
+			}
+			form, err := outputOf(cmd)
+			if err != nil {
+				return err
 			}
 			id := cmd.Args().First()
 			cc, err := cassandraConfig(cmd)
@@ -177,6 +183,13 @@ func jobsGetCommand() *cli.Command {
 			summary, err := st.JobSummary(ctx, id)
 			if err != nil {
 				return err
+			}
+			if out := (emitter{w: cmd.Root().Writer, form: form}); out.structured() {
+				v, err := jobView(job, summary, time.Now())
+				if err != nil {
+					return err
+				}
+				return out.emit(v)
 			}
 			return printJob(cmd.Root().Writer, job, summary, time.Now())
 		},
@@ -223,4 +236,45 @@ func printJob(w io.Writer, job store.Job, summary store.Summary, now time.Time) 
 	}
 	fmt.Fprintf(w, "definition:\n%s\n", js)
 	return nil
+}
+
+// jobOut is a stored job as -o json and yaml print it: what printJob
+// says, with the definition (credentials redacted) as an object.
+type jobOut struct {
+	ID        string    `json:"id"`
+	Revision  int64     `json:"revision"`
+	UpdatedAt time.Time `json:"updatedAt"`
+	Deleted   bool      `json:"deleted,omitempty"`
+	// NextDue is the next occurrence after now; absent for none.
+	NextDue    *time.Time      `json:"nextDue,omitempty"`
+	Runs       int             `json:"runs"`
+	Attempts   int             `json:"attempts"`
+	Failures   int             `json:"failures"`
+	LastRunID  string          `json:"lastRunId,omitempty"`
+	Definition json.RawMessage `json:"definition,omitempty"`
+}
+
+func jobView(job store.Job, summary store.Summary, now time.Time) (jobOut, error) {
+	v := jobOut{ID: job.ID, Revision: job.Revision, UpdatedAt: job.UpdatedAt.UTC(), Deleted: job.Deleted,
+		Runs: summary.Runs, Attempts: summary.Attempts, Failures: summary.Failures}
+	if last := summary.LastRun; last != nil {
+		v.LastRunID = last.RunID
+	}
+	if job.Deleted {
+		return v, nil
+	}
+	spec := &sundialv1.JobSpec{}
+	if err := proto.Unmarshal(job.Spec, spec); err != nil {
+		return v, fmt.Errorf("job %q: the stored definition does not decode: %w", job.ID, err)
+	}
+	if next, ok := jobspec.NextDue(spec, job.UpdatedAt, now); ok {
+		v.NextDue = &next
+	}
+	jobspec.Redact(spec)
+	js, err := protojson.Marshal(spec)
+	if err != nil {
+		return v, err
+	}
+	v.Definition = js
+	return v, nil
 }

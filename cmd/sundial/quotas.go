@@ -105,12 +105,17 @@ Examples:
 		Flags: append(append(cassandraStoreFlags(), redisFlags()...),
 			&cli.StringSliceFlag{Name: "team", Usage: "teams to report, with the quota in force for each (default: every team with a row)", Sources: envVar("team")},
 			&cli.StringFlag{Name: "redis-key-prefix", Usage: "the runners' --redis-key-prefix", Sources: envVar("redis-key-prefix")},
+			outputFlag(),
 		),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			var (
 				bad  []error
 				runs quota.RunCounter
 			)
+			form, err := outputOf(cmd)
+			if err != nil {
+				bad = append(bad, err)
+			}
 			if cmd.String("redis-addr") != "" || cmd.String("redis-sentinel-master") != "" {
 				rdb, err := redisClient(cmd, 1)
 				if err != nil {
@@ -129,6 +134,12 @@ Examples:
 				usages, err := quota.Usages(ctx, st, runs, cmd.StringSlice("team")...)
 				if err != nil {
 					return err
+				}
+				if out := (emitter{w: cmd.Root().Writer, form: form}); out.structured() {
+					return emitAll(out, usages, func(u quota.Usage) quotaOut {
+						return quotaOut{Team: u.Team, Jobs: u.Jobs, MaxJobs: u.MaxJobs, ConcurrentRuns: u.ConcurrentRuns,
+							MaxConcurrentRuns: u.MaxConcurrentRuns, MaxRunsPerMinute: u.MaxRunsPerMinute}
+					})
 				}
 				w := tabwriter.NewWriter(cmd.Root().Writer, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(w, "TEAM\tJOBS\tMAX JOBS\tRUNNING\tMAX CONCURRENT RUNS\tMAX RUNS PER MINUTE")
@@ -155,4 +166,15 @@ func quotaCount(n int) string {
 		return "-"
 	}
 	return strconv.Itoa(n)
+}
+
+// quotaOut is a team's quota and usage as -o json and yaml print them;
+// a limit of 0 is none, a count of -1 unknown.
+type quotaOut struct {
+	Team              string `json:"team"`
+	Jobs              int    `json:"jobs"`
+	MaxJobs           int    `json:"maxJobs"`
+	ConcurrentRuns    int    `json:"concurrentRuns"`
+	MaxConcurrentRuns int    `json:"maxConcurrentRuns"`
+	MaxRunsPerMinute  int    `json:"maxRunsPerMinute"`
 }

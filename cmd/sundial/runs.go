@@ -40,6 +40,7 @@ Example:
 		Flags: append(append(cassandraStoreFlags(), apiFlags()...),
 			&cli.StringFlag{Name: "job", Usage: "the job id (required)", Sources: envVar("job")},
 			&cli.IntFlag{Name: "limit", Value: 20, Usage: "how many attempts to print", Sources: envVar("limit")},
+			outputFlag(),
 		),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			var bad []error
@@ -49,20 +50,31 @@ Example:
 			if cmd.Int("limit") <= 0 {
 				bad = append(bad, fmt.Errorf("--limit %d: must be positive", cmd.Int("limit")))
 			}
+			if _, err := outputOf(cmd); err != nil {
+				bad = append(bad, err)
+			}
 			return withRunSource(ctx, cmd, bad, func(src runSource) error {
-				return printRuns(ctx, cmd, src, cmd.String("job"), cmd.Int("limit"))
+				return printRuns(ctx, emitter{w: cmd.Root().Writer, form: must(outputOf(cmd))}, src, cmd.String("job"), cmd.Int("limit"))
 			})
 		},
 	}
 }
 
 // printRuns writes a job's summary and recent runs as a table.
-func printRuns(ctx context.Context, cmd *cli.Command, src runSource, job string, limit int) error {
+func printRuns(ctx context.Context, e emitter, src runSource, job string, limit int) error {
 	sum, runs, err := src.jobRuns(ctx, job, limit)
 	if err != nil {
 		return err
 	}
-	out := cmd.Root().Writer
+	out := e.w
+	if e.structured() {
+		for _, r := range runs {
+			if err := e.emit(attemptView(r)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	fmt.Fprintf(out, "job %s: %d run(s), %d attempt(s), %d failure(s)", job, sum.Runs, sum.Attempts, sum.Failures)
 	if sum.LastRun != nil {
 		fmt.Fprintf(out, "; last %s %s", sum.LastRun.RunID, sum.LastRun.State)
@@ -72,19 +84,65 @@ func printRuns(ctx context.Context, cmd *cli.Command, src runSource, job string,
 	}
 	fmt.Fprintln(out)
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "RUN ID\tATTEMPT\tSTATE\tDUE\tSTARTED\tDURATION\tERROR")
+	fmt.Fprintln(w, "RUN ID\tATTEMPT\tSTATE\tDUE\tSTARTED\tLATE BY\tDURATION\tERROR")
 	for _, r := range runs {
-		started, dur := "-", "-"
-		if !r.Started.IsZero() {
-			started = r.Started.UTC().Format("2006-01-02T15:04:05.000Z")
-		}
-		if r.Duration > 0 || r.State == store.StateSucceeded {
-			dur = r.Duration.String()
-		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Attempt, r.State,
-			r.AttemptDue.UTC().Format("2006-01-02T15:04:05.000Z"), started, dur, truncate(r.Error, 80))
+		v := attemptView(r)
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", v.RunID, v.Attempt, v.State,
+			v.AttemptDue.Format(stampMillis), orDash(timeText(v.Started)), orDash(v.LateBy), orDash(v.Duration), truncate(v.Error, 80))
 	}
 	return w.Flush()
+}
+
+// stampMillis is how the run commands print an instant.
+const stampMillis = "2006-01-02T15:04:05.000Z"
+
+// attemptOut is one attempt as the run commands print it: the table's
+// columns, and the JSON and YAML objects of -o.
+type attemptOut struct {
+	JobID      string     `json:"jobId"`
+	RunID      string     `json:"runId"`
+	Attempt    int        `json:"attempt"`
+	State      string     `json:"state"`
+	Due        time.Time  `json:"due"`
+	AttemptDue time.Time  `json:"attemptDue"`
+	Started    *time.Time `json:"started,omitempty"`
+	Finished   *time.Time `json:"finished,omitempty"`
+	// LateBy is how long after its due time the attempt started.
+	LateBy   string   `json:"lateBy,omitempty"`
+	Duration string   `json:"duration,omitempty"`
+	Error    string   `json:"error,omitempty"`
+	Log      []string `json:"log,omitempty"`
+}
+
+// attemptView is r as printed: times in UTC, the attempt's due time
+// filled in (a first attempt's is the run's), and how late it started.
+func attemptView(r store.RunRecord) attemptOut {
+	v := attemptOut{JobID: r.JobID, RunID: r.RunID, Attempt: r.Attempt, State: string(r.State), Due: r.Due.UTC(),
+		AttemptDue: r.AttemptDue.UTC(), Error: r.Error, Log: r.Log}
+	if r.AttemptDue.IsZero() {
+		v.AttemptDue = v.Due
+	}
+	if !r.Started.IsZero() {
+		started := r.Started.UTC()
+		v.Started = &started
+		v.LateBy = max(started.Sub(v.AttemptDue), 0).Round(time.Millisecond).String()
+	}
+	if !r.Finished.IsZero() {
+		finished := r.Finished.UTC()
+		v.Finished = &finished
+	}
+	if r.Duration > 0 || r.State == store.StateSucceeded {
+		v.Duration = r.Duration.String()
+	}
+	return v
+}
+
+// timeText is t in the run commands' form, or empty for none.
+func timeText(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return t.Format(stampMillis)
 }
 
 func runsGetCommand() *cli.Command {
@@ -102,6 +160,7 @@ Example:
   sundial runs get nightly-report@1767148200000`,
 		Flags: append(append(cassandraStoreFlags(), apiFlags()...),
 			&cli.IntFlag{Name: "scan", Value: 1000, Usage: "how many of the job's newest attempts to search for the run", Sources: envVar("scan")},
+			outputFlag(),
 		),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			var bad []error
@@ -116,8 +175,11 @@ Example:
 			if cmd.Int("scan") <= 0 {
 				bad = append(bad, fmt.Errorf("--scan %d: must be positive", cmd.Int("scan")))
 			}
+			if _, err := outputOf(cmd); err != nil {
+				bad = append(bad, err)
+			}
 			return withRunSource(ctx, cmd, bad, func(src runSource) error {
-				return printRun(ctx, cmd, src, job, runID, cmd.Int("scan"))
+				return printRun(ctx, emitter{w: cmd.Root().Writer, form: must(outputOf(cmd))}, src, job, runID, cmd.Int("scan"))
 			})
 		},
 	}
@@ -139,20 +201,29 @@ func splitRunID(runID string) (string, time.Time, error) {
 
 // printRun writes every attempt of one run, oldest first, with its log
 // lines.
-func printRun(ctx context.Context, cmd *cli.Command, src runSource, job, runID string, scan int) error {
+func printRun(ctx context.Context, e emitter, src runSource, job, runID string, scan int) error {
 	attempts, err := src.runAttempts(ctx, job, runID, scan)
 	if err != nil {
 		return err
 	}
-	out := cmd.Root().Writer
+	out := e.w
+	if e.structured() {
+		for _, r := range attempts {
+			if err := e.emit(attemptView(r)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	fmt.Fprintf(out, "run %s of job %s\n", runID, job)
 	for _, r := range attempts {
-		fmt.Fprintf(out, "\nattempt %d: %s, due %s", r.Attempt, r.State, r.AttemptDue.UTC().Format("2006-01-02T15:04:05.000Z"))
-		if !r.Started.IsZero() {
-			fmt.Fprintf(out, ", started %s", r.Started.UTC().Format("2006-01-02T15:04:05.000Z"))
+		v := attemptView(r)
+		fmt.Fprintf(out, "\nattempt %d: %s, due %s", v.Attempt, v.State, v.AttemptDue.Format(stampMillis))
+		if v.Started != nil {
+			fmt.Fprintf(out, ", started %s (%s late)", timeText(v.Started), v.LateBy)
 		}
-		if r.Duration > 0 || r.State == store.StateSucceeded {
-			fmt.Fprintf(out, ", took %s", r.Duration)
+		if v.Duration != "" {
+			fmt.Fprintf(out, ", took %s", v.Duration)
 		}
 		fmt.Fprintln(out)
 		if r.Error != "" {

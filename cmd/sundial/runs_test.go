@@ -31,7 +31,7 @@ func TestPrintRuns(t *testing.T) {
 	}
 	var out bytes.Buffer
 	cmd := &cli.Command{Writer: &out}
-	require.NoError(t, printRuns(ctx, cmd, storeRuns{st}, "report", 10))
+	require.NoError(t, printRuns(ctx, emitter{w: cmd.Root().Writer, form: outputTable}, storeRuns{st}, "report", 10))
 	s := out.String()
 	assert.Contains(t, s, "job report: 1 run(s), 2 attempt(s), 1 failure(s)")
 	assert.Contains(t, s, "RUN ID")
@@ -96,7 +96,7 @@ func TestPrintRunShowsEveryAttemptWithItsLog(t *testing.T) {
 	}
 	var out bytes.Buffer
 	cmd := &cli.Command{Writer: &out}
-	require.NoError(t, printRun(ctx, cmd, storeRuns{st}, "billing.invoice", runID, 10))
+	require.NoError(t, printRun(ctx, emitter{w: cmd.Root().Writer, form: outputTable}, storeRuns{st}, "billing.invoice", runID, 10))
 	s := out.String()
 	assert.Contains(t, s, "run "+runID+" of job billing.invoice")
 	first, second := strings.Index(s, "attempt 1: failed"), strings.Index(s, "attempt 2: succeeded")
@@ -106,7 +106,7 @@ func TestPrintRunShowsEveryAttemptWithItsLog(t *testing.T) {
 	assert.Contains(t, s, `    level=INFO msg="progress 3/3"`)
 	assert.NotContains(t, s, "scheduled")
 
-	err = printRun(ctx, cmd, storeRuns{st}, "billing.invoice", store.RunID("billing.invoice", due.Add(-time.Hour)), 10)
+	err = printRun(ctx, emitter{w: cmd.Root().Writer, form: outputTable}, storeRuns{st}, "billing.invoice", store.RunID("billing.invoice", due.Add(-time.Hour)), 10)
 	assert.ErrorContains(t, err, "not in the newest 10 attempts")
 
 	_, _, err = splitRunID("no-at-sign")

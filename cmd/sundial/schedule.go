@@ -49,9 +49,13 @@ Example:
 			&cli.StringFlag{Name: "ambiguous", HideDefault: true, Usage: "cron: a local time repeated by the clocks falling back: first, second or both (default first)", Sources: envVar("ambiguous")},
 			&cli.StringFlag{Name: "start", Usage: "interval: RFC 3339 instant of the first fire time", Sources: envVar("start")},
 			&cli.DurationFlag{Name: "offset", Usage: "interval without --start: offset of the grid from the Unix epoch", Sources: envVar("offset")},
+			outputFlag(),
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			spec, from, err := previewSpec(cmd)
+			if _, oerr := outputOf(cmd); oerr != nil {
+				err = errors.Join(err, oerr)
+			}
 			if err != nil {
 				return err
 			}
@@ -89,7 +93,12 @@ func printPreview(ctx context.Context, cmd *cli.Command, s *schedule.Schedule, f
 		if err != nil {
 			return err
 		}
-		if _, err := fmt.Fprintf(out, "%-25s %-6s %s\n", next.Format(time.RFC3339Nano), next.Format("MST"), next.UTC().Format(time.RFC3339Nano)); err != nil {
+		if e := (emitter{w: out, form: must(outputOf(cmd))}); e.structured() {
+			err = e.emit(fireOut{Local: next.Format(time.RFC3339Nano), Zone: next.Format("MST"), UTC: next.UTC()})
+		} else {
+			_, err = fmt.Fprintf(out, "%-25s %-6s %s\n", next.Format(time.RFC3339Nano), next.Format("MST"), next.UTC().Format(time.RFC3339Nano))
+		}
+		if err != nil {
 			return err
 		}
 		t = next
@@ -161,4 +170,11 @@ func previewSpec(cmd *cli.Command) (schedule.Spec, time.Time, error) {
 		spec.Reference = from
 	}
 	return spec, from, nil
+}
+
+// fireOut is a fire time as -o json and yaml print it.
+type fireOut struct {
+	Local string    `json:"local"`
+	Zone  string    `json:"zone"`
+	UTC   time.Time `json:"utc"`
 }

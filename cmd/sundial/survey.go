@@ -12,8 +12,6 @@ import (
 
 	connectrpc "connectrpc.com/connect"
 	"github.com/urfave/cli/v3"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
@@ -25,11 +23,6 @@ import (
 // the control-plane API (--api-url), which checks the caller's team and
 // role; they have no direct-to-backend path.
 
-// surveyOutputFlag is -o: table (the default) or json (one object a line).
-func surveyOutputFlag() cli.Flag {
-	return &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "table", Usage: "table, or json (one JSON object a line)", Sources: envVar("output")}
-}
-
 // needAPI returns the API endpoint of a command that reads only through
 // it, with every flag problem at once.
 func needAPI(cmd *cli.Command, what string) (apiConn, error) {
@@ -38,8 +31,8 @@ func needAPI(cmd *cli.Command, what string) (apiConn, error) {
 	if !ok {
 		errs = append(errs, fmt.Errorf("%s reads through the control-plane API: set --api-url (SUNDIAL_API_URL)", what))
 	}
-	if o := cmd.String("output"); o != "table" && o != "json" {
-		errs = append(errs, fmt.Errorf("--output %q: want table or json", o))
+	if _, oerr := outputOf(cmd); oerr != nil {
+		errs = append(errs, oerr)
 	}
 	return api, errors.Join(append(errs, err)...)
 }
@@ -61,7 +54,7 @@ Example:
 			&cli.UintFlag{Name: "page-size", Value: 100, Usage: "definitions a page", Sources: envVar("page-size")},
 			&cli.StringFlag{Name: "page-token", Usage: "the page to print, as the previous page named it", Sources: envVar("page-token")},
 			&cli.BoolFlag{Name: "all", Usage: "follow every page", Sources: envVar("all")},
-			surveyOutputFlag(),
+			outputFlag(),
 			timeoutFlag(time.Minute),
 		),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
@@ -82,16 +75,16 @@ Example:
 			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
 			defer cancel()
 			jobs := apiv1connect.NewJobServiceClient(http.DefaultClient, api.url, api.options()...)
-			return listJobs(ctx, cmd.Root().Writer, jobs, filter, uint32(cmd.Uint("page-size")), cmd.String("page-token"), cmd.Bool("all"), cmd.String("output"))
+			return listJobs(ctx, cmd.Root().Writer, jobs, filter, uint32(cmd.Uint("page-size")), cmd.String("page-token"), cmd.Bool("all"), emitter{w: cmd.Root().Writer, form: must(outputOf(cmd))})
 		},
 	}
 }
 
 // listJobs prints pages of ListJobs: all of them with all, else one and the
 // next page's token.
-func listJobs(ctx context.Context, w io.Writer, jobs apiv1connect.JobServiceClient, filter *apiv1.DefinitionFilter, size uint32, token string, all bool, output string) error {
+func listJobs(ctx context.Context, w io.Writer, jobs apiv1connect.JobServiceClient, filter *apiv1.DefinitionFilter, size uint32, token string, all bool, out emitter) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	if output == "table" {
+	if !out.structured() {
 		fmt.Fprintln(tw, "ID\tTEAM\tSTATE\tSCHEDULE\tREVISION\tUPDATED")
 	}
 	for {
@@ -100,8 +93,8 @@ func listJobs(ctx context.Context, w io.Writer, jobs apiv1connect.JobServiceClie
 			return fmt.Errorf("list jobs: %w", err)
 		}
 		for _, j := range resp.Msg.GetJobs() {
-			if output == "json" {
-				if err := writeJSONLine(w, j); err != nil {
+			if out.structured() {
+				if err := out.emit(j); err != nil {
 					return err
 				}
 				continue
@@ -118,7 +111,7 @@ func listJobs(ctx context.Context, w io.Writer, jobs apiv1connect.JobServiceClie
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if token != "" && !all && output == "table" {
+	if token != "" && !all && !out.structured() {
 		_, err := fmt.Fprintf(w, "more: --page-token %s (or --all)\n", token)
 		return err
 	}
@@ -137,7 +130,7 @@ of each consumer group.
 
 Example:
   sundial cluster --api-url https://sundial.example:8080`,
-		Flags: append(apiFlags(), surveyOutputFlag(), timeoutFlag(time.Minute)),
+		Flags: append(apiFlags(), outputFlag(), timeoutFlag(time.Minute)),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			api, err := needAPI(cmd, "cluster")
 			if err != nil {
@@ -150,8 +143,8 @@ Example:
 			if err != nil {
 				return fmt.Errorf("cluster: %w", err)
 			}
-			if cmd.String("output") == "json" {
-				return writeJSONLine(cmd.Root().Writer, resp.Msg)
+			if out := (emitter{w: cmd.Root().Writer, form: must(outputOf(cmd))}); out.structured() {
+				return out.emit(resp.Msg)
 			}
 			return printCluster(cmd.Root().Writer, resp.Msg)
 		},
@@ -208,14 +201,4 @@ func lagText(s *apiv1.ShardView) string {
 // enumWord is an enum value's name without its prefix, lower case.
 func enumWord(name, prefix string) string {
 	return strings.ToLower(strings.TrimPrefix(name, prefix))
-}
-
-// writeJSONLine writes m as one line of protobuf JSON.
-func writeJSONLine(w io.Writer, m proto.Message) error {
-	b, err := protojson.Marshal(m)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
-	return err
 }

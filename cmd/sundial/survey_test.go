@@ -59,7 +59,7 @@ func TestJobsListPagesThroughTheAPI(t *testing.T) {
 	assert.Equal(t, 3, strings.Count(all, "\n"), all)
 	assert.NotContains(t, all, "search.x", "another team's job is not listed")
 
-	code, _, errOut := runCLI(t, "jobs", "list", "--output", "yaml")
+	code, _, errOut := runCLI(t, "jobs", "list", "--output", "xml")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "--api-url")
 	assert.Contains(t, errOut, "--output")

@@ -62,12 +62,18 @@ Example:
 			{
 				Name:  "list",
 				Usage: "print every team",
-				Flags: cassandraStoreFlags(),
+				Flags: append(cassandraStoreFlags(), outputFlag()),
 				Action: func(ctx context.Context, cmd *cli.Command) error {
-					return withStore(ctx, cmd, nil, func(st *cassandra.Store) error {
+					form, err := outputOf(cmd)
+					return withStore(ctx, cmd, errs(err), func(st *cassandra.Store) error {
 						teams, err := st.ListTeams(ctx)
 						if err != nil {
 							return err
+						}
+						if out := (emitter{w: cmd.Root().Writer, form: form}); out.structured() {
+							return emitAll(out, teams, func(t auth.Team) teamOut {
+								return teamOut{Name: t.Name, Description: t.Description, CreatedAt: t.CreatedAt.UTC(), CreatedBy: t.CreatedBy}
+							})
 						}
 						w := tabwriter.NewWriter(cmd.Root().Writer, 0, 4, 2, ' ', 0)
 						fmt.Fprintln(w, "NAME\tCREATED\tCREATED BY\tDESCRIPTION")
@@ -180,12 +186,17 @@ Examples:
 				Usage: "print tokens, without their secrets",
 				Flags: append(cassandraStoreFlags(),
 					&cli.StringFlag{Name: "team", Usage: "only this team's tokens (default: every token)", Sources: envVar("team")},
+					outputFlag(),
 				),
 				Action: func(ctx context.Context, cmd *cli.Command) error {
-					return withStore(ctx, cmd, nil, func(st *cassandra.Store) error {
+					form, err := outputOf(cmd)
+					return withStore(ctx, cmd, errs(err), func(st *cassandra.Store) error {
 						tokens, err := st.ListTokens(ctx, cmd.String("team"))
 						if err != nil {
 							return err
+						}
+						if out := (emitter{w: cmd.Root().Writer, form: form}); out.structured() {
+							return emitAll(out, tokens, tokenView)
 						}
 						printTokens(cmd, tokens, time.Now())
 						return nil
@@ -297,4 +308,40 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// teamOut is a team as -o json and yaml print it.
+type teamOut struct {
+	Name        string    `json:"name"`
+	Description string    `json:"description,omitempty"`
+	CreatedAt   time.Time `json:"createdAt"`
+	CreatedBy   string    `json:"createdBy,omitempty"`
+}
+
+// tokenOut is a token as -o json and yaml print it: never its secret or
+// the secret's hash.
+type tokenOut struct {
+	ID           string     `json:"id"`
+	Team         string     `json:"team,omitempty"`
+	Role         string     `json:"role"`
+	ClusterAdmin bool       `json:"clusterAdmin,omitempty"`
+	CreatedAt    time.Time  `json:"createdAt"`
+	CreatedBy    string     `json:"createdBy,omitempty"`
+	RevokedAt    *time.Time `json:"revokedAt,omitempty"`
+	ExpiresAt    *time.Time `json:"expiresAt,omitempty"`
+	Description  string     `json:"description,omitempty"`
+}
+
+func tokenView(t auth.Token) tokenOut {
+	v := tokenOut{ID: t.ID, Team: t.Team, Role: t.Role.String(), ClusterAdmin: t.ClusterAdmin, CreatedAt: t.CreatedAt.UTC(),
+		CreatedBy: t.CreatedBy, Description: t.Description}
+	if !t.RevokedAt.IsZero() {
+		at := t.RevokedAt.UTC()
+		v.RevokedAt = &at
+	}
+	if !t.ExpiresAt.IsZero() {
+		at := t.ExpiresAt.UTC()
+		v.ExpiresAt = &at
+	}
+	return v
 }
