@@ -71,45 +71,49 @@ func pauseCommand(name string, pause bool) *cli.Command {
 		Name:      name,
 		Usage:     usage,
 		ArgsUsage: "ID",
-		Description: `Reads the definition in force from Cassandra, produces it to sundial.jobs
-with the paused flag changed (as jobs apply does; a producer revision is
-incremented) and waits for the registry's answer.`,
-		Flags: slices.Concat(kafkaFlags(), cassandraStoreFlags(), []cli.Flag{timeoutFlag(30 * time.Second)}),
+		Description: `Reads the definition in force, produces it to its team's topic with the
+paused flag changed (as jobs apply does; a producer revision is incremented)
+and waits for the registry's answer: through the control-plane API when
+--api-url is set, else straight to Cassandra and Kafka.`,
+		Flags: slices.Concat(kafkaFlags(), cassandraStoreFlags(), apiFlags(), []cli.Flag{timeoutFlag(30 * time.Second)}),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			id, err := oneID(cmd, "job id")
 			if err != nil {
 				return err
+			}
+			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
+			defer cancel()
+			report := func(changed bool, status *sundialv1.JobStatus, err error) error {
+				if err != nil {
+					return err
+				}
+				out, state := cmd.Root().Writer, name+"d" // paused, resumed
+				if !changed {
+					fmt.Fprintf(out, "%s\talready %s; nothing produced\n", id, state)
+					return nil
+				}
+				fmt.Fprintf(out, "%s\t%s\t%s\n", id, outcomeName(status.GetOutcome()), state)
+				return nil
+			}
+			if ops, ok, err := apiOperations(cmd); ok || err != nil {
+				if err != nil {
+					return err
+				}
+				return report(ops.setPaused(ctx, id, pause))
 			}
 			c, kopts, err := newClient(cmd)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
-			defer cancel()
 			return withStore(ctx, cmd, nil, func(st *cassandra.Store) error {
 				return guardKafka(ctx, kopts, func(ctx context.Context) error {
 					trail, err := cliAudit(st)
 					if err != nil {
 						return err
 					}
-					op := operator.New(operator.Config{Jobs: st, Producer: c, Audit: trail})
-					act := op.Resume
-					if pause {
-						act = op.Pause
-					}
-					res, err := act(ctx, id)
-					if err != nil {
-						return err
-					}
-					out := cmd.Root().Writer
-					state := name + "d" // paused, resumed
-					if !res.Changed {
-						fmt.Fprintf(out, "%s\talready %s; nothing produced\n", id, state)
-						return nil
-					}
-					fmt.Fprintf(out, "%s\t%s\t%s\n", id, outcomeName(res.Status.GetOutcome()), state)
-					return nil
+					ops := operationsDirect{operator.New(operator.Config{Jobs: st, Producer: c, Audit: trail})}
+					return report(ops.setPaused(ctx, id, pause))
 				})
 			})
 		},
@@ -126,17 +130,25 @@ func runsCancelCommand() *cli.Command {
 prints the run's terminal event. A run that holds no lease (not started,
 finished, or waiting for its next attempt) is not running: the command says
 so and exits non-zero. The job id is taken from the run id (JOB@millis); name
-it with --job for a DAG node's run.`,
-		Flags: slices.Concat(kafkaFlags(), redisFlags(), []cli.Flag{
+it with --job for a DAG node's run. Through the control-plane API when
+--api-url is set, else straight to Redis and Kafka.`,
+		Flags: slices.Concat(kafkaFlags(), redisFlags(), apiFlags(), []cli.Flag{
 			redisPrefixFlag(),
 			&cli.StringFlag{Name: "job", Usage: "the run's job id (default: from the run id)", Sources: envVar("job")},
 			&cli.BoolFlag{Name: "wait", Value: true, Usage: "wait for the run's terminal event", Sources: envVar("wait")},
 			timeoutFlag(time.Minute),
 		}),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if ops, ok, err := apiOperations(cmd); ok || err != nil {
+				if err != nil {
+					return err
+				}
+				return signalRunThrough(ctx, cmd, "cancel", "cancel signalled", func(ctx context.Context, job, runID string, wait bool) (*sundialv1.RunEvent, error) {
+					return ops.cancel(ctx, job, runID, wait)
+				})
+			}
 			return signalRun(ctx, cmd, "cancel", "cancel signalled", func(ctx context.Context, op *operator.Operator, job, runID string, wait bool) (*sundialv1.RunEvent, error) {
-				res, err := op.Cancel(ctx, job, runID, operator.CancelOptions{Wait: wait})
-				return res.Event, err
+				return operationsDirect{op}.cancel(ctx, job, runID, wait)
 			})
 		},
 	}
@@ -368,21 +380,14 @@ func printPlan(w io.Writer, p operator.DefinitionPlan) int {
 }
 
 // signalRun is the one body of the commands that signal a running run
-// through its runner (runs cancel, runs suspend): it finds the run's job
-// (--job, else from the run id), opens Redis and the operator, sends the
-// signal with send, and prints "<run id>\t<done>" and the event send
-// waited for. verb names the action in the answer to a run no runner holds.
+// through its runner straight on the backends (runs cancel, runs suspend):
+// it opens Redis and the operator and hands them to send through
+// signalRunThrough. verb names the action in the answer to a run no runner
+// holds.
 func signalRun(ctx context.Context, cmd *cli.Command, verb, done string,
 	send func(ctx context.Context, op *operator.Operator, job, runID string, wait bool) (*sundialv1.RunEvent, error)) error {
-	runID, err := oneID(cmd, "run id")
-	if err != nil {
+	if _, err := oneID(cmd, "run id"); err != nil {
 		return err
-	}
-	job := cmd.String("job")
-	if job == "" {
-		if job = operator.JobOfRun(runID); job == "" {
-			return fmt.Errorf("run id %q: not JOB@millis; name its job with --job", runID)
-		}
 	}
 	kopts, rdb, err := kafkaAndRedis(cmd)
 	if err != nil {
@@ -394,14 +399,34 @@ func signalRun(ctx context.Context, cmd *cli.Command, verb, done string,
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
-	defer cancel()
 	if err := checkRedis(ctx, rdb); err != nil {
 		return err
 	}
 	op := operator.New(operator.Config{Leases: leases, Redis: rdb, RunnerKeyPrefix: prefix + runner.DefaultKeyPrefix,
 		Kafka: kopts, Topics: topics.Names{Prefix: cmd.String("topic-prefix")}})
-	ev, err := send(ctx, op, job, runID, cmd.Bool("wait"))
+	return signalRunThrough(ctx, cmd, verb, done, func(ctx context.Context, job, runID string, wait bool) (*sundialv1.RunEvent, error) {
+		return send(ctx, op, job, runID, wait)
+	})
+}
+
+// signalRunThrough finds the run's job (--job, else from the run id),
+// sends the signal with send within --timeout, and prints
+// "<run id>\t<done>" and the event send waited for.
+func signalRunThrough(ctx context.Context, cmd *cli.Command, verb, done string,
+	send func(ctx context.Context, job, runID string, wait bool) (*sundialv1.RunEvent, error)) error {
+	runID, err := oneID(cmd, "run id")
+	if err != nil {
+		return err
+	}
+	job := cmd.String("job")
+	if job == "" {
+		if job = operator.JobOfRun(runID); job == "" {
+			return fmt.Errorf("run id %q: not JOB@millis; name its job with --job", runID)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
+	defer cancel()
+	ev, err := send(ctx, job, runID, cmd.Bool("wait"))
 	if errors.Is(err, operator.ErrNotRunning) {
 		return fmt.Errorf("run %s is not running (no runner holds its lease): nothing to %s", runID, verb)
 	}

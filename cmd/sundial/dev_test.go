@@ -63,6 +63,23 @@ func TestDevServesTheReadmePath(t *testing.T) {
 		return regexp.MustCompile(`(?m)^hello@\d+\s+1\s+succeeded`).MatchString(stdout)
 	}, 3*time.Minute, 500*time.Millisecond, "no succeeded run of hello listed; last: %s", stdout)
 
+	// The operator actions take the API's path when --api-url is set: no
+	// Kafka or Cassandra flag is given.
+	api := []string{"--api-url", url, "--api-token", token}
+	code, stdout, stderr = runCLI(t, append([]string{"trigger", "hello", "--wait", "--timeout", "2m"}, api...)...)
+	require.Equal(t, 0, code, "stdout: %s\nstderr: %s", stdout, stderr)
+	assert.Regexp(t, `hello\ttriggered\trun hello@\d+, key "cli-`, stdout)
+	assert.Contains(t, stdout, "SUCCEEDED")
+	code, stdout, stderr = runCLI(t, append([]string{"jobs", "pause", "hello"}, api...)...)
+	require.Equal(t, 0, code, "stdout: %s\nstderr: %s", stdout, stderr)
+	assert.Regexp(t, `^hello\t\S+\tpaused\n$`, stdout)
+	code, stdout, stderr = runCLI(t, append([]string{"jobs", "pause", "hello"}, api...)...)
+	require.Equal(t, 0, code, "stdout: %s\nstderr: %s", stdout, stderr)
+	assert.Equal(t, "hello\talready paused; nothing produced\n", stdout)
+	code, _, stderr = runCLI(t, append([]string{"runs", "cancel", "hello@1"}, api...)...)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "is not running")
+
 	cancel()
 	<-done
 }

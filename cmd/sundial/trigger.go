@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/sundialhq/sundial/internal/topics"
@@ -43,7 +44,7 @@ Examples:
 			&cli.StringFlag{Name: "caller", Value: os.Getenv("USER"), Usage: "who asks, for audit", Sources: envVar("caller")},
 			&cli.BoolFlag{Name: "wait", Usage: "wait for the job's run to end and exit non-zero unless it succeeded", Sources: envVar("wait")},
 			timeoutFlag(5 * time.Minute),
-		}, kafkaFlags()...),
+		}, slices.Concat(kafkaFlags(), apiFlags())...),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			id, err := oneID(cmd, "job or DAG id")
 			if err != nil {
@@ -57,16 +58,9 @@ Examples:
 			if cmd.IsSet("payload") {
 				opts.Payload = []byte(cmd.String("payload"))
 			}
-			c, kopts, err := newClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
 			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
 			defer cancel()
-			return guardKafka(ctx, kopts, func(ctx context.Context) error {
-				op := operator.New(operator.Config{Producer: c, Kafka: kopts, Topics: topics.Names{Prefix: cmd.String("topic-prefix")}})
-				res, err := op.Trigger(ctx, id, opts)
+			report := func(res operator.TriggerResult, err error) error {
 				out := cmd.Root().Writer
 				if res.RunID != "" && (err == nil || opts.Wait) {
 					if generated {
@@ -83,6 +77,21 @@ Examples:
 					return fmt.Errorf("run %s ended %s", res.RunID, stateName(res.Event.GetState()))
 				}
 				return nil
+			}
+			if ops, ok, err := apiOperations(cmd); ok || err != nil {
+				if err != nil {
+					return err
+				}
+				return report(ops.trigger(ctx, id, opts))
+			}
+			c, kopts, err := newClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			return guardKafka(ctx, kopts, func(ctx context.Context) error {
+				op := operator.New(operator.Config{Producer: c, Kafka: kopts, Topics: topics.Names{Prefix: cmd.String("topic-prefix")}})
+				return report(operationsDirect{op}.trigger(ctx, id, opts))
 			})
 		},
 	}
