@@ -79,6 +79,15 @@ func TestDevServesTheReadmePath(t *testing.T) {
 	code, _, stderr = runCLI(t, append([]string{"runs", "cancel", "hello@1"}, api...)...)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "is not running")
+	// Applying the file again through the API unpauses the job; then it
+	// is deleted through the API.
+	code, stdout, stderr = runCLI(t, append([]string{"jobs", "apply", "-f", "../../docs/examples/hello.json"}, api...)...)
+	require.Equal(t, 0, code, "stdout: %s\nstderr: %s", stdout, stderr)
+	assert.Contains(t, stdout, "hello\tUPDATED")
+	assert.Contains(t, stdout, "1 updated")
+	code, stdout, stderr = runCLI(t, append([]string{"jobs", "delete", "hello"}, api...)...)
+	require.Equal(t, 0, code, "stdout: %s\nstderr: %s", stdout, stderr)
+	assert.Equal(t, "hello\tDELETED\n", stdout)
 
 	cancel()
 	<-done

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -69,11 +70,19 @@ func jobsDeleteCommand() *cli.Command {
 		Name:      "delete",
 		Usage:     "delete jobs: produce a tombstone for each id to sundial.jobs",
 		ArgsUsage: "ID...",
-		Flags:     append(kafkaFlags(), waitFlags()...),
+		Flags:     slices.Concat(kafkaFlags(), waitFlags(), apiFlags()),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			ids := cmd.Args().Slice()
 			if len(ids) == 0 {
 				return errors.New("name at least one job id")
+			}
+			if api, ok, err := apiConfig(cmd); ok || err != nil {
+				if err != nil {
+					return err
+				}
+				ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
+				defer cancel()
+				return deleteThroughAPI(ctx, cmd, api, ids)
 			}
 			c, kopts, err := newClient(cmd)
 			if err != nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"iter"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/sundialhq/sundial/client"
 	"github.com/sundialhq/sundial/jobspec"
+	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -38,6 +40,10 @@ line every --progress-every otherwise. At the end it prints a summary
 (created, updated, unchanged, stale, rejected) and each rejection with its
 fields. The exit code is 1 when any definition was rejected or not answered.
 
+With --api-url the definitions go through the control-plane API (ApplyJob,
+one after the other), which checks the caller's team and role; without, they
+are produced straight to Kafka, for an installation that runs no API server.
+
 Examples:
   sundial jobs apply -f proto/sundial/v1/testdata/jobspec/cron-http.json
   sundial jobs apply -f jobs/            # every definition under jobs/
@@ -50,7 +56,7 @@ Examples:
 			&cli.DurationFlag{Name: "progress-every", Value: 5 * time.Second, Usage: "interval of the progress lines when standard error is not a terminal", Sources: envVar("progress-every")},
 			&cli.BoolFlag{Name: "dry-run", Usage: "produce nothing: print for each definition the field diff against the stored one, its next fire times and the load it adds to its shard in the next hour (reads Cassandra)", Sources: envVar("dry-run")},
 			teamFlag(),
-		}, slices.Concat(kafkaFlags(), cassandraStoreFlags())...),
+		}, slices.Concat(kafkaFlags(), cassandraStoreFlags(), apiFlags())...),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			path := cmd.String("file")
 			if path == "" {
@@ -62,12 +68,18 @@ Examples:
 			if cmd.Bool("dry-run") {
 				return applyDryRun(ctx, cmd, path)
 			}
+			a := &applyRun{cmd: cmd, out: cmd.Root().Writer, errOut: cmd.Root().ErrWriter, start: time.Now()}
+			if api, ok, err := apiConfig(cmd); ok || err != nil {
+				if err != nil {
+					return err
+				}
+				return a.applyThroughAPI(ctx, apiv1connect.NewJobServiceClient(http.DefaultClient, api.url, api.options()...), path)
+			}
 			c, kopts, err := newClient(cmd)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			a := &applyRun{cmd: cmd, out: cmd.Root().Writer, errOut: cmd.Root().ErrWriter, start: time.Now()}
 			// A definition that fails validation is reported whatever Kafka
 			// says: Kafka's refusal ends the run only once a definition is
 			// to be produced, and the input is still read to its end.

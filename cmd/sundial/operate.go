@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/urfave/cli/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sundialhq/sundial/client"
 	"github.com/sundialhq/sundial/operator"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
@@ -113,4 +115,74 @@ func (d operationsDirect) trigger(ctx context.Context, id string, opts operator.
 func (d operationsDirect) cancel(ctx context.Context, job, runID string, wait bool) (*sundialv1.RunEvent, error) {
 	res, err := d.op.Cancel(ctx, job, runID, operator.CancelOptions{Wait: wait})
 	return res.Event, err
+}
+
+// applyThroughAPI applies the definitions of path with the API's
+// ApplyJob, one after the other, and prints what a direct apply prints.
+// The API validates, produces to the owner team's topic and waits for the
+// registry's answer; a definition it refuses (another team's, a bad
+// field) is a failure or a rejection of that definition only.
+func (a *applyRun) applyThroughAPI(ctx context.Context, jobs apiv1connect.JobServiceClient, path string) error {
+	stopProgress := a.progress(ctx)
+	var sum client.ApplySummary
+	for spec := range a.specs(ctx, path) {
+		r := client.ApplyResult{ID: spec.GetId()}
+		resp, err := jobs.ApplyJob(ctx, connectrpc.NewRequest(&apiv1.ApplyJobRequest{Spec: spec}))
+		if err != nil {
+			r.Err = err
+		} else {
+			r.Status = resp.Msg.GetStatus()
+		}
+		a.mu.Lock()
+		a.produced++
+		a.answered++
+		a.last = time.Now()
+		a.mu.Unlock()
+		tally(&sum, r)
+		a.printResult(r)
+	}
+	stopProgress()
+	return a.finish(sum, ctx.Err(), true)
+}
+
+// tally counts r in sum as client.ApplyMany counts its results.
+func tally(sum *client.ApplySummary, r client.ApplyResult) {
+	sum.Read++
+	if r.Err != nil {
+		sum.Failed++
+		sum.Failures = append(sum.Failures, r)
+		return
+	}
+	sum.Produced++
+	sum.Answered++
+	switch r.Status.GetOutcome() {
+	case sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_CREATED:
+		sum.Created++
+	case sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UPDATED:
+		sum.Updated++
+	case sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UNCHANGED:
+		sum.Unchanged++
+	case sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_STALE:
+		sum.Stale++
+	case sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_REJECTED:
+		sum.Rejected++
+		sum.Rejections = append(sum.Rejections, r)
+	}
+}
+
+// deleteThroughAPI deletes ids with the API's DeleteJob and prints each
+// answer as a direct delete does.
+func deleteThroughAPI(ctx context.Context, cmd *cli.Command, api apiConn, ids []string) error {
+	jobs := apiv1connect.NewJobServiceClient(http.DefaultClient, api.url, api.options()...)
+	out := cmd.Root().Writer
+	var errs []error
+	for _, id := range ids {
+		resp, err := jobs.DeleteJob(ctx, connectrpc.NewRequest(&apiv1.DeleteJobRequest{Id: id}))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("delete %s: %w", id, err))
+			continue
+		}
+		fmt.Fprintf(out, "%s\t%s\n", id, outcomeName(resp.Msg.GetStatus().GetOutcome()))
+	}
+	return errors.Join(errs...)
 }
