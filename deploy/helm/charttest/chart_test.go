@@ -504,3 +504,37 @@ func TestHelmLint(t *testing.T) {
 		}
 	}
 }
+
+// TestAPIComponent runs `sundial api` when api.enabled: a Deployment
+// serving the API port, its config holding only flags of `sundial api`
+// (checkObjects), and a load-balanced Service in front of it.
+func TestAPIComponent(t *testing.T) {
+	t.Parallel()
+	assert.NotContains(t, kinds(render(t, nil)), "Service/sundial-api-http", "the API is off by default")
+
+	objs := render(t, nil, "api.enabled=true", "api.config.oidc-issuer=https://id.example")
+	checkObjects(t, objs)
+	api := component(t, objs, "api")
+	c := api.pod.Spec.Containers[0]
+	assert.Equal(t, []string{"api"}, c.Args)
+	assert.Equal(t, "0.0.0.0:8480", configOf(t, objs, api)["listen"])
+	var port int32
+	for _, p := range c.Ports {
+		if p.Name == "api" {
+			port = p.ContainerPort
+		}
+	}
+	assert.Equal(t, int32(8480), port)
+	assert.Equal(t, "https://id.example", configOf(t, objs, api)["oidc-issuer"])
+	var svc *corev1.Service
+	for _, o := range objs {
+		if s, ok := o.obj.(*corev1.Service); ok && strings.HasSuffix(s.Name, "-api-http") {
+			svc = s
+		}
+	}
+	require.NotNil(t, svc, "no Service in front of the API")
+	assert.Equal(t, corev1.ServiceTypeClusterIP, svc.Spec.Type)
+	assert.NotEqual(t, corev1.ClusterIPNone, svc.Spec.ClusterIP)
+	assert.Equal(t, "api", svc.Spec.Ports[0].TargetPort.StrVal)
+	assert.Equal(t, int32(8480), svc.Spec.Ports[0].Port)
+}

@@ -204,6 +204,11 @@ spec:
         - name: metrics
           containerPort: {{ .root.Values.metricsPort }}
           protocol: TCP
+        {{- if eq .component "api" }}
+        - name: api
+          containerPort: {{ .values.port }}
+          protocol: TCP
+        {{- end }}
       # /healthz answers while the process serves; /readyz once every
       # component has started and while its backends answer (a dispatcher:
       # while it owns a shard).
@@ -263,6 +268,9 @@ spec:
 {{- end -}}
 {{- if $v.history.enabled -}}
 {{- $all = append $all (dict "component" "history" "values" $v.history "args" (list "history") "uses" (list "kafka" "cassandra")) -}}
+{{- end -}}
+{{- if $v.api.enabled -}}
+{{- $all = append $all (dict "component" "api" "values" $v.api "args" (list "api") "uses" (list "kafka" "cassandra" "redis")) -}}
 {{- end -}}
 {{- toJson (dict "items" $all) -}}
 {{- end -}}
