@@ -71,20 +71,9 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 		return "", nil, errors.New("bench: noisy: HogCommand is required to start the CPU hog")
 	}
 	start := b.Now()
-	if cfg.Scenario == "chaos" {
-		// Refuse before anything is created: a run that cannot restart
-		// the backends it kills would leave the stack down.
-		if err := (Stack{Script: cfg.StackScript}).Check(ctx, b.Backends); err != nil {
-			return "", nil, err
-		}
-		if slices.Contains(cfg.chaosBackends(), "cassandra") {
-			if err := CheckCommitLog(ctx, b.Backends.CassandraHosts); err != nil {
-				return "", nil, err
-			}
-		}
-		if cfg.ChaosSeed == 0 {
-			cfg.ChaosSeed = uint64(start.UnixNano())
-		}
+	sc := scenarioNamed(cfg.Scenario)
+	if err := sc.prepare(ctx, b, &cfg, start); err != nil {
+		return "", nil, err
 	}
 	rep := &Report{Scenario: cfg.Scenario, StartedAt: start.UTC(), Commit: DescribeCommit(ctx), Machine: DescribeMachine(),
 		Backends: DescribeBackends(ctx, b.Backends)}
@@ -135,13 +124,7 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 		b.say("api watch: the API server streams WatchRuns of namespace %s to a client", ns.ID)
 	}
 
-	var sys System
-	var wl WorkloadInfo
-	if cfg.Scenario == "capacity" {
-		sys, wl, rep.Capacity, err = b.capacity(ctx, &cfg, ns, bl)
-	} else {
-		sys, wl, err = b.runSundial(ctx, &cfg, ns)
-	}
+	sys, wl, err := sc.measure(ctx, b, &cfg, ns, bl, rep)
 	if err != nil {
 		return "", nil, err
 	}
@@ -155,11 +138,11 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 	sys.fractions(bl)
 	rep.Systems = append(rep.Systems, sys)
 
-	if cfg.Scenario == "peer" {
-		peer, err := b.runAsynq(ctx, &cfg, ns)
-		if err != nil {
-			return "", nil, fmt.Errorf("peer asynq: %w", err)
-		}
+	peers, err := sc.peers(ctx, b, &cfg, ns)
+	if err != nil {
+		return "", nil, err
+	}
+	for _, peer := range peers {
 		peer.fractions(bl)
 		rep.Systems = append(rep.Systems, peer)
 	}
@@ -218,14 +201,7 @@ func (b *Bench) plan(cfg Config, prefix, url string) (*loadgen.Plan, error) {
 	} else {
 		w.Target.URL = url
 	}
-	if cfg.Scenario == "herd" {
-		w.HerdAt = b.Now().Add(cfg.Lead)
-	}
-	if cfg.Scenario == "chaos" {
-		// Every occurrence missed while a backend is down must still run
-		// (late) for "lost" to mean lost.
-		w.Misfire = sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ALL
-	}
+	scenarioNamed(cfg.Scenario).shape(&w)
 	return loadgen.NewPlan(w)
 }
 
@@ -243,10 +219,7 @@ func (b *Bench) plan(cfg Config, prefix, url string) (*loadgen.Plan, error) {
 func perRunWork(cfg Config) PerRun {
 	p := PerRun{LeaseCalls: 2, CassandraWrites: 1, KafkaRecords: 3,
 		Explanation: "dispatcher: PutDue(next occurrence) + run record, no read; runner: acquire + complete EVALSHA, STARTED + SUCCEEDED events"}
-	if cfg.Scenario == "herd" {
-		p.CassandraWrites = 0
-		p.Explanation = "dispatcher: run record (a one-off has no next occurrence), no read; runner: acquire + complete EVALSHA, STARTED + SUCCEEDED events"
-	}
+	scenarioNamed(cfg.Scenario).perRun(&p)
 	if cfg.History {
 		p.CassandraWrites++
 		p.Explanation += "; history writer: one row for STARTED and SUCCEEDED (coalesced)"
@@ -325,6 +298,7 @@ type pipeline interface {
 // runSundial runs the workload through Sundial.
 func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (System, WorkloadInfo, error) {
 	sys := System{Name: "sundial"}
+	sc := scenarioNamed(cfg.Scenario)
 	ds := loadgen.NewDownstream(loadgen.DownstreamConfig{EffectDuration: cfg.EffectDuration})
 	if err := ds.Start(ctx, "127.0.0.1:0"); err != nil {
 		return sys, WorkloadInfo{}, err
@@ -333,10 +307,7 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 
 	pc := PipelineConfig{Backends: b.Backends, Namespace: ns, Dispatchers: cfg.Dispatchers, Runners: cfg.Runners,
 		RunnerConcurrency: cfg.RunnerConcurrency, MemoryLimitMiB: cfg.MemoryLimitMiB, RegistryConcurrency: cfg.RegistryConcurrency, RunnerHTTPIdleConns: cfg.RunnerHTTPIdleConns, History: cfg.History, Logger: b.Logger}
-	chaos := cfg.Scenario == "chaos"
-	if chaos {
-		pc.DagEngines = cfg.DagEngines
-	}
+	supervise := sc.pipeline(*cfg, &pc)
 	var pl pipeline
 	var procs *Processes
 	if cfg.Processes || cfg.DispatcherProcess {
@@ -353,9 +324,7 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 		}
 		procs = NewProcesses(pc, bin, filepath.Join(tmp, "logs"))
 		procs.InProcessRunners = !cfg.Processes
-		// A chaos run kills backends: a subprocess that exits because one
-		// is down is started again, as a supervisor would, and recorded.
-		procs.Supervise = chaos
+		procs.Supervise = supervise
 		procs.Now = b.Now
 		pl = procs
 		defer func() {
@@ -430,7 +399,7 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 	}
 
 	var regWatch *registrationWatch
-	if cfg.Scenario != "capacity" {
+	if !sc.step() {
 		regWatch = b.watchRegistration(ctx, *cfg, procs)
 	}
 	from, to, regSecs, err := b.register(ctx, cfg, plan, gen, rec)
@@ -447,33 +416,18 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 		wl.Target = "HTTP POST to the counting downstream"
 	}
 
-	var dw DagWorkload
-	var info *ChaosInfo
-	var crashes []CrashEvent
+	run := &sundialRun{cfg: cfg, ns: ns, procs: procs, ds: ds, gen: gen, plan: plan, from: from, to: to}
+	inject, err := sc.inject(ctx, b, run)
+	if err != nil {
+		return sys, wl, err
+	}
 	crashDone := make(chan struct{})
-	switch {
-	case procs != nil && cfg.Scenario == "crash":
+	if inject != nil {
 		go func() {
 			defer close(crashDone)
-			crashes = b.crash(ctx, *cfg, procs, from)
+			run.crashes = inject()
 		}()
-	case chaos:
-		dw = DagWorkload{Prefix: ns.ID, Count: cfg.Dags, Nodes: cfg.DagNodes, Every: cfg.DagEvery, Start: from, URL: ds.URL()}
-		if err := b.defineDags(ctx, dw, procs); err != nil {
-			return sys, wl, err
-		}
-		kills, err := cfg.chaosPlan(procs.Names()).Kills()
-		if err != nil {
-			return sys, wl, err
-		}
-		info = &ChaosInfo{Seed: cfg.ChaosSeed, EverySeconds: cfg.ChaosEvery.Seconds(), ProcessDownSecs: cfg.ChaosProcessDown.Seconds(),
-			BackendDownSecs: cfg.ChaosBackendDown.Seconds(), Plan: kills}
-		b.say("chaos: %d kills planned (seed %d)", len(kills), cfg.ChaosSeed)
-		go func() {
-			defer close(crashDone)
-			crashes = b.chaos(ctx, *cfg, kills, procs, Stack{Script: cfg.StackScript}, from)
-		}()
-	default:
+	} else {
 		close(crashDone)
 	}
 
@@ -481,7 +435,7 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 	// A capacity step is one of many: the window of each is too short to
 	// profile, and the search's report is about rates, not processes.
 	var watch *windowWatch
-	if cfg.Scenario != "capacity" {
+	if !sc.step() {
 		// A herd's runs fall due in one instant and start over the tens
 		// of seconds after it: its CPU and profiles cover herdWatch from
 		// the due time, not the one second of its window.
@@ -511,16 +465,8 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 	}
 	<-crashDone
 	b.drain(ctx, cfg.Drain, rec, plan, from, to)
-	if cfg.Scenario == "capacity" {
-		b.deleteJobs(ctx, gen, plan.Jobs)
-	}
-	if chaos {
-		dc, err := b.drainDags(ctx, cfg.Drain, dw, procs, from, to)
-		if err != nil {
-			return sys, wl, err
-		}
-		sys.Dags = &dc
-		info.Exits = procs.Exits()
+	if err := sc.settle(ctx, b, run, &sys); err != nil {
+		return sys, wl, err
 	}
 	gen.Stop()
 
@@ -560,13 +506,9 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 	for _, d := range counts.DuplicateExamples {
 		sys.Notes = append(sys.Notes, "executed more than once: "+d)
 	}
-	sys.Crash = crashes
+	sys.Crash = run.crashes
 	for i := range sys.Crash {
 		sys.Crash[i].ThresholdMs, sys.Crash[i].RecoverySeconds = recovery(sys.Series, from, sys.Crash, i)
-	}
-	if info != nil {
-		info.countKills(crashes)
-		sys.Chaos = info
 	}
 	return sys, wl, nil
 }
@@ -863,50 +805,6 @@ func targets(cfg Config, r *Report) []Target {
 	add := func(name, want string, v float64, met bool) {
 		out = append(out, Target{Name: name, Want: want, Value: v, Met: met})
 	}
-	noLoss := s.Counts.Lost == 0 && s.Counts.DuplicateExecutions == 0 && s.Effects.DuplicateEffects == 0
-	switch cfg.Scenario {
-	case "steady", "crash", "peer":
-		add("trigger p95 (ms)", "≤ 100", s.Trigger.P95Ms, s.Trigger.P95Ms <= 100)
-		add("trigger p99 (ms)", "≤ 250", s.Trigger.P99Ms, s.Trigger.P99Ms <= 250)
-		if cfg.Scenario == "steady" {
-			add("jobs stored", "1,000,000", float64(r.Workload.Jobs), r.Workload.Jobs >= 1_000_000)
-			// The offered rate is the runs the workload makes due in the
-			// window per second of it: the planned rate less the rounding
-			// of the workload's grid (1,999.6/s for 2,000 planned).
-			// Runs due in the last instants that start after the window
-			// ends are not counted, hence 99 %.
-			offered := safeDiv(float64(s.Counts.Expected), r.Workload.WindowTo.Sub(r.Workload.WindowFrom).Seconds())
-			add("sustained triggers/s", fmt.Sprintf("≥ 99 %% of the %.0f/s offered", offered), s.SustainedPerSec,
-				offered > 0 && s.SustainedPerSec >= 0.99*offered)
-			add("sustained / B", "≥ 0.60", s.FractionOfB, s.FractionOfB >= 0.6)
-			if r.Workload.Jobs >= 1_000_000 {
-				for _, m := range []struct {
-					role string
-					mem  *ProcessMemory
-				}{{"dispatcher", s.DispatcherMemory}, {"runner", s.RunnerMemory}} {
-					if m.mem != nil {
-						add(m.role+" RSS over the whole run (MiB)", "≤ 256", m.mem.PeakHWMMiB, m.mem.PeakHWMMiB > 0 && m.mem.PeakHWMMiB <= 256)
-					}
-				}
-			}
-		}
-	case "chaos":
-		chaosTargets(cfg, s, add)
-		return out
-	case "capacity":
-		if c := r.Capacity; c != nil {
-			add("capacity (triggers/s with p95 ≤ 1 s) / L", "reported", c.FractionOfL, c.Highest > 0)
-		}
-	case "herd":
-		limit := 1.25 * float64(r.Workload.Jobs) / r.Baselines.B
-		add(fmt.Sprintf("herd drained (s), limit 1.25 × %d / B", r.Workload.Jobs), fmt.Sprintf("≤ %.1f", limit), s.HerdDrainSeconds,
-			s.HerdDrainSeconds > 0 && s.HerdDrainSeconds <= limit)
-		add("herd drain rate / L", "≥ 0.50", s.FractionOfL, s.HerdDrainSeconds > 0 && s.FractionOfL >= 0.5)
-	}
-	add("lost + duplicate executions + duplicate effects", "0", float64(s.Counts.Lost+s.Counts.DuplicateExecutions+s.Effects.DuplicateEffects), noLoss)
-	if cfg.Scenario == "peer" && len(r.Systems) > 1 {
-		p := r.Systems[1]
-		add("sundial p95 / asynq p95", "≤ 0.10", safeDiv(s.Trigger.P95Ms, p.Trigger.P95Ms), safeDiv(s.Trigger.P95Ms, p.Trigger.P95Ms) <= 0.1)
-	}
+	scenarioNamed(cfg.Scenario).targets(cfg, r, s, add)
 	return out
 }
