@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -44,8 +43,12 @@ type Bench struct {
 	// HogCommand starts the CPU hog of Config.Noisy: a process that runs
 	// RunHog (`sundial bench hog`). Required when Noisy is set.
 	HogCommand []string
+	// APICommand starts the API server of Config.APIWatch: the sundial
+	// binary and "api" (`sundial api`). Required when APIWatch is set.
+	APICommand []string
 
-	hog *Hog // the running CPU hog of Config.Noisy, for the CPU table
+	hog *Hog      // the running CPU hog of Config.Noisy, for the CPU table
+	api *APIWatch // the running API watch of Config.APIWatch, for the CPU table
 }
 
 func (b *Bench) say(format string, args ...any) {
@@ -69,6 +72,9 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 	}
 	if cfg.Noisy && len(b.HogCommand) == 0 {
 		return "", nil, errors.New("bench: noisy: HogCommand is required to start the CPU hog")
+	}
+	if cfg.APIWatch && len(b.APICommand) == 0 {
+		return "", nil, errors.New("bench: api watch: APICommand is required to start the API server")
 	}
 	start := b.Now()
 	sc := scenarioNamed(cfg.Scenario)
@@ -116,12 +122,19 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 
 	var watch *APIWatch
 	if cfg.APIWatch {
-		watch = &APIWatch{Kafka: []kgo.Opt{kgo.SeedBrokers(b.Backends.Brokers...)}, Topics: ns.Names(), Logger: b.Logger}
+		log, err := os.CreateTemp("", "sundial-bench-api-*.log")
+		if err != nil {
+			return "", nil, fmt.Errorf("api watch: %w", err)
+		}
+		defer func() { _ = log.Close() }()
+		watch = &APIWatch{Command: b.APICommand, Backends: b.Backends, Keyspace: ns.Keyspace, Topics: ns.Names(), Log: log}
 		if err := watch.Start(ctx); err != nil {
 			return "", nil, err
 		}
 		defer watch.Stop()
-		b.say("api watch: the API server streams WatchRuns of namespace %s to a client", ns.ID)
+		b.api = watch
+		pid, _ := watch.PID()
+		b.say("api watch: the API server (process %d, log %s) streams WatchRuns of namespace %s to a client", pid, log.Name(), ns.ID)
 	}
 
 	sys, wl, err := sc.measure(ctx, b, &cfg, ns, bl, rep)
