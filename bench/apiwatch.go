@@ -106,8 +106,14 @@ func (a *APIWatch) start(ctx context.Context, run *lifecycle.Run) error {
 		return fmt.Errorf("api watch: start %v: %w", a.Command, err)
 	}
 	a.pid.Store(int64(cmd.Process.Pid))
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	// exited is closed when the server has exited; exitErr is then its
+	// status.
+	exited := make(chan struct{})
+	var exitErr error
+	go func() {
+		defer close(exited)
+		exitErr = cmd.Wait()
+	}()
 	// Registered first, so it runs last: the client's stream ends with
 	// the run's context before the server stops.
 	run.OnStop(func() {
@@ -121,7 +127,7 @@ func (a *APIWatch) start(ctx context.Context, run *lifecycle.Run) error {
 		}
 	})
 
-	if err := waitListening(ctx, addr, exited); err != nil {
+	if err := waitListening(ctx, addr, exited, func() error { return exitErr }); err != nil {
 		return fmt.Errorf("api watch: the server (%v): %w", a.Command, err)
 	}
 	client := apiv1connect.NewWatchServiceClient(http.DefaultClient, "http://"+addr)
@@ -142,9 +148,9 @@ func (a *APIWatch) PID() (int, bool) {
 }
 
 // waitListening waits until addr accepts a connection: the server has
-// checked its backends and serves. It fails when the server exits first,
-// or ctx ends.
-func waitListening(ctx context.Context, addr string, exited <-chan error) error {
+// checked its backends and serves. It fails when the server exits first
+// (exited closed, status its exit status), or ctx ends.
+func waitListening(ctx context.Context, addr string, exited <-chan struct{}, status func() error) error {
 	var d net.Dialer
 	for {
 		c, err := d.DialContext(ctx, "tcp", addr)
@@ -153,8 +159,8 @@ func waitListening(ctx context.Context, addr string, exited <-chan error) error 
 			return nil
 		}
 		select {
-		case err := <-exited:
-			return fmt.Errorf("exited before it served: %v", err)
+		case <-exited:
+			return fmt.Errorf("exited before it served: %w", status())
 		case <-ctx.Done():
 			return fmt.Errorf("not serving on %s: %w", addr, ctx.Err())
 		case <-time.After(200 * time.Millisecond):

@@ -144,3 +144,21 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	defer s.mu.Unlock()
 	return s.w.Write(p)
 }
+
+// TestAPIWatchServerExits: a server that exits before it serves fails
+// Start with its exit status, and leaves nothing running.
+func TestAPIWatchServerExits(t *testing.T) {
+	t.Parallel()
+	falseBin, err := exec.LookPath("false")
+	if err != nil {
+		t.Skip("no false command on this machine")
+	}
+	a := &APIWatch{Command: []string{falseBin, "api"}, Backends: Backends{Brokers: []string{"127.0.0.1:1"}, CassandraHosts: []string{"127.0.0.1"}}, Keyspace: "none", Topics: topics.Names{Prefix: "none."}}
+	err = a.Start(t.Context())
+	require.ErrorContains(t, err, "exited before it served: exit status 1")
+	_, running := a.PID()
+	assert.False(t, running)
+	a.Stop()
+
+	assert.ErrorContains(t, (&APIWatch{}).Start(t.Context()), "api watch: command: empty")
+}
