@@ -318,42 +318,11 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 	}
 	defer ds.Stop()
 
-	pc := PipelineConfig{Backends: b.Backends, Namespace: ns, Dispatchers: cfg.Dispatchers, Runners: cfg.Runners,
-		RunnerConcurrency: cfg.RunnerConcurrency, MemoryLimitMiB: cfg.MemoryLimitMiB, RegistryConcurrency: cfg.RegistryConcurrency, RunnerHTTPIdleConns: cfg.RunnerHTTPIdleConns, History: cfg.History, Logger: b.Logger}
-	supervise := sc.pipeline(*cfg, &pc)
-	var pl pipeline
-	var procs *Processes
-	if cfg.Processes || cfg.DispatcherProcess {
-		bin := cfg.Binary
-		tmp, err := os.MkdirTemp("", "sundial-bench-")
-		if err != nil {
-			return sys, WorkloadInfo{}, err
-		}
-		if bin == "" {
-			b.say("building the sundial binary")
-			if bin, err = BuildBinary(ctx, tmp); err != nil {
-				return sys, WorkloadInfo{}, err
-			}
-		}
-		procs = NewProcesses(pc, bin, filepath.Join(tmp, "logs"))
-		procs.InProcessRunners = !cfg.Processes
-		procs.Supervise = supervise
-		procs.Now = b.Now
-		pl = procs
-		defer func() {
-			// Runners started as processes use the default lease key prefix.
-			rc := redis.NewClient(&redis.Options{Addr: b.Backends.RedisAddr})
-			defer func() { _ = rc.Close() }()
-			_ = deleteKeys(context.WithoutCancel(ctx), rc, leasing.DefaultKeyPrefix+"{"+ns.ID+"-*")
-		}()
-	} else {
-		pl = NewInProcess(pc)
-	}
-	cfg.Pipeline = pl.Describe()
-	b.say("starting the pipeline: %s", cfg.Pipeline)
-	if err := pl.Start(ctx); err != nil {
+	pl, procs, cleanup, err := b.startPipeline(ctx, cfg, ns, sc)
+	if err != nil {
 		return sys, WorkloadInfo{}, err
 	}
+	defer cleanup()
 	defer pl.Stop()
 	// A dispatcher uses the snapshot of its job that an entry carries only
 	// when the definition was produced at least 5 s (its allowance for
@@ -385,31 +354,8 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 		return sys, WorkloadInfo{}, err
 	}
 	defer gen.Stop()
-	// The memory of the first dispatcher and the first runner, when they
-	// run as subprocesses.
-	var mem, runnerMem *memorySampler
-	var stops []func()
-	defer func() {
-		for _, stop := range stops {
-			stop()
-		}
-	}()
-	if procs != nil {
-		sampler := func(victim string) *memorySampler {
-			m := &memorySampler{name: victim, every: time.Second, now: b.Now, say: b.say,
-				pid:    func() (int, bool) { return procs.PID(victim) },
-				stored: func() int64 { return gen.Counters().Accepted }, marks: memoryMarks(int64(plan.Jobs))}
-			memCtx, stopMem := context.WithCancel(ctx)
-			memDone := make(chan struct{})
-			go func() { defer close(memDone); m.run(memCtx) }()
-			stops = append(stops, func() { stopMem(); <-memDone })
-			return m
-		}
-		mem = sampler("dispatcher-0")
-		if cfg.Processes {
-			runnerMem = sampler("runner-0")
-		}
-	}
+	mem, runnerMem, stopMem := b.sampleMemory(ctx, *cfg, procs, gen, plan)
+	defer stopMem()
 
 	var regWatch *registrationWatch
 	if !sc.step() {
@@ -422,12 +368,7 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 	if err != nil {
 		return sys, WorkloadInfo{}, err
 	}
-	wl := WorkloadInfo{Jobs: plan.Jobs, IntervalJobs: plan.IntervalJobs, CronJobs: plan.CronJobs, AtJobs: plan.AtJobs,
-		PeriodMs: plan.Period.Milliseconds(), PlannedRate: plan.PlannedRate, HerdAt: plan.HerdAt, WindowFrom: from, WindowTo: to,
-		Target: plan.Target.URL + plan.Target.Handler, PayloadBytes: plan.PayloadBytes, RegisterSeconds: regSecs}
-	if plan.Target.URL != "" {
-		wl.Target = "HTTP POST to the counting downstream"
-	}
+	wl := workloadInfo(plan, from, to, regSecs)
 
 	run := &sundialRun{cfg: cfg, ns: ns, procs: procs, ds: ds, gen: gen, plan: plan, from: from, to: to}
 	inject, err := sc.inject(ctx, b, run)
@@ -444,6 +385,111 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 		close(crashDone)
 	}
 
+	if err := b.window(ctx, *cfg, sc, run, &sys); err != nil {
+		return sys, wl, err
+	}
+	<-crashDone
+	b.drain(ctx, cfg.Drain, rec, plan, from, to)
+	if err := sc.settle(ctx, b, run, &sys); err != nil {
+		return sys, wl, err
+	}
+	gen.Stop()
+
+	tally(&sys, run, rec, mem, runnerMem)
+	return sys, wl, nil
+}
+
+// startPipeline starts the pipeline the configuration asks for: in this
+// process, or with subprocesses (procs, nil otherwise). cleanup, to call
+// after the pipeline stopped, deletes what the subprocesses left in Redis.
+func (b *Bench) startPipeline(ctx context.Context, cfg *Config, ns Namespace, sc scenario) (pipeline, *Processes, func(), error) {
+	cleanup := func() {}
+	pc := PipelineConfig{Backends: b.Backends, Namespace: ns, Dispatchers: cfg.Dispatchers, Runners: cfg.Runners,
+		RunnerConcurrency: cfg.RunnerConcurrency, MemoryLimitMiB: cfg.MemoryLimitMiB, RegistryConcurrency: cfg.RegistryConcurrency, RunnerHTTPIdleConns: cfg.RunnerHTTPIdleConns, History: cfg.History, Logger: b.Logger}
+	supervise := sc.pipeline(*cfg, &pc)
+	var pl pipeline
+	var procs *Processes
+	if cfg.Processes || cfg.DispatcherProcess {
+		bin := cfg.Binary
+		tmp, err := os.MkdirTemp("", "sundial-bench-")
+		if err != nil {
+			return nil, nil, cleanup, err
+		}
+		if bin == "" {
+			b.say("building the sundial binary")
+			if bin, err = BuildBinary(ctx, tmp); err != nil {
+				return nil, nil, cleanup, err
+			}
+		}
+		procs = NewProcesses(pc, bin, filepath.Join(tmp, "logs"))
+		procs.InProcessRunners = !cfg.Processes
+		procs.Supervise = supervise
+		procs.Now = b.Now
+		pl = procs
+		cleanup = func() {
+			// Runners started as processes use the default lease key prefix.
+			rc := redis.NewClient(&redis.Options{Addr: b.Backends.RedisAddr})
+			defer func() { _ = rc.Close() }()
+			_ = deleteKeys(context.WithoutCancel(ctx), rc, leasing.DefaultKeyPrefix+"{"+ns.ID+"-*")
+		}
+	} else {
+		pl = NewInProcess(pc)
+	}
+	cfg.Pipeline = pl.Describe()
+	b.say("starting the pipeline: %s", cfg.Pipeline)
+	if err := pl.Start(ctx); err != nil {
+		cleanup()
+		return nil, nil, func() {}, err
+	}
+	return pl, procs, cleanup, nil
+}
+
+// sampleMemory samples the memory of the first dispatcher and the first
+// runner, when they run as subprocesses (nil samplers otherwise), until
+// stop is called.
+func (b *Bench) sampleMemory(ctx context.Context, cfg Config, procs *Processes, gen *loadgen.Generator, plan *loadgen.Plan) (mem, runnerMem *memorySampler, stop func()) {
+	var stops []func()
+	stop = func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}
+	if procs == nil {
+		return nil, nil, stop
+	}
+	sampler := func(victim string) *memorySampler {
+		m := &memorySampler{name: victim, every: time.Second, now: b.Now, say: b.say,
+			pid:    func() (int, bool) { return procs.PID(victim) },
+			stored: func() int64 { return gen.Counters().Accepted }, marks: memoryMarks(int64(plan.Jobs))}
+		memCtx, stopMem := context.WithCancel(ctx)
+		memDone := make(chan struct{})
+		go func() { defer close(memDone); m.run(memCtx) }()
+		stops = append(stops, func() { stopMem(); <-memDone })
+		return m
+	}
+	mem = sampler("dispatcher-0")
+	if cfg.Processes {
+		runnerMem = sampler("runner-0")
+	}
+	return mem, runnerMem, stop
+}
+
+// workloadInfo describes the registered plan and its window.
+func workloadInfo(plan *loadgen.Plan, from, to time.Time, regSecs float64) WorkloadInfo {
+	wl := WorkloadInfo{Jobs: plan.Jobs, IntervalJobs: plan.IntervalJobs, CronJobs: plan.CronJobs, AtJobs: plan.AtJobs,
+		PeriodMs: plan.Period.Milliseconds(), PlannedRate: plan.PlannedRate, HerdAt: plan.HerdAt, WindowFrom: from, WindowTo: to,
+		Target: plan.Target.URL + plan.Target.Handler, PayloadBytes: plan.PayloadBytes, RegisterSeconds: regSecs}
+	if plan.Target.URL != "" {
+		wl.Target = "HTTP POST to the counting downstream"
+	}
+	return wl
+}
+
+// window waits out the measured window; unless the run is a step of many,
+// it samples the CPU and takes the profiles of the processes meanwhile, into
+// sys.
+func (b *Bench) window(ctx context.Context, cfg Config, sc scenario, run *sundialRun, sys *System) error {
+	plan, procs, from, to := run.plan, run.procs, run.from, run.to
 	b.say("window %s to %s; waiting", from.Format("15:04:05"), to.Format("15:04:05"))
 	// A capacity step is one of many: the window of each is too short to
 	// profile, and the search's report is about rates, not processes.
@@ -456,13 +502,13 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 		if plan.Herd() && to.Before(from.Add(herdWatch)) {
 			watchTo = from.Add(herdWatch)
 		}
-		watch = b.watchWindow(ctx, *cfg, procs, from, watchTo)
+		watch = b.watchWindow(ctx, cfg, procs, from, watchTo)
 		defer watch.stop()
 	}
 	stopProfile := b.profile(ctx, from)
 	if !sleepUntil(ctx, to) {
 		stopProfile()
-		return sys, wl, ctx.Err()
+		return ctx.Err()
 	}
 	stopProfile()
 	if watch != nil {
@@ -476,20 +522,20 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 			}
 		}
 	}
-	<-crashDone
-	b.drain(ctx, cfg.Drain, rec, plan, from, to)
-	if err := sc.settle(ctx, b, run, &sys); err != nil {
-		return sys, wl, err
-	}
-	gen.Stop()
+	return nil
+}
 
+// tally fills sys with what the run's recorder, downstream, memory
+// samplers and kills measured.
+func tally(sys *System, run *sundialRun, rec *loadgen.Recorder, mem, runnerMem *memorySampler) {
+	plan, gen, from, to := run.plan, run.gen, run.from, run.to
 	counts := rec.Result(plan.Expected(from, to))
 	hist := rec.Trigger()
 	sys.Trigger = Summarise(hist)
 	d := Summarise(rec.Dispatch())
 	sys.Dispatch = &d
 	sys.Counts = counts
-	sys.Effects = ds.Effects()
+	sys.Effects = run.ds.Effects()
 	if mem != nil {
 		mem.sample()
 		sys.DispatcherMemory = mem.report(from, to)
@@ -523,7 +569,6 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 	for i := range sys.Crash {
 		sys.Crash[i].ThresholdMs, sys.Crash[i].RecoverySeconds = recovery(sys.Series, from, sys.Crash, i)
 	}
-	return sys, wl, nil
 }
 
 // profile writes a CPU profile of this process from the start of the
