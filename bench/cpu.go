@@ -74,7 +74,7 @@ func parseMachineStat(b []byte) (busy, total uint64, err error) {
 // cpuProcess is a process whose CPU is sampled.
 type cpuProcess struct {
 	name string
-	// role: "backend", "pipeline" or "hog".
+	// role: "backend", "pipeline", "control plane" (the API watch's server) or "noisy neighbour" (the hog).
 	role string
 	// pid finds the process now; ok false when it is not running or was not
 	// found (note says why).
@@ -372,7 +372,7 @@ func (b *Bench) cpuProcesses(cfg Config, procs *Processes) []cpuProcess {
 	}
 	if b.api != nil {
 		api := b.api
-		cpuProcs = append(cpuProcs, cpuProcess{name: "api", role: "pipeline", pid: func() (int, bool, string) {
+		cpuProcs = append(cpuProcs, cpuProcess{name: "api", role: "control plane", pid: func() (int, bool, string) {
 			pid, ok := api.PID()
 			return pid, ok, "not running"
 		}})
