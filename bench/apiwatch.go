@@ -5,13 +5,18 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"log/slog"
+	"io"
+	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sundialhq/sundial/apiserver"
 	"github.com/sundialhq/sundial/internal/lifecycle"
@@ -26,22 +31,28 @@ import (
 // token, so that every run event of the namespace crosses the server, as
 // it would for a dashboard watching the whole cluster.
 //
-// The server and the client live in the bench process, from Start to Stop.
-// The client counts what it receives by the second it arrived in, so the
+// The server is a child process, `sundial api` of the bench's own binary,
+// so that its CPU is its own and not the bench's (the CPU table lists it as
+// "api"); the client lives in the bench process. Both run from Start to
+// Stop. The client counts what it receives by the second it arrived in, so the
 // report can tell how busy the stream was during the measured window. A
 // stream that ends early (the server answered an error) is opened again
 // after a second; the reopenings and the last error are counted too.
 type APIWatch struct {
-	// Kafka are the options of the watch service's own Kafka clients
-	// (seed brokers). Required.
-	Kafka []kgo.Opt
+	// Command runs the API server: the sundial binary and "api", to
+	// which Start adds the flags of the namespace. Required.
+	Command []string
+	// Backends are the stack the server reads. Required.
+	Backends Backends
+	// Keyspace is the namespace's keyspace. Required.
+	Keyspace string
 	// Topics are the namespace's topics; the watch reads Topics.Events().
 	Topics topics.Names
-	// Logger; nil discards.
-	Logger *slog.Logger
+	// Log receives the server's output; nil discards it.
+	Log io.Writer
 
 	life lifecycle.Lifecycle
-	srv  *apiserver.Server
+	pid  atomic.Int64 // the server's process id while it runs
 
 	mu       sync.Mutex
 	perSec   map[int64]int // messages received, by arrival second
@@ -59,9 +70,8 @@ func (a *APIWatch) Start(ctx context.Context) error {
 }
 
 func (a *APIWatch) start(ctx context.Context, run *lifecycle.Run) error {
-	logger := a.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+	if len(a.Command) == 0 {
+		return errors.New("api watch: command: empty")
 	}
 	a.mu.Lock()
 	a.perSec, a.total, a.opened, a.lastErr = map[int64]int{}, 0, 0, nil
@@ -71,35 +81,56 @@ func (a *APIWatch) start(ctx context.Context, run *lifecycle.Run) error {
 	// A secret of this run only: the server is on loopback and lives as
 	// long as the run.
 	secret := "bench-" + rand.Text()
-	authn, err := apiserver.ParseStaticTokens([]string{apiserver.ClusterAdminTeam + ":admin:" + secret})
+	addr, err := freeLoopbackAddr()
 	if err != nil {
 		return fmt.Errorf("api watch: %w", err)
 	}
-	watch, err := apiserver.NewWatchService(apiserver.WatchServiceConfig{
-		KafkaOpts: a.Kafka, Topic: a.Topics.Events(), Now: time.Now, Logger: logger.With("component", "api-watch")})
-	if err != nil {
-		return fmt.Errorf("api watch: %w", err)
-	}
-	srv, err := apiserver.New(apiserver.Config{
-		Addr: "127.0.0.1:0", Authenticator: authn,
-		Services: []apiserver.Service{apiserver.ConnectService(apiv1connect.NewWatchServiceHandler, apiv1connect.WatchServiceHandler(watch))},
-		Handlers: []apiserver.Handler{{Path: apiserver.WatchEventsPath, Handler: watch.EventsHandler()}},
+	args := append(slices.Clone(a.Command[1:]),
+		"--listen", addr,
+		"--api-static-token", apiserver.ClusterAdminTeam+":admin:"+secret,
+		"--kafka-brokers", strings.Join(a.Backends.Brokers, ","),
+		"--cassandra-hosts", strings.Join(a.Backends.CassandraHosts, ","),
+		"--keyspace", a.Keyspace,
+		"--topic-prefix", a.Topics.Prefix,
 		// The watch is cut at Stop: a stream never finishes by itself.
-		ShutdownGrace: time.Second,
-		Logger:        logger.With("component", "api-server"),
-	})
-	if err != nil {
-		return fmt.Errorf("api watch: %w", err)
+		"--shutdown-grace", "1s",
+		"--log-level", "warn")
+	// Not CommandContext: the server lives from Start to Stop, which ends
+	// it and waits for it.
+	cmd := exec.Command(a.Command[0], args...) //nolint:noctx // see above
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if a.Log != nil {
+		cmd.Stdout, cmd.Stderr = a.Log, a.Log
 	}
-	if err := srv.Start(ctx); err != nil {
-		return fmt.Errorf("api watch: %w", err)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("api watch: start %v: %w", a.Command, err)
 	}
-	a.srv = srv
+	a.pid.Store(int64(cmd.Process.Pid))
+	// exited is closed when the server has exited; exitErr is then its
+	// status.
+	exited := make(chan struct{})
+	var exitErr error
+	go func() {
+		defer close(exited)
+		exitErr = cmd.Wait()
+	}()
 	// Registered first, so it runs last: the client's stream ends with
 	// the run's context before the server stops.
-	run.OnStop(srv.Stop)
+	run.OnStop(func() {
+		defer a.pid.Store(0)
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
 
-	client := apiv1connect.NewWatchServiceClient(http.DefaultClient, "http://"+srv.Addr().String())
+	if err := waitListening(ctx, addr, exited, func() error { return exitErr }); err != nil {
+		return fmt.Errorf("api watch: the server (%v): %w", a.Command, err)
+	}
+	client := apiv1connect.NewWatchServiceClient(http.DefaultClient, "http://"+addr)
 	ready := make(chan error, 1)
 	run.Go(func(runCtx context.Context) { a.consume(runCtx, client, "Bearer "+secret, ready) })
 	select {
@@ -107,6 +138,33 @@ func (a *APIWatch) start(ctx context.Context, run *lifecycle.Run) error {
 		return err
 	case <-ctx.Done():
 		return fmt.Errorf("api watch: open the stream: %w", ctx.Err())
+	}
+}
+
+// PID is the process id of the API server while it runs.
+func (a *APIWatch) PID() (int, bool) {
+	pid := a.pid.Load()
+	return int(pid), pid != 0
+}
+
+// waitListening waits until addr accepts a connection: the server has
+// checked its backends and serves. It fails when the server exits first
+// (exited closed, status its exit status), or ctx ends.
+func waitListening(ctx context.Context, addr string, exited <-chan struct{}, status func() error) error {
+	var d net.Dialer
+	for {
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			_ = c.Close()
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("exited before it served: %w", status())
+		case <-ctx.Done():
+			return fmt.Errorf("not serving on %s: %w", addr, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }
 
@@ -226,7 +284,7 @@ type WatchStats struct {
 
 // String is the report's line about the watch.
 func (s WatchStats) String() string {
-	out := fmt.Sprintf("the API server (in the bench process, on loopback) streamed WatchRuns of every run to a cluster-admin client from the end of the baselines to the end of the run: %d messages received, %d during the measured window (%.0f/s)",
+	out := fmt.Sprintf("the API server (a `sundial api` child process, on loopback) streamed WatchRuns of every run to a cluster-admin client from the end of the baselines to the end of the run: %d messages received, %d during the measured window (%.0f/s)",
 		s.Messages, s.InWindow, s.InWindowPerSec)
 	if s.Reopened > 0 {
 		out += fmt.Sprintf("; the stream ended early and was opened again %d times (last: %s)", s.Reopened, s.LastError)

@@ -4,6 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,7 +39,7 @@ func TestAPIWatchConfigAndReport(t *testing.T) {
 	r.APIWatch = &WatchStats{Messages: 12345, InWindow: 12000, InWindowPerSec: 200}
 	buf.Reset()
 	r.Markdown(&buf)
-	assert.Contains(t, buf.String(), "- **API watch**: the API server (in the bench process, on loopback) streamed WatchRuns")
+	assert.Contains(t, buf.String(), "- **API watch**: the API server (a `sundial api` child process, on loopback) streamed WatchRuns")
 	assert.Contains(t, buf.String(), "12345 messages received, 12000 during the measured window (200/s)")
 	assert.NotContains(t, buf.String(), "opened again")
 
@@ -67,20 +72,27 @@ func TestAPIWatchStats(t *testing.T) {
 	assert.Equal(t, 0, a.Stats(from, from).InWindow, "an empty window")
 }
 
-// TestAPIWatch runs the watch against the real Kafka: every run event
-// produced to the namespace's events topic after Start reaches the client
-// through the API server.
+// TestAPIWatch runs the watch against the real Kafka and Cassandra, with
+// the API server a `sundial api` child process of a freshly built binary:
+// every run event produced to the namespace's events topic after Start
+// reaches the client through the server.
 func TestAPIWatch(t *testing.T) {
 	t.Parallel()
 	k := testenv.NeedKafka(t)
-	names := topics.Names{Prefix: k.TopicPrefix}
-	_, err := topics.EnsureAt(t.Context(), k.Brokers, []topics.Spec{{Name: names.Events(), Partitions: 3}}, 1)
-	require.NoError(t, err)
+	c := testenv.NeedCassandra(t)
+	ns := Namespace{ID: "apiwatch", TopicPrefix: k.TopicPrefix, Keyspace: c.Keyspace}
+	be := Backends{Brokers: k.Brokers, CassandraHosts: c.Hosts}
+	require.NoError(t, ns.Setup(t.Context(), be, 4))
+	names := ns.Names()
 
-	a := &APIWatch{Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names}
+	var log bytes.Buffer
+	a := &APIWatch{Command: []string{buildSundial(t), "api"}, Backends: be, Keyspace: ns.Keyspace, Topics: names, Log: &syncWriter{w: &log}}
 	a.Stop() // safe before Start
-	require.NoError(t, a.Start(t.Context()))
+	require.NoError(t, a.Start(t.Context()), "server output:\n%s", &log)
 	t.Cleanup(a.Stop)
+	pid, ok := a.PID()
+	require.True(t, ok)
+	assert.NotEqual(t, os.Getpid(), pid, "the server is a process of its own")
 	begin := time.Now()
 
 	producer, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...))
@@ -105,5 +117,48 @@ func TestAPIWatch(t *testing.T) {
 	assert.Equal(t, n, s.InWindow)
 	assert.Zero(t, s.Reopened, "the stream stayed open")
 	assert.Empty(t, s.LastError)
+	_, ok = a.PID()
+	assert.False(t, ok, "the server has exited")
 	a.Stop() // idempotent
+}
+
+// buildSundial builds cmd/sundial into the test's temporary directory.
+func buildSundial(t *testing.T) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	require.NoError(t, err, "the go tool builds the sundial command")
+	bin := filepath.Join(t.TempDir(), "sundial")
+	out, err := exec.CommandContext(t.Context(), goTool, "build", "-o", bin, "github.com/sundialhq/sundial/cmd/sundial").CombinedOutput()
+	require.NoError(t, err, "go build ./cmd/sundial: %s", out)
+	return bin
+}
+
+// syncWriter serialises the writes of a child's stdout and stderr.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// TestAPIWatchServerExits: a server that exits before it serves fails
+// Start with its exit status, and leaves nothing running.
+func TestAPIWatchServerExits(t *testing.T) {
+	t.Parallel()
+	falseBin, err := exec.LookPath("false")
+	if err != nil {
+		t.Skip("no false command on this machine")
+	}
+	a := &APIWatch{Command: []string{falseBin, "api"}, Backends: Backends{Brokers: []string{"127.0.0.1:1"}, CassandraHosts: []string{"127.0.0.1"}}, Keyspace: "none", Topics: topics.Names{Prefix: "none."}}
+	err = a.Start(t.Context())
+	require.ErrorContains(t, err, "exited before it served: exit status 1")
+	_, running := a.PID()
+	assert.False(t, running)
+	a.Stop()
+
+	assert.ErrorContains(t, (&APIWatch{}).Start(t.Context()), "api watch: command: empty")
 }

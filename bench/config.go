@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -157,74 +156,18 @@ type Config struct {
 
 // WithDefaults fills in the scenario's defaults.
 func (c Config) WithDefaults() Config {
-	def := map[string]struct {
-		jobs     int
-		rate     float64
-		duration time.Duration
-	}{
-		"steady": {1_000_000, 2000, 3 * time.Minute},
-		"herd":   {100_000, 0, 0},
-		"crash":  {50_000, 500, 3 * time.Minute},
-		"peer":   {100_000, 1000, 2 * time.Minute},
-		"chaos":  {60_000, 1000, 10 * time.Minute},
-		// The jobs are only the size of the baselines' run record: each
-		// step defines its own.
-		"capacity": {1000, 250, 30 * time.Second},
-	}[c.Scenario]
-	c.Rate = cmp.Or(c.Rate, def.rate)
-	if c.Scenario == "capacity" {
-		// The first step's workload: the baselines' run record is sized
-		// from it, and a workload of fewer jobs than that would need
-		// intervals under a second.
-		def.jobs = max(def.jobs, int(math.Ceil(c.Rate*CapacityPeriod.Seconds())))
-	}
-	c.Jobs = cmp.Or(c.Jobs, def.jobs)
-	c.Duration = cmp.Or(c.Duration, def.duration)
-	if c.Scenario == "chaos" {
-		// A backend outage leaves a backlog behind it; the drain gives
-		// it time to run before anything counts as lost.
-		c.Drain = cmp.Or(c.Drain, 5*time.Minute)
-		c.Processes = true
-		c.Dispatchers = cmp.Or(c.Dispatchers, 3)
-		c.Runners = cmp.Or(c.Runners, 3)
-		c.DagEngines = cmp.Or(c.DagEngines, 2)
-		c.Dags = cmp.Or(c.Dags, 20)
-		c.DagNodes = cmp.Or(c.DagNodes, 3)
-		c.DagEvery = cmp.Or(c.DagEvery, 10*time.Second)
-		c.ChaosEvery = cmp.Or(c.ChaosEvery, 30*time.Second)
-		c.ChaosProcessDown = cmp.Or(c.ChaosProcessDown, 2*time.Second)
-		c.ChaosBackendDown = cmp.Or(c.ChaosBackendDown, 5*time.Second)
-		if len(c.ChaosBackends) == 0 {
-			c.ChaosBackends = slices.Clone(StackBackends)
-		}
-		c.StackScript = cmp.Or(c.StackScript, "deploy/local/stack.sh")
-	}
-	if c.Scenario == "capacity" {
-		// A step that keeps up has started everything a few seconds
-		// after its window; one that does not has failed on p95 already.
-		c.Drain = cmp.Or(c.Drain, 15*time.Second)
-		c.Lead = cmp.Or(c.Lead, 10*time.Second)
-		c.CapacitySteps = cmp.Or(c.CapacitySteps, 10)
-	}
-	if c.Scenario == "herd" {
-		c.Drain = cmp.Or(c.Drain, 10*time.Minute)
-		c.Lead = cmp.Or(c.Lead, 2*time.Minute+time.Duration(c.Jobs)*time.Millisecond)
-	} else {
-		c.Drain = cmp.Or(c.Drain, time.Minute)
-		c.Lead = cmp.Or(c.Lead, 45*time.Second)
-	}
+	sc := scenarioNamed(c.Scenario)
+	jobs, rate, duration := sc.sizes(c)
+	c.Rate = cmp.Or(c.Rate, rate)
+	c.Jobs = cmp.Or(c.Jobs, jobs)
+	c.Duration = cmp.Or(c.Duration, duration)
+	sc.defaults(&c)
+	c.Drain = cmp.Or(c.Drain, time.Minute)
+	c.Lead = cmp.Or(c.Lead, 45*time.Second)
 	if c.Mix == (loadgen.Mix{}) {
 		c.Mix = loadgen.DefaultMix
 	}
 	c.Shards = cmp.Or(c.Shards, 128)
-	if c.Scenario == "crash" {
-		c.Processes = true
-		c.Dispatchers = cmp.Or(c.Dispatchers, 2)
-		c.Runners = cmp.Or(c.Runners, 2)
-		c.CrashKill = cmp.Or(c.CrashKill, "both")
-		c.CrashAfter = cmp.Or(c.CrashAfter, c.Duration/3)
-		c.CrashDown = cmp.Or(c.CrashDown, 5*time.Second)
-	}
 	c.Dispatchers = cmp.Or(c.Dispatchers, 1)
 	c.Runners = cmp.Or(c.Runners, 1)
 	c.Target = cmp.Or(c.Target, "http")
@@ -239,6 +182,7 @@ func (c Config) WithDefaults() Config {
 // Validate reports every bad field, after defaults.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
+	sc := scenarioNamed(c.Scenario)
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("bench config: "+format, args...)) }
 	if !slices.Contains(Scenarios, c.Scenario) {
@@ -247,10 +191,10 @@ func (c Config) Validate() error {
 	if c.Jobs < 1 || c.Jobs > loadgen.MaxJobs {
 		bad("jobs %d: must be in [1, %d]", c.Jobs, loadgen.MaxJobs)
 	}
-	if c.Scenario != "herd" && !(c.Rate > 0) {
+	if !sc.instant() && !(c.Rate > 0) {
 		bad("rate %v: must be positive", c.Rate)
 	}
-	if c.Scenario != "herd" && c.Duration < 10*time.Second {
+	if !sc.instant() && c.Duration < 10*time.Second {
 		bad("duration %s: must be at least 10s", c.Duration)
 	}
 	if c.Drain < 0 || c.Lead < 0 {
@@ -265,45 +209,7 @@ func (c Config) Validate() error {
 	if c.Target != "http" && c.Target != "noop" {
 		bad("target %q: want http or noop", c.Target)
 	}
-	if c.Scenario == "crash" {
-		if c.CrashKill != "runner" && c.CrashKill != "dispatcher" && c.CrashKill != "both" {
-			bad("crash kill %q: want runner, dispatcher or both", c.CrashKill)
-		}
-		n := time.Duration(1)
-		if c.CrashKill == "both" {
-			n = 2
-		}
-		if n*c.CrashAfter+c.CrashDown >= c.Duration {
-			bad("crash after %s (each of %d kills) and down %s do not fit in the window %s", c.CrashAfter, n, c.CrashDown, c.Duration)
-		}
-	}
-	if c.Scenario == "chaos" {
-		if c.Dispatchers < 2 || c.Runners < 2 || c.DagEngines < 2 {
-			bad("dispatchers %d, runners %d, dag engines %d: chaos needs at least 2 of each, so one survives each kill", c.Dispatchers, c.Runners, c.DagEngines)
-		}
-		if c.Dags < 1 || c.DagNodes < 1 || c.DagNodes > 20 || c.DagEvery < time.Second {
-			bad("dags %d, dag nodes %d, dag every %s: need at least 1 DAG of 1 to 20 nodes, firing at most once a second", c.Dags, c.DagNodes, c.DagEvery)
-		}
-		if c.ChaosProcessDown < 0 || c.ChaosBackendDown < 0 {
-			bad("chaos process down %s, backend down %s: must not be negative", c.ChaosProcessDown, c.ChaosBackendDown)
-		}
-		for _, b := range c.chaosBackends() {
-			if !slices.Contains(StackBackends, b) {
-				bad("chaos backend %q: want some of %s, or none", b, strings.Join(StackBackends, ", "))
-			}
-		}
-		if _, err := c.chaosPlan(nil).Kills(); err != nil {
-			bad("%v", err)
-		}
-	}
-	if c.Scenario == "capacity" {
-		if c.MaxRate != 0 && c.MaxRate < c.Rate {
-			bad("max rate %v: must be at least the first step's rate %v", c.MaxRate, c.Rate)
-		}
-		if c.CapacitySteps < 1 {
-			bad("capacity steps %d: must be at least 1", c.CapacitySteps)
-		}
-	}
+	sc.validate(c, bad)
 	if c.ProfileSpan < time.Second {
 		bad("profile span %s: must be at least 1s", c.ProfileSpan)
 	}
@@ -320,22 +226,7 @@ func (c Config) Validate() error {
 func (c Config) String() string {
 	s := fmt.Sprintf("scenario %s; %s; shards %d; drain %s; lead %s; baselines %s each",
 		c.Scenario, c.Pipeline, c.Shards, c.Drain, c.Lead, c.BaselineDuration)
-	if c.Scenario == "crash" {
-		s += fmt.Sprintf("; kill %s %s into the window, down %s", c.CrashKill, c.CrashAfter, c.CrashDown)
-	}
-	if c.Scenario == "chaos" {
-		s += fmt.Sprintf("; a process kill every %s (down %s), backends %v killed once each (down %s), %d dag engines, %d DAGs of %d nodes every %s",
-			c.ChaosEvery, c.ChaosProcessDown, c.chaosBackends(), c.ChaosBackendDown, c.DagEngines, c.Dags, c.DagNodes, c.DagEvery)
-	}
-	if c.Scenario == "peer" {
-		s += fmt.Sprintf("; asynq delayed-task check %s, %d workers", c.AsynqDelayedCheck, c.AsynqConcurrency)
-	}
-	if c.Scenario == "capacity" {
-		s += fmt.Sprintf("; capacity: steps of %s from %.0f/s, at most %d steps", c.Duration, c.Rate, c.CapacitySteps)
-		if c.MaxRate > 0 {
-			s += fmt.Sprintf(" and %.0f/s", c.MaxRate)
-		}
-	}
+	s += scenarioNamed(c.Scenario).describe(c)
 	if c.Noisy {
 		s += "; noisy: a CPU hog busy on one core beside the pipeline"
 	}

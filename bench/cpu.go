@@ -74,7 +74,7 @@ func parseMachineStat(b []byte) (busy, total uint64, err error) {
 // cpuProcess is a process whose CPU is sampled.
 type cpuProcess struct {
 	name string
-	// role: "backend", "pipeline" or "hog".
+	// role: "backend", "pipeline", "control plane" (the API watch's server) or "noisy neighbour" (the hog).
 	role string
 	// pid finds the process now; ok false when it is not running or was not
 	// found (note says why).
@@ -356,7 +356,8 @@ func (b *Bench) watchWindow(ctx context.Context, cfg Config, procs *Processes, f
 
 // cpuProcesses are the processes whose CPU the bench samples: the stack's
 // backends, the bench process, the pipeline's subprocesses (procs, nil when
-// the pipeline is in-process) and the CPU hog.
+// the pipeline is in-process), the API server of an API watch and the CPU
+// hog.
 func (b *Bench) cpuProcesses(cfg Config, procs *Processes) []cpuProcess {
 	self := os.Getpid()
 	cpuProcs := backendCPUProcesses(stackDir(cfg.StackScript), b.Backends)
@@ -368,6 +369,13 @@ func (b *Bench) cpuProcesses(cfg Config, procs *Processes) []cpuProcess {
 				return pid, ok, "not running"
 			}})
 		}
+	}
+	if b.api != nil {
+		api := b.api
+		cpuProcs = append(cpuProcs, cpuProcess{name: "api", role: "control plane", pid: func() (int, bool, string) {
+			pid, ok := api.PID()
+			return pid, ok, "not running"
+		}})
 	}
 	if b.hog != nil {
 		hog := b.hog

@@ -4,6 +4,12 @@
 // SCENARIO=...` drive it; bench/README.md explains how to run the scenarios
 // and read the reports.
 //
+// Every scenario runs the steps below. What one scenario changes (its
+// defaults and checks, its workload, its pipeline, what it does during the
+// window, what it adds after the drain, its targets and plots) is its type
+// in scenario.go, found by name in the scenarios table; no other code
+// compares a scenario's name.
+//
 // # One run
 //
 //  1. Describe the commit (git), the machine (/proc) and the backends'
@@ -32,10 +38,11 @@
 //     a run can ever need; every system is reported as a fraction of both.
 //     With Config.Noisy, the CPU hog (Hog, a child process running RunHog)
 //     starts after the baselines and runs until the run ends. With
-//     Config.APIWatch, the API server (APIWatch: apiserver's watch service
-//     on a loopback port) starts there too, with a cluster-admin client
-//     reading WatchRuns of every run, and stops when the pipeline's run
-//     has drained.
+//     Config.APIWatch, the API server (APIWatch: `sundial api` of the same
+//     binary as a child process, Bench.APICommand, on a loopback port, so
+//     that its CPU is its own) starts there too, with a cluster-admin
+//     client in the bench reading WatchRuns of every run, and stops when
+//     the pipeline's run has drained.
 //  4. Start the pipeline: in-process components (registry, dispatchers,
 //     runners, history writers) or, for crash and chaos, `sundial
 //     dispatcher` and `sundial runner` (and for chaos `sundial dag engine`)
@@ -50,7 +57,7 @@
 //     port the bench picks), and the CPU sampler reads every second the
 //     CPU times of the stack's backends (pid files of the stack folder,
 //     else the listener of the backend's port), of the bench process, the
-//     subprocesses and the hog, and of the machine (/proc). A failed
+//     subprocesses, the API server and the hog, and of the machine (/proc). A failed
 //     capture or a process not found is reported, never an error of the
 //     run. The registration is watched the same way (registration.go): the
 //     CPU sampler from the first definition produced to the last accepted,

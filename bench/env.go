@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/sundialhq/sundial/internal/connect"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/store/cassandra"
 )
@@ -27,6 +28,29 @@ type Backends struct {
 	Brokers        []string
 	CassandraHosts []string
 	RedisAddr      string
+}
+
+// Kafka is how to reach the stack's Kafka, in the settings every sundial
+// command uses: the stack's brokers, no TLS and no SASL.
+func (b Backends) Kafka() connect.Kafka { return connect.Kafka{Brokers: b.Brokers} }
+
+// kafka returns the options of a bench Kafka client: those of b.Kafka,
+// then more.
+func (b Backends) kafka(more ...kgo.Opt) ([]kgo.Opt, error) {
+	opts, err := b.Kafka().Options()
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	return append(opts, more...), nil
+}
+
+// newKafkaClient is a client of b.Kafka with the options more.
+func (b Backends) newKafkaClient(more ...kgo.Opt) (*kgo.Client, error) {
+	opts, err := b.kafka(more...)
+	if err != nil {
+		return nil, err
+	}
+	return kgo.NewClient(opts...)
 }
 
 // Validate reports every missing address.
@@ -115,7 +139,7 @@ func (n Namespace) Setup(ctx context.Context, b Backends, shards int) error {
 			specs[i].Configs = cfg
 		}
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Brokers...))
+	cl, err := b.newKafkaClient()
 	if err != nil {
 		return fmt.Errorf("bench: kafka: %w", err)
 	}
@@ -130,7 +154,7 @@ func (n Namespace) Setup(ctx context.Context, b Backends, shards int) error {
 // reports every failure.
 func (n Namespace) Teardown(ctx context.Context, b Backends) error {
 	var errs []error
-	if cl, err := kgo.NewClient(kgo.SeedBrokers(b.Brokers...)); err != nil {
+	if cl, err := b.newKafkaClient(); err != nil {
 		errs = append(errs, err)
 	} else {
 		adm := kadm.NewClient(cl)
@@ -292,7 +316,7 @@ type BackendVersions struct {
 // supports.
 func DescribeBackends(ctx context.Context, b Backends) BackendVersions {
 	v := BackendVersions{KafkaBrokers: b.Brokers, CassandraHosts: b.CassandraHosts, RedisAddr: b.RedisAddr}
-	if cl, err := kgo.NewClient(kgo.SeedBrokers(b.Brokers...)); err == nil {
+	if cl, err := b.newKafkaClient(); err == nil {
 		if vs, err := kadm.NewClient(cl).ApiVersions(ctx); err == nil {
 			for _, bv := range vs.Sorted() {
 				if bv.Err == nil {

@@ -126,7 +126,11 @@ func (p *InProcess) start(ctx context.Context, run *lifecycle.Run) error {
 	p.rc = rc
 	run.OnStop(func() { _ = rc.Close() })
 
-	enqClient, err := kgo.NewClient(kgo.SeedBrokers(c.Backends.Brokers...), kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))
+	kafka, err := c.Backends.kafka()
+	if err != nil {
+		return fmt.Errorf("pipeline: %w", err)
+	}
+	enqClient, err := kgo.NewClient(append(slices.Clip(kafka), kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))...)
 	if err != nil {
 		return fmt.Errorf("pipeline: enqueue client: %w", err)
 	}
@@ -169,10 +173,9 @@ func (p *InProcess) start(ctx context.Context, run *lifecycle.Run) error {
 	loopback := egress.LoopbackForEveryTeam()
 	log.Warn("egress: every team's HTTP targets may reach loopback addresses (the bench's sinks)")
 	for i := range c.Runners {
-		kafka := []kgo.Opt{kgo.SeedBrokers(c.Backends.Brokers...)}
 		// Built as `sundial runner` builds it (package assemble): with
 		// checkpoints and team quotas, so the bench measures what ships.
-		r, err := assemble.Runner(ctx, runner.Config{ID: fmt.Sprintf("bench-runner-%d", i), Kafka: kafka, Topics: names, Group: runG,
+		r, err := assemble.Runner(ctx, runner.Config{ID: fmt.Sprintf("bench-runner-%d", i), Kafka: slices.Clip(kafka), Topics: names, Group: runG,
 			Handlers:      map[string]target.Handler{"noop": target.HandlerFunc(func(context.Context, *sundialv1.Run) error { return nil })},
 			HTTPTransport: transport, Egress: loopback,
 			Concurrency: c.RunnerConcurrency, Registerer: prometheus.NewRegistry(), Logger: log.With("component", "runner", "i", i)},
@@ -182,7 +185,7 @@ func (p *InProcess) start(ctx context.Context, run *lifecycle.Run) error {
 		}
 		comps = append(comps, r)
 		if c.History {
-			w, err := history.New(history.Config{Kafka: kafka, Topics: names, Group: histG, History: st, Logger: log.With("component", "history")})
+			w, err := history.New(history.Config{Kafka: slices.Clip(kafka), Topics: names, Group: histG, History: st, Logger: log.With("component", "history")})
 			if err != nil {
 				return err
 			}

@@ -255,26 +255,39 @@ func (r *Report) Write(dir string) error {
 				return fmt.Errorf("report: %w", err)
 			}
 		}
-		if s.CPU != nil && len(s.CPU.Series) > 0 {
-			if err := PlotCPU(r, s.CPU, filepath.Join(dir, "cpu-over-time.png")); err != nil {
-				return err
-			}
-		}
 	}
-	if err := PlotOverTime(r, filepath.Join(dir, "latency-over-time.png")); err != nil {
-		return err
-	}
-	if r.Scenario == "chaos" {
-		if err := PlotTimeline(r, filepath.Join(dir, "chaos-timeline.png")); err != nil {
+	for _, pl := range r.plots() {
+		if err := pl.Draw(r, filepath.Join(dir, pl.File)); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// plots are the report's plots: those of every report, the scenario's
+// own, the capacity search's and the CPU of the window, when measured.
+func (r *Report) plots() []reportPlot {
+	out := []reportPlot{
+		{File: "latency-over-time.png", About: "per-second trigger latency by due time", Draw: PlotOverTime},
+		{File: "latency-distribution.png", About: "percentile spectrum", Draw: PlotDistribution},
+	}
+	out = append(out, scenarioNamed(r.Scenario).plots()...)
 	if r.Capacity != nil {
-		if err := PlotCapacity(r, filepath.Join(dir, "capacity-p95.png")); err != nil {
-			return err
+		out = append(out, reportPlot{File: "capacity-p95.png", About: "the trigger p95 of each step against its rate", Draw: PlotCapacity})
+	}
+	// Each system's CPU is drawn to the same file; the last one measured
+	// is the one kept.
+	var cpu *CPUUsage
+	for _, s := range r.Systems {
+		if s.CPU != nil && len(s.CPU.Series) > 0 {
+			cpu = s.CPU
 		}
 	}
-	return PlotDistribution(r, filepath.Join(dir, "latency-distribution.png"))
+	if cpu != nil {
+		out = append(out, reportPlot{File: "cpu-over-time.png", About: "cores used by each process and the machine, per second of the window",
+			Draw: func(r *Report, path string) error { return PlotCPU(r, cpu, path) }})
+	}
+	return out
 }
 
 func yes(b bool) string {
@@ -453,18 +466,10 @@ func (r *Report) Markdown(w io.Writer) {
 			p("- %s\n", n)
 		}
 	}
-	p("\nPlots: `latency-over-time.png` (per-second trigger latency by due time), `latency-distribution.png` (percentile spectrum)")
-	if r.Scenario == "chaos" {
-		p(", `chaos-timeline.png` (per-second p50, p99 and max on a log scale, every kill marked)")
-	}
-	if r.Capacity != nil {
-		p(", `capacity-p95.png` (the trigger p95 of each step against its rate)")
-	}
-	for _, s := range r.Systems {
-		if s.CPU != nil && len(s.CPU.Series) > 0 {
-			p(", `cpu-over-time.png` (cores used by each process and the machine, per second of the window)")
-			break
-		}
+	sep := "\nPlots: "
+	for _, pl := range r.plots() {
+		p("%s`%s` (%s)", sep, pl.File, pl.About)
+		sep = ", "
 	}
 	p(".\n")
 }

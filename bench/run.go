@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -44,8 +43,12 @@ type Bench struct {
 	// HogCommand starts the CPU hog of Config.Noisy: a process that runs
 	// RunHog (`sundial bench hog`). Required when Noisy is set.
 	HogCommand []string
+	// APICommand starts the API server of Config.APIWatch: the sundial
+	// binary and "api" (`sundial api`). Required when APIWatch is set.
+	APICommand []string
 
-	hog *Hog // the running CPU hog of Config.Noisy, for the CPU table
+	hog *Hog      // the running CPU hog of Config.Noisy, for the CPU table
+	api *APIWatch // the running API watch of Config.APIWatch, for the CPU table
 }
 
 func (b *Bench) say(format string, args ...any) {
@@ -70,21 +73,13 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 	if cfg.Noisy && len(b.HogCommand) == 0 {
 		return "", nil, errors.New("bench: noisy: HogCommand is required to start the CPU hog")
 	}
+	if cfg.APIWatch && len(b.APICommand) == 0 {
+		return "", nil, errors.New("bench: api watch: APICommand is required to start the API server")
+	}
 	start := b.Now()
-	if cfg.Scenario == "chaos" {
-		// Refuse before anything is created: a run that cannot restart
-		// the backends it kills would leave the stack down.
-		if err := (Stack{Script: cfg.StackScript}).Check(ctx, b.Backends); err != nil {
-			return "", nil, err
-		}
-		if slices.Contains(cfg.chaosBackends(), "cassandra") {
-			if err := CheckCommitLog(ctx, b.Backends.CassandraHosts); err != nil {
-				return "", nil, err
-			}
-		}
-		if cfg.ChaosSeed == 0 {
-			cfg.ChaosSeed = uint64(start.UnixNano())
-		}
+	sc := scenarioNamed(cfg.Scenario)
+	if err := sc.prepare(ctx, b, &cfg, start); err != nil {
+		return "", nil, err
 	}
 	rep := &Report{Scenario: cfg.Scenario, StartedAt: start.UTC(), Commit: DescribeCommit(ctx), Machine: DescribeMachine(),
 		Backends: DescribeBackends(ctx, b.Backends)}
@@ -127,21 +122,22 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 
 	var watch *APIWatch
 	if cfg.APIWatch {
-		watch = &APIWatch{Kafka: []kgo.Opt{kgo.SeedBrokers(b.Backends.Brokers...)}, Topics: ns.Names(), Logger: b.Logger}
+		log, err := os.CreateTemp("", "sundial-bench-api-*.log")
+		if err != nil {
+			return "", nil, fmt.Errorf("api watch: %w", err)
+		}
+		defer func() { _ = log.Close() }()
+		watch = &APIWatch{Command: b.APICommand, Backends: b.Backends, Keyspace: ns.Keyspace, Topics: ns.Names(), Log: log}
 		if err := watch.Start(ctx); err != nil {
 			return "", nil, err
 		}
 		defer watch.Stop()
-		b.say("api watch: the API server streams WatchRuns of namespace %s to a client", ns.ID)
+		b.api = watch
+		pid, _ := watch.PID()
+		b.say("api watch: the API server (process %d, log %s) streams WatchRuns of namespace %s to a client", pid, log.Name(), ns.ID)
 	}
 
-	var sys System
-	var wl WorkloadInfo
-	if cfg.Scenario == "capacity" {
-		sys, wl, rep.Capacity, err = b.capacity(ctx, &cfg, ns, bl)
-	} else {
-		sys, wl, err = b.runSundial(ctx, &cfg, ns)
-	}
+	sys, wl, err := sc.measure(ctx, b, &cfg, ns, bl, rep)
 	if err != nil {
 		return "", nil, err
 	}
@@ -155,11 +151,11 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 	sys.fractions(bl)
 	rep.Systems = append(rep.Systems, sys)
 
-	if cfg.Scenario == "peer" {
-		peer, err := b.runAsynq(ctx, &cfg, ns)
-		if err != nil {
-			return "", nil, fmt.Errorf("peer asynq: %w", err)
-		}
+	peers, err := sc.peers(ctx, b, &cfg, ns)
+	if err != nil {
+		return "", nil, err
+	}
+	for _, peer := range peers {
 		peer.fractions(bl)
 		rep.Systems = append(rep.Systems, peer)
 	}
@@ -218,14 +214,7 @@ func (b *Bench) plan(cfg Config, prefix, url string) (*loadgen.Plan, error) {
 	} else {
 		w.Target.URL = url
 	}
-	if cfg.Scenario == "herd" {
-		w.HerdAt = b.Now().Add(cfg.Lead)
-	}
-	if cfg.Scenario == "chaos" {
-		// Every occurrence missed while a backend is down must still run
-		// (late) for "lost" to mean lost.
-		w.Misfire = sundialv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ALL
-	}
+	scenarioNamed(cfg.Scenario).shape(&w)
 	return loadgen.NewPlan(w)
 }
 
@@ -243,10 +232,7 @@ func (b *Bench) plan(cfg Config, prefix, url string) (*loadgen.Plan, error) {
 func perRunWork(cfg Config) PerRun {
 	p := PerRun{LeaseCalls: 2, CassandraWrites: 1, KafkaRecords: 3,
 		Explanation: "dispatcher: PutDue(next occurrence) + run record, no read; runner: acquire + complete EVALSHA, STARTED + SUCCEEDED events"}
-	if cfg.Scenario == "herd" {
-		p.CassandraWrites = 0
-		p.Explanation = "dispatcher: run record (a one-off has no next occurrence), no read; runner: acquire + complete EVALSHA, STARTED + SUCCEEDED events"
-	}
+	scenarioNamed(cfg.Scenario).perRun(&p)
 	if cfg.History {
 		p.CassandraWrites++
 		p.Explanation += "; history writer: one row for STARTED and SUCCEEDED (coalesced)"
@@ -325,53 +311,18 @@ type pipeline interface {
 // runSundial runs the workload through Sundial.
 func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (System, WorkloadInfo, error) {
 	sys := System{Name: "sundial"}
+	sc := scenarioNamed(cfg.Scenario)
 	ds := loadgen.NewDownstream(loadgen.DownstreamConfig{EffectDuration: cfg.EffectDuration})
 	if err := ds.Start(ctx, "127.0.0.1:0"); err != nil {
 		return sys, WorkloadInfo{}, err
 	}
 	defer ds.Stop()
 
-	pc := PipelineConfig{Backends: b.Backends, Namespace: ns, Dispatchers: cfg.Dispatchers, Runners: cfg.Runners,
-		RunnerConcurrency: cfg.RunnerConcurrency, MemoryLimitMiB: cfg.MemoryLimitMiB, RegistryConcurrency: cfg.RegistryConcurrency, RunnerHTTPIdleConns: cfg.RunnerHTTPIdleConns, History: cfg.History, Logger: b.Logger}
-	chaos := cfg.Scenario == "chaos"
-	if chaos {
-		pc.DagEngines = cfg.DagEngines
-	}
-	var pl pipeline
-	var procs *Processes
-	if cfg.Processes || cfg.DispatcherProcess {
-		bin := cfg.Binary
-		tmp, err := os.MkdirTemp("", "sundial-bench-")
-		if err != nil {
-			return sys, WorkloadInfo{}, err
-		}
-		if bin == "" {
-			b.say("building the sundial binary")
-			if bin, err = BuildBinary(ctx, tmp); err != nil {
-				return sys, WorkloadInfo{}, err
-			}
-		}
-		procs = NewProcesses(pc, bin, filepath.Join(tmp, "logs"))
-		procs.InProcessRunners = !cfg.Processes
-		// A chaos run kills backends: a subprocess that exits because one
-		// is down is started again, as a supervisor would, and recorded.
-		procs.Supervise = chaos
-		procs.Now = b.Now
-		pl = procs
-		defer func() {
-			// Runners started as processes use the default lease key prefix.
-			rc := redis.NewClient(&redis.Options{Addr: b.Backends.RedisAddr})
-			defer func() { _ = rc.Close() }()
-			_ = deleteKeys(context.WithoutCancel(ctx), rc, leasing.DefaultKeyPrefix+"{"+ns.ID+"-*")
-		}()
-	} else {
-		pl = NewInProcess(pc)
-	}
-	cfg.Pipeline = pl.Describe()
-	b.say("starting the pipeline: %s", cfg.Pipeline)
-	if err := pl.Start(ctx); err != nil {
+	pl, procs, cleanup, err := b.startPipeline(ctx, cfg, ns, sc)
+	if err != nil {
 		return sys, WorkloadInfo{}, err
 	}
+	defer cleanup()
 	defer pl.Stop()
 	// A dispatcher uses the snapshot of its job that an entry carries only
 	// when the definition was produced at least 5 s (its allowance for
@@ -403,34 +354,11 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 		return sys, WorkloadInfo{}, err
 	}
 	defer gen.Stop()
-	// The memory of the first dispatcher and the first runner, when they
-	// run as subprocesses.
-	var mem, runnerMem *memorySampler
-	var stops []func()
-	defer func() {
-		for _, stop := range stops {
-			stop()
-		}
-	}()
-	if procs != nil {
-		sampler := func(victim string) *memorySampler {
-			m := &memorySampler{name: victim, every: time.Second, now: b.Now, say: b.say,
-				pid:    func() (int, bool) { return procs.PID(victim) },
-				stored: func() int64 { return gen.Counters().Accepted }, marks: memoryMarks(int64(plan.Jobs))}
-			memCtx, stopMem := context.WithCancel(ctx)
-			memDone := make(chan struct{})
-			go func() { defer close(memDone); m.run(memCtx) }()
-			stops = append(stops, func() { stopMem(); <-memDone })
-			return m
-		}
-		mem = sampler("dispatcher-0")
-		if cfg.Processes {
-			runnerMem = sampler("runner-0")
-		}
-	}
+	mem, runnerMem, stopMem := b.sampleMemory(ctx, *cfg, procs, gen, plan)
+	defer stopMem()
 
 	var regWatch *registrationWatch
-	if cfg.Scenario != "capacity" {
+	if !sc.step() {
 		regWatch = b.watchRegistration(ctx, *cfg, procs)
 	}
 	from, to, regSecs, err := b.register(ctx, cfg, plan, gen, rec)
@@ -440,48 +368,133 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 	if err != nil {
 		return sys, WorkloadInfo{}, err
 	}
+	wl := workloadInfo(plan, from, to, regSecs)
+
+	run := &sundialRun{cfg: cfg, ns: ns, procs: procs, ds: ds, gen: gen, plan: plan, from: from, to: to}
+	inject, err := sc.inject(ctx, b, run)
+	if err != nil {
+		return sys, wl, err
+	}
+	crashDone := make(chan struct{})
+	if inject != nil {
+		go func() {
+			defer close(crashDone)
+			run.crashes = inject()
+		}()
+	} else {
+		close(crashDone)
+	}
+
+	if err := b.window(ctx, *cfg, sc, run, &sys); err != nil {
+		return sys, wl, err
+	}
+	<-crashDone
+	b.drain(ctx, cfg.Drain, rec, plan, from, to)
+	if err := sc.settle(ctx, b, run, &sys); err != nil {
+		return sys, wl, err
+	}
+	gen.Stop()
+
+	tally(&sys, run, rec, mem, runnerMem)
+	return sys, wl, nil
+}
+
+// startPipeline starts the pipeline the configuration asks for: in this
+// process, or with subprocesses (procs, nil otherwise). cleanup, to call
+// after the pipeline stopped, deletes what the subprocesses left in Redis.
+func (b *Bench) startPipeline(ctx context.Context, cfg *Config, ns Namespace, sc scenario) (pipeline, *Processes, func(), error) {
+	cleanup := func() {}
+	pc := PipelineConfig{Backends: b.Backends, Namespace: ns, Dispatchers: cfg.Dispatchers, Runners: cfg.Runners,
+		RunnerConcurrency: cfg.RunnerConcurrency, MemoryLimitMiB: cfg.MemoryLimitMiB, RegistryConcurrency: cfg.RegistryConcurrency, RunnerHTTPIdleConns: cfg.RunnerHTTPIdleConns, History: cfg.History, Logger: b.Logger}
+	supervise := sc.pipeline(*cfg, &pc)
+	var pl pipeline
+	var procs *Processes
+	if cfg.Processes || cfg.DispatcherProcess {
+		bin := cfg.Binary
+		tmp, err := os.MkdirTemp("", "sundial-bench-")
+		if err != nil {
+			return nil, nil, cleanup, err
+		}
+		if bin == "" {
+			b.say("building the sundial binary")
+			if bin, err = BuildBinary(ctx, tmp); err != nil {
+				return nil, nil, cleanup, err
+			}
+		}
+		procs = NewProcesses(pc, bin, filepath.Join(tmp, "logs"))
+		procs.InProcessRunners = !cfg.Processes
+		procs.Supervise = supervise
+		procs.Now = b.Now
+		pl = procs
+		cleanup = func() {
+			// Runners started as processes use the default lease key prefix.
+			rc := redis.NewClient(&redis.Options{Addr: b.Backends.RedisAddr})
+			defer func() { _ = rc.Close() }()
+			_ = deleteKeys(context.WithoutCancel(ctx), rc, leasing.DefaultKeyPrefix+"{"+ns.ID+"-*")
+		}
+	} else {
+		pl = NewInProcess(pc)
+	}
+	cfg.Pipeline = pl.Describe()
+	b.say("starting the pipeline: %s", cfg.Pipeline)
+	if err := pl.Start(ctx); err != nil {
+		cleanup()
+		return nil, nil, func() {}, err
+	}
+	return pl, procs, cleanup, nil
+}
+
+// sampleMemory samples the memory of the first dispatcher and the first
+// runner, when they run as subprocesses (nil samplers otherwise), until
+// stop is called.
+func (b *Bench) sampleMemory(ctx context.Context, cfg Config, procs *Processes, gen *loadgen.Generator, plan *loadgen.Plan) (mem, runnerMem *memorySampler, stop func()) {
+	var stops []func()
+	stop = func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}
+	if procs == nil {
+		return nil, nil, stop
+	}
+	sampler := func(victim string) *memorySampler {
+		m := &memorySampler{name: victim, every: time.Second, now: b.Now, say: b.say,
+			pid:    func() (int, bool) { return procs.PID(victim) },
+			stored: func() int64 { return gen.Counters().Accepted }, marks: memoryMarks(int64(plan.Jobs))}
+		memCtx, stopMem := context.WithCancel(ctx)
+		memDone := make(chan struct{})
+		go func() { defer close(memDone); m.run(memCtx) }()
+		stops = append(stops, func() { stopMem(); <-memDone })
+		return m
+	}
+	mem = sampler("dispatcher-0")
+	if cfg.Processes {
+		runnerMem = sampler("runner-0")
+	}
+	return mem, runnerMem, stop
+}
+
+// workloadInfo describes the registered plan and its window.
+func workloadInfo(plan *loadgen.Plan, from, to time.Time, regSecs float64) WorkloadInfo {
 	wl := WorkloadInfo{Jobs: plan.Jobs, IntervalJobs: plan.IntervalJobs, CronJobs: plan.CronJobs, AtJobs: plan.AtJobs,
 		PeriodMs: plan.Period.Milliseconds(), PlannedRate: plan.PlannedRate, HerdAt: plan.HerdAt, WindowFrom: from, WindowTo: to,
 		Target: plan.Target.URL + plan.Target.Handler, PayloadBytes: plan.PayloadBytes, RegisterSeconds: regSecs}
 	if plan.Target.URL != "" {
 		wl.Target = "HTTP POST to the counting downstream"
 	}
+	return wl
+}
 
-	var dw DagWorkload
-	var info *ChaosInfo
-	var crashes []CrashEvent
-	crashDone := make(chan struct{})
-	switch {
-	case procs != nil && cfg.Scenario == "crash":
-		go func() {
-			defer close(crashDone)
-			crashes = b.crash(ctx, *cfg, procs, from)
-		}()
-	case chaos:
-		dw = DagWorkload{Prefix: ns.ID, Count: cfg.Dags, Nodes: cfg.DagNodes, Every: cfg.DagEvery, Start: from, URL: ds.URL()}
-		if err := b.defineDags(ctx, dw, procs); err != nil {
-			return sys, wl, err
-		}
-		kills, err := cfg.chaosPlan(procs.Names()).Kills()
-		if err != nil {
-			return sys, wl, err
-		}
-		info = &ChaosInfo{Seed: cfg.ChaosSeed, EverySeconds: cfg.ChaosEvery.Seconds(), ProcessDownSecs: cfg.ChaosProcessDown.Seconds(),
-			BackendDownSecs: cfg.ChaosBackendDown.Seconds(), Plan: kills}
-		b.say("chaos: %d kills planned (seed %d)", len(kills), cfg.ChaosSeed)
-		go func() {
-			defer close(crashDone)
-			crashes = b.chaos(ctx, *cfg, kills, procs, Stack{Script: cfg.StackScript}, from)
-		}()
-	default:
-		close(crashDone)
-	}
-
+// window waits out the measured window; unless the run is a step of many,
+// it samples the CPU and takes the profiles of the processes meanwhile, into
+// sys.
+func (b *Bench) window(ctx context.Context, cfg Config, sc scenario, run *sundialRun, sys *System) error {
+	plan, procs, from, to := run.plan, run.procs, run.from, run.to
 	b.say("window %s to %s; waiting", from.Format("15:04:05"), to.Format("15:04:05"))
 	// A capacity step is one of many: the window of each is too short to
 	// profile, and the search's report is about rates, not processes.
 	var watch *windowWatch
-	if cfg.Scenario != "capacity" {
+	if !sc.step() {
 		// A herd's runs fall due in one instant and start over the tens
 		// of seconds after it: its CPU and profiles cover herdWatch from
 		// the due time, not the one second of its window.
@@ -489,13 +502,13 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 		if plan.Herd() && to.Before(from.Add(herdWatch)) {
 			watchTo = from.Add(herdWatch)
 		}
-		watch = b.watchWindow(ctx, *cfg, procs, from, watchTo)
+		watch = b.watchWindow(ctx, cfg, procs, from, watchTo)
 		defer watch.stop()
 	}
 	stopProfile := b.profile(ctx, from)
 	if !sleepUntil(ctx, to) {
 		stopProfile()
-		return sys, wl, ctx.Err()
+		return ctx.Err()
 	}
 	stopProfile()
 	if watch != nil {
@@ -509,28 +522,20 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 			}
 		}
 	}
-	<-crashDone
-	b.drain(ctx, cfg.Drain, rec, plan, from, to)
-	if cfg.Scenario == "capacity" {
-		b.deleteJobs(ctx, gen, plan.Jobs)
-	}
-	if chaos {
-		dc, err := b.drainDags(ctx, cfg.Drain, dw, procs, from, to)
-		if err != nil {
-			return sys, wl, err
-		}
-		sys.Dags = &dc
-		info.Exits = procs.Exits()
-	}
-	gen.Stop()
+	return nil
+}
 
+// tally fills sys with what the run's recorder, downstream, memory
+// samplers and kills measured.
+func tally(sys *System, run *sundialRun, rec *loadgen.Recorder, mem, runnerMem *memorySampler) {
+	plan, gen, from, to := run.plan, run.gen, run.from, run.to
 	counts := rec.Result(plan.Expected(from, to))
 	hist := rec.Trigger()
 	sys.Trigger = Summarise(hist)
 	d := Summarise(rec.Dispatch())
 	sys.Dispatch = &d
 	sys.Counts = counts
-	sys.Effects = ds.Effects()
+	sys.Effects = run.ds.Effects()
 	if mem != nil {
 		mem.sample()
 		sys.DispatcherMemory = mem.report(from, to)
@@ -560,15 +565,10 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 	for _, d := range counts.DuplicateExamples {
 		sys.Notes = append(sys.Notes, "executed more than once: "+d)
 	}
-	sys.Crash = crashes
+	sys.Crash = run.crashes
 	for i := range sys.Crash {
 		sys.Crash[i].ThresholdMs, sys.Crash[i].RecoverySeconds = recovery(sys.Series, from, sys.Crash, i)
 	}
-	if info != nil {
-		info.countKills(crashes)
-		sys.Chaos = info
-	}
-	return sys, wl, nil
 }
 
 // profile writes a CPU profile of this process from the start of the
@@ -863,50 +863,6 @@ func targets(cfg Config, r *Report) []Target {
 	add := func(name, want string, v float64, met bool) {
 		out = append(out, Target{Name: name, Want: want, Value: v, Met: met})
 	}
-	noLoss := s.Counts.Lost == 0 && s.Counts.DuplicateExecutions == 0 && s.Effects.DuplicateEffects == 0
-	switch cfg.Scenario {
-	case "steady", "crash", "peer":
-		add("trigger p95 (ms)", "≤ 100", s.Trigger.P95Ms, s.Trigger.P95Ms <= 100)
-		add("trigger p99 (ms)", "≤ 250", s.Trigger.P99Ms, s.Trigger.P99Ms <= 250)
-		if cfg.Scenario == "steady" {
-			add("jobs stored", "1,000,000", float64(r.Workload.Jobs), r.Workload.Jobs >= 1_000_000)
-			// The offered rate is the runs the workload makes due in the
-			// window per second of it: the planned rate less the rounding
-			// of the workload's grid (1,999.6/s for 2,000 planned).
-			// Runs due in the last instants that start after the window
-			// ends are not counted, hence 99 %.
-			offered := safeDiv(float64(s.Counts.Expected), r.Workload.WindowTo.Sub(r.Workload.WindowFrom).Seconds())
-			add("sustained triggers/s", fmt.Sprintf("≥ 99 %% of the %.0f/s offered", offered), s.SustainedPerSec,
-				offered > 0 && s.SustainedPerSec >= 0.99*offered)
-			add("sustained / B", "≥ 0.60", s.FractionOfB, s.FractionOfB >= 0.6)
-			if r.Workload.Jobs >= 1_000_000 {
-				for _, m := range []struct {
-					role string
-					mem  *ProcessMemory
-				}{{"dispatcher", s.DispatcherMemory}, {"runner", s.RunnerMemory}} {
-					if m.mem != nil {
-						add(m.role+" RSS over the whole run (MiB)", "≤ 256", m.mem.PeakHWMMiB, m.mem.PeakHWMMiB > 0 && m.mem.PeakHWMMiB <= 256)
-					}
-				}
-			}
-		}
-	case "chaos":
-		chaosTargets(cfg, s, add)
-		return out
-	case "capacity":
-		if c := r.Capacity; c != nil {
-			add("capacity (triggers/s with p95 ≤ 1 s) / L", "reported", c.FractionOfL, c.Highest > 0)
-		}
-	case "herd":
-		limit := 1.25 * float64(r.Workload.Jobs) / r.Baselines.B
-		add(fmt.Sprintf("herd drained (s), limit 1.25 × %d / B", r.Workload.Jobs), fmt.Sprintf("≤ %.1f", limit), s.HerdDrainSeconds,
-			s.HerdDrainSeconds > 0 && s.HerdDrainSeconds <= limit)
-		add("herd drain rate / L", "≥ 0.50", s.FractionOfL, s.HerdDrainSeconds > 0 && s.FractionOfL >= 0.5)
-	}
-	add("lost + duplicate executions + duplicate effects", "0", float64(s.Counts.Lost+s.Counts.DuplicateExecutions+s.Effects.DuplicateEffects), noLoss)
-	if cfg.Scenario == "peer" && len(r.Systems) > 1 {
-		p := r.Systems[1]
-		add("sundial p95 / asynq p95", "≤ 0.10", safeDiv(s.Trigger.P95Ms, p.Trigger.P95Ms), safeDiv(s.Trigger.P95Ms, p.Trigger.P95Ms) <= 0.1)
-	}
+	scenarioNamed(cfg.Scenario).targets(cfg, r, s, add)
 	return out
 }

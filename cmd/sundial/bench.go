@@ -138,6 +138,7 @@ func benchScenarioCommand(scenario string) *cli.Command {
 				Progress:   cmd.Root().Writer,
 				CPUProfile: cmd.String("cpu-profile"),
 				HogCommand: []string{exe, "bench", "hog"},
+				APICommand: []string{exe, "api"},
 				Logger:     slog.New(slog.NewTextHandler(cmd.Root().ErrWriter, &slog.HandlerOptions{Level: level})),
 			}
 			if addr := cmd.String("pprof-addr"); addr != "" {
@@ -207,7 +208,7 @@ func benchFlags() []cli.Flag {
 		&cli.FloatFlag{Name: "max-rate", HideDefault: true, Usage: "capacity: the highest rate a step offers (default L, measured in the run)", Sources: envVar("max-rate")},
 		&cli.IntFlag{Name: "capacity-steps", HideDefault: true, Usage: "capacity: the most steps of the search (default 10)", Sources: envVar("capacity-steps")},
 		&cli.BoolFlag{Name: "noisy", Usage: "run a CPU hog on one core beside the pipeline (a child process; the report names it)", Sources: envVar("noisy")},
-		&cli.BoolFlag{Name: "api-watch", Usage: "serve the API in the bench process with a client watching every run (WatchRuns) beside the pipeline; the report counts the messages", Sources: envVar("api-watch")},
+		&cli.BoolFlag{Name: "api-watch", Usage: "run `sundial api` as a child process, with a client in the bench watching every run (WatchRuns) beside the pipeline; the report counts the messages", Sources: envVar("api-watch")},
 		&cli.BoolFlag{Name: "keep", Usage: "keep the namespace (topics, keyspace, Redis keys) afterwards", Sources: envVar("keep")},
 		&cli.StringFlag{Name: "results-dir", Value: "bench/results", Usage: "where the results folder is written", Sources: envVar("results-dir")},
 		&cli.IntFlag{Name: "memory-limit-mib", HideDefault: true, Usage: "--memory-limit-mib of the dispatcher and runner subprocesses (default: none)", Sources: envVar("memory-limit-mib")},

@@ -1,10 +1,7 @@
 package dagrun_test
 
 import (
-	"bufio"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -12,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/datadriven"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -21,46 +19,79 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
-// TestScenarios runs every testdata/*.txt scenario. The format, one
-// statement per line ("#" starts a comment):
+// TestScenarios runs the DAG run machine through the scenarios of
+// testdata/scenarios, one file per behaviour, in cockroachdb/datadriven's
+// format: a command with arguments, input lines, "----", and the expected
+// output. Rewrite the expected outputs after a deliberate change with:
+// go test ./dagengine/dagrun -run TestScenarios -rewrite
 //
-//	dag <id> [policy=stop|continue]
-//	node <ids> [after=<ids>] [timeout=<duration>] [job=<job id>]
+// Commands:
 //
-// then steps, each followed by the expectations that check it:
-//
+//	dag <id> [policy=stop|continue]    the DAG; one node a line of input:
+//	    <ids> [after=<ids>] [timeout=<duration>] [job=<job id>]
 //	at <offset>             the clock, as an offset from the DAG run's due time
+//
+// Steps, each answered with what it decided: "starts: <ids>" (the StartNode
+// decisions, in order), "events: <id>:<state>[/<reason>] ..." (the events
+// published, in order; "dag" is the DAG run), "finished: <status>",
+// "ignored: <reasons>" (the step changed nothing) and "error: <text>":
+//
 //	start                   start the DAG run
 //	ack                     the shell's work: Enqueued for every starting node, Published for every event in the outbox
 //	event <ids> <state> [attempt=<n>] [gen=<g>]   a RunEvent of each node's run (current generation unless gen=)
 //	tick | resume
 //	startfailed <id> <reason>
 //
-//	expect starts <ids>|none          the StartNode decisions of the step, in order
-//	expect events <id>:<state>[/<reason>] ...|none   the events published, in order ("dag" is the DAG run)
-//	expect nodes <ids>=<phase> ...    node phases
-//	expect status <status> [stuck]
-//	expect finished <status>|none
-//	expect ignored <reason>           the step changed nothing, for that reason
-//	expect error <text>               the step failed with an error containing the text
-//	expect deadline <offset>|none     the next node deadline
+// Queries of the state after the last step:
 //
-// <ids> is a comma-separated list where "m[1..3]" stands for m1,m2,m3. A
-// step over several nodes is several inputs; its expectations check them
-// together. After every step the runner also checks invariants: the stored
-// form round-trips, a step that changed nothing returned the state as it
-// was, and no node generation is ever started twice.
+//	nodes <ids> ...         node phases: "<ids>=<phase>" when the listed nodes share it
+//	status                  the DAG run's status, and "stuck"
+//	deadline                the next node deadline, as an offset, or "none"
+//
+// <ids> is a comma-separated list where "m[1..3]" stands for m1,m2,m3, and
+// outputs write a run of three or more such ids the same way. A step over
+// several nodes is several inputs; its output is theirs together. After
+// every step the runner also checks invariants: the stored form
+// round-trips, a step that changed nothing returned the state as it was,
+// the input state is not modified, a failed step leaves the state alone,
+// and no node generation is ever started twice.
 func TestScenarios(t *testing.T) {
 	t.Parallel()
-	files, err := filepath.Glob("testdata/*.txt")
-	require.NoError(t, err)
-	require.NotEmpty(t, files)
-	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) {
-			t.Parallel()
-			runScenario(t, f)
+	datadriven.Walk(t, "testdata/scenarios", func(t *testing.T, path string) {
+		t.Parallel()
+		sc := &scenario{t: t, now: base, started: map[string]bool{}}
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			sc.t = t
+			args := words(d)
+			switch d.Cmd {
+			case "dag":
+				sc.dag(args, d.Input)
+				return ""
+			case "at":
+				require.Len(t, args, 1, d.Pos)
+				sc.now = base.Add(sc.duration(args[0]))
+				return ""
+			case "nodes", "status", "deadline":
+				require.NotNil(t, sc.state, "%s: start first", d.Pos)
+				return sc.query(d.Cmd, args)
+			}
+			sc.step(d.Cmd, args)
+			return sc.outcome()
 		})
+	})
+}
+
+// words are a command's arguments as written: "key" or "key=value".
+func words(d *datadriven.TestData) []string {
+	var out []string
+	for _, a := range d.CmdArgs {
+		if len(a.Vals) == 0 {
+			out = append(out, a.Key)
+			continue
+		}
+		out = append(out, a.Key+"="+strings.Join(a.Vals, ","))
 	}
+	return out
 }
 
 var base = time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC)
@@ -111,66 +142,37 @@ type scenario struct {
 	err       error
 }
 
-func runScenario(t *testing.T, path string) {
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	sc := &scenario{t: t, now: base, started: map[string]bool{}}
-	lines := bufio.NewScanner(f)
-	lines.Buffer(nil, 1<<20)
-	for n := 1; lines.Scan(); n++ {
-		line := lines.Text()
-		if i := strings.IndexByte(line, '#'); i >= 0 {
-			line = line[:i]
-		}
+// dag defines the DAG: args are its id and options, input its nodes.
+func (sc *scenario) dag(args []string, input string) {
+	t := sc.t
+	require.NotEmpty(t, args, "dag <id>")
+	opts := kv(args[1:])
+	sc.spec = &sundialv1.DagSpec{Id: "test." + args[0], OwnerTeam: "test"}
+	sc.g = nil
+	switch opts["policy"] {
+	case "", "stop":
+		sc.spec.FailurePolicy = sundialv1.DagFailurePolicy_DAG_FAILURE_POLICY_STOP
+	case "continue":
+		sc.spec.FailurePolicy = sundialv1.DagFailurePolicy_DAG_FAILURE_POLICY_CONTINUE_INDEPENDENT
+	default:
+		t.Fatalf("unknown policy %q", opts["policy"])
+	}
+	for _, line := range strings.Split(input, "\n") {
 		fields := strings.Fields(line)
 		if len(fields) == 0 {
 			continue
 		}
-		t.Logf("%s:%d: %s", filepath.Base(path), n, strings.TrimSpace(line))
-		ok := t.Run(fmt.Sprintf("line%d", n), func(t *testing.T) {
-			sc.t = t
-			sc.statement(fields[0], fields[1:])
-		})
-		if !ok {
-			t.Fatalf("%s:%d: %s failed", path, n, strings.TrimSpace(line))
-		}
-	}
-	require.NoError(t, lines.Err())
-}
-
-func (sc *scenario) statement(verb string, args []string) {
-	t := sc.t
-	switch verb {
-	case "dag":
-		opts := kv(args[1:])
-		sc.spec = &sundialv1.DagSpec{Id: "test." + args[0], OwnerTeam: "test"}
-		switch opts["policy"] {
-		case "", "stop":
-			sc.spec.FailurePolicy = sundialv1.DagFailurePolicy_DAG_FAILURE_POLICY_STOP
-		case "continue":
-			sc.spec.FailurePolicy = sundialv1.DagFailurePolicy_DAG_FAILURE_POLICY_CONTINUE_INDEPENDENT
-		default:
-			t.Fatalf("unknown policy %q", opts["policy"])
-		}
-	case "node":
-		opts := kv(args[1:])
-		for _, id := range expand(t, args[0]) {
-			n := &sundialv1.DagNode{Id: id, Job: &sundialv1.DagNode_JobId{JobId: cmpOr(opts["job"], "job."+id)}}
-			if after := opts["after"]; after != "" {
+		nopts := kv(fields[1:])
+		for _, id := range expand(t, fields[0]) {
+			n := &sundialv1.DagNode{Id: id, Job: &sundialv1.DagNode_JobId{JobId: cmpOr(nopts["job"], "job."+id)}}
+			if after := nopts["after"]; after != "" {
 				n.Parents = expand(t, after)
 			}
-			if d := opts["timeout"]; d != "" {
+			if d := nopts["timeout"]; d != "" {
 				n.Timeout = durationpb.New(sc.duration(d))
 			}
 			sc.spec.Nodes = append(sc.spec.Nodes, n)
 		}
-	case "at":
-		sc.now = base.Add(sc.duration(args[0]))
-	case "expect":
-		sc.expect(args[0], args[1:])
-	default:
-		sc.step(verb, args)
 	}
 }
 
@@ -317,84 +319,121 @@ func normalize(s dagrun.State) dagrun.State {
 	return s
 }
 
-func (sc *scenario) expect(what string, args []string) {
+// outcome is what the last step decided.
+func (sc *scenario) outcome() string {
+	var starts, events, finished []string
+	for _, d := range sc.decisions {
+		switch d := d.(type) {
+		case dagrun.StartNode:
+			starts = append(starts, d.Node)
+		case dagrun.Publish:
+			events = append(events, eventString(d.Event))
+		case dagrun.Finish:
+			finished = append(finished, d.Status.String())
+		default:
+			sc.t.Fatalf("unknown decision %T", d)
+		}
+	}
+	var out []string
+	if len(starts) > 0 {
+		out = append(out, "starts: "+compress(starts, ""))
+	}
+	if len(events) > 0 {
+		out = append(out, "events: "+compressEvents(events))
+	}
+	if len(finished) > 0 {
+		out = append(out, "finished: "+strings.Join(finished, " "))
+	}
+	if !sc.changed && len(sc.ignored) > 0 {
+		out = append(out, "ignored: "+strings.Join(slices.Compact(slices.Clone(sc.ignored)), " "))
+	}
+	if sc.err != nil {
+		out = append(out, "error: "+sc.err.Error())
+	}
+	return strings.Join(out, "\n")
+}
+
+// query answers nodes, status and deadline.
+func (sc *scenario) query(what string, args []string) string {
 	t := sc.t
 	switch what {
-	case "starts":
-		var got []string
-		for _, d := range sc.decisions {
-			if s, ok := d.(dagrun.StartNode); ok {
-				got = append(got, s.Node)
-			}
-		}
-		var want []string
-		if args[0] != "none" {
-			want = expand(t, args[0])
-		}
-		assert.Equal(t, want, got, "started nodes")
-	case "events":
-		var got []string
-		for _, d := range sc.decisions {
-			if p, ok := d.(dagrun.Publish); ok {
-				got = append(got, eventString(p.Event))
-			}
-		}
-		var want []string
-		if args[0] != "none" {
-			for _, a := range args {
-				ids, rest, _ := strings.Cut(a, ":")
-				for _, id := range expand(t, ids) {
-					want = append(want, id+":"+rest)
-				}
-			}
-		}
-		assert.Equal(t, want, got, "published events")
 	case "nodes":
-		for _, a := range args {
-			ids, phase, _ := strings.Cut(a, "=")
-			for _, id := range expand(t, ids) {
-				i, ok := sc.graph().Index(id)
-				require.True(t, ok, id)
-				assert.Equal(t, phase, sc.state.Nodes[i].Phase.String(), "phase of node %s", id)
+		var out []string
+		for _, group := range args {
+			ids := expand(t, group)
+			phases := make([]string, len(ids))
+			for i, id := range ids {
+				n, ok := sc.graph().Index(id)
+				require.True(t, ok, "unknown node %q", id)
+				phases[i] = sc.state.Nodes[n].Phase.String()
+			}
+			if len(slices.Compact(slices.Clone(phases))) == 1 {
+				out = append(out, group+"="+phases[0])
+				continue
+			}
+			for i, id := range ids {
+				out = append(out, id+"="+phases[i])
 			}
 		}
+		return strings.Join(out, " ")
 	case "status":
-		assert.Equal(t, args[0], sc.state.Status.String(), "status")
-		assert.Equal(t, slices.Contains(args[1:], "stuck"), sc.state.Stuck, "stuck")
-	case "finished":
-		var got []string
-		for _, d := range sc.decisions {
-			if f, ok := d.(dagrun.Finish); ok {
-				got = append(got, f.Status.String())
+		if sc.state.Stuck {
+			return sc.state.Status.String() + " stuck"
+		}
+		return sc.state.Status.String()
+	default: // deadline
+		d := sc.state.NextDeadline()
+		if d.IsZero() {
+			return "none"
+		}
+		return d.Sub(base).String()
+	}
+}
+
+var idPattern = regexp.MustCompile(`^(.*?)(\d+)$`)
+
+// compress writes ids as a comma-separated list, a run of three or more
+// consecutive numbered ids (m1,m2,m3) as m[1..3]; suffix follows each item.
+func compress(ids []string, suffix string) string {
+	var out []string
+	for i := 0; i < len(ids); {
+		j := i + 1
+		m := idPattern.FindStringSubmatch(ids[i])
+		if m != nil {
+			lo, _ := strconv.Atoi(m[2])
+			for j < len(ids) && ids[j] == m[1]+strconv.Itoa(lo+j-i) {
+				j++
+			}
+			if j-i >= 3 {
+				out = append(out, fmt.Sprintf("%s[%d..%d]%s", m[1], lo, lo+j-i-1, suffix))
+				i = j
+				continue
 			}
 		}
-		if args[0] == "none" {
-			assert.Empty(t, got)
-		} else {
-			assert.Equal(t, []string{args[0]}, got)
-		}
-	case "ignored":
-		assert.False(t, sc.changed, "the step changed the state")
-		require.NotEmpty(t, sc.ignored)
-		for _, r := range sc.ignored {
-			assert.Equal(t, args[0], r)
-		}
-	case "error":
-		require.Error(t, sc.err)
-		assert.Contains(t, sc.err.Error(), strings.Join(args, " "))
-	case "deadline":
-		d := sc.state.NextDeadline()
-		if args[0] == "none" {
-			assert.True(t, d.IsZero(), "deadline %v", d)
-		} else {
-			assert.Equal(t, base.Add(sc.duration(args[0])), d)
-		}
-	default:
-		t.Fatalf("unknown expectation %q", what)
+		out = append(out, ids[i]+suffix)
+		i++
 	}
-	if what != "error" {
-		assert.NoError(t, sc.err, "the step failed")
+	return strings.Join(out, ",")
+}
+
+// compressEvents writes events "<id>:<rest>" separated by spaces, a run of
+// three or more consecutive numbered ids with the same rest as
+// m[1..3]:<rest>.
+func compressEvents(events []string) string {
+	var out []string
+	for i := 0; i < len(events); {
+		_, rest, _ := strings.Cut(events[i], ":")
+		var ids []string
+		for ; i < len(events); i++ {
+			id, r, _ := strings.Cut(events[i], ":")
+			if r != rest {
+				break
+			}
+			ids = append(ids, id)
+		}
+		out = append(out, strings.Split(compress(ids, ":"+rest), ",")...)
 	}
+	return strings.Join(out, " ")
 }
 
 func eventString(e dagrun.Event) string {

@@ -7,6 +7,13 @@
 //     client that reaches a backend gets its TLS and authentication from the
 //     values built here, so a secured cluster is reached the same way by the
 //     registry, the dispatchers, the runners and the tools.
+//   - One spelling of the Kafka settings: Kafka (seed brokers, TLS, SASL) and
+//     its Options. The commands fill it from their flags (cmd/sundial
+//     kafkaSettings), the bench from its stack (bench.Backends.Kafka), the
+//     local stack's probes from their security settings
+//     (deploy/local/stackcheck); the library packages (client, worker,
+//     registry, dispatcher, runner, ...) take the resulting []kgo.Opt and
+//     never a TLS or SASL setting of their own.
 //   - Secrets are values, never printed: no error of this package carries a
 //     password or a token, and Secret's String and LogValue mask it.
 //     Callers read secrets from files or the environment, never from flag

@@ -1,7 +1,8 @@
 // Package layering holds the import rules of the module, as a test, their
-// one home (the lists libraries and forbidden in layering_test.go are the
-// rule; CONTRIBUTING.md points here): the libraries producers and tools
-// link must not depend, even indirectly, on a process package or on
+// one home: the lists libraries and forbidden in layering_test.go are the
+// rule, and nothing else restates them (.golangci.yml, CONTRIBUTING.md and
+// docs/architecture.md point here). In short, the libraries producers and
+// tools link must not depend, even indirectly, on a process package or on
 // Prometheus. A producer that defines jobs with
 // package client then links neither Cassandra's store nor a metrics
 // registry, and what a definition is (package jobspec) cannot come to

@@ -30,12 +30,11 @@ func kafkaProbe(brokers int, sec security) probeFunc {
 // probeKafka asks the broker for cluster metadata with a fresh client, so
 // nothing cached from an earlier attempt can hide a broker that went away.
 func probeKafka(ctx context.Context, addr string, brokers int, sec security) (string, error) {
-	opts, err := sec.kafkaOpts()
+	opts, err := sec.kafkaOpts(addr)
 	if err != nil {
 		return "", err
 	}
 	cl, err := kgo.NewClient(append(opts,
-		kgo.SeedBrokers(addr),
 		kgo.DialTimeout(2*time.Second),
 		kgo.RequestRetries(0),
 	)...)

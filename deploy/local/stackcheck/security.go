@@ -13,7 +13,8 @@ import (
 	"github.com/gocql/gocql"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/sundialhq/sundial/internal/connect"
 )
 
 // security is how the probes reach a secured stack (deploy/local/secure.sh):
@@ -74,24 +75,28 @@ func readSecret(path string) (string, error) {
 	return line, nil
 }
 
-// kafkaOpts are the client options that reach the broker as s says.
-func (s security) kafkaOpts() ([]kgo.Opt, error) {
-	var opts []kgo.Opt
-	cfg, err := s.tlsConfig()
-	if err != nil {
-		return nil, err
-	}
-	if cfg != nil {
-		opts = append(opts, kgo.DialTLSConfig(cfg))
-	}
+// kafka is how to reach the broker at addr as s says, in the settings every
+// sundial command uses (connect.Kafka); its Options are the client's.
+func (s security) kafka(addr string) (connect.Kafka, error) {
+	k := connect.Kafka{Brokers: []string{addr}, TLS: connect.TLS{CAFile: s.caFile}}
 	if s.kafkaUser != "" {
 		pass, err := readSecret(s.kafkaPasswordFile)
 		if err != nil {
-			return nil, fmt.Errorf("kafka %w", err)
+			return k, fmt.Errorf("kafka %w", err)
 		}
-		opts = append(opts, kgo.SASL(scram.Auth{User: s.kafkaUser, Pass: pass}.AsSha512Mechanism()))
+		k.SASLMechanism, k.SASLUsername, k.SASLPassword = connect.MechanismScramSHA512, s.kafkaUser, connect.Secret(pass)
 	}
-	return opts, nil
+	return k, nil
+}
+
+// kafkaOpts are the client options that reach the broker at addr as s
+// says.
+func (s security) kafkaOpts(addr string) ([]kgo.Opt, error) {
+	k, err := s.kafka(addr)
+	if err != nil {
+		return nil, err
+	}
+	return k.Options()
 }
 
 // cassandra applies s to a cluster configuration.
@@ -132,11 +137,11 @@ func (s security) redis() (cfg *tls.Config, user, pass string, err error) {
 // need; nothing else. Creating an ACL that exists is a no-op, so a restart
 // grants again harmlessly.
 func kafkaGrant(ctx context.Context, addr string, sec security, user, prefix string) (string, error) {
-	opts, err := sec.kafkaOpts()
+	opts, err := sec.kafkaOpts(addr)
 	if err != nil {
 		return "", err
 	}
-	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(addr))...)
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return "", fmt.Errorf("kafka client: %w", err)
 	}
@@ -171,11 +176,11 @@ func kafkaGrant(ctx context.Context, addr string, sec security, user, prefix str
 // principal alone. Idempotent: the password is set again and existing ACLs
 // are kept.
 func kafkaTeams(ctx context.Context, addr string, sec security, teams []string, dir string) (string, error) {
-	opts, err := sec.kafkaOpts()
+	opts, err := sec.kafkaOpts(addr)
 	if err != nil {
 		return "", err
 	}
-	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(addr))...)
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return "", fmt.Errorf("kafka client: %w", err)
 	}

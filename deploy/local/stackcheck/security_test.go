@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sundialhq/sundial/internal/connect"
 )
 
 func TestReadSecret(t *testing.T) {
@@ -54,4 +56,24 @@ func TestCQLString(t *testing.T) {
 	t.Parallel()
 	assert.Equal(t, `'plain'`, cqlString("plain"))
 	assert.Equal(t, `'it''s'`, cqlString("it's"))
+}
+
+// TestSecurityKafka: the probes reach a secured broker with the settings
+// every sundial command uses: the stack's CA and SCRAM-SHA-512 with the
+// user's password read from its file.
+func TestSecurityKafka(t *testing.T) {
+	t.Parallel()
+	k, err := security{}.kafka("127.0.0.1:9092")
+	require.NoError(t, err)
+	assert.Equal(t, connect.Kafka{Brokers: []string{"127.0.0.1:9092"}}, k, "the plain stack: no TLS, no SASL")
+
+	pass := filepath.Join(t.TempDir(), "pass")
+	require.NoError(t, os.WriteFile(pass, []byte("s3cret\n"), 0o600))
+	k, err = security{caFile: "/ca.pem", kafkaUser: "sundial", kafkaPasswordFile: pass}.kafka("broker:9093")
+	require.NoError(t, err)
+	assert.Equal(t, connect.Kafka{Brokers: []string{"broker:9093"}, TLS: connect.TLS{CAFile: "/ca.pem"},
+		SASLMechanism: connect.MechanismScramSHA512, SASLUsername: "sundial", SASLPassword: "s3cret"}, k)
+
+	_, err = security{kafkaUser: "sundial", kafkaPasswordFile: filepath.Join(t.TempDir(), "missing")}.kafka("broker:9093")
+	require.ErrorContains(t, err, "kafka password file")
 }
