@@ -161,6 +161,16 @@
 //  6. Stop cancels executions still running after Config.ShutdownTimeout;
 //     they release their leases, record no event and are not committed.
 //
+// Every step of a delivery returns how it ended (a result: unfinished,
+// finished, or handedOff to a finishing goroutine) rather than setting a
+// flag for its caller to read: handle returns what its last step returned,
+// and the worker finishes the record, tries it again, or leaves it to the
+// finishing goroutine. Whatever a step is handed it owns: conclude and
+// suspend stop the lease's Keeper on every path, or, for a success, hand
+// it to the finishing goroutine, which renews the lease until the dedupe
+// mark; what happens to the lease after a verdict is decided by leaseAfter
+// before the run is settled.
+//
 // # Checkpoints and suspension
 //
 // With Config.Checkpoints, each attempt's context carries a
@@ -249,7 +259,8 @@
 //     attempt, and the events, retries, deferrals and dead letters that
 //     follow.
 //   - verdict.go: classify, pure: how an attempt ended decides whether the
-//     run succeeded, is deferred, retried, dead, cancelled or unfinished.
+//     run succeeded, is deferred, retried, dead, cancelled or unfinished;
+//     leaseAfter, pure: what the verdict does with the lease.
 //   - replace.go: the overlap policy REPLACE: signals, markers and the
 //     cancellation of local executions.
 //   - suspend.go: suspension at a checkpoint, and Resume.

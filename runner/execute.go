@@ -57,15 +57,6 @@ type execution struct {
 	lastEvent time.Time
 	// out collects what the attempt logs, for its final event.
 	out *target.Output
-	// tail is set when a finishing goroutine took the record over, to wait
-	// for the acknowledgement of its events (finishAfterAcks).
-	tail bool
-	// keeperHandedOff is set when the finishing goroutine of a success
-	// owns the Keeper, which renews the lease until the dedupe mark.
-	keeperHandedOff bool
-	// endedReason is the reason of the CANCELLED of a delivery whose
-	// acquire found the run cancelled or replaced (endedCancelled).
-	endedReason string
 
 	pending sync.WaitGroup
 	errMu   sync.Mutex
@@ -102,12 +93,9 @@ func (r *Runner) process(ctx context.Context, rec *record) result {
 		}
 	}
 	x := &execution{r: r, rec: rec, run: run}
-	done := x.handle(ctx)
-	switch {
-	case x.tail:
-		return handedOff
-	case done:
-		return finished
+	res := x.handle(ctx)
+	if res != unfinished {
+		return res
 	}
 	r.m.runs.WithLabelValues(outcomeAborted).Inc()
 	x.logger().Info("run not finished", "cause", context.Cause(ctx))
@@ -175,17 +163,28 @@ const (
 	endedCancelled
 )
 
+// acquireOutcome is how a lease acquire ended.
+type acquireOutcome struct {
+	res acquireResult
+	// reason: endedCancelled: the reason of the CANCELLED (endedBefore).
+	reason string
+	// err: invalidRun and aborted: why.
+	err error
+}
+
 // handle is the life of one delivery of a run: take the lease, execute one
 // attempt under it, then carry out the verdict on how the attempt ended
-// (classify). It reports whether the record is finished.
-func (x *execution) handle(ctx context.Context) bool {
+// (classify). Each step returns how the delivery ended, and the steps that
+// settle it own what they are handed: once the Keeper is passed to
+// conclude or suspend, they stop it (or hand it to the finishing goroutine
+// of a success).
+func (x *execution) handle(ctx context.Context) result {
 	r := x.r
 	// A routed record reaches a worker only when it came back to its
 	// queue (retryLater) before its executor was chosen.
 	if r.needsRoute(x.rec) {
-		done, here := x.route(ctx)
-		if !here {
-			return done
+		if res, here := x.route(ctx); !here {
+			return res
 		}
 	}
 	if x.rec.poolBusy {
@@ -206,12 +205,12 @@ func (x *execution) handle(ctx context.Context) bool {
 		r.m.teamRateDeferrals.WithLabelValues(x.run.GetOwnerTeam()).Inc()
 		return x.deferRun(ctx, wait, reasonTeamRate, nil)
 	case teamAborted:
-		return false
+		return unfinished
 	}
 	defer releaseTeam()
-	lease, res, err := x.acquire(ctx)
-	if res != acquired {
-		return x.notAcquired(ctx, res, err)
+	lease, acq := x.acquire(ctx)
+	if acq.res != acquired {
+		return x.notAcquired(ctx, acq)
 	}
 	latency := x.leaseTaken(lease)
 
@@ -223,13 +222,8 @@ func (x *execution) handle(ctx context.Context) bool {
 		// acquire): give the slot back; handleRecord tries again.
 		x.logger().Warn("lease expired before the run started", "err", err)
 		x.release(ctx, lease)
-		return false
+		return unfinished
 	}
-	defer func() {
-		if !x.keeperHandedOff { // else the finishing goroutine stops it
-			keeper.Stop()
-		}
-	}()
 	leaseCtx, cancelRun := context.WithCancelCause(keeper.Context())
 	defer cancelRun(nil)
 	r.trackInflight(x.run.GetRunId(), cancelRun)
@@ -252,25 +246,25 @@ func (x *execution) handle(ctx context.Context) bool {
 	return x.conclude(ctx, keeper, end, x.judge(ctx, end))
 }
 
-// notAcquired settles a delivery whose lease acquire ended with res rather
-// than a lease, and reports whether the record is finished.
-func (x *execution) notAcquired(ctx context.Context, res acquireResult, err error) bool {
+// notAcquired settles a delivery whose lease acquire ended without a
+// lease, as acq says.
+func (x *execution) notAcquired(ctx context.Context, acq acquireOutcome) result {
 	r := x.r
-	switch res {
+	switch acq.res {
 	case alreadyDone:
 		r.m.runs.WithLabelValues(outcomeDuplicate).Inc()
 		x.logger().Debug("run already done; skipped")
-		return true
+		return finished
 	case forbidden:
 		return x.skip(ctx, reasonOverlapForbid, "run skipped: the job's concurrency limit is reached (overlap policy forbid)")
 	case queued:
 		return x.deferRun(ctx, queueDelay(x.run, r.cfg.QueueDelay), reasonOverlapQueue, nil)
 	case invalidRun:
-		return x.dead(ctx, &target.Error{Code: codeInvalidRun, Message: err.Error()}, nil, 0)
+		return x.dead(ctx, &target.Error{Code: codeInvalidRun, Message: acq.err.Error()}, nil, 0)
 	case endedCancelled:
-		return x.cancelled(ctx, x.endedReason, nil)
+		return x.cancelled(ctx, acq.reason, nil)
 	}
-	return false // aborted: ctx ended
+	return unfinished // aborted: ctx ended
 }
 
 // discard settles a run that found every pool slot busy under
@@ -278,10 +272,10 @@ func (x *execution) notAcquired(ctx context.Context, res acquireResult, err erro
 // redelivery of a run already done is a duplicate to drop, not a run to
 // record as SKIPPED after its success, and the job's overlap policy still
 // applies when the job's own slots are full.
-func (x *execution) discard(ctx context.Context) bool {
-	lease, res, err := x.acquire(ctx)
-	if res != acquired {
-		return x.notAcquired(ctx, res, err)
+func (x *execution) discard(ctx context.Context) result {
+	lease, acq := x.acquire(ctx)
+	if acq.res != acquired {
+		return x.notAcquired(ctx, acq)
 	}
 	x.release(ctx, lease)
 	return x.skip(ctx, reasonPoolBusy, "run skipped: every slot of the pool is busy (pool blocking discard)")
@@ -289,7 +283,7 @@ func (x *execution) discard(ctx context.Context) bool {
 
 // cancelled records the run as CANCELLED with reason (and the attempt's
 // duration, nil when it never executed); it is not retried.
-func (x *execution) cancelled(ctx context.Context, reason string, dur *durationpb.Duration) bool {
+func (x *execution) cancelled(ctx context.Context, reason string, dur *durationpb.Duration) result {
 	x.r.m.runs.WithLabelValues(outcomeCancelled).Inc()
 	x.emitEnd(x.event(sundialv1.RunState_RUN_STATE_CANCELLED, func(ev *sundialv1.RunEvent) {
 		ev.Reason = reason
@@ -300,7 +294,7 @@ func (x *execution) cancelled(ctx context.Context, reason string, dur *durationp
 }
 
 // skip records the run as SKIPPED with reason; it is not retried.
-func (x *execution) skip(ctx context.Context, reason, msg string) bool {
+func (x *execution) skip(ctx context.Context, reason, msg string) result {
 	x.r.m.runs.WithLabelValues(outcomeSkipped).Inc()
 	x.emitEnd(x.event(sundialv1.RunState_RUN_STATE_SKIPPED, func(ev *sundialv1.RunEvent) { ev.Reason = reason }))
 	x.logger().Info(msg)
@@ -400,35 +394,34 @@ func (x *execution) retryState() retryState {
 	}
 }
 
-// conclude carries out the verdict on an attempt and reports whether the
-// record is finished.
-func (x *execution) conclude(ctx context.Context, keeper *leasing.Keeper, end attemptEnd, v verdict) bool {
-	switch v.kind {
-	case verdictSucceeded:
+// conclude carries out the verdict on an attempt. It owns keeper: what
+// becomes of the lease is decided first (leaseAfter), then the run is
+// settled as the verdict says.
+func (x *execution) conclude(ctx context.Context, keeper *leasing.Keeper, end attemptEnd, v verdict) result {
+	switch leaseAfter(v) {
+	case leaseHandOver:
 		return x.succeeded(ctx, keeper, end.started, end.finished)
-	case verdictDefer:
-		keeper.Stop()
-		x.release(ctx, keeper.Lease())
-		return x.deferRun(ctx, v.delay, v.reason, nil)
-	case verdictUnfinished:
-		if v.release {
-			keeper.Stop()
-			x.release(ctx, keeper.Lease())
-		}
-		return false
-	case verdictCancelled:
+	case leaseReleaseNow:
 		keeper.Stop()
 		x.release(ctx, keeper.Lease()) // fails harmlessly when the lease was revoked
+	case leaseReleaseAfter, leaseAbandon:
+		keeper.Stop()
+	}
+	switch v.kind {
+	case verdictDefer:
+		return x.deferRun(ctx, v.delay, v.reason, nil)
+	case verdictUnfinished:
+		return unfinished
+	case verdictCancelled:
 		return x.cancelled(ctx, v.reason, durationpb.New(end.finished.Sub(end.started)))
 	}
-	keeper.Stop()
 	return x.failed(ctx, keeper.Lease(), v, end.started, end.finished)
 }
 
 // acquire takes the run's lease, applying the overlap policy when the job's
 // slots are full. It waits while another holder has the same run, and
 // retries while Redis is unreachable, until ctx ends.
-func (x *execution) acquire(ctx context.Context) (leasing.Lease, acquireResult, error) {
+func (x *execution) acquire(ctx context.Context) (leasing.Lease, acquireOutcome) {
 	r, run := x.r, x.run
 	limit, pol := policy(run)
 	// The cancel, replace and suspend markers are read by the acquire
@@ -446,10 +439,10 @@ func (x *execution) acquire(ctx context.Context) (leasing.Lease, acquireResult, 
 		wait := r.cfg.HeldRetry
 		switch {
 		case err == nil:
-			return lease, acquired, nil
+			return lease, acquireOutcome{res: acquired}
 		case errors.Is(err, leasing.ErrAlreadyDone):
 			r.m.leases.WithLabelValues(leaseAlreadyDone).Inc()
-			return leasing.Lease{}, alreadyDone, nil
+			return leasing.Lease{}, acquireOutcome{res: alreadyDone}
 		case errors.Is(err, leasing.ErrRunHeld):
 			r.m.leases.WithLabelValues(leaseHeld).Inc()
 			x.logger().Debug("run is leased by another holder; waiting", "retry_in", wait)
@@ -458,15 +451,14 @@ func (x *execution) acquire(ctx context.Context) (leasing.Lease, acquireResult, 
 			var ns *leasing.NoSlotError
 			if errors.As(err, &ns) {
 				if reason, ended := endedBefore(ns.Flagged); ended {
-					x.endedReason = reason
-					return leasing.Lease{}, endedCancelled, nil
+					return leasing.Lease{}, acquireOutcome{res: endedCancelled, reason: reason}
 				}
 			}
 			switch pol {
 			case sundialv1.OverlapPolicy_OVERLAP_POLICY_FORBID:
-				return leasing.Lease{}, forbidden, nil
+				return leasing.Lease{}, acquireOutcome{res: forbidden}
 			case sundialv1.OverlapPolicy_OVERLAP_POLICY_QUEUE:
-				return leasing.Lease{}, queued, nil
+				return leasing.Lease{}, acquireOutcome{res: queued}
 			case sundialv1.OverlapPolicy_OVERLAP_POLICY_REPLACE:
 				if ns != nil && len(ns.Holders) > 0 {
 					x.replace(ctx, ns.Holders[0], signalled, revoked)
@@ -474,17 +466,17 @@ func (x *execution) acquire(ctx context.Context) (leasing.Lease, acquireResult, 
 				wait = min(wait, 50*time.Millisecond)
 			}
 		case ctx.Err() != nil:
-			return leasing.Lease{}, aborted, err
+			return leasing.Lease{}, acquireOutcome{res: aborted, err: err}
 		case leasing.IsRetryable(err):
 			r.m.leases.WithLabelValues(leaseError).Inc()
 			wait = retry.Next()
 			x.logger().Warn("lease acquire failed; retrying", "err", err, "retry_in", wait)
 		default:
 			r.m.leases.WithLabelValues(leaseError).Inc()
-			return leasing.Lease{}, invalidRun, err
+			return leasing.Lease{}, acquireOutcome{res: invalidRun, err: err}
 		}
 		if !backoff.Sleep(ctx, wait) {
-			return leasing.Lease{}, aborted, ctx.Err()
+			return leasing.Lease{}, acquireOutcome{res: aborted, err: ctx.Err()}
 		}
 	}
 }
@@ -519,7 +511,7 @@ func (x *execution) replace(ctx context.Context, holder string, signalled map[st
 // than losing its event; only then may the offset be committed. The Keeper
 // renews the lease until the dedupe mark is written; when an event was not
 // acknowledged, the lease is released instead.
-func (x *execution) succeeded(ctx context.Context, keeper *leasing.Keeper, started, finished time.Time) bool {
+func (x *execution) succeeded(ctx context.Context, keeper *leasing.Keeper, started, finished time.Time) result {
 	r := x.r
 	dur := finished.Sub(started)
 	all := false
@@ -531,7 +523,7 @@ func (x *execution) succeeded(ctx context.Context, keeper *leasing.Keeper, start
 			x.logger().Warn("finished child not recorded; the run will be delivered again", "err", err)
 			keeper.Stop()
 			x.release(ctx, keeper.Lease())
-			return false
+			return unfinished
 		}
 	}
 	ev := x.event(sundialv1.RunState_RUN_STATE_SUCCEEDED, func(ev *sundialv1.RunEvent) {
@@ -541,7 +533,8 @@ func (x *execution) succeeded(ctx context.Context, keeper *leasing.Keeper, start
 	if all {
 		x.emit(x.baseEvent(ev))
 	}
-	x.keeperHandedOff = true
+	// The finishing goroutine owns the Keeper from here: it renews the
+	// lease until the dedupe mark.
 	return x.finishAfterAcks(ctx, func() {
 		keeper.Stop()
 		l := keeper.Lease()
@@ -558,16 +551,15 @@ func (x *execution) succeeded(ctx context.Context, keeper *leasing.Keeper, start
 	})
 }
 
-// finishAfterAcks hands the record to a finishing goroutine and reports
-// true: the worker does not wait for the acknowledgement of the events it
+// finishAfterAcks hands the record to a finishing goroutine and returns
+// handedOff: the worker does not wait for the acknowledgement of the events it
 // produced. The goroutine waits for them, then calls acked and finishes the
 // record, so its offset becomes committable only once its events are
 // durable. When an event was not acknowledged it calls notAcked (if set)
 // and puts the record back in its queue after a backoff, as handleRecord
 // would try it again. It frees the in-flight slot the record's worker took.
-func (x *execution) finishAfterAcks(ctx context.Context, acked, notAcked func()) bool {
+func (x *execution) finishAfterAcks(ctx context.Context, acked, notAcked func()) result {
 	r := x.r
-	x.tail = true
 	r.tailsWG.Go(func() {
 		defer func() { <-r.slots }()
 		if !x.flush(ctx) {
@@ -583,12 +575,12 @@ func (x *execution) finishAfterAcks(ctx context.Context, acked, notAcked func())
 		}
 		r.finish(x.rec)
 	})
-	return true
+	return handedOff
 }
 
 // failed records a failed attempt (FAILED or TIMED_OUT), then, as the
 // verdict says, schedules the next attempt or declares the run dead.
-func (x *execution) failed(ctx context.Context, lease leasing.Lease, v verdict, started, finished time.Time) bool {
+func (x *execution) failed(ctx context.Context, lease leasing.Lease, v verdict, started, finished time.Time) result {
 	r, run, f := x.r, x.run, v.failure
 	runErr := &sundialv1.RunError{Code: f.Code, Message: f.Message, Retryable: f.Retryable}
 	outcome := outcomeFailed
@@ -612,7 +604,7 @@ func (x *execution) failed(ctx context.Context, lease leasing.Lease, v verdict, 
 	next.DispatchedAt = nil
 	if !x.enqueue(ctx, next, due, int(next.Attempt)) {
 		x.release(ctx, lease)
-		return false
+		return unfinished
 	}
 	r.m.retries.Inc()
 	r.m.runs.WithLabelValues(outcomeRetrying).Inc()
@@ -631,7 +623,7 @@ func (x *execution) failed(ctx context.Context, lease leasing.Lease, v verdict, 
 // not nil, is released afterwards: a dead run has no dedupe mark, so a
 // replay can run it again.
 // dur is how long the last attempt executed, 0 when it did not start.
-func (x *execution) dead(ctx context.Context, f *target.Error, lease *leasing.Lease, dur time.Duration) bool {
+func (x *execution) dead(ctx context.Context, f *target.Error, lease *leasing.Lease, dur time.Duration) result {
 	r, run := x.r, x.run
 	runErr := &sundialv1.RunError{Code: f.Code, Message: f.Message, Retryable: f.Retryable}
 	dl := &sundialv1.DeadLetter{Run: run, LastError: runErr, Attempts: run.GetAttempt(), DeadAt: timestamppb.New(r.cfg.Now()), RunnerId: r.cfg.ID}
@@ -644,7 +636,7 @@ func (x *execution) dead(ctx context.Context, f *target.Error, lease *leasing.Le
 		if lease != nil {
 			x.release(ctx, *lease)
 		}
-		return false
+		return unfinished
 	}
 	r.m.deadLetters.Inc()
 	r.m.runs.WithLabelValues(outcomeDead).Inc()
@@ -664,7 +656,7 @@ func (x *execution) dead(ctx context.Context, f *target.Error, lease *leasing.Le
 
 // deferRun writes the same attempt as a due entry after delay and records
 // DEFERRED; no attempt is spent. lease, when not nil, is released.
-func (x *execution) deferRun(ctx context.Context, delay time.Duration, reason string, lease *leasing.Lease) bool {
+func (x *execution) deferRun(ctx context.Context, delay time.Duration, reason string, lease *leasing.Lease) result {
 	r, run := x.r, x.run
 	due := store.Truncate(r.cfg.Now().Add(delay))
 	next := proto.Clone(run).(*sundialv1.Run)
@@ -675,7 +667,7 @@ func (x *execution) deferRun(ctx context.Context, delay time.Duration, reason st
 		defer x.release(ctx, *lease)
 	}
 	if !x.enqueue(ctx, next, due, int(run.GetAttempt())) {
-		return false
+		return unfinished
 	}
 	r.m.runs.WithLabelValues(outcomeDeferred).Inc()
 	x.emit(x.event(sundialv1.RunState_RUN_STATE_DEFERRED, func(ev *sundialv1.RunEvent) {

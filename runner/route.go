@@ -174,7 +174,7 @@ func (r *Runner) routeRecord(workCtx, execCtx context.Context, rec *record) bool
 	retry := backoff.New(r.cfg.HeldRetry, maxRecordRetry)
 	for r.owns(rec) {
 		x := &execution{r: r, rec: rec, run: rec.run}
-		done, here := x.route(execCtx)
+		res, here := x.route(execCtx)
 		switch {
 		case here:
 			rec.routed = true
@@ -190,9 +190,9 @@ func (r *Runner) routeRecord(workCtx, execCtx context.Context, rec *record) bool
 				r.wake()
 			}
 			return false
-		case x.tail:
+		case res == handedOff:
 			return true
-		case done:
+		case res == finished:
 			r.finish(rec)
 			return false
 		}
@@ -204,14 +204,14 @@ func (r *Runner) routeRecord(workCtx, execCtx context.Context, rec *record) bool
 }
 
 // route chooses the run's executor and hands the run over to it, and
-// reports whether the record is finished. A run chosen for this runner is
+// returns how the record ended (executeHere false), or executeHere. A run chosen for this runner is
 // executed here at once. Otherwise the copy is produced to the executor's
 // directed topic and acknowledged before this record finishes, so a crash in
 // between routes it again (the same run id: the lease and the dedupe mark
 // keep it to one effect). A run that finds no live executor, or whose fixed
 // executor is away under FALLBACK_WAIT, is deferred by Config.RouteDelay
 // and asks again then.
-func (x *execution) route(ctx context.Context) (done, executeHere bool) {
+func (x *execution) route(ctx context.Context) (res result, executeHere bool) {
 	r, run := x.r, x.run
 	pool := jobspec.PoolOf(run.GetPool())
 	live := r.directory.Live(pool)
@@ -223,7 +223,10 @@ func (x *execution) route(ctx context.Context) (done, executeHere bool) {
 		if len(live) == 0 {
 			return x.deferRun(ctx, r.cfg.RouteDelay, reasonNoExecutor, nil), false
 		}
-		return x.fanout(ctx, pool, live), false
+		if !x.fanout(ctx, pool, live) {
+			return unfinished, false
+		}
+		return finished, false
 	}
 	d := r.picker.PickFor(pool, run.GetJobId(), rt, live)
 	switch d.Outcome {
@@ -234,14 +237,14 @@ func (x *execution) route(ctx context.Context) (done, executeHere bool) {
 	}
 	r.m.routed.WithLabelValues(routeLabel(run.GetRouting().GetStrategy())).Inc()
 	if d.Member == r.cfg.ID {
-		return false, true
+		return unfinished, true
 	}
 	next := proto.Clone(run).(*sundialv1.Run)
 	next.RoutedTo = d.Member
 	val, err := proto.Marshal(next)
 	if err != nil {
 		x.logger().Error("routed run not encoded", "err", err)
-		return false, false
+		return unfinished, false
 	}
 	err = r.producer.ProduceSync(ctx, &kgo.Record{
 		Topic: r.cfg.Topics.Direct(d.Member), Key: []byte(run.GetRunId()), Value: val,
@@ -249,10 +252,10 @@ func (x *execution) route(ctx context.Context) (done, executeHere bool) {
 	}).FirstErr()
 	if err != nil {
 		x.logger().Warn("routed run not handed over; it will be routed again", "executor", d.Member, "err", err)
-		return false, false
+		return unfinished, false
 	}
 	x.logger().Debug("run routed", "executor", d.Member, "pool", pool)
-	return true, false
+	return finished, false
 }
 
 func routeLabel(s sundialv1.RoutingStrategy) string {

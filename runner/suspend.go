@@ -87,20 +87,21 @@ func (x *execution) session(token int64, cancel context.CancelCauseFunc) *checkp
 }
 
 // suspend records the run suspended, releases its lease and emits
-// SUSPENDED; it reports whether the record is finished. The suspension is
-// stored before the event, so a crash in between leaves a redelivery that
-// suspends the run again.
-func (x *execution) suspend(ctx context.Context, keeper *leasing.Keeper, end attemptEnd) bool {
+// SUSPENDED. The suspension is stored before the event, so a crash in
+// between leaves a redelivery that suspends the run again. It owns keeper:
+// every path stops it.
+func (x *execution) suspend(ctx context.Context, keeper *leasing.Keeper, end attemptEnd) result {
 	r, run := x.r, x.run
 	if r.isKilled() {
-		return false // a dead process writes nothing more
+		keeper.Stop()
+		return unfinished // a dead process writes nothing more
 	}
 	enc, err := proto.Marshal(run)
 	if err != nil {
 		x.logger().Error("cannot encode the run to suspend", "err", err)
 		keeper.Stop()
 		x.release(ctx, keeper.Lease())
-		return false
+		return unfinished
 	}
 	sp := checkpoint.Suspension{RunID: run.GetRunId(), JobID: run.GetJobId(), Run: enc}
 	retry := backoff.New(100*time.Millisecond, 5*time.Second)
@@ -113,13 +114,13 @@ func (x *execution) suspend(ctx context.Context, keeper *leasing.Keeper, end att
 			// A newer lease holds the run: it is that holder's to settle.
 			x.logger().Warn("run taken over before it could be suspended", "err", err)
 			keeper.Stop()
-			return true
+			return finished
 		}
 		x.logger().Warn("cannot mark the run suspended; retrying", "err", err, "retry_within", retry.Peek())
 		if !retry.Wait(ctx) {
 			keeper.Stop()
 			x.release(ctx, keeper.Lease())
-			return false
+			return unfinished
 		}
 	}
 	keeper.Stop()

@@ -143,3 +143,38 @@ func budgetAttempt(run *sundialv1.Run) int {
 	}
 	return int(a - before)
 }
+
+// leaseAction is what becomes of the lease once a verdict is reached.
+type leaseAction int
+
+const (
+	// leaseHandOver: the finishing goroutine of a success takes the
+	// Keeper, which renews the lease until the dedupe mark is set.
+	leaseHandOver leaseAction = iota
+	// leaseReleaseNow: the Keeper stops and the lease is given back
+	// before the run is settled.
+	leaseReleaseNow
+	// leaseReleaseAfter: the Keeper stops; the lease is given back once
+	// the next attempt or the dead letter is written.
+	leaseReleaseAfter
+	// leaseAbandon: the Keeper stops and the lease is left to expire, as
+	// a crashed runner's would be.
+	leaseAbandon
+)
+
+// leaseAfter decides what becomes of the lease after verdict v. It does no
+// I/O; execution.conclude carries it out before it settles the run.
+func leaseAfter(v verdict) leaseAction {
+	switch v.kind {
+	case verdictSucceeded:
+		return leaseHandOver
+	case verdictDefer, verdictCancelled:
+		return leaseReleaseNow
+	case verdictUnfinished:
+		if v.release {
+			return leaseReleaseNow
+		}
+		return leaseAbandon
+	}
+	return leaseReleaseAfter // retry and dead
+}

@@ -203,3 +203,26 @@ func TestBudgetAttempt(t *testing.T) {
 		})
 	}
 }
+
+func TestLeaseAfter(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		v    verdict
+		want leaseAction
+	}{
+		{"success: the finishing goroutine renews until the dedupe mark", verdict{kind: verdictSucceeded}, leaseHandOver},
+		{"deferred: released before the due entry", verdict{kind: verdictDefer}, leaseReleaseNow},
+		{"cancelled: released at once", verdict{kind: verdictCancelled}, leaseReleaseNow},
+		{"stopped: released", verdict{kind: verdictUnfinished, release: true}, leaseReleaseNow},
+		{"killed: left to expire", verdict{kind: verdictUnfinished}, leaseAbandon},
+		{"retry: released once the next attempt is stored", verdict{kind: verdictRetry}, leaseReleaseAfter},
+		{"dead: released once the dead letter is written", verdict{kind: verdictDead}, leaseReleaseAfter},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.want, leaseAfter(tt.v))
+		})
+	}
+}
