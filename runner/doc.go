@@ -260,7 +260,9 @@
 //     follow.
 //   - verdict.go: classify, pure: how an attempt ended decides whether the
 //     run succeeded, is deferred, retried, dead, cancelled or unfinished;
-//     leaseAfter, pure: what the verdict does with the lease.
+//     leaseAfter, pure: what the verdict does with the lease;
+//     decideAcquire, pure: what follows an answer to a lease acquire (the
+//     run taken, a duplicate, the overlap policy, a wait or a retry).
 //   - replace.go: the overlap policy REPLACE: signals, markers and the
 //     cancellation of local executions.
 //   - suspend.go: suspension at a checkpoint, and Resume.

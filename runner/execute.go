@@ -436,44 +436,28 @@ func (x *execution) acquire(ctx context.Context) (leasing.Lease, acquireOutcome)
 	revoked := map[string]bool{}
 	for {
 		lease, err := r.leases.Acquire(ctx, req)
+		step, out, label := decideAcquire(err, pol, ctx.Err() != nil)
+		if label != "" {
+			r.m.leases.WithLabelValues(label).Inc()
+		}
 		wait := r.cfg.HeldRetry
-		switch {
-		case err == nil:
-			return lease, acquireOutcome{res: acquired}
-		case errors.Is(err, leasing.ErrAlreadyDone):
-			r.m.leases.WithLabelValues(leaseAlreadyDone).Inc()
-			return leasing.Lease{}, acquireOutcome{res: alreadyDone}
-		case errors.Is(err, leasing.ErrRunHeld):
-			r.m.leases.WithLabelValues(leaseHeld).Inc()
+		switch step {
+		case stepSettled:
+			if out.res != acquired {
+				lease = leasing.Lease{}
+			}
+			return lease, out
+		case stepWaitHolder:
 			x.logger().Debug("run is leased by another holder; waiting", "retry_in", wait)
-		case errors.Is(err, leasing.ErrNoSlot):
-			r.m.leases.WithLabelValues(leaseNoSlot).Inc()
+		case stepReplace:
 			var ns *leasing.NoSlotError
-			if errors.As(err, &ns) {
-				if reason, ended := endedBefore(ns.Flagged); ended {
-					return leasing.Lease{}, acquireOutcome{res: endedCancelled, reason: reason}
-				}
+			if errors.As(err, &ns) && len(ns.Holders) > 0 {
+				x.replace(ctx, ns.Holders[0], signalled, revoked)
 			}
-			switch pol {
-			case sundialv1.OverlapPolicy_OVERLAP_POLICY_FORBID:
-				return leasing.Lease{}, acquireOutcome{res: forbidden}
-			case sundialv1.OverlapPolicy_OVERLAP_POLICY_QUEUE:
-				return leasing.Lease{}, acquireOutcome{res: queued}
-			case sundialv1.OverlapPolicy_OVERLAP_POLICY_REPLACE:
-				if ns != nil && len(ns.Holders) > 0 {
-					x.replace(ctx, ns.Holders[0], signalled, revoked)
-				}
-				wait = min(wait, 50*time.Millisecond)
-			}
-		case ctx.Err() != nil:
-			return leasing.Lease{}, acquireOutcome{res: aborted, err: err}
-		case leasing.IsRetryable(err):
-			r.m.leases.WithLabelValues(leaseError).Inc()
+			wait = min(wait, 50*time.Millisecond)
+		case stepRetry:
 			wait = retry.Next()
 			x.logger().Warn("lease acquire failed; retrying", "err", err, "retry_in", wait)
-		default:
-			r.m.leases.WithLabelValues(leaseError).Inc()
-			return leasing.Lease{}, acquireOutcome{res: invalidRun, err: err}
 		}
 		if !backoff.Sleep(ctx, wait) {
 			return leasing.Lease{}, acquireOutcome{res: aborted, err: ctx.Err()}

@@ -178,3 +178,60 @@ func leaseAfter(v verdict) leaseAction {
 	}
 	return leaseReleaseAfter // retry and dead
 }
+
+// acquireStep is what follows one answer to a lease acquire.
+type acquireStep int
+
+const (
+	// stepSettled: the acquire is over; its acquireOutcome says how.
+	stepSettled acquireStep = iota
+	// stepWaitHolder: another holder has the same run (a redelivery while
+	// the first delivery executes): wait Config.HeldRetry and ask again.
+	stepWaitHolder
+	// stepWaitSlot: the job's slots are full and its policy neither
+	// skips, queues nor replaces: wait Config.HeldRetry and ask again.
+	stepWaitSlot
+	// stepReplace: the job's slots are full under REPLACE: signal (then
+	// revoke) the oldest holder and ask again shortly.
+	stepReplace
+	// stepRetry: Redis did not answer: back off and ask again.
+	stepRetry
+)
+
+// decideAcquire decides what follows an acquire that answered err, under
+// the job's effective overlap policy pol (policy); ctxDone says whether the
+// delivery's context has ended. label is the lease metric's result to count
+// ("" for none). It does no I/O; execution.acquire carries it out. The order
+// matters: a run cancelled or replaced before this delivery ends CANCELLED
+// whatever the policy, and a context that ended is no invalid run.
+func decideAcquire(err error, pol sundialv1.OverlapPolicy, ctxDone bool) (step acquireStep, out acquireOutcome, label string) {
+	switch {
+	case err == nil:
+		return stepSettled, acquireOutcome{res: acquired}, ""
+	case errors.Is(err, leasing.ErrAlreadyDone):
+		return stepSettled, acquireOutcome{res: alreadyDone}, leaseAlreadyDone
+	case errors.Is(err, leasing.ErrRunHeld):
+		return stepWaitHolder, acquireOutcome{}, leaseHeld
+	case errors.Is(err, leasing.ErrNoSlot):
+		var ns *leasing.NoSlotError
+		if errors.As(err, &ns) {
+			if reason, ended := endedBefore(ns.Flagged); ended {
+				return stepSettled, acquireOutcome{res: endedCancelled, reason: reason}, leaseNoSlot
+			}
+		}
+		switch pol {
+		case sundialv1.OverlapPolicy_OVERLAP_POLICY_FORBID:
+			return stepSettled, acquireOutcome{res: forbidden}, leaseNoSlot
+		case sundialv1.OverlapPolicy_OVERLAP_POLICY_QUEUE:
+			return stepSettled, acquireOutcome{res: queued}, leaseNoSlot
+		case sundialv1.OverlapPolicy_OVERLAP_POLICY_REPLACE:
+			return stepReplace, acquireOutcome{}, leaseNoSlot
+		}
+		return stepWaitSlot, acquireOutcome{}, leaseNoSlot
+	case ctxDone:
+		return stepSettled, acquireOutcome{res: aborted, err: err}, ""
+	case leasing.IsRetryable(err):
+		return stepRetry, acquireOutcome{}, leaseError
+	}
+	return stepSettled, acquireOutcome{res: invalidRun, err: err}, leaseError
+}
