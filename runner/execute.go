@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -44,23 +43,14 @@ const (
 // passes.
 var errTimeout = errors.New("runner: attempt exceeded the job's timeout")
 
-// execution is one run being handled by a worker.
+// execution is one delivery of a run being handled by a worker (handle).
 type execution struct {
-	r     *Runner
-	rec   *record
-	run   *sundialv1.Run
-	logp  *slog.Logger // made on first use: most runs log nothing
-	token int64
-	// lastEvent is the time of the execution's last event: each event's
-	// time is after it, at microsecond precision, so history orders the
-	// states of the attempt as they happened (see event).
-	lastEvent time.Time
-	// out collects what the attempt logs, for its final event.
-	out *target.Output
-
-	pending sync.WaitGroup
-	errMu   sync.Mutex
-	prodErr error
+	r    *Runner
+	rec  *record
+	run  *sundialv1.Run
+	logp *slog.Logger // made on first use: most runs log nothing
+	// ev produces the delivery's events.
+	ev *runEvents
 }
 
 // result is how the handling of one delivery ended.
@@ -92,7 +82,7 @@ func (r *Runner) process(ctx context.Context, rec *record) result {
 			return finished
 		}
 	}
-	x := &execution{r: r, rec: rec, run: run}
+	x := newExecution(r, rec, run)
 	res := x.handle(ctx)
 	if res != unfinished {
 		return res
@@ -100,6 +90,13 @@ func (r *Runner) process(ctx context.Context, rec *record) result {
 	r.m.runs.WithLabelValues(outcomeAborted).Inc()
 	x.logger().Info("run not finished", "cause", context.Cause(ctx))
 	return unfinished
+}
+
+// newExecution returns the execution of one delivery of run, read from rec.
+func newExecution(r *Runner, rec *record, run *sundialv1.Run) *execution {
+	x := &execution{r: r, rec: rec, run: run}
+	x.ev = &runEvents{r: r, run: run, log: x.logger}
+	return x
 }
 
 // logger returns the execution's logger, which names the run.
@@ -285,7 +282,7 @@ func (x *execution) discard(ctx context.Context) result {
 // duration, nil when it never executed); it is not retried.
 func (x *execution) cancelled(ctx context.Context, reason string, dur *durationpb.Duration) result {
 	x.r.m.runs.WithLabelValues(outcomeCancelled).Inc()
-	x.emitEnd(x.event(sundialv1.RunState_RUN_STATE_CANCELLED, func(ev *sundialv1.RunEvent) {
+	x.ev.emitEnd(x.ev.event(sundialv1.RunState_RUN_STATE_CANCELLED, func(ev *sundialv1.RunEvent) {
 		ev.Reason = reason
 		ev.Duration = dur
 	}))
@@ -296,7 +293,7 @@ func (x *execution) cancelled(ctx context.Context, reason string, dur *durationp
 // skip records the run as SKIPPED with reason; it is not retried.
 func (x *execution) skip(ctx context.Context, reason, msg string) result {
 	x.r.m.runs.WithLabelValues(outcomeSkipped).Inc()
-	x.emitEnd(x.event(sundialv1.RunState_RUN_STATE_SKIPPED, func(ev *sundialv1.RunEvent) { ev.Reason = reason }))
+	x.ev.emitEnd(x.ev.event(sundialv1.RunState_RUN_STATE_SKIPPED, func(ev *sundialv1.RunEvent) { ev.Reason = reason }))
 	x.logger().Info(msg)
 	return x.finishAfterAcks(ctx, nil, nil)
 }
@@ -308,7 +305,7 @@ func (x *execution) leaseTaken(lease leasing.Lease) time.Duration {
 	latency := r.cfg.Now().Sub(attemptDue(x.run))
 	r.m.triggerLatency.WithLabelValues(priorityLabel(x.run.GetPriority())).Observe(max(latency, 0).Seconds())
 	r.m.leases.WithLabelValues(leaseAcquired).Inc()
-	x.token = lease.Token
+	x.ev.token = lease.Token
 	return latency
 }
 
@@ -325,10 +322,10 @@ func (x *execution) attempt(leaseCtx context.Context, downstream breaker.Key, to
 	defer cancel()
 	end.err = r.breakers.Do(downstream, func() error {
 		end.started = r.cfg.Now()
-		x.emit(x.event(sundialv1.RunState_RUN_STATE_STARTED, nil))
+		x.ev.emit(x.ev.event(sundialv1.RunState_RUN_STATE_STARTED, nil))
 		x.logger().Debug("run started", "fencing_token", token, "trigger_latency", latency)
-		x.out = &target.Output{}
-		return r.targets.Execute(attemptCtx, target.Request{Run: run, FencingToken: token, Output: x.out})
+		x.ev.out = &target.Output{}
+		return r.targets.Execute(attemptCtx, target.Request{Run: run, FencingToken: token, Output: x.ev.out})
 	})
 	end.finished = r.cfg.Now()
 	var refusal *egress.Refusal
@@ -510,12 +507,12 @@ func (x *execution) succeeded(ctx context.Context, keeper *leasing.Keeper, start
 			return unfinished
 		}
 	}
-	ev := x.event(sundialv1.RunState_RUN_STATE_SUCCEEDED, func(ev *sundialv1.RunEvent) {
+	ev := x.ev.event(sundialv1.RunState_RUN_STATE_SUCCEEDED, func(ev *sundialv1.RunEvent) {
 		ev.Duration = durationpb.New(dur)
 	})
-	x.emit(ev)
+	x.ev.emit(ev)
 	if all {
-		x.emit(x.baseEvent(ev))
+		x.ev.emit(x.ev.baseEvent(ev))
 	}
 	// The finishing goroutine owns the Keeper from here: it renews the
 	// lease until the dedupe mark.
@@ -546,7 +543,7 @@ func (x *execution) finishAfterAcks(ctx context.Context, acked, notAcked func())
 	r := x.r
 	r.tailsWG.Go(func() {
 		defer func() { <-r.slots }()
-		if !x.flush(ctx) {
+		if !x.ev.flush(ctx) {
 			if notAcked != nil {
 				notAcked()
 			}
@@ -572,7 +569,7 @@ func (x *execution) failed(ctx context.Context, lease leasing.Lease, v verdict, 
 		outcome = outcomeTimedOut
 	}
 	r.m.runs.WithLabelValues(outcome).Inc()
-	x.emit(x.event(v.state, func(ev *sundialv1.RunEvent) {
+	x.ev.emit(x.ev.event(v.state, func(ev *sundialv1.RunEvent) {
 		ev.Error = runErr
 		ev.Duration = durationpb.New(finished.Sub(started))
 	}))
@@ -592,7 +589,7 @@ func (x *execution) failed(ctx context.Context, lease leasing.Lease, v verdict, 
 	}
 	r.m.retries.Inc()
 	r.m.runs.WithLabelValues(outcomeRetrying).Inc()
-	x.emit(x.event(sundialv1.RunState_RUN_STATE_RETRYING, func(ev *sundialv1.RunEvent) {
+	x.ev.emit(x.ev.event(sundialv1.RunState_RUN_STATE_RETRYING, func(ev *sundialv1.RunEvent) {
 		ev.Error = runErr
 		ev.NextAttemptDueTime = timestamppb.New(due)
 	}))
@@ -624,7 +621,7 @@ func (x *execution) dead(ctx context.Context, f *target.Error, lease *leasing.Le
 	}
 	r.m.deadLetters.Inc()
 	r.m.runs.WithLabelValues(outcomeDead).Inc()
-	x.emitEnd(x.event(sundialv1.RunState_RUN_STATE_DEAD, func(ev *sundialv1.RunEvent) {
+	x.ev.emitEnd(x.ev.event(sundialv1.RunState_RUN_STATE_DEAD, func(ev *sundialv1.RunEvent) {
 		ev.Error = runErr
 		if dur > 0 {
 			// The history keeps the last attempt's duration on the dead
@@ -654,7 +651,7 @@ func (x *execution) deferRun(ctx context.Context, delay time.Duration, reason st
 		return unfinished
 	}
 	r.m.runs.WithLabelValues(outcomeDeferred).Inc()
-	x.emit(x.event(sundialv1.RunState_RUN_STATE_DEFERRED, func(ev *sundialv1.RunEvent) {
+	x.ev.emit(x.ev.event(sundialv1.RunState_RUN_STATE_DEFERRED, func(ev *sundialv1.RunEvent) {
 		ev.Reason = reason
 		ev.NextAttemptDueTime = timestamppb.New(due)
 	}))
@@ -719,85 +716,6 @@ func (x *execution) retryRedis(ctx context.Context, fn func(context.Context) err
 			return err
 		}
 	}
-}
-
-// event returns a RunEvent of the run in state, changed by mod. Its time is
-// now, at microsecond precision, and after the execution's previous event:
-// history keeps an attempt's newest state by event time, and a failure
-// within a microsecond of its start must not tie with it.
-func (x *execution) event(state sundialv1.RunState, mod func(*sundialv1.RunEvent)) *sundialv1.RunEvent {
-	run := x.run
-	at := x.r.cfg.Now().Truncate(time.Microsecond)
-	if !at.After(x.lastEvent) {
-		at = x.lastEvent.Add(time.Microsecond)
-	}
-	x.lastEvent = at
-	ev := &sundialv1.RunEvent{
-		RunId: run.GetRunId(), JobId: run.GetJobId(), Attempt: run.GetAttempt(), State: state,
-		Time: timestamppb.New(at), DueTime: run.GetDueTime(), AttemptDueTime: timestamppb.New(attemptDue(run)),
-		RunnerId: x.r.cfg.ID, DagRunId: run.GetDagRunId(), DagNodeId: run.GetDagNodeId(),
-		Priority: run.GetPriority(), OwnerTeam: run.GetOwnerTeam(), FencingToken: x.token,
-	}
-	if run.GetBaseRunId() != "" {
-		// A child run is part of its base run, whose events alone speak
-		// for the DAG node (baseEvent).
-		ev.DagRunId, ev.DagNodeId = "", ""
-	}
-	switch state {
-	case sundialv1.RunState_RUN_STATE_SUCCEEDED, sundialv1.RunState_RUN_STATE_FAILED, sundialv1.RunState_RUN_STATE_TIMED_OUT,
-		sundialv1.RunState_RUN_STATE_DEAD, sundialv1.RunState_RUN_STATE_CANCELLED:
-		ev.Log = x.out.Lines()
-	}
-	if mod != nil {
-		mod(ev)
-	}
-	return ev
-}
-
-// emit produces ev to the events topic without waiting; flush waits.
-func (x *execution) emit(ev *sundialv1.RunEvent) {
-	if x.r.isKilled() {
-		return
-	}
-	val, err := proto.Marshal(ev)
-	if err != nil {
-		x.setErr(err)
-		return
-	}
-	x.pending.Add(1)
-	x.r.producer.Produce(context.Background(), &kgo.Record{
-		Topic: x.r.cfg.Topics.Events(), Key: []byte(ev.GetJobId()), Value: val,
-		Headers: topics.EventHeaders(ev),
-	}, func(_ *kgo.Record, err error) {
-		if err != nil {
-			x.setErr(err)
-		}
-		x.pending.Done()
-	})
-}
-
-func (x *execution) setErr(err error) {
-	x.errMu.Lock()
-	defer x.errMu.Unlock()
-	if x.prodErr == nil {
-		x.prodErr = err
-	}
-}
-
-// flush waits for every emitted event's acknowledgement and reports whether
-// all were written.
-func (x *execution) flush(context.Context) bool {
-	x.pending.Wait()
-	x.errMu.Lock()
-	defer x.errMu.Unlock()
-	if x.r.isKilled() {
-		return false
-	}
-	if x.prodErr != nil {
-		x.logger().Error("event not written; the run will be delivered again", "err", x.prodErr)
-		return false
-	}
-	return true
 }
 
 func attemptDue(run *sundialv1.Run) time.Time {

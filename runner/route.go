@@ -173,7 +173,7 @@ func (r *Runner) routeLoop(workCtx, execCtx context.Context) {
 func (r *Runner) routeRecord(workCtx, execCtx context.Context, rec *record) bool {
 	retry := backoff.New(r.cfg.HeldRetry, maxRecordRetry)
 	for r.owns(rec) {
-		x := &execution{r: r, rec: rec, run: rec.run}
+		x := newExecution(r, rec, rec.run)
 		res, here := x.route(execCtx)
 		switch {
 		case here:

@@ -106,7 +106,7 @@ func (x *execution) suspend(ctx context.Context, keeper *leasing.Keeper, end att
 	sp := checkpoint.Suspension{RunID: run.GetRunId(), JobID: run.GetJobId(), Run: enc}
 	retry := backoff.New(100*time.Millisecond, 5*time.Second)
 	for {
-		err := r.cfg.Checkpoints.MarkSuspended(ctx, sp, x.token)
+		err := r.cfg.Checkpoints.MarkSuspended(ctx, sp, x.ev.token)
 		if err == nil {
 			break
 		}
@@ -126,12 +126,12 @@ func (x *execution) suspend(ctx context.Context, keeper *leasing.Keeper, end att
 	keeper.Stop()
 	x.release(ctx, keeper.Lease())
 	r.m.runs.WithLabelValues(outcomeSuspended).Inc()
-	x.emit(x.event(sundialv1.RunState_RUN_STATE_SUSPENDED, func(ev *sundialv1.RunEvent) { //nolint:contextcheck // the event must be produced even if ctx ends now; finishAfterAcks waits for it
+	x.ev.emit(x.ev.event(sundialv1.RunState_RUN_STATE_SUSPENDED, func(ev *sundialv1.RunEvent) { //nolint:contextcheck // the event must be produced even if ctx ends now; finishAfterAcks waits for it
 		ev.Reason = reasonSuspended
 		if !end.started.IsZero() {
 			ev.Duration = durationpb.New(end.finished.Sub(end.started))
 		}
-		ev.Log = x.out.Lines()
+		ev.Log = x.ev.out.Lines()
 	}))
 	x.logger().Info("run suspended")
 	return x.finishAfterAcks(ctx, nil, nil)
