@@ -7,20 +7,15 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/checkpoint"
 	"github.com/sundialhq/sundial/internal/backoff"
-	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/runner/breaker"
 	"github.com/sundialhq/sundial/runner/egress"
 	"github.com/sundialhq/sundial/runner/retry"
 	"github.com/sundialhq/sundial/runner/target"
-	"github.com/sundialhq/sundial/store"
 )
 
 // Codes of failures the runner itself decides (RunError.code).
@@ -189,7 +184,7 @@ func (x *execution) handle(ctx context.Context) result {
 	}
 	downstream := breaker.Key{Team: x.run.GetOwnerTeam(), Downstream: target.Downstream(x.run)}
 	if r.breakers.Open(downstream) {
-		return x.deferRun(ctx, r.breakers.OpenTimeout(), reasonCircuitOpen, nil)
+		return x.settle().deferRun(ctx, r.breakers.OpenTimeout(), reasonCircuitOpen, nil)
 	}
 	// The team's slot is taken before the job's and given back when the
 	// attempt ends.
@@ -197,17 +192,17 @@ func (x *execution) handle(ctx context.Context) result {
 	switch teamRes {
 	case teamFull:
 		r.m.teamDeferrals.WithLabelValues(x.run.GetOwnerTeam()).Inc()
-		return x.deferRun(ctx, x.teamQuotaDelay(), reasonTeamQuota, nil)
+		return x.settle().deferRun(ctx, x.teamQuotaDelay(), reasonTeamQuota, nil)
 	case teamRate:
 		r.m.teamRateDeferrals.WithLabelValues(x.run.GetOwnerTeam()).Inc()
-		return x.deferRun(ctx, wait, reasonTeamRate, nil)
+		return x.settle().deferRun(ctx, wait, reasonTeamRate, nil)
 	case teamAborted:
 		return unfinished
 	}
 	defer releaseTeam()
 	lease, acq := x.acquire(ctx)
 	if acq.res != acquired {
-		return x.notAcquired(ctx, acq)
+		return x.settle().notAcquired(ctx, acq)
 	}
 	latency := x.leaseTaken(lease)
 
@@ -228,40 +223,19 @@ func (x *execution) handle(ctx context.Context) result {
 
 	if reason, ended := endedBefore(lease.Flagged); ended {
 		x.logger().Info("run cancelled or replaced before this delivery; not executed", "reason", reason)
-		return x.conclude(ctx, keeper, attemptEnd{}, verdict{kind: verdictCancelled, reason: reason})
+		return x.settle().conclude(ctx, keeper, attemptEnd{}, verdict{kind: verdictCancelled, reason: reason})
 	}
 	if flagged(lease.Flagged, flagSuspend) {
 		// A redelivery of a run whose runner died after its last
 		// checkpoint, before SUSPENDED was out: suspend it again.
-		return x.suspend(ctx, keeper, attemptEnd{})
+		return x.settle().suspend(ctx, keeper, attemptEnd{})
 	}
 	sess := x.session(lease.Token, cancelRun)
 	end := x.attempt(checkpoint.NewContext(leaseCtx, sess), downstream, lease.Token, latency)
 	if sess != nil && sess.Suspended() && end.err != nil {
-		return x.suspend(ctx, keeper, end)
+		return x.settle().suspend(ctx, keeper, end)
 	}
-	return x.conclude(ctx, keeper, end, x.judge(ctx, end))
-}
-
-// notAcquired settles a delivery whose lease acquire ended without a
-// lease, as acq says.
-func (x *execution) notAcquired(ctx context.Context, acq acquireOutcome) result {
-	r := x.r
-	switch acq.res {
-	case alreadyDone:
-		r.m.runs.WithLabelValues(outcomeDuplicate).Inc()
-		x.logger().Debug("run already done; skipped")
-		return finished
-	case forbidden:
-		return x.skip(ctx, reasonOverlapForbid, "run skipped: the job's concurrency limit is reached (overlap policy forbid)")
-	case queued:
-		return x.deferRun(ctx, queueDelay(x.run, r.cfg.QueueDelay), reasonOverlapQueue, nil)
-	case invalidRun:
-		return x.dead(ctx, &target.Error{Code: codeInvalidRun, Message: acq.err.Error()}, nil, 0)
-	case endedCancelled:
-		return x.cancelled(ctx, acq.reason, nil)
-	}
-	return unfinished // aborted: ctx ended
+	return x.settle().conclude(ctx, keeper, end, x.judge(ctx, end))
 }
 
 // discard settles a run that found every pool slot busy under
@@ -272,30 +246,10 @@ func (x *execution) notAcquired(ctx context.Context, acq acquireOutcome) result 
 func (x *execution) discard(ctx context.Context) result {
 	lease, acq := x.acquire(ctx)
 	if acq.res != acquired {
-		return x.notAcquired(ctx, acq)
+		return x.settle().notAcquired(ctx, acq)
 	}
 	x.release(ctx, lease)
-	return x.skip(ctx, reasonPoolBusy, "run skipped: every slot of the pool is busy (pool blocking discard)")
-}
-
-// cancelled records the run as CANCELLED with reason (and the attempt's
-// duration, nil when it never executed); it is not retried.
-func (x *execution) cancelled(ctx context.Context, reason string, dur *durationpb.Duration) result {
-	x.r.m.runs.WithLabelValues(outcomeCancelled).Inc()
-	x.ev.emitEnd(x.ev.event(sundialv1.RunState_RUN_STATE_CANCELLED, func(ev *sundialv1.RunEvent) {
-		ev.Reason = reason
-		ev.Duration = dur
-	}))
-	x.logger().Info("run cancelled", "reason", reason)
-	return x.finishAfterAcks(ctx, nil, nil)
-}
-
-// skip records the run as SKIPPED with reason; it is not retried.
-func (x *execution) skip(ctx context.Context, reason, msg string) result {
-	x.r.m.runs.WithLabelValues(outcomeSkipped).Inc()
-	x.ev.emitEnd(x.ev.event(sundialv1.RunState_RUN_STATE_SKIPPED, func(ev *sundialv1.RunEvent) { ev.Reason = reason }))
-	x.logger().Info(msg)
-	return x.finishAfterAcks(ctx, nil, nil)
+	return x.settle().skip(ctx, reasonPoolBusy, "run skipped: every slot of the pool is busy (pool blocking discard)")
 }
 
 // leaseTaken records a lease taken for the run and returns the trigger
@@ -391,30 +345,6 @@ func (x *execution) retryState() retryState {
 	}
 }
 
-// conclude carries out the verdict on an attempt. It owns keeper: what
-// becomes of the lease is decided first (leaseAfter), then the run is
-// settled as the verdict says.
-func (x *execution) conclude(ctx context.Context, keeper *leasing.Keeper, end attemptEnd, v verdict) result {
-	switch leaseAfter(v) {
-	case leaseHandOver:
-		return x.succeeded(ctx, keeper, end.started, end.finished)
-	case leaseReleaseNow:
-		keeper.Stop()
-		x.release(ctx, keeper.Lease()) // fails harmlessly when the lease was revoked
-	case leaseReleaseAfter, leaseAbandon:
-		keeper.Stop()
-	}
-	switch v.kind {
-	case verdictDefer:
-		return x.deferRun(ctx, v.delay, v.reason, nil)
-	case verdictUnfinished:
-		return unfinished
-	case verdictCancelled:
-		return x.cancelled(ctx, v.reason, durationpb.New(end.finished.Sub(end.started)))
-	}
-	return x.failed(ctx, keeper.Lease(), v, end.started, end.finished)
-}
-
 // acquire takes the run's lease, applying the overlap policy when the job's
 // slots are full. It waits while another holder has the same run, and
 // retries while Redis is unreachable, until ctx ends.
@@ -481,209 +411,6 @@ func (x *execution) replace(ctx context.Context, holder string, signalled map[st
 			x.logger().Warn("revoke failed", "holder", holder, "err", err)
 		}
 		x.logger().Info("holder did not stop on the signal; lease revoked", "holder", holder)
-	}
-}
-
-// succeeded records a success. The SUCCEEDED event is produced, and the
-// rest is left to a finishing goroutine, so the worker takes its next run
-// without waiting for Kafka and Redis: the events acknowledged first, then
-// the dedupe mark (leasing Complete, pipelined with other runs'), so a crash
-// in between re-executes the run (absorbed by the idempotency key) rather
-// than losing its event; only then may the offset be committed. The Keeper
-// renews the lease until the dedupe mark is written; when an event was not
-// acknowledged, the lease is released instead.
-func (x *execution) succeeded(ctx context.Context, keeper *leasing.Keeper, started, finished time.Time) result {
-	r := x.r
-	dur := finished.Sub(started)
-	all := false
-	if x.run.GetBaseRunId() != "" {
-		// Recorded before the dedupe mark: a crash in between executes
-		// the child again and asks again (fanout.go).
-		var err error
-		if all, err = x.childSucceeded(ctx); err != nil {
-			x.logger().Warn("finished child not recorded; the run will be delivered again", "err", err)
-			keeper.Stop()
-			x.release(ctx, keeper.Lease())
-			return unfinished
-		}
-	}
-	ev := x.ev.event(sundialv1.RunState_RUN_STATE_SUCCEEDED, func(ev *sundialv1.RunEvent) {
-		ev.Duration = durationpb.New(dur)
-	})
-	x.ev.emit(ev)
-	if all {
-		x.ev.emit(x.ev.baseEvent(ev))
-	}
-	// The finishing goroutine owns the Keeper from here: it renews the
-	// lease until the dedupe mark.
-	return x.finishAfterAcks(ctx, func() {
-		keeper.Stop()
-		l := keeper.Lease()
-		if err := x.retryRedis(ctx, func(c context.Context) error { return r.leases.Complete(c, l) }); err != nil {
-			// The effect happened and its event is out; a redelivery would
-			// execute again, which the downstream absorbs by the run id.
-			x.logger().Warn("could not set the run's dedupe mark", "err", err)
-		}
-		r.m.runs.WithLabelValues(outcomeSucceeded).Inc()
-		x.logger().Debug("run succeeded", "duration", dur)
-	}, func() {
-		keeper.Stop()
-		x.release(ctx, keeper.Lease())
-	})
-}
-
-// finishAfterAcks hands the record to a finishing goroutine and returns
-// handedOff: the worker does not wait for the acknowledgement of the events it
-// produced. The goroutine waits for them, then calls acked and finishes the
-// record, so its offset becomes committable only once its events are
-// durable. When an event was not acknowledged it calls notAcked (if set)
-// and puts the record back in its queue after a backoff, as handleRecord
-// would try it again. It frees the in-flight slot the record's worker took.
-func (x *execution) finishAfterAcks(ctx context.Context, acked, notAcked func()) result {
-	r := x.r
-	r.tailsWG.Go(func() {
-		defer func() { <-r.slots }()
-		if !x.ev.flush(ctx) {
-			if notAcked != nil {
-				notAcked()
-			}
-			r.m.runs.WithLabelValues(outcomeAborted).Inc()
-			r.retryLater(ctx, x.rec)
-			return
-		}
-		if acked != nil {
-			acked()
-		}
-		r.finish(x.rec)
-	})
-	return handedOff
-}
-
-// failed records a failed attempt (FAILED or TIMED_OUT), then, as the
-// verdict says, schedules the next attempt or declares the run dead.
-func (x *execution) failed(ctx context.Context, lease leasing.Lease, v verdict, started, finished time.Time) result {
-	r, run, f := x.r, x.run, v.failure
-	runErr := &sundialv1.RunError{Code: f.Code, Message: f.Message, Retryable: f.Retryable}
-	outcome := outcomeFailed
-	if v.state == sundialv1.RunState_RUN_STATE_TIMED_OUT {
-		outcome = outcomeTimedOut
-	}
-	r.m.runs.WithLabelValues(outcome).Inc()
-	x.ev.emit(x.ev.event(v.state, func(ev *sundialv1.RunEvent) {
-		ev.Error = runErr
-		ev.Duration = durationpb.New(finished.Sub(started))
-	}))
-	if v.kind == verdictDead {
-		x.logger().Info("run failed for good", "code", f.Code, "err", f.Message, "reason", v.reason)
-		return x.dead(ctx, f, &lease, finished.Sub(started))
-	}
-	due := store.Truncate(r.cfg.Now().Add(v.delay))
-	next := proto.Clone(run).(*sundialv1.Run)
-	next.Attempt = run.GetAttempt() + 1
-	next.AttemptDueTime = timestamppb.New(due)
-	next.Origin = sundialv1.RunOrigin_RUN_ORIGIN_RETRY
-	next.DispatchedAt = nil
-	if !x.enqueue(ctx, next, due, int(next.Attempt)) {
-		x.release(ctx, lease)
-		return unfinished
-	}
-	r.m.retries.Inc()
-	r.m.runs.WithLabelValues(outcomeRetrying).Inc()
-	x.ev.emit(x.ev.event(sundialv1.RunState_RUN_STATE_RETRYING, func(ev *sundialv1.RunEvent) {
-		ev.Error = runErr
-		ev.NextAttemptDueTime = timestamppb.New(due)
-	}))
-	x.logger().Info("run failed; retry scheduled", "code", f.Code, "err", f.Message, "next_attempt", next.Attempt, "due", due)
-	// The next attempt is durable (enqueued above); only the commit waits
-	// for the events.
-	x.release(ctx, lease)
-	return x.finishAfterAcks(ctx, nil, nil)
-}
-
-// dead writes the run to the dead-letter topic and records DEAD. lease, when
-// not nil, is released afterwards: a dead run has no dedupe mark, so a
-// replay can run it again.
-// dur is how long the last attempt executed, 0 when it did not start.
-func (x *execution) dead(ctx context.Context, f *target.Error, lease *leasing.Lease, dur time.Duration) result {
-	r, run := x.r, x.run
-	runErr := &sundialv1.RunError{Code: f.Code, Message: f.Message, Retryable: f.Retryable}
-	dl := &sundialv1.DeadLetter{Run: run, LastError: runErr, Attempts: run.GetAttempt(), DeadAt: timestamppb.New(r.cfg.Now()), RunnerId: r.cfg.ID}
-	val, err := proto.Marshal(dl)
-	if err == nil {
-		err = r.producer.ProduceSync(ctx, &kgo.Record{Topic: r.cfg.Topics.DLQ(), Key: []byte(run.GetJobId()), Value: val, Headers: topics.ProtobufHeaders(dl)}).FirstErr()
-	}
-	if err != nil {
-		x.logger().Error("could not write the dead letter; the run will be delivered again", "err", err)
-		if lease != nil {
-			x.release(ctx, *lease)
-		}
-		return unfinished
-	}
-	r.m.deadLetters.Inc()
-	r.m.runs.WithLabelValues(outcomeDead).Inc()
-	x.ev.emitEnd(x.ev.event(sundialv1.RunState_RUN_STATE_DEAD, func(ev *sundialv1.RunEvent) {
-		ev.Error = runErr
-		if dur > 0 {
-			// The history keeps the last attempt's duration on the dead
-			// run's record.
-			ev.Duration = durationpb.New(dur)
-		}
-	}))
-	if lease != nil {
-		x.release(ctx, *lease)
-	}
-	return x.finishAfterAcks(ctx, nil, nil)
-}
-
-// deferRun writes the same attempt as a due entry after delay and records
-// DEFERRED; no attempt is spent. lease, when not nil, is released.
-func (x *execution) deferRun(ctx context.Context, delay time.Duration, reason string, lease *leasing.Lease) result {
-	r, run := x.r, x.run
-	due := store.Truncate(r.cfg.Now().Add(delay))
-	next := proto.Clone(run).(*sundialv1.Run)
-	next.AttemptDueTime = timestamppb.New(due)
-	next.Origin = sundialv1.RunOrigin_RUN_ORIGIN_DEFERRAL
-	next.DispatchedAt = nil
-	if lease != nil {
-		defer x.release(ctx, *lease)
-	}
-	if !x.enqueue(ctx, next, due, int(run.GetAttempt())) {
-		return unfinished
-	}
-	r.m.runs.WithLabelValues(outcomeDeferred).Inc()
-	x.ev.emit(x.ev.event(sundialv1.RunState_RUN_STATE_DEFERRED, func(ev *sundialv1.RunEvent) {
-		ev.Reason = reason
-		ev.NextAttemptDueTime = timestamppb.New(due)
-	}))
-	x.logger().Info("run deferred", "reason", reason, "due", due)
-	return x.finishAfterAcks(ctx, nil, nil)
-}
-
-// enqueue writes next as a KindRetry due entry at due, retrying until it is
-// durable or ctx ends.
-func (x *execution) enqueue(ctx context.Context, next *sundialv1.Run, due time.Time, attempt int) bool {
-	payload, err := proto.Marshal(next)
-	if err != nil {
-		x.logger().Error("cannot encode the run for its due entry", "err", err)
-		return false
-	}
-	entry := store.DueEntry{
-		Due: due, JobID: next.GetJobId(), Kind: store.KindRetry, RunID: next.GetRunId(),
-		Attempt: attempt, Revision: max(next.GetDefinitionOffset(), 0), Payload: payload,
-	}
-	retry := backoff.New(100*time.Millisecond, 5*time.Second)
-	for {
-		err := x.r.cfg.Enqueuer.Enqueue(ctx, entry)
-		if err == nil {
-			return true
-		}
-		if ctx.Err() != nil || x.r.isKilled() {
-			return false
-		}
-		x.logger().Warn("enqueue failed; retrying", "err", err, "retry_within", retry.Peek())
-		if !retry.Wait(ctx) {
-			return false
-		}
 	}
 }
 

@@ -221,7 +221,7 @@ func (x *execution) route(ctx context.Context) (res result, executeHere bool) {
 		rt = routing.ChildRouting(run)
 	case routing.FansOut(rt):
 		if len(live) == 0 {
-			return x.deferRun(ctx, r.cfg.RouteDelay, reasonNoExecutor, nil), false
+			return x.settle().deferRun(ctx, r.cfg.RouteDelay, reasonNoExecutor, nil), false
 		}
 		if !x.fanout(ctx, pool, live) {
 			return unfinished, false
@@ -231,9 +231,9 @@ func (x *execution) route(ctx context.Context) (res result, executeHere bool) {
 	d := r.picker.PickFor(pool, run.GetJobId(), rt, live)
 	switch d.Outcome {
 	case routing.NoMember:
-		return x.deferRun(ctx, r.cfg.RouteDelay, reasonNoExecutor, nil), false
+		return x.settle().deferRun(ctx, r.cfg.RouteDelay, reasonNoExecutor, nil), false
 	case routing.Wait:
-		return x.deferRun(ctx, r.cfg.RouteDelay, reasonWaitExecutor, nil), false
+		return x.settle().deferRun(ctx, r.cfg.RouteDelay, reasonWaitExecutor, nil), false
 	}
 	r.m.routed.WithLabelValues(routeLabel(run.GetRouting().GetStrategy())).Inc()
 	if d.Member == r.cfg.ID {

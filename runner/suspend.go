@@ -8,12 +8,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/checkpoint"
-	"github.com/sundialhq/sundial/internal/backoff"
-	"github.com/sundialhq/sundial/leasing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store"
 )
@@ -84,57 +81,6 @@ func (x *execution) session(token int64, cancel context.CancelCauseFunc) *checkp
 		},
 		OnSuspend: func() { cancel(checkpoint.ErrSuspended) },
 	})
-}
-
-// suspend records the run suspended, releases its lease and emits
-// SUSPENDED. The suspension is stored before the event, so a crash in
-// between leaves a redelivery that suspends the run again. It owns keeper:
-// every path stops it.
-func (x *execution) suspend(ctx context.Context, keeper *leasing.Keeper, end attemptEnd) result {
-	r, run := x.r, x.run
-	if r.isKilled() {
-		keeper.Stop()
-		return unfinished // a dead process writes nothing more
-	}
-	enc, err := proto.Marshal(run)
-	if err != nil {
-		x.logger().Error("cannot encode the run to suspend", "err", err)
-		keeper.Stop()
-		x.release(ctx, keeper.Lease())
-		return unfinished
-	}
-	sp := checkpoint.Suspension{RunID: run.GetRunId(), JobID: run.GetJobId(), Run: enc}
-	retry := backoff.New(100*time.Millisecond, 5*time.Second)
-	for {
-		err := r.cfg.Checkpoints.MarkSuspended(ctx, sp, x.ev.token)
-		if err == nil {
-			break
-		}
-		if errors.Is(err, checkpoint.ErrStale) {
-			// A newer lease holds the run: it is that holder's to settle.
-			x.logger().Warn("run taken over before it could be suspended", "err", err)
-			keeper.Stop()
-			return finished
-		}
-		x.logger().Warn("cannot mark the run suspended; retrying", "err", err, "retry_within", retry.Peek())
-		if !retry.Wait(ctx) {
-			keeper.Stop()
-			x.release(ctx, keeper.Lease())
-			return unfinished
-		}
-	}
-	keeper.Stop()
-	x.release(ctx, keeper.Lease())
-	r.m.runs.WithLabelValues(outcomeSuspended).Inc()
-	x.ev.emit(x.ev.event(sundialv1.RunState_RUN_STATE_SUSPENDED, func(ev *sundialv1.RunEvent) { //nolint:contextcheck // the event must be produced even if ctx ends now; finishAfterAcks waits for it
-		ev.Reason = reasonSuspended
-		if !end.started.IsZero() {
-			ev.Duration = durationpb.New(end.finished.Sub(end.started))
-		}
-		ev.Log = x.ev.out.Lines()
-	}))
-	x.logger().Info("run suspended")
-	return x.finishAfterAcks(ctx, nil, nil)
 }
 
 // ResumeConfig is what Resume needs.
