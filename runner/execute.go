@@ -8,13 +8,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sundialhq/sundial/checkpoint"
-	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/leasing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/runner/breaker"
-	"github.com/sundialhq/sundial/runner/egress"
-	"github.com/sundialhq/sundial/runner/retry"
 	"github.com/sundialhq/sundial/runner/target"
 )
 
@@ -124,25 +120,6 @@ func decodeRun(rec *kgo.Record, run *sundialv1.Run) error {
 	return nil
 }
 
-// policy returns the run's lease limit and effective overlap policy.
-func policy(run *sundialv1.Run) (int, sundialv1.OverlapPolicy) {
-	limit := int(run.GetConcurrencyLimit())
-	p := run.GetOverlapPolicy()
-	if p == sundialv1.OverlapPolicy_OVERLAP_POLICY_UNSPECIFIED {
-		p = sundialv1.OverlapPolicy_OVERLAP_POLICY_ALLOW
-		if limit > 0 {
-			p = sundialv1.OverlapPolicy_OVERLAP_POLICY_FORBID
-		}
-	}
-	if p == sundialv1.OverlapPolicy_OVERLAP_POLICY_ALLOW {
-		return allowLimit, p
-	}
-	return max(limit, 1), p
-}
-
-// acquireResult says how acquiring ended when no lease was taken.
-type acquireResult int
-
 const (
 	acquired acquireResult = iota
 	alreadyDone
@@ -155,57 +132,115 @@ const (
 	endedCancelled
 )
 
-// acquireOutcome is how a lease acquire ended.
-type acquireOutcome struct {
-	res acquireResult
-	// reason: endedCancelled: the reason of the CANCELLED (endedBefore).
-	reason string
-	// err: invalidRun and aborted: why.
-	err error
+// handle is the life of one delivery of a run, in five steps, each of which
+// returns how the delivery ended when it ends it:
+//
+//  1. admit: the run's executor, the pool's busy slots, its downstream's
+//     breaker and its team's quotas let it through (or defer or skip it);
+//  2. takeLease: the job's lease is taken under its overlap policy
+//     (decideAcquire) and renewed by a Keeper;
+//  3. beforeAttempt: a run cancelled, replaced or suspended before this
+//     delivery is settled without executing;
+//  4. attempt: the run's target executes once, and how it ended is judged
+//     (classify);
+//  5. settlement: the verdict is carried out (leaseAfter) and made durable.
+//
+// The steps that settle the delivery own what they are handed: once the
+// Keeper is passed to conclude or suspend, they stop it (or hand it to the
+// finishing goroutine of a success).
+func (x *execution) handle(ctx context.Context) result {
+	downstream := breaker.Key{Team: x.run.GetOwnerTeam(), Downstream: target.Downstream(x.run)}
+	releaseTeam, res, ok := x.admit(ctx, downstream)
+	if !ok {
+		return res
+	}
+	defer releaseTeam()
+	held, res := x.takeLease(ctx)
+	if held == nil {
+		return res
+	}
+	defer held.done()
+	s := x.settle()
+	switch step, reason := beforeAttempt(held.lease.Flagged); step {
+	case endCancelled:
+		x.logger().Info("run cancelled or replaced before this delivery; not executed", "reason", reason)
+		return s.conclude(ctx, held.keeper, attemptEnd{}, verdict{kind: verdictCancelled, reason: reason})
+	case suspendAgain:
+		// A redelivery of a run whose runner died after its last
+		// checkpoint, before SUSPENDED was out: suspend it again.
+		return s.suspend(ctx, held.keeper, attemptEnd{})
+	case startAttempt:
+	}
+	a := attempt{execution: x, held: held, downstream: downstream}
+	end, suspended := a.execute()
+	if suspended {
+		return s.suspend(ctx, held.keeper, end)
+	}
+	return s.conclude(ctx, held.keeper, end, a.judge(ctx, end))
 }
 
-// handle is the life of one delivery of a run: take the lease, execute one
-// attempt under it, then carry out the verdict on how the attempt ended
-// (classify). Each step returns how the delivery ended, and the steps that
-// settle it own what they are handed: once the Keeper is passed to
-// conclude or suspend, they stop it (or hand it to the finishing goroutine
-// of a success).
-func (x *execution) handle(ctx context.Context) result {
-	r := x.r
-	// A routed record reaches a worker only when it came back to its
-	// queue (retryLater) before its executor was chosen.
+// admit applies what stands before the run's lease: a routed record that
+// came back to its queue (retryLater) before its executor was chosen is
+// routed first; a run that found the pool's slots busy under
+// BlockingDiscard is discarded; an open breaker of its downstream, or its
+// team's quotas, defer it. It returns the function that gives back the
+// team's slot (taken before the job's lease, given back when the attempt
+// ends), or ok false and how the delivery ended.
+func (x *execution) admit(ctx context.Context, downstream breaker.Key) (release func(), res result, ok bool) {
+	r, s := x.r, x.settle()
 	if r.needsRoute(x.rec) {
 		if res, here := x.route(ctx); !here {
-			return res
+			return nil, res, false
 		}
 	}
 	if x.rec.poolBusy {
-		return x.discard(ctx)
+		return nil, x.discard(ctx), false
 	}
-	downstream := breaker.Key{Team: x.run.GetOwnerTeam(), Downstream: target.Downstream(x.run)}
 	if r.breakers.Open(downstream) {
-		return x.settle().deferRun(ctx, r.breakers.OpenTimeout(), reasonCircuitOpen, nil)
+		return nil, s.deferRun(ctx, r.breakers.OpenTimeout(), reasonCircuitOpen, nil), false
 	}
-	// The team's slot is taken before the job's and given back when the
-	// attempt ends.
-	releaseTeam, teamRes, wait := x.takeTeamSlot(ctx)
+	release, teamRes, wait := x.takeTeamSlot(ctx)
 	switch teamRes {
 	case teamFull:
 		r.m.teamDeferrals.WithLabelValues(x.run.GetOwnerTeam()).Inc()
-		return x.settle().deferRun(ctx, x.teamQuotaDelay(), reasonTeamQuota, nil)
+		return nil, s.deferRun(ctx, x.teamQuotaDelay(), reasonTeamQuota, nil), false
 	case teamRate:
 		r.m.teamRateDeferrals.WithLabelValues(x.run.GetOwnerTeam()).Inc()
-		return x.settle().deferRun(ctx, wait, reasonTeamRate, nil)
+		return nil, s.deferRun(ctx, wait, reasonTeamRate, nil), false
 	case teamAborted:
-		return unfinished
+		return nil, unfinished, false
+	case teamTaken:
 	}
-	defer releaseTeam()
+	return release, unfinished, true
+}
+
+// heldLease is the job's lease held by a delivery, renewed by its Keeper.
+type heldLease struct {
+	lease  leasing.Lease
+	keeper *leasing.Keeper
+	// ctx ends when the lease is lost, the run is cancelled or replaced,
+	// or the runner stops; cancel ends it with a cause.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// latency is the trigger latency: from the attempt's due time to the
+	// lease.
+	latency time.Duration
+	// done ends ctx and forgets the run among the runner's in-flight ones,
+	// once the delivery is settled.
+	done func()
+}
+
+// takeLease takes the run's lease (acquire) and starts its Keeper. It
+// returns the held lease, or nil and how the delivery ended: settled as
+// the acquire said (notAcquired), or unfinished when the lease expired
+// before the Keeper started.
+func (x *execution) takeLease(ctx context.Context) (*heldLease, result) {
+	r := x.r
 	lease, acq := x.acquire(ctx)
 	if acq.res != acquired {
-		return x.settle().notAcquired(ctx, acq)
+		return nil, x.settle().notAcquired(ctx, acq)
 	}
 	latency := x.leaseTaken(lease)
-
 	// The Keeper names the lease's job and run in its own log lines.
 	// Its renewals share the Batcher's pipelines with the other runs'.
 	keeper := r.leases.NewKeeper(lease, r.log)
@@ -214,28 +249,14 @@ func (x *execution) handle(ctx context.Context) result {
 		// acquire): give the slot back; handleRecord tries again.
 		x.logger().Warn("lease expired before the run started", "err", err)
 		x.release(ctx, lease)
-		return unfinished
+		return nil, unfinished
 	}
 	leaseCtx, cancelRun := context.WithCancelCause(keeper.Context())
-	defer cancelRun(nil)
 	r.trackInflight(x.run.GetRunId(), cancelRun)
-	defer r.untrackInflight(x.run.GetRunId())
-
-	if reason, ended := endedBefore(lease.Flagged); ended {
-		x.logger().Info("run cancelled or replaced before this delivery; not executed", "reason", reason)
-		return x.settle().conclude(ctx, keeper, attemptEnd{}, verdict{kind: verdictCancelled, reason: reason})
-	}
-	if flagged(lease.Flagged, flagSuspend) {
-		// A redelivery of a run whose runner died after its last
-		// checkpoint, before SUSPENDED was out: suspend it again.
-		return x.settle().suspend(ctx, keeper, attemptEnd{})
-	}
-	sess := x.session(lease.Token, cancelRun)
-	end := x.attempt(checkpoint.NewContext(leaseCtx, sess), downstream, lease.Token, latency)
-	if sess != nil && sess.Suspended() && end.err != nil {
-		return x.settle().suspend(ctx, keeper, end)
-	}
-	return x.settle().conclude(ctx, keeper, end, x.judge(ctx, end))
+	return &heldLease{lease: lease, keeper: keeper, ctx: leaseCtx, cancel: cancelRun, latency: latency, done: func() {
+		r.untrackInflight(x.run.GetRunId())
+		cancelRun(nil)
+	}}, unfinished
 }
 
 // discard settles a run that found every pool slot busy under
@@ -250,199 +271,6 @@ func (x *execution) discard(ctx context.Context) result {
 	}
 	x.release(ctx, lease)
 	return x.settle().skip(ctx, reasonPoolBusy, "run skipped: every slot of the pool is busy (pool blocking discard)")
-}
-
-// leaseTaken records a lease taken for the run and returns the trigger
-// latency: from the attempt's due time to now.
-func (x *execution) leaseTaken(lease leasing.Lease) time.Duration {
-	r := x.r
-	latency := r.cfg.Now().Sub(attemptDue(x.run))
-	r.m.triggerLatency.WithLabelValues(priorityLabel(x.run.GetPriority())).Observe(max(latency, 0).Seconds())
-	r.m.leases.WithLabelValues(leaseAcquired).Inc()
-	x.ev.token = lease.Token
-	return latency
-}
-
-// attempt executes the run once, through its downstream's breaker and
-// under the job's timeout, within leaseCtx, which ends when the lease is
-// lost, the run is replaced or the runner stops.
-func (x *execution) attempt(leaseCtx context.Context, downstream breaker.Key, token int64, latency time.Duration) attemptEnd {
-	r, run := x.r, x.run
-	end := attemptEnd{timeout: r.cfg.RunTimeout}
-	if d := run.GetTimeout(); d != nil && d.AsDuration() > 0 {
-		end.timeout = d.AsDuration()
-	}
-	attemptCtx, cancel := context.WithTimeoutCause(leaseCtx, end.timeout, errTimeout)
-	defer cancel()
-	end.err = r.breakers.Do(downstream, func() error {
-		end.started = r.cfg.Now()
-		x.ev.emit(x.ev.event(sundialv1.RunState_RUN_STATE_STARTED, nil))
-		x.logger().Debug("run started", "fencing_token", token, "trigger_latency", latency)
-		x.ev.out = &target.Output{}
-		return r.targets.Execute(attemptCtx, target.Request{Run: run, FencingToken: token, Output: x.ev.out})
-	})
-	end.finished = r.cfg.Now()
-	var refusal *egress.Refusal
-	if errors.As(end.err, &refusal) {
-		r.m.egressRefusals.WithLabelValues(refusal.Team, refusal.Kind).Inc()
-	}
-	if attemptCtx.Err() != nil {
-		end.cause = context.Cause(attemptCtx)
-	}
-	return end
-}
-
-// judge classifies how the attempt ended. A REPLACE revocation ends the
-// lease too, and only Redis tells a run replaced from a lease lost
-// otherwise, so a lost lease is checked there before it counts as a
-// failure.
-func (x *execution) judge(ctx context.Context, end attemptEnd) verdict {
-	r, run := x.r, x.run
-	rs := x.retryState()
-	v := classify(end, rs)
-	if v.leaseLost || v.kind == verdictCancelled {
-		cancelled, err := r.markerSet(ctx, cancelledKey(r.cfg.KeyPrefix, run.GetJobId(), run.GetRunId()))
-		if err != nil {
-			return x.undecided(err)
-		}
-		if cancelled {
-			end.cancelled = true
-			v = classify(end, rs)
-		}
-	}
-	if v.leaseLost {
-		replaced, err := r.markerSet(ctx, r.replacedKey(run.GetJobId(), run.GetRunId()))
-		if err != nil {
-			return x.undecided(err)
-		}
-		if replaced {
-			end.replaced = true
-			v = classify(end, rs)
-		}
-	}
-	if v.leaseLost {
-		r.m.leaseLost.Inc()
-	}
-	return v
-}
-
-// undecided is the verdict on an attempt whose markers Redis did not
-// answer before the runner stopped: the record is left unfinished, to be
-// delivered again, rather than judged failed (and retried) when an operator
-// may have cancelled it.
-func (x *execution) undecided(err error) verdict {
-	x.logger().Warn("cannot tell whether the run was cancelled or replaced; it will be delivered again", "err", err)
-	return verdict{kind: verdictUnfinished, release: true}
-}
-
-// retryState is what the retry policy needs to decide after an attempt.
-func (x *execution) retryState() retryState {
-	run := x.run
-	return retryState{
-		policy:  retry.FromProto(run.GetRetry()),
-		attempt: budgetAttempt(run),
-		jitter:  x.r.cfg.Jitter(run.GetRunId(), run.GetAttempt()),
-	}
-}
-
-// acquire takes the run's lease, applying the overlap policy when the job's
-// slots are full. It waits while another holder has the same run, and
-// retries while Redis is unreachable, until ctx ends.
-func (x *execution) acquire(ctx context.Context) (leasing.Lease, acquireOutcome) {
-	r, run := x.r, x.run
-	limit, pol := policy(run)
-	// The cancel, replace and suspend markers are read by the acquire
-	// itself: no round trip of their own for every run.
-	req := leasing.Request{JobID: run.GetJobId(), RunID: run.GetRunId(), Limit: limit,
-		Flags: []string{cancelledKey(r.cfg.KeyPrefix, run.GetJobId(), run.GetRunId()), r.replacedKey(run.GetJobId(), run.GetRunId())}}
-	if r.cfg.Checkpoints != nil {
-		req.Flags = append(req.Flags, suspendKey(r.cfg.KeyPrefix, req.JobID, req.RunID))
-	}
-	retry := backoff.New(50*time.Millisecond, 5*time.Second)
-	signalled := map[string]time.Time{}
-	revoked := map[string]bool{}
-	for {
-		lease, err := r.leases.Acquire(ctx, req)
-		step, out, label := decideAcquire(err, pol, ctx.Err() != nil)
-		if label != "" {
-			r.m.leases.WithLabelValues(label).Inc()
-		}
-		wait := r.cfg.HeldRetry
-		switch step {
-		case stepSettled:
-			if out.res != acquired {
-				lease = leasing.Lease{}
-			}
-			return lease, out
-		case stepWaitHolder:
-			x.logger().Debug("run is leased by another holder; waiting", "retry_in", wait)
-		case stepReplace:
-			var ns *leasing.NoSlotError
-			if errors.As(err, &ns) && len(ns.Holders) > 0 {
-				x.replace(ctx, ns.Holders[0], signalled, revoked)
-			}
-			wait = min(wait, 50*time.Millisecond)
-		case stepRetry:
-			wait = retry.Next()
-			x.logger().Warn("lease acquire failed; retrying", "err", err, "retry_in", wait)
-		}
-		if !backoff.Sleep(ctx, wait) {
-			return leasing.Lease{}, acquireOutcome{res: aborted, err: ctx.Err()}
-		}
-	}
-}
-
-// replace asks the execution of holder to stop: first by signal, then, after
-// the grace period, by revoking its lease.
-func (x *execution) replace(ctx context.Context, holder string, signalled map[string]time.Time, revoked map[string]bool) {
-	r, run := x.r, x.run
-	now := r.cfg.Now()
-	at, ok := signalled[holder]
-	switch {
-	case !ok:
-		signalled[holder] = now
-		if err := r.signalReplace(ctx, run.GetJobId(), holder); err != nil {
-			x.logger().Warn("replace signal failed", "holder", holder, "err", err)
-		}
-		x.logger().Info("replacing the running execution of the job", "holder", holder)
-	case !revoked[holder] && now.Sub(at) >= r.cfg.ReplaceGrace:
-		revoked[holder] = true
-		if _, err := r.cfg.Leases.Revoke(ctx, run.GetJobId(), holder); err != nil {
-			x.logger().Warn("revoke failed", "holder", holder, "err", err)
-		}
-		x.logger().Info("holder did not stop on the signal; lease revoked", "holder", holder)
-	}
-}
-
-// release gives the lease back, best effort: an error only delays the slot
-// until the lease expires.
-func (x *execution) release(ctx context.Context, l leasing.Lease) {
-	if x.r.isKilled() || l.Token == 0 {
-		return
-	}
-	// The release must be tried even when the run's context has ended (a
-	// cancelled or timed-out run frees its slot at once).
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := x.r.leases.Release(ctx, l); err != nil && !errors.Is(err, leasing.ErrLeaseLost) {
-		x.logger().Warn("lease release failed; the slot frees when the lease expires", "err", err)
-	}
-}
-
-// retryRedis calls fn until it succeeds, fails for good, or 5 seconds pass.
-func (x *execution) retryRedis(ctx context.Context, fn func(context.Context) error) error {
-	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	retry := backoff.New(20*time.Millisecond, time.Second)
-	for {
-		err := fn(c)
-		if err == nil || !leasing.IsRetryable(err) {
-			return err
-		}
-		if !retry.Wait(c) {
-			return err
-		}
-	}
 }
 
 func attemptDue(run *sundialv1.Run) time.Time {

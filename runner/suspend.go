@@ -66,23 +66,6 @@ func (r *Runner) suspendRequested(ctx context.Context, jobID, runID string) bool
 	return err == nil && n > 0
 }
 
-// session returns the checkpoint session of the attempt under token, or
-// nil without a checkpoint store. A save that finds the run to suspend
-// cancels the attempt with checkpoint.ErrSuspended.
-func (x *execution) session(token int64, cancel context.CancelCauseFunc) *checkpoint.Session {
-	r, run := x.r, x.run
-	if r.cfg.Checkpoints == nil {
-		return nil
-	}
-	return checkpoint.NewSession(checkpoint.SessionConfig{
-		Store: r.cfg.Checkpoints, RunID: run.GetRunId(), Attempt: run.GetAttempt(), FencingToken: token, Now: r.cfg.Now,
-		SuspendRequested: func(ctx context.Context) bool {
-			return r.suspendRequested(context.WithoutCancel(ctx), run.GetJobId(), run.GetRunId())
-		},
-		OnSuspend: func() { cancel(checkpoint.ErrSuspended) },
-	})
-}
-
 // ResumeConfig is what Resume needs.
 type ResumeConfig struct {
 	// Checkpoints keeps the suspended runs.

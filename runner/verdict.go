@@ -235,3 +235,60 @@ func decideAcquire(err error, pol sundialv1.OverlapPolicy, ctxDone bool) (step a
 	}
 	return stepSettled, acquireOutcome{res: invalidRun, err: err}, leaseError
 }
+
+// replaceAction is what a delivery under REPLACE does next to the holder of
+// its job's slot.
+type replaceAction int
+
+const (
+	// replaceSignal: ask the holder to stop (its first time).
+	replaceSignal replaceAction = iota
+	// replaceRevoke: the holder did not stop within the grace period:
+	// revoke its lease.
+	replaceRevoke
+	// replaceWait: the holder was signalled (or revoked) already: wait
+	// for its slot.
+	replaceWait
+)
+
+// decideReplace decides what follows for a holder signalled at at (when
+// signalled), and revoked or not, at now with the grace period grace. It does
+// no I/O; execution.replace carries it out.
+func decideReplace(at time.Time, signalled, revoked bool, now time.Time, grace time.Duration) replaceAction {
+	switch {
+	case !signalled:
+		return replaceSignal
+	case !revoked && now.Sub(at) >= grace:
+		return replaceRevoke
+	}
+	return replaceWait
+}
+
+// preStep is what a delivery does once it holds the lease, before it
+// executes.
+type preStep int
+
+const (
+	// startAttempt: execute the run.
+	startAttempt preStep = iota
+	// endCancelled: the run was cancelled or replaced before this
+	// delivery: it ends CANCELLED without executing (endedBefore).
+	endCancelled
+	// suspendAgain: an operator asked to suspend the run, and its last
+	// delivery's runner died before SUSPENDED was out: suspend it again.
+	suspendAgain
+)
+
+// beforeAttempt decides what a delivery that took the lease does before it
+// executes, from the markers its acquire found (leasing.Lease.Flagged),
+// and returns the reason of the CANCELLED for endCancelled. A cancel or a
+// replace wins over a suspension. It does no I/O.
+func beforeAttempt(flags []bool) (preStep, string) {
+	if reason, ended := endedBefore(flags); ended {
+		return endCancelled, reason
+	}
+	if flagged(flags, flagSuspend) {
+		return suspendAgain, ""
+	}
+	return startAttempt, ""
+}

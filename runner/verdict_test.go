@@ -281,3 +281,52 @@ func TestDecideAcquire(t *testing.T) {
 		})
 	}
 }
+
+func TestBeforeAttempt(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		flags      []bool
+		want       preStep
+		wantReason string
+	}{
+		{"no markers read: executed", nil, startAttempt, ""},
+		{"no marker set: executed", []bool{false, false, false}, startAttempt, ""},
+		{"cancelled before: not executed", []bool{true, false, false}, endCancelled, reasonCancelled},
+		{"replaced before: not executed", []bool{false, true}, endCancelled, reasonReplaced},
+		{"suspend asked: suspended again", []bool{false, false, true}, suspendAgain, ""},
+		{"cancelled wins over suspended", []bool{true, false, true}, endCancelled, reasonCancelled},
+		{"replaced wins over suspended", []bool{false, true, true}, endCancelled, reasonReplaced},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			step, reason := beforeAttempt(tt.flags)
+			assert.Equal(t, tt.want, step, "step")
+			assert.Equal(t, tt.wantReason, reason, "reason")
+		})
+	}
+}
+
+func TestDecideReplace(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	grace := 10 * time.Second
+	tests := []struct {
+		name               string
+		signalled, revoked bool
+		now                time.Time
+		want               replaceAction
+	}{
+		{"first sight: signalled", false, false, at, replaceSignal},
+		{"within the grace: waits", true, false, at.Add(grace - time.Millisecond), replaceWait},
+		{"grace over: revoked", true, false, at.Add(grace), replaceRevoke},
+		{"revoked already: waits for the slot", true, true, at.Add(time.Hour), replaceWait},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.want, decideReplace(at, tt.signalled, tt.revoked, tt.now, grace))
+		})
+	}
+}
