@@ -199,11 +199,11 @@ func (x *execution) admit(ctx context.Context, downstream breaker.Key) (release 
 	if r.breakers.Open(downstream) {
 		return nil, s.deferRun(ctx, r.breakers.OpenTimeout(), reasonCircuitOpen, nil), false
 	}
-	release, teamRes, wait := x.takeTeamSlot(ctx)
+	release, teamRes, wait := teamGate{x}.take(ctx)
 	switch teamRes {
 	case teamFull:
 		r.m.teamDeferrals.WithLabelValues(x.run.GetOwnerTeam()).Inc()
-		return nil, s.deferRun(ctx, x.teamQuotaDelay(), reasonTeamQuota, nil), false
+		return nil, s.deferRun(ctx, teamGate{x}.delay(), reasonTeamQuota, nil), false
 	case teamRate:
 		r.m.teamRateDeferrals.WithLabelValues(x.run.GetOwnerTeam()).Inc()
 		return nil, s.deferRun(ctx, wait, reasonTeamRate, nil), false
