@@ -77,7 +77,7 @@ func (a attempt) judge(ctx context.Context, end attemptEnd) verdict {
 		}
 	}
 	if v.leaseLost {
-		replaced, err := r.markerSet(ctx, r.replacedKey(run.GetJobId(), run.GetRunId()))
+		replaced, err := r.markerSet(ctx, replacedKey(r.cfg.KeyPrefix, run.GetJobId(), run.GetRunId()))
 		if err != nil {
 			return a.undecided(err)
 		}

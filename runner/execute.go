@@ -252,9 +252,9 @@ func (x *execution) takeLease(ctx context.Context) (*heldLease, result) {
 		return nil, unfinished
 	}
 	leaseCtx, cancelRun := context.WithCancelCause(keeper.Context())
-	r.trackInflight(x.run.GetRunId(), cancelRun)
+	r.cancels.track(x.run.GetRunId(), cancelRun)
 	return &heldLease{lease: lease, keeper: keeper, ctx: leaseCtx, cancel: cancelRun, latency: latency, done: func() {
-		r.untrackInflight(x.run.GetRunId())
+		r.cancels.untrack(x.run.GetRunId())
 		cancelRun(nil)
 	}}, unfinished
 }

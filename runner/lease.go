@@ -47,7 +47,7 @@ func (x *execution) acquire(ctx context.Context) (leasing.Lease, acquireOutcome)
 	// The cancel, replace and suspend markers are read by the acquire
 	// itself: no round trip of their own for every run.
 	req := leasing.Request{JobID: run.GetJobId(), RunID: run.GetRunId(), Limit: limit,
-		Flags: []string{cancelledKey(r.cfg.KeyPrefix, run.GetJobId(), run.GetRunId()), r.replacedKey(run.GetJobId(), run.GetRunId())}}
+		Flags: []string{cancelledKey(r.cfg.KeyPrefix, run.GetJobId(), run.GetRunId()), replacedKey(r.cfg.KeyPrefix, run.GetJobId(), run.GetRunId())}}
 	if r.cfg.Checkpoints != nil {
 		req.Flags = append(req.Flags, suspendKey(r.cfg.KeyPrefix, req.JobID, req.RunID))
 	}
@@ -94,7 +94,7 @@ func (x *execution) replace(ctx context.Context, holder string, signalled map[st
 	switch decideReplace(at, ok, revoked[holder], now, r.cfg.ReplaceGrace) {
 	case replaceSignal:
 		signalled[holder] = now
-		if err := r.signalReplace(ctx, run.GetJobId(), holder); err != nil {
+		if err := r.cancels.signal(ctx, run.GetJobId(), holder); err != nil {
 			x.logger().Warn("replace signal failed", "holder", holder, "err", err)
 		}
 		x.logger().Info("replacing the running execution of the job", "holder", holder)

@@ -98,6 +98,8 @@ type Runner struct {
 	// routeQ holds the fetched runs that ask for an executor, for the
 	// routers (route.go); they never wait for a pool slot.
 	routeQ chan *record
+	// cancels sends and hears the replace signal (replace.go).
+	cancels *cancelBoard
 
 	// mu guards everything below it.
 	mu           sync.Mutex
@@ -105,7 +107,6 @@ type Runner struct {
 	gen          uint64
 	queues       *priority.Queues[*record]
 	pausedTopics map[string]bool
-	inflight     map[string]context.CancelCauseFunc // run id -> cancel of its execution
 	// killed is written under mu and read without it on the hot path.
 	killed atomic.Bool
 
@@ -158,10 +159,10 @@ func New(cfg Config) (*Runner, error) {
 		parts:        map[tp]*partState{},
 		queues:       q,
 		pausedTopics: map[string]bool{},
-		inflight:     map[string]context.CancelCauseFunc{},
 		notify:       make(chan struct{}, 1),
 		picker:       newPicker(),
 	}
+	r.cancels = newCancelBoard(cfg, r.log, m.inFlight)
 	for i, p := range topics.Priorities() {
 		r.levels[cfg.Topics.Runs(p)] = i
 	}
@@ -252,8 +253,8 @@ func (r *Runner) start(ctx context.Context, run *lifecycle.Run) error {
 	r.bgWG.Go(func() { r.commitLoop(bgCtx) })
 	r.bgWG.Go(func() { r.renewTeamSlots(bgCtx) })
 	r.bgWG.Go(func() { r.adoptLoop(bgCtx) })
-	sub := r.subscribeCancels(bgCtx)
-	r.bgWG.Go(func() { r.listenCancels(bgCtx, sub) })
+	sub := r.cancels.subscribe(bgCtx)
+	r.bgWG.Go(func() { r.cancels.listen(bgCtx, sub) })
 	// Registered after drain, so it runs first: the tombstone tells
 	// readers the runner is leaving while its last runs finish.
 	if err := r.announce(ctx, run); err != nil {
@@ -275,8 +276,8 @@ func (r *Runner) reset() error {
 	r.parts = map[tp]*partState{}
 	r.queues = q
 	r.pausedTopics = map[string]bool{}
-	r.inflight = map[string]context.CancelCauseFunc{}
 	r.killed.Store(false)
+	r.cancels.reset()
 	r.slots = make(chan struct{}, r.cfg.MaxInFlight)
 	r.pool = newPoolGate(r.cfg.PoolBlocking, r.cfg.PoolSlots)
 	r.routeQ = make(chan *record, r.cfg.QueueCapacity)
