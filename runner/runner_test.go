@@ -33,7 +33,11 @@ const (
 	deferred  = sundialv1.RunState_RUN_STATE_DEFERRED
 )
 
-const wait = 30 * time.Second
+// wait bounds every wait for a condition in these tests. It is generous
+// because the tests share a busy machine (and run under -race): a
+// condition is waited for, never a duration, so a passing test takes no
+// longer for it.
+const wait = 3 * time.Minute
 
 func waitStates(t *testing.T, h *harness, runID string, want ...sundialv1.RunState) {
 	t.Helper()
