@@ -87,7 +87,7 @@ type retryState struct {
 }
 
 // classify decides what becomes of a run after an attempt ended. It does no
-// I/O; execution.conclude carries the verdict out. The order matters: a
+// I/O; settlement.conclude carries the verdict out. The order matters: a
 // success counts even if the context ended as the target answered, and
 // the runner's own cancellations (stop, kill, replace) are no failure of
 // the run.
@@ -163,7 +163,7 @@ const (
 )
 
 // leaseAfter decides what becomes of the lease after verdict v. It does no
-// I/O; execution.conclude carries it out before it settles the run.
+// I/O; settlement.conclude carries it out before it settles the run.
 func leaseAfter(v verdict) leaseAction {
 	switch v.kind {
 	case verdictSucceeded:
