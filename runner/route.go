@@ -178,17 +178,7 @@ func (r *Runner) routeRecord(workCtx, execCtx context.Context, rec *record) bool
 		switch {
 		case here:
 			rec.routed = true
-			r.mu.Lock()
-			ps := r.parts[rec.tp]
-			ok := !r.killed.Load() && ps != nil && ps.gen == rec.gen
-			if ok {
-				r.queues.PushGroup(rec.level, rec.team, rec, r.cfg.Now())
-				r.adjustPausesLocked()
-			}
-			r.mu.Unlock()
-			if ok {
-				r.wake()
-			}
+			r.requeue(rec)
 			return false
 		case res == handedOff:
 			return true

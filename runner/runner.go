@@ -198,28 +198,7 @@ func (r *Runner) start(ctx context.Context, run *lifecycle.Run) error {
 	if err := r.startRouting(ctx, run); err != nil {
 		return err
 	}
-	// A resumed topic or partition is fetched again only when the fetch in
-	// flight returns, which the broker may hold for FetchMaxWait when there
-	// is no data: keep it short so a pause costs little. Config.Kafka comes
-	// after and may override it.
-	copts := append(append([]kgo.Opt{kgo.FetchMaxWait(200 * time.Millisecond)}, r.cfg.Kafka...), r.cfg.ConsumerKafka...)
-	if r.cfg.InstanceID != "" {
-		copts = append(copts, kgo.InstanceID(r.cfg.InstanceID))
-	}
-	consumer, err := kgo.NewClient(append(copts,
-		kgo.ConsumerGroup(r.cfg.Group),
-		kgo.SessionTimeout(r.cfg.SessionTimeout),
-		kgo.HeartbeatInterval(r.cfg.HeartbeatInterval),
-		// Only this runner subscribes to its directed topic, so the group
-		// assigns that topic's partitions to it alone.
-		kgo.ConsumeTopics(append(r.cfg.Topics.AllRuns(), r.cfg.Topics.Direct(r.cfg.ID))...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.DisableAutoCommit(),
-		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsAssigned(r.onAssigned),
-		kgo.OnPartitionsRevoked(r.onRevoked),
-		kgo.OnPartitionsLost(r.onLost),
-	)...)
+	consumer, err := kgo.NewClient(r.consumerOpts()...)
 	if err != nil {
 		return fmt.Errorf("consumer client: %w", err)
 	}
@@ -233,9 +212,47 @@ func (r *Runner) start(ctx context.Context, run *lifecycle.Run) error {
 		Egress:   r.egress,
 	}
 
-	// The poll loop ends with the run's context; workers, executions and
-	// the background loops each have a context of their own, ended one
-	// after the other by drain.
+	r.startLoops(ctx, run)
+	// Registered after drain, so it runs first: the tombstone tells
+	// readers the runner is leaving while its last runs finish.
+	if err := r.announce(ctx, run); err != nil {
+		return err
+	}
+	r.log.Info("runner started", "group", r.cfg.Group, "topics", r.cfg.Topics.AllRuns(), "concurrency", r.cfg.Concurrency)
+	return nil
+}
+
+// consumerOpts are the options of the runner's group consumer.
+func (r *Runner) consumerOpts() []kgo.Opt {
+	// A resumed topic or partition is fetched again only when the fetch in
+	// flight returns, which the broker may hold for FetchMaxWait when there
+	// is no data: keep it short so a pause costs little. Config.Kafka comes
+	// after and may override it.
+	copts := append(append([]kgo.Opt{kgo.FetchMaxWait(200 * time.Millisecond)}, r.cfg.Kafka...), r.cfg.ConsumerKafka...)
+	if r.cfg.InstanceID != "" {
+		copts = append(copts, kgo.InstanceID(r.cfg.InstanceID))
+	}
+	return append(copts,
+		kgo.ConsumerGroup(r.cfg.Group),
+		kgo.SessionTimeout(r.cfg.SessionTimeout),
+		kgo.HeartbeatInterval(r.cfg.HeartbeatInterval),
+		// Only this runner subscribes to its directed topic, so the group
+		// assigns that topic's partitions to it alone.
+		kgo.ConsumeTopics(append(r.cfg.Topics.AllRuns(), r.cfg.Topics.Direct(r.cfg.ID))...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(r.onAssigned),
+		kgo.OnPartitionsRevoked(r.onRevoked),
+		kgo.OnPartitionsLost(r.onLost),
+	)
+}
+
+// startLoops starts the goroutines of a run of the Runner: the poll loop,
+// the workers, the routers and the background loops. The poll loop ends with
+// the run's context; workers, executions and the background loops each have
+// a context of their own, ended one after the other by drain.
+func (r *Runner) startLoops(ctx context.Context, run *lifecycle.Run) {
 	base := context.WithoutCancel(ctx)
 	workCtx, stopWork := context.WithCancel(base)
 	execCtx, stopExec := context.WithCancelCause(base)
@@ -255,13 +272,6 @@ func (r *Runner) start(ctx context.Context, run *lifecycle.Run) error {
 	r.bgWG.Go(func() { r.adoptLoop(bgCtx) })
 	sub := r.cancels.subscribe(bgCtx)
 	r.bgWG.Go(func() { r.cancels.listen(bgCtx, sub) })
-	// Registered after drain, so it runs first: the tombstone tells
-	// readers the runner is leaving while its last runs finish.
-	if err := r.announce(ctx, run); err != nil {
-		return err
-	}
-	r.log.Info("runner started", "group", r.cfg.Group, "topics", r.cfg.Topics.AllRuns(), "concurrency", r.cfg.Concurrency)
-	return nil
 }
 
 // reset gives a new run fresh state: what an earlier run fetched, queued or
@@ -424,27 +434,50 @@ func (r *Runner) adjustPausesLocked() {
 		// A team's runs beyond TeamQueueCapacity do not count: one team's
 		// herd must not pause the topic for the others.
 		n := r.queues.CappedLen(i, r.cfg.TeamQueueCapacity)
-		switch {
-		case !r.pausedTopics[name] && n >= r.cfg.QueueCapacity:
+		switch pauseChange(r.pausedTopics[name], n, r.cfg.QueueCapacity) {
+		case pauseNow:
 			r.pausedTopics[name] = true
 			r.consumer.PauseFetchTopics(name)
-		case r.pausedTopics[name] && n <= r.cfg.QueueCapacity/2:
+		case resumeNow:
 			delete(r.pausedTopics, name)
 			r.consumer.ResumeFetchTopics(name)
+		case keepAsIs:
 		}
 	}
 	for key, ps := range r.parts {
 		n := ps.tracker.Pending()
-		switch {
-		case !ps.paused && n >= r.cfg.MaxPendingPerPartition:
+		switch pauseChange(ps.paused, n, r.cfg.MaxPendingPerPartition) {
+		case pauseNow:
 			ps.paused = true
 			r.consumer.PauseFetchPartitions(map[string][]int32{key.topic: {key.partition}})
 			r.log.Info("partition paused: its commit watermark is held by an unfinished run", "topic", key.topic, "partition", key.partition, "pending", n)
-		case ps.paused && n <= r.cfg.MaxPendingPerPartition/2:
+		case resumeNow:
 			ps.paused = false
 			r.consumer.ResumeFetchPartitions(map[string][]int32{key.topic: {key.partition}})
+		case keepAsIs:
 		}
 	}
+}
+
+// pauseStep is what becomes of a paused or fetching topic or partition.
+type pauseStep int
+
+const (
+	keepAsIs pauseStep = iota
+	pauseNow
+	resumeNow
+)
+
+// pauseChange decides whether a topic or partition holding n records, paused
+// or not, pauses (at bound) or resumes (at half of bound). It does no I/O.
+func pauseChange(paused bool, n, bound int) pauseStep {
+	switch {
+	case !paused && n >= bound:
+		return pauseNow
+	case paused && n <= bound/2:
+		return resumeNow
+	}
+	return keepAsIs
 }
 
 // next blocks until a queued record is available or ctx ends (nil).
@@ -562,18 +595,24 @@ func (r *Runner) retryLater(ctx context.Context, rec *record) {
 		if ctx.Err() != nil {
 			return
 		}
-		r.mu.Lock()
-		ps := r.parts[rec.tp]
-		ok := !r.killed.Load() && ps != nil && ps.gen == rec.gen
-		if ok {
-			r.queues.PushGroup(rec.level, rec.team, rec, r.cfg.Now())
-			r.adjustPausesLocked()
-		}
-		r.mu.Unlock()
-		if ok {
-			r.wake()
-		}
+		r.requeue(rec)
 	})
+}
+
+// requeue puts rec back in its queue and wakes a worker, unless the runner
+// was killed or no longer owns rec's partition as when rec was fetched.
+func (r *Runner) requeue(rec *record) {
+	r.mu.Lock()
+	ps := r.parts[rec.tp]
+	ok := !r.killed.Load() && ps != nil && ps.gen == rec.gen
+	if ok {
+		r.queues.PushGroup(rec.level, rec.team, rec, r.cfg.Now())
+		r.adjustPausesLocked()
+	}
+	r.mu.Unlock()
+	if ok {
+		r.wake()
+	}
 }
 
 // owns reports whether rec's partition is still assigned as it was when rec
