@@ -172,18 +172,18 @@ func (r *Runner) routeLoop(workCtx, execCtx context.Context) {
 // record over (a deferral waiting for its event).
 func (r *Runner) routeRecord(workCtx, execCtx context.Context, rec *record) bool {
 	retry := backoff.New(r.cfg.HeldRetry, maxRecordRetry)
-	for r.owns(rec) {
+	for r.in.owns(rec) {
 		x := newExecution(r, rec, rec.run)
 		res, here := x.route(execCtx)
 		switch {
 		case here:
 			rec.routed = true
-			r.requeue(rec)
+			r.in.requeue(rec)
 			return false
 		case res == handedOff:
 			return true
 		case res == finished:
-			r.finish(rec)
+			r.in.finish(rec)
 			return false
 		}
 		if workCtx.Err() != nil || execCtx.Err() != nil || !retry.Wait(workCtx) {

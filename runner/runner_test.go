@@ -67,7 +67,7 @@ func TestRunsSucceedOnceAndCommit(t *testing.T) {
 	// Every offset gets committed.
 	require.Eventually(t, func() bool {
 		sum := int64(0)
-		for _, off := range r.committedView() {
+		for _, off := range r.in.committedView() {
 			sum += max(off, 0)
 		}
 		return sum == 30
@@ -286,7 +286,7 @@ func TestRunWhoseLeaseExpiredBeforeItStartedIsTriedAgain(t *testing.T) {
 	assert.Equal(t, 1, h.down.requestsOf(run.GetRunId()))
 	require.Eventually(t, func() bool {
 		sum := int64(0)
-		for _, off := range r.committedView() {
+		for _, off := range r.in.committedView() {
 			sum += max(off, 0)
 		}
 		return sum == 1

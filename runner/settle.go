@@ -166,7 +166,7 @@ func (s settlement) finishAfterAcks(ctx context.Context, acked, notAcked func())
 		if acked != nil {
 			acked()
 		}
-		r.finish(s.rec)
+		r.in.finish(s.rec)
 	})
 	return handedOff
 }
