@@ -275,8 +275,10 @@
 //
 // # Files
 //
-//   - runner.go: the Runner: the consumer group, the priority queues, the
-//     workers and the commits.
+//   - runner.go: the Runner: start and stop, the poll loop and the workers.
+//   - backlog.go: backlog, the records fetched and not finished: each
+//     partition's offsets, the priority queues, and their pauses.
+//   - commits.go: committer, the commits and the rebalance listener.
 //   - execute.go: the life of one delivery (execution.handle) and its
 //     first steps: admit and takeLease.
 //   - lease.go: the lease acquire under the overlap policy, replacing a

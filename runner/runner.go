@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/lifecycle"
@@ -65,9 +64,8 @@ type Runner struct {
 	// in holds the records fetched and not finished (backlog.go).
 	in *backlog
 
-	// commitMu serialises commits with revocation, so that no commit of a
-	// revoked partition is sent after the revocation's own commit.
-	commitMu sync.Mutex
+	// commits commits the backlog's offsets (commits.go).
+	commits *committer
 
 	life lifecycle.Lifecycle
 	// stopExec cancels the executions of the current run (set by Start;
@@ -113,6 +111,7 @@ func New(cfg Config) (*Runner, error) {
 	}
 	r.cancels = newCancelBoard(cfg, r.log, m.inFlight)
 	r.in = newBacklog(&r.cfg, r.log, m, q)
+	r.commits = &committer{in: r.in, log: r.log, m: m, interval: cfg.CommitInterval}
 	for i, p := range topics.Priorities() {
 		r.levels[cfg.Topics.Runs(p)] = i
 	}
@@ -154,7 +153,7 @@ func (r *Runner) start(ctx context.Context, run *lifecycle.Run) error {
 	}
 	run.OnStop(consumer.Close)
 	r.producer, r.consumer = producer, consumer
-	r.in.consumer = consumer
+	r.in.consumer, r.commits.consumer = consumer, consumer
 	r.targets = &target.Targets{
 		HTTP:     &target.HTTP{Egress: r.egress, Transport: r.cfg.HTTPTransport, Now: r.cfg.Now, Secrets: r.cfg.Secrets},
 		Kafka:    &target.Kafka{Client: producer},
@@ -193,9 +192,9 @@ func (r *Runner) consumerOpts() []kgo.Opt {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsAssigned(r.onAssigned),
-		kgo.OnPartitionsRevoked(r.onRevoked),
-		kgo.OnPartitionsLost(r.onLost),
+		kgo.OnPartitionsAssigned(r.commits.onAssigned),
+		kgo.OnPartitionsRevoked(r.commits.onRevoked),
+		kgo.OnPartitionsLost(r.commits.onLost),
 	)
 }
 
@@ -218,7 +217,7 @@ func (r *Runner) startLoops(ctx context.Context, run *lifecycle.Run) {
 	for range routers {
 		r.workersWG.Go(func() { r.routeLoop(workCtx, execCtx) })
 	}
-	r.bgWG.Go(func() { r.commitLoop(bgCtx) })
+	r.bgWG.Go(func() { r.commits.loop(bgCtx) })
 	r.bgWG.Go(func() { r.renewTeamSlots(bgCtx) })
 	r.bgWG.Go(func() { r.adoptLoop(bgCtx) })
 	sub := r.cancels.subscribe(bgCtx)
@@ -272,7 +271,7 @@ func (r *Runner) drain(stopWork context.CancelFunc, stopExec context.CancelCause
 	r.bgWG.Wait()
 	if !r.isKilled() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		r.commit(ctx)
+		r.commits.commit(ctx)
 		cancel()
 	}
 }
@@ -412,71 +411,6 @@ func (r *Runner) retryLater(ctx context.Context, rec *record) {
 			return
 		}
 		r.in.requeue(rec)
-	})
-}
-
-func (r *Runner) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
-	r.in.assign(assigned)
-	r.log.Info("partitions assigned", "partitions", assigned)
-}
-
-// onRevoked commits the watermarks of the revoked partitions, then forgets
-// them: queued records are dropped (the next owner reads them again), and
-// executing ones finish but no longer count for commits.
-func (r *Runner) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
-	r.commitMu.Lock()
-	defer r.commitMu.Unlock()
-	offsets := r.in.dropPartitions(revoked, true)
-	if len(offsets) > 0 && !r.isKilled() {
-		r.commitOffsets(ctx, offsets)
-	}
-	r.log.Info("partitions revoked", "partitions", revoked)
-}
-
-// onLost forgets the partitions without committing: another member may
-// already own them.
-func (r *Runner) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
-	r.commitMu.Lock()
-	defer r.commitMu.Unlock()
-	r.in.dropPartitions(lost, false)
-	r.log.Warn("partitions lost", "partitions", lost)
-}
-
-func (r *Runner) commitLoop(ctx context.Context) {
-	t := time.NewTicker(r.cfg.CommitInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			r.commit(ctx)
-		}
-	}
-}
-
-// commit commits the watermark of every partition that moved since its last
-// commit.
-func (r *Runner) commit(ctx context.Context) {
-	r.commitMu.Lock()
-	defer r.commitMu.Unlock()
-	if offsets := r.in.committable(); len(offsets) > 0 {
-		r.commitOffsets(ctx, offsets)
-	}
-}
-
-// commitOffsets commits synchronously and records what the broker accepted.
-// The caller holds commitMu.
-func (r *Runner) commitOffsets(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) {
-	r.consumer.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-		if err != nil {
-			r.m.commitErrors.Inc()
-			if !errors.Is(err, context.Canceled) {
-				r.log.Warn("offset commit failed", "err", err)
-			}
-			return
-		}
-		r.in.markCommitted(offsets, resp)
 	})
 }
 
