@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -100,27 +101,46 @@ func (r *Runner) adoptLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		gone := map[string]bool{}
-		for _, m := range r.directory.All() {
-			if m.Pool == r.cfg.Pool && m.ID != r.cfg.ID && m.State != discovery.Live && jobspec.CheckExecutorID(m.ID) == "" {
-				gone[m.ID] = true
-			}
+		adopt, leave := adoptChanges(r.directory.All(), r.cfg.Pool, r.cfg.ID, adopted)
+		for _, id := range adopt {
+			adopted[id] = true
+			r.consumer.AddConsumeTopics(r.cfg.Topics.Direct(id))
+			r.log.Info("adopting the directed runs of an executor that left", "executor", id)
 		}
-		for id := range gone {
-			if !adopted[id] {
-				adopted[id] = true
-				r.consumer.AddConsumeTopics(r.cfg.Topics.Direct(id))
-				r.log.Info("adopting the directed runs of an executor that left", "executor", id)
-			}
-		}
-		for id := range adopted {
-			if !gone[id] {
-				delete(adopted, id)
-				r.consumer.PurgeTopicsFromConsuming(r.cfg.Topics.Direct(id))
-				r.log.Info("leaving the directed runs of an executor to it", "executor", id)
-			}
+		for _, id := range leave {
+			delete(adopted, id)
+			r.consumer.PurgeTopicsFromConsuming(r.cfg.Topics.Direct(id))
+			r.log.Info("leaving the directed runs of an executor to it", "executor", id)
 		}
 	}
+}
+
+// adoptChanges decides whose directed topics a member self of pool starts
+// consuming (adopt: the pool's other members that are not live, whose id
+// can name a topic) and stops consuming (leave: those adopted that are live
+// again or no longer listed), given members, the directory's list, and
+// adopted, the members whose topics it consumes. It does no I/O; both lists
+// are sorted.
+func adoptChanges(members []discovery.Member, pool, self string, adopted map[string]bool) (adopt, leave []string) {
+	gone := map[string]bool{}
+	for _, m := range members {
+		if m.Pool == pool && m.ID != self && m.State != discovery.Live && jobspec.CheckExecutorID(m.ID) == "" {
+			gone[m.ID] = true
+		}
+	}
+	for id := range gone {
+		if !adopted[id] {
+			adopt = append(adopt, id)
+		}
+	}
+	for id := range adopted {
+		if !gone[id] {
+			leave = append(leave, id)
+		}
+	}
+	slices.Sort(adopt)
+	slices.Sort(leave)
+	return adopt, leave
 }
 
 // needsRoute reports whether the record is a run that asks for an executor
