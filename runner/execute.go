@@ -120,18 +120,6 @@ func decodeRun(rec *kgo.Record, run *sundialv1.Run) error {
 	return nil
 }
 
-const (
-	acquired acquireResult = iota
-	alreadyDone
-	forbidden
-	queued
-	invalidRun
-	aborted
-	// endedCancelled: the run was cancelled or replaced before this
-	// delivery (endedBefore), and its job's slots are full.
-	endedCancelled
-)
-
 // handle is the life of one delivery of a run, in five steps, each of which
 // returns how the delivery ended when it ends it:
 //

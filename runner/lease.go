@@ -29,6 +29,18 @@ func policy(run *sundialv1.Run) (int, sundialv1.OverlapPolicy) {
 // acquireResult says how acquiring ended when no lease was taken.
 type acquireResult int
 
+const (
+	acquired acquireResult = iota
+	alreadyDone
+	forbidden
+	queued
+	invalidRun
+	aborted
+	// endedCancelled: the run was cancelled or replaced before this
+	// delivery (endedBefore), and its job's slots are full.
+	endedCancelled
+)
+
 // acquireOutcome is how a lease acquire ended.
 type acquireOutcome struct {
 	res acquireResult
