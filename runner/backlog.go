@@ -17,6 +17,42 @@ import (
 	"github.com/sundialhq/sundial/runner/priority"
 )
 
+// tp is a topic partition.
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// partState is the runner's bookkeeping of one assigned partition. gen tells
+// the records of this assignment from those of an earlier assignment of the
+// same partition, whose completions no longer count.
+type partState struct {
+	tracker *commit.Partition
+	gen     uint64
+	paused  bool
+}
+
+// record is a fetched run waiting for or held by a worker.
+type record struct {
+	rec   *kgo.Record
+	tp    tp
+	gen   uint64
+	level int
+	// poolBusy is set when the record found every pool slot busy under
+	// BlockingDiscard: it is skipped.
+	poolBusy bool
+	// run is the decoded run, nil when the record does not decode
+	// (process reports it); team is its owning team, its lane in the queue.
+	run  *sundialv1.Run
+	team string
+	// backoff is the wait before the record was last put back in its
+	// queue (retryLater); it doubles with every return.
+	backoff time.Duration
+	// routed is set when a router chose this runner for the run: it is
+	// executed here, not routed again.
+	routed bool
+}
+
 // backlog holds what the runner fetched and has not finished: the
 // bookkeeping of each assigned partition (its offsets, commit.Partition) and
 // the priority queues the workers take from, under one lock. It pauses a
@@ -144,42 +180,6 @@ func (b *backlog) markCommitted(offsets map[string]map[int32]kgo.EpochOffset, re
 			}
 		}
 	}
-}
-
-// tp is a topic partition.
-type tp struct {
-	topic     string
-	partition int32
-}
-
-// partState is the runner's bookkeeping of one assigned partition. gen tells
-// the records of this assignment from those of an earlier assignment of the
-// same partition, whose completions no longer count.
-type partState struct {
-	tracker *commit.Partition
-	gen     uint64
-	paused  bool
-}
-
-// record is a fetched run waiting for or held by a worker.
-type record struct {
-	rec   *kgo.Record
-	tp    tp
-	gen   uint64
-	level int
-	// poolBusy is set when the record found every pool slot busy under
-	// BlockingDiscard: it is skipped.
-	poolBusy bool
-	// run is the decoded run, nil when the record does not decode
-	// (process reports it); team is its owning team, its lane in the queue.
-	run  *sundialv1.Run
-	team string
-	// backoff is the wait before the record was last put back in its
-	// queue (retryLater); it doubles with every return.
-	backoff time.Duration
-	// routed is set when a router chose this runner for the run: it is
-	// executed here, not routed again.
-	routed bool
 }
 
 // wake tells an idle worker that a record was queued.
