@@ -20,12 +20,12 @@ type attempt struct {
 	downstream breaker.Key
 }
 
-// execute runs the attempt within the lease's context, with the run's
-// checkpoint session, and reports how it ended and whether it ended by a
-// suspension at a checkpoint.
-func (a attempt) execute() (end attemptEnd, suspended bool) {
+// execute runs the attempt within leaseCtx, the held lease's context, with
+// the run's checkpoint session, and reports how it ended and whether it
+// ended by a suspension at a checkpoint.
+func (a attempt) execute(leaseCtx context.Context) (end attemptEnd, suspended bool) {
 	sess := a.session(a.held.lease.Token, a.held.cancel)
-	end = a.runTarget(checkpoint.NewContext(a.held.ctx, sess))
+	end = a.runTarget(checkpoint.NewContext(leaseCtx, sess))
 	return end, sess != nil && sess.Suspended() && end.err != nil
 }
 

@@ -160,7 +160,7 @@ func (x *execution) handle(ctx context.Context) result {
 	case startAttempt:
 	}
 	a := attempt{execution: x, held: held, downstream: downstream}
-	end, suspended := a.execute()
+	end, suspended := a.execute(held.ctx)
 	if suspended {
 		return s.suspend(ctx, held.keeper, end)
 	}

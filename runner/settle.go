@@ -339,7 +339,7 @@ func (s settlement) suspend(ctx context.Context, keeper *leasing.Keeper, end att
 	keeper.Stop()
 	s.release(ctx, keeper.Lease())
 	r.m.runs.WithLabelValues(outcomeSuspended).Inc()
-	s.ev.emit(s.ev.event(sundialv1.RunState_RUN_STATE_SUSPENDED, func(ev *sundialv1.RunEvent) { //nolint:contextcheck // the event must be produced even if ctx ends now; finishAfterAcks waits for it
+	s.ev.emit(s.ev.event(sundialv1.RunState_RUN_STATE_SUSPENDED, func(ev *sundialv1.RunEvent) {
 		ev.Reason = reasonSuspended
 		if !end.started.IsZero() {
 			ev.Duration = durationpb.New(end.finished.Sub(end.started))
