@@ -100,7 +100,7 @@ func TestWorkerDoesNotWaitForEventAcks(t *testing.T) {
 	require.Eventually(t, func() bool { return h.down.requestsOf(third.GetRunId()) == 1 }, wait, 5*time.Millisecond,
 		"the worker waited for the succeeded run's acknowledgements")
 	require.Positive(t, acks.held.Load(), "no acknowledgement was held: the test proves nothing")
-	for k, off := range r.committedView() {
+	for k, off := range r.in.committedView() {
 		assert.LessOrEqual(t, off, int64(0), "%s/%d: an offset is committable before its run's events are acknowledged", k.topic, k.partition)
 	}
 
@@ -111,11 +111,11 @@ func TestWorkerDoesNotWaitForEventAcks(t *testing.T) {
 	// Three runs and a retry: four records, all committable in the end.
 	require.Eventually(t, func() bool {
 		sum := int64(0)
-		for _, off := range r.committedView() {
+		for _, off := range r.in.committedView() {
 			sum += max(off, 0)
 		}
 		return sum == 4
-	}, wait, 10*time.Millisecond, "committable: %v", r.committedView())
+	}, wait, 10*time.Millisecond, "committable: %v", r.in.committedView())
 	effects, dup, _ := h.down.counts()
 	assert.Equal(t, 3, effects)
 	assert.Zero(t, dup)

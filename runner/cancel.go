@@ -69,7 +69,7 @@ func SignalCancel(ctx context.Context, rdb redis.UniversalClient, keyPrefix, job
 	if err := rdb.Set(ctx, cancelledKey(keyPrefix, jobID, runID), "operator", cancelledMarkerTTL).Err(); err != nil {
 		return fmt.Errorf("mark run %s of job %q cancelled: %w", runID, jobID, err)
 	}
-	if err := rdb.Publish(ctx, keyPrefix+"cancel", runID).Err(); err != nil {
+	if err := rdb.Publish(ctx, cancelChannel(keyPrefix), runID).Err(); err != nil {
 		return fmt.Errorf("signal the cancel of run %s of job %q: %w", runID, jobID, err)
 	}
 	return nil

@@ -57,9 +57,9 @@ func TestCancelWhenTheSignalIsMissed(t *testing.T) {
 			require.Greater(t, run.GetRetry().GetMaxAttempts(), uint32(1), "a misjudged attempt must have a retry to show")
 			h.produce(run)
 			awaitStart(t, hold, run.GetRunId())
-			r.mu.Lock()
-			delete(r.inflight, run.GetRunId()) // the signal finds nothing to cancel
-			r.mu.Unlock()
+			r.cancels.mu.Lock()
+			delete(r.cancels.running, run.GetRunId()) // the signal finds nothing to cancel
+			r.cancels.mu.Unlock()
 
 			ctx := t.Context()
 			require.NoError(t, SignalCancel(ctx, h.redis, r.cfg.KeyPrefix, run.GetJobId(), run.GetRunId()))

@@ -161,6 +161,38 @@
 //  6. Stop cancels executions still running after Config.ShutdownTimeout;
 //     they release their leases, record no event and are not committed.
 //
+// # The steps of a delivery
+//
+// execution.handle lists the steps of one delivery, each a small type or
+// function that returns how the delivery ended when it ends it (a result:
+// unfinished, finished, or handedOff to a finishing goroutine) rather than
+// setting a flag for its caller to read:
+//
+//  1. admit (execute.go): routing, the pool's busy slots under discard,
+//     the downstream's breaker, and the team's quotas (teamGate,
+//     teamquota.go) let the run through or defer or skip it;
+//  2. takeLease (execute.go, lease.go): the job's lease is acquired under
+//     the overlap policy, decideAcquire saying what follows each answer of
+//     Redis, and a Keeper renews it (heldLease);
+//  3. beforeAttempt: a run cancelled, replaced or suspended before this
+//     delivery is settled without executing;
+//  4. attempt (attempt.go): the target executes once (execute), and how it
+//     ended is judged (judge: classify, and the markers in Redis);
+//  5. settlement (settle.go): the verdict is carried out (conclude,
+//     succeeded, failed, dead, deferRun, cancelled, skip, suspend) and made
+//     durable.
+//
+// runEvents (events.go) produces the delivery's events in order and tells
+// when they are acknowledged. The decisions are pure functions in
+// verdict.go, table-tested: classify, leaseAfter, decideAcquire,
+// beforeAttempt, decideReplace, budgetAttempt. The worker finishes the
+// record, tries it again, or leaves it to the finishing goroutine, as the
+// result says. Whatever a step is handed it owns: conclude and suspend stop
+// the lease's Keeper on every path, or, for a success, hand it to the
+// finishing goroutine, which renews the lease until the dedupe mark; what
+// happens to the lease after a verdict is decided by leaseAfter before the
+// run is settled.
+//
 // # Checkpoints and suspension
 //
 // With Config.Checkpoints, each attempt's context carries a
@@ -243,16 +275,31 @@
 //
 // # Files
 //
-//   - runner.go: the Runner: the consumer group, the priority queues, the
-//     workers and the commits.
-//   - execute.go: the life of one delivery (execution.handle): lease,
-//     attempt, and the events, retries, deferrals and dead letters that
-//     follow.
-//   - verdict.go: classify, pure: how an attempt ended decides whether the
-//     run succeeded, is deferred, retried, dead, cancelled or unfinished.
-//   - replace.go: the overlap policy REPLACE: signals, markers and the
-//     cancellation of local executions.
-//   - suspend.go: suspension at a checkpoint, and Resume.
+//   - runner.go: the Runner: start and stop, the poll loop and the workers.
+//   - backlog.go: backlog, the records fetched and not finished: each
+//     partition's offsets, the priority queues, and their pauses.
+//   - commits.go: committer, the commits and the rebalance listener.
+//   - execute.go: the life of one delivery (execution.handle) and its
+//     first steps: admit and takeLease.
+//   - lease.go: the lease acquire under the overlap policy, replacing a
+//     holder, release.
+//   - attempt.go: one attempt under the lease and its judgement.
+//   - settle.go: the settlement of a delivery: events, retries, deferrals,
+//     dead letters, suspensions, and the finishing goroutine.
+//   - events.go: runEvents, the events of a delivery.
+//   - verdict.go: the pure decisions: classify (how an attempt ended
+//     decides whether the run succeeded, is deferred, retried, dead,
+//     cancelled or unfinished), leaseAfter (what the verdict does with the
+//     lease), decideAcquire (what follows an answer to a lease acquire: the
+//     run taken, a duplicate, the overlap policy, a wait or a retry),
+//     beforeAttempt (what a delivery holding the lease does first),
+//     decideReplace (signal or revoke a holder under REPLACE) and
+//     budgetAttempt.
+//   - replace.go: the overlap policy REPLACE: signals and markers, and
+//     cancelBoard, which cancels local executions named on the cancel
+//     channel.
+//   - suspend.go: the suspend marker and Resume (an attempt's checkpoint
+//     session is made in attempt.go, a suspension settled in settle.go).
 //   - pool.go: the pool's slots and blocking policy, and the announcer.
 //   - route.go: routing: the routers, the directed topic and adoption.
 //   - teamquota.go: team slots (max_concurrent_runs) and the team of a

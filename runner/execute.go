@@ -4,24 +4,14 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/sundialhq/sundial/checkpoint"
-	"github.com/sundialhq/sundial/internal/backoff"
-	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/runner/breaker"
-	"github.com/sundialhq/sundial/runner/egress"
-	"github.com/sundialhq/sundial/runner/retry"
 	"github.com/sundialhq/sundial/runner/target"
-	"github.com/sundialhq/sundial/store"
 )
 
 // Codes of failures the runner itself decides (RunError.code).
@@ -44,32 +34,14 @@ const (
 // passes.
 var errTimeout = errors.New("runner: attempt exceeded the job's timeout")
 
-// execution is one run being handled by a worker.
+// execution is one delivery of a run being handled by a worker (handle).
 type execution struct {
-	r     *Runner
-	rec   *record
-	run   *sundialv1.Run
-	logp  *slog.Logger // made on first use: most runs log nothing
-	token int64
-	// lastEvent is the time of the execution's last event: each event's
-	// time is after it, at microsecond precision, so history orders the
-	// states of the attempt as they happened (see event).
-	lastEvent time.Time
-	// out collects what the attempt logs, for its final event.
-	out *target.Output
-	// tail is set when a finishing goroutine took the record over, to wait
-	// for the acknowledgement of its events (finishAfterAcks).
-	tail bool
-	// keeperHandedOff is set when the finishing goroutine of a success
-	// owns the Keeper, which renews the lease until the dedupe mark.
-	keeperHandedOff bool
-	// endedReason is the reason of the CANCELLED of a delivery whose
-	// acquire found the run cancelled or replaced (endedCancelled).
-	endedReason string
-
-	pending sync.WaitGroup
-	errMu   sync.Mutex
-	prodErr error
+	r    *Runner
+	rec  *record
+	run  *sundialv1.Run
+	logp *slog.Logger // made on first use: most runs log nothing
+	// ev produces the delivery's events.
+	ev *runEvents
 }
 
 // result is how the handling of one delivery ended.
@@ -101,17 +73,21 @@ func (r *Runner) process(ctx context.Context, rec *record) result {
 			return finished
 		}
 	}
-	x := &execution{r: r, rec: rec, run: run}
-	done := x.handle(ctx)
-	switch {
-	case x.tail:
-		return handedOff
-	case done:
-		return finished
+	x := newExecution(r, rec, run)
+	res := x.handle(ctx)
+	if res != unfinished {
+		return res
 	}
 	r.m.runs.WithLabelValues(outcomeAborted).Inc()
 	x.logger().Info("run not finished", "cause", context.Cause(ctx))
 	return unfinished
+}
+
+// newExecution returns the execution of one delivery of run, read from rec.
+func newExecution(r *Runner, rec *record, run *sundialv1.Run) *execution {
+	x := &execution{r: r, rec: rec, run: run}
+	x.ev = &runEvents{r: r, run: run, log: x.logger}
+	return x
 }
 
 // logger returns the execution's logger, which names the run.
@@ -144,77 +120,115 @@ func decodeRun(rec *kgo.Record, run *sundialv1.Run) error {
 	return nil
 }
 
-// policy returns the run's lease limit and effective overlap policy.
-func policy(run *sundialv1.Run) (int, sundialv1.OverlapPolicy) {
-	limit := int(run.GetConcurrencyLimit())
-	p := run.GetOverlapPolicy()
-	if p == sundialv1.OverlapPolicy_OVERLAP_POLICY_UNSPECIFIED {
-		p = sundialv1.OverlapPolicy_OVERLAP_POLICY_ALLOW
-		if limit > 0 {
-			p = sundialv1.OverlapPolicy_OVERLAP_POLICY_FORBID
-		}
+// handle is the life of one delivery of a run, in five steps, each of which
+// returns how the delivery ended when it ends it:
+//
+//  1. admit: the run's executor, the pool's busy slots, its downstream's
+//     breaker and its team's quotas let it through (or defer or skip it);
+//  2. takeLease: the job's lease is taken under its overlap policy
+//     (decideAcquire) and renewed by a Keeper;
+//  3. beforeAttempt: a run cancelled, replaced or suspended before this
+//     delivery is settled without executing;
+//  4. attempt: the run's target executes once, and how it ended is judged
+//     (classify);
+//  5. settlement: the verdict is carried out (leaseAfter) and made durable.
+//
+// The steps that settle the delivery own what they are handed: once the
+// Keeper is passed to conclude or suspend, they stop it (or hand it to the
+// finishing goroutine of a success).
+func (x *execution) handle(ctx context.Context) result {
+	downstream := breaker.Key{Team: x.run.GetOwnerTeam(), Downstream: target.Downstream(x.run)}
+	releaseTeam, res, ok := x.admit(ctx, downstream)
+	if !ok {
+		return res
 	}
-	if p == sundialv1.OverlapPolicy_OVERLAP_POLICY_ALLOW {
-		return allowLimit, p
+	defer releaseTeam()
+	held, res := x.takeLease(ctx)
+	if held == nil {
+		return res
 	}
-	return max(limit, 1), p
+	defer held.done()
+	s := x.settle()
+	switch step, reason := beforeAttempt(held.lease.Flagged); step {
+	case endCancelled:
+		x.logger().Info("run cancelled or replaced before this delivery; not executed", "reason", reason)
+		return s.conclude(ctx, held.keeper, attemptEnd{}, verdict{kind: verdictCancelled, reason: reason})
+	case suspendAgain:
+		// A redelivery of a run whose runner died after its last
+		// checkpoint, before SUSPENDED was out: suspend it again.
+		return s.suspend(ctx, held.keeper, attemptEnd{})
+	case startAttempt:
+	}
+	a := attempt{execution: x, held: held, downstream: downstream}
+	end, suspended := a.execute(held.ctx)
+	if suspended {
+		return s.suspend(ctx, held.keeper, end)
+	}
+	return s.conclude(ctx, held.keeper, end, a.judge(ctx, end))
 }
 
-// acquireResult says how acquiring ended when no lease was taken.
-type acquireResult int
-
-const (
-	acquired acquireResult = iota
-	alreadyDone
-	forbidden
-	queued
-	invalidRun
-	aborted
-	// endedCancelled: the run was cancelled or replaced before this
-	// delivery (endedBefore), and its job's slots are full.
-	endedCancelled
-)
-
-// handle is the life of one delivery of a run: take the lease, execute one
-// attempt under it, then carry out the verdict on how the attempt ended
-// (classify). It reports whether the record is finished.
-func (x *execution) handle(ctx context.Context) bool {
-	r := x.r
-	// A routed record reaches a worker only when it came back to its
-	// queue (retryLater) before its executor was chosen.
+// admit applies what stands before the run's lease: a routed record that
+// came back to its queue (retryLater) before its executor was chosen is
+// routed first; a run that found the pool's slots busy under
+// BlockingDiscard is discarded; an open breaker of its downstream, or its
+// team's quotas, defer it. It returns the function that gives back the
+// team's slot (taken before the job's lease, given back when the attempt
+// ends), or ok false and how the delivery ended.
+func (x *execution) admit(ctx context.Context, downstream breaker.Key) (release func(), res result, ok bool) {
+	r, s := x.r, x.settle()
 	if r.needsRoute(x.rec) {
-		done, here := x.route(ctx)
-		if !here {
-			return done
+		if res, here := x.route(ctx); !here {
+			return nil, res, false
 		}
 	}
 	if x.rec.poolBusy {
-		return x.discard(ctx)
+		return nil, x.discard(ctx), false
 	}
-	downstream := breaker.Key{Team: x.run.GetOwnerTeam(), Downstream: target.Downstream(x.run)}
 	if r.breakers.Open(downstream) {
-		return x.deferRun(ctx, r.breakers.OpenTimeout(), reasonCircuitOpen, nil)
+		return nil, s.deferRun(ctx, r.breakers.OpenTimeout(), reasonCircuitOpen, nil), false
 	}
-	// The team's slot is taken before the job's and given back when the
-	// attempt ends.
-	releaseTeam, teamRes, wait := x.takeTeamSlot(ctx)
+	release, teamRes, wait := teamGate{x}.take(ctx)
 	switch teamRes {
 	case teamFull:
 		r.m.teamDeferrals.WithLabelValues(x.run.GetOwnerTeam()).Inc()
-		return x.deferRun(ctx, x.teamQuotaDelay(), reasonTeamQuota, nil)
+		return nil, s.deferRun(ctx, teamGate{x}.delay(), reasonTeamQuota, nil), false
 	case teamRate:
 		r.m.teamRateDeferrals.WithLabelValues(x.run.GetOwnerTeam()).Inc()
-		return x.deferRun(ctx, wait, reasonTeamRate, nil)
+		return nil, s.deferRun(ctx, wait, reasonTeamRate, nil), false
 	case teamAborted:
-		return false
+		return nil, unfinished, false
+	case teamTaken:
 	}
-	defer releaseTeam()
-	lease, res, err := x.acquire(ctx)
-	if res != acquired {
-		return x.notAcquired(ctx, res, err)
+	return release, unfinished, true
+}
+
+// heldLease is the job's lease held by a delivery, renewed by its Keeper.
+type heldLease struct {
+	lease  leasing.Lease
+	keeper *leasing.Keeper
+	// ctx ends when the lease is lost, the run is cancelled or replaced,
+	// or the runner stops; cancel ends it with a cause.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// latency is the trigger latency: from the attempt's due time to the
+	// lease.
+	latency time.Duration
+	// done ends ctx and forgets the run among the runner's in-flight ones,
+	// once the delivery is settled.
+	done func()
+}
+
+// takeLease takes the run's lease (acquire) and starts its Keeper. It
+// returns the held lease, or nil and how the delivery ended: settled as
+// the acquire said (notAcquired), or unfinished when the lease expired
+// before the Keeper started.
+func (x *execution) takeLease(ctx context.Context) (*heldLease, result) {
+	r := x.r
+	lease, acq := x.acquire(ctx)
+	if acq.res != acquired {
+		return nil, x.settle().notAcquired(ctx, acq)
 	}
 	latency := x.leaseTaken(lease)
-
 	// The Keeper names the lease's job and run in its own log lines.
 	// Its renewals share the Batcher's pipelines with the other runs'.
 	keeper := r.leases.NewKeeper(lease, r.log)
@@ -223,54 +237,14 @@ func (x *execution) handle(ctx context.Context) bool {
 		// acquire): give the slot back; handleRecord tries again.
 		x.logger().Warn("lease expired before the run started", "err", err)
 		x.release(ctx, lease)
-		return false
+		return nil, unfinished
 	}
-	defer func() {
-		if !x.keeperHandedOff { // else the finishing goroutine stops it
-			keeper.Stop()
-		}
-	}()
 	leaseCtx, cancelRun := context.WithCancelCause(keeper.Context())
-	defer cancelRun(nil)
-	r.trackInflight(x.run.GetRunId(), cancelRun)
-	defer r.untrackInflight(x.run.GetRunId())
-
-	if reason, ended := endedBefore(lease.Flagged); ended {
-		x.logger().Info("run cancelled or replaced before this delivery; not executed", "reason", reason)
-		return x.conclude(ctx, keeper, attemptEnd{}, verdict{kind: verdictCancelled, reason: reason})
-	}
-	if flagged(lease.Flagged, flagSuspend) {
-		// A redelivery of a run whose runner died after its last
-		// checkpoint, before SUSPENDED was out: suspend it again.
-		return x.suspend(ctx, keeper, attemptEnd{})
-	}
-	sess := x.session(lease.Token, cancelRun)
-	end := x.attempt(checkpoint.NewContext(leaseCtx, sess), downstream, lease.Token, latency)
-	if sess != nil && sess.Suspended() && end.err != nil {
-		return x.suspend(ctx, keeper, end)
-	}
-	return x.conclude(ctx, keeper, end, x.judge(ctx, end))
-}
-
-// notAcquired settles a delivery whose lease acquire ended with res rather
-// than a lease, and reports whether the record is finished.
-func (x *execution) notAcquired(ctx context.Context, res acquireResult, err error) bool {
-	r := x.r
-	switch res {
-	case alreadyDone:
-		r.m.runs.WithLabelValues(outcomeDuplicate).Inc()
-		x.logger().Debug("run already done; skipped")
-		return true
-	case forbidden:
-		return x.skip(ctx, reasonOverlapForbid, "run skipped: the job's concurrency limit is reached (overlap policy forbid)")
-	case queued:
-		return x.deferRun(ctx, queueDelay(x.run, r.cfg.QueueDelay), reasonOverlapQueue, nil)
-	case invalidRun:
-		return x.dead(ctx, &target.Error{Code: codeInvalidRun, Message: err.Error()}, nil, 0)
-	case endedCancelled:
-		return x.cancelled(ctx, x.endedReason, nil)
-	}
-	return false // aborted: ctx ended
+	r.cancels.track(x.run.GetRunId(), cancelRun)
+	return &heldLease{lease: lease, keeper: keeper, ctx: leaseCtx, cancel: cancelRun, latency: latency, done: func() {
+		r.cancels.untrack(x.run.GetRunId())
+		cancelRun(nil)
+	}}, unfinished
 }
 
 // discard settles a run that found every pool slot busy under
@@ -278,550 +252,13 @@ func (x *execution) notAcquired(ctx context.Context, res acquireResult, err erro
 // redelivery of a run already done is a duplicate to drop, not a run to
 // record as SKIPPED after its success, and the job's overlap policy still
 // applies when the job's own slots are full.
-func (x *execution) discard(ctx context.Context) bool {
-	lease, res, err := x.acquire(ctx)
-	if res != acquired {
-		return x.notAcquired(ctx, res, err)
+func (x *execution) discard(ctx context.Context) result {
+	lease, acq := x.acquire(ctx)
+	if acq.res != acquired {
+		return x.settle().notAcquired(ctx, acq)
 	}
 	x.release(ctx, lease)
-	return x.skip(ctx, reasonPoolBusy, "run skipped: every slot of the pool is busy (pool blocking discard)")
-}
-
-// cancelled records the run as CANCELLED with reason (and the attempt's
-// duration, nil when it never executed); it is not retried.
-func (x *execution) cancelled(ctx context.Context, reason string, dur *durationpb.Duration) bool {
-	x.r.m.runs.WithLabelValues(outcomeCancelled).Inc()
-	x.emitEnd(x.event(sundialv1.RunState_RUN_STATE_CANCELLED, func(ev *sundialv1.RunEvent) {
-		ev.Reason = reason
-		ev.Duration = dur
-	}))
-	x.logger().Info("run cancelled", "reason", reason)
-	return x.finishAfterAcks(ctx, nil, nil)
-}
-
-// skip records the run as SKIPPED with reason; it is not retried.
-func (x *execution) skip(ctx context.Context, reason, msg string) bool {
-	x.r.m.runs.WithLabelValues(outcomeSkipped).Inc()
-	x.emitEnd(x.event(sundialv1.RunState_RUN_STATE_SKIPPED, func(ev *sundialv1.RunEvent) { ev.Reason = reason }))
-	x.logger().Info(msg)
-	return x.finishAfterAcks(ctx, nil, nil)
-}
-
-// leaseTaken records a lease taken for the run and returns the trigger
-// latency: from the attempt's due time to now.
-func (x *execution) leaseTaken(lease leasing.Lease) time.Duration {
-	r := x.r
-	latency := r.cfg.Now().Sub(attemptDue(x.run))
-	r.m.triggerLatency.WithLabelValues(priorityLabel(x.run.GetPriority())).Observe(max(latency, 0).Seconds())
-	r.m.leases.WithLabelValues(leaseAcquired).Inc()
-	x.token = lease.Token
-	return latency
-}
-
-// attempt executes the run once, through its downstream's breaker and
-// under the job's timeout, within leaseCtx, which ends when the lease is
-// lost, the run is replaced or the runner stops.
-func (x *execution) attempt(leaseCtx context.Context, downstream breaker.Key, token int64, latency time.Duration) attemptEnd {
-	r, run := x.r, x.run
-	end := attemptEnd{timeout: r.cfg.RunTimeout}
-	if d := run.GetTimeout(); d != nil && d.AsDuration() > 0 {
-		end.timeout = d.AsDuration()
-	}
-	attemptCtx, cancel := context.WithTimeoutCause(leaseCtx, end.timeout, errTimeout)
-	defer cancel()
-	end.err = r.breakers.Do(downstream, func() error {
-		end.started = r.cfg.Now()
-		x.emit(x.event(sundialv1.RunState_RUN_STATE_STARTED, nil))
-		x.logger().Debug("run started", "fencing_token", token, "trigger_latency", latency)
-		x.out = &target.Output{}
-		return r.targets.Execute(attemptCtx, target.Request{Run: run, FencingToken: token, Output: x.out})
-	})
-	end.finished = r.cfg.Now()
-	var refusal *egress.Refusal
-	if errors.As(end.err, &refusal) {
-		r.m.egressRefusals.WithLabelValues(refusal.Team, refusal.Kind).Inc()
-	}
-	if attemptCtx.Err() != nil {
-		end.cause = context.Cause(attemptCtx)
-	}
-	return end
-}
-
-// judge classifies how the attempt ended. A REPLACE revocation ends the
-// lease too, and only Redis tells a run replaced from a lease lost
-// otherwise, so a lost lease is checked there before it counts as a
-// failure.
-func (x *execution) judge(ctx context.Context, end attemptEnd) verdict {
-	r, run := x.r, x.run
-	rs := x.retryState()
-	v := classify(end, rs)
-	if v.leaseLost || v.kind == verdictCancelled {
-		cancelled, err := r.markerSet(ctx, cancelledKey(r.cfg.KeyPrefix, run.GetJobId(), run.GetRunId()))
-		if err != nil {
-			return x.undecided(err)
-		}
-		if cancelled {
-			end.cancelled = true
-			v = classify(end, rs)
-		}
-	}
-	if v.leaseLost {
-		replaced, err := r.markerSet(ctx, r.replacedKey(run.GetJobId(), run.GetRunId()))
-		if err != nil {
-			return x.undecided(err)
-		}
-		if replaced {
-			end.replaced = true
-			v = classify(end, rs)
-		}
-	}
-	if v.leaseLost {
-		r.m.leaseLost.Inc()
-	}
-	return v
-}
-
-// undecided is the verdict on an attempt whose markers Redis did not
-// answer before the runner stopped: the record is left unfinished, to be
-// delivered again, rather than judged failed (and retried) when an operator
-// may have cancelled it.
-func (x *execution) undecided(err error) verdict {
-	x.logger().Warn("cannot tell whether the run was cancelled or replaced; it will be delivered again", "err", err)
-	return verdict{kind: verdictUnfinished, release: true}
-}
-
-// retryState is what the retry policy needs to decide after an attempt.
-func (x *execution) retryState() retryState {
-	run := x.run
-	return retryState{
-		policy:  retry.FromProto(run.GetRetry()),
-		attempt: budgetAttempt(run),
-		jitter:  x.r.cfg.Jitter(run.GetRunId(), run.GetAttempt()),
-	}
-}
-
-// conclude carries out the verdict on an attempt and reports whether the
-// record is finished.
-func (x *execution) conclude(ctx context.Context, keeper *leasing.Keeper, end attemptEnd, v verdict) bool {
-	switch v.kind {
-	case verdictSucceeded:
-		return x.succeeded(ctx, keeper, end.started, end.finished)
-	case verdictDefer:
-		keeper.Stop()
-		x.release(ctx, keeper.Lease())
-		return x.deferRun(ctx, v.delay, v.reason, nil)
-	case verdictUnfinished:
-		if v.release {
-			keeper.Stop()
-			x.release(ctx, keeper.Lease())
-		}
-		return false
-	case verdictCancelled:
-		keeper.Stop()
-		x.release(ctx, keeper.Lease()) // fails harmlessly when the lease was revoked
-		return x.cancelled(ctx, v.reason, durationpb.New(end.finished.Sub(end.started)))
-	}
-	keeper.Stop()
-	return x.failed(ctx, keeper.Lease(), v, end.started, end.finished)
-}
-
-// acquire takes the run's lease, applying the overlap policy when the job's
-// slots are full. It waits while another holder has the same run, and
-// retries while Redis is unreachable, until ctx ends.
-func (x *execution) acquire(ctx context.Context) (leasing.Lease, acquireResult, error) {
-	r, run := x.r, x.run
-	limit, pol := policy(run)
-	// The cancel, replace and suspend markers are read by the acquire
-	// itself: no round trip of their own for every run.
-	req := leasing.Request{JobID: run.GetJobId(), RunID: run.GetRunId(), Limit: limit,
-		Flags: []string{cancelledKey(r.cfg.KeyPrefix, run.GetJobId(), run.GetRunId()), r.replacedKey(run.GetJobId(), run.GetRunId())}}
-	if r.cfg.Checkpoints != nil {
-		req.Flags = append(req.Flags, suspendKey(r.cfg.KeyPrefix, req.JobID, req.RunID))
-	}
-	retry := backoff.New(50*time.Millisecond, 5*time.Second)
-	signalled := map[string]time.Time{}
-	revoked := map[string]bool{}
-	for {
-		lease, err := r.leases.Acquire(ctx, req)
-		wait := r.cfg.HeldRetry
-		switch {
-		case err == nil:
-			return lease, acquired, nil
-		case errors.Is(err, leasing.ErrAlreadyDone):
-			r.m.leases.WithLabelValues(leaseAlreadyDone).Inc()
-			return leasing.Lease{}, alreadyDone, nil
-		case errors.Is(err, leasing.ErrRunHeld):
-			r.m.leases.WithLabelValues(leaseHeld).Inc()
-			x.logger().Debug("run is leased by another holder; waiting", "retry_in", wait)
-		case errors.Is(err, leasing.ErrNoSlot):
-			r.m.leases.WithLabelValues(leaseNoSlot).Inc()
-			var ns *leasing.NoSlotError
-			if errors.As(err, &ns) {
-				if reason, ended := endedBefore(ns.Flagged); ended {
-					x.endedReason = reason
-					return leasing.Lease{}, endedCancelled, nil
-				}
-			}
-			switch pol {
-			case sundialv1.OverlapPolicy_OVERLAP_POLICY_FORBID:
-				return leasing.Lease{}, forbidden, nil
-			case sundialv1.OverlapPolicy_OVERLAP_POLICY_QUEUE:
-				return leasing.Lease{}, queued, nil
-			case sundialv1.OverlapPolicy_OVERLAP_POLICY_REPLACE:
-				if ns != nil && len(ns.Holders) > 0 {
-					x.replace(ctx, ns.Holders[0], signalled, revoked)
-				}
-				wait = min(wait, 50*time.Millisecond)
-			}
-		case ctx.Err() != nil:
-			return leasing.Lease{}, aborted, err
-		case leasing.IsRetryable(err):
-			r.m.leases.WithLabelValues(leaseError).Inc()
-			wait = retry.Next()
-			x.logger().Warn("lease acquire failed; retrying", "err", err, "retry_in", wait)
-		default:
-			r.m.leases.WithLabelValues(leaseError).Inc()
-			return leasing.Lease{}, invalidRun, err
-		}
-		if !backoff.Sleep(ctx, wait) {
-			return leasing.Lease{}, aborted, ctx.Err()
-		}
-	}
-}
-
-// replace asks the execution of holder to stop: first by signal, then, after
-// the grace period, by revoking its lease.
-func (x *execution) replace(ctx context.Context, holder string, signalled map[string]time.Time, revoked map[string]bool) {
-	r, run := x.r, x.run
-	now := r.cfg.Now()
-	at, ok := signalled[holder]
-	switch {
-	case !ok:
-		signalled[holder] = now
-		if err := r.signalReplace(ctx, run.GetJobId(), holder); err != nil {
-			x.logger().Warn("replace signal failed", "holder", holder, "err", err)
-		}
-		x.logger().Info("replacing the running execution of the job", "holder", holder)
-	case !revoked[holder] && now.Sub(at) >= r.cfg.ReplaceGrace:
-		revoked[holder] = true
-		if _, err := r.cfg.Leases.Revoke(ctx, run.GetJobId(), holder); err != nil {
-			x.logger().Warn("revoke failed", "holder", holder, "err", err)
-		}
-		x.logger().Info("holder did not stop on the signal; lease revoked", "holder", holder)
-	}
-}
-
-// succeeded records a success. The SUCCEEDED event is produced, and the
-// rest is left to a finishing goroutine, so the worker takes its next run
-// without waiting for Kafka and Redis: the events acknowledged first, then
-// the dedupe mark (leasing Complete, pipelined with other runs'), so a crash
-// in between re-executes the run (absorbed by the idempotency key) rather
-// than losing its event; only then may the offset be committed. The Keeper
-// renews the lease until the dedupe mark is written; when an event was not
-// acknowledged, the lease is released instead.
-func (x *execution) succeeded(ctx context.Context, keeper *leasing.Keeper, started, finished time.Time) bool {
-	r := x.r
-	dur := finished.Sub(started)
-	all := false
-	if x.run.GetBaseRunId() != "" {
-		// Recorded before the dedupe mark: a crash in between executes
-		// the child again and asks again (fanout.go).
-		var err error
-		if all, err = x.childSucceeded(ctx); err != nil {
-			x.logger().Warn("finished child not recorded; the run will be delivered again", "err", err)
-			keeper.Stop()
-			x.release(ctx, keeper.Lease())
-			return false
-		}
-	}
-	ev := x.event(sundialv1.RunState_RUN_STATE_SUCCEEDED, func(ev *sundialv1.RunEvent) {
-		ev.Duration = durationpb.New(dur)
-	})
-	x.emit(ev)
-	if all {
-		x.emit(x.baseEvent(ev))
-	}
-	x.keeperHandedOff = true
-	return x.finishAfterAcks(ctx, func() {
-		keeper.Stop()
-		l := keeper.Lease()
-		if err := x.retryRedis(ctx, func(c context.Context) error { return r.leases.Complete(c, l) }); err != nil {
-			// The effect happened and its event is out; a redelivery would
-			// execute again, which the downstream absorbs by the run id.
-			x.logger().Warn("could not set the run's dedupe mark", "err", err)
-		}
-		r.m.runs.WithLabelValues(outcomeSucceeded).Inc()
-		x.logger().Debug("run succeeded", "duration", dur)
-	}, func() {
-		keeper.Stop()
-		x.release(ctx, keeper.Lease())
-	})
-}
-
-// finishAfterAcks hands the record to a finishing goroutine and reports
-// true: the worker does not wait for the acknowledgement of the events it
-// produced. The goroutine waits for them, then calls acked and finishes the
-// record, so its offset becomes committable only once its events are
-// durable. When an event was not acknowledged it calls notAcked (if set)
-// and puts the record back in its queue after a backoff, as handleRecord
-// would try it again. It frees the in-flight slot the record's worker took.
-func (x *execution) finishAfterAcks(ctx context.Context, acked, notAcked func()) bool {
-	r := x.r
-	x.tail = true
-	r.tailsWG.Go(func() {
-		defer func() { <-r.slots }()
-		if !x.flush(ctx) {
-			if notAcked != nil {
-				notAcked()
-			}
-			r.m.runs.WithLabelValues(outcomeAborted).Inc()
-			r.retryLater(ctx, x.rec)
-			return
-		}
-		if acked != nil {
-			acked()
-		}
-		r.finish(x.rec)
-	})
-	return true
-}
-
-// failed records a failed attempt (FAILED or TIMED_OUT), then, as the
-// verdict says, schedules the next attempt or declares the run dead.
-func (x *execution) failed(ctx context.Context, lease leasing.Lease, v verdict, started, finished time.Time) bool {
-	r, run, f := x.r, x.run, v.failure
-	runErr := &sundialv1.RunError{Code: f.Code, Message: f.Message, Retryable: f.Retryable}
-	outcome := outcomeFailed
-	if v.state == sundialv1.RunState_RUN_STATE_TIMED_OUT {
-		outcome = outcomeTimedOut
-	}
-	r.m.runs.WithLabelValues(outcome).Inc()
-	x.emit(x.event(v.state, func(ev *sundialv1.RunEvent) {
-		ev.Error = runErr
-		ev.Duration = durationpb.New(finished.Sub(started))
-	}))
-	if v.kind == verdictDead {
-		x.logger().Info("run failed for good", "code", f.Code, "err", f.Message, "reason", v.reason)
-		return x.dead(ctx, f, &lease, finished.Sub(started))
-	}
-	due := store.Truncate(r.cfg.Now().Add(v.delay))
-	next := proto.Clone(run).(*sundialv1.Run)
-	next.Attempt = run.GetAttempt() + 1
-	next.AttemptDueTime = timestamppb.New(due)
-	next.Origin = sundialv1.RunOrigin_RUN_ORIGIN_RETRY
-	next.DispatchedAt = nil
-	if !x.enqueue(ctx, next, due, int(next.Attempt)) {
-		x.release(ctx, lease)
-		return false
-	}
-	r.m.retries.Inc()
-	r.m.runs.WithLabelValues(outcomeRetrying).Inc()
-	x.emit(x.event(sundialv1.RunState_RUN_STATE_RETRYING, func(ev *sundialv1.RunEvent) {
-		ev.Error = runErr
-		ev.NextAttemptDueTime = timestamppb.New(due)
-	}))
-	x.logger().Info("run failed; retry scheduled", "code", f.Code, "err", f.Message, "next_attempt", next.Attempt, "due", due)
-	// The next attempt is durable (enqueued above); only the commit waits
-	// for the events.
-	x.release(ctx, lease)
-	return x.finishAfterAcks(ctx, nil, nil)
-}
-
-// dead writes the run to the dead-letter topic and records DEAD. lease, when
-// not nil, is released afterwards: a dead run has no dedupe mark, so a
-// replay can run it again.
-// dur is how long the last attempt executed, 0 when it did not start.
-func (x *execution) dead(ctx context.Context, f *target.Error, lease *leasing.Lease, dur time.Duration) bool {
-	r, run := x.r, x.run
-	runErr := &sundialv1.RunError{Code: f.Code, Message: f.Message, Retryable: f.Retryable}
-	dl := &sundialv1.DeadLetter{Run: run, LastError: runErr, Attempts: run.GetAttempt(), DeadAt: timestamppb.New(r.cfg.Now()), RunnerId: r.cfg.ID}
-	val, err := proto.Marshal(dl)
-	if err == nil {
-		err = r.producer.ProduceSync(ctx, &kgo.Record{Topic: r.cfg.Topics.DLQ(), Key: []byte(run.GetJobId()), Value: val, Headers: topics.ProtobufHeaders(dl)}).FirstErr()
-	}
-	if err != nil {
-		x.logger().Error("could not write the dead letter; the run will be delivered again", "err", err)
-		if lease != nil {
-			x.release(ctx, *lease)
-		}
-		return false
-	}
-	r.m.deadLetters.Inc()
-	r.m.runs.WithLabelValues(outcomeDead).Inc()
-	x.emitEnd(x.event(sundialv1.RunState_RUN_STATE_DEAD, func(ev *sundialv1.RunEvent) {
-		ev.Error = runErr
-		if dur > 0 {
-			// The history keeps the last attempt's duration on the dead
-			// run's record.
-			ev.Duration = durationpb.New(dur)
-		}
-	}))
-	if lease != nil {
-		x.release(ctx, *lease)
-	}
-	return x.finishAfterAcks(ctx, nil, nil)
-}
-
-// deferRun writes the same attempt as a due entry after delay and records
-// DEFERRED; no attempt is spent. lease, when not nil, is released.
-func (x *execution) deferRun(ctx context.Context, delay time.Duration, reason string, lease *leasing.Lease) bool {
-	r, run := x.r, x.run
-	due := store.Truncate(r.cfg.Now().Add(delay))
-	next := proto.Clone(run).(*sundialv1.Run)
-	next.AttemptDueTime = timestamppb.New(due)
-	next.Origin = sundialv1.RunOrigin_RUN_ORIGIN_DEFERRAL
-	next.DispatchedAt = nil
-	if lease != nil {
-		defer x.release(ctx, *lease)
-	}
-	if !x.enqueue(ctx, next, due, int(run.GetAttempt())) {
-		return false
-	}
-	r.m.runs.WithLabelValues(outcomeDeferred).Inc()
-	x.emit(x.event(sundialv1.RunState_RUN_STATE_DEFERRED, func(ev *sundialv1.RunEvent) {
-		ev.Reason = reason
-		ev.NextAttemptDueTime = timestamppb.New(due)
-	}))
-	x.logger().Info("run deferred", "reason", reason, "due", due)
-	return x.finishAfterAcks(ctx, nil, nil)
-}
-
-// enqueue writes next as a KindRetry due entry at due, retrying until it is
-// durable or ctx ends.
-func (x *execution) enqueue(ctx context.Context, next *sundialv1.Run, due time.Time, attempt int) bool {
-	payload, err := proto.Marshal(next)
-	if err != nil {
-		x.logger().Error("cannot encode the run for its due entry", "err", err)
-		return false
-	}
-	entry := store.DueEntry{
-		Due: due, JobID: next.GetJobId(), Kind: store.KindRetry, RunID: next.GetRunId(),
-		Attempt: attempt, Revision: max(next.GetDefinitionOffset(), 0), Payload: payload,
-	}
-	retry := backoff.New(100*time.Millisecond, 5*time.Second)
-	for {
-		err := x.r.cfg.Enqueuer.Enqueue(ctx, entry)
-		if err == nil {
-			return true
-		}
-		if ctx.Err() != nil || x.r.isKilled() {
-			return false
-		}
-		x.logger().Warn("enqueue failed; retrying", "err", err, "retry_within", retry.Peek())
-		if !retry.Wait(ctx) {
-			return false
-		}
-	}
-}
-
-// release gives the lease back, best effort: an error only delays the slot
-// until the lease expires.
-func (x *execution) release(ctx context.Context, l leasing.Lease) {
-	if x.r.isKilled() || l.Token == 0 {
-		return
-	}
-	// The release must be tried even when the run's context has ended (a
-	// cancelled or timed-out run frees its slot at once).
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := x.r.leases.Release(ctx, l); err != nil && !errors.Is(err, leasing.ErrLeaseLost) {
-		x.logger().Warn("lease release failed; the slot frees when the lease expires", "err", err)
-	}
-}
-
-// retryRedis calls fn until it succeeds, fails for good, or 5 seconds pass.
-func (x *execution) retryRedis(ctx context.Context, fn func(context.Context) error) error {
-	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	retry := backoff.New(20*time.Millisecond, time.Second)
-	for {
-		err := fn(c)
-		if err == nil || !leasing.IsRetryable(err) {
-			return err
-		}
-		if !retry.Wait(c) {
-			return err
-		}
-	}
-}
-
-// event returns a RunEvent of the run in state, changed by mod. Its time is
-// now, at microsecond precision, and after the execution's previous event:
-// history keeps an attempt's newest state by event time, and a failure
-// within a microsecond of its start must not tie with it.
-func (x *execution) event(state sundialv1.RunState, mod func(*sundialv1.RunEvent)) *sundialv1.RunEvent {
-	run := x.run
-	at := x.r.cfg.Now().Truncate(time.Microsecond)
-	if !at.After(x.lastEvent) {
-		at = x.lastEvent.Add(time.Microsecond)
-	}
-	x.lastEvent = at
-	ev := &sundialv1.RunEvent{
-		RunId: run.GetRunId(), JobId: run.GetJobId(), Attempt: run.GetAttempt(), State: state,
-		Time: timestamppb.New(at), DueTime: run.GetDueTime(), AttemptDueTime: timestamppb.New(attemptDue(run)),
-		RunnerId: x.r.cfg.ID, DagRunId: run.GetDagRunId(), DagNodeId: run.GetDagNodeId(),
-		Priority: run.GetPriority(), OwnerTeam: run.GetOwnerTeam(), FencingToken: x.token,
-	}
-	if run.GetBaseRunId() != "" {
-		// A child run is part of its base run, whose events alone speak
-		// for the DAG node (baseEvent).
-		ev.DagRunId, ev.DagNodeId = "", ""
-	}
-	switch state {
-	case sundialv1.RunState_RUN_STATE_SUCCEEDED, sundialv1.RunState_RUN_STATE_FAILED, sundialv1.RunState_RUN_STATE_TIMED_OUT,
-		sundialv1.RunState_RUN_STATE_DEAD, sundialv1.RunState_RUN_STATE_CANCELLED:
-		ev.Log = x.out.Lines()
-	}
-	if mod != nil {
-		mod(ev)
-	}
-	return ev
-}
-
-// emit produces ev to the events topic without waiting; flush waits.
-func (x *execution) emit(ev *sundialv1.RunEvent) {
-	if x.r.isKilled() {
-		return
-	}
-	val, err := proto.Marshal(ev)
-	if err != nil {
-		x.setErr(err)
-		return
-	}
-	x.pending.Add(1)
-	x.r.producer.Produce(context.Background(), &kgo.Record{
-		Topic: x.r.cfg.Topics.Events(), Key: []byte(ev.GetJobId()), Value: val,
-		Headers: topics.EventHeaders(ev),
-	}, func(_ *kgo.Record, err error) {
-		if err != nil {
-			x.setErr(err)
-		}
-		x.pending.Done()
-	})
-}
-
-func (x *execution) setErr(err error) {
-	x.errMu.Lock()
-	defer x.errMu.Unlock()
-	if x.prodErr == nil {
-		x.prodErr = err
-	}
-}
-
-// flush waits for every emitted event's acknowledgement and reports whether
-// all were written.
-func (x *execution) flush(context.Context) bool {
-	x.pending.Wait()
-	x.errMu.Lock()
-	defer x.errMu.Unlock()
-	if x.r.isKilled() {
-		return false
-	}
-	if x.prodErr != nil {
-		x.logger().Error("event not written; the run will be delivered again", "err", x.prodErr)
-		return false
-	}
-	return true
+	return x.settle().skip(ctx, reasonPoolBusy, "run skipped: every slot of the pool is busy (pool blocking discard)")
 }
 
 func attemptDue(run *sundialv1.Run) time.Time {

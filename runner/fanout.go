@@ -130,30 +130,3 @@ func (x *execution) childSucceeded(ctx context.Context) (bool, error) {
 	}
 	return card.Val() >= int64(run.GetShardCount()), nil
 }
-
-// baseEvent turns ev, an event of a child run, into the same event of its
-// base run, which is the one a DAG node's run id names. A base run is
-// never attempted itself (only its children are, and retried), so its
-// events are of attempt 1, whatever the child's attempt.
-func (x *execution) baseEvent(ev *sundialv1.RunEvent) *sundialv1.RunEvent {
-	b := proto.Clone(ev).(*sundialv1.RunEvent)
-	b.RunId = x.run.GetBaseRunId()
-	b.Attempt = 1
-	b.DagRunId = x.run.GetDagRunId()
-	b.DagNodeId = x.run.GetDagNodeId()
-	return b
-}
-
-// emitEnd emits ev, an event that ends the run without success (DEAD,
-// SKIPPED, CANCELLED). A base run cannot succeed without each of its
-// children, so for a child run the same state is emitted for its base run
-// too, with the reason "child_" and the state's name in lower case.
-func (x *execution) emitEnd(ev *sundialv1.RunEvent) {
-	x.emit(ev)
-	if x.run.GetBaseRunId() == "" {
-		return
-	}
-	b := x.baseEvent(ev)
-	b.Reason = reasonChild + strings.ToLower(strings.TrimPrefix(ev.GetState().String(), "RUN_STATE_"))
-	x.emit(b)
-}

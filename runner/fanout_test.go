@@ -38,7 +38,7 @@ func (s *routeSetup) waitBaseSucceeded(t *testing.T, base string) *sundialv1.Run
 			}
 		}
 		return false
-	}, 2*wait, 10*time.Millisecond, "base run %s never succeeded: %s", base, s.h.events.describe(base))
+	}, wait, 10*time.Millisecond, "base run %s never succeeded: %s", base, s.h.events.describe(base))
 	return got
 }
 
@@ -127,7 +127,7 @@ func TestBroadcast(t *testing.T) {
 				}
 			}
 			return false
-		}, 2*wait, 10*time.Millisecond, "base run %s: %s", base.GetRunId(), s.h.events.describe(base.GetRunId()))
+		}, wait, 10*time.Millisecond, "base run %s: %s", base.GetRunId(), s.h.events.describe(base.GetRunId()))
 		assert.Equal(t, "child_dead", dead.GetReason())
 		assert.Equal(t, target.CodeHandler, dead.GetError().GetCode())
 		assert.Empty(t, s.succeededBy(base.GetRunId()), "the base run does not succeed without shard 1")
@@ -210,7 +210,7 @@ func TestBroadcast(t *testing.T) {
 		select {
 		case id := <-s.hold.started:
 			require.Equal(t, victimShard, id)
-		case <-time.After(3 * wait):
+		case <-time.After(wait):
 			t.Fatalf("shard %s never started again: %s", victimShard, s.h.events.describe(victimShard))
 		}
 		s.hold.release(victimShard)

@@ -43,13 +43,13 @@ func waitAssigned(t *testing.T, partitions int, rs ...*Runner) {
 	require.Eventually(t, func() bool {
 		n := 0
 		for _, r := range rs {
-			r.mu.Lock()
-			for k := range r.parts {
+			r.in.mu.Lock()
+			for k := range r.in.parts {
 				if !isDirect(k.topic) { // each runner's own directed topic
 					n++
 				}
 			}
-			r.mu.Unlock()
+			r.in.mu.Unlock()
 		}
 		return n == partitions
 	}, 60*time.Second, 20*time.Millisecond)
@@ -389,9 +389,9 @@ func TestPinnedPartitionIsPausedAtTheBound(t *testing.T) {
 	h.produce(runs...)
 	require.Eventually(t, func() bool { return h.events.count(succeeded) >= 30 }, wait, 10*time.Millisecond)
 	paused := func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		for _, ps := range r.parts {
+		r.in.mu.Lock()
+		defer r.in.mu.Unlock()
+		for _, ps := range r.in.parts {
 			if ps.paused {
 				return true
 			}
@@ -399,12 +399,12 @@ func TestPinnedPartitionIsPausedAtTheBound(t *testing.T) {
 		return false
 	}
 	require.Eventually(t, paused, wait, 5*time.Millisecond)
-	r.mu.Lock()
+	r.in.mu.Lock()
 	var pending int
-	for _, ps := range r.parts {
+	for _, ps := range r.in.parts {
 		pending = max(pending, ps.tracker.Pending())
 	}
-	r.mu.Unlock()
+	r.in.mu.Unlock()
 	done := h.events.count(succeeded)
 	t.Logf("with the partition pinned: %d runs finished, %d offsets tracked (bound 40 + one poll)", done, pending)
 	assert.Less(t, done, 300, "fetching stopped at the bound")
@@ -413,6 +413,6 @@ func TestPinnedPartitionIsPausedAtTheBound(t *testing.T) {
 	// The bound only turns a hang into a failure: 270 runs on a loaded
 	// machine can take longer than wait.
 	if !assert.Eventually(t, func() bool { return h.events.count(succeeded) == 301 }, 5*time.Minute, 10*time.Millisecond) {
-		require.FailNow(t, "not every run succeeded after the pin went", "succeeded %d, runner state %s", h.events.count(succeeded), r.debugState())
+		require.FailNow(t, "not every run succeeded after the pin went", "succeeded %d, runner state %s", h.events.count(succeeded), r.in.debugState())
 	}
 }

@@ -257,9 +257,9 @@ func TestReplaceByRevokeWhenTheSignalIsMissed(t *testing.T) {
 	first := overlapRun(h, "revoke", now, sundialv1.OverlapPolicy_OVERLAP_POLICY_REPLACE)
 	h.produce(first)
 	awaitStart(t, hold, first.GetRunId())
-	r.mu.Lock()
-	delete(r.inflight, first.GetRunId()) // the signal finds nothing to cancel
-	r.mu.Unlock()
+	r.cancels.mu.Lock()
+	delete(r.cancels.running, first.GetRunId()) // the signal finds nothing to cancel
+	r.cancels.mu.Unlock()
 	second := overlapRun(h, "revoke", now.Add(time.Second), sundialv1.OverlapPolicy_OVERLAP_POLICY_REPLACE)
 	h.produce(second)
 	awaitStart(t, hold, second.GetRunId())

@@ -43,10 +43,10 @@ func startPoolRunner(h *harness, hold *holder, slots int, blocking PoolBlocking)
 func waitQueued(t *testing.T, r *Runner, n int) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return r.queues.Size() == n
-	}, wait, 5*time.Millisecond, "want %d queued: %s", n, r.debugState())
+		r.in.mu.Lock()
+		defer r.in.mu.Unlock()
+		return r.in.queues.Size() == n
+	}, wait, 5*time.Millisecond, "want %d queued: %s", n, r.in.debugState())
 }
 
 // maxConcurrent is the most executions the holder's timeline shows at once.

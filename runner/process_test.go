@@ -587,10 +587,10 @@ func TestKillVictimOwnsARunsPartition(t *testing.T) {
 		group := waitGroupStable(t, h.client, h.group, 3, 12)
 		topic := b.names.Runs(topics.PriorityDefault)
 		owned := func(r *Runner) int {
-			r.mu.Lock()
-			defer r.mu.Unlock()
+			r.in.mu.Lock()
+			defer r.in.mu.Unlock()
 			n := 0
-			for k := range r.parts {
+			for k := range r.in.parts {
 				if k.topic == topic {
 					n++
 				}

@@ -3,8 +3,11 @@ package runner
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -29,10 +32,10 @@ var errReplaced = errors.New("runner: replaced by a newer run of the job")
 // Pub/sub is fire-and-forget, which is why the revoke exists: the signal
 // makes replacement fast, the revoke makes it certain.
 
-func (r *Runner) cancelChannel() string { return r.cfg.KeyPrefix + "cancel" }
+func cancelChannel(keyPrefix string) string { return keyPrefix + "cancel" }
 
-func (r *Runner) replacedKey(jobID, runID string) string {
-	return r.cfg.KeyPrefix + "{" + jobID + "}:replaced:" + runID
+func replacedKey(keyPrefix, jobID, runID string) string {
+	return keyPrefix + "{" + jobID + "}:replaced:" + runID
 }
 
 // replacedMarkerTTL is how long a replaced marker lives: long enough for the
@@ -42,26 +45,45 @@ func (r *Runner) replacedKey(jobID, runID string) string {
 // run: a job replaced every second keeps about 86,400 of them.
 const replacedMarkerTTL = 24 * time.Hour
 
-// signalReplace marks runID replaced and tells whoever executes it.
-func (r *Runner) signalReplace(ctx context.Context, jobID, runID string) error {
-	if err := r.cfg.Redis.Set(ctx, r.replacedKey(jobID, runID), r.cfg.ID, replacedMarkerTTL).Err(); err != nil {
-		return err
-	}
-	return r.cfg.Redis.Publish(ctx, r.cancelChannel(), runID).Err()
+// cancelBoard is the runner's end of the cancel channel: it sends the
+// replace signal (signal), knows the executions in flight on this runner
+// (track), and cancels the one a signal names (listen).
+type cancelBoard struct {
+	redis     redis.UniversalClient
+	keyPrefix string
+	id        string // the runner's, written in the replaced marker
+	log       *slog.Logger
+	inFlight  prometheus.Gauge
+
+	mu      sync.Mutex
+	running map[string]context.CancelCauseFunc // run id -> cancel of its execution
 }
 
-// subscribeCancels subscribes before Start returns, so a signal sent right
-// after is not missed by this runner.
-func (r *Runner) subscribeCancels(ctx context.Context) *redis.PubSub {
-	sub := r.cfg.Redis.Subscribe(ctx, r.cancelChannel())
+func newCancelBoard(cfg Config, log *slog.Logger, inFlight prometheus.Gauge) *cancelBoard {
+	return &cancelBoard{redis: cfg.Redis, keyPrefix: cfg.KeyPrefix, id: cfg.ID, log: log, inFlight: inFlight,
+		running: map[string]context.CancelCauseFunc{}}
+}
+
+// signal marks runID replaced and tells whoever executes it.
+func (b *cancelBoard) signal(ctx context.Context, jobID, runID string) error {
+	if err := b.redis.Set(ctx, replacedKey(b.keyPrefix, jobID, runID), b.id, replacedMarkerTTL).Err(); err != nil {
+		return err
+	}
+	return b.redis.Publish(ctx, cancelChannel(b.keyPrefix), runID).Err()
+}
+
+// subscribe subscribes before Start returns, so a signal sent right after
+// is not missed by this runner.
+func (b *cancelBoard) subscribe(ctx context.Context) *redis.PubSub {
+	sub := b.redis.Subscribe(ctx, cancelChannel(b.keyPrefix))
 	if _, err := sub.Receive(ctx); err != nil {
-		r.log.Warn("cannot subscribe to the replace channel; replaced runs stop at their next lease renewal", "err", err)
+		b.log.Warn("cannot subscribe to the replace channel; replaced runs stop at their next lease renewal", "err", err)
 	}
 	return sub
 }
 
-// listenCancels cancels local executions named on the cancel channel.
-func (r *Runner) listenCancels(ctx context.Context, sub *redis.PubSub) {
+// listen cancels local executions named on the cancel channel.
+func (b *cancelBoard) listen(ctx context.Context, sub *redis.PubSub) {
 	defer func() { _ = sub.Close() }()
 	ch := sub.Channel()
 	for {
@@ -72,9 +94,9 @@ func (r *Runner) listenCancels(ctx context.Context, sub *redis.PubSub) {
 			if !ok {
 				return
 			}
-			r.mu.Lock()
-			cancel := r.inflight[msg.Payload]
-			r.mu.Unlock()
+			b.mu.Lock()
+			cancel := b.running[msg.Payload]
+			b.mu.Unlock()
 			if cancel != nil {
 				cancel(errReplaced)
 			}
@@ -82,19 +104,26 @@ func (r *Runner) listenCancels(ctx context.Context, sub *redis.PubSub) {
 	}
 }
 
-// trackInflight makes the execution of runID cancellable through the cancel
-// channel while it runs, and counts it in flight.
-func (r *Runner) trackInflight(runID string, cancel context.CancelCauseFunc) {
-	r.mu.Lock()
-	r.inflight[runID] = cancel
-	r.mu.Unlock()
-	r.m.inFlight.Inc()
+// track makes the execution of runID cancellable through the cancel channel
+// while it runs, and counts it in flight.
+func (b *cancelBoard) track(runID string, cancel context.CancelCauseFunc) {
+	b.mu.Lock()
+	b.running[runID] = cancel
+	b.mu.Unlock()
+	b.inFlight.Inc()
 }
 
-// untrackInflight undoes trackInflight once the execution has ended.
-func (r *Runner) untrackInflight(runID string) {
-	r.mu.Lock()
-	delete(r.inflight, runID)
-	r.mu.Unlock()
-	r.m.inFlight.Dec()
+// untrack undoes track once the execution has ended.
+func (b *cancelBoard) untrack(runID string) {
+	b.mu.Lock()
+	delete(b.running, runID)
+	b.mu.Unlock()
+	b.inFlight.Dec()
+}
+
+// reset forgets every execution, for a new run of the Runner.
+func (b *cancelBoard) reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.running = map[string]context.CancelCauseFunc{}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -100,27 +101,46 @@ func (r *Runner) adoptLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		gone := map[string]bool{}
-		for _, m := range r.directory.All() {
-			if m.Pool == r.cfg.Pool && m.ID != r.cfg.ID && m.State != discovery.Live && jobspec.CheckExecutorID(m.ID) == "" {
-				gone[m.ID] = true
-			}
+		adopt, leave := adoptChanges(r.directory.All(), r.cfg.Pool, r.cfg.ID, adopted)
+		for _, id := range adopt {
+			adopted[id] = true
+			r.consumer.AddConsumeTopics(r.cfg.Topics.Direct(id))
+			r.log.Info("adopting the directed runs of an executor that left", "executor", id)
 		}
-		for id := range gone {
-			if !adopted[id] {
-				adopted[id] = true
-				r.consumer.AddConsumeTopics(r.cfg.Topics.Direct(id))
-				r.log.Info("adopting the directed runs of an executor that left", "executor", id)
-			}
-		}
-		for id := range adopted {
-			if !gone[id] {
-				delete(adopted, id)
-				r.consumer.PurgeTopicsFromConsuming(r.cfg.Topics.Direct(id))
-				r.log.Info("leaving the directed runs of an executor to it", "executor", id)
-			}
+		for _, id := range leave {
+			delete(adopted, id)
+			r.consumer.PurgeTopicsFromConsuming(r.cfg.Topics.Direct(id))
+			r.log.Info("leaving the directed runs of an executor to it", "executor", id)
 		}
 	}
+}
+
+// adoptChanges decides whose directed topics a member self of pool starts
+// consuming (adopt: the pool's other members that are not live, whose id
+// can name a topic) and stops consuming (leave: those adopted that are live
+// again or no longer listed), given members, the directory's list, and
+// adopted, the members whose topics it consumes. It does no I/O; both lists
+// are sorted.
+func adoptChanges(members []discovery.Member, pool, self string, adopted map[string]bool) (adopt, leave []string) {
+	gone := map[string]bool{}
+	for _, m := range members {
+		if m.Pool == pool && m.ID != self && m.State != discovery.Live && jobspec.CheckExecutorID(m.ID) == "" {
+			gone[m.ID] = true
+		}
+	}
+	for id := range gone {
+		if !adopted[id] {
+			adopt = append(adopt, id)
+		}
+	}
+	for id := range adopted {
+		if !gone[id] {
+			leave = append(leave, id)
+		}
+	}
+	slices.Sort(adopt)
+	slices.Sort(leave)
+	return adopt, leave
 }
 
 // needsRoute reports whether the record is a run that asks for an executor
@@ -172,28 +192,18 @@ func (r *Runner) routeLoop(workCtx, execCtx context.Context) {
 // record over (a deferral waiting for its event).
 func (r *Runner) routeRecord(workCtx, execCtx context.Context, rec *record) bool {
 	retry := backoff.New(r.cfg.HeldRetry, maxRecordRetry)
-	for r.owns(rec) {
-		x := &execution{r: r, rec: rec, run: rec.run}
-		done, here := x.route(execCtx)
+	for r.in.owns(rec) {
+		x := newExecution(r, rec, rec.run)
+		res, here := x.route(execCtx)
 		switch {
 		case here:
 			rec.routed = true
-			r.mu.Lock()
-			ps := r.parts[rec.tp]
-			ok := !r.killed.Load() && ps != nil && ps.gen == rec.gen
-			if ok {
-				r.queues.PushGroup(rec.level, rec.team, rec, r.cfg.Now())
-				r.adjustPausesLocked()
-			}
-			r.mu.Unlock()
-			if ok {
-				r.wake()
-			}
+			r.in.requeue(rec)
 			return false
-		case x.tail:
+		case res == handedOff:
 			return true
-		case done:
-			r.finish(rec)
+		case res == finished:
+			r.in.finish(rec)
 			return false
 		}
 		if workCtx.Err() != nil || execCtx.Err() != nil || !retry.Wait(workCtx) {
@@ -204,14 +214,14 @@ func (r *Runner) routeRecord(workCtx, execCtx context.Context, rec *record) bool
 }
 
 // route chooses the run's executor and hands the run over to it, and
-// reports whether the record is finished. A run chosen for this runner is
+// returns how the record ended (executeHere false), or executeHere. A run chosen for this runner is
 // executed here at once. Otherwise the copy is produced to the executor's
 // directed topic and acknowledged before this record finishes, so a crash in
 // between routes it again (the same run id: the lease and the dedupe mark
 // keep it to one effect). A run that finds no live executor, or whose fixed
 // executor is away under FALLBACK_WAIT, is deferred by Config.RouteDelay
 // and asks again then.
-func (x *execution) route(ctx context.Context) (done, executeHere bool) {
+func (x *execution) route(ctx context.Context) (res result, executeHere bool) {
 	r, run := x.r, x.run
 	pool := jobspec.PoolOf(run.GetPool())
 	live := r.directory.Live(pool)
@@ -221,27 +231,30 @@ func (x *execution) route(ctx context.Context) (done, executeHere bool) {
 		rt = routing.ChildRouting(run)
 	case routing.FansOut(rt):
 		if len(live) == 0 {
-			return x.deferRun(ctx, r.cfg.RouteDelay, reasonNoExecutor, nil), false
+			return x.settle().deferRun(ctx, r.cfg.RouteDelay, reasonNoExecutor, nil), false
 		}
-		return x.fanout(ctx, pool, live), false
+		if !x.fanout(ctx, pool, live) {
+			return unfinished, false
+		}
+		return finished, false
 	}
 	d := r.picker.PickFor(pool, run.GetJobId(), rt, live)
 	switch d.Outcome {
 	case routing.NoMember:
-		return x.deferRun(ctx, r.cfg.RouteDelay, reasonNoExecutor, nil), false
+		return x.settle().deferRun(ctx, r.cfg.RouteDelay, reasonNoExecutor, nil), false
 	case routing.Wait:
-		return x.deferRun(ctx, r.cfg.RouteDelay, reasonWaitExecutor, nil), false
+		return x.settle().deferRun(ctx, r.cfg.RouteDelay, reasonWaitExecutor, nil), false
 	}
 	r.m.routed.WithLabelValues(routeLabel(run.GetRouting().GetStrategy())).Inc()
 	if d.Member == r.cfg.ID {
-		return false, true
+		return unfinished, true
 	}
 	next := proto.Clone(run).(*sundialv1.Run)
 	next.RoutedTo = d.Member
 	val, err := proto.Marshal(next)
 	if err != nil {
 		x.logger().Error("routed run not encoded", "err", err)
-		return false, false
+		return unfinished, false
 	}
 	err = r.producer.ProduceSync(ctx, &kgo.Record{
 		Topic: r.cfg.Topics.Direct(d.Member), Key: []byte(run.GetRunId()), Value: val,
@@ -249,10 +262,10 @@ func (x *execution) route(ctx context.Context) (done, executeHere bool) {
 	}).FirstErr()
 	if err != nil {
 		x.logger().Warn("routed run not handed over; it will be routed again", "executor", d.Member, "err", err)
-		return false, false
+		return unfinished, false
 	}
 	x.logger().Debug("run routed", "executor", d.Member, "pool", pool)
-	return true, false
+	return finished, false
 }
 
 func routeLabel(s sundialv1.RoutingStrategy) string {

@@ -119,10 +119,10 @@ func newRouteSetup(t *testing.T) *routeSetup {
 	// turn) while a test routes.
 	for id, r := range s.runners {
 		require.Eventually(t, func() bool {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			return r.parts[tp{b.names.Direct(id), 0}] != nil
-		}, wait, 10*time.Millisecond, "runner %s never got its directed topic: %s", id, r.debugState())
+			r.in.mu.Lock()
+			defer r.in.mu.Unlock()
+			return r.in.parts[tp{b.names.Direct(id), 0}] != nil
+		}, wait, 10*time.Millisecond, "runner %s never got its directed topic: %s", id, r.in.debugState())
 	}
 	return s
 }

@@ -6,20 +6,16 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
-	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/routing"
 	"github.com/sundialhq/sundial/runner/breaker"
-	"github.com/sundialhq/sundial/runner/commit"
 	"github.com/sundialhq/sundial/runner/egress"
 	"github.com/sundialhq/sundial/runner/priority"
 	"github.com/sundialhq/sundial/runner/target"
@@ -30,42 +26,6 @@ var errShutdown = errors.New("runner: shutting down")
 
 // errKilled is the cause of executions cut short by kill (tests of a crash).
 var errKilled = errors.New("runner: killed")
-
-// tp is a topic partition.
-type tp struct {
-	topic     string
-	partition int32
-}
-
-// partState is the runner's bookkeeping of one assigned partition. gen tells
-// the records of this assignment from those of an earlier assignment of the
-// same partition, whose completions no longer count.
-type partState struct {
-	tracker *commit.Partition
-	gen     uint64
-	paused  bool
-}
-
-// record is a fetched run waiting for or held by a worker.
-type record struct {
-	rec   *kgo.Record
-	tp    tp
-	gen   uint64
-	level int
-	// poolBusy is set when the record found every pool slot busy under
-	// BlockingDiscard: it is skipped.
-	poolBusy bool
-	// run is the decoded run, nil when the record does not decode
-	// (process reports it); team is its owning team, its lane in the queue.
-	run  *sundialv1.Run
-	team string
-	// backoff is the wait before the record was last put back in its
-	// queue (retryLater); it doubles with every return.
-	backoff time.Duration
-	// routed is set when a router chose this runner for the run: it is
-	// executed here, not routed again.
-	routed bool
-}
 
 // Runner consumes runs, executes them and reports their states. Several
 // runners share the work through the consumer group.
@@ -98,22 +58,14 @@ type Runner struct {
 	// routeQ holds the fetched runs that ask for an executor, for the
 	// routers (route.go); they never wait for a pool slot.
 	routeQ chan *record
+	// cancels sends and hears the replace signal (replace.go).
+	cancels *cancelBoard
 
-	// mu guards everything below it.
-	mu           sync.Mutex
-	parts        map[tp]*partState
-	gen          uint64
-	queues       *priority.Queues[*record]
-	pausedTopics map[string]bool
-	inflight     map[string]context.CancelCauseFunc // run id -> cancel of its execution
-	// killed is written under mu and read without it on the hot path.
-	killed atomic.Bool
+	// in holds the records fetched and not finished (backlog.go).
+	in *backlog
 
-	// commitMu serialises commits with revocation, so that no commit of a
-	// revoked partition is sent after the revocation's own commit.
-	commitMu sync.Mutex
-
-	notify chan struct{} // a record was queued; capacity 1
+	// commits commits the backlog's offsets (commits.go).
+	commits *committer
 
 	life lifecycle.Lifecycle
 	// stopExec cancels the executions of the current run (set by Start;
@@ -146,22 +98,20 @@ func New(cfg Config) (*Runner, error) {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
 	r := &Runner{
-		cfg:          cfg,
-		egress:       pol,
-		leases:       leasing.NewBatcher(cfg.Leases, 0, 0),
-		slots:        make(chan struct{}, cfg.MaxInFlight),
-		pool:         newPoolGate(cfg.PoolBlocking, cfg.PoolSlots),
-		log:          cfg.Logger.With("runner_id", cfg.ID),
-		m:            m,
-		breakers:     br,
-		levels:       map[string]int{},
-		parts:        map[tp]*partState{},
-		queues:       q,
-		pausedTopics: map[string]bool{},
-		inflight:     map[string]context.CancelCauseFunc{},
-		notify:       make(chan struct{}, 1),
-		picker:       newPicker(),
+		cfg:      cfg,
+		egress:   pol,
+		leases:   leasing.NewBatcher(cfg.Leases, 0, 0),
+		slots:    make(chan struct{}, cfg.MaxInFlight),
+		pool:     newPoolGate(cfg.PoolBlocking, cfg.PoolSlots),
+		log:      cfg.Logger.With("runner_id", cfg.ID),
+		m:        m,
+		breakers: br,
+		levels:   map[string]int{},
+		picker:   newPicker(),
 	}
+	r.cancels = newCancelBoard(cfg, r.log, m.inFlight)
+	r.in = newBacklog(&r.cfg, r.log, m, q)
+	r.commits = &committer{in: r.in, log: r.log, m: m, interval: cfg.CommitInterval}
 	for i, p := range topics.Priorities() {
 		r.levels[cfg.Topics.Runs(p)] = i
 	}
@@ -197,6 +147,33 @@ func (r *Runner) start(ctx context.Context, run *lifecycle.Run) error {
 	if err := r.startRouting(ctx, run); err != nil {
 		return err
 	}
+	consumer, err := kgo.NewClient(r.consumerOpts()...)
+	if err != nil {
+		return fmt.Errorf("consumer client: %w", err)
+	}
+	run.OnStop(consumer.Close)
+	r.producer, r.consumer = producer, consumer
+	r.in.consumer, r.commits.consumer = consumer, consumer
+	r.targets = &target.Targets{
+		HTTP:     &target.HTTP{Egress: r.egress, Transport: r.cfg.HTTPTransport, Now: r.cfg.Now, Secrets: r.cfg.Secrets},
+		Kafka:    &target.Kafka{Client: producer},
+		Handlers: r.cfg.Handlers,
+		Exec:     r.cfg.Exec,
+		Egress:   r.egress,
+	}
+
+	r.startLoops(ctx, run)
+	// Registered after drain, so it runs first: the tombstone tells
+	// readers the runner is leaving while its last runs finish.
+	if err := r.announce(ctx, run); err != nil {
+		return err
+	}
+	r.log.Info("runner started", "group", r.cfg.Group, "topics", r.cfg.Topics.AllRuns(), "concurrency", r.cfg.Concurrency)
+	return nil
+}
+
+// consumerOpts are the options of the runner's group consumer.
+func (r *Runner) consumerOpts() []kgo.Opt {
 	// A resumed topic or partition is fetched again only when the fetch in
 	// flight returns, which the broker may hold for FetchMaxWait when there
 	// is no data: keep it short so a pause costs little. Config.Kafka comes
@@ -205,7 +182,7 @@ func (r *Runner) start(ctx context.Context, run *lifecycle.Run) error {
 	if r.cfg.InstanceID != "" {
 		copts = append(copts, kgo.InstanceID(r.cfg.InstanceID))
 	}
-	consumer, err := kgo.NewClient(append(copts,
+	return append(copts,
 		kgo.ConsumerGroup(r.cfg.Group),
 		kgo.SessionTimeout(r.cfg.SessionTimeout),
 		kgo.HeartbeatInterval(r.cfg.HeartbeatInterval),
@@ -215,26 +192,17 @@ func (r *Runner) start(ctx context.Context, run *lifecycle.Run) error {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsAssigned(r.onAssigned),
-		kgo.OnPartitionsRevoked(r.onRevoked),
-		kgo.OnPartitionsLost(r.onLost),
-	)...)
-	if err != nil {
-		return fmt.Errorf("consumer client: %w", err)
-	}
-	run.OnStop(consumer.Close)
-	r.producer, r.consumer = producer, consumer
-	r.targets = &target.Targets{
-		HTTP:     &target.HTTP{Egress: r.egress, Transport: r.cfg.HTTPTransport, Now: r.cfg.Now, Secrets: r.cfg.Secrets},
-		Kafka:    &target.Kafka{Client: producer},
-		Handlers: r.cfg.Handlers,
-		Exec:     r.cfg.Exec,
-		Egress:   r.egress,
-	}
+		kgo.OnPartitionsAssigned(r.commits.onAssigned),
+		kgo.OnPartitionsRevoked(r.commits.onRevoked),
+		kgo.OnPartitionsLost(r.commits.onLost),
+	)
+}
 
-	// The poll loop ends with the run's context; workers, executions and
-	// the background loops each have a context of their own, ended one
-	// after the other by drain.
+// startLoops starts the goroutines of a run of the Runner: the poll loop,
+// the workers, the routers and the background loops. The poll loop ends with
+// the run's context; workers, executions and the background loops each have
+// a context of their own, ended one after the other by drain.
+func (r *Runner) startLoops(ctx context.Context, run *lifecycle.Run) {
 	base := context.WithoutCancel(ctx)
 	workCtx, stopWork := context.WithCancel(base)
 	execCtx, stopExec := context.WithCancelCause(base)
@@ -249,18 +217,11 @@ func (r *Runner) start(ctx context.Context, run *lifecycle.Run) error {
 	for range routers {
 		r.workersWG.Go(func() { r.routeLoop(workCtx, execCtx) })
 	}
-	r.bgWG.Go(func() { r.commitLoop(bgCtx) })
+	r.bgWG.Go(func() { r.commits.loop(bgCtx) })
 	r.bgWG.Go(func() { r.renewTeamSlots(bgCtx) })
 	r.bgWG.Go(func() { r.adoptLoop(bgCtx) })
-	sub := r.subscribeCancels(bgCtx)
-	r.bgWG.Go(func() { r.listenCancels(bgCtx, sub) })
-	// Registered after drain, so it runs first: the tombstone tells
-	// readers the runner is leaving while its last runs finish.
-	if err := r.announce(ctx, run); err != nil {
-		return err
-	}
-	r.log.Info("runner started", "group", r.cfg.Group, "topics", r.cfg.Topics.AllRuns(), "concurrency", r.cfg.Concurrency)
-	return nil
+	sub := r.cancels.subscribe(bgCtx)
+	r.bgWG.Go(func() { r.cancels.listen(bgCtx, sub) })
 }
 
 // reset gives a new run fresh state: what an earlier run fetched, queued or
@@ -270,13 +231,8 @@ func (r *Runner) reset() error {
 	if err != nil {
 		return err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.parts = map[tp]*partState{}
-	r.queues = q
-	r.pausedTopics = map[string]bool{}
-	r.inflight = map[string]context.CancelCauseFunc{}
-	r.killed.Store(false)
+	r.in.reset(q)
+	r.cancels.reset()
 	r.slots = make(chan struct{}, r.cfg.MaxInFlight)
 	r.pool = newPoolGate(r.cfg.PoolBlocking, r.cfg.PoolSlots)
 	r.routeQ = make(chan *record, r.cfg.QueueCapacity)
@@ -313,12 +269,9 @@ func (r *Runner) drain(stopWork context.CancelFunc, stopExec context.CancelCause
 	stopExec(errShutdown)
 	bgStop()
 	r.bgWG.Wait()
-	r.mu.Lock()
-	killed := r.killed.Load()
-	r.mu.Unlock()
-	if !killed {
+	if !r.isKilled() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		r.commit(ctx)
+		r.commits.commit(ctx)
 		cancel()
 	}
 }
@@ -328,15 +281,13 @@ func (r *Runner) drain(stopWork context.CancelFunc, stopExec context.CancelCause
 // committed, and the clients are closed. Stop afterwards only reaps the
 // goroutines.
 func (r *Runner) kill() {
-	r.mu.Lock()
-	r.killed.Store(true)
-	r.mu.Unlock()
+	r.in.kill()
 	r.stopExec(errKilled)
 	r.consumer.Close()
 	r.producer.Close()
 }
 
-func (r *Runner) isKilled() bool { return r.killed.Load() }
+func (r *Runner) isKilled() bool { return r.in.killed.Load() }
 
 // poll fetches records into the priority queues until ctx ends. The
 // rebalance is blocked from the return of a poll until its records are
@@ -359,32 +310,7 @@ func (r *Runner) poll(ctx context.Context) {
 		fs.EachRecord(func(rec *kgo.Record) {
 			fetched = append(fetched, decodeFetched(rec))
 		})
-		now := r.cfg.Now()
-		queued := 0
-		var toRoute []*record
-		r.mu.Lock()
-		for _, fr := range fetched {
-			rec := fr.rec
-			key := tp{rec.Topic, rec.Partition}
-			ps := r.parts[key]
-			if ps == nil {
-				// Assigned without the callback having run (cannot happen
-				// with OnPartitionsAssigned set, kept for safety).
-				ps = r.newPartLocked(key)
-			}
-			if !ps.tracker.Add(rec.Offset) {
-				continue
-			}
-			fr.tp, fr.gen, fr.level = key, ps.gen, r.levelOf(rec.Topic)
-			if r.needsRoute(fr) {
-				toRoute = append(toRoute, fr)
-				continue
-			}
-			r.queues.PushGroup(fr.level, fr.team, fr, now)
-			queued++
-		}
-		r.adjustPausesLocked()
-		r.mu.Unlock()
+		toRoute, queued := r.in.add(fetched, r.levelOf, r.needsRoute)
 		r.consumer.AllowRebalance()
 		for _, fr := range toRoute {
 			select {
@@ -394,84 +320,7 @@ func (r *Runner) poll(ctx context.Context) {
 			}
 		}
 		if queued > 0 {
-			r.wake()
-		}
-	}
-}
-
-func (r *Runner) wake() {
-	select {
-	case r.notify <- struct{}{}:
-	default:
-	}
-}
-
-func (r *Runner) newPartLocked(key tp) *partState {
-	r.gen++
-	ps := &partState{tracker: commit.NewPartition(), gen: r.gen}
-	r.parts[key] = ps
-	return ps
-}
-
-// adjustPausesLocked pauses a priority's topic whose queue is full and a
-// partition whose tracked offsets reached the bound, and resumes them at
-// half, so that memory is bounded whatever the backlog.
-func (r *Runner) adjustPausesLocked() {
-	for i, p := range topics.Priorities() {
-		name := r.cfg.Topics.Runs(p)
-		r.m.queuedBy[i].Set(float64(r.queues.Len(i)))
-		// A team's runs beyond TeamQueueCapacity do not count: one team's
-		// herd must not pause the topic for the others.
-		n := r.queues.CappedLen(i, r.cfg.TeamQueueCapacity)
-		switch {
-		case !r.pausedTopics[name] && n >= r.cfg.QueueCapacity:
-			r.pausedTopics[name] = true
-			r.consumer.PauseFetchTopics(name)
-		case r.pausedTopics[name] && n <= r.cfg.QueueCapacity/2:
-			delete(r.pausedTopics, name)
-			r.consumer.ResumeFetchTopics(name)
-		}
-	}
-	for key, ps := range r.parts {
-		n := ps.tracker.Pending()
-		switch {
-		case !ps.paused && n >= r.cfg.MaxPendingPerPartition:
-			ps.paused = true
-			r.consumer.PauseFetchPartitions(map[string][]int32{key.topic: {key.partition}})
-			r.log.Info("partition paused: its commit watermark is held by an unfinished run", "topic", key.topic, "partition", key.partition, "pending", n)
-		case ps.paused && n <= r.cfg.MaxPendingPerPartition/2:
-			ps.paused = false
-			r.consumer.ResumeFetchPartitions(map[string][]int32{key.topic: {key.partition}})
-		}
-	}
-}
-
-// next blocks until a queued record is available or ctx ends (nil).
-func (r *Runner) next(ctx context.Context) *record {
-	for {
-		r.mu.Lock()
-		var rec *record
-		var ok bool
-		if r.cfg.PoolBlocking == BlockingFIFO {
-			rec, _, ok = r.queues.PopOldest()
-		} else {
-			rec, _, ok = r.queues.Pop(r.cfg.Now())
-		}
-		more := r.queues.Size() > 0
-		if ok {
-			r.adjustPausesLocked()
-		}
-		r.mu.Unlock()
-		if ok {
-			if more {
-				r.wake() // pass the baton to another idle worker
-			}
-			return rec
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-r.notify:
+			r.in.wake()
 		}
 	}
 }
@@ -491,7 +340,7 @@ func (r *Runner) work(workCtx, execCtx context.Context) {
 			<-r.slots
 			return
 		}
-		rec := r.next(workCtx)
+		rec := r.in.next(workCtx)
 		if rec == nil {
 			r.pool.unreserve()
 			<-r.slots
@@ -529,12 +378,12 @@ func (r *Runner) handleRecord(workCtx, execCtx context.Context, rec *record) boo
 	for {
 		switch r.process(execCtx, rec) {
 		case finished:
-			r.finish(rec)
+			r.in.finish(rec)
 			return false
 		case handedOff:
 			return true
 		}
-		if workCtx.Err() != nil || execCtx.Err() != nil || !r.owns(rec) {
+		if workCtx.Err() != nil || execCtx.Err() != nil || !r.in.owns(rec) {
 			return false
 		}
 		r.log.Warn("run not finished; trying the record again", "topic", rec.tp.topic, "partition", rec.tp.partition,
@@ -551,7 +400,7 @@ func (r *Runner) handleRecord(workCtx, execCtx context.Context, rec *record) boo
 // the runner owns its partition. It is dropped when the runner stops, is
 // killed or loses the partition first: the next owner gets it again.
 func (r *Runner) retryLater(ctx context.Context, rec *record) {
-	if ctx.Err() != nil || !r.owns(rec) {
+	if ctx.Err() != nil || !r.in.owns(rec) {
 		return
 	}
 	rec.backoff = min(max(2*rec.backoff, r.cfg.HeldRetry), maxRecordRetry)
@@ -561,217 +410,8 @@ func (r *Runner) retryLater(ctx context.Context, rec *record) {
 		if ctx.Err() != nil {
 			return
 		}
-		r.mu.Lock()
-		ps := r.parts[rec.tp]
-		ok := !r.killed.Load() && ps != nil && ps.gen == rec.gen
-		if ok {
-			r.queues.PushGroup(rec.level, rec.team, rec, r.cfg.Now())
-			r.adjustPausesLocked()
-		}
-		r.mu.Unlock()
-		if ok {
-			r.wake()
-		}
+		r.in.requeue(rec)
 	})
-}
-
-// owns reports whether rec's partition is still assigned as it was when rec
-// was fetched, and the runner was not killed.
-func (r *Runner) owns(rec *record) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ps := r.parts[rec.tp]
-	return !r.killed.Load() && ps != nil && ps.gen == rec.gen
-}
-
-// finish marks rec's offset finished, so the watermark may pass it.
-func (r *Runner) finish(rec *record) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.killed.Load() {
-		return
-	}
-	ps := r.parts[rec.tp]
-	if ps == nil || ps.gen != rec.gen {
-		r.log.Debug("finished record of a revoked partition", "topic", rec.tp.topic, "partition", rec.tp.partition, "offset", rec.rec.Offset)
-		return // the partition was revoked meanwhile; its new owner redoes it
-	}
-	if !ps.tracker.Done(rec.rec.Offset) {
-		r.log.Warn("finished record was not tracked", "topic", rec.tp.topic, "partition", rec.tp.partition, "offset", rec.rec.Offset)
-	}
-	r.adjustPausesLocked()
-}
-
-func (r *Runner) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for topic, ps := range assigned {
-		for _, p := range ps {
-			r.newPartLocked(tp{topic, p})
-		}
-	}
-	r.log.Info("partitions assigned", "partitions", assigned)
-}
-
-// onRevoked commits the watermarks of the revoked partitions, then forgets
-// them: queued records are dropped (the next owner reads them again), and
-// executing ones finish but no longer count for commits.
-func (r *Runner) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
-	r.commitMu.Lock()
-	defer r.commitMu.Unlock()
-	offsets := r.dropPartitions(revoked, true)
-	if len(offsets) > 0 && !r.isKilled() {
-		r.commitOffsets(ctx, offsets)
-	}
-	r.log.Info("partitions revoked", "partitions", revoked)
-}
-
-// onLost forgets the partitions without committing: another member may
-// already own them.
-func (r *Runner) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
-	r.commitMu.Lock()
-	defer r.commitMu.Unlock()
-	r.dropPartitions(lost, false)
-	r.log.Warn("partitions lost", "partitions", lost)
-}
-
-func (r *Runner) dropPartitions(parts map[string][]int32, collect bool) map[string]map[int32]kgo.EpochOffset {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	offsets := map[string]map[int32]kgo.EpochOffset{}
-	gone := map[tp]uint64{}
-	var resume map[string][]int32
-	for topic, ps := range parts {
-		for _, p := range ps {
-			key := tp{topic, p}
-			st := r.parts[key]
-			if st == nil {
-				continue
-			}
-			if collect {
-				if off, ok := st.tracker.Committable(); ok {
-					if offsets[topic] == nil {
-						offsets[topic] = map[int32]kgo.EpochOffset{}
-					}
-					offsets[topic][p] = kgo.EpochOffset{Epoch: -1, Offset: off}
-				}
-			}
-			if st.paused {
-				if resume == nil {
-					resume = map[string][]int32{}
-				}
-				resume[topic] = append(resume[topic], p)
-			}
-			gone[key] = st.gen
-			delete(r.parts, key)
-		}
-	}
-	if resume != nil {
-		r.consumer.ResumeFetchPartitions(resume)
-	}
-	r.queues.Remove(func(rec *record) bool {
-		g, ok := gone[rec.tp]
-		return ok && g == rec.gen
-	})
-	r.adjustPausesLocked()
-	return offsets
-}
-
-func (r *Runner) commitLoop(ctx context.Context) {
-	t := time.NewTicker(r.cfg.CommitInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			r.commit(ctx)
-		}
-	}
-}
-
-// commit commits the watermark of every partition that moved since its last
-// commit.
-func (r *Runner) commit(ctx context.Context) {
-	r.commitMu.Lock()
-	defer r.commitMu.Unlock()
-	r.mu.Lock()
-	if r.killed.Load() {
-		r.mu.Unlock()
-		return
-	}
-	offsets := map[string]map[int32]kgo.EpochOffset{}
-	for key, ps := range r.parts {
-		if off, ok := ps.tracker.Committable(); ok {
-			if offsets[key.topic] == nil {
-				offsets[key.topic] = map[int32]kgo.EpochOffset{}
-			}
-			offsets[key.topic][key.partition] = kgo.EpochOffset{Epoch: -1, Offset: off}
-		}
-	}
-	r.mu.Unlock()
-	if len(offsets) > 0 {
-		r.commitOffsets(ctx, offsets)
-	}
-}
-
-// commitOffsets commits synchronously and records what the broker accepted.
-// The caller holds commitMu.
-func (r *Runner) commitOffsets(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) {
-	r.consumer.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-		if err != nil {
-			r.m.commitErrors.Inc()
-			if !errors.Is(err, context.Canceled) {
-				r.log.Warn("offset commit failed", "err", err)
-			}
-			return
-		}
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		for _, t := range resp.Topics {
-			for _, p := range t.Partitions {
-				if p.ErrorCode != 0 {
-					r.m.commitErrors.Inc()
-					r.log.Warn("offset commit refused", "topic", t.Topic, "partition", p.Partition, "code", p.ErrorCode)
-					continue
-				}
-				if st := r.parts[tp{t.Topic, p.Partition}]; st != nil {
-					st.tracker.MarkCommitted(offsets[t.Topic][p.Partition].Offset)
-				}
-			}
-		}
-	})
-}
-
-// committedView returns each tracked partition's committable offset, for
-// tests.
-func (r *Runner) committedView() map[tp]int64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := map[tp]int64{}
-	for k, ps := range r.parts {
-		off, _ := ps.tracker.Committable()
-		out[k] = off
-	}
-	return out
-}
-
-// debugState describes the queues and partitions, for test failures.
-func (r *Runner) debugState() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s := fmt.Sprintf("queued %d/%d/%d paused topics %v;", r.queues.Len(0), r.queues.Len(1), r.queues.Len(2), r.pausedTopics)
-	var q []int64
-	r.queues.Remove(func(rec *record) bool { q = append(q, rec.rec.Offset); return false })
-	s += fmt.Sprintf(" queued offsets %v;", q)
-	for k, ps := range r.parts {
-		off, _ := ps.tracker.Committable()
-		if ps.tracker.Pending() == 0 {
-			continue
-		}
-		s += fmt.Sprintf(" %s/%d: pending %d unfinished %v watermark %d paused %v;", k.topic, k.partition, ps.tracker.Pending(), ps.tracker.UnfinishedOffsets(), off, ps.paused)
-	}
-	return s + fmt.Sprintf(" client paused %v", r.consumer.PauseFetchPartitions(nil))
 }
 
 // Egress is the egress policy the runner applies, for the start-up log.

@@ -8,12 +8,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/checkpoint"
-	"github.com/sundialhq/sundial/internal/backoff"
-	"github.com/sundialhq/sundial/leasing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store"
 )
@@ -67,73 +64,6 @@ func ClearSuspend(ctx context.Context, rdb redis.UniversalClient, keyPrefix, job
 func (r *Runner) suspendRequested(ctx context.Context, jobID, runID string) bool {
 	n, err := r.cfg.Redis.Exists(ctx, suspendKey(r.cfg.KeyPrefix, jobID, runID)).Result()
 	return err == nil && n > 0
-}
-
-// session returns the checkpoint session of the attempt under token, or
-// nil without a checkpoint store. A save that finds the run to suspend
-// cancels the attempt with checkpoint.ErrSuspended.
-func (x *execution) session(token int64, cancel context.CancelCauseFunc) *checkpoint.Session {
-	r, run := x.r, x.run
-	if r.cfg.Checkpoints == nil {
-		return nil
-	}
-	return checkpoint.NewSession(checkpoint.SessionConfig{
-		Store: r.cfg.Checkpoints, RunID: run.GetRunId(), Attempt: run.GetAttempt(), FencingToken: token, Now: r.cfg.Now,
-		SuspendRequested: func(ctx context.Context) bool {
-			return r.suspendRequested(context.WithoutCancel(ctx), run.GetJobId(), run.GetRunId())
-		},
-		OnSuspend: func() { cancel(checkpoint.ErrSuspended) },
-	})
-}
-
-// suspend records the run suspended, releases its lease and emits
-// SUSPENDED; it reports whether the record is finished. The suspension is
-// stored before the event, so a crash in between leaves a redelivery that
-// suspends the run again.
-func (x *execution) suspend(ctx context.Context, keeper *leasing.Keeper, end attemptEnd) bool {
-	r, run := x.r, x.run
-	if r.isKilled() {
-		return false // a dead process writes nothing more
-	}
-	enc, err := proto.Marshal(run)
-	if err != nil {
-		x.logger().Error("cannot encode the run to suspend", "err", err)
-		keeper.Stop()
-		x.release(ctx, keeper.Lease())
-		return false
-	}
-	sp := checkpoint.Suspension{RunID: run.GetRunId(), JobID: run.GetJobId(), Run: enc}
-	retry := backoff.New(100*time.Millisecond, 5*time.Second)
-	for {
-		err := r.cfg.Checkpoints.MarkSuspended(ctx, sp, x.token)
-		if err == nil {
-			break
-		}
-		if errors.Is(err, checkpoint.ErrStale) {
-			// A newer lease holds the run: it is that holder's to settle.
-			x.logger().Warn("run taken over before it could be suspended", "err", err)
-			keeper.Stop()
-			return true
-		}
-		x.logger().Warn("cannot mark the run suspended; retrying", "err", err, "retry_within", retry.Peek())
-		if !retry.Wait(ctx) {
-			keeper.Stop()
-			x.release(ctx, keeper.Lease())
-			return false
-		}
-	}
-	keeper.Stop()
-	x.release(ctx, keeper.Lease())
-	r.m.runs.WithLabelValues(outcomeSuspended).Inc()
-	x.emit(x.event(sundialv1.RunState_RUN_STATE_SUSPENDED, func(ev *sundialv1.RunEvent) { //nolint:contextcheck // the event must be produced even if ctx ends now; finishAfterAcks waits for it
-		ev.Reason = reasonSuspended
-		if !end.started.IsZero() {
-			ev.Duration = durationpb.New(end.finished.Sub(end.started))
-		}
-		ev.Log = x.out.Lines()
-	}))
-	x.logger().Info("run suspended")
-	return x.finishAfterAcks(ctx, nil, nil)
 }
 
 // ResumeConfig is what Resume needs.

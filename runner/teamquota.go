@@ -40,38 +40,42 @@ const (
 	teamAborted                   // ctx ended
 )
 
-// takeTeamSlot applies the quotas of the run's team before the run
+// teamGate applies the quotas of the run's team before its lease is
+// taken (take), and gives the team's slot back when the attempt ends.
+type teamGate struct{ *execution }
+
+// take applies the quotas of the run's team before the run
 // starts: it takes a slot of the team when the team has a
 // max_concurrent_runs, then counts the run among the team's runs of this
 // minute when it has a max_runs_per_minute, and returns the function that
 // gives the slot back. A run over max_runs_per_minute gives its slot back
 // and is deferred by wait (to the next minute); one over
-// max_concurrent_runs is deferred by teamQuotaDelay. Quotas bound
+// max_concurrent_runs is deferred by delay. Quotas bound
 // fairness, not safety: when they cannot be read, or the team's name
 // cannot be a Redis hash tag, the run goes ahead without them (and the
 // job's lease still guards it). Redis being unreachable is waited out, as
 // for the job's lease.
-func (x *execution) takeTeamSlot(ctx context.Context) (release func(), res teamResult, wait time.Duration) {
-	r, team := x.r, x.run.GetOwnerTeam()
+func (g teamGate) take(ctx context.Context) (release func(), res teamResult, wait time.Duration) {
+	r, team := g.r, g.run.GetOwnerTeam()
 	none := func() {}
 	if r.cfg.TeamQuotas == nil || team == "" {
 		return none, teamTaken, 0
 	}
 	q, err := r.cfg.TeamQuotas.Get(ctx, team)
 	if err != nil {
-		x.logger().Warn("team quota unknown; running without the team's limit", "team", team, "err", err)
+		g.logger().Warn("team quota unknown; running without the team's limit", "team", team, "err", err)
 		return none, teamTaken, 0
 	}
 	release = none
 	if q.MaxConcurrentRuns > 0 {
-		if release, res = x.acquireTeamSlot(ctx, team, q.MaxConcurrentRuns); res != teamTaken {
+		if release, res = g.acquireSlot(ctx, team, q.MaxConcurrentRuns); res != teamTaken {
 			return none, res, 0
 		}
 	}
 	if q.MaxRunsPerMinute > 0 {
 		// Counted once the slot is held, so that a run deferred for the
 		// team's concurrency does not spend a place of the minute.
-		if res, wait = x.countTeamRun(ctx, team, q.MaxRunsPerMinute); res != teamTaken {
+		if res, wait = g.countRun(ctx, team, q.MaxRunsPerMinute); res != teamTaken {
 			release()
 			return none, res, wait
 		}
@@ -79,75 +83,75 @@ func (x *execution) takeTeamSlot(ctx context.Context) (release func(), res teamR
 	return release, teamTaken, 0
 }
 
-// acquireTeamSlot takes one of the team's limit slots.
-func (x *execution) acquireTeamSlot(ctx context.Context, team string, limit int) (func(), teamResult) {
-	r, none := x.r, func() {}
+// acquireSlot takes one of the team's limit slots.
+func (g teamGate) acquireSlot(ctx context.Context, team string, limit int) (func(), teamResult) {
+	r, none := g.r, func() {}
 	retry := backoff.New(50*time.Millisecond, 5*time.Second)
-	runID := x.run.GetRunId()
+	runID := g.run.GetRunId()
 	for {
 		err := r.cfg.Leases.AcquireTeamSlot(ctx, team, runID, limit)
 		switch {
 		case err == nil:
 			r.teamSlots.add(team, runID)
 			r.m.teamRuns.WithLabelValues(team).Inc()
-			return func() { x.releaseTeamSlot(ctx, team) }, teamTaken
+			return func() { g.releaseSlot(ctx, team) }, teamTaken
 		case errors.Is(err, leasing.ErrTeamFull):
 			return none, teamFull
 		case ctx.Err() != nil:
 			return none, teamAborted
 		case !leasing.IsRetryable(err):
-			x.logger().Warn("team slot refused; running without the team's limit", "team", team, "err", err)
+			g.logger().Warn("team slot refused; running without the team's limit", "team", team, "err", err)
 			return none, teamTaken
 		}
-		x.logger().Warn("team slot acquire failed; retrying", "team", team, "err", err, "retry_within", retry.Peek())
+		g.logger().Warn("team slot acquire failed; retrying", "team", team, "err", err, "retry_within", retry.Peek())
 		if !retry.Wait(ctx) {
 			return none, teamAborted
 		}
 	}
 }
 
-// countTeamRun counts the run among the runs its team starts this minute
+// countRun counts the run among the runs its team starts this minute
 // (leasing.StartTeamRun, one atomic script), and when the team has started
 // limit already returns teamRate and how long until the next minute, spread
 // by up to one Config.TeamQuotaDelay (the run's jitter) so that the runs
 // deferred together do not all come back at the same instant.
-func (x *execution) countTeamRun(ctx context.Context, team string, limit int) (teamResult, time.Duration) {
-	r := x.r
+func (g teamGate) countRun(ctx context.Context, team string, limit int) (teamResult, time.Duration) {
+	r := g.r
 	retry := backoff.New(50*time.Millisecond, 5*time.Second)
 	for {
-		err := r.cfg.Leases.StartTeamRun(ctx, team, x.run.GetRunId(), limit)
+		err := r.cfg.Leases.StartTeamRun(ctx, team, g.run.GetRunId(), limit)
 		var rate *leasing.TeamRateError
 		switch {
 		case err == nil:
 			return teamTaken, 0
 		case errors.As(err, &rate):
-			spread := time.Duration(float64(r.cfg.TeamQuotaDelay) * r.cfg.Jitter(x.run.GetRunId(), x.run.GetAttempt()))
+			spread := time.Duration(float64(r.cfg.TeamQuotaDelay) * r.cfg.Jitter(g.run.GetRunId(), g.run.GetAttempt()))
 			return teamRate, rate.RetryIn + spread
 		case ctx.Err() != nil:
 			return teamAborted, 0
 		case !leasing.IsRetryable(err):
-			x.logger().Warn("team rate refused; running without the team's limit", "team", team, "err", err)
+			g.logger().Warn("team rate refused; running without the team's limit", "team", team, "err", err)
 			return teamTaken, 0
 		}
-		x.logger().Warn("team rate count failed; retrying", "team", team, "err", err, "retry_within", retry.Peek())
+		g.logger().Warn("team rate count failed; retrying", "team", team, "err", err, "retry_within", retry.Peek())
 		if !retry.Wait(ctx) {
 			return teamAborted, 0
 		}
 	}
 }
 
-// teamQuotaDelay is how long a run over its team's quota waits: between one
+// delay is how long a run over its team's quota waits: between one
 // and two Config.TeamQuotaDelay, spread by the run's jitter, so that a team's
 // herd waiting for its slots does not come back all at once.
-func (x *execution) teamQuotaDelay() time.Duration {
-	d := x.r.cfg.TeamQuotaDelay
-	return d + time.Duration(float64(d)*x.r.cfg.Jitter(x.run.GetRunId(), x.run.GetAttempt()))
+func (g teamGate) delay() time.Duration {
+	d := g.r.cfg.TeamQuotaDelay
+	return d + time.Duration(float64(d)*g.r.cfg.Jitter(g.run.GetRunId(), g.run.GetAttempt()))
 }
 
-// releaseTeamSlot gives the run's team slot back, best effort: a slot not
+// releaseSlot gives the run's team slot back, best effort: a slot not
 // released expires TTL after its last renewal.
-func (x *execution) releaseTeamSlot(ctx context.Context, team string) {
-	r, runID := x.r, x.run.GetRunId()
+func (g teamGate) releaseSlot(ctx context.Context, team string) {
+	r, runID := g.r, g.run.GetRunId()
 	r.teamSlots.remove(team, runID)
 	r.m.teamRuns.WithLabelValues(team).Dec()
 	if r.isKilled() {
@@ -156,7 +160,7 @@ func (x *execution) releaseTeamSlot(ctx context.Context, team string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := r.cfg.Leases.ReleaseTeamSlot(ctx, team, runID); err != nil {
-		x.logger().Warn("team slot release failed; it frees when it expires", "team", team, "err", err)
+		g.logger().Warn("team slot release failed; it frees when it expires", "team", team, "err", err)
 	}
 }
 

@@ -67,9 +67,9 @@ func TestTeamRunRateQuotaBoundsFanOut(t *testing.T) {
 	require.Eventually(t, func() bool { return len(dir.Live("p")) == 2 }, wait, 20*time.Millisecond, "runners not live")
 	for id, r := range runners {
 		require.Eventually(t, func() bool {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			return r.parts[tp{b.names.Direct(id), 0}] != nil
+			r.in.mu.Lock()
+			defer r.in.mu.Unlock()
+			return r.in.parts[tp{b.names.Direct(id), 0}] != nil
 		}, wait, 10*time.Millisecond, "runner %s never got its directed topic", id)
 	}
 

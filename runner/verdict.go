@@ -87,7 +87,7 @@ type retryState struct {
 }
 
 // classify decides what becomes of a run after an attempt ended. It does no
-// I/O; execution.conclude carries the verdict out. The order matters: a
+// I/O; settlement.conclude carries the verdict out. The order matters: a
 // success counts even if the context ended as the target answered, and
 // the runner's own cancellations (stop, kill, replace) are no failure of
 // the run.
@@ -142,4 +142,153 @@ func budgetAttempt(run *sundialv1.Run) int {
 		return 1
 	}
 	return int(a - before)
+}
+
+// leaseAction is what becomes of the lease once a verdict is reached.
+type leaseAction int
+
+const (
+	// leaseHandOver: the finishing goroutine of a success takes the
+	// Keeper, which renews the lease until the dedupe mark is set.
+	leaseHandOver leaseAction = iota
+	// leaseReleaseNow: the Keeper stops and the lease is given back
+	// before the run is settled.
+	leaseReleaseNow
+	// leaseReleaseAfter: the Keeper stops; the lease is given back once
+	// the next attempt or the dead letter is written.
+	leaseReleaseAfter
+	// leaseAbandon: the Keeper stops and the lease is left to expire, as
+	// a crashed runner's would be.
+	leaseAbandon
+)
+
+// leaseAfter decides what becomes of the lease after verdict v. It does no
+// I/O; settlement.conclude carries it out before it settles the run.
+func leaseAfter(v verdict) leaseAction {
+	switch v.kind {
+	case verdictSucceeded:
+		return leaseHandOver
+	case verdictDefer, verdictCancelled:
+		return leaseReleaseNow
+	case verdictUnfinished:
+		if v.release {
+			return leaseReleaseNow
+		}
+		return leaseAbandon
+	}
+	return leaseReleaseAfter // retry and dead
+}
+
+// acquireStep is what follows one answer to a lease acquire.
+type acquireStep int
+
+const (
+	// stepSettled: the acquire is over; its acquireOutcome says how.
+	stepSettled acquireStep = iota
+	// stepWaitHolder: another holder has the same run (a redelivery while
+	// the first delivery executes): wait Config.HeldRetry and ask again.
+	stepWaitHolder
+	// stepWaitSlot: the job's slots are full and its policy neither
+	// skips, queues nor replaces: wait Config.HeldRetry and ask again.
+	stepWaitSlot
+	// stepReplace: the job's slots are full under REPLACE: signal (then
+	// revoke) the oldest holder and ask again shortly.
+	stepReplace
+	// stepRetry: Redis did not answer: back off and ask again.
+	stepRetry
+)
+
+// decideAcquire decides what follows an acquire that answered err, under
+// the job's effective overlap policy pol (policy); ctxDone says whether the
+// delivery's context has ended. label is the lease metric's result to count
+// ("" for none). It does no I/O; execution.acquire carries it out. The order
+// matters: a run cancelled or replaced before this delivery ends CANCELLED
+// whatever the policy, and a context that ended is no invalid run.
+func decideAcquire(err error, pol sundialv1.OverlapPolicy, ctxDone bool) (step acquireStep, out acquireOutcome, label string) {
+	switch {
+	case err == nil:
+		return stepSettled, acquireOutcome{res: acquired}, ""
+	case errors.Is(err, leasing.ErrAlreadyDone):
+		return stepSettled, acquireOutcome{res: alreadyDone}, leaseAlreadyDone
+	case errors.Is(err, leasing.ErrRunHeld):
+		return stepWaitHolder, acquireOutcome{}, leaseHeld
+	case errors.Is(err, leasing.ErrNoSlot):
+		var ns *leasing.NoSlotError
+		if errors.As(err, &ns) {
+			if reason, ended := endedBefore(ns.Flagged); ended {
+				return stepSettled, acquireOutcome{res: endedCancelled, reason: reason}, leaseNoSlot
+			}
+		}
+		switch pol {
+		case sundialv1.OverlapPolicy_OVERLAP_POLICY_FORBID:
+			return stepSettled, acquireOutcome{res: forbidden}, leaseNoSlot
+		case sundialv1.OverlapPolicy_OVERLAP_POLICY_QUEUE:
+			return stepSettled, acquireOutcome{res: queued}, leaseNoSlot
+		case sundialv1.OverlapPolicy_OVERLAP_POLICY_REPLACE:
+			return stepReplace, acquireOutcome{}, leaseNoSlot
+		}
+		return stepWaitSlot, acquireOutcome{}, leaseNoSlot
+	case ctxDone:
+		return stepSettled, acquireOutcome{res: aborted, err: err}, ""
+	case leasing.IsRetryable(err):
+		return stepRetry, acquireOutcome{}, leaseError
+	}
+	return stepSettled, acquireOutcome{res: invalidRun, err: err}, leaseError
+}
+
+// replaceAction is what a delivery under REPLACE does next to the holder of
+// its job's slot.
+type replaceAction int
+
+const (
+	// replaceSignal: ask the holder to stop (its first time).
+	replaceSignal replaceAction = iota
+	// replaceRevoke: the holder did not stop within the grace period:
+	// revoke its lease.
+	replaceRevoke
+	// replaceWait: the holder was signalled (or revoked) already: wait
+	// for its slot.
+	replaceWait
+)
+
+// decideReplace decides what follows for a holder signalled at at (when
+// signalled), and revoked or not, at now with the grace period grace. It does
+// no I/O; execution.replace carries it out.
+func decideReplace(at time.Time, signalled, revoked bool, now time.Time, grace time.Duration) replaceAction {
+	switch {
+	case !signalled:
+		return replaceSignal
+	case !revoked && now.Sub(at) >= grace:
+		return replaceRevoke
+	}
+	return replaceWait
+}
+
+// preStep is what a delivery does once it holds the lease, before it
+// executes.
+type preStep int
+
+const (
+	// startAttempt: execute the run.
+	startAttempt preStep = iota
+	// endCancelled: the run was cancelled or replaced before this
+	// delivery: it ends CANCELLED without executing (endedBefore).
+	endCancelled
+	// suspendAgain: an operator asked to suspend the run, and its last
+	// delivery's runner died before SUSPENDED was out: suspend it again.
+	suspendAgain
+)
+
+// beforeAttempt decides what a delivery that took the lease does before it
+// executes, from the markers its acquire found (leasing.Lease.Flagged),
+// and returns the reason of the CANCELLED for endCancelled. A cancel or a
+// replace wins over a suspension. It does no I/O.
+func beforeAttempt(flags []bool) (preStep, string) {
+	if reason, ended := endedBefore(flags); ended {
+		return endCancelled, reason
+	}
+	if flagged(flags, flagSuspend) {
+		return suspendAgain, ""
+	}
+	return startAttempt, ""
 }

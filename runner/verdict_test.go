@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -200,6 +201,132 @@ func TestBudgetAttempt(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			assert.Equal(t, tc.want, budgetAttempt(&sundialv1.Run{Attempt: tc.attempt, AttemptsBeforeReplay: tc.before}))
+		})
+	}
+}
+
+func TestLeaseAfter(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		v    verdict
+		want leaseAction
+	}{
+		{"success: the finishing goroutine renews until the dedupe mark", verdict{kind: verdictSucceeded}, leaseHandOver},
+		{"deferred: released before the due entry", verdict{kind: verdictDefer}, leaseReleaseNow},
+		{"cancelled: released at once", verdict{kind: verdictCancelled}, leaseReleaseNow},
+		{"stopped: released", verdict{kind: verdictUnfinished, release: true}, leaseReleaseNow},
+		{"killed: left to expire", verdict{kind: verdictUnfinished}, leaseAbandon},
+		{"retry: released once the next attempt is stored", verdict{kind: verdictRetry}, leaseReleaseAfter},
+		{"dead: released once the dead letter is written", verdict{kind: verdictDead}, leaseReleaseAfter},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.want, leaseAfter(tt.v))
+		})
+	}
+}
+
+func TestDecideAcquire(t *testing.T) {
+	t.Parallel()
+	forbid := sundialv1.OverlapPolicy_OVERLAP_POLICY_FORBID
+	queue := sundialv1.OverlapPolicy_OVERLAP_POLICY_QUEUE
+	replace := sundialv1.OverlapPolicy_OVERLAP_POLICY_REPLACE
+	allow := sundialv1.OverlapPolicy_OVERLAP_POLICY_ALLOW
+	full := &leasing.NoSlotError{JobID: "j", Limit: 1, Holders: []string{"r0"}, Flagged: []bool{false, false}}
+	cancelled := &leasing.NoSlotError{JobID: "j", Limit: 1, Holders: []string{"r0"}, Flagged: []bool{true, false}}
+	replaced := &leasing.NoSlotError{JobID: "j", Limit: 1, Holders: []string{"r0"}, Flagged: []bool{false, true}}
+	unreachable := &net.OpError{Op: "dial", Err: errors.New("connection refused")}
+	invalid := errors.New("ERR job id is not a hash tag")
+
+	tests := []struct {
+		name      string
+		err       error
+		pol       sundialv1.OverlapPolicy
+		ctxDone   bool
+		wantStep  acquireStep
+		wantRes   acquireResult
+		wantWhy   string
+		wantLabel string
+	}{
+		{"taken", nil, forbid, false, stepSettled, acquired, "", ""},
+		{"already done: a duplicate", fmt.Errorf("acquire: %w", leasing.ErrAlreadyDone), forbid, false, stepSettled, alreadyDone, "", leaseAlreadyDone},
+		{"held by another delivery: wait", leasing.ErrRunHeld, queue, false, stepWaitHolder, acquired, "", leaseHeld},
+		{"full, forbid: skipped", full, forbid, false, stepSettled, forbidden, "", leaseNoSlot},
+		{"full, queue: deferred", full, queue, false, stepSettled, queued, "", leaseNoSlot},
+		{"full, replace: the holder is replaced", full, replace, false, stepReplace, acquired, "", leaseNoSlot},
+		{"full, allow: wait", full, allow, false, stepWaitSlot, acquired, "", leaseNoSlot},
+		{"full, cancelled before: ends cancelled whatever the policy", cancelled, replace, false, stepSettled, endedCancelled, reasonCancelled, leaseNoSlot},
+		{"full, replaced before: ends cancelled, not replacing", replaced, replace, false, stepSettled, endedCancelled, reasonReplaced, leaseNoSlot},
+		{"full without markers read", leasing.ErrNoSlot, queue, false, stepSettled, queued, "", leaseNoSlot},
+		{"context ended: aborted, not invalid", context.Canceled, forbid, true, stepSettled, aborted, "", ""},
+		{"Redis unreachable: retried", unreachable, forbid, false, stepRetry, acquired, "", leaseError},
+		{"refused for good: an invalid run", invalid, forbid, false, stepSettled, invalidRun, "", leaseError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			step, out, label := decideAcquire(tt.err, tt.pol, tt.ctxDone)
+			assert.Equal(t, tt.wantStep, step, "step")
+			assert.Equal(t, tt.wantLabel, label, "label")
+			if step != stepSettled {
+				return
+			}
+			assert.Equal(t, tt.wantRes, out.res, "result")
+			assert.Equal(t, tt.wantWhy, out.reason, "reason")
+			if tt.wantRes == invalidRun || tt.wantRes == aborted {
+				assert.Equal(t, tt.err, out.err)
+			}
+		})
+	}
+}
+
+func TestBeforeAttempt(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		flags      []bool
+		want       preStep
+		wantReason string
+	}{
+		{"no markers read: executed", nil, startAttempt, ""},
+		{"no marker set: executed", []bool{false, false, false}, startAttempt, ""},
+		{"cancelled before: not executed", []bool{true, false, false}, endCancelled, reasonCancelled},
+		{"replaced before: not executed", []bool{false, true}, endCancelled, reasonReplaced},
+		{"suspend asked: suspended again", []bool{false, false, true}, suspendAgain, ""},
+		{"cancelled wins over suspended", []bool{true, false, true}, endCancelled, reasonCancelled},
+		{"replaced wins over suspended", []bool{false, true, true}, endCancelled, reasonReplaced},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			step, reason := beforeAttempt(tt.flags)
+			assert.Equal(t, tt.want, step, "step")
+			assert.Equal(t, tt.wantReason, reason, "reason")
+		})
+	}
+}
+
+func TestDecideReplace(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	grace := 10 * time.Second
+	tests := []struct {
+		name               string
+		signalled, revoked bool
+		now                time.Time
+		want               replaceAction
+	}{
+		{"first sight: signalled", false, false, at, replaceSignal},
+		{"within the grace: waits", true, false, at.Add(grace - time.Millisecond), replaceWait},
+		{"grace over: revoked", true, false, at.Add(grace), replaceRevoke},
+		{"revoked already: waits for the slot", true, true, at.Add(time.Hour), replaceWait},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.want, decideReplace(at, tt.signalled, tt.revoked, tt.now, grace))
 		})
 	}
 }
