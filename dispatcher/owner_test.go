@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -35,9 +36,10 @@ import (
 // fakeProducer records what the owner produces; fail makes the next n
 // produce calls fail.
 type fakeProducer struct {
-	mu   sync.Mutex
-	runs []producedRun
-	fail int
+	mu     sync.Mutex
+	runs   []producedRun
+	events []*sundialv1.RunEvent
+	fail   int
 }
 
 type producedRun struct {
@@ -52,6 +54,19 @@ func (p *fakeProducer) ProduceSync(_ context.Context, rs ...*kgo.Record) kgo.Pro
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make(kgo.ProduceResults, 0, len(rs))
+	if len(rs) > 0 && strings.HasSuffix(rs[0].Topic, "sundial.events") {
+		// The ENQUEUED events of acknowledged runs, kept apart from the
+		// runs; failNext fails the runs' writes only.
+		for _, r := range rs {
+			ev := &sundialv1.RunEvent{}
+			if err := proto.Unmarshal(r.Value, ev); err != nil {
+				panic(err)
+			}
+			p.events = append(p.events, ev)
+			out = append(out, kgo.ProduceResult{Record: r})
+		}
+		return out
+	}
 	if p.fail > 0 {
 		p.fail--
 		for _, r := range rs {
@@ -80,6 +95,12 @@ func (p *fakeProducer) of(job string) []producedRun {
 		}
 	}
 	return out
+}
+
+func (p *fakeProducer) allEvents() []*sundialv1.RunEvent {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.events)
 }
 
 func (p *fakeProducer) all() []producedRun {
@@ -507,5 +528,40 @@ func TestOwnerCatchUpCapped(t *testing.T) {
 		assert.True(t, last.run.GetDueTime().AsTime().Equal(start.Add(11*time.Minute)))
 		assert.Equal(t, sundialv1.RunOrigin_RUN_ORIGIN_SCHEDULE, last.run.GetOrigin())
 		e.o.stop(false)
+	})
+}
+
+// TestOwnerEmitsEnqueuedForEveryRun: each run the dispatcher writes is
+// followed by its ENQUEUED event (event.proto: "emitted by the process that
+// writes the run"), carrying the run's due time and, as its time, the
+// instant the run was dispatched, so a run's history explains its timing
+// from the dispatcher on.
+func TestOwnerEmitsEnqueuedForEveryRun(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		e := newOwnerEnv(t)
+		e.register(jobSpec("every2s", intervalSchedule(2*time.Second, 0)))
+		e.start()
+		time.Sleep(20 * time.Second)
+		e.o.stop(false)
+
+		runs := e.prod.of("every2s")
+		require.NotEmpty(t, runs)
+		byRun := map[string]*sundialv1.RunEvent{}
+		for _, ev := range e.prod.allEvents() {
+			require.Equal(t, sundialv1.RunState_RUN_STATE_ENQUEUED, ev.GetState())
+			require.NotContains(t, byRun, ev.GetRunId(), "one ENQUEUED per run")
+			byRun[ev.GetRunId()] = ev
+		}
+		require.Len(t, byRun, len(runs))
+		for _, r := range runs {
+			ev := byRun[r.run.GetRunId()]
+			require.NotNil(t, ev, "run %s has no ENQUEUED event", r.run.GetRunId())
+			assert.Equal(t, r.run.GetAttempt(), ev.GetAttempt())
+			assert.True(t, proto.Equal(r.run.GetDueTime(), ev.GetDueTime()))
+			assert.True(t, proto.Equal(r.run.GetAttemptDueTime(), ev.GetAttemptDueTime()))
+			assert.True(t, proto.Equal(r.run.GetDispatchedAt(), ev.GetTime()), "the event's time is the run's dispatched_at")
+			assert.Equal(t, "dispatcher/test", ev.GetRunnerId())
+		}
 	})
 }
