@@ -548,7 +548,11 @@ func (o *owner) planScheduled(f firing, job store.Job, spec *sundialv1.JobSpec, 
 	}
 
 	if !f.Late {
-		return plan{runs: []*sundialv1.Run{run(e.Due, sundialv1.RunOrigin_RUN_ORIGIN_SCHEDULE)}, next: chain(e.Due)}
+		r := run(e.Due, sundialv1.RunOrigin_RUN_ORIGIN_SCHEDULE)
+		// A splayed run was due, and fires, after the schedule's instant:
+		// its latency counts from there.
+		r.AttemptDueTime = timestamppb.New(e.Due.Add(entrySplay(e)))
+		return plan{runs: []*sundialv1.Run{r}, next: chain(e.Due)}
 	}
 
 	policy := jobspec.MisfirePolicy(spec.GetSchedule())
@@ -568,6 +572,18 @@ func (o *owner) planScheduled(f firing, job store.Job, spec *sundialv1.JobSpec, 
 		p.drop, p.why = dropMisfire, "outside the catch-up window"
 	}
 	return p
+}
+
+// entrySplay is how long after its due time a scheduled entry fires: the
+// offset jobspec.Splay gives its run id in its job's splay window, read from
+// the job's snapshot the entry carries. An entry without a snapshot (other
+// kinds: triggers, retries, DAG nodes) is not splayed.
+func entrySplay(e store.DueEntry) time.Duration {
+	s, ok := snapshotOf(e)
+	if !ok {
+		return 0
+	}
+	return jobspec.Splay(e.RunID, jobspec.SplayWindowOf(s.Spec))
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -565,3 +565,48 @@ func TestOwnerEmitsEnqueuedForEveryRun(t *testing.T) {
 		}
 	})
 }
+
+// TestOwnerSplaysScheduledRuns: a job with a splay fires each run at its
+// due time plus jobspec.Splay of its run id, keeping the schedule's due
+// time (and run id); the attempt is due at the splayed instant. A second
+// owner of the shard (a take-over) fires the same runs at the same instants.
+func TestOwnerSplaysScheduledRuns(t *testing.T) {
+	t.Parallel()
+	const window = 50 * time.Second
+	fire := func(t *testing.T) map[string]time.Time {
+		e := newOwnerEnv(t)
+		spec := jobSpec("herd", intervalSchedule(time.Minute, 0))
+		spec.Splay = durationpb.New(window)
+		first := e.register(spec, jobSpec("plain", intervalSchedule(time.Minute, 0)))
+		e.start()
+		time.Sleep(5*time.Minute + 55*time.Second)
+		e.o.stop(false)
+
+		runs := e.prod.of("herd")
+		require.Len(t, runs, 6)
+		at := map[string]time.Time{}
+		splayed := 0
+		for i, r := range runs {
+			due := first["herd"].Add(time.Duration(i) * time.Minute)
+			id := store.RunID("herd", due)
+			offset := jobspec.Splay(id, window)
+			if offset > 0 {
+				splayed++
+			}
+			assert.Equal(t, id, r.run.GetRunId())
+			assert.True(t, r.run.GetDueTime().AsTime().Equal(due), "the run keeps the schedule's due time")
+			assert.True(t, r.at.Equal(due.Add(offset)), "run %s fired at %s, want due %s + %s", id, r.at, due, offset)
+			assert.True(t, r.run.GetAttemptDueTime().AsTime().Equal(due.Add(offset)), "its attempt is due at the splayed instant")
+			at[id] = r.at
+		}
+		assert.Positive(t, splayed, "some run of six is splayed")
+		for i, r := range e.prod.of("plain") {
+			assert.True(t, r.at.Equal(first["plain"].Add(time.Duration(i)*time.Minute)), "a job without splay fires at its due time")
+		}
+		return at
+	}
+	var a, b map[string]time.Time
+	synctest.Test(t, func(t *testing.T) { a = fire(t) })
+	synctest.Test(t, func(t *testing.T) { b = fire(t) })
+	assert.Equal(t, a, b, "another owner fires each run at the same instant")
+}
