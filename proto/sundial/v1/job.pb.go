@@ -329,9 +329,13 @@ type JobSpec struct {
 	// attempt. Positive, whole milliseconds; only allowed with QUEUE. Unset
 	// means 1 second.
 	QueueDelay *durationpb.Duration `protobuf:"bytes,12,opt,name=queue_delay,json=queueDelay,proto3" json:"queue_delay,omitempty"`
-	// A paused job stays registered but does not fire: occurrences falling due
-	// while it is paused are skipped, not caught up on resume. Triggers of a
-	// paused job are rejected. Default false.
+	// A paused job stays registered but does not fire. On resume the
+	// occurrences that fell due while it was paused follow the job's misfire
+	// policy (within catch_up_window), as after an outage; new triggers of a
+	// paused job are refused (SKIPPED, reason "paused"); retries, deferrals,
+	// triggers and DAG nodes already pending are held and fire on resume.
+	// docs/job-definition.md, "Pausing a job", is the one description.
+	// Default false.
 	Paused bool `protobuf:"varint,13,opt,name=paused,proto3" json:"paused,omitempty"`
 	// Optional version of this definition chosen by the producer, increasing
 	// with every change of the job (a counter, or the change time in unix

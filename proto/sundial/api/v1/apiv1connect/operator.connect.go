@@ -58,7 +58,9 @@ type OperatorServiceClient interface {
 	// PauseJob pauses a job: its schedule fires nothing and its pending
 	// retries, deferrals, triggers and DAG nodes are held until ResumeJob.
 	PauseJob(context.Context, *connect.Request[v1.PauseJobRequest]) (*connect.Response[v1.PauseJobResponse], error)
-	// ResumeJob resumes a paused job: its held entries fire, late.
+	// ResumeJob resumes a paused job: its held entries fire, late, and the
+	// occurrences due while it was paused follow its misfire policy
+	// (docs/job-definition.md, "Pausing a job").
 	ResumeJob(context.Context, *connect.Request[v1.ResumeJobRequest]) (*connect.Response[v1.ResumeJobResponse], error)
 	// TriggerJob runs a job now, and with wait returns its terminal event.
 	TriggerJob(context.Context, *connect.Request[v1.TriggerJobRequest]) (*connect.Response[v1.TriggerJobResponse], error)
@@ -168,7 +170,9 @@ type OperatorServiceHandler interface {
 	// PauseJob pauses a job: its schedule fires nothing and its pending
 	// retries, deferrals, triggers and DAG nodes are held until ResumeJob.
 	PauseJob(context.Context, *connect.Request[v1.PauseJobRequest]) (*connect.Response[v1.PauseJobResponse], error)
-	// ResumeJob resumes a paused job: its held entries fire, late.
+	// ResumeJob resumes a paused job: its held entries fire, late, and the
+	// occurrences due while it was paused follow its misfire policy
+	// (docs/job-definition.md, "Pausing a job").
 	ResumeJob(context.Context, *connect.Request[v1.ResumeJobRequest]) (*connect.Response[v1.ResumeJobResponse], error)
 	// TriggerJob runs a job now, and with wait returns its terminal event.
 	TriggerJob(context.Context, *connect.Request[v1.TriggerJobRequest]) (*connect.Response[v1.TriggerJobResponse], error)
