@@ -566,7 +566,7 @@ func followed(row store.DagRun, st dagrun.State) []byte {
 	return row.Spec
 }
 
-// ErrNotResumable: a DAG run cannot take its DAG's current definition.
+// ErrNotResumable means a DAG run cannot take its DAG's current definition.
 var ErrNotResumable = errors.New("cannot resume with the DAG's current definition")
 
 // adopt makes the run loaded as l follow its DAG's current definition: it

@@ -22,7 +22,7 @@ type History interface {
 	RecordRun(ctx context.Context, rec store.RunRecord) error
 }
 
-// ErrNotRetryable: the run is not in a state a retry may follow (it is
+// ErrNotRetryable means the run is not in a state a retry may follow (it is
 // scheduled, running, suspended, succeeded or skipped).
 var ErrNotRetryable = errors.New("not retryable")
 

@@ -6,7 +6,7 @@ import (
 	"slices"
 )
 
-// ErrIncompatible: a DAG's current definition cannot take over a run that
+// ErrIncompatible means a DAG's current definition cannot take over a run that
 // started under an earlier one (see Compatible).
 var ErrIncompatible = errors.New("the DAG's definition changed shape since the run started")
 
