@@ -117,4 +117,13 @@ func TestRetryRunsTheCurrentDefinitionAsANewAttempt(t *testing.T) {
 	_, err = op.Retry(ctx, store.RunID("team.gone", now))
 	require.ErrorIs(t, err, ErrNotFound, "no such job")
 	assert.Len(t, enq.entries, 1, "nothing more enqueued")
+
+	// A cancelled run's cancel marker must go first, or the new attempt
+	// would end CANCELLED too: without Redis it is not retried.
+	cancelled := store.RunID("team.job", due.Add(-2*time.Hour))
+	require.NoError(t, st.RecordRun(ctx, store.RunRecord{JobID: "team.job", RunID: cancelled, Attempt: 1, Due: due.Add(-2 * time.Hour),
+		State: store.StateCancelled, UpdatedAt: due}))
+	_, err = op.Retry(ctx, cancelled)
+	require.ErrorContains(t, err, "Config.Redis: required")
+	assert.Len(t, enq.entries, 1, "nothing more enqueued")
 }
