@@ -28,6 +28,7 @@ type Operator interface {
 	Backfill(ctx context.Context, jobID string, opts operator.BackfillOptions) (operator.BackfillResult, error)
 	PlanApply(ctx context.Context, specs []*sundialv1.JobSpec, fires int) ([]operator.DefinitionPlan, error)
 	Cancel(ctx context.Context, jobID, runID string, opts operator.CancelOptions) (operator.CancelResult, error)
+	Retry(ctx context.Context, runID string) (operator.RetryResult, error)
 }
 
 // Limits of OperatorService.
@@ -116,7 +117,8 @@ func (s *OperatorService) actionError(ctx context.Context, what string, err erro
 	switch {
 	case errors.Is(err, operator.ErrNotFound):
 		return connect.NewError(connect.CodeNotFound, err)
-	case errors.Is(err, operator.ErrNotRunning), errors.Is(err, operator.ErrRejected), errors.Is(err, client.ErrNoTeamTopic):
+	case errors.Is(err, operator.ErrNotRunning), errors.Is(err, operator.ErrRejected), errors.Is(err, client.ErrNoTeamTopic),
+		errors.Is(err, operator.ErrNotRetryable):
 		return connect.NewError(connect.CodeFailedPrecondition, err)
 	case errors.Is(err, operator.ErrRangeTooLarge):
 		// It can never succeed: the caller must ask for less.
@@ -344,4 +346,33 @@ func (s *OperatorService) CancelRun(ctx context.Context, req *connect.Request[ap
 		return nil, s.actionError(ctx, "cancel run", err)
 	}
 	return connect.NewResponse(&apiv1.CancelRunResponse{Event: res.Event}), nil
+}
+
+// RetryRun implements apiv1connect.OperatorServiceHandler: operator.Retry,
+// for a run of a job the caller operates. A run of another team's job is
+// not found; a run that is not failed, timed out or cancelled is
+// FailedPrecondition, naming its state.
+func (s *OperatorService) RetryRun(ctx context.Context, req *connect.Request[apiv1.RetryRunRequest]) (*connect.Response[apiv1.RetryRunResponse], error) {
+	m := req.Msg
+	if m.GetRunId() == "" {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("run_id: required"))
+	}
+	jobID := operator.JobOfRun(m.GetRunId())
+	if jobID == "" {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("run_id %q: not a job's run id (job id + \"@\" + due ms)", m.GetRunId()))
+	}
+	if _, err := s.mayOperate(ctx, "retry run", jobID); err != nil {
+		if connect.CodeOf(err) == connect.CodeNotFound {
+			return nil, notVisible("run", m.GetRunId())
+		}
+		return nil, err
+	}
+	res, err := s.cfg.Operator.Retry(ctx, m.GetRunId())
+	if errors.Is(err, operator.ErrNotFound) {
+		return nil, notVisible("run", m.GetRunId())
+	}
+	if err != nil {
+		return nil, s.actionError(ctx, "retry run", err)
+	}
+	return connect.NewResponse(&apiv1.RetryRunResponse{JobId: res.JobID, Attempt: uint32(res.Attempt)}), nil
 }

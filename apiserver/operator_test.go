@@ -18,6 +18,7 @@ import (
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/quota"
+	"github.com/sundialhq/sundial/store"
 )
 
 // testOperator drives every operator action as the owning team's operator,
@@ -44,6 +45,8 @@ func testOperator(t *testing.T, e *env, owner, other string) {
 			requireCode(t, c.code, err, name+" backfill")
 			_, err = c.client.CancelRun(ctx, connect.NewRequest(&apiv1.CancelRunRequest{RunId: id + "@1000"}))
 			requireCode(t, c.code, err, name+" cancel")
+			_, err = c.client.RetryRun(ctx, connect.NewRequest(&apiv1.RetryRunRequest{RunId: id + "@1000"}))
+			requireCode(t, c.code, err, name+" retry")
 		}
 		// Planning a definition of another team's id tells nothing of it.
 		_, err := stranger.PlanApply(ctx, connect.NewRequest(&apiv1.PlanApplyRequest{Jobs: []*sundialv1.JobSpec{cronJob(id, other)}}))
@@ -130,6 +133,28 @@ func testOperator(t *testing.T, e *env, owner, other string) {
 		assert.Len(t, p.GetNextFires(), 3)
 		assert.NotEmpty(t, p.GetLoad(), "the load changes in the next hour")
 		assert.True(t, res.Msg.GetPlans()[1].GetCreated())
+	})
+
+	t.Run("retry", func(t *testing.T) {
+		_, err := op.RetryRun(ctx, connect.NewRequest(&apiv1.RetryRunRequest{RunId: "no-at-sign"}))
+		requireCode(t, connect.CodeInvalidArgument, err, "retry bad run id")
+		_, err = op.RetryRun(ctx, connect.NewRequest(&apiv1.RetryRunRequest{RunId: id + "@2000"}))
+		requireCode(t, connect.CodeNotFound, err, "a run without history")
+		due := time.UnixMilli(3000).UTC()
+		failed, done := id+"@3000", id+"@4000"
+		require.NoError(t, e.store.RecordRun(ctx, store.RunRecord{JobID: id, RunID: failed, Attempt: 1, Due: due,
+			State: store.StateFailed, Error: "dead: http_503", UpdatedAt: time.Now()}))
+		require.NoError(t, e.store.RecordRun(ctx, store.RunRecord{JobID: id, RunID: done, Attempt: 1, Due: due.Add(time.Second),
+			State: store.StateSucceeded, UpdatedAt: time.Now()}))
+		_, err = op.RetryRun(ctx, connect.NewRequest(&apiv1.RetryRunRequest{RunId: done}))
+		requireCode(t, connect.CodeFailedPrecondition, err, "a succeeded run")
+		assert.ErrorContains(t, err, "attempt 1 is succeeded")
+		res, err := op.RetryRun(ctx, connect.NewRequest(&apiv1.RetryRunRequest{RunId: failed}))
+		require.NoError(t, err)
+		assert.Equal(t, id, res.Msg.GetJobId())
+		assert.Equal(t, uint32(2), res.Msg.GetAttempt(), "a new attempt after the failed one")
+		_, err = op.RetryRun(ctx, connect.NewRequest(&apiv1.RetryRunRequest{RunId: failed}))
+		requireCode(t, connect.CodeFailedPrecondition, err, "retried already: attempt 2 is scheduled")
 	})
 
 	t.Run("cancel a run that is not running", func(t *testing.T) {

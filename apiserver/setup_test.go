@@ -152,7 +152,7 @@ func newEnvWith(t *testing.T, o envOptions) *env {
 	leases, err := leasing.New(leasing.Config{Client: rdb, KeyPrefix: r.KeyPrefix + leasing.DefaultKeyPrefix})
 	require.NoError(t, err)
 	op := operator.New(operator.Config{
-		Jobs: st, Producer: cl, Leases: leases, Redis: rdb, RunnerKeyPrefix: r.KeyPrefix + "runner:",
+		Jobs: st, History: st, Producer: cl, Leases: leases, Redis: rdb, RunnerKeyPrefix: r.KeyPrefix + "runner:",
 		Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Enqueuer: waker, Shards: shards,
 		Audit: operator.AuditTrail{Trail: trail}, Logger: logger,
 	})

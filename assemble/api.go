@@ -30,14 +30,16 @@ import (
 )
 
 // APIStore is what the API's services read: definitions, DAGs, run
-// history, DAG runs and the shards. *cassandra.Store and *memory.Store are
-// ones.
+// history, DAG runs and the shards; and the one history write, the
+// scheduled attempt of a retried run (operator.Retry). *cassandra.Store
+// and *memory.Store are ones.
 type APIStore interface {
 	apiserver.JobStore
 	apiserver.DagStore
 	apiserver.RunHistory
 	apiserver.DagRunReader
 	apiserver.ShardReader
+	operator.History
 }
 
 // APIBackends are the open clients the API's services are built on. The
@@ -218,7 +220,7 @@ func runServices(cfg APIConfig, b APIBackends, named func(string) *slog.Logger) 
 // answer that Redis is needed.
 func controlServices(cfg APIConfig, b APIBackends, trail *audit.Trail, named func(string) *slog.Logger) ([]apiserver.Service, error) {
 	opCfg := operator.Config{
-		Jobs: b.Store, Producer: b.Client, Kafka: b.Kafka, Topics: cfg.Topics, Enqueuer: b.Enqueuer, Shards: cfg.Shards,
+		Jobs: b.Store, History: b.Store, Producer: b.Client, Kafka: b.Kafka, Topics: cfg.Topics, Enqueuer: b.Enqueuer, Shards: cfg.Shards,
 		// PlanApply's load counts a BROADCAST job's live members.
 		Members: func(pool string) int { return len(b.Executors.Live(pool)) },
 		Logger:  named("api-operator"),

@@ -76,7 +76,8 @@
 // # Durable state, conditional writes
 //
 // Each DAG run is one store record (store.DagRuns): the definition
-// snapshotted at its start, the machine's encoded state, and a version.
+// snapshotted at its start, the machine's encoded state (with the
+// definition a resume adopted, if any), and a version.
 // Every change is read, apply, then UpdateDagRun conditional on the version
 // read (Cassandra: UPDATE ... IF version = ?). When two instances apply
 // events to one run at once, one write applies and the other fails with
@@ -129,9 +130,17 @@
 //     and instances do not retry in step.
 //   - A DAG run follows the definition it started with. Deleting or
 //     changing a DAG starts no new run of the old definition and leaves
-//     the runs under way alone; a resume reruns nodes with their DAG run's
-//     definition, but a node that runs a registered job reads that job
-//     afresh when it starts.
+//     the runs under way alone. A resume (Runs.Resume) adopts the DAG's
+//     current definition, so a DAG fixed and applied again after a failure
+//     reruns its nodes with the fix: the run records the adopted
+//     definition in its state (dagrun.State.Definition; the row keeps the
+//     one it started with), and follows it from then on. It does so only
+//     when the current definition is dag.Compatible with the run's (the
+//     same nodes, jobs, dependencies and team; node order may differ);
+//     otherwise, or when the DAG was deleted, the resume is refused
+//     (ErrNotResumable), naming each node that differs, and changes
+//     nothing. A node that runs a registered job reads that job afresh
+//     when it starts, resumed or not.
 //   - A node that times out (DagNode.timeout) is marked TIMED_OUT and its
 //     DAG run stuck; the engine does not cancel the node's run. The
 //     runners have no cancel of a run by id for other components: their

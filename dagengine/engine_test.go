@@ -1,6 +1,7 @@
 package dagengine_test
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -15,9 +16,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sundialhq/sundial/dagengine"
+	"github.com/sundialhq/sundial/dagengine/dag"
 	"github.com/sundialhq/sundial/dagengine/dagrun"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store"
@@ -66,6 +69,7 @@ func TestOnRealStack(t *testing.T) {
 		{"Definitions", testDefinitions},
 		{"TeamOwnership", testTeamOwnership},
 		{"FailureAndResume", testFailureAndResume},
+		{"ResumeTakesTheCurrentDefinition", testResumeTakesTheCurrentDefinition},
 		{"StuckNode", testStuckNode},
 		{"TwoEnginesSeeTheSameEvents", testTwoEngines},
 		{"EngineKilledMidDag", testEngineKilled},
@@ -243,6 +247,71 @@ func testFailureAndResume(s *stack, sim *simRunner) {
 	assert.Equal(t, "succeeded", runs[0].Status)
 	assert.Equal(t, "5/5 succeeded", runs[0].Summary)
 	assert.Equal(t, dagengine.OriginTrigger, runs[0].Origin)
+}
+
+// testResumeTakesTheCurrentDefinition: a DAG run that failed is resumed
+// with the DAG's definition as fixed and applied again since, not the one
+// the run started with; a definition of another shape (a node added) is
+// refused, naming the node, and changes nothing.
+func testResumeTakesTheCurrentDefinition(s *stack, _ *simRunner) {
+	t := s.t
+	e := s.engine("resume-current", nil)
+	inline := func(handler string) *sundialv1.DagNode {
+		return &sundialv1.DagNode{Id: "fixme", Job: &sundialv1.DagNode_Inline{Inline: &sundialv1.JobSpec{
+			Target: &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: handler}}}}}}
+	}
+	put := func(revision int64, nodes ...*sundialv1.DagNode) {
+		spec := &sundialv1.DagSpec{Id: "test.fixable", OwnerTeam: "test", Nodes: nodes}
+		_, errs := dag.Compile(spec, dag.Options{})
+		require.Empty(t, errs)
+		b, err := dag.Marshal(spec)
+		require.NoError(t, err)
+		_, err = s.store.PutDag(s.ctx, store.Dag{ID: spec.GetId(), Spec: b, Revision: revision, UpdatedAt: time.Now()})
+		require.NoError(t, err)
+	}
+	s.putJob("job.fixable-after")
+	after := &sundialv1.DagNode{Id: "after", Parents: []string{"fixme"}, Job: &sundialv1.DagNode_JobId{JobId: "job.fixable-after"}}
+	put(1, inline("broken"), after)
+
+	due := time.Now().Truncate(time.Millisecond)
+	id, created, err := e.Runs().StartRun(s.ctx, "test.fixable", due, dagengine.OriginTrigger)
+	require.NoError(t, err)
+	require.True(t, created)
+	s.waitStatus(id, "failed", 3*time.Minute)
+
+	// Another shape: refused, naming the node; the run stays failed.
+	extra := &sundialv1.DagNode{Id: "extra", Job: &sundialv1.DagNode_JobId{JobId: "job.fixable-after"}}
+	put(2, inline("fixed"), after, extra)
+	_, err = e.Runs().Resume(s.ctx, id)
+	require.ErrorIs(t, err, dagengine.ErrNotResumable)
+	require.ErrorIs(t, err, dag.ErrIncompatible)
+	assert.ErrorContains(t, err, `node "extra": added`)
+	_, st := s.state(id)
+	assert.Equal(t, dagrun.StatusFailed, st.Status)
+	assert.Equal(t, 0, st.Resumes)
+
+	// Fixed, in the same shape (listed in another order): the rerun runs
+	// the fix, and the run succeeds.
+	put(3, after, inline("fixed"))
+	_, err = e.Runs().Resume(s.ctx, id)
+	require.NoError(t, err)
+	st = s.waitStatus(id, "succeeded", 3*time.Minute)
+	var fix dagrun.Node
+	for _, n := range st.Nodes {
+		if n.ID == "fixme" {
+			fix = n
+		}
+	}
+	require.Equal(t, 2, fix.Gen, "the failed node ran again")
+	entries := s.dueEntries("test.fixable/fixme", fix.StartedAt)
+	require.Contains(t, entries, fix.RunID(id))
+	run := &sundialv1.Run{}
+	require.NoError(t, proto.Unmarshal(entries[fix.RunID(id)].Payload, run))
+	assert.Equal(t, "fixed", run.GetTarget().GetHandler().GetName(), "the rerun runs the DAG's current definition")
+	row, _ := s.state(id)
+	var b bytes.Buffer
+	require.NoError(t, dagengine.WriteRun(&b, row, st, dag.Options{}))
+	assert.Contains(t, b.String(), "fixme")
 }
 
 // dueEntries returns the KindDAG entries of a job in the bucket of at, by

@@ -1,6 +1,7 @@
 package dagengine
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -198,13 +199,14 @@ func (r *Runs) load(ctx context.Context, id string) (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	g, err := r.graph(row.Spec)
-	if err != nil {
-		return nil, fmt.Errorf("dag run %s: %w", id, err)
-	}
 	st, err := dagrun.Unmarshal(row.State)
 	if err != nil {
 		return nil, fmt.Errorf("dag run %s: %w: %w", id, ErrPermanent, err)
+	}
+	// A resume may have adopted a newer definition (Resume).
+	g, err := r.graph(followed(row, st))
+	if err != nil {
+		return nil, fmt.Errorf("dag run %s: %w", id, err)
 	}
 	return &loaded{row: row, g: g, state: st}, nil
 }
@@ -231,6 +233,12 @@ type Result struct {
 // nothing to resume) is returned as the machine's error. Any other error is
 // transient: the caller retries.
 func (r *Runs) Apply(ctx context.Context, id string, inputs ...dagrun.Input) (Result, error) {
+	return r.apply(ctx, id, false, inputs...)
+}
+
+// apply is Apply; with adopt, the run first takes the DAG's current
+// definition (adopt).
+func (r *Runs) apply(ctx context.Context, id string, adopt bool, inputs ...dagrun.Input) (Result, error) {
 	for attempt := 0; ; attempt++ {
 		l, err := r.load(ctx, id)
 		if err != nil {
@@ -238,6 +246,11 @@ func (r *Runs) Apply(ctx context.Context, id string, inputs ...dagrun.Input) (Re
 		}
 		now := r.cfg.Now()
 		st := l.state
+		if adopt {
+			if st, err = r.adopt(ctx, l, st); err != nil {
+				return Result{State: l.state}, err
+			}
+		}
 		var decisions []dagrun.Decision
 		applied := 0
 		for _, in := range inputs {
@@ -532,11 +545,63 @@ func (r *Runs) StartRun(ctx context.Context, dagID string, due time.Time, origin
 }
 
 // Resume reruns the failed, cancelled and timed-out nodes of a DAG run and
-// continues it. It fails with dagrun.ErrNothingToResume when no node
-// failed.
+// continues it, with the DAG's current definition: a DAG fixed and applied
+// again after the run failed runs its fix (an inline job's target, payload,
+// retries; a registered job's node reads its job's definition in force
+// anyway). It fails with dagrun.ErrNothingToResume when no node failed, and
+// with ErrNotResumable when the DAG was deleted, or its current definition
+// is not dag.Compatible with the run's (a node added or removed, other
+// dependencies, another job), naming each node that differs.
 func (r *Runs) Resume(ctx context.Context, id string) (dagrun.State, error) {
-	res, err := r.Apply(ctx, id, dagrun.Resume{})
+	res, err := r.apply(ctx, id, true, dagrun.Resume{})
 	return res.State, err
+}
+
+// followed is the encoded definition a run follows: the one a resume
+// adopted, else the one it was created with.
+func followed(row store.DagRun, st dagrun.State) []byte {
+	if st.Definition != nil {
+		return st.Definition
+	}
+	return row.Spec
+}
+
+// ErrNotResumable means a DAG run cannot take its DAG's current definition.
+var ErrNotResumable = errors.New("cannot resume with the DAG's current definition")
+
+// adopt makes the run loaded as l follow its DAG's current definition: it
+// checks that the definition is dag.Compatible with the run's, sets l's
+// graph to it, and returns st with the definition recorded
+// (State.Definition) and the nodes in the new definition's order. A run
+// already following the current definition is returned as it is.
+func (r *Runs) adopt(ctx context.Context, l *loaded, st dagrun.State) (dagrun.State, error) {
+	d, err := r.cfg.Store.GetDag(ctx, l.row.DagID)
+	switch {
+	case errors.Is(err, store.ErrNotFound) || (err == nil && d.Deleted):
+		return st, fmt.Errorf("resume dag run %s: %w: DAG %q was deleted", l.row.ID, ErrNotResumable, l.row.DagID)
+	case err != nil:
+		return st, fmt.Errorf("resume dag run %s: read DAG %q: %w", l.row.ID, l.row.DagID, err)
+	}
+	if bytes.Equal(d.Spec, followed(l.row, st)) {
+		return st, nil
+	}
+	g, err := r.graph(d.Spec)
+	if err != nil {
+		return st, fmt.Errorf("resume dag run %s: the current definition of DAG %q: %w", l.row.ID, l.row.DagID, err)
+	}
+	if err := dag.Compatible(l.g, g); err != nil {
+		return st, fmt.Errorf("resume dag run %s: %w: %w", l.row.ID, ErrNotResumable, err)
+	}
+	st = st.Clone()
+	nodes := make([]dagrun.Node, len(st.Nodes))
+	for _, n := range st.Nodes {
+		i, _ := g.Index(n.ID) // Compatible: the same node ids
+		nodes[i] = n
+	}
+	st.Nodes = nodes
+	st.Definition = d.Spec
+	l.g = g
+	return st, nil
 }
 
 // Get returns a DAG run's stored row (Spec and State included) and its

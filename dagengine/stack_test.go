@@ -267,7 +267,9 @@ func (r *simRunner) loop(ctx context.Context) {
 			if first && hold {
 				r.held[run.GetDagNodeId()] = run
 			}
-			fail := r.fail[run.GetDagNodeId()]
+			// A node fails when the test says so, or when it runs the
+			// handler "broken" (a definition to fix and resume).
+			fail := r.fail[run.GetDagNodeId()] || run.GetTarget().GetHandler().GetName() == "broken"
 			r.mu.Unlock()
 			if !first {
 				return // the runner's dedupe mark refuses a second delivery

@@ -45,7 +45,7 @@ func flush(w io.Writer, tw *tabwriter.Writer, b *bytes.Buffer) error {
 // WriteRun writes one DAG run: a header, then each node's state as a table
 // in the order of the definition.
 func WriteRun(w io.Writer, row store.DagRun, st dagrun.State, opts dag.Options) error {
-	g, err := dag.Unmarshal(row.Spec, opts)
+	g, err := dag.Unmarshal(followed(row, st), opts)
 	if err != nil {
 		return fmt.Errorf("dag run %s: %w", row.ID, err)
 	}

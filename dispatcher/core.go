@@ -205,6 +205,10 @@ type coreConfig struct {
 	// DedupeWindow: fired keys are remembered this long after their due
 	// time, so a repeated wake-up does not fire an entry again.
 	DedupeWindow time.Duration
+	// Splay, if set, is how long after its due time an entry fires (its
+	// job's herd splay, see entrySplay); a function of the entry alone, so
+	// every owner fires it at the same instant.
+	Splay func(store.DueEntry) time.Duration
 }
 
 type shardCore struct {
@@ -392,7 +396,12 @@ func (c *shardCore) add(now time.Time, e store.DueEntry, offset int64) bool {
 		}
 		return false
 	}
-	it := &item{entry: e, key: k, at: e.Due, late: now.Sub(e.Due) > c.cfg.MisfireThreshold}
+	at := e.Due
+	if c.cfg.Splay != nil {
+		at = at.Add(c.cfg.Splay(e))
+	}
+	// Late means missed: first seen after the instant it was to fire.
+	it := &item{entry: e, key: k, at: at, late: now.Sub(at) > c.cfg.MisfireThreshold}
 	if offset >= 0 {
 		it.offsets = []int64{offset}
 	}
@@ -417,7 +426,9 @@ func (c *shardCore) forget(it *item) {
 	if it.chained {
 		c.chainedHeld--
 	}
-	c.fired[c.hasher.of(it.key)] = it.key.due
+	// Remembered from when it fired: a splayed entry fires after its due
+	// time.
+	c.fired[c.hasher.of(it.key)] = max(it.key.due, it.at.UnixMilli())
 	for _, o := range it.offsets {
 		c.offsets.resolve(o)
 	}

@@ -263,10 +263,51 @@ func (o *owner) produce(ctx context.Context, epoch int64, e store.DueEntry, runs
 		o.m.runs.WithLabelValues(origin).Inc()
 		o.m.dispatchLatency.WithLabelValues(origin).Observe(acked.Sub(r.GetAttemptDueTime().AsTime()).Seconds())
 	}
+	o.enqueued(ctx, delivered)
 	if o.observe != nil && len(delivered) > 0 {
 		o.observe(delivered, acked)
 	}
 	return nil
+}
+
+// enqueued writes the ENQUEUED event of each delivered run, after Kafka
+// acknowledged the run: the run's history then says when it was due and when
+// it was dispatched (the event's time is the run's dispatched_at, so it
+// orders before the runner's STARTED), however late a runner picks it up.
+// The run is out whatever happens here, so a failure is logged and counted,
+// never a reason to fire the entry again (that would emit the run twice).
+func (o *owner) enqueued(ctx context.Context, runs []*sundialv1.Run) {
+	if len(runs) == 0 {
+		return
+	}
+	recs := make([]*kgo.Record, 0, len(runs))
+	for _, r := range runs {
+		ev := enqueuedEvent(r, "dispatcher/"+o.cfg.InstanceID)
+		value, err := proto.Marshal(ev)
+		if err != nil {
+			o.log.Error("ENQUEUED event does not encode", "run_id", r.GetRunId(), "err", err)
+			continue
+		}
+		recs = append(recs, &kgo.Record{Topic: o.topics.Events(), Key: []byte(r.GetJobId()), Value: value, Headers: topics.EventHeaders(ev)})
+	}
+	if err := o.prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		o.m.enqueuedEventErrors.Inc()
+		o.log.Warn("cannot write ENQUEUED events; the runs are out", "runs", len(recs), "err", err)
+	}
+}
+
+// enqueuedEvent is the ENQUEUED event of a run the dispatcher wrote: its due
+// time, the attempt's due time, and as its time the run's dispatched_at.
+func enqueuedEvent(r *sundialv1.Run, by string) *sundialv1.RunEvent {
+	ev := &sundialv1.RunEvent{
+		RunId: r.GetRunId(), JobId: r.GetJobId(), Attempt: r.GetAttempt(), State: sundialv1.RunState_RUN_STATE_ENQUEUED,
+		Time: r.GetDispatchedAt(), DueTime: r.GetDueTime(), AttemptDueTime: r.GetAttemptDueTime(), RunnerId: by,
+		DagRunId: r.GetDagRunId(), DagNodeId: r.GetDagNodeId(), Priority: r.GetPriority(), OwnerTeam: r.GetOwnerTeam(),
+	}
+	if r.GetBaseRunId() != "" { // the base run's events speak for the DAG node
+		ev.DagRunId, ev.DagNodeId = "", ""
+	}
+	return ev
 }
 
 // refusedRun is a run whose record Kafka refused for good, and why.
@@ -507,7 +548,11 @@ func (o *owner) planScheduled(f firing, job store.Job, spec *sundialv1.JobSpec, 
 	}
 
 	if !f.Late {
-		return plan{runs: []*sundialv1.Run{run(e.Due, sundialv1.RunOrigin_RUN_ORIGIN_SCHEDULE)}, next: chain(e.Due)}
+		r := run(e.Due, sundialv1.RunOrigin_RUN_ORIGIN_SCHEDULE)
+		// A splayed run was due, and fires, after the schedule's instant:
+		// its latency counts from there.
+		r.AttemptDueTime = timestamppb.New(e.Due.Add(entrySplay(e)))
+		return plan{runs: []*sundialv1.Run{r}, next: chain(e.Due)}
 	}
 
 	policy := jobspec.MisfirePolicy(spec.GetSchedule())
@@ -527,6 +572,18 @@ func (o *owner) planScheduled(f firing, job store.Job, spec *sundialv1.JobSpec, 
 		p.drop, p.why = dropMisfire, "outside the catch-up window"
 	}
 	return p
+}
+
+// entrySplay is how long after its due time a scheduled entry fires: the
+// offset jobspec.Splay gives its run id in its job's splay window, read from
+// the job's snapshot the entry carries. An entry without a snapshot (other
+// kinds: triggers, retries, DAG nodes) is not splayed.
+func entrySplay(e store.DueEntry) time.Duration {
+	s, ok := snapshotOf(e)
+	if !ok {
+		return 0
+	}
+	return jobspec.Splay(e.RunID, jobspec.SplayWindowOf(s.Spec))
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -18,18 +18,20 @@ type metrics struct {
 	dropped         *prometheus.CounterVec
 	fireErrors      prometheus.Counter
 	deadLettered    *prometheus.CounterVec
-	firePhase       *prometheus.HistogramVec
-	shardsOwned     prometheus.Gauge
-	claims          *prometheus.CounterVec
-	lag             *prometheus.GaugeVec
-	watermarkAge    *prometheus.GaugeVec
-	entries         *prometheus.GaugeVec
-	bucketLoad      prometheus.Histogram
-	bucketSize      prometheus.Histogram
-	wakeups         *prometheus.CounterVec
-	jobCache        *prometheus.CounterVec
-	jobsCached      prometheus.Gauge
-	jobFeedLag      prometheus.Gauge
+	// enqueuedEventErrors counts failed writes of ENQUEUED events.
+	enqueuedEventErrors prometheus.Counter
+	firePhase           *prometheus.HistogramVec
+	shardsOwned         prometheus.Gauge
+	claims              *prometheus.CounterVec
+	lag                 *prometheus.GaugeVec
+	watermarkAge        *prometheus.GaugeVec
+	entries             *prometheus.GaugeVec
+	bucketLoad          prometheus.Histogram
+	bucketSize          prometheus.Histogram
+	wakeups             *prometheus.CounterVec
+	jobCache            *prometheus.CounterVec
+	jobsCached          prometheus.Gauge
+	jobFeedLag          prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -56,6 +58,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "sundial_dispatcher_runs_dead_lettered_total",
 			Help: "Runs whose record Kafka refused for good, written to the dead-letter topic instead, by code (record_too_large, record_invalid, topic_refused).",
 		}, []string{"code"}),
+		enqueuedEventErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sundial_dispatcher_enqueued_event_errors_total",
+			Help: "Writes of the ENQUEUED events of acknowledged runs that failed (the runs are out; only their ENQUEUED events are missing).",
+		}),
 		shardsOwned: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sundial_dispatcher_shards_owned",
 			Help: "Shards this dispatcher has claimed and is dispatching.",
@@ -101,7 +107,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	var errs []error
 	for _, c := range []prometheus.Collector{
-		m.dispatchLatency, m.runs, m.dropped, m.fireErrors, m.deadLettered, m.firePhase, m.shardsOwned, m.claims,
+		m.dispatchLatency, m.runs, m.dropped, m.fireErrors, m.deadLettered, m.enqueuedEventErrors, m.firePhase, m.shardsOwned, m.claims,
 		m.lag, m.watermarkAge, m.entries, m.bucketLoad, m.bucketSize, m.wakeups,
 		m.jobCache, m.jobsCached, m.jobFeedLag,
 	} {

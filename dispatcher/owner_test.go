@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -35,9 +36,10 @@ import (
 // fakeProducer records what the owner produces; fail makes the next n
 // produce calls fail.
 type fakeProducer struct {
-	mu   sync.Mutex
-	runs []producedRun
-	fail int
+	mu     sync.Mutex
+	runs   []producedRun
+	events []*sundialv1.RunEvent
+	fail   int
 }
 
 type producedRun struct {
@@ -52,6 +54,19 @@ func (p *fakeProducer) ProduceSync(_ context.Context, rs ...*kgo.Record) kgo.Pro
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make(kgo.ProduceResults, 0, len(rs))
+	if len(rs) > 0 && strings.HasSuffix(rs[0].Topic, "sundial.events") {
+		// The ENQUEUED events of acknowledged runs, kept apart from the
+		// runs; failNext fails the runs' writes only.
+		for _, r := range rs {
+			ev := &sundialv1.RunEvent{}
+			if err := proto.Unmarshal(r.Value, ev); err != nil {
+				panic(err)
+			}
+			p.events = append(p.events, ev)
+			out = append(out, kgo.ProduceResult{Record: r})
+		}
+		return out
+	}
 	if p.fail > 0 {
 		p.fail--
 		for _, r := range rs {
@@ -80,6 +95,12 @@ func (p *fakeProducer) of(job string) []producedRun {
 		}
 	}
 	return out
+}
+
+func (p *fakeProducer) allEvents() []*sundialv1.RunEvent {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.events)
 }
 
 func (p *fakeProducer) all() []producedRun {
@@ -508,4 +529,84 @@ func TestOwnerCatchUpCapped(t *testing.T) {
 		assert.Equal(t, sundialv1.RunOrigin_RUN_ORIGIN_SCHEDULE, last.run.GetOrigin())
 		e.o.stop(false)
 	})
+}
+
+// TestOwnerEmitsEnqueuedForEveryRun: each run the dispatcher writes is
+// followed by its ENQUEUED event (event.proto: "emitted by the process that
+// writes the run"), carrying the run's due time and, as its time, the
+// instant the run was dispatched, so a run's history explains its timing
+// from the dispatcher on.
+func TestOwnerEmitsEnqueuedForEveryRun(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		e := newOwnerEnv(t)
+		e.register(jobSpec("every2s", intervalSchedule(2*time.Second, 0)))
+		e.start()
+		time.Sleep(20 * time.Second)
+		e.o.stop(false)
+
+		runs := e.prod.of("every2s")
+		require.NotEmpty(t, runs)
+		byRun := map[string]*sundialv1.RunEvent{}
+		for _, ev := range e.prod.allEvents() {
+			require.Equal(t, sundialv1.RunState_RUN_STATE_ENQUEUED, ev.GetState())
+			require.NotContains(t, byRun, ev.GetRunId(), "one ENQUEUED per run")
+			byRun[ev.GetRunId()] = ev
+		}
+		require.Len(t, byRun, len(runs))
+		for _, r := range runs {
+			ev := byRun[r.run.GetRunId()]
+			require.NotNil(t, ev, "run %s has no ENQUEUED event", r.run.GetRunId())
+			assert.Equal(t, r.run.GetAttempt(), ev.GetAttempt())
+			assert.True(t, proto.Equal(r.run.GetDueTime(), ev.GetDueTime()))
+			assert.True(t, proto.Equal(r.run.GetAttemptDueTime(), ev.GetAttemptDueTime()))
+			assert.True(t, proto.Equal(r.run.GetDispatchedAt(), ev.GetTime()), "the event's time is the run's dispatched_at")
+			assert.Equal(t, "dispatcher/test", ev.GetRunnerId())
+		}
+	})
+}
+
+// TestOwnerSplaysScheduledRuns: a job with a splay fires each run at its
+// due time plus jobspec.Splay of its run id, keeping the schedule's due
+// time (and run id); the attempt is due at the splayed instant. A second
+// owner of the shard (a take-over) fires the same runs at the same instants.
+func TestOwnerSplaysScheduledRuns(t *testing.T) {
+	t.Parallel()
+	const window = 50 * time.Second
+	fire := func(t *testing.T) map[string]time.Time {
+		e := newOwnerEnv(t)
+		spec := jobSpec("herd", intervalSchedule(time.Minute, 0))
+		spec.Splay = durationpb.New(window)
+		first := e.register(spec, jobSpec("plain", intervalSchedule(time.Minute, 0)))
+		e.start()
+		time.Sleep(5*time.Minute + 55*time.Second)
+		e.o.stop(false)
+
+		runs := e.prod.of("herd")
+		require.Len(t, runs, 6)
+		at := map[string]time.Time{}
+		splayed := 0
+		for i, r := range runs {
+			due := first["herd"].Add(time.Duration(i) * time.Minute)
+			id := store.RunID("herd", due)
+			offset := jobspec.Splay(id, window)
+			if offset > 0 {
+				splayed++
+			}
+			assert.Equal(t, id, r.run.GetRunId())
+			assert.True(t, r.run.GetDueTime().AsTime().Equal(due), "the run keeps the schedule's due time")
+			assert.True(t, r.at.Equal(due.Add(offset)), "run %s fired at %s, want due %s + %s", id, r.at, due, offset)
+			assert.True(t, r.run.GetAttemptDueTime().AsTime().Equal(due.Add(offset)), "its attempt is due at the splayed instant")
+			at[id] = r.at
+		}
+		assert.Positive(t, splayed, "some run of six is splayed")
+		for i, r := range e.prod.of("plain") {
+			assert.True(t, r.at.Equal(first["plain"].Add(time.Duration(i)*time.Minute)), "a job without splay fires at its due time")
+		}
+		return at
+	}
+	var a, b map[string]time.Time
+	synctest.Test(t, func(t *testing.T) { a = fire(t) })
+	synctest.Test(t, func(t *testing.T) { b = fire(t) })
+	assert.Equal(t, a, b, "another owner fires each run at the same instant")
 }

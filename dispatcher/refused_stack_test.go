@@ -80,6 +80,10 @@ func TestOversizedRunIsDeadLetteredAndShardMovesOn(t *testing.T) {
 // recordLog reads topics from their start, for a test.
 type recordLog struct {
 	recs chan *kgo.Record
+	// seen are the records read so far: a wait looks at them first, so a
+	// record read while waiting for another (the two topics' records come
+	// in either order) is not lost.
+	seen []*kgo.Record
 }
 
 func consumeAll(t *testing.T, s *stack, topics ...string) *recordLog {
@@ -118,11 +122,17 @@ func consumeAll(t *testing.T, s *stack, topics ...string) *recordLog {
 // within.
 func (l *recordLog) waitFor(t *testing.T, within time.Duration, msg string, match func(*kgo.Record) bool) {
 	t.Helper()
+	for _, r := range l.seen {
+		if match(r) {
+			return
+		}
+	}
 	deadline := time.NewTimer(within)
 	defer deadline.Stop()
 	for {
 		select {
 		case r := <-l.recs:
+			l.seen = append(l.seen, r)
 			if match(r) {
 				return
 			}

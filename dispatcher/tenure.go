@@ -66,6 +66,7 @@ func (o *owner) newTenure(epoch int64, floor time.Time, cancelFires context.Canc
 			MaxBacklog:       o.cfg.MaxBacklog,
 			MaxHeld:          o.cfg.MaxHeld,
 			DedupeWindow:     dedupeWindow,
+			Splay:            entrySplay,
 		}),
 		log:         o.log.With("epoch", epoch),
 		label:       strconv.Itoa(o.shard),

@@ -261,6 +261,7 @@ func (l Limits) validateSpec(spec *sundialv1.JobSpec, inline bool) []FieldError 
 		v.add("concurrency_limit", "%d, at most %d allowed", c, MaxConcurrencyLimit)
 	}
 	v.overlap(spec)
+	v.splay(spec)
 	v.routing(spec)
 	if n := len(spec.GetDescription()); n > MaxDescriptionBytes {
 		v.add("description", "%d bytes, at most %d allowed", n, MaxDescriptionBytes)
@@ -583,6 +584,27 @@ func (v *validator) overlap(spec *sundialv1.JobSpec) {
 		} else {
 			v.duration("queue_delay", d, time.Millisecond, MaxQueueDelay)
 		}
+	}
+}
+
+// splay checks JobSpec.splay: zero (none), or whole milliseconds up to
+// MaxSplay on a recurring schedule, and for an interval schedule up to its
+// interval, so that a run fires before its next occurrence is due.
+func (v *validator) splay(spec *sundialv1.JobSpec) {
+	d := spec.GetSplay()
+	if d == nil || (d.GetSeconds() == 0 && d.GetNanos() == 0) {
+		return
+	}
+	if !recurring(spec.GetSchedule()) {
+		v.add("splay", "only allowed with a cron or interval schedule: it spreads the runs of a recurring schedule")
+		return
+	}
+	got, ok := v.duration("splay", d, time.Millisecond, MaxSplay)
+	if !ok {
+		return
+	}
+	if every := spec.GetSchedule().GetInterval().GetEvery(); every != nil && got > every.AsDuration() {
+		v.add("splay", "%s: at most the schedule's interval (%s) allowed", got, every.AsDuration())
 	}
 }
 

@@ -16,12 +16,13 @@ const (
 	AuditTriggered  = "job.triggered"
 	AuditBackfilled = "job.backfilled"
 	AuditCancelled  = "run.cancelled"
+	AuditRetried    = "run.retried"
 )
 
 // auditActions maps an Action's Kind to its audit action.
 var auditActions = map[string]string{
 	"pause": AuditPaused, "resume": AuditResumed, "trigger": AuditTriggered,
-	"backfill": AuditBackfilled, "cancel": AuditCancelled,
+	"backfill": AuditBackfilled, "cancel": AuditCancelled, "retry": AuditRetried,
 }
 
 // AuditTrail is the Recorder that writes each Action to the audit trail.

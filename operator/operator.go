@@ -51,7 +51,7 @@ type Recorder interface {
 // Action is what an operator did, for the audit trail.
 type Action struct {
 	// Kind is "pause", "resume", "cancel", "suspend", "resume-run",
-	// "trigger" or "backfill".
+	// "retry", "trigger" or "backfill".
 	Kind  string
 	JobID string
 	// Team owns the job; filled from the stored definition when the
@@ -85,9 +85,11 @@ type Config struct {
 	// and by Backfill.
 	Kafka  []kgo.Opt
 	Topics topics.Names
-	// Enqueuer enqueues backfilled runs and resumed ones. Needed by
-	// Backfill and ResumeRun.
+	// Enqueuer enqueues backfilled runs, resumed ones and retries. Needed
+	// by Backfill, ResumeRun and Retry.
 	Enqueuer Enqueuer
+	// History reads the run history. Needed by Retry.
+	History History
 	// Checkpoints keeps the suspended runs. Needed by ResumeRun.
 	Checkpoints checkpoint.Store
 	// Shards is the cluster's shard count. Needed by PlanApply.

@@ -92,3 +92,15 @@ func (r *Runner) markerSet(ctx context.Context, key string) (bool, error) {
 	})
 	return set, err
 }
+
+// ClearEndMarkers deletes the cancel and replace markers of runID of jobID,
+// so that a new attempt an operator asks for (operator.Retry) executes
+// rather than ending CANCELLED at its acquire. keyPrefix is the runners'
+// Config.KeyPrefix.
+func ClearEndMarkers(ctx context.Context, rdb redis.UniversalClient, keyPrefix, jobID, runID string) error {
+	replaced := keyPrefix + "{" + jobID + "}:replaced:" + runID // (*Runner).replacedKey
+	if err := rdb.Del(ctx, cancelledKey(keyPrefix, jobID, runID), replaced).Err(); err != nil {
+		return fmt.Errorf("clear the end markers of run %s of job %q: %w", runID, jobID, err)
+	}
+	return nil
+}

@@ -80,7 +80,8 @@ type DagRun struct {
 	Due time.Time
 	// Origin says what started the run ("schedule", "trigger").
 	Origin string
-	// Spec is the definition the run follows, snapshotted at creation and
+	// Spec is the definition the run started with (a resume may adopt a
+	// newer one, kept in State by the DAG engine), snapshotted at creation and
 	// never changed by an update.
 	Spec []byte
 	// State is the engine's encoded state of the run.

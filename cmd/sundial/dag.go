@@ -290,6 +290,11 @@ func dagResumeCommand() *cli.Command {
 (<dag run id>/<node id>#<n>), so the runners do not refuse it as a duplicate.
 Its nodes are enqueued and the run continues under the running engines.
 
+The rerun nodes run the DAG's current definition: fix the DAG, apply it, then
+resume. A current definition of another shape (a node added or removed, other
+parents or job, another team) or a deleted DAG is refused, naming each node
+that differs, and the run is left as it was (docs/job-definition.md).
+
 Example:
   sundial dag resume data.daily-etl@1767229200000`,
 		Flags: append(kafkaFlags(), cassandraStoreFlags()...),

@@ -24,6 +24,7 @@ func runsCommand() *cli.Command {
 			runsCancelCommand(),
 			runsSuspendCommand(),
 			runsResumeCommand(),
+			runsRetryCommand(),
 		},
 	}
 }

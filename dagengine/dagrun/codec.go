@@ -27,6 +27,8 @@ type wireState struct {
 	Seq      uint64     `json:"seq"`
 	Nodes    []wireNode `json:"nodes"`
 	Outbox   []wireEvt  `json:"outbox,omitempty"`
+	// Def is State.Definition (base64 in JSON).
+	Def []byte `json:"def,omitempty"`
 }
 
 type wireNode struct {
@@ -69,7 +71,7 @@ func Marshal(s State) ([]byte, error) {
 	w := wireState{
 		V: codecVersion, DagRunID: s.DagRunID, DagID: s.DagID, Due: toMs(s.Due), Status: s.Status.String(),
 		Stuck: s.Stuck, Created: toMs(s.CreatedAt), Ended: toMs(s.EndedAt), Resumes: s.Resumes, Seq: s.Seq,
-		Nodes: make([]wireNode, len(s.Nodes)),
+		Nodes: make([]wireNode, len(s.Nodes)), Def: s.Definition,
 	}
 	for i, n := range s.Nodes {
 		w.Nodes[i] = wireNode{
@@ -103,7 +105,7 @@ func Unmarshal(b []byte) (State, error) {
 	s := State{
 		DagRunID: w.DagRunID, DagID: w.DagID, Due: fromMs(w.Due), Status: status, Stuck: w.Stuck,
 		CreatedAt: fromMs(w.Created), EndedAt: fromMs(w.Ended), Resumes: w.Resumes, Seq: w.Seq,
-		Nodes: make([]Node, len(w.Nodes)),
+		Nodes: make([]Node, len(w.Nodes)), Definition: w.Def,
 	}
 	for i, n := range w.Nodes {
 		p, err := ParsePhase(n.Phase)

@@ -180,6 +180,10 @@ type State struct {
 	// Outbox holds the events emitted and not yet acknowledged as
 	// published, in Seq order.
 	Outbox []Event
+	// Definition is the encoded DagSpec the run follows since its last
+	// resume adopted the DAG's current definition (package dagengine,
+	// Runs.Resume); nil: the one it was created with (the stored row's).
+	Definition []byte
 }
 
 // Event is a DagRunEvent the machine emitted.

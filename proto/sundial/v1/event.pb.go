@@ -30,7 +30,12 @@ const (
 	// Not stated. Never emitted.
 	RunState_RUN_STATE_UNSPECIFIED RunState = 0
 	// The Run record was written to sundial.runs.<priority> and acknowledged.
-	// Emitted by the process that wrote it.
+	// Emitted by the process that wrote it, the dispatcher (runner_id
+	// "dispatcher/<id>"), once per run it writes, after the acknowledgement:
+	// due_time and attempt_due_time say when the run was due, time is the
+	// run's dispatched_at (so it orders before the runner's STARTED). Written
+	// at least once, but not awaited by the run: a run whose ENQUEUED write
+	// failed still runs, without it.
 	RunState_RUN_STATE_ENQUEUED RunState = 1
 	// A runner took the lease and began executing the attempt.
 	RunState_RUN_STATE_STARTED RunState = 2

@@ -329,9 +329,13 @@ type JobSpec struct {
 	// attempt. Positive, whole milliseconds; only allowed with QUEUE. Unset
 	// means 1 second.
 	QueueDelay *durationpb.Duration `protobuf:"bytes,12,opt,name=queue_delay,json=queueDelay,proto3" json:"queue_delay,omitempty"`
-	// A paused job stays registered but does not fire: occurrences falling due
-	// while it is paused are skipped, not caught up on resume. Triggers of a
-	// paused job are rejected. Default false.
+	// A paused job stays registered but does not fire. On resume the
+	// occurrences that fell due while it was paused follow the job's misfire
+	// policy (within catch_up_window), as after an outage; new triggers of a
+	// paused job are refused (SKIPPED, reason "paused"); retries, deferrals,
+	// triggers and DAG nodes already pending are held and fire on resume.
+	// docs/job-definition.md, "Pausing a job", is the one description.
+	// Default false.
 	Paused bool `protobuf:"varint,13,opt,name=paused,proto3" json:"paused,omitempty"`
 	// Optional version of this definition chosen by the producer, increasing
 	// with every change of the job (a counter, or the change time in unix
@@ -351,7 +355,19 @@ type JobSpec struct {
 	Pool string `protobuf:"bytes,20,opt,name=pool,proto3" json:"pool,omitempty"`
 	// How a run picks its executor within the pool. Unset means partitioned by
 	// job id, the pool-less behaviour: any runner of the consumer group.
-	Routing       *Routing `protobuf:"bytes,21,opt,name=routing,proto3" json:"routing,omitempty"`
+	Routing *Routing `protobuf:"bytes,21,opt,name=routing,proto3" json:"routing,omitempty"`
+	// Spreads the runs of the job's schedule over a window after their due
+	// time, against the thundering herd of jobs due at the same instant
+	// (0:00). Each run fires at its due time plus an offset in [0, splay)
+	// derived from its run id alone (jobspec.Splay), so a retried firing or a
+	// dispatcher that takes the shard over fires it at the same instant. The
+	// run's due_time (and run id) stay the schedule's; its attempt_due_time is
+	// the splayed instant, so trigger latency does not count the splay.
+	// Unset or zero means no splay. At most 1 hour, whole milliseconds, and
+	// for an interval schedule at most its interval; only for recurring
+	// (cron and interval) schedules. Triggered, retried and DAG runs are not
+	// splayed.
+	Splay         *durationpb.Duration `protobuf:"bytes,22,opt,name=splay,proto3" json:"splay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -501,6 +517,13 @@ func (x *JobSpec) GetPool() string {
 func (x *JobSpec) GetRouting() *Routing {
 	if x != nil {
 		return x.Routing
+	}
+	return nil
+}
+
+func (x *JobSpec) GetSplay() *durationpb.Duration {
+	if x != nil {
+		return x.Splay
 	}
 	return nil
 }
@@ -680,7 +703,7 @@ var File_sundial_v1_job_proto protoreflect.FileDescriptor
 const file_sundial_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"\x14sundial/v1/job.proto\x12\n" +
-	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x19sundial/v1/schedule.proto\x1a\x17sundial/v1/target.proto\"\x90\x06\n" +
+	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x19sundial/v1/schedule.proto\x1a\x17sundial/v1/target.proto\"\xc1\x06\n" +
 	"\aJobSpec\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -701,7 +724,8 @@ const file_sundial_v1_job_proto_rawDesc = "" +
 	"\brevision\x18\x0e \x01(\x04H\x00R\brevision\x88\x01\x01\x12 \n" +
 	"\vdescription\x18\x0f \x01(\tR\vdescription\x12\x12\n" +
 	"\x04pool\x18\x14 \x01(\tR\x04pool\x12-\n" +
-	"\arouting\x18\x15 \x01(\v2\x13.sundial.v1.RoutingR\arouting\x1a9\n" +
+	"\arouting\x18\x15 \x01(\v2\x13.sundial.v1.RoutingR\arouting\x12/\n" +
+	"\x05splay\x18\x16 \x01(\v2\x19.google.protobuf.DurationR\x05splay\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\v\n" +
@@ -781,15 +805,16 @@ var file_sundial_v1_job_proto_depIdxs = []int32{
 	3,  // 6: sundial.v1.JobSpec.overlap_policy:type_name -> sundial.v1.OverlapPolicy
 	10, // 7: sundial.v1.JobSpec.queue_delay:type_name -> google.protobuf.Duration
 	5,  // 8: sundial.v1.JobSpec.routing:type_name -> sundial.v1.Routing
-	0,  // 9: sundial.v1.Routing.strategy:type_name -> sundial.v1.RoutingStrategy
-	1,  // 10: sundial.v1.Routing.fallback:type_name -> sundial.v1.RoutingFallback
-	10, // 11: sundial.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
-	10, // 12: sundial.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	10, // 9: sundial.v1.JobSpec.splay:type_name -> google.protobuf.Duration
+	0,  // 10: sundial.v1.Routing.strategy:type_name -> sundial.v1.RoutingStrategy
+	1,  // 11: sundial.v1.Routing.fallback:type_name -> sundial.v1.RoutingFallback
+	10, // 12: sundial.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
+	10, // 13: sundial.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_job_proto_init() }

@@ -43,7 +43,8 @@ const (
 	RunOrigin_RUN_ORIGIN_TRIGGER RunOrigin = 5
 	// A node started by the DAG engine.
 	RunOrigin_RUN_ORIGIN_DAG RunOrigin = 6
-	// A replay of a dead-lettered run.
+	// A replay of a dead-lettered run, or an operator's retry of a failed,
+	// timed-out or cancelled run (RetryRun, sundial runs retry).
 	RunOrigin_RUN_ORIGIN_REPLAY RunOrigin = 7
 )
 
@@ -194,8 +195,8 @@ type Run struct {
 	// For a child run: how many children the base run has (the shard count
 	// of a SHARDED run, the members reached by a BROADCAST run).
 	ShardCount uint32 `protobuf:"varint,29,opt,name=shard_count,json=shardCount,proto3" json:"shard_count,omitempty"`
-	// For a run replayed from the dead-letter topic: the attempts it had made
-	// before the replay. The replay is a new attempt (attempt is this plus
+	// For a run replayed from the dead-letter topic, or retried by an
+	// operator (RetryRun): the attempts it had made before the replay. The replay is a new attempt (attempt is this plus
 	// one, so the earlier attempts stay in the run's history), and the retry
 	// policy counts attempts from it: a replay has the job's whole retry
 	// budget. 0 for every other run.

@@ -1034,6 +1034,107 @@ func (x *CancelRunResponse) GetEvent() *v1.RunEvent {
 	return nil
 }
 
+// RetryRunRequest names the run to retry.
+type RetryRunRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run id: job id + "@" + due time in unix ms.
+	RunId         string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryRunRequest) Reset() {
+	*x = RetryRunRequest{}
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryRunRequest) ProtoMessage() {}
+
+func (x *RetryRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryRunRequest.ProtoReflect.Descriptor instead.
+func (*RetryRunRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RetryRunRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+// RetryRunResponse is the outcome of RetryRun.
+type RetryRunResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run's job.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The new attempt, enqueued due now: one after the run's last attempt.
+	Attempt       uint32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryRunResponse) Reset() {
+	*x = RetryRunResponse{}
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryRunResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryRunResponse) ProtoMessage() {}
+
+func (x *RetryRunResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryRunResponse.ProtoReflect.Descriptor instead.
+func (*RetryRunResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RetryRunResponse) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *RetryRunResponse) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
 var File_sundial_api_v1_operator_proto protoreflect.FileDescriptor
 
 const file_sundial_api_v1_operator_proto_rawDesc = "" +
@@ -1103,11 +1204,16 @@ const file_sundial_api_v1_operator_proto_rawDesc = "" +
 	"\x04wait\x18\x02 \x01(\bR\x04wait\x12<\n" +
 	"\fwait_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\"?\n" +
 	"\x11CancelRunResponse\x12*\n" +
-	"\x05event\x18\x01 \x01(\v2\x14.sundial.v1.RunEventR\x05event*p\n" +
+	"\x05event\x18\x01 \x01(\v2\x14.sundial.v1.RunEventR\x05event\"(\n" +
+	"\x0fRetryRunRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\"C\n" +
+	"\x10RetryRunResponse\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt*p\n" +
 	"\x0eBackfillPolicy\x12\x1f\n" +
 	"\x1bBACKFILL_POLICY_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15BACKFILL_POLICY_EVERY\x10\x01\x12\"\n" +
-	"\x1eBACKFILL_POLICY_ONE_PER_WINDOW\x10\x022\x83\x04\n" +
+	"\x1eBACKFILL_POLICY_ONE_PER_WINDOW\x10\x022\xd2\x04\n" +
 	"\x0fOperatorService\x12M\n" +
 	"\bPauseJob\x12\x1f.sundial.api.v1.PauseJobRequest\x1a .sundial.api.v1.PauseJobResponse\x12P\n" +
 	"\tResumeJob\x12 .sundial.api.v1.ResumeJobRequest\x1a!.sundial.api.v1.ResumeJobResponse\x12S\n" +
@@ -1115,7 +1221,8 @@ const file_sundial_api_v1_operator_proto_rawDesc = "" +
 	"TriggerJob\x12!.sundial.api.v1.TriggerJobRequest\x1a\".sundial.api.v1.TriggerJobResponse\x12V\n" +
 	"\vBackfillJob\x12\".sundial.api.v1.BackfillJobRequest\x1a#.sundial.api.v1.BackfillJobResponse\x12P\n" +
 	"\tPlanApply\x12 .sundial.api.v1.PlanApplyRequest\x1a!.sundial.api.v1.PlanApplyResponse\x12P\n" +
-	"\tCancelRun\x12 .sundial.api.v1.CancelRunRequest\x1a!.sundial.api.v1.CancelRunResponseB9Z7github.com/sundialhq/sundial/proto/sundial/api/v1;apiv1b\x06proto3"
+	"\tCancelRun\x12 .sundial.api.v1.CancelRunRequest\x1a!.sundial.api.v1.CancelRunResponse\x12M\n" +
+	"\bRetryRun\x12\x1f.sundial.api.v1.RetryRunRequest\x1a .sundial.api.v1.RetryRunResponseB9Z7github.com/sundialhq/sundial/proto/sundial/api/v1;apiv1b\x06proto3"
 
 var (
 	file_sundial_api_v1_operator_proto_rawDescOnce sync.Once
@@ -1130,7 +1237,7 @@ func file_sundial_api_v1_operator_proto_rawDescGZIP() []byte {
 }
 
 var file_sundial_api_v1_operator_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sundial_api_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_sundial_api_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_sundial_api_v1_operator_proto_goTypes = []any{
 	(BackfillPolicy)(0),           // 0: sundial.api.v1.BackfillPolicy
 	(*PauseJobRequest)(nil),       // 1: sundial.api.v1.PauseJobRequest
@@ -1148,48 +1255,52 @@ var file_sundial_api_v1_operator_proto_goTypes = []any{
 	(*BucketLoad)(nil),            // 13: sundial.api.v1.BucketLoad
 	(*CancelRunRequest)(nil),      // 14: sundial.api.v1.CancelRunRequest
 	(*CancelRunResponse)(nil),     // 15: sundial.api.v1.CancelRunResponse
-	nil,                           // 16: sundial.api.v1.BackfillJobResponse.FinishedEntry
-	(*v1.JobStatus)(nil),          // 17: sundial.v1.JobStatus
-	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
-	(*v1.RunEvent)(nil),           // 19: sundial.v1.RunEvent
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
-	(*v1.JobSpec)(nil),            // 21: sundial.v1.JobSpec
-	(*v1.FieldError)(nil),         // 22: sundial.v1.FieldError
+	(*RetryRunRequest)(nil),       // 16: sundial.api.v1.RetryRunRequest
+	(*RetryRunResponse)(nil),      // 17: sundial.api.v1.RetryRunResponse
+	nil,                           // 18: sundial.api.v1.BackfillJobResponse.FinishedEntry
+	(*v1.JobStatus)(nil),          // 19: sundial.v1.JobStatus
+	(*durationpb.Duration)(nil),   // 20: google.protobuf.Duration
+	(*v1.RunEvent)(nil),           // 21: sundial.v1.RunEvent
+	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
+	(*v1.JobSpec)(nil),            // 23: sundial.v1.JobSpec
+	(*v1.FieldError)(nil),         // 24: sundial.v1.FieldError
 }
 var file_sundial_api_v1_operator_proto_depIdxs = []int32{
-	17, // 0: sundial.api.v1.PauseJobResponse.status:type_name -> sundial.v1.JobStatus
-	17, // 1: sundial.api.v1.ResumeJobResponse.status:type_name -> sundial.v1.JobStatus
-	18, // 2: sundial.api.v1.TriggerJobRequest.wait_timeout:type_name -> google.protobuf.Duration
-	19, // 3: sundial.api.v1.TriggerJobResponse.event:type_name -> sundial.v1.RunEvent
-	20, // 4: sundial.api.v1.BackfillJobRequest.from:type_name -> google.protobuf.Timestamp
-	20, // 5: sundial.api.v1.BackfillJobRequest.to:type_name -> google.protobuf.Timestamp
+	19, // 0: sundial.api.v1.PauseJobResponse.status:type_name -> sundial.v1.JobStatus
+	19, // 1: sundial.api.v1.ResumeJobResponse.status:type_name -> sundial.v1.JobStatus
+	20, // 2: sundial.api.v1.TriggerJobRequest.wait_timeout:type_name -> google.protobuf.Duration
+	21, // 3: sundial.api.v1.TriggerJobResponse.event:type_name -> sundial.v1.RunEvent
+	22, // 4: sundial.api.v1.BackfillJobRequest.from:type_name -> google.protobuf.Timestamp
+	22, // 5: sundial.api.v1.BackfillJobRequest.to:type_name -> google.protobuf.Timestamp
 	0,  // 6: sundial.api.v1.BackfillJobRequest.policy:type_name -> sundial.api.v1.BackfillPolicy
-	18, // 7: sundial.api.v1.BackfillJobRequest.window:type_name -> google.protobuf.Duration
-	20, // 8: sundial.api.v1.BackfillJobResponse.occurrences:type_name -> google.protobuf.Timestamp
-	16, // 9: sundial.api.v1.BackfillJobResponse.finished:type_name -> sundial.api.v1.BackfillJobResponse.FinishedEntry
-	21, // 10: sundial.api.v1.PlanApplyRequest.jobs:type_name -> sundial.v1.JobSpec
+	20, // 7: sundial.api.v1.BackfillJobRequest.window:type_name -> google.protobuf.Duration
+	22, // 8: sundial.api.v1.BackfillJobResponse.occurrences:type_name -> google.protobuf.Timestamp
+	18, // 9: sundial.api.v1.BackfillJobResponse.finished:type_name -> sundial.api.v1.BackfillJobResponse.FinishedEntry
+	23, // 10: sundial.api.v1.PlanApplyRequest.jobs:type_name -> sundial.v1.JobSpec
 	11, // 11: sundial.api.v1.PlanApplyResponse.plans:type_name -> sundial.api.v1.DefinitionPlan
-	22, // 12: sundial.api.v1.DefinitionPlan.errors:type_name -> sundial.v1.FieldError
+	24, // 12: sundial.api.v1.DefinitionPlan.errors:type_name -> sundial.v1.FieldError
 	12, // 13: sundial.api.v1.DefinitionPlan.changes:type_name -> sundial.api.v1.FieldChange
-	20, // 14: sundial.api.v1.DefinitionPlan.next_fires:type_name -> google.protobuf.Timestamp
+	22, // 14: sundial.api.v1.DefinitionPlan.next_fires:type_name -> google.protobuf.Timestamp
 	13, // 15: sundial.api.v1.DefinitionPlan.load:type_name -> sundial.api.v1.BucketLoad
-	20, // 16: sundial.api.v1.BucketLoad.bucket:type_name -> google.protobuf.Timestamp
-	18, // 17: sundial.api.v1.CancelRunRequest.wait_timeout:type_name -> google.protobuf.Duration
-	19, // 18: sundial.api.v1.CancelRunResponse.event:type_name -> sundial.v1.RunEvent
+	22, // 16: sundial.api.v1.BucketLoad.bucket:type_name -> google.protobuf.Timestamp
+	20, // 17: sundial.api.v1.CancelRunRequest.wait_timeout:type_name -> google.protobuf.Duration
+	21, // 18: sundial.api.v1.CancelRunResponse.event:type_name -> sundial.v1.RunEvent
 	1,  // 19: sundial.api.v1.OperatorService.PauseJob:input_type -> sundial.api.v1.PauseJobRequest
 	3,  // 20: sundial.api.v1.OperatorService.ResumeJob:input_type -> sundial.api.v1.ResumeJobRequest
 	5,  // 21: sundial.api.v1.OperatorService.TriggerJob:input_type -> sundial.api.v1.TriggerJobRequest
 	7,  // 22: sundial.api.v1.OperatorService.BackfillJob:input_type -> sundial.api.v1.BackfillJobRequest
 	9,  // 23: sundial.api.v1.OperatorService.PlanApply:input_type -> sundial.api.v1.PlanApplyRequest
 	14, // 24: sundial.api.v1.OperatorService.CancelRun:input_type -> sundial.api.v1.CancelRunRequest
-	2,  // 25: sundial.api.v1.OperatorService.PauseJob:output_type -> sundial.api.v1.PauseJobResponse
-	4,  // 26: sundial.api.v1.OperatorService.ResumeJob:output_type -> sundial.api.v1.ResumeJobResponse
-	6,  // 27: sundial.api.v1.OperatorService.TriggerJob:output_type -> sundial.api.v1.TriggerJobResponse
-	8,  // 28: sundial.api.v1.OperatorService.BackfillJob:output_type -> sundial.api.v1.BackfillJobResponse
-	10, // 29: sundial.api.v1.OperatorService.PlanApply:output_type -> sundial.api.v1.PlanApplyResponse
-	15, // 30: sundial.api.v1.OperatorService.CancelRun:output_type -> sundial.api.v1.CancelRunResponse
-	25, // [25:31] is the sub-list for method output_type
-	19, // [19:25] is the sub-list for method input_type
+	16, // 25: sundial.api.v1.OperatorService.RetryRun:input_type -> sundial.api.v1.RetryRunRequest
+	2,  // 26: sundial.api.v1.OperatorService.PauseJob:output_type -> sundial.api.v1.PauseJobResponse
+	4,  // 27: sundial.api.v1.OperatorService.ResumeJob:output_type -> sundial.api.v1.ResumeJobResponse
+	6,  // 28: sundial.api.v1.OperatorService.TriggerJob:output_type -> sundial.api.v1.TriggerJobResponse
+	8,  // 29: sundial.api.v1.OperatorService.BackfillJob:output_type -> sundial.api.v1.BackfillJobResponse
+	10, // 30: sundial.api.v1.OperatorService.PlanApply:output_type -> sundial.api.v1.PlanApplyResponse
+	15, // 31: sundial.api.v1.OperatorService.CancelRun:output_type -> sundial.api.v1.CancelRunResponse
+	17, // 32: sundial.api.v1.OperatorService.RetryRun:output_type -> sundial.api.v1.RetryRunResponse
+	26, // [26:33] is the sub-list for method output_type
+	19, // [19:26] is the sub-list for method input_type
 	19, // [19:19] is the sub-list for extension type_name
 	19, // [19:19] is the sub-list for extension extendee
 	0,  // [0:19] is the sub-list for field type_name
@@ -1206,7 +1317,7 @@ func file_sundial_api_v1_operator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_api_v1_operator_proto_rawDesc), len(file_sundial_api_v1_operator_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -51,6 +51,9 @@ const (
 	// OperatorServiceCancelRunProcedure is the fully-qualified name of the OperatorService's CancelRun
 	// RPC.
 	OperatorServiceCancelRunProcedure = "/sundial.api.v1.OperatorService/CancelRun"
+	// OperatorServiceRetryRunProcedure is the fully-qualified name of the OperatorService's RetryRun
+	// RPC.
+	OperatorServiceRetryRunProcedure = "/sundial.api.v1.OperatorService/RetryRun"
 )
 
 // OperatorServiceClient is a client for the sundial.api.v1.OperatorService service.
@@ -58,7 +61,9 @@ type OperatorServiceClient interface {
 	// PauseJob pauses a job: its schedule fires nothing and its pending
 	// retries, deferrals, triggers and DAG nodes are held until ResumeJob.
 	PauseJob(context.Context, *connect.Request[v1.PauseJobRequest]) (*connect.Response[v1.PauseJobResponse], error)
-	// ResumeJob resumes a paused job: its held entries fire, late.
+	// ResumeJob resumes a paused job: its held entries fire, late, and the
+	// occurrences due while it was paused follow its misfire policy
+	// (docs/job-definition.md, "Pausing a job").
 	ResumeJob(context.Context, *connect.Request[v1.ResumeJobRequest]) (*connect.Response[v1.ResumeJobResponse], error)
 	// TriggerJob runs a job now, and with wait returns its terminal event.
 	TriggerJob(context.Context, *connect.Request[v1.TriggerJobRequest]) (*connect.Response[v1.TriggerJobResponse], error)
@@ -71,6 +76,11 @@ type OperatorServiceClient interface {
 	// CancelRun cancels a running run: the runner holding its lease ends the
 	// attempt with CANCELLED and schedules no retry.
 	CancelRun(context.Context, *connect.Request[v1.CancelRunRequest]) (*connect.Response[v1.CancelRunResponse], error)
+	// RetryRun runs a failed, timed-out or cancelled run again, now, as a new
+	// attempt after its last one, with its job's current definition (as a
+	// dead-letter replay does); the run id stays. A run in another state is
+	// failed_precondition, naming its state.
+	RetryRun(context.Context, *connect.Request[v1.RetryRunRequest]) (*connect.Response[v1.RetryRunResponse], error)
 }
 
 // NewOperatorServiceClient constructs a client for the sundial.api.v1.OperatorService service. By
@@ -120,6 +130,12 @@ func NewOperatorServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(operatorServiceMethods.ByName("CancelRun")),
 			connect.WithClientOptions(opts...),
 		),
+		retryRun: connect.NewClient[v1.RetryRunRequest, v1.RetryRunResponse](
+			httpClient,
+			baseURL+OperatorServiceRetryRunProcedure,
+			connect.WithSchema(operatorServiceMethods.ByName("RetryRun")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -131,6 +147,7 @@ type operatorServiceClient struct {
 	backfillJob *connect.Client[v1.BackfillJobRequest, v1.BackfillJobResponse]
 	planApply   *connect.Client[v1.PlanApplyRequest, v1.PlanApplyResponse]
 	cancelRun   *connect.Client[v1.CancelRunRequest, v1.CancelRunResponse]
+	retryRun    *connect.Client[v1.RetryRunRequest, v1.RetryRunResponse]
 }
 
 // PauseJob calls sundial.api.v1.OperatorService.PauseJob.
@@ -163,12 +180,19 @@ func (c *operatorServiceClient) CancelRun(ctx context.Context, req *connect.Requ
 	return c.cancelRun.CallUnary(ctx, req)
 }
 
+// RetryRun calls sundial.api.v1.OperatorService.RetryRun.
+func (c *operatorServiceClient) RetryRun(ctx context.Context, req *connect.Request[v1.RetryRunRequest]) (*connect.Response[v1.RetryRunResponse], error) {
+	return c.retryRun.CallUnary(ctx, req)
+}
+
 // OperatorServiceHandler is an implementation of the sundial.api.v1.OperatorService service.
 type OperatorServiceHandler interface {
 	// PauseJob pauses a job: its schedule fires nothing and its pending
 	// retries, deferrals, triggers and DAG nodes are held until ResumeJob.
 	PauseJob(context.Context, *connect.Request[v1.PauseJobRequest]) (*connect.Response[v1.PauseJobResponse], error)
-	// ResumeJob resumes a paused job: its held entries fire, late.
+	// ResumeJob resumes a paused job: its held entries fire, late, and the
+	// occurrences due while it was paused follow its misfire policy
+	// (docs/job-definition.md, "Pausing a job").
 	ResumeJob(context.Context, *connect.Request[v1.ResumeJobRequest]) (*connect.Response[v1.ResumeJobResponse], error)
 	// TriggerJob runs a job now, and with wait returns its terminal event.
 	TriggerJob(context.Context, *connect.Request[v1.TriggerJobRequest]) (*connect.Response[v1.TriggerJobResponse], error)
@@ -181,6 +205,11 @@ type OperatorServiceHandler interface {
 	// CancelRun cancels a running run: the runner holding its lease ends the
 	// attempt with CANCELLED and schedules no retry.
 	CancelRun(context.Context, *connect.Request[v1.CancelRunRequest]) (*connect.Response[v1.CancelRunResponse], error)
+	// RetryRun runs a failed, timed-out or cancelled run again, now, as a new
+	// attempt after its last one, with its job's current definition (as a
+	// dead-letter replay does); the run id stays. A run in another state is
+	// failed_precondition, naming its state.
+	RetryRun(context.Context, *connect.Request[v1.RetryRunRequest]) (*connect.Response[v1.RetryRunResponse], error)
 }
 
 // NewOperatorServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -226,6 +255,12 @@ func NewOperatorServiceHandler(svc OperatorServiceHandler, opts ...connect.Handl
 		connect.WithSchema(operatorServiceMethods.ByName("CancelRun")),
 		connect.WithHandlerOptions(opts...),
 	)
+	operatorServiceRetryRunHandler := connect.NewUnaryHandler(
+		OperatorServiceRetryRunProcedure,
+		svc.RetryRun,
+		connect.WithSchema(operatorServiceMethods.ByName("RetryRun")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sundial.api.v1.OperatorService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case OperatorServicePauseJobProcedure:
@@ -240,6 +275,8 @@ func NewOperatorServiceHandler(svc OperatorServiceHandler, opts ...connect.Handl
 			operatorServicePlanApplyHandler.ServeHTTP(w, r)
 		case OperatorServiceCancelRunProcedure:
 			operatorServiceCancelRunHandler.ServeHTTP(w, r)
+		case OperatorServiceRetryRunProcedure:
+			operatorServiceRetryRunHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -271,4 +308,8 @@ func (UnimplementedOperatorServiceHandler) PlanApply(context.Context, *connect.R
 
 func (UnimplementedOperatorServiceHandler) CancelRun(context.Context, *connect.Request[v1.CancelRunRequest]) (*connect.Response[v1.CancelRunResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sundial.api.v1.OperatorService.CancelRun is not implemented"))
+}
+
+func (UnimplementedOperatorServiceHandler) RetryRun(context.Context, *connect.Request[v1.RetryRunRequest]) (*connect.Response[v1.RetryRunResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sundial.api.v1.OperatorService.RetryRun is not implemented"))
 }
