@@ -79,6 +79,9 @@ func TestDevServesTheReadmePath(t *testing.T) {
 	code, _, stderr = runCLI(t, append([]string{"runs", "cancel", "hello@1"}, api...)...)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "is not running")
+	code, _, stderr = runCLI(t, append([]string{"runs", "retry", "hello@1"}, api...)...)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "cannot retry")
 	// Applying the file again through the API unpauses the job; then it
 	// is deleted through the API.
 	code, stdout, stderr = runCLI(t, append([]string{"jobs", "apply", "-f", "../../docs/examples/hello.json"}, api...)...)

@@ -18,7 +18,8 @@ import (
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
-// The operator actions (jobs pause and resume, trigger, runs cancel) go
+// The operator actions (jobs pause and resume, trigger, runs cancel and
+// retry) go
 // through the control-plane API when --api-url is set, which checks the
 // caller's team and role and records the action in the audit trail; and
 // straight to Kafka, Cassandra and Redis otherwise, for an installation that
@@ -36,6 +37,9 @@ type operations interface {
 	// cancel cancels a running run; with wait, it returns its terminal
 	// event.
 	cancel(ctx context.Context, job, runID string, wait bool) (*sundialv1.RunEvent, error)
+	// retry runs a failed, timed-out or cancelled run again as a new
+	// attempt.
+	retry(ctx context.Context, runID string) (operator.RetryResult, error)
 }
 
 // operationsAPI are the operator actions through the API.
@@ -93,6 +97,20 @@ func (a operationsAPI) cancel(ctx context.Context, _, runID string, wait bool) (
 		return nil, fmt.Errorf("cancel %s: %w", runID, err)
 	}
 	return resp.Msg.GetEvent(), nil
+}
+
+func (a operationsAPI) retry(ctx context.Context, runID string) (operator.RetryResult, error) {
+	resp, err := a.ops.RetryRun(ctx, connectrpc.NewRequest(&apiv1.RetryRunRequest{RunId: runID}))
+	switch connectrpc.CodeOf(err) {
+	case connectrpc.CodeFailedPrecondition:
+		return operator.RetryResult{}, fmt.Errorf("%w: %w", operator.ErrNotRetryable, err)
+	case connectrpc.CodeNotFound:
+		return operator.RetryResult{}, fmt.Errorf("%w: %w", operator.ErrNotFound, err)
+	}
+	if err != nil {
+		return operator.RetryResult{}, fmt.Errorf("retry %s: %w", runID, err)
+	}
+	return operator.RetryResult{JobID: resp.Msg.GetJobId(), Attempt: int(resp.Msg.GetAttempt())}, nil
 }
 
 // operationsDirect are the operator actions on the backends, through one
@@ -185,4 +203,8 @@ func deleteThroughAPI(ctx context.Context, cmd *cli.Command, api apiConn, ids []
 		fmt.Fprintf(out, "%s\t%s\n", id, outcomeName(resp.Msg.GetStatus().GetOutcome()))
 	}
 	return errors.Join(errs...)
+}
+
+func (d operationsDirect) retry(ctx context.Context, runID string) (operator.RetryResult, error) {
+	return d.op.Retry(ctx, runID)
 }

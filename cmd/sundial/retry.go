@@ -26,8 +26,9 @@ job, apply it, then retry. The run id (the downstream's idempotency key) and
 due time stay; the earlier attempts stay in sundial runs get; the new attempt
 has the job's whole retry budget. A run in any other state (scheduled,
 running, suspended, succeeded, skipped), or one whose job is gone, is an
-error that names why. The API's RetryRun does the same.`,
-		Flags: slices.Concat(kafkaFlags(), cassandraStoreFlags(), redisFlags(), []cli.Flag{
+error that names why. Through the control-plane API (RetryRun) when --api-url
+is set, else straight to Cassandra, Kafka and Redis.`,
+		Flags: slices.Concat(kafkaFlags(), cassandraStoreFlags(), redisFlags(), apiFlags(), []cli.Flag{
 			redisPrefixFlag(),
 			timeoutFlag(time.Minute),
 		}),
@@ -38,6 +39,22 @@ error that names why. The API's RetryRun does the same.`,
 			}
 			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
 			defer cancel()
+			report := func(res operator.RetryResult, err error) error {
+				if errors.Is(err, operator.ErrNotRetryable) || errors.Is(err, operator.ErrNotFound) {
+					return fmt.Errorf("cannot retry: %w", err)
+				}
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.Root().Writer, "%s\tretry enqueued as attempt %d (job %s)\n", runID, res.Attempt, res.JobID)
+				return nil
+			}
+			if ops, ok, err := apiOperations(cmd); ok || err != nil {
+				if err != nil {
+					return err
+				}
+				return report(ops.retry(ctx, runID))
+			}
 			return withStore(ctx, cmd, nil, func(st *cassandra.Store) error {
 				kopts, rdb, err := kafkaAndRedis(cmd)
 				if err != nil {
@@ -58,15 +75,7 @@ error that names why. The API's RetryRun does the same.`,
 				}
 				op := operator.New(operator.Config{Jobs: st, History: st, Enqueuer: enq, Redis: rdb,
 					RunnerKeyPrefix: cmd.String("redis-key-prefix") + runner.DefaultKeyPrefix, Audit: trail})
-				res, err := op.Retry(ctx, runID)
-				if errors.Is(err, operator.ErrNotRetryable) || errors.Is(err, operator.ErrNotFound) {
-					return fmt.Errorf("cannot retry: %w", err)
-				}
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.Root().Writer, "%s\tretry enqueued as attempt %d (job %s)\n", runID, res.Attempt, res.JobID)
-				return nil
+				return report(operationsDirect{op}.retry(ctx, runID))
 			})
 		},
 	}
