@@ -152,9 +152,10 @@ func Dispatcher() *Dashboard {
 	b.add(8, 8, ts("Runs dispatched by origin", "ops", "",
 		q(`sum by (origin) (rate(sundial_dispatcher_runs_total[$__rate_interval]))`, "{{origin}}")))
 	b.add(8, 8, ts("Entries dropped by reason, fire errors", "ops",
-		"dead: the job changed, was deleted or paused; misfire: skipped by the misfire policy; invalid. Fire errors are retried.",
+		"dead: the job changed, was deleted or paused; misfire: skipped by the misfire policy; invalid. Fire errors are retried. ENQUEUED event errors: a run was written but its ENQUEUED event was not (the run still executes; its timing lacks the dispatch time).",
 		q(`sum by (reason) (rate(sundial_dispatcher_entries_dropped_total[$__rate_interval]))`, "dropped: {{reason}}"),
-		q(`sum(rate(sundial_dispatcher_fire_errors_total[$__rate_interval]))`, "fire errors")))
+		q(`sum(rate(sundial_dispatcher_fire_errors_total[$__rate_interval]))`, "fire errors"),
+		q(`sum(rate(sundial_dispatcher_enqueued_event_errors_total[$__rate_interval]))`, "ENQUEUED event errors")))
 	b.add(8, 8, ts("Wake-ups by result", "ops", "Records read from sundial.shards for entries that land in a loaded or past bucket.",
 		q(`sum by (result) (rate(sundial_dispatcher_wakeups_total[$__rate_interval]))`, "{{result}}")))
 	b.add(8, 8, ts("Job definitions by result", "ops",
