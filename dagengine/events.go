@@ -70,8 +70,8 @@ func (e *Engine) processEvents(ctx context.Context, recs []*kgo.Record) bool {
 }
 
 // decodeEvent returns the RunEvent of a DAG node in rec, or false for any
-// other record: a DagRunEvent, a run outside any DAG, or a record that does
-// not decode (logged and counted).
+// other record: a DagRunEvent, a run outside any DAG, an ENQUEUED event, or
+// a record that does not decode (logged and counted).
 func (e *Engine) decodeEvent(rec *kgo.Record) (*sundialv1.RunEvent, bool) {
 	ev, ok, err := topics.DecodeRunEvent(rec)
 	if err != nil {
@@ -79,7 +79,9 @@ func (e *Engine) decodeEvent(rec *kgo.Record) (*sundialv1.RunEvent, bool) {
 		e.cfg.Logger.Warn("run event does not decode; skipped", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "err", err)
 		return nil, false
 	}
-	if !ok || ev.GetDagRunId() == "" {
+	// ENQUEUED (the dispatcher wrote the run) changes no node's state:
+	// applying it would only read and rewrite the DAG run for nothing.
+	if !ok || ev.GetDagRunId() == "" || ev.GetState() == sundialv1.RunState_RUN_STATE_ENQUEUED {
 		return nil, false
 	}
 	return ev, true
