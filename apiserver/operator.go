@@ -315,21 +315,32 @@ func (s *OperatorService) PlanApply(ctx context.Context, req *connect.Request[ap
 	return connect.NewResponse(out), nil
 }
 
+// mayOperateRun checks runID and that the caller operates its job, and
+// returns the job's id. A run of another team's job is not found, as one
+// that does not exist.
+func (s *OperatorService) mayOperateRun(ctx context.Context, action, runID string) (string, error) {
+	if runID == "" {
+		return "", connect.NewError(connect.CodeInvalidArgument, errors.New("run_id: required"))
+	}
+	jobID := operator.JobOfRun(runID)
+	if jobID == "" {
+		return "", connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("run_id %q: not a job's run id (job id + \"@\" + due ms)", runID))
+	}
+	if _, err := s.mayOperate(ctx, action, jobID); err != nil {
+		if connect.CodeOf(err) == connect.CodeNotFound {
+			return "", notVisible("run", runID)
+		}
+		return "", err
+	}
+	return jobID, nil
+}
+
 // CancelRun implements apiv1connect.OperatorServiceHandler. A run that is
 // not running is answered FailedPrecondition.
 func (s *OperatorService) CancelRun(ctx context.Context, req *connect.Request[apiv1.CancelRunRequest]) (*connect.Response[apiv1.CancelRunResponse], error) {
 	m := req.Msg
-	if m.GetRunId() == "" {
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("run_id: required"))
-	}
-	jobID := operator.JobOfRun(m.GetRunId())
-	if jobID == "" {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("run_id %q: not a job's run id (job id + \"@\" + due ms)", m.GetRunId()))
-	}
-	if _, err := s.mayOperate(ctx, "cancel run", jobID); err != nil {
-		if connect.CodeOf(err) == connect.CodeNotFound {
-			return nil, notVisible("run", m.GetRunId())
-		}
+	jobID, err := s.mayOperateRun(ctx, "cancel run", m.GetRunId())
+	if err != nil {
 		return nil, err
 	}
 	wait, err := waitTimeout(m.GetWaitTimeout(), m.WaitTimeout != nil)
@@ -354,17 +365,8 @@ func (s *OperatorService) CancelRun(ctx context.Context, req *connect.Request[ap
 // FailedPrecondition, naming its state.
 func (s *OperatorService) RetryRun(ctx context.Context, req *connect.Request[apiv1.RetryRunRequest]) (*connect.Response[apiv1.RetryRunResponse], error) {
 	m := req.Msg
-	if m.GetRunId() == "" {
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("run_id: required"))
-	}
-	jobID := operator.JobOfRun(m.GetRunId())
-	if jobID == "" {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("run_id %q: not a job's run id (job id + \"@\" + due ms)", m.GetRunId()))
-	}
-	if _, err := s.mayOperate(ctx, "retry run", jobID); err != nil {
-		if connect.CodeOf(err) == connect.CodeNotFound {
-			return nil, notVisible("run", m.GetRunId())
-		}
+	_, err := s.mayOperateRun(ctx, "retry run", m.GetRunId())
+	if err != nil {
 		return nil, err
 	}
 	res, err := s.cfg.Operator.Retry(ctx, m.GetRunId())

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v3"
 
@@ -439,4 +440,26 @@ func signalRunThrough(ctx context.Context, cmd *cli.Command, verb, done string,
 		fmt.Fprintln(out, eventLine(ev))
 	}
 	return nil
+}
+
+// withRunBackends opens what an action on a run's next attempt needs
+// straight on the backends (runs retry, runs resume): the store, Redis
+// (checked) and an Enqueuer, and closes them after use.
+func withRunBackends(ctx context.Context, cmd *cli.Command, use func(st *cassandra.Store, rdb redis.UniversalClient, enq *enqueue.Enqueuer) error) error {
+	return withStore(ctx, cmd, nil, func(st *cassandra.Store) error {
+		kopts, rdb, err := kafkaAndRedis(cmd)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = rdb.Close() }()
+		if err := checkRedis(ctx, rdb); err != nil {
+			return err
+		}
+		enq, closeEnq, err := newEnqueuer(ctx, cmd, st, kopts)
+		if err != nil {
+			return err
+		}
+		defer closeEnq()
+		return use(st, rdb, enq)
+	})
 }

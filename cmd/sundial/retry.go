@@ -7,8 +7,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v3"
 
+	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/operator"
 	"github.com/sundialhq/sundial/runner"
 	"github.com/sundialhq/sundial/store/cassandra"
@@ -55,20 +57,7 @@ is set, else straight to Cassandra, Kafka and Redis.`,
 				}
 				return report(ops.retry(ctx, runID))
 			}
-			return withStore(ctx, cmd, nil, func(st *cassandra.Store) error {
-				kopts, rdb, err := kafkaAndRedis(cmd)
-				if err != nil {
-					return err
-				}
-				defer func() { _ = rdb.Close() }()
-				if err := checkRedis(ctx, rdb); err != nil {
-					return err
-				}
-				enq, closeEnq, err := newEnqueuer(ctx, cmd, st, kopts)
-				if err != nil {
-					return err
-				}
-				defer closeEnq()
+			return withRunBackends(ctx, cmd, func(st *cassandra.Store, rdb redis.UniversalClient, enq *enqueue.Enqueuer) error {
 				trail, err := cliAudit(st)
 				if err != nil {
 					return err

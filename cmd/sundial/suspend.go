@@ -7,8 +7,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v3"
 
+	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/operator"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/runner"
@@ -64,20 +66,7 @@ suspended (never, or already resumed) is an error.`,
 			}
 			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
 			defer cancel()
-			return withStore(ctx, cmd, nil, func(st *cassandra.Store) error {
-				kopts, rdb, err := kafkaAndRedis(cmd)
-				if err != nil {
-					return err
-				}
-				defer func() { _ = rdb.Close() }()
-				if err := checkRedis(ctx, rdb); err != nil {
-					return err
-				}
-				enq, closeEnq, err := newEnqueuer(ctx, cmd, st, kopts)
-				if err != nil {
-					return err
-				}
-				defer closeEnq()
+			return withRunBackends(ctx, cmd, func(st *cassandra.Store, rdb redis.UniversalClient, enq *enqueue.Enqueuer) error {
 				op := operator.New(operator.Config{Checkpoints: st, Enqueuer: enq, Redis: rdb,
 					RunnerKeyPrefix: cmd.String("redis-key-prefix") + runner.DefaultKeyPrefix})
 				job, err := op.ResumeRun(ctx, runID)
