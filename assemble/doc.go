@@ -1,9 +1,12 @@
-// Package assemble builds Sundial's runner from plain settings and the
-// installation's open clients. It is the one place that decides what a
-// runner is made of: `sundial runner`, the embedded pipeline, the bench and
-// the worker SDK all call it, so the bench measures the runner that ships
-// and no caller forgets a piece (checkpoints, team quotas, the quota
-// metrics) that another one has.
+// Package assemble builds Sundial's runner and the control-plane API's
+// services from plain settings and the installation's open clients. It is
+// the one place that decides what each is made of: `sundial runner`, the
+// embedded pipeline, the bench and the worker SDK call Runner, and
+// `sundial api` and the embedded pipeline (`sundial dev`) call
+// APIServices, so the bench measures the runner that ships, dev serves the
+// API that ships, and no caller forgets a piece (checkpoints, team quotas,
+// the quota metrics, a service) that another one has. A store without an
+// audit trail or quotas (the embedded one) leaves those services out.
 //
 // Invariants:
 //   - The caller owns every client it passes (Redis, the store, the
