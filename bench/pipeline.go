@@ -349,18 +349,22 @@ func (p *Processes) args(name string) []string {
 	if c.MemoryLimitMiB > 0 {
 		common = append(common, "--memory-limit-mib", strconv.Itoa(c.MemoryLimitMiB))
 	}
+	// Every process is a static member of its groups under its bench
+	// name, as the chart's pods are under their pod names, so a process
+	// the chaos run kills and restarts gets its partitions back at once
+	// (docs/architecture.md, "Failover").
 	kind, _, _ := strings.Cut(name, "-")
 	switch kind {
 	case "dispatcher":
-		return append([]string{"dispatcher", "--group-id", dispG, "--instance-id", "bench-" + name, "--session-timeout", "6s"}, common...)
+		return append([]string{"dispatcher", "--group-id", dispG, "--instance-id", "bench-" + name, "--group-instance-id", "bench-" + name}, common...)
 	case "dagengine":
 		evG, defG := c.dagGroups()
-		return append([]string{"dag", "engine", "--group-id", evG, "--definitions-group-id", defG, "--session-timeout", "6s",
+		return append([]string{"dag", "engine", "--group-id", evG, "--definitions-group-id", defG, "--group-instance-id", "bench-" + name,
 			"--jobs-shared-topic=true"}, common...)
 	}
 	// The bench's HTTP sinks listen on loopback, which a runner refuses by
 	// default: every team may reach it here (the runner logs it at start).
-	args := append([]string{"runner", "--group-id", runG, "--runner-id", "bench-" + name, "--redis-addr", c.Backends.RedisAddr,
+	args := append([]string{"runner", "--group-id", runG, "--runner-id", "bench-" + name, "--group-instance-id", "bench-" + name, "--redis-addr", c.Backends.RedisAddr,
 		"--history=" + strconv.FormatBool(c.History), "--egress-allow", "127.0.0.0/8,::1"}, common...)
 	if c.RunnerConcurrency > 0 {
 		args = append(args, "--concurrency", strconv.Itoa(c.RunnerConcurrency))

@@ -28,7 +28,7 @@ const (
 	// DefaultDefinitionsGroup consumes the DAG records of sundial.jobs.
 	DefaultDefinitionsGroup = "sundial-dagengine-definitions"
 	// DefaultSessionTimeout is the consumer groups' session timeout.
-	DefaultSessionTimeout = 10 * time.Second
+	DefaultSessionTimeout = 6 * time.Second
 )
 
 // Config configures an Engine.
@@ -66,6 +66,13 @@ type Config struct {
 	// (group.min.session.timeout.ms, 6s by default). The heartbeat interval
 	// is a third of it, at most 3s. Default DefaultSessionTimeout.
 	SessionTimeout time.Duration
+	// GroupInstanceID, when set, makes the instance a static member of
+	// both consumer groups (kgo.InstanceID): one that crashes and restarts
+	// under the same id within SessionTimeout gets its partitions back at
+	// once, with no rebalance; a Stop still leaves (consume.LeaveStatic).
+	// Every instance needs its own id (a pod name). Default dynamic
+	// membership.
+	GroupInstanceID string
 	// Store holds definitions and DAG-run state. Required.
 	Store Store
 	// Enqueuer makes node runs due (*enqueue.Enqueuer). Required.
@@ -226,13 +233,13 @@ func (e *Engine) start(_ context.Context, run *lifecycle.Run) error {
 	if err != nil {
 		return err
 	}
-	run.OnStop(events.Close)
+	run.OnStop(func() { e.leave(events, e.cfg.Group) })
 	patterns, exclude := e.cfg.Topics.JobsTopicPatterns(e.cfg.SharedTopic)
 	defs, err := e.client("definitions", consume.RegexGroupOptions(e.cfg.DefinitionsGroup, e.cfg.TopicRefresh, patterns, exclude))
 	if err != nil {
 		return err
 	}
-	run.OnStop(defs.Close)
+	run.OnStop(func() { e.leave(defs, e.cfg.DefinitionsGroup) })
 
 	defLoop := &consume.Loop{
 		Client: defs, Handle: e.handleDefinition, Concurrency: e.cfg.Concurrency, MaxPoll: e.cfg.MaxPoll,
@@ -259,11 +266,24 @@ func (e *Engine) client(name string, group []kgo.Opt) (*kgo.Client, error) {
 	}
 	opts = append(opts, group...)
 	opts = append(opts, kgo.SessionTimeout(e.cfg.SessionTimeout), kgo.HeartbeatInterval(min(3*time.Second, e.cfg.SessionTimeout/3)))
+	if e.cfg.GroupInstanceID != "" {
+		opts = append(opts, kgo.InstanceID(e.cfg.GroupInstanceID))
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client for %s: %w", name, err)
 	}
 	return cl, nil
+}
+
+// leave ends the membership of cl in group and closes it; a static member
+// leaves too, since a stop is not a crash (consume.LeaveStatic).
+func (e *Engine) leave(cl *kgo.Client, group string) {
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.SessionTimeout)
+	defer cancel()
+	if err := consume.LeaveStatic(ctx, cl, group, e.cfg.GroupInstanceID); err != nil {
+		e.cfg.Logger.Warn("leaving the group failed; the group drops this member after the session timeout", "group", group, "err", err)
+	}
 }
 
 // Stop ends the loops, waits for them and leaves the consumer groups. What

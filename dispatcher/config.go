@@ -28,7 +28,7 @@ const (
 	DefaultCatchUpHorizon    = 24 * time.Hour
 	DefaultMisfireThreshold  = time.Second
 	DefaultWatermarkInterval = 5 * time.Second
-	DefaultSessionTimeout    = 10 * time.Second
+	DefaultSessionTimeout    = 6 * time.Second
 	DefaultHeartbeatInterval = time.Second
 	DefaultMaxInflight       = 256
 	DefaultMaxBacklog        = 20000
@@ -117,8 +117,16 @@ type Config struct {
 	WatermarkInterval time.Duration
 	// SessionTimeout is the consumer group session timeout: how long after
 	// a dispatcher dies its shards are taken over. Within the brokers'
-	// group.min/max.session.timeout.ms (6s-30m by default). Default 10s.
+	// group.min/max.session.timeout.ms (6s-30m by default). Default 6s,
+	// the brokers' least (docs/architecture.md, "Failover").
 	SessionTimeout time.Duration
+	// GroupInstanceID, when set, makes this dispatcher a static member of
+	// the group (kgo.InstanceID): one that crashes and restarts under the
+	// same id within SessionTimeout gets its shards back at once, with no
+	// rebalance; a Stop still leaves the group (consume.LeaveStatic). Every
+	// dispatcher of the group needs its own id (a pod name). Default
+	// dynamic membership.
+	GroupInstanceID string
 	// HeartbeatInterval of the group member; less than SessionTimeout.
 	// Default 1s.
 	HeartbeatInterval time.Duration

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sundialhq/sundial/internal/backoff"
+	"github.com/sundialhq/sundial/internal/consume"
 	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/startoffsets"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -153,6 +154,9 @@ func (d *Dispatcher) start(ctx context.Context, run *lifecycle.Run) error {
 		kgo.RecordDeliveryTimeout(d.cfg.FireTimeout),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 	}, d.cfg.KafkaOpts...)
+	if d.cfg.GroupInstanceID != "" {
+		opts = append(opts, kgo.InstanceID(d.cfg.GroupInstanceID))
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
@@ -292,12 +296,14 @@ func (d *Dispatcher) leave(cl *kgo.Client) {
 	// a long time; a leave later than the session timeout is pointless
 	// (the group has dropped the member by then), so it is bounded. Close
 	// then finds the group left.
+	// A static member leaves too (consume.LeaveStatic): a stop is not a
+	// crash, and its shards should not wait the session timeout for a
+	// restart. Close fails the run records still buffered.
 	leave, cancel := context.WithTimeout(context.Background(), d.cfg.DrainTimeout+d.cfg.FireTimeout+d.cfg.SessionTimeout)
-	if err := cl.LeaveGroupContext(leave); err != nil {
+	if err := consume.LeaveStatic(leave, cl, d.cfg.GroupID, d.cfg.GroupInstanceID); err != nil {
 		d.log.Warn("leaving the group failed; the group drops this member after the session timeout", "err", err)
 	}
 	cancel()
-	cl.Close() // fails the run records still buffered
 	d.stopOwners(d.takeAllOwners(), true)
 	d.wg.Wait()
 }

@@ -28,7 +28,9 @@
 // (the session expired), or a shard whose epoch went stale, is stopped at
 // once: its firings are cancelled, and nothing is committed or advanced.
 // A crashed dispatcher's shards are reassigned after the group's session
-// timeout.
+// timeout, or handed back at once to its restart under the same
+// Config.GroupInstanceID (static membership); Stop leaves the group even
+// then (consume.LeaveStatic).
 //
 // # Timing
 //

@@ -56,7 +56,7 @@ const (
 	// DefaultSessionTimeout and DefaultHeartbeatInterval detect a dead
 	// runner in about 10s (Kafka's own default session is 45s), so its
 	// partitions move to the others sooner.
-	DefaultSessionTimeout    = 10 * time.Second
+	DefaultSessionTimeout    = 6 * time.Second
 	DefaultHeartbeatInterval = time.Second
 	// allowLimit is the concurrency limit asked of leasing for the overlap
 	// policy ALLOW: no limit in practice, while the lease still brings the
@@ -96,10 +96,11 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// InstanceID, when set, makes this runner a static member of the
 	// group (kgo.InstanceID): a runner that restarts with the same id
-	// within SessionTimeout gets its partitions back without a rebalance
-	// of the others, and a runner that stops does not leave the group, so
-	// its partitions wait for its return or for SessionTimeout. Every
-	// runner of the group needs its own id. Default: dynamic membership.
+	// within SessionTimeout (after a crash) gets its partitions back
+	// without a rebalance of the others; a runner that stops still leaves
+	// the group (consume.LeaveStatic), so a rolling update does not leave
+	// its partitions idle for SessionTimeout. Every runner of the group
+	// needs its own id. Default: dynamic membership.
 	InstanceID string
 	// Leases takes the leases. Required.
 	Leases *leasing.Store

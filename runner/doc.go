@@ -259,10 +259,11 @@
 // The default Concurrency (256) suits HTTP targets, which mostly wait; the
 // default HTTP transport keeps Concurrency idle connections per downstream
 // host, so workers reuse connections instead of dialling for every call. The
-// group session (Config.SessionTimeout, 10s, heartbeats every second) moves
-// a dead runner's partitions within about ten seconds; Config.InstanceID
-// makes the runner a static member, so a restart under the same id keeps
-// its partitions without rebalancing the others.
+// group session (Config.SessionTimeout, 6s, heartbeats every second) moves
+// a dead runner's partitions within about six seconds; Config.InstanceID
+// makes the runner a static member, so a restart after a crash under the
+// same id keeps its partitions without rebalancing the others, while a
+// Stop still leaves the group (consume.LeaveStatic).
 //
 // Trigger latency (lease acquired − the attempt's due time) is a histogram
 // metric and the STARTED event's time − attempt_due_time.

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sundialhq/sundial/internal/backoff"
+	"github.com/sundialhq/sundial/internal/consume"
 	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
@@ -151,7 +152,7 @@ func (r *Runner) start(ctx context.Context, run *lifecycle.Run) error {
 	if err != nil {
 		return fmt.Errorf("consumer client: %w", err)
 	}
-	run.OnStop(consumer.Close)
+	run.OnStop(func() { r.leave(consumer) })
 	r.producer, r.consumer = producer, consumer
 	r.in.consumer, r.commits.consumer = consumer, consumer
 	r.targets = &target.Targets{
@@ -273,6 +274,21 @@ func (r *Runner) drain(stopWork context.CancelFunc, stopExec context.CancelCause
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		r.commits.commit(ctx)
 		cancel()
+	}
+}
+
+// leave ends the runner's membership of the group and closes consumer. A
+// static member leaves too, since a stop is not a crash
+// (consume.LeaveStatic); a killed runner sends nothing, as a crash would.
+func (r *Runner) leave(consumer *kgo.Client) {
+	if r.isKilled() {
+		consumer.Close()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.SessionTimeout)
+	defer cancel()
+	if err := consume.LeaveStatic(ctx, consumer, r.cfg.Group, r.cfg.InstanceID); err != nil {
+		r.log.Warn("leaving the group failed; the group drops this runner after the session timeout", "err", err)
 	}
 }
 

@@ -61,6 +61,7 @@ Example, against the local stack:
 			&cli.StringFlag{Name: "definitions-group-id", Usage: "consumer group on sundial.jobs (default <topic prefix>" + dagengine.DefaultDefinitionsGroup + ")", Sources: envVar("definitions-group-id")},
 			&cli.DurationFlag{Name: "sweep-interval", Value: 30 * time.Second, Usage: "how often every unfinished DAG run is visited and definitions re-read", Sources: envVar("sweep-interval")},
 			&cli.DurationFlag{Name: "session-timeout", Value: dagengine.DefaultSessionTimeout, Usage: "consumer group session timeout: how soon a dead engine's partitions move to another engine or to its restart", Sources: envVar("session-timeout")},
+			&cli.StringFlag{Name: "group-instance-id", Usage: "static group membership: a unique, stable id per engine (e.g. the pod name); a crashed engine restarted within --session-timeout gets its partitions back without a rebalance, a stop still leaves the groups (default: dynamic membership)", Sources: envVar("group-instance-id")},
 			&cli.DurationFlag{Name: "redrive-after", Value: 10 * time.Second, Usage: "how long work another engine saved is left to it before this one redoes it", Sources: envVar("redrive-after")},
 			&cli.BoolFlag{Name: "jobs-shared-topic", Usage: "also read DAG definitions from the shared sundial.jobs (logged as a warning; for the move to team topics only); default: the team topics sundial.jobs.<team> only", Sources: envVar("jobs-shared-topic")},
 		),
@@ -90,7 +91,7 @@ func runDagEngine(ctx context.Context, cmd *cli.Command) error {
 	e, err := dagengine.New(dagengine.Config{
 		Brokers: cmd.StringSlice("kafka-brokers"), Topics: b.names,
 		Group: cmd.String("group-id"), DefinitionsGroup: cmd.String("definitions-group-id"),
-		SessionTimeout: cmd.Duration("session-timeout"), SharedTopic: cmd.Bool("jobs-shared-topic"),
+		SessionTimeout: cmd.Duration("session-timeout"), GroupInstanceID: cmd.String("group-instance-id"), SharedTopic: cmd.Bool("jobs-shared-topic"),
 		KafkaOptions: kopts,
 		ClientOptions: func(name string) []kgo.Opt {
 			return []kgo.Opt{telemetry.KafkaMetrics(p.reg, "dagengine-"+name)}

@@ -19,6 +19,9 @@
 //     nothing of the unfinished poll is committed. A poll whose answers are
 //     all out when Stop comes is still committed (for up to 5 s), so a
 //     graceful restart does not answer its records again.
+//   - LeaveStatic is how every consumer group member of Sundial stops: a
+//     static member (kgo.InstanceID) leaves on a stop as a dynamic one
+//     does, and keeps its assignment only across a crash.
 //   - Rebalances wait for the poll in hand (kgo.BlockRebalanceOnPoll), so a
 //     commit never lands after the partition moved to another member.
 package consume
