@@ -130,6 +130,48 @@ type ProcessCPU struct {
 	Note string `json:"note,omitempty"`
 }
 
+// CPUPerRun is the CPU one run cost during the measured window, in
+// milliseconds of CPU (CPU-seconds per second of cores, divided by runs per
+// second): the figure "half the CPU per run" is judged on, comparable
+// between runs at different rates.
+type CPUPerRun struct {
+	// RunsPerSec is the rate divided by: the sustained triggers/s, or a
+	// herd's drain rate.
+	RunsPerSec float64 `json:"runs_per_sec"`
+	// MachineMs: the whole machine's busy CPU (every process, backends,
+	// the bench itself and anything else) per run.
+	MachineMs float64 `json:"machine_ms"`
+	// SundialMs: Sundial's own processes (the pipeline's, without the
+	// bench's load generator and downstream).
+	SundialMs float64 `json:"sundial_ms"`
+	// BackendsMs: Kafka, Cassandra and Redis.
+	BackendsMs float64 `json:"backends_ms"`
+	// BenchMs: the bench process (load generator, recorder, downstream).
+	BenchMs float64 `json:"bench_ms"`
+}
+
+// cpuPerRun divides the CPU of u among runsPerSec runs a second. A process
+// that was not measured counts 0; a rate of 0 gives zeros.
+func cpuPerRun(u CPUUsage, runsPerSec float64) CPUPerRun {
+	c := CPUPerRun{RunsPerSec: runsPerSec}
+	if runsPerSec <= 0 {
+		return c
+	}
+	ms := func(cores float64) float64 { return 1000 * cores / runsPerSec }
+	c.MachineMs = ms(u.MachineBusyMean * float64(u.Cores))
+	for _, p := range u.Processes {
+		switch {
+		case p.Name == "bench":
+			c.BenchMs += ms(p.MeanCores)
+		case p.Role == "pipeline":
+			c.SundialMs += ms(p.MeanCores)
+		case p.Role == "backend":
+			c.BackendsMs += ms(p.MeanCores)
+		}
+	}
+	return c
+}
+
 // CPUPoint is the cores used in one sampling interval.
 type CPUPoint struct {
 	// Second: the interval's end, in seconds since the first sample.

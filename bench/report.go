@@ -116,6 +116,8 @@ type System struct {
 	// CPU is the CPU each process of the machine's stack and pipeline used
 	// during the window (not in capacity steps).
 	CPU *CPUUsage `json:"cpu,omitempty"`
+	// CPUPerRun is that CPU divided among the runs: what one run costs.
+	CPUPerRun *CPUPerRun `json:"cpu_per_run,omitempty"`
 	// Registration is the CPU and the bench process's profile while the
 	// workload was registered (not in capacity steps).
 	Registration *Registration `json:"registration,omitempty"`
@@ -381,6 +383,13 @@ func (r *Report) Markdown(w io.Writer) {
 	row("sustained triggers/s", func(s System) string { return fmt.Sprintf("%.0f", s.SustainedPerSec) })
 	row("fraction of B", func(s System) string { return fmt.Sprintf("%.0f%%", 100*s.FractionOfB) })
 	row("fraction of L", func(s System) string { return fmt.Sprintf("%.0f%%", 100*s.FractionOfL) })
+	row("CPU per run: machine (Sundial / backends / bench)", func(s System) string {
+		if s.CPUPerRun == nil || s.CPUPerRun.RunsPerSec == 0 {
+			return "n/a"
+		}
+		c := s.CPUPerRun
+		return fmt.Sprintf("%.2f ms (%.2f / %.2f / %.2f)", c.MachineMs, c.SundialMs, c.BackendsMs, c.BenchMs)
+	})
 	row("expected runs in window", func(s System) string { return fmt.Sprint(s.Counts.Expected) })
 	row("lost (of which dispatched, not started)", func(s System) string {
 		return fmt.Sprintf("%d (%d)", s.Counts.Lost, s.Counts.LostDispatched)

@@ -187,6 +187,10 @@ func (s *System) fractions(bl Baselines) {
 	}
 	s.FractionOfB = safeDiv(rate, bl.B)
 	s.FractionOfL = safeDiv(rate, bl.L)
+	if s.CPU != nil {
+		c := cpuPerRun(*s.CPU, rate)
+		s.CPUPerRun = &c
+	}
 }
 
 // pipelineSettle is how long the bench waits after starting the pipeline
