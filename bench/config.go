@@ -261,3 +261,10 @@ func (c Config) chaosBackends() []string {
 	}
 	return c.ChaosBackends
 }
+
+// peerWorkers is how many tasks a peer executes at once: --asynq-concurrency
+// when set, else as many as Sundial's runners execute together, so that
+// every system of a peer run has the same concurrency.
+func (c Config) peerWorkers() int {
+	return cmp.Or(c.AsynqConcurrency, c.Runners*cmp.Or(c.RunnerConcurrency, 64))
+}
