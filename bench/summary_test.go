@@ -171,3 +171,30 @@ func goldenCapacityNone() *Report {
 	r.Targets = targets(r.Config, r)
 	return r
 }
+
+// TestChaosRecoveryVerdict: the recovery column of a chaos run's kills, for a
+// window ending at to.
+func TestChaosRecoveryVerdict(t *testing.T) {
+	t.Parallel()
+	to := from.Add(2 * time.Minute)
+	at := from.Add(time.Minute)
+	for _, tc := range []struct {
+		name string
+		e    CrashEvent
+		want string
+	}{
+		{"kill that did not happen", CrashEvent{KilledAt: at, Error: "not running", RecoverySeconds: 3}, "-"},
+		{"kill after the window", CrashEvent{KilledAt: to, RecoverySeconds: 3}, "after the window: not measured"},
+		{"slow until the window's last second", CrashEvent{KilledAt: at, RecoverySeconds: 59.5}, "≥ 59.5 s (slow until the end of the window)"},
+		{"recovered", CrashEvent{KilledAt: at, RecoverySeconds: 3}, "3.0 s"},
+		{"recovered at once", CrashEvent{KilledAt: at}, "0.0 s"},
+		{"not recovered", CrashEvent{KilledAt: at, RecoverySeconds: -1}, "not recovered before the next kill"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, chaosRecovery(tc.e, to))
+		})
+	}
+	require.Equal(t, "did not recover in the window", crashRecovery(CrashEvent{RecoverySeconds: -1}))
+	require.Equal(t, "recovered 4.5 s after the kill", crashRecovery(CrashEvent{RecoverySeconds: 4.5}))
+}
