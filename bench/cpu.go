@@ -341,33 +341,47 @@ func (s *cpuSampler) report(cores int) *CPUUsage {
 	return &u
 }
 
-// cpuMarkdown writes the CPU table of the window.
-func cpuMarkdown(p func(string, ...any), system string, u *CPUUsage) {
-	p("\n## CPU during the measured window (%s, /proc every %.0fs)\n\n", system, u.SampleEverySeconds)
-	p("Cores used: CPU seconds (utime + stime of `/proc/<pid>/stat`) per second, over the window and in its busiest interval. The machine has %d cores.\n\n", u.Cores)
-	cpuTable(p, u)
+// cpuView is the CPU section of a system's window.
+type cpuView struct {
+	System string
+	Table  *cpuTableView
 }
 
-// cpuTable writes the table of a CPUUsage.
-func cpuTable(p func(string, ...any), u *CPUUsage) {
-	p("| process | role | pid | mean cores | max cores | |\n|---|---|---|---|---|---|\n")
-	var sum float64
+// cpuTableView is the table of a CPUUsage.
+type cpuTableView struct {
+	*CPUUsage
+	Rows []cpuRow
+	// SumCores: the mean cores of the processes measured.
+	SumCores float64
+	// BusyCores and MaxBusyCores: the machine's busy share, mean and in
+	// the busiest interval, in cores.
+	BusyCores, MaxBusyCores float64
+}
+
+// cpuRow is one process of the table.
+type cpuRow struct {
+	ProcessCPU
+	// PIDList is the pids, comma separated; Measured: at least one
+	// interval was.
+	PIDList  string
+	Measured bool
+}
+
+// cpuTableSummary builds the table of u.
+func cpuTableSummary(u *CPUUsage) *cpuTableView {
+	v := &cpuTableView{CPUUsage: u, BusyCores: u.MachineBusyMean * float64(u.Cores), MaxBusyCores: u.MachineBusyMax * float64(u.Cores)}
 	for _, pc := range u.Processes {
 		pids := make([]string, len(pc.PIDs))
 		for i, pid := range pc.PIDs {
 			pids[i] = strconv.Itoa(pid)
 		}
-		if pc.Intervals == 0 {
-			p("| %s | %s | %s | n/a | n/a | %s |\n", pc.Name, pc.Role, strings.Join(pids, ", "), pc.Note)
-			continue
+		row := cpuRow{ProcessCPU: pc, PIDList: strings.Join(pids, ", "), Measured: pc.Intervals > 0}
+		if row.Measured {
+			v.SumCores += pc.MeanCores
 		}
-		sum += pc.MeanCores
-		p("| %s | %s | %s | %.2f | %.2f | %s |\n", pc.Name, pc.Role, strings.Join(pids, ", "), pc.MeanCores, pc.MaxCores, pc.Note)
+		v.Rows = append(v.Rows, row)
 	}
-	p("| all of the above | | | %.2f | | |\n", sum)
-	p("| other processes of the machine | | | %.2f | | |\n", u.OtherCoresMean)
-	p("| **machine busy** (1 - idle - iowait of `/proc/stat`) | | | **%.2f (%.0f%% of %d cores)** | %.2f (%.0f%%) | |\n",
-		u.MachineBusyMean*float64(u.Cores), 100*u.MachineBusyMean, u.Cores, u.MachineBusyMax*float64(u.Cores), 100*u.MachineBusyMax)
+	return v
 }
 
 // windowWatch is the profiler and the CPU sampler of one measured window.
