@@ -89,6 +89,12 @@ type Baselines struct {
 	R      RedisBaseline     `json:"r_redis"`
 	C      CassandraBaseline `json:"c_cassandra"`
 	PerRun PerRun            `json:"per_run"`
+	// KSpread, RSpread and CSpread are how the BaselineSamples measurements
+	// of K (records/s), R (plain calls/s) and C (writes/s) varied; K, R and
+	// C are the median ones.
+	KSpread Spread `json:"k_spread"`
+	RSpread Spread `json:"r_spread"`
+	CSpread Spread `json:"c_spread"`
 	// RRunsPerSec = R plain / lease calls per run; CRunsPerSec = C / writes
 	// per run.
 	RRunsPerSec  float64 `json:"r_runs_per_sec"`
