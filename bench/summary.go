@@ -29,7 +29,21 @@ var summaryTemplate = template.Must(template.New("summary.md.tmpl").Funcs(templa
 	"percent":       func(share float64) string { return fmt.Sprintf("%.0f%%", 100*share) },
 	"percentTenths": func(share float64) string { return fmt.Sprintf("%.1f%%", 100*share) },
 	"metOrNot":      metOrNot,
+	"spread":        spreadText,
 }).Parse(summaryText))
+
+// spreadText shows a baseline's samples and their spread, "–" when it was
+// measured once (reports before stable baselines).
+func spreadText(s Spread) string {
+	if len(s.Samples) == 0 {
+		return "–"
+	}
+	vals := make([]string, len(s.Samples))
+	for i, v := range s.Samples {
+		vals[i] = fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%s (spread %.0f%%)", strings.Join(vals, ", "), 100*s.Relative)
+}
 
 // summaryView is what the summary shows of a report.
 type summaryView struct {
