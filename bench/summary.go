@@ -81,7 +81,8 @@ type systemView struct {
 	// Crashes are the kills listed under the results table (a chaos run's
 	// are a table of their own, Chaos).
 	Crashes []crashLine
-	// Notes are the system's notes; a chaos run's are not shown.
+	// Notes are the system's notes (a chaos run's too: lost runs and
+	// duplicates are named there).
 	Notes            []string
 	Chaos            *chaosView
 	CPU              *cpuView
@@ -136,11 +137,10 @@ func (r *Report) summary() summaryView {
 // systemSummary builds the sections of one system; from and to are the
 // window.
 func systemSummary(s System, from, to time.Time) systemView {
-	v := systemView{Name: s.Name, Dags: s.Dags}
+	v := systemView{Name: s.Name, Dags: s.Dags, Notes: s.Notes}
 	if s.Chaos != nil {
 		v.Chaos = chaosSummary(s, from, to)
 	} else {
-		v.Notes = s.Notes
 		for _, c := range s.Crash {
 			v.Crashes = append(v.Crashes, crashLine{CrashEvent: c, Recovery: crashRecovery(c)})
 		}
