@@ -19,8 +19,8 @@ import (
 	"connectrpc.com/connect"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
-	"github.com/chromedp/cdproto/page"
 	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -244,7 +244,9 @@ func TestConsoleInABrowser(t *testing.T) {
 	jobs := apiv1connect.NewJobServiceClient(http.DefaultClient, p.APIURL(), as(operatorToken)...)
 
 	t.Run("every answer carries the policy, and the root leads to the console", func(t *testing.T) {
-		resp, err := http.Get(proxy.URL + "/sundial/")
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, proxy.URL+"/sundial/", nil)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
 		defer func() { _ = resp.Body.Close() }()
 		assert.Equal(t, http.StatusOK, resp.StatusCode)
@@ -267,6 +269,39 @@ func TestConsoleInABrowser(t *testing.T) {
 			}
 			return false
 		}, 2*time.Minute, 100*time.Millisecond, "the refusal was not reported; seen: %v", seen.get())
+	})
+
+	t.Run("a wrong token is refused at login", func(t *testing.T) {
+		tab, cancel := chromedp.NewContext(b.ctx)
+		defer cancel()
+		require.NoError(t, chromedp.Do(tab,
+			chromedp.Navigate(b.base),
+			chromedp.WaitVisible(chromedp.ID("token")),
+			chromedp.SendKeys(chromedp.ID("token"), "not-a-token"),
+			chromedp.Click(chromedp.ID("login")),
+			chromedp.WaitVisible(chromedp.CSS(`#main [role="alert"]`))))
+		alert, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS(`#main [role="alert"]`)))
+		require.NoError(t, err)
+		assert.Contains(t, alert, "unauthenticated")
+		assert.True(t, eval[bool](t, tab, `document.getElementById('nav').hidden && sessionStorage.length === 0`), "a refused token is not kept")
+	})
+
+	t.Run("schedules are described in words", func(t *testing.T) {
+		tab := b.tab(t, viewerToken)
+		cases := []struct{ expr, want string }{
+			{"*/5 * * * * *", "every 5 seconds"},
+			{"* * * * * *", "every second"},
+			{"0 */15 * * * *", "every 15 minutes"},
+			{"30 * * * * *", "every minute at :30"},
+			{"0 0 9 * * *", "at 09:00 every day"},
+			{"0 9 * * 1-5", "at 09:00 Mon–Fri"},
+			{"0 30 2 1 * *", "at 02:30 on day 1 of every month"},
+			{"0 0 12 ? JAN MON", ""},
+		}
+		for _, c := range cases {
+			got := eval[string](t, tab, fmt.Sprintf(`import(new URL('js/format.js', location.href)).then((m) => m.describeCron(%q))`, c.expr))
+			assert.Equal(t, c.want, got, "describeCron(%q)", c.expr)
+		}
 	})
 
 	t.Run("a viewer sees no write buttons", func(t *testing.T) {
@@ -310,7 +345,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		b.open(t, tab, "#/jobs/dev.hello-cron", "job")
 		screenshot(t, tab, "job")
 		state := func() apiv1.DefinitionState {
-			resp, err := jobs.GetJob(ctx, connect.NewRequest(&apiv1.GetJobRequest{Id: "dev.hello-cron"}))
+			resp, err := jobs.GetJob(tab, connect.NewRequest(&apiv1.GetJobRequest{Id: "dev.hello-cron"}))
 			require.NoError(t, err)
 			return resp.Msg.GetJob().GetState()
 		}

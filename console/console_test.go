@@ -38,7 +38,7 @@ func TestHandlerServesTheFilesWithThePolicy(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest(c.method, c.path, nil))
+			h.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), c.method, c.path, nil))
 			assert.Equal(t, c.status, rec.Code)
 			assert.Equal(t, console.ContentSecurityPolicy, rec.Header().Get("Content-Security-Policy"))
 			assert.Equal(t, "nosniff", rec.Header().Get("X-Content-Type-Options"))
@@ -74,7 +74,8 @@ func TestFilesKeepThePolicy(t *testing.T) {
 	var seen int
 	require.NoError(t, fs.WalkDir(files, ".", func(name string, d fs.DirEntry, err error) error {
 		require.NoError(t, err)
-		if d.IsDir() || !(strings.HasSuffix(name, ".html") || strings.HasSuffix(name, ".js") || strings.HasSuffix(name, ".css")) {
+		text := strings.HasSuffix(name, ".html") || strings.HasSuffix(name, ".js") || strings.HasSuffix(name, ".css")
+		if d.IsDir() || !text {
 			return nil
 		}
 		seen++
@@ -100,7 +101,7 @@ func TestAPIServesTheConsoleWithoutAToken(t *testing.T) {
 	require.NoError(t, err)
 	get := func(method, path string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
-		srv.ServeHTTP(rec, httptest.NewRequest(method, path, strings.NewReader("{}")))
+		srv.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), method, path, strings.NewReader("{}")))
 		return rec
 	}
 	assert.Equal(t, http.StatusOK, get("GET", "/console/").Code)

@@ -56,7 +56,7 @@ async function render() {
   main.replaceChildren();
   main.dataset.page = page.id;
   delete main.dataset.loaded;
-  const refresh = page.mount(main, {session, route: r, go, rerender: render});
+  const refresh = page.mount(main, {session, route: r, go});
   await refresher.page(async () => {
     await refresh();
     main.dataset.loaded = 'true';
