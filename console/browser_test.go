@@ -286,7 +286,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		assert.True(t, eval[bool](t, tab, `document.getElementById('nav').hidden && sessionStorage.length === 0`), "a refused token is not kept")
 	})
 
-	t.Run("schedules are described in words", func(t *testing.T) {
+	t.Run("schedules and durations are written in words", func(t *testing.T) {
 		tab := b.tab(t, viewerToken)
 		cases := []struct{ expr, want string }{
 			{"*/5 * * * * *", "every 5 seconds"},
@@ -302,6 +302,14 @@ func TestConsoleInABrowser(t *testing.T) {
 			got := eval[string](t, tab, fmt.Sprintf(`import(new URL('js/format.js', location.href)).then((m) => m.describeCron(%q))`, c.expr))
 			assert.Equal(t, c.want, got, "describeCron(%q)", c.expr)
 		}
+		durations := []struct {
+			seconds float64
+			want    string
+		}{{0.85, "850 ms"}, {10, "10 s"}, {4.25, "4.25 s"}, {185, "3 min 5 s"}, {7260, "2 h 1 min"}}
+		for _, c := range durations {
+			got := eval[string](t, tab, fmt.Sprintf(`import(new URL('js/format.js', location.href)).then((m) => m.duration(%v))`, c.seconds))
+			assert.Equal(t, c.want, got, "duration(%v)", c.seconds)
+		}
 	})
 
 	t.Run("a viewer sees no write buttons", func(t *testing.T) {
@@ -313,6 +321,13 @@ func TestConsoleInABrowser(t *testing.T) {
 			writes := eval[int](t, tab, `document.querySelectorAll('[data-write]').length`)
 			assert.Zero(t, writes, "write buttons on %s", page.fragment)
 		}
+		// The search and the filters are in the URL, answered by the
+		// server.
+		b.open(t, tab, "#/jobs?text=flaky", "jobs")
+		assert.Equal(t, []string{"dev.flaky"}, eval[[]string](t, tab, `[...document.querySelectorAll('#results tbody tr td:first-child')].map((td) => td.textContent)`))
+		b.open(t, tab, "#/jobs?kind=SCHEDULE_KIND_CRON", "jobs")
+		assert.Equal(t, []string{"dev.hello-cron"}, eval[[]string](t, tab, `[...document.querySelectorAll('#results tbody tr td:first-child')].map((td) => td.textContent)`))
+		assert.Equal(t, "SCHEDULE_KIND_CRON", eval[string](t, tab, `document.getElementById('f-kind').value`), "the form shows the URL's filter")
 		who, err := chromedp.Run(tab, chromedp.Text(chromedp.ID("whoami")))
 		require.NoError(t, err)
 		assert.Equal(t, "viewer of team dev", who)

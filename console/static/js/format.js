@@ -13,7 +13,7 @@ export function duration(s) {
   const sign = s < 0 ? '−' : '';
   s = Math.abs(s);
   if (s < 1) return `${sign}${Math.round(s * 1000)} ms`;
-  if (s < 60) return `${sign}${s.toFixed(s < 10 ? 2 : 1)} s`;
+  if (s < 60) return `${sign}${Number.isInteger(s) ? s : s.toFixed(s < 10 ? 2 : 1)} s`;
   if (s < 3600) return `${sign}${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
   if (s < 86400) return `${sign}${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} min`;
   return `${sign}${Math.floor(s / 86400)} d ${Math.round((s % 86400) / 3600)} h`;
