@@ -92,8 +92,20 @@ func newFiredHasher() firedHasher {
 	return firedHasher{a: maphash.MakeSeed(), b: maphash.MakeSeed()}
 }
 
-func (h firedHasher) of(k key) firedKey {
-	return firedKey{maphash.Comparable(h.a, k), maphash.Comparable(h.b, k)}
+func (h firedHasher) of(k key, revision int64) firedKey {
+	id := firedID{key: k, revision: revision}
+	return firedKey{maphash.Comparable(h.a, id), maphash.Comparable(h.b, id)}
+}
+
+// firedID is what the dedupe memory tells apart: an entry's key and the
+// revision of the definition it was written for. The same key written again
+// for a newer definition is new work, not a repeated wake-up: a job resumed
+// within the dedupe window gets its next occurrence from the registry at
+// the key of the occurrence that was dropped while it was paused, and that
+// entry must fire.
+type firedID struct {
+	key      key
+	revision int64
 }
 
 // chain names the scheduled entries of one job definition.
@@ -390,7 +402,7 @@ func (c *shardCore) add(now time.Time, e store.DueEntry, offset int64) bool {
 		}
 		return false
 	}
-	if _, ok := c.fired[c.hasher.of(k)]; ok || !e.Due.Before(c.issued) {
+	if _, ok := c.fired[c.hasher.of(k, e.Revision)]; ok || !e.Due.Before(c.issued) {
 		if offset >= 0 {
 			c.offsets.resolve(offset)
 		}
@@ -428,7 +440,7 @@ func (c *shardCore) forget(it *item) {
 	}
 	// Remembered from when it fired: a splayed entry fires after its due
 	// time.
-	c.fired[c.hasher.of(it.key)] = max(it.key.due, it.at.UnixMilli())
+	c.fired[c.hasher.of(it.key, it.entry.Revision)] = max(it.key.due, it.at.UnixMilli())
 	for _, o := range it.offsets {
 		c.offsets.resolve(o)
 	}
