@@ -158,6 +158,10 @@ func (rm *remote) execute(ctx context.Context, t *apiv1.WorkerTask, interval tim
 			ErrorMessage: "no handler named " + t.GetHandler()})
 		return
 	}
+	// Stop lets the attempt finish and complete (a drain): the gateway
+	// bounds it by the job's timeout, and the beater stops it when the
+	// gateway says so.
+	ctx = context.WithoutCancel(ctx)
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if d := t.GetDeadline(); d != nil {
@@ -179,13 +183,11 @@ func (rm *remote) execute(ctx context.Context, t *apiv1.WorkerTask, interval tim
 	err := callRemote(runCtx, h.fn, r)
 	stopBeats()
 	beatWG.Wait()
-	if context.Cause(runCtx) == errStopped || (ctx.Err() != nil && err != nil) {
+	if errors.Is(context.Cause(runCtx), errStopped) {
 		// The gateway decided the attempt's outcome (lost lease, cancel,
-		// timeout), or this worker is stopping: the task is no longer
-		// this worker's to complete.
-		if ctx.Err() == nil {
-			c.Logger.Info("attempt stopped by the gateway", "run_id", t.GetRunId(), "reason", beats.reason())
-		}
+		// timeout) or cannot be reached: the task is no longer this
+		// worker's to complete.
+		c.Logger.Info("attempt stopped", "run_id", t.GetRunId(), "reason", beats.reason())
 		return
 	}
 	req := &apiv1.CompleteRequest{Outcome: apiv1.CompleteRequest_OUTCOME_SUCCESS, LogLines: out.Lines()}
