@@ -26,6 +26,7 @@ import (
 	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/runner"
+	"github.com/sundialhq/sundial/runner/target"
 	"github.com/sundialhq/sundial/store"
 	"github.com/sundialhq/sundial/worker"
 )
@@ -59,7 +60,10 @@ type stack struct {
 	apiURL string
 }
 
-func setup(t *testing.T) *stack {
+func setup(t *testing.T) *stack { t.Helper(); return setupWith(t, nil) }
+
+// setupWith is setup with handlers compiled into the stock runner.
+func setupWith(t *testing.T, handlers map[string]target.Handler) *stack {
 	t.Helper()
 	k := testenv.NeedKafka(t)
 	rd := testenv.NeedRedis(t)
@@ -81,19 +85,23 @@ func setup(t *testing.T) *stack {
 	backends := assemble.RunnerBackends{Redis: rdb, RedisKeyPrefix: rd.KeyPrefix, Enqueuer: enq}
 	base := func(id string) runner.Config {
 		return runner.Config{
-			ID: id, Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Concurrency: 8,
+			ID: id, Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Concurrency: 64,
 			AnnounceInterval: 300 * time.Millisecond, RouteDelay: 300 * time.Millisecond, CommitInterval: 100 * time.Millisecond,
 			Registerer: prometheus.NewRegistry(),
 		}
 	}
-	stock, err := assemble.Runner(ctx, base("stock-1"), backends)
+	stockCfg := base("stock-1")
+	stockCfg.Handlers = handlers
+	stock, err := assemble.Runner(ctx, stockCfg, backends)
 	require.NoError(t, err)
 	require.NoError(t, stock.Start(ctx))
 	t.Cleanup(stock.Stop)
 
 	broker, err := gateway.New(gateway.Config{HeartbeatInterval: 300 * time.Millisecond, LostAfter: 3})
 	require.NoError(t, err)
-	gw, err := assemble.Gateway(ctx, base("gateway-1"), backends, broker)
+	gwCfg := base("gateway-1")
+	gwCfg.Concurrency = 64 // each attempt waits on a worker's round trips
+	gw, err := assemble.Gateway(ctx, gwCfg, backends, broker)
 	require.NoError(t, err)
 	require.NoError(t, gw.Start(ctx))
 	t.Cleanup(gw.Stop)
@@ -134,7 +142,7 @@ func (s *stack) produce(runs ...*sundialv1.Run) {
 // startWorker starts a team's SDK worker on the gateway with handlers.
 func (s *stack) startWorker(id, team string, client *http.Client, handlers map[string]worker.Handler) {
 	s.t.Helper()
-	w, err := worker.New(worker.Config{APIURL: s.apiURL, Token: team + ":operator", ID: id, Concurrency: 4, HTTPClient: client})
+	w, err := worker.New(worker.Config{APIURL: s.apiURL, Token: team + ":operator", ID: id, Concurrency: 8, HTTPClient: client})
 	require.NoError(s.t, err)
 	for name, h := range handlers {
 		w.Handle(name, h)
