@@ -45,7 +45,7 @@ func TestMeasureGatewayCost(t *testing.T) {
 			s.startWorker("m-1", "team-a", nil, map[string]worker.Handler{"m": h})
 			s.startWorker("m-2", "team-a", nil, map[string]worker.Handler{"m": h})
 		} else {
-			s = setupWith(t, map[string]target.Handler{"m": target.HandlerFunc(func(context.Context, *sundialv1.Run) error { record(); return nil })})
+			s = setupWith(t, stackOpts{handlers: map[string]target.Handler{"m": target.HandlerFunc(func(context.Context, *sundialv1.Run) error { record(); return nil })}})
 		}
 		// warm up: one run through the whole path
 		warm := handlerRun("team-a", "warm", "m", time.Now().Add(-time.Hour))

@@ -22,6 +22,7 @@ import (
 	"github.com/sundialhq/sundial/assemble"
 	"github.com/sundialhq/sundial/auth"
 	"github.com/sundialhq/sundial/gateway"
+	"github.com/sundialhq/sundial/internal/connect/testpki"
 	"github.com/sundialhq/sundial/internal/testenv"
 	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -60,10 +61,18 @@ type stack struct {
 	apiURL string
 }
 
-func setup(t *testing.T) *stack { t.Helper(); return setupWith(t, nil) }
+func setup(t *testing.T) *stack { t.Helper(); return setupWith(t, stackOpts{}) }
 
-// setupWith is setup with handlers compiled into the stock runner.
-func setupWith(t *testing.T, handlers map[string]target.Handler) *stack {
+// stackOpts change setup's stack.
+type stackOpts struct {
+	// handlers are compiled into the stock runner.
+	handlers map[string]target.Handler
+	// pki, when set, makes the API serve TLS only, with its server
+	// certificate.
+	pki *testpki.PKI
+}
+
+func setupWith(t *testing.T, opts stackOpts) *stack {
 	t.Helper()
 	k := testenv.NeedKafka(t)
 	rd := testenv.NeedRedis(t)
@@ -91,7 +100,7 @@ func setupWith(t *testing.T, handlers map[string]target.Handler) *stack {
 		}
 	}
 	stockCfg := base("stock-1")
-	stockCfg.Handlers = handlers
+	stockCfg.Handlers = opts.handlers
 	stock, err := assemble.Runner(ctx, stockCfg, backends)
 	require.NoError(t, err)
 	require.NoError(t, stock.Start(ctx))
@@ -105,12 +114,17 @@ func setupWith(t *testing.T, handlers map[string]target.Handler) *stack {
 	require.NoError(t, err)
 	require.NoError(t, gw.Start(ctx))
 	t.Cleanup(gw.Stop)
-	srv, err := apiserver.New(apiserver.Config{Addr: "127.0.0.1:0", Authenticator: tokenAuth{},
-		Services: []apiserver.Service{gateway.NewService(broker).Service()}})
+	acfg := apiserver.Config{Addr: "127.0.0.1:0", Authenticator: tokenAuth{},
+		Services: []apiserver.Service{gateway.NewService(broker).Service()}}
+	scheme := "http://"
+	if opts.pki != nil {
+		acfg.TLSCertFile, acfg.TLSKeyFile, scheme = opts.pki.ServerCert, opts.pki.ServerKey, "https://"
+	}
+	srv, err := apiserver.New(acfg)
 	require.NoError(t, err)
 	require.NoError(t, srv.Start(ctx))
 	t.Cleanup(srv.Stop)
-	s.apiURL = "http://" + srv.Addr().String()
+	s.apiURL = scheme + srv.Addr().String()
 	return s
 }
 
@@ -142,7 +156,12 @@ func (s *stack) produce(runs ...*sundialv1.Run) {
 // startWorker starts a team's SDK worker on the gateway with handlers.
 func (s *stack) startWorker(id, team string, client *http.Client, handlers map[string]worker.Handler) {
 	s.t.Helper()
-	w, err := worker.New(worker.Config{APIURL: s.apiURL, Token: team + ":operator", ID: id, Concurrency: 8, HTTPClient: client})
+	s.startWorkerWith(worker.Config{APIURL: s.apiURL, Token: team + ":operator", ID: id, Concurrency: 8, HTTPClient: client}, handlers)
+}
+
+func (s *stack) startWorkerWith(cfg worker.Config, handlers map[string]worker.Handler) {
+	s.t.Helper()
+	w, err := worker.New(cfg)
 	require.NoError(s.t, err)
 	for name, h := range handlers {
 		w.Handle(name, h)
@@ -359,4 +378,21 @@ func (l *eventLog) waitReason(t *testing.T, runID string, state sundialv1.RunSta
 func (l *eventLog) waitState(t *testing.T, runID string, state sundialv1.RunState) {
 	t.Helper()
 	l.waitReason(t, runID, state, "")
+}
+
+// TestWorkerReachesATLSOnlyAPIWithItsToken: a worker given the API's https
+// address, the CA of its certificate and its team's token, and nothing
+// else, executes its team's run.
+func TestWorkerReachesATLSOnlyAPIWithItsToken(t *testing.T) {
+	t.Parallel()
+	pki := testpki.New(t)
+	s := setupWith(t, stackOpts{pki: &pki})
+	require.True(t, strings.HasPrefix(s.apiURL, "https://"))
+	fx := newEffects()
+	s.startWorkerWith(worker.Config{APIURL: s.apiURL, Token: "team-a:operator", TLSCAFile: pki.CA, ID: "tls-1"},
+		map[string]worker.Handler{"a.work": fx.handler("tls-1/team-a")})
+	run := handlerRun("team-a", "a-job", "a.work", time.Now())
+	s.produce(run)
+	s.events.waitState(t, run.GetRunId(), sundialv1.RunState_RUN_STATE_SUCCEEDED)
+	require.Equal(t, []string{"tls-1/team-a"}, fx.of(run.GetRunId()))
 }
