@@ -109,10 +109,9 @@ func (s *Service) Heartbeat(ctx context.Context, req *connect.Request[apiv1.Hear
 	}
 	out := &apiv1.HeartbeatResponse{Stop: beat.Stop != "", Reason: beat.Stop}
 	if req.Msg.GetHasCheckpoint() && beat.Stop == "" {
-		switch {
-		case t.Checkpoints == nil:
+		if t.Checkpoints == nil {
 			out.CheckpointError = "this installation keeps no checkpoints"
-		default:
+		} else {
 			err := t.Checkpoints.Save(ctx, req.Msg.GetCheckpoint())
 			switch {
 			case errors.Is(err, checkpoint.ErrSuspended):

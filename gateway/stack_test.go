@@ -295,7 +295,7 @@ func (e *enqueuer) Enqueue(_ context.Context, entries ...store.DueEntry) error {
 		if err := proto.Unmarshal(en.Payload, run); err != nil {
 			return err
 		}
-		e.wg.Go(func() {
+		e.wg.Go(func() { //nolint:contextcheck // a due entry outlives the call, as the dispatcher's does
 			select {
 			case <-time.After(time.Until(en.Due)):
 			case <-e.stop:

@@ -27,19 +27,24 @@ func hello(_ context.Context, r *worker.Run) error {
 }
 
 func main() {
-	cfg, err := worker.FromEnv() // SUNDIAL_API_URL, SUNDIAL_API_TOKEN, SUNDIAL_API_CA_FILE
-	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err == nil {
-		var w *worker.Worker
-		if w, err = worker.New(cfg); err == nil {
-			w.Handle("hello", hello)
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			err = w.Run(ctx)
-		}
-	}
-	if err != nil {
+	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "teamworker:", err)
 		os.Exit(1)
 	}
+}
+
+func run() error {
+	cfg, err := worker.FromEnv() // SUNDIAL_API_URL, SUNDIAL_API_TOKEN, SUNDIAL_API_CA_FILE
+	if err != nil {
+		return err
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	w, err := worker.New(cfg)
+	if err != nil {
+		return err
+	}
+	w.Handle("hello", hello)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return w.Run(ctx)
 }
