@@ -65,6 +65,9 @@ func TestPollGivesOnlyTheTeamsTasksOfItsHandlers(t *testing.T) {
 	t.Parallel()
 	b, _ := setup(t)
 	ctx := t.Context()
+	// Team b's worker has polled: the task waits for it (the clock stands
+	// still, so it stays live).
+	assert.Empty(t, b.poll(ctx, "team-b", "b-1", []string{"work"}, 4, time.Millisecond))
 	results := make(chan error, 1)
 	go func() { results <- b.HandleAttempt(ctx, req("team-b", "work", "b@1")) }()
 	waitQueued(t, b, "team-b", "work")
@@ -107,6 +110,7 @@ func TestSilentWorkerIsLostAndTheAttemptRetryable(t *testing.T) {
 	t.Parallel()
 	b, c := setup(t)
 	ctx := t.Context()
+	b.poll(ctx, "team-a", "a-1", []string{"work"}, 1, time.Millisecond)
 	results := make(chan error, 1)
 	go func() { results <- b.HandleAttempt(ctx, req("team-a", "work", "a@1")) }()
 	waitQueued(t, b, "team-a", "work")
@@ -129,6 +133,7 @@ func TestSilentWorkerIsLostAndTheAttemptRetryable(t *testing.T) {
 func TestCancelledAttemptTellsItsWorkerToStop(t *testing.T) {
 	t.Parallel()
 	b, _ := setup(t)
+	b.poll(t.Context(), "team-a", "a-1", []string{"work"}, 1, time.Millisecond)
 	ctx, cancel := context.WithCancelCause(t.Context())
 	results := make(chan error, 1)
 	go func() { results <- b.HandleAttempt(ctx, req("team-a", "work", "a@1")) }()

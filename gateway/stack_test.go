@@ -106,7 +106,9 @@ func setupWith(t *testing.T, opts stackOpts) *stack {
 	require.NoError(t, stock.Start(ctx))
 	t.Cleanup(stock.Stop)
 
-	broker, err := gateway.New(gateway.Config{HeartbeatInterval: 300 * time.Millisecond, LostAfter: 3})
+	// A worker is lost after 5 s without a heartbeat: long enough for a
+	// loaded machine (under -race) not to lose a live one.
+	broker, err := gateway.New(gateway.Config{HeartbeatInterval: time.Second, LostAfter: 5})
 	require.NoError(t, err)
 	gwCfg := base("gateway-1")
 	gwCfg.Concurrency = 64 // each attempt waits on a worker's round trips
