@@ -59,6 +59,10 @@ type stack struct {
 	client *kgo.Client
 	events *eventLog
 	apiURL string
+	// redis and runnerKeys are the runners' Redis and key prefix, for the
+	// operator's signals.
+	redis      redis.UniversalClient
+	runnerKeys string
 }
 
 func setup(t *testing.T) *stack { t.Helper(); return setupWith(t, stackOpts{}) }
@@ -90,7 +94,7 @@ func setupWith(t *testing.T, opts stackOpts) *stack {
 	t.Cleanup(func() { _ = rdb.Close() })
 	enq := &enqueuer{cl: cl, names: names, stop: make(chan struct{})}
 	t.Cleanup(enq.close)
-	s := &stack{t: t, names: names, client: cl, events: newEventLog(t, k.Brokers, names)}
+	s := &stack{t: t, names: names, client: cl, events: newEventLog(t, k.Brokers, names), redis: rdb, runnerKeys: rd.KeyPrefix + runner.DefaultKeyPrefix}
 	backends := assemble.RunnerBackends{Redis: rdb, RedisKeyPrefix: rd.KeyPrefix, Enqueuer: enq}
 	base := func(id string) runner.Config {
 		return runner.Config{
@@ -397,4 +401,40 @@ func TestWorkerReachesATLSOnlyAPIWithItsToken(t *testing.T) {
 	s.produce(run)
 	s.events.waitState(t, run.GetRunId(), sundialv1.RunState_RUN_STATE_SUCCEEDED)
 	require.Equal(t, []string{"tls-1/team-a"}, fx.of(run.GetRunId()))
+}
+
+// TestCancelReachesTheWorkerThroughItsHeartbeat: an operator's cancel of a
+// run executing on a team's worker ends the handler's context (the
+// gateway answers the worker's next heartbeat "stop"), and the run is
+// CANCELLED, not retried.
+func TestCancelReachesTheWorkerThroughItsHeartbeat(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	started, stopped := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	s.startWorker("a-1", "team-a", nil, map[string]worker.Handler{"a.work": func(ctx context.Context, _ *worker.Run) error {
+		if calls.Add(1) == 1 {
+			close(started)
+		}
+		<-ctx.Done()
+		close(stopped)
+		return ctx.Err()
+	}})
+	run := handlerRun("team-a", "a-job", "a.work", time.Now())
+	s.produce(run)
+	select {
+	case <-started:
+	case <-time.After(waitFor):
+		t.Fatal("the worker never received the run")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	require.NoError(t, runner.SignalCancel(ctx, s.redis, s.runnerKeys, run.GetJobId(), run.GetRunId()))
+	select {
+	case <-stopped:
+	case <-time.After(waitFor):
+		t.Fatal("the handler's context never ended")
+	}
+	s.events.waitState(t, run.GetRunId(), sundialv1.RunState_RUN_STATE_CANCELLED)
+	require.Equal(t, int32(1), calls.Load(), "a cancelled run executed again")
 }
