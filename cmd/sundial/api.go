@@ -113,6 +113,9 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 	if _, err := apiserver.ParseStaticTokens(cmd.StringSlice("api-static-token")); err != nil {
 		bad = append(bad, fmt.Errorf("--api-static-token: %w", err))
 	}
+	if cmd.Bool("worker-gateway") && cmd.String("redis-addr") == "" && cmd.String("redis-sentinel-master") == "" {
+		bad = append(bad, errors.New("--worker-gateway: needs --redis-addr (or --redis-sentinel-master): the gateway holds its runs' leases"))
+	}
 	p, err := newProcess(cmd, "api")
 	if err != nil {
 		bad = append(bad, err)
@@ -199,9 +202,6 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 	}
 	var components []lifecycle
 	if cmd.Bool("worker-gateway") {
-		if backends.Redis == nil {
-			return errors.New("--worker-gateway: needs --redis-addr (or --redis-sentinel-master): the gateway holds its runs' leases")
-		}
 		broker, err := gateway.New(gateway.Config{Logger: p.named("gateway")})
 		if err != nil {
 			return err
