@@ -65,13 +65,13 @@ type metrics struct {
 	// few), with the run id as an exemplar: the per-team objective, and the
 	// way from a slow bucket to one run of the job behind it.
 	teamTriggerLatency *prometheus.HistogramVec
-	runs           *prometheus.CounterVec
-	retries        prometheus.Counter
-	deadLetters    prometheus.Counter
-	leases         *prometheus.CounterVec
-	leaseLost      prometheus.Counter
-	inFlight       prometheus.Gauge
-	queued         *prometheus.GaugeVec
+	runs               *prometheus.CounterVec
+	retries            prometheus.Counter
+	deadLetters        prometheus.Counter
+	leases             *prometheus.CounterVec
+	leaseLost          prometheus.Counter
+	inFlight           prometheus.Gauge
+	queued             *prometheus.GaugeVec
 	// queuedBy are queued's gauges by priority level (topics.Priorities
 	// order), resolved once: they are set on every pop.
 	queuedBy     [priority.Levels]prometheus.Gauge
