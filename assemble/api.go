@@ -19,6 +19,7 @@ import (
 	"github.com/sundialhq/sundial/discovery"
 	"github.com/sundialhq/sundial/dispatcher"
 	"github.com/sundialhq/sundial/enqueue"
+	"github.com/sundialhq/sundial/gateway"
 	"github.com/sundialhq/sundial/history"
 	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/internal/topics"
@@ -77,6 +78,10 @@ type APIBackends struct {
 	Redis redis.UniversalClient
 	// RedisKeyPrefix starts every Redis key of the installation.
 	RedisKeyPrefix string
+	// Workers is the broker of the worker gateway hosted with the API
+	// (package gateway; its runner is built by Gateway): when set, the
+	// WorkerService is served, for the teams' workers. Nil serves none.
+	Workers *gateway.Broker
 }
 
 // APIConfig are the plain settings of the API's services.
@@ -143,6 +148,9 @@ func APIServices(cfg APIConfig, b APIBackends) ([]apiserver.Service, []apiserver
 	control, err := controlServices(cfg, b, trail, named)
 	if err != nil {
 		return nil, nil, err
+	}
+	if b.Workers != nil {
+		services = append(services, gateway.NewService(b.Workers).Service())
 	}
 	return append(append(services, runs...), control...), handlers, nil
 }

@@ -148,3 +148,33 @@ type standIn struct{}
 func (standIn) Enqueue(context.Context, ...store.DueEntry) error {
 	return errors.New("assemble: stand-in enqueuer")
 }
+
+// Gateway pool and group: a worker gateway's runner announces itself in
+// GatewayPool and consumes its directed topic in GatewayGroup, so that
+// the gateways of an installation adopt each other's directed topics and
+// none of them consumes the runs topics of the stock runners.
+const (
+	GatewayPool  = "gateway"
+	GatewayGroup = "sundial-gateways"
+)
+
+// Gateway builds the runner of a worker gateway (package gateway): a runner
+// as Runner builds it whose handler runs execute on the remote workers of
+// remote (runner.Config.Remote), that consumes only its directed topic
+// (runner.Config.DirectOnly), in the pool GatewayPool and the group
+// GatewayGroup unless cfg names others. The stock runners route the handler
+// runs they cannot execute to it while its workers serve them.
+func Gateway(ctx context.Context, cfg runner.Config, b RunnerBackends, remote runner.Remote) (*runner.Runner, error) {
+	if remote == nil {
+		return nil, errors.New("assemble gateway: remote: required")
+	}
+	cfg.Remote = remote
+	cfg.DirectOnly = true
+	if cfg.Pool == "" {
+		cfg.Pool = GatewayPool
+	}
+	if cfg.Group == "" {
+		cfg.Group = cfg.Topics.Group(GatewayGroup)
+	}
+	return Runner(ctx, cfg, b)
+}

@@ -53,6 +53,9 @@ type AnnouncerConfig struct {
 	Capacity int
 	// InFlight returns the runs executing now. Nil announces 0.
 	InFlight func() int
+	// Handlers returns the handlers it executes, per team, at each
+	// announcement. Nil announces none.
+	Handlers func() []ServedHandler
 	// Interval is the heartbeat interval. Default DefaultInterval.
 	Interval time.Duration
 	// Logger logs; nil discards.
@@ -165,6 +168,11 @@ func (a *Announcer) announce(ctx context.Context, cl *kgo.Client, u *usage) {
 		Capacity: uint32(a.cfg.Capacity), InFlight: uint32(max(inFlight, 0)), CpuCores: cores, MemoryBytes: mem,
 		HeartbeatTime: timestamppb.New(now), StartedTime: timestamppb.New(a.started),
 		HeartbeatIntervalMs: uint32(a.cfg.Interval.Milliseconds()),
+	}
+	if a.cfg.Handlers != nil {
+		for _, h := range a.cfg.Handlers() {
+			ann.Handlers = append(ann.Handlers, &sundialv1.ServedHandler{Team: h.Team, Name: h.Name})
+		}
 	}
 	val, err := proto.Marshal(ann)
 	if err != nil {

@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"maps"
+	"slices"
 	"time"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -54,6 +55,27 @@ type Member struct {
 	Started   time.Time
 	Interval  time.Duration
 	State     State
+	// Handlers are the handlers it executes, per team (ServedHandler).
+	Handlers []ServedHandler
+}
+
+// ServedHandler is a handler an executor executes: for Team's runs, or
+// for every team's when Team is empty (a handler compiled into the
+// executor).
+type ServedHandler struct {
+	Team string
+	Name string
+}
+
+// Serves reports whether the member executes team's runs of the handler
+// name.
+func (m Member) Serves(team, name string) bool {
+	for _, h := range m.Handlers {
+		if h.Name == name && (h.Team == "" || h.Team == team) {
+			return true
+		}
+	}
+	return false
 }
 
 // Free is the slots the member had free at its last heartbeat.
@@ -61,6 +83,7 @@ func (m Member) Free() int { return max(m.Capacity-m.InFlight, 0) }
 
 func (m Member) clone() Member {
 	m.Labels = maps.Clone(m.Labels)
+	m.Handlers = slices.Clone(m.Handlers)
 	return m
 }
 
@@ -82,6 +105,9 @@ func memberOf(a *sundialv1.ExecutorAnnouncement) (Member, bool) {
 		MemoryBytes: a.GetMemoryBytes(),
 		Heartbeat:   a.GetHeartbeatTime().AsTime(),
 		Interval:    time.Duration(a.GetHeartbeatIntervalMs()) * time.Millisecond,
+	}
+	for _, h := range a.GetHandlers() {
+		m.Handlers = append(m.Handlers, ServedHandler{Team: h.GetTeam(), Name: h.GetName()})
 	}
 	if a.GetStartedTime() != nil {
 		m.Started = a.GetStartedTime().AsTime()

@@ -26,6 +26,7 @@ import (
 	"github.com/sundialhq/sundial/discovery"
 	"github.com/sundialhq/sundial/dispatcher"
 	"github.com/sundialhq/sundial/enqueue"
+	"github.com/sundialhq/sundial/gateway"
 	"github.com/sundialhq/sundial/history"
 	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/internal/deps/metricdeps"
@@ -282,7 +283,25 @@ func (p *Pipeline) start(ctx context.Context, run *lifecycle.Run) error {
 	if err != nil {
 		return err
 	}
-	for _, c := range []component{reg, trg, dsp, rnr, hist, dag} {
+	components := []component{reg, trg, dsp, rnr, hist, dag}
+	// With the API, the worker gateway too, so that a team's worker
+	// points at the API with a dev token (docs/workers.md). Its runner
+	// registers no metrics: the stock runner's are on the registry.
+	var workers *gateway.Broker
+	if cfg.APIAddr != "" {
+		workers, err = gateway.New(gateway.Config{Logger: log.With("component", "gateway"), Now: cfg.Now})
+		if err != nil {
+			return err
+		}
+		gw, err := assemble.Gateway(ctx, runner.Config{ID: "dev-gateway", Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Topics: names,
+			Logger: log.With("component", "gateway"), Now: cfg.Now},
+			assemble.RunnerBackends{Redis: rc, Enqueuer: enq}, workers)
+		if err != nil {
+			return err
+		}
+		components = append(components, gw)
+	}
+	for _, c := range components {
 		if err := c.Start(ctx); err != nil {
 			return err
 		}
@@ -298,7 +317,7 @@ func (p *Pipeline) start(ctx context.Context, run *lifecycle.Run) error {
 	if cfg.APIAddr == "" {
 		return nil
 	}
-	return p.startAPI(ctx, run, apiBackends{brokers: brokers, store: st, producer: enqClient, enqueuer: enq, redis: rc})
+	return p.startAPI(ctx, run, apiBackends{brokers: brokers, store: st, producer: enqClient, enqueuer: enq, redis: rc, workers: workers})
 }
 
 // apiBackends are the in-process backends the API is served on.
@@ -308,6 +327,7 @@ type apiBackends struct {
 	producer *kgo.Client
 	enqueuer *enqueue.Enqueuer
 	redis    redis.UniversalClient
+	workers  *gateway.Broker
 }
 
 // startAPI serves the control-plane API on cfg.APIAddr, built as
@@ -326,7 +346,7 @@ func (p *Pipeline) startAPI(ctx context.Context, run *lifecycle.Run, b apiBacken
 	run.OnStop(executors.Stop)
 	services, handlers, err := assemble.APIServices(assemble.APIConfig{Topics: names, Shards: cfg.Shards, Now: cfg.Now, Logger: log},
 		assemble.APIBackends{Store: b.store, Kafka: kopts, Producer: b.producer, Client: p.client, Enqueuer: b.enqueuer,
-			Executors: executors, Redis: b.redis})
+			Executors: executors, Redis: b.redis, Workers: b.workers})
 	if err != nil {
 		return err
 	}

@@ -132,6 +132,16 @@ type Config struct {
 
 	// Handlers are the in-process handlers, by the name HandlerTarget uses.
 	Handlers map[string]target.Handler
+	// Remote executes handler runs on workers outside the process (a
+	// worker gateway, package gateway): a handler run whose name is not in
+	// Handlers executes there when Remote serves its team and handler.
+	// Nil: only Handlers execute here.
+	Remote Remote
+	// DirectOnly makes the runner consume its directed topic (and the
+	// adopted ones of its pool) only, not the runs topics: it executes
+	// only what other runners route to it. A worker gateway runs so, in a
+	// consumer group of its own.
+	DirectOnly bool
 	// Exec runs exec targets: the commands an operator allows by name. Nil
 	// refuses them (dead-lettered as "exec_not_allowed").
 	Exec *target.Exec

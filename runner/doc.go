@@ -55,6 +55,19 @@
 // mark of the run id do, so a run delivered twice by a crash or an
 // adoption still takes effect once.
 //
+// A handler run this runner cannot execute (its name is not in
+// Config.Handlers, and Config.Remote has no live worker of the run's team
+// serving it) is never dead-lettered for it (remote.go): it is handed over
+// to the directed topic of a live executor that announces (owner team,
+// handler) on sundial.executors (a runner's own handlers serve every team; a
+// worker gateway announces those of its connected workers, per team), and
+// when none does it is deferred by Config.RouteDelay (DEFERRED, reason
+// no_worker, no attempt spent; sundial_runner_no_worker_deferrals_total).
+// A runner with Config.Remote executes a handler run on a remote worker as
+// it would a local handler: the lease, fencing token, events, dedupe mark
+// and commits are its own (package gateway). With Config.DirectOnly it
+// consumes only its directed topic (and the adopted ones of its pool).
+//
 // A BROADCAST or SHARDED run is fanned out instead (fanout.go): the router
 // produces its child runs, whose ids derive from the base run id, to their
 // members' directed topics and finishes the base record once all are
@@ -303,6 +316,9 @@
 //     session is made in attempt.go, a suspension settled in settle.go).
 //   - pool.go: the pool's slots and blocking policy, and the announcer.
 //   - route.go: routing: the routers, the directed topic and adoption.
+//   - remote.go: handler runs: Remote (a worker gateway's workers), the
+//     handlers announced, and the hand-over or no_worker deferral of a
+//     handler run this runner cannot execute.
 //   - teamquota.go: team slots (max_concurrent_runs) and the team of a
 //     fetched record.
 //   - config.go, metrics.go: the Config and the Prometheus metrics.
@@ -314,7 +330,8 @@
 // # Extension points
 //
 // Config.Handlers are the in-process handlers by name; package worker builds
-// a team's runner on them (docs/workers.md). A handler that implements
+// an in-process worker on them, and Config.Remote a worker gateway's
+// remote ones (package gateway; docs/workers.md). A handler that implements
 // target.AttemptHandler is given the fencing token and the attempt's
 // target.Output. Config.Exec runs the commands an operator allows by name
 // (sundial runner --exec-allow), for the teams and pools Config.Egress

@@ -176,6 +176,9 @@ func (x *execution) handle(ctx context.Context) result {
 // ends), or ok false and how the delivery ended.
 func (x *execution) admit(ctx context.Context, downstream breaker.Key) (release func(), res result, ok bool) {
 	r, s := x.r, x.settle()
+	if name, ok := handlerName(x.run); ok && !r.servesHandler(x.run.GetOwnerTeam(), name) {
+		return nil, x.routeHandler(ctx, name), false
+	}
 	if r.needsRoute(x.rec) {
 		if res, here := x.route(ctx); !here {
 			return nil, res, false

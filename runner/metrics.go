@@ -65,13 +65,13 @@ type metrics struct {
 	// few), with the run id as an exemplar: the per-team objective, and the
 	// way from a slow bucket to one run of the job behind it.
 	teamTriggerLatency *prometheus.HistogramVec
-	runs           *prometheus.CounterVec
-	retries        prometheus.Counter
-	deadLetters    prometheus.Counter
-	leases         *prometheus.CounterVec
-	leaseLost      prometheus.Counter
-	inFlight       prometheus.Gauge
-	queued         *prometheus.GaugeVec
+	runs               *prometheus.CounterVec
+	retries            prometheus.Counter
+	deadLetters        prometheus.Counter
+	leases             *prometheus.CounterVec
+	leaseLost          prometheus.Counter
+	inFlight           prometheus.Gauge
+	queued             *prometheus.GaugeVec
 	// queuedBy are queued's gauges by priority level (topics.Priorities
 	// order), resolved once: they are set on every pop.
 	queuedBy     [priority.Levels]prometheus.Gauge
@@ -85,6 +85,9 @@ type metrics struct {
 	egressRefusals *prometheus.CounterVec
 	// routed is by routing strategy (five values).
 	routed *prometheus.CounterVec
+	// noWorker is by team: runs deferred because no live executor serves
+	// their handler for their team.
+	noWorker *prometheus.CounterVec
 }
 
 // observeTriggerLatency records one attempt's trigger latency, by priority
@@ -181,6 +184,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "sundial", Subsystem: "runner", Name: "routed_runs_total",
 			Help: "Runs this runner chose an executor for, by routing strategy.",
 		}, []string{"strategy"}),
+		noWorker: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sundial", Subsystem: "runner", Name: "no_worker_deferrals_total",
+			Help: "Handler runs deferred because no live executor serves their handler for their team (reason no_worker), by team.",
+		}, []string{"team"}),
 	}
 	// Every labelled series exists from the start, at 0.
 	for _, o := range outcomes {
@@ -198,7 +205,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.triggerLatency, m.teamTriggerLatency, m.runs, m.retries, m.deadLetters, m.leases, m.leaseLost, m.inFlight, m.queued, m.commitErrors, m.teamRuns, m.teamDeferrals, m.teamRateDeferrals, m.egressRefusals, m.routed} {
+	for _, c := range []prometheus.Collector{m.triggerLatency, m.teamTriggerLatency, m.runs, m.retries, m.deadLetters, m.leases, m.leaseLost, m.inFlight, m.queued, m.commitErrors, m.teamRuns, m.teamDeferrals, m.teamRateDeferrals, m.egressRefusals, m.routed, m.noWorker} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("runner: register metrics: %w", err)
 		}

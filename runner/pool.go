@@ -114,6 +114,7 @@ func (r *Runner) announce(ctx context.Context, run *lifecycle.Run) error {
 		Kafka: r.cfg.Kafka, Topics: r.cfg.Topics, ID: r.cfg.ID, Pool: r.cfg.Pool, Labels: r.cfg.Labels,
 		Version: r.cfg.Version, Blocking: string(r.cfg.PoolBlocking), Capacity: r.cfg.PoolSlots,
 		InFlight: r.pool.inFlight, Interval: r.cfg.AnnounceInterval, Logger: r.log, Now: r.cfg.Now,
+		Handlers: r.servedHandlers,
 	})
 	if err != nil {
 		return err

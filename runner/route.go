@@ -249,23 +249,31 @@ func (x *execution) route(ctx context.Context) (res result, executeHere bool) {
 	if d.Member == r.cfg.ID {
 		return unfinished, true
 	}
+	return x.handOver(ctx, d.Member), false
+}
+
+// handOver produces the run to member's directed topic and returns
+// finished once the produce is acknowledged (unfinished when it fails: the
+// record is routed again).
+func (x *execution) handOver(ctx context.Context, member string) result {
+	r, run := x.r, x.run
 	next := proto.Clone(run).(*sundialv1.Run)
-	next.RoutedTo = d.Member
+	next.RoutedTo = member
 	val, err := proto.Marshal(next)
 	if err != nil {
 		x.logger().Error("routed run not encoded", "err", err)
-		return unfinished, false
+		return unfinished
 	}
 	err = r.producer.ProduceSync(ctx, &kgo.Record{
-		Topic: r.cfg.Topics.Direct(d.Member), Key: []byte(run.GetRunId()), Value: val,
+		Topic: r.cfg.Topics.Direct(member), Key: []byte(run.GetRunId()), Value: val,
 		Headers: topics.ProtobufHeaders(next),
 	}).FirstErr()
 	if err != nil {
-		x.logger().Warn("routed run not handed over; it will be routed again", "executor", d.Member, "err", err)
-		return unfinished, false
+		x.logger().Warn("routed run not handed over; it will be routed again", "executor", member, "err", err)
+		return unfinished
 	}
-	x.logger().Debug("run routed", "executor", d.Member, "pool", pool)
-	return finished, false
+	x.logger().Debug("run routed", "executor", member, "pool", run.GetPool())
+	return finished
 }
 
 func routeLabel(s sundialv1.RoutingStrategy) string {

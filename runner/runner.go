@@ -159,6 +159,7 @@ func (r *Runner) start(ctx context.Context, run *lifecycle.Run) error {
 		HTTP:     &target.HTTP{Egress: r.egress, Transport: r.cfg.HTTPTransport, Now: r.cfg.Now, Secrets: r.cfg.Secrets},
 		Kafka:    &target.Kafka{Client: producer},
 		Handlers: r.cfg.Handlers,
+		Remote:   remoteHandler(r.cfg.Remote),
 		Exec:     r.cfg.Exec,
 		Egress:   r.egress,
 	}
@@ -189,7 +190,7 @@ func (r *Runner) consumerOpts() []kgo.Opt {
 		kgo.HeartbeatInterval(r.cfg.HeartbeatInterval),
 		// Only this runner subscribes to its directed topic, so the group
 		// assigns that topic's partitions to it alone.
-		kgo.ConsumeTopics(append(r.cfg.Topics.AllRuns(), r.cfg.Topics.Direct(r.cfg.ID))...),
+		kgo.ConsumeTopics(r.consumedTopics()...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
@@ -197,6 +198,15 @@ func (r *Runner) consumerOpts() []kgo.Opt {
 		kgo.OnPartitionsRevoked(r.commits.onRevoked),
 		kgo.OnPartitionsLost(r.commits.onLost),
 	)
+}
+
+// consumedTopics are the topics the runner subscribes to: the runs topics
+// and its directed topic, or its directed topic only (Config.DirectOnly).
+func (r *Runner) consumedTopics() []string {
+	if r.cfg.DirectOnly {
+		return []string{r.cfg.Topics.Direct(r.cfg.ID)}
+	}
+	return append(r.cfg.Topics.AllRuns(), r.cfg.Topics.Direct(r.cfg.ID))
 }
 
 // startLoops starts the goroutines of a run of the Runner: the poll loop,

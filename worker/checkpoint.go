@@ -27,6 +27,9 @@ var errNoCheckpoints = errors.New("worker: no checkpoint store on this attempt's
 // its lease to another (it must stop: its checkpoints are refused), and a
 // *checkpoint.TooLargeError above MaxCheckpointSize.
 func Checkpoint(ctx context.Context, data []byte) error {
+	if b, ok := ctx.Value(remoteKey{}).(*beater); ok {
+		return b.save(ctx, data)
+	}
 	s := checkpoint.FromContext(ctx)
 	if s == nil {
 		return errNoCheckpoints
@@ -38,6 +41,10 @@ func Checkpoint(ctx context.Context, data []byte) error {
 // attempt or an earlier one (an attempt that failed, a run suspended and
 // resumed, a runner that died); ok is false when the run has none.
 func LastCheckpoint(ctx context.Context) (data []byte, ok bool, err error) {
+	if b, isRemote := ctx.Value(remoteKey{}).(*beater); isRemote {
+		data, ok := b.lastCheckpoint()
+		return data, ok, nil
+	}
 	s := checkpoint.FromContext(ctx)
 	if s == nil {
 		return nil, false, errNoCheckpoints

@@ -1,8 +1,9 @@
 // Package worker turns a Go program into a Sundial executor: it registers
-// handlers by name and joins a pool of runners, and the runner package does
-// the rest. A team writes only the handler:
+// handlers by name and executes the runs of jobs whose target is
+// {"handler": {"name": ...}}. A team writes only the handler:
 //
-//	w, err := worker.New(worker.Config{KafkaBrokers: ..., RedisAddr: ..., CassandraHosts: ...})
+//	cfg, err := worker.FromEnv() // SUNDIAL_API_URL, SUNDIAL_API_TOKEN
+//	w, err := worker.New(cfg)
 //	w.Handle("billing.invoice", func(ctx context.Context, r *worker.Run) error {
 //		r.Log.Info("invoicing", "customer", ...)
 //		r.Progress(1, 3, "line billed")
@@ -10,46 +11,60 @@
 //	})
 //	err = w.Run(ctx)
 //
-// A Worker is a runner (package runner) with the team's handlers: the runs
-// of jobs whose target is {"handler": {"name": "billing.invoice"}} execute
-// the registered function; HTTP and Kafka targets execute as in the stock
-// runner. Leases, heartbeats, fencing tokens, retries and deferrals, the
-// per-downstream circuit breaker ("handler:<name>"), run events, the
-// dead-letter topic and the metrics are the runner's, unchanged.
+// A worker runs in one of two modes.
+//
+// A team's worker (Config.APIURL and Config.Token) talks to the worker
+// gateway of the control-plane API only (package gateway): it polls for
+// its team's runs of the handlers it registered, heartbeats each attempt,
+// and gives the outcome and the attempt's log lines back. It holds no
+// Kafka, Redis or Cassandra credential; the gateway's runner holds the
+// lease, the fencing token, the events and the commits for it. Several
+// teams' workers, and several versions of one team's worker, run side by
+// side on one installation.
+//
+// An in-process worker (Config.KafkaBrokers, RedisAddr, CassandraHosts) is
+// a runner (package runner) with the team's handlers, in a pool's consumer
+// group: HTTP and Kafka targets execute as in the stock runner, and it
+// holds the installation's credentials. It is for the operators' own
+// handlers.
 //
 // Invariants:
 //   - A handler is called at most once at a time per run by the pool
 //     (the run's lease), but a run may execute more than once in all: a
-//     worker that dies after the effect and before the run's record is
-//     written leaves the run to be delivered again. Effects must be
-//     idempotent by Run.ID; Run.FencingToken orders the holders of a job's
-//     leases, so a downstream can refuse a write from a superseded holder.
-//   - The handler's ctx ends at the job's timeout, when the lease is lost
-//     or when the worker stops (after the runner's ShutdownTimeout); a
-//     handler must return soon after. Once the lease is lost the attempt
-//     fails with code "lease_lost" and is retried, whatever the handler
-//     returns.
+//     worker that dies after the effect and before the outcome is recorded
+//     leaves the run to be delivered again, with Run.Replay set. Effects
+//     must be idempotent by Run.ID; Run.FencingToken orders the holders of
+//     a job's leases, so a downstream can refuse a write from a superseded
+//     holder.
+//   - A team's worker receives only runs whose owner team is its token's
+//     team and whose handler it registered; it cannot heartbeat, complete
+//     or see another team's attempt.
+//   - The handler's ctx ends at the job's timeout, when the lease is lost,
+//     when the run is cancelled or replaced (a team's worker learns it at
+//     its next heartbeat), or when the worker stops (after the runner's
+//     ShutdownTimeout); a handler must return soon after. Once the lease
+//     is lost the attempt fails with code "lease_lost" and is retried,
+//     whatever the handler returns. A team's worker that cannot heartbeat
+//     for three heartbeat intervals stops its handlers: the gateway has by
+//     then failed the attempt as "worker_lost" and retries it elsewhere.
 //   - Run.Log writes to the worker's logger and to the attempt's output:
 //     the last lines (target.MaxOutputLines and target.MaxOutputBytes at
 //     most, older lines dropped first) travel on the attempt's final event
 //     (SUCCEEDED, FAILED, TIMED_OUT, DEAD, CANCELLED) and the history
 //     writer stores them on the attempt's record, which `sundial runs get`
-//     prints. Nothing is written to Kafka before the attempt ends, so
-//     logging costs no round trip; a worker that dies mid-run loses that
-//     attempt's lines.
+//     prints. A team's worker sends them with the outcome. A worker that
+//     dies mid-run loses that attempt's lines.
 //   - Run.Progress is a line of the run's log; progress is not published
 //     while the run executes.
-//   - A pool is, today, the runners' consumer group on the runs topics
-//     (Group). Every consumer group on those topics receives every run, and
-//     every member of a group may receive any run, so every member of a
-//     pool must register the same handlers: a run whose handler a member
-//     lacks is dead-lettered as "unknown_handler". Routing a job to a pool,
-//     and strategies within a pool, come later.
-//   - A worker announces itself on sundial.executors (package discovery)
-//     with its pool, slots, blocking policy and load while it runs, and
-//     writes its tombstone on Stop; PoolSlots and PoolBlocking apply the
-//     pool's blocking policy on this worker (runner.PoolBlocking).
-//   - Start opens its own connections (Kafka, Redis, Cassandra); Stop
-//     closes them after the runner has stopped. Stop is idempotent and safe
-//     before Start.
+//   - Checkpoint saves through the attempt's runner (a team's worker:
+//     through the gateway, on a heartbeat) and returns ErrSuspended when
+//     the run is to be suspended.
+//   - A run whose handler no live executor serves for its team waits:
+//     runners defer it (DEFERRED, reason "no_worker") and never dead-letter
+//     it for a missing handler. An in-process worker announces its handlers
+//     for every team; a gateway announces those of its connected workers,
+//     per team.
+//   - Start opens the worker's connections (the API's, or Kafka, Redis and
+//     Cassandra); Stop closes them after the handlers have returned. Stop
+//     is idempotent and safe before Start.
 package worker

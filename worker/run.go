@@ -27,6 +27,10 @@ type Run struct {
 	JobID string
 	// Attempt is 1 for the first attempt.
 	Attempt uint32
+	// Replay is true when the run was delivered before (an attempt after
+	// the first, or a run with a checkpoint): its effects may already have
+	// happened once, keyed by ID.
+	Replay bool
 	// Due is the run's due time (the one in its id).
 	Due time.Time
 	// Payload is the job's payload, or the trigger's override.
@@ -95,7 +99,7 @@ func newRun(req target.Request, base *slog.Logger) *Run {
 	h := slog.NewMultiHandler(base.Handler().WithAttrs(attrs), record)
 	return &Run{
 		ID: pr.GetRunId(), JobID: pr.GetJobId(), Attempt: pr.GetAttempt(), Due: pr.GetDueTime().AsTime(),
-		Payload: pr.GetPayload(), FencingToken: req.FencingToken, Log: slog.New(h), proto: pr, out: out,
+		Payload: pr.GetPayload(), FencingToken: req.FencingToken, Replay: pr.GetAttempt() > 1, Log: slog.New(h), proto: pr, out: out,
 		BaseID: pr.GetBaseRunId(), Shard: int(pr.GetShardIndex()), ShardCount: int(pr.GetShardCount()),
 	}
 }

@@ -3,11 +3,16 @@ package worker
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
+	"net/url"
+	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -32,9 +37,30 @@ const DefaultPool = "default"
 // job's target.handler.name may hold.
 var handlerName = regexp.MustCompile(`^[A-Za-z0-9._:/-]+$`)
 
-// Config configures a Worker. KafkaBrokers, RedisAddr and CassandraHosts are
-// required; every other zero field means its default.
+// Config configures a Worker, in one of two modes. A team's worker sets
+// APIURL and Token only: it polls the API's worker gateway for its team's
+// runs of its handlers and holds no backend credential (remote.go). An
+// in-process worker of the installation sets KafkaBrokers, RedisAddr and
+// CassandraHosts instead and is a runner itself. Every other zero field
+// means its default.
 type Config struct {
+	// APIURL is the base URL of the control-plane API (`sundial api`,
+	// `sundial dev`), http or https: the worker talks to its worker
+	// gateway only. Set it, or the backends below, not both.
+	APIURL string
+	// Token is the team's bearer token (role operator or admin): the
+	// worker receives its team's runs only. Required with APIURL.
+	Token string
+	// TLSCAFile is a PEM bundle of the CAs the API's certificate is
+	// checked against (a private CA), added to TLS's RootCAs.
+	TLSCAFile string
+	// TLS configures the API's TLS (client certificates, server name);
+	// nil is Go's default.
+	TLS *tls.Config
+	// HTTPClient, when set, makes the API calls instead of a client built
+	// from TLS and TLSCAFile.
+	HTTPClient *http.Client
+
 	// Pool is the pool the worker joins. Today a pool is the runners'
 	// consumer group on the runs topics: DefaultPool is the stock runners'
 	// group (runner.DefaultGroup), any other name is the group
@@ -100,14 +126,27 @@ func (c Config) Validate() error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("worker config: %s: %s", field, fmt.Sprintf(format, args...)))
 	}
-	if len(c.KafkaBrokers) == 0 {
-		bad("KafkaBrokers", "at least one broker is required")
-	}
-	if strings.TrimSpace(c.RedisAddr) == "" {
-		bad("RedisAddr", "is required")
-	}
-	if len(c.CassandraHosts) == 0 {
-		bad("CassandraHosts", "at least one host is required")
+	switch {
+	case c.APIURL != "":
+		if u, err := url.Parse(c.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("APIURL", "%q: want an http or https URL", c.APIURL)
+		}
+		if strings.TrimSpace(c.Token) == "" {
+			bad("Token", "is required with APIURL (the team's token)")
+		}
+		if len(c.KafkaBrokers) > 0 || c.RedisAddr != "" || len(c.CassandraHosts) > 0 {
+			bad("APIURL", "a worker of the API holds no backend: leave KafkaBrokers, RedisAddr and CassandraHosts empty")
+		}
+	default:
+		if len(c.KafkaBrokers) == 0 {
+			bad("KafkaBrokers", "at least one broker is required (or APIURL and Token)")
+		}
+		if strings.TrimSpace(c.RedisAddr) == "" {
+			bad("RedisAddr", "is required (or APIURL and Token)")
+		}
+		if len(c.CassandraHosts) == 0 {
+			bad("CassandraHosts", "at least one host is required (or APIURL and Token)")
+		}
 	}
 	if c.Pool != "" && !handlerName.MatchString(c.Pool) {
 		bad("Pool", "%q has characters outside [A-Za-z0-9._:/-]", c.Pool)
@@ -137,6 +176,10 @@ func New(cfg Config) (*Worker, error) {
 	cfg.Logger = deps.Logger(cfg.Logger)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
 	cfg.Keyspace = cmp.Or(cfg.Keyspace, cassandra.DefaultKeyspace)
+	if cfg.ID == "" {
+		host, _ := os.Hostname()
+		cfg.ID = cmp.Or(host, "worker") + "-" + strconv.Itoa(os.Getpid())
+	}
 	return &Worker{cfg: cfg, handlers: map[string]target.Handler{}}, nil
 }
 
@@ -165,6 +208,9 @@ func (w *Worker) Handle(name string, fn Handler) {
 // registry.
 func (w *Worker) Start(ctx context.Context) error {
 	return w.life.Start(ctx, func(ctx context.Context, run *lifecycle.Run) error {
+		if w.cfg.APIURL != "" {
+			return w.startRemote(run)
+		}
 		c := w.cfg
 		names := topics.Names{Prefix: c.TopicPrefix}
 		st, err := cassandra.Open(ctx, cassandra.Config{Hosts: c.CassandraHosts, Keyspace: c.Keyspace})

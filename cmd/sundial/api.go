@@ -1,9 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,8 +20,10 @@ import (
 	"github.com/sundialhq/sundial/client"
 	"github.com/sundialhq/sundial/discovery"
 	"github.com/sundialhq/sundial/enqueue"
+	"github.com/sundialhq/sundial/gateway"
 	"github.com/sundialhq/sundial/internal/telemetry"
 	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/runner"
 	"github.com/sundialhq/sundial/store/cassandra"
 )
 
@@ -42,6 +47,7 @@ Example, against the local stack:
   sundial api --listen 127.0.0.1:8480 --api-static-token data:admin:dev-secret`,
 		Flags: append(append(append(append(append(append(kafkaFlags(), cassandraStoreFlags()...), processFlags()...), authFlags()...), redisFlags()...), redisPrefixFlag()),
 			&cli.DurationFlag{Name: "audit-retention", Value: audit.DefaultRetention, Usage: "how long the audit trail keeps the records of the API's changes and operator actions", Sources: envVar("audit-retention")},
+			&cli.BoolFlag{Name: "worker-gateway", Usage: "host the worker gateway: the teams' workers (package worker with an API URL and a team token) poll this API for their team's handler runs; needs --redis-addr (the leases)", Sources: envVar("worker-gateway")},
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8480", Usage: "address to serve the API on, host:port", Sources: envVar("listen")},
 			&cli.StringSliceFlag{Name: "api-static-token", Usage: "a token TEAM:ROLE:SECRET (repeatable; TEAM * is the cluster admin; ROLE viewer, operator or admin); for development only", Sources: envVar("api-static-token")},
 			&cli.DurationFlag{Name: "answer-timeout", Value: 30 * time.Second, Usage: "how long an apply or delete waits for the registry's answer", Sources: envVar("answer-timeout")},
@@ -106,6 +112,9 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 	}
 	if _, err := apiserver.ParseStaticTokens(cmd.StringSlice("api-static-token")); err != nil {
 		bad = append(bad, fmt.Errorf("--api-static-token: %w", err))
+	}
+	if cmd.Bool("worker-gateway") && cmd.String("redis-addr") == "" && cmd.String("redis-sentinel-master") == "" {
+		bad = append(bad, errors.New("--worker-gateway: needs --redis-addr (or --redis-sentinel-master): the gateway holds its runs' leases"))
 	}
 	p, err := newProcess(cmd, "api")
 	if err != nil {
@@ -191,6 +200,21 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 		}
 		backends.Redis, backends.RedisKeyPrefix = rdb, cmd.String("redis-key-prefix")
 	}
+	var components []lifecycle
+	if cmd.Bool("worker-gateway") {
+		broker, err := gateway.New(gateway.Config{Logger: p.named("gateway")})
+		if err != nil {
+			return err
+		}
+		gw, err := assemble.Gateway(ctx, runner.Config{ID: gatewayID(), Kafka: kopts, Topics: names,
+			Registerer: p.reg, Logger: p.named("gateway")},
+			assemble.RunnerBackends{Redis: backends.Redis, RedisKeyPrefix: backends.RedisKeyPrefix, Enqueuer: enq, Checkpoints: st, Quotas: st}, broker)
+		if err != nil {
+			return fmt.Errorf("worker gateway: %w", err)
+		}
+		backends.Workers = broker
+		components = append(components, gw)
+	}
 	services, handlers, err := assemble.APIServices(assemble.APIConfig{
 		Topics: names, Shards: cluster.Shards, AnswerTimeout: cmd.Duration("answer-timeout"),
 		AuditRetention:      cmd.Duration("audit-retention"),
@@ -215,5 +239,12 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return fmt.Errorf("api server (--listen, --tls-*, --api-*): %w", err)
 	}
-	return p.run(ctx, executors, srv)
+	return p.run(ctx, append([]lifecycle{executors}, append(components, srv)...)...)
+}
+
+// gatewayID names the worker gateway's runner: its directed topic and its
+// run events.
+func gatewayID() string {
+	host, _ := os.Hostname()
+	return "gateway-" + cmp.Or(host, "api") + "-" + strconv.Itoa(os.Getpid())
 }

@@ -25,6 +25,12 @@ func TestAPIFlagErrors(t *testing.T) {
 	assert.Contains(t, errOut, `static token 1: role "root"`)
 	assert.Contains(t, errOut, "static token 2: want TEAM:ROLE:SECRET")
 	assert.NotContains(t, errOut, "hunter2")
+
+	t.Setenv(envName("redis-addr"), "")
+	t.Setenv(envName("redis-sentinel-master"), "")
+	code, _, errOut = runCLI(t, "api", "--kafka-brokers", "127.0.0.1:1", "--cassandra-hosts", "127.0.0.1", "--worker-gateway")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "--worker-gateway: needs --redis-addr")
 }
 
 func TestAPIConfigPrintMasksTokens(t *testing.T) {
@@ -41,6 +47,7 @@ func TestAPIServes(t *testing.T) {
 	t.Parallel()
 	cass := testenv.NeedCassandra(t)
 	kafka := testenv.NeedKafka(t)
+	rd := testenv.NeedRedis(t)
 	backends := []string{
 		"--cassandra-hosts", strings.Join(cass.Hosts, ","), "--keyspace", cass.Keyspace,
 		"--kafka-brokers", strings.Join(kafka.Brokers, ","), "--topic-prefix", kafka.TopicPrefix,
@@ -78,7 +85,8 @@ func TestAPIServes(t *testing.T) {
 	go func() {
 		exited <- run(ctx, append([]string{"sundial", "api", "--listen", addr,
 			"--api-static-token", "data:viewer:data-secret", "--api-static-token", "ops:viewer:ops-secret",
-			"--oidc-issuer", idp.URL(), "--oidc-audience", "sundial"}, backends...), &serverOut, &errBuf)
+			"--oidc-issuer", idp.URL(), "--oidc-audience", "sundial",
+			"--worker-gateway", "--redis-addr", rd.Addr, "--redis-key-prefix", rd.KeyPrefix}, backends...), &serverOut, &errBuf)
 	}()
 
 	tr := &http.Transport{}
@@ -135,6 +143,10 @@ func TestAPIServes(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, code, "the cluster view is the cluster admin's: %s", body)
 	code, body = call("/sundial.api.v1.DlqService/ListDeadLetters", teamToken, `{}`)
 	assert.Equal(t, http.StatusOK, code, body)
+	// The worker gateway (--worker-gateway) is mounted: a viewer may not
+	// take its team's runs.
+	code, body = call("/sundial.api.v1.WorkerService/Poll", teamToken, `{"workerId": "w", "handlers": ["h"]}`)
+	assert.Equal(t, http.StatusForbidden, code, "a viewer polls: %s", body)
 
 	// JWTs of the provider: the owner's and another team's answers are
 	// those of the static tokens; an expired one is refused, saying why.

@@ -120,7 +120,7 @@ func printDevAccess(out io.Writer, p *embedded.Pipeline, tokens []string, made b
 	}
 	fmt.Fprintf(out, "web console on %s/console/ (log in with a token below)\n", url)
 	fmt.Fprintf(out, "API on %s; its tokens (TEAM:ROLE:SECRET):\n", url)
-	first := ""
+	first, teamTeam, teamSecret := "", "", ""
 	for _, t := range tokens {
 		team, rest, _ := strings.Cut(t, ":")
 		role, secret, _ := strings.Cut(rest, ":")
@@ -130,6 +130,9 @@ func printDevAccess(out io.Writer, p *embedded.Pipeline, tokens []string, made b
 		if first == "" && team == "*" {
 			first = secret
 		}
+		if teamTeam == "" && team != "*" && role == "admin" {
+			teamTeam, teamSecret = team, secret
+		}
 		fmt.Fprintf(out, "  %-10s %-9s %s\n", team, role, secret)
 	}
 	fmt.Fprintln(out, "from another shell:")
@@ -138,4 +141,8 @@ func printDevAccess(out io.Writer, p *embedded.Pipeline, tokens []string, made b
 		fmt.Fprintf(out, " SUNDIAL_API_TOKEN=%s", first)
 	}
 	fmt.Fprintln(out)
+	if made && teamTeam != "" {
+		// A team's worker (docs/workers.md) uses its team's token.
+		fmt.Fprintf(out, "a worker or the jobs of team %s:\n  export SUNDIAL_API_URL=%s SUNDIAL_API_TOKEN=%s\n", teamTeam, url, teamSecret)
+	}
 }

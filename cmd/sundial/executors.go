@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -111,10 +112,21 @@ type executorOut struct {
 	Interval    string            `json:"interval"`
 	Version     string            `json:"version,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
+	// Handlers are "TEAM/NAME" ("*/NAME" for a handler of every team).
+	Handlers []string `json:"handlers,omitempty"`
 }
 
 func executorView(m discovery.Member) executorOut {
 	return executorOut{ID: m.ID, Pool: m.Pool, State: m.State.String(), Slots: m.Capacity, InFlight: m.InFlight, Blocking: m.Blocking,
 		CPUCores: m.CPUCores, MemoryBytes: m.MemoryBytes, Heartbeat: m.Heartbeat.UTC(), Started: m.Started.UTC(),
-		Interval: m.Interval.String(), Version: m.Version, Labels: m.Labels}
+		Interval: m.Interval.String(), Version: m.Version, Labels: m.Labels, Handlers: servedView(m.Handlers)}
+}
+
+// servedView lists an executor's handlers as TEAM/NAME, "*" for every team.
+func servedView(hs []discovery.ServedHandler) []string {
+	var out []string
+	for _, h := range hs {
+		out = append(out, cmp.Or(h.Team, "*")+"/"+h.Name)
+	}
+	return out
 }

@@ -100,6 +100,9 @@ type Targets struct {
 	Kafka *Kafka
 	// Handlers are the in-process handlers by name.
 	Handlers map[string]Handler
+	// Remote executes the handler runs whose name is not in Handlers (a
+	// worker gateway's workers); nil refuses them as unknown.
+	Remote AttemptHandler
 	// Exec runs the commands an operator allows; nil refuses exec targets.
 	Exec *Exec
 	// Egress decides the Kafka topics and commands each team may use (and
@@ -126,6 +129,9 @@ func (t *Targets) Execute(ctx context.Context, req Request) error {
 		return t.Kafka.Execute(ctx, req, k.Kafka)
 	case *sundialv1.Target_Handler:
 		h, ok := t.Handlers[k.Handler.GetName()]
+		if !ok && t.Remote != nil {
+			h, ok = t.Remote, true
+		}
 		if !ok {
 			return &Error{Code: CodeUnknownHandler, Message: "no handler named " + strconv.Quote(k.Handler.GetName()) + " is registered in this runner"}
 		}

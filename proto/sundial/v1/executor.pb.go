@@ -56,7 +56,12 @@ type ExecutorAnnouncement struct {
 	HeartbeatIntervalMs uint32 `protobuf:"varint,11,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
 	// The pool's blocking policy on this executor: "fifo", "discard" or
 	// "concurrent".
-	Blocking      string `protobuf:"bytes,12,opt,name=blocking,proto3" json:"blocking,omitempty"`
+	Blocking string `protobuf:"bytes,12,opt,name=blocking,proto3" json:"blocking,omitempty"`
+	// The handlers the executor executes, per team: its own handlers (team
+	// empty: any team's runs) and, for a worker gateway, those its connected
+	// workers serve for their team. A run whose handler its runner lacks is
+	// routed to a live executor that serves it.
+	Handlers      []*ServedHandler `protobuf:"bytes,13,rep,name=handlers,proto3" json:"handlers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -175,12 +180,74 @@ func (x *ExecutorAnnouncement) GetBlocking() string {
 	return ""
 }
 
+func (x *ExecutorAnnouncement) GetHandlers() []*ServedHandler {
+	if x != nil {
+		return x.Handlers
+	}
+	return nil
+}
+
+// ServedHandler is a handler an executor executes for a team.
+type ServedHandler struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The team whose runs it executes; empty for every team.
+	Team string `protobuf:"bytes,1,opt,name=team,proto3" json:"team,omitempty"`
+	// The handler's name.
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServedHandler) Reset() {
+	*x = ServedHandler{}
+	mi := &file_sundial_v1_executor_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServedHandler) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServedHandler) ProtoMessage() {}
+
+func (x *ServedHandler) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_v1_executor_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServedHandler.ProtoReflect.Descriptor instead.
+func (*ServedHandler) Descriptor() ([]byte, []int) {
+	return file_sundial_v1_executor_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ServedHandler) GetTeam() string {
+	if x != nil {
+		return x.Team
+	}
+	return ""
+}
+
+func (x *ServedHandler) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 var File_sundial_v1_executor_proto protoreflect.FileDescriptor
 
 const file_sundial_v1_executor_proto_rawDesc = "" +
 	"\n" +
 	"\x19sundial/v1/executor.proto\x12\n" +
-	"sundial.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb1\x04\n" +
+	"sundial.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe8\x04\n" +
 	"\x14ExecutorAnnouncement\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
 	"executorId\x12\x12\n" +
@@ -195,10 +262,14 @@ const file_sundial_v1_executor_proto_rawDesc = "" +
 	"\fstarted_time\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\vstartedTime\x122\n" +
 	"\x15heartbeat_interval_ms\x18\v \x01(\rR\x13heartbeatIntervalMs\x12\x1a\n" +
-	"\bblocking\x18\f \x01(\tR\bblocking\x1a9\n" +
+	"\bblocking\x18\f \x01(\tR\bblocking\x125\n" +
+	"\bhandlers\x18\r \x03(\v2\x19.sundial.v1.ServedHandlerR\bhandlers\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B9Z7github.com/sundialhq/sundial/proto/sundial/v1;sundialv1b\x06proto3"
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"7\n" +
+	"\rServedHandler\x12\x12\n" +
+	"\x04team\x18\x01 \x01(\tR\x04team\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04nameB9Z7github.com/sundialhq/sundial/proto/sundial/v1;sundialv1b\x06proto3"
 
 var (
 	file_sundial_v1_executor_proto_rawDescOnce sync.Once
@@ -212,21 +283,23 @@ func file_sundial_v1_executor_proto_rawDescGZIP() []byte {
 	return file_sundial_v1_executor_proto_rawDescData
 }
 
-var file_sundial_v1_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_sundial_v1_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_sundial_v1_executor_proto_goTypes = []any{
 	(*ExecutorAnnouncement)(nil),  // 0: sundial.v1.ExecutorAnnouncement
-	nil,                           // 1: sundial.v1.ExecutorAnnouncement.LabelsEntry
-	(*timestamppb.Timestamp)(nil), // 2: google.protobuf.Timestamp
+	(*ServedHandler)(nil),         // 1: sundial.v1.ServedHandler
+	nil,                           // 2: sundial.v1.ExecutorAnnouncement.LabelsEntry
+	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
 }
 var file_sundial_v1_executor_proto_depIdxs = []int32{
-	1, // 0: sundial.v1.ExecutorAnnouncement.labels:type_name -> sundial.v1.ExecutorAnnouncement.LabelsEntry
-	2, // 1: sundial.v1.ExecutorAnnouncement.heartbeat_time:type_name -> google.protobuf.Timestamp
-	2, // 2: sundial.v1.ExecutorAnnouncement.started_time:type_name -> google.protobuf.Timestamp
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	2, // 0: sundial.v1.ExecutorAnnouncement.labels:type_name -> sundial.v1.ExecutorAnnouncement.LabelsEntry
+	3, // 1: sundial.v1.ExecutorAnnouncement.heartbeat_time:type_name -> google.protobuf.Timestamp
+	3, // 2: sundial.v1.ExecutorAnnouncement.started_time:type_name -> google.protobuf.Timestamp
+	1, // 3: sundial.v1.ExecutorAnnouncement.handlers:type_name -> sundial.v1.ServedHandler
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_executor_proto_init() }
@@ -240,7 +313,7 @@ func file_sundial_v1_executor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_v1_executor_proto_rawDesc), len(file_sundial_v1_executor_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

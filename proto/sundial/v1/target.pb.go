@@ -329,10 +329,13 @@ func (x *KafkaTarget) GetHeaders() map[string]string {
 	return nil
 }
 
-// HandlerTarget calls a Go function the runner process registered under a
-// name (for example the "noop" handler the load generator uses). A run whose
-// handler the runner does not know fails with the error code
-// "unknown_handler". The handler's own errors carry the codes it chooses.
+// HandlerTarget calls a Go function registered under a name: in the runner
+// process (for example the "noop" handler the load generator uses), or in a
+// worker of the job's owner team connected to a worker gateway. A runner
+// without the handler routes the run to a live executor that serves it for
+// the team; when none does, the run is deferred (DEFERRED, reason
+// "no_worker"), not failed. The handler's own errors carry the codes it
+// chooses.
 type HandlerTarget struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The registered name of the handler. Required.

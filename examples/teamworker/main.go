@@ -1,0 +1,50 @@
+// Command teamworker is a team's Sundial worker: it needs the API's address
+// and the team's token, nothing else. It executes the runs of the team's
+// jobs whose target is the handler "hello", which docs/workers.md's
+// quickstart schedules every ten seconds.
+//
+// Against `make dev` (which prints the tokens), from another shell:
+//
+//	export SUNDIAL_API_URL=http://127.0.0.1:8480 SUNDIAL_API_TOKEN=<the dev team's operator secret>
+//	go run ./examples/teamworker
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sundialhq/sundial/worker"
+)
+
+// hello is the handler: its effect is a log line, keyed by the run's id.
+func hello(_ context.Context, r *worker.Run) error {
+	r.Log.Info("hello from my function", "run_id", r.ID, "attempt", r.Attempt, "replay", r.Replay)
+	return nil
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "teamworker:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cfg, err := worker.FromEnv() // SUNDIAL_API_URL, SUNDIAL_API_TOKEN, SUNDIAL_API_CA_FILE
+	if err != nil {
+		return err
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	w, err := worker.New(cfg)
+	if err != nil {
+		return err
+	}
+	w.Handle("hello", hello)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return w.Run(ctx)
+}

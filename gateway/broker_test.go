@@ -1,0 +1,162 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/discovery"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/runner/target"
+)
+
+// clock is a settable clock.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func setup(t *testing.T) (*Broker, *clock) {
+	t.Helper()
+	c := &clock{now: time.Date(2026, 11, 29, 4, 0, 0, 0, time.UTC)}
+	b, err := New(Config{HeartbeatInterval: 10 * time.Millisecond, LostAfter: 3, MaxWait: time.Minute, Now: c.Now})
+	require.NoError(t, err)
+	return b, c
+}
+
+func req(team, handler, runID string) target.Request {
+	return target.Request{Run: &sundialv1.Run{RunId: runID, JobId: "j", OwnerTeam: team, Attempt: 1, AttemptDueTime: timestamppb.New(time.Unix(0, 0)),
+		Target: &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: handler}}}}, Output: &target.Output{}}
+}
+
+// waitQueued waits until the broker holds a task of team for handler.
+func waitQueued(t *testing.T, b *Broker, team, handler string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.queues[key{team, handler}]) > 0
+	}, time.Minute, time.Millisecond)
+}
+
+func TestConfigValidateReportsEveryBadField(t *testing.T) {
+	t.Parallel()
+	err := Config{HeartbeatInterval: -1, LostAfter: -1, MaxWait: -1}.Validate()
+	for _, want := range []string{"HeartbeatInterval: -1ns is not positive", "LostAfter: -1 is below 1", "MaxWait: -1ns is not positive"} {
+		assert.ErrorContains(t, err, want)
+	}
+	assert.NoError(t, Config{}.Validate())
+}
+
+func TestPollGivesOnlyTheTeamsTasksOfItsHandlers(t *testing.T) {
+	t.Parallel()
+	b, _ := setup(t)
+	ctx := t.Context()
+	// Team b's worker has polled: the task waits for it (the clock stands
+	// still, so it stays live).
+	assert.Empty(t, b.poll(ctx, "team-b", "b-1", []string{"work"}, 4, time.Millisecond))
+	results := make(chan error, 1)
+	go func() { results <- b.HandleAttempt(ctx, req("team-b", "work", "b@1")) }()
+	waitQueued(t, b, "team-b", "work")
+	assert.Empty(t, b.poll(ctx, "team-a", "a-1", []string{"work"}, 4, time.Millisecond), "team a took team b's task")
+	assert.Empty(t, b.poll(ctx, "team-b", "b-1", []string{"other"}, 4, time.Millisecond), "a worker took a handler it does not serve")
+	got := b.poll(ctx, "team-b", "b-1", []string{"other", "work"}, 4, time.Millisecond)
+	require.Len(t, got, 1)
+
+	_, _, err := b.heartbeat("team-a", got[0].Token)
+	assert.ErrorIs(t, err, ErrUnknownTask)
+	_, err = b.complete("team-a", got[0].Token, Outcome{})
+	assert.ErrorIs(t, err, ErrUnknownTask)
+	_, beat, err := b.heartbeat("team-b", got[0].Token)
+	require.NoError(t, err)
+	assert.Empty(t, beat.Stop)
+	stale, err := b.complete("team-b", got[0].Token, Outcome{Err: target.Fail("boom", false, nil), Lines: []string{"l1"}})
+	require.NoError(t, err)
+	assert.False(t, stale)
+	var te *target.Error
+	require.ErrorAs(t, <-results, &te)
+	assert.Equal(t, "boom", te.Code)
+	_, err = b.complete("team-b", got[0].Token, Outcome{})
+	assert.ErrorIs(t, err, ErrUnknownTask, "a task completed twice")
+}
+
+func TestServedListsLiveWorkersPerTeam(t *testing.T) {
+	t.Parallel()
+	b, c := setup(t)
+	b.poll(t.Context(), "team-a", "a-1", []string{"x", "y"}, 1, time.Millisecond)
+	b.poll(t.Context(), "team-b", "b-1", []string{"x"}, 1, time.Millisecond)
+	assert.Equal(t, []discovery.ServedHandler{{Team: "team-a", Name: "x"}, {Team: "team-a", Name: "y"}, {Team: "team-b", Name: "x"}}, b.Served())
+	assert.True(t, b.Serves("team-a", "y"))
+	assert.False(t, b.Serves("team-b", "y"))
+	c.add(30 * time.Millisecond) // LostAfter intervals without a poll
+	assert.False(t, b.Serves("team-a", "x"))
+	assert.Empty(t, b.Served())
+}
+
+func TestSilentWorkerIsLostAndTheAttemptRetryable(t *testing.T) {
+	t.Parallel()
+	b, c := setup(t)
+	ctx := t.Context()
+	b.poll(ctx, "team-a", "a-1", []string{"work"}, 1, time.Millisecond)
+	results := make(chan error, 1)
+	go func() { results <- b.HandleAttempt(ctx, req("team-a", "work", "a@1")) }()
+	waitQueued(t, b, "team-a", "work")
+	got := b.poll(ctx, "team-a", "a-1", []string{"work"}, 1, time.Millisecond)
+	require.Len(t, got, 1)
+	c.add(time.Second) // no heartbeat since
+	err := <-results
+	var te *target.Error
+	require.ErrorAs(t, err, &te)
+	assert.Equal(t, CodeWorkerLost, te.Code)
+	assert.True(t, te.Retryable)
+	_, beat, herr := b.heartbeat("team-a", got[0].Token)
+	require.NoError(t, herr)
+	assert.Equal(t, CodeWorkerLost, beat.Stop, "the lost worker is told to stop")
+	stale, cerr := b.complete("team-a", got[0].Token, Outcome{})
+	require.NoError(t, cerr)
+	assert.True(t, stale, "a lost worker's late outcome is taken")
+}
+
+func TestCancelledAttemptTellsItsWorkerToStop(t *testing.T) {
+	t.Parallel()
+	b, _ := setup(t)
+	b.poll(t.Context(), "team-a", "a-1", []string{"work"}, 1, time.Millisecond)
+	ctx, cancel := context.WithCancelCause(t.Context())
+	results := make(chan error, 1)
+	go func() { results <- b.HandleAttempt(ctx, req("team-a", "work", "a@1")) }()
+	waitQueued(t, b, "team-a", "work")
+	got := b.poll(t.Context(), "team-a", "a-1", []string{"work"}, 1, time.Millisecond)
+	require.Len(t, got, 1)
+	cause := errors.New("cancelled by an operator")
+	cancel(cause)
+	assert.ErrorIs(t, <-results, cause)
+	_, beat, err := b.heartbeat("team-a", got[0].Token)
+	require.NoError(t, err)
+	assert.Equal(t, "cancelled", beat.Stop)
+}
+
+func TestUntakenTaskFailsWhenNoWorkerServesIt(t *testing.T) {
+	t.Parallel()
+	b, _ := setup(t)
+	var te *target.Error
+	// Nobody ever polled for it: retryable, the runs goes elsewhere.
+	require.ErrorAs(t, b.HandleAttempt(t.Context(), req("team-a", "work", "a@1")), &te)
+	assert.Equal(t, CodeWorkerLost, te.Code)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	assert.Empty(t, b.queues)
+	assert.Empty(t, b.tasks)
+}

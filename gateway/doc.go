@@ -1,0 +1,43 @@
+// Package gateway is the worker gateway: it lets a team's worker execute
+// the team's handler runs with one address (the API's) and the team's
+// token, holding no Kafka, Redis or Cassandra credential.
+//
+// The gateway is a runner (package runner, built by assemble.Gateway and
+// hosted by `sundial api --worker-gateway` and `sundial dev`) whose
+// handler executor is remote: its Broker (runner.Config.Remote) puts each
+// attempt of a handler run in an in-memory queue keyed by (owner team,
+// handler), and the WorkerService (proto/sundial/api/v1/worker.proto)
+// hands it to a polling worker of that team that registered that handler.
+// The runner keeps everything else: the lease and its renewals in Redis,
+// the fencing token, the events, the dedupe mark, retries, deferrals and
+// the commits, as for a handler compiled into it.
+//
+// Invariants:
+//   - A call acts for the team of its token only (auth.Principal.Team, role
+//     operator or above; a token of no team is refused): Poll returns only
+//     that team's attempts, and Heartbeat and Complete accept only a task
+//     token of that team. Another team's task token is answered NotFound,
+//     exactly as an unknown one, so the answer reveals nothing.
+//   - A task token is random (144 bits), names one attempt, and is valid
+//     from the Poll that hands it out until its outcome is taken or the
+//     attempt ends.
+//   - An attempt is handed to one worker at most. A worker that sends no
+//     heartbeat for Config.LostAfter heartbeat intervals is lost: the
+//     attempt fails with code worker_lost, retryable, so the job's retry
+//     policy redoes it on another worker of the team (Run.Replay is set on
+//     every attempt after the first). A task nobody took fails so too once
+//     no live worker of the team serves its handler.
+//   - When the attempt's context ends (timeout, lease lost, cancel,
+//     replace, the gateway stopping) the worker learns it at its next
+//     heartbeat (stop, with the reason) and its late outcome is answered
+//     stale and ignored: the runner has already settled the attempt.
+//   - The Broker holds no durable state. A gateway that dies loses the
+//     attempts it held: their leases expire and the runs are delivered
+//     again (its directed topic is adopted by another gateway of the pool
+//     GatewayPool), as for any runner that dies.
+//   - A worker is live, and its (team, handler) pairs are announced on
+//     sundial.executors by the gateway's runner, while it polls or within
+//     LostAfter intervals of its last poll or heartbeat. The stock runners
+//     route a team's handler run to a gateway that announces the pair, and
+//     defer it as no_worker when none does.
+package gateway

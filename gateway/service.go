@@ -1,0 +1,153 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sundialhq/sundial/apiserver"
+	"github.com/sundialhq/sundial/auth"
+	"github.com/sundialhq/sundial/checkpoint"
+	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
+	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
+	"github.com/sundialhq/sundial/runner/target"
+)
+
+// Service is the WorkerService of the API: the workers' side of a Broker.
+type Service struct{ b *Broker }
+
+// NewService returns the WorkerService of b.
+func NewService(b *Broker) *Service { return &Service{b: b} }
+
+// Service returns the API server's Service of s.
+func (s *Service) Service() apiserver.Service {
+	return apiserver.ConnectService(apiv1connect.NewWorkerServiceHandler, apiv1connect.WorkerServiceHandler(s))
+}
+
+// teamOf is the team the caller's token acts for: a worker acts for one
+// team, with the operator role at least (it runs the team's runs).
+func teamOf(ctx context.Context) (string, error) {
+	p, ok := auth.FromContext(ctx)
+	switch {
+	case !ok:
+		return "", connect.NewError(connect.CodeUnauthenticated, errors.New("worker: a team token is required"))
+	case p.Team == "":
+		return "", connect.NewError(connect.CodePermissionDenied, errors.New("worker: the token acts for no team; a worker uses its team's token"))
+	case !p.Allows(p.Team, auth.RoleOperator):
+		return "", connect.NewError(connect.CodePermissionDenied, fmt.Errorf("worker: team %s: the token's role is below operator", p.Team))
+	}
+	return p.Team, nil
+}
+
+func notFound(err error) error {
+	if errors.Is(err, ErrUnknownTask) {
+		return connect.NewError(connect.CodeNotFound, ErrUnknownTask)
+	}
+	return err
+}
+
+// Poll gives the caller's team's queued attempts of its handlers.
+func (s *Service) Poll(ctx context.Context, req *connect.Request[apiv1.PollRequest]) (*connect.Response[apiv1.PollResponse], error) {
+	team, err := teamOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m := req.Msg
+	var bad []string
+	if strings.TrimSpace(m.GetWorkerId()) == "" {
+		bad = append(bad, "worker_id: is required")
+	}
+	if len(m.GetHandlers()) == 0 {
+		bad = append(bad, "handlers: at least one is required")
+	}
+	if len(bad) > 0 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("poll: "+strings.Join(bad, "; ")))
+	}
+	tasks := s.b.poll(ctx, team, m.GetWorkerId(), m.GetHandlers(), int(min(m.GetMaxTasks(), 64)), m.GetWait().AsDuration())
+	out := &apiv1.PollResponse{HeartbeatInterval: durationpb.New(s.b.cfg.HeartbeatInterval)}
+	for _, t := range tasks {
+		out.Tasks = append(out.Tasks, taskProto(ctx, t))
+	}
+	return connect.NewResponse(out), nil
+}
+
+func taskProto(ctx context.Context, t *Task) *apiv1.WorkerTask {
+	run := t.Req.Run
+	wt := &apiv1.WorkerTask{
+		TaskToken: t.Token, RunId: run.GetRunId(), JobId: run.GetJobId(), Attempt: run.GetAttempt(),
+		FencingToken: t.Req.FencingToken, Handler: t.Handler, Payload: run.GetPayload(),
+		Replay:    run.GetAttempt() > 1,
+		DueTime:   run.GetDueTime(),
+		BaseRunId: run.GetBaseRunId(), ShardIndex: run.GetShardIndex(), ShardCount: run.GetShardCount(),
+	}
+	if !t.Deadline.IsZero() {
+		wt.Deadline = timestamppb.New(t.Deadline)
+	}
+	if t.Checkpoints != nil {
+		if c, ok, err := t.Checkpoints.Last(ctx); err == nil && ok {
+			wt.Checkpoint, wt.HasCheckpoint = c.Data, true
+			wt.Replay = true
+		}
+	}
+	return wt
+}
+
+// Heartbeat keeps the caller's task alive and may save its checkpoint.
+func (s *Service) Heartbeat(ctx context.Context, req *connect.Request[apiv1.HeartbeatRequest]) (*connect.Response[apiv1.HeartbeatResponse], error) {
+	team, err := teamOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, beat, err := s.b.heartbeat(team, req.Msg.GetTaskToken())
+	if err != nil {
+		return nil, notFound(err)
+	}
+	out := &apiv1.HeartbeatResponse{Stop: beat.Stop != "", Reason: beat.Stop}
+	if req.Msg.GetHasCheckpoint() && beat.Stop == "" {
+		if t.Checkpoints == nil {
+			out.CheckpointError = "this installation keeps no checkpoints"
+		} else {
+			err := t.Checkpoints.Save(ctx, req.Msg.GetCheckpoint())
+			switch {
+			case errors.Is(err, checkpoint.ErrSuspended):
+				out.Suspended = true
+			case err != nil:
+				out.CheckpointError = err.Error()
+			}
+		}
+	}
+	return connect.NewResponse(out), nil
+}
+
+// Complete takes the outcome of the caller's task.
+func (s *Service) Complete(ctx context.Context, req *connect.Request[apiv1.CompleteRequest]) (*connect.Response[apiv1.CompleteResponse], error) {
+	team, err := teamOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m := req.Msg
+	out := Outcome{Lines: m.GetLogLines()}
+	switch m.GetOutcome() {
+	case apiv1.CompleteRequest_OUTCOME_SUCCESS:
+	case apiv1.CompleteRequest_OUTCOME_FAILURE:
+		code := m.GetErrorCode()
+		if code == "" {
+			code = target.CodeHandler
+		}
+		out.Err = &target.Error{Code: code, Message: m.GetErrorMessage(), Retryable: m.GetRetryable()}
+	case apiv1.CompleteRequest_OUTCOME_SUSPEND:
+		out.Suspend = true
+	default:
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("complete: outcome: is required (SUCCESS, FAILURE or SUSPEND)"))
+	}
+	stale, err := s.b.complete(team, m.GetTaskToken(), out)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	return connect.NewResponse(&apiv1.CompleteResponse{Stale: stale}), nil
+}

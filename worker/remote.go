@@ -1,0 +1,341 @@
+package worker
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sundialhq/sundial/apiserver"
+	"github.com/sundialhq/sundial/checkpoint"
+	"github.com/sundialhq/sundial/internal/backoff"
+	"github.com/sundialhq/sundial/internal/lifecycle"
+	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
+	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/runner/target"
+)
+
+// Environment variables FromEnv reads: the CLI's keys for the API
+// (docs/configuration.md).
+const (
+	EnvAPIURL       = "SUNDIAL_API_URL"
+	EnvAPIToken     = "SUNDIAL_API_TOKEN"
+	EnvAPITokenFile = "SUNDIAL_API_TOKEN_FILE"
+	EnvAPICAFile    = "SUNDIAL_API_CA_FILE"
+	EnvWorkerID     = "SUNDIAL_WORKER_ID"
+)
+
+// FromEnv returns a Config that talks to the API's worker gateway as the
+// environment says: SUNDIAL_API_URL, SUNDIAL_API_TOKEN (or
+// SUNDIAL_API_TOKEN_FILE, a file holding it), SUNDIAL_API_CA_FILE (the CA
+// bundle of an https API with a private CA) and SUNDIAL_WORKER_ID. The
+// fields it does not read keep their zero values; Validate reports what
+// is missing.
+func FromEnv() (Config, error) {
+	c := Config{APIURL: os.Getenv(EnvAPIURL), Token: os.Getenv(EnvAPIToken), TLSCAFile: os.Getenv(EnvAPICAFile), ID: os.Getenv(EnvWorkerID)}
+	if f := os.Getenv(EnvAPITokenFile); f != "" && c.Token == "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return c, fmt.Errorf("worker config: %s: %w", EnvAPITokenFile, err)
+		}
+		c.Token = string(trimSpace(b))
+	}
+	return c, nil
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// httpClient is the client of the API calls: Config.HTTPClient, or one
+// trusting Config.TLS or Config.TLSCAFile.
+func (c Config) httpClient() (*http.Client, error) {
+	if c.HTTPClient != nil {
+		return c.HTTPClient, nil
+	}
+	tc := c.TLS
+	if c.TLSCAFile != "" {
+		pem, err := os.ReadFile(c.TLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("worker config: TLSCAFile: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("worker config: TLSCAFile: %s holds no PEM certificate", c.TLSCAFile)
+		}
+		if tc == nil {
+			tc = &tls.Config{MinVersion: tls.VersionTLS12}
+		} else {
+			tc = tc.Clone()
+		}
+		tc.RootCAs = pool
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tc
+	tr.MaxIdleConnsPerHost = max(c.Concurrency, 2)
+	return &http.Client{Transport: tr}, nil
+}
+
+// remote is a worker that talks to the API's worker gateway only.
+type remote struct {
+	w        *Worker
+	api      apiv1connect.WorkerServiceClient
+	handlers map[string]handler
+	names    []string
+}
+
+// startRemote starts Concurrency pollers, each taking one task at a time.
+func (w *Worker) startRemote(run *lifecycle.Run) error {
+	c := w.cfg
+	hc, err := c.httpClient()
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	rm := &remote{w: w, handlers: map[string]handler{}}
+	for name, h := range w.handlers {
+		rm.handlers[name] = h.(handler)
+		rm.names = append(rm.names, name)
+	}
+	w.mu.Unlock()
+	if len(rm.names) == 0 {
+		return errors.New("worker: no handler registered (Handle before Start)")
+	}
+	slices.Sort(rm.names)
+	rm.api = apiv1connect.NewWorkerServiceClient(hc, c.APIURL, connect.WithInterceptors(apiserver.BearerToken(c.Token)))
+	for range c.Concurrency {
+		run.Go(rm.pollLoop)
+	}
+	c.Logger.Info("worker polling the API's gateway", "api", c.APIURL, "handlers", rm.names, "worker_id", c.ID)
+	return nil
+}
+
+// pollLoop polls for a task and executes it, until ctx ends (Stop).
+func (rm *remote) pollLoop(ctx context.Context) {
+	c := rm.w.cfg
+	retry := backoff.New(200*time.Millisecond, 5*time.Second)
+	for ctx.Err() == nil {
+		res, err := rm.api.Poll(ctx, connect.NewRequest(&apiv1.PollRequest{
+			WorkerId: c.ID, Version: c.Version, Handlers: rm.names, MaxTasks: 1, Wait: durationpb.New(20 * time.Second),
+		}))
+		if err != nil {
+			if ctx.Err() == nil {
+				c.Logger.Warn("poll failed", "err", err, "retry_within", retry.Peek())
+				retry.Wait(ctx)
+			}
+			continue
+		}
+		retry.Reset()
+		for _, t := range res.Msg.GetTasks() {
+			rm.execute(ctx, t, res.Msg.GetHeartbeatInterval().AsDuration())
+		}
+	}
+}
+
+// errStopped is the cause of a handler's ctx when the gateway says the
+// attempt must stop.
+var errStopped = errors.New("worker: the gateway stopped this attempt")
+
+// execute runs one task's handler, heartbeating it, and completes it.
+func (rm *remote) execute(ctx context.Context, t *apiv1.WorkerTask, interval time.Duration) {
+	c := rm.w.cfg
+	h, ok := rm.handlers[t.GetHandler()]
+	if !ok { // the gateway gives only the handlers polled for
+		rm.complete(ctx, t, &apiv1.CompleteRequest{Outcome: apiv1.CompleteRequest_OUTCOME_FAILURE, ErrorCode: target.CodeUnknownHandler,
+			ErrorMessage: "no handler named " + t.GetHandler()})
+		return
+	}
+	// Stop lets the attempt finish and complete (a drain): the gateway
+	// bounds it by the job's timeout, and the beater stops it when the
+	// gateway says so.
+	ctx = context.WithoutCancel(ctx)
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if d := t.GetDeadline(); d != nil {
+		var stop context.CancelFunc
+		runCtx, stop = context.WithDeadline(runCtx, d.AsTime())
+		defer stop()
+	}
+	beats := &beater{api: rm.api, token: t.GetTaskToken(), cancel: cancel, interval: max(interval, 100*time.Millisecond), last: t.GetCheckpoint(), has: t.GetHasCheckpoint()}
+	runCtx = context.WithValue(runCtx, remoteKey{}, beats)
+	var beatWG sync.WaitGroup
+	beatCtx, stopBeats := context.WithCancel(ctx)
+	beatWG.Go(func() { beats.loop(beatCtx) })
+	out := &target.Output{}
+	run := &sundialv1.Run{RunId: t.GetRunId(), JobId: t.GetJobId(), Attempt: t.GetAttempt(), DueTime: t.GetDueTime(), Payload: t.GetPayload(),
+		BaseRunId: t.GetBaseRunId(), ShardIndex: t.GetShardIndex(), ShardCount: t.GetShardCount(),
+		Target: &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: t.GetHandler()}}}}
+	r := newRun(target.Request{Run: run, FencingToken: t.GetFencingToken(), Output: out}, c.Logger)
+	r.Replay = t.GetReplay()
+	err := callRemote(runCtx, h.fn, r)
+	stopBeats()
+	beatWG.Wait()
+	if errors.Is(context.Cause(runCtx), errStopped) {
+		// The gateway decided the attempt's outcome (lost lease, cancel,
+		// timeout) or cannot be reached: the task is no longer this
+		// worker's to complete.
+		c.Logger.Info("attempt stopped", "run_id", t.GetRunId(), "reason", beats.reason())
+		return
+	}
+	req := &apiv1.CompleteRequest{Outcome: apiv1.CompleteRequest_OUTCOME_SUCCESS, LogLines: out.Lines()}
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrSuspended) && beats.suspended():
+		req.Outcome = apiv1.CompleteRequest_OUTCOME_SUSPEND
+	default:
+		te := target.Classify(err, target.CodeHandler)
+		req.Outcome, req.ErrorCode, req.ErrorMessage, req.Retryable = apiv1.CompleteRequest_OUTCOME_FAILURE, te.Code, te.Message, te.Retryable
+	}
+	rm.complete(ctx, t, req)
+}
+
+// callRemote calls fn, turning a panic into a failure not retried.
+func callRemote(ctx context.Context, fn Handler, r *Run) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &target.Error{Code: target.CodeHandlerPanic, Message: fmt.Sprint(p)}
+		}
+	}()
+	return fn(ctx, r)
+}
+
+// complete gives the outcome, trying again while the gateway is
+// unreachable, up to the time a lost worker is declared: past it the
+// attempt is redone elsewhere anyway.
+func (rm *remote) complete(ctx context.Context, t *apiv1.WorkerTask, req *apiv1.CompleteRequest) {
+	req.TaskToken = t.GetTaskToken()
+	retry := backoff.New(100*time.Millisecond, 2*time.Second)
+	for i := 0; i < 10; i++ {
+		_, err := rm.api.Complete(context.WithoutCancel(ctx), connect.NewRequest(req))
+		if err == nil || connect.CodeOf(err) == connect.CodeNotFound || connect.CodeOf(err) == connect.CodeInvalidArgument {
+			if err != nil {
+				rm.w.cfg.Logger.Warn("outcome refused; the gateway no longer holds the task", "run_id", t.GetRunId(), "err", err)
+			}
+			return
+		}
+		rm.w.cfg.Logger.Warn("outcome not delivered; trying again", "run_id", t.GetRunId(), "err", err)
+		retry.Wait(context.WithoutCancel(ctx))
+	}
+}
+
+// remoteKey carries an attempt's beater in its handler's ctx, for
+// Checkpoint and LastCheckpoint.
+type remoteKey struct{}
+
+// beater heartbeats one task and saves its checkpoints through the
+// gateway.
+type beater struct {
+	api      apiv1connect.WorkerServiceClient
+	token    string
+	cancel   context.CancelCauseFunc
+	interval time.Duration
+
+	mu     sync.Mutex
+	last   []byte
+	has    bool
+	susp   bool
+	stopBy string
+	ok     time.Time
+}
+
+func (b *beater) reason() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.stopBy
+}
+
+func (b *beater) suspended() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.susp
+}
+
+// loop heartbeats every interval until ctx ends; an answer that says stop,
+// or no answer for three intervals (the gateway then counts this worker as
+// lost), cancels the handler.
+func (b *beater) loop(ctx context.Context) {
+	tick := time.NewTicker(b.interval)
+	defer tick.Stop()
+	b.ok = time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		res, err := b.beat(ctx, nil, false)
+		switch {
+		case err == nil && res.GetStop():
+			b.stop(res.GetReason())
+			return
+		case err != nil && connect.CodeOf(err) == connect.CodeNotFound:
+			b.stop("task unknown to the gateway")
+			return
+		case err != nil && time.Since(b.ok) >= 3*b.interval:
+			b.stop("gateway unreachable: " + err.Error())
+			return
+		}
+	}
+}
+
+func (b *beater) stop(reason string) {
+	b.mu.Lock()
+	b.stopBy = reason
+	b.mu.Unlock()
+	b.cancel(errStopped)
+}
+
+func (b *beater) beat(ctx context.Context, data []byte, has bool) (*apiv1.HeartbeatResponse, error) {
+	res, err := b.api.Heartbeat(ctx, connect.NewRequest(&apiv1.HeartbeatRequest{TaskToken: b.token, Checkpoint: data, HasCheckpoint: has}))
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	b.ok = time.Now()
+	b.mu.Unlock()
+	return res.Msg, nil
+}
+
+// save stores data as the run's checkpoint through the gateway.
+func (b *beater) save(ctx context.Context, data []byte) error {
+	if len(data) > MaxCheckpointSize {
+		return &checkpoint.TooLargeError{Size: len(data)}
+	}
+	res, err := b.beat(ctx, data, true)
+	if err != nil {
+		return fmt.Errorf("worker: checkpoint: %w", err)
+	}
+	switch {
+	case res.GetStop():
+		return fmt.Errorf("worker: checkpoint: %w (%s)", checkpoint.ErrStale, res.GetReason())
+	case res.GetCheckpointError() != "":
+		return fmt.Errorf("worker: checkpoint: %s", res.GetCheckpointError())
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.last, b.has = data, true
+	if res.GetSuspended() {
+		b.susp = true
+		return ErrSuspended
+	}
+	return nil
+}
+
+func (b *beater) lastCheckpoint() ([]byte, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.last, b.has
+}
