@@ -87,6 +87,9 @@ func (r *Runner) process(ctx context.Context, rec *record) result {
 func newExecution(r *Runner, rec *record, run *sundialv1.Run) *execution {
 	x := &execution{r: r, rec: rec, run: run}
 	x.ev = &runEvents{r: r, run: run, log: x.logger}
+	if rec != nil {
+		x.ev.received = rec.received
+	}
 	return x
 }
 
@@ -229,6 +232,8 @@ func (x *execution) takeLease(ctx context.Context) (*heldLease, result) {
 		return nil, x.settle().notAcquired(ctx, acq)
 	}
 	latency := x.leaseTaken(lease)
+	x.ev.leased = r.cfg.Now()
+	x.ev.wait = x.judgeWait(ctx)
 	// The Keeper names the lease's job and run in its own log lines.
 	// Its renewals share the Batcher's pipelines with the other runs'.
 	keeper := r.leases.NewKeeper(lease, r.log)
