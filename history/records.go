@@ -94,6 +94,8 @@ func Records(ev *sundialv1.RunEvent) []store.RunRecord {
 		// scheduled.
 		next := base
 		next.Attempt++
+		// The wait and the times were the failed attempt's.
+		next.WaitReason, next.Dispatched, next.Received, next.Leased = "", time.Time{}, time.Time{}, time.Time{}
 		next.State = store.StateScheduled
 		next.AttemptDue = ev.GetNextAttemptDueTime().AsTime()
 		return []store.RunRecord{next}
