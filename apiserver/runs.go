@@ -285,7 +285,7 @@ func (s *RunService) ListRuns(ctx context.Context, req *connect.Request[apiv1.Li
 	now := s.cfg.Now()
 	keep := func(r store.RunRecord) bool {
 		switch {
-		case m.GetMinLateBy() != nil && LateBy(r, now) < m.GetMinLateBy().AsDuration(),
+		case m.GetMinLateBy() != nil && r.LateBy(now) < m.GetMinLateBy().AsDuration(),
 			nodeRuns != "" && !strings.HasPrefix(r.RunID, nodeRuns),
 			len(m.GetStates()) > 0 && !slices.Contains(m.GetStates(), attemptState(r.State)),
 			m.GetDueAfter() != nil && r.Due.Before(m.GetDueAfter().AsTime()),
@@ -439,6 +439,10 @@ func attemptState(s store.RunState) apiv1.RunAttemptState {
 	}
 	return apiv1.RunAttemptState_RUN_ATTEMPT_STATE_UNSPECIFIED
 }
+
+// AttemptState maps a history state to the API's; UNSPECIFIED for an
+// unknown one.
+func AttemptState(s store.RunState) apiv1.RunAttemptState { return attemptState(s) }
 
 // StoreRunState maps an API attempt state back to the history's; "" for
 // UNSPECIFIED. Clients that print the history the way the store reads it

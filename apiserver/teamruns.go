@@ -23,23 +23,6 @@ import (
 // the attempts scheduled soon too.
 const defaultTeamWindow = time.Hour
 
-// LateBy is how late r started: from its attempt's due time to its start,
-// or, for an attempt scheduled or running without a start, to now. An
-// attempt that ended without starting (skipped, cancelled) is late by 0.
-func LateBy(r store.RunRecord, now time.Time) time.Duration {
-	due := r.AttemptDue
-	if due.IsZero() {
-		due = r.Due
-	}
-	switch {
-	case !r.Started.IsZero():
-		return max(r.Started.Sub(due), 0)
-	case r.State == store.StateScheduled || r.State == store.StateRunning:
-		return max(now.Sub(due), 0)
-	}
-	return 0
-}
-
 // listTeamRuns answers ListRuns without a job or DAG run: one team's runs
 // due in the window, from the run index, paged by the key of the last
 // attempt listed.
@@ -69,7 +52,7 @@ func (s *RunService) listTeamRuns(ctx context.Context, p auth.Principal, m *apiv
 	q.Keep = func(r store.RunRecord) bool {
 		switch {
 		case len(m.GetStates()) > 0 && !slices.Contains(m.GetStates(), attemptState(r.State)),
-			m.GetMinLateBy() != nil && LateBy(r, now) < m.GetMinLateBy().AsDuration():
+			m.GetMinLateBy() != nil && r.LateBy(now) < m.GetMinLateBy().AsDuration():
 			return false
 		}
 		return true

@@ -311,6 +311,24 @@ type RunRecord struct {
 	Dispatched, Received, Leased time.Time
 }
 
+// LateBy is how late the attempt started: from its due time (AttemptDue,
+// or Due) to Started, or, for an attempt scheduled or running without a
+// start, to now. An attempt that ended without starting (skipped,
+// cancelled) is late by 0.
+func (r RunRecord) LateBy(now time.Time) time.Duration {
+	due := r.AttemptDue
+	if due.IsZero() {
+		due = r.Due
+	}
+	switch {
+	case !r.Started.IsZero():
+		return max(r.Started.Sub(due), 0)
+	case r.State == StateScheduled || r.State == StateRunning:
+		return max(now.Sub(due), 0)
+	}
+	return 0
+}
+
 // RunBucket is the hour of due time a RunIndex files a record under.
 func RunBucket(due time.Time) time.Time { return due.UTC().Truncate(time.Hour) }
 
