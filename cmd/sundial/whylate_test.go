@@ -69,7 +69,7 @@ func TestRunsListLateByNamesNoExecutor(t *testing.T) {
 	t.Cleanup(func() { _ = rc.Close() })
 	startRunner := func(id string) *runner.Runner {
 		r, err := assemble.Runner(ctx, runner.Config{ID: id, Kafka: kafka, Topics: names, Group: ns.TopicPrefix + "runners",
-			Handlers: map[string]target.Handler{"noop": target.HandlerFunc(func(context.Context, *sundialv1.Run) error { return nil })},
+			Handlers:   map[string]target.Handler{"noop": target.HandlerFunc(func(context.Context, *sundialv1.Run) error { return nil })},
 			Registerer: prometheus.NewRegistry(), Logger: log},
 			assemble.RunnerBackends{Redis: rc, RedisKeyPrefix: ns.RedisPrefix, Enqueuer: enq, Checkpoints: st, Quotas: st})
 		require.NoError(t, err)
@@ -136,7 +136,7 @@ func TestRunsListLateByNamesNoExecutor(t *testing.T) {
 	}
 
 	// runs get explains one of them: its timeline and its reason.
-	ids := regexp.MustCompile(regexp.QuoteMeta(job) + `@\d+`).FindAllString(lateRow.FindString(listed), -1)
+	ids := regexp.MustCompile(regexp.QuoteMeta(job)+`@\d+`).FindAllString(lateRow.FindString(listed), -1)
 	require.NotEmpty(t, ids)
 	code, out, errOut = runCLI(t, append([]string{"runs", "get", ids[len(ids)-1]}, storeArgs...)...)
 	require.Equal(t, 0, code, "stderr: %s", errOut)
