@@ -22,9 +22,9 @@
 //     dispatcher's own delay (herd splay, a busy shard).
 //   - dispatched → received: the record waited in Kafka. ReceiptWait names
 //     it: longer than the bound, it is "no_executor" when no executor was
-//     live when the run was dispatched (none had started by then, or every
-//     one that had, had left before it), and "backlog" when one was (the
-//     runners were behind).
+//     live when the run was dispatched (LiveAt: none had started by then,
+//     or every one that had was gone, its last heartbeat before it), and
+//     "backlog" when one was (the runners were behind).
 //   - received → leased: the record waited in the runner's queues for a
 //     worker and a pool slot ("pool_full" beyond the bound).
 //   - a DEFERRED event ends a delivery without an attempt and names its

@@ -172,9 +172,12 @@
 //
 //   - due → dispatched, for a run of origin CATCH_UP: "catch_up";
 //   - dispatched → received: "no_executor" when the runner's Directory
-//     knew no executor live at the dispatch time (none had started by then,
-//     and none that had was gone before it: a stopped runner's tombstone,
-//     an expired one's last heartbeat), "backlog" when it knew one. A
+//     knew no executor live at the dispatch time, "backlog" when it knew
+//     one. An executor counts as live at t when it had started by t (its
+//     announced start) and, if it has left (tombstone) or expired since,
+//     its last heartbeat is not before t; so a run dispatched in the last
+//     heartbeat interval of a runner that then stopped is called
+//     "no_executor" though that runner may still have been polling. A
 //     Directory not read up to date (a runner just started) is waited for
 //     up to 10 s, and past that taken to have known one: "no_executor" is
 //     never said without knowing;
