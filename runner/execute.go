@@ -227,13 +227,16 @@ type heldLease struct {
 // before the Keeper started.
 func (x *execution) takeLease(ctx context.Context) (*heldLease, result) {
 	r := x.r
+	// Judged before the acquire: it may wait for the Directory, which a
+	// lease just taken must not.
+	receipt := x.receiptWait(ctx)
 	lease, acq := x.acquire(ctx)
 	if acq.res != acquired {
 		return nil, x.settle().notAcquired(ctx, acq)
 	}
 	latency := x.leaseTaken(lease)
 	x.ev.leased = r.cfg.Now()
-	x.ev.wait = x.judgeWait(ctx)
+	x.ev.wait = x.judgeWait(receipt)
 	// The Keeper names the lease's job and run in its own log lines.
 	// Its renewals share the Batcher's pipelines with the other runs'.
 	keeper := r.leases.NewKeeper(lease, r.log)

@@ -31,25 +31,38 @@ func (e *runEvents) times(ev *sundialv1.RunEvent) {
 // started): without it the runner cannot tell whether an executor was live.
 const directorySyncWait = 10 * time.Second
 
+// receiptWait is the wait between the run's dispatch and its receipt
+// (lateness.ReceiptWait), judged before the lease is taken.
+func (x *execution) receiptWait(ctx context.Context) lateness.Wait {
+	dispatched := x.dispatched()
+	if dispatched.IsZero() || x.ev.received.Sub(dispatched) <= x.r.cfg.WaitBound {
+		return lateness.Wait{}
+	}
+	return lateness.Wait{
+		Reason: lateness.ReceiptWait(dispatched, x.ev.received, x.r.cfg.WaitBound, x.liveAt(ctx, dispatched)),
+		For:    x.ev.received.Sub(dispatched),
+	}
+}
+
+// dispatched is when the run record was written, zero if it does not say.
+func (x *execution) dispatched() time.Time {
+	if d := x.run.GetDispatchedAt(); d != nil {
+		return d.AsTime()
+	}
+	return time.Time{}
+}
+
 // judgeWait names the delivery's longest wait beyond Config.WaitBound, at
-// the lease (package lateness): a catch-up between due and dispatch, no
-// executor or a backlog between dispatch and receipt, a full pool between
-// receipt and lease.
-func (x *execution) judgeWait(ctx context.Context) lateness.Reason {
+// the lease (package lateness): a catch-up between due and dispatch, the
+// receipt wait (no executor or a backlog between dispatch and receipt), a
+// full pool between receipt and lease.
+func (x *execution) judgeWait(receipt lateness.Wait) lateness.Reason {
 	r, run, ev := x.r, x.run, x.ev
 	bound := r.cfg.WaitBound
-	due := attemptDue(run)
-	var dispatched time.Time
-	if d := run.GetDispatchedAt(); d != nil {
-		dispatched = d.AsTime()
-	}
-	receipt := lateness.None
-	if !dispatched.IsZero() && ev.received.Sub(dispatched) > bound {
-		receipt = lateness.ReceiptWait(dispatched, ev.received, bound, x.liveAt(ctx, dispatched))
-	}
+	due, dispatched := attemptDue(run), x.dispatched()
 	return lateness.Longest(
 		lateness.Wait{Reason: lateness.DispatchWait(run.GetOrigin(), due, dispatched, bound), For: dispatched.Sub(due)},
-		lateness.Wait{Reason: receipt, For: ev.received.Sub(dispatched)},
+		receipt,
 		lateness.Wait{Reason: lateness.QueueWait(ev.received, ev.leased, bound), For: ev.leased.Sub(ev.received)},
 	)
 }
