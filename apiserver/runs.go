@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
@@ -59,6 +60,12 @@ type RunServiceConfig struct {
 	// Scan is how many of a job's newest attempts are searched at most.
 	// Default DefaultRunScan.
 	Scan int
+	// Index lists a team's runs by due time, for ListRuns without a job
+	// or DAG run; nil answers such a request FAILED_PRECONDITION.
+	Index store.RunIndex
+	// Now is the clock of the default window and of the lateness of runs
+	// not started yet. Default time.Now.
+	Now func() time.Time
 }
 
 // Validate reports every missing dependency and bad value.
@@ -99,6 +106,9 @@ func NewRunService(cfg RunServiceConfig) (*RunService, error) {
 		return nil, err
 	}
 	cfg.Scan = cmp.Or(cfg.Scan, DefaultRunScan)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	return &RunService{cfg: cfg}, nil
 }
 
@@ -221,6 +231,9 @@ func (s *RunService) ListRuns(ctx context.Context, req *connect.Request[apiv1.Li
 		return nil, err
 	}
 	m := req.Msg
+	if m.GetJobId() == "" && m.GetDagRunId() == "" {
+		return s.listTeamRuns(ctx, p, m)
+	}
 	size, offset, err := s.checkListRuns(m)
 	if err != nil {
 		return nil, err
@@ -266,9 +279,14 @@ func (s *RunService) ListRuns(ctx context.Context, req *connect.Request[apiv1.Li
 		// not exist: a list never tells that it exists.
 		return connect.NewResponse(&apiv1.ListRunsResponse{}), nil
 	}
+	if m.GetTeam() != "" && m.GetTeam() != team {
+		return connect.NewResponse(&apiv1.ListRunsResponse{}), nil
+	}
+	now := s.cfg.Now()
 	keep := func(r store.RunRecord) bool {
 		switch {
-		case nodeRuns != "" && !strings.HasPrefix(r.RunID, nodeRuns),
+		case m.GetMinLateBy() != nil && r.LateBy(now) < m.GetMinLateBy().AsDuration(),
+			nodeRuns != "" && !strings.HasPrefix(r.RunID, nodeRuns),
 			len(m.GetStates()) > 0 && !slices.Contains(m.GetStates(), attemptState(r.State)),
 			m.GetDueAfter() != nil && r.Due.Before(m.GetDueAfter().AsTime()),
 			m.GetDueBefore() != nil && !r.Due.Before(m.GetDueBefore().AsTime()):
@@ -308,8 +326,11 @@ func (s *RunService) ListRuns(ctx context.Context, req *connect.Request[apiv1.Li
 // the page size and the offset its token points at.
 func (s *RunService) checkListRuns(m *apiv1.ListRunsRequest) (size, offset int, _ error) {
 	var errs []error
-	if (m.GetJobId() == "") == (m.GetDagRunId() == "") {
-		errs = append(errs, errors.New("job_id, dag_run_id: exactly one is required"))
+	if m.GetJobId() != "" && m.GetDagRunId() != "" {
+		errs = append(errs, errors.New("job_id, dag_run_id: at most one may be set"))
+	}
+	if d := m.GetMinLateBy(); d != nil && d.AsDuration() < 0 {
+		errs = append(errs, fmt.Errorf("min_late_by %s: must not be negative", d.AsDuration()))
 	}
 	size = int(m.GetPageSize())
 	switch {
@@ -387,6 +408,14 @@ func attemptDetailOf(r store.RunRecord) *apiv1.AttemptDetail {
 	if r.Duration > 0 || r.State == store.StateSucceeded {
 		a.Duration = durationpb.New(r.Duration)
 	}
+	a.OwnerTeam, a.WaitReason = r.OwnerTeam, r.WaitReason
+	ts := func(t time.Time) *timestamppb.Timestamp {
+		if t.IsZero() {
+			return nil
+		}
+		return timestamppb.New(t)
+	}
+	a.DispatchTime, a.ReceiveTime, a.LeaseTime = ts(r.Dispatched), ts(r.Received), ts(r.Leased)
 	return a
 }
 
@@ -410,6 +439,10 @@ func attemptState(s store.RunState) apiv1.RunAttemptState {
 	}
 	return apiv1.RunAttemptState_RUN_ATTEMPT_STATE_UNSPECIFIED
 }
+
+// AttemptState maps a history state to the API's; UNSPECIFIED for an
+// unknown one.
+func AttemptState(s store.RunState) apiv1.RunAttemptState { return attemptState(s) }
 
 // StoreRunState maps an API attempt state back to the history's; "" for
 // UNSPECIFIED. Clients that print the history the way the store reads it
@@ -449,6 +482,15 @@ func RunRecordOf(a *apiv1.AttemptDetail) store.RunRecord {
 	}
 	if a.GetFinishTime() != nil {
 		r.Finished = a.GetFinishTime().AsTime()
+	}
+	r.OwnerTeam, r.WaitReason = a.GetOwnerTeam(), a.GetWaitReason()
+	for _, f := range []struct {
+		dst *time.Time
+		ts  *timestamppb.Timestamp
+	}{{&r.Dispatched, a.GetDispatchTime()}, {&r.Received, a.GetReceiveTime()}, {&r.Leased, a.GetLeaseTime()}} {
+		if f.ts != nil {
+			*f.dst = f.ts.AsTime()
+		}
 	}
 	return r
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/apiserver"
@@ -55,6 +56,15 @@ func setupRuns(t *testing.T) runsFixture {
 		{JobID: f.betaJob, RunID: f.betaRun, Attempt: 1, Due: f.due, State: store.StateSucceeded, Started: f.due,
 			Finished: at(time.Second), Duration: time.Second, UpdatedAt: at(time.Second)},
 	}
+	for i := range recs {
+		recs[i].OwnerTeam = "alpha"
+		if recs[i].JobID == f.betaJob {
+			recs[i].OwnerTeam = "beta"
+		}
+	}
+	// The second run started 20 s late, for want of an executor.
+	recs[2].Started, recs[2].WaitReason = f.due2.Add(20*time.Second), "no_executor"
+	recs[2].Dispatched, recs[2].Received, recs[2].Leased = f.due2, f.due2.Add(19*time.Second), f.due2.Add(20*time.Second)
 	require.NoError(t, s.store.RecordRuns(ctx, recs))
 
 	// The events of the first run, and events of other runs around them.
@@ -89,8 +99,8 @@ func setupRuns(t *testing.T) runsFixture {
 
 	evlog, err := apiserver.NewEventLog([]kgo.Opt{kgo.SeedBrokers(s.brokers...)}, s.names.Events())
 	require.NoError(t, err)
-	svc, err := apiserver.NewRunService(apiserver.RunServiceConfig{History: s.store, Jobs: s.store, DagRuns: s.store,
-		Events: evlog, Logger: s.logger})
+	svc, err := apiserver.NewRunService(apiserver.RunServiceConfig{History: s.store, Index: s.store, Jobs: s.store, DagRuns: s.store,
+		Events: evlog, Logger: s.logger, Now: func() time.Time { return f.due2.Add(time.Hour) }})
 	require.NoError(t, err)
 	srv := serve(t, func(mux *http.ServeMux) { mux.Handle(apiv1connect.NewRunServiceHandler(svc)) })
 	f.client = apiv1connect.NewRunServiceClient(srv.Client(), srv.URL)
@@ -234,7 +244,6 @@ func TestListRuns(t *testing.T) {
 		require.NoError(t, err)
 		require.NotEmpty(t, first.GetNextPageToken())
 		for name, req := range map[string]*apiv1.ListRunsRequest{
-			"no selection":           {},
 			"both selections":        {JobId: f.job, DagRunId: f.dagRun},
 			"oversized page":         {JobId: f.job, PageSize: 5000},
 			"negative page":          {JobId: f.job, PageSize: -1},
@@ -247,5 +256,82 @@ func TestListRuns(t *testing.T) {
 			requireConnectCode(t, connect.CodeInvalidArgument, err)
 			t.Logf("%s: %v", name, err)
 		}
+		_, err = list("cluster-admin", &apiv1.ListRunsRequest{})
+		requireConnectCode(t, connect.CodeInvalidArgument, err)
+		t.Logf("a cluster admin naming no team: %v", err)
+	})
+}
+
+// TestListTeamRuns: without a job, ListRuns lists the caller's team's runs
+// of every job in the window, paged, filtered by state and lateness, with
+// the wait reason and the timeline; a team cannot list another's.
+func TestListTeamRuns(t *testing.T) {
+	t.Parallel()
+	f := setupRuns(t)
+	ctx := t.Context()
+	window := func(req *apiv1.ListRunsRequest) *apiv1.ListRunsRequest {
+		req.DueAfter, req.DueBefore = timestamppb.New(f.due.Add(-time.Hour)), timestamppb.New(f.due2.Add(time.Hour))
+		return req
+	}
+	list := func(caller string, req *apiv1.ListRunsRequest) ([]string, *apiv1.ListRunsResponse, error) {
+		resp, err := f.client.ListRuns(ctx, as(caller, req))
+		if err != nil {
+			return nil, nil, err
+		}
+		var ids []string
+		for _, a := range resp.Msg.GetAttempts() {
+			ids = append(ids, a.GetRunId()+"#"+string(rune('0'+a.GetAttempt())))
+		}
+		return ids, resp.Msg, nil
+	}
+
+	t.Run("every page of the caller's team", func(t *testing.T) {
+		var got []string
+		req := window(&apiv1.ListRunsRequest{PageSize: 1})
+		for {
+			ids, resp, err := list("owner", req)
+			require.NoError(t, err)
+			got = append(got, ids...)
+			if resp.GetNextPageToken() == "" {
+				break
+			}
+			req.PageToken = resp.GetNextPageToken()
+		}
+		assert.Equal(t, []string{f.run2 + "#1", f.run + "#2", f.run + "#1"}, got, "alpha's runs of every job, newest first; never beta's")
+	})
+	t.Run("the default window is the last hour", func(t *testing.T) {
+		ids, _, err := list("owner", &apiv1.ListRunsRequest{})
+		require.NoError(t, err)
+		assert.Equal(t, []string{f.run2 + "#1"}, ids)
+	})
+	t.Run("late by at least 5 s, with the reason and the timeline", func(t *testing.T) {
+		_, resp, err := list("owner", window(&apiv1.ListRunsRequest{MinLateBy: durationpb.New(5 * time.Second)}))
+		require.NoError(t, err)
+		require.Len(t, resp.GetAttempts(), 1)
+		a := resp.GetAttempts()[0]
+		assert.Equal(t, f.run2, a.GetRunId())
+		assert.Equal(t, "no_executor", a.GetWaitReason())
+		assert.Equal(t, "alpha", a.GetOwnerTeam())
+		assert.True(t, f.due2.Add(19*time.Second).Equal(a.GetReceiveTime().AsTime()))
+	})
+	t.Run("by state", func(t *testing.T) {
+		ids, _, err := list("owner", window(&apiv1.ListRunsRequest{States: []apiv1.RunAttemptState{apiv1.RunAttemptState_RUN_ATTEMPT_STATE_FAILED}}))
+		require.NoError(t, err)
+		assert.Equal(t, []string{f.run + "#1"}, ids)
+	})
+	t.Run("team A cannot list team B's runs", func(t *testing.T) {
+		_, _, err := list("owner", window(&apiv1.ListRunsRequest{Team: "beta"}))
+		requireConnectCode(t, connect.CodePermissionDenied, err)
+		ids, _, err := list("other", window(&apiv1.ListRunsRequest{}))
+		require.NoError(t, err)
+		assert.Equal(t, []string{f.betaRun + "#1"}, ids, "beta lists its own")
+		_, resp, err := list("owner", window(&apiv1.ListRunsRequest{JobId: f.betaJob}))
+		require.NoError(t, err)
+		assert.Empty(t, resp.GetAttempts(), "nor another team's job")
+	})
+	t.Run("a cluster admin names the team", func(t *testing.T) {
+		ids, _, err := list("cluster-admin", window(&apiv1.ListRunsRequest{Team: "beta"}))
+		require.NoError(t, err)
+		assert.Equal(t, []string{f.betaRun + "#1"}, ids)
 	})
 }

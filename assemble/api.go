@@ -29,6 +29,7 @@ import (
 	"github.com/sundialhq/sundial/quota"
 	"github.com/sundialhq/sundial/registry"
 	"github.com/sundialhq/sundial/runner"
+	"github.com/sundialhq/sundial/store"
 	"github.com/sundialhq/sundial/trigger"
 )
 
@@ -40,6 +41,7 @@ type APIStore interface {
 	apiserver.JobStore
 	apiserver.DagStore
 	apiserver.RunHistory
+	store.RunIndex
 	apiserver.DagRunReader
 	apiserver.ShardReader
 	operator.History
@@ -180,7 +182,7 @@ func runServices(cfg APIConfig, b APIBackends, named func(string) *slog.Logger) 
 	if err != nil {
 		return nil, nil, err
 	}
-	runs, err := apiserver.NewRunService(apiserver.RunServiceConfig{History: b.Store, Jobs: b.Store, DagRuns: b.Store, Events: events, Logger: named("api-runs")})
+	runs, err := apiserver.NewRunService(apiserver.RunServiceConfig{History: b.Store, Index: b.Store, Jobs: b.Store, DagRuns: b.Store, Events: events, Logger: named("api-runs")})
 	if err != nil {
 		return nil, nil, err
 	}

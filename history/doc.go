@@ -2,7 +2,9 @@
 // its own consumer group and stores the latest state of every attempt of
 // every run in the store (store.History), which `sundial runs list` and
 // JobSummary read (per job: last and next run, durations, failures,
-// attempts).
+// attempts). A record carries the event's owner team, wait reason and
+// dispatched, received and leased times, so the store's run index lists a
+// team's runs across jobs with how late each started and why.
 //
 // The Writer is off the hot path: runners produce events and never wait for
 // history, and the Writer's group commits independently of theirs, so a

@@ -54,7 +54,16 @@ func TestRecords(t *testing.T) {
 		want []store.RunRecord
 	}{
 		{"enqueued", event(sundialv1.RunState_RUN_STATE_ENQUEUED, 1, t1, nil),
-			[]store.RunRecord{with(func(r *store.RunRecord) { r.State = store.StateScheduled })}},
+			[]store.RunRecord{with(func(r *store.RunRecord) { r.State = store.StateScheduled; r.Dispatched = t1 })}},
+		{"started with its timeline and wait", event(sundialv1.RunState_RUN_STATE_STARTED, 1, t1, func(ev *sundialv1.RunEvent) {
+			ev.OwnerTeam, ev.WaitReason = "team-a", "no_executor"
+			ev.DispatchedTime = timestamppb.New(due)
+			ev.ReceivedTime = timestamppb.New(due.Add(20 * time.Second))
+			ev.LeasedTime = timestamppb.New(due.Add(21 * time.Second))
+		}), []store.RunRecord{with(func(r *store.RunRecord) {
+			r.State, r.Started, r.OwnerTeam, r.WaitReason = store.StateRunning, t1, "team-a", "no_executor"
+			r.Dispatched, r.Received, r.Leased = due, due.Add(20*time.Second), due.Add(21*time.Second)
+		})}},
 		{"started", event(sundialv1.RunState_RUN_STATE_STARTED, 1, t1, nil),
 			[]store.RunRecord{with(func(r *store.RunRecord) { r.State = store.StateRunning; r.Started = t1 })}},
 		{"succeeded", event(sundialv1.RunState_RUN_STATE_SUCCEEDED, 1, t1, func(ev *sundialv1.RunEvent) { ev.Duration = durationpb.New(4 * time.Millisecond) }),

@@ -15,6 +15,18 @@ func Records(ev *sundialv1.RunEvent) []store.RunRecord {
 	base := store.RunRecord{
 		JobID: ev.GetJobId(), RunID: ev.GetRunId(), Attempt: int(ev.GetAttempt()),
 		Due: ev.GetDueTime().AsTime(), AttemptDue: ev.GetAttemptDueTime().AsTime(), UpdatedAt: at,
+		OwnerTeam: ev.GetOwnerTeam(), WaitReason: ev.GetWaitReason(),
+	}
+	if t := ev.GetDispatchedTime(); t != nil {
+		base.Dispatched = t.AsTime()
+	} else if ev.GetState() == sundialv1.RunState_RUN_STATE_ENQUEUED {
+		base.Dispatched = at
+	}
+	if t := ev.GetReceivedTime(); t != nil {
+		base.Received = t.AsTime()
+	}
+	if t := ev.GetLeasedTime(); t != nil {
+		base.Leased = t.AsTime()
 	}
 	if ev.GetDueTime() == nil {
 		base.Due = base.AttemptDue
@@ -82,6 +94,8 @@ func Records(ev *sundialv1.RunEvent) []store.RunRecord {
 		// scheduled.
 		next := base
 		next.Attempt++
+		// The wait and the times were the failed attempt's.
+		next.WaitReason, next.Dispatched, next.Received, next.Leased = "", time.Time{}, time.Time{}, time.Time{}
 		next.State = store.StateScheduled
 		next.AttemptDue = ev.GetNextAttemptDueTime().AsTime()
 		return []store.RunRecord{next}

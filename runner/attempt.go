@@ -42,6 +42,7 @@ func (a attempt) runTarget(leaseCtx context.Context) attemptEnd {
 	defer cancel()
 	end.err = r.breakers.Do(a.downstream, func() error {
 		end.started = r.cfg.Now()
+		a.ev.started = end.started
 		a.ev.emit(a.ev.event(sundialv1.RunState_RUN_STATE_STARTED, nil))
 		a.logger().Debug("run started", "fencing_token", token, "trigger_latency", a.held.latency)
 		a.ev.out = &target.Output{}

@@ -51,6 +51,9 @@ type record struct {
 	// routed is set when a router chose this runner for the run: it is
 	// executed here, not routed again.
 	routed bool
+	// received is when the runner fetched the record (RunEvent's
+	// received_time).
+	received time.Time
 }
 
 // backlog holds what the runner fetched and has not finished: the

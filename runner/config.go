@@ -48,6 +48,7 @@ const (
 	DefaultCommitInterval         = time.Second
 	DefaultRunTimeout             = 30 * time.Second
 	DefaultQueueDelay             = time.Second
+	DefaultWaitBound              = 2 * time.Second
 	DefaultHeldRetry              = 200 * time.Millisecond
 	DefaultReplaceGrace           = 2 * time.Second
 	DefaultShutdownTimeout        = 30 * time.Second
@@ -191,6 +192,10 @@ type Config struct {
 	// whose fixed executor is away, under FALLBACK_WAIT) is deferred before
 	// it asks again. Default DefaultQueueDelay.
 	RouteDelay time.Duration
+	// WaitBound is how long a gap of a run's timeline (due → dispatched →
+	// received → leased) may be before its events name the wait
+	// (RunEvent.wait_reason, package lateness). Default DefaultWaitBound.
+	WaitBound time.Duration
 	// FanoutRetention is how long Redis keeps what a BROADCAST or SHARDED
 	// run records (its broadcast plan and its finished children, fanout.go):
 	// a child that finishes later than this after the last one before it
@@ -277,6 +282,7 @@ func (c Config) withDefaults() Config {
 	c.TeamQueueCapacity = cmp.Or(c.TeamQueueCapacity, max(c.QueueCapacity/4, 1))
 	c.TeamQuotaDelay = cmp.Or(c.TeamQuotaDelay, DefaultQueueDelay)
 	c.RouteDelay = cmp.Or(c.RouteDelay, DefaultQueueDelay)
+	c.WaitBound = cmp.Or(c.WaitBound, DefaultWaitBound)
 	c.FanoutRetention = cmp.Or(c.FanoutRetention, DefaultFanoutRetention)
 	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
 	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, DefaultHeartbeatInterval)
@@ -353,6 +359,9 @@ func (c Config) Validate() error {
 	positive("TeamQueueCapacity", c.TeamQueueCapacity)
 	if c.RouteDelay <= 0 {
 		bad("RouteDelay", "%s is not positive", c.RouteDelay)
+	}
+	if c.WaitBound <= 0 {
+		bad("WaitBound", "%s is not positive", c.WaitBound)
 	}
 	if c.FanoutRetention <= 0 {
 		bad("FanoutRetention", "%s is not positive", c.FanoutRetention)

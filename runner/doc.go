@@ -174,6 +174,33 @@
 //  6. Stop cancels executions still running after Config.ShutdownTimeout;
 //     they release their leases, record no event and are not committed.
 //
+// # Why a run waited
+//
+// Every event of a delivery carries the run's timeline (waits.go, package
+// lateness): dispatched_time (the record's dispatched_at), received_time
+// (when the poll fetched it), leased_time and started_time, each set once
+// reached, and wait_reason, judged once when the lease is taken: of the
+// gaps longer than Config.WaitBound, the longest names the wait. The
+// rule, in lateness.ReceiptWait and its neighbours:
+//
+//   - due → dispatched, for a run of origin CATCH_UP: "catch_up";
+//   - dispatched → received: "no_executor" when the runner's Directory
+//     knew no executor live at the dispatch time, "backlog" when it knew
+//     one. An executor counts as live at t when it had started by t (its
+//     announced start) and, if it has left (tombstone) or expired since,
+//     its last heartbeat is not before t; so a run dispatched in the last
+//     heartbeat interval of a runner that then stopped is called
+//     "no_executor" though that runner may still have been polling. A
+//     Directory not read up to date (a runner just started) is waited for
+//     up to 10 s, and past that taken to have known one: "no_executor" is
+//     never said without knowing;
+//   - received → leased: "pool_full" (the record waited in the queues for
+//     a worker or a pool slot).
+//
+// A DEFERRED event (and a SKIPPED pool_busy) names its own wait instead,
+// lateness.OfDeferral of its reason: team_quota, team_rate, overlap,
+// breaker_open, no_executor.
+//
 // # The steps of a delivery
 //
 // execution.handle lists the steps of one delivery, each a small type or
@@ -301,6 +328,8 @@
 //   - settle.go: the settlement of a delivery: events, retries, deferrals,
 //     dead letters, suspensions, and the finishing goroutine.
 //   - events.go: runEvents, the events of a delivery.
+//   - waits.go: the timeline on every event and the wait judged at the lease
+//     (package lateness).
 //   - verdict.go: the pure decisions: classify (how an attempt ended
 //     decides whether the run succeeded, is deferred, retried, dead,
 //     cancelled or unfinished), leaseAfter (what the verdict does with the

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/lateness"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/runner/target"
 )
@@ -33,6 +34,11 @@ type runEvents struct {
 	lastEvent time.Time
 	// out collects what the attempt logs, for its final event.
 	out *target.Output
+	// received, leased and started are the delivery's timeline (zero
+	// until reached), and wait the reason of its longest wait beyond
+	// Config.WaitBound (waits.go).
+	received, leased, started time.Time
+	wait                      lateness.Reason
 
 	pending sync.WaitGroup
 	errMu   sync.Mutex
@@ -66,8 +72,16 @@ func (e *runEvents) event(state sundialv1.RunState, mod func(*sundialv1.RunEvent
 		sundialv1.RunState_RUN_STATE_DEAD, sundialv1.RunState_RUN_STATE_CANCELLED:
 		ev.Log = e.out.Lines()
 	}
+	e.times(ev)
 	if mod != nil {
 		mod(ev)
+	}
+	switch state {
+	case sundialv1.RunState_RUN_STATE_DEFERRED, sundialv1.RunState_RUN_STATE_SKIPPED:
+		// A deferral's own reason is its wait.
+		if w := lateness.OfDeferral(ev.GetReason()); w != lateness.None {
+			ev.WaitReason = string(w)
+		}
 	}
 	return ev
 }

@@ -87,6 +87,9 @@ func (r *Runner) process(ctx context.Context, rec *record) result {
 func newExecution(r *Runner, rec *record, run *sundialv1.Run) *execution {
 	x := &execution{r: r, rec: rec, run: run}
 	x.ev = &runEvents{r: r, run: run, log: x.logger}
+	if rec != nil {
+		x.ev.received = rec.received
+	}
 	return x
 }
 
@@ -227,11 +230,16 @@ type heldLease struct {
 // before the Keeper started.
 func (x *execution) takeLease(ctx context.Context) (*heldLease, result) {
 	r := x.r
+	// Judged before the acquire: it may wait for the Directory, which a
+	// lease just taken must not.
+	receipt := x.receiptWait(ctx)
 	lease, acq := x.acquire(ctx)
 	if acq.res != acquired {
 		return nil, x.settle().notAcquired(ctx, acq)
 	}
 	latency := x.leaseTaken(lease)
+	x.ev.leased = r.cfg.Now()
+	x.ev.wait = x.judgeWait(receipt)
 	// The Keeper names the lease's job and run in its own log lines.
 	// Its renewals share the Batcher's pipelines with the other runs'.
 	keeper := r.leases.NewKeeper(lease, r.log)

@@ -333,8 +333,9 @@ func (r *Runner) poll(ctx context.Context) {
 		// Decoded outside the lock the workers take: the team is the
 		// record's lane, and process uses the decoded run.
 		var fetched []*record
+		received := r.cfg.Now()
 		fs.EachRecord(func(rec *kgo.Record) {
-			fetched = append(fetched, decodeFetched(rec))
+			fetched = append(fetched, decodeFetched(rec, received))
 		})
 		toRoute, queued := r.in.add(fetched, r.levelOf, r.needsRoute)
 		r.consumer.AllowRebalance()

@@ -255,6 +255,7 @@ func TestOpenBreakerDefersWithoutSpendingAttempts(t *testing.T) {
 	for _, ev := range h.events.all() {
 		if ev.GetState() == deferred {
 			assert.Equal(t, "circuit_open", ev.GetReason())
+			assert.Equal(t, "breaker_open", ev.GetWaitReason(), "a deferral names its wait from the closed set")
 		}
 	}
 }

@@ -21,8 +21,8 @@ type TeamQuotas interface {
 
 // decodeFetched wraps a fetched record, with its run decoded when it
 // decodes (process reports one that does not).
-func decodeFetched(rec *kgo.Record) *record {
-	fr := &record{rec: rec}
+func decodeFetched(rec *kgo.Record, received time.Time) *record {
+	fr := &record{rec: rec, received: received}
 	run := &sundialv1.Run{}
 	if decodeRun(rec, run) == nil {
 		fr.run, fr.team = run, run.GetOwnerTeam()

@@ -112,6 +112,16 @@
 // UpdatedAt; a changed definition lists its own plan only, and a deleted
 // or paused one none.
 //
+// The run index (RunIndex) files every record that names its OwnerTeam
+// under that team and the hour of its due time (RunBucket), with the same
+// newest-wins rule and retention, so ListTeamRuns lists a team's records of
+// every job in a window of due times, in ListRuns order, paged after a
+// RunKey. A record's empty WaitReason and zero Dispatched, Received and
+// Leased leave the stored ones in place (the last wait an attempt reported
+// stays). The Cassandra store writes the index rows after the runs rows of
+// the same call: a crash in between leaves a record unlisted by team until
+// its attempt's next event, never listed without its runs row.
+//
 // # DAG definitions and DAG runs
 //
 // DAG definitions (Dags) are kept like job definitions: hash, revision and

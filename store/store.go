@@ -138,6 +138,17 @@ type History interface {
 	JobSummary(ctx context.Context, jobID string) (Summary, error)
 }
 
+// RunIndex lists the run records of a team by due time, across jobs: every
+// record History stores with an OwnerTeam is indexed under that team and
+// the hour of its due time (RunBucket), with the same newest-wins rule and
+// retention.
+type RunIndex interface {
+	// ListTeamRuns returns up to q.Limit records of q.Team due in
+	// [q.From, q.To) that q.Keep accepts, in CompareRuns order, starting
+	// after q.After when it is set.
+	ListTeamRuns(ctx context.Context, q TeamRunsQuery) ([]RunRecord, error)
+}
+
 // Triggers remembers the idempotency keys of triggers, so that a trigger
 // sent twice runs once.
 type Triggers interface {
@@ -202,6 +213,7 @@ type Store interface {
 	Cluster
 	Shards
 	History
+	RunIndex
 	Triggers
 	Dags
 	DagRuns

@@ -299,6 +299,79 @@ type RunRecord struct {
 	// UpdatedAt is when the state change happened; it orders writes of
 	// the same attempt.
 	UpdatedAt time.Time
+	// OwnerTeam is the team that owned the job when the attempt ran; a
+	// record with one is listed by RunIndex.
+	OwnerTeam string
+	// WaitReason is the attempt's last reported wait (package lateness).
+	// A newer record with none leaves the stored one in place.
+	WaitReason string
+	// Dispatched, Received and Leased are when the run record was written,
+	// fetched by a runner and leased (zero: unknown). A newer record with a
+	// zero one leaves the stored one in place.
+	Dispatched, Received, Leased time.Time
+}
+
+// LateBy is how late the attempt started: from its due time (AttemptDue,
+// or Due) to Started, or, for an attempt scheduled or running without a
+// start, to now. An attempt that ended without starting (skipped,
+// cancelled) is late by 0.
+func (r RunRecord) LateBy(now time.Time) time.Duration {
+	due := r.AttemptDue
+	if due.IsZero() {
+		due = r.Due
+	}
+	switch {
+	case !r.Started.IsZero():
+		return max(r.Started.Sub(due), 0)
+	case r.State == StateScheduled || r.State == StateRunning:
+		return max(now.Sub(due), 0)
+	}
+	return 0
+}
+
+// RunBucket is the hour of due time a RunIndex files a record under.
+func RunBucket(due time.Time) time.Time { return due.UTC().Truncate(time.Hour) }
+
+// RunKey names one record in CompareRuns order: where a page of
+// ListTeamRuns ended.
+type RunKey struct {
+	Due     time.Time
+	RunID   string
+	Attempt int
+}
+
+// KeyOf returns r's key.
+func KeyOf(r RunRecord) RunKey { return RunKey{Due: r.Due, RunID: r.RunID, Attempt: r.Attempt} }
+
+// After reports whether r comes after k in CompareRuns order.
+func (k RunKey) After(r RunRecord) bool {
+	return CompareRuns(RunRecord{Due: k.Due, RunID: k.RunID, Attempt: k.Attempt}, r) < 0
+}
+
+// TeamRunsQuery selects a team's records for RunIndex.ListTeamRuns.
+type TeamRunsQuery struct {
+	Team     string
+	From, To time.Time
+	// After, when set, is the last record of the previous page.
+	After *RunKey
+	// Keep filters the records; nil keeps every one.
+	Keep  func(RunRecord) bool
+	Limit int
+}
+
+// Validate reports every bad field of the query.
+func (q TeamRunsQuery) Validate() error {
+	var errs []error
+	if q.Team == "" {
+		errs = append(errs, fmt.Errorf("%w: team runs query team: must not be empty", ErrInvalid))
+	}
+	if q.From.IsZero() || q.To.IsZero() || !q.From.Before(q.To) {
+		errs = append(errs, fmt.Errorf("%w: team runs query window [%s, %s): must be set and not empty", ErrInvalid, q.From, q.To))
+	}
+	if q.Limit < 1 {
+		errs = append(errs, fmt.Errorf("%w: team runs query limit %d: must be at least 1", ErrInvalid, q.Limit))
+	}
+	return errors.Join(errs...)
 }
 
 // Validate reports every bad field of the record.
@@ -340,6 +413,9 @@ func (r RunRecord) Normalize() RunRecord {
 	r.Finished = Truncate(r.Finished)
 	r.UpdatedAt = Truncate(r.UpdatedAt)
 	r.Duration = r.Duration.Truncate(time.Millisecond)
+	r.Dispatched = Truncate(r.Dispatched)
+	r.Received = Truncate(r.Received)
+	r.Leased = Truncate(r.Leased)
 	return r
 }
 

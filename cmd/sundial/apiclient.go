@@ -8,11 +8,14 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"time"
 
 	connectrpc "connectrpc.com/connect"
 	"github.com/urfave/cli/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/apiserver"
 	"github.com/sundialhq/sundial/internal/connect"
 	"github.com/sundialhq/sundial/internal/topics"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
@@ -78,11 +81,47 @@ func (a apiConn) options() []connectrpc.ClientOption {
 
 // runSource is where runs list and runs get read run history.
 type runSource interface {
-	// jobRuns returns a job's summary and up to limit of its attempts,
-	// newest first.
-	jobRuns(ctx context.Context, job string, limit int) (store.Summary, []store.RunRecord, error)
-	// runAttempts returns every attempt of one run, oldest first.
-	runAttempts(ctx context.Context, job, runID string, scan int) ([]store.RunRecord, error)
+	// jobRuns returns a job's summary and up to limit of its attempts
+	// that f keeps, newest first.
+	jobRuns(ctx context.Context, job string, limit int, f runFilter) (store.Summary, []store.RunRecord, error)
+	// teamRuns returns up to limit attempts of f.team's runs of every job
+	// that f keeps, newest first.
+	teamRuns(ctx context.Context, limit int, f runFilter) ([]store.RunRecord, error)
+	// runAttempts returns every attempt of one run, oldest first, and the
+	// run's events where the source has them (the API).
+	runAttempts(ctx context.Context, job, runID string, scan int) ([]store.RunRecord, []*sundialv1.RunEvent, error)
+}
+
+// runFilter is the selection of runs list: --team, --state, --since and
+// --late-by, judged at now.
+type runFilter struct {
+	team   string
+	states []store.RunState
+	since  time.Time
+	lateBy time.Duration
+	now    time.Time
+}
+
+// keep reports whether r passes f (but for the team, which selects where
+// the runs are read).
+func (f runFilter) keep(r store.RunRecord) bool {
+	switch {
+	case len(f.states) > 0 && !slices.Contains(f.states, r.State),
+		!f.since.IsZero() && r.Due.Before(f.since),
+		f.lateBy > 0 && r.LateBy(f.now) < f.lateBy:
+		return false
+	}
+	return true
+}
+
+// until is the end of the window of due times a team's runs are listed
+// in: scheduled attempts due soon are listed too.
+func (f runFilter) until() time.Time { return f.now.Add(time.Hour) }
+
+// runStore is what the CLI reads from Cassandra directly.
+type runStore interface {
+	store.History
+	store.RunIndex
 }
 
 // withRunSource reports bad together with the flags' errors, or else runs
@@ -99,24 +138,41 @@ func withRunSource(ctx context.Context, cmd *cli.Command, bad []error, use func(
 }
 
 // storeRuns reads the history in Cassandra.
-type storeRuns struct{ h store.History }
+type storeRuns struct{ h runStore }
+
+// filteredScan is how many of a job's newest attempts a filtered runs list
+// reads from the store, as the API's DefaultRunScan.
+const filteredScan = 10000
 
 // jobRuns reads the runs before the summary: history only grows, so the
 // summary then counts at least every run listed (read the other way round, a
 // run recorded between the reads showed as a row under "0 run(s)").
-func (s storeRuns) jobRuns(ctx context.Context, job string, limit int) (store.Summary, []store.RunRecord, error) {
-	runs, err := s.h.ListRuns(ctx, job, limit)
+func (s storeRuns) jobRuns(ctx context.Context, job string, limit int, f runFilter) (store.Summary, []store.RunRecord, error) {
+	scan := limit
+	if len(f.states) > 0 || !f.since.IsZero() || f.lateBy > 0 {
+		scan = max(limit, filteredScan)
+	}
+	runs, err := s.h.ListRuns(ctx, job, scan)
 	if err != nil {
 		return store.Summary{}, nil, err
 	}
+	runs = slices.DeleteFunc(runs, func(r store.RunRecord) bool { return !f.keep(r) })
+	runs = runs[:min(limit, len(runs))]
 	sum, err := s.h.JobSummary(ctx, job)
 	return sum, runs, err
 }
 
-func (s storeRuns) runAttempts(ctx context.Context, job, runID string, scan int) ([]store.RunRecord, error) {
+func (s storeRuns) teamRuns(ctx context.Context, limit int, f runFilter) ([]store.RunRecord, error) {
+	if f.team == "" {
+		return nil, errors.New("--team: required without --job when reading Cassandra (with --api-url it defaults to the token's team)")
+	}
+	return s.h.ListTeamRuns(ctx, store.TeamRunsQuery{Team: f.team, From: f.since, To: f.until(), Keep: f.keep, Limit: limit})
+}
+
+func (s storeRuns) runAttempts(ctx context.Context, job, runID string, scan int) ([]store.RunRecord, []*sundialv1.RunEvent, error) {
 	recs, err := s.h.ListRuns(ctx, job, scan)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []store.RunRecord
 	for _, r := range slices.Backward(recs) { // stored newest attempt first
@@ -125,9 +181,9 @@ func (s storeRuns) runAttempts(ctx context.Context, job, runID string, scan int)
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("run %s: not in the newest %d attempts of job %s (--scan)", runID, scan, job)
+		return nil, nil, fmt.Errorf("run %s: not in the newest %d attempts of job %s (--scan)", runID, scan, job)
 	}
-	return out, nil
+	return out, nil, nil
 }
 
 // apiRuns reads the history through the API's run service.
@@ -136,15 +192,51 @@ type apiRuns struct{ c apiv1connect.RunServiceClient }
 // apiPageSize is the largest page the API serves.
 const apiPageSize = 1000
 
-func (a apiRuns) jobRuns(ctx context.Context, job string, limit int) (store.Summary, []store.RunRecord, error) {
+// request is the ListRuns request of f.
+func (f runFilter) request() *apiv1.ListRunsRequest {
+	req := &apiv1.ListRunsRequest{Team: f.team}
+	for _, s := range f.states {
+		req.States = append(req.States, apiserver.AttemptState(s))
+	}
+	if !f.since.IsZero() {
+		req.DueAfter = timestamppb.New(f.since)
+	}
+	if f.lateBy > 0 {
+		req.MinLateBy = durationpb.New(f.lateBy)
+	}
+	return req
+}
+
+func (a apiRuns) teamRuns(ctx context.Context, limit int, f runFilter) ([]store.RunRecord, error) {
+	var runs []store.RunRecord
+	req := f.request()
+	req.DueBefore = timestamppb.New(f.until())
+	for {
+		req.PageSize = int32(min(limit-len(runs), apiPageSize))
+		resp, err := a.c.ListRuns(ctx, connectrpc.NewRequest(req))
+		if err != nil {
+			return nil, fmt.Errorf("api: list runs: %w", err)
+		}
+		for _, at := range resp.Msg.GetAttempts() {
+			runs = append(runs, recordFromAPI(at))
+		}
+		req.PageToken = resp.Msg.GetNextPageToken()
+		if req.PageToken == "" || len(runs) >= limit {
+			return runs, nil
+		}
+	}
+}
+
+func (a apiRuns) jobRuns(ctx context.Context, job string, limit int, f runFilter) (store.Summary, []store.RunRecord, error) {
 	var (
 		sum  store.Summary
 		runs []store.RunRecord
 		tok  string
 	)
 	for {
-		resp, err := a.c.ListRuns(ctx, connectrpc.NewRequest(&apiv1.ListRunsRequest{JobId: job,
-			PageSize: int32(min(limit-len(runs), apiPageSize)), PageToken: tok}))
+		req := f.request()
+		req.JobId, req.PageSize, req.PageToken = job, int32(min(limit-len(runs), apiPageSize)), tok
+		resp, err := a.c.ListRuns(ctx, connectrpc.NewRequest(req))
 		if err != nil {
 			return store.Summary{}, nil, fmt.Errorf("api: list runs of %s: %w", job, err)
 		}
@@ -161,16 +253,16 @@ func (a apiRuns) jobRuns(ctx context.Context, job string, limit int) (store.Summ
 	}
 }
 
-func (a apiRuns) runAttempts(ctx context.Context, _, runID string, _ int) ([]store.RunRecord, error) {
+func (a apiRuns) runAttempts(ctx context.Context, _, runID string, _ int) ([]store.RunRecord, []*sundialv1.RunEvent, error) {
 	resp, err := a.c.GetRun(ctx, connectrpc.NewRequest(&apiv1.GetRunRequest{RunId: runID}))
 	if err != nil {
-		return nil, fmt.Errorf("api: get run %s: %w", runID, err)
+		return nil, nil, fmt.Errorf("api: get run %s: %w", runID, err)
 	}
 	out := make([]store.RunRecord, 0, len(resp.Msg.GetRun().GetAttempts()))
 	for _, at := range resp.Msg.GetRun().GetAttempts() {
 		out = append(out, recordFromAPI(at))
 	}
-	return out, nil
+	return out, resp.Msg.GetRun().GetEvents(), nil
 }
 
 // recordFromAPI is the history record an API attempt reports.
@@ -183,6 +275,16 @@ func recordFromAPI(a *apiv1.AttemptDetail) store.RunRecord {
 	}
 	if a.GetFinishTime() != nil {
 		r.Finished = a.GetFinishTime().AsTime()
+	}
+	r.OwnerTeam, r.WaitReason = a.GetOwnerTeam(), a.GetWaitReason()
+	if t := a.GetDispatchTime(); t != nil {
+		r.Dispatched = t.AsTime()
+	}
+	if t := a.GetReceiveTime(); t != nil {
+		r.Received = t.AsTime()
+	}
+	if t := a.GetLeaseTime(); t != nil {
+		r.Leased = t.AsTime()
 	}
 	return r
 }

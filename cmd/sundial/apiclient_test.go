@@ -95,7 +95,7 @@ func TestRunsThroughAPI(t *testing.T) {
 
 	var direct bytes.Buffer
 	cmd := &cli.Command{Writer: &direct}
-	require.NoError(t, printRuns(ctx, emitter{w: cmd.Root().Writer, form: outputTable}, storeRuns{st}, "billing.invoice", 20))
+	require.NoError(t, printRuns(ctx, emitter{w: cmd.Root().Writer, form: outputTable}, storeRuns{st}, "billing.invoice", 20, runFilter{}))
 	require.NoError(t, printRun(ctx, emitter{w: cmd.Root().Writer, form: outputTable}, storeRuns{st}, "billing.invoice", runID, 1000))
 
 	// The token comes from the environment, as it should in practice.

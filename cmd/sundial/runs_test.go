@@ -31,7 +31,7 @@ func TestPrintRuns(t *testing.T) {
 	}
 	var out bytes.Buffer
 	cmd := &cli.Command{Writer: &out}
-	require.NoError(t, printRuns(ctx, emitter{w: cmd.Root().Writer, form: outputTable}, storeRuns{st}, "report", 10))
+	require.NoError(t, printRuns(ctx, emitter{w: cmd.Root().Writer, form: outputTable}, storeRuns{st}, "report", 10, runFilter{}))
 	s := out.String()
 	assert.Contains(t, s, "job report: 1 run(s), 2 attempt(s), 1 failure(s)")
 	assert.Contains(t, s, "RUN ID")
@@ -115,4 +115,51 @@ func TestPrintRunShowsEveryAttemptWithItsLog(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "team@host.job", job)
 	assert.Equal(t, int64(1767148200000), at.UnixMilli())
+}
+
+// TestPrintTeamRunsLateBy: runs list without --job lists a team's runs of
+// every job, and --late-by keeps those that started at least that late,
+// with the LATE BY and REASON columns; runs get prints the timeline.
+func TestPrintTeamRunsLateBy(t *testing.T) {
+	t.Parallel()
+	st, err := memory.New(memory.Options{})
+	require.NoError(t, err)
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	due := now.Add(-10 * time.Minute)
+	late := store.RunRecord{JobID: "billing.tick", RunID: store.RunID("billing.tick", due), Attempt: 1, Due: due, State: store.StateSucceeded,
+		Started: due.Add(20 * time.Second), Duration: time.Millisecond, UpdatedAt: due.Add(21 * time.Second), OwnerTeam: "billing",
+		WaitReason: "no_executor", Dispatched: due.Add(5 * time.Millisecond), Received: due.Add(19 * time.Second), Leased: due.Add(19*time.Second + 500*time.Millisecond)}
+	onTime := store.RunRecord{JobID: "billing.other", RunID: store.RunID("billing.other", due), Attempt: 1, Due: due, State: store.StateSucceeded,
+		Started: due.Add(10 * time.Millisecond), Duration: time.Millisecond, UpdatedAt: due.Add(time.Second), OwnerTeam: "billing"}
+	elsewhere := store.RunRecord{JobID: "search.tick", RunID: store.RunID("search.tick", due), Attempt: 1, Due: due, State: store.StateSucceeded,
+		Started: due.Add(30 * time.Second), UpdatedAt: due.Add(31 * time.Second), OwnerTeam: "search", WaitReason: "backlog"}
+	require.NoError(t, st.RecordRuns(ctx, []store.RunRecord{late, onTime, elsewhere}))
+
+	var out bytes.Buffer
+	f := runFilter{team: "billing", since: now.Add(-time.Hour), now: now}
+	require.NoError(t, printTeamRuns(ctx, emitter{w: &out, form: outputTable}, storeRuns{st}, 20, f))
+	s := out.String()
+	assert.Contains(t, s, "LATE BY")
+	assert.Contains(t, s, "REASON")
+	assert.Contains(t, s, late.RunID)
+	assert.Contains(t, s, onTime.RunID)
+	assert.NotContains(t, s, elsewhere.RunID, "another team's run")
+
+	out.Reset()
+	f.lateBy = 5 * time.Second
+	require.NoError(t, printTeamRuns(ctx, emitter{w: &out, form: outputTable}, storeRuns{st}, 20, f))
+	s = out.String()
+	assert.Regexp(t, `billing\.tick\s+`+late.RunID+`\s+1\s+succeeded\s+\S+\s+\S+\s+20s\s+no executor`, s)
+	assert.NotContains(t, s, onTime.RunID)
+
+	out.Reset()
+	require.NoError(t, printRun(ctx, emitter{w: &out, form: outputTable}, storeRuns{st}, late.JobID, late.RunID, 10))
+	s = out.String()
+	for _, want := range []string{"timeline:", "dispatched", "+5ms", "received", "+18.995s", "leased", "+500ms", "started", "reason: no executor"} {
+		assert.Contains(t, s, want)
+	}
+
+	err = printTeamRuns(ctx, emitter{w: &out, form: outputTable}, storeRuns{st}, 20, runFilter{now: now})
+	assert.ErrorContains(t, err, "--team: required")
 }

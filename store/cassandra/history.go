@@ -28,6 +28,12 @@ func (s *Store) recordRun(ctx context.Context, rec store.RunRecord) error {
 	if err := s.idempotent(ctx, s.q.insertRun, s.runArgs(rec)...).Exec(); err != nil {
 		return fmt.Errorf("record run %s attempt %d (%s): %w", rec.RunID, rec.Attempt, rec.State, err)
 	}
+	if rec.OwnerTeam == "" {
+		return nil
+	}
+	if err := s.idempotent(ctx, s.q.insertTeamRun, s.teamRunArgs(rec)...).Exec(); err != nil {
+		return fmt.Errorf("index run %s attempt %d (%s) of team %s: %w", rec.RunID, rec.Attempt, rec.State, rec.OwnerTeam, err)
+	}
 	return nil
 }
 
@@ -52,9 +58,18 @@ func (s *Store) RecordRuns(ctx context.Context, recs []store.RunRecord) error {
 	if len(recs) == 1 {
 		return s.recordRun(ctx, recs[0])
 	}
-	stmts := make([]partStmt, len(recs))
-	for i, r := range recs {
-		stmts[i] = partStmt{part: r.JobID, stmt: s.q.insertRun, args: s.runArgs(r), bytes: runRecordBytes(r)}
+	stmts := make([]partStmt, 0, len(recs))
+	for _, r := range recs {
+		stmts = append(stmts, partStmt{part: r.JobID, stmt: s.q.insertRun, args: s.runArgs(r), bytes: runRecordBytes(r)})
+	}
+	// The index rows go after every runs row: a crash in between leaves a
+	// run unlisted by team until its next event, never listed without its
+	// runs row.
+	for _, r := range recs {
+		if r.OwnerTeam != "" {
+			part := "team/" + r.OwnerTeam + "/" + store.RunBucket(r.Due).Format(time.RFC3339)
+			stmts = append(stmts, partStmt{part: part, stmt: s.q.insertTeamRun, args: s.teamRunArgs(r), bytes: runRecordBytes(r)})
+		}
 	}
 	if err := s.writeByPartition(ctx, stmts, min(s.cfg.BatchSize, maxRunBatch), maxCrossBatchBytes); err != nil {
 		return fmt.Errorf("record %d runs (the first of job %q): %w", len(recs), recs[0].JobID, err)
@@ -86,8 +101,105 @@ func (s *Store) runArgs(rec store.RunRecord) []any {
 	return []any{
 		rec.JobID, rec.Due, rec.RunID, rec.Attempt, rec.AttemptDue, string(rec.State),
 		rec.Started, rec.Finished, rec.Duration.Milliseconds(), rec.Error, rec.UpdatedAt, log,
+		unsetEmpty(rec.OwnerTeam), unsetEmpty(rec.WaitReason), unsetZero(rec.Dispatched), unsetZero(rec.Received), unsetZero(rec.Leased),
 		int(s.cfg.RunRetention / time.Second), ts,
 	}
+}
+
+// teamRunArgs binds insertTeamRun as runArgs binds insertRun.
+func (s *Store) teamRunArgs(rec store.RunRecord) []any {
+	ts := rec.UpdatedAt.UnixMicro()
+	rec = rec.Normalize()
+	return []any{
+		rec.OwnerTeam, store.RunBucket(rec.Due), rec.Due, rec.RunID, rec.Attempt, rec.JobID, rec.AttemptDue, string(rec.State),
+		rec.Started, rec.Finished, rec.Duration.Milliseconds(), rec.Error, rec.UpdatedAt,
+		unsetEmpty(rec.WaitReason), unsetZero(rec.Dispatched), unsetZero(rec.Received), unsetZero(rec.Leased),
+		int(s.cfg.RunRetention / time.Second), ts,
+	}
+}
+
+// unsetEmpty leaves an empty text column unset, so a newer record without
+// it keeps what an earlier one stored, and writes no tombstone.
+func unsetEmpty(v string) any {
+	if v == "" {
+		return gocql.UnsetValue
+	}
+	return v
+}
+
+// unsetZero is unsetEmpty for a time.
+func unsetZero(t time.Time) any {
+	if t.IsZero() {
+		return gocql.UnsetValue
+	}
+	return t
+}
+
+// ListTeamRuns implements store.RunIndex: it reads the team's hour
+// partitions of runs_by_time from the newest in the window back, until it
+// holds q.Limit records that q.Keep accepts.
+func (s *Store) ListTeamRuns(ctx context.Context, q store.TeamRunsQuery) ([]store.RunRecord, error) {
+	if err := q.Validate(); err != nil {
+		return nil, fmt.Errorf("list team runs: %w", err)
+	}
+	// The newest due time listed: below To, and at or before After.
+	upper := q.To.Add(-time.Millisecond)
+	if q.After != nil && q.After.Due.Before(upper) {
+		upper = q.After.Due
+	}
+	var out []store.RunRecord
+	for bucket := store.RunBucket(upper); !bucket.Before(store.RunBucket(q.From)); bucket = bucket.Add(-time.Hour) {
+		it := s.idempotent(ctx, s.q.selectTeamRuns, q.Team, bucket, q.From, upper).PageSize(s.cfg.PageSize).Iter()
+		sc := it.Scanner()
+		for sc.Next() {
+			r, err := scanRun(sc, false)
+			if err != nil {
+				_ = it.Close()
+				return nil, fmt.Errorf("list runs of team %q: %w", q.Team, err)
+			}
+			if (q.After != nil && !q.After.After(r)) || (q.Keep != nil && !q.Keep(r)) {
+				continue
+			}
+			out = append(out, r)
+			if len(out) == q.Limit {
+				_ = it.Close()
+				return out, nil
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("list runs of team %q: %w", q.Team, err)
+		}
+	}
+	return out, nil
+}
+
+// scanRun reads one row of selectRuns (withLog) or selectTeamRuns.
+func scanRun(sc gocql.Scanner, withLog bool) (store.RunRecord, error) {
+	var r store.RunRecord
+	var state string
+	var durationMS int64
+	var owner, reason *string
+	dest := []any{&r.JobID, &r.Due, &r.RunID, &r.Attempt, &r.AttemptDue, &state,
+		&r.Started, &r.Finished, &durationMS, &r.Error, &r.UpdatedAt}
+	if withLog {
+		dest = append(dest, &r.Log)
+	}
+	dest = append(dest, &owner, &reason, &r.Dispatched, &r.Received, &r.Leased)
+	if err := sc.Scan(dest...); err != nil {
+		return r, err
+	}
+	if owner != nil {
+		r.OwnerTeam = *owner
+	}
+	if reason != nil {
+		r.WaitReason = *reason
+	}
+	r.State = store.RunState(state)
+	r.Duration = time.Duration(durationMS) * time.Millisecond
+	r.Due, r.AttemptDue = fromDB(r.Due), fromDB(r.AttemptDue)
+	r.Started, r.Finished, r.UpdatedAt = fromDB(r.Started), fromDB(r.Finished), fromDB(r.UpdatedAt)
+	r.Dispatched, r.Received, r.Leased = fromDB(r.Dispatched), fromDB(r.Received), fromDB(r.Leased)
+	return r, nil
 }
 
 // ListRuns implements store.History.
@@ -147,18 +259,11 @@ func (s *Store) runs(ctx context.Context, jobID string, limit int) ([]store.RunR
 	sc := it.Scanner()
 	var out []store.RunRecord
 	for sc.Next() {
-		var r store.RunRecord
-		var state string
-		var durationMS int64
-		if err := sc.Scan(&r.JobID, &r.Due, &r.RunID, &r.Attempt, &r.AttemptDue, &state,
-			&r.Started, &r.Finished, &durationMS, &r.Error, &r.UpdatedAt, &r.Log); err != nil {
+		r, err := scanRun(sc, true)
+		if err != nil {
 			_ = it.Close()
 			return nil, fmt.Errorf("list runs of %q: %w", jobID, err)
 		}
-		r.State = store.RunState(state)
-		r.Duration = time.Duration(durationMS) * time.Millisecond
-		r.Due, r.AttemptDue = fromDB(r.Due), fromDB(r.AttemptDue)
-		r.Started, r.Finished, r.UpdatedAt = fromDB(r.Started), fromDB(r.Finished), fromDB(r.UpdatedAt)
 		out = append(out, r)
 	}
 	if err := sc.Err(); err != nil {

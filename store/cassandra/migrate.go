@@ -297,6 +297,41 @@ var migrations = []migration{
 			`ALTER TABLE %[1]s.team_quotas ADD IF NOT EXISTS max_runs_per_minute int`,
 		},
 	},
+	{
+		version:     11,
+		description: "why a run was late, and a team's runs by time",
+		statements: []string{
+			`ALTER TABLE %[1]s.runs ADD IF NOT EXISTS owner_team text`,
+			`ALTER TABLE %[1]s.runs ADD IF NOT EXISTS wait_reason text`,
+			`ALTER TABLE %[1]s.runs ADD IF NOT EXISTS dispatched_at timestamp`,
+			`ALTER TABLE %[1]s.runs ADD IF NOT EXISTS received_at timestamp`,
+			`ALTER TABLE %[1]s.runs ADD IF NOT EXISTS leased_at timestamp`,
+			// The run records of a team, one partition per team and hour
+			// of due time (store.RunBucket), newest first: what ListRuns
+			// reads across jobs. Written next to the runs row, with its TTL
+			// and write timestamp; no log (runs keeps it).
+			`CREATE TABLE IF NOT EXISTS %[1]s.runs_by_time (
+				owner_team text,
+				bucket timestamp,
+				due timestamp,
+				run_id text,
+				attempt int,
+				job_id text,
+				attempt_due timestamp,
+				state text,
+				started_at timestamp,
+				finished_at timestamp,
+				duration_ms bigint,
+				error text,
+				updated_at timestamp,
+				wait_reason text,
+				dispatched_at timestamp,
+				received_at timestamp,
+				leased_at timestamp,
+				PRIMARY KEY ((owner_team, bucket), due, run_id, attempt))
+			WITH CLUSTERING ORDER BY (due DESC, run_id ASC, attempt DESC)`,
+		},
+	},
 }
 
 // SchemaVersion is the schema version this build needs.

@@ -88,6 +88,8 @@ type statements struct {
 	selectShard, insertShard, claimShard, advanceWatermark string
 
 	insertRun, selectRuns string
+
+	insertTeamRun, selectTeamRuns string
 }
 
 func newStatements(ks string) statements {
@@ -116,9 +118,16 @@ func newStatements(ks string) statements {
 		claimShard:       f(`UPDATE %s.shards SET epoch = ?, owner = ?, claimed_at = ? WHERE shard = ? IF epoch = ?`),
 		advanceWatermark: f(`UPDATE %s.shards SET watermark = ? WHERE shard = ? IF epoch = ? AND watermark < ?`),
 
-		insertRun: f(`INSERT INTO %s.runs (job_id, due, run_id, attempt, attempt_due, state, started_at, finished_at, duration_ms, error, updated_at, log)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?`),
-		selectRuns: f(`SELECT job_id, due, run_id, attempt, attempt_due, state, started_at, finished_at, duration_ms, error, updated_at, log FROM %s.runs WHERE job_id = ?`),
+		insertRun: f(`INSERT INTO %s.runs (job_id, due, run_id, attempt, attempt_due, state, started_at, finished_at, duration_ms, error, updated_at, log,
+			owner_team, wait_reason, dispatched_at, received_at, leased_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?`),
+		selectRuns: f(`SELECT job_id, due, run_id, attempt, attempt_due, state, started_at, finished_at, duration_ms, error, updated_at, log,
+			owner_team, wait_reason, dispatched_at, received_at, leased_at FROM %s.runs WHERE job_id = ?`),
+		insertTeamRun: f(`INSERT INTO %s.runs_by_time (owner_team, bucket, due, run_id, attempt, job_id, attempt_due, state, started_at, finished_at,
+			duration_ms, error, updated_at, wait_reason, dispatched_at, received_at, leased_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?`),
+		selectTeamRuns: f(`SELECT job_id, due, run_id, attempt, attempt_due, state, started_at, finished_at, duration_ms, error, updated_at,
+			owner_team, wait_reason, dispatched_at, received_at, leased_at FROM %s.runs_by_time WHERE owner_team = ? AND bucket = ? AND due >= ? AND due <= ?`),
 	}
 }
 

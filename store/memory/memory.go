@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -481,6 +482,19 @@ func (s *Store) recordRun(rec store.RunRecord) {
 			// As in Cassandra, where an absent log is left unset.
 			rec.Log = old.rec.Log
 		}
+		// So are an absent team, wait reason and times.
+		rec.OwnerTeam = cmp.Or(rec.OwnerTeam, old.rec.OwnerTeam)
+		rec.WaitReason = cmp.Or(rec.WaitReason, old.rec.WaitReason)
+		for _, f := range []struct {
+			dst *time.Time
+			old time.Time
+		}{
+			{&rec.Dispatched, old.rec.Dispatched}, {&rec.Received, old.rec.Received}, {&rec.Leased, old.rec.Leased},
+		} {
+			if f.dst.IsZero() {
+				*f.dst = f.old
+			}
+		}
 	}
 	runs[k] = storedRun{rec: rec, at: at, expires: now.Add(s.retention)}
 }
@@ -519,6 +533,29 @@ func (s *Store) withPlanned(jobID string, recs []store.RunRecord, limit int) []s
 		return store.WithPlanned(recs, planned, limit)
 	}
 	return recs
+}
+
+// ListTeamRuns implements store.RunIndex over every job's records: the
+// Cassandra store's index holds the same records.
+func (s *Store) ListTeamRuns(_ context.Context, q store.TeamRunsQuery) ([]store.RunRecord, error) {
+	if err := q.Validate(); err != nil {
+		return nil, fmt.Errorf("list team runs: %w", err)
+	}
+	s.mu.Lock()
+	jobs := slices.Collect(maps.Keys(s.runs))
+	s.mu.Unlock()
+	var out []store.RunRecord
+	for _, job := range jobs {
+		for _, r := range s.history(job) {
+			if r.OwnerTeam != q.Team || r.Due.Before(q.From) || !r.Due.Before(q.To) ||
+				(q.After != nil && !q.After.After(r)) || (q.Keep != nil && !q.Keep(r)) {
+				continue
+			}
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, store.CompareRuns)
+	return out[:min(len(out), q.Limit)], nil
 }
 
 // history returns a job's live records in ListRuns order, dropping expired

@@ -202,3 +202,68 @@ func testRunSummary(t *testing.T, s store.Store) {
 	assert.Equal(t, 3, sum.Runs)
 	assert.Equal(t, 4, sum.Attempts)
 }
+
+// testTeamRunIndex: ListTeamRuns lists one team's records of every job, in
+// CompareRuns order across hour buckets, within the window, filtered, paged
+// after a key; another team's records never appear; a newer record without
+// a wait reason or times keeps the stored ones.
+func testTeamRunIndex(t *testing.T, s store.Store) {
+	ctx := ctxOf(t)
+	team := func(r store.RunRecord, owner string) store.RunRecord {
+		r.OwnerTeam = owner
+		return r
+	}
+	d := base.Truncate(time.Hour)
+	a1 := team(run("a-one", d.Add(10*time.Minute), 1, store.StateSucceeded, d.Add(11*time.Minute)), "team-a")
+	a1.WaitReason, a1.Dispatched = "no_executor", d.Add(10*time.Minute+time.Second)
+	a2 := team(run("a-two", d.Add(70*time.Minute), 1, store.StateFailed, d.Add(71*time.Minute)), "team-a")
+	a3 := team(run("a-one", d.Add(130*time.Minute), 1, store.StateRunning, d.Add(131*time.Minute)), "team-a")
+	old := team(run("a-two", d.Add(-5*time.Hour), 1, store.StateSucceeded, d.Add(-5*time.Hour)), "team-a")
+	b1 := team(run("b-one", d.Add(20*time.Minute), 1, store.StateSucceeded, d.Add(21*time.Minute)), "team-b")
+	none := run("nobody", d.Add(30*time.Minute), 1, store.StateSucceeded, d.Add(31*time.Minute))
+	require.NoError(t, s.RecordRuns(ctx, []store.RunRecord{a1, a2, a3, old, b1, none}))
+	// A newer state of a1 that says no reason and no times keeps them.
+	a1later := a1
+	a1later.WaitReason, a1later.Dispatched = "", time.Time{}
+	a1later.UpdatedAt = a1.UpdatedAt.Add(time.Second)
+	require.NoError(t, s.RecordRun(ctx, a1later))
+
+	q := store.TeamRunsQuery{Team: "team-a", From: d.Add(-time.Hour), To: d.Add(3 * time.Hour), Limit: 10}
+	got, err := s.ListTeamRuns(ctx, q)
+	require.NoError(t, err)
+	var ids []string
+	for _, r := range got {
+		ids = append(ids, r.RunID)
+		assert.Equal(t, "team-a", r.OwnerTeam)
+	}
+	assert.Equal(t, []string{a3.RunID, a2.RunID, a1.RunID}, ids, "newest due first across jobs and hours; the old one is outside the window")
+	require.Len(t, got, 3)
+	assert.Equal(t, "no_executor", got[2].WaitReason)
+	assert.Equal(t, store.Truncate(a1.Dispatched), got[2].Dispatched)
+
+	q.Limit = 2
+	page, err := s.ListTeamRuns(ctx, q)
+	require.NoError(t, err)
+	require.Len(t, page, 2)
+	k := store.KeyOf(page[1])
+	q.After = &k
+	rest, err := s.ListTeamRuns(ctx, q)
+	require.NoError(t, err)
+	require.Len(t, rest, 1)
+	assert.Equal(t, a1.RunID, rest[0].RunID, "the next page starts after the key")
+
+	q = store.TeamRunsQuery{Team: "team-a", From: d.Add(-time.Hour), To: d.Add(3 * time.Hour), Limit: 10,
+		Keep: func(r store.RunRecord) bool { return r.State == store.StateFailed }}
+	got, err = s.ListTeamRuns(ctx, q)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, a2.RunID, got[0].RunID)
+
+	got, err = s.ListTeamRuns(ctx, store.TeamRunsQuery{Team: "team-b", From: d, To: d.Add(3 * time.Hour), Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, b1.RunID, got[0].RunID, "a team lists only its own runs")
+
+	_, err = s.ListTeamRuns(ctx, store.TeamRunsQuery{Team: "", From: d, To: d, Limit: 0})
+	require.ErrorIs(t, err, store.ErrInvalid)
+}

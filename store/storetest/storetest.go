@@ -53,6 +53,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"RunHistoryNoRegression", testRunHistoryNoRegression},
 		{"RunHistorySameMillisecond", testRunHistorySameMillisecond},
 		{"RunHistoryLog", testRunHistoryLog},
+		{"TeamRunIndex", testTeamRunIndex},
 		{"RunSummary", testRunSummary},
 		{"UpsertRecordsNextDue", testUpsertRecordsNextDue},
 		{"PlannedRunFromJob", testPlannedRunFromJob},

@@ -185,7 +185,26 @@ type RunEvent struct {
 	// target's output. Bounded by the runner (a few hundred lines and some
 	// tens of KiB at most; older lines are dropped first). Set on SUCCEEDED,
 	// FAILED, TIMED_OUT, DEAD and CANCELLED of a started attempt that logged.
-	Log           []string `protobuf:"bytes,18,rep,name=log,proto3" json:"log,omitempty"`
+	Log []string `protobuf:"bytes,18,rep,name=log,proto3" json:"log,omitempty"`
+	// The times that explain how long the run waited before it started
+	// (package lateness). dispatched_time is when the dispatcher (or the
+	// trigger path) wrote the run record (Run.dispatched_at; unset for a
+	// record written without it). received_time is when the emitting runner
+	// fetched the record, leased_time when it took the run's lease and
+	// started_time when the attempt began executing; each is unset until the
+	// delivery reached that point. Set on every event a runner emits for a
+	// delivery, so an attempt's final event still tells how it started.
+	DispatchedTime *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=dispatched_time,json=dispatchedTime,proto3" json:"dispatched_time,omitempty"`
+	ReceivedTime   *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=received_time,json=receivedTime,proto3" json:"received_time,omitempty"`
+	LeasedTime     *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=leased_time,json=leasedTime,proto3" json:"leased_time,omitempty"`
+	StartedTime    *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=started_time,json=startedTime,proto3" json:"started_time,omitempty"`
+	// Why the run waited, from the closed set of package lateness:
+	// "no_executor", "no_worker", "pool_full", "pool_busy", "team_quota",
+	// "team_rate", "overlap", "breaker_open", "backlog", "catch_up". Set on
+	// every DEFERRED event, and on the events of a delivery that waited
+	// longer than the runner's bound between the due time and its lease (the
+	// longest such wait). Empty when the run did not wait.
+	WaitReason    string `protobuf:"bytes,23,opt,name=wait_reason,json=waitReason,proto3" json:"wait_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -346,6 +365,41 @@ func (x *RunEvent) GetLog() []string {
 	return nil
 }
 
+func (x *RunEvent) GetDispatchedTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DispatchedTime
+	}
+	return nil
+}
+
+func (x *RunEvent) GetReceivedTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReceivedTime
+	}
+	return nil
+}
+
+func (x *RunEvent) GetLeasedTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LeasedTime
+	}
+	return nil
+}
+
+func (x *RunEvent) GetStartedTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedTime
+	}
+	return nil
+}
+
+func (x *RunEvent) GetWaitReason() string {
+	if x != nil {
+		return x.WaitReason
+	}
+	return ""
+}
+
 // RunError describes why an attempt failed.
 type RunError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -418,7 +472,7 @@ var File_sundial_v1_event_proto protoreflect.FileDescriptor
 const file_sundial_v1_event_proto_rawDesc = "" +
 	"\n" +
 	"\x16sundial/v1/event.proto\x12\n" +
-	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14sundial/v1/job.proto\"\xd8\x05\n" +
+	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14sundial/v1/job.proto\"\xfb\a\n" +
 	"\bRunEvent\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x18\n" +
@@ -440,7 +494,14 @@ const file_sundial_v1_event_proto_rawDesc = "" +
 	"\n" +
 	"owner_team\x18\x10 \x01(\tR\townerTeam\x12#\n" +
 	"\rfencing_token\x18\x11 \x01(\x03R\ffencingToken\x12\x10\n" +
-	"\x03log\x18\x12 \x03(\tR\x03log\"V\n" +
+	"\x03log\x18\x12 \x03(\tR\x03log\x12C\n" +
+	"\x0fdispatched_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\x0edispatchedTime\x12?\n" +
+	"\rreceived_time\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\freceivedTime\x12;\n" +
+	"\vleased_time\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"leasedTime\x12=\n" +
+	"\fstarted_time\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\vstartedTime\x12\x1f\n" +
+	"\vwait_reason\x18\x17 \x01(\tR\n" +
+	"waitReason\"V\n" +
 	"\bRunError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1c\n" +
@@ -483,19 +544,23 @@ var file_sundial_v1_event_proto_goTypes = []any{
 	(Priority)(0),                 // 5: sundial.v1.Priority
 }
 var file_sundial_v1_event_proto_depIdxs = []int32{
-	0, // 0: sundial.v1.RunEvent.state:type_name -> sundial.v1.RunState
-	3, // 1: sundial.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
-	3, // 2: sundial.v1.RunEvent.due_time:type_name -> google.protobuf.Timestamp
-	3, // 3: sundial.v1.RunEvent.attempt_due_time:type_name -> google.protobuf.Timestamp
-	2, // 4: sundial.v1.RunEvent.error:type_name -> sundial.v1.RunError
-	3, // 5: sundial.v1.RunEvent.next_attempt_due_time:type_name -> google.protobuf.Timestamp
-	4, // 6: sundial.v1.RunEvent.duration:type_name -> google.protobuf.Duration
-	5, // 7: sundial.v1.RunEvent.priority:type_name -> sundial.v1.Priority
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	0,  // 0: sundial.v1.RunEvent.state:type_name -> sundial.v1.RunState
+	3,  // 1: sundial.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
+	3,  // 2: sundial.v1.RunEvent.due_time:type_name -> google.protobuf.Timestamp
+	3,  // 3: sundial.v1.RunEvent.attempt_due_time:type_name -> google.protobuf.Timestamp
+	2,  // 4: sundial.v1.RunEvent.error:type_name -> sundial.v1.RunError
+	3,  // 5: sundial.v1.RunEvent.next_attempt_due_time:type_name -> google.protobuf.Timestamp
+	4,  // 6: sundial.v1.RunEvent.duration:type_name -> google.protobuf.Duration
+	5,  // 7: sundial.v1.RunEvent.priority:type_name -> sundial.v1.Priority
+	3,  // 8: sundial.v1.RunEvent.dispatched_time:type_name -> google.protobuf.Timestamp
+	3,  // 9: sundial.v1.RunEvent.received_time:type_name -> google.protobuf.Timestamp
+	3,  // 10: sundial.v1.RunEvent.leased_time:type_name -> google.protobuf.Timestamp
+	3,  // 11: sundial.v1.RunEvent.started_time:type_name -> google.protobuf.Timestamp
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_sundial_v1_event_proto_init() }

@@ -308,7 +308,19 @@ type AttemptDetail struct {
 	// exec target's output or an HTTP response excerpt).
 	Log []string `protobuf:"bytes,11,rep,name=log,proto3" json:"log,omitempty"`
 	// When the state was last changed.
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// The team that owned the job when the attempt ran; empty in history
+	// written before it was recorded.
+	OwnerTeam string `protobuf:"bytes,13,opt,name=owner_team,json=ownerTeam,proto3" json:"owner_team,omitempty"`
+	// Why the attempt waited (sundial.v1.RunEvent.wait_reason): the last
+	// wait it reported. Empty when it did not wait or did not say.
+	WaitReason string `protobuf:"bytes,14,opt,name=wait_reason,json=waitReason,proto3" json:"wait_reason,omitempty"`
+	// When the run record was written, when a runner fetched it and when it
+	// took the lease (sundial.v1.RunEvent's dispatched_time, received_time
+	// and leased_time); unset when not known.
+	DispatchTime  *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=dispatch_time,json=dispatchTime,proto3" json:"dispatch_time,omitempty"`
+	ReceiveTime   *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=receive_time,json=receiveTime,proto3" json:"receive_time,omitempty"`
+	LeaseTime     *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=lease_time,json=leaseTime,proto3" json:"lease_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -427,8 +439,45 @@ func (x *AttemptDetail) GetUpdateTime() *timestamppb.Timestamp {
 	return nil
 }
 
-// ListRunsRequest selects attempts. Exactly one of job_id and dag_run_id is
-// required.
+func (x *AttemptDetail) GetOwnerTeam() string {
+	if x != nil {
+		return x.OwnerTeam
+	}
+	return ""
+}
+
+func (x *AttemptDetail) GetWaitReason() string {
+	if x != nil {
+		return x.WaitReason
+	}
+	return ""
+}
+
+func (x *AttemptDetail) GetDispatchTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DispatchTime
+	}
+	return nil
+}
+
+func (x *AttemptDetail) GetReceiveTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReceiveTime
+	}
+	return nil
+}
+
+func (x *AttemptDetail) GetLeaseTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LeaseTime
+	}
+	return nil
+}
+
+// ListRunsRequest selects attempts: of one job (job_id), of one DAG run's
+// nodes (dag_run_id), or, with neither, of one team's runs due in a window
+// (team; a window of the last hour when due_after is unset). At most one of
+// job_id and dag_run_id may be set.
 type ListRunsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only runs of this job.
@@ -444,7 +493,14 @@ type ListRunsRequest struct {
 	// How many attempts to return, 1 to 1000; 0 means 50.
 	PageSize int32 `protobuf:"varint,6,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The next_page_token of the previous page, with the same filters.
-	PageToken     string `protobuf:"bytes,7,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,7,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only runs of this team. A team's caller lists its own team's runs
+	// whether or not it names it, and may name no other; a cluster admin
+	// must name the team when neither job_id nor dag_run_id is set.
+	Team string `protobuf:"bytes,8,opt,name=team,proto3" json:"team,omitempty"`
+	// Only attempts that started at least this long after they were due
+	// (attempt_due_time), or have not started and are already that late.
+	MinLateBy     *durationpb.Duration `protobuf:"bytes,9,opt,name=min_late_by,json=minLateBy,proto3" json:"min_late_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -526,6 +582,20 @@ func (x *ListRunsRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *ListRunsRequest) GetTeam() string {
+	if x != nil {
+		return x.Team
+	}
+	return ""
+}
+
+func (x *ListRunsRequest) GetMinLateBy() *durationpb.Duration {
+	if x != nil {
+		return x.MinLateBy
+	}
+	return nil
 }
 
 // ListRunsResponse is one page of attempts.
@@ -1389,7 +1459,7 @@ const file_sundial_api_v1_runs_proto_rawDesc = "" +
 	"owner_team\x18\x03 \x01(\tR\townerTeam\x125\n" +
 	"\bdue_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\adueTime\x129\n" +
 	"\battempts\x18\x05 \x03(\v2\x1d.sundial.api.v1.AttemptDetailR\battempts\x12,\n" +
-	"\x06events\x18\x06 \x03(\v2\x14.sundial.v1.RunEventR\x06events\"\x9f\x04\n" +
+	"\x06events\x18\x06 \x03(\v2\x14.sundial.v1.RunEventR\x06events\"\x9a\x06\n" +
 	"\rAttemptDetail\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x18\n" +
@@ -1406,7 +1476,15 @@ const file_sundial_api_v1_runs_proto_rawDesc = "" +
 	" \x01(\tR\x05error\x12\x10\n" +
 	"\x03log\x18\v \x03(\tR\x03log\x12;\n" +
 	"\vupdate_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\xaf\x02\n" +
+	"updateTime\x12\x1d\n" +
+	"\n" +
+	"owner_team\x18\r \x01(\tR\townerTeam\x12\x1f\n" +
+	"\vwait_reason\x18\x0e \x01(\tR\n" +
+	"waitReason\x12?\n" +
+	"\rdispatch_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\fdispatchTime\x12=\n" +
+	"\freceive_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\vreceiveTime\x129\n" +
+	"\n" +
+	"lease_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\tleaseTime\"\xfe\x02\n" +
 	"\x0fListRunsRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1c\n" +
 	"\n" +
@@ -1417,7 +1495,9 @@ const file_sundial_api_v1_runs_proto_rawDesc = "" +
 	"due_before\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tdueBefore\x12\x1b\n" +
 	"\tpage_size\x18\x06 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\a \x01(\tR\tpageToken\"\xb2\x01\n" +
+	"page_token\x18\a \x01(\tR\tpageToken\x12\x12\n" +
+	"\x04team\x18\b \x01(\tR\x04team\x129\n" +
+	"\vmin_late_by\x18\t \x01(\v2\x19.google.protobuf.DurationR\tminLateBy\"\xb2\x01\n" +
 	"\x10ListRunsResponse\x129\n" +
 	"\battempts\x18\x01 \x03(\v2\x1d.sundial.api.v1.AttemptDetailR\battempts\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12;\n" +
@@ -1549,44 +1629,48 @@ var file_sundial_api_v1_runs_proto_depIdxs = []int32{
 	19, // 8: sundial.api.v1.AttemptDetail.finish_time:type_name -> google.protobuf.Timestamp
 	21, // 9: sundial.api.v1.AttemptDetail.duration:type_name -> google.protobuf.Duration
 	19, // 10: sundial.api.v1.AttemptDetail.update_time:type_name -> google.protobuf.Timestamp
-	0,  // 11: sundial.api.v1.ListRunsRequest.states:type_name -> sundial.api.v1.RunAttemptState
-	19, // 12: sundial.api.v1.ListRunsRequest.due_after:type_name -> google.protobuf.Timestamp
-	19, // 13: sundial.api.v1.ListRunsRequest.due_before:type_name -> google.protobuf.Timestamp
-	4,  // 14: sundial.api.v1.ListRunsResponse.attempts:type_name -> sundial.api.v1.AttemptDetail
-	7,  // 15: sundial.api.v1.ListRunsResponse.summary:type_name -> sundial.api.v1.RunHistorySummary
-	0,  // 16: sundial.api.v1.RunHistorySummary.last_run_state:type_name -> sundial.api.v1.RunAttemptState
-	19, // 17: sundial.api.v1.RunHistorySummary.next_due_time:type_name -> google.protobuf.Timestamp
-	19, // 18: sundial.api.v1.DeadLetterFilter.dead_after:type_name -> google.protobuf.Timestamp
-	19, // 19: sundial.api.v1.DeadLetterFilter.dead_before:type_name -> google.protobuf.Timestamp
-	8,  // 20: sundial.api.v1.ListDeadLettersRequest.filter:type_name -> sundial.api.v1.DeadLetterFilter
-	22, // 21: sundial.api.v1.ListDeadLettersResponse.dead_letters:type_name -> sundial.v1.DeadLetter
-	8,  // 22: sundial.api.v1.ReplayDeadLettersRequest.filter:type_name -> sundial.api.v1.DeadLetterFilter
-	23, // 23: sundial.api.v1.WatchFilter.states:type_name -> sundial.v1.RunState
-	13, // 24: sundial.api.v1.WatchRunsRequest.filter:type_name -> sundial.api.v1.WatchFilter
-	19, // 25: sundial.api.v1.WatchRunsResponse.watching_since:type_name -> google.protobuf.Timestamp
-	16, // 26: sundial.api.v1.WatchRunsResponse.change:type_name -> sundial.api.v1.RunChange
-	23, // 27: sundial.api.v1.RunChange.state:type_name -> sundial.v1.RunState
-	19, // 28: sundial.api.v1.RunChange.time:type_name -> google.protobuf.Timestamp
-	13, // 29: sundial.api.v1.WatchEventsRequest.filter:type_name -> sundial.api.v1.WatchFilter
-	19, // 30: sundial.api.v1.WatchEventsResponse.watching_since:type_name -> google.protobuf.Timestamp
-	20, // 31: sundial.api.v1.WatchEventsResponse.event:type_name -> sundial.v1.RunEvent
-	1,  // 32: sundial.api.v1.RunService.GetRun:input_type -> sundial.api.v1.GetRunRequest
-	5,  // 33: sundial.api.v1.RunService.ListRuns:input_type -> sundial.api.v1.ListRunsRequest
-	9,  // 34: sundial.api.v1.DlqService.ListDeadLetters:input_type -> sundial.api.v1.ListDeadLettersRequest
-	11, // 35: sundial.api.v1.DlqService.ReplayDeadLetters:input_type -> sundial.api.v1.ReplayDeadLettersRequest
-	14, // 36: sundial.api.v1.WatchService.WatchRuns:input_type -> sundial.api.v1.WatchRunsRequest
-	17, // 37: sundial.api.v1.WatchService.WatchEvents:input_type -> sundial.api.v1.WatchEventsRequest
-	2,  // 38: sundial.api.v1.RunService.GetRun:output_type -> sundial.api.v1.GetRunResponse
-	6,  // 39: sundial.api.v1.RunService.ListRuns:output_type -> sundial.api.v1.ListRunsResponse
-	10, // 40: sundial.api.v1.DlqService.ListDeadLetters:output_type -> sundial.api.v1.ListDeadLettersResponse
-	12, // 41: sundial.api.v1.DlqService.ReplayDeadLetters:output_type -> sundial.api.v1.ReplayDeadLettersResponse
-	15, // 42: sundial.api.v1.WatchService.WatchRuns:output_type -> sundial.api.v1.WatchRunsResponse
-	18, // 43: sundial.api.v1.WatchService.WatchEvents:output_type -> sundial.api.v1.WatchEventsResponse
-	38, // [38:44] is the sub-list for method output_type
-	32, // [32:38] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	19, // 11: sundial.api.v1.AttemptDetail.dispatch_time:type_name -> google.protobuf.Timestamp
+	19, // 12: sundial.api.v1.AttemptDetail.receive_time:type_name -> google.protobuf.Timestamp
+	19, // 13: sundial.api.v1.AttemptDetail.lease_time:type_name -> google.protobuf.Timestamp
+	0,  // 14: sundial.api.v1.ListRunsRequest.states:type_name -> sundial.api.v1.RunAttemptState
+	19, // 15: sundial.api.v1.ListRunsRequest.due_after:type_name -> google.protobuf.Timestamp
+	19, // 16: sundial.api.v1.ListRunsRequest.due_before:type_name -> google.protobuf.Timestamp
+	21, // 17: sundial.api.v1.ListRunsRequest.min_late_by:type_name -> google.protobuf.Duration
+	4,  // 18: sundial.api.v1.ListRunsResponse.attempts:type_name -> sundial.api.v1.AttemptDetail
+	7,  // 19: sundial.api.v1.ListRunsResponse.summary:type_name -> sundial.api.v1.RunHistorySummary
+	0,  // 20: sundial.api.v1.RunHistorySummary.last_run_state:type_name -> sundial.api.v1.RunAttemptState
+	19, // 21: sundial.api.v1.RunHistorySummary.next_due_time:type_name -> google.protobuf.Timestamp
+	19, // 22: sundial.api.v1.DeadLetterFilter.dead_after:type_name -> google.protobuf.Timestamp
+	19, // 23: sundial.api.v1.DeadLetterFilter.dead_before:type_name -> google.protobuf.Timestamp
+	8,  // 24: sundial.api.v1.ListDeadLettersRequest.filter:type_name -> sundial.api.v1.DeadLetterFilter
+	22, // 25: sundial.api.v1.ListDeadLettersResponse.dead_letters:type_name -> sundial.v1.DeadLetter
+	8,  // 26: sundial.api.v1.ReplayDeadLettersRequest.filter:type_name -> sundial.api.v1.DeadLetterFilter
+	23, // 27: sundial.api.v1.WatchFilter.states:type_name -> sundial.v1.RunState
+	13, // 28: sundial.api.v1.WatchRunsRequest.filter:type_name -> sundial.api.v1.WatchFilter
+	19, // 29: sundial.api.v1.WatchRunsResponse.watching_since:type_name -> google.protobuf.Timestamp
+	16, // 30: sundial.api.v1.WatchRunsResponse.change:type_name -> sundial.api.v1.RunChange
+	23, // 31: sundial.api.v1.RunChange.state:type_name -> sundial.v1.RunState
+	19, // 32: sundial.api.v1.RunChange.time:type_name -> google.protobuf.Timestamp
+	13, // 33: sundial.api.v1.WatchEventsRequest.filter:type_name -> sundial.api.v1.WatchFilter
+	19, // 34: sundial.api.v1.WatchEventsResponse.watching_since:type_name -> google.protobuf.Timestamp
+	20, // 35: sundial.api.v1.WatchEventsResponse.event:type_name -> sundial.v1.RunEvent
+	1,  // 36: sundial.api.v1.RunService.GetRun:input_type -> sundial.api.v1.GetRunRequest
+	5,  // 37: sundial.api.v1.RunService.ListRuns:input_type -> sundial.api.v1.ListRunsRequest
+	9,  // 38: sundial.api.v1.DlqService.ListDeadLetters:input_type -> sundial.api.v1.ListDeadLettersRequest
+	11, // 39: sundial.api.v1.DlqService.ReplayDeadLetters:input_type -> sundial.api.v1.ReplayDeadLettersRequest
+	14, // 40: sundial.api.v1.WatchService.WatchRuns:input_type -> sundial.api.v1.WatchRunsRequest
+	17, // 41: sundial.api.v1.WatchService.WatchEvents:input_type -> sundial.api.v1.WatchEventsRequest
+	2,  // 42: sundial.api.v1.RunService.GetRun:output_type -> sundial.api.v1.GetRunResponse
+	6,  // 43: sundial.api.v1.RunService.ListRuns:output_type -> sundial.api.v1.ListRunsResponse
+	10, // 44: sundial.api.v1.DlqService.ListDeadLetters:output_type -> sundial.api.v1.ListDeadLettersResponse
+	12, // 45: sundial.api.v1.DlqService.ReplayDeadLetters:output_type -> sundial.api.v1.ReplayDeadLettersResponse
+	15, // 46: sundial.api.v1.WatchService.WatchRuns:output_type -> sundial.api.v1.WatchRunsResponse
+	18, // 47: sundial.api.v1.WatchService.WatchEvents:output_type -> sundial.api.v1.WatchEventsResponse
+	42, // [42:48] is the sub-list for method output_type
+	36, // [36:42] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_sundial_api_v1_runs_proto_init() }

@@ -59,8 +59,9 @@ type RunServiceClient interface {
 	// GetRun returns one run by id with every attempt and the events the run
 	// left on sundial.events.
 	GetRun(context.Context, *connect.Request[v1.GetRunRequest]) (*connect.Response[v1.GetRunResponse], error)
-	// ListRuns returns the attempts of a job's or a DAG run's runs, newest
-	// due time first, filtered by state and due time, one page at a time.
+	// ListRuns returns the attempts of a job's or a DAG run's runs, or of a
+	// team's runs in a window of due times, newest due time first, filtered
+	// by state, due time and lateness, one page at a time.
 	ListRuns(context.Context, *connect.Request[v1.ListRunsRequest]) (*connect.Response[v1.ListRunsResponse], error)
 }
 
@@ -111,8 +112,9 @@ type RunServiceHandler interface {
 	// GetRun returns one run by id with every attempt and the events the run
 	// left on sundial.events.
 	GetRun(context.Context, *connect.Request[v1.GetRunRequest]) (*connect.Response[v1.GetRunResponse], error)
-	// ListRuns returns the attempts of a job's or a DAG run's runs, newest
-	// due time first, filtered by state and due time, one page at a time.
+	// ListRuns returns the attempts of a job's or a DAG run's runs, or of a
+	// team's runs in a window of due times, newest due time first, filtered
+	// by state, due time and lateness, one page at a time.
 	ListRuns(context.Context, *connect.Request[v1.ListRunsRequest]) (*connect.Response[v1.ListRunsResponse], error)
 }
 
