@@ -52,6 +52,10 @@ func clusterConfig(c Config, timeout time.Duration) *gocql.ClusterConfig {
 	// Fail fast at start when nothing answers, instead of the driver's
 	// default of retrying the initial hosts.
 	cluster.ReconnectionPolicy = &gocql.ConstantReconnectionPolicy{MaxRetries: 1, Interval: 100 * time.Millisecond}
+	if c.NodesShareAddress {
+		cluster.Events.DisableNodeStatusEvents = true
+		cluster.ConvictionPolicy = neverConvict{}
+	}
 	cluster.MaxWaitSchemaAgreement = c.SchemaTimeout
 	cluster.QueryObserver = c.QueryObserver
 	cluster.BatchObserver = c.BatchObserver
@@ -120,3 +124,11 @@ func connect(ctx context.Context, c Config, timeout time.Duration) (*gocql.Sessi
 		return nil, fmt.Errorf("connect to cassandra at %v: %w: %w", c.Hosts, ErrUnreachable, context.Cause(ctx))
 	}
 }
+
+// neverConvict keeps every host up in the driver's eyes (see
+// Config.NodesShareAddress): a host whose connections all failed is
+// skipped while its pool is empty and refilled on its next pick.
+type neverConvict struct{}
+
+func (neverConvict) AddFailure(error, *gocql.HostInfo) bool { return false }
+func (neverConvict) Reset(*gocql.HostInfo)                  {}

@@ -25,3 +25,18 @@ func TestClusterConfigSecurityAndRouting(t *testing.T) {
 	assert.Equal(t, "dc2", c.LocalDC)
 	assert.Nil(t, clusterConfig(c, time.Second).SslOpts, "no TLS unless configured")
 }
+
+// Nodes that share an address keep every host up in the driver's eyes: its
+// status events and convictions go by address alone and would take the
+// live neighbours of a dead node down with it.
+func TestClusterConfigNodesShareAddress(t *testing.T) {
+	t.Parallel()
+	for _, shared := range []bool{false, true} {
+		c := Config{Hosts: []string{"127.0.0.1:24042", "127.0.0.1:24043"}, NodesShareAddress: shared}.withDefaults()
+		cluster := clusterConfig(c, time.Second)
+		assert.Equal(t, shared, cluster.Events.DisableNodeStatusEvents, "shared %t: status events off", shared)
+		_, never := cluster.ConvictionPolicy.(neverConvict)
+		assert.Equal(t, shared, never, "shared %t: no host convicted", shared)
+		assert.False(t, neverConvict{}.AddFailure(nil, nil))
+	}
+}
