@@ -32,9 +32,16 @@ func NeedCassandra(t testing.TB) Cassandra {
 			unavailable(t, "Cassandra", EnvCassandra, err.Error())
 		}
 	}
+	return cassandraAt(t, hosts, howToStart)
+}
+
+// cassandraAt returns the Cassandra at hosts and a keyspace name of the
+// test's own, dropped at cleanup; how says how to start it.
+func cassandraAt(t testing.TB, hosts []string, how string) Cassandra {
+	t.Helper()
 	sess, err := cassandraSession(hosts)
 	if err != nil {
-		t.Fatalf("cassandra at %v does not accept CQL: %v (%s)", hosts, err, howToStart)
+		t.Fatalf("cassandra at %v does not accept CQL: %v (%s)", hosts, err, how)
 	}
 	// Keyspace names are limited to 48 characters of [a-zA-Z0-9_].
 	c := Cassandra{Hosts: hosts, Keyspace: fmt.Sprintf("t_%s_%s", slug(t.Name(), 30), randomSuffix())}
