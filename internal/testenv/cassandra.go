@@ -32,14 +32,18 @@ func NeedCassandra(t testing.TB) Cassandra {
 			unavailable(t, "Cassandra", EnvCassandra, err.Error())
 		}
 	}
-	return cassandraAt(t, hosts, howToStart)
+	return cassandraAt(t, hosts, false, howToStart)
 }
 
 // cassandraAt returns the Cassandra at hosts and a keyspace name of the
-// test's own, dropped at cleanup; how says how to start it.
-func cassandraAt(t testing.TB, hosts []string, how string) Cassandra {
+// test's own, dropped at cleanup; how says how to start it. sharedAddress
+// says the nodes share one IP address (the local cluster): the session
+// then ignores the nodes' status events and never marks a host down, as
+// the store does with NodesShareAddress, since the driver tells nodes
+// apart by address alone.
+func cassandraAt(t testing.TB, hosts []string, sharedAddress bool, how string) Cassandra {
 	t.Helper()
-	sess, err := cassandraSession(hosts)
+	sess, err := cassandraSession(hosts, sharedAddress)
 	if err != nil {
 		t.Fatalf("cassandra at %v does not accept CQL: %v (%s)", hosts, err, how)
 	}
@@ -54,8 +58,12 @@ func cassandraAt(t testing.TB, hosts []string, how string) Cassandra {
 	return c
 }
 
-func cassandraSession(hosts []string) (*gocql.Session, error) {
+func cassandraSession(hosts []string, sharedAddress bool) (*gocql.Session, error) {
 	cluster := gocql.NewCluster(hosts...)
+	if sharedAddress {
+		cluster.Events.DisableNodeStatusEvents = true
+		cluster.ConvictionPolicy = neverConvict{}
+	}
 	cluster.Timeout = connectTimeout
 	cluster.ConnectTimeout = 10 * time.Second
 	// Schema changes (keyspace drops) wait for agreement; one node agrees fast.
@@ -72,3 +80,9 @@ func cassandraSession(hosts []string) (*gocql.Session, error) {
 	}
 	return cluster.CreateSession()
 }
+
+// neverConvict keeps every host up in the driver's eyes.
+type neverConvict struct{}
+
+func (neverConvict) AddFailure(error, *gocql.HostInfo) bool { return false }
+func (neverConvict) Reset(*gocql.HostInfo)                  {}

@@ -67,7 +67,7 @@ func NeedCassandraCluster(t testing.TB) Cassandra {
 	if len(hosts) < 3 {
 		t.Fatalf("%s lists %d nodes, want 3: %v", EnvCassandraCluster, len(hosts), hosts)
 	}
-	return cassandraAt(t, hosts, howToStartCluster)
+	return cassandraAt(t, hosts, true, howToStartCluster)
 }
 
 // RedisCluster is a test's view of a Redis Cluster.
