@@ -138,6 +138,7 @@ func requireReplication(t *testing.T, c testenv.Cassandra, rf int) {
 	t.Helper()
 	cl := gocql.NewCluster(c.Hosts...)
 	cl.Timeout = 30 * time.Second
+	cl.ReconnectionPolicy = &gocql.ConstantReconnectionPolicy{MaxRetries: 1, Interval: 100 * time.Millisecond}
 	sess, err := cl.CreateSession()
 	require.NoError(t, err)
 	defer sess.Close()

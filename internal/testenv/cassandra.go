@@ -63,6 +63,10 @@ func cassandraSession(hosts []string, sharedAddress bool) (*gocql.Session, error
 	if sharedAddress {
 		cluster.Events.DisableNodeStatusEvents = true
 		cluster.ConvictionPolicy = neverConvict{}
+		// A killed node's pool is refilled on a later pick; a refill that
+		// fails must not sleep a second between attempts, or it outlives
+		// the session and goleak reports it.
+		cluster.ReconnectionPolicy = &gocql.ConstantReconnectionPolicy{MaxRetries: 1, Interval: 100 * time.Millisecond}
 	}
 	cluster.Timeout = connectTimeout
 	cluster.ConnectTimeout = 10 * time.Second
