@@ -28,7 +28,10 @@
 //     "not valid"); a credential that could not be checked because a
 //     backend is down is Unavailable (503), never a bad credential. An
 //     accepted call's context carries its auth.Principal (auth.FromContext).
-//     Only HealthPath and MetricsPath are open.
+//     Only HealthPath, MetricsPath and the paths of Config.Public (the web
+//     console's static files, which hold no secret and call the API with
+//     the user's own token) are open; a path is open only when the mux
+//     routes it to one of those handlers.
 //   - Visibility: a definition of a team the caller may not see
 //     (auth.Principal.CanSee) is answered NotFound, exactly as a missing one,
 //     never PermissionDenied, and listings leave it out; the cluster admin

@@ -62,6 +62,12 @@ type Config struct {
 	// server-sent-events stream, say). Each is wrapped in the same
 	// authentication, answering 401 without a valid token.
 	Handlers []Handler
+	// Public are handlers served WITHOUT a token, for content that is the
+	// same for everyone and reveals nothing (the web console's static
+	// files, package console). Whatever they serve calls the API as any
+	// client does, with its own bearer token. Their answers are not
+	// counted by the request metrics, as HealthPath's are not.
+	Public []Handler
 	// Registerer receives the request metrics. Default: a registry of the
 	// server's own, which nothing scrapes.
 	Registerer prometheus.Registerer
@@ -145,6 +151,11 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("api server config: handlers[%d]: path and handler are required", i))
 		}
 	}
+	for i, h := range c.Public {
+		if h.Path == "" || h.Handler == nil {
+			errs = append(errs, fmt.Errorf("api server config: public[%d]: path and handler are required", i))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -154,6 +165,9 @@ type Server struct {
 	cfg     Config
 	mux     *http.ServeMux
 	handler http.Handler
+	// public are the mux patterns of Config.Public, served without a
+	// token.
+	public  map[string]bool
 	tls     *tls.Config
 	metrics *metrics
 	life    lifecycle.Lifecycle
@@ -182,7 +196,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux(), metrics: m}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), metrics: m, public: map[string]bool{}}
 	if cfg.TLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
 		if err != nil {
@@ -207,6 +221,10 @@ func New(cfg Config) (*Server, error) {
 	for _, h := range cfg.Handlers {
 		s.mux.Handle(h.Path, RequireAuth(cfg.Authenticator, h.Handler))
 	}
+	for _, h := range cfg.Public {
+		s.mux.Handle(h.Path, h.Handler)
+		s.public[h.Path] = true
+	}
 	s.mux.HandleFunc("GET "+HealthPath, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
@@ -223,8 +241,18 @@ func New(cfg Config) (*Server, error) {
 }
 
 // isOpen reports whether r is for one of the paths that need no token.
+// A public handler's paths are open exactly when the mux routes the
+// request to it, so that no other path is opened by a prefix that merely
+// looks alike.
 func (s *Server) isOpen(r *http.Request) bool {
-	return r.URL.Path == HealthPath || (s.cfg.Gatherer != nil && r.URL.Path == MetricsPath)
+	if r.URL.Path == HealthPath || (s.cfg.Gatherer != nil && r.URL.Path == MetricsPath) {
+		return true
+	}
+	if len(s.public) == 0 {
+		return false
+	}
+	_, pattern := s.mux.Handler(r)
+	return s.public[pattern]
 }
 
 // ServeHTTP serves what the listener serves, for tests and embedding

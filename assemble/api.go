@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,6 +14,7 @@ import (
 	"github.com/sundialhq/sundial/apiserver"
 	"github.com/sundialhq/sundial/audit"
 	"github.com/sundialhq/sundial/client"
+	"github.com/sundialhq/sundial/console"
 	"github.com/sundialhq/sundial/dagengine"
 	"github.com/sundialhq/sundial/discovery"
 	"github.com/sundialhq/sundial/dispatcher"
@@ -257,4 +259,17 @@ func controlServices(cfg APIConfig, b APIBackends, trail *audit.Trail, named fun
 		services = append(services, quotas.Service())
 	}
 	return services, nil
+}
+
+// APIPublic are the handlers `sundial api` serves without a token: the
+// web console's files under console.Path, and a redirect to them from the
+// API's root. The console calls the API's services with the user's token,
+// as any client does.
+func APIPublic() []apiserver.Handler {
+	h := console.Handler()
+	return []apiserver.Handler{
+		{Path: console.Path, Handler: h},
+		{Path: "GET " + strings.TrimSuffix(console.Path, "/"), Handler: h},
+		{Path: "GET /{$}", Handler: h},
+	}
 }

@@ -38,46 +38,62 @@ func (c *ChaosInfo) countKills(events []CrashEvent) {
 	}
 }
 
-// chaosMarkdown writes the kills table of a chaos run.
-func chaosMarkdown(p func(string, ...any), s System, from, to time.Time) {
-	c := s.Chaos
-	p("\n## Chaos (%s): %d process kills, backends killed: %v (seed %d)\n\n", s.Name, c.ProcessKills, c.BackendKills, c.Seed)
-	p("Every %.0f s a random dispatcher, runner or DAG engine is killed with SIGKILL and started again %.0f s later; each backend once, left down %.0f s, then started (the restart waits until it serves requests).\n\n",
-		c.EverySeconds, c.ProcessDownSecs, c.BackendDownSecs)
-	p("| # | killed at (s into the window) | target | down for | recovery | note |\n|---|---|---|---|---|---|\n")
+// chaosView is the kills table of a chaos run.
+type chaosView struct {
+	// System is the system measured.
+	System string
+	*ChaosInfo
+	Kills []chaosKillRow
+	// ThresholdMs is the recovery threshold of the first kill; 0 without
+	// kills.
+	ThresholdMs float64
+}
+
+// chaosKillRow is one kill of a chaos run, numbered from 1.
+type chaosKillRow struct {
+	N int
+	CrashEvent
+	// AtSeconds: the kill's time since the start of the window.
+	AtSeconds float64
+	// DownSeconds: from the kill until the restart; Down false when the
+	// target was not restarted.
+	Down        bool
+	DownSeconds float64
+	Recovery    string
+}
+
+// chaosSummary builds the kills table of s's chaos run in the window [from,
+// to).
+func chaosSummary(s System, from, to time.Time) *chaosView {
+	v := &chaosView{System: s.Name, ChaosInfo: s.Chaos}
 	for i, e := range s.Crash {
-		at := fmt.Sprintf("%.1f", e.KilledAt.Sub(from).Seconds())
-		down := "-"
+		row := chaosKillRow{N: i + 1, CrashEvent: e, AtSeconds: e.KilledAt.Sub(from).Seconds(), Recovery: chaosRecovery(e, to)}
 		if !e.Restarted.IsZero() {
-			down = fmt.Sprintf("%.1f s", e.Restarted.Sub(e.KilledAt).Seconds())
+			row.Down, row.DownSeconds = true, e.Restarted.Sub(e.KilledAt).Seconds()
 		}
-		rec := "not recovered before the next kill"
-		switch {
-		case e.Error != "":
-			rec = "-"
-		case !e.KilledAt.Before(to):
-			rec = "after the window: not measured"
-		case e.RecoverySeconds > 0 && !e.KilledAt.Add(time.Duration(e.RecoverySeconds*float64(time.Second))).Before(to.Add(-time.Second)):
-			// Slow up to the window's last second: a lower bound.
-			rec = fmt.Sprintf("≥ %.1f s (slow until the end of the window)", e.RecoverySeconds)
-		case e.RecoverySeconds >= 0:
-			rec = fmt.Sprintf("%.1f s", e.RecoverySeconds)
-		}
-		target := e.Process
-		if e.Kind == "backend" {
-			target = "**" + e.Process + "** (backend)"
-		}
-		p("| %d | %s | %s | %s | %s | %s |\n", i+1, at, target, down, rec, e.Error)
+		v.Kills = append(v.Kills, row)
 	}
 	if len(s.Crash) > 0 {
-		p("\nRecovery: from the kill until the per-second p99 trigger latency of the runs due after it is back under %.0f ms for good (up to the next kill).\n", s.Crash[0].ThresholdMs)
+		v.ThresholdMs = s.Crash[0].ThresholdMs
 	}
-	if len(c.Exits) > 0 {
-		p("\nSubprocesses that exited on their own (restarted by the supervisor):\n\n")
-		for _, e := range c.Exits {
-			p("- %s at %s: %s\n", e.Process, e.At.Format("15:04:05.000"), e.Err)
-		}
+	return v
+}
+
+// chaosRecovery says how long after the kill e the latency recovered, for
+// a window ending at to.
+func chaosRecovery(e CrashEvent, to time.Time) string {
+	switch {
+	case e.Error != "":
+		return "-"
+	case !e.KilledAt.Before(to):
+		return "after the window: not measured"
+	case e.RecoverySeconds > 0 && !e.KilledAt.Add(time.Duration(e.RecoverySeconds*float64(time.Second))).Before(to.Add(-time.Second)):
+		// Slow up to the window's last second: a lower bound.
+		return fmt.Sprintf("≥ %.1f s (slow until the end of the window)", e.RecoverySeconds)
+	case e.RecoverySeconds >= 0:
+		return fmt.Sprintf("%.1f s", e.RecoverySeconds)
 	}
+	return "not recovered before the next kill"
 }
 
 // chaosTargets are the chaos scenario's targets: nothing lost (runs and

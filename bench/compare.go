@@ -64,6 +64,14 @@ func CompareFigures(a, b *Report) []ComparedFigure {
 		}
 		return s.Dispatch.P95Ms
 	}
+	cpu := func(s System, part func(CPUPerRun) float64) float64 {
+		if s.CPUPerRun == nil {
+			return math.NaN()
+		}
+		return part(*s.CPUPerRun)
+	}
+	machine := func(c CPUPerRun) float64 { return c.MachineMs }
+	sundial := func(c CPUPerRun) float64 { return c.SundialMs }
 	return []ComparedFigure{
 		{Name: "sustained triggers/s", A: sa.SustainedPerSec, B: sb.SustainedPerSec, HigherIsBetter: true},
 		{Name: "trigger p50 (ms)", A: sa.Trigger.P50Ms, B: sb.Trigger.P50Ms},
@@ -73,6 +81,8 @@ func CompareFigures(a, b *Report) []ComparedFigure {
 		{Name: "lost", A: float64(sa.Counts.Lost), B: float64(sb.Counts.Lost)},
 		{Name: "duplicate executions", A: float64(sa.Counts.DuplicateExecutions), B: float64(sb.Counts.DuplicateExecutions)},
 		{Name: "duplicate effects", A: float64(sa.Effects.DuplicateEffects), B: float64(sb.Effects.DuplicateEffects)},
+		{Name: "machine CPU per run (ms)", A: cpu(sa, machine), B: cpu(sb, machine)},
+		{Name: "Sundial's CPU per run (ms)", A: cpu(sa, sundial), B: cpu(sb, sundial)},
 	}
 }
 
@@ -110,8 +120,13 @@ func Compare(w io.Writer, dirA string, a *Report, dirB string, b *Report) {
 
 // figure prints a count as an integer and anything else with one decimal.
 func figure(v float64) string {
-	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+	switch {
+	case math.IsNaN(v):
+		return "n/a"
+	case v == math.Trunc(v) && math.Abs(v) < 1e15:
 		return strconv.FormatFloat(v, 'f', 0, 64)
+	case math.Abs(v) < 10:
+		return strconv.FormatFloat(v, 'f', 2, 64)
 	}
 	return strconv.FormatFloat(v, 'f', 1, 64)
 }

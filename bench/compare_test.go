@@ -23,6 +23,8 @@ func TestCompare(t *testing.T) {
 	b.Systems[0].Trigger = Latency{P50Ms: 20, P95Ms: 110, P99Ms: 180}
 	b.Systems[0].SustainedPerSec = 1900
 	b.Systems[0].Counts.Lost = 3
+	a.Systems[0].CPUPerRun = &CPUPerRun{RunsPerSec: 2000, MachineMs: 1.9, SundialMs: 0.47}
+	b.Systems[0].CPUPerRun = &CPUPerRun{RunsPerSec: 1900, MachineMs: 0.95, SundialMs: 0.3}
 	b.Config.APIWatch = true
 	b.APIWatch = &WatchStats{Messages: 500000, InWindow: 480000, InWindowPerSec: 4000}
 
@@ -56,6 +58,8 @@ func TestCompare(t *testing.T) {
 		"| trigger p95 (ms) | 100 | 110 | 1.100 | +10.0 % |",
 		"| trigger p99 (ms) | 200 | 180 | 0.900 | -10.0 % |",
 		"| lost | 0 | 3 | – | – |",
+		"| machine CPU per run (ms) | 1.90 | 0.95 | 0.500 | -50.0 % |",
+		"| Sundial's CPU per run (ms) | 0.47 | 0.30 | 0.638 | -36.2 % |",
 	} {
 		assert.Contains(t, s, want)
 	}

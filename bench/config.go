@@ -87,8 +87,9 @@ type Config struct {
 	EffectDuration time.Duration `json:"effect_duration"`
 	// PayloadBytes of each job's payload. Default 64.
 	PayloadBytes int `json:"payload_bytes"`
-	// BaselineDuration is how long each of K, R and C is measured. Default
-	// 10s.
+	// BaselineDuration is how long each of the BaselineSamples
+	// measurements of K, R and C lasts, after a discarded warm-up of half
+	// as long (so the baselines take 3.5 × it each). Default 10s.
 	BaselineDuration time.Duration `json:"baseline_duration"`
 	// Crash: the process killed ("runner", "dispatcher" or "both", one after
 	// the other; default both), when (after the window starts; default a
@@ -260,4 +261,11 @@ func (c Config) chaosBackends() []string {
 		return nil
 	}
 	return c.ChaosBackends
+}
+
+// peerWorkers is how many tasks a peer executes at once: --asynq-concurrency
+// when set, else as many as Sundial's runners execute together, so that
+// every system of a peer run has the same concurrency.
+func (c Config) peerWorkers() int {
+	return cmp.Or(c.AsynqConcurrency, c.Runners*cmp.Or(c.RunnerConcurrency, 64))
 }

@@ -130,6 +130,48 @@ type ProcessCPU struct {
 	Note string `json:"note,omitempty"`
 }
 
+// CPUPerRun is the CPU one run cost during the measured window, in
+// milliseconds of CPU (CPU-seconds per second of cores, divided by runs per
+// second): the figure "half the CPU per run" is judged on, comparable
+// between runs at different rates.
+type CPUPerRun struct {
+	// RunsPerSec is the rate divided by: the sustained triggers/s, or a
+	// herd's drain rate.
+	RunsPerSec float64 `json:"runs_per_sec"`
+	// MachineMs: the whole machine's busy CPU (every process, backends,
+	// the bench itself and anything else) per run.
+	MachineMs float64 `json:"machine_ms"`
+	// SundialMs: Sundial's own processes (the pipeline's, without the
+	// bench's load generator and downstream).
+	SundialMs float64 `json:"sundial_ms"`
+	// BackendsMs: Kafka, Cassandra and Redis.
+	BackendsMs float64 `json:"backends_ms"`
+	// BenchMs: the bench process (load generator, recorder, downstream).
+	BenchMs float64 `json:"bench_ms"`
+}
+
+// cpuPerRun divides the CPU of u among runsPerSec runs a second. A process
+// that was not measured counts 0; a rate of 0 gives zeros.
+func cpuPerRun(u CPUUsage, runsPerSec float64) CPUPerRun {
+	c := CPUPerRun{RunsPerSec: runsPerSec}
+	if runsPerSec <= 0 {
+		return c
+	}
+	ms := func(cores float64) float64 { return 1000 * cores / runsPerSec }
+	c.MachineMs = ms(u.MachineBusyMean * float64(u.Cores))
+	for _, p := range u.Processes {
+		switch {
+		case p.Name == "bench":
+			c.BenchMs += ms(p.MeanCores)
+		case p.Role == "pipeline":
+			c.SundialMs += ms(p.MeanCores)
+		case p.Role == "backend":
+			c.BackendsMs += ms(p.MeanCores)
+		}
+	}
+	return c
+}
+
 // CPUPoint is the cores used in one sampling interval.
 type CPUPoint struct {
 	// Second: the interval's end, in seconds since the first sample.
@@ -299,33 +341,47 @@ func (s *cpuSampler) report(cores int) *CPUUsage {
 	return &u
 }
 
-// cpuMarkdown writes the CPU table of the window.
-func cpuMarkdown(p func(string, ...any), system string, u *CPUUsage) {
-	p("\n## CPU during the measured window (%s, /proc every %.0fs)\n\n", system, u.SampleEverySeconds)
-	p("Cores used: CPU seconds (utime + stime of `/proc/<pid>/stat`) per second, over the window and in its busiest interval. The machine has %d cores.\n\n", u.Cores)
-	cpuTable(p, u)
+// cpuView is the CPU section of a system's window.
+type cpuView struct {
+	System string
+	Table  *cpuTableView
 }
 
-// cpuTable writes the table of a CPUUsage.
-func cpuTable(p func(string, ...any), u *CPUUsage) {
-	p("| process | role | pid | mean cores | max cores | |\n|---|---|---|---|---|---|\n")
-	var sum float64
+// cpuTableView is the table of a CPUUsage.
+type cpuTableView struct {
+	*CPUUsage
+	Rows []cpuRow
+	// SumCores: the mean cores of the processes measured.
+	SumCores float64
+	// BusyCores and MaxBusyCores: the machine's busy share, mean and in
+	// the busiest interval, in cores.
+	BusyCores, MaxBusyCores float64
+}
+
+// cpuRow is one process of the table.
+type cpuRow struct {
+	ProcessCPU
+	// PIDList is the pids, comma separated; Measured: at least one
+	// interval was.
+	PIDList  string
+	Measured bool
+}
+
+// cpuTableSummary builds the table of u.
+func cpuTableSummary(u *CPUUsage) *cpuTableView {
+	v := &cpuTableView{CPUUsage: u, BusyCores: u.MachineBusyMean * float64(u.Cores), MaxBusyCores: u.MachineBusyMax * float64(u.Cores)}
 	for _, pc := range u.Processes {
 		pids := make([]string, len(pc.PIDs))
 		for i, pid := range pc.PIDs {
 			pids[i] = strconv.Itoa(pid)
 		}
-		if pc.Intervals == 0 {
-			p("| %s | %s | %s | n/a | n/a | %s |\n", pc.Name, pc.Role, strings.Join(pids, ", "), pc.Note)
-			continue
+		row := cpuRow{ProcessCPU: pc, PIDList: strings.Join(pids, ", "), Measured: pc.Intervals > 0}
+		if row.Measured {
+			v.SumCores += pc.MeanCores
 		}
-		sum += pc.MeanCores
-		p("| %s | %s | %s | %.2f | %.2f | %s |\n", pc.Name, pc.Role, strings.Join(pids, ", "), pc.MeanCores, pc.MaxCores, pc.Note)
+		v.Rows = append(v.Rows, row)
 	}
-	p("| all of the above | | | %.2f | | |\n", sum)
-	p("| other processes of the machine | | | %.2f | | |\n", u.OtherCoresMean)
-	p("| **machine busy** (1 - idle - iowait of `/proc/stat`) | | | **%.2f (%.0f%% of %d cores)** | %.2f (%.0f%%) | |\n",
-		u.MachineBusyMean*float64(u.Cores), 100*u.MachineBusyMean, u.Cores, u.MachineBusyMax*float64(u.Cores), 100*u.MachineBusyMax)
+	return v
 }
 
 // windowWatch is the profiler and the CPU sampler of one measured window.

@@ -133,3 +133,26 @@ func TestBackendPIDFromPidFileOrPort(t *testing.T) {
 	assert.Zero(t, pid)
 	assert.Contains(t, how, "not found")
 }
+
+// The CPU of a window divided among its runs: the machine's busy cores, and
+// Sundial's processes, the backends and the bench apart; a process not
+// measured counts nothing, and no runs give zeros rather than infinities.
+func TestCPUPerRun(t *testing.T) {
+	t.Parallel()
+	u := CPUUsage{Cores: 2, MachineBusyMean: 0.95, Processes: []ProcessCPU{
+		{Name: "bench", Role: "pipeline", MeanCores: 0.44},
+		{Name: "dispatcher-0", Role: "pipeline", MeanCores: 0.27},
+		{Name: "runner-0", Role: "pipeline", MeanCores: 0.2},
+		{Name: "cassandra", Role: "backend", MeanCores: 0.61},
+		{Name: "kafka", Role: "backend", MeanCores: 0.39},
+		{Name: "api", Role: "control plane", MeanCores: 0.05},
+		{Name: "hog", Role: "noisy neighbour", MeanCores: 0.9},
+		{Name: "redis", Role: "backend", Note: "not found"},
+	}}
+	c := cpuPerRun(u, 1000)
+	assert.InDelta(t, 1.9, c.MachineMs, 1e-9)
+	assert.InDelta(t, 0.47, c.SundialMs, 1e-9)
+	assert.InDelta(t, 1.0, c.BackendsMs, 1e-9)
+	assert.InDelta(t, 0.44, c.BenchMs, 1e-9)
+	assert.Equal(t, CPUPerRun{}, cpuPerRun(u, 0))
+}

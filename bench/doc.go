@@ -71,6 +71,19 @@
 //     (profiles/<process>.<cpu|heap>.pprof) into
 //     <ResultsDir>/<UTC timestamp>-<scenario>/.
 //
+// # The summary
+//
+// summary.md is laid out by one text/template, summary.md.tmpl (embedded;
+// a named template per section: header, baselines, results, systemNotes,
+// chaos, capacity, system, cpu, cpuTable, profiles, top, registration,
+// memory, targets, notes, plots). Report.Markdown executes it on a view
+// built in Go: summary.go builds the whole (the results rows, the crash
+// verdicts) and each section's data has its builder beside it
+// (cpuTableSummary in cpu.go, profilesSummary in profiles.go,
+// registrationSummary in registration.go, chaosSummary in chaosreport.go,
+// memorySummary and capacitySummary in report.go). The template's
+// functions only format a value (a time, a size, a share).
+//
 // # Chaos
 //
 // The chaos scenario kills, on a seeded schedule (ChaosPlan.Kills, pure),
@@ -100,6 +113,10 @@
 //   - Every figure of a report comes from the same run: baselines, latency,
 //     counts. Lost, duplicate executions and duplicate effects are always
 //     reported, zero or not.
+//   - The summary's template lays out and formats what its view holds:
+//     every figure it shows (a ratio, a sum, a verdict, a row of the
+//     results) is computed in Go. testdata/summary-*.md are the summaries
+//     of reports of every scenario, byte for byte.
 //   - A run touches nothing outside its namespace (the subprocess runners'
 //     lease keys, under the default prefix, carry the namespace's job ids
 //     and are deleted too).

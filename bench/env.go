@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"runtime"
@@ -28,6 +29,18 @@ type Backends struct {
 	Brokers        []string
 	CassandraHosts []string
 	RedisAddr      string
+	// PostgresURL is the PostgreSQL of the River peer
+	// (deploy/local/postgres.sh); empty: no River peer.
+	PostgresURL string
+}
+
+// redactURL is a connection URL without its password, for logs.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(a URL that does not parse)"
+	}
+	return u.Redacted()
 }
 
 // Kafka is how to reach the stack's Kafka, in the settings every sundial

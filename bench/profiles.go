@@ -281,41 +281,40 @@ func TopCumulative(p *profile.Profile, n int) ([]ProfileFunc, float64, error) {
 	return out, float64(total) / sec, nil
 }
 
-// profilesMarkdown writes the Profiles section: the files, how to read
-// them and the top functions of each CPU profile.
-func profilesMarkdown(p func(string, ...any), system string, profiles []Profile) {
-	p("\n## Profiles (%s)\n\n", system)
-	p("Go profiles taken during the measured window, in `profiles/` of this folder: CPU over a span in the middle of the window, heap (in use and allocated) at its end; the subprocesses' through their `--pprof-addr`. Read one with `go tool pprof -top FILE` (or `go tool pprof -http=127.0.0.1:8081 FILE`).\n\n")
-	for _, pr := range profiles {
-		switch {
-		case pr.Error != "" && pr.File == "":
-			p("- %s %s: **capture failed**: %s\n", pr.Process, pr.Kind, pr.Error)
-		case pr.Kind == "heap":
-			p("- %s heap at %s: `%s`\n", pr.Process, pr.To.Format("15:04:05"), pr.File)
-		default:
-			span := pr.To.Sub(pr.From)
-			p("- %s CPU %s to %s: `%s`, %.1f s of CPU in %.0f s (%.2f cores)", pr.Process, pr.From.Format("15:04:05"), pr.To.Format("15:04:05"),
-				pr.File, pr.CPUSeconds, span.Seconds(), safeDiv(pr.CPUSeconds, span.Seconds()))
-			if pr.Error != "" {
-				p("; its functions could not be read: %s", pr.Error)
-			}
-			p("\n")
-		}
-	}
-	for _, pr := range profiles {
-		topMarkdown(p, pr)
-	}
+// profilesView is the Profiles section: the files and the top functions
+// of each CPU profile.
+type profilesView struct {
+	// System is the system measured.
+	System   string
+	Profiles []profileLine
+	// Tops are the CPU profiles with top functions, for their tables.
+	Tops []Profile
 }
 
-// topMarkdown writes the table of a CPU profile's top functions, if it has
-// any.
-func topMarkdown(p func(string, ...any), pr Profile) {
-	if pr.Kind != "cpu" || len(pr.Top) == 0 {
-		return
+// profileLine is one profile of the list.
+type profileLine struct {
+	Profile
+	// Failed: nothing was captured; Heap: a heap profile.
+	Failed, Heap bool
+	// Seconds and Cores: a CPU profile's span and the cores it used.
+	Seconds, Cores float64
+}
+
+// profilesSummary builds the Profiles section.
+func profilesSummary(system string, profiles []Profile) *profilesView {
+	v := &profilesView{System: system}
+	for _, pr := range profiles {
+		span := pr.To.Sub(pr.From).Seconds()
+		v.Profiles = append(v.Profiles, profileLine{Profile: pr, Failed: pr.Error != "" && pr.File == "", Heap: pr.Kind == "heap",
+			Seconds: span, Cores: safeDiv(pr.CPUSeconds, span)})
+		if hasTop(pr) {
+			v.Tops = append(v.Tops, pr)
+		}
 	}
-	p("\n%s: top %d functions by cumulative CPU (`go tool pprof -top -cum %s`)\n\n", pr.Process, len(pr.Top), pr.File)
-	p("| function | flat | cum | cum %% |\n|---|---|---|---|\n")
-	for _, f := range pr.Top {
-		p("| `%s` | %.2f s | %.2f s | %.1f%% |\n", f.Function, f.FlatSeconds, f.CumSeconds, 100*f.CumShare)
-	}
+	return v
+}
+
+// hasTop reports whether pr is a CPU profile with top functions to list.
+func hasTop(pr Profile) bool {
+	return pr.Kind == "cpu" && len(pr.Top) > 0
 }

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bytes"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -101,7 +100,7 @@ func TestFailedCaptureIsReported(t *testing.T) {
 	assert.Equal(t, assert.AnError.Error(), pr.Error)
 
 	var md bytes.Buffer
-	profilesMarkdown(func(f string, a ...any) { fmt.Fprintf(&md, f, a...) }, "sundial", []Profile{pr})
+	require.NoError(t, summaryTemplate.ExecuteTemplate(&md, "profiles", profilesSummary("sundial", []Profile{pr})))
 	assert.Contains(t, md.String(), "dispatcher-0 cpu: **capture failed**")
 	assert.Contains(t, md.String(), "go tool pprof -top FILE")
 }

@@ -69,20 +69,32 @@ func (w *registrationWatch) finish(definitions int) *Registration {
 	return &Registration{From: w.from.UTC(), To: to.UTC(), Definitions: definitions, CPU: w.cpu.report(runtime.NumCPU()), Profile: pr}
 }
 
-// registrationMarkdown writes the Registration section: the rate, the CPU
-// table and the top functions of the bench process's profile.
-func registrationMarkdown(p func(string, ...any), system string, r *Registration) {
+// registrationView is the Registration section: the rate, the CPU table
+// and the bench process's profile.
+type registrationView struct {
+	// System is the system measured.
+	System string
+	*Registration
+	Seconds, PerSec float64
+	// CPUTable is the CPU of the whole registration; nil when it was not
+	// sampled.
+	CPUTable *cpuTableView
+	// ProfileSeconds and ProfileCores: the profile's span and the cores it
+	// used.
+	ProfileSeconds, ProfileCores float64
+	// HasTop: the profile has top functions to list.
+	HasTop bool
+}
+
+// registrationSummary builds the Registration section.
+func registrationSummary(system string, r *Registration) *registrationView {
 	secs := r.To.Sub(r.From).Seconds()
-	p("\n## Registration (%s)\n\n", system)
-	p("%d definitions registered from %s to %s: %.1f s, %.0f definitions/s. The registry runs in the bench process; the CPU below covers the whole registration (/proc every %.0fs).\n\n",
-		r.Definitions, r.From.Format("15:04:05"), r.To.Format("15:04:05"), secs, safeDiv(float64(r.Definitions), secs), r.CPU.SampleEverySeconds)
-	cpuTable(p, r.CPU)
-	pr := r.Profile
-	if pr.File == "" {
-		p("\n- bench CPU profile: **capture failed**: %s\n", pr.Error)
-		return
+	v := &registrationView{System: system, Registration: r, Seconds: secs, PerSec: safeDiv(float64(r.Definitions), secs)}
+	if r.CPU != nil {
+		v.CPUTable = cpuTableSummary(r.CPU)
 	}
-	span := pr.To.Sub(pr.From).Seconds()
-	p("\n- bench CPU profile of the registration: `%s`, %.1f s of CPU in %.0f s (%.2f cores)\n", pr.File, pr.CPUSeconds, span, safeDiv(pr.CPUSeconds, span))
-	topMarkdown(p, pr)
+	span := r.Profile.To.Sub(r.Profile.From).Seconds()
+	v.ProfileSeconds, v.ProfileCores = span, safeDiv(r.Profile.CPUSeconds, span)
+	v.HasTop = hasTop(r.Profile)
+	return v
 }

@@ -3,12 +3,10 @@ package bench
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -91,6 +89,12 @@ type Baselines struct {
 	R      RedisBaseline     `json:"r_redis"`
 	C      CassandraBaseline `json:"c_cassandra"`
 	PerRun PerRun            `json:"per_run"`
+	// KSpread, RSpread and CSpread are how the BaselineSamples measurements
+	// of K (records/s), R (plain calls/s) and C (writes/s) varied; K, R and
+	// C are the median ones.
+	KSpread Spread `json:"k_spread"`
+	RSpread Spread `json:"r_spread"`
+	CSpread Spread `json:"c_spread"`
 	// RRunsPerSec = R plain / lease calls per run; CRunsPerSec = C / writes
 	// per run.
 	RRunsPerSec  float64 `json:"r_runs_per_sec"`
@@ -116,6 +120,8 @@ type System struct {
 	// CPU is the CPU each process of the machine's stack and pipeline used
 	// during the window (not in capacity steps).
 	CPU *CPUUsage `json:"cpu,omitempty"`
+	// CPUPerRun is that CPU divided among the runs: what one run costs.
+	CPUPerRun *CPUPerRun `json:"cpu_per_run,omitempty"`
 	// Registration is the CPU and the bench process's profile while the
 	// workload was registered (not in capacity steps).
 	Registration *Registration `json:"registration,omitempty"`
@@ -234,7 +240,10 @@ func (r *Report) Write(dir string) error {
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	r.Markdown(f)
+	if err := r.writeMarkdown(f); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("report: %w", err)
+	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
@@ -290,238 +299,61 @@ func (r *Report) plots() []reportPlot {
 	return out
 }
 
-func yes(b bool) string {
-	if b {
-		return "met"
-	}
-	return "**not met**"
+// memoryView is the memory section of a process.
+type memoryView struct {
+	// Role is "Dispatcher" or "Runner"; System the system measured.
+	Role, System string
+	*ProcessMemory
+	// Growth compares the RSS of the last milestone with the first's; nil
+	// without two milestones.
+	Growth *memoryGrowth
 }
 
-// Markdown writes the human-readable summary.
-func (r *Report) Markdown(w io.Writer) {
-	p := func(format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }
-	dirty := ""
-	if r.Commit.Dirty {
-		dirty = " (working tree had uncommitted changes)"
-	}
-	p("# Bench: %s\n\n", r.Scenario)
-	p("- Commit: `%s`%s\n", r.Commit.Hash, dirty)
-	p("- Run: %s to %s\n", r.StartedAt.Format(time.RFC3339), r.FinishedAt.Format(time.RFC3339))
-	p("- Machine: %d cores, %.1f GiB, %s, %s/%s, %s; load average %.2f at start; %s\n",
-		r.Machine.Cores, float64(r.Machine.MemoryBytes)/(1<<30), r.Machine.CPU, r.Machine.OS, r.Machine.Arch, r.Machine.GoVersion, r.Machine.LoadAvg1, r.Machine.Note)
-	p("- Backends (real stack, not embedded): Kafka %s at %s; Cassandra %s at %s; Redis %s at %s\n",
-		r.Backends.Kafka, strings.Join(r.Backends.KafkaBrokers, ","), r.Backends.Cassandra, strings.Join(r.Backends.CassandraHosts, ","),
-		r.Backends.Redis, r.Backends.RedisAddr)
-	p("- Configuration: %s\n", r.Config.String())
-	if r.Noisy != "" {
-		p("- **Noisy neighbour**: %s\n", r.Noisy)
-	}
-	if r.APIWatch != nil {
-		p("- **API watch**: %s\n", r.APIWatch)
-	}
-	wl := r.Workload
-	if wl.HerdAt.IsZero() {
-		p("- Workload: %d jobs (%d interval every %s, %d hourly cron, %d one-off), planned %.0f triggers/s, window %s, target %s, payload %d B; registered in %.1fs\n",
-			wl.Jobs, wl.IntervalJobs, time.Duration(wl.PeriodMs)*time.Millisecond, wl.CronJobs, wl.AtJobs, wl.PlannedRate,
-			wl.WindowTo.Sub(wl.WindowFrom), wl.Target, wl.PayloadBytes, wl.RegisterSeconds)
-	} else {
-		p("- Workload: herd of %d one-off jobs due at %s, target %s, payload %d B; registered in %.1fs\n",
-			wl.Jobs, wl.HerdAt.Format(time.RFC3339Nano), wl.Target, wl.PayloadBytes, wl.RegisterSeconds)
-	}
-	b := r.Baselines
-	p("\n## Backend baselines (same run)\n\n")
-	p("| baseline | value |\n|---|---|\n")
-	p("| K: franz-go produce→consume, %d B, %d partitions, %s | %.0f records/s, e2e p50 %.1f ms, p95 %.1f ms, p99 %.1f ms |\n",
-		b.K.PayloadBytes, b.K.Partitions, b.K.Producer, b.K.RecordsPerSec, b.K.E2EP50Ms, b.K.E2EP95Ms, b.K.E2EP99Ms)
-	p("| R: lease script EVALSHA, plain (%d callers) | %.0f calls/s |\n", b.R.Concurrency, b.R.PlainCallsPerSec)
-	p("| R: lease script EVALSHA, pipelined (batches of %d) | %.0f calls/s |\n", b.R.Batch, b.R.PipelinedCallsPerSec)
-	p("| C: due-entry PutDue, one row per call (%d in flight) | %.0f writes/s |\n", b.C.Concurrency, b.C.WritesPerSec)
-	p("| per run: %d lease calls, %d Cassandra writes (%d reads), %d Kafka records | %s |\n",
-		b.PerRun.LeaseCalls, b.PerRun.CassandraWrites, b.PerRun.CassandraReads, b.PerRun.KafkaRecords, b.PerRun.Explanation)
-	if b.PerRun.CassandraWrites > 0 {
-		p("| **B** = min(K, R/%d, C/%d) = min(%.0f, %.0f, %.0f) | **%.0f runs/s** (%s) |\n",
-			b.PerRun.LeaseCalls, b.PerRun.CassandraWrites, b.K.RecordsPerSec, b.RRunsPerSec, b.CRunsPerSec, b.B, b.BottleneckOf)
-	} else {
-		p("| **B** = min(K, R/%d) = min(%.0f, %.0f), no Cassandra write a run | **%.0f runs/s** (%s) |\n",
-			b.PerRun.LeaseCalls, b.K.RecordsPerSec, b.RRunsPerSec, b.B, b.BottleneckOf)
-	}
-	p("| **L** = min(K, R/2, C/1) = min(%.0f, %.0f, %.0f), the least backend work a run needs | **%.0f runs/s** (%s) |\n",
-		b.K.RecordsPerSec, b.R.PlainCallsPerSec/2, b.C.WritesPerSec, b.L, b.LimitOf)
-
-	p("\n## Results\n\n")
-	p("| | ")
-	for _, s := range r.Systems {
-		p("%s | ", s.Name)
-	}
-	p("\n|---|")
-	for range r.Systems {
-		p("---|")
-	}
-	p("\n")
-	row := func(name string, f func(s System) string) {
-		p("| %s | ", name)
-		for _, s := range r.Systems {
-			p("%s | ", f(s))
-		}
-		p("\n")
-	}
-	ms := func(v float64) string { return fmt.Sprintf("%.1f ms", v) }
-	row("trigger latency p50", func(s System) string { return ms(s.Trigger.P50Ms) })
-	row("trigger latency p95", func(s System) string { return ms(s.Trigger.P95Ms) })
-	row("trigger latency p99", func(s System) string { return ms(s.Trigger.P99Ms) })
-	row("trigger latency p99.9", func(s System) string { return ms(s.Trigger.P999Ms) })
-	row("trigger latency max", func(s System) string { return ms(s.Trigger.MaxMs) })
-	row("runs measured", func(s System) string { return fmt.Sprint(s.Trigger.Count) })
-	row("dispatch latency p50 / p95 / p99", func(s System) string {
-		if s.Dispatch == nil {
-			return "n/a"
-		}
-		return fmt.Sprintf("%.1f / %.1f / %.1f ms", s.Dispatch.P50Ms, s.Dispatch.P95Ms, s.Dispatch.P99Ms)
-	})
-	row("sustained triggers/s", func(s System) string { return fmt.Sprintf("%.0f", s.SustainedPerSec) })
-	row("fraction of B", func(s System) string { return fmt.Sprintf("%.0f%%", 100*s.FractionOfB) })
-	row("fraction of L", func(s System) string { return fmt.Sprintf("%.0f%%", 100*s.FractionOfL) })
-	row("expected runs in window", func(s System) string { return fmt.Sprint(s.Counts.Expected) })
-	row("lost (of which dispatched, not started)", func(s System) string {
-		return fmt.Sprintf("%d (%d)", s.Counts.Lost, s.Counts.LostDispatched)
-	})
-	row("duplicate executions", func(s System) string { return fmt.Sprint(s.Counts.DuplicateExecutions) })
-	row("duplicate effects (of which within one attempt)", func(s System) string {
-		return fmt.Sprintf("%d (%d)", s.Effects.DuplicateEffects, s.Effects.DuplicateSameAttempt)
-	})
-	row("redeliveries answered as replays (keys)", func(s System) string {
-		return fmt.Sprintf("%d (%d)", s.Effects.Redeliveries, s.Effects.RedeliveredKeys)
-	})
-	row("stale fencing tokens at the downstream", func(s System) string { return fmt.Sprint(s.Effects.StaleFencing) })
-	row("unexpected runs / early starts", func(s System) string {
-		return fmt.Sprintf("%d / %d", s.Counts.Unexpected, s.Counts.EarlyStarts)
-	})
-	row("duplicate dispatches", func(s System) string { return fmt.Sprint(s.Counts.DuplicateDispatches) })
-	if !wl.HerdAt.IsZero() {
-		row("herd drained in", func(s System) string {
-			if s.HerdDrainSeconds == 0 {
-				return "not drained"
-			}
-			return fmt.Sprintf("%.2f s (%.0f runs/s)", s.HerdDrainSeconds, s.HerdDrainPerSec)
-		})
-	}
-	for _, s := range r.Systems {
-		if s.Dags != nil {
-			p("\n- %s: DAG runs due in the window (%d DAGs of %d nodes every %s): %s", s.Name, s.Dags.DAGs, s.Dags.Nodes,
-				time.Duration(s.Dags.EveryMs)*time.Millisecond, s.Dags)
-			for _, e := range s.Dags.Examples {
-				p("\n  - %s", e)
-			}
-		}
-		if s.Chaos != nil {
-			continue // the kills are a table of their own
-		}
-		for _, c := range s.Crash {
-			rec := "did not recover in the window"
-			if c.RecoverySeconds >= 0 {
-				rec = fmt.Sprintf("recovered %.1f s after the kill", c.RecoverySeconds)
-			}
-			p("\n- %s: %s killed (SIGKILL) at %s, restarted at %s; %s (per-second p99 of the runs due after the kill back under %.0f ms)",
-				s.Name, c.Process, c.KilledAt.Format("15:04:05.000"), c.Restarted.Format("15:04:05.000"), rec, c.ThresholdMs)
-		}
-		for _, n := range s.Notes {
-			p("\n- %s: %s", s.Name, n)
-		}
-	}
-	p("\n")
-	for _, s := range r.Systems {
-		if s.Chaos != nil {
-			chaosMarkdown(p, s, r.Workload.WindowFrom, r.Workload.WindowTo)
-		}
-	}
-	if r.Capacity != nil {
-		capacityMarkdown(p, r.Capacity, r.Baselines)
-	}
-	for _, s := range r.Systems {
-		if s.CPU != nil {
-			cpuMarkdown(p, s.Name, s.CPU)
-		}
-		if len(s.Profiles) > 0 {
-			profilesMarkdown(p, s.Name, s.Profiles)
-		}
-		if s.Registration != nil {
-			registrationMarkdown(p, s.Name, s.Registration)
-		}
-		if s.DispatcherMemory != nil {
-			memoryMarkdown(p, "Dispatcher", s.Name, s.DispatcherMemory)
-		}
-		if s.RunnerMemory != nil {
-			memoryMarkdown(p, "Runner", s.Name, s.RunnerMemory)
-		}
-	}
-	if len(r.Targets) > 0 {
-		p("\n## Targets\n\n| target | want | measured | |\n|---|---|---|---|\n")
-		for _, t := range r.Targets {
-			p("| %s | %s | %.2f | %s |\n", t.Name, t.Want, t.Value, yes(t.Met))
-		}
-	}
-	if len(r.Notes) > 0 {
-		p("\n## Notes\n\n")
-		for _, n := range r.Notes {
-			p("- %s\n", n)
-		}
-	}
-	sep := "\nPlots: "
-	for _, pl := range r.plots() {
-		p("%s`%s` (%s)", sep, pl.File, pl.About)
-		sep = ", "
-	}
-	p(".\n")
+// memoryGrowth is how the RSS grew from the first milestone to the last
+// and to the window's largest.
+type memoryGrowth struct {
+	First, Last RSSMilestone
+	// Ratio: the last milestone's RSS over the first's; WindowRatio: the
+	// window's largest over the first's (0 when the window was not
+	// sampled).
+	Ratio, WindowRatio float64
 }
 
-// memoryMarkdown writes the memory section of a process (role: "Dispatcher",
-// "Runner").
-func memoryMarkdown(p func(string, ...any), role, system string, m *ProcessMemory) {
-	p("\n## %s memory (%s, %s, /proc VmRSS every %.0fs)\n\n", role, system, m.Process, m.SampleEverySeconds)
-	p("| when | jobs stored | RSS | peak so far (VmHWM) |\n|---|---|---|---|\n")
-	for _, ms := range m.Milestones {
-		p("| first sample with %d jobs stored (%s) | %d | %.1f MiB | %.1f MiB |\n",
-			ms.Stored, ms.Sample.At.Format("15:04:05"), ms.Sample.Stored, ms.Sample.RSSMiB, ms.Sample.HWMMiB)
-	}
-	if m.WindowMaxRSSMiB > 0 {
-		p("| measured window, every job stored and firing: max / last | | %.1f / %.1f MiB | |\n", m.WindowMaxRSSMiB, m.WindowLastRSSMiB)
-	}
-	p("| whole run | | | %.1f MiB |\n", m.PeakHWMMiB)
+// memorySummary builds the memory section of a process (role:
+// "Dispatcher", "Runner").
+func memorySummary(role, system string, m *ProcessMemory) *memoryView {
+	v := &memoryView{Role: role, System: system, ProcessMemory: m}
 	if len(m.Milestones) == 2 && m.Milestones[0].Sample.RSSMiB > 0 {
 		first, last := m.Milestones[0], m.Milestones[1]
-		p("\nRSS with %d jobs stored is %.2f × the RSS with %d stored", last.Stored, last.Sample.RSSMiB/first.Sample.RSSMiB, first.Stored)
+		v.Growth = &memoryGrowth{First: first, Last: last, Ratio: last.Sample.RSSMiB / first.Sample.RSSMiB}
 		if m.WindowMaxRSSMiB > 0 {
-			p("; the window's largest is %.2f ×", m.WindowMaxRSSMiB/first.Sample.RSSMiB)
+			v.Growth.WindowRatio = m.WindowMaxRSSMiB / first.Sample.RSSMiB
 		}
-		p(".\n")
 	}
-	if m.Errors > 0 {
-		p("\n%d samples failed (the process was not running).\n", m.Errors)
-	}
+	return v
 }
 
-// capacityMarkdown writes the capacity search's steps and result.
-func capacityMarkdown(p func(string, ...any), c *CapacityResult, bl Baselines) {
-	p("\n## Capacity search\n\n")
-	p("Each step: %.0f s window of interval jobs every %s (rate × %.0f jobs), %.0f s drain; a step passes when it lost nothing and its trigger p95 is ≤ %s.\n\n",
-		c.StepSeconds, CapacityPeriod, CapacityPeriod.Seconds(), c.DrainSeconds, CapacityP95)
-	p("| step | offered triggers/s | jobs | trigger p95 | p99 | sustained triggers/s | lost / expected | |\n|---|---|---|---|---|---|---|---|\n")
+// capacityView is the capacity search's section.
+type capacityView struct {
+	*CapacityResult
+	// Period and P95: CapacityPeriod and CapacityP95.
+	Period, P95 time.Duration
+	Rows        []capacityStepRow
+	// L and B are the baselines' L and B.
+	L, B float64
+}
+
+// capacityStepRow is one step of the capacity search, numbered from 1.
+type capacityStepRow struct {
+	N int
+	CapacityStep
+}
+
+// capacitySummary builds the capacity search's section.
+func capacitySummary(c *CapacityResult, bl Baselines) *capacityView {
+	v := &capacityView{CapacityResult: c, Period: CapacityPeriod, P95: CapacityP95, L: bl.L, B: bl.B}
 	for i, st := range c.Steps {
-		verdict := "fails"
-		if st.Pass {
-			verdict = "passes"
-		}
-		p("| %d | %.0f | %d | %.1f ms | %.1f ms | %.0f | %d / %d | %s |\n", i+1, st.Rate, st.Jobs, st.Trigger.P95Ms, st.Trigger.P99Ms,
-			st.SustainedPerSec, st.Lost, st.Expected, verdict)
+		v.Rows = append(v.Rows, capacityStepRow{N: i + 1, CapacityStep: st})
 	}
-	if c.Highest == 0 {
-		p("\n**No step passed** (%s).\n", c.Stopped)
-		return
-	}
-	p("\n**Capacity: %.0f triggers/s** with p95 ≤ %s = **%.0f%% of L** (%.0f runs/s), %.0f%% of B (%.0f runs/s)", c.Highest, CapacityP95,
-		100*c.FractionOfL, bl.L, 100*c.FractionOfB, bl.B)
-	if c.LowestFailing > 0 {
-		p("; %.0f triggers/s failed", c.LowestFailing)
-	}
-	p(". The search stopped: %s.\n", c.Stopped)
+	return v
 }

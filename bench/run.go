@@ -187,6 +187,10 @@ func (s *System) fractions(bl Baselines) {
 	}
 	s.FractionOfB = safeDiv(rate, bl.B)
 	s.FractionOfL = safeDiv(rate, bl.L)
+	if s.CPU != nil {
+		c := cpuPerRun(*s.CPU, rate)
+		s.CPUPerRun = &c
+	}
 }
 
 // pipelineSettle is how long the bench waits after starting the pipeline
@@ -258,13 +262,17 @@ func (b *Bench) baselines(ctx context.Context, cfg Config, ns Namespace, plan *l
 	bl := Baselines{PerRun: per}
 	d := cfg.BaselineDuration
 	size := runRecordSize(plan)
-	b.say("baseline K: produce→consume %d-byte records on %d partitions for %s", size, topics.RunsPartitions, d)
-	k, err := MeasureKafka(ctx, b.Backends.Brokers, ns.TopicPrefix+"baseline.k", topics.RunsPartitions, size, d)
+	b.say("baseline K: produce→consume %d-byte records on %d partitions, a warm-up of %s then %d × %s", size, topics.RunsPartitions, d/2, BaselineSamples, d)
+	n := 0
+	k, kSpread, err := measureStable(ctx, d, func(ctx context.Context, d time.Duration) (KafkaBaseline, error) {
+		n++
+		return MeasureKafka(ctx, b.Backends.Brokers, fmt.Sprintf("%sbaseline.k%d", ns.TopicPrefix, n), topics.RunsPartitions, size, d)
+	}, func(k KafkaBaseline) float64 { return k.RecordsPerSec })
 	if err != nil {
 		return bl, err
 	}
-	bl.K = k
-	b.say("  K = %.0f records/s, e2e p95 %.1f ms", k.RecordsPerSec, k.E2EP95Ms)
+	bl.K, bl.KSpread = k, kSpread
+	b.say("  K = %.0f records/s (samples %.0f), e2e p95 %.1f ms", k.RecordsPerSec, kSpread.Samples, k.E2EP95Ms)
 
 	rc := redis.NewClient(&redis.Options{Addr: b.Backends.RedisAddr, PoolSize: 128})
 	defer func() { _ = rc.Close() }()
@@ -272,26 +280,30 @@ func (b *Bench) baselines(ctx context.Context, cfg Config, ns Namespace, plan *l
 	if err != nil {
 		return bl, err
 	}
-	b.say("baseline R: lease EVALSHA plain (64 callers) and pipelined (128 per batch), %s each", d)
-	r, err := MeasureRedis(ctx, ls, 64, 128, d)
+	b.say("baseline R: lease EVALSHA plain (64 callers) and pipelined (128 per batch), a warm-up then %d × %s each", BaselineSamples, d)
+	r, rSpread, err := measureStable(ctx, d, func(ctx context.Context, d time.Duration) (RedisBaseline, error) {
+		return MeasureRedis(ctx, ls, 64, 128, d)
+	}, func(r RedisBaseline) float64 { return r.PlainCallsPerSec })
 	if err != nil {
 		return bl, err
 	}
-	bl.R = r
-	b.say("  R = %.0f calls/s plain, %.0f pipelined", r.PlainCallsPerSec, r.PipelinedCallsPerSec)
+	bl.R, bl.RSpread = r, rSpread
+	b.say("  R = %.0f calls/s plain (samples %.0f), %.0f pipelined", r.PlainCallsPerSec, rSpread.Samples, r.PipelinedCallsPerSec)
 
 	st, err := cassandra.Open(ctx, cassandra.Config{Hosts: b.Backends.CassandraHosts, Keyspace: ns.Keyspace})
 	if err != nil {
 		return bl, fmt.Errorf("baseline C: %w", err)
 	}
 	defer func() { _ = st.Close() }()
-	b.say("baseline C: PutDue of one due entry, 64 in flight, %s", d)
-	c, err := MeasureCassandra(ctx, st, 64, d, b.Now())
+	b.say("baseline C: PutDue of one due entry, 64 in flight, a warm-up then %d × %s", BaselineSamples, d)
+	c, cSpread, err := measureStable(ctx, d, func(ctx context.Context, d time.Duration) (CassandraBaseline, error) {
+		return MeasureCassandra(ctx, st, 64, d, b.Now())
+	}, func(c CassandraBaseline) float64 { return c.WritesPerSec })
 	if err != nil {
 		return bl, err
 	}
-	bl.C = c
-	b.say("  C = %.0f writes/s", c.WritesPerSec)
+	bl.C, bl.CSpread = c, cSpread
+	b.say("  C = %.0f writes/s (samples %.0f)", c.WritesPerSec, cSpread.Samples)
 	bl.RRunsPerSec = r.PlainCallsPerSec / float64(per.LeaseCalls)
 	if per.CassandraWrites > 0 {
 		bl.CRunsPerSec = c.WritesPerSec / float64(per.CassandraWrites)

@@ -265,7 +265,8 @@ func (crashScenario) targets(_ Config, _ *Report, s System, add addTarget) {
 	lossTarget(s, add)
 }
 
-// peerScenario: the same workload through Sundial and through asynq.
+// peerScenario: the same workload through Sundial, through asynq and,
+// when a PostgreSQL is given, through River.
 type peerScenario struct{ baseScenario }
 
 func (peerScenario) sizes(Config) (int, float64, time.Duration) {
@@ -273,23 +274,32 @@ func (peerScenario) sizes(Config) (int, float64, time.Duration) {
 }
 
 func (peerScenario) describe(c Config) string {
-	return fmt.Sprintf("; asynq delayed-task check %s, %d workers", c.AsynqDelayedCheck, c.AsynqConcurrency)
+	return fmt.Sprintf("; asynq delayed-task check %s, %d workers per peer", c.AsynqDelayedCheck, c.AsynqConcurrency)
 }
 
 func (peerScenario) peers(ctx context.Context, b *Bench, cfg *Config, ns Namespace) ([]System, error) {
-	peer, err := b.runAsynq(ctx, cfg, ns)
+	asynqSys, err := b.runAsynq(ctx, cfg, ns)
 	if err != nil {
 		return nil, fmt.Errorf("peer asynq: %w", err)
 	}
-	return []System{peer}, nil
+	out := []System{asynqSys}
+	if b.Backends.PostgresURL == "" {
+		b.say("peer: no --postgres-url, so no River peer (deploy/local/postgres.sh up starts one)")
+		return out, nil
+	}
+	riverSys, err := b.runRiver(ctx, cfg, ns)
+	if err != nil {
+		return nil, fmt.Errorf("peer river: %w", err)
+	}
+	return append(out, riverSys), nil
 }
 
 func (peerScenario) targets(_ Config, r *Report, s System, add addTarget) {
 	latencyTargets(s, add)
 	lossTarget(s, add)
-	if len(r.Systems) > 1 {
-		p := r.Systems[1]
-		add("sundial p95 / asynq p95", "≤ 0.10", safeDiv(s.Trigger.P95Ms, p.Trigger.P95Ms), safeDiv(s.Trigger.P95Ms, p.Trigger.P95Ms) <= 0.1)
+	for _, p := range r.Systems[1:] {
+		add(fmt.Sprintf("sundial p95 / %s p95", p.Name), "≤ 0.10", safeDiv(s.Trigger.P95Ms, p.Trigger.P95Ms), safeDiv(s.Trigger.P95Ms, p.Trigger.P95Ms) <= 0.1)
+		add(p.Name+" lost", "0", float64(p.Counts.Lost), p.Counts.Lost == 0)
 	}
 }
 

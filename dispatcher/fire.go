@@ -261,6 +261,7 @@ func (o *owner) produce(ctx context.Context, epoch int64, e store.DueEntry, runs
 	for _, r := range delivered {
 		origin := originLabel(r.GetOrigin())
 		o.m.runs.WithLabelValues(origin).Inc()
+		o.m.teamRuns.WithLabelValues(r.GetOwnerTeam()).Inc()
 		o.m.dispatchLatency.WithLabelValues(origin).Observe(acked.Sub(r.GetAttemptDueTime().AsTime()).Seconds())
 	}
 	o.enqueued(ctx, delivered)

@@ -10,11 +10,14 @@ import (
 )
 
 // metrics of a dispatcher. Labels are bounded sets: the shard number (at
-// most S values), the run origin and the reason an entry was dropped. No
-// metric is labelled by job.
+// most S values), the run origin, the owning team (teams are few) and the
+// reason an entry was dropped. No metric is labelled by job.
 type metrics struct {
 	dispatchLatency *prometheus.HistogramVec
 	runs            *prometheus.CounterVec
+	// teamRuns is runs by owning team: the demand side of a team's
+	// trigger-latency objective (deploy/prometheus/rules/sundial-slo.yml).
+	teamRuns *prometheus.CounterVec
 	dropped         *prometheus.CounterVec
 	fireErrors      prometheus.Counter
 	deadLettered    *prometheus.CounterVec
@@ -43,6 +46,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "sundial_dispatcher_runs_total",
 			Help: "Run records written to sundial.runs.*, by origin.",
 		}, []string{"origin"}),
+		teamRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sundial_dispatcher_team_runs_total",
+			Help: "Run records written to sundial.runs.*, by owning team.",
+		}, []string{"team"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sundial_dispatcher_entries_dropped_total",
 			Help: "Due entries that fired no run, by reason (dead: the job changed or was deleted, or a scheduled entry's job is paused; misfire: skipped by the misfire policy or outside the catch-up window; invalid: the stored job or entry cannot be used).",
@@ -107,7 +114,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	var errs []error
 	for _, c := range []prometheus.Collector{
-		m.dispatchLatency, m.runs, m.dropped, m.fireErrors, m.deadLettered, m.enqueuedEventErrors, m.firePhase, m.shardsOwned, m.claims,
+		m.dispatchLatency, m.runs, m.teamRuns, m.dropped, m.fireErrors, m.deadLettered, m.enqueuedEventErrors, m.firePhase, m.shardsOwned, m.claims,
 		m.lag, m.watermarkAge, m.entries, m.bucketLoad, m.bucketSize, m.wakeups,
 		m.jobCache, m.jobsCached, m.jobFeedLag,
 	} {

@@ -335,7 +335,7 @@ func (p *Pipeline) startAPI(ctx context.Context, run *lifecycle.Run, b apiBacken
 		return fmt.Errorf("api tokens: %w", err)
 	}
 	srv, err := apiserver.New(apiserver.Config{Addr: cfg.APIAddr, Authenticator: authn, Services: services, Handlers: handlers,
-		Registerer: cfg.Registerer, Logger: log.With("component", "api")})
+		Public: assemble.APIPublic(), Registerer: cfg.Registerer, Logger: log.With("component", "api")})
 	if err != nil {
 		return fmt.Errorf("api server: %w", err)
 	}

@@ -125,7 +125,7 @@ func (x *execution) replace(ctx context.Context, holder string, signalled map[st
 func (x *execution) leaseTaken(lease leasing.Lease) time.Duration {
 	r := x.r
 	latency := r.cfg.Now().Sub(attemptDue(x.run))
-	r.m.triggerLatency.WithLabelValues(priorityLabel(x.run.GetPriority())).Observe(max(latency, 0).Seconds())
+	r.m.observeTriggerLatency(x.run, latency)
 	r.m.leases.WithLabelValues(leaseAcquired).Inc()
 	x.ev.token = lease.Token
 	return latency

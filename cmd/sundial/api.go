@@ -204,6 +204,7 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 		Addr: cmd.String("listen"), Authenticator: authn,
 		Services:      services,
 		Handlers:      handlers,
+		Public:        assemble.APIPublic(),
 		ShutdownGrace: cmd.Duration("shutdown-grace"),
 		TLSCertFile:   cmd.String("tls-cert-file"), TLSKeyFile: cmd.String("tls-key-file"),
 		MaxRequestBytes: cmd.Int64("api-max-request-bytes"), BodyReadTimeout: cmd.Duration("api-body-read-timeout"),

@@ -25,7 +25,7 @@ func devCommand() *cli.Command {
 			"in the dead-letter topic, and an HTTP job calling a built-in echo target; and a sample DAG of four nodes every\n" +
 			"twenty seconds. It serves the control-plane API on --listen, with tokens made up at start and printed (a cluster\n" +
 			"admin, and an admin, an operator and a viewer of each --team), and prints the line that points another shell's\n" +
-			"sundial commands at it. Figures seen here are not Sundial's: the bench runs on the real stack.",
+			"sundial commands at it, and the web console at /console/ on the same address. Figures seen here are not Sundial's: the bench runs on the real stack.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "log-level", Value: "warn", Usage: "level of the components' logs: debug, info, warn, error", Sources: envVar("log-level")},
 			&cli.BoolFlag{Name: "no-samples", Usage: "do not load the sample jobs", Sources: envVar("no-samples")},
@@ -118,6 +118,7 @@ func printDevAccess(out io.Writer, p *embedded.Pipeline, tokens []string, made b
 	if url == "" {
 		return
 	}
+	fmt.Fprintf(out, "web console on %s/console/ (log in with a token below)\n", url)
 	fmt.Fprintf(out, "API on %s; its tokens (TEAM:ROLE:SECRET):\n", url)
 	first := ""
 	for _, t := range tokens {

@@ -33,6 +33,23 @@ func newDashboard(uid, title, description string) *builder {
 	}}
 }
 
+// teamVariable adds the team variable: every owning team the dispatchers
+// have written runs for, several or all at once.
+func (b *builder) teamVariable() {
+	query := "label_values(sundial_dispatcher_team_runs_total, team)"
+	b.d.Templating.List = append(b.d.Templating.List, Variable{
+		Name: "team", Label: "Team", Type: "query", Datasource: &promDS,
+		Query: query, Definition: query, Refresh: 2, Multi: true, IncludeAll: true, AllValue: ".*", Sort: 1,
+		Current: map[string]any{"text": "All", "value": "$__all"},
+	})
+}
+
+// withExemplars asks Grafana to show a query's exemplars.
+func withExemplars(t Target) Target {
+	t.Exemplar = true
+	return t
+}
+
 func (b *builder) id() int {
 	b.nextID++
 	return b.nextID

@@ -60,6 +60,19 @@ func Overview() *Dashboard {
 		q(`sundial:trigger_slo_errors:ratio_rate1h`, "1 h"),
 		q(`vector(0.01)`, "objective (1 %)")))
 
+	b.teamVariable()
+	b.row("Objective per team ($team)")
+	b.add(12, 7, ts("Share of due runs not started within 1 s, by team (1 h)", "percentunit",
+		"The objective per owning team: recording rules sundial:team_* in deploy/prometheus/rules/sundial-slo.yml, alerts SundialTeamTriggerLatencyBudgetBurn(Slow).",
+		q(`sundial:team_trigger_slo_errors:ratio_rate1h{team=~"$team"}`, "{{team}}"),
+		q(`vector(0.01)`, "objective (1 %)")))
+	b.add(12, 7, latency("Trigger latency p99 by team",
+		"With exemplars: a point on a slow line names a run (run_id) of the job behind it; `sundial runs get RUN` says why it waited.",
+		withExemplars(q(`histogram_quantile(0.99, sum by (le, team) (rate(sundial_runner_team_trigger_latency_seconds_bucket{team=~"$team"}[$__rate_interval])))`, "{{team}}"))))
+	b.add(24, 6, ts("Error budget left by team (30 days)", "percentunit",
+		"Share of each team's month of error budget (1 % of its due runs) not yet spent.",
+		q(`1 - (1 - sum_over_time(sundial:team_runs_started_within_objective:rate5m{team=~"$team"}[30d]) / sum_over_time(sundial:team_runs_due:rate5m{team=~"$team"}[30d])) / 0.01`, "{{team}}")))
+
 	b.row("Latency")
 	b.add(12, 8, latency("Trigger latency (due time → runner starts the run)",
 		"Measured by the runner when it holds the run's lease, from the due time of the attempt.",

@@ -49,15 +49,22 @@ type Templating struct {
 	List []Variable `json:"list"`
 }
 
-// Variable is a dashboard variable; Sundial's dashboards have one, the
-// Prometheus data source.
+// Variable is a dashboard variable: the Prometheus data source on every
+// dashboard, and the team (a query of the team label) on the overview.
 type Variable struct {
-	Name    string         `json:"name"`
-	Label   string         `json:"label"`
-	Type    string         `json:"type"`
-	Query   string         `json:"query"`
-	Current map[string]any `json:"current"`
-	Hide    int            `json:"hide"`
+	Name       string         `json:"name"`
+	Label      string         `json:"label"`
+	Type       string         `json:"type"`
+	Query      string         `json:"query"`
+	Current    map[string]any `json:"current"`
+	Hide       int            `json:"hide"`
+	Datasource *Datasource    `json:"datasource,omitempty"`
+	Definition string         `json:"definition,omitempty"`
+	Refresh    int            `json:"refresh,omitempty"`
+	Multi      bool           `json:"multi,omitempty"`
+	IncludeAll bool           `json:"includeAll,omitempty"`
+	AllValue   string         `json:"allValue,omitempty"`
+	Sort       int            `json:"sort,omitempty"`
 }
 
 // Annotations are the dashboard's annotation queries.
@@ -112,6 +119,7 @@ type Target struct {
 	LegendFormat string      `json:"legendFormat"`
 	Instant      bool        `json:"instant,omitempty"`
 	Range        bool        `json:"range"`
+	Exemplar     bool        `json:"exemplar,omitempty"`
 }
 
 // FieldConfig sets units, thresholds and value mappings.

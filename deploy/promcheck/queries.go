@@ -136,10 +136,12 @@ func RuleQueries(glob string) (Rules, error) {
 	return r, nil
 }
 
-// grafanaVars are Grafana's built-in variables with values of the kind
-// Grafana substitutes; longest names first so that $__rate_interval is not
-// read as $__rate followed by text.
+// grafanaVars are Grafana's built-in variables and the dashboards' own
+// (team, a regular expression as Grafana writes "All"), with values of the
+// kind Grafana substitutes; longest names first so that $__rate_interval is
+// not read as $__rate followed by text.
 var grafanaVars = []struct{ name, value string }{
+	{"${team}", ".*"}, {"$team", ".*"},
 	{"${__rate_interval}", "1m"}, {"$__rate_interval", "1m"},
 	{"${__interval}", "30s"}, {"$__interval", "30s"},
 	{"${__range}", "1h"}, {"$__range", "1h"},

@@ -1,0 +1,410 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sundialhq/sundial/apiserver"
+	"github.com/sundialhq/sundial/console"
+	"github.com/sundialhq/sundial/embedded"
+	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
+	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
+)
+
+// The fixed tokens of the browser tests, one per role.
+const (
+	adminToken    = "console-test-cluster-admin"
+	operatorToken = "console-test-dev-operator"
+	viewerToken   = "console-test-dev-viewer"
+)
+
+// updateScreenshots, when "1", makes the browser tests write the pictures
+// of docs/console.
+const updateScreenshots = "SUNDIAL_UPDATE_SCREENSHOTS"
+
+// chromium returns the system's Chromium. Without one the test fails when
+// CI is set (a missing backend fails the run) and is skipped otherwise.
+func chromium(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs Chromium; skipped under -short")
+	}
+	for _, name := range []string{os.Getenv("SUNDIAL_CHROMIUM"), "chromium", "chromium-browser"} {
+		if name == "" {
+			continue
+		}
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	msg := "Chromium is not installed (Debian: apt-get install chromium; or set SUNDIAL_CHROMIUM to its path)"
+	if os.Getenv("CI") != "" {
+		t.Fatalf("CI is set, so a missing browser fails the run: %s", msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// browser is one headless Chromium; each tab is a fresh session (the
+// console keeps its token in the tab's sessionStorage).
+type browser struct {
+	t    *testing.T
+	ctx  context.Context
+	base string // the console's URL, under the proxy's sub-path
+}
+
+// problems collects what the page must never do: throw, log an error, or
+// be refused something by the content security policy.
+type problems struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (p *problems) add(s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.list = append(p.list, s)
+}
+
+func (p *problems) get() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.list...)
+}
+
+// tab opens a tab and logs in with token; the test fails at its end if
+// the page threw, logged an error or broke the policy.
+func (b *browser) tab(t *testing.T, token string) context.Context {
+	t.Helper()
+	ctx, seen := b.login(t, token)
+	t.Cleanup(func() {
+		for _, p := range seen.get() {
+			t.Errorf("the page reported a problem: %s", p)
+		}
+	})
+	return ctx
+}
+
+// login opens a tab, logs in with token and returns the tab and what it
+// reports.
+func (b *browser) login(t *testing.T, token string) (context.Context, *problems) {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(b.ctx)
+	t.Cleanup(cancel)
+	seen := &problems{}
+	require.NoError(t, chromedp.Listen(ctx, func(ev any) {
+		switch ev := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			d := ev.ExceptionDetails
+			msg := d.Text
+			if d.Exception != nil {
+				msg += " " + d.Exception.Description
+			}
+			seen.add(fmt.Sprintf("exception at %s:%d: %s", d.URL, d.LineNumber, msg))
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeAssert {
+				var args []string
+				for _, a := range ev.Args {
+					args = append(args, string(a.Value)+a.Description)
+				}
+				seen.add(fmt.Sprintf("console.%s: %s", ev.Type, strings.Join(args, " ")))
+			}
+		case *cdplog.EventEntryAdded:
+			// Answers the console expects (403 to the role probe) are
+			// network entries; what the policy refuses is a security or
+			// violation entry.
+			e := ev.Entry
+			if e.Source == cdplog.EntrySourceSecurity || e.Source == cdplog.EntrySourceViolation || strings.Contains(e.Text, "Content Security Policy") {
+				seen.add(fmt.Sprintf("%s: %s", e.Source, e.Text))
+			}
+		}
+	}))
+	_, err := chromedp.Call(ctx, cdplog.Enable, cdp.Empty{})
+	require.NoError(t, err)
+	_, err = chromedp.Call(ctx, runtime.Enable, cdp.Empty{})
+	require.NoError(t, err)
+	// A zone other than UTC and the machine's shakes out time-zone bugs.
+	_, err = chromedp.Call(ctx, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "America/Denver"})
+	require.NoError(t, err)
+	_, err = chromedp.Call(ctx, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{Width: 1280, Height: 900, DeviceScaleFactor: 1})
+	require.NoError(t, err)
+	// The tab in front, and focused, as a user's: the console polls
+	// nothing while its tab is hidden.
+	_, err = chromedp.Call(ctx, page.BringToFront, cdp.Empty{})
+	require.NoError(t, err)
+	_, err = chromedp.Call(ctx, emulation.SetFocusEmulationEnabled, emulation.SetFocusEmulationEnabledParams{Enabled: true})
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(b.base),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), token),
+		chromedp.Click(chromedp.ID("login")),
+		chromedp.WaitVisible(chromedp.ID("nav")),
+	))
+	return ctx, seen
+}
+
+// open shows a page of the console and waits until it loaded its data.
+func (b *browser) open(t *testing.T, ctx context.Context, fragment, page string) {
+	t.Helper()
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(b.base+fragment),
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#main[data-page="%s"][data-loaded]`, page))),
+	))
+}
+
+// eventually evaluates js until it returns true.
+func eventually(t *testing.T, ctx context.Context, js, msg string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js, chromedp.EvalAwaitPromise))
+		return err == nil && ok
+	}, 3*time.Minute, 250*time.Millisecond, msg)
+}
+
+// eval evaluates js in the tab.
+func eval[T any](t *testing.T, ctx context.Context, js string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js, chromedp.EvalAwaitPromise))
+	require.NoError(t, err, "evaluate %s", js)
+	return v
+}
+
+// screenshot writes docs/console/<name>.png when updateScreenshots is set.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	if os.Getenv(updateScreenshots) != "1" {
+		return
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join("..", "docs", "console", name+".png"), png, 0o644))
+}
+
+// TestConsoleInABrowser drives the console in a real headless Chromium
+// against the embedded pipeline of `sundial dev` (its sample jobs), served
+// through a proxy that mounts the whole API under a sub-path.
+func TestConsoleInABrowser(t *testing.T) {
+	exe := chromium(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+
+	p, err := embedded.New(embedded.Config{Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler),
+		Handlers: embedded.SampleHandlers(), APIAddr: "127.0.0.1:0",
+		APITokens: []string{"*:admin:" + adminToken, "dev:operator:" + operatorToken, "dev:viewer:" + viewerToken}})
+	require.NoError(t, err)
+	require.NoError(t, p.Start(ctx))
+	defer p.Stop()
+	_, err = p.LoadSamples(ctx)
+	require.NoError(t, err)
+
+	// A proxy mounts the API under /sundial/, as an ingress would.
+	upstream, err := url.Parse(p.APIURL())
+	require.NoError(t, err)
+	proxy := httptest.NewServer(http.StripPrefix("/sundial", httputil.NewSingleHostReverseProxy(upstream)))
+	defer proxy.Close()
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true))...)
+	defer cancelAlloc()
+	root, cancelRoot := chromedp.NewContext(alloc)
+	defer cancelRoot()
+	require.NoError(t, chromedp.Do(root), "start Chromium at %s", exe)
+	b := &browser{t: t, ctx: root, base: proxy.URL + "/sundial/console/"}
+
+	as := func(token string) []connect.ClientOption {
+		return []connect.ClientOption{connect.WithInterceptors(apiserver.BearerToken(token))}
+	}
+	jobs := apiv1connect.NewJobServiceClient(http.DefaultClient, p.APIURL(), as(operatorToken)...)
+
+	t.Run("every answer carries the policy, and the root leads to the console", func(t *testing.T) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, proxy.URL+"/sundial/", nil)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer func() { _ = resp.Body.Close() }()
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Equal(t, proxy.URL+"/sundial/console/", resp.Request.URL.String(), "the relative redirect stays under the sub-path")
+		assert.Equal(t, console.ContentSecurityPolicy, resp.Header.Get("Content-Security-Policy"))
+		assert.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"))
+	})
+
+	t.Run("the browser enforces the policy, and the tests see a breach", func(t *testing.T) {
+		tab, seen := b.login(t, viewerToken)
+		// An inline script, as an injection would add one: refused.
+		ran := eval[bool](t, tab, `(() => { window.injected = false; const s = document.createElement('script');
+			s.textContent = 'window.injected = true'; document.body.append(s); return window.injected; })()`)
+		assert.False(t, ran, "the inline script ran")
+		require.Eventually(t, func() bool {
+			for _, p := range seen.get() {
+				if strings.Contains(p, "Content Security Policy") {
+					return true
+				}
+			}
+			return false
+		}, 2*time.Minute, 100*time.Millisecond, "the refusal was not reported; seen: %v", seen.get())
+	})
+
+	t.Run("a wrong token is refused at login", func(t *testing.T) {
+		tab, cancel := chromedp.NewContext(b.ctx)
+		defer cancel()
+		require.NoError(t, chromedp.Do(tab,
+			chromedp.Navigate(b.base),
+			chromedp.WaitVisible(chromedp.ID("token")),
+			chromedp.SendKeys(chromedp.ID("token"), "not-a-token"),
+			chromedp.Click(chromedp.ID("login")),
+			chromedp.WaitVisible(chromedp.CSS(`#main [role="alert"]`))))
+		alert, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS(`#main [role="alert"]`)))
+		require.NoError(t, err)
+		assert.Contains(t, alert, "unauthenticated")
+		assert.True(t, eval[bool](t, tab, `document.getElementById('nav').hidden && sessionStorage.length === 0`), "a refused token is not kept")
+	})
+
+	t.Run("schedules and durations are written in words", func(t *testing.T) {
+		tab := b.tab(t, viewerToken)
+		cases := []struct{ expr, want string }{
+			{"*/5 * * * * *", "every 5 seconds"},
+			{"* * * * * *", "every second"},
+			{"0 */15 * * * *", "every 15 minutes"},
+			{"30 * * * * *", "every minute at :30"},
+			{"0 0 9 * * *", "at 09:00 every day"},
+			{"0 9 * * 1-5", "at 09:00 Mon–Fri"},
+			{"0 30 2 1 * *", "at 02:30 on day 1 of every month"},
+			{"0 0 12 ? JAN MON", ""},
+		}
+		for _, c := range cases {
+			got := eval[string](t, tab, fmt.Sprintf(`import(new URL('js/format.js', location.href)).then((m) => m.describeCron(%q))`, c.expr))
+			assert.Equal(t, c.want, got, "describeCron(%q)", c.expr)
+		}
+		durations := []struct {
+			seconds float64
+			want    string
+		}{{0.85, "850 ms"}, {10, "10 s"}, {4.25, "4.25 s"}, {185, "3 min 5 s"}, {7260, "2 h 1 min"}}
+		for _, c := range durations {
+			got := eval[string](t, tab, fmt.Sprintf(`import(new URL('js/format.js', location.href)).then((m) => m.duration(%v))`, c.seconds))
+			assert.Equal(t, c.want, got, "duration(%v)", c.seconds)
+		}
+	})
+
+	t.Run("a viewer sees no write buttons", func(t *testing.T) {
+		tab := b.tab(t, viewerToken)
+		for _, page := range []struct{ fragment, id string }{
+			{"#/jobs/dev.hello-cron", "job"}, {"#/jobs", "jobs"}, {"#/dlq", "dlq"}, {"#/runs?job=dev.flaky", "runs"},
+		} {
+			b.open(t, tab, page.fragment, page.id)
+			writes := eval[int](t, tab, `document.querySelectorAll('[data-write]').length`)
+			assert.Zero(t, writes, "write buttons on %s", page.fragment)
+		}
+		// The search and the filters are in the URL, answered by the
+		// server.
+		b.open(t, tab, "#/jobs?text=flaky", "jobs")
+		assert.Equal(t, []string{"dev.flaky"}, eval[[]string](t, tab, `[...document.querySelectorAll('#results tbody tr td:first-child')].map((td) => td.textContent)`))
+		b.open(t, tab, "#/jobs?kind=SCHEDULE_KIND_CRON", "jobs")
+		assert.Equal(t, []string{"dev.hello-cron"}, eval[[]string](t, tab, `[...document.querySelectorAll('#results tbody tr td:first-child')].map((td) => td.textContent)`))
+		assert.Equal(t, "SCHEDULE_KIND_CRON", eval[string](t, tab, `document.getElementById('f-kind').value`), "the form shows the URL's filter")
+		who, err := chromedp.Run(tab, chromedp.Text(chromedp.ID("whoami")))
+		require.NoError(t, err)
+		assert.Equal(t, "viewer of team dev", who)
+	})
+
+	t.Run("runs arrive without a reload while auto-refresh is on", func(t *testing.T) {
+		tab := b.tab(t, operatorToken)
+		b.open(t, tab, "#/runs?job=dev.hello-cron", "runs")
+		eventually(t, tab, `document.querySelectorAll('[data-run-id]').length > 0`, "no run of dev.hello-cron listed")
+		require.False(t, eval[bool](t, tab, `document.hidden`), "the tab is hidden: the console would not poll")
+		first := eval[string](t, tab, `document.querySelector('[data-run-id]').dataset.runId`)
+		// A mark on this document: a reload would lose it.
+		eval[bool](t, tab, `window.sameDocument = true`)
+		eval[bool](t, tab, `(() => { const s = document.getElementById('refresh-interval'); s.value = '2000';
+			return s.dispatchEvent(new Event('change')); })()`)
+		require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.ID("auto-refresh"))))
+		eventually(t, tab, fmt.Sprintf(`window.sameDocument === true && document.querySelector('[data-run-id]').dataset.runId !== %q`, first),
+			"no newer run appeared without a reload")
+		screenshot(t, tab, "runs")
+		newest := eval[string](t, tab, `document.querySelector('[data-run-id]').dataset.runId`)
+		// Auto-refresh off stops the polling before the run's page opens.
+		require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.ID("auto-refresh"))))
+		b.open(t, tab, "#/runs/"+url.PathEscape(newest), "run")
+		eventually(t, tab, `document.getElementById('late') !== null && document.querySelectorAll('table').length > 0`, "the run's page shows no attempts")
+		screenshot(t, tab, "run")
+	})
+
+	t.Run("an operator pauses and resumes a job from its page", func(t *testing.T) {
+		tab := b.tab(t, operatorToken)
+		b.open(t, tab, "#/jobs/dev.hello-cron", "job")
+		screenshot(t, tab, "job")
+		state := func() apiv1.DefinitionState {
+			resp, err := jobs.GetJob(tab, connect.NewRequest(&apiv1.GetJobRequest{Id: "dev.hello-cron"}))
+			require.NoError(t, err)
+			return resp.Msg.GetJob().GetState()
+		}
+		require.NoError(t, chromedp.Do(tab,
+			chromedp.Click(chromedp.Search(`//div[@id="actions"]/button[normalize-space()="Pause"]`)),
+			chromedp.WaitVisible(chromedp.Search(`//div[@id="actions"]/button[normalize-space()="Resume"]`))))
+		assert.Equal(t, apiv1.DefinitionState_DEFINITION_STATE_PAUSED, state())
+		require.NoError(t, chromedp.Do(tab,
+			chromedp.Click(chromedp.Search(`//div[@id="actions"]/button[normalize-space()="Resume"]`)),
+			chromedp.WaitVisible(chromedp.Search(`//div[@id="actions"]/button[normalize-space()="Pause"]`))))
+		assert.Equal(t, apiv1.DefinitionState_DEFINITION_STATE_ACTIVE, state())
+	})
+
+	t.Run("a dead letter is replayed after a dry run", func(t *testing.T) {
+		tab := b.tab(t, operatorToken)
+		eventually(t, tab, `(async () => { location.hash = '#/dlq?job=dev.flaky&x=' + Date.now();
+			await new Promise((r) => setTimeout(r, 500));
+			return document.querySelectorAll('button.replay').length > 0; })()`, "no dead letter of dev.flaky listed")
+		screenshot(t, tab, "dlq")
+		target := eval[string](t, tab, `document.querySelector('#results table a[href^="#/runs/"]').textContent`)
+		require.NoError(t, chromedp.Do(tab,
+			chromedp.Click(chromedp.CSS(`#results table button.replay`)),
+			chromedp.WaitVisible(chromedp.ID("replay-preview"))))
+		preview, err := chromedp.Run(tab, chromedp.Text(chromedp.ID("replay-preview")))
+		require.NoError(t, err)
+		assert.Contains(t, preview, target, "the dry run names the run")
+		require.NoError(t, chromedp.Do(tab,
+			chromedp.Click(chromedp.ID("confirm-replay")),
+			chromedp.WaitVisible(chromedp.ID("replayed"))))
+		replayed, err := chromedp.Run(tab, chromedp.Text(chromedp.ID("replayed")))
+		require.NoError(t, err)
+		assert.Contains(t, replayed, "Replayed 1: "+target)
+	})
+
+	t.Run("the cluster page lists the shards", func(t *testing.T) {
+		tab := b.tab(t, adminToken)
+		b.open(t, tab, "#/overview", "overview")
+		eventually(t, tab, `document.getElementById('shards-owned') !== null && document.querySelectorAll('#runs-by-state .tile').length > 0`, "the overview shows no figures")
+		screenshot(t, tab, "overview")
+		b.open(t, tab, "#/jobs", "jobs")
+		screenshot(t, tab, "jobs")
+		b.open(t, tab, "#/cluster", "cluster")
+		rows := eval[int](t, tab, `document.querySelectorAll('table')[0].querySelectorAll('tbody tr').length`)
+		assert.Equal(t, embedded.DefaultShards, rows)
+		screenshot(t, tab, "cluster")
+	})
+}

@@ -1,0 +1,113 @@
+package console_test
+
+import (
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sundialhq/sundial/apiserver"
+	"github.com/sundialhq/sundial/assemble"
+	"github.com/sundialhq/sundial/console"
+)
+
+func TestHandlerServesTheFilesWithThePolicy(t *testing.T) {
+	t.Parallel()
+	h := console.Handler()
+	cases := []struct {
+		name, method, path string
+		status             int
+		contentType        string
+		location           string
+	}{
+		{name: "the page at the folder", method: "GET", path: "/console/", status: 200, contentType: "text/html; charset=utf-8"},
+		{name: "a module as JavaScript", method: "GET", path: "/console/js/main.js", status: 200, contentType: "text/javascript; charset=utf-8"},
+		{name: "the style sheet as CSS", method: "GET", path: "/console/app.css", status: 200, contentType: "text/css; charset=utf-8"},
+		{name: "a missing file is not found, never the page", method: "GET", path: "/console/jobs/dev.hello", status: 404},
+		{name: "a folder is not listed", method: "GET", path: "/console/js/", status: 404},
+		{name: "a write is refused", method: "POST", path: "/console/", status: 405},
+		{name: "the API's root redirects relatively", method: "GET", path: "/", status: 302, location: "console/"},
+		{name: "the folder without its slash redirects relatively", method: "GET", path: "/console", status: 302, location: "console/"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), c.method, c.path, nil))
+			assert.Equal(t, c.status, rec.Code)
+			assert.Equal(t, console.ContentSecurityPolicy, rec.Header().Get("Content-Security-Policy"))
+			assert.Equal(t, "nosniff", rec.Header().Get("X-Content-Type-Options"))
+			if c.contentType != "" {
+				assert.Equal(t, c.contentType, rec.Header().Get("Content-Type"))
+			}
+			if c.location != "" {
+				assert.Equal(t, c.location, rec.Header().Get("Location"))
+			}
+		})
+	}
+}
+
+// TestFilesKeepThePolicy reads every file for what the content security
+// policy would refuse (inline script or style, eval) and for URLs that
+// would break under a proxy's sub-path (absolute paths).
+func TestFilesKeepThePolicy(t *testing.T) {
+	t.Parallel()
+	forbidden := map[string]*regexp.Regexp{
+		"an inline script":              regexp.MustCompile(`<script(?:\s[^>]*)?>[^<\s]`),
+		"a script without src":          regexp.MustCompile(`<script(?:\s(?:[^s>]|s[^r>])*)?>`),
+		"a style element":               regexp.MustCompile(`<style[\s>]`),
+		"a style attribute":             regexp.MustCompile(`\sstyle=`),
+		"an inline event handler":       regexp.MustCompile(`<[^>]+\son[a-z]+=`),
+		"eval":                          regexp.MustCompile(`\beval\(|new Function\(|setTimeout\(['"]`),
+		"markup set from a string":      regexp.MustCompile(`innerHTML|outerHTML|insertAdjacentHTML|document\.write`),
+		"a style attribute set by code": regexp.MustCompile(`setAttribute\(['"]style`),
+		"an absolute path":              regexp.MustCompile(`(?:href|src)="/|fetch\(['"]/|from ['"]/|new URL\(['"]/`),
+		"a URL of another origin":       regexp.MustCompile(`(?:href|src)="https?:|from ['"]https?:`),
+		"persistent storage of a token": regexp.MustCompile(`localStorage|document\.cookie`),
+	}
+	files := console.Files()
+	var seen int
+	require.NoError(t, fs.WalkDir(files, ".", func(name string, d fs.DirEntry, err error) error {
+		require.NoError(t, err)
+		text := strings.HasSuffix(name, ".html") || strings.HasSuffix(name, ".js") || strings.HasSuffix(name, ".css")
+		if d.IsDir() || !text {
+			return nil
+		}
+		seen++
+		raw, err := fs.ReadFile(files, name)
+		require.NoError(t, err)
+		for what, re := range forbidden {
+			if loc := re.FindIndex(raw); loc != nil {
+				t.Errorf("%s has %s: %q", name, what, raw[loc[0]:min(loc[1]+20, len(raw))])
+			}
+		}
+		return nil
+	}))
+	assert.Greater(t, seen, 5, "the console's files are embedded")
+}
+
+// TestAPIServesTheConsoleWithoutAToken: the console's files are open, the
+// API beside them is not.
+func TestAPIServesTheConsoleWithoutAToken(t *testing.T) {
+	t.Parallel()
+	tokens, err := apiserver.ParseStaticTokens([]string{"dev:viewer:secret"})
+	require.NoError(t, err)
+	srv, err := apiserver.New(apiserver.Config{Addr: "127.0.0.1:0", Authenticator: tokens, Public: assemble.APIPublic()})
+	require.NoError(t, err)
+	get := func(method, path string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), method, path, strings.NewReader("{}")))
+		return rec
+	}
+	assert.Equal(t, http.StatusOK, get("GET", "/console/").Code)
+	assert.Equal(t, http.StatusOK, get("GET", "/console/js/api.js").Code)
+	assert.Equal(t, http.StatusFound, get("GET", "/").Code)
+	assert.Equal(t, http.StatusUnauthorized, get("POST", "/sundial.api.v1.JobService/ListJobs").Code)
+	assert.Equal(t, http.StatusUnauthorized, get("GET", "/consolex").Code, "a path that merely starts alike stays closed")
+	assert.Equal(t, http.StatusUnauthorized, get("POST", "/").Code, "only GET of the root redirects")
+}

@@ -1,0 +1,132 @@
+// The console's entry: login, the header's controls, and the router. Pages
+// live in the URL's fragment (#/jobs?team=dev), so the server serves one
+// page whatever sub-path a proxy mounts it under, and every filter is in
+// the URL: a link or a reload shows the same view.
+
+import {h, replace, errorBox} from './dom.js';
+import {login, savedToken, whoAmI, forget} from './session.js';
+import {Refresher} from './refresh.js';
+import {overview} from './pages/overview.js';
+import {jobs, job} from './pages/jobs.js';
+import {runs, run} from './pages/runs.js';
+import {deadLetters} from './pages/dlq.js';
+import {cluster} from './pages/cluster.js';
+
+const main = document.getElementById('main');
+const nav = document.getElementById('nav');
+const controls = document.getElementById('controls');
+const refreshed = document.getElementById('refreshed');
+const refresher = new Refresher((at) => {
+  refreshed.textContent = `updated ${at.toLocaleTimeString()}`;
+});
+let session = null;
+
+// route parses the fragment: #/jobs/dev.hello?x=1 -> ['jobs', 'dev.hello'].
+function route() {
+  const frag = window.location.hash.replace(/^#\/?/, '');
+  const [path, query] = frag.split('?');
+  const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+  return {parts, query: new URLSearchParams(query || '')};
+}
+
+// go changes the fragment; the hashchange renders.
+export function go(parts, query) {
+  const q = query && [...query].length ? `?${query}` : '';
+  window.location.hash = `#/${parts.map(encodeURIComponent).join('/')}${q}`;
+}
+
+const pages = {
+  overview: () => overview,
+  jobs: (r) => (r.parts[1] ? job : jobs),
+  runs: (r) => (r.parts[1] ? run : runs),
+  dlq: () => deadLetters,
+  cluster: () => cluster,
+};
+
+async function render() {
+  refresher.stop();
+  if (!session) return;
+  const r = route();
+  const name = pages[r.parts[0]] ? r.parts[0] : 'overview';
+  for (const a of nav.querySelectorAll('a')) {
+    if (a.getAttribute('href') === `#/${name}`) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
+  const page = pages[name](r);
+  main.replaceChildren();
+  main.dataset.page = page.id;
+  delete main.dataset.loaded;
+  const refresh = page.mount(main, {session, route: r, go});
+  await refresher.page(async () => {
+    await refresh();
+    main.dataset.loaded = 'true';
+  });
+}
+
+function showLogin(message) {
+  nav.hidden = true;
+  controls.hidden = true;
+  main.dataset.page = 'login';
+  const input = h('input', {type: 'password', id: 'token', name: 'token', autocomplete: 'off', required: true, spellcheck: 'false'});
+  const status = h('div', {'aria-live': 'polite'}, message ? errorBox(message) : null);
+  const form = h('form', {onsubmit: async (ev) => {
+    ev.preventDefault();
+    replace(status, 'Checking the token…');
+    try {
+      session = await login(input.value.trim());
+      start();
+    } catch (e) {
+      replace(status, errorBox(e));
+    }
+  }},
+  h('label', {for: 'token'}, 'API token (a Sundial token, or a token of sundial dev)'),
+  input,
+  h('button', {type: 'submit', class: 'primary', id: 'login'}, 'Log in'));
+  replace(main, h('section', {class: 'login'},
+    h('h1', {}, 'Log in to Sundial'),
+    h('p', {}, 'Paste a token. It is kept in this tab only (sessionStorage) and sent to the API as a bearer token; log out to forget it.'),
+    form, status));
+  input.focus();
+}
+
+function start() {
+  nav.hidden = false;
+  controls.hidden = false;
+  document.getElementById('whoami').textContent = session.describe();
+  render();
+}
+
+function wireControls() {
+  const auto = document.getElementById('auto-refresh');
+  const every = document.getElementById('refresh-interval');
+  auto.checked = refresher.on;
+  every.value = String(refresher.every);
+  auto.addEventListener('change', () => refresher.setOn(auto.checked));
+  every.addEventListener('change', () => refresher.setEvery(Number(every.value)));
+  document.getElementById('refresh-now').addEventListener('click', () => refresher.run());
+  document.getElementById('logout').addEventListener('click', () => {
+    forget();
+    session = null;
+    refresher.stop();
+    showLogin();
+  });
+  window.addEventListener('hashchange', render);
+}
+
+async function boot() {
+  wireControls();
+  const token = savedToken();
+  if (!token) {
+    showLogin();
+    return;
+  }
+  try {
+    session = await whoAmI(token);
+    start();
+  } catch (e) {
+    forget();
+    showLogin(e);
+  }
+}
+
+boot();

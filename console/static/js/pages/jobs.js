@@ -1,0 +1,200 @@
+// Jobs: a server-side paged list with search and filters, and a job's page
+// with its schedule, next fires, last runs, trigger-lag figures and the
+// operator's actions.
+
+import {h, replace, table, num, stateTag} from '../dom.js';
+import * as fmt from '../format.js';
+import {limited, pager, action, confirmTyped, filterForm, field, select, textInput, loadInto} from './common.js';
+
+const pageSize = 25;
+
+export const jobs = {
+  id: 'jobs',
+  mount(root, ctx) {
+    const q = ctx.route.query;
+    const results = h('div', {id: 'results', 'aria-live': 'polite'});
+    root.append(
+      h('h1', {}, 'Jobs'),
+      filterForm(ctx, ['jobs'], [
+        field('Search (id, description, labels)', 'f-text', textInput('text', q.get('text'), {type: 'search'})),
+        field('Team', 'f-team', textInput('team', q.get('team'))),
+        field('State', 'f-state', select('state', q.get('state') || '', [
+          ['', 'any'], ['DEFINITION_STATE_ACTIVE', 'active'], ['DEFINITION_STATE_PAUSED', 'paused']])),
+        field('Schedule', 'f-kind', select('kind', q.get('kind') || '', [
+          ['', 'any'], ['SCHEDULE_KIND_CRON', 'cron'], ['SCHEDULE_KIND_INTERVAL', 'interval'], ['SCHEDULE_KIND_AT', 'at'],
+          ['SCHEDULE_KIND_DELAY', 'delay'], ['SCHEDULE_KIND_IMMEDIATE', 'immediate'], ['SCHEDULE_KIND_NONE', 'none']])),
+      ]),
+      results);
+    return () => loadInto(results, () => listJobs(ctx));
+  },
+};
+
+async function listJobs(ctx) {
+  const q = ctx.route.query;
+  const filter = {};
+  if (q.get('team')) filter.team = q.get('team');
+  if (q.get('state')) filter.state = q.get('state');
+  if (q.get('kind')) filter.scheduleKind = q.get('kind');
+  const page = {size: pageSize};
+  if (q.get('page')) page.token = q.get('page');
+  const text = q.get('text');
+  const resp = text ?
+    await ctx.session.call('JobService', 'SearchJobs', {text, filter, page}) :
+    await ctx.session.call('JobService', 'ListJobs', {filter, page});
+  const list = resp.jobs || [];
+  if (list.length === 0) return [h('p', {}, 'No jobs match.'), pager(ctx, ['jobs'], resp.nextPageToken)];
+  // The next fire and the figures come from the server's calculator and
+  // history, one bounded view per row of this page only.
+  const views = await limited(list, 4, (j) => ctx.session.call('JobService', 'GetJobView', {id: j.spec.id, nextFireTimes: 1, lastRuns: 20}));
+  const rows = list.map((j, i) => {
+    const v = views[i] || {};
+    const stats = v.stats || {};
+    const next = (v.nextFireTimes || [])[0];
+    const zone = (j.spec.schedule || {}).timeZone || 'UTC';
+    return [
+      h('a', {href: `#/jobs/${encodeURIComponent(j.spec.id)}`}, j.spec.id),
+      j.spec.ownerTeam,
+      fmt.schedule(j.spec.schedule),
+      stateTag(fmt.jobState(j)),
+      next ? h('span', {title: `${fmt.time(next, zone)} (job's zone)`}, fmt.time(next)) : '–',
+      num(stats.finished ? `${Math.round((stats.successRate || 0) * 100)} % of ${stats.finished}` : '–'),
+      num(fmt.duration(fmt.seconds(stats.triggerLatencyP99))),
+    ];
+  });
+  return [
+    table('Jobs', ['Job', 'Team', 'Schedule', 'State', `Next fire (${fmt.viewerZone})`, ['Success, last runs', 'num'], ['p99 trigger lag', 'num']], rows),
+    pager(ctx, ['jobs'], resp.nextPageToken),
+  ];
+}
+
+export const job = {
+  id: 'job',
+  mount(root, ctx) {
+    const id = ctx.route.parts[1];
+    const status = h('div', {id: 'action-status', 'aria-live': 'polite'});
+    const actions = h('div', {class: 'actions', id: 'actions'});
+    const body = h('div', {id: 'results'});
+    let actionsKey = '';
+    root.append(h('h1', {}, 'Job ', h('code', {}, id)),
+      h('p', {}, h('a', {href: `#/runs?job=${encodeURIComponent(id)}`}, 'Runs of this job'), ' · ',
+        h('a', {href: `#/dlq?job=${encodeURIComponent(id)}`}, 'Its dead letters')),
+      actions, status, body);
+    const refresh = async () => {
+      let view;
+      try {
+        view = await ctx.session.call('JobService', 'GetJobView', {id, nextFireTimes: 10, lastRuns: 20});
+      } catch (e) {
+        await loadInto(body, () => Promise.reject(e));
+        return;
+      }
+      const j = view.job;
+      const paused = fmt.jobState(j) === 'paused';
+      // The buttons are rebuilt only when what they offer changes, so an
+      // auto-refresh never takes the keyboard's focus away.
+      const key = `${paused}:${ctx.session.mayOperate(j.spec.ownerTeam)}`;
+      if (key !== actionsKey) {
+        const hadFocus = actionsKey !== '' && (actions.contains(document.activeElement) || document.activeElement === document.body);
+        actionsKey = key;
+        replace(actions, jobActions(ctx, j, paused, status, refresh));
+        if (hadFocus && actions.querySelector('button')) actions.querySelector('button').focus();
+      }
+      replace(body, jobBody(view));
+    };
+    return refresh;
+  },
+};
+
+function jobActions(ctx, j, paused, status, refresh) {
+  if (!ctx.session.mayOperate(j.spec.ownerTeam)) {
+    return h('p', {class: 'muted'}, `Read only: ${ctx.session.describe()} may not operate team ${j.spec.ownerTeam}'s jobs.`);
+  }
+  const id = j.spec.id;
+  const call = (m, body) => ctx.session.call('OperatorService', m, body);
+  const out = [
+    action('Trigger now', status, async () => {
+      const r = await call('TriggerJob', {jobId: id});
+      return h('span', {}, 'Triggered ', h('a', {href: `#/runs/${encodeURIComponent(r.runId)}`}, r.runId));
+    }),
+    paused ?
+      action('Resume', status, async () => {
+        const r = await call('ResumeJob', {jobId: id});
+        await refresh();
+        return r.changed ? 'Resumed.' : 'It was not paused; nothing changed.';
+      }, 'primary') :
+      action('Pause', status, async () => {
+        const r = await call('PauseJob', {jobId: id});
+        await refresh();
+        return r.changed ? 'Paused.' : 'It was already paused; nothing changed.';
+      }),
+    ...confirmTyped('Delete', id, status, async () => {
+      await ctx.session.call('JobService', 'DeleteJob', {id});
+      ctx.go(['jobs']);
+      return 'Deleted.';
+    }),
+  ];
+  return out;
+}
+
+function jobBody(view) {
+  const j = view.job;
+  const s = j.spec;
+  const zone = (s.schedule || {}).timeZone || 'UTC';
+  const stats = view.stats || {};
+  const retry = s.retry || {};
+  const props = [
+    ['State', stateTag(fmt.jobState(j))],
+    ['Team', s.ownerTeam],
+    ['Description', s.description || '–'],
+    ['Schedule', fmt.schedule(s.schedule)],
+    ['Time zone', zone],
+    ['Misfire policy', fmt.enumName((s.schedule || {}).misfirePolicy, 'MISFIRE_POLICY_') || 'default'],
+    ['Target', target(s.target)],
+    ['Priority', fmt.enumName(s.priority, 'PRIORITY_') || 'default'],
+    ['Retries', retry.maxAttempts ? `${retry.maxAttempts} attempts, backoff ${fmt.duration(fmt.seconds(retry.initialBackoff))} × ${retry.multiplier || 2} up to ${fmt.duration(fmt.seconds(retry.maxBackoff))}` : 'default'],
+    ['Timeout', s.timeout ? fmt.duration(fmt.seconds(s.timeout)) : 'default'],
+    ['Concurrency', `${s.concurrencyLimit || 'unlimited'}, overlap ${fmt.enumName(s.overlapPolicy, 'OVERLAP_POLICY_') || 'default'}`],
+    ['Pool and routing', `${s.pool || 'default pool'}, ${fmt.enumName((s.routing || {}).strategy, 'ROUTING_STRATEGY_') || 'default routing'}`],
+    ['Revision', `${j.revision}, updated ${fmt.time(j.updatedAt)}`],
+  ];
+  const fires = (view.nextFireTimes || []).map((t) => [fmt.time(t, zone), fmt.time(t)]);
+  const runs = (view.lastRuns || []).map((r) => [
+    h('a', {href: `#/runs/${encodeURIComponent(r.runId)}`}, r.runId),
+    num(r.attempt),
+    stateTag(r.state),
+    fmt.time(r.attemptDueTime || r.dueTime),
+    fmt.time(r.startedAt),
+    num(fmt.duration(fmt.between(r.attemptDueTime || r.dueTime, r.startedAt))),
+    num(fmt.duration(fmt.seconds(r.duration))),
+    r.error || '',
+  ]);
+  return [
+    h('dl', {class: 'props'}, props.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)])),
+    h('h2', {}, 'Trigger lag and success'),
+    h('div', {class: 'tiles'},
+      tile('finished runs (last runs)', stats.finished || 0),
+      tile('success rate', stats.finished ? `${Math.round((stats.successRate || 0) * 100)} %` : '–'),
+      tile('p50 trigger lag', fmt.duration(fmt.seconds(stats.triggerLatencyP50))),
+      tile('p90 trigger lag', fmt.duration(fmt.seconds(stats.triggerLatencyP90))),
+      tile('p99 trigger lag', fmt.duration(fmt.seconds(stats.triggerLatencyP99)))),
+    h('p', {class: 'muted'}, 'Trigger lag is start minus due time, over the attempts listed below.'),
+    h('h2', {}, 'Next fires'),
+    fires.length ? table('Next fires', [`Job's zone (${zone})`, `Your zone (${fmt.viewerZone})`], fires) : h('p', {}, 'None scheduled.'),
+    h('h2', {}, 'Last runs'),
+    runs.length ? table('Last runs', ['Run', ['Attempt', 'num'], 'State', 'Due', 'Started', ['Lag', 'num'], ['Duration', 'num'], 'Error'], runs) : h('p', {}, 'No runs yet.'),
+    h('h2', {}, 'Definition'),
+    h('pre', {}, JSON.stringify(s, null, 2)),
+  ];
+}
+
+function tile(label, value) {
+  return h('div', {class: 'tile'}, h('span', {class: 'n'}, String(value)), label);
+}
+
+function target(t) {
+  if (!t) return '–';
+  if (t.http) return `HTTP ${t.http.method || 'POST'} ${t.http.url}`;
+  if (t.handler) return `handler ${t.handler.name}`;
+  if (t.kafka) return `Kafka topic ${t.kafka.topic}`;
+  if (t.exec) return `exec ${t.exec.command}`;
+  return Object.keys(t).join(', ');
+}

@@ -1,0 +1,201 @@
+// Runs: a job's runs, paged, with the filters in the URL; and one run with
+// its attempts, events, logs and the answer to "why was this run late".
+
+import {h, replace, table, num, stateTag} from '../dom.js';
+import * as fmt from '../format.js';
+import {pager, action, filterForm, field, select, textInput, loadInto} from './common.js';
+
+const pageSize = 50;
+
+const attemptStates = [
+  ['', 'any'], ['RUN_ATTEMPT_STATE_SCHEDULED', 'scheduled'], ['RUN_ATTEMPT_STATE_RUNNING', 'running'],
+  ['RUN_ATTEMPT_STATE_SUCCEEDED', 'succeeded'], ['RUN_ATTEMPT_STATE_FAILED', 'failed'],
+  ['RUN_ATTEMPT_STATE_SKIPPED', 'skipped'], ['RUN_ATTEMPT_STATE_CANCELLED', 'cancelled'],
+  ['RUN_ATTEMPT_STATE_SUSPENDED', 'suspended'],
+];
+
+// isoOf reads a datetime-local value (the viewer's zone) as an instant.
+function isoOf(local) {
+  const d = new Date(local);
+  return Number.isNaN(d.getTime()) ? undefined : d.toISOString();
+}
+
+export const runs = {
+  id: 'runs',
+  mount(root, ctx) {
+    const q = ctx.route.query;
+    const results = h('div', {id: 'results', 'aria-live': 'polite'});
+    const jump = h('form', {class: 'filters', onsubmit: (ev) => {
+      ev.preventDefault();
+      const v = jump.querySelector('input').value.trim();
+      if (v) ctx.go(['runs', v]);
+    }}, field('Go to run id', 'f-run', textInput('run', '', {placeholder: 'job@1700000000000'})), h('button', {type: 'submit'}, 'Open'));
+    root.append(
+      h('h1', {}, 'Runs'),
+      filterForm(ctx, ['runs'], [
+        field('Job', 'f-job', textInput('job', q.get('job'), {required: true})),
+        field('State', 'f-state', select('state', q.get('state') || '', attemptStates)),
+        field(`Due after (${fmt.viewerZone})`, 'f-after', h('input', {type: 'datetime-local', name: 'after', value: q.get('after') || '', step: '1'})),
+        field(`Due before (${fmt.viewerZone})`, 'f-before', h('input', {type: 'datetime-local', name: 'before', value: q.get('before') || '', step: '1'})),
+      ]),
+      jump,
+      results);
+    return () => loadInto(results, () => listRuns(ctx));
+  },
+};
+
+async function listRuns(ctx) {
+  const q = ctx.route.query;
+  const jobId = q.get('job');
+  if (!jobId) {
+    return h('p', {class: 'notice'}, 'Name a job to list its runs. (A listing across jobs, by team, state and time, needs an API the server does not have yet.)');
+  }
+  const req = {jobId, pageSize};
+  if (q.get('state')) req.states = [q.get('state')];
+  if (q.get('after')) req.dueAfter = isoOf(q.get('after'));
+  if (q.get('before')) req.dueBefore = isoOf(q.get('before'));
+  if (q.get('page')) req.pageToken = q.get('page');
+  const resp = await ctx.session.call('RunService', 'ListRuns', req);
+  const sum = resp.summary || {};
+  const rows = (resp.attempts || []).map((a) => {
+    const due = a.attemptDueTime || a.dueTime;
+    return [
+      h('a', {href: `#/runs/${encodeURIComponent(a.runId)}`, 'data-run-id': a.runId}, a.runId),
+      num(a.attempt),
+      stateTag(fmt.enumName(a.state, 'RUN_ATTEMPT_STATE_')),
+      fmt.time(due),
+      fmt.time(a.startTime),
+      num(fmt.duration(fmt.between(due, a.startTime))),
+      num(fmt.duration(fmt.seconds(a.duration))),
+      a.error || '',
+    ];
+  });
+  return [
+    h('p', {}, h('a', {href: `#/jobs/${encodeURIComponent(jobId)}`}, `Job ${jobId}`), ': ',
+      `${sum.runs || 0} runs, ${sum.attempts || 0} attempts, ${sum.failures || 0} failed attempts in the retained history`,
+      sum.nextDueTime ? `; next due ${fmt.time(sum.nextDueTime)}` : ''),
+    rows.length ?
+      table('Runs', ['Run', ['Attempt', 'num'], 'State', `Due (${fmt.viewerZone})`, 'Started', ['Lag', 'num'], ['Duration', 'num'], 'Error'], rows) :
+      h('p', {}, 'No runs match.'),
+    pager(ctx, ['runs'], resp.nextPageToken),
+  ];
+}
+
+export const run = {
+  id: 'run',
+  mount(root, ctx) {
+    const runId = ctx.route.parts[1];
+    const status = h('div', {id: 'action-status', 'aria-live': 'polite'});
+    const body = h('div', {id: 'results'});
+    root.append(h('h1', {}, 'Run ', h('code', {}, runId)), status, body);
+    let terminal = false;
+    return async () => {
+      // A run that has ended does not change: it is not polled again.
+      if (terminal) return;
+      await loadInto(body, async () => {
+        const resp = await ctx.session.call('RunService', 'GetRun', {runId});
+        const r = resp.run;
+        const last = (r.attempts || [])[(r.attempts || []).length - 1];
+        terminal = Boolean(last && last.finishTime && !['RUN_ATTEMPT_STATE_SCHEDULED', 'RUN_ATTEMPT_STATE_RUNNING'].includes(last.state) &&
+          !(r.events || []).some((e) => e.state === 'RUN_STATE_RETRYING' && e.attempt === last.attempt));
+        return runBody(ctx, r, last, status);
+      });
+    };
+  },
+};
+
+function runBody(ctx, r, last, status) {
+  const acts = [];
+  if (ctx.session.mayOperate(r.ownerTeam) && last) {
+    if (last.state === 'RUN_ATTEMPT_STATE_RUNNING') {
+      acts.push(action('Cancel run', status, async () => {
+        await ctx.session.call('OperatorService', 'CancelRun', {runId: r.runId});
+        return 'Cancel sent.';
+      }, 'danger'));
+    }
+    if (['RUN_ATTEMPT_STATE_FAILED', 'RUN_ATTEMPT_STATE_CANCELLED'].includes(last.state)) {
+      acts.push(action('Retry run', status, async () => {
+        await ctx.session.call('OperatorService', 'RetryRun', {runId: r.runId});
+        return 'Retry scheduled as a new attempt.';
+      }));
+    }
+  }
+  const attempts = (r.attempts || []).map((a) => [
+    num(a.attempt),
+    stateTag(fmt.enumName(a.state, 'RUN_ATTEMPT_STATE_')),
+    fmt.time(a.attemptDueTime),
+    fmt.time(a.startTime),
+    fmt.time(a.finishTime),
+    num(fmt.duration(fmt.between(a.attemptDueTime, a.startTime))),
+    num(fmt.duration(fmt.seconds(a.duration))),
+    a.error || '',
+    (a.log || []).length ? h('pre', {}, a.log.join('\n')) : '',
+  ]);
+  const events = (r.events || []).map((e) => [
+    fmt.time(e.time),
+    stateTag(fmt.enumName(e.state, 'RUN_STATE_')),
+    num(e.attempt),
+    e.runnerId || '',
+    e.error ? `${e.error.code || ''} ${e.error.message || ''}`.trim() : '',
+    e.nextAttemptDueTime ? fmt.time(e.nextAttemptDueTime) : '',
+  ]);
+  return [
+    h('dl', {class: 'props'},
+      h('dt', {}, 'Job'), h('dd', {}, h('a', {href: `#/jobs/${encodeURIComponent(r.jobId)}`}, r.jobId)),
+      h('dt', {}, 'Team'), h('dd', {}, r.ownerTeam),
+      h('dt', {}, 'Due'), h('dd', {}, `${fmt.time(r.dueTime, 'UTC')} · ${fmt.time(r.dueTime)}`),
+      h('dt', {}, 'State'), h('dd', {}, last ? stateTag(fmt.enumName(last.state, 'RUN_ATTEMPT_STATE_')) : '–')),
+    acts.length ? h('div', {class: 'actions'}, acts) : null,
+    h('h2', {id: 'late'}, 'Why was this run late?'),
+    lateness(r),
+    h('h2', {}, 'Attempts'),
+    attempts.length ? table('Attempts', [['Attempt', 'num'], 'State', 'Due', 'Started', 'Finished', ['Start lag', 'num'], ['Duration', 'num'], 'Error', 'Last log lines'], attempts) : h('p', {}, 'No attempt recorded yet.'),
+    h('h2', {}, 'Events'),
+    events.length ? table('Events', ['Time', 'State', ['Attempt', 'num'], 'Runner', 'Error', 'Next attempt due'], events) :
+      h('p', {class: 'muted'}, 'The events topic no longer holds this run\'s events.'),
+  ];
+}
+
+// lateness splits the first attempt's start lag with the figures the API
+// has: due → enqueued by the dispatcher (the shard's dispatch lag),
+// enqueued → started by a runner (the runner's queue: consumer lag,
+// concurrency, slots), and names the deferrals and retries.
+export function lateness(r) {
+  const first = (r.attempts || [])[0];
+  const evs = r.events || [];
+  const at = (state, attempt) => evs.find((e) => e.state === state && (attempt === undefined || e.attempt === attempt));
+  const enq = at('RUN_STATE_ENQUEUED', 1) || at('RUN_STATE_ENQUEUED');
+  const started = (at('RUN_STATE_STARTED', 1) || {}).time || (first && first.startTime);
+  const deferred = evs.filter((e) => e.state === 'RUN_STATE_DEFERRED').length;
+  const skipped = at('RUN_STATE_SKIPPED');
+  const total = fmt.between(r.dueTime, started);
+  const dispatch = enq ? fmt.between(r.dueTime, enq.time) : NaN;
+  const queue = enq ? fmt.between(enq.time, started) : NaN;
+  const out = [];
+  if (!Number.isFinite(total)) {
+    out.push(h('p', {}, skipped ? `It did not start: it was skipped (${skipped.error ? skipped.error.message : 'overlap, misfire or pause'}).` : 'It has not started yet.'));
+  } else {
+    out.push(h('dl', {class: 'props', id: 'lag-figures'},
+      h('dt', {}, 'Started after its due time'), h('dd', {}, fmt.duration(total)),
+      h('dt', {}, 'Due → enqueued (dispatcher)'), h('dd', {}, Number.isFinite(dispatch) ? fmt.duration(dispatch) : 'no ENQUEUED event retained'),
+      h('dt', {}, 'Enqueued → started (runner)'), h('dd', {}, Number.isFinite(queue) ? fmt.duration(queue) : '–'),
+      h('dt', {}, 'Deferrals'), h('dd', {}, deferred ? `${deferred} (concurrency limit or team quota)` : 'none')));
+    if (Number.isFinite(dispatch) && Number.isFinite(queue) && total > 0) {
+      const pct = (x) => `${Math.max(0, Math.round((x / total) * 100))}%`;
+      const seg = (cls, x, label) => {
+        const s = h('span', {class: cls, title: `${label}: ${fmt.duration(x)}`});
+        s.style.width = pct(x);
+        return s;
+      };
+      out.push(h('div', {class: 'lag-bar', role: 'img', 'aria-label': `dispatch ${fmt.duration(dispatch)}, queue ${fmt.duration(queue)}`},
+        seg('lag-dispatch', dispatch, 'dispatch'), seg('lag-queue', queue, 'queue')));
+      out.push(h('p', {class: 'legend muted'}, h('span', {}, h('i', {class: 'lag-dispatch'}), 'due → enqueued'), h('span', {}, h('i', {class: 'lag-queue'}), 'enqueued → started')));
+      out.push(h('p', {}, dispatch >= queue ?
+        'Most of the delay came before the run was enqueued: the dispatcher of its shard fired it late (see the shard\'s watermark lag on the Cluster page).' :
+        'Most of the delay came after the run was enqueued: it waited for a runner (the runners\' consumer lag on the Cluster page, the job\'s concurrency limit, or the pool\'s slots).'));
+    }
+  }
+  const retries = (r.attempts || []).length - 1;
+  if (retries > 0) out.push(h('p', {}, `It took ${retries + 1} attempts; each retry waited its backoff before its own due time (see Attempts).`));
+  return out;
+}
