@@ -27,7 +27,7 @@ test: stack-up ## start the real stack, vet, check generated code, run every tes
 	$(GO) vet ./...
 	$(GO) vet -tags observability ./deploy/
 	$(GO) vet -tags secure ./deploy/
-	$(GO) vet -tags cluster ./leasing/ ./runner/
+	$(GO) vet -tags cluster ./leasing/ ./runner/ ./dispatcher/
 	$(GO) vet -tags crash ./store/cassandra/
 	$(MAKE) --no-print-directory check-generate
 	$(MAKE) --no-print-directory check-rules
@@ -105,7 +105,7 @@ stack-reset: ## stop the local stack and delete its data and logs (downloads are
 	$(STACK) reset
 
 .PHONY: cluster-up
-cluster-up: ## start the local clusters: 3 Kafka brokers (RF 3, min ISR 2) and a Redis Cluster of 3 masters with replicas
+cluster-up: ## start the local clusters: 3 Kafka brokers (RF 3, min ISR 2), a Redis Cluster of 3 masters with replicas, 3 Cassandra nodes
 	$(CLUSTER) up
 
 .PHONY: cluster-down
@@ -154,19 +154,21 @@ test-secure: secure-up ## the secured-stack tests: TLS, SASL, ACLs and passwords
 	  echo "full log: $(OUT)/test-secure.log"; exit $$rc
 
 # The tests of the local clusters (deploy/local/cluster.sh): the leasing
-# suite and the hash-slot proof on the Redis Cluster, then a Kafka broker and
-# a Redis master killed while runs fire. They kill nodes, so they run one
-# package at a time and apart from `make test`, behind the cluster build tag
-# (so `make test` neither builds nor skips them); a missing cluster fails them. 2 to 4 minutes on a
-# busy two-core machine once the clusters run, compiling included (starting
-# them adds 15 s to a minute). Log: $(OUT)/test-cluster.log.
-CLUSTER_TESTS := ^(TestConformanceRedisCluster|TestLeaseKeysShareSlotOnCluster|TestKafkaBrokerKilledWhileRunsFire|TestRedisMasterKilledWhileRunsFire)$$
+# suite and the hash-slot proof on the Redis Cluster, then a Kafka broker, a
+# Redis master and a Cassandra node killed while runs fire. They kill nodes,
+# so they run one package at a time and apart from `make test`, behind the
+# cluster build tag (so `make test` neither builds nor skips them); a missing
+# cluster fails them. 4 to 7 minutes on a busy two-core machine once the
+# clusters run, compiling included (starting them adds 15 s to a minute,
+# and about 90 s for the three Cassandra nodes, which bootstrap one after
+# the other). Log: $(OUT)/test-cluster.log.
+CLUSTER_TESTS := ^(TestConformanceRedisCluster|TestLeaseKeysShareSlotOnCluster|TestKafkaBrokerKilledWhileRunsFire|TestRedisMasterKilledWhileRunsFire|TestCassandraNodeKilledWhileRunsFire)$$
 
 .PHONY: test-cluster
-test-cluster: cluster-up ## failure tests on the local clusters: broker kill, Redis master kill, leasing on Redis Cluster (2-4 min)
+test-cluster: cluster-up ## failure tests on the local clusters: broker kill, Redis master kill, Cassandra node kill, leasing on Redis Cluster (4-7 min)
 	@mkdir -p $(OUT)
-	@source <($(CLUSTER) env); echo "clusters: kafka=$$SUNDIAL_KAFKA_CLUSTER_BROKERS redis=$$SUNDIAL_REDIS_CLUSTER_ADDRS"; rc=0; \
-	  $(GO) test -tags cluster -race -count=1 -p 1 -timeout 20m -v -run '$(CLUSTER_TESTS)' ./leasing/ ./runner/ > $(OUT)/test-cluster.log 2>&1 || rc=$$?; \
+	@source <($(CLUSTER) env); echo "clusters: kafka=$$SUNDIAL_KAFKA_CLUSTER_BROKERS redis=$$SUNDIAL_REDIS_CLUSTER_ADDRS cassandra=$$SUNDIAL_CASSANDRA_CLUSTER_HOSTS"; rc=0; \
+	  $(GO) test -tags cluster -race -count=1 -p 1 -timeout 20m -v -run '$(CLUSTER_TESTS)' ./leasing/ ./runner/ ./dispatcher/ > $(OUT)/test-cluster.log 2>&1 || rc=$$?; \
 	  grep -E '^(ok|FAIL|---|panic:)|^\s+cluster_test.go:[0-9]+: (killed|cost|runs|every|restarted|[0-9]+ jobs)' $(OUT)/test-cluster.log | grep -v -- '--- PASS' || true; \
 	  echo "full log: $(OUT)/test-cluster.log"; exit $$rc
 

@@ -58,8 +58,21 @@ var migrateMu sync.Mutex
 
 func newStack(t *testing.T, shards int) *stack {
 	t.Helper()
-	k := testenv.NeedKafka(t)
-	c := testenv.NeedCassandra(t)
+	return newStackOn(t, shards, testenv.NeedKafka(t), testenv.NeedCassandra(t), stackReplication{kafka: 1})
+}
+
+// stackReplication is how many copies a stack keeps: of its topics (-1: the
+// brokers' default) and of its keyspace (0: the store's default, 1); and
+// whether the Cassandra nodes share one address (the local cluster).
+type stackReplication struct {
+	kafka         int16
+	cassandra     int
+	sharedAddress bool
+}
+
+// newStackOn is newStack on the given Kafka and Cassandra.
+func newStackOn(t *testing.T, shards int, k testenv.Kafka, c testenv.Cassandra, rep stackReplication) *stack {
+	t.Helper()
 	s := &stack{t: t, shards: shards, names: topics.Names{Prefix: k.TopicPrefix}, kafka: k, cassandra: c, latency: newLatencies()}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
@@ -76,7 +89,7 @@ func newStack(t *testing.T, shards int) *stack {
 			return err
 		}
 		adm := kadm.NewClient(cl)
-		if _, err := topics.Ensure(ctx, adm, specs, 1); err != nil {
+		if _, err := topics.Ensure(ctx, adm, specs, rep.kafka); err != nil {
 			return err
 		}
 		return waitForLeaders(ctx, adm, specs)
@@ -85,7 +98,7 @@ func newStack(t *testing.T, shards int) *stack {
 		// Schema changes wait for the nodes to agree; on a busy shared
 		// node several at once can take minutes, so the package's tests
 		// make them one at a time, with patience.
-		cfg := cassandra.Config{Hosts: c.Hosts, Keyspace: c.Keyspace, SchemaTimeout: 2 * time.Minute, Timeout: 30 * time.Second}
+		cfg := cassandra.Config{Hosts: c.Hosts, Keyspace: c.Keyspace, ReplicationFactor: rep.cassandra, NodesShareAddress: rep.sharedAddress, SchemaTimeout: 2 * time.Minute, Timeout: 30 * time.Second}
 		migrateMu.Lock()
 		_, err := cassandra.Migrate(ctx, cfg)
 		migrateMu.Unlock()

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Sundial's local clusters: a three-node Apache Kafka (KRaft, every node a
-# controller and a broker; replication factor 3, min.insync.replicas 2) and a
-# Redis Cluster of three masters with a replica each, as plain processes on
-# 127.0.0.1. The failure tests (make test-cluster) kill their nodes.
+# controller and a broker; replication factor 3, min.insync.replicas 2), a
+# Redis Cluster of three masters with a replica each and a three-node
+# Cassandra (small heaps; keyspaces of replication factor 3), as plain
+# processes on 127.0.0.1. The failure tests (make test-cluster) kill their
+# nodes.
 #
-#   cluster.sh up [kafka|redis|sentinel]  start what is not running, wait until it serves
-#   cluster.sh down [kafka|redis|sentinel]  stop; no process is left behind
+#   cluster.sh up [kafka|redis|cassandra|sentinel]  start what is not running, wait until it serves
+#   cluster.sh down [kafka|redis|cassandra|sentinel]  stop; no process is left behind
 #   cluster.sh status                every node: state, pid, address, role
 #   cluster.sh env                   export lines: source <(deploy/local/cluster.sh env)
-#   cluster.sh kill NODE             SIGKILL one node (kafka-1..3, redis-1..6, sredis-1..2, sentinel-1..3)
+#   cluster.sh kill NODE             SIGKILL one node (kafka-1..3, redis-1..6, cassandra-1..3, sredis-1..2, sentinel-1..3)
 #   cluster.sh start NODE            start one stopped node and wait until it serves
 #   cluster.sh logs [-n N] NODE...   the end of the nodes' logs
 #   cluster.sh reset                 down, then delete data and logs
@@ -17,8 +19,9 @@
 # its replica (sredis-2) and three Sentinels (sentinel-1..3) watching it
 # under the name "sundial", for the Sentinel tests.
 #
-# Cassandra stays a single node (deploy/local/stack.sh): three JVMs of it do
-# not fit beside the rest on a two-core machine. Settings come from
+# The Cassandra nodes share 127.0.0.1 and differ by their native, storage and
+# JMX ports; they start one after the other, each bootstrapping into the
+# ring of the ones before (cassandra-1 is the seed). Settings come from
 # SUNDIAL_* environment variables; deploy/local/README.md lists them.
 set -euo pipefail
 
@@ -47,6 +50,13 @@ REDIS_BUS_PORT=${SUNDIAL_REDIS_CLUSTER_BUS_PORT:-26201}
 # The Sentinel group: the master, its replica, then the three Sentinels.
 SENTINEL_PORT=${SUNDIAL_SENTINEL_PORT:-25201}
 SENTINEL_MASTER=sundial
+# The Cassandra nodes: native transport (CQL), storage (gossip and
+# replication) and JMX (nodetool, on 127.0.0.1 only), each port and the next
+# two.
+CASSANDRA_PORT=${SUNDIAL_CASSANDRA_CLUSTER_PORT:-24042}
+CASSANDRA_STORAGE_PORT=${SUNDIAL_CASSANDRA_CLUSTER_STORAGE_PORT:-24070}
+CASSANDRA_JMX_PORT=${SUNDIAL_CASSANDRA_CLUSTER_JMX_PORT:-24080}
+CASSANDRA_HEAP=${SUNDIAL_CASSANDRA_CLUSTER_HEAP:-640m}
 KAFKA_HEAP=${SUNDIAL_KAFKA_CLUSTER_HEAP:-512m}
 KAFKA_SESSION_TIMEOUT_MS=${SUNDIAL_KAFKA_CLUSTER_SESSION_TIMEOUT_MS:-3000}
 REDIS_NODE_TIMEOUT_MS=${SUNDIAL_REDIS_CLUSTER_NODE_TIMEOUT_MS:-2000}
@@ -67,6 +77,7 @@ SELF=cluster.sh
 KAFKA_NODES=(kafka-1 kafka-2 kafka-3)
 REDIS_NODES=(redis-1 redis-2 redis-3 redis-4 redis-5 redis-6)
 SENTINEL_NODES=(sredis-1 sredis-2 sentinel-1 sentinel-2 sentinel-3)
+CASSANDRA_NODES=(cassandra-1 cassandra-2 cassandra-3)
 MARKER=-Dsundial.cluster=$CLUSTER_DIR
 STACKCHECK=$CLUSTER_DIR/bin/stackcheck
 
@@ -79,6 +90,10 @@ save_settings() {
     echo "SUNDIAL_REDIS_CLUSTER_PORT=$REDIS_PORT"
     echo "SUNDIAL_REDIS_CLUSTER_BUS_PORT=$REDIS_BUS_PORT"
     echo "SUNDIAL_SENTINEL_PORT=$SENTINEL_PORT"
+    echo "SUNDIAL_CASSANDRA_CLUSTER_PORT=$CASSANDRA_PORT"
+    echo "SUNDIAL_CASSANDRA_CLUSTER_STORAGE_PORT=$CASSANDRA_STORAGE_PORT"
+    echo "SUNDIAL_CASSANDRA_CLUSTER_JMX_PORT=$CASSANDRA_JMX_PORT"
+    echo "SUNDIAL_CASSANDRA_CLUSTER_HEAP=$CASSANDRA_HEAP"
     echo "SUNDIAL_KAFKA_CLUSTER_HEAP=$KAFKA_HEAP"
     echo "SUNDIAL_KAFKA_CLUSTER_SESSION_TIMEOUT_MS=$KAFKA_SESSION_TIMEOUT_MS"
     echo "SUNDIAL_REDIS_CLUSTER_NODE_TIMEOUT_MS=$REDIS_NODE_TIMEOUT_MS"
@@ -95,15 +110,18 @@ die() {
 
 validate() {
   local bad=() name value
-  for name in KAFKA_PORT KAFKA_CONTROLLER_PORT REDIS_PORT REDIS_BUS_PORT SENTINEL_PORT; do
+  for name in KAFKA_PORT KAFKA_CONTROLLER_PORT REDIS_PORT REDIS_BUS_PORT SENTINEL_PORT \
+    CASSANDRA_PORT CASSANDRA_STORAGE_PORT CASSANDRA_JMX_PORT; do
     value=${!name}
     if [[ ! $value =~ ^[0-9]{1,5}$ ]] || ((10#$value < 1 || 10#$value > 65530)); then
       local var=${name/KAFKA_/KAFKA_CLUSTER_}
       var=${var/REDIS_/REDIS_CLUSTER_}
+      var=${var/CASSANDRA_/CASSANDRA_CLUSTER_}
       bad+=("SUNDIAL_$var=$value: want a TCP port number 1-65530 (the nodes use it and the next ones)")
     fi
   done
   [[ $KAFKA_HEAP =~ ^[0-9]+[kKmMgG]$ ]] || bad+=("SUNDIAL_KAFKA_CLUSTER_HEAP=$KAFKA_HEAP: want a JVM size such as 512m")
+  [[ $CASSANDRA_HEAP =~ ^[0-9]+[kKmMgG]$ ]] || bad+=("SUNDIAL_CASSANDRA_CLUSTER_HEAP=$CASSANDRA_HEAP: want a JVM size such as 640m")
   [[ $KAFKA_SESSION_TIMEOUT_MS =~ ^[0-9]+$ ]] && ((KAFKA_SESSION_TIMEOUT_MS >= 1000)) ||
     bad+=("SUNDIAL_KAFKA_CLUSTER_SESSION_TIMEOUT_MS=$KAFKA_SESSION_TIMEOUT_MS: want at least 1000")
   [[ $REDIS_NODE_TIMEOUT_MS =~ ^[0-9]+$ ]] && ((REDIS_NODE_TIMEOUT_MS >= 500)) ||
@@ -112,7 +130,7 @@ validate() {
   [[ $STOP_GRACE =~ ^[0-9]+$ ]] && ((STOP_GRACE > 0)) || bad+=("SUNDIAL_STACK_STOP_GRACE=$STOP_GRACE: want a positive number of seconds")
   if ((${#bad[@]} == 0)); then
     local ports dup
-    ports=$(for n in "${KAFKA_NODES[@]}" "${REDIS_NODES[@]}" "${SENTINEL_NODES[@]}"; do ports_of "$n"; done | tr ' ' '\n')
+    ports=$(for n in "${KAFKA_NODES[@]}" "${REDIS_NODES[@]}" "${SENTINEL_NODES[@]}" "${CASSANDRA_NODES[@]}"; do ports_of "$n"; done | tr ' ' '\n')
     dup=$(sort <<<"$ports" | uniq -d | tr '\n' ' ')
     [[ -z $dup ]] || bad+=("the port ranges overlap: ${dup% } used twice")
   fi
@@ -136,6 +154,7 @@ ports_of() {
     redis-*) echo "$((REDIS_PORT + i - 1)) $((REDIS_BUS_PORT + i - 1))" ;;
     sredis-*) echo "$((SENTINEL_PORT + i - 1))" ;;
     sentinel-*) echo "$((SENTINEL_PORT + i + 1))" ;;
+    cassandra-*) echo "$((CASSANDRA_PORT + i - 1)) $((CASSANDRA_STORAGE_PORT + i - 1)) $((CASSANDRA_JMX_PORT + i - 1))" ;;
   esac
 }
 
@@ -146,10 +165,11 @@ addr_of() {
     kafka-*) echo "127.0.0.1:$((KAFKA_PORT + i - 1))" ;;
     redis-*) echo "127.0.0.1:$((REDIS_PORT + i - 1))" ;;
     sredis-* | sentinel-*) echo "127.0.0.1:$(ports_of "$1")" ;;
+    cassandra-*) echo "127.0.0.1:$((CASSANDRA_PORT + i - 1))" ;;
   esac
 }
 
-addrs_of() { # kafka|redis: comma-separated client addresses
+addrs_of() { # kafka|redis|cassandra: comma-separated client addresses
   local n out=()
   for n in $(nodes_of "$1"); do out+=("$(addr_of "$n")"); done
   local IFS=,
@@ -161,13 +181,14 @@ nodes_of() {
     kafka) echo "${KAFKA_NODES[*]}" ;;
     redis) echo "${REDIS_NODES[*]}" ;;
     sentinel) echo "${SENTINEL_NODES[*]}" ;;
-    *) die "unknown backend '$1': want kafka, redis or sentinel" ;;
+    cassandra) echo "${CASSANDRA_NODES[*]}" ;;
+    *) die "unknown backend '$1': want kafka, redis, cassandra or sentinel" ;;
   esac
 }
 
 check_node() {
-  [[ " ${KAFKA_NODES[*]} ${REDIS_NODES[*]} ${SENTINEL_NODES[*]} " == *" $1 "* ]] ||
-    die "unknown node '$1': want one of ${KAFKA_NODES[*]} ${REDIS_NODES[*]} ${SENTINEL_NODES[*]}"
+  [[ " ${KAFKA_NODES[*]} ${REDIS_NODES[*]} ${CASSANDRA_NODES[*]} ${SENTINEL_NODES[*]} " == *" $1 "* ]] ||
+    die "unknown node '$1': want one of ${KAFKA_NODES[*]} ${REDIS_NODES[*]} ${CASSANDRA_NODES[*]} ${SENTINEL_NODES[*]}"
 }
 
 # is_ours PID NODE: whether PID is NODE of this cluster, judged by its
@@ -302,6 +323,58 @@ start_kafka_node() {
     "${common[@]}" kafka.Kafka "$conf/server.properties"
 }
 
+# JVM flags Cassandra 5.0 needs on Java 17, shared with stack.sh.
+read -r -d '' -a CASSANDRA_JDK17_FLAGS < <(grep -v '^[[:space:]]*#' "$HERE/cassandra/jvm17.options") || true
+
+# start_cassandra_node starts a node as stack.sh starts the single one, with
+# a small heap, the ports of its index and JMX on 127.0.0.1 only. A node
+# with no data yet bootstraps into the ring of the running ones.
+start_cassandra_node() {
+  local node=$1 i lib conf data logs jamm
+  i=$(index_of "$node")
+  lib=$DIST_DIR/cassandra-$CASSANDRA_VERSION/lib
+  conf=$RUN_DIR/$node
+  data=$DATA_DIR/$node
+  logs=$LOG_DIR/$node
+  mkdir -p "$conf/triggers" "$data" "$logs"
+  render "$HERE/cluster/cassandra.yaml.in" "$conf/cassandra.yaml" \
+    SEED_STORAGE_PORT="$CASSANDRA_STORAGE_PORT" STORAGE_PORT=$((CASSANDRA_STORAGE_PORT + i - 1)) \
+    NATIVE_PORT=$((CASSANDRA_PORT + i - 1)) DATA_DIR="$data"
+  cp "$HERE/cassandra/logback.xml" "$conf/logback.xml"
+  jamm=$(compgen -G "$lib/jamm-*.jar" | head -n1) || true
+  [[ -n $jamm ]] || die "$node: no jamm jar in $lib"
+  # No mlockall() of the heap when run as root (see stack.sh).
+  local nolock=()
+  if ((EUID == 0)) && setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock true 2>/dev/null; then
+    nolock=(setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock)
+  fi
+  launch "$node" "$logs/cassandra.out" "${nolock[@]}" "$JAVA" \
+    "-Xms$CASSANDRA_HEAP" "-Xmx$CASSANDRA_HEAP" -Xss256k \
+    -XX:+UseG1GC -XX:+ParallelRefProcEnabled -XX:MaxTenuringThreshold=1 \
+    -XX:G1RSetUpdatingPauseTimePercent=5 -XX:MaxGCPauseMillis=300 \
+    -XX:InitiatingHeapOccupancyPercent=70 \
+    -XX:+UseTLAB -XX:+ResizeTLAB -XX:+PerfDisableSharedMem -XX:+ExitOnOutOfMemoryError \
+    -XX:TieredStopAtLevel=1 -XX:CICompilerCount=2 \
+    "-XX:ErrorFile=$logs/hs_err_%p.log" \
+    -Djava.net.preferIPv4Stack=true \
+    "${CASSANDRA_JDK17_FLAGS[@]}" \
+    "-javaagent:$jamm" \
+    "$MARKER" "-Dsundial.cluster.node=$node" \
+    -Dcassandra-foreground=yes \
+    "-Dcassandra.config=file://$conf/cassandra.yaml" \
+    "-Dcassandra.storagedir=$data" \
+    "-Dcassandra.logdir=$logs" \
+    "-Dlogback.configurationFile=$conf/logback.xml" \
+    "-Dcassandra.triggers_dir=$conf/triggers" \
+    "-Dcassandra.jmx.local.port=$((CASSANDRA_JMX_PORT + i - 1))" \
+    -Dcassandra.skip_wait_for_gossip_to_settle=0 \
+    -Dcassandra.ring_delay_ms=1000 \
+    -Dcassandra.superuser_setup_delay_ms=0 \
+    -Dcassandra.shutdown_announce_in_ms=0 \
+    -Dchronicle.analytics.disable=true \
+    -cp "$lib/*" org.apache.cassandra.service.CassandraDaemon
+}
+
 start_redis_node() {
   local node=$1 i conf data logs
   i=$(index_of "$node")
@@ -375,12 +448,13 @@ log_of() {
   case $1 in
     kafka-*) echo "$LOG_DIR/$1/server.log" ;;
     redis-* | sredis-* | sentinel-*) echo "$LOG_DIR/$1/redis.log" ;;
+    cassandra-*) echo "$LOG_DIR/$1/system.log" ;;
   esac
 }
 
 show_failure() {
   local f
-  for f in "$(log_of "$1")" "$LOG_DIR/$1/kafka.out" "$LOG_DIR/$1/redis.out"; do
+  for f in "$(log_of "$1")" "$LOG_DIR/$1/kafka.out" "$LOG_DIR/$1/redis.out" "$LOG_DIR/$1/cassandra.out"; do
     [[ -s $f ]] || continue
     warn "$1: the end of $f:"
     tail -n 30 "$f" | sed 's/^/    /' >&2
@@ -388,8 +462,9 @@ show_failure() {
 }
 
 KAFKA_VERSION=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$HERE/kafka/pom.xml" | head -n1)
+CASSANDRA_VERSION=$(sed -n 's:.*<cassandra.version>\(.*\)</cassandra.version>.*:\1:p' "$HERE/cassandra/pom.xml" | head -n1)
 
-# prepare downloads Kafka (once, into the single-node stack's download
+# prepare downloads Kafka and Cassandra (once, into the single-node stack's download
 # folder, which it shares) and builds the readiness checker into the
 # cluster's folder, through stack.sh.
 # In secured mode stack.sh also writes the certificates and passwords into
@@ -479,7 +554,7 @@ wait_nodes() {
     # shellcheck disable=SC2086 # flags are words
     # A subshell, so that its status is the checker's (pipefail), not sed's.
     local probe=${n%%-*}
-    [[ $probe != kafka ]] && probe=redis
+    [[ $probe == kafka || $probe == cassandra ]] || probe=redis
     ("$STACKCHECK" "-$probe" "$(addr_of "$n")" "-$probe-pid" "$pid" $flags $(check_flags) -timeout "${TIMEOUT}s" |
       sed "s/^[a-z]*: /$n: /") &
     jobs[$n]=$!
@@ -536,7 +611,7 @@ cmd_up() {
   local start b backends=("$@")
   start=$(now_ms)
   if ((${#backends[@]} == 0)); then
-    backends=(kafka redis)
+    backends=(kafka redis cassandra)
     [[ $SECURE != true ]] || backends=(redis)
   fi
   for b in "${backends[@]}"; do
@@ -551,6 +626,11 @@ cmd_up() {
   for b in "${backends[@]}"; do
     local t0
     t0=$(now_ms)
+    if [[ $b == cassandra ]]; then
+      up_cassandra
+      say "$b: cluster ready at $(addrs_of "$b") $(since_ms "$t0") after its start"
+      continue
+    fi
     # shellcheck disable=SC2046 # node names are words
     start_nodes $(nodes_of "$b")
     case $b in
@@ -570,6 +650,21 @@ cmd_up() {
     say "$b: cluster ready at $(addrs_of "$b") $(since_ms "$t0") after its start"
   done
   say "cluster: ready in $(since_ms "$start"); use it with: source <($HERE/$SELF env)"
+}
+
+# up_cassandra starts the Cassandra nodes one after the other: a node joins
+# the ring (bootstraps, on its first start) only once the one before serves,
+# as Cassandra allows one joining node at a time.
+up_cassandra() {
+  local n k=0 t0 total=${#CASSANDRA_NODES[@]}
+  for n in "${CASSANDRA_NODES[@]}"; do
+    k=$((k + 1))
+    t0=$(now_ms)
+    start_nodes "$n"
+    say "$n: waiting until it serves and lists $((k - 1)) peers ($k of $total)"
+    wait_nodes "-cassandra-nodes $k" "${STARTED[@]}" || die "$n: not ready (logs: $SELF logs $n)"
+    say "$n: in the ring ($k of $total) $(since_ms "$t0") after its start"
+  done
 }
 
 # stop NODE...: SIGTERM, a grace period, then SIGKILL.
@@ -608,7 +703,7 @@ stop() {
 
 cmd_down() {
   local b nodes=()
-  (($#)) || set -- kafka redis sentinel
+  (($#)) || set -- kafka redis cassandra sentinel
   # shellcheck disable=SC2207 # node names are words
   for b in "$@"; do nodes+=($(nodes_of "$b")); done
   lock
@@ -636,12 +731,13 @@ cmd_start() {
   validate
   lock
   local backend=${1%%-*}
-  [[ $backend == kafka ]] || backend=redis
+  [[ $backend == kafka || $backend == cassandra ]] || backend=redis
   [[ -x $STACKCHECK ]] || prepare "$backend"
   start_nodes "$1"
   case $1 in
     kafka-*) flags="-kafka-brokers ${#KAFKA_NODES[@]}" ;;
     redis-*) flags="-redis-cluster 3" ;;
+    cassandra-*) flags="-cassandra-nodes ${#CASSANDRA_NODES[@]}" ;;
     *) flags="" ;;
   esac
   wait_nodes "$flags" "${STARTED[@]}" || die "$1: not ready"
@@ -649,9 +745,9 @@ cmd_start() {
 }
 
 cmd_status() {
-  local n pid state role all=0 nodes=("${KAFKA_NODES[@]}" "${REDIS_NODES[@]}")
+  local n pid state role all=0 nodes=("${KAFKA_NODES[@]}" "${REDIS_NODES[@]}" "${CASSANDRA_NODES[@]}")
   [[ $SECURE != true ]] || nodes=("${REDIS_NODES[@]}")
-  printf '%-10s %-8s %-8s %-16s %s\n' NODE STATE PID ADDRESS READY
+  printf '%-12s %-8s %-8s %-16s %s\n' NODE STATE PID ADDRESS READY
   # The Sentinel group is optional: it is listed when it runs, and its
   # absence fails nothing.
   for n in "${nodes[@]}" "${SENTINEL_NODES[@]}"; do
@@ -663,6 +759,7 @@ cmd_status() {
         local probe=redis flags=''
         case $n in
           kafka-*) probe=kafka flags="-kafka-brokers ${#KAFKA_NODES[@]}" ;;
+          cassandra-*) probe=cassandra flags="-cassandra-nodes ${#CASSANDRA_NODES[@]}" ;;
           redis-*) flags="-redis-cluster 3 $(check_flags | tr '\n' ' ')" ;;
         esac
         # shellcheck disable=SC2086
@@ -673,7 +770,7 @@ cmd_status() {
     else
       all=3
     fi
-    printf '%-10s %-8s %-8s %-16s %s\n' "$n" "$state" "${pid:--}" "$(addr_of "$n")" "$role"
+    printf '%-12s %-8s %-8s %-16s %s\n' "$n" "$state" "${pid:--}" "$(addr_of "$n")" "$role"
   done
   say "cluster dir: $CLUSTER_DIR"
   return "$all"
@@ -683,6 +780,7 @@ cmd_env() {
   (($# == 0)) || die "env takes no arguments"
   echo "export SUNDIAL_KAFKA_CLUSTER_BROKERS=$(addrs_of kafka)"
   echo "export SUNDIAL_REDIS_CLUSTER_ADDRS=$(addrs_of redis)"
+  echo "export SUNDIAL_CASSANDRA_CLUSTER_HOSTS=$(addrs_of cassandra)"
   echo "export SUNDIAL_SENTINEL_MASTER=$SENTINEL_MASTER"
   echo "export SUNDIAL_SENTINEL_ADDRS=$(addr_of sentinel-1),$(addr_of sentinel-2),$(addr_of sentinel-3)"
   echo "export SUNDIAL_CLUSTER_CTL=$HERE/cluster.sh"
@@ -703,7 +801,7 @@ cmd_logs() {
     lines=$2
     shift 2
   fi
-  (($#)) || set -- "${KAFKA_NODES[@]}" "${REDIS_NODES[@]}"
+  (($#)) || set -- "${KAFKA_NODES[@]}" "${REDIS_NODES[@]}" "${CASSANDRA_NODES[@]}"
   for n in "$@"; do
     check_node "$n"
     [[ -f $(log_of "$n") ]] && files+=("$(log_of "$n")")
@@ -715,7 +813,7 @@ cmd_logs() {
 cmd_reset() {
   (($# == 0)) || die "reset takes no arguments"
   lock
-  stop "${KAFKA_NODES[@]}" "${REDIS_NODES[@]}" "${SENTINEL_NODES[@]}"
+  stop "${KAFKA_NODES[@]}" "${REDIS_NODES[@]}" "${CASSANDRA_NODES[@]}" "${SENTINEL_NODES[@]}"
   rm -rf "$DATA_DIR" "$LOG_DIR" "$RUN_DIR" "$CLUSTER_DIR/kafka.cluster-id"
   say "cluster: data and logs deleted"
 }

@@ -538,43 +538,8 @@ start_kafka() {
     "${common[@]}" kafka.Kafka "$conf/server.properties"
 }
 
-# JVM flags Cassandra 5.0 needs on Java 17: the JDK internals it reaches into
-# (the list of its conf/jvm17-server.options) and Netty's direct buffers.
-CASSANDRA_JDK17_FLAGS=(
-  -Djdk.attach.allowAttachSelf=true
-  --add-exports java.base/jdk.internal.misc=ALL-UNNAMED
-  --add-exports java.base/jdk.internal.ref=ALL-UNNAMED
-  --add-exports java.base/sun.nio.ch=ALL-UNNAMED
-  --add-exports java.management.rmi/com.sun.jmx.remote.internal.rmi=ALL-UNNAMED
-  --add-exports java.rmi/sun.rmi.registry=ALL-UNNAMED
-  --add-exports java.rmi/sun.rmi.server=ALL-UNNAMED
-  --add-exports java.sql/java.sql=ALL-UNNAMED
-  --add-exports java.base/java.lang.ref=ALL-UNNAMED
-  --add-exports jdk.unsupported/sun.misc=ALL-UNNAMED
-  --add-exports jdk.compiler/com.sun.tools.javac.file=ALL-UNNAMED
-  --add-exports jdk.attach/sun.tools.attach=ALL-UNNAMED
-  --add-opens java.base/java.lang.module=ALL-UNNAMED
-  --add-opens java.base/jdk.internal.loader=ALL-UNNAMED
-  --add-opens java.base/jdk.internal.ref=ALL-UNNAMED
-  --add-opens java.base/jdk.internal.reflect=ALL-UNNAMED
-  --add-opens java.base/jdk.internal.math=ALL-UNNAMED
-  --add-opens java.base/jdk.internal.module=ALL-UNNAMED
-  --add-opens java.base/jdk.internal.util.jar=ALL-UNNAMED
-  --add-opens jdk.management/com.sun.management.internal=ALL-UNNAMED
-  --add-opens java.base/sun.nio.ch=ALL-UNNAMED
-  --add-opens java.base/java.io=ALL-UNNAMED
-  --add-opens java.base/java.nio=ALL-UNNAMED
-  --add-opens java.base/java.lang=ALL-UNNAMED
-  --add-opens java.base/java.lang.reflect=ALL-UNNAMED
-  --add-opens java.base/java.util=ALL-UNNAMED
-  --add-opens java.base/java.util.concurrent=ALL-UNNAMED
-  --add-opens java.base/java.util.concurrent.atomic=ALL-UNNAMED
-  --add-opens java.base/java.net=ALL-UNNAMED
-  --add-opens jdk.compiler/com.sun.tools.javac=ALL-UNNAMED
-  -Dio.netty.tryReflectionSetAccessible=true
-  -Dio.netty.allocator.useCacheForAllThreads=true
-  -Dio.netty.allocator.maxOrder=11
-)
+# JVM flags Cassandra 5.0 needs on Java 17 (cluster.sh reads the same file).
+read -r -d '' -a CASSANDRA_JDK17_FLAGS < <(grep -v '^[[:space:]]*#' "$HERE/cassandra/jvm17.options") || true
 
 start_cassandra() {
   local lib=$DIST_DIR/cassandra-$CASSANDRA_VERSION/lib conf=$RUN_DIR/cassandra

@@ -32,9 +32,20 @@ func NeedCassandra(t testing.TB) Cassandra {
 			unavailable(t, "Cassandra", EnvCassandra, err.Error())
 		}
 	}
-	sess, err := cassandraSession(hosts)
+	return cassandraAt(t, hosts, false, howToStart)
+}
+
+// cassandraAt returns the Cassandra at hosts and a keyspace name of the
+// test's own, dropped at cleanup; how says how to start it. sharedAddress
+// says the nodes share one IP address (the local cluster): the session
+// then ignores the nodes' status events and never marks a host down, as
+// the store does with NodesShareAddress, since the driver tells nodes
+// apart by address alone.
+func cassandraAt(t testing.TB, hosts []string, sharedAddress bool, how string) Cassandra {
+	t.Helper()
+	sess, err := cassandraSession(hosts, sharedAddress)
 	if err != nil {
-		t.Fatalf("cassandra at %v does not accept CQL: %v (%s)", hosts, err, howToStart)
+		t.Fatalf("cassandra at %v does not accept CQL: %v (%s)", hosts, err, how)
 	}
 	// Keyspace names are limited to 48 characters of [a-zA-Z0-9_].
 	c := Cassandra{Hosts: hosts, Keyspace: fmt.Sprintf("t_%s_%s", slug(t.Name(), 30), randomSuffix())}
@@ -47,8 +58,16 @@ func NeedCassandra(t testing.TB) Cassandra {
 	return c
 }
 
-func cassandraSession(hosts []string) (*gocql.Session, error) {
+func cassandraSession(hosts []string, sharedAddress bool) (*gocql.Session, error) {
 	cluster := gocql.NewCluster(hosts...)
+	if sharedAddress {
+		cluster.Events.DisableNodeStatusEvents = true
+		cluster.ConvictionPolicy = neverConvict{}
+		// A killed node's pool is refilled on a later pick; a refill that
+		// fails must not sleep a second between attempts, or it outlives
+		// the session and goleak reports it.
+		cluster.ReconnectionPolicy = &gocql.ConstantReconnectionPolicy{MaxRetries: 1, Interval: 100 * time.Millisecond}
+	}
 	cluster.Timeout = connectTimeout
 	cluster.ConnectTimeout = 10 * time.Second
 	// Schema changes (keyspace drops) wait for agreement; one node agrees fast.
@@ -65,3 +84,9 @@ func cassandraSession(hosts []string) (*gocql.Session, error) {
 	}
 	return cluster.CreateSession()
 }
+
+// neverConvict keeps every host up in the driver's eyes.
+type neverConvict struct{}
+
+func (neverConvict) AddFailure(error, *gocql.HostInfo) bool { return false }
+func (neverConvict) Reset(*gocql.HostInfo)                  {}

@@ -14,12 +14,15 @@ import (
 )
 
 // Environment variables of the local clusters (deploy/local/cluster.sh env
-// exports the first three; make test-cluster sets the last).
+// exports them).
 const (
 	// EnvKafkaCluster lists the brokers of a Kafka cluster, kafka-1 first.
 	EnvKafkaCluster = "SUNDIAL_KAFKA_CLUSTER_BROKERS"
 	// EnvRedisCluster lists the nodes of a Redis Cluster, redis-1 first.
 	EnvRedisCluster = "SUNDIAL_REDIS_CLUSTER_ADDRS"
+	// EnvCassandraCluster lists the nodes of the three-node Cassandra,
+	// cassandra-1 first.
+	EnvCassandraCluster = "SUNDIAL_CASSANDRA_CLUSTER_HOSTS"
 	// EnvClusterCtl is the cluster.sh that kills and starts their nodes.
 	EnvClusterCtl = "SUNDIAL_CLUSTER_CTL"
 )
@@ -49,6 +52,22 @@ func NeedKafkaCluster(t testing.TB) Kafka {
 		t.Fatalf("%s lists %d brokers, want 3: %v", EnvKafkaCluster, len(brokers), brokers)
 	}
 	return newKafka(t, brokers)
+}
+
+// NeedCassandraCluster returns the local three-node Cassandra and a keyspace
+// name of the test's own (dropped at cleanup). Hosts[i] is node
+// cassandra-<i+1>; the nodes share 127.0.0.1 and differ by port.
+func NeedCassandraCluster(t testing.TB) Cassandra {
+	t.Helper()
+	skipShort(t, "the Cassandra cluster")
+	hosts := addresses(EnvCassandraCluster)
+	if len(hosts) == 0 {
+		clusterUnavailable(t, "Cassandra cluster", EnvCassandraCluster)
+	}
+	if len(hosts) < 3 {
+		t.Fatalf("%s lists %d nodes, want 3: %v", EnvCassandraCluster, len(hosts), hosts)
+	}
+	return cassandraAt(t, hosts, true, howToStartCluster)
 }
 
 // RedisCluster is a test's view of a Redis Cluster.
@@ -124,8 +143,8 @@ func NeedCluster(t testing.TB) Cluster {
 	return Cluster{ctl: ctl, mu: &sync.Mutex{}}
 }
 
-// Kill sends SIGKILL to node (kafka-1..3, redis-1..6) and returns once it
-// has exited.
+// Kill sends SIGKILL to node (kafka-1..3, redis-1..6, cassandra-1..3) and
+// returns once it has exited.
 func (c Cluster) Kill(t testing.TB, node string) {
 	t.Helper()
 	c.run(t, 30*time.Second, "kill", node)
@@ -133,7 +152,7 @@ func (c Cluster) Kill(t testing.TB, node string) {
 
 // Start starts node again and returns once it serves requests and the
 // cluster has its full shape again (three brokers; three masters with a
-// replica each).
+// replica each; a ring of three Cassandra nodes).
 func (c Cluster) Start(t testing.TB, node string) {
 	t.Helper()
 	c.run(t, 5*time.Minute, "start", node)

@@ -29,7 +29,7 @@ import (
 // Cassandra, so there batches stay within one partition.
 //
 // fullReplicas answers that question for the keyspace, from system.local,
-// system.peers and the keyspace's replication, read once when the store
+// system.peers_v2 (peerDataCentres) and the keyspace's replication, read once when the store
 // opens: a cluster grown past its replication factor later keeps batching
 // across partitions until its processes restart, which costs coordination,
 // never correctness (every statement keeps its own key and write timestamp).
@@ -42,13 +42,12 @@ func fullReplicas(ctx context.Context, sess *gocql.Session, keyspace string) (bo
 		return false, fmt.Errorf("read the local node's data centre: %w", err)
 	}
 	nodes := map[string]int{local: 1}
-	iter := sess.Query(`SELECT data_center FROM system.peers`).WithContext(ctx).Idempotent(true).Iter()
-	var dc string
-	for iter.Scan(&dc) {
-		nodes[dc]++
-	}
-	if err := iter.Close(); err != nil {
+	peers, err := peerDataCentres(ctx, sess)
+	if err != nil {
 		return false, fmt.Errorf("read the peers' data centres: %w", err)
+	}
+	for _, dc := range peers {
+		nodes[dc]++
 	}
 	if err := sess.Query(`SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = ?`, keyspace).
 		WithContext(ctx).Idempotent(true).Scan(&replication); err != nil {

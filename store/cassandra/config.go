@@ -63,6 +63,16 @@ type Config struct {
 	// watermarks, job rows, cluster init); default LOCAL_SERIAL. SERIAL
 	// makes Paxos span data centres.
 	SerialConsistency string
+	// NodesShareAddress says the cluster's nodes listen on one IP address
+	// and differ by port only, as the local three-node cluster runs them
+	// (deploy/local/cluster.sh). The driver tracks a node's up and down
+	// state by address alone, so there one node's death would mark its
+	// neighbours down and leave no host to query. With it set, the store
+	// ignores the nodes' status events and never marks a host down: a
+	// dead node's empty connection pool is skipped for the next replica
+	// and refilled once the node answers again. Leave it off when every
+	// node has an address of its own, as in any real deployment.
+	NodesShareAddress bool
 	// ConnectTimeout bounds dialling and the handshake with each host, so
 	// an unreachable cluster fails Open and Migrate in bounded time; default
 	// 10s. A busy node can take seconds to answer the handshake, and a

@@ -503,17 +503,45 @@ func countNodes(ctx context.Context, sess *gocql.Session, dc string) (int, error
 	if dc == "" || dc == localDC {
 		n++
 	}
-	iter := sess.Query(`SELECT data_center FROM system.peers`).WithContext(ctx).Iter()
-	var peerDC string
-	for iter.Scan(&peerDC) {
+	peers, err := peerDataCentres(ctx, sess)
+	if err != nil {
+		return 0, err
+	}
+	for _, peerDC := range peers {
 		if dc == "" || dc == peerDC {
 			n++
 		}
 	}
-	if err := iter.Close(); err != nil {
-		return 0, fmt.Errorf("read system.peers: %w", err)
-	}
 	return n, nil
+}
+
+// peerDataCentres returns the data centre of every other node of the
+// cluster, one entry a node. It reads system.peers_v2 (Cassandra 4 and
+// later), which has a row per address and storage port: system.peers has one
+// per address, so nodes sharing one (several on a host, as the local cluster
+// runs them) would count once. Versions without peers_v2 have only peers.
+func peerDataCentres(ctx context.Context, sess *gocql.Session) ([]string, error) {
+	dcs, err := readPeerDataCentres(ctx, sess, "system.peers_v2")
+	var reqErr gocql.RequestError
+	if err != nil && errors.As(err, &reqErr) && reqErr.Code() == gocql.ErrCodeInvalid {
+		dcs, err = readPeerDataCentres(ctx, sess, "system.peers")
+	}
+	return dcs, err
+}
+
+func readPeerDataCentres(ctx context.Context, sess *gocql.Session, table string) ([]string, error) {
+	iter := sess.Query(`SELECT data_center FROM ` + table).WithContext(ctx).Idempotent(true).Iter()
+	var (
+		dcs []string
+		dc  string
+	)
+	for iter.Scan(&dc) {
+		dcs = append(dcs, dc)
+	}
+	if err := iter.Close(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", table, err)
+	}
+	return dcs, nil
 }
 
 // checkSchema fails unless the keyspace exists at this build's version.

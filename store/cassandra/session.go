@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gocql/gocql"
@@ -52,6 +55,11 @@ func clusterConfig(c Config, timeout time.Duration) *gocql.ClusterConfig {
 	// Fail fast at start when nothing answers, instead of the driver's
 	// default of retrying the initial hosts.
 	cluster.ReconnectionPolicy = &gocql.ConstantReconnectionPolicy{MaxRetries: 1, Interval: 100 * time.Millisecond}
+	if c.NodesShareAddress {
+		cluster.Events.DisableNodeStatusEvents = true
+		cluster.ConvictionPolicy = neverConvict{}
+		cluster.PoolConfig.HostSelectionPolicy = &everyHostPolicy{}
+	}
 	cluster.MaxWaitSchemaAgreement = c.SchemaTimeout
 	cluster.QueryObserver = c.QueryObserver
 	cluster.BatchObserver = c.BatchObserver
@@ -120,3 +128,67 @@ func connect(ctx context.Context, c Config, timeout time.Duration) (*gocql.Sessi
 		return nil, fmt.Errorf("connect to cassandra at %v: %w: %w", c.Hosts, ErrUnreachable, context.Cause(ctx))
 	}
 }
+
+// neverConvict keeps every host up in the driver's eyes (see
+// Config.NodesShareAddress): a host whose connections all failed is
+// skipped while its pool is empty and refilled on its next pick.
+type neverConvict struct{}
+
+func (neverConvict) AddFailure(error, *gocql.HostInfo) bool { return false }
+func (neverConvict) Reset(*gocql.HostInfo)                  {}
+
+// everyHostPolicy offers every host the driver ever added, in turn, and
+// forgets none (see Config.NodesShareAddress). The driver's own policies
+// remove hosts by address, so removing one node that shares its address
+// with others would remove them all and leave "no hosts available in the
+// pool" until each was added again. A host with no connection (a dead
+// node) is skipped by the driver for the next. No token-aware routing: a
+// coordinator forwards to the replicas.
+type everyHostPolicy struct {
+	mu    sync.RWMutex
+	hosts []*gocql.HostInfo
+	next  atomic.Uint64
+}
+
+var _ gocql.HostSelectionPolicy = (*everyHostPolicy)(nil)
+
+func (p *everyHostPolicy) AddHost(h *gocql.HostInfo) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, have := range p.hosts {
+		if have.HostID() == h.HostID() {
+			p.hosts[i] = h // the driver's latest view of the node
+			return
+		}
+	}
+	p.hosts = append(p.hosts, h)
+}
+
+func (p *everyHostPolicy) RemoveHost(*gocql.HostInfo)                {}
+func (p *everyHostPolicy) HostUp(h *gocql.HostInfo)                  { p.AddHost(h) }
+func (p *everyHostPolicy) HostDown(*gocql.HostInfo)                  {}
+func (p *everyHostPolicy) SetPartitioner(string)                     {}
+func (p *everyHostPolicy) KeyspaceChanged(gocql.KeyspaceUpdateEvent) {}
+func (p *everyHostPolicy) Init(*gocql.Session)                       {}
+func (p *everyHostPolicy) IsLocal(*gocql.HostInfo) bool              { return true }
+
+func (p *everyHostPolicy) Pick(gocql.ExecutableQuery) gocql.NextHost {
+	p.mu.RLock()
+	hosts := slices.Clone(p.hosts)
+	p.mu.RUnlock()
+	start, i := int(p.next.Add(1)%uint64(max(len(hosts), 1))), 0
+	return func() gocql.SelectedHost {
+		if i >= len(hosts) {
+			return nil
+		}
+		h := hosts[(start+i)%len(hosts)]
+		i++
+		return selected{h}
+	}
+}
+
+// selected is a host picked by everyHostPolicy.
+type selected struct{ h *gocql.HostInfo }
+
+func (s selected) Info() *gocql.HostInfo { return s.h }
+func (s selected) Mark(error)            {}

@@ -72,6 +72,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		redisAddr    = fs.String("redis", "", "Redis address host:port to probe")
 		redisPID     = fs.Int("redis-pid", 0, "stop waiting for Redis when this process exits (0: do not watch)")
 		kafkaBrokers = fs.Int("kafka-brokers", 1, "how many brokers the Kafka metadata must list")
+		cassNodes    = fs.Int("cassandra-nodes", 1, "how many nodes the Cassandra ring must have: the probed node lists at least this many less one peers")
 		redisCluster = fs.Int("redis-cluster", 0, "want a healthy Redis Cluster with this many masters, each with a replica (0: a single node)")
 		timeout      = fs.Duration("timeout", 3*time.Minute, "how long to wait for each backend")
 		interval     = fs.Duration("interval", 500*time.Millisecond, "pause between two probes of a backend")
@@ -104,7 +105,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	add("kafka", *kafkaAddr, *kafkaPID, kafkaProbe(*kafkaBrokers, sec))
-	add("cassandra", *cassAddr, *cassPID, cassandraProbe(sec))
+	add("cassandra", *cassAddr, *cassPID, cassandraProbe(*cassNodes, sec))
 	add("redis", *redisAddr, *redisPID, redisProbe(*redisCluster, sec))
 
 	var problems []error
@@ -125,6 +126,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if *kafkaBrokers < 1 {
 		problems = append(problems, fmt.Errorf("-kafka-brokers: must be at least 1, got %d", *kafkaBrokers))
+	}
+	if *cassNodes < 1 {
+		problems = append(problems, fmt.Errorf("-cassandra-nodes: must be at least 1, got %d", *cassNodes))
 	}
 	if *redisCluster < 0 {
 		problems = append(problems, fmt.Errorf("-redis-cluster: must not be negative, got %d", *redisCluster))

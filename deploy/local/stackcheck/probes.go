@@ -66,13 +66,16 @@ func probeKafka(ctx context.Context, addr string, brokers int, sec security) (st
 // probeCassandra opens a CQL session and reads system.local: the native
 // transport opens late in startup, and bootstrapped must be COMPLETED before
 // schema changes are safe.
-func cassandraProbe(sec security) probeFunc {
+// cassandraProbe wants the node bootstrapped and, with nodes above 1, a
+// member of a ring of at least that many nodes (its system.peers_v2 lists
+// the others).
+func cassandraProbe(nodes int, sec security) probeFunc {
 	return func(ctx context.Context, addr string) (string, error) {
-		return probeCassandra(ctx, addr, sec)
+		return probeCassandra(ctx, addr, nodes, sec)
 	}
 }
 
-func probeCassandra(ctx context.Context, addr string, sec security) (string, error) {
+func probeCassandra(ctx context.Context, addr string, nodes int, sec security) (string, error) {
 	cluster := newCassandraCluster(addr)
 	if err := sec.cassandra(cluster); err != nil {
 		return "", err
@@ -91,7 +94,20 @@ func probeCassandra(ctx context.Context, addr string, sec security) (string, err
 	if bootstrapped != "COMPLETED" {
 		return "", fmt.Errorf("bootstrapped = %q, want COMPLETED", bootstrapped)
 	}
-	return "version " + version, nil
+	if nodes <= 1 {
+		return "version " + version, nil
+	}
+	// Counted here rather than with count(*), which the node logs a
+	// warning for (an aggregate without a partition key).
+	iter := session.Query("SELECT peer FROM system.peers_v2").WithContext(ctx).Iter()
+	peers := iter.NumRows()
+	if err := iter.Close(); err != nil {
+		return "", fmt.Errorf("read system.peers_v2: %w", err)
+	}
+	if peers+1 < nodes {
+		return "", fmt.Errorf("the ring has %d nodes, want %d", peers+1, nodes)
+	}
+	return fmt.Sprintf("version %s, ring of %d nodes", version, peers+1), nil
 }
 
 // newCassandraCluster is the configuration of a short-lived session with the
