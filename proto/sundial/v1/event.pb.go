@@ -195,9 +195,12 @@ type RunEvent struct {
 	// delivery reached that point. Set on every event a runner emits for a
 	// delivery, so an attempt's final event still tells how it started.
 	DispatchedTime *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=dispatched_time,json=dispatchedTime,proto3" json:"dispatched_time,omitempty"`
-	ReceivedTime   *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=received_time,json=receivedTime,proto3" json:"received_time,omitempty"`
-	LeasedTime     *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=leased_time,json=leasedTime,proto3" json:"leased_time,omitempty"`
-	StartedTime    *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=started_time,json=startedTime,proto3" json:"started_time,omitempty"`
+	// When the emitting runner fetched the run record.
+	ReceivedTime *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=received_time,json=receivedTime,proto3" json:"received_time,omitempty"`
+	// When the emitting runner took the run's lease.
+	LeasedTime *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=leased_time,json=leasedTime,proto3" json:"leased_time,omitempty"`
+	// When the attempt began executing.
+	StartedTime *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=started_time,json=startedTime,proto3" json:"started_time,omitempty"`
 	// Why the run waited, from the closed set of package lateness:
 	// "no_executor", "no_worker", "pool_full", "pool_busy", "team_quota",
 	// "team_rate", "overlap", "breaker_open", "backlog", "catch_up". Set on

@@ -318,8 +318,10 @@ type AttemptDetail struct {
 	// When the run record was written, when a runner fetched it and when it
 	// took the lease (sundial.v1.RunEvent's dispatched_time, received_time
 	// and leased_time); unset when not known.
-	DispatchTime  *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=dispatch_time,json=dispatchTime,proto3" json:"dispatch_time,omitempty"`
-	ReceiveTime   *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=receive_time,json=receiveTime,proto3" json:"receive_time,omitempty"`
+	DispatchTime *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=dispatch_time,json=dispatchTime,proto3" json:"dispatch_time,omitempty"`
+	// When a runner fetched the run record.
+	ReceiveTime *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=receive_time,json=receiveTime,proto3" json:"receive_time,omitempty"`
+	// When a runner took the run's lease.
 	LeaseTime     *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=lease_time,json=leaseTime,proto3" json:"lease_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

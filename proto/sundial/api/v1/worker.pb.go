@@ -23,12 +23,16 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Outcome is how an attempt ended on the worker.
 type CompleteRequest_Outcome int32
 
 const (
+	// Refused: a Complete must say how the attempt ended.
 	CompleteRequest_OUTCOME_UNSPECIFIED CompleteRequest_Outcome = 0
-	CompleteRequest_OUTCOME_SUCCESS     CompleteRequest_Outcome = 1
-	CompleteRequest_OUTCOME_FAILURE     CompleteRequest_Outcome = 2
+	// The handler returned no error.
+	CompleteRequest_OUTCOME_SUCCESS CompleteRequest_Outcome = 1
+	// The handler returned an error (error_code, error_message, retryable).
+	CompleteRequest_OUTCOME_FAILURE CompleteRequest_Outcome = 2
 	// The handler stopped after a checkpoint the Heartbeat answered
 	// suspended.
 	CompleteRequest_OUTCOME_SUSPEND CompleteRequest_Outcome = 3
@@ -162,7 +166,8 @@ func (x *PollRequest) GetWait() *durationpb.Duration {
 // PollResponse holds the tasks given to the worker.
 type PollResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Tasks []*WorkerTask          `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	// The tasks given to this worker, none when the wait ended first.
+	Tasks []*WorkerTask `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
 	// How often the worker must heartbeat each task it holds; a task whose
 	// heartbeats stop for a few intervals fails as "worker_lost" and is
 	// retried on another worker.
@@ -220,27 +225,35 @@ type WorkerTask struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The task token, opaque: Heartbeat and Complete name the task by it.
 	TaskToken string `protobuf:"bytes,1,opt,name=task_token,json=taskToken,proto3" json:"task_token,omitempty"`
-	RunId     string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	JobId     string `protobuf:"bytes,3,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	Attempt   uint32 `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The run's identity: job id + "@" + due time in UTC unix milliseconds.
+	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The job the run belongs to.
+	JobId string `protobuf:"bytes,3,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The attempt, 1 for the first.
+	Attempt uint32 `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// The fencing token of the lease the gateway holds for this attempt.
-	FencingToken int64  `protobuf:"varint,5,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
-	Handler      string `protobuf:"bytes,6,opt,name=handler,proto3" json:"handler,omitempty"`
+	FencingToken int64 `protobuf:"varint,5,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
+	// The handler the job's target names; one the worker registered.
+	Handler string `protobuf:"bytes,6,opt,name=handler,proto3" json:"handler,omitempty"`
 	// The job's payload, or the trigger's override.
 	Payload []byte `protobuf:"bytes,7,opt,name=payload,proto3" json:"payload,omitempty"`
 	// The run's latest checkpoint, when it has one.
-	Checkpoint    []byte `protobuf:"bytes,8,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
-	HasCheckpoint bool   `protobuf:"varint,9,opt,name=has_checkpoint,json=hasCheckpoint,proto3" json:"has_checkpoint,omitempty"`
+	Checkpoint []byte `protobuf:"bytes,8,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// Whether checkpoint is set (an empty checkpoint is a checkpoint).
+	HasCheckpoint bool `protobuf:"varint,9,opt,name=has_checkpoint,json=hasCheckpoint,proto3" json:"has_checkpoint,omitempty"`
 	// When the job's timeout ends this attempt.
 	Deadline *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	// Whether the run was delivered before (attempt above 1, a redelivery):
 	// its effects may already have happened once, keyed by run_id.
-	Replay  bool                   `protobuf:"varint,11,opt,name=replay,proto3" json:"replay,omitempty"`
+	Replay bool `protobuf:"varint,11,opt,name=replay,proto3" json:"replay,omitempty"`
+	// The run's due time, the one in its run id.
 	DueTime *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=due_time,json=dueTime,proto3" json:"due_time,omitempty"`
 	// The child coordinates of a BROADCAST or SHARDED run (empty and 0
 	// otherwise).
-	BaseRunId     string `protobuf:"bytes,13,opt,name=base_run_id,json=baseRunId,proto3" json:"base_run_id,omitempty"`
-	ShardIndex    uint32 `protobuf:"varint,14,opt,name=shard_index,json=shardIndex,proto3" json:"shard_index,omitempty"`
+	BaseRunId string `protobuf:"bytes,13,opt,name=base_run_id,json=baseRunId,proto3" json:"base_run_id,omitempty"`
+	// This child's index among the shards of a SHARDED run.
+	ShardIndex uint32 `protobuf:"varint,14,opt,name=shard_index,json=shardIndex,proto3" json:"shard_index,omitempty"`
+	// How many shards the SHARDED run has.
 	ShardCount    uint32 `protobuf:"varint,15,opt,name=shard_count,json=shardCount,proto3" json:"shard_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -383,11 +396,13 @@ func (x *WorkerTask) GetShardCount() uint32 {
 
 // HeartbeatRequest names the task, and may carry a checkpoint.
 type HeartbeatRequest struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	TaskToken string                 `protobuf:"bytes,1,opt,name=task_token,json=taskToken,proto3" json:"task_token,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task, by the token Poll gave.
+	TaskToken string `protobuf:"bytes,1,opt,name=task_token,json=taskToken,proto3" json:"task_token,omitempty"`
 	// A checkpoint to save as the run's latest, when has_checkpoint.
-	Checkpoint    []byte `protobuf:"bytes,2,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
-	HasCheckpoint bool   `protobuf:"varint,3,opt,name=has_checkpoint,json=hasCheckpoint,proto3" json:"has_checkpoint,omitempty"`
+	Checkpoint []byte `protobuf:"bytes,2,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// Whether checkpoint is set (an empty checkpoint is a checkpoint).
+	HasCheckpoint bool `protobuf:"varint,3,opt,name=has_checkpoint,json=hasCheckpoint,proto3" json:"has_checkpoint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -520,12 +535,14 @@ func (x *HeartbeatResponse) GetCheckpointError() string {
 
 // CompleteRequest is the attempt's outcome.
 type CompleteRequest struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	TaskToken string                 `protobuf:"bytes,1,opt,name=task_token,json=taskToken,proto3" json:"task_token,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task, by the token Poll gave.
+	TaskToken string `protobuf:"bytes,1,opt,name=task_token,json=taskToken,proto3" json:"task_token,omitempty"`
 	// How the attempt ended.
 	Outcome CompleteRequest_Outcome `protobuf:"varint,2,opt,name=outcome,proto3,enum=sundial.api.v1.CompleteRequest_Outcome" json:"outcome,omitempty"`
 	// The error's code (FAILURE): the run event's code.
-	ErrorCode    string `protobuf:"bytes,3,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	ErrorCode string `protobuf:"bytes,3,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	// The error's message (FAILURE), as the run event shows it.
 	ErrorMessage string `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
 	// Whether another attempt may succeed (FAILURE).
 	Retryable bool `protobuf:"varint,5,opt,name=retryable,proto3" json:"retryable,omitempty"`
