@@ -260,6 +260,8 @@ func Runner() *Dashboard {
 		q(`sum by (team, kind) (rate(sundial_runner_egress_refusals_total[$__rate_interval]))`, "{{team}} {{kind}}")))
 	b.add(8, 8, ts("Runs dead-lettered at dispatch", "ops", "Runs Kafka refused for good (too large, invalid, not authorised), put on sundial.dlq by the dispatcher so the shard moves on.",
 		q(`sum by (code) (rate(sundial_dispatcher_runs_dead_lettered_total[$__rate_interval]))`, "{{code}}")))
+	b.add(8, 8, ts("Runs waiting for a worker", "ops", "Handler runs no live executor serves for their team (no worker of the team registered the handler, or none is connected to a gateway): DEFERRED, reason no_worker, by team. Alert SundialHandlerWithoutWorker.",
+		q(`sum by (team) (rate(sundial_runner_no_worker_deferrals_total[$__rate_interval]))`, "{{team}}")))
 
 	b.row("Run history")
 	b.add(12, 8, ts("History records by result", "ops",
