@@ -17,10 +17,10 @@ type metrics struct {
 	runs            *prometheus.CounterVec
 	// teamRuns is runs by owning team: the demand side of a team's
 	// trigger-latency objective (deploy/prometheus/rules/sundial-slo.yml).
-	teamRuns *prometheus.CounterVec
-	dropped         *prometheus.CounterVec
-	fireErrors      prometheus.Counter
-	deadLettered    *prometheus.CounterVec
+	teamRuns     *prometheus.CounterVec
+	dropped      *prometheus.CounterVec
+	fireErrors   prometheus.Counter
+	deadLettered *prometheus.CounterVec
 	// enqueuedEventErrors counts failed writes of ENQUEUED events.
 	enqueuedEventErrors prometheus.Counter
 	firePhase           *prometheus.HistogramVec
