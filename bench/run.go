@@ -276,12 +276,16 @@ func (b *Bench) baselines(ctx context.Context, cfg Config, ns Namespace, plan *l
 
 	rc := redis.NewClient(&redis.Options{Addr: b.Backends.RedisAddr, PoolSize: 128})
 	defer func() { _ = rc.Close() }()
-	ls, err := leasing.New(leasing.Config{Client: rc, KeyPrefix: ns.RedisPrefix + "baseline:", TTL: 30 * time.Second, DoneRetention: 10 * time.Minute})
-	if err != nil {
-		return bl, err
-	}
 	b.say("baseline R: lease EVALSHA plain (64 callers) and pipelined (128 per batch), a warm-up then %d × %s each", BaselineSamples, d)
+	sample := 0
 	r, rSpread, err := measureStable(ctx, d, func(ctx context.Context, d time.Duration) (RedisBaseline, error) {
+		// MeasureRedis numbers its runs from 0: each sample takes keys of
+		// its own, or it would find the previous sample's runs done.
+		sample++
+		ls, err := leasing.New(leasing.Config{Client: rc, KeyPrefix: fmt.Sprintf("%sbaseline%d:", ns.RedisPrefix, sample), TTL: 30 * time.Second, DoneRetention: 10 * time.Minute})
+		if err != nil {
+			return RedisBaseline{}, err
+		}
 		return MeasureRedis(ctx, ls, 64, 128, d)
 	}, func(r RedisBaseline) float64 { return r.PlainCallsPerSec })
 	if err != nil {
