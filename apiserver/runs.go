@@ -322,17 +322,12 @@ func (s *RunService) ListRuns(ctx context.Context, req *connect.Request[apiv1.Li
 	return connect.NewResponse(resp), nil
 }
 
-// checkListRuns reports every bad field of a ListRuns request and returns
-// the page size and the offset its token points at.
-func (s *RunService) checkListRuns(m *apiv1.ListRunsRequest) (size, offset int, _ error) {
+// checkRunFilter reports every bad field of a ListRuns request's page size
+// and filters (states, due window, min_late_by), whichever runs it lists,
+// and returns the page size.
+func checkRunFilter(m *apiv1.ListRunsRequest) (int, []error) {
 	var errs []error
-	if m.GetJobId() != "" && m.GetDagRunId() != "" {
-		errs = append(errs, errors.New("job_id, dag_run_id: at most one may be set"))
-	}
-	if d := m.GetMinLateBy(); d != nil && d.AsDuration() < 0 {
-		errs = append(errs, fmt.Errorf("min_late_by %s: must not be negative", d.AsDuration()))
-	}
-	size = int(m.GetPageSize())
+	size := int(m.GetPageSize())
 	switch {
 	case size == 0:
 		size = defaultRunPageSize
@@ -347,6 +342,21 @@ func (s *RunService) checkListRuns(m *apiv1.ListRunsRequest) (size, offset int, 
 	if a, b := m.GetDueAfter(), m.GetDueBefore(); a != nil && b != nil && !a.AsTime().Before(b.AsTime()) {
 		errs = append(errs, errors.New("due_after: must be before due_before"))
 	}
+	if d := m.GetMinLateBy(); d != nil && d.AsDuration() < 0 {
+		errs = append(errs, fmt.Errorf("min_late_by %s: must not be negative", d.AsDuration()))
+	}
+	return size, errs
+}
+
+// checkListRuns reports every bad field of a ListRuns request and returns
+// the page size and the offset its token points at.
+func (s *RunService) checkListRuns(m *apiv1.ListRunsRequest) (size, offset int, _ error) {
+	var errs []error
+	if m.GetJobId() != "" && m.GetDagRunId() != "" {
+		errs = append(errs, errors.New("job_id, dag_run_id: at most one may be set"))
+	}
+	size, filterErrs := checkRunFilter(m)
+	errs = append(errs, filterErrs...)
 	if tok := m.GetPageToken(); tok != "" {
 		var err error
 		if offset, err = parsePageToken(runPageKey(m), tok); err != nil {

@@ -75,25 +75,7 @@ func (s *RunService) listTeamRuns(ctx context.Context, p auth.Principal, m *apiv
 // checkTeamRuns reports every bad field of a team ListRuns request and
 // returns its page size and where its token resumes.
 func (s *RunService) checkTeamRuns(p auth.Principal, m *apiv1.ListRunsRequest) (int, *store.RunKey, error) {
-	var errs []error
-	size := int(m.GetPageSize())
-	switch {
-	case size == 0:
-		size = defaultRunPageSize
-	case size < 0 || size > maxRunPageSize:
-		errs = append(errs, fmt.Errorf("page_size %d: must be between 1 and %d", size, maxRunPageSize))
-	}
-	for _, st := range m.GetStates() {
-		if _, ok := apiv1.RunAttemptState_name[int32(st)]; !ok || st == apiv1.RunAttemptState_RUN_ATTEMPT_STATE_UNSPECIFIED {
-			errs = append(errs, fmt.Errorf("states: %d is not a run attempt state", st))
-		}
-	}
-	if a, b := m.GetDueAfter(), m.GetDueBefore(); a != nil && b != nil && !a.AsTime().Before(b.AsTime()) {
-		errs = append(errs, errors.New("due_after: must be before due_before"))
-	}
-	if d := m.GetMinLateBy(); d != nil && d.AsDuration() < 0 {
-		errs = append(errs, fmt.Errorf("min_late_by %s: must not be negative", d.AsDuration()))
-	}
+	size, errs := checkRunFilter(m)
 	switch {
 	case m.GetTeam() == "" && p.Team == "":
 		errs = append(errs, errors.New("team: required without job_id or dag_run_id for a caller of no team"))

@@ -179,14 +179,7 @@ func (b *Bench) runQueue(ctx context.Context, cfg *Config, ns Namespace, name st
 	sys.Effects = ds.Effects()
 	sys.Series = Series(p.rec.Samples(), from)
 	sys.hist = hist
-	if plan.Herd() {
-		if counts.Lost == 0 && counts.Expected > 0 {
-			sys.HerdDrainSeconds = sys.Trigger.MaxMs / 1000
-			sys.HerdDrainPerSec = float64(counts.Expected) / sys.HerdDrainSeconds
-		}
-	} else {
-		sys.SustainedPerSec = float64(counts.StartedDuringWindow) / to.Sub(from).Seconds()
-	}
+	sys.rates(plan, counts, from, to)
 	sys.Notes = append(sys.Notes, q.note())
 	return sys, nil
 }

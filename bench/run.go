@@ -178,6 +178,20 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 	return dir, rep, nil
 }
 
+// rates sets how fast the system ran the window [from, to): for a herd
+// the drain time and rate (when nothing was lost), else the runs of the
+// window that started during it, per second.
+func (s *System) rates(plan *loadgen.Plan, counts loadgen.Counts, from, to time.Time) {
+	if plan.Herd() {
+		if counts.Lost == 0 && counts.Expected > 0 {
+			s.HerdDrainSeconds = s.Trigger.MaxMs / 1000
+			s.HerdDrainPerSec = float64(counts.Expected) / s.HerdDrainSeconds
+		}
+		return
+	}
+	s.SustainedPerSec = float64(counts.StartedDuringWindow) / to.Sub(from).Seconds()
+}
+
 // fractions sets the system's rate as a fraction of B and of L: the
 // sustained triggers/s, or for a herd the drain rate.
 func (s *System) fractions(bl Baselines) {
@@ -562,14 +576,7 @@ func tally(sys *System, run *sundialRun, rec *loadgen.Recorder, mem, runnerMem *
 	}
 	sys.Series = Series(rec.Samples(), from)
 	sys.hist = hist
-	if plan.Herd() {
-		if counts.Lost == 0 && counts.Expected > 0 {
-			sys.HerdDrainSeconds = sys.Trigger.MaxMs / 1000
-			sys.HerdDrainPerSec = float64(counts.Expected) / sys.HerdDrainSeconds
-		}
-	} else {
-		sys.SustainedPerSec = float64(counts.StartedDuringWindow) / to.Sub(from).Seconds()
-	}
+	sys.rates(plan, counts, from, to)
 	gc := gen.Counters()
 	if gc.RunRecordsCreateTime > 0 {
 		sys.Notes = append(sys.Notes, fmt.Sprintf("%d run records carried CreateTime instead of LogAppendTime", gc.RunRecordsCreateTime))
