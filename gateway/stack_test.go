@@ -110,9 +110,10 @@ func setupWith(t *testing.T, opts stackOpts) *stack {
 	require.NoError(t, stock.Start(ctx))
 	t.Cleanup(stock.Stop)
 
-	// A worker is lost after 5 s without a heartbeat: long enough for a
-	// loaded machine (under -race) not to lose a live one.
-	broker, err := gateway.New(gateway.Config{HeartbeatInterval: time.Second, LostAfter: 5})
+	// A worker is lost after 15 s without a heartbeat: long enough for a
+	// busy CI machine (under -race) not to lose a live one, which would run
+	// its attempt twice and fail the exactly-once assertions.
+	broker, err := gateway.New(gateway.Config{HeartbeatInterval: time.Second, LostAfter: 15})
 	require.NoError(t, err)
 	gwCfg := base("gateway-1")
 	gwCfg.Concurrency = 64 // each attempt waits on a worker's round trips
