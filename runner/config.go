@@ -201,6 +201,12 @@ type Config struct {
 	// a child that finishes later than this after the last one before it
 	// starts the count again. Default DefaultFanoutRetention.
 	FanoutRetention time.Duration
+	// DirectForgetAfter is how long after its last heartbeat a member of
+	// the pool that left has its directed topic deleted, once the runners'
+	// group has consumed every run in it (forget.go). Keep it below the
+	// directory's discovery.DirectoryConfig.DeadRetention. Default
+	// DefaultDirectForgetAfter.
+	DirectForgetAfter time.Duration
 	// AnnounceInterval is how often the runner announces itself on
 	// sundial.executors; readers expire it after three intervals without
 	// one. Default discovery.DefaultInterval.
@@ -282,6 +288,7 @@ func (c Config) withDefaults() Config {
 	c.TeamQueueCapacity = cmp.Or(c.TeamQueueCapacity, max(c.QueueCapacity/4, 1))
 	c.TeamQuotaDelay = cmp.Or(c.TeamQuotaDelay, DefaultQueueDelay)
 	c.RouteDelay = cmp.Or(c.RouteDelay, DefaultQueueDelay)
+	c.DirectForgetAfter = cmp.Or(c.DirectForgetAfter, DefaultDirectForgetAfter)
 	c.WaitBound = cmp.Or(c.WaitBound, DefaultWaitBound)
 	c.FanoutRetention = cmp.Or(c.FanoutRetention, DefaultFanoutRetention)
 	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
@@ -392,6 +399,7 @@ func (c Config) Validate() error {
 		{"QueueDelay", c.QueueDelay}, {"HeldRetry", c.HeldRetry}, {"ReplaceGrace", c.ReplaceGrace},
 		{"ShutdownTimeout", c.ShutdownTimeout}, {"SessionTimeout", c.SessionTimeout},
 		{"HeartbeatInterval", c.HeartbeatInterval}, {"AnnounceInterval", c.AnnounceInterval},
+		{"DirectForgetAfter", c.DirectForgetAfter},
 	} {
 		if d.v <= 0 {
 			bad(d.field, "%s is not positive", d.v)

@@ -2,11 +2,15 @@ package runner
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -224,5 +228,20 @@ func TestBroadcast(t *testing.T) {
 			}
 		}
 		assert.Len(t, s.hold.started, 0, "no other shard started again")
+
+		// Every run in the victim's directed topic adopted, the topic is
+		// deleted (DirectForgetAfter after its last heartbeat) and no
+		// runner consumes it any more.
+		victimTopic := s.h.b.names.Direct(victim)
+		adm := kadm.NewClient(s.h.client)
+		require.Eventually(t, func() bool {
+			ends, err := adm.ListEndOffsets(context.Background(), victimTopic)
+			return err == nil && errors.Is(ends.Error(), kerr.UnknownTopicOrPartition)
+		}, wait, 100*time.Millisecond, "the directed topic %s of the crashed %s is never deleted", victimTopic, victim)
+		for _, id := range rest {
+			require.Eventually(t, func() bool {
+				return !slices.Contains(s.runners[id].consumer.GetConsumeTopics(), victimTopic)
+			}, wait, 100*time.Millisecond, "runner %s still consumes %s", id, victimTopic)
+		}
 	})
 }

@@ -91,17 +91,40 @@ func (r *Runner) startRouting(ctx context.Context, run *lifecycle.Run) error {
 // It stops consuming a member's topic when the member is live again or is
 // no longer listed. Every live member of the pool adopts the topic; the
 // consumer group gives its partition to one of them.
+//
+// A departed member's topic that the group has drained is deleted
+// DirectForgetAfter after its last heartbeat (forget.go), and no longer
+// adopted unless the member is live again.
 func (r *Runner) adoptLoop(ctx context.Context) {
 	tick := time.NewTicker(r.cfg.AnnounceInterval)
 	defer tick.Stop()
 	adopted := map[string]bool{}
+	deleted := map[string]bool{}
+	var lastForget time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		adopt, leave := adoptChanges(r.directory.All(), r.cfg.Pool, r.cfg.ID, adopted)
+		members := r.directory.All()
+		if now := r.cfg.Now(); now.Sub(lastForget) >= min(forgetEvery, r.cfg.DirectForgetAfter) {
+			lastForget = now
+			gone, err := r.forgetDirect(ctx, kadm.NewClient(r.consumer), forgettable(members, r.cfg.Pool, r.cfg.ID, now, r.cfg.DirectForgetAfter))
+			if err != nil && ctx.Err() == nil {
+				r.log.Warn("directed topics of executors that left not deleted; trying again", "err", err)
+			}
+			for _, id := range gone {
+				deleted[id] = true
+			}
+		}
+		members = slices.DeleteFunc(members, func(m discovery.Member) bool {
+			if m.State == discovery.Live {
+				delete(deleted, m.ID)
+			}
+			return deleted[m.ID]
+		})
+		adopt, leave := adoptChanges(members, r.cfg.Pool, r.cfg.ID, adopted)
 		for _, id := range adopt {
 			adopted[id] = true
 			r.consumer.AddConsumeTopics(r.cfg.Topics.Direct(id))

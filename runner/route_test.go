@@ -110,6 +110,7 @@ func newRouteSetup(t *testing.T) *routeSetup {
 			c.AnnounceInterval = 200 * time.Millisecond
 			c.Directory = dir
 			c.RouteDelay = 100 * time.Millisecond
+			c.DirectForgetAfter = 3 * time.Second
 			c.Handlers = map[string]target.Handler{"hold": s.hold, "quick": quick{}, "record": s.calls.handler(id), "fail-shard-1": failShard1{}, "flaky-shard-1": flakyShard1{}}
 		})
 	}
