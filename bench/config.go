@@ -87,6 +87,9 @@ type Config struct {
 	EffectDuration time.Duration `json:"effect_duration"`
 	// PayloadBytes of each job's payload. Default 64.
 	PayloadBytes int `json:"payload_bytes"`
+	// Splay: herd only: spread the herd's runs over this window after its
+	// instant (JobSpec.splay; loadgen.Workload.Splay). Zero: none.
+	Splay time.Duration `json:"splay,omitempty"`
 	// BaselineDuration is how long each of the BaselineSamples
 	// measurements of K, R and C lasts, after a discarded warm-up of half
 	// as long (so the baselines take 3.5 × it each). Default 10s.
@@ -206,6 +209,9 @@ func (c Config) Validate() error {
 	}
 	if c.Dispatchers < 1 || c.Runners < 1 {
 		bad("dispatchers %d, runners %d: need at least one of each", c.Dispatchers, c.Runners)
+	}
+	if c.Splay != 0 && c.Scenario != "herd" {
+		bad("splay %s: only the herd scenario is splayed", c.Splay)
 	}
 	if c.Target != "http" && c.Target != "noop" {
 		bad("target %q: want http or noop", c.Target)

@@ -179,7 +179,7 @@ func (b *Bench) runQueue(ctx context.Context, cfg *Config, ns Namespace, name st
 	sys.Effects = ds.Effects()
 	sys.Series = Series(p.rec.Samples(), from)
 	sys.hist = hist
-	sys.rates(plan, counts, from, to)
+	sys.rates(plan, counts, p.rec.Starts(), from, to)
 	sys.Notes = append(sys.Notes, q.note())
 	return sys, nil
 }

@@ -141,6 +141,9 @@ type System struct {
 	// (0 when some never started), and that drain as runs/s.
 	HerdDrainSeconds float64 `json:"herd_drain_seconds,omitempty"`
 	HerdDrainPerSec  float64 `json:"herd_drain_per_sec,omitempty"`
+	// HerdPeakStartsPerSec: a herd's most runs started in one second,
+	// which a splay (WorkloadInfo.SplayMs) lowers.
+	HerdPeakStartsPerSec int `json:"herd_peak_starts_per_sec,omitempty"`
 	// Crash: what was killed and how long until latency recovered.
 	Crash []CrashEvent `json:"crash,omitempty"`
 	// Dags: chaos: what became of the DAG runs due in the window.
@@ -215,6 +218,8 @@ type WorkloadInfo struct {
 	PeriodMs     int64     `json:"interval_period_ms,omitempty"`
 	PlannedRate  float64   `json:"planned_triggers_per_sec"`
 	HerdAt       time.Time `json:"herd_at,omitzero"`
+	// SplayMs: the herd's splay window (a herd of yearly crons then).
+	SplayMs      int64     `json:"splay_ms,omitempty"`
 	WindowFrom   time.Time `json:"window_from"`
 	WindowTo     time.Time `json:"window_to"`
 	Target       string    `json:"target"`

@@ -179,13 +179,20 @@ func (b *Bench) Run(ctx context.Context) (string, *Report, error) {
 }
 
 // rates sets how fast the system ran the window [from, to): for a herd
-// the drain time and rate (when nothing was lost), else the runs of the
-// window that started during it, per second.
-func (s *System) rates(plan *loadgen.Plan, counts loadgen.Counts, from, to time.Time) {
+// the drain time and rate (when nothing was lost) and the most runs started
+// in one second, else the runs of the window that started during it, per
+// second. starts are the window's runs' first starts, unix ms, in order.
+func (s *System) rates(plan *loadgen.Plan, counts loadgen.Counts, starts []int64, from, to time.Time) {
 	if plan.Herd() {
+		s.HerdPeakStartsPerSec = peakPerSecond(starts)
 		if counts.Lost == 0 && counts.Expected > 0 {
+			// The latest start's lateness, counted from the herd's instant
+			// (a splayed run's latency counts from its splayed instant).
 			s.HerdDrainSeconds = s.Trigger.MaxMs / 1000
-			s.HerdDrainPerSec = float64(counts.Expected) / s.HerdDrainSeconds
+			if plan.Splay > 0 && len(starts) > 0 {
+				s.HerdDrainSeconds = float64(starts[len(starts)-1]-plan.HerdAt.UnixMilli()) / 1000
+			}
+			s.HerdDrainPerSec = safeDiv(float64(counts.Expected), s.HerdDrainSeconds)
 		}
 		return
 	}
@@ -225,7 +232,7 @@ func safeDiv(a, b float64) float64 {
 
 // plan builds the workload of a scenario with the job id prefix prefix.
 func (b *Bench) plan(cfg Config, prefix, url string) (*loadgen.Plan, error) {
-	w := loadgen.Workload{Prefix: prefix, Jobs: cfg.Jobs, Rate: cfg.Rate, Duration: cfg.Duration, Mix: cfg.Mix,
+	w := loadgen.Workload{Prefix: prefix, Jobs: cfg.Jobs, Rate: cfg.Rate, Duration: cfg.Duration, Mix: cfg.Mix, Splay: cfg.Splay,
 		PayloadBytes: cfg.PayloadBytes, Start: b.Now().Add(cfg.Lead)}
 	if cfg.Target == "noop" {
 		w.Target.Handler = "noop"
@@ -507,7 +514,7 @@ func (b *Bench) sampleMemory(ctx context.Context, cfg Config, procs *Processes, 
 // workloadInfo describes the registered plan and its window.
 func workloadInfo(plan *loadgen.Plan, from, to time.Time, regSecs float64) WorkloadInfo {
 	wl := WorkloadInfo{Jobs: plan.Jobs, IntervalJobs: plan.IntervalJobs, CronJobs: plan.CronJobs, AtJobs: plan.AtJobs,
-		PeriodMs: plan.Period.Milliseconds(), PlannedRate: plan.PlannedRate, HerdAt: plan.HerdAt, WindowFrom: from, WindowTo: to,
+		PeriodMs: plan.Period.Milliseconds(), PlannedRate: plan.PlannedRate, HerdAt: plan.HerdAt, SplayMs: plan.Splay.Milliseconds(), WindowFrom: from, WindowTo: to,
 		Target: plan.Target.URL + plan.Target.Handler, PayloadBytes: plan.PayloadBytes, RegisterSeconds: regSecs}
 	if plan.Target.URL != "" {
 		wl.Target = "HTTP POST to the counting downstream"
@@ -576,7 +583,7 @@ func tally(sys *System, run *sundialRun, rec *loadgen.Recorder, mem, runnerMem *
 	}
 	sys.Series = Series(rec.Samples(), from)
 	sys.hist = hist
-	sys.rates(plan, counts, from, to)
+	sys.rates(plan, counts, rec.Starts(), from, to)
 	gc := gen.Counters()
 	if gc.RunRecordsCreateTime > 0 {
 		sys.Notes = append(sys.Notes, fmt.Sprintf("%d run records carried CreateTime instead of LogAppendTime", gc.RunRecordsCreateTime))
@@ -888,4 +895,17 @@ func targets(cfg Config, r *Report) []Target {
 	}
 	scenarioNamed(cfg.Scenario).targets(cfg, r, s, add)
 	return out
+}
+
+// peakPerSecond is the most instants of starts (unix ms, in order) within
+// one second of each other.
+func peakPerSecond(starts []int64) int {
+	peak, lo := 0, 0
+	for hi, t := range starts {
+		for starts[lo] <= t-1000 {
+			lo++
+		}
+		peak = max(peak, hi-lo+1)
+	}
+	return peak
 }

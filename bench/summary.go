@@ -229,6 +229,12 @@ func resultRows(systems []System, herd bool) []resultRow {
 			}
 			return fmt.Sprintf("%.2f s (%.0f runs/s)", s.HerdDrainSeconds, s.HerdDrainPerSec)
 		})
+		row("most runs started in one second", func(s System) string {
+			if s.HerdPeakStartsPerSec == 0 {
+				return "-"
+			}
+			return fmt.Sprint(s.HerdPeakStartsPerSec)
+		})
 	}
 	return rows
 }

@@ -311,6 +311,21 @@ func (r *Recorder) Trigger() *hdrhistogram.Histogram {
 	return h
 }
 
+// Starts returns when the runs due in the window first started (the first
+// STARTED of attempt 1), unix ms, in order.
+func (r *Recorder) Starts() []int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []int64
+	for k, s := range r.runs {
+		if s.startMs > 0 && r.inWindow(k.DueMs) {
+			out = append(out, s.startMs)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Dispatch returns the dispatch latency histogram (µs) of the runs due in
 // the window that were written to Kafka.
 func (r *Recorder) Dispatch() *hdrhistogram.Histogram {

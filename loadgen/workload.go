@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -126,6 +127,13 @@ type Workload struct {
 	// HerdAt, when set, makes a herd: every job is a one-off due at this
 	// instant (millisecond precision), and Rate and Mix are not used.
 	HerdAt time.Time
+	// Splay, for a herd, asks for its runs to be spread over this window
+	// after the herd's instant (JobSpec.splay, at most jobspec.MaxSplay).
+	// Splay applies to recurring schedules only, so a splayed herd is of
+	// cron jobs that fall due once, at HerdAt rounded up to a whole second
+	// (a six-field expression naming its second, minute, hour, day and
+	// month), instead of one-offs.
+	Splay time.Duration
 	// Target of every job. Required.
 	Target Target
 	// Team is the owner_team of the jobs. Default "loadgen".
@@ -188,7 +196,19 @@ func NewPlan(w Workload) (*Plan, error) {
 		}
 		p.HerdAt = w.HerdAt.Truncate(time.Millisecond).UTC()
 		p.AtJobs = w.Jobs
+		if w.Splay > 0 {
+			if err := checkSplay(w.Splay); err != nil {
+				return nil, err
+			}
+			// A cron fires on whole seconds.
+			if t := p.HerdAt.Truncate(time.Second); !t.Equal(p.HerdAt) {
+				p.HerdAt = t.Add(time.Second)
+			}
+		}
 		return p, nil
+	}
+	if w.Splay != 0 {
+		bad("splay %s: only a herd is splayed", w.Splay)
 	}
 	if err := w.Mix.validate(); err != nil {
 		errs = append(errs, fmt.Errorf("workload: %w", err))
@@ -348,6 +368,13 @@ func (p *Plan) Spec(i int) *sundialv1.JobSpec {
 				Ambiguous:   sundialv1.AmbiguousTimePolicy_AMBIGUOUS_TIME_POLICY_FIRST,
 			},
 		}
+	case p.Herd() && p.Splay > 0:
+		// Once a year, at the herd's instant; splayed.
+		t := p.HerdAt
+		spec.Schedule = &sundialv1.Schedule{TimeZone: "UTC", Kind: &sundialv1.Schedule_Cron{Cron: &sundialv1.Cron{
+			Expression: fmt.Sprintf("%d %d %d %d %d *", t.Second(), t.Minute(), t.Hour(), t.Day(), int(t.Month())),
+		}}}
+		spec.Splay = durationpb.New(p.Splay)
 	default:
 		spec.Schedule = &sundialv1.Schedule{TimeZone: "UTC", Kind: &sundialv1.Schedule_At{At: &sundialv1.At{
 			Time: timestamppb.New(p.atTime(i - p.IntervalJobs - p.CronJobs)),
@@ -436,4 +463,13 @@ func ceilDiv(a, b int64) int64 {
 		q++
 	}
 	return q
+}
+
+// checkSplay checks a herd's splay window: whole milliseconds up to
+// jobspec.MaxSplay, as JobSpec.splay.
+func checkSplay(d time.Duration) error {
+	if d%time.Millisecond != 0 || d > jobspec.MaxSplay {
+		return fmt.Errorf("workload: splay %s: must be whole milliseconds up to %s", d, jobspec.MaxSplay)
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -267,4 +268,36 @@ func TestSpecMisfire(t *testing.T) {
 			require.Equal(t, m, p.Spec(i).GetSchedule().GetMisfirePolicy(), "job %d (%s)", i, p.Kind(i))
 		}
 	}
+}
+
+// TestSplayedHerd: a splayed herd is of valid crons that fall due once, at
+// the herd's instant rounded up to a whole second, with the splay window;
+// a splay is refused on a steady workload and beyond jobspec.MaxSplay.
+func TestSplayedHerd(t *testing.T) {
+	at := time.Date(2026, 11, 29, 8, 15, 30, 250e6, time.UTC)
+	p, err := NewPlan(Workload{Prefix: "h", Jobs: 3, HerdAt: at, Splay: 30 * time.Second, Target: Target{Handler: "noop"}})
+	require.NoError(t, err)
+	want := time.Date(2026, 11, 29, 8, 15, 31, 0, time.UTC)
+	assert.Equal(t, want, p.HerdAt)
+	spec := p.Spec(2)
+	assert.Equal(t, "31 15 8 29 11 *", spec.GetSchedule().GetCron().GetExpression())
+	assert.Equal(t, 30*time.Second, spec.GetSplay().AsDuration())
+	assert.Empty(t, jobspec.Validate(spec))
+	s, errs := jobspec.CompileSchedule(spec.GetSchedule(), at.Add(-time.Hour))
+	require.Empty(t, errs)
+	next, ok := s.Next(at.Add(-time.Minute))
+	require.True(t, ok)
+	assert.Equal(t, want, next, "the cron falls due at the herd's instant")
+	for _, r := range slices.Collect(p.Expected(p.HerdAt, p.HerdAt.Add(time.Millisecond))) {
+		assert.Equal(t, want.UnixMilli(), r.DueMs)
+	}
+
+	unsplayed, err := NewPlan(Workload{Prefix: "h", Jobs: 3, HerdAt: at, Target: Target{Handler: "noop"}})
+	require.NoError(t, err)
+	assert.NotNil(t, unsplayed.Spec(0).GetSchedule().GetAt(), "without a splay a herd stays one-offs")
+
+	_, err = NewPlan(Workload{Prefix: "h", Jobs: 3, HerdAt: at, Splay: 2 * time.Hour, Target: Target{Handler: "noop"}})
+	assert.ErrorContains(t, err, "splay 2h0m0s")
+	_, err = NewPlan(Workload{Prefix: "h", Jobs: 3, Rate: 1, Duration: time.Minute, Splay: time.Second, Target: Target{Handler: "noop"}})
+	assert.ErrorContains(t, err, "only a herd is splayed")
 }
