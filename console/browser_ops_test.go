@@ -1,0 +1,180 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/chromedp/chromedp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sundialhq/sundial/apiserver"
+	"github.com/sundialhq/sundial/embedded"
+	"github.com/sundialhq/sundial/runner/target"
+	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
+	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+)
+
+// gate is an in-process handler that holds its runs until the test opens
+// it, so that a page can be shown while a DAG's nodes are still running.
+type gate struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (g *gate) open() { g.once.Do(func() { close(g.ch) }) }
+
+func (g *gate) handler() target.Handler {
+	return target.HandlerFunc(func(ctx context.Context, _ *sundialv1.Run) error {
+		select {
+		case <-g.ch:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+}
+
+// opsConsole is `sundial dev`'s pipeline with the console behind a proxy
+// that mounts it under /sundial/, and one Chromium, as in
+// TestConsoleInABrowser.
+type opsConsole struct {
+	b    *browser
+	p    *embedded.Pipeline
+	gate *gate
+}
+
+const gatedDag = "dev.gated-dag"
+
+func startOpsConsole(t *testing.T, ctx context.Context) *opsConsole {
+	t.Helper()
+	exe := chromium(t)
+	g := &gate{ch: make(chan struct{})}
+	handlers := embedded.SampleHandlers()
+	handlers["test.gate"] = g.handler()
+	p, err := embedded.New(embedded.Config{Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler),
+		Handlers: handlers, APIAddr: "127.0.0.1:0",
+		APITokens: []string{"*:admin:" + adminToken, "dev:operator:" + operatorToken, "dev:viewer:" + viewerToken}})
+	require.NoError(t, err)
+	require.NoError(t, p.Start(ctx))
+	t.Cleanup(p.Stop)
+	t.Cleanup(g.open) // a held run must not hold the pipeline's stop
+	_, err = p.LoadSamples(ctx)
+	require.NoError(t, err)
+
+	upstream, err := url.Parse(p.APIURL())
+	require.NoError(t, err)
+	proxy := httptest.NewServer(http.StripPrefix("/sundial", httputil.NewSingleHostReverseProxy(upstream)))
+	t.Cleanup(proxy.Close)
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true))...)
+	t.Cleanup(cancelAlloc)
+	root, cancelRoot := chromedp.NewContext(alloc)
+	t.Cleanup(cancelRoot)
+	require.NoError(t, chromedp.Do(root), "start Chromium at %s", exe)
+	return &opsConsole{b: &browser{t: t, ctx: root, base: proxy.URL + "/sundial/console/"}, p: p, gate: g}
+}
+
+func (c *opsConsole) runs(token string) apiv1connect.RunServiceClient {
+	return apiv1connect.NewRunServiceClient(http.DefaultClient, c.p.APIURL(), connect.WithInterceptors(apiserver.BearerToken(token)))
+}
+
+func (c *opsConsole) dags(token string) apiv1connect.DagServiceClient {
+	return apiv1connect.NewDagServiceClient(http.DefaultClient, c.p.APIURL(), connect.WithInterceptors(apiserver.BearerToken(token)))
+}
+
+// TestConsoleOpsInABrowser drives the console's operations pages in a
+// real headless Chromium against `sundial dev`'s pipeline: the runs
+// explorer and its live stream, the DAG pages, bulk actions, and an
+// accessibility scan of each main page.
+func TestConsoleOpsInABrowser(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
+	defer cancel()
+	c := startOpsConsole(t, ctx)
+	b := c.b
+
+	t.Run("live runs arrive without a reload, and pause stops them", func(t *testing.T) {
+		tab := b.tab(t, operatorToken)
+		b.open(t, tab, "#/runs?team=dev", "runs")
+		eventually(t, tab, `document.querySelectorAll('#results [data-run-id]').length > 0`, "the team's runs are not listed")
+		eval[bool](t, tab, `window.sameDocument = true`)
+		eventually(t, tab, `document.querySelector('section.live').dataset.live === 'on'`, "the live stream did not open")
+		// The sample cron job runs every five seconds: its changes stream
+		// in while the page stays as it is.
+		eventually(t, tab, `window.sameDocument === true && document.querySelectorAll('#live tr[data-live-run^="dev.hello-cron@"]').length >= 2`,
+			"no live run change arrived without a reload")
+		screenshot(t, tab, "explorer")
+
+		require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.ID("live-toggle"))))
+		eventually(t, tab, `document.querySelector('section.live').dataset.live === 'paused'`, "the stream did not pause")
+		assert.Equal(t, "true", eval[string](t, tab, `document.getElementById('live-toggle').getAttribute('aria-pressed')`))
+		shown := eval[int](t, tab, `document.querySelectorAll('#live tr').length`)
+		paused := time.Now()
+		// Wait, on the API, for two runs of the cron job that succeeded
+		// after the pause: a live stream would have shown them.
+		runs := c.runs(operatorToken)
+		require.Eventually(t, func() bool {
+			resp, err := runs.ListRuns(ctx, connect.NewRequest(&apiv1.ListRunsRequest{JobId: "dev.hello-cron",
+				States: []apiv1.RunAttemptState{apiv1.RunAttemptState_RUN_ATTEMPT_STATE_SUCCEEDED}, PageSize: 10}))
+			if err != nil {
+				return false
+			}
+			n := 0
+			for _, a := range resp.Msg.GetAttempts() {
+				if a.GetStartTime().AsTime().After(paused.Add(time.Second)) {
+					n++
+				}
+			}
+			return n >= 2
+		}, 3*time.Minute, 500*time.Millisecond, "the cron job ran no more after the pause")
+		assert.Equal(t, shown, eval[int](t, tab, `document.querySelectorAll('#live tr').length`), "changes arrived while paused")
+		assert.True(t, eval[bool](t, tab, `window.sameDocument === true`))
+
+		// Resume: the stream opens again and the list is read again.
+		require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.ID("live-toggle"))))
+		eventually(t, tab, fmt.Sprintf(`document.querySelectorAll('#live tr').length > %d`, shown), "no change after resuming")
+
+		// The filters live in the URL and are answered by the server.
+		b.open(t, tab, "#/runs?team=dev&error=on%20purpose", "runs")
+		eventuallyShowing(t, tab, `document.querySelectorAll('#results [data-run-id]').length > 0`, `document.getElementById('results').textContent`,
+			"no run failed with the flaky job's error")
+		jobs := eval[[]string](t, tab, `[...document.querySelectorAll('#results tbody tr td:nth-child(2)')].map((td) => td.textContent)`)
+		for _, j := range jobs {
+			assert.Equal(t, "dev.flaky", j, "the error filter keeps only the flaky job's attempts")
+		}
+		assert.Equal(t, "on purpose", eval[string](t, tab, `document.getElementById('f-error').value`))
+	})
+
+}
+
+// eventuallyShowing is eventually, and on failure says what show (a
+// JavaScript expression) last evaluated to.
+func eventuallyShowing(t *testing.T, ctx context.Context, js, show, msg string) {
+	t.Helper()
+	var last string
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js, chromedp.EvalAwaitPromise))
+		if err == nil && ok {
+			return
+		}
+		last, _ = chromedp.Run(ctx, chromedp.Evaluate[string](show, chromedp.EvalAwaitPromise))
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("%s; the page shows: %s", msg, last)
+}
