@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sundialhq/sundial/apiserver"
 	"github.com/sundialhq/sundial/embedded"
@@ -160,6 +161,75 @@ func TestConsoleOpsInABrowser(t *testing.T) {
 		assert.Equal(t, "on purpose", eval[string](t, tab, `document.getElementById('f-error').value`))
 	})
 
+	t.Run("DAG nodes turn green live", func(t *testing.T) {
+		inline := func(handler string) *sundialv1.DagNode_Inline {
+			return &sundialv1.DagNode_Inline{Inline: &sundialv1.JobSpec{Timeout: durationpb.New(10 * time.Minute),
+				Target: &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: handler}}}}}
+		}
+		require.NoError(t, c.p.ApplyDag(ctx, &sundialv1.DagSpec{Id: gatedDag, OwnerTeam: "dev", Description: "held by the test's gate",
+			Schedule: &sundialv1.Schedule{TimeZone: "UTC", Kind: &sundialv1.Schedule_Interval{Interval: &sundialv1.Interval{Every: durationpb.New(15 * time.Second)}}},
+			Nodes: []*sundialv1.DagNode{
+				{Id: "wait", Job: inline("test.gate")},
+				{Id: "after", Parents: []string{"wait"}, Job: inline(embedded.HandlerHello)},
+				{Id: "last", Parents: []string{"after"}, Job: inline(embedded.HandlerHello)},
+			}}))
+		// A run of the DAG whose first node is held.
+		dags := c.dags(viewerToken)
+		var held string
+		require.Eventually(t, func() bool {
+			resp, err := dags.ListDagRuns(ctx, connect.NewRequest(&apiv1.ListDagRunsRequest{DagId: gatedDag, Limit: 5}))
+			if err != nil || len(resp.Msg.GetDagRuns()) == 0 {
+				return false
+			}
+			id := resp.Msg.GetDagRuns()[len(resp.Msg.GetDagRuns())-1].GetDagRunId()
+			run, err := dags.GetDagRun(ctx, connect.NewRequest(&apiv1.GetDagRunRequest{DagRunId: id}))
+			if err != nil || run.Msg.GetDagRun().GetNodes()[0].GetPhase() != "running" {
+				return false
+			}
+			held = id
+			return true
+		}, 3*time.Minute, 250*time.Millisecond, "no run of %s started its first node", gatedDag)
+
+		tab := b.tab(t, viewerToken)
+		b.open(t, tab, "#/dagrun/"+url.PathEscape(held), "dagrun")
+		eventually(t, tab, `document.querySelectorAll('#dag-graph g.node').length === 3`, "the DAG run's graph is not drawn")
+		assert.Equal(t, "running", eval[string](t, tab, `document.querySelector('#dag-graph g[data-node="wait"]').dataset.phase`))
+		assert.Equal(t, "waiting", eval[string](t, tab, `document.querySelector('#dag-graph g[data-node="last"]').dataset.phase`))
+		eventually(t, tab, `document.getElementById('dag-live-status').textContent.startsWith('Live since')`, "the DAG run page is not live")
+		eval[bool](t, tab, `window.sameDocument = true`)
+		c.gate.open()
+		eventually(t, tab, `window.sameDocument === true && [...document.querySelectorAll('#dag-graph g.node')].every((g) => g.dataset.phase === 'succeeded')`,
+			"the DAG run's nodes did not all turn green without a reload")
+		screenshot(t, tab, "dag-run")
+
+		b.open(t, tab, "#/dags", "dags")
+		eventually(t, tab, fmt.Sprintf(`[...document.querySelectorAll('#results a')].some((a) => a.textContent === %q)`, gatedDag), "the DAG is not listed")
+		b.open(t, tab, "#/dags/"+gatedDag, "dag")
+		eventually(t, tab, `document.querySelectorAll('#dag-grid tbody tr').length > 0 && document.querySelectorAll('#dag-grid td.phase-succeeded').length > 0`,
+			"the runs × nodes grid shows no succeeded node")
+		assert.Equal(t, []string{"Due", "Status", "wait", "after", "last"}, eval[[]string](t, tab, `[...document.querySelectorAll('#dag-grid th')].map((th) => th.textContent)`))
+		screenshot(t, tab, "dag")
+	})
+
+	t.Run("the DAG editor draws the graph as the definition is typed", func(t *testing.T) {
+		tab := b.tab(t, adminToken)
+		b.open(t, tab, "#/dagedit", "dagedit")
+		eventually(t, tab, `document.querySelectorAll('#dag-graph g.node').length === 4`, "the example's graph is not drawn")
+		// Typing a fifth node that follows "publish" draws it at once.
+		eval[bool](t, tab, `(() => { const a = document.getElementById('dag-spec'); const s = JSON.parse(a.value);
+			s.nodes.push({id: 'notify', jobId: 'team.notify', parents: ['publish']}); a.value = JSON.stringify(s, null, 2);
+			return a.dispatchEvent(new Event('input')); })()`)
+		assert.Equal(t, 5, eval[int](t, tab, `document.querySelectorAll('#dag-graph g.node').length`))
+		screenshot(t, tab, "dag-editor")
+		// A cycle is named before anything is sent.
+		eval[bool](t, tab, `(() => { const a = document.getElementById('dag-spec'); const s = JSON.parse(a.value);
+			s.nodes[0].parents = ['notify']; a.value = JSON.stringify(s); return a.dispatchEvent(new Event('input')); })()`)
+		assert.Contains(t, eval[string](t, tab, `document.getElementById('dag-problems').textContent`), "a cycle runs through")
+		// Text that is not JSON yet keeps the last graph and says so.
+		eval[bool](t, tab, `(() => { const a = document.getElementById('dag-spec'); a.value = '{"nodes": [';
+			return a.dispatchEvent(new Event('input')); })()`)
+		assert.Contains(t, eval[string](t, tab, `document.getElementById('dag-problems').textContent`), "Not JSON yet")
+	})
 }
 
 // eventuallyShowing is eventually, and on failure says what show (a

@@ -10,6 +10,7 @@ import {overview} from './pages/overview.js';
 import {jobs, job} from './pages/jobs.js';
 import {run} from './pages/runs.js';
 import {explorer} from './pages/explorer.js';
+import {dags, dag, dagRun, dagEdit} from './pages/dags.js';
 import {deadLetters} from './pages/dlq.js';
 import {cluster} from './pages/cluster.js';
 
@@ -46,6 +47,9 @@ const pages = {
   overview: () => overview,
   jobs: (r) => (r.parts[1] ? job : jobs),
   runs: (r) => (r.parts[1] ? run : explorer),
+  dags: (r) => (r.parts[1] ? dag : dags),
+  dagrun: () => dagRun,
+  dagedit: () => dagEdit,
   dlq: () => deadLetters,
   cluster: () => cluster,
 };

@@ -70,6 +70,7 @@ function runBody(ctx, r, last, status) {
     h('dl', {class: 'props'},
       h('dt', {}, 'Job'), h('dd', {}, h('a', {href: `#/jobs/${encodeURIComponent(r.jobId)}`}, r.jobId)),
       h('dt', {}, 'Team'), h('dd', {}, r.ownerTeam),
+      dagRunOf(r.runId) ? [h('dt', {}, 'DAG run'), h('dd', {}, h('a', {href: `#/dagrun/${encodeURIComponent(dagRunOf(r.runId))}`}, dagRunOf(r.runId)))] : null,
       h('dt', {}, 'Due'), h('dd', {}, `${fmt.time(r.dueTime, 'UTC')} · ${fmt.time(r.dueTime)}`),
       h('dt', {}, 'State'), h('dd', {}, last ? stateTag(fmt.enumName(last.state, 'RUN_ATTEMPT_STATE_')) : '–')),
     acts.length ? h('div', {class: 'actions'}, acts) : null,
@@ -125,6 +126,13 @@ export function lateness(r) {
   const retries = (r.attempts || []).length - 1;
   if (retries > 0) out.push(h('p', {}, `It took ${retries + 1} attempts; each retry waited its backoff before its own due time (see Attempts).`));
   return out;
+}
+
+// dagRunOf is the DAG run a node's run belongs to (dag run id + "/" +
+// node id), or "" for a job's run.
+function dagRunOf(runId) {
+  const i = runId.indexOf('/');
+  return i > 0 && runId.indexOf('@') < i ? runId.slice(0, i) : '';
 }
 
 // replayAction replays a dead run from the dead-letter topic: a dry run
