@@ -230,6 +230,57 @@ func TestConsoleOpsInABrowser(t *testing.T) {
 			return a.dispatchEvent(new Event('input')); })()`)
 		assert.Contains(t, eval[string](t, tab, `document.getElementById('dag-problems').textContent`), "Not JSON yet")
 	})
+
+	t.Run("a bulk pause previews its count, and pauses exactly those jobs", func(t *testing.T) {
+		jobs := apiv1connect.NewJobServiceClient(http.DefaultClient, c.p.APIURL(), connect.WithInterceptors(apiserver.BearerToken(operatorToken)))
+		found, err := jobs.SearchJobs(ctx, connect.NewRequest(&apiv1.SearchJobsRequest{Text: "dev.", Page: &apiv1.PageRequest{Size: 100}}))
+		require.NoError(t, err)
+		var want []string
+		for _, j := range found.Msg.GetJobs() {
+			want = append(want, j.GetSpec().GetId())
+		}
+		require.NotEmpty(t, want)
+		tab := b.tab(t, operatorToken)
+		b.open(t, tab, "#/jobs?text=dev.", "jobs")
+		require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.ID("bulk-link"))))
+		eventually(t, tab, `document.getElementById('bulk-count') !== null`, "the bulk page shows no preview")
+		assert.Equal(t, fmt.Sprint(len(want)), eval[string](t, tab, `document.getElementById('bulk-count').dataset.count`), "the preview's count")
+		assert.ElementsMatch(t, want, eval[[]string](t, tab, `[...document.querySelectorAll('#bulk-preview tbody tr td:first-child')].map((td) => td.textContent)`))
+		screenshot(t, tab, "bulk")
+		phrase := fmt.Sprintf("pause %d jobs", len(want))
+		// A wrong phrase does nothing.
+		require.NoError(t, chromedp.Do(tab,
+			chromedp.SendKeys(chromedp.ID("bulk-confirm-text"), "pause them all"),
+			chromedp.Click(chromedp.ID("bulk-confirm")),
+			chromedp.WaitVisible(chromedp.CSS(`#action-status [role="alert"]`))))
+		paused := func() int {
+			n := 0
+			for _, id := range want {
+				resp, err := jobs.GetJob(ctx, connect.NewRequest(&apiv1.GetJobRequest{Id: id}))
+				require.NoError(t, err)
+				if resp.Msg.GetJob().GetState() == apiv1.DefinitionState_DEFINITION_STATE_PAUSED {
+					n++
+				}
+			}
+			return n
+		}
+		assert.Zero(t, paused(), "a wrong phrase paused jobs")
+		eval[string](t, tab, `document.getElementById('bulk-confirm-text').value = ''`)
+		require.NoError(t, chromedp.Do(tab,
+			chromedp.SendKeys(chromedp.ID("bulk-confirm-text"), phrase),
+			chromedp.Click(chromedp.ID("bulk-confirm")),
+			chromedp.WaitVisible(chromedp.ID("bulk-done"))))
+		assert.Equal(t, len(want), paused())
+		// And back: a bulk resume of the same search.
+		b.open(t, tab, "#/bulk?action=resume&text=dev.", "bulk")
+		eventually(t, tab, fmt.Sprintf(`document.getElementById('bulk-count') !== null && document.getElementById('bulk-count').dataset.count === '%d'`, len(want)),
+			"the resume preview does not count the paused jobs")
+		require.NoError(t, chromedp.Do(tab,
+			chromedp.SendKeys(chromedp.ID("bulk-confirm-text"), fmt.Sprintf("resume %d jobs", len(want))),
+			chromedp.Click(chromedp.ID("bulk-confirm")),
+			chromedp.WaitVisible(chromedp.ID("bulk-done"))))
+		assert.Zero(t, paused())
+	})
 }
 
 // eventuallyShowing is eventually, and on failure says what show (a

@@ -11,6 +11,7 @@ import {jobs, job} from './pages/jobs.js';
 import {run} from './pages/runs.js';
 import {explorer} from './pages/explorer.js';
 import {dags, dag, dagRun, dagEdit} from './pages/dags.js';
+import {bulk} from './pages/bulk.js';
 import {deadLetters} from './pages/dlq.js';
 import {cluster} from './pages/cluster.js';
 
@@ -50,6 +51,7 @@ const pages = {
   dags: (r) => (r.parts[1] ? dag : dags),
   dagrun: () => dagRun,
   dagedit: () => dagEdit,
+  bulk: () => bulk,
   dlq: () => deadLetters,
   cluster: () => cluster,
 };

@@ -24,10 +24,20 @@ export const jobs = {
           ['', 'any'], ['SCHEDULE_KIND_CRON', 'cron'], ['SCHEDULE_KIND_INTERVAL', 'interval'], ['SCHEDULE_KIND_AT', 'at'],
           ['SCHEDULE_KIND_DELAY', 'delay'], ['SCHEDULE_KIND_IMMEDIATE', 'immediate'], ['SCHEDULE_KIND_NONE', 'none']])),
       ]),
+      bulkLink(ctx),
       results);
     return () => loadInto(results, () => listJobs(ctx));
   },
 };
+
+// bulkLink leads an operator to the bulk actions on this page's search.
+function bulkLink(ctx) {
+  const s = ctx.session;
+  if (!s.clusterAdmin && !['operator', 'admin'].includes(s.role)) return null;
+  const q = new URLSearchParams(ctx.route.query);
+  q.delete('page');
+  return h('p', {}, h('a', {href: `#/bulk?${q}`, 'data-write': 'true', id: 'bulk-link'}, 'Bulk actions on the jobs this search selects…'));
+}
 
 async function listJobs(ctx) {
   const q = ctx.route.query;
