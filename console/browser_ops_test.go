@@ -8,12 +8,15 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -281,6 +284,100 @@ func TestConsoleOpsInABrowser(t *testing.T) {
 			chromedp.WaitVisible(chromedp.ID("bulk-done"))))
 		assert.Zero(t, paused())
 	})
+
+	t.Run("every main page passes an accessibility scan", func(t *testing.T) {
+		axe, err := os.ReadFile(filepath.Join("testdata", "axe.min.js"))
+		require.NoError(t, err)
+		check := func(tab context.Context, name string) {
+			for _, v := range scanAccessibility(t, tab, string(axe)) {
+				for _, n := range v.Nodes {
+					t.Errorf("%s: %s (%s, %s) at %v: %s", name, v.ID, v.Impact, v.Help, n.Target, n.HTML)
+				}
+			}
+		}
+		// The login page, before any token.
+		login, cancel := chromedp.NewContext(b.ctx)
+		defer cancel()
+		require.NoError(t, chromedp.Do(login, chromedp.Navigate(b.base), chromedp.WaitVisible(chromedp.ID("token"))))
+		check(login, "login")
+
+		tab := b.tab(t, adminToken)
+		var runID string
+		runs := c.runs(adminToken)
+		require.Eventually(t, func() bool {
+			resp, err := runs.ListRuns(ctx, connect.NewRequest(&apiv1.ListRunsRequest{JobId: "dev.flaky", PageSize: 1}))
+			if err != nil || len(resp.Msg.GetAttempts()) == 0 {
+				return false
+			}
+			runID = resp.Msg.GetAttempts()[0].GetRunId()
+			return true
+		}, 3*time.Minute, 250*time.Millisecond, "no run of dev.flaky")
+		dagRuns, err := c.dags(adminToken).ListDagRuns(ctx, connect.NewRequest(&apiv1.ListDagRunsRequest{DagId: "dev.hello-dag", Limit: 1}))
+		require.NoError(t, err)
+		pages := []struct{ fragment, id string }{
+			{"#/overview", "overview"}, {"#/jobs", "jobs"}, {"#/jobs/dev.hello-cron", "job"},
+			{"#/runs?team=dev", "runs"}, {"#/runs/" + url.PathEscape(runID), "run"},
+			{"#/dags", "dags"}, {"#/dags/dev.hello-dag", "dag"}, {"#/dagedit", "dagedit"},
+			{"#/bulk?text=dev.", "bulk"}, {"#/dlq", "dlq"}, {"#/cluster", "cluster"},
+		}
+		if len(dagRuns.Msg.GetDagRuns()) > 0 {
+			pages = append(pages, struct{ fragment, id string }{"#/dagrun/" + url.PathEscape(dagRuns.Msg.GetDagRuns()[0].GetDagRunId()), "dagrun"})
+		}
+		for _, p := range pages {
+			b.open(t, tab, p.fragment, p.id)
+			check(tab, p.fragment)
+		}
+
+		// The keyboard alone pauses and resumes the live stream: the
+		// toggle is a real button, reached with Tab.
+		b.open(t, tab, "#/runs?team=dev", "runs")
+		eventually(t, tab, `document.querySelector('section.live').dataset.live === 'on'`, "the live stream did not open")
+		reached := false
+		for range 60 {
+			require.NoError(t, chromedp.Do(tab, chromedp.KeyEvent(kb.Tab)))
+			if eval[string](t, tab, `document.activeElement.id`) == "live-toggle" {
+				reached = true
+				break
+			}
+		}
+		require.True(t, reached, "Tab never reached the live stream's toggle")
+		require.NoError(t, chromedp.Do(tab, chromedp.KeyEvent(kb.Enter)))
+		eventually(t, tab, `document.querySelector('section.live').dataset.live === 'paused'`, "Enter did not pause the stream")
+		require.NoError(t, chromedp.Do(tab, chromedp.KeyEvent(" ")))
+		eventually(t, tab, `document.querySelector('section.live').dataset.live === 'on'`, "Space did not resume the stream")
+	})
+}
+
+// axeViolation is one rule axe-core found broken, with the nodes that
+// break it.
+type axeViolation struct {
+	ID     string `json:"id"`
+	Impact string `json:"impact"`
+	Help   string `json:"help"`
+	Nodes  []struct {
+		Target []any  `json:"target"`
+		HTML   string `json:"html"`
+	} `json:"nodes"`
+}
+
+// scanAccessibility runs the vendored axe-core on the tab's page and
+// returns the serious and critical violations.
+func scanAccessibility(t *testing.T, ctx context.Context, axe string) []axeViolation {
+	t.Helper()
+	if !eval[bool](t, ctx, `typeof window.axe !== 'undefined'`) {
+		// Evaluated through the debugging protocol, as a test tool, not
+		// as a script of the page: the page's policy is unchanged.
+		_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](axe+";true"))
+		require.NoError(t, err, "load axe-core")
+	}
+	all := eval[[]axeViolation](t, ctx, `axe.run(document, {resultTypes: ['violations']}).then((r) => r.violations)`)
+	var bad []axeViolation
+	for _, v := range all {
+		if v.Impact == "serious" || v.Impact == "critical" {
+			bad = append(bad, v)
+		}
+	}
+	return bad
 }
 
 // eventuallyShowing is eventually, and on failure says what show (a

@@ -118,7 +118,9 @@ export function draw(nodes, label) {
       el('text', {x: at.x + 8, y: at.y + 17}, n.id.length > 20 ? `${n.id.slice(0, 19)}…` : n.id),
       el('text', {x: at.x + 8, y: at.y + 33, class: 'phase'}, n.phase ? n.phase.replaceAll('_', ' ') : ''));
     if (n.href) {
-      svg.append(el('a', {href: n.href, 'aria-label': text}, box));
+      // The link's name is its text (the node and its state), which
+      // keyboard and screen-reader users both get.
+      svg.append(el('a', {href: n.href}, box));
     } else {
       box.setAttribute('role', 'img');
       box.setAttribute('aria-label', text);
