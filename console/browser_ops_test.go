@@ -24,10 +24,10 @@ import (
 
 	"github.com/sundialhq/sundial/apiserver"
 	"github.com/sundialhq/sundial/embedded"
-	"github.com/sundialhq/sundial/runner/target"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/runner/target"
 )
 
 // gate is an in-process handler that holds its runs until the test opens
@@ -114,8 +114,11 @@ func TestConsoleOpsInABrowser(t *testing.T) {
 
 	t.Run("live runs arrive without a reload, and pause stops them", func(t *testing.T) {
 		tab := b.tab(t, operatorToken)
-		b.open(t, tab, "#/runs?team=dev", "runs")
-		eventually(t, tab, `document.querySelectorAll('#results [data-run-id]').length > 0`, "the team's runs are not listed")
+		// The list is read once per view (auto-refresh is off): open it
+		// again until the new pipeline has recorded runs.
+		eventually(t, tab, `(async () => { location.hash = '#/runs?team=dev&x=' + Date.now();
+			await new Promise((r) => setTimeout(r, 500));
+			return document.querySelectorAll('#results [data-run-id]').length > 0; })()`, "the team's runs are not listed")
 		eval[bool](t, tab, `window.sameDocument = true`)
 		eventually(t, tab, `document.querySelector('section.live').dataset.live === 'on'`, "the live stream did not open")
 		// The sample cron job runs every five seconds: its changes stream
@@ -154,8 +157,9 @@ func TestConsoleOpsInABrowser(t *testing.T) {
 		eventually(t, tab, fmt.Sprintf(`document.querySelectorAll('#live tr').length > %d`, shown), "no change after resuming")
 
 		// The filters live in the URL and are answered by the server.
-		b.open(t, tab, "#/runs?team=dev&error=on%20purpose", "runs")
-		eventuallyShowing(t, tab, `document.querySelectorAll('#results [data-run-id]').length > 0`, `document.getElementById('results').textContent`,
+		eventuallyShowing(t, tab, `(async () => { location.hash = '#/runs?team=dev&error=on%20purpose&x=' + Date.now();
+			await new Promise((r) => setTimeout(r, 500));
+			return document.querySelectorAll('#results [data-run-id]').length > 0; })()`, `document.getElementById('results').textContent`,
 			"no run failed with the flaky job's error")
 		jobs := eval[[]string](t, tab, `[...document.querySelectorAll('#results tbody tr td:nth-child(2)')].map((td) => td.textContent)`)
 		for _, j := range jobs {
@@ -203,6 +207,9 @@ func TestConsoleOpsInABrowser(t *testing.T) {
 		c.gate.open()
 		eventually(t, tab, `window.sameDocument === true && [...document.querySelectorAll('#dag-graph g.node')].every((g) => g.dataset.phase === 'succeeded')`,
 			"the DAG run's nodes did not all turn green without a reload")
+		// Then the DAG engine's own state, read again without a reload.
+		eventually(t, tab, `window.sameDocument === true && document.getElementById('dag-run-status').textContent === 'succeeded'`,
+			"the DAG run did not end as succeeded on the page")
 		screenshot(t, tab, "dag-run")
 
 		b.open(t, tab, "#/dags", "dags")

@@ -151,7 +151,7 @@ func TestConsoleJobsFirstPageAtScale(t *testing.T) {
 	authn, err := apiserver.ParseStaticTokens([]string{"*:admin:" + adminToken})
 	require.NoError(t, err)
 	srv, err := apiserver.New(apiserver.Config{Addr: "127.0.0.1:0", Authenticator: authn, Public: assemble.APIPublic(),
-		Services: []apiserver.Service{jobs.Service(), apiserver.ConnectService(apiv1connect.NewClusterServiceHandler, apiv1connect.ClusterServiceHandler(clusterAdminProbe{}))},
+		Services:   []apiserver.Service{jobs.Service(), apiserver.ConnectService(apiv1connect.NewClusterServiceHandler, apiv1connect.ClusterServiceHandler(clusterAdminProbe{}))},
 		Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	require.NoError(t, srv.Start(ctx))
@@ -194,7 +194,7 @@ func TestConsoleJobsFirstPageAtScale(t *testing.T) {
 		t.Logf("load %d: first page of %d jobs rendered %v after navigation, with every row's figures %v (%.0f ms by the page's clock)",
 			i+1, n, took.Round(time.Millisecond), complete.Round(time.Millisecond), inPage)
 	}
-	fmt.Printf("console scale: %d jobs: jobs list first page rendered in %v, %v, %v; with every row's figures in %v, %v, %v\n", n,
+	t.Logf("console scale: %d jobs: jobs list first page rendered in %v, %v, %v; with every row's figures in %v, %v, %v", n,
 		times[0].Round(time.Millisecond), times[1].Round(time.Millisecond), times[2].Round(time.Millisecond),
 		completes[0].Round(time.Millisecond), completes[1].Round(time.Millisecond), completes[2].Round(time.Millisecond))
 	if i := os.Getenv(updateScreenshots); i == "1" {

@@ -175,6 +175,10 @@ export const dagRun = {
       if (g && phase) {
         g.setAttribute('class', `node phase-${phase}`);
         g.dataset.phase = phase;
+        const label = g.querySelector('text.phase');
+        if (label) label.textContent = phase;
+        const title = g.querySelector('title');
+        if (title) title.textContent = `${node}: ${phase}`;
       }
       if (!timer) {
         timer = window.setTimeout(() => {

@@ -55,6 +55,7 @@ export const explorer = {
     const live = liveStream(ctx, () => loadInto(results, () => listRuns(ctx)));
     root.append(
       h('h1', {}, 'Runs'),
+      live.bar,
       filterForm(ctx, ['runs'], [
         field('Job', 'f-job', textInput('job', q.get('job'))),
         field('Team', 'f-team', textInput('team', q.get('team') || (ctx.session.clusterAdmin ? '' : ctx.session.team))),
@@ -130,12 +131,15 @@ async function listRuns(ctx) {
 // two (subscribe, then snapshot).
 function liveStream(ctx, reload) {
   const q = ctx.route.query;
-  const status = h('span', {id: 'live-status', class: 'muted', role: 'status'});
+  const status = h('div', {id: 'live-status', class: 'muted', role: 'status'});
   const body = h('tbody', {id: 'live'});
   const toggle = h('button', {type: 'button', id: 'live-toggle', 'aria-controls': 'live'});
+  // The toggle and its status stand at the top of the page, before the
+  // filters and the list, so that the keyboard reaches them at once; the
+  // changes are listed below the runs.
+  const bar = h('div', {class: 'live-bar'}, toggle, ' ', status);
   const section = h('section', {'aria-labelledby': 'live-h', class: 'live'},
     h('h2', {id: 'live-h'}, 'Live changes'),
-    h('p', {}, toggle, ' ', status),
     h('table', {},
       h('caption', {class: 'visually-hidden'}, 'Live run changes, newest first'),
       h('thead', {}, h('tr', {}, ['Time', 'Run', 'Job', 'Attempt', 'State', 'Error'].map((t) => h('th', {scope: 'col'}, t)))),
@@ -212,5 +216,5 @@ function liveStream(ctx, reload) {
     stop();
     start();
   });
-  return {section, start, stop};
+  return {bar, section, start, stop};
 }
