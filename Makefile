@@ -268,11 +268,21 @@ chart-files: ## copy the dashboards and alert rules into the Helm chart (a chart
 
 # Everything CI checks before it runs the tests; needs no backend. Each step
 # stops the run at its first failure, so the cheap ones come first.
+# The console's browser tests run axe-core, vendored in console/testdata so
+# that go test needs no Node and no network; console/a11y pins it in a lock
+# file. check-axe installs the locked version and fails when the vendored
+# copy differs from it.
+.PHONY: check-axe
+check-axe: ## fail when console/testdata/axe.min.js differs from the axe-core that console/a11y/package-lock.json pins
+	npm ci --prefix console/a11y --ignore-scripts --no-audit --no-fund
+	@cmp console/a11y/node_modules/axe-core/axe.min.js console/testdata/axe.min.js || { echo "console/testdata/axe.min.js differs from the locked axe-core: copy console/a11y/node_modules/axe-core/axe.min.js over it and commit" >&2; exit 1; }
+
 .PHONY: verify
-verify: ## golangci-lint, buf lint, the breaking check against main, generated-code and dashboard drift, the Helm chart
+verify: ## golangci-lint, buf lint, the breaking check against main, generated-code, dashboard and vendored axe-core drift, the Helm chart
 	$(MAKE) --no-print-directory lint-proto
 	$(MAKE) --no-print-directory proto-breaking
 	$(MAKE) --no-print-directory check-generate
 	$(MAKE) --no-print-directory check-dashboards
+	$(MAKE) --no-print-directory check-axe
 	$(MAKE) --no-print-directory test-chart
 	$(MAKE) --no-print-directory lint

@@ -13,6 +13,7 @@ import (
 	"github.com/sundialhq/sundial/auth"
 	"github.com/sundialhq/sundial/client"
 	"github.com/sundialhq/sundial/dagengine/dag"
+	"github.com/sundialhq/sundial/dagengine/dagrun"
 	"github.com/sundialhq/sundial/jobspec"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
@@ -343,4 +344,152 @@ func (s *DagService) DeleteDag(ctx context.Context, req *connect.Request[apiv1.D
 		return nil, err
 	}
 	return connect.NewResponse(&apiv1.DeleteDagResponse{Status: st}), nil
+}
+
+// DagRunLister reads and lists DAG runs as the DAG engine stores them; a
+// DagStore that is one (the store of `sundial api` is) serves ListDagRuns
+// and GetDagRun, and any other answers Unimplemented.
+type DagRunLister interface {
+	DagRunReader
+	ListDagRuns(ctx context.Context, dagID string, limit int) ([]store.DagRun, error)
+}
+
+// maxDagRuns bounds ListDagRuns.
+const maxDagRuns = 100
+
+func (s *DagService) dagRuns() (DagRunLister, error) {
+	r, ok := s.cfg.Store.(DagRunLister)
+	if !ok {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("this server's store does not keep DAG runs"))
+	}
+	return r, nil
+}
+
+// dagRunSummary is the listing's view of a stored DAG run.
+func dagRunSummary(r store.DagRun) *apiv1.DagRunSummary {
+	return &apiv1.DagRunSummary{
+		DagRunId:  r.ID,
+		DagId:     r.DagID,
+		DueTime:   timeOrNil(r.Due),
+		Status:    r.Status,
+		Origin:    r.Origin,
+		Summary:   r.Summary,
+		Active:    r.Active,
+		CreatedAt: timeOrNil(r.CreatedAt),
+		UpdatedAt: timeOrNil(r.UpdatedAt),
+	}
+}
+
+func timeOrNil(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+// ListDagRuns implements apiv1connect.DagServiceHandler: the DAG's newest
+// runs, for a caller who may see the DAG.
+func (s *DagService) ListDagRuns(ctx context.Context, req *connect.Request[apiv1.ListDagRunsRequest]) (*connect.Response[apiv1.ListDagRunsResponse], error) {
+	p, err := principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id := req.Msg.GetDagId()
+	if err := needID(id); err != nil {
+		return nil, err
+	}
+	limit := int(req.Msg.GetLimit())
+	if limit < 0 || limit > maxDagRuns {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("limit %d: must be 0 to %d", limit, maxDagRuns))
+	}
+	limit = cmp.Or(limit, 20)
+	runs, err := s.dagRuns()
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := s.storedDag(ctx, p, id); err != nil {
+		return nil, err
+	}
+	rows, err := runs.ListDagRuns(ctx, id, limit)
+	if err != nil {
+		return nil, storeError("list DAG runs", err)
+	}
+	res := &apiv1.ListDagRunsResponse{}
+	for _, r := range rows {
+		res.DagRuns = append(res.DagRuns, dagRunSummary(r))
+	}
+	return connect.NewResponse(res), nil
+}
+
+// GetDagRun implements apiv1connect.DagServiceHandler: one DAG run with
+// its nodes, for a caller who may see the team of the definition it
+// follows; to anyone else it does not exist.
+func (s *DagService) GetDagRun(ctx context.Context, req *connect.Request[apiv1.GetDagRunRequest]) (*connect.Response[apiv1.GetDagRunResponse], error) {
+	p, err := principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id := req.Msg.GetDagRunId()
+	if err := needID(id); err != nil {
+		return nil, err
+	}
+	runs, err := s.dagRuns()
+	if err != nil {
+		return nil, err
+	}
+	row, err := runs.GetDagRun(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("DAG run", id)
+	}
+	if err != nil {
+		return nil, storeError("read DAG run", err)
+	}
+	st, err := dagrun.Unmarshal(row.State)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("DAG run %q: the stored state does not decode: %w", id, err))
+	}
+	// The definition the run follows: the one a resume adopted, else the
+	// one it was created with (as the DAG engine reads it).
+	def := row.Spec
+	if st.Definition != nil {
+		def = st.Definition
+	}
+	spec := &sundialv1.DagSpec{}
+	if err := sundialv1.Unmarshal(sundialv1.ContentTypeProtobuf, def, spec); err != nil {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("DAG run %q: the stored definition does not decode: %w", id, err))
+	}
+	// The team is the snapshot's, as for the runs of its nodes
+	// (dagRunSpec).
+	team := spec.GetOwnerTeam()
+	if st.Definition != nil {
+		created := &sundialv1.DagSpec{}
+		if err := sundialv1.Unmarshal(sundialv1.ContentTypeProtobuf, row.Spec, created); err != nil {
+			return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("DAG run %q: the stored definition does not decode: %w", id, err))
+		}
+		team = created.GetOwnerTeam()
+	}
+	if !p.CanSee(team) {
+		return nil, notFound("DAG run", id)
+	}
+	parents := map[string][]string{}
+	for _, n := range spec.GetNodes() {
+		parents[n.GetId()] = n.GetParents()
+	}
+	jobspec.Redact(spec)
+	out := &apiv1.DagRunDetail{Run: dagRunSummary(row), Spec: spec, EndedAt: timeOrNil(st.EndedAt), Resumes: int32(st.Resumes)} //nolint:gosec // a count of resumes
+	for _, n := range st.Nodes {
+		out.Nodes = append(out.Nodes, &apiv1.DagNodeRun{
+			NodeId:    n.ID,
+			Phase:     n.Phase.String(),
+			RunId:     n.RunID(st.DagRunID),
+			Attempt:   uint32(max(n.Attempt, 0)), //nolint:gosec // checked non-negative
+			RunState:  n.RunState,
+			StartedAt: timeOrNil(n.StartedAt),
+			EndedAt:   timeOrNil(n.EndedAt),
+			Deadline:  timeOrNil(n.Deadline),
+			Reason:    n.Reason,
+			Parents:   parents[n.ID],
+		})
+	}
+	return connect.NewResponse(&apiv1.GetDagRunResponse{DagRun: out}), nil
 }

@@ -289,7 +289,8 @@ func (s *RunService) ListRuns(ctx context.Context, req *connect.Request[apiv1.Li
 			nodeRuns != "" && !strings.HasPrefix(r.RunID, nodeRuns),
 			len(m.GetStates()) > 0 && !slices.Contains(m.GetStates(), attemptState(r.State)),
 			m.GetDueAfter() != nil && r.Due.Before(m.GetDueAfter().AsTime()),
-			m.GetDueBefore() != nil && !r.Due.Before(m.GetDueBefore().AsTime()):
+			m.GetDueBefore() != nil && !r.Due.Before(m.GetDueBefore().AsTime()),
+			!errorContains(r.Error, m.GetErrorContains()):
 			return false
 		}
 		return true
@@ -344,6 +345,9 @@ func checkRunFilter(m *apiv1.ListRunsRequest) (int, []error) {
 	}
 	if d := m.GetMinLateBy(); d != nil && d.AsDuration() < 0 {
 		errs = append(errs, fmt.Errorf("min_late_by %s: must not be negative", d.AsDuration()))
+	}
+	if n := len(m.GetErrorContains()); n > maxErrorContains {
+		errs = append(errs, fmt.Errorf("error_contains: %d bytes, at most %d", n, maxErrorContains))
 	}
 	return size, errs
 }
@@ -515,4 +519,13 @@ func SummaryOf(s *apiv1.RunHistorySummary) store.Summary {
 		out.NextDue = s.GetNextDueTime().AsTime()
 	}
 	return out
+}
+
+// maxErrorContains bounds ListRunsRequest.error_contains.
+const maxErrorContains = 256
+
+// errorContains reports whether an attempt's error contains text, ignoring
+// case; an empty text selects every attempt.
+func errorContains(err, text string) bool {
+	return text == "" || strings.Contains(strings.ToLower(err), strings.ToLower(text))
 }

@@ -52,7 +52,8 @@ func (s *RunService) listTeamRuns(ctx context.Context, p auth.Principal, m *apiv
 	q.Keep = func(r store.RunRecord) bool {
 		switch {
 		case len(m.GetStates()) > 0 && !slices.Contains(m.GetStates(), attemptState(r.State)),
-			m.GetMinLateBy() != nil && r.LateBy(now) < m.GetMinLateBy().AsDuration():
+			m.GetMinLateBy() != nil && r.LateBy(now) < m.GetMinLateBy().AsDuration(),
+			!errorContains(r.Error, m.GetErrorContains()):
 			return false
 		}
 		return true

@@ -111,3 +111,21 @@ func TestAPIServesTheConsoleWithoutAToken(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, get("GET", "/consolex").Code, "a path that merely starts alike stays closed")
 	assert.Equal(t, http.StatusUnauthorized, get("POST", "/").Code, "only GET of the root redirects")
 }
+
+// TestEveryModuleIsPreloaded: index.html preloads every module, so that
+// the browser fetches them at once instead of one level of imports at a
+// time; a module added without its link would be fetched late.
+func TestEveryModuleIsPreloaded(t *testing.T) {
+	t.Parallel()
+	files := console.Files()
+	index, err := fs.ReadFile(files, "index.html")
+	require.NoError(t, err)
+	require.NoError(t, fs.WalkDir(files, "js", func(name string, d fs.DirEntry, err error) error {
+		require.NoError(t, err)
+		if d.IsDir() || !strings.HasSuffix(name, ".js") || name == "js/main.js" {
+			return nil
+		}
+		assert.Contains(t, string(index), `<link rel="modulepreload" href="`+name+`">`, "index.html does not preload %s", name)
+		return nil
+	}))
+}

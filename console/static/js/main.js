@@ -8,7 +8,10 @@ import {login, savedToken, whoAmI, forget} from './session.js';
 import {Refresher} from './refresh.js';
 import {overview} from './pages/overview.js';
 import {jobs, job} from './pages/jobs.js';
-import {runs, run} from './pages/runs.js';
+import {run} from './pages/runs.js';
+import {explorer} from './pages/explorer.js';
+import {dags, dag, dagRun, dagEdit} from './pages/dags.js';
+import {bulk} from './pages/bulk.js';
 import {deadLetters} from './pages/dlq.js';
 import {cluster} from './pages/cluster.js';
 
@@ -20,6 +23,12 @@ const refresher = new Refresher((at) => {
   refreshed.textContent = `updated ${at.toLocaleTimeString()}`;
 });
 let session = null;
+// leaving holds what the shown page must undo when it goes (its streams).
+const leaving = [];
+
+function leave() {
+  for (const f of leaving.splice(0)) f();
+}
 
 // route parses the fragment: #/jobs/dev.hello?x=1 -> ['jobs', 'dev.hello'].
 function route() {
@@ -38,13 +47,18 @@ export function go(parts, query) {
 const pages = {
   overview: () => overview,
   jobs: (r) => (r.parts[1] ? job : jobs),
-  runs: (r) => (r.parts[1] ? run : runs),
+  runs: (r) => (r.parts[1] ? run : explorer),
+  dags: (r) => (r.parts[1] ? dag : dags),
+  dagrun: () => dagRun,
+  dagedit: () => dagEdit,
+  bulk: () => bulk,
   dlq: () => deadLetters,
   cluster: () => cluster,
 };
 
 async function render() {
   refresher.stop();
+  leave();
   if (!session) return;
   const r = route();
   const name = pages[r.parts[0]] ? r.parts[0] : 'overview';
@@ -56,7 +70,7 @@ async function render() {
   main.replaceChildren();
   main.dataset.page = page.id;
   delete main.dataset.loaded;
-  const refresh = page.mount(main, {session, route: r, go});
+  const refresh = page.mount(main, {session, route: r, go, onLeave: (f) => leaving.push(f)});
   await refresher.page(async () => {
     await refresh();
     main.dataset.loaded = 'true';
@@ -108,6 +122,7 @@ function wireControls() {
     forget();
     session = null;
     refresher.stop();
+    leave();
     showLogin();
   });
   window.addEventListener('hashchange', render);

@@ -2,7 +2,7 @@
 // with its schedule, next fires, last runs, trigger-lag figures and the
 // operator's actions.
 
-import {h, replace, table, num, stateTag} from '../dom.js';
+import {h, replace, table, num, stateTag, errorBox} from '../dom.js';
 import * as fmt from '../format.js';
 import {limited, pager, action, confirmTyped, filterForm, field, select, textInput, loadInto} from './common.js';
 
@@ -24,12 +24,32 @@ export const jobs = {
           ['', 'any'], ['SCHEDULE_KIND_CRON', 'cron'], ['SCHEDULE_KIND_INTERVAL', 'interval'], ['SCHEDULE_KIND_AT', 'at'],
           ['SCHEDULE_KIND_DELAY', 'delay'], ['SCHEDULE_KIND_IMMEDIATE', 'immediate'], ['SCHEDULE_KIND_NONE', 'none']])),
       ]),
+      bulkLink(ctx),
       results);
-    return () => loadInto(results, () => listJobs(ctx));
+    return async () => {
+      try {
+        await listJobs(ctx, results);
+      } catch (e) {
+        replace(results, errorBox(e));
+      }
+    };
   },
 };
 
-async function listJobs(ctx) {
+// bulkLink leads an operator to the bulk actions on this page's search.
+function bulkLink(ctx) {
+  const s = ctx.session;
+  if (!s.clusterAdmin && !['operator', 'admin'].includes(s.role)) return null;
+  const q = new URLSearchParams(ctx.route.query);
+  q.delete('page');
+  return h('p', {}, h('a', {href: `#/bulk?${q}`, 'data-write': 'true', id: 'bulk-link'}, 'Bulk actions on the jobs this search selects…'));
+}
+
+// listJobs shows a page of jobs in results as soon as the server lists
+// it, then fills in each row's next fire and figures (one bounded
+// GetJobView per row of this page only), so that the list appears at
+// the speed of one listing call whatever the number of jobs.
+async function listJobs(ctx, results) {
   const q = ctx.route.query;
   const filter = {};
   if (q.get('team')) filter.team = q.get('team');
@@ -42,29 +62,45 @@ async function listJobs(ctx) {
     await ctx.session.call('JobService', 'SearchJobs', {text, filter, page}) :
     await ctx.session.call('JobService', 'ListJobs', {filter, page});
   const list = resp.jobs || [];
-  if (list.length === 0) return [h('p', {}, 'No jobs match.'), pager(ctx, ['jobs'], resp.nextPageToken)];
-  // The next fire and the figures come from the server's calculator and
-  // history, one bounded view per row of this page only.
-  const views = await limited(list, 4, (j) => ctx.session.call('JobService', 'GetJobView', {id: j.spec.id, nextFireTimes: 1, lastRuns: 20}));
-  const rows = list.map((j, i) => {
-    const v = views[i] || {};
+  if (list.length === 0) {
+    replace(results, h('p', {}, 'No jobs match.'), pager(ctx, ['jobs'], resp.nextPageToken));
+    return;
+  }
+  const pending = () => h('span', {class: 'muted'}, '…');
+  const cells = list.map(() => ({next: h('td', {}, pending()), rate: h('td', {class: 'num'}, pending()), lag: h('td', {class: 'num'}, pending())}));
+  const rows = list.map((j, i) => h('tr', {},
+    h('td', {}, h('a', {href: `#/jobs/${encodeURIComponent(j.spec.id)}`}, j.spec.id)),
+    h('td', {}, j.spec.ownerTeam),
+    h('td', {}, fmt.schedule(j.spec.schedule)),
+    h('td', {}, stateTag(fmt.jobState(j))),
+    cells[i].next, cells[i].rate, cells[i].lag));
+  const head = ['Job', 'Team', 'Schedule', 'State', `Next fire (${fmt.viewerZone})`, ['Success, last runs', 'num'], ['p99 trigger lag', 'num']];
+  results.dataset.figures = 'loading';
+  replace(results,
+    h('table', {},
+      h('caption', {class: 'visually-hidden'}, 'Jobs'),
+      h('thead', {}, h('tr', {}, head.map((t) => {
+        const [label, cls] = Array.isArray(t) ? t : [t, null];
+        return h('th', {scope: 'col', class: cls}, label);
+      }))),
+      h('tbody', {}, rows)),
+    pager(ctx, ['jobs'], resp.nextPageToken));
+  await limited(list.map((j, i) => ({j, i})), 4, async ({j, i}) => {
+    let v = {};
+    try {
+      v = await ctx.session.call('JobService', 'GetJobView', {id: j.spec.id, nextFireTimes: 1, lastRuns: 20});
+    } catch {
+      v = {};
+    }
     const stats = v.stats || {};
     const next = (v.nextFireTimes || [])[0];
     const zone = (j.spec.schedule || {}).timeZone || 'UTC';
-    return [
-      h('a', {href: `#/jobs/${encodeURIComponent(j.spec.id)}`}, j.spec.id),
-      j.spec.ownerTeam,
-      fmt.schedule(j.spec.schedule),
-      stateTag(fmt.jobState(j)),
-      next ? h('span', {title: `${fmt.time(next, zone)} (job's zone)`}, fmt.time(next)) : '–',
-      num(stats.finished ? `${Math.round((stats.successRate || 0) * 100)} % of ${stats.finished}` : '–'),
-      num(fmt.duration(fmt.seconds(stats.triggerLatencyP99))),
-    ];
+    const c = cells[i];
+    replace(c.next, next ? h('span', {title: `${fmt.time(next, zone)} (job's zone)`}, fmt.time(next)) : '–');
+    replace(c.rate, stats.finished ? `${Math.round((stats.successRate || 0) * 100)} % of ${stats.finished}` : '–');
+    replace(c.lag, fmt.duration(fmt.seconds(stats.triggerLatencyP99)));
   });
-  return [
-    table('Jobs', ['Job', 'Team', 'Schedule', 'State', `Next fire (${fmt.viewerZone})`, ['Success, last runs', 'num'], ['p99 trigger lag', 'num']], rows),
-    pager(ctx, ['jobs'], resp.nextPageToken),
-  ];
+  results.dataset.figures = 'done';
 }
 
 export const job = {

@@ -1,85 +1,9 @@
-// Runs: a job's runs, paged, with the filters in the URL; and one run with
-// its attempts, events, logs and the answer to "why was this run late".
+// One run with its attempts, events, logs and the answer to "why was this
+// run late"; the list of runs is the explorer (explorer.js).
 
 import {h, replace, table, num, stateTag} from '../dom.js';
 import * as fmt from '../format.js';
-import {pager, action, filterForm, field, select, textInput, loadInto} from './common.js';
-
-const pageSize = 50;
-
-const attemptStates = [
-  ['', 'any'], ['RUN_ATTEMPT_STATE_SCHEDULED', 'scheduled'], ['RUN_ATTEMPT_STATE_RUNNING', 'running'],
-  ['RUN_ATTEMPT_STATE_SUCCEEDED', 'succeeded'], ['RUN_ATTEMPT_STATE_FAILED', 'failed'],
-  ['RUN_ATTEMPT_STATE_SKIPPED', 'skipped'], ['RUN_ATTEMPT_STATE_CANCELLED', 'cancelled'],
-  ['RUN_ATTEMPT_STATE_SUSPENDED', 'suspended'],
-];
-
-// isoOf reads a datetime-local value (the viewer's zone) as an instant.
-function isoOf(local) {
-  const d = new Date(local);
-  return Number.isNaN(d.getTime()) ? undefined : d.toISOString();
-}
-
-export const runs = {
-  id: 'runs',
-  mount(root, ctx) {
-    const q = ctx.route.query;
-    const results = h('div', {id: 'results', 'aria-live': 'polite'});
-    const jump = h('form', {class: 'filters', onsubmit: (ev) => {
-      ev.preventDefault();
-      const v = jump.querySelector('input').value.trim();
-      if (v) ctx.go(['runs', v]);
-    }}, field('Go to run id', 'f-run', textInput('run', '', {placeholder: 'job@1700000000000'})), h('button', {type: 'submit'}, 'Open'));
-    root.append(
-      h('h1', {}, 'Runs'),
-      filterForm(ctx, ['runs'], [
-        field('Job', 'f-job', textInput('job', q.get('job'), {required: true})),
-        field('State', 'f-state', select('state', q.get('state') || '', attemptStates)),
-        field(`Due after (${fmt.viewerZone})`, 'f-after', h('input', {type: 'datetime-local', name: 'after', value: q.get('after') || '', step: '1'})),
-        field(`Due before (${fmt.viewerZone})`, 'f-before', h('input', {type: 'datetime-local', name: 'before', value: q.get('before') || '', step: '1'})),
-      ]),
-      jump,
-      results);
-    return () => loadInto(results, () => listRuns(ctx));
-  },
-};
-
-async function listRuns(ctx) {
-  const q = ctx.route.query;
-  const jobId = q.get('job');
-  if (!jobId) {
-    return h('p', {class: 'notice'}, 'Name a job to list its runs. (A listing across jobs, by team, state and time, needs an API the server does not have yet.)');
-  }
-  const req = {jobId, pageSize};
-  if (q.get('state')) req.states = [q.get('state')];
-  if (q.get('after')) req.dueAfter = isoOf(q.get('after'));
-  if (q.get('before')) req.dueBefore = isoOf(q.get('before'));
-  if (q.get('page')) req.pageToken = q.get('page');
-  const resp = await ctx.session.call('RunService', 'ListRuns', req);
-  const sum = resp.summary || {};
-  const rows = (resp.attempts || []).map((a) => {
-    const due = a.attemptDueTime || a.dueTime;
-    return [
-      h('a', {href: `#/runs/${encodeURIComponent(a.runId)}`, 'data-run-id': a.runId}, a.runId),
-      num(a.attempt),
-      stateTag(fmt.enumName(a.state, 'RUN_ATTEMPT_STATE_')),
-      fmt.time(due),
-      fmt.time(a.startTime),
-      num(fmt.duration(fmt.between(due, a.startTime))),
-      num(fmt.duration(fmt.seconds(a.duration))),
-      a.error || '',
-    ];
-  });
-  return [
-    h('p', {}, h('a', {href: `#/jobs/${encodeURIComponent(jobId)}`}, `Job ${jobId}`), ': ',
-      `${sum.runs || 0} runs, ${sum.attempts || 0} attempts, ${sum.failures || 0} failed attempts in the retained history`,
-      sum.nextDueTime ? `; next due ${fmt.time(sum.nextDueTime)}` : ''),
-    rows.length ?
-      table('Runs', ['Run', ['Attempt', 'num'], 'State', `Due (${fmt.viewerZone})`, 'Started', ['Lag', 'num'], ['Duration', 'num'], 'Error'], rows) :
-      h('p', {}, 'No runs match.'),
-    pager(ctx, ['runs'], resp.nextPageToken),
-  ];
-}
+import {action, loadInto} from './common.js';
 
 export const run = {
   id: 'run',
@@ -119,6 +43,9 @@ function runBody(ctx, r, last, status) {
         return 'Retry scheduled as a new attempt.';
       }));
     }
+    if ((r.events || []).some((e) => e.state === 'RUN_STATE_DEAD')) {
+      acts.push(replayAction(ctx, r.runId, status));
+    }
   }
   const attempts = (r.attempts || []).map((a) => [
     num(a.attempt),
@@ -143,6 +70,7 @@ function runBody(ctx, r, last, status) {
     h('dl', {class: 'props'},
       h('dt', {}, 'Job'), h('dd', {}, h('a', {href: `#/jobs/${encodeURIComponent(r.jobId)}`}, r.jobId)),
       h('dt', {}, 'Team'), h('dd', {}, r.ownerTeam),
+      dagRunOf(r.runId) ? [h('dt', {}, 'DAG run'), h('dd', {}, h('a', {href: `#/dagrun/${encodeURIComponent(dagRunOf(r.runId))}`}, dagRunOf(r.runId)))] : null,
       h('dt', {}, 'Due'), h('dd', {}, `${fmt.time(r.dueTime, 'UTC')} · ${fmt.time(r.dueTime)}`),
       h('dt', {}, 'State'), h('dd', {}, last ? stateTag(fmt.enumName(last.state, 'RUN_ATTEMPT_STATE_')) : '–')),
     acts.length ? h('div', {class: 'actions'}, acts) : null,
@@ -198,4 +126,35 @@ export function lateness(r) {
   const retries = (r.attempts || []).length - 1;
   if (retries > 0) out.push(h('p', {}, `It took ${retries + 1} attempts; each retry waited its backoff before its own due time (see Attempts).`));
   return out;
+}
+
+// dagRunOf is the DAG run a node's run belongs to (dag run id + "/" +
+// node id), or "" for a job's run.
+function dagRunOf(runId) {
+  const i = runId.indexOf('/');
+  return i > 0 && runId.indexOf('@') < i ? runId.slice(0, i) : '';
+}
+
+// replayAction replays a dead run from the dead-letter topic: a dry run
+// first, which says what the replay would touch, then the replay.
+function replayAction(ctx, runId, status) {
+  return action('Replay from dead letters', status, async () => {
+    const filter = {runId};
+    const dry = await ctx.session.call('DlqService', 'ReplayDeadLetters', {filter, dryRun: true});
+    const ids = dry.runIds || [];
+    if (ids.length === 0) {
+      return (dry.skippedRunIds || []).length ? 'Its job no longer exists: nothing to replay.' : 'The dead-letter topic no longer holds it.';
+    }
+    const confirm = h('button', {type: 'button', class: 'primary', 'data-write': 'true', id: 'confirm-run-replay'}, `Replay ${ids.join(', ')}`);
+    confirm.addEventListener('click', async () => {
+      confirm.disabled = true;
+      try {
+        const done = await ctx.session.call('DlqService', 'ReplayDeadLetters', {filter});
+        replace(status, `Replayed: ${(done.runIds || []).join(', ')} (with the job's current definition).`);
+      } catch (e) {
+        replace(status, h('p', {class: 'error', role: 'alert'}, `${e.code || ''} ${e.message}`));
+      }
+    });
+    return h('span', {}, `A replay would run ${ids.length} dead run again with the job's current definition. `, confirm);
+  });
 }

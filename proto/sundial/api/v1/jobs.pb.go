@@ -1453,11 +1453,536 @@ func (x *DeleteDagResponse) GetStatus() *v1.JobStatus {
 	return nil
 }
 
+// ListDagRunsRequest names a DAG and how many of its runs to return.
+type ListDagRunsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dag_id is the DAG.
+	DagId string `protobuf:"bytes,1,opt,name=dag_id,json=dagId,proto3" json:"dag_id,omitempty"`
+	// limit is how many runs to return, 1 to 100; 0 means 20.
+	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDagRunsRequest) Reset() {
+	*x = ListDagRunsRequest{}
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDagRunsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDagRunsRequest) ProtoMessage() {}
+
+func (x *ListDagRunsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDagRunsRequest.ProtoReflect.Descriptor instead.
+func (*ListDagRunsRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ListDagRunsRequest) GetDagId() string {
+	if x != nil {
+		return x.DagId
+	}
+	return ""
+}
+
+func (x *ListDagRunsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// ListDagRunsResponse is a DAG's newest runs.
+type ListDagRunsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dag_runs are the runs, newest due time first.
+	DagRuns       []*DagRunSummary `protobuf:"bytes,1,rep,name=dag_runs,json=dagRuns,proto3" json:"dag_runs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDagRunsResponse) Reset() {
+	*x = ListDagRunsResponse{}
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDagRunsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDagRunsResponse) ProtoMessage() {}
+
+func (x *ListDagRunsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDagRunsResponse.ProtoReflect.Descriptor instead.
+func (*ListDagRunsResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ListDagRunsResponse) GetDagRuns() []*DagRunSummary {
+	if x != nil {
+		return x.DagRuns
+	}
+	return nil
+}
+
+// DagRunSummary is one DAG run as the listing shows it.
+type DagRunSummary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dag_run_id is the DAG id + "@" + due time in UTC unix milliseconds.
+	DagRunId string `protobuf:"bytes,1,opt,name=dag_run_id,json=dagRunId,proto3" json:"dag_run_id,omitempty"`
+	// dag_id is the DAG.
+	DagId string `protobuf:"bytes,2,opt,name=dag_id,json=dagId,proto3" json:"dag_id,omitempty"`
+	// due_time is the DAG run's due time.
+	DueTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=due_time,json=dueTime,proto3" json:"due_time,omitempty"`
+	// status is "running", "succeeded", "failed", "timed_out", or "stuck"
+	// (running with a node past its deadline).
+	Status string `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
+	// origin says what started the run ("schedule", "trigger").
+	Origin string `protobuf:"bytes,5,opt,name=origin,proto3" json:"origin,omitempty"`
+	// summary counts the nodes by state: "3/5 succeeded, 1 running".
+	Summary string `protobuf:"bytes,6,opt,name=summary,proto3" json:"summary,omitempty"`
+	// active is true while the run has not ended.
+	Active bool `protobuf:"varint,7,opt,name=active,proto3" json:"active,omitempty"`
+	// created_at is when the run started; updated_at when its state last
+	// changed.
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// updated_at is when the run's state last changed.
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DagRunSummary) Reset() {
+	*x = DagRunSummary{}
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DagRunSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DagRunSummary) ProtoMessage() {}
+
+func (x *DagRunSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DagRunSummary.ProtoReflect.Descriptor instead.
+func (*DagRunSummary) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *DagRunSummary) GetDagRunId() string {
+	if x != nil {
+		return x.DagRunId
+	}
+	return ""
+}
+
+func (x *DagRunSummary) GetDagId() string {
+	if x != nil {
+		return x.DagId
+	}
+	return ""
+}
+
+func (x *DagRunSummary) GetDueTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DueTime
+	}
+	return nil
+}
+
+func (x *DagRunSummary) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *DagRunSummary) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
+}
+
+func (x *DagRunSummary) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+func (x *DagRunSummary) GetActive() bool {
+	if x != nil {
+		return x.Active
+	}
+	return false
+}
+
+func (x *DagRunSummary) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *DagRunSummary) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+// GetDagRunRequest names a DAG run.
+type GetDagRunRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dag_run_id is the DAG run's id.
+	DagRunId      string `protobuf:"bytes,1,opt,name=dag_run_id,json=dagRunId,proto3" json:"dag_run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDagRunRequest) Reset() {
+	*x = GetDagRunRequest{}
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDagRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDagRunRequest) ProtoMessage() {}
+
+func (x *GetDagRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDagRunRequest.ProtoReflect.Descriptor instead.
+func (*GetDagRunRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *GetDagRunRequest) GetDagRunId() string {
+	if x != nil {
+		return x.DagRunId
+	}
+	return ""
+}
+
+// GetDagRunResponse is one DAG run.
+type GetDagRunResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dag_run is the run.
+	DagRun        *DagRunDetail `protobuf:"bytes,1,opt,name=dag_run,json=dagRun,proto3" json:"dag_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDagRunResponse) Reset() {
+	*x = GetDagRunResponse{}
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDagRunResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDagRunResponse) ProtoMessage() {}
+
+func (x *GetDagRunResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDagRunResponse.ProtoReflect.Descriptor instead.
+func (*GetDagRunResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *GetDagRunResponse) GetDagRun() *DagRunDetail {
+	if x != nil {
+		return x.DagRun
+	}
+	return nil
+}
+
+// DagRunDetail is one DAG run with each node's state.
+type DagRunDetail struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// run is the run as listings show it.
+	Run *DagRunSummary `protobuf:"bytes,1,opt,name=run,proto3" json:"run,omitempty"`
+	// spec is the definition the run follows (its inline jobs' secret
+	// values redacted).
+	Spec *v1.DagSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	// nodes are the nodes' states, in the definition's order.
+	Nodes []*DagNodeRun `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// ended_at is when the run ended; unset while it runs.
+	EndedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
+	// resumes counts the run's resumes.
+	Resumes       int32 `protobuf:"varint,5,opt,name=resumes,proto3" json:"resumes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DagRunDetail) Reset() {
+	*x = DagRunDetail{}
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DagRunDetail) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DagRunDetail) ProtoMessage() {}
+
+func (x *DagRunDetail) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DagRunDetail.ProtoReflect.Descriptor instead.
+func (*DagRunDetail) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *DagRunDetail) GetRun() *DagRunSummary {
+	if x != nil {
+		return x.Run
+	}
+	return nil
+}
+
+func (x *DagRunDetail) GetSpec() *v1.DagSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *DagRunDetail) GetNodes() []*DagNodeRun {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *DagRunDetail) GetEndedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndedAt
+	}
+	return nil
+}
+
+func (x *DagRunDetail) GetResumes() int32 {
+	if x != nil {
+		return x.Resumes
+	}
+	return 0
+}
+
+// DagNodeRun is the state of one node in a DAG run.
+type DagNodeRun struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node_id is the node.
+	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// phase is "waiting", "starting", "running", "succeeded", "failed",
+	// "cancelled", "timed_out" or "skipped".
+	Phase string `protobuf:"bytes,2,opt,name=phase,proto3" json:"phase,omitempty"`
+	// run_id is the node's current run; empty when it never started.
+	RunId string `protobuf:"bytes,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// attempt is the latest attempt of the node's run seen; 0 for none.
+	Attempt uint32 `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// run_state is the latest state of the node's run seen.
+	RunState v1.RunState `protobuf:"varint,5,opt,name=run_state,json=runState,proto3,enum=sundial.v1.RunState" json:"run_state,omitempty"`
+	// started_at is when the engine started the node's run (its due time).
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	// ended_at is when the node ended.
+	EndedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
+	// deadline is when the node times out; unset for none.
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// reason says why the node failed or was skipped ("run_dead",
+	// "upstream_failed", ...).
+	Reason string `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
+	// parents are the ids of the nodes this one runs after.
+	Parents       []string `protobuf:"bytes,10,rep,name=parents,proto3" json:"parents,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DagNodeRun) Reset() {
+	*x = DagNodeRun{}
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DagNodeRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DagNodeRun) ProtoMessage() {}
+
+func (x *DagNodeRun) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DagNodeRun.ProtoReflect.Descriptor instead.
+func (*DagNodeRun) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *DagNodeRun) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *DagNodeRun) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *DagNodeRun) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *DagNodeRun) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *DagNodeRun) GetRunState() v1.RunState {
+	if x != nil {
+		return x.RunState
+	}
+	return v1.RunState(0)
+}
+
+func (x *DagNodeRun) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *DagNodeRun) GetEndedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndedAt
+	}
+	return nil
+}
+
+func (x *DagNodeRun) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+func (x *DagNodeRun) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *DagNodeRun) GetParents() []string {
+	if x != nil {
+		return x.Parents
+	}
+	return nil
+}
+
 var File_sundial_api_v1_jobs_proto protoreflect.FileDescriptor
 
 const file_sundial_api_v1_jobs_proto_rawDesc = "" +
 	"\n" +
-	"\x19sundial/api/v1/jobs.proto\x12\x0esundial.api.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bsundial/api/v1/common.proto\x1a\x14sundial/v1/dag.proto\x1a\x14sundial/v1/job.proto\x1a\x17sundial/v1/status.proto\"\xff\x01\n" +
+	"\x19sundial/api/v1/jobs.proto\x12\x0esundial.api.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bsundial/api/v1/common.proto\x1a\x14sundial/v1/dag.proto\x1a\x16sundial/v1/event.proto\x1a\x14sundial/v1/job.proto\x1a\x17sundial/v1/status.proto\"\xff\x01\n" +
 	"\x03Job\x12'\n" +
 	"\x04spec\x18\x01 \x01(\v2\x13.sundial.v1.JobSpecR\x04spec\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x03R\brevision\x129\n" +
@@ -1545,7 +2070,50 @@ const file_sundial_api_v1_jobs_proto_rawDesc = "" +
 	"\x10DeleteDagRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"B\n" +
 	"\x11DeleteDagResponse\x12-\n" +
-	"\x06status\x18\x01 \x01(\v2\x15.sundial.v1.JobStatusR\x06status2\xef\x03\n" +
+	"\x06status\x18\x01 \x01(\v2\x15.sundial.v1.JobStatusR\x06status\"A\n" +
+	"\x12ListDagRunsRequest\x12\x15\n" +
+	"\x06dag_id\x18\x01 \x01(\tR\x05dagId\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\"O\n" +
+	"\x13ListDagRunsResponse\x128\n" +
+	"\bdag_runs\x18\x01 \x03(\v2\x1d.sundial.api.v1.DagRunSummaryR\adagRuns\"\xd3\x02\n" +
+	"\rDagRunSummary\x12\x1c\n" +
+	"\n" +
+	"dag_run_id\x18\x01 \x01(\tR\bdagRunId\x12\x15\n" +
+	"\x06dag_id\x18\x02 \x01(\tR\x05dagId\x125\n" +
+	"\bdue_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\adueTime\x12\x16\n" +
+	"\x06status\x18\x04 \x01(\tR\x06status\x12\x16\n" +
+	"\x06origin\x18\x05 \x01(\tR\x06origin\x12\x18\n" +
+	"\asummary\x18\x06 \x01(\tR\asummary\x12\x16\n" +
+	"\x06active\x18\a \x01(\bR\x06active\x129\n" +
+	"\n" +
+	"created_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"updated_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"0\n" +
+	"\x10GetDagRunRequest\x12\x1c\n" +
+	"\n" +
+	"dag_run_id\x18\x01 \x01(\tR\bdagRunId\"J\n" +
+	"\x11GetDagRunResponse\x125\n" +
+	"\adag_run\x18\x01 \x01(\v2\x1c.sundial.api.v1.DagRunDetailR\x06dagRun\"\xeb\x01\n" +
+	"\fDagRunDetail\x12/\n" +
+	"\x03run\x18\x01 \x01(\v2\x1d.sundial.api.v1.DagRunSummaryR\x03run\x12'\n" +
+	"\x04spec\x18\x02 \x01(\v2\x13.sundial.v1.DagSpecR\x04spec\x120\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x1a.sundial.api.v1.DagNodeRunR\x05nodes\x125\n" +
+	"\bended_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\x12\x18\n" +
+	"\aresumes\x18\x05 \x01(\x05R\aresumes\"\xfb\x02\n" +
+	"\n" +
+	"DagNodeRun\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
+	"\x05phase\x18\x02 \x01(\tR\x05phase\x12\x15\n" +
+	"\x06run_id\x18\x03 \x01(\tR\x05runId\x12\x18\n" +
+	"\aattempt\x18\x04 \x01(\rR\aattempt\x121\n" +
+	"\trun_state\x18\x05 \x01(\x0e2\x14.sundial.v1.RunStateR\brunState\x129\n" +
+	"\n" +
+	"started_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x125\n" +
+	"\bended_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\x126\n" +
+	"\bdeadline\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x16\n" +
+	"\x06reason\x18\t \x01(\tR\x06reason\x12\x18\n" +
+	"\aparents\x18\n" +
+	" \x03(\tR\aparents2\xef\x03\n" +
 	"\n" +
 	"JobService\x12M\n" +
 	"\bApplyJob\x12\x1f.sundial.api.v1.ApplyJobRequest\x1a .sundial.api.v1.ApplyJobResponse\x12G\n" +
@@ -1555,13 +2123,15 @@ const file_sundial_api_v1_jobs_proto_rawDesc = "" +
 	"SearchJobs\x12!.sundial.api.v1.SearchJobsRequest\x1a\".sundial.api.v1.SearchJobsResponse\x12P\n" +
 	"\tDeleteJob\x12 .sundial.api.v1.DeleteJobRequest\x1a!.sundial.api.v1.DeleteJobResponse\x12S\n" +
 	"\n" +
-	"GetJobView\x12!.sundial.api.v1.GetJobViewRequest\x1a\".sundial.api.v1.GetJobViewResponse2\xc5\x02\n" +
+	"GetJobView\x12!.sundial.api.v1.GetJobViewRequest\x1a\".sundial.api.v1.GetJobViewResponse2\xef\x03\n" +
 	"\n" +
 	"DagService\x12M\n" +
 	"\bApplyDag\x12\x1f.sundial.api.v1.ApplyDagRequest\x1a .sundial.api.v1.ApplyDagResponse\x12G\n" +
 	"\x06GetDag\x12\x1d.sundial.api.v1.GetDagRequest\x1a\x1e.sundial.api.v1.GetDagResponse\x12M\n" +
 	"\bListDags\x12\x1f.sundial.api.v1.ListDagsRequest\x1a .sundial.api.v1.ListDagsResponse\x12P\n" +
-	"\tDeleteDag\x12 .sundial.api.v1.DeleteDagRequest\x1a!.sundial.api.v1.DeleteDagResponseB9Z7github.com/sundialhq/sundial/proto/sundial/api/v1;apiv1b\x06proto3"
+	"\tDeleteDag\x12 .sundial.api.v1.DeleteDagRequest\x1a!.sundial.api.v1.DeleteDagResponse\x12V\n" +
+	"\vListDagRuns\x12\".sundial.api.v1.ListDagRunsRequest\x1a#.sundial.api.v1.ListDagRunsResponse\x12P\n" +
+	"\tGetDagRun\x12 .sundial.api.v1.GetDagRunRequest\x1a!.sundial.api.v1.GetDagRunResponseB9Z7github.com/sundialhq/sundial/proto/sundial/api/v1;apiv1b\x06proto3"
 
 var (
 	file_sundial_api_v1_jobs_proto_rawDescOnce sync.Once
@@ -1575,7 +2145,7 @@ func file_sundial_api_v1_jobs_proto_rawDescGZIP() []byte {
 	return file_sundial_api_v1_jobs_proto_rawDescData
 }
 
-var file_sundial_api_v1_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_sundial_api_v1_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_sundial_api_v1_jobs_proto_goTypes = []any{
 	(*Job)(nil),                   // 0: sundial.api.v1.Job
 	(*ApplyJobRequest)(nil),       // 1: sundial.api.v1.ApplyJobRequest
@@ -1601,79 +2171,104 @@ var file_sundial_api_v1_jobs_proto_goTypes = []any{
 	(*ListDagsResponse)(nil),      // 21: sundial.api.v1.ListDagsResponse
 	(*DeleteDagRequest)(nil),      // 22: sundial.api.v1.DeleteDagRequest
 	(*DeleteDagResponse)(nil),     // 23: sundial.api.v1.DeleteDagResponse
-	(*v1.JobSpec)(nil),            // 24: sundial.v1.JobSpec
-	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
-	(DefinitionState)(0),          // 26: sundial.api.v1.DefinitionState
-	(ScheduleKind)(0),             // 27: sundial.api.v1.ScheduleKind
-	(*v1.JobStatus)(nil),          // 28: sundial.v1.JobStatus
-	(*DefinitionFilter)(nil),      // 29: sundial.api.v1.DefinitionFilter
-	(*PageRequest)(nil),           // 30: sundial.api.v1.PageRequest
-	(*durationpb.Duration)(nil),   // 31: google.protobuf.Duration
-	(*v1.DagSpec)(nil),            // 32: sundial.v1.DagSpec
+	(*ListDagRunsRequest)(nil),    // 24: sundial.api.v1.ListDagRunsRequest
+	(*ListDagRunsResponse)(nil),   // 25: sundial.api.v1.ListDagRunsResponse
+	(*DagRunSummary)(nil),         // 26: sundial.api.v1.DagRunSummary
+	(*GetDagRunRequest)(nil),      // 27: sundial.api.v1.GetDagRunRequest
+	(*GetDagRunResponse)(nil),     // 28: sundial.api.v1.GetDagRunResponse
+	(*DagRunDetail)(nil),          // 29: sundial.api.v1.DagRunDetail
+	(*DagNodeRun)(nil),            // 30: sundial.api.v1.DagNodeRun
+	(*v1.JobSpec)(nil),            // 31: sundial.v1.JobSpec
+	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
+	(DefinitionState)(0),          // 33: sundial.api.v1.DefinitionState
+	(ScheduleKind)(0),             // 34: sundial.api.v1.ScheduleKind
+	(*v1.JobStatus)(nil),          // 35: sundial.v1.JobStatus
+	(*DefinitionFilter)(nil),      // 36: sundial.api.v1.DefinitionFilter
+	(*PageRequest)(nil),           // 37: sundial.api.v1.PageRequest
+	(*durationpb.Duration)(nil),   // 38: google.protobuf.Duration
+	(*v1.DagSpec)(nil),            // 39: sundial.v1.DagSpec
+	(v1.RunState)(0),              // 40: sundial.v1.RunState
 }
 var file_sundial_api_v1_jobs_proto_depIdxs = []int32{
-	24, // 0: sundial.api.v1.Job.spec:type_name -> sundial.v1.JobSpec
-	25, // 1: sundial.api.v1.Job.updated_at:type_name -> google.protobuf.Timestamp
-	26, // 2: sundial.api.v1.Job.state:type_name -> sundial.api.v1.DefinitionState
-	27, // 3: sundial.api.v1.Job.schedule_kind:type_name -> sundial.api.v1.ScheduleKind
-	24, // 4: sundial.api.v1.ApplyJobRequest.spec:type_name -> sundial.v1.JobSpec
-	28, // 5: sundial.api.v1.ApplyJobResponse.status:type_name -> sundial.v1.JobStatus
+	31, // 0: sundial.api.v1.Job.spec:type_name -> sundial.v1.JobSpec
+	32, // 1: sundial.api.v1.Job.updated_at:type_name -> google.protobuf.Timestamp
+	33, // 2: sundial.api.v1.Job.state:type_name -> sundial.api.v1.DefinitionState
+	34, // 3: sundial.api.v1.Job.schedule_kind:type_name -> sundial.api.v1.ScheduleKind
+	31, // 4: sundial.api.v1.ApplyJobRequest.spec:type_name -> sundial.v1.JobSpec
+	35, // 5: sundial.api.v1.ApplyJobResponse.status:type_name -> sundial.v1.JobStatus
 	0,  // 6: sundial.api.v1.GetJobResponse.job:type_name -> sundial.api.v1.Job
-	29, // 7: sundial.api.v1.ListJobsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
-	30, // 8: sundial.api.v1.ListJobsRequest.page:type_name -> sundial.api.v1.PageRequest
+	36, // 7: sundial.api.v1.ListJobsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
+	37, // 8: sundial.api.v1.ListJobsRequest.page:type_name -> sundial.api.v1.PageRequest
 	0,  // 9: sundial.api.v1.ListJobsResponse.jobs:type_name -> sundial.api.v1.Job
-	29, // 10: sundial.api.v1.SearchJobsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
-	30, // 11: sundial.api.v1.SearchJobsRequest.page:type_name -> sundial.api.v1.PageRequest
+	36, // 10: sundial.api.v1.SearchJobsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
+	37, // 11: sundial.api.v1.SearchJobsRequest.page:type_name -> sundial.api.v1.PageRequest
 	0,  // 12: sundial.api.v1.SearchJobsResponse.jobs:type_name -> sundial.api.v1.Job
-	28, // 13: sundial.api.v1.DeleteJobResponse.status:type_name -> sundial.v1.JobStatus
+	35, // 13: sundial.api.v1.DeleteJobResponse.status:type_name -> sundial.v1.JobStatus
 	0,  // 14: sundial.api.v1.GetJobViewResponse.job:type_name -> sundial.api.v1.Job
-	25, // 15: sundial.api.v1.GetJobViewResponse.next_fire_times:type_name -> google.protobuf.Timestamp
+	32, // 15: sundial.api.v1.GetJobViewResponse.next_fire_times:type_name -> google.protobuf.Timestamp
 	13, // 16: sundial.api.v1.GetJobViewResponse.last_runs:type_name -> sundial.api.v1.RunAttempt
 	14, // 17: sundial.api.v1.GetJobViewResponse.stats:type_name -> sundial.api.v1.RunStats
-	25, // 18: sundial.api.v1.RunAttempt.due_time:type_name -> google.protobuf.Timestamp
-	25, // 19: sundial.api.v1.RunAttempt.attempt_due_time:type_name -> google.protobuf.Timestamp
-	25, // 20: sundial.api.v1.RunAttempt.started_at:type_name -> google.protobuf.Timestamp
-	25, // 21: sundial.api.v1.RunAttempt.finished_at:type_name -> google.protobuf.Timestamp
-	31, // 22: sundial.api.v1.RunAttempt.duration:type_name -> google.protobuf.Duration
-	31, // 23: sundial.api.v1.RunStats.trigger_latency_p50:type_name -> google.protobuf.Duration
-	31, // 24: sundial.api.v1.RunStats.trigger_latency_p90:type_name -> google.protobuf.Duration
-	31, // 25: sundial.api.v1.RunStats.trigger_latency_p99:type_name -> google.protobuf.Duration
-	32, // 26: sundial.api.v1.Dag.spec:type_name -> sundial.v1.DagSpec
-	25, // 27: sundial.api.v1.Dag.updated_at:type_name -> google.protobuf.Timestamp
-	26, // 28: sundial.api.v1.Dag.state:type_name -> sundial.api.v1.DefinitionState
-	27, // 29: sundial.api.v1.Dag.schedule_kind:type_name -> sundial.api.v1.ScheduleKind
-	32, // 30: sundial.api.v1.ApplyDagRequest.spec:type_name -> sundial.v1.DagSpec
-	28, // 31: sundial.api.v1.ApplyDagResponse.status:type_name -> sundial.v1.JobStatus
+	32, // 18: sundial.api.v1.RunAttempt.due_time:type_name -> google.protobuf.Timestamp
+	32, // 19: sundial.api.v1.RunAttempt.attempt_due_time:type_name -> google.protobuf.Timestamp
+	32, // 20: sundial.api.v1.RunAttempt.started_at:type_name -> google.protobuf.Timestamp
+	32, // 21: sundial.api.v1.RunAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	38, // 22: sundial.api.v1.RunAttempt.duration:type_name -> google.protobuf.Duration
+	38, // 23: sundial.api.v1.RunStats.trigger_latency_p50:type_name -> google.protobuf.Duration
+	38, // 24: sundial.api.v1.RunStats.trigger_latency_p90:type_name -> google.protobuf.Duration
+	38, // 25: sundial.api.v1.RunStats.trigger_latency_p99:type_name -> google.protobuf.Duration
+	39, // 26: sundial.api.v1.Dag.spec:type_name -> sundial.v1.DagSpec
+	32, // 27: sundial.api.v1.Dag.updated_at:type_name -> google.protobuf.Timestamp
+	33, // 28: sundial.api.v1.Dag.state:type_name -> sundial.api.v1.DefinitionState
+	34, // 29: sundial.api.v1.Dag.schedule_kind:type_name -> sundial.api.v1.ScheduleKind
+	39, // 30: sundial.api.v1.ApplyDagRequest.spec:type_name -> sundial.v1.DagSpec
+	35, // 31: sundial.api.v1.ApplyDagResponse.status:type_name -> sundial.v1.JobStatus
 	15, // 32: sundial.api.v1.GetDagResponse.dag:type_name -> sundial.api.v1.Dag
-	29, // 33: sundial.api.v1.ListDagsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
-	30, // 34: sundial.api.v1.ListDagsRequest.page:type_name -> sundial.api.v1.PageRequest
+	36, // 33: sundial.api.v1.ListDagsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
+	37, // 34: sundial.api.v1.ListDagsRequest.page:type_name -> sundial.api.v1.PageRequest
 	15, // 35: sundial.api.v1.ListDagsResponse.dags:type_name -> sundial.api.v1.Dag
-	28, // 36: sundial.api.v1.DeleteDagResponse.status:type_name -> sundial.v1.JobStatus
-	1,  // 37: sundial.api.v1.JobService.ApplyJob:input_type -> sundial.api.v1.ApplyJobRequest
-	3,  // 38: sundial.api.v1.JobService.GetJob:input_type -> sundial.api.v1.GetJobRequest
-	5,  // 39: sundial.api.v1.JobService.ListJobs:input_type -> sundial.api.v1.ListJobsRequest
-	7,  // 40: sundial.api.v1.JobService.SearchJobs:input_type -> sundial.api.v1.SearchJobsRequest
-	9,  // 41: sundial.api.v1.JobService.DeleteJob:input_type -> sundial.api.v1.DeleteJobRequest
-	11, // 42: sundial.api.v1.JobService.GetJobView:input_type -> sundial.api.v1.GetJobViewRequest
-	16, // 43: sundial.api.v1.DagService.ApplyDag:input_type -> sundial.api.v1.ApplyDagRequest
-	18, // 44: sundial.api.v1.DagService.GetDag:input_type -> sundial.api.v1.GetDagRequest
-	20, // 45: sundial.api.v1.DagService.ListDags:input_type -> sundial.api.v1.ListDagsRequest
-	22, // 46: sundial.api.v1.DagService.DeleteDag:input_type -> sundial.api.v1.DeleteDagRequest
-	2,  // 47: sundial.api.v1.JobService.ApplyJob:output_type -> sundial.api.v1.ApplyJobResponse
-	4,  // 48: sundial.api.v1.JobService.GetJob:output_type -> sundial.api.v1.GetJobResponse
-	6,  // 49: sundial.api.v1.JobService.ListJobs:output_type -> sundial.api.v1.ListJobsResponse
-	8,  // 50: sundial.api.v1.JobService.SearchJobs:output_type -> sundial.api.v1.SearchJobsResponse
-	10, // 51: sundial.api.v1.JobService.DeleteJob:output_type -> sundial.api.v1.DeleteJobResponse
-	12, // 52: sundial.api.v1.JobService.GetJobView:output_type -> sundial.api.v1.GetJobViewResponse
-	17, // 53: sundial.api.v1.DagService.ApplyDag:output_type -> sundial.api.v1.ApplyDagResponse
-	19, // 54: sundial.api.v1.DagService.GetDag:output_type -> sundial.api.v1.GetDagResponse
-	21, // 55: sundial.api.v1.DagService.ListDags:output_type -> sundial.api.v1.ListDagsResponse
-	23, // 56: sundial.api.v1.DagService.DeleteDag:output_type -> sundial.api.v1.DeleteDagResponse
-	47, // [47:57] is the sub-list for method output_type
-	37, // [37:47] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	35, // 36: sundial.api.v1.DeleteDagResponse.status:type_name -> sundial.v1.JobStatus
+	26, // 37: sundial.api.v1.ListDagRunsResponse.dag_runs:type_name -> sundial.api.v1.DagRunSummary
+	32, // 38: sundial.api.v1.DagRunSummary.due_time:type_name -> google.protobuf.Timestamp
+	32, // 39: sundial.api.v1.DagRunSummary.created_at:type_name -> google.protobuf.Timestamp
+	32, // 40: sundial.api.v1.DagRunSummary.updated_at:type_name -> google.protobuf.Timestamp
+	29, // 41: sundial.api.v1.GetDagRunResponse.dag_run:type_name -> sundial.api.v1.DagRunDetail
+	26, // 42: sundial.api.v1.DagRunDetail.run:type_name -> sundial.api.v1.DagRunSummary
+	39, // 43: sundial.api.v1.DagRunDetail.spec:type_name -> sundial.v1.DagSpec
+	30, // 44: sundial.api.v1.DagRunDetail.nodes:type_name -> sundial.api.v1.DagNodeRun
+	32, // 45: sundial.api.v1.DagRunDetail.ended_at:type_name -> google.protobuf.Timestamp
+	40, // 46: sundial.api.v1.DagNodeRun.run_state:type_name -> sundial.v1.RunState
+	32, // 47: sundial.api.v1.DagNodeRun.started_at:type_name -> google.protobuf.Timestamp
+	32, // 48: sundial.api.v1.DagNodeRun.ended_at:type_name -> google.protobuf.Timestamp
+	32, // 49: sundial.api.v1.DagNodeRun.deadline:type_name -> google.protobuf.Timestamp
+	1,  // 50: sundial.api.v1.JobService.ApplyJob:input_type -> sundial.api.v1.ApplyJobRequest
+	3,  // 51: sundial.api.v1.JobService.GetJob:input_type -> sundial.api.v1.GetJobRequest
+	5,  // 52: sundial.api.v1.JobService.ListJobs:input_type -> sundial.api.v1.ListJobsRequest
+	7,  // 53: sundial.api.v1.JobService.SearchJobs:input_type -> sundial.api.v1.SearchJobsRequest
+	9,  // 54: sundial.api.v1.JobService.DeleteJob:input_type -> sundial.api.v1.DeleteJobRequest
+	11, // 55: sundial.api.v1.JobService.GetJobView:input_type -> sundial.api.v1.GetJobViewRequest
+	16, // 56: sundial.api.v1.DagService.ApplyDag:input_type -> sundial.api.v1.ApplyDagRequest
+	18, // 57: sundial.api.v1.DagService.GetDag:input_type -> sundial.api.v1.GetDagRequest
+	20, // 58: sundial.api.v1.DagService.ListDags:input_type -> sundial.api.v1.ListDagsRequest
+	22, // 59: sundial.api.v1.DagService.DeleteDag:input_type -> sundial.api.v1.DeleteDagRequest
+	24, // 60: sundial.api.v1.DagService.ListDagRuns:input_type -> sundial.api.v1.ListDagRunsRequest
+	27, // 61: sundial.api.v1.DagService.GetDagRun:input_type -> sundial.api.v1.GetDagRunRequest
+	2,  // 62: sundial.api.v1.JobService.ApplyJob:output_type -> sundial.api.v1.ApplyJobResponse
+	4,  // 63: sundial.api.v1.JobService.GetJob:output_type -> sundial.api.v1.GetJobResponse
+	6,  // 64: sundial.api.v1.JobService.ListJobs:output_type -> sundial.api.v1.ListJobsResponse
+	8,  // 65: sundial.api.v1.JobService.SearchJobs:output_type -> sundial.api.v1.SearchJobsResponse
+	10, // 66: sundial.api.v1.JobService.DeleteJob:output_type -> sundial.api.v1.DeleteJobResponse
+	12, // 67: sundial.api.v1.JobService.GetJobView:output_type -> sundial.api.v1.GetJobViewResponse
+	17, // 68: sundial.api.v1.DagService.ApplyDag:output_type -> sundial.api.v1.ApplyDagResponse
+	19, // 69: sundial.api.v1.DagService.GetDag:output_type -> sundial.api.v1.GetDagResponse
+	21, // 70: sundial.api.v1.DagService.ListDags:output_type -> sundial.api.v1.ListDagsResponse
+	23, // 71: sundial.api.v1.DagService.DeleteDag:output_type -> sundial.api.v1.DeleteDagResponse
+	25, // 72: sundial.api.v1.DagService.ListDagRuns:output_type -> sundial.api.v1.ListDagRunsResponse
+	28, // 73: sundial.api.v1.DagService.GetDagRun:output_type -> sundial.api.v1.GetDagRunResponse
+	62, // [62:74] is the sub-list for method output_type
+	50, // [50:62] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_sundial_api_v1_jobs_proto_init() }
@@ -1688,7 +2283,7 @@ func file_sundial_api_v1_jobs_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_api_v1_jobs_proto_rawDesc), len(file_sundial_api_v1_jobs_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

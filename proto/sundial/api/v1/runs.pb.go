@@ -502,7 +502,9 @@ type ListRunsRequest struct {
 	Team string `protobuf:"bytes,8,opt,name=team,proto3" json:"team,omitempty"`
 	// Only attempts that started at least this long after they were due
 	// (attempt_due_time), or have not started and are already that late.
-	MinLateBy     *durationpb.Duration `protobuf:"bytes,9,opt,name=min_late_by,json=minLateBy,proto3" json:"min_late_by,omitempty"`
+	MinLateBy *durationpb.Duration `protobuf:"bytes,9,opt,name=min_late_by,json=minLateBy,proto3" json:"min_late_by,omitempty"`
+	// Only attempts whose error contains this text, ignoring case.
+	ErrorContains string `protobuf:"bytes,10,opt,name=error_contains,json=errorContains,proto3" json:"error_contains,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -598,6 +600,13 @@ func (x *ListRunsRequest) GetMinLateBy() *durationpb.Duration {
 		return x.MinLateBy
 	}
 	return nil
+}
+
+func (x *ListRunsRequest) GetErrorContains() string {
+	if x != nil {
+		return x.ErrorContains
+	}
+	return ""
 }
 
 // ListRunsResponse is one page of attempts.
@@ -1486,7 +1495,7 @@ const file_sundial_api_v1_runs_proto_rawDesc = "" +
 	"\rdispatch_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\fdispatchTime\x12=\n" +
 	"\freceive_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\vreceiveTime\x129\n" +
 	"\n" +
-	"lease_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\tleaseTime\"\xfe\x02\n" +
+	"lease_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\tleaseTime\"\xa5\x03\n" +
 	"\x0fListRunsRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1c\n" +
 	"\n" +
@@ -1499,7 +1508,9 @@ const file_sundial_api_v1_runs_proto_rawDesc = "" +
 	"\n" +
 	"page_token\x18\a \x01(\tR\tpageToken\x12\x12\n" +
 	"\x04team\x18\b \x01(\tR\x04team\x129\n" +
-	"\vmin_late_by\x18\t \x01(\v2\x19.google.protobuf.DurationR\tminLateBy\"\xb2\x01\n" +
+	"\vmin_late_by\x18\t \x01(\v2\x19.google.protobuf.DurationR\tminLateBy\x12%\n" +
+	"\x0eerror_contains\x18\n" +
+	" \x01(\tR\rerrorContains\"\xb2\x01\n" +
 	"\x10ListRunsResponse\x129\n" +
 	"\battempts\x18\x01 \x03(\v2\x1d.sundial.api.v1.AttemptDetailR\battempts\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12;\n" +

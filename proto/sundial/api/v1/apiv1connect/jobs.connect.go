@@ -55,6 +55,10 @@ const (
 	DagServiceListDagsProcedure = "/sundial.api.v1.DagService/ListDags"
 	// DagServiceDeleteDagProcedure is the fully-qualified name of the DagService's DeleteDag RPC.
 	DagServiceDeleteDagProcedure = "/sundial.api.v1.DagService/DeleteDag"
+	// DagServiceListDagRunsProcedure is the fully-qualified name of the DagService's ListDagRuns RPC.
+	DagServiceListDagRunsProcedure = "/sundial.api.v1.DagService/ListDagRuns"
+	// DagServiceGetDagRunProcedure is the fully-qualified name of the DagService's GetDagRun RPC.
+	DagServiceGetDagRunProcedure = "/sundial.api.v1.DagService/GetDagRun"
 )
 
 // JobServiceClient is a client for the sundial.api.v1.JobService service.
@@ -289,6 +293,12 @@ type DagServiceClient interface {
 	// DeleteDag produces a DAG tombstone and returns the engine's answer.
 	// Needs the admin role in the DAG's owner_team.
 	DeleteDag(context.Context, *connect.Request[v1.DeleteDagRequest]) (*connect.Response[v1.DeleteDagResponse], error)
+	// ListDagRuns returns the newest runs of a DAG the caller may see, newest
+	// due time first, at most 100. Needs the viewer role.
+	ListDagRuns(context.Context, *connect.Request[v1.ListDagRunsRequest]) (*connect.Response[v1.ListDagRunsResponse], error)
+	// GetDagRun returns one DAG run with each node's state, as the DAG
+	// engine keeps it. Needs the viewer role in the DAG run's team.
+	GetDagRun(context.Context, *connect.Request[v1.GetDagRunRequest]) (*connect.Response[v1.GetDagRunResponse], error)
 }
 
 // NewDagServiceClient constructs a client for the sundial.api.v1.DagService service. By default, it
@@ -326,15 +336,29 @@ func NewDagServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...
 			connect.WithSchema(dagServiceMethods.ByName("DeleteDag")),
 			connect.WithClientOptions(opts...),
 		),
+		listDagRuns: connect.NewClient[v1.ListDagRunsRequest, v1.ListDagRunsResponse](
+			httpClient,
+			baseURL+DagServiceListDagRunsProcedure,
+			connect.WithSchema(dagServiceMethods.ByName("ListDagRuns")),
+			connect.WithClientOptions(opts...),
+		),
+		getDagRun: connect.NewClient[v1.GetDagRunRequest, v1.GetDagRunResponse](
+			httpClient,
+			baseURL+DagServiceGetDagRunProcedure,
+			connect.WithSchema(dagServiceMethods.ByName("GetDagRun")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // dagServiceClient implements DagServiceClient.
 type dagServiceClient struct {
-	applyDag  *connect.Client[v1.ApplyDagRequest, v1.ApplyDagResponse]
-	getDag    *connect.Client[v1.GetDagRequest, v1.GetDagResponse]
-	listDags  *connect.Client[v1.ListDagsRequest, v1.ListDagsResponse]
-	deleteDag *connect.Client[v1.DeleteDagRequest, v1.DeleteDagResponse]
+	applyDag    *connect.Client[v1.ApplyDagRequest, v1.ApplyDagResponse]
+	getDag      *connect.Client[v1.GetDagRequest, v1.GetDagResponse]
+	listDags    *connect.Client[v1.ListDagsRequest, v1.ListDagsResponse]
+	deleteDag   *connect.Client[v1.DeleteDagRequest, v1.DeleteDagResponse]
+	listDagRuns *connect.Client[v1.ListDagRunsRequest, v1.ListDagRunsResponse]
+	getDagRun   *connect.Client[v1.GetDagRunRequest, v1.GetDagRunResponse]
 }
 
 // ApplyDag calls sundial.api.v1.DagService.ApplyDag.
@@ -357,6 +381,16 @@ func (c *dagServiceClient) DeleteDag(ctx context.Context, req *connect.Request[v
 	return c.deleteDag.CallUnary(ctx, req)
 }
 
+// ListDagRuns calls sundial.api.v1.DagService.ListDagRuns.
+func (c *dagServiceClient) ListDagRuns(ctx context.Context, req *connect.Request[v1.ListDagRunsRequest]) (*connect.Response[v1.ListDagRunsResponse], error) {
+	return c.listDagRuns.CallUnary(ctx, req)
+}
+
+// GetDagRun calls sundial.api.v1.DagService.GetDagRun.
+func (c *dagServiceClient) GetDagRun(ctx context.Context, req *connect.Request[v1.GetDagRunRequest]) (*connect.Response[v1.GetDagRunResponse], error) {
+	return c.getDagRun.CallUnary(ctx, req)
+}
+
 // DagServiceHandler is an implementation of the sundial.api.v1.DagService service.
 type DagServiceHandler interface {
 	// ApplyDag produces a DAG definition and returns the engine's answer.
@@ -369,6 +403,12 @@ type DagServiceHandler interface {
 	// DeleteDag produces a DAG tombstone and returns the engine's answer.
 	// Needs the admin role in the DAG's owner_team.
 	DeleteDag(context.Context, *connect.Request[v1.DeleteDagRequest]) (*connect.Response[v1.DeleteDagResponse], error)
+	// ListDagRuns returns the newest runs of a DAG the caller may see, newest
+	// due time first, at most 100. Needs the viewer role.
+	ListDagRuns(context.Context, *connect.Request[v1.ListDagRunsRequest]) (*connect.Response[v1.ListDagRunsResponse], error)
+	// GetDagRun returns one DAG run with each node's state, as the DAG
+	// engine keeps it. Needs the viewer role in the DAG run's team.
+	GetDagRun(context.Context, *connect.Request[v1.GetDagRunRequest]) (*connect.Response[v1.GetDagRunResponse], error)
 }
 
 // NewDagServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -402,6 +442,18 @@ func NewDagServiceHandler(svc DagServiceHandler, opts ...connect.HandlerOption) 
 		connect.WithSchema(dagServiceMethods.ByName("DeleteDag")),
 		connect.WithHandlerOptions(opts...),
 	)
+	dagServiceListDagRunsHandler := connect.NewUnaryHandler(
+		DagServiceListDagRunsProcedure,
+		svc.ListDagRuns,
+		connect.WithSchema(dagServiceMethods.ByName("ListDagRuns")),
+		connect.WithHandlerOptions(opts...),
+	)
+	dagServiceGetDagRunHandler := connect.NewUnaryHandler(
+		DagServiceGetDagRunProcedure,
+		svc.GetDagRun,
+		connect.WithSchema(dagServiceMethods.ByName("GetDagRun")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sundial.api.v1.DagService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case DagServiceApplyDagProcedure:
@@ -412,6 +464,10 @@ func NewDagServiceHandler(svc DagServiceHandler, opts ...connect.HandlerOption) 
 			dagServiceListDagsHandler.ServeHTTP(w, r)
 		case DagServiceDeleteDagProcedure:
 			dagServiceDeleteDagHandler.ServeHTTP(w, r)
+		case DagServiceListDagRunsProcedure:
+			dagServiceListDagRunsHandler.ServeHTTP(w, r)
+		case DagServiceGetDagRunProcedure:
+			dagServiceGetDagRunHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -435,4 +491,12 @@ func (UnimplementedDagServiceHandler) ListDags(context.Context, *connect.Request
 
 func (UnimplementedDagServiceHandler) DeleteDag(context.Context, *connect.Request[v1.DeleteDagRequest]) (*connect.Response[v1.DeleteDagResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sundial.api.v1.DagService.DeleteDag is not implemented"))
+}
+
+func (UnimplementedDagServiceHandler) ListDagRuns(context.Context, *connect.Request[v1.ListDagRunsRequest]) (*connect.Response[v1.ListDagRunsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sundial.api.v1.DagService.ListDagRuns is not implemented"))
+}
+
+func (UnimplementedDagServiceHandler) GetDagRun(context.Context, *connect.Request[v1.GetDagRunRequest]) (*connect.Response[v1.GetDagRunResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sundial.api.v1.DagService.GetDagRun is not implemented"))
 }

@@ -1,0 +1,203 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/chromedp/chromedp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sundialhq/sundial/apiserver"
+	"github.com/sundialhq/sundial/assemble"
+	"github.com/sundialhq/sundial/client"
+	"github.com/sundialhq/sundial/internal/testenv"
+	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
+	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/store"
+	"github.com/sundialhq/sundial/store/cassandra"
+)
+
+// scaleJobs names the environment variable that turns the scale test on
+// and says how many jobs it loads (1000000 for the issue's figure).
+const scaleJobs = "SUNDIAL_CONSOLE_SCALE"
+
+// readOnlyWriter is the JobWriter of a server that only lists: the scale
+// test changes nothing through the API.
+type readOnlyWriter struct{}
+
+func (readOnlyWriter) Apply(context.Context, *sundialv1.JobSpec) (client.Receipt, error) {
+	return client.Receipt{}, fmt.Errorf("the scale test's API is read-only")
+}
+
+func (readOnlyWriter) Delete(context.Context, string) (client.Receipt, error) {
+	return client.Receipt{}, fmt.Errorf("the scale test's API is read-only")
+}
+
+func (readOnlyWriter) WaitStatus(context.Context, ...client.Receipt) ([]*sundialv1.JobStatus, error) {
+	return nil, fmt.Errorf("the scale test's API is read-only")
+}
+
+// clusterAdminProbe answers the console's role probe (GetCluster) for the
+// cluster admin with an empty cluster: the scale test's server has no
+// dispatchers to report, only the jobs.
+type clusterAdminProbe struct {
+	apiv1connect.UnimplementedClusterServiceHandler
+}
+
+func (clusterAdminProbe) GetCluster(context.Context, *connect.Request[apiv1.GetClusterRequest]) (*connect.Response[apiv1.GetClusterResponse], error) {
+	return connect.NewResponse(&apiv1.GetClusterResponse{}), nil
+}
+
+// loadJobs writes n job definitions to st in batches, several at once, as
+// the registry would have stored them (no next due time: nothing fires).
+func loadJobs(t *testing.T, ctx context.Context, st *cassandra.Store, n int) {
+	t.Helper()
+	const batch, workers = 500, 8
+	spec := func(i int) []byte {
+		b, err := proto.Marshal(&sundialv1.JobSpec{
+			Id: fmt.Sprintf("scale.job-%07d", i), OwnerTeam: fmt.Sprintf("scale-%02d", i%50),
+			Description: "a job of the console's scale test",
+			Schedule: &sundialv1.Schedule{TimeZone: "UTC", Kind: &sundialv1.Schedule_Interval{
+				Interval: &sundialv1.Interval{Every: durationpb.New(time.Duration(1+i%60) * time.Minute)}}},
+			Target: &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: "noop"}}},
+		})
+		require.NoError(t, err)
+		return b
+	}
+	start := time.Now()
+	next := make(chan int)
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Go(func() {
+			for from := range next {
+				jobs := make([]store.Job, 0, batch)
+				for i := from; i < min(from+batch, n); i++ {
+					jobs = append(jobs, store.Job{ID: fmt.Sprintf("scale.job-%07d", i), Spec: spec(i), Revision: 1, UpdatedAt: start})
+				}
+				var err error
+				for try := 0; try < 5; try++ { // a transient failure: the whole call again
+					if _, err = st.UpsertJobs(ctx, jobs); err == nil {
+						break
+					}
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	for from := 0; from < n; from += batch {
+		select {
+		case next <- from:
+		case err := <-errs:
+			close(next)
+			wg.Wait()
+			t.Fatalf("load jobs: %v", err)
+		}
+		if from%100000 == 0 && from > 0 {
+			t.Logf("loaded %d jobs in %v", from, time.Since(start).Round(time.Second))
+		}
+	}
+	close(next)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatalf("load jobs: %v", err)
+	default:
+	}
+	t.Logf("loaded %d jobs in %v", n, time.Since(start).Round(time.Second))
+}
+
+// TestConsoleJobsFirstPageAtScale measures, on the real stack, the time
+// from navigating to the jobs page to its first page rendered (25 jobs,
+// each with its next fire and figures), with SUNDIAL_CONSOLE_SCALE jobs in
+// the keyspace. Skipped unless that variable is set:
+//
+//	SUNDIAL_CONSOLE_SCALE=1000000 go test -count=1 -timeout 60m -run TestConsoleJobsFirstPageAtScale -v ./console/
+func TestConsoleJobsFirstPageAtScale(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv(scaleJobs))
+	if n <= 0 {
+		t.Skipf("set %s to a number of jobs (1000000 for the issue's figure) to run the scale test", scaleJobs)
+	}
+	exe := chromium(t)
+	c := testenv.NeedCassandra(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 55*time.Minute)
+	defer cancel()
+	cfg := cassandra.Config{Hosts: c.Hosts, Keyspace: c.Keyspace}
+	_, err := cassandra.Migrate(ctx, cfg)
+	require.NoError(t, err)
+	st, err := cassandra.Open(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	_, err = st.InitCluster(ctx, 16)
+	require.NoError(t, err)
+	loadJobs(t, ctx, st, n)
+
+	jobs, err := apiserver.NewJobService(apiserver.JobServiceConfig{Store: st, Writer: readOnlyWriter{}})
+	require.NoError(t, err)
+	authn, err := apiserver.ParseStaticTokens([]string{"*:admin:" + adminToken})
+	require.NoError(t, err)
+	srv, err := apiserver.New(apiserver.Config{Addr: "127.0.0.1:0", Authenticator: authn, Public: assemble.APIPublic(),
+		Services:   []apiserver.Service{jobs.Service(), apiserver.ConnectService(apiv1connect.NewClusterServiceHandler, apiv1connect.ClusterServiceHandler(clusterAdminProbe{}))},
+		Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	require.NoError(t, srv.Start(ctx))
+	t.Cleanup(srv.Stop)
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true))...)
+	defer cancelAlloc()
+	root, cancelRoot := chromedp.NewContext(alloc)
+	defer cancelRoot()
+	require.NoError(t, chromedp.Do(root), "start Chromium at %s", exe)
+	b := &browser{t: t, ctx: root, base: fmt.Sprintf("http://%s/console/", srv.Addr())}
+	tab := b.tab(t, adminToken)
+
+	// Each measure is a full load of the page (the token stays in the
+	// tab's session), from navigation to the table of the first page.
+	var times, completes []time.Duration
+	for i := range 3 {
+		require.NoError(t, chromedp.Do(tab, chromedp.Navigate("about:blank")))
+		start := time.Now()
+		// The first page is rendered when its table of jobs is shown; each
+		// row's next fire and figures (one GetJobView a row) follow.
+		require.NoError(t, chromedp.Do(tab,
+			chromedp.Navigate(b.base+"#/jobs"),
+			chromedp.WaitVisible(chromedp.CSS(`#main[data-page="jobs"] #results table tbody tr`))))
+		took := time.Since(start)
+		require.NoError(t, chromedp.Do(tab, chromedp.WaitVisible(chromedp.CSS(`#main[data-page="jobs"][data-loaded] #results[data-figures="done"]`))))
+		complete := time.Since(start)
+		rows := eval[int](t, tab, `document.querySelectorAll('#results tbody tr').length`)
+		inPage := eval[float64](t, tab, `performance.now()`)
+		require.Equal(t, 25, rows, "the first page's rows")
+		calls := eval[[]string](t, tab, `performance.getEntriesByType('resource').filter((e) => e.name.includes('sundial.api.v1'))
+			.map((e) => e.name.split('/').pop() + ' ' + Math.round(e.startTime) + '+' + Math.round(e.duration) + ' ms')`)
+		t.Logf("calls (start+duration): %v", calls)
+		times = append(times, took)
+		completes = append(completes, complete)
+		t.Logf("load %d: first page of %d jobs rendered %v after navigation, with every row's figures %v (%.0f ms by the page's clock)",
+			i+1, n, took.Round(time.Millisecond), complete.Round(time.Millisecond), inPage)
+	}
+	t.Logf("console scale: %d jobs: jobs list first page rendered in %v, %v, %v; with every row's figures in %v, %v, %v", n,
+		times[0].Round(time.Millisecond), times[1].Round(time.Millisecond), times[2].Round(time.Millisecond),
+		completes[0].Round(time.Millisecond), completes[1].Round(time.Millisecond), completes[2].Round(time.Millisecond))
+	if i := os.Getenv(updateScreenshots); i == "1" {
+		screenshot(t, tab, "jobs-at-scale")
+	}
+}
