@@ -238,6 +238,48 @@ func TestTeamWorkersRunTheirOwnTeamsHandlersOnce(t *testing.T) {
 	}
 }
 
+// TestWorkersOfOnePoolReceiveOnlyThatPoolsRuns: two workers of one team
+// serve the same handler in different pools; each pool's job runs on its
+// pool's worker only, and a job of a pool no worker serves waits as
+// no_worker, the event naming the pool.
+func TestWorkersOfOnePoolReceiveOnlyThatPoolsRuns(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	fx := newEffects()
+	for _, pool := range []string{"blue", "green"} {
+		s.startWorkerWith(worker.Config{APIURL: s.apiURL, Token: "team-a:operator", ID: pool + "-1", Pool: pool, Concurrency: 4},
+			map[string]worker.Handler{"work": fx.handler(pool)})
+	}
+	due := time.Now()
+	var runs []*sundialv1.Run
+	for i := range 4 {
+		for _, pool := range []string{"blue", "green"} {
+			r := handlerRun("team-a", pool+"-job", "work", due.Add(time.Duration(i)*time.Second))
+			r.Pool = pool
+			runs = append(runs, r)
+		}
+	}
+	orphan := handlerRun("team-a", "red-job", "work", due)
+	orphan.Pool = "red"
+	s.produce(append(runs, orphan)...)
+
+	for _, r := range runs {
+		s.events.waitState(t, r.GetRunId(), sundialv1.RunState_RUN_STATE_SUCCEEDED)
+	}
+	for _, r := range runs {
+		require.Equal(t, []string{r.GetPool()}, fx.of(r.GetRunId()), "run %s of pool %s", r.GetRunId(), r.GetPool())
+	}
+	s.events.waitReason(t, orphan.GetRunId(), sundialv1.RunState_RUN_STATE_DEFERRED, "no_worker")
+	require.Empty(t, fx.of(orphan.GetRunId()), "a worker of another pool executed the red job's run")
+	var why string
+	for _, ev := range s.events.of(orphan.GetRunId()) {
+		if ev.GetState() == sundialv1.RunState_RUN_STATE_DEFERRED {
+			why = ev.GetError().GetMessage()
+		}
+	}
+	require.Equal(t, "no live worker of team team-a serves handler work in pool red", why)
+}
+
 // cuttable is a transport that fails every call once cut: from the
 // gateway's side, a worker process killed mid-run.
 type cuttable struct {

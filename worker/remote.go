@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -119,7 +120,7 @@ func (w *Worker) startRemote(run *lifecycle.Run) error {
 	for range c.Concurrency {
 		run.Go(rm.pollLoop)
 	}
-	c.Logger.Info("worker polling the API's gateway", "api", c.APIURL, "handlers", rm.names, "worker_id", c.ID)
+	c.Logger.Info("worker polling the API's gateway", "api", c.APIURL, "pool", cmp.Or(c.Pool, DefaultPool), "handlers", rm.names, "worker_id", c.ID)
 	return nil
 }
 
@@ -129,7 +130,7 @@ func (rm *remote) pollLoop(ctx context.Context) {
 	retry := backoff.New(200*time.Millisecond, 5*time.Second)
 	for ctx.Err() == nil {
 		res, err := rm.api.Poll(ctx, connect.NewRequest(&apiv1.PollRequest{
-			WorkerId: c.ID, Version: c.Version, Handlers: rm.names, MaxTasks: 1, Wait: durationpb.New(20 * time.Second),
+			WorkerId: c.ID, Version: c.Version, Handlers: rm.names, MaxTasks: 1, Wait: durationpb.New(20 * time.Second), Pool: c.Pool,
 		}))
 		if err != nil {
 			if ctx.Err() == nil {
