@@ -2,7 +2,7 @@
 // handlers by name and executes the runs of jobs whose target is
 // {"handler": {"name": ...}}. A team writes only the handler:
 //
-//	cfg, err := worker.FromEnv() // SUNDIAL_API_URL, SUNDIAL_API_TOKEN
+//	cfg, err := worker.Load(os.Args[1:]) // --api-url, SUNDIAL_API_TOKEN, --config, ...
 //	w, err := worker.New(cfg)
 //	w.Handle("billing.invoice", func(ctx context.Context, r *worker.Run) error {
 //		r.Log.Info("invoicing", "customer", ...)
@@ -67,6 +67,12 @@
 //     for a missing handler. An in-process worker announces its handlers
 //     for every team of its pool; a gateway announces those of its
 //     connected workers, per team and pool.
+//   - A team's worker is configured as the CLI is (settings.go, through
+//     internal/configfile): the same keys (api-url, api-token,
+//     api-tls-ca-file, pool, ...) from flags, SUNDIAL_* variables or the
+//     YAML file, a flag winning over its variable, the variable over the
+//     file (its section "worker" over its top level), the file over the
+//     default. Every bad setting is reported, none ignored.
 //   - Start opens the worker's connections (the API's, or Kafka, Redis and
 //     Cassandra); Stop closes them after the handlers have returned. Stop
 //     is idempotent and safe before Start.

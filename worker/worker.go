@@ -53,13 +53,22 @@ type Config struct {
 	// worker receives its team's runs only. Required with APIURL.
 	Token string
 	// TLSCAFile is a PEM bundle of the CAs the API's certificate is
-	// checked against (a private CA), added to TLS's RootCAs.
+	// checked against (a private CA); it replaces TLS's RootCAs. Setting
+	// api-tls-ca-file.
 	TLSCAFile string
-	// TLS configures the API's TLS (client certificates, server name);
-	// nil is Go's default.
+	// TLSCertFile and TLSKeyFile are the worker's PEM client certificate
+	// and key, for mutual TLS with the API; both or neither. Settings
+	// api-tls-cert-file and api-tls-key-file.
+	TLSCertFile string
+	TLSKeyFile  string
+	// TLSServerName is the name the API's certificate must carry; empty
+	// means the host of APIURL. Setting api-tls-server-name.
+	TLSServerName string
+	// TLS configures the API's TLS beyond the fields above; nil is Go's
+	// default.
 	TLS *tls.Config
 	// HTTPClient, when set, makes the API calls instead of a client built
-	// from TLS and TLSCAFile.
+	// from TLS and the TLS files.
 	HTTPClient *http.Client
 
 	// Pool is the pool whose jobs' handler runs the worker executes (a

@@ -34,7 +34,9 @@ func main() {
 }
 
 func run() error {
-	cfg, err := worker.FromEnv() // SUNDIAL_API_URL, SUNDIAL_API_TOKEN, SUNDIAL_API_CA_FILE
+	// --api-url, --api-token, --pool, ... or SUNDIAL_API_URL, ... or the
+	// file --config names: the CLI's keys (docs/configuration.md).
+	cfg, err := worker.Load(os.Args[1:])
 	if err != nil {
 		return err
 	}
