@@ -63,6 +63,11 @@ type stack struct {
 	// operator's signals.
 	redis      redis.UniversalClient
 	runnerKeys string
+	// kafka, redisAddr and redisKeys are the test's backends, for the
+	// processes it starts.
+	kafka     testenv.Kafka
+	redisAddr string
+	redisKeys string
 }
 
 func setup(t *testing.T) *stack { t.Helper(); return setupWith(t, stackOpts{}) }
@@ -74,6 +79,9 @@ type stackOpts struct {
 	// pki, when set, makes the API serve TLS only, with its server
 	// certificate.
 	pki *testpki.PKI
+	// noGateway leaves the gateway and the API out: the test runs them
+	// (in a process of their own, process_test.go).
+	noGateway bool
 }
 
 func setupWith(t *testing.T, opts stackOpts) *stack {
@@ -109,6 +117,10 @@ func setupWith(t *testing.T, opts stackOpts) *stack {
 	require.NoError(t, err)
 	require.NoError(t, stock.Start(ctx))
 	t.Cleanup(stock.Stop)
+	s.kafka, s.redisAddr, s.redisKeys = k, rd.Addr, rd.KeyPrefix
+	if opts.noGateway {
+		return s
+	}
 
 	// A worker is lost after 15 s without a heartbeat: long enough for a
 	// busy CI machine (under -race) not to lose a live one, which would run
