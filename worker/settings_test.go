@@ -133,7 +133,9 @@ func TestWorkerClientPresentsItsCertificateToAMutualTLSAPI(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			res, err := hc.Get(srv.URL)
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)
+			require.NoError(t, err)
+			res, err := hc.Do(req)
 			if !tc.ok {
 				assert.Error(t, err)
 				return
