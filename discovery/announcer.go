@@ -171,7 +171,7 @@ func (a *Announcer) announce(ctx context.Context, cl *kgo.Client, u *usage) {
 	}
 	if a.cfg.Handlers != nil {
 		for _, h := range a.cfg.Handlers() {
-			ann.Handlers = append(ann.Handlers, &sundialv1.ServedHandler{Team: h.Team, Name: h.Name})
+			ann.Handlers = append(ann.Handlers, &sundialv1.ServedHandler{Team: h.Team, Name: h.Name, Pool: h.Pool})
 		}
 	}
 	val, err := proto.Marshal(ann)

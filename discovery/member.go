@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"time"
@@ -61,17 +62,19 @@ type Member struct {
 
 // ServedHandler is a handler an executor executes: for Team's runs, or
 // for every team's when Team is empty (a handler compiled into the
-// executor).
+// executor); for the runs of jobs of Pool, or of the executor's own pool
+// when Pool is empty (a worker gateway names the pool of its workers).
 type ServedHandler struct {
 	Team string
 	Name string
+	Pool string
 }
 
 // Serves reports whether the member executes team's runs of the handler
-// name.
-func (m Member) Serves(team, name string) bool {
+// name for jobs of pool (a pool name, "default" included: never empty).
+func (m Member) Serves(pool, team, name string) bool {
 	for _, h := range m.Handlers {
-		if h.Name == name && (h.Team == "" || h.Team == team) {
+		if h.Name == name && (h.Team == "" || h.Team == team) && cmp.Or(h.Pool, m.Pool) == pool {
 			return true
 		}
 	}
@@ -107,7 +110,7 @@ func memberOf(a *sundialv1.ExecutorAnnouncement) (Member, bool) {
 		Interval:    time.Duration(a.GetHeartbeatIntervalMs()) * time.Millisecond,
 	}
 	for _, h := range a.GetHandlers() {
-		m.Handlers = append(m.Handlers, ServedHandler{Team: h.GetTeam(), Name: h.GetName()})
+		m.Handlers = append(m.Handlers, ServedHandler{Team: h.GetTeam(), Name: h.GetName(), Pool: h.GetPool()})
 	}
 	if a.GetStartedTime() != nil {
 		m.Started = a.GetStartedTime().AsTime()

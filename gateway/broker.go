@@ -15,6 +15,7 @@ import (
 	"github.com/sundialhq/sundial/checkpoint"
 	"github.com/sundialhq/sundial/discovery"
 	"github.com/sundialhq/sundial/internal/deps"
+	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/runner/target"
 )
@@ -72,8 +73,9 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// key is a queue: one team's attempts of one handler.
-type key struct{ team, handler string }
+// key is a queue: one team's attempts of one handler, for the jobs of one
+// pool.
+type key struct{ team, pool, handler string }
 
 // Outcome is how a worker ended a task.
 type Outcome struct {
@@ -90,6 +92,7 @@ type Outcome struct {
 type Task struct {
 	Token   string
 	Team    string
+	Pool    string
 	Handler string
 	Req     target.Request
 	// Checkpoints is the attempt's checkpoint session (nil without a
@@ -108,13 +111,14 @@ type Task struct {
 
 // worker is what the broker knows of a polling worker.
 type worker struct {
+	pool     string
 	handlers []string
 	seen     time.Time
 	polling  int
 }
 
 // Broker holds the attempts the gateway's runner gives to workers, in one
-// queue per (team, handler), and the workers that poll for them. It is the
+// queue per (team, pool, handler), and the workers that poll for them. It is the
 // runner's Remote (runner.Remote) and the state of the WorkerService. Safe
 // for concurrent use.
 type Broker struct {
@@ -123,7 +127,7 @@ type Broker struct {
 	mu      sync.Mutex
 	queues  map[key][]*Task
 	tasks   map[string]*Task
-	workers map[key]*worker // key.handler holds the worker id
+	workers map[key]*worker // key.handler holds the worker id, key.pool is empty
 	// wake is closed, and replaced, when a task is queued.
 	wake chan struct{}
 }
@@ -150,20 +154,20 @@ func (b *Broker) live(w *worker, now time.Time) bool {
 	return w.polling > 0 || now.Sub(w.seen) < b.lostAfter()
 }
 
-// Serves reports whether a live worker of team serves handler.
-func (b *Broker) Serves(team, handler string) bool {
+// Serves reports whether a live worker of team in pool serves handler.
+func (b *Broker) Serves(pool, team, handler string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.cfg.Now()
 	for k, w := range b.workers {
-		if k.team == team && slices.Contains(w.handlers, handler) && b.live(w, now) {
+		if k.team == team && w.pool == pool && slices.Contains(w.handlers, handler) && b.live(w, now) {
 			return true
 		}
 	}
 	return false
 }
 
-// Served lists the (team, handler) pairs live workers serve, sorted, and
+// Served lists the (team, handler, pool) triples live workers serve, sorted, and
 // forgets the workers that are no longer live.
 func (b *Broker) Served() []discovery.ServedHandler {
 	b.mu.Lock()
@@ -176,7 +180,7 @@ func (b *Broker) Served() []discovery.ServedHandler {
 			continue
 		}
 		for _, h := range w.handlers {
-			seen[discovery.ServedHandler{Team: k.team, Name: h}] = true
+			seen[discovery.ServedHandler{Team: k.team, Name: h, Pool: w.pool}] = true
 		}
 	}
 	out := make([]discovery.ServedHandler, 0, len(seen))
@@ -184,7 +188,7 @@ func (b *Broker) Served() []discovery.ServedHandler {
 		out = append(out, h)
 	}
 	slices.SortFunc(out, func(a, b discovery.ServedHandler) int {
-		return cmp.Or(cmp.Compare(a.Team, b.Team), cmp.Compare(a.Name, b.Name))
+		return cmp.Or(cmp.Compare(a.Team, b.Team), cmp.Compare(a.Pool, b.Pool), cmp.Compare(a.Name, b.Name))
 	})
 	return out
 }
@@ -195,7 +199,7 @@ func (b *Broker) Handle(ctx context.Context, run *sundialv1.Run) error {
 }
 
 // HandleAttempt queues the attempt for a worker of the run's owner team
-// that serves its handler, and waits for its outcome. It returns when the
+// and of its job's pool that serves its handler, and waits for its outcome. It returns when the
 // worker completes the task; when ctx ends (the job's timeout, the lease
 // lost, a cancel: the worker is told at its next heartbeat, and its late
 // outcome is ignored); or when the worker that took the task stops
@@ -204,7 +208,7 @@ func (b *Broker) Handle(ctx context.Context, run *sundialv1.Run) error {
 func (b *Broker) HandleAttempt(ctx context.Context, req target.Request) error {
 	run := req.Run
 	t := &Task{
-		Token: newToken(), Team: run.GetOwnerTeam(), Handler: run.GetTarget().GetHandler().GetName(), Req: req,
+		Token: newToken(), Team: run.GetOwnerTeam(), Pool: jobspec.PoolOf(run.GetPool()), Handler: run.GetTarget().GetHandler().GetName(), Req: req,
 		Checkpoints: checkpoint.FromContext(ctx), done: make(chan Outcome, 1),
 	}
 	if d, ok := ctx.Deadline(); ok {
@@ -222,7 +226,7 @@ func (b *Broker) HandleAttempt(ctx context.Context, req target.Request) error {
 			return context.Cause(ctx)
 		case <-tick.C:
 			if reason := b.lost(t); reason != "" {
-				b.cfg.Logger.Warn("worker lost; the attempt fails and is retried", "run_id", run.GetRunId(), "team", t.Team, "handler", t.Handler, "reason", reason)
+				b.cfg.Logger.Warn("worker lost; the attempt fails and is retried", "run_id", run.GetRunId(), "team", t.Team, "pool", t.Pool, "handler", t.Handler, "reason", reason)
 				b.end(t, CodeWorkerLost)
 				return target.Fail(CodeWorkerLost, true, errors.New(reason))
 			}
@@ -247,7 +251,7 @@ func (b *Broker) outcome(req target.Request, out Outcome) error {
 func (b *Broker) enqueue(t *Task) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	k := key{t.Team, t.Handler}
+	k := key{t.Team, t.Pool, t.Handler}
 	b.queues[k] = append(b.queues[k], t)
 	b.tasks[t.Token] = t
 	close(b.wake)
@@ -262,7 +266,7 @@ func (b *Broker) end(t *Task, reason string) {
 	t.ended = true
 	t.stop = reason
 	if !t.taken {
-		k := key{t.Team, t.Handler}
+		k := key{t.Team, t.Pool, t.Handler}
 		b.queues[k] = slices.DeleteFunc(b.queues[k], func(x *Task) bool { return x == t })
 		if len(b.queues[k]) == 0 {
 			delete(b.queues, k)
@@ -293,27 +297,27 @@ func (b *Broker) lost(t *Task) string {
 		return ""
 	}
 	for k, w := range b.workers {
-		if k.team == t.Team && slices.Contains(w.handlers, t.Handler) && b.live(w, now) {
+		if k.team == t.Team && w.pool == t.Pool && slices.Contains(w.handlers, t.Handler) && b.live(w, now) {
 			return ""
 		}
 	}
-	return "no live worker of the team serves the handler any more"
+	return "no live worker of the team serves the handler in pool " + t.Pool + " any more"
 }
 
-// poll takes up to max queued tasks of team for the handlers, waiting up
-// to wait for one. It registers the worker as serving the handlers while
-// it polls.
-func (b *Broker) poll(ctx context.Context, team, workerID string, handlers []string, max int, wait time.Duration) []*Task {
+// poll takes up to max queued tasks of team's jobs of pool for the
+// handlers, waiting up to wait for one. It registers the worker as serving
+// the handlers in pool while it polls.
+func (b *Broker) poll(ctx context.Context, team, pool, workerID string, handlers []string, max int, wait time.Duration) []*Task {
 	wait = min(cmp.Or(wait, b.cfg.MaxWait), b.cfg.MaxWait)
 	max = cmp.Or(max, 1)
-	wk := key{team, workerID}
+	wk := key{team: team, handler: workerID}
 	b.mu.Lock()
 	w := b.workers[wk]
 	if w == nil {
 		w = &worker{}
 		b.workers[wk] = w
 	}
-	w.handlers = slices.Clone(handlers)
+	w.pool, w.handlers = pool, slices.Clone(handlers)
 	w.polling++
 	b.mu.Unlock()
 	defer func() {
@@ -326,7 +330,7 @@ func (b *Broker) poll(ctx context.Context, team, workerID string, handlers []str
 	defer timer.Stop()
 	for {
 		b.mu.Lock()
-		got := b.take(team, workerID, handlers, max)
+		got := b.take(team, pool, workerID, handlers, max)
 		wake := b.wake
 		b.mu.Unlock()
 		if len(got) > 0 {
@@ -342,16 +346,17 @@ func (b *Broker) poll(ctx context.Context, team, workerID string, handlers []str
 	}
 }
 
-// take removes up to max tasks of team's queues for handlers, oldest
-// queue head first, and marks them taken by workerID. Called with mu held.
-func (b *Broker) take(team, workerID string, handlers []string, max int) []*Task {
+// take removes up to max tasks of team's queues of pool for handlers,
+// oldest queue head first, and marks them taken by workerID. Called with
+// mu held.
+func (b *Broker) take(team, pool, workerID string, handlers []string, max int) []*Task {
 	var got []*Task
 	now := b.cfg.Now()
 	for len(got) < max {
 		var best *Task
 		var bestKey key
 		for _, h := range handlers {
-			k := key{team, h}
+			k := key{team, pool, h}
 			if q := b.queues[k]; len(q) > 0 && (best == nil || q[0].Req.Run.GetAttemptDueTime().AsTime().Before(best.Req.Run.GetAttemptDueTime().AsTime())) {
 				best, bestKey = q[0], k
 			}
@@ -400,7 +405,7 @@ func (b *Broker) heartbeat(team, token string) (*Task, Beat, error) {
 	}
 	now := b.cfg.Now()
 	t.lastBeat = now
-	if w := b.workers[key{team, t.worker}]; w != nil {
+	if w := b.workers[key{team: team, handler: t.worker}]; w != nil {
 		w.seen = now
 	}
 	return t, Beat{Stop: t.stop}, nil

@@ -37,18 +37,29 @@ func setup(t *testing.T) (*Broker, *clock) {
 	return b, c
 }
 
-func req(team, handler, runID string) target.Request {
-	return target.Request{Run: &sundialv1.Run{RunId: runID, JobId: "j", OwnerTeam: team, Attempt: 1, AttemptDueTime: timestamppb.New(time.Unix(0, 0)),
+func req(team, handler, runID string) target.Request { return reqIn("", team, handler, runID) }
+
+// reqIn is a request of a run of a job of pool.
+func reqIn(pool, team, handler, runID string) target.Request {
+	return target.Request{Run: &sundialv1.Run{RunId: runID, JobId: "j", OwnerTeam: team, Pool: pool, Attempt: 1, AttemptDueTime: timestamppb.New(time.Unix(0, 0)),
 		Target: &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: handler}}}}, Output: &target.Output{}}
 }
 
-// waitQueued waits until the broker holds a task of team for handler.
+// waitQueued waits until the broker holds a task of team for handler, of
+// the default pool.
 func waitQueued(t *testing.T, b *Broker, team, handler string) {
+	t.Helper()
+	waitQueuedIn(t, b, team, "default", handler)
+}
+
+// waitQueuedIn waits until the broker holds a task of team for handler, of
+// pool.
+func waitQueuedIn(t *testing.T, b *Broker, team, pool, handler string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return len(b.queues[key{team, handler}]) > 0
+		return len(b.queues[key{team, pool, handler}]) > 0
 	}, time.Minute, time.Millisecond)
 }
 
@@ -67,13 +78,13 @@ func TestPollGivesOnlyTheTeamsTasksOfItsHandlers(t *testing.T) {
 	ctx := t.Context()
 	// Team b's worker has polled: the task waits for it (the clock stands
 	// still, so it stays live).
-	assert.Empty(t, b.poll(ctx, "team-b", "b-1", []string{"work"}, 4, time.Millisecond))
+	assert.Empty(t, b.poll(ctx, "team-b", "default", "b-1", []string{"work"}, 4, time.Millisecond))
 	results := make(chan error, 1)
 	go func() { results <- b.HandleAttempt(ctx, req("team-b", "work", "b@1")) }()
 	waitQueued(t, b, "team-b", "work")
-	assert.Empty(t, b.poll(ctx, "team-a", "a-1", []string{"work"}, 4, time.Millisecond), "team a took team b's task")
-	assert.Empty(t, b.poll(ctx, "team-b", "b-1", []string{"other"}, 4, time.Millisecond), "a worker took a handler it does not serve")
-	got := b.poll(ctx, "team-b", "b-1", []string{"other", "work"}, 4, time.Millisecond)
+	assert.Empty(t, b.poll(ctx, "team-a", "default", "a-1", []string{"work"}, 4, time.Millisecond), "team a took team b's task")
+	assert.Empty(t, b.poll(ctx, "team-b", "default", "b-1", []string{"other"}, 4, time.Millisecond), "a worker took a handler it does not serve")
+	got := b.poll(ctx, "team-b", "default", "b-1", []string{"other", "work"}, 4, time.Millisecond)
 	require.Len(t, got, 1)
 
 	_, _, err := b.heartbeat("team-a", got[0].Token)
@@ -93,16 +104,40 @@ func TestPollGivesOnlyTheTeamsTasksOfItsHandlers(t *testing.T) {
 	assert.ErrorIs(t, err, ErrUnknownTask, "a task completed twice")
 }
 
+func TestPollGivesOnlyTheTasksOfTheWorkersPool(t *testing.T) {
+	t.Parallel()
+	b, _ := setup(t)
+	ctx := t.Context()
+	assert.Empty(t, b.poll(ctx, "team-a", "blue", "blue-1", []string{"work"}, 4, time.Millisecond))
+	assert.Empty(t, b.poll(ctx, "team-a", "green", "green-1", []string{"work"}, 4, time.Millisecond))
+	results := make(chan error, 1)
+	go func() { results <- b.HandleAttempt(ctx, reqIn("green", "team-a", "work", "a@1")) }()
+	waitQueuedIn(t, b, "team-a", "green", "work")
+	assert.Empty(t, b.poll(ctx, "team-a", "blue", "blue-1", []string{"work"}, 4, time.Millisecond), "the blue pool's worker took a green job's run")
+	assert.Empty(t, b.poll(ctx, "team-a", "default", "blue-1", []string{"work"}, 4, time.Millisecond), "a default pool's worker took a green job's run")
+	got := b.poll(ctx, "team-a", "green", "green-1", []string{"work"}, 4, time.Millisecond)
+	require.Len(t, got, 1)
+	assert.Equal(t, "green", got[0].Pool)
+	_, err := b.complete("team-a", got[0].Token, Outcome{})
+	require.NoError(t, err)
+	require.NoError(t, <-results)
+}
+
 func TestServedListsLiveWorkersPerTeam(t *testing.T) {
 	t.Parallel()
 	b, c := setup(t)
-	b.poll(t.Context(), "team-a", "a-1", []string{"x", "y"}, 1, time.Millisecond)
-	b.poll(t.Context(), "team-b", "b-1", []string{"x"}, 1, time.Millisecond)
-	assert.Equal(t, []discovery.ServedHandler{{Team: "team-a", Name: "x"}, {Team: "team-a", Name: "y"}, {Team: "team-b", Name: "x"}}, b.Served())
-	assert.True(t, b.Serves("team-a", "y"))
-	assert.False(t, b.Serves("team-b", "y"))
+	b.poll(t.Context(), "team-a", "default", "a-1", []string{"x", "y"}, 1, time.Millisecond)
+	b.poll(t.Context(), "team-b", "default", "b-1", []string{"x"}, 1, time.Millisecond)
+	b.poll(t.Context(), "team-a", "blue", "a-2", []string{"z"}, 1, time.Millisecond)
+	assert.Equal(t, []discovery.ServedHandler{{Team: "team-a", Name: "z", Pool: "blue"}, {Team: "team-a", Name: "x", Pool: "default"},
+		{Team: "team-a", Name: "y", Pool: "default"}, {Team: "team-b", Name: "x", Pool: "default"}}, b.Served())
+	assert.True(t, b.Serves("default", "team-a", "y"))
+	assert.False(t, b.Serves("default", "team-b", "y"))
+	assert.True(t, b.Serves("blue", "team-a", "z"))
+	assert.False(t, b.Serves("default", "team-a", "z"), "a pool's worker serves another pool")
+	assert.False(t, b.Serves("blue", "team-a", "x"), "a pool's worker serves another pool")
 	c.add(30 * time.Millisecond) // LostAfter intervals without a poll
-	assert.False(t, b.Serves("team-a", "x"))
+	assert.False(t, b.Serves("default", "team-a", "x"))
 	assert.Empty(t, b.Served())
 }
 
@@ -110,11 +145,11 @@ func TestSilentWorkerIsLostAndTheAttemptRetryable(t *testing.T) {
 	t.Parallel()
 	b, c := setup(t)
 	ctx := t.Context()
-	b.poll(ctx, "team-a", "a-1", []string{"work"}, 1, time.Millisecond)
+	b.poll(ctx, "team-a", "default", "a-1", []string{"work"}, 1, time.Millisecond)
 	results := make(chan error, 1)
 	go func() { results <- b.HandleAttempt(ctx, req("team-a", "work", "a@1")) }()
 	waitQueued(t, b, "team-a", "work")
-	got := b.poll(ctx, "team-a", "a-1", []string{"work"}, 1, time.Millisecond)
+	got := b.poll(ctx, "team-a", "default", "a-1", []string{"work"}, 1, time.Millisecond)
 	require.Len(t, got, 1)
 	c.add(time.Second) // no heartbeat since
 	err := <-results
@@ -133,12 +168,12 @@ func TestSilentWorkerIsLostAndTheAttemptRetryable(t *testing.T) {
 func TestCancelledAttemptTellsItsWorkerToStop(t *testing.T) {
 	t.Parallel()
 	b, _ := setup(t)
-	b.poll(t.Context(), "team-a", "a-1", []string{"work"}, 1, time.Millisecond)
+	b.poll(t.Context(), "team-a", "default", "a-1", []string{"work"}, 1, time.Millisecond)
 	ctx, cancel := context.WithCancelCause(t.Context())
 	results := make(chan error, 1)
 	go func() { results <- b.HandleAttempt(ctx, req("team-a", "work", "a@1")) }()
 	waitQueued(t, b, "team-a", "work")
-	got := b.poll(t.Context(), "team-a", "a-1", []string{"work"}, 1, time.Millisecond)
+	got := b.poll(t.Context(), "team-a", "default", "a-1", []string{"work"}, 1, time.Millisecond)
 	require.Len(t, got, 1)
 	cause := errors.New("cancelled by an operator")
 	cancel(cause)

@@ -6,8 +6,10 @@
 // hosted by `sundial api --worker-gateway` and `sundial dev`) whose
 // handler executor is remote: its Broker (runner.Config.Remote) puts each
 // attempt of a handler run in an in-memory queue keyed by (owner team,
-// handler), and the WorkerService (proto/sundial/api/v1/worker.proto)
-// hands it to a polling worker of that team that registered that handler.
+// job's pool, handler), and the WorkerService
+// (proto/sundial/api/v1/worker.proto) hands it to a polling worker of that
+// team and pool (PollRequest.pool, default "default") that registered that
+// handler.
 // The runner keeps everything else: the lease and its renewals in Redis,
 // the fencing token, the events, the dedupe mark, retries, deferrals and
 // the commits, as for a handler compiled into it.
@@ -35,9 +37,11 @@
 //     attempts it held: their leases expire and the runs are delivered
 //     again (its directed topic is adopted by another gateway of the pool
 //     GatewayPool), as for any runner that dies.
-//   - A worker is live, and its (team, handler) pairs are announced on
-//     sundial.executors by the gateway's runner, while it polls or within
-//     LostAfter intervals of its last poll or heartbeat. The stock runners
-//     route a team's handler run to a gateway that announces the pair, and
-//     defer it as no_worker when none does.
+//   - A worker is live, and its (team, handler, pool) triples are
+//     announced on sundial.executors by the gateway's runner, while it
+//     polls or within LostAfter intervals of its last poll or heartbeat.
+//     The stock runners route a team's handler run to a gateway that
+//     announces the triple of the run's job, and defer it as no_worker
+//     when none does. The workers of one pool may serve different
+//     handlers; a worker never receives a run of another pool's job.
 package gateway

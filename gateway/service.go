@@ -13,6 +13,7 @@ import (
 	"github.com/sundialhq/sundial/apiserver"
 	"github.com/sundialhq/sundial/auth"
 	"github.com/sundialhq/sundial/checkpoint"
+	"github.com/sundialhq/sundial/jobspec"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
 	"github.com/sundialhq/sundial/runner/target"
@@ -51,7 +52,8 @@ func notFound(err error) error {
 	return err
 }
 
-// Poll gives the caller's team's queued attempts of its handlers.
+// Poll gives the caller's team's queued attempts of its handlers, of the
+// jobs of the pool it names.
 func (s *Service) Poll(ctx context.Context, req *connect.Request[apiv1.PollRequest]) (*connect.Response[apiv1.PollResponse], error) {
 	team, err := teamOf(ctx)
 	if err != nil {
@@ -65,10 +67,14 @@ func (s *Service) Poll(ctx context.Context, req *connect.Request[apiv1.PollReque
 	if len(m.GetHandlers()) == 0 {
 		bad = append(bad, "handlers: at least one is required")
 	}
+	pool := jobspec.PoolOf(m.GetPool())
+	if why := jobspec.CheckPool(pool); why != "" {
+		bad = append(bad, "pool: "+why)
+	}
 	if len(bad) > 0 {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("poll: "+strings.Join(bad, "; ")))
 	}
-	tasks := s.b.poll(ctx, team, m.GetWorkerId(), m.GetHandlers(), int(min(m.GetMaxTasks(), 64)), m.GetWait().AsDuration())
+	tasks := s.b.poll(ctx, team, pool, m.GetWorkerId(), m.GetHandlers(), int(min(m.GetMaxTasks(), 64)), m.GetWait().AsDuration())
 	out := &apiv1.PollResponse{HeartbeatInterval: durationpb.New(s.b.cfg.HeartbeatInterval)}
 	for _, t := range tasks {
 		out.Tasks = append(out.Tasks, taskProto(ctx, t))

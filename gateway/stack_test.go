@@ -63,6 +63,11 @@ type stack struct {
 	// operator's signals.
 	redis      redis.UniversalClient
 	runnerKeys string
+	// kafka, redisAddr and redisKeys are the test's backends, for the
+	// processes it starts.
+	kafka     testenv.Kafka
+	redisAddr string
+	redisKeys string
 }
 
 func setup(t *testing.T) *stack { t.Helper(); return setupWith(t, stackOpts{}) }
@@ -74,6 +79,9 @@ type stackOpts struct {
 	// pki, when set, makes the API serve TLS only, with its server
 	// certificate.
 	pki *testpki.PKI
+	// noGateway leaves the gateway and the API out: the test runs them
+	// (in a process of their own, process_test.go).
+	noGateway bool
 }
 
 func setupWith(t *testing.T, opts stackOpts) *stack {
@@ -109,6 +117,10 @@ func setupWith(t *testing.T, opts stackOpts) *stack {
 	require.NoError(t, err)
 	require.NoError(t, stock.Start(ctx))
 	t.Cleanup(stock.Stop)
+	s.kafka, s.redisAddr, s.redisKeys = k, rd.Addr, rd.KeyPrefix
+	if opts.noGateway {
+		return s
+	}
 
 	// A worker is lost after 15 s without a heartbeat: long enough for a
 	// busy CI machine (under -race) not to lose a live one, which would run
@@ -236,6 +248,48 @@ func TestTeamWorkersRunTheirOwnTeamsHandlersOnce(t *testing.T) {
 	for _, ev := range s.events.of(orphan.GetRunId()) {
 		require.NotEqual(t, sundialv1.RunState_RUN_STATE_DEAD, ev.GetState(), "a run without a worker is dead-lettered")
 	}
+}
+
+// TestWorkersOfOnePoolReceiveOnlyThatPoolsRuns: two workers of one team
+// serve the same handler in different pools; each pool's job runs on its
+// pool's worker only, and a job of a pool no worker serves waits as
+// no_worker, the event naming the pool.
+func TestWorkersOfOnePoolReceiveOnlyThatPoolsRuns(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	fx := newEffects()
+	for _, pool := range []string{"blue", "green"} {
+		s.startWorkerWith(worker.Config{APIURL: s.apiURL, Token: "team-a:operator", ID: pool + "-1", Pool: pool, Concurrency: 4},
+			map[string]worker.Handler{"work": fx.handler(pool)})
+	}
+	due := time.Now()
+	var runs []*sundialv1.Run
+	for i := range 4 {
+		for _, pool := range []string{"blue", "green"} {
+			r := handlerRun("team-a", pool+"-job", "work", due.Add(time.Duration(i)*time.Second))
+			r.Pool = pool
+			runs = append(runs, r)
+		}
+	}
+	orphan := handlerRun("team-a", "red-job", "work", due)
+	orphan.Pool = "red"
+	s.produce(append(runs, orphan)...)
+
+	for _, r := range runs {
+		s.events.waitState(t, r.GetRunId(), sundialv1.RunState_RUN_STATE_SUCCEEDED)
+	}
+	for _, r := range runs {
+		require.Equal(t, []string{r.GetPool()}, fx.of(r.GetRunId()), "run %s of pool %s", r.GetRunId(), r.GetPool())
+	}
+	s.events.waitReason(t, orphan.GetRunId(), sundialv1.RunState_RUN_STATE_DEFERRED, "no_worker")
+	require.Empty(t, fx.of(orphan.GetRunId()), "a worker of another pool executed the red job's run")
+	var why string
+	for _, ev := range s.events.of(orphan.GetRunId()) {
+		if ev.GetState() == sundialv1.RunState_RUN_STATE_DEFERRED {
+			why = ev.GetError().GetMessage()
+		}
+	}
+	require.Equal(t, "no live worker of team team-a serves handler work in pool red", why)
 }
 
 // cuttable is a transport that fails every call once cut: from the

@@ -1,6 +1,7 @@
 package jobspec
 
 import (
+	"fmt"
 	"regexp"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -37,6 +38,18 @@ func PoolOf(pool string) string {
 	return pool
 }
 
+// CheckPool returns why p cannot be a pool's name, or "" when it can; the
+// empty name is DefaultPool's.
+func CheckPool(p string) string {
+	switch {
+	case len(p) > MaxPoolLength:
+		return fmt.Sprintf("%d characters, at most %d allowed", len(p), MaxPoolLength)
+	case p != "" && !poolPattern.MatchString(p):
+		return fmt.Sprintf("%q has characters outside [a-z0-9_-]", p)
+	}
+	return ""
+}
+
 // CheckExecutorID returns why id cannot be an executor id that runs are
 // routed to, or "" when it can.
 func CheckExecutorID(id string) string {
@@ -52,13 +65,8 @@ func CheckExecutorID(id string) string {
 }
 
 func (v *validator) routing(spec *sundialv1.JobSpec) {
-	if p := spec.GetPool(); p != "" {
-		switch {
-		case len(p) > MaxPoolLength:
-			v.add("pool", "%d characters, at most %d allowed", len(p), MaxPoolLength)
-		case !poolPattern.MatchString(p):
-			v.add("pool", "%q has characters outside [a-z0-9_-]", p)
-		}
+	if why := CheckPool(spec.GetPool()); why != "" {
+		v.add("pool", "%s", why)
 	}
 	r := spec.GetRouting()
 	if r == nil {

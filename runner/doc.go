@@ -56,13 +56,16 @@
 // adoption still takes effect once.
 //
 // A handler run this runner cannot execute (its name is not in
-// Config.Handlers, and Config.Remote has no live worker of the run's team
-// serving it) is never dead-lettered for it (remote.go): it is handed over
-// to the directed topic of a live executor that announces (owner team,
-// handler) on sundial.executors (a runner's own handlers serve every team; a
-// worker gateway announces those of its connected workers, per team), and
-// when none does it is deferred by Config.RouteDelay (DEFERRED, reason
-// no_worker, no attempt spent; sundial_runner_no_worker_deferrals_total).
+// Config.Handlers or the run's pool is not Config.Pool, and Config.Remote
+// has no live worker of the run's team and pool serving it) is never
+// dead-lettered for it (remote.go, placeHandler): it is handed over to the
+// directed topic of a live executor that announces (job's pool, owner team,
+// handler) on sundial.executors (a runner's own handlers serve every team
+// of its pool; a worker gateway announces those of its connected workers,
+// per team and pool), and when none does it is deferred by
+// Config.RouteDelay (DEFERRED, reason no_worker, the pool named in the
+// event's error message, no attempt spent;
+// sundial_runner_no_worker_deferrals_total).
 // A runner with Config.Remote executes a handler run on a remote worker as
 // it would a local handler: the lease, fencing token, events, dedupe mark
 // and commits are its own (package gateway). With Config.DirectOnly it

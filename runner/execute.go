@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sundialhq/sundial/jobspec"
 	"github.com/sundialhq/sundial/leasing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/runner/breaker"
@@ -179,8 +180,11 @@ func (x *execution) handle(ctx context.Context) result {
 // ends), or ok false and how the delivery ended.
 func (x *execution) admit(ctx context.Context, downstream breaker.Key) (release func(), res result, ok bool) {
 	r, s := x.r, x.settle()
-	if name, ok := handlerName(x.run); ok && !r.servesHandler(x.run.GetOwnerTeam(), name) {
-		return nil, x.routeHandler(ctx, name), false
+	if name, ok := handlerName(x.run); ok {
+		pool, team := jobspec.PoolOf(x.run.GetPool()), x.run.GetOwnerTeam()
+		if !r.servesHandler(pool, team, name) {
+			return nil, x.routeHandler(ctx, handlerRun{Pool: pool, Team: team, Handler: name}), false
+		}
 	}
 	if r.needsRoute(x.rec) {
 		if res, here := x.route(ctx); !here {

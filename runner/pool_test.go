@@ -247,6 +247,7 @@ func TestRunnerAnnouncesItsPool(t *testing.T) {
 			c.AnnounceInterval = 100 * time.Millisecond
 		})
 		run := poolRun(h, "announced", time.Now(), sundialv1.Priority_PRIORITY_DEFAULT)
+		run.Pool = "reports" // a runner executes the handler runs of its pool's jobs only
 		h.produce(run)
 		awaitStart(t, hold, run.GetRunId())
 		member := func() discovery.Member {

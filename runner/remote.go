@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 
 	"github.com/sundialhq/sundial/discovery"
@@ -16,10 +17,11 @@ import (
 // the dedupe mark and the commits, exactly as for Config.Handlers; Remote
 // only carries the attempt to a worker and its outcome back.
 type Remote interface {
-	// Serves reports whether a live worker of team serves handler.
-	Serves(team, handler string) bool
-	// Served lists the (team, handler) pairs live workers serve, for the
-	// runner's announcements.
+	// Serves reports whether a live worker of team in pool serves
+	// handler.
+	Serves(pool, team, handler string) bool
+	// Served lists the (team, handler, pool) triples live workers serve,
+	// for the runner's announcements.
 	Served() []discovery.ServedHandler
 	// HandleAttempt executes one attempt on a worker of the run's owner
 	// team, as target.AttemptHandler: it returns when the worker completes
@@ -57,17 +59,17 @@ func handlerName(run *sundialv1.Run) (string, bool) {
 }
 
 // servesHandler reports whether this runner executes team's runs of the
-// handler name: it has the handler, or its Remote has a live worker of the
-// team that serves it.
-func (r *Runner) servesHandler(team, name string) bool {
-	if _, ok := r.cfg.Handlers[name]; ok {
+// handler name for jobs of pool: it has the handler and serves pool, or its
+// Remote has a live worker of the team and pool that serves it.
+func (r *Runner) servesHandler(pool, team, name string) bool {
+	if _, ok := r.cfg.Handlers[name]; ok && pool == r.cfg.Pool {
 		return true
 	}
-	return r.cfg.Remote != nil && r.cfg.Remote.Serves(team, name)
+	return r.cfg.Remote != nil && r.cfg.Remote.Serves(pool, team, name)
 }
 
 // servedHandlers are the handlers the runner announces: its own for every
-// team, and its Remote's per team.
+// team of its pool, and its Remote's per team and pool.
 func (r *Runner) servedHandlers() []discovery.ServedHandler {
 	out := make([]discovery.ServedHandler, 0, len(r.cfg.Handlers))
 	for name := range r.cfg.Handlers {
@@ -79,30 +81,56 @@ func (r *Runner) servedHandlers() []discovery.ServedHandler {
 	return out
 }
 
-// handlerExecutors are the live members, other than self, that serve
-// team's handler name and whose id names a directed topic; it does no I/O.
-func handlerExecutors(members []discovery.Member, self, team, name string) []string {
+// handlerRun is what decides where a handler run executes: the run's pool
+// (jobspec.PoolOf: never empty), owner team and handler, and whether this
+// runner serves them itself (servesHandler).
+type handlerRun struct {
+	Pool, Team, Handler string
+	Here                bool
+}
+
+// handlerPlace is where a handler run goes: executed here, handed to one
+// of Executors, or deferred as no_worker for Why.
+type handlerPlace struct {
+	Here      bool
+	Executors []string
+	Why       string
+}
+
+// placeHandler decides where h goes, given the directory's members and
+// this runner's id self: here when this runner serves it, else to the live
+// members other than self that serve the team's handler for jobs of the
+// run's pool and whose id names a directed topic (sorted as listed), else
+// nowhere, with the reason naming the pool. It does no I/O.
+func placeHandler(h handlerRun, members []discovery.Member, self string) handlerPlace {
+	if h.Here {
+		return handlerPlace{Here: true}
+	}
 	var ids []string
 	for _, m := range members {
-		if m.State == discovery.Live && m.ID != self && m.Serves(team, name) && jobspec.CheckExecutorID(m.ID) == "" {
+		if m.State == discovery.Live && m.ID != self && m.Serves(h.Pool, h.Team, h.Handler) && jobspec.CheckExecutorID(m.ID) == "" {
 			ids = append(ids, m.ID)
 		}
 	}
-	return ids
+	if len(ids) == 0 {
+		return handlerPlace{Why: fmt.Sprintf("no live worker of team %s serves handler %s in pool %s", h.Team, h.Handler, h.Pool)}
+	}
+	return handlerPlace{Executors: ids}
 }
 
-// routeHandler hands a handler run this runner cannot execute to a live
-// executor that serves its team's handler (its directed topic), or, when
-// none does, defers it by Config.RouteDelay (DEFERRED, reason no_worker, no
+// routeHandler hands a handler run this runner does not execute to a live
+// executor that serves its team's handler in the run's pool (its directed
+// topic), or, when none does, defers it by Config.RouteDelay (DEFERRED,
+// reason no_worker, the pool named in the event's error message, no
 // attempt spent): the run waits for a worker instead of being
 // dead-lettered.
-func (x *execution) routeHandler(ctx context.Context, name string) result {
-	r, team := x.r, x.run.GetOwnerTeam()
-	ids := handlerExecutors(r.directory.All(), r.cfg.ID, team, name)
-	if len(ids) == 0 {
-		r.m.noWorker.WithLabelValues(team).Inc()
-		x.logger().Info("no live executor serves the run's handler; deferred", "handler", name, "team", team, "delay", r.cfg.RouteDelay)
-		return x.settle().deferRun(ctx, r.cfg.RouteDelay, reasonNoWorker, nil)
+func (x *execution) routeHandler(ctx context.Context, h handlerRun) result {
+	r := x.r
+	p := placeHandler(h, r.directory.All(), r.cfg.ID)
+	if len(p.Executors) == 0 {
+		r.m.noWorker.WithLabelValues(h.Team).Inc()
+		x.logger().Info("no live executor serves the run's handler; deferred", "why", p.Why, "delay", r.cfg.RouteDelay)
+		return x.settle().deferRunWhy(ctx, r.cfg.RouteDelay, reasonNoWorker, p.Why)
 	}
-	return x.handOver(ctx, ids[rand.IntN(len(ids))]) //nolint:gosec // spreading load needs no secure draw
+	return x.handOver(ctx, p.Executors[rand.IntN(len(p.Executors))]) //nolint:gosec // spreading load needs no secure draw
 }

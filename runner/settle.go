@@ -250,6 +250,17 @@ func (s settlement) dead(ctx context.Context, f *target.Error, lease *leasing.Le
 // deferRun writes the same attempt as a due entry after delay and records
 // DEFERRED; no attempt is spent. lease, when not nil, is released.
 func (s settlement) deferRun(ctx context.Context, delay time.Duration, reason string, lease *leasing.Lease) result {
+	return s.deferRunFor(ctx, delay, reason, "", lease)
+}
+
+// deferRunWhy is deferRun of a run that holds no lease, with why the
+// event's error message (the code is reason): what the reason alone does
+// not say, such as the pool no worker serves.
+func (s settlement) deferRunWhy(ctx context.Context, delay time.Duration, reason, why string) result {
+	return s.deferRunFor(ctx, delay, reason, why, nil)
+}
+
+func (s settlement) deferRunFor(ctx context.Context, delay time.Duration, reason, why string, lease *leasing.Lease) result {
 	r, run := s.r, s.run
 	due := store.Truncate(r.cfg.Now().Add(delay))
 	next := proto.Clone(run).(*sundialv1.Run)
@@ -266,6 +277,9 @@ func (s settlement) deferRun(ctx context.Context, delay time.Duration, reason st
 	s.ev.emit(s.ev.event(sundialv1.RunState_RUN_STATE_DEFERRED, func(ev *sundialv1.RunEvent) {
 		ev.Reason = reason
 		ev.NextAttemptDueTime = timestamppb.New(due)
+		if why != "" {
+			ev.Error = &sundialv1.RunError{Code: reason, Message: why}
+		}
 	}))
 	s.logger().Info("run deferred", "reason", reason, "due", due)
 	return s.finishAfterAcks(ctx, nil, nil)

@@ -2,7 +2,7 @@
 // handlers by name and executes the runs of jobs whose target is
 // {"handler": {"name": ...}}. A team writes only the handler:
 //
-//	cfg, err := worker.FromEnv() // SUNDIAL_API_URL, SUNDIAL_API_TOKEN
+//	cfg, err := worker.Load(os.Args[1:]) // --api-url, SUNDIAL_API_TOKEN, --config, ...
 //	w, err := worker.New(cfg)
 //	w.Handle("billing.invoice", func(ctx context.Context, r *worker.Run) error {
 //		r.Log.Info("invoicing", "customer", ...)
@@ -37,8 +37,10 @@
 //     a job's leases, so a downstream can refuse a write from a superseded
 //     holder.
 //   - A team's worker receives only runs whose owner team is its token's
-//     team and whose handler it registered; it cannot heartbeat, complete
-//     or see another team's attempt.
+//     team, whose job's pool is Config.Pool (default DefaultPool) and whose
+//     handler it registered; it cannot heartbeat, complete or see another
+//     team's attempt. The workers of one pool may register different
+//     handlers.
 //   - The handler's ctx ends at the job's timeout, when the lease is lost,
 //     when the run is cancelled or replaced (a team's worker learns it at
 //     its next heartbeat), or when the worker stops (after the runner's
@@ -59,11 +61,18 @@
 //   - Checkpoint saves through the attempt's runner (a team's worker:
 //     through the gateway, on a heartbeat) and returns ErrSuspended when
 //     the run is to be suspended.
-//   - A run whose handler no live executor serves for its team waits:
-//     runners defer it (DEFERRED, reason "no_worker") and never dead-letter
-//     it for a missing handler. An in-process worker announces its handlers
-//     for every team; a gateway announces those of its connected workers,
-//     per team.
+//   - A run whose handler no live executor serves for its team in its
+//     job's pool waits: runners defer it (DEFERRED, reason "no_worker", the
+//     pool named in the event's error message) and never dead-letter it
+//     for a missing handler. An in-process worker announces its handlers
+//     for every team of its pool; a gateway announces those of its
+//     connected workers, per team and pool.
+//   - A team's worker is configured as the CLI is (settings.go, through
+//     internal/configfile): the same keys (api-url, api-token,
+//     api-tls-ca-file, pool, ...) from flags, SUNDIAL_* variables or the
+//     YAML file, a flag winning over its variable, the variable over the
+//     file (its section "worker" over its top level), the file over the
+//     default. Every bad setting is reported, none ignored.
 //   - Start opens the worker's connections (the API's, or Kafka, Redis and
 //     Cassandra); Stop closes them after the handlers have returned. Stop
 //     is idempotent and safe before Start.

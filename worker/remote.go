@@ -1,13 +1,11 @@
 package worker
 
 import (
+	"cmp"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"github.com/sundialhq/sundial/apiserver"
 	"github.com/sundialhq/sundial/checkpoint"
 	"github.com/sundialhq/sundial/internal/backoff"
+	sdconnect "github.com/sundialhq/sundial/internal/connect"
 	"github.com/sundialhq/sundial/internal/lifecycle"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
@@ -25,63 +24,35 @@ import (
 	"github.com/sundialhq/sundial/runner/target"
 )
 
-// Environment variables FromEnv reads: the CLI's keys for the API
-// (docs/configuration.md).
-const (
-	EnvAPIURL       = "SUNDIAL_API_URL"
-	EnvAPIToken     = "SUNDIAL_API_TOKEN"
-	EnvAPITokenFile = "SUNDIAL_API_TOKEN_FILE"
-	EnvAPICAFile    = "SUNDIAL_API_CA_FILE"
-	EnvWorkerID     = "SUNDIAL_WORKER_ID"
-)
-
-// FromEnv returns a Config that talks to the API's worker gateway as the
-// environment says: SUNDIAL_API_URL, SUNDIAL_API_TOKEN (or
-// SUNDIAL_API_TOKEN_FILE, a file holding it), SUNDIAL_API_CA_FILE (the CA
-// bundle of an https API with a private CA) and SUNDIAL_WORKER_ID. The
-// fields it does not read keep their zero values; Validate reports what
-// is missing.
-func FromEnv() (Config, error) {
-	c := Config{APIURL: os.Getenv(EnvAPIURL), Token: os.Getenv(EnvAPIToken), TLSCAFile: os.Getenv(EnvAPICAFile), ID: os.Getenv(EnvWorkerID)}
-	if f := os.Getenv(EnvAPITokenFile); f != "" && c.Token == "" {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return c, fmt.Errorf("worker config: %s: %w", EnvAPITokenFile, err)
-		}
-		c.Token = string(trimSpace(b))
-	}
-	return c, nil
-}
-
-func trimSpace(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ') {
-		b = b[:len(b)-1]
-	}
-	return b
-}
-
 // httpClient is the client of the API calls: Config.HTTPClient, or one
-// trusting Config.TLS or Config.TLSCAFile.
+// whose TLS is Config.TLS with the files and server name of Config's
+// TLSCAFile, TLSCertFile, TLSKeyFile and TLSServerName (package connect's
+// rule, the CLI's), each error naming its setting.
 func (c Config) httpClient() (*http.Client, error) {
 	if c.HTTPClient != nil {
 		return c.HTTPClient, nil
 	}
 	tc := c.TLS
-	if c.TLSCAFile != "" {
-		pem, err := os.ReadFile(c.TLSCAFile)
+	files := sdconnect.TLS{CAFile: c.TLSCAFile, CertFile: c.TLSCertFile, KeyFile: c.TLSKeyFile, ServerName: c.TLSServerName}
+	if files.On() {
+		ft, err := files.Config("api")
 		if err != nil {
-			return nil, fmt.Errorf("worker config: TLSCAFile: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("worker config: TLSCAFile: %s holds no PEM certificate", c.TLSCAFile)
+			return nil, fmt.Errorf("worker config: %w", err)
 		}
 		if tc == nil {
-			tc = &tls.Config{MinVersion: tls.VersionTLS12}
+			tc = ft
 		} else {
 			tc = tc.Clone()
+			if ft.RootCAs != nil {
+				tc.RootCAs = ft.RootCAs
+			}
+			if len(ft.Certificates) > 0 {
+				tc.Certificates = ft.Certificates
+			}
+			if ft.ServerName != "" {
+				tc.ServerName = ft.ServerName
+			}
 		}
-		tc.RootCAs = pool
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tc
@@ -119,7 +90,7 @@ func (w *Worker) startRemote(run *lifecycle.Run) error {
 	for range c.Concurrency {
 		run.Go(rm.pollLoop)
 	}
-	c.Logger.Info("worker polling the API's gateway", "api", c.APIURL, "handlers", rm.names, "worker_id", c.ID)
+	c.Logger.Info("worker polling the API's gateway", "api", c.APIURL, "pool", cmp.Or(c.Pool, DefaultPool), "handlers", rm.names, "worker_id", c.ID)
 	return nil
 }
 
@@ -129,7 +100,7 @@ func (rm *remote) pollLoop(ctx context.Context) {
 	retry := backoff.New(200*time.Millisecond, 5*time.Second)
 	for ctx.Err() == nil {
 		res, err := rm.api.Poll(ctx, connect.NewRequest(&apiv1.PollRequest{
-			WorkerId: c.ID, Version: c.Version, Handlers: rm.names, MaxTasks: 1, Wait: durationpb.New(20 * time.Second),
+			WorkerId: c.ID, Version: c.Version, Handlers: rm.names, MaxTasks: 1, Wait: durationpb.New(20 * time.Second), Pool: c.Pool,
 		}))
 		if err != nil {
 			if ctx.Err() == nil {

@@ -1,12 +1,9 @@
 package worker
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 func TestRemoteConfigNeedsTheAPIAndATokenOnly(t *testing.T) {
@@ -34,25 +31,4 @@ func TestRemoteConfigNeedsTheAPIAndATokenOnly(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestFromEnvReadsTheCLIsKeys(t *testing.T) {
-	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "token")
-	require.NoError(t, os.WriteFile(tokenFile, []byte("from-file\n"), 0o600))
-	t.Setenv(EnvAPIURL, "https://api.example")
-	t.Setenv(EnvAPIToken, "")
-	t.Setenv(EnvAPITokenFile, tokenFile)
-	t.Setenv(EnvAPICAFile, filepath.Join(dir, "ca.pem"))
-	t.Setenv(EnvWorkerID, "w-1")
-	c, err := FromEnv()
-	require.NoError(t, err)
-	assert.Equal(t, Config{APIURL: "https://api.example", Token: "from-file", TLSCAFile: filepath.Join(dir, "ca.pem"), ID: "w-1"}, c)
-	_, err = c.httpClient()
-	assert.ErrorContains(t, err, "TLSCAFile", "a missing CA file is reported")
-
-	t.Setenv(EnvAPIToken, "from-env")
-	c, err = FromEnv()
-	require.NoError(t, err)
-	assert.Equal(t, "from-env", c.Token, "the variable wins over the file")
 }

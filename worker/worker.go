@@ -25,6 +25,7 @@ import (
 	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/jobspec"
 	"github.com/sundialhq/sundial/runner"
 	"github.com/sundialhq/sundial/runner/target"
 	"github.com/sundialhq/sundial/store/cassandra"
@@ -52,21 +53,33 @@ type Config struct {
 	// worker receives its team's runs only. Required with APIURL.
 	Token string
 	// TLSCAFile is a PEM bundle of the CAs the API's certificate is
-	// checked against (a private CA), added to TLS's RootCAs.
+	// checked against (a private CA); it replaces TLS's RootCAs. Setting
+	// api-tls-ca-file.
 	TLSCAFile string
-	// TLS configures the API's TLS (client certificates, server name);
-	// nil is Go's default.
+	// TLSCertFile and TLSKeyFile are the worker's PEM client certificate
+	// and key, for mutual TLS with the API; both or neither. Settings
+	// api-tls-cert-file and api-tls-key-file.
+	TLSCertFile string
+	TLSKeyFile  string
+	// TLSServerName is the name the API's certificate must carry; empty
+	// means the host of APIURL. Setting api-tls-server-name.
+	TLSServerName string
+	// TLS configures the API's TLS beyond the fields above; nil is Go's
+	// default.
 	TLS *tls.Config
 	// HTTPClient, when set, makes the API calls instead of a client built
-	// from TLS and TLSCAFile.
+	// from TLS and the TLS files.
 	HTTPClient *http.Client
 
-	// Pool is the pool the worker joins. Today a pool is the runners'
-	// consumer group on the runs topics: DefaultPool is the stock runners'
-	// group (runner.DefaultGroup), any other name is the group
-	// "sundial-runners-<pool>". Every consumer group on the runs topics
-	// receives every run, so an installation (a topic prefix) has one
-	// pool in use; choosing pools per job comes with routing.
+	// Pool is the pool whose jobs' handler runs the worker executes (a
+	// job's "pool"; [a-z0-9_-], at most 64 characters). Default
+	// DefaultPool. A team's worker receives only the runs of its team's
+	// jobs of this pool, for the handlers it registered; the workers of
+	// one pool may register different handlers. An in-process worker
+	// also joins the pool's consumer group on the runs topics
+	// (DefaultPool: the stock runners' group runner.DefaultGroup, any
+	// other name "sundial-runners-<pool>"), and executes handler runs of
+	// its pool only (others are routed to an executor of theirs).
 	Pool string
 	// ID names this worker in run events. Default "<hostname>-<pid>".
 	ID string
@@ -148,8 +161,8 @@ func (c Config) Validate() error {
 			bad("CassandraHosts", "at least one host is required (or APIURL and Token)")
 		}
 	}
-	if c.Pool != "" && !handlerName.MatchString(c.Pool) {
-		bad("Pool", "%q has characters outside [A-Za-z0-9._:/-]", c.Pool)
+	if why := jobspec.CheckPool(c.Pool); why != "" {
+		bad("Pool", "%s", why)
 	}
 	if c.Concurrency < 0 {
 		bad("Concurrency", "%d is negative", c.Concurrency)

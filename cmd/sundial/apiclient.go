@@ -38,13 +38,18 @@ func apiFlags() []cli.Flag {
 		&cli.StringFlag{Name: "api-url", Usage: "base URL of the control-plane API (sundial api); when set, queries go through it instead of Cassandra and Kafka", Sources: envVar("api-url")},
 		&cli.StringFlag{Name: "api-token", Usage: "bearer token for --api-url; prefer the environment or --api-token-file", Sources: envVar("api-token")},
 		&cli.StringFlag{Name: "api-token-file", Usage: "file holding the bearer token for --api-url", Sources: envVar("api-token-file")},
+		&cli.StringFlag{Name: "api-tls-ca-file", Usage: "PEM bundle of the authorities that sign the API's certificate (default: the system's)", Sources: envVar("api-tls-ca-file")},
+		&cli.StringFlag{Name: "api-tls-cert-file", Usage: "PEM client certificate, for mutual TLS with the API (with --api-tls-key-file)", Sources: envVar("api-tls-cert-file")},
+		&cli.StringFlag{Name: "api-tls-key-file", Usage: "PEM key of --api-tls-cert-file", Sources: envVar("api-tls-key-file")},
+		&cli.StringFlag{Name: "api-tls-server-name", Usage: "name the API's certificate must carry (default: the host of --api-url)", Sources: envVar("api-tls-server-name")},
 	}
 }
 
 // apiConn is a configured API endpoint.
 type apiConn struct {
-	url   string
-	token connect.Secret
+	url    string
+	token  connect.Secret
+	client *http.Client
 }
 
 // apiConfig reads the API flags; ok is false when --api-url is not set.
@@ -61,7 +66,17 @@ func apiConfig(cmd *cli.Command) (apiConn, bool, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	return apiConn{url: raw, token: tok}, true, errors.Join(errs...)
+	client := http.DefaultClient
+	tc, err := readTLS(cmd, "api").Config("api")
+	switch {
+	case err != nil:
+		errs = append(errs, err)
+	case tc != nil:
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = tc
+		client = &http.Client{Transport: tr}
+	}
+	return apiConn{url: raw, token: tok, client: client}, true, errors.Join(errs...)
 }
 
 // options returns the client options that send the bearer token.
@@ -134,7 +149,7 @@ func withRunSource(ctx context.Context, cmd *cli.Command, bad []error, use func(
 	if err := errors.Join(append(bad, err)...); err != nil {
 		return err
 	}
-	return use(apiRuns{apiv1connect.NewRunServiceClient(http.DefaultClient, api.url, api.options()...)})
+	return use(apiRuns{apiv1connect.NewRunServiceClient(api.client, api.url, api.options()...)})
 }
 
 // storeRuns reads the history in Cassandra.
@@ -339,7 +354,7 @@ func deadLetters(ctx context.Context, cmd *cli.Command, f deadletter.Filter) ([]
 		}
 		return deadletter.Read(ctx, kopts, topics.Names{Prefix: cmd.String("topic-prefix")}.DLQ(), f)
 	}
-	c := apiv1connect.NewDlqServiceClient(http.DefaultClient, api.url, api.options()...)
+	c := apiv1connect.NewDlqServiceClient(api.client, api.url, api.options()...)
 	filter := &apiv1.DeadLetterFilter{JobId: f.JobID, RunId: f.RunID}
 	if !f.Since.IsZero() {
 		filter.DeadAfter = timestamppb.New(f.Since)

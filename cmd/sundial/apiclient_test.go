@@ -20,6 +20,7 @@ import (
 
 	"github.com/sundialhq/sundial/apiserver"
 	"github.com/sundialhq/sundial/auth"
+	"github.com/sundialhq/sundial/internal/connect/testpki"
 	"github.com/sundialhq/sundial/internal/testenv"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
@@ -195,4 +196,36 @@ func mustMemoryStore(t *testing.T) *memory.Store {
 	st, err := memory.New(memory.Options{})
 	require.NoError(t, err)
 	return st
+}
+
+// TestAPICommandsOverMutualTLS: the commands that go through the API trust
+// --api-tls-ca-file and present --api-tls-cert-file, the keys a team's
+// worker reads too; an API that requires a client certificate refuses a
+// command without one.
+func TestAPICommandsOverMutualTLS(t *testing.T) {
+	st, err := memory.New(memory.Options{})
+	require.NoError(t, err)
+	_, err = st.InitCluster(t.Context(), 4)
+	require.NoError(t, err)
+	svc, err := apiserver.NewRunService(apiserver.RunServiceConfig{History: st, Jobs: st, DagRuns: st, Events: noEvents{}, Logger: testLogger(t)})
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle(apiv1connect.NewRunServiceHandler(svc))
+	pki := testpki.New(t)
+	srv := httptest.NewUnstartedServer(bearerCallers(mux, testTokens))
+	srv.TLS = pki.ServerTLS(true)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	t.Setenv("SUNDIAL_API_TOKEN", "tok-billing")
+
+	out := cliOutput(t, "runs", "list", "--job", "billing.invoice", "--api-url", srv.URL,
+		"--api-tls-ca-file", pki.CA, "--api-tls-cert-file", pki.ClientCert, "--api-tls-key-file", pki.ClientKey)
+	assert.Contains(t, out, "billing.invoice")
+
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), []string{"sundial", "runs", "list", "--job", "billing.invoice", "--api-url", srv.URL, "--api-tls-ca-file", pki.CA}, &stdout, &stderr)
+	assert.Equal(t, 1, code, "an API requiring a client certificate answered a command without one")
+	code = run(t.Context(), []string{"sundial", "runs", "list", "--job", "billing.invoice", "--api-url", srv.URL, "--api-tls-cert-file", pki.ClientCert}, &stdout, &stderr)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr.String(), "--api-tls-key-file: required with a cert file")
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,8 +13,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v3"
-	"go.yaml.in/yaml/v3"
 
+	"github.com/sundialhq/sundial/internal/configfile"
 	"github.com/sundialhq/sundial/internal/connect"
 )
 
@@ -30,102 +29,32 @@ import (
 //	  concurrency: 256
 //
 // A flag on the command line wins over the environment, which wins over the
-// file, which wins over the default. Unknown keys are an error naming them.
+// file, which wins over the default. Unknown keys are an error naming them;
+// the section "worker" is the worker SDK's (package worker), which checks
+// it. The rule's home is package configfile.
 type configFile struct {
 	path     string
 	values   map[string]string            // flag name -> value
 	sections map[string]map[string]string // command path -> flag name -> value
 }
 
-// configPath returns the file --config (or -config, --config=) names in
-// args, else SUNDIAL_CONFIG. The file is read before the command line is
-// parsed: the flags' value sources need it then. Scanning stops at "--".
-func configPath(args []string) string {
-	path := ""
-	for i := 1; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			break
-		}
-		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !strings.HasPrefix(a, "-") || name != "config" {
-			continue
-		}
-		if hasValue {
-			path = value
-		} else if i+1 < len(args) {
-			path = args[i+1]
-			i++
-		}
-	}
-	if path == "" {
-		path = os.Getenv(envName("config"))
-	}
-	return path
-}
+// configPath returns the file --config names in args, else SUNDIAL_CONFIG
+// (configfile.Path). The file is read before the command line is parsed:
+// the flags' value sources need it then.
+func configPath(args []string) string { return configfile.Path(args, os.Getenv) }
 
-// loadConfigFile reads and parses path; an empty path is an empty file.
+// loadConfigFile reads and parses path (configfile.Load); an empty path is
+// an empty file.
 func loadConfigFile(path string) (*configFile, error) {
-	c := &configFile{path: path, values: map[string]string{}, sections: map[string]map[string]string{}}
-	if path == "" {
-		return c, nil
+	f, err := configfile.Load(path)
+	if f == nil {
+		return nil, err
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("--config: %w", err)
-	}
-	var doc map[string]any
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("config file %s: %w", path, err)
-	}
-	var errs []error
-	for key, v := range doc {
-		if m, ok := v.(map[string]any); ok {
-			sec := map[string]string{}
-			for k, sv := range m {
-				s, err := configValue(sv)
-				if err != nil {
-					errs = append(errs, fmt.Errorf("config file %s: %s.%s: %w", path, key, k, err))
-				}
-				sec[k] = s
-			}
-			c.sections[key] = sec
-			continue
-		}
-		s, err := configValue(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("config file %s: %s: %w", path, key, err))
-		}
-		c.values[key] = s
-	}
-	return c, errors.Join(errs...)
+	return &configFile{path: f.Path, values: f.Values, sections: f.Sections}, err
 }
 
-// configValue renders a YAML value as the flag would read it on the command
-// line: a list is comma-separated.
-func configValue(v any) (string, error) {
-	switch v := v.(type) {
-	case nil:
-		return "", errors.New("no value (remove the key for the default)")
-	case map[string]any:
-		return "", errors.New("a mapping where a value is expected (sections hold flags, one level deep)")
-	case []any:
-		parts := make([]string, 0, len(v))
-		for _, e := range v {
-			s, err := configValue(e)
-			if err != nil {
-				return "", err
-			}
-			if _, nested := e.([]any); nested {
-				return "", errors.New("a list of lists")
-			}
-			parts = append(parts, s)
-		}
-		return strings.Join(parts, ","), nil
-	default:
-		return fmt.Sprint(v), nil
-	}
+func (c *configFile) file() *configfile.File {
+	return &configfile.File{Path: c.path, Values: c.values, Sections: c.sections}
 }
 
 // walkPaths calls fn for every command of the tree, root included, with its
@@ -170,6 +99,9 @@ func (c *configFile) attach(root *cli.Command) error {
 		}
 	}
 	for _, s := range sortedKeys(c.sections) {
+		if s == configfile.WorkerSection {
+			continue // the worker SDK's settings (package worker), checked by it
+		}
 		flags, ok := commands[s]
 		if !ok {
 			errs = append(errs, fmt.Errorf("config file %s: unknown section %q (not a command; write a command's path, e.g. \"dag engine\")", c.path, s))
@@ -223,21 +155,10 @@ type configSource struct {
 	command, flag string
 }
 
-func (s *configSource) Lookup() (string, bool) {
-	if v, ok := s.file.sections[s.command][s.flag]; ok {
-		return v, true
-	}
-	v, ok := s.file.values[s.flag]
-	return v, ok
-}
+func (s *configSource) Lookup() (string, bool) { return s.file.file().Lookup(s.command, s.flag) }
 
 // String says where the value came from, for errors and config print.
-func (s *configSource) String() string {
-	if _, ok := s.file.sections[s.command][s.flag]; ok {
-		return fmt.Sprintf("config file %s, section %q", s.file.path, s.command)
-	}
-	return "config file " + s.file.path
-}
+func (s *configSource) String() string { return s.file.file().Source(s.command, s.flag) }
 
 func (s *configSource) GoString() string {
 	return fmt.Sprintf("&configSource{command:%q, flag:%q}", s.command, s.flag)

@@ -1,9 +1,9 @@
 package main
 
 import (
-	"strings"
-
 	"github.com/urfave/cli/v3"
+
+	"github.com/sundialhq/sundial/internal/configfile"
 )
 
 // envVar returns the value source for a flag: every flag named "foo-bar" can
@@ -12,6 +12,4 @@ func envVar(flag string) cli.ValueSourceChain {
 	return cli.EnvVars(envName(flag))
 }
 
-func envName(flag string) string {
-	return "SUNDIAL_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
-}
+func envName(flag string) string { return configfile.EnvName(flag) }

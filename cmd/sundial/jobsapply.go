@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"iter"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -73,7 +72,7 @@ Examples:
 				if err != nil {
 					return err
 				}
-				return a.applyThroughAPI(ctx, apiv1connect.NewJobServiceClient(http.DefaultClient, api.url, api.options()...), path)
+				return a.applyThroughAPI(ctx, apiv1connect.NewJobServiceClient(api.client, api.url, api.options()...), path)
 			}
 			c, kopts, err := newClient(cmd)
 			if err != nil {

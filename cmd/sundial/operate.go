@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	connectrpc "connectrpc.com/connect"
@@ -54,7 +53,7 @@ func apiOperations(cmd *cli.Command) (ops operations, ok bool, err error) {
 	if !ok || err != nil {
 		return nil, ok, err
 	}
-	return operationsAPI{ops: apiv1connect.NewOperatorServiceClient(http.DefaultClient, api.url, api.options()...)}, true, nil
+	return operationsAPI{ops: apiv1connect.NewOperatorServiceClient(api.client, api.url, api.options()...)}, true, nil
 }
 
 func (a operationsAPI) setPaused(ctx context.Context, id string, pause bool) (bool, *sundialv1.JobStatus, error) {
@@ -191,7 +190,7 @@ func tally(sum *client.ApplySummary, r client.ApplyResult) {
 // deleteThroughAPI deletes ids with the API's DeleteJob and prints each
 // answer as a direct delete does.
 func deleteThroughAPI(ctx context.Context, cmd *cli.Command, api apiConn, ids []string) error {
-	jobs := apiv1connect.NewJobServiceClient(http.DefaultClient, api.url, api.options()...)
+	jobs := apiv1connect.NewJobServiceClient(api.client, api.url, api.options()...)
 	out := cmd.Root().Writer
 	var errs []error
 	for _, id := range ids {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -74,7 +73,7 @@ Example:
 			}
 			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
 			defer cancel()
-			jobs := apiv1connect.NewJobServiceClient(http.DefaultClient, api.url, api.options()...)
+			jobs := apiv1connect.NewJobServiceClient(api.client, api.url, api.options()...)
 			return listJobs(ctx, cmd.Root().Writer, jobs, filter, uint32(cmd.Uint("page-size")), cmd.String("page-token"), cmd.Bool("all"), emitter{w: cmd.Root().Writer, form: must(outputOf(cmd))})
 		},
 	}
@@ -138,7 +137,7 @@ Example:
 			}
 			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
 			defer cancel()
-			c := apiv1connect.NewClusterServiceClient(http.DefaultClient, api.url, api.options()...)
+			c := apiv1connect.NewClusterServiceClient(api.client, api.url, api.options()...)
 			resp, err := c.GetCluster(ctx, connectrpc.NewRequest(&apiv1.GetClusterRequest{}))
 			if err != nil {
 				return fmt.Errorf("cluster: %w", err)

@@ -1,12 +1,7 @@
-// Command teamworker is a team's Sundial worker: it needs the API's address
-// and the team's token, nothing else. It executes the runs of the team's
-// jobs whose target is the handler "hello", which docs/workers.md's
-// quickstart schedules every ten seconds.
-//
-// Against `make dev` (which prints the tokens), from another shell:
-//
-//	export SUNDIAL_API_URL=http://127.0.0.1:8480 SUNDIAL_API_TOKEN=<the dev team's operator secret>
-//	go run ./examples/teamworker
+// Command teamworker is a team's Sundial worker, the main.go of
+// docs/workers.md's quickstart: it needs the API's address and the team's
+// token, nothing else, and executes the runs of the team's jobs whose
+// target is the handler "hello".
 package main
 
 import (
@@ -34,7 +29,9 @@ func main() {
 }
 
 func run() error {
-	cfg, err := worker.FromEnv() // SUNDIAL_API_URL, SUNDIAL_API_TOKEN, SUNDIAL_API_CA_FILE
+	// --api-url, --api-token, --pool, ... or SUNDIAL_API_URL, ... or the
+	// file --config names: the CLI's keys (docs/configuration.md).
+	cfg, err := worker.Load(os.Args[1:])
 	if err != nil {
 		return err
 	}

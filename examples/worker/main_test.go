@@ -72,8 +72,11 @@ func TestExampleHandlerRunsAndItsLogReachesRunsGet(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, hw.Start(ctx))
 	t.Cleanup(hw.Stop)
+	// The worker's pool is the test's own (its consumer group too), and
+	// the job names it: a worker executes its pool's handler runs only.
+	pool := strings.Trim(k.TopicPrefix, ".")
 	w, err := worker.New(worker.Config{
-		Pool: strings.Trim(k.TopicPrefix, "."), KafkaBrokers: k.Brokers, TopicPrefix: k.TopicPrefix,
+		Pool: pool, KafkaBrokers: k.Brokers, TopicPrefix: k.TopicPrefix,
 		RedisAddr: rd.Addr, RedisKeyPrefix: rd.KeyPrefix, CassandraHosts: c.Hosts, Keyspace: c.Keyspace,
 		Registerer: prometheus.NewRegistry(), Logger: logger,
 	})
@@ -85,7 +88,7 @@ func TestExampleHandlerRunsAndItsLogReachesRunsGet(t *testing.T) {
 	// What the trigger consumer does for `sundial trigger`: the job's
 	// definition in the store, and a trigger entry due now.
 	const jobID = "billing.invoice-acme"
-	spec := &sundialv1.JobSpec{Id: jobID, OwnerTeam: "billing",
+	spec := &sundialv1.JobSpec{Id: jobID, OwnerTeam: "billing", Pool: pool,
 		Target: &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: "billing.invoice"}}}}
 	specBytes, err := proto.Marshal(spec)
 	require.NoError(t, err)

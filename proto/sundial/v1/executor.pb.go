@@ -193,7 +193,10 @@ type ServedHandler struct {
 	// The team whose runs it executes; empty for every team.
 	Team string `protobuf:"bytes,1,opt,name=team,proto3" json:"team,omitempty"`
 	// The handler's name.
-	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The pool whose runs it executes; empty for the executor's own pool. A
+	// worker gateway names the pool of the workers that serve it.
+	Pool          string `protobuf:"bytes,3,opt,name=pool,proto3" json:"pool,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -242,6 +245,13 @@ func (x *ServedHandler) GetName() string {
 	return ""
 }
 
+func (x *ServedHandler) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
 var File_sundial_v1_executor_proto protoreflect.FileDescriptor
 
 const file_sundial_v1_executor_proto_rawDesc = "" +
@@ -266,10 +276,11 @@ const file_sundial_v1_executor_proto_rawDesc = "" +
 	"\bhandlers\x18\r \x03(\v2\x19.sundial.v1.ServedHandlerR\bhandlers\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"7\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"K\n" +
 	"\rServedHandler\x12\x12\n" +
 	"\x04team\x18\x01 \x01(\tR\x04team\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04nameB9Z7github.com/sundialhq/sundial/proto/sundial/v1;sundialv1b\x06proto3"
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04pool\x18\x03 \x01(\tR\x04poolB9Z7github.com/sundialhq/sundial/proto/sundial/v1;sundialv1b\x06proto3"
 
 var (
 	file_sundial_v1_executor_proto_rawDescOnce sync.Once

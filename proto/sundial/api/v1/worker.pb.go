@@ -93,7 +93,10 @@ type PollRequest struct {
 	// The most tasks to return; 0 is 1.
 	MaxTasks uint32 `protobuf:"varint,4,opt,name=max_tasks,json=maxTasks,proto3" json:"max_tasks,omitempty"`
 	// How long to wait for a task; 0 and anything above 20s are 20s.
-	Wait          *durationpb.Duration `protobuf:"bytes,5,opt,name=wait,proto3" json:"wait,omitempty"`
+	Wait *durationpb.Duration `protobuf:"bytes,5,opt,name=wait,proto3" json:"wait,omitempty"`
+	// The pool the worker serves: it receives only runs of jobs whose pool
+	// is this one. Empty is the pool "default".
+	Pool          string `protobuf:"bytes,6,opt,name=pool,proto3" json:"pool,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -161,6 +164,13 @@ func (x *PollRequest) GetWait() *durationpb.Duration {
 		return x.Wait
 	}
 	return nil
+}
+
+func (x *PollRequest) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
 }
 
 // PollResponse holds the tasks given to the worker.
@@ -675,13 +685,14 @@ var File_sundial_api_v1_worker_proto protoreflect.FileDescriptor
 
 const file_sundial_api_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x1bsundial/api/v1/worker.proto\x12\x0esundial.api.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xac\x01\n" +
+	"\x1bsundial/api/v1/worker.proto\x12\x0esundial.api.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc0\x01\n" +
 	"\vPollRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
 	"\bhandlers\x18\x03 \x03(\tR\bhandlers\x12\x1b\n" +
 	"\tmax_tasks\x18\x04 \x01(\rR\bmaxTasks\x12-\n" +
-	"\x04wait\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"\x8a\x01\n" +
+	"\x04wait\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12\x12\n" +
+	"\x04pool\x18\x06 \x01(\tR\x04pool\"\x8a\x01\n" +
 	"\fPollResponse\x120\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x1a.sundial.api.v1.WorkerTaskR\x05tasks\x12H\n" +
 	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\xfc\x03\n" +
