@@ -276,8 +276,9 @@ func (x *execution) route(ctx context.Context) (res result, executeHere bool) {
 }
 
 // handOver produces the run to member's directed topic and returns
-// finished once the produce is acknowledged (unfinished when it fails: the
-// record is routed again).
+// handedOff: a finishing goroutine finishes the record once the produce is
+// acknowledged, or puts it back in its queue when it fails (the record is
+// routed again).
 func (x *execution) handOver(ctx context.Context, member string) result {
 	r, run := x.r, x.run
 	next := proto.Clone(run).(*sundialv1.Run)
@@ -287,16 +288,31 @@ func (x *execution) handOver(ctx context.Context, member string) result {
 		x.logger().Error("routed run not encoded", "err", err)
 		return unfinished
 	}
-	err = r.producer.ProduceSync(ctx, &kgo.Record{
+	// The worker does not wait for the acknowledgement: a finishing
+	// goroutine does, and only then finishes the record (or puts it back
+	// in its queue to be routed again), so its offset is committed only
+	// once the copy is durable. A worker held for each produce's round trip
+	// bounded a runner's hand-overs to Concurrency per round trip, the
+	// limit of the worker gateway's rate (docs/architecture.md §11).
+	acked := make(chan error, 1)
+	r.producer.Produce(ctx, &kgo.Record{
 		Topic: r.cfg.Topics.Direct(member), Key: []byte(run.GetRunId()), Value: val,
 		Headers: topics.ProtobufHeaders(next),
-	}).FirstErr()
-	if err != nil {
-		x.logger().Warn("routed run not handed over; it will be routed again", "executor", member, "err", err)
-		return unfinished
-	}
-	x.logger().Debug("run routed", "executor", member, "pool", run.GetPool())
-	return finished
+	}, func(_ *kgo.Record, err error) { acked <- err })
+	r.tailsWG.Go(func() {
+		// A hand-over holds no lease: its in-flight slot (MaxInFlight)
+		// is given back at once; the record, unfinished until acknowledged,
+		// still counts against its partition's pending offsets.
+		<-r.slots
+		if err := <-acked; err != nil {
+			x.logger().Warn("routed run not handed over; it will be routed again", "executor", member, "err", err)
+			r.retryLater(ctx, x.rec)
+			return
+		}
+		x.logger().Debug("run routed", "executor", member, "pool", run.GetPool())
+		r.in.finish(x.rec)
+	})
+	return handedOff
 }
 
 func routeLabel(s sundialv1.RoutingStrategy) string {
