@@ -66,9 +66,25 @@ type remote struct {
 	api      apiv1connect.WorkerServiceClient
 	handlers map[string]handler
 	names    []string
+	// slots holds one token per task executing or asked for: Concurrency
+	// of them bound the tasks the worker holds.
+	slots chan struct{}
 }
 
-// startRemote starts Concurrency pollers, each taking one task at a time.
+// maxPollers bounds the Polls a worker keeps in flight. A Poll asks for
+// as many tasks as the worker has free slots (up to maxPollTasks), so a
+// few pollers keep every slot busy: while one Poll travels, another holds
+// the slots freed meanwhile. One Poll per task, as the worker did first,
+// cost a round trip per task on top of the Complete, and ran the SDK path
+// at a fraction of the stock runner's rate (docs/architecture.md §11).
+const maxPollers = 4
+
+// maxPollTasks is the most tasks one Poll asks for (the gateway's bound).
+const maxPollTasks = 64
+
+// startRemote starts the pollers (maxPollers at most, Concurrency at
+// most), which execute each task they receive in a goroutine of its own
+// holding one of Concurrency slots.
 func (w *Worker) startRemote(run *lifecycle.Run) error {
 	c := w.cfg
 	hc, err := c.httpClient()
@@ -76,7 +92,7 @@ func (w *Worker) startRemote(run *lifecycle.Run) error {
 		return err
 	}
 	w.mu.Lock()
-	rm := &remote{w: w, handlers: map[string]handler{}}
+	rm := &remote{w: w, handlers: map[string]handler{}, slots: make(chan struct{}, c.Concurrency)}
 	for name, h := range w.handlers {
 		rm.handlers[name] = h.(handler)
 		rm.names = append(rm.names, name)
@@ -87,22 +103,61 @@ func (w *Worker) startRemote(run *lifecycle.Run) error {
 	}
 	slices.Sort(rm.names)
 	rm.api = apiv1connect.NewWorkerServiceClient(hc, c.APIURL, connect.WithInterceptors(apiserver.BearerToken(c.Token)))
-	for range c.Concurrency {
+	for range min(c.Concurrency, maxPollers) {
 		run.Go(rm.pollLoop)
 	}
 	c.Logger.Info("worker polling the API's gateway", "api", c.APIURL, "pool", cmp.Or(c.Pool, DefaultPool), "handlers", rm.names, "worker_id", c.ID)
 	return nil
 }
 
-// pollLoop polls for a task and executes it, until ctx ends (Stop).
+// reserve takes one free slot, waiting for it, then every other free slot
+// up to maxPollTasks without waiting. It returns how many it took, 0 when
+// ctx ended first.
+func (rm *remote) reserve(ctx context.Context) int {
+	select {
+	case rm.slots <- struct{}{}:
+	case <-ctx.Done():
+		return 0
+	}
+	n := 1
+	for n < maxPollTasks {
+		select {
+		case rm.slots <- struct{}{}:
+			n++
+		default:
+			return n
+		}
+	}
+	return n
+}
+
+// release gives n slots back.
+func (rm *remote) release(n int) {
+	for range n {
+		<-rm.slots
+	}
+}
+
+// pollLoop reserves the free slots, polls for as many tasks, and executes
+// each in a goroutine of its own that gives its slot back once the handler
+// has returned (its Complete goes on without it: Concurrency bounds the
+// handlers, and a slot kept for a Complete's round trip idled), until ctx
+// ends (Stop); it returns once its tasks are completed.
 func (rm *remote) pollLoop(ctx context.Context) {
 	c := rm.w.cfg
+	var tasks sync.WaitGroup
+	defer tasks.Wait()
 	retry := backoff.New(200*time.Millisecond, 5*time.Second)
 	for ctx.Err() == nil {
+		n := rm.reserve(ctx)
+		if n == 0 {
+			return
+		}
 		res, err := rm.api.Poll(ctx, connect.NewRequest(&apiv1.PollRequest{
-			WorkerId: c.ID, Version: c.Version, Handlers: rm.names, MaxTasks: 1, Wait: durationpb.New(20 * time.Second), Pool: c.Pool,
+			WorkerId: c.ID, Version: c.Version, Handlers: rm.names, MaxTasks: uint32(n), Wait: durationpb.New(20 * time.Second), Pool: c.Pool, //nolint:gosec // n <= maxPollTasks
 		}))
 		if err != nil {
+			rm.release(n)
 			if ctx.Err() == nil {
 				c.Logger.Warn("poll failed", "err", err, "retry_within", retry.Peek())
 				retry.Wait(ctx)
@@ -110,8 +165,19 @@ func (rm *remote) pollLoop(ctx context.Context) {
 			continue
 		}
 		retry.Reset()
-		for _, t := range res.Msg.GetTasks() {
-			rm.execute(ctx, t, res.Msg.GetHeartbeatInterval().AsDuration())
+		got := res.Msg.GetTasks()
+		// A gateway gives max_tasks at most; one that gave more would
+		// have its extra tasks lost as worker_lost, never run twice.
+		got = got[:min(len(got), n)]
+		rm.release(n - len(got))
+		interval := res.Msg.GetHeartbeatInterval().AsDuration()
+		for _, t := range got {
+			tasks.Go(func() {
+				var once sync.Once
+				free := func() { once.Do(func() { rm.release(1) }) }
+				defer free()
+				rm.execute(ctx, t, interval, free)
+			})
 		}
 	}
 }
@@ -120,8 +186,9 @@ func (rm *remote) pollLoop(ctx context.Context) {
 // attempt must stop.
 var errStopped = errors.New("worker: the gateway stopped this attempt")
 
-// execute runs one task's handler, heartbeating it, and completes it.
-func (rm *remote) execute(ctx context.Context, t *apiv1.WorkerTask, interval time.Duration) {
+// execute runs one task's handler, heartbeating it, calls free once the
+// handler has returned, and completes the task.
+func (rm *remote) execute(ctx context.Context, t *apiv1.WorkerTask, interval time.Duration, free func()) {
 	c := rm.w.cfg
 	h, ok := rm.handlers[t.GetHandler()]
 	if !ok { // the gateway gives only the handlers polled for
@@ -154,6 +221,7 @@ func (rm *remote) execute(ctx context.Context, t *apiv1.WorkerTask, interval tim
 	err := callRemote(runCtx, h.fn, r)
 	stopBeats()
 	beatWG.Wait()
+	free()
 	if errors.Is(context.Cause(runCtx), errStopped) {
 		// The gateway decided the attempt's outcome (lost lease, cancel,
 		// timeout) or cannot be reached: the task is no longer this
