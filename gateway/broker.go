@@ -214,6 +214,13 @@ func (b *Broker) HandleAttempt(ctx context.Context, req target.Request) error {
 	if d, ok := ctx.Deadline(); ok {
 		t.Deadline = d
 	}
+	if t.Checkpoints != nil {
+		// Loaded here, by the runner's worker of this attempt, rather than
+		// in the Poll that hands the task out: a Poll of many tasks would
+		// read their checkpoints one after the other. The session keeps
+		// it; a failed load is tried again by the Poll.
+		_, _, _ = t.Checkpoints.Last(ctx)
+	}
 	b.enqueue(t)
 	tick := time.NewTicker(b.cfg.HeartbeatInterval)
 	defer tick.Stop()

@@ -25,9 +25,18 @@ type Service struct{ b *Broker }
 // NewService returns the WorkerService of b.
 func NewService(b *Broker) *Service { return &Service{b: b} }
 
+// compressMinBytes is the smallest answer the WorkerService compresses.
+// Its answers are mostly a few bytes (a Complete's, a Heartbeat's, a Poll
+// of one small task), and a gzip writer's reset for each cost the gateway
+// more CPU than anything else it does per attempt.
+const compressMinBytes = 4 << 10
+
 // Service returns the API server's Service of s.
 func (s *Service) Service() apiserver.Service {
-	return apiserver.ConnectService(apiv1connect.NewWorkerServiceHandler, apiv1connect.WorkerServiceHandler(s))
+	svc := apiserver.ConnectService(apiv1connect.NewWorkerServiceHandler, apiv1connect.WorkerServiceHandler(s))
+	return func(opts ...connect.HandlerOption) apiserver.Handler {
+		return svc(append(opts, connect.WithCompressMinBytes(compressMinBytes))...)
+	}
 }
 
 // teamOf is the team the caller's token acts for: a worker acts for one
