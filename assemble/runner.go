@@ -158,11 +158,21 @@ const (
 	GatewayGroup = "sundial-gateways"
 )
 
+// DefaultGatewayConcurrency is a gateway runner's Concurrency unless cfg
+// sets one: four times a stock runner's. A gateway's runner worker holds
+// an attempt's lease while a team's worker polls, executes and completes
+// it, several round trips that use no CPU of the gateway; at the stock
+// runner's 256, a burst of runs waited for the gateway's workers rather
+// than for the teams' (docs/architecture.md §11). The teams' quotas and
+// their workers' slots bound what executes.
+const DefaultGatewayConcurrency = 4 * runner.DefaultConcurrency
+
 // Gateway builds the runner of a worker gateway (package gateway): a runner
 // as Runner builds it whose handler runs execute on the remote workers of
 // remote (runner.Config.Remote), that consumes only its directed topic
 // (runner.Config.DirectOnly), in the pool GatewayPool and the group
-// GatewayGroup unless cfg names others. The stock runners route the handler
+// GatewayGroup unless cfg names others, with DefaultGatewayConcurrency
+// workers unless cfg sets Concurrency. The stock runners route the handler
 // runs they cannot execute to it while its workers serve them.
 func Gateway(ctx context.Context, cfg runner.Config, b RunnerBackends, remote runner.Remote) (*runner.Runner, error) {
 	if remote == nil {
@@ -175,6 +185,9 @@ func Gateway(ctx context.Context, cfg runner.Config, b RunnerBackends, remote ru
 	}
 	if cfg.Group == "" {
 		cfg.Group = cfg.Topics.Group(GatewayGroup)
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = DefaultGatewayConcurrency
 	}
 	return Runner(ctx, cfg, b)
 }

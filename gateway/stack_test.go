@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -82,6 +83,8 @@ type stackOpts struct {
 	// noGateway leaves the gateway and the API out: the test runs them
 	// (in a process of their own, process_test.go).
 	noGateway bool
+	// gatewayConcurrency is the gateway runner's Concurrency; 0 is 64.
+	gatewayConcurrency int
 }
 
 func setupWith(t *testing.T, opts stackOpts) *stack {
@@ -128,7 +131,7 @@ func setupWith(t *testing.T, opts stackOpts) *stack {
 	broker, err := gateway.New(gateway.Config{HeartbeatInterval: time.Second, LostAfter: 15})
 	require.NoError(t, err)
 	gwCfg := base("gateway-1")
-	gwCfg.Concurrency = 64 // each attempt waits on a worker's round trips
+	gwCfg.Concurrency = cmp.Or(opts.gatewayConcurrency, 64) // each attempt waits on a worker's round trips
 	gw, err := assemble.Gateway(ctx, gwCfg, backends, broker)
 	require.NoError(t, err)
 	require.NoError(t, gw.Start(ctx))
