@@ -18,6 +18,7 @@ import (
 	"github.com/sundialhq/sundial/discovery"
 	"github.com/sundialhq/sundial/dispatcher"
 	"github.com/sundialhq/sundial/enqueue"
+	"github.com/sundialhq/sundial/gateway"
 	"github.com/sundialhq/sundial/history"
 	"github.com/sundialhq/sundial/internal/telemetry"
 	"github.com/sundialhq/sundial/internal/topics"
@@ -230,6 +231,10 @@ func buildCatalog(t *testing.T) *catalog {
 
 	_, err = dagengine.New(dagengine.Config{Brokers: brokers, Store: mem, Enqueuer: nopEnqueuer{}, Producer: kc, Shards: 128, Registerer: c})
 	require.NoError(t, err, "dagengine")
+
+	// The API's worker gateway (sundial api --worker-gateway).
+	_, err = gateway.New(gateway.Config{Registerer: c})
+	require.NoError(t, err, "gateway")
 
 	c.gather(t)
 	return c

@@ -36,6 +36,10 @@ var scenarioEmpty = []struct{ panel, expr, reason string }{
 	{"Driver retries", "", "gocql retries no statement on a healthy node; the series appear at the first retry"},
 	{"Duplicates, drops and dead letters", `outcome="duplicate"`, "no completed run is delivered again (that takes a runner losing its partition between finishing a run and committing its offset), and the runner creates the outcome=\"duplicate\" series only at the first one"},
 	{"Conflicts and retries", "sundial_dagengine_retries_total", "no DAG engine operation fails transiently; the series of an operation appear at its first retry"},
+	{"Workers connected by team", "", "the scenario runs no API, so no worker gateway"},
+	{"Gateway tasks by team", "", "the scenario runs no API, so no worker gateway"},
+	{"Gateway task queue and poll wait", "", "the scenario runs no API, so no worker gateway"},
+	{"Gateway completes and lost workers", "", "the scenario runs no API, so no worker gateway"},
 }
 
 func scenarioExpectedEmpty(q promcheck.Query) (string, bool) {

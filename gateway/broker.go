@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sundialhq/sundial/checkpoint"
 	"github.com/sundialhq/sundial/discovery"
 	"github.com/sundialhq/sundial/internal/deps"
@@ -46,6 +48,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock of heartbeats and liveness. Default time.Now.
 	Now func() time.Time
+	// Registerer receives the gateway's metrics (sundial_gateway_*). Nil
+	// registers nothing.
+	Registerer prometheus.Registerer
 }
 
 func (c Config) withDefaults() Config {
@@ -101,6 +106,7 @@ type Task struct {
 	Deadline    time.Time
 
 	// Guarded by the Broker's mu.
+	queued   time.Time
 	worker   string
 	taken    bool
 	lastBeat time.Time
@@ -123,6 +129,7 @@ type worker struct {
 // for concurrent use.
 type Broker struct {
 	cfg Config
+	m   *metrics
 
 	mu      sync.Mutex
 	queues  map[key][]*Task
@@ -137,8 +144,14 @@ func New(cfg Config) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Broker{cfg: cfg.withDefaults(), queues: map[key][]*Task{}, tasks: map[string]*Task{},
-		workers: map[key]*worker{}, wake: make(chan struct{})}, nil
+	b := &Broker{cfg: cfg.withDefaults(), queues: map[key][]*Task{}, tasks: map[string]*Task{},
+		workers: map[key]*worker{}, wake: make(chan struct{})}
+	m, err := newMetrics(cfg.Registerer, b)
+	if err != nil {
+		return nil, err
+	}
+	b.m = m
+	return b, nil
 }
 
 // HeartbeatInterval is how often workers heartbeat their tasks.
@@ -235,6 +248,7 @@ func (b *Broker) HandleAttempt(ctx context.Context, req target.Request) error {
 			if reason := b.lost(t); reason != "" {
 				b.cfg.Logger.Warn("worker lost; the attempt fails and is retried", "run_id", run.GetRunId(), "team", t.Team, "pool", t.Pool, "handler", t.Handler, "reason", reason)
 				b.end(t, CodeWorkerLost)
+				b.m.lost.WithLabelValues(t.Team).Inc()
 				return target.Fail(CodeWorkerLost, true, errors.New(reason))
 			}
 		}
@@ -259,6 +273,7 @@ func (b *Broker) enqueue(t *Task) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	k := key{t.Team, t.Pool, t.Handler}
+	t.queued = b.cfg.Now()
 	b.queues[k] = append(b.queues[k], t)
 	b.tasks[t.Token] = t
 	close(b.wake)
@@ -335,17 +350,20 @@ func (b *Broker) poll(ctx context.Context, team, pool, workerID string, handlers
 	}()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
+	began := b.cfg.Now()
 	for {
 		b.mu.Lock()
 		got := b.take(team, pool, workerID, handlers, max)
 		wake := b.wake
 		b.mu.Unlock()
 		if len(got) > 0 {
+			b.m.pollWait.WithLabelValues(pollTasks).Observe(b.cfg.Now().Sub(began).Seconds())
 			return got
 		}
 		select {
 		case <-wake:
 		case <-timer.C:
+			b.m.pollWait.WithLabelValues(pollEmpty).Observe(b.cfg.Now().Sub(began).Seconds())
 			return nil
 		case <-ctx.Done():
 			return nil
@@ -376,6 +394,7 @@ func (b *Broker) take(team, pool, workerID string, handlers []string, max int) [
 			delete(b.queues, bestKey)
 		}
 		best.taken, best.worker, best.lastBeat = true, workerID, now
+		b.m.queueWait.Observe(now.Sub(best.queued).Seconds())
 		got = append(got, best)
 	}
 	return got
@@ -429,10 +448,19 @@ func (b *Broker) complete(team, token string, out Outcome) (stale bool, err erro
 	}
 	delete(b.tasks, token)
 	if t.ended {
+		b.m.completes.WithLabelValues(completeStale).Inc()
 		return true, nil
 	}
 	t.ended = true
 	t.done <- out
+	switch {
+	case out.Suspend:
+		b.m.completes.WithLabelValues(completeSuspend).Inc()
+	case out.Err != nil:
+		b.m.completes.WithLabelValues(completeFailure).Inc()
+	default:
+		b.m.completes.WithLabelValues(completeSuccess).Inc()
+	}
 	return false, nil
 }
 

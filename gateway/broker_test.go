@@ -3,10 +3,13 @@ package gateway
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -194,4 +197,47 @@ func TestUntakenTaskFailsWhenNoWorkerServesIt(t *testing.T) {
 	defer b.mu.Unlock()
 	assert.Empty(t, b.queues)
 	assert.Empty(t, b.tasks)
+}
+
+func TestMetricsCountWorkersTasksAndOutcomesByTeam(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	c := &clock{now: time.Date(2026, 11, 29, 4, 0, 0, 0, time.UTC)}
+	b, err := New(Config{HeartbeatInterval: 10 * time.Millisecond, LostAfter: 3, MaxWait: time.Minute, Now: c.Now, Registerer: reg})
+	require.NoError(t, err)
+	ctx := t.Context()
+	assert.Empty(t, b.poll(ctx, "team-a", "default", "a-1", []string{"work"}, 4, time.Millisecond))
+	assert.Empty(t, b.poll(ctx, "team-b", "default", "b-1", []string{"work"}, 4, time.Millisecond))
+	results := make(chan error, 2)
+	go func() { results <- b.HandleAttempt(ctx, req("team-a", "work", "a@1")) }()
+	go func() { results <- b.HandleAttempt(ctx, req("team-a", "work", "a@2")) }()
+	require.Eventually(t, func() bool { return b.state().queued["team-a"] == 2 }, time.Minute, time.Millisecond)
+
+	got := b.poll(ctx, "team-a", "default", "a-1", []string{"work"}, 1, time.Millisecond)
+	require.Len(t, got, 1)
+	want := `
+# HELP sundial_gateway_tasks Attempts this gateway holds, by team and state (queued: waiting for a worker; held: taken by a worker, in flight).
+# TYPE sundial_gateway_tasks gauge
+sundial_gateway_tasks{state="held",team="team-a"} 1
+sundial_gateway_tasks{state="queued",team="team-a"} 1
+# HELP sundial_gateway_workers Workers connected to this gateway (polling, or heard from within the lost-worker bound), by team.
+# TYPE sundial_gateway_workers gauge
+sundial_gateway_workers{team="team-a"} 1
+sundial_gateway_workers{team="team-b"} 1
+`
+	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "sundial_gateway_tasks", "sundial_gateway_workers"))
+
+	stale, err := b.complete("team-a", got[0].Token, Outcome{Err: target.Fail("boom", false, errors.New("boom"))})
+	require.NoError(t, err)
+	assert.False(t, stale)
+	assert.Error(t, <-results)
+	assert.Equal(t, 1.0, testutil.ToFloat64(b.m.completes.WithLabelValues(completeFailure)))
+	assert.Equal(t, 1, testutil.CollectAndCount(b.m.queueWait), "a task's queue wait is observed when it is taken")
+
+	// The other task's only worker goes silent: the attempt fails as
+	// worker_lost, counted for its team.
+	c.add(time.Second)
+	require.ErrorContains(t, <-results, "no live worker")
+	assert.Equal(t, 1.0, testutil.ToFloat64(b.m.lost.WithLabelValues("team-a")))
+	assert.Equal(t, 0, b.state().workers["team-a"], "a worker silent past the bound is not counted")
 }

@@ -44,4 +44,6 @@
 //     announces the triple of the run's job, and defer it as no_worker
 //     when none does. The workers of one pool may serve different
 //     handlers; a worker never receives a run of another pool's job.
+//   - Its metrics (metrics.go, on Config.Registerer) are labelled by team
+//     at most: never by worker, job, run or token.
 package gateway

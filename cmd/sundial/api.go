@@ -202,7 +202,7 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 	}
 	var components []lifecycle
 	if cmd.Bool("worker-gateway") {
-		broker, err := gateway.New(gateway.Config{Logger: p.named("gateway")})
+		broker, err := gateway.New(gateway.Config{Logger: p.named("gateway"), Registerer: p.reg})
 		if err != nil {
 			return err
 		}

@@ -263,6 +263,18 @@ func Runner() *Dashboard {
 	b.add(8, 8, ts("Runs waiting for a worker", "ops", "Handler runs no live executor serves for their team (no worker of the team registered the handler, or none is connected to a gateway): DEFERRED, reason no_worker, by team. Alert SundialHandlerWithoutWorker.",
 		q(`sum by (team) (rate(sundial_runner_no_worker_deferrals_total[$__rate_interval]))`, "{{team}}")))
 
+	b.row("Worker gateway")
+	b.add(6, 8, ts("Workers connected by team", "none", "Team workers polling the API's worker gateways, or heard from within the lost-worker bound, summed over gateways.",
+		q(`sum by (team) (sundial_gateway_workers)`, "{{team}}")))
+	b.add(6, 8, ts("Gateway tasks by team", "none", "Attempts the gateways hold: queued (waiting for a worker of the team) and held (taken by a worker, in flight).",
+		q(`sum by (team, state) (sundial_gateway_tasks)`, "{{team}} {{state}}")))
+	b.add(6, 8, latency("Gateway task queue and poll wait", "Task: from an attempt queued by a gateway to a worker of its team taking it, high when the team's workers are busy or too few. Poll: how long workers' Polls waited, by result (empty: no task came).",
+		append(quantiles("sundial_gateway_task_queue_seconds", "", ""),
+			q(`histogram_quantile(0.5, sum by (le, result) (rate(sundial_gateway_poll_wait_seconds_bucket[$__rate_interval])))`, "poll p50 {{result}}"))...))
+	b.add(6, 8, ts("Gateway completes and lost workers", "ops", "Outcomes workers gave back, by outcome (stale: after the attempt had ended, ignored), and attempts failed as worker_lost (retried on another worker), by team.",
+		q(`sum by (outcome) (rate(sundial_gateway_completes_total[$__rate_interval]))`, "{{outcome}}"),
+		q(`sum by (team) (rate(sundial_gateway_workers_lost_total[$__rate_interval]))`, "lost {{team}}")))
+
 	b.row("Run history")
 	b.add(12, 8, ts("History records by result", "ops",
 		"Run events read from sundial.events and the history records stored for 'sundial runs list'; refused and invalid records are dropped, retries are failed writes tried again.",
