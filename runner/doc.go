@@ -45,7 +45,9 @@
 // one of a few router goroutines, which take no pool slot, chooses a live
 // member of the run's pool from the Directory and produces the run to
 // that member's directed topic sundial.runs.direct.<id>, and the fetched
-// record finishes only when that produce is acknowledged. A run chosen for
+// record finishes only when that produce is acknowledged (a finishing
+// goroutine waits for it; the router, or the worker that handed a handler
+// run over, moves on at once). A run chosen for
 // this runner goes straight to its queue. The runner consumes its own
 // directed topic in the same group (it alone subscribes to it), and
 // adopts the directed topics of the members of its pool that left the
