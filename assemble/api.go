@@ -142,7 +142,7 @@ func APIServices(cfg APIConfig, b APIBackends) ([]apiserver.Service, []apiserver
 	if err != nil {
 		return nil, nil, err
 	}
-	services := []apiserver.Service{jobs.Service(), dags.Service()}
+	services := []apiserver.Service{jobs.Service(), dags.Service(), apiserver.IdentityService{}.Service()}
 	runs, handlers, err := runServices(cfg, b, named)
 	if err != nil {
 		return nil, nil, err

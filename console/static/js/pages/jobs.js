@@ -91,7 +91,7 @@ export const job = {
       const paused = fmt.jobState(j) === 'paused';
       // The buttons are rebuilt only when what they offer changes, so an
       // auto-refresh never takes the keyboard's focus away.
-      const key = `${paused}:${ctx.session.mayOperate(j.spec.ownerTeam)}`;
+      const key = `${paused}:${ctx.session.mayOperate(j.spec.ownerTeam)}:${ctx.session.mayApply(j.spec.ownerTeam)}`;
       if (key !== actionsKey) {
         const hadFocus = actionsKey !== '' && (actions.contains(document.activeElement) || document.activeElement === document.body);
         actionsKey = key;
@@ -126,12 +126,15 @@ function jobActions(ctx, j, paused, status, refresh) {
         await refresh();
         return r.changed ? 'Paused.' : 'It was already paused; nothing changed.';
       }),
-    ...confirmTyped('Delete', id, status, async () => {
+  ];
+  // Deleting a definition is the admin's, as applying one is.
+  if (ctx.session.mayApply(j.spec.ownerTeam)) {
+    out.push(...confirmTyped('Delete', id, status, async () => {
       await ctx.session.call('JobService', 'DeleteJob', {id});
       ctx.go(['jobs']);
       return 'Deleted.';
-    }),
-  ];
+    }));
+  }
   return out;
 }
 
