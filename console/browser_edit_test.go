@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +19,9 @@ import (
 
 	"github.com/sundialhq/sundial/apiserver"
 	"github.com/sundialhq/sundial/embedded"
+	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
+	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
 // devAdminToken is the admin of team dev: the role that applies and
@@ -89,8 +93,8 @@ func TestConsoleEditsInABrowser(t *testing.T) {
 		}{
 			{viewerToken, "viewer of team dev", nil},
 			{operatorToken, "operator of team dev", []string{"Trigger now", "Pause"}},
-			{devAdminToken, "admin of team dev", []string{"Trigger now", "Pause", "Delete…"}},
-			{adminToken, "cluster admin", []string{"Trigger now", "Pause", "Delete…"}},
+			{devAdminToken, "admin of team dev", []string{"Trigger now", "Pause", "Edit", "Delete…"}},
+			{adminToken, "cluster admin", []string{"Trigger now", "Pause", "Edit", "Delete…"}},
 		}
 		for _, c := range cases {
 			tab := b.tab(t, c.token)
@@ -101,5 +105,148 @@ func TestConsoleEditsInABrowser(t *testing.T) {
 			got := texts(t, tab, `#actions [data-write]`)
 			assert.ElementsMatch(t, c.buttons, got, "write buttons of %s", c.who)
 		}
+		// A viewer's editor is read only: it offers neither Plan nor Apply.
+		tab := b.tab(t, viewerToken)
+		b.open(t, tab, "#/edit/dev.hello-cron", "editor")
+		assert.Zero(t, eval[int](t, tab, `document.querySelectorAll('[data-write]').length`), "write buttons in a viewer's editor")
+		assert.Contains(t, eval[string](t, tab, `document.getElementById('results').textContent`), "Read only")
 	})
+
+	jobs := apiv1connect.NewJobServiceClient(http.DefaultClient, env.p.APIURL(), as(devAdminToken)...)
+	const created = "dev.console-made"
+
+	t.Run("create, see the diff, fire times and load, then apply", func(t *testing.T) {
+		tab := b.tab(t, devAdminToken)
+		b.open(t, tab, "#/jobs", "jobs")
+		click(t, tab, "new-job")
+		waitFor(t, tab, `#main[data-page="editor"][data-loaded] #e-id`)
+		setValue(t, tab, "e-id", created)
+		setValue(t, tab, "e-description", "made in the console")
+		setValue(t, tab, "e-cron", "0 */2 * * * *")
+		setValue(t, tab, "e-zone", "America/New_York")
+		setValue(t, tab, "e-target", "handler")
+		setValue(t, tab, "e-handler", "dev.hello")
+		setValue(t, tab, "e-max-attempts", "3")
+		setValue(t, tab, "e-timeout", "30s")
+		setValue(t, tab, "e-overlap", "OVERLAP_POLICY_FORBID")
+		setValue(t, tab, "e-concurrency", "1")
+		// The JSON follows the form.
+		spec := eval[map[string]any](t, tab, `JSON.parse(document.getElementById('e-json').value)`)
+		assert.Equal(t, created, spec["id"])
+		assert.Equal(t, map[string]any{"cron": map[string]any{"expression": "0 */2 * * * *"}, "timeZone": "America/New_York"}, spec["schedule"])
+		assert.True(t, eval[bool](t, tab, `document.getElementById('apply').disabled`), "Apply before a plan")
+
+		click(t, tab, "plan-button")
+		waitFor(t, tab, "#plan-summary")
+		summary, err := chromedp.Run(tab, chromedp.Text(chromedp.ID("plan-summary")))
+		require.NoError(t, err)
+		assert.Contains(t, summary, "Creates the job")
+		assert.Contains(t, summary, "adds 30 runs", "every two minutes over the next hour")
+		diff := texts(t, tab, `#plan-diff tbody tr td:first-child`)
+		assert.Subset(t, diff, []string{"id", "owner_team", "schedule", "target", "retry", "timeout", "concurrency_limit", "overlap_policy"},
+			"a create lists every field it sets")
+		fires := texts(t, tab, `#plan-fires tbody tr td:nth-child(3)`)
+		require.Len(t, fires, 10, "ten fire times after")
+		assert.Contains(t, fires[0], "E", "in the job's zone (EST or EDT)")
+		assert.Equal(t, 30, eval[int](t, tab, `document.querySelectorAll('#plan-load .bar').length`), "a bar per minute with a run")
+		assert.Positive(t, eval[int](t, tab, `document.querySelectorAll('#heatmap td.heat-draft').length`), "the draft on the heat-map")
+		assert.False(t, eval[bool](t, tab, `document.getElementById('apply').disabled`), "Apply after a clean plan")
+		screenshot(t, tab, "editor")
+
+		click(t, tab, "apply")
+		waitFor(t, tab, "#apply-result")
+		result, err := chromedp.Run(tab, chromedp.Text(chromedp.ID("apply-result")))
+		require.NoError(t, err)
+		assert.Contains(t, result, "Applied: created")
+		got, err := jobs.GetJob(tab, connect.NewRequest(&apiv1.GetJobRequest{Id: created}))
+		require.NoError(t, err)
+		assert.Equal(t, "made in the console", got.Msg.GetJob().GetSpec().GetDescription())
+		assert.Equal(t, sundialv1.OverlapPolicy_OVERLAP_POLICY_FORBID, got.Msg.GetJob().GetSpec().GetOverlapPolicy())
+		assert.Equal(t, uint32(3), got.Msg.GetJob().GetSpec().GetRetry().GetMaxAttempts())
+	})
+
+	t.Run("an edit of a definition that changed meanwhile is refused", func(t *testing.T) {
+		tab := b.tab(t, devAdminToken)
+		b.open(t, tab, "#/jobs/"+created, "job")
+		click(t, tab, "edit")
+		waitFor(t, tab, `#main[data-page="editor"][data-loaded] #e-id`)
+		assert.Equal(t, created, eval[string](t, tab, `document.getElementById('e-id').value`))
+		setValue(t, tab, "e-description", "the console's edit")
+
+		// Someone else changes the job after the editor read it.
+		got, err := jobs.GetJob(tab, connect.NewRequest(&apiv1.GetJobRequest{Id: created}))
+		require.NoError(t, err)
+		behind := got.Msg.GetJob().GetSpec()
+		behind.Description = "changed behind the editor's back"
+		resp, err := jobs.ApplyJob(tab, connect.NewRequest(&apiv1.ApplyJobRequest{Spec: behind}))
+		require.NoError(t, err)
+		require.True(t, resp.Msg.GetAccepted())
+
+		click(t, tab, "plan-button")
+		waitFor(t, tab, "#plan-summary")
+		diff := texts(t, tab, `#plan-diff tbody tr td:first-child`)
+		assert.Equal(t, []string{"description"}, diff, "the diff against the definition in force")
+		assert.True(t, eval[bool](t, tab, `document.getElementById('plan-stale') !== null`), "the plan says the definition changed")
+		click(t, tab, "apply")
+		waitFor(t, tab, "#apply-result")
+		result, err := chromedp.Run(tab, chromedp.Text(chromedp.ID("apply-result")))
+		require.NoError(t, err)
+		assert.Contains(t, result, "failed_precondition")
+		got, err = jobs.GetJob(tab, connect.NewRequest(&apiv1.GetJobRequest{Id: created}))
+		require.NoError(t, err)
+		assert.Equal(t, "changed behind the editor's back", got.Msg.GetJob().GetSpec().GetDescription(), "the refused edit changed nothing")
+	})
+
+	t.Run("the heat-map counts the next hour, and overlays a draft", func(t *testing.T) {
+		tab := b.tab(t, adminToken)
+		b.open(t, tab, "#/heatmap", "heatmap")
+		// dev.hello-cron fires every five seconds: twelve runs a minute.
+		eventually(t, tab, `[...document.querySelectorAll('#heatmap td.heat')].some((td) => Number(td.dataset.count) >= 12)`,
+			"no minute with dev.hello-cron's twelve runs")
+		setValue(t, tab, "draft", `{"id": "dev.what-if", "ownerTeam": "dev", "schedule": {"cron": {"expression": "0 * * * * *"}},
+			"target": {"handler": {"name": "dev.hello"}}, "routing": {"strategy": "ROUTING_STRATEGY_SHARDED", "shards": 4}}`)
+		click(t, tab, "overlay")
+		waitFor(t, tab, "#draft-summary")
+		summary := eval[string](t, tab, `document.getElementById('draft-summary').textContent`)
+		assert.Contains(t, summary, "+240 runs", "four shards every minute for an hour")
+		eventually(t, tab, `document.querySelectorAll('#heatmap td.heat-draft').length >= 59`, "the draft's minutes are not outlined")
+		screenshot(t, tab, "heatmap")
+		b.open(t, tab, "#/heatmap?group=team", "heatmap")
+		assert.Contains(t, texts(t, tab, `#heatmap tbody th`), "dev")
+		// A team sees its own team's runs only.
+		viewer := b.tab(t, viewerToken)
+		b.open(t, viewer, "#/heatmap?group=team", "heatmap")
+		assert.Equal(t, []string{"dev"}, texts(t, viewer, `#heatmap tbody th`))
+		assert.Zero(t, eval[int](t, viewer, `document.querySelectorAll('#overlay').length`), "a viewer cannot plan a draft")
+	})
+}
+
+// click clicks the element with id.
+func click(t *testing.T, ctx context.Context, id string) {
+	t.Helper()
+	require.True(t, eval[bool](t, ctx, fmt.Sprintf(`(() => { const el = document.getElementById(%q); if (!el) return false; el.click(); return true; })()`, id)),
+		"no element #%s to click; the page says: %s", id, eval[string](t, ctx, `document.getElementById('main').textContent`))
+}
+
+// waitFor waits until an element matches css, and fails with what the
+// page says when none does.
+func waitFor(t *testing.T, ctx context.Context, css string) {
+	t.Helper()
+	js := fmt.Sprintf(`document.querySelector(%q) !== null`, css)
+	ok := assert.Eventually(t, func() bool {
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js))
+		return err == nil && v
+	}, 3*time.Minute, 100*time.Millisecond)
+	if !ok {
+		t.Fatalf("nothing matches %s; the page says: %s", css, eval[string](t, ctx, `document.getElementById('main').textContent`))
+	}
+}
+
+// setValue sets a form control's value and tells the page, as typing or
+// choosing would.
+func setValue(t *testing.T, ctx context.Context, id, value string) {
+	t.Helper()
+	ok := eval[bool](t, ctx, fmt.Sprintf(`(() => { const el = document.getElementById(%q); if (!el) return false;
+		el.value = %q; el.dispatchEvent(new Event('input', {bubbles: true})); el.dispatchEvent(new Event('change', {bubbles: true})); return true; })()`, id, value))
+	require.True(t, ok, "no control #%s", id)
 }

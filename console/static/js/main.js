@@ -11,6 +11,8 @@ import {jobs, job} from './pages/jobs.js';
 import {runs, run} from './pages/runs.js';
 import {deadLetters} from './pages/dlq.js';
 import {cluster} from './pages/cluster.js';
+import {editor} from './pages/editor.js';
+import {heatmap} from './pages/heatmap.js';
 
 const main = document.getElementById('main');
 const nav = document.getElementById('nav');
@@ -41,6 +43,8 @@ const pages = {
   runs: (r) => (r.parts[1] ? run : runs),
   dlq: () => deadLetters,
   cluster: () => cluster,
+  edit: () => editor,
+  heatmap: () => heatmap,
 };
 
 async function render() {

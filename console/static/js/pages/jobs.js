@@ -15,6 +15,7 @@ export const jobs = {
     const results = h('div', {id: 'results', 'aria-live': 'polite'});
     root.append(
       h('h1', {}, 'Jobs'),
+      ctx.session.permissions.has('apply') ? h('p', {}, h('a', {href: '#/edit', class: 'button', 'data-write': 'true', id: 'new-job'}, 'New job')) : null,
       filterForm(ctx, ['jobs'], [
         field('Search (id, description, labels)', 'f-text', textInput('text', q.get('text'), {type: 'search'})),
         field('Team', 'f-team', textInput('team', q.get('team'))),
@@ -127,8 +128,9 @@ function jobActions(ctx, j, paused, status, refresh) {
         return r.changed ? 'Paused.' : 'It was already paused; nothing changed.';
       }),
   ];
-  // Deleting a definition is the admin's, as applying one is.
+  // Editing and deleting a definition are the admin's.
   if (ctx.session.mayApply(j.spec.ownerTeam)) {
+    out.push(h('a', {href: `#/edit/${encodeURIComponent(id)}`, class: 'button', 'data-write': 'true', id: 'edit'}, 'Edit'));
     out.push(...confirmTyped('Delete', id, status, async () => {
       await ctx.session.call('JobService', 'DeleteJob', {id});
       ctx.go(['jobs']);
