@@ -219,6 +219,36 @@ func TestConsoleEditsInABrowser(t *testing.T) {
 		assert.Equal(t, []string{"dev"}, texts(t, viewer, `#heatmap tbody th`))
 		assert.Zero(t, eval[int](t, viewer, `document.querySelectorAll('#overlay').length`), "a viewer cannot plan a draft")
 	})
+
+	t.Run("the team page shows the caller, the quotas and the audit trail its role may read", func(t *testing.T) {
+		testTeamsPage(t, b, created)
+	})
+}
+
+// testTeamsPage checks that the team page shows each role what it may
+// read: a viewer their own team, the cluster admin the team or job named.
+func testTeamsPage(t *testing.T, b *browser, created string) {
+	// A viewer reads their own team: who they are, its quota, its trail.
+	tab := b.tab(t, viewerToken)
+	b.open(t, tab, "#/teams", "teams")
+	assert.Equal(t, "viewer", eval[string](t, tab, `document.getElementById('who-role').textContent`))
+	assert.Equal(t, "read", eval[string](t, tab, `document.getElementById('who-may').textContent`))
+	assert.Equal(t, []string{"dev"}, texts(t, tab, `#quotas tbody tr td:first-child`))
+	assert.Positive(t, eval[int](t, tab, `Number(document.querySelector('#quotas tbody tr td:nth-child(3)').textContent)`), "dev's jobs counted")
+	eventually(t, tab, fmt.Sprintf(`(async () => { location.hash = '#/teams?x=' + Date.now(); await new Promise((r) => setTimeout(r, 500));
+		return [...document.querySelectorAll('#audit tbody tr')].some((tr) => tr.textContent.includes('job.created') && tr.textContent.includes(%q)); })()`, created),
+		"the audit trail has no record of the job the editor created")
+	assert.Zero(t, eval[int](t, tab, `document.querySelectorAll('[data-write]').length`), "write buttons on a viewer's team page")
+	screenshot(t, tab, "teams")
+
+	// The cluster admin names a team, or a job.
+	admin := b.tab(t, adminToken)
+	b.open(t, admin, "#/teams?team=dev", "teams")
+	assert.Equal(t, []string{"dev"}, texts(t, admin, `#quotas tbody tr td:first-child`))
+	assert.Contains(t, texts(t, admin, `#audit .audit-action`), "job.created")
+	b.open(t, admin, "#/teams?job="+created, "teams")
+	actions := texts(t, admin, `#audit .audit-action`)
+	assert.Equal(t, []string{"job.updated", "job.created"}, actions, "the job's trail, newest first")
 }
 
 // click clicks the element with id.

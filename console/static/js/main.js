@@ -13,6 +13,7 @@ import {deadLetters} from './pages/dlq.js';
 import {cluster} from './pages/cluster.js';
 import {editor} from './pages/editor.js';
 import {heatmap} from './pages/heatmap.js';
+import {teams} from './pages/teams.js';
 
 const main = document.getElementById('main');
 const nav = document.getElementById('nav');
@@ -45,6 +46,7 @@ const pages = {
   cluster: () => cluster,
   edit: () => editor,
   heatmap: () => heatmap,
+  teams: () => teams,
 };
 
 async function render() {
