@@ -18,6 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sundialhq/sundial/apiserver"
+	"github.com/sundialhq/sundial/assemble"
+	"github.com/sundialhq/sundial/auth/oidc"
+	"github.com/sundialhq/sundial/auth/oidc/oidctest"
 	"github.com/sundialhq/sundial/embedded"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
@@ -61,6 +64,12 @@ func newEditEnv(t *testing.T) *editEnv {
 	proxy := httptest.NewServer(http.StripPrefix("/sundial", httputil.NewSingleHostReverseProxy(upstream)))
 	t.Cleanup(proxy.Close)
 
+	return &editEnv{b: newBrowser(t, ctx, exe, proxy.URL+"/sundial/console/"), p: p}
+}
+
+// newBrowser starts Chromium for the console at base.
+func newBrowser(t *testing.T, ctx context.Context, exe, base string) *browser {
+	t.Helper()
 	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.Flag("disable-quic", true), chromedp.Flag("no-first-run", true),
@@ -70,7 +79,39 @@ func newEditEnv(t *testing.T) *editEnv {
 	root, cancelRoot := chromedp.NewContext(alloc)
 	t.Cleanup(cancelRoot)
 	require.NoError(t, chromedp.Do(root), "start Chromium at %s", exe)
-	return &editEnv{b: &browser{t: t, ctx: root, base: proxy.URL + "/sundial/console/"}, p: p}
+	return &browser{t: t, ctx: root, base: base}
+}
+
+// TestConsoleLogsInWithAnOIDCToken: a JWT of the API's OpenID provider is
+// a bearer token like Sundial's own, so the console's login takes it, and
+// WhoAmI names the team and role its claims give.
+func TestConsoleLogsInWithAnOIDCToken(t *testing.T) {
+	exe := chromium(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	idp := oidctest.New(t)
+	verifier, err := oidc.New(ctx, oidc.Config{Issuer: idp.URL(), Audience: "sundial-console", HTTPClient: idp.Client(), Now: time.Now})
+	require.NoError(t, err)
+	srv, err := apiserver.New(apiserver.Config{Addr: "127.0.0.1:0", Authenticator: verifier,
+		Services: []apiserver.Service{apiserver.IdentityService{}.Service()}, Public: assemble.APIPublic()})
+	require.NoError(t, err)
+	web := httptest.NewServer(srv)
+	defer web.Close()
+	b := newBrowser(t, ctx, exe, web.URL+"/console/")
+
+	now := time.Now()
+	jwt := idp.Sign(t, map[string]any{"iss": idp.URL(), "sub": "alice", "aud": "sundial-console",
+		"iat": now.Add(-time.Minute).Unix(), "exp": now.Add(time.Hour).Unix(),
+		oidc.DefaultTeamClaim: "blue", oidc.DefaultRoleClaim: "operator"})
+	tab := b.tab(t, jwt)
+	who, err := chromedp.Run(tab, chromedp.Text(chromedp.ID("whoami")))
+	require.NoError(t, err)
+	assert.Equal(t, "operator of team blue", who)
+	b.open(t, tab, "#/teams", "teams")
+	subject := eval[string](t, tab, `document.getElementById('who-subject').textContent`)
+	assert.Contains(t, subject, "oidc:")
+	assert.Contains(t, subject, "alice")
+	assert.Equal(t, "read, operate", eval[string](t, tab, `document.getElementById('who-may').textContent`))
 }
 
 // texts is the text of every element matching css that is not hidden.

@@ -85,7 +85,7 @@ function showLogin(message) {
       replace(status, errorBox(e));
     }
   }},
-  h('label', {for: 'token'}, 'API token (a Sundial token, or a token of sundial dev)'),
+  h('label', {for: 'token'}, 'API token (a Sundial token, a token of sundial dev, or an OpenID Connect token of the API\'s provider)'),
   input,
   h('button', {type: 'submit', class: 'primary', id: 'login'}, 'Log in'));
   replace(main, h('section', {class: 'login'},
