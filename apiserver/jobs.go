@@ -275,6 +275,9 @@ func (s *JobService) ApplyJob(ctx context.Context, req *connect.Request[apiv1.Ap
 		}
 		before, beforeRev = stored, j.Revision
 	}
+	if err := checkExpectedRevision(req.Msg.ExpectedRevision, before != nil, beforeRev); err != nil {
+		return nil, err
+	}
 	// A value the API showed as redacted keeps the stored one; the record
 	// produced holds it, so the jobs topic stays the whole definition.
 	if errs := jobspec.KeepRedacted(spec, before); len(errs) > 0 {
@@ -295,6 +298,34 @@ func (s *JobService) ApplyJob(ctx context.Context, req *connect.Request[apiv1.Ap
 	}
 	s.record(ctx, p, receipt, st, before, beforeRev, spec)
 	return connect.NewResponse(&apiv1.ApplyJobResponse{Accepted: st.GetAccepted(), Status: st}), nil
+}
+
+// checkExpectedRevision refuses an apply whose expected revision is not
+// the one in force (inForce, when found; 0 means none is). Unset expects
+// nothing. The check reads the store before the definition is produced:
+// an apply that another one overtakes between that read and the
+// registry's answer is not refused, so it narrows the window in which an
+// edit overwrites another one but does not close it.
+func checkExpectedRevision(expected *int64, found bool, inForce int64) error {
+	if expected == nil {
+		return nil
+	}
+	if !found {
+		inForce = 0
+	}
+	if *expected == inForce {
+		return nil
+	}
+	var why string
+	switch {
+	case inForce == 0:
+		why = "no definition is in force (it was deleted, or never created)"
+	case *expected == 0:
+		why = fmt.Sprintf("a definition is in force, revision %d (it was created meanwhile)", inForce)
+	default:
+		why = fmt.Sprintf("the revision in force is %d: the definition changed since it was read", inForce)
+	}
+	return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("expected_revision %d: %s; read it again and reapply the edit", *expected, why))
 }
 
 // GetJob implements apiv1connect.JobServiceHandler.

@@ -30,6 +30,7 @@ func TestOnRealStack(t *testing.T) {
 		{"Unauthenticated", testUnauthenticated},
 		{"ApplyGetDelete", testApplyGetDelete},
 		{"ApplyRejected", testApplyRejected},
+		{"ExpectedRevision", testExpectedRevision},
 		{"ListSearchPaging", testListSearchPaging},
 		{"JobView", testJobView},
 		{"HTTPJSON", testHTTPJSON},
@@ -155,6 +156,46 @@ func testApplyGetDelete(t *testing.T, e *env, owner, other string) {
 
 	_, err = viewer.GetJob(ctx, connect.NewRequest(&apiv1.GetJobRequest{}))
 	requireCode(t, connect.CodeInvalidArgument, err, "no id")
+}
+
+// testExpectedRevision: an apply that names the revision it edited is
+// refused once another change has made a newer one, and changes nothing.
+func testExpectedRevision(t *testing.T, e *env, owner, _ string) {
+	ctx := t.Context()
+	id := owner + ".edited"
+	admin := e.jobs(token(owner, auth.RoleAdmin))
+	create := func(spec *sundialv1.JobSpec, expected int64) (*apiv1.ApplyJobResponse, error) {
+		resp, err := admin.ApplyJob(ctx, connect.NewRequest(&apiv1.ApplyJobRequest{Spec: spec, ExpectedRevision: &expected}))
+		if err != nil {
+			return nil, err
+		}
+		return resp.Msg, nil
+	}
+	res, err := create(cronJob(id, owner), 0)
+	require.NoError(t, err, "a create expects no definition in force")
+	require.True(t, res.GetAccepted())
+	got, err := admin.GetJob(ctx, connect.NewRequest(&apiv1.GetJobRequest{Id: id}))
+	require.NoError(t, err)
+	read := got.Msg.GetJob().GetRevision()
+
+	// Someone else changes it after it was read.
+	meanwhile := cronJob(id, owner)
+	meanwhile.Description = "changed by someone else"
+	apply(t, e, token(owner, auth.RoleAdmin), meanwhile)
+
+	edit := cronJob(id, owner)
+	edit.Description = "the edit made on the old revision"
+	_, err = create(edit, read)
+	requireCode(t, connect.CodeFailedPrecondition, err, "an edit of a revision no longer in force")
+	_, err = create(cronJob(id, owner), 0)
+	requireCode(t, connect.CodeFailedPrecondition, err, "a create of a job that exists")
+	got, err = admin.GetJob(ctx, connect.NewRequest(&apiv1.GetJobRequest{Id: id}))
+	require.NoError(t, err)
+	assert.Equal(t, "changed by someone else", got.Msg.GetJob().GetSpec().GetDescription(), "the refused edit changed nothing")
+
+	res, err = create(edit, got.Msg.GetJob().GetRevision())
+	require.NoError(t, err, "the edit made on the revision in force")
+	assert.Equal(t, sundialv1.DefinitionOutcome_DEFINITION_OUTCOME_UPDATED, res.GetStatus().GetOutcome())
 }
 
 func testApplyRejected(t *testing.T, e *env, owner, other string) {

@@ -34,9 +34,10 @@ import (
 )
 
 // APIStore is what the API's services read: definitions, DAGs, run
-// history, DAG runs and the shards; and the one history write, the
-// scheduled attempt of a retried run (operator.Retry). *cassandra.Store
-// and *memory.Store are ones.
+// history, DAG runs, the shards and the schedule's buckets (the
+// forecast); and the one history write, the scheduled attempt of a
+// retried run (operator.Retry). *cassandra.Store and *memory.Store are
+// ones.
 type APIStore interface {
 	apiserver.JobStore
 	apiserver.DagStore
@@ -45,6 +46,7 @@ type APIStore interface {
 	apiserver.DagRunReader
 	apiserver.ShardReader
 	operator.History
+	operator.Due
 }
 
 // APIBackends are the open clients the API's services are built on. The
@@ -142,7 +144,7 @@ func APIServices(cfg APIConfig, b APIBackends) ([]apiserver.Service, []apiserver
 	if err != nil {
 		return nil, nil, err
 	}
-	services := []apiserver.Service{jobs.Service(), dags.Service()}
+	services := []apiserver.Service{jobs.Service(), dags.Service(), apiserver.IdentityService{}.Service()}
 	runs, handlers, err := runServices(cfg, b, named)
 	if err != nil {
 		return nil, nil, err
@@ -249,11 +251,17 @@ func controlServices(cfg APIConfig, b APIBackends, trail *audit.Trail, named fun
 		opCfg.Leases, opCfg.Redis, opCfg.RunnerKeyPrefix = leases, b.Redis, b.RedisKeyPrefix+runner.DefaultKeyPrefix
 		runs = leases
 	}
-	ops, err := apiserver.NewOperatorService(apiserver.OperatorServiceConfig{Operator: operator.New(opCfg), Jobs: b.Store, Logger: named("api-operator")})
+	opCfg.Due = b.Store
+	op := operator.New(opCfg)
+	ops, err := apiserver.NewOperatorService(apiserver.OperatorServiceConfig{Operator: op, Jobs: b.Store, Logger: named("api-operator")})
 	if err != nil {
 		return nil, err
 	}
-	services := []apiserver.Service{ops.Service()}
+	forecast, err := apiserver.NewForecastService(apiserver.ForecastServiceConfig{Forecaster: op, Shards: cfg.Shards, Logger: named("api-forecast")})
+	if err != nil {
+		return nil, err
+	}
+	services := []apiserver.Service{ops.Service(), forecast.Service()}
 	if trail != nil {
 		auditSvc, err := apiserver.NewAuditService(apiserver.AuditServiceConfig{Trail: trail, Jobs: b.Store, Logger: named("api-audit")})
 		if err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sundialhq/sundial/apiserver"
 	"github.com/sundialhq/sundial/assemble"
+	"github.com/sundialhq/sundial/audit"
 	"github.com/sundialhq/sundial/client"
 	"github.com/sundialhq/sundial/dagengine"
 	"github.com/sundialhq/sundial/discovery"
@@ -32,6 +33,7 @@ import (
 	"github.com/sundialhq/sundial/internal/deps/metricdeps"
 	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/quota"
 	"github.com/sundialhq/sundial/registry"
 	"github.com/sundialhq/sundial/runner"
 	"github.com/sundialhq/sundial/runner/egress"
@@ -64,8 +66,8 @@ type Config struct {
 	Teams []string
 	// APIAddr, when set, serves the control-plane API there (host:port;
 	// port 0 for any), built as `sundial api` builds it (assemble.APIServices),
-	// on the in-process backends. The audit trail and team quotas need
-	// Cassandra: their services are not served.
+	// on the in-process backends. The audit trail and the team quotas are
+	// kept in memory.
 	APIAddr string
 	// APITokens are the API's bearer tokens, TEAM:ROLE:SECRET as
 	// `sundial api --api-static-token` takes them (TEAM * for the cluster
@@ -243,8 +245,12 @@ func (p *Pipeline) start(ctx context.Context, run *lifecycle.Run) error {
 	// As in production, the registry and the DAG engine read the team
 	// topics only, and the client writes each change to its owner team's
 	// topic; a new team's topic is found within a second.
+	// Quotas and the audit trail in memory: the registry keeps the
+	// per-team job index, the API reads it, and records its changes.
+	quotas := quota.NewMemory()
+	trail := audit.NewMemory()
 	reg, err := registry.New(registry.Config{Brokers: brokers, Topics: names, Store: st, Waker: enq, TopicRefresh: time.Second,
-		Registerer: cfg.Registerer, Logger: log.With("component", "registry"), Now: cfg.Now})
+		Quotas: quotas, Registerer: cfg.Registerer, Logger: log.With("component", "registry"), Now: cfg.Now})
 	if err != nil {
 		return err
 	}
@@ -317,7 +323,8 @@ func (p *Pipeline) start(ctx context.Context, run *lifecycle.Run) error {
 	if cfg.APIAddr == "" {
 		return nil
 	}
-	return p.startAPI(ctx, run, apiBackends{brokers: brokers, store: st, producer: enqClient, enqueuer: enq, redis: rc, workers: workers})
+	return p.startAPI(ctx, run, apiBackends{brokers: brokers, store: st, producer: enqClient, enqueuer: enq, redis: rc, workers: workers,
+		quotas: quotas, audit: trail})
 }
 
 // apiBackends are the in-process backends the API is served on.
@@ -328,6 +335,8 @@ type apiBackends struct {
 	enqueuer *enqueue.Enqueuer
 	redis    redis.UniversalClient
 	workers  *gateway.Broker
+	quotas   *quota.Memory
+	audit    *audit.Memory
 }
 
 // startAPI serves the control-plane API on cfg.APIAddr, built as
@@ -346,7 +355,7 @@ func (p *Pipeline) startAPI(ctx context.Context, run *lifecycle.Run, b apiBacken
 	run.OnStop(executors.Stop)
 	services, handlers, err := assemble.APIServices(assemble.APIConfig{Topics: names, Shards: cfg.Shards, Now: cfg.Now, Logger: log},
 		assemble.APIBackends{Store: b.store, Kafka: kopts, Producer: b.producer, Client: p.client, Enqueuer: b.enqueuer,
-			Executors: executors, Redis: b.redis, Workers: b.workers})
+			Executors: executors, Redis: b.redis, Workers: b.workers, Quotas: b.quotas, Audit: b.audit})
 	if err != nil {
 		return err
 	}

@@ -92,8 +92,11 @@ type Config struct {
 	History History
 	// Checkpoints keeps the suspended runs. Needed by ResumeRun.
 	Checkpoints checkpoint.Store
-	// Shards is the cluster's shard count. Needed by PlanApply.
+	// Shards is the cluster's shard count. Needed by PlanApply and
+	// Forecast.
 	Shards int
+	// Due reads the schedule's buckets. Needed by Forecast.
+	Due Due
 	// Members counts the live executors of a pool (the length of
 	// discovery.Directory.Live), for the load of a BROADCAST job in
 	// PlanApply. Optional: nil counts such a job's occurrence as one run

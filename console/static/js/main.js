@@ -14,6 +14,9 @@ import {dags, dag, dagRun, dagEdit} from './pages/dags.js';
 import {bulk} from './pages/bulk.js';
 import {deadLetters} from './pages/dlq.js';
 import {cluster} from './pages/cluster.js';
+import {editor} from './pages/editor.js';
+import {heatmap} from './pages/heatmap.js';
+import {teams} from './pages/teams.js';
 
 const main = document.getElementById('main');
 const nav = document.getElementById('nav');
@@ -54,6 +57,9 @@ const pages = {
   bulk: () => bulk,
   dlq: () => deadLetters,
   cluster: () => cluster,
+  edit: () => editor,
+  heatmap: () => heatmap,
+  teams: () => teams,
 };
 
 async function render() {
@@ -93,7 +99,7 @@ function showLogin(message) {
       replace(status, errorBox(e));
     }
   }},
-  h('label', {for: 'token'}, 'API token (a Sundial token, or a token of sundial dev)'),
+  h('label', {for: 'token'}, 'API token (a Sundial token, a token of sundial dev, or an OpenID Connect token of the API\'s provider)'),
   input,
   h('button', {type: 'submit', class: 'primary', id: 'login'}, 'Log in'));
   replace(main, h('section', {class: 'login'},

@@ -2,7 +2,7 @@
 // closes, never in the browser's lasting storage or a cookie), and who
 // it stands for.
 
-import {ApiError, call} from './api.js';
+import {call} from './api.js';
 
 const tokenKey = 'sundial.console.token';
 
@@ -14,32 +14,19 @@ export function forget() {
   window.sessionStorage.removeItem(tokenKey);
 }
 
-// probeTeam is a team no installation has: a plan for it is refused to
-// every team's principal, and the refusal names the caller's role and team.
-const probeTeam = '~console-role-probe';
-
-// whoAmI asks the API who the token stands for, with reads only. The API
-// has no WhoAmI call yet, so it asks twice: GetCluster answers only the
-// cluster admin; for anyone else a PlanApply (which produces nothing) for
-// a team nobody has is refused, and the refusal says "the caller is ROLE
-// of team TEAM". What the console shows follows from this; what a caller
-// may do, the server still decides on every call.
+// whoAmI asks the API who the token stands for (IdentityService.WhoAmI):
+// its team, its role and what the role allows. What the console shows
+// follows from this; what a caller may do, the server still decides on
+// every call.
 export async function whoAmI(token) {
-  try {
-    await call(token, 'ClusterService', 'GetCluster', {});
-    return new Session(token, {team: '*', role: 'admin', clusterAdmin: true});
-  } catch (e) {
-    if (!(e instanceof ApiError) || e.code !== 'permission_denied') throw e;
-  }
-  try {
-    await call(token, 'OperatorService', 'PlanApply', {jobs: [{ownerTeam: probeTeam}]});
-  } catch (e) {
-    if (!(e instanceof ApiError) || e.code !== 'permission_denied') throw e;
-    const m = /the caller is (\w+) of team "([^"]*)"/.exec(e.message);
-    if (m) return new Session(token, {team: m[2], role: m[1], clusterAdmin: false});
-  }
-  // Unknown: show what a viewer sees; the server decides anyway.
-  return new Session(token, {team: '', role: 'viewer', clusterAdmin: false});
+  const who = await call(token, 'IdentityService', 'WhoAmI', {});
+  return new Session(token, {
+    team: who.team || '',
+    role: who.role || 'viewer',
+    clusterAdmin: Boolean(who.clusterAdmin),
+    subject: who.subject || '',
+    permissions: who.permissions || [],
+  });
 }
 
 // login checks a token and keeps it for the tab's session.
@@ -49,14 +36,14 @@ export async function login(token) {
   return s;
 }
 
-const operates = new Set(['operator', 'admin']);
-
 export class Session {
   constructor(token, who) {
     this.token = token;
     this.team = who.team;
     this.role = who.role;
     this.clusterAdmin = who.clusterAdmin;
+    this.subject = who.subject;
+    this.permissions = new Set(who.permissions);
   }
 
   // call calls the API with this session's token.
@@ -64,10 +51,24 @@ export class Session {
     return call(this.token, service, method, body);
   }
 
-  // mayOperate says whether the caller holds the operator role in team:
-  // whether the console shows its write buttons.
+  // may says whether the caller holds a permission ("read", "operate",
+  // "apply", "cluster") in team: the cluster admin in every team, anyone
+  // else in their own.
+  may(permission, team) {
+    if (!this.permissions.has(permission)) return false;
+    return this.clusterAdmin || team === this.team;
+  }
+
+  // mayOperate says whether the caller may operate team's jobs: whether
+  // the console shows their write buttons.
   mayOperate(team) {
-    return this.clusterAdmin || (operates.has(this.role) && team === this.team);
+    return this.may('operate', team);
+  }
+
+  // mayApply says whether the caller may apply and delete team's
+  // definitions: whether the console shows the editor's Apply.
+  mayApply(team) {
+    return this.may('apply', team);
   }
 
   describe() {

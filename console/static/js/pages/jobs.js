@@ -15,6 +15,7 @@ export const jobs = {
     const results = h('div', {id: 'results', 'aria-live': 'polite'});
     root.append(
       h('h1', {}, 'Jobs'),
+      ctx.session.permissions.has('apply') ? h('p', {}, h('a', {href: '#/edit', class: 'button', 'data-write': 'true', id: 'new-job'}, 'New job')) : null,
       filterForm(ctx, ['jobs'], [
         field('Search (id, description, labels)', 'f-text', textInput('text', q.get('text'), {type: 'search'})),
         field('Team', 'f-team', textInput('team', q.get('team'))),
@@ -127,7 +128,7 @@ export const job = {
       const paused = fmt.jobState(j) === 'paused';
       // The buttons are rebuilt only when what they offer changes, so an
       // auto-refresh never takes the keyboard's focus away.
-      const key = `${paused}:${ctx.session.mayOperate(j.spec.ownerTeam)}`;
+      const key = `${paused}:${ctx.session.mayOperate(j.spec.ownerTeam)}:${ctx.session.mayApply(j.spec.ownerTeam)}`;
       if (key !== actionsKey) {
         const hadFocus = actionsKey !== '' && (actions.contains(document.activeElement) || document.activeElement === document.body);
         actionsKey = key;
@@ -162,12 +163,16 @@ function jobActions(ctx, j, paused, status, refresh) {
         await refresh();
         return r.changed ? 'Paused.' : 'It was already paused; nothing changed.';
       }),
-    ...confirmTyped('Delete', id, status, async () => {
+  ];
+  // Editing and deleting a definition are the admin's.
+  if (ctx.session.mayApply(j.spec.ownerTeam)) {
+    out.push(h('a', {href: `#/edit/${encodeURIComponent(id)}`, class: 'button', 'data-write': 'true', id: 'edit'}, 'Edit'));
+    out.push(...confirmTyped('Delete', id, status, async () => {
       await ctx.session.call('JobService', 'DeleteJob', {id});
       ctx.go(['jobs']);
       return 'Deleted.';
-    }),
-  ];
+    }));
+  }
   return out;
 }
 

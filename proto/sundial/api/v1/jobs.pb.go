@@ -110,9 +110,15 @@ func (x *Job) GetScheduleKind() ScheduleKind {
 type ApplyJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// spec is the definition; its owner_team decides who may apply it.
-	Spec          *v1.JobSpec `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Spec *v1.JobSpec `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	// expected_revision, when set, is the store revision (Job.revision) the
+	// caller edited: the definition is applied only if that revision is
+	// still the one in force, and 0 means that no definition may be in
+	// force (a create). Otherwise the call is answered FAILED_PRECONDITION,
+	// naming the revision in force, and nothing is produced.
+	ExpectedRevision *int64 `protobuf:"varint,2,opt,name=expected_revision,json=expectedRevision,proto3,oneof" json:"expected_revision,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ApplyJobRequest) Reset() {
@@ -150,6 +156,13 @@ func (x *ApplyJobRequest) GetSpec() *v1.JobSpec {
 		return x.Spec
 	}
 	return nil
+}
+
+func (x *ApplyJobRequest) GetExpectedRevision() int64 {
+	if x != nil && x.ExpectedRevision != nil {
+		return *x.ExpectedRevision
+	}
+	return 0
 }
 
 // ApplyJobResponse is the registry's answer.
@@ -1989,9 +2002,11 @@ const file_sundial_api_v1_jobs_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x125\n" +
 	"\x05state\x18\x04 \x01(\x0e2\x1f.sundial.api.v1.DefinitionStateR\x05state\x12A\n" +
-	"\rschedule_kind\x18\x05 \x01(\x0e2\x1c.sundial.api.v1.ScheduleKindR\fscheduleKind\":\n" +
+	"\rschedule_kind\x18\x05 \x01(\x0e2\x1c.sundial.api.v1.ScheduleKindR\fscheduleKind\"\x82\x01\n" +
 	"\x0fApplyJobRequest\x12'\n" +
-	"\x04spec\x18\x01 \x01(\v2\x13.sundial.v1.JobSpecR\x04spec\"]\n" +
+	"\x04spec\x18\x01 \x01(\v2\x13.sundial.v1.JobSpecR\x04spec\x120\n" +
+	"\x11expected_revision\x18\x02 \x01(\x03H\x00R\x10expectedRevision\x88\x01\x01B\x14\n" +
+	"\x12_expected_revision\"]\n" +
 	"\x10ApplyJobResponse\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12-\n" +
 	"\x06status\x18\x02 \x01(\v2\x15.sundial.v1.JobStatusR\x06status\"\x1f\n" +
@@ -2277,6 +2292,7 @@ func file_sundial_api_v1_jobs_proto_init() {
 		return
 	}
 	file_sundial_api_v1_common_proto_init()
+	file_sundial_api_v1_jobs_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
