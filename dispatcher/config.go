@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/internal/deps/metricdeps"
@@ -174,6 +175,11 @@ type Config struct {
 	// Registerer receives the metrics. Default a private registry (the
 	// metrics are then not exported).
 	Registerer prometheus.Registerer
+	// TracerProvider receives a span per run fired (dispatcher.fire), the
+	// child of the trigger's span for a triggered run, of the runner's for
+	// a retry, a root for a scheduled occurrence; the run record carries it
+	// (Run.traceparent) to the runner (package tracing). Nil: tracing off.
+	TracerProvider trace.TracerProvider
 }
 
 func (c Config) withDefaults() Config {

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sundialhq/sundial/discovery"
 	"github.com/sundialhq/sundial/internal/deps"
@@ -263,6 +264,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock of events and latencies. Default time.Now.
 	Now func() time.Time
+	// TracerProvider receives the spans of each delivery (runner.run, with
+	// runner.lease and runner.attempt), continuing the run's traceparent;
+	// the attempt's span goes on to the downstream (traceparent header),
+	// and the run's events and log lines name its trace id (package
+	// tracing). Nil: tracing off.
+	TracerProvider trace.TracerProvider
 }
 
 func (c Config) withDefaults() Config {

@@ -39,6 +39,8 @@ type runEvents struct {
 	// Config.WaitBound (waits.go).
 	received, leased, started time.Time
 	wait                      lateness.Reason
+	// traceID is the trace id of the delivery's span, "" with none.
+	traceID string
 
 	pending sync.WaitGroup
 	errMu   sync.Mutex
@@ -61,6 +63,7 @@ func (e *runEvents) event(state sundialv1.RunState, mod func(*sundialv1.RunEvent
 		Time: timestamppb.New(at), DueTime: run.GetDueTime(), AttemptDueTime: timestamppb.New(attemptDue(run)),
 		RunnerId: e.r.cfg.ID, DagRunId: run.GetDagRunId(), DagNodeId: run.GetDagNodeId(),
 		Priority: run.GetPriority(), OwnerTeam: run.GetOwnerTeam(), FencingToken: e.token,
+		TraceId: e.traceID,
 	}
 	if run.GetBaseRunId() != "" {
 		// A child run is part of its base run, whose events alone speak

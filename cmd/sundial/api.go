@@ -206,7 +206,7 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 		if err != nil {
 			return err
 		}
-		gw, err := assemble.Gateway(ctx, runner.Config{ID: gatewayID(), Kafka: kopts, Topics: names,
+		gw, err := assemble.Gateway(ctx, runner.Config{ID: gatewayID(), Kafka: kopts, Topics: names, TracerProvider: p.tracerProvider(),
 			Registerer: p.reg, Logger: p.named("gateway")},
 			assemble.RunnerBackends{Redis: backends.Redis, RedisKeyPrefix: backends.RedisKeyPrefix, Enqueuer: enq, Checkpoints: st, Quotas: st}, broker)
 		if err != nil {
@@ -225,7 +225,7 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 	srv, err := apiserver.New(apiserver.Config{
-		Addr: cmd.String("listen"), Authenticator: authn,
+		Addr: cmd.String("listen"), Authenticator: authn, TracerProvider: p.tracerProvider(),
 		Services:      services,
 		Handlers:      handlers,
 		Public:        assemble.APIPublic(),

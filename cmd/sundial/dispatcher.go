@@ -66,6 +66,7 @@ func runDispatcher(ctx context.Context, cmd *cli.Command) error {
 		return errors.Join(bad...)
 	}
 	cfg := dispatcher.Config{
+		TracerProvider:    p.tracerProvider(),
 		Brokers:           cmd.StringSlice("kafka-brokers"),
 		KafkaOpts:         withKafka(kopts, telemetry.KafkaMetrics(p.reg, "dispatcher")),
 		Topics:            topics.Names{Prefix: cmd.String("topic-prefix")},

@@ -79,7 +79,7 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 	}
 	reg, err := registry.New(registry.Config{
 		Brokers: brokers, Topics: names, Group: cmd.String("group-id"), Store: b.store, Waker: b.enq, Limits: limits,
-		SharedTopic: cmd.Bool("jobs-shared-topic"), Audit: trail,
+		SharedTopic: cmd.Bool("jobs-shared-topic"), Audit: trail, TracerProvider: p.tracerProvider(),
 		Quotas:       b.store,
 		Concurrency:  cmd.Int("concurrency"),
 		KafkaOptions: withKafka(kopts, telemetry.KafkaMetrics(p.reg, "registry")),
@@ -101,9 +101,9 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 	}
 	trg, err := trigger.New(trigger.Config{
 		Brokers: brokers, Topics: names, Group: cmd.String("trigger-group-id"), Store: b.store, Enqueuer: b.enq, Dags: dags,
-		MaxPayloadBytes: limits.MaxPayloadBytes,
-		KafkaOptions:    withKafka(kopts, telemetry.KafkaMetrics(p.reg, "trigger")),
-		Registerer:      p.reg, Logger: p.named("trigger"),
+		MaxPayloadBytes: limits.MaxPayloadBytes, TracerProvider: p.tracerProvider(),
+		KafkaOptions: withKafka(kopts, telemetry.KafkaMetrics(p.reg, "trigger")),
+		Registerer:   p.reg, Logger: p.named("trigger"),
 	})
 	if err != nil {
 		return err

@@ -198,6 +198,7 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 		bad = append(bad, err)
 	}
 	cfg := runner.Config{
+		TracerProvider:         p.tracerProvider(),
 		ID:                     cmd.String("runner-id"),
 		Kafka:                  kopts,
 		SessionTimeout:         cmd.Duration("group-session-timeout"),
