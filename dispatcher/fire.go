@@ -321,12 +321,12 @@ func (o *owner) enqueued(ctx context.Context, runs []*sundialv1.Run) {
 	recs := make([]*kgo.Record, 0, len(runs))
 	for _, r := range runs {
 		ev := enqueuedEvent(r, "dispatcher/"+o.cfg.InstanceID)
-		value, err := proto.Marshal(ev)
+		value, headers, err := topics.EncodeEvent(o.cfg.EventEncoding, ev)
 		if err != nil {
 			o.log.Error("ENQUEUED event does not encode", "run_id", r.GetRunId(), "err", err)
 			continue
 		}
-		recs = append(recs, &kgo.Record{Topic: o.topics.Events(), Key: []byte(r.GetJobId()), Value: value, Headers: topics.EventHeaders(ev)})
+		recs = append(recs, &kgo.Record{Topic: o.topics.Events(), Key: []byte(r.GetJobId()), Value: value, Headers: headers})
 	}
 	if err := o.prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		o.m.enqueuedEventErrors.Inc()
@@ -382,13 +382,13 @@ func (o *owner) deadLetter(ctx context.Context, refused []refusedRun) error {
 		if err != nil {
 			return fmt.Errorf("encode the dead letter of %s: %w", run.GetRunId(), err)
 		}
-		evValue, err := proto.Marshal(ev)
+		evValue, evHeaders, err := topics.EncodeEvent(o.cfg.EventEncoding, ev)
 		if err != nil {
 			return fmt.Errorf("encode the event of %s: %w", run.GetRunId(), err)
 		}
 		recs = append(recs,
 			&kgo.Record{Topic: o.topics.DLQ(), Key: []byte(run.GetJobId()), Value: dlValue, Headers: topics.ProtobufHeaders(dl)},
-			&kgo.Record{Topic: o.topics.Events(), Key: []byte(run.GetJobId()), Value: evValue, Headers: topics.EventHeaders(ev)})
+			&kgo.Record{Topic: o.topics.Events(), Key: []byte(run.GetJobId()), Value: evValue, Headers: evHeaders})
 	}
 	if err := o.prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return err

@@ -135,6 +135,11 @@ type Config struct {
 	// TracerProvider receives a span per definition handled, continuing
 	// the record's traceparent header (package tracing). Nil: tracing off.
 	TracerProvider trace.TracerProvider
+	// StatusEncoding: definitions are answered on sundial.jobs.status in
+	// JSON when it is EncodingJSON (for people and tools reading the
+	// topic), else in the encoding each arrived in. The content-type header
+	// says which; every reader takes both.
+	StatusEncoding sundialv1.Encoding
 }
 
 func (c Config) withDefaults() Config {
@@ -742,6 +747,9 @@ func (r *Registry) getJob(ctx context.Context, id string) (store.Job, bool, erro
 
 // statusRecord encodes st in enc, keyed by the original record key.
 func (r *Registry) statusRecord(rec *kgo.Record, enc sundialv1.Encoding, st *sundialv1.JobStatus) *kgo.Record {
+	if r.cfg.StatusEncoding == sundialv1.EncodingJSON {
+		enc = sundialv1.EncodingJSON
+	}
 	out, err := jobspec.StatusRecord(r.cfg.Topics.JobsStatus(), rec, enc, st)
 	if err != nil {
 		r.cfg.Logger.Error("answering with a status that says it could not be encoded", "err", err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sundialhq/sundial/checkpoint"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -270,6 +271,11 @@ type Config struct {
 	// and the run's events and log lines name its trace id (package
 	// tracing). Nil: tracing off.
 	TracerProvider trace.TracerProvider
+	// EventEncoding is how the events it writes to sundial.events are
+	// encoded: binary protobuf (the zero value) or, for people and tools
+	// reading the topic, JSON (the content-type header says which; every
+	// reader takes both).
+	EventEncoding sundialv1.Encoding
 }
 
 func (c Config) withDefaults() Config {

@@ -94,7 +94,7 @@ func (e *runEvents) emit(ev *sundialv1.RunEvent) {
 	if e.r.isKilled() {
 		return
 	}
-	val, err := proto.Marshal(ev)
+	val, headers, err := topics.EncodeEvent(e.r.cfg.EventEncoding, ev)
 	if err != nil {
 		e.setErr(err)
 		return
@@ -102,7 +102,7 @@ func (e *runEvents) emit(ev *sundialv1.RunEvent) {
 	e.pending.Add(1)
 	e.r.producer.Produce(context.Background(), &kgo.Record{
 		Topic: e.r.cfg.Topics.Events(), Key: []byte(ev.GetJobId()), Value: val,
-		Headers: topics.EventHeaders(ev),
+		Headers: headers,
 	}, func(_ *kgo.Record, err error) {
 		if err != nil {
 			e.setErr(err)

@@ -106,6 +106,11 @@ type Config struct {
 	// the record has none (package tracing). The run the trigger starts
 	// continues that span. Nil: tracing off.
 	TracerProvider trace.TracerProvider
+	// EventEncoding is how the events it writes to sundial.events are
+	// encoded: binary protobuf (the zero value) or, for people and tools
+	// reading the topic, JSON (the content-type header says which; every
+	// reader takes both).
+	EventEncoding sundialv1.Encoding
 }
 
 func (c Config) withDefaults() Config {
@@ -413,7 +418,7 @@ func (c *Consumer) refuse(d jobspec.TriggerRecord, reason string, spec *sundialv
 		Priority:       spec.GetPriority(),
 		OwnerTeam:      spec.GetOwnerTeam(),
 	}
-	value, err := sundialv1.EncodingProtobuf.Marshal(ev)
+	value, headers, err := topics.EncodeEvent(c.cfg.EventEncoding, ev)
 	if err != nil {
 		c.cfg.Logger.Error("encode refusal", "job", jobID, "err", err)
 		return nil
@@ -423,7 +428,7 @@ func (c *Consumer) refuse(d jobspec.TriggerRecord, reason string, spec *sundialv
 		Topic:   c.cfg.Topics.Events(),
 		Key:     key,
 		Value:   value,
-		Headers: topics.EventHeaders(ev),
+		Headers: headers,
 	}}
 }
 

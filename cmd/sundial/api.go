@@ -206,7 +206,7 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 		if err != nil {
 			return err
 		}
-		gw, err := assemble.Gateway(ctx, runner.Config{ID: gatewayID(), Kafka: kopts, Topics: names, TracerProvider: p.tracerProvider(),
+		gw, err := assemble.Gateway(ctx, runner.Config{ID: gatewayID(), Kafka: kopts, Topics: names, TracerProvider: p.tracerProvider(), EventEncoding: p.encoding,
 			Registerer: p.reg, Logger: p.named("gateway")},
 			assemble.RunnerBackends{Redis: backends.Redis, RedisKeyPrefix: backends.RedisKeyPrefix, Enqueuer: enq, Checkpoints: st, Quotas: st}, broker)
 		if err != nil {

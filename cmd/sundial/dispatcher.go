@@ -67,6 +67,7 @@ func runDispatcher(ctx context.Context, cmd *cli.Command) error {
 	}
 	cfg := dispatcher.Config{
 		TracerProvider:    p.tracerProvider(),
+		EventEncoding:     p.encoding,
 		Brokers:           cmd.StringSlice("kafka-brokers"),
 		KafkaOpts:         withKafka(kopts, telemetry.KafkaMetrics(p.reg, "dispatcher")),
 		Topics:            topics.Names{Prefix: cmd.String("topic-prefix")},

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sundialhq/sundial/internal/telemetry"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store/cassandra"
 )
 
@@ -32,6 +33,7 @@ func processFlags() []cli.Flag {
 		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", Sources: envVar("log-level")},
 		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text (key=value, for people) or json (one object per line)", Sources: envVar("log-format")},
 		&cli.BoolFlag{Name: "tracing", Usage: "export OpenTelemetry spans of each run's steps over OTLP/HTTP, configured by the standard OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT, default http://localhost:4318; OTEL_SERVICE_NAME, default sundial-<component>; OTEL_TRACES_SAMPLER); off: no spans, no traceparent sent", Sources: envVar("tracing")},
+		&cli.StringFlag{Name: "record-encoding", Value: "protobuf", Usage: "encoding of the events (sundial.events) and definition answers (sundial.jobs.status) this process writes: protobuf, or json for people and tools such as kcat (docs/observability.md); a content-type header says which, and every reader takes both", Sources: envVar("record-encoding")},
 		&cli.IntFlag{Name: "memory-limit-mib", Usage: "soft limit of the process's Go memory in MiB: the garbage collector works harder as the heap nears it, so the process's memory stays near it unless what it holds live exceeds it; set it to about 80% of the container's memory (0: the Go runtime's default, or GOMEMLIMIT)", Sources: envVar("memory-limit-mib")},
 	}
 }
@@ -49,6 +51,8 @@ type process struct {
 	// tracer is the process's tracer provider with --tracing, handed to
 	// each component's Config; nil without (tracing off).
 	tracer *sdktrace.TracerProvider
+	// encoding is --record-encoding.
+	encoding sundialv1.Encoding
 }
 
 // tracerProvider is the provider for the components' Configs: nil (tracing
@@ -83,6 +87,9 @@ func newProcess(cmd *cli.Command, component string) (*process, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--metrics-addr: %w", err)
 		}
+	}
+	if p.encoding, err = sundialv1.ParseEncoding(cmd.String("record-encoding")); err != nil {
+		return nil, fmt.Errorf("--record-encoding: %w", err)
 	}
 	if cmd.Bool("tracing") {
 		if p.tracer, err = newTracerProvider(context.Background(), component); err != nil {

@@ -199,6 +199,7 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 	}
 	cfg := runner.Config{
 		TracerProvider:         p.tracerProvider(),
+		EventEncoding:          p.encoding,
 		ID:                     cmd.String("runner-id"),
 		Kafka:                  kopts,
 		SessionTimeout:         cmd.Duration("group-session-timeout"),
