@@ -203,7 +203,8 @@ type RunEvent struct {
 	StartedTime *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=started_time,json=startedTime,proto3" json:"started_time,omitempty"`
 	// Why the run waited, from the closed set of package lateness:
 	// "no_executor", "no_worker", "pool_full", "pool_busy", "team_quota",
-	// "team_rate", "overlap", "breaker_open", "backlog", "catch_up". Set on
+	// "team_rate", "overlap", "breaker_open", "backlog", "catch_up",
+	// "dispatch_delay". Set on
 	// every DEFERRED event, and on the events of a delivery that waited
 	// longer than the runner's bound between the due time and its lease (the
 	// longest such wait). Empty when the run did not wait.
