@@ -226,7 +226,9 @@ func (o *owner) produce(ctx context.Context, epoch int64, e store.DueEntry, runs
 		r.Shard = uint32(o.shard)
 		r.Epoch = epoch
 		r.DispatchedAt = dispatched
-		spans[i].SetAttributes(attribute.Int64("sundial.epoch", epoch))
+		if spans[i].IsRecording() {
+			spans[i].SetAttributes(attribute.Int64("sundial.epoch", epoch))
+		}
 		value, err := proto.Marshal(r)
 		if err != nil {
 			o.m.dropped.WithLabelValues(dropInvalid).Inc()
@@ -294,14 +296,15 @@ func (o *owner) fireSpans(ctx context.Context, runs []*sundialv1.Run) []trace.Sp
 	tracer := tracing.Tracer(o.cfg.TracerProvider)
 	spans := make([]trace.Span, len(runs))
 	for i, r := range runs {
-		spanCtx, span := tracer.Start(tracing.WithTraceparent(ctx, r.GetTraceparent()), "dispatcher.fire",
-			trace.WithSpanKind(trace.SpanKindProducer),
-			trace.WithAttributes(
+		spanCtx, span := tracer.Start(tracing.WithTraceparent(ctx, r.GetTraceparent()), "dispatcher.fire", trace.WithSpanKind(trace.SpanKindProducer))
+		if span.IsRecording() { // tracing off: no attributes built
+			span.SetAttributes(
 				attribute.String("sundial.run_id", r.GetRunId()),
 				attribute.String("sundial.job_id", r.GetJobId()),
 				attribute.Int64("sundial.attempt", int64(r.GetAttempt())),
 				attribute.String("sundial.origin", originLabel(r.GetOrigin())),
-				attribute.Int("sundial.shard", o.shard)))
+				attribute.Int("sundial.shard", o.shard))
+		}
 		r.Traceparent = tracing.Traceparent(spanCtx)
 		spans[i] = span
 	}

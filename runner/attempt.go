@@ -46,11 +46,11 @@ func (a attempt) runTarget(leaseCtx context.Context) attemptEnd {
 	defer cancel()
 	// The lease's context does not descend from the delivery's: the
 	// attempt's span is put under the delivery's span explicitly.
-	attemptCtx, span := r.tracer.Start(trace.ContextWithSpan(attemptCtx, a.span), "runner.attempt",
-		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-			attribute.String("sundial.downstream", a.downstream.Downstream),
-			attribute.Int64("sundial.fencing_token", token)))
+	attemptCtx, span := r.tracer.Start(trace.ContextWithSpan(attemptCtx, a.span), "runner.attempt", trace.WithSpanKind(trace.SpanKindClient))
 	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("sundial.downstream", a.downstream.Downstream), attribute.Int64("sundial.fencing_token", token))
+	}
 	end.err = r.breakers.Do(a.downstream, func() error {
 		end.started = r.cfg.Now()
 		a.ev.started = end.started

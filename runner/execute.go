@@ -79,13 +79,15 @@ func (r *Runner) process(ctx context.Context, rec *record) result {
 			return finished
 		}
 	}
-	ctx, span := r.tracer.Start(tracing.WithTraceparent(ctx, run.GetTraceparent()), "runner.run",
-		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+	ctx, span := r.tracer.Start(tracing.WithTraceparent(ctx, run.GetTraceparent()), "runner.run", trace.WithSpanKind(trace.SpanKindConsumer))
+	defer span.End()
+	if span.IsRecording() { // tracing off: no attributes built
+		span.SetAttributes(
 			attribute.String("sundial.run_id", run.GetRunId()),
 			attribute.String("sundial.job_id", run.GetJobId()),
 			attribute.Int64("sundial.attempt", int64(run.GetAttempt())),
-			attribute.String("messaging.destination.name", rec.tp.topic)))
-	defer span.End()
+			attribute.String("messaging.destination.name", rec.tp.topic))
+	}
 	x := newExecution(r, rec, run)
 	x.span = span
 	x.ev.traceID = tracing.TraceID(ctx)
@@ -253,7 +255,9 @@ func (x *execution) takeLease(ctx context.Context) (*heldLease, result) {
 	receipt := x.receiptWait(ctx)
 	spanCtx, span := r.tracer.Start(ctx, "runner.lease")
 	lease, acq := x.acquire(spanCtx)
-	span.SetAttributes(attribute.Bool("sundial.acquired", acq.res == acquired), attribute.Int64("sundial.fencing_token", lease.Token))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Bool("sundial.acquired", acq.res == acquired), attribute.Int64("sundial.fencing_token", lease.Token))
+	}
 	span.End()
 	if acq.res != acquired {
 		return nil, x.settle().notAcquired(ctx, acq)
