@@ -116,7 +116,7 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 	if cmd.Bool("worker-gateway") && cmd.String("redis-addr") == "" && cmd.String("redis-sentinel-master") == "" {
 		bad = append(bad, errors.New("--worker-gateway: needs --redis-addr (or --redis-sentinel-master): the gateway holds its runs' leases"))
 	}
-	p, err := newProcess(cmd, "api")
+	p, err := newProcess(ctx, cmd, "api")
 	if err != nil {
 		bad = append(bad, err)
 	}

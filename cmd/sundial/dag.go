@@ -70,7 +70,7 @@ Example, against the local stack:
 }
 
 func runDagEngine(ctx context.Context, cmd *cli.Command) error {
-	p, err := newProcess(cmd, "dagengine")
+	p, err := newProcess(ctx, cmd, "dagengine")
 	if err != nil {
 		return err
 	}

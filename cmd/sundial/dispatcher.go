@@ -58,7 +58,7 @@ func runDispatcher(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		bad = append(bad, err)
 	}
-	p, err := newProcess(cmd, "dispatcher")
+	p, err := newProcess(ctx, cmd, "dispatcher")
 	if err != nil {
 		bad = append(bad, err)
 	}

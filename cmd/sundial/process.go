@@ -66,7 +66,7 @@ func (p *process) tracerProvider() trace.TracerProvider {
 
 // newProcess reads processFlags. The telemetry server is created but not
 // started: components add their readiness checks first.
-func newProcess(cmd *cli.Command, component string) (*process, error) {
+func newProcess(ctx context.Context, cmd *cli.Command, component string) (*process, error) {
 	logger, err := telemetry.NewLogger(cmd.Root().ErrWriter, telemetry.LogConfig{
 		Format: cmd.String("log-format"), Level: cmd.String("log-level"),
 	})
@@ -92,7 +92,7 @@ func newProcess(cmd *cli.Command, component string) (*process, error) {
 		return nil, fmt.Errorf("--record-encoding: %w", err)
 	}
 	if cmd.Bool("tracing") {
-		if p.tracer, err = newTracerProvider(context.Background(), component); err != nil {
+		if p.tracer, err = newTracerProvider(ctx, component); err != nil {
 			return nil, err
 		}
 	}

@@ -53,7 +53,7 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 	if _, err := cassandraConfig(cmd); err != nil {
 		bad = append(bad, err)
 	}
-	p, err := newProcess(cmd, "registry")
+	p, err := newProcess(ctx, cmd, "registry")
 	if err != nil {
 		bad = append(bad, err)
 	}

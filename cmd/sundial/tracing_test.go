@@ -247,7 +247,9 @@ func (s *spanView) parent() string {
 // queryTrace asks Jaeger for a trace; an empty trace while it is not there.
 func queryTrace(t *testing.T, queryURL, traceID string) jaegerTrace {
 	t.Helper()
-	resp, err := http.Get(queryURL + "/api/traces/" + traceID)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, queryURL+"/api/traces/"+traceID, nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer func() { _ = resp.Body.Close() }()
 	var body struct {

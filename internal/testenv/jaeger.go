@@ -93,13 +93,18 @@ func NeedJaeger(t testing.TB) Jaeger {
 		t.Fatal(err)
 	}
 	logs := &lockedBuffer{}
-	cmd := exec.Command(bin, "--config", cfg)
+	cmd := exec.CommandContext(context.Background(), bin, "--config", cfg)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start jaeger %s: %v", bin, err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	// exited closes when the process has exited, waitErr set.
+	exited := make(chan struct{})
+	var waitErr error
+	go func() {
+		waitErr = cmd.Wait()
+		close(exited)
+	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -122,9 +127,8 @@ func NeedJaeger(t testing.TB) Jaeger {
 			}
 		}
 		select {
-		case err := <-exited:
-			exited <- err
-			t.Fatalf("jaeger exited before it served queries: %v\n%s", err, logs.String())
+		case <-exited:
+			t.Fatalf("jaeger exited before it served queries: %v\n%s", waitErr, logs.String())
 		case <-ctx.Done():
 			t.Fatalf("jaeger did not serve queries within 2 minutes\n%s", logs.String())
 		case <-time.After(100 * time.Millisecond):
@@ -141,7 +145,7 @@ func freePorts(t testing.TB, n int) []string {
 		ls  []net.Listener
 	)
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatalf("find a free port: %v", err)
 		}

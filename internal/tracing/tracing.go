@@ -2,6 +2,7 @@ package tracing
 
 import (
 	"context"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/propagation"
@@ -65,10 +66,17 @@ func TraceID(ctx context.Context) string {
 // TraceIDOf returns the trace id a traceparent names, or "" when it is
 // empty or malformed.
 func TraceIDOf(traceparent string) string {
-	if traceparent == "" {
+	// version-traceid-parentid-flags, the trace id 32 lower-case hex
+	// digits, not all zero (W3C Trace Context, level 1).
+	parts := strings.Split(traceparent, "-")
+	if len(parts) < 4 || len(parts[0]) != 2 || len(parts[2]) != 16 {
 		return ""
 	}
-	return TraceID(WithTraceparent(context.Background(), traceparent))
+	id, err := trace.TraceIDFromHex(parts[1])
+	if err != nil || !id.IsValid() {
+		return ""
+	}
+	return id.String()
 }
 
 // Inject sets the trace context of ctx on the carrier (an HTTP header,
