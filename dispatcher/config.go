@@ -65,6 +65,11 @@ type Config struct {
 	// SASL, client id). They must not set the group, topics, balancers,
 	// partition callbacks or commit behaviour.
 	KafkaOpts []kgo.Opt
+	// GroupClientOpts are further options of the group's client alone
+	// (the one that consumes sundial.shards and produces the runs): hooks
+	// that keep per-client state, such as kprom's metrics, which must not
+	// be shared with the dispatcher's other clients.
+	GroupClientOpts []kgo.Opt
 	// Store is the schedule store. Required.
 	Store Store
 	// Topics names sundial.shards and sundial.runs.*.

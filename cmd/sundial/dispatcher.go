@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v3"
 
 	"github.com/sundialhq/sundial/discovery"
@@ -69,7 +70,8 @@ func runDispatcher(ctx context.Context, cmd *cli.Command) error {
 		TracerProvider:    p.tracerProvider(),
 		EventEncoding:     p.encoding,
 		Brokers:           cmd.StringSlice("kafka-brokers"),
-		KafkaOpts:         withKafka(kopts, telemetry.KafkaMetrics(p.reg, "dispatcher")),
+		KafkaOpts:         kopts,
+		GroupClientOpts:   []kgo.Opt{telemetry.KafkaMetrics(p.reg, "dispatcher")},
 		Topics:            topics.Names{Prefix: cmd.String("topic-prefix")},
 		GroupID:           cmd.String("group-id"),
 		InstanceID:        cmd.String("instance-id"),
