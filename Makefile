@@ -13,6 +13,10 @@ SECURE_CLUSTER := deploy/local/secure-cluster.sh
 GOLANGCI_LINT_VERSION := v2.15.0
 # Where test logs go; git-ignored.
 OUT   ?= .out
+# The Jaeger all-in-one the tracing tests export to (deploy/local/jaeger),
+# built once into a cache outside the clone, so that a new clone reuses it.
+JAEGER_VERSION := v1.76.0
+JAEGER ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/sundial/jaeger-$(JAEGER_VERSION)
 
 .PHONY: help
 help: ## list the targets
@@ -23,7 +27,7 @@ dev: ## run the pipeline in one process on embedded backends (no install needed)
 	$(GO) run ./cmd/sundial dev
 
 .PHONY: test
-test: stack-up ## start the real stack, vet, check generated code, run every test with -race against it
+test: stack-up jaeger ## start the real stack, vet, check generated code, run every test with -race against it
 	$(GO) vet ./...
 	$(GO) vet -tags observability ./deploy/
 	$(GO) vet -tags secure ./deploy/
@@ -33,7 +37,7 @@ test: stack-up ## start the real stack, vet, check generated code, run every tes
 	$(MAKE) --no-print-directory check-rules
 	@mkdir -p $(OUT)
 	@source <($(STACK) env); echo "backends: kafka=$$SUNDIAL_KAFKA_BROKERS cassandra=$$SUNDIAL_CASSANDRA_HOSTS redis=$$SUNDIAL_REDIS_ADDR"; rc=0; \
-	  $(GO) test -race -count=1 -timeout 20m -v ./... > $(OUT)/test.log 2>&1 || rc=$$?; \
+	  SUNDIAL_JAEGER=$(JAEGER) $(GO) test -race -count=1 -timeout 20m -v ./... > $(OUT)/test.log 2>&1 || rc=$$?; \
 	  grep -E '^(ok|FAIL|---|panic:|\?)' $(OUT)/test.log | grep -v -- '--- PASS' || true; \
 	  echo "full log: $(OUT)/test.log"; exit $$rc
 
@@ -83,6 +87,11 @@ image: ## build the container image without Docker into dist/sundial-image.tar (
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags='-s -w' -o $(DIST)/sundial-linux-$(IMAGE_ARCH) ./cmd/sundial
 	$(GO) run ./deploy/image -binary $(DIST)/sundial-linux-$(IMAGE_ARCH) -out $(DIST)/sundial-image.tar -tag $(IMAGE_TAG) \
 	  -created "$$(git log -1 --format=%cI)" -revision "$$(git rev-parse HEAD)" -version "$$(git describe --tags --always --dirty)"
+
+.PHONY: jaeger
+jaeger: ## build (once) the Jaeger all-in-one that the tracing tests send spans to and query
+	@test -x $(JAEGER) || { echo "building jaeger $(JAEGER_VERSION) into $(JAEGER)"; mkdir -p $(dir $(JAEGER)); \
+	  cd deploy/local/jaeger && $(GO) build -o $(JAEGER).tmp github.com/jaegertracing/jaeger/cmd/jaeger && mv $(JAEGER).tmp $(JAEGER); }
 
 .PHONY: stack-up
 stack-up: ## download (once) and start Kafka, Cassandra and Redis on 127.0.0.1

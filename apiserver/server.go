@@ -15,10 +15,12 @@ import (
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/net/netutil"
 
 	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/internal/lifecycle"
+	"github.com/sundialhq/sundial/internal/tracing"
 )
 
 // HealthPath answers 200 while the server runs; it needs no token.
@@ -104,6 +106,9 @@ type Config struct {
 	TLSCertFile, TLSKeyFile string
 	// Now is the clock of the duration metric. Default time.Now.
 	Now func() time.Time
+	// TracerProvider receives a server span per unary call, continuing
+	// the caller's traceparent header (package tracing). Nil: tracing off.
+	TracerProvider trace.TracerProvider
 }
 
 // Defaults of Config's edge limits.
@@ -211,7 +216,7 @@ func New(cfg Config) (*Server, error) {
 		connect.WithCodec(strictJSON{name: "json; charset=utf-8"}),
 	}
 	opts := append([]connect.HandlerOption{
-		connect.WithInterceptors(m.interceptor(), NewAuthInterceptor(cfg.Authenticator)),
+		connect.WithInterceptors(m.interceptor(), tracingInterceptor{tracing.Tracer(cfg.TracerProvider)}, NewAuthInterceptor(cfg.Authenticator)),
 		connect.WithReadMaxBytes(int(cfg.MaxRequestBytes)),
 	}, codecs...)
 	for _, svc := range cfg.Services {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/internal/tracing"
 	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
@@ -328,6 +329,9 @@ func (c *Client) produce(ctx context.Context, op string, recs []*kgo.Record) ([]
 	index := make(map[*kgo.Record]int, len(recs))
 	for i, r := range recs {
 		index[r] = i
+		// The caller's trace (an API request's span) continues in the
+		// registry; without one the record carries no header.
+		tracing.Inject(ctx, tracing.RecordCarrier{Record: r})
 	}
 	results := c.producer.ProduceSync(ctx, recs...)
 	out := make([]Receipt, len(recs))

@@ -132,7 +132,7 @@ func (c *Client) Statuses(ctx context.Context, since time.Time) iter.Seq2[*sundi
 			for it := fetches.RecordIter(); !it.Done(); {
 				rec := it.Next()
 				st := &sundialv1.JobStatus{}
-				if err := sundialv1.Unmarshal(contentType(rec), rec.Value, st); err != nil {
+				if err := sundialv1.Decode(contentType(rec), rec.Value, st); err != nil {
 					if !yield(nil, fmt.Errorf("%w: %s[%d]@%d: %w", ErrUndecodableStatus, rec.Topic, rec.Partition, rec.Offset, err)) {
 						return
 					}

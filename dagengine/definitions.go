@@ -248,6 +248,9 @@ func (e *Engine) putDag(ctx context.Context, rec *kgo.Record, def dag.Definition
 
 // statusRecord encodes st in enc, keyed by the definition's key.
 func (e *Engine) statusRecord(rec *kgo.Record, enc sundialv1.Encoding, st *sundialv1.JobStatus) *kgo.Record {
+	if e.cfg.StatusEncoding == sundialv1.EncodingJSON {
+		enc = sundialv1.EncodingJSON
+	}
 	out, err := jobspec.StatusRecord(e.cfg.Topics.JobsStatus(), rec, enc, st)
 	if err != nil {
 		e.cfg.Logger.Error("answering with a status that says it could not be encoded", "err", err)

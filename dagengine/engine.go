@@ -19,6 +19,7 @@ import (
 	"github.com/sundialhq/sundial/internal/deps/metricdeps"
 	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/topics"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
 // Default consumer groups.
@@ -109,6 +110,14 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// EventEncoding is how the events it writes to sundial.events are
+	// encoded: binary protobuf (the zero value) or, for people and tools
+	// reading the topic, JSON (the content-type header says which; every
+	// reader takes both).
+	EventEncoding sundialv1.Encoding
+	// StatusEncoding: DAG definitions are answered on sundial.jobs.status
+	// in JSON when it is EncodingJSON, else in the encoding each arrived in.
+	StatusEncoding sundialv1.Encoding
 }
 
 func (c Config) withDefaults() Config {
@@ -195,6 +204,7 @@ func New(cfg Config) (*Engine, error) {
 	runs, err := NewRuns(RunsConfig{
 		Store: cfg.Store, Enqueuer: cfg.Enqueuer, Producer: cfg.Producer, Topics: cfg.Topics, Shards: cfg.Shards,
 		Options: cfg.Options, RedriveAfter: cfg.RedriveAfter, Registerer: cfg.Registerer, Logger: cfg.Logger, Now: cfg.Now,
+		EventEncoding: cfg.EventEncoding,
 	})
 	if err != nil {
 		return nil, err

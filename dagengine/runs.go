@@ -13,7 +13,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/dagengine/dag"
@@ -88,6 +87,11 @@ type RunsConfig struct {
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// EventEncoding is how the events it writes to sundial.events are
+	// encoded: binary protobuf (the zero value) or, for people and tools
+	// reading the topic, JSON (the content-type header says which; every
+	// reader takes both).
+	EventEncoding sundialv1.Encoding
 }
 
 func (c RunsConfig) withDefaults() RunsConfig {
@@ -478,7 +482,7 @@ func (r *Runs) eventRecord(st *dagrun.State, e dagrun.Event) (*kgo.Record, error
 		DueTime:  timestamppb.New(st.Due),
 		Reason:   e.Reason,
 	}
-	value, err := proto.MarshalOptions{Deterministic: true}.Marshal(ev)
+	value, headers, err := topics.EncodeEvent(r.cfg.EventEncoding, ev)
 	if err != nil {
 		return nil, fmt.Errorf("encode event of dag run %s: %w", st.DagRunID, err)
 	}
@@ -486,7 +490,7 @@ func (r *Runs) eventRecord(st *dagrun.State, e dagrun.Event) (*kgo.Record, error
 		Topic:   r.cfg.Topics.Events(),
 		Key:     []byte(st.DagID),
 		Value:   value,
-		Headers: topics.EventHeaders(ev),
+		Headers: headers,
 	}, nil
 }
 

@@ -12,10 +12,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/internal/deps/metricdeps"
 	"github.com/sundialhq/sundial/internal/topics"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store"
 )
 
@@ -63,6 +65,11 @@ type Config struct {
 	// SASL, client id). They must not set the group, topics, balancers,
 	// partition callbacks or commit behaviour.
 	KafkaOpts []kgo.Opt
+	// GroupClientOpts are further options of the group's client alone
+	// (the one that consumes sundial.shards and produces the runs): hooks
+	// that keep per-client state, such as kprom's metrics, which must not
+	// be shared with the dispatcher's other clients.
+	GroupClientOpts []kgo.Opt
 	// Store is the schedule store. Required.
 	Store Store
 	// Topics names sundial.shards and sundial.runs.*.
@@ -174,6 +181,16 @@ type Config struct {
 	// Registerer receives the metrics. Default a private registry (the
 	// metrics are then not exported).
 	Registerer prometheus.Registerer
+	// TracerProvider receives a span per run fired (dispatcher.fire), the
+	// child of the trigger's span for a triggered run, of the runner's for
+	// a retry, a root for a scheduled occurrence; the run record carries it
+	// (Run.traceparent) to the runner (package tracing). Nil: tracing off.
+	TracerProvider trace.TracerProvider
+	// EventEncoding is how the events it writes to sundial.events are
+	// encoded: binary protobuf (the zero value) or, for people and tools
+	// reading the topic, JSON (the content-type header says which; every
+	// reader takes both).
+	EventEncoding sundialv1.Encoding
 }
 
 func (c Config) withDefaults() Config {

@@ -157,6 +157,7 @@ func (d *Dispatcher) start(ctx context.Context, run *lifecycle.Run) error {
 	if d.cfg.GroupInstanceID != "" {
 		opts = append(opts, kgo.InstanceID(d.cfg.GroupInstanceID))
 	}
+	opts = append(opts, d.cfg.GroupClientOpts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)

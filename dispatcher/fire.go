@@ -10,11 +10,15 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/internal/tracing"
 	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store"
@@ -212,10 +216,19 @@ func (o *owner) produce(ctx context.Context, epoch int64, e store.DueEntry, runs
 	recs := make([]*kgo.Record, 0, len(runs))
 	byRec := make(map[*kgo.Record]*sundialv1.Run, len(runs))
 	dispatched := timestamppb.New(now)
-	for _, r := range runs {
+	spans := o.fireSpans(ctx, runs)
+	defer func() {
+		for _, s := range spans {
+			s.End()
+		}
+	}()
+	for i, r := range runs {
 		r.Shard = uint32(o.shard)
 		r.Epoch = epoch
 		r.DispatchedAt = dispatched
+		if spans[i].IsRecording() {
+			spans[i].SetAttributes(attribute.Int64("sundial.epoch", epoch))
+		}
 		value, err := proto.Marshal(r)
 		if err != nil {
 			o.m.dropped.WithLabelValues(dropInvalid).Inc()
@@ -241,6 +254,9 @@ func (o *owner) produce(ctx context.Context, epoch int64, e store.DueEntry, runs
 			return fmt.Errorf("produce %d runs of %s: %w", len(recs), e.RunID, res.Err)
 		}
 		v := classifyProduce(res.Err, len(res.Record.Value), res.Record.Topic)
+		if i := slices.Index(runs, run); i >= 0 {
+			spans[i].SetStatus(codes.Error, res.Err.Error())
+		}
 		if !v.deadLetter {
 			return fmt.Errorf("produce %d runs of %s: %w", len(recs), e.RunID, res.Err)
 		}
@@ -271,6 +287,30 @@ func (o *owner) produce(ctx context.Context, epoch int64, e store.DueEntry, runs
 	return nil
 }
 
+// fireSpans starts the span of each run's firing and sets the run's
+// traceparent to it, so that the runner continues the trace. A run that
+// arrives with a traceparent (a trigger's, a retry's) continues that trace;
+// any other starts one. With tracing off the spans are no-ops and a run
+// keeps the traceparent it came with.
+func (o *owner) fireSpans(ctx context.Context, runs []*sundialv1.Run) []trace.Span {
+	tracer := tracing.Tracer(o.cfg.TracerProvider)
+	spans := make([]trace.Span, len(runs))
+	for i, r := range runs {
+		spanCtx, span := tracer.Start(tracing.WithTraceparent(ctx, r.GetTraceparent()), "dispatcher.fire", trace.WithSpanKind(trace.SpanKindProducer))
+		if span.IsRecording() { // tracing off: no attributes built
+			span.SetAttributes(
+				attribute.String("sundial.run_id", r.GetRunId()),
+				attribute.String("sundial.job_id", r.GetJobId()),
+				attribute.Int64("sundial.attempt", int64(r.GetAttempt())),
+				attribute.String("sundial.origin", originLabel(r.GetOrigin())),
+				attribute.Int("sundial.shard", o.shard))
+		}
+		r.Traceparent = tracing.Traceparent(spanCtx)
+		spans[i] = span
+	}
+	return spans
+}
+
 // enqueued writes the ENQUEUED event of each delivered run, after Kafka
 // acknowledged the run: the run's history then says when it was due and when
 // it was dispatched (the event's time is the run's dispatched_at, so it
@@ -284,12 +324,12 @@ func (o *owner) enqueued(ctx context.Context, runs []*sundialv1.Run) {
 	recs := make([]*kgo.Record, 0, len(runs))
 	for _, r := range runs {
 		ev := enqueuedEvent(r, "dispatcher/"+o.cfg.InstanceID)
-		value, err := proto.Marshal(ev)
+		value, headers, err := topics.EncodeEvent(o.cfg.EventEncoding, ev)
 		if err != nil {
 			o.log.Error("ENQUEUED event does not encode", "run_id", r.GetRunId(), "err", err)
 			continue
 		}
-		recs = append(recs, &kgo.Record{Topic: o.topics.Events(), Key: []byte(r.GetJobId()), Value: value, Headers: topics.EventHeaders(ev)})
+		recs = append(recs, &kgo.Record{Topic: o.topics.Events(), Key: []byte(r.GetJobId()), Value: value, Headers: headers})
 	}
 	if err := o.prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		o.m.enqueuedEventErrors.Inc()
@@ -304,6 +344,7 @@ func enqueuedEvent(r *sundialv1.Run, by string) *sundialv1.RunEvent {
 		RunId: r.GetRunId(), JobId: r.GetJobId(), Attempt: r.GetAttempt(), State: sundialv1.RunState_RUN_STATE_ENQUEUED,
 		Time: r.GetDispatchedAt(), DueTime: r.GetDueTime(), AttemptDueTime: r.GetAttemptDueTime(), RunnerId: by,
 		DagRunId: r.GetDagRunId(), DagNodeId: r.GetDagNodeId(), Priority: r.GetPriority(), OwnerTeam: r.GetOwnerTeam(),
+		TraceId: tracing.TraceIDOf(r.GetTraceparent()),
 	}
 	if r.GetBaseRunId() != "" { // the base run's events speak for the DAG node
 		ev.DagRunId, ev.DagNodeId = "", ""
@@ -344,13 +385,13 @@ func (o *owner) deadLetter(ctx context.Context, refused []refusedRun) error {
 		if err != nil {
 			return fmt.Errorf("encode the dead letter of %s: %w", run.GetRunId(), err)
 		}
-		evValue, err := proto.Marshal(ev)
+		evValue, evHeaders, err := topics.EncodeEvent(o.cfg.EventEncoding, ev)
 		if err != nil {
 			return fmt.Errorf("encode the event of %s: %w", run.GetRunId(), err)
 		}
 		recs = append(recs,
 			&kgo.Record{Topic: o.topics.DLQ(), Key: []byte(run.GetJobId()), Value: dlValue, Headers: topics.ProtobufHeaders(dl)},
-			&kgo.Record{Topic: o.topics.Events(), Key: []byte(run.GetJobId()), Value: evValue, Headers: topics.EventHeaders(ev)})
+			&kgo.Record{Topic: o.topics.Events(), Key: []byte(run.GetJobId()), Value: evValue, Headers: evHeaders})
 	}
 	if err := o.prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return err
@@ -484,6 +525,7 @@ func (o *owner) planJob(f firing, job store.Job, spec *sundialv1.JobSpec, now ti
 			var tr sundialv1.Trigger
 			if err := proto.Unmarshal(e.Payload, &tr); err == nil {
 				run.TriggerIdempotencyKey = tr.GetIdempotencyKey()
+				run.Traceparent = tr.GetTraceparent() // the firing continues the trigger's trace
 				if tr.Payload != nil {
 					run.Payload = tr.Payload
 				}

@@ -199,7 +199,7 @@ func answeredRevision(r *kgo.Record) (int64, bool) {
 		}
 	}
 	st := &sundialv1.JobStatus{}
-	if err := sundialv1.Unmarshal(ct, r.Value, st); err != nil || st.GetSource() == nil {
+	if err := sundialv1.Decode(ct, r.Value, st); err != nil || st.GetSource() == nil {
 		return math.MaxInt64, true
 	}
 	rev := st.GetSource().GetOffset()

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -43,7 +43,7 @@ func (p *Pipeline) Watch(ctx context.Context, w io.Writer) error {
 func describe(rec *kgo.Record, dlqTopic string) string {
 	if rec.Topic == dlqTopic {
 		var dl sundialv1.DeadLetter
-		if err := proto.Unmarshal(rec.Value, &dl); err != nil {
+		if err := sundialv1.Decode(topics.Header(rec, sundialv1.HeaderContentType), rec.Value, &dl); err != nil {
 			return fmt.Sprintf("dead letter (undecodable: %v)", err)
 		}
 		return fmt.Sprintf("%s  %-16s %-10s run=%s attempts=%d error=%q", stamp(dl.GetDeadAt().AsTime()), dl.GetRun().GetJobId(), "DLQ",
@@ -53,7 +53,7 @@ func describe(rec *kgo.Record, dlqTopic string) string {
 		return describeDag(rec)
 	}
 	var ev sundialv1.RunEvent
-	if err := proto.Unmarshal(rec.Value, &ev); err != nil {
+	if err := sundialv1.Decode(topics.Header(rec, sundialv1.HeaderContentType), rec.Value, &ev); err != nil {
 		return fmt.Sprintf("event (undecodable: %v)", err)
 	}
 	state := strings.TrimPrefix(ev.GetState().String(), "RUN_STATE_")
@@ -77,7 +77,7 @@ func describe(rec *kgo.Record, dlqTopic string) string {
 // those of its nodes (with the node's run id).
 func describeDag(rec *kgo.Record) string {
 	var ev sundialv1.DagRunEvent
-	if err := proto.Unmarshal(rec.Value, &ev); err != nil {
+	if err := sundialv1.Decode(topics.Header(rec, sundialv1.HeaderContentType), rec.Value, &ev); err != nil {
 		return fmt.Sprintf("dag run event (undecodable: %v)", err)
 	}
 	state := strings.TrimPrefix(ev.GetState().String(), "DAG_STATE_")

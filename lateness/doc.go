@@ -16,10 +16,13 @@
 // started when the attempt began executing. Every gap is a wait with a
 // cause:
 //
-//   - due → dispatched: the dispatcher fires a run when it is due; a gap is
-//     a catch-up (Run.origin CATCH_UP: the run was missed, by an outage or
-//     while a shard changed hands, and fired by the misfire policy), or the
-//     dispatcher's own delay (herd splay, a busy shard).
+//   - due → dispatched: the dispatcher fires a run when it is due (a
+//     splayed run when its splay is over: that is its attempt's due time);
+//     a gap longer than the bound is a catch-up ("catch_up": Run.origin
+//     CATCH_UP, the run was missed, by an outage or while a shard changed
+//     hands, and fired by the misfire policy), or the dispatcher's own delay
+//     ("dispatch_delay": a trigger, retry or DAG node fired late while its
+//     shard had no owner, or a busy dispatcher) (DispatchWait).
 //   - dispatched → received: the record waited in Kafka. ReceiptWait names
 //     it: longer than the bound, it is "no_executor" when no executor was
 //     live when the run was dispatched (LiveAt: none had started by then,

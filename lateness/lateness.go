@@ -35,10 +35,15 @@ const (
 	// CatchUp: the run was missed and fired late by the misfire policy,
 	// after an outage or a shard's take-over.
 	CatchUp Reason = "catch_up"
+	// DispatchDelay: the dispatcher wrote a run that was not a catch-up
+	// late: its shard had no owner for a while (a trigger, a retry or a
+	// DAG node is fired late, never caught up), or the dispatcher was
+	// behind (a busy shard, a slow store or Kafka).
+	DispatchDelay Reason = "dispatch_delay"
 )
 
 // Reasons lists every Reason but None, in the order the docs give them.
-var Reasons = []Reason{NoExecutor, NoWorker, PoolFull, PoolBusy, TeamQuota, TeamRate, Overlap, BreakerOpen, Backlog, CatchUp}
+var Reasons = []Reason{NoExecutor, NoWorker, PoolFull, PoolBusy, TeamQuota, TeamRate, Overlap, BreakerOpen, Backlog, CatchUp, DispatchDelay}
 
 // Valid reports whether r is None or one of Reasons.
 func (r Reason) Valid() bool {
@@ -122,14 +127,18 @@ func LiveAt(members []Member, t time.Time) bool {
 	return false
 }
 
-// DispatchWait names the wait between due and dispatched: CatchUp for a
-// run the misfire policy fired late, None otherwise (a run fired on time
-// is late by the dispatcher's own delay only, which no reason names).
+// DispatchWait names the wait between due and dispatched when it is longer
+// than bound: CatchUp for a run the misfire policy fired late, DispatchDelay
+// for any other (the dispatcher's own delay); None when it is not longer or
+// a time is unknown.
 func DispatchWait(origin sundialv1.RunOrigin, due, dispatched time.Time, bound time.Duration) Reason {
-	if origin != sundialv1.RunOrigin_RUN_ORIGIN_CATCH_UP || dispatched.IsZero() || dispatched.Sub(due) <= bound {
+	if due.IsZero() || dispatched.IsZero() || dispatched.Sub(due) <= bound {
 		return None
 	}
-	return CatchUp
+	if origin == sundialv1.RunOrigin_RUN_ORIGIN_CATCH_UP {
+		return CatchUp
+	}
+	return DispatchDelay
 }
 
 // QueueWait names the wait between received and leased: PoolFull when it

@@ -98,13 +98,34 @@ func TestReasonsAreClosed(t *testing.T) {
 	assert.Equal(t, "-", lateness.None.Text())
 }
 
-func TestDispatchAndQueueWait(t *testing.T) {
+func TestDispatchWait(t *testing.T) {
+	t.Parallel()
+	const bound = time.Second
+	tests := []struct {
+		name       string
+		origin     sundialv1.RunOrigin
+		dispatched time.Time
+		want       lateness.Reason
+	}{
+		{"a missed run fired late by the misfire policy is a catch-up", sundialv1.RunOrigin_RUN_ORIGIN_CATCH_UP, t0.Add(5 * time.Second), lateness.CatchUp},
+		{"a scheduled run written late is the dispatcher's delay", sundialv1.RunOrigin_RUN_ORIGIN_SCHEDULE, t0.Add(5 * time.Second), lateness.DispatchDelay},
+		{"a trigger fired late while its shard had no owner is the dispatcher's delay", sundialv1.RunOrigin_RUN_ORIGIN_TRIGGER, t0.Add(time.Minute), lateness.DispatchDelay},
+		{"a retry fired late is the dispatcher's delay", sundialv1.RunOrigin_RUN_ORIGIN_RETRY, t0.Add(2 * time.Second), lateness.DispatchDelay},
+		{"a gap within the bound names nothing", sundialv1.RunOrigin_RUN_ORIGIN_SCHEDULE, t0.Add(bound), lateness.None},
+		{"a catch-up within the bound names nothing", sundialv1.RunOrigin_RUN_ORIGIN_CATCH_UP, t0.Add(bound), lateness.None},
+		{"an unknown dispatch time names nothing", sundialv1.RunOrigin_RUN_ORIGIN_SCHEDULE, time.Time{}, lateness.None},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.want, lateness.DispatchWait(tt.origin, t0, tt.dispatched, bound))
+		})
+	}
+}
+
+func TestQueueWait(t *testing.T) {
 	t.Parallel()
 	bound := time.Second
-	catchUp, sched := sundialv1.RunOrigin_RUN_ORIGIN_CATCH_UP, sundialv1.RunOrigin_RUN_ORIGIN_SCHEDULE
-	assert.Equal(t, lateness.CatchUp, lateness.DispatchWait(catchUp, t0, t0.Add(5*time.Second), bound))
-	assert.Equal(t, lateness.None, lateness.DispatchWait(catchUp, t0, t0.Add(bound), bound))
-	assert.Equal(t, lateness.None, lateness.DispatchWait(sched, t0, t0.Add(5*time.Second), bound))
 	assert.Equal(t, lateness.PoolFull, lateness.QueueWait(t0, t0.Add(3*time.Second), bound))
 	assert.Equal(t, lateness.None, lateness.QueueWait(t0, t0.Add(bound), bound))
 	assert.Equal(t, lateness.None, lateness.QueueWait(time.Time{}, t0, bound))

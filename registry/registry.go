@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/sundialhq/sundial/internal/deps/metricdeps"
 	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/internal/tracing"
 	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/quota"
@@ -129,6 +132,14 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// TracerProvider receives a span per definition handled, continuing
+	// the record's traceparent header (package tracing). Nil: tracing off.
+	TracerProvider trace.TracerProvider
+	// StatusEncoding: definitions are answered on sundial.jobs.status in
+	// JSON when it is EncodingJSON (for people and tools reading the
+	// topic), else in the encoding each arrived in. The content-type header
+	// says which; every reader takes both.
+	StatusEncoding sundialv1.Encoding
 }
 
 func (c Config) withDefaults() Config {
@@ -191,6 +202,7 @@ type Registry struct {
 	audits  *audits // nil without Config.Audit
 	// shards is set by Start, before any record is handled.
 	shards int
+	tracer trace.Tracer
 }
 
 // upsertCalls bounds the store.UpsertJobs calls in flight, and upsertJobs
@@ -216,7 +228,7 @@ func New(cfg Config) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Registry{cfg: cfg, metrics: m,
+	r := &Registry{cfg: cfg, metrics: m, tracer: tracing.Tracer(cfg.TracerProvider),
 		upserts: newUpserts(cfg.Store, upsertCalls, upsertJobs),
 		lookups: newLookups(cfg.Store, upsertCalls, upsertJobs)}
 	if cfg.Audit != nil {
@@ -302,6 +314,9 @@ func (r *Registry) retry(ctx context.Context, op string, fn func() error) error 
 // or when ctx ends (the record is then redelivered).
 func (r *Registry) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
 	start := r.cfg.Now()
+	ctx, span := r.tracer.Start(tracing.FromRecord(ctx, rec), "registry.apply", trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String("sundial.job_id", string(rec.Key)), attribute.String("messaging.destination.name", rec.Topic)))
+	defer span.End()
 	def, errs := jobspec.DecodeDefinition(rec.Key, rec.Value, rec.Headers, r.cfg.Limits)
 	if def.Kind == sundialv1.KindDag && len(errs) == 0 {
 		r.metrics.records.WithLabelValues("dag_skipped").Inc()
@@ -386,6 +401,7 @@ func (r *Registry) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
 	now := r.cfg.Now()
 	st.ProcessedAt = timestamppb.New(now)
 	r.metrics.records.WithLabelValues(outcomeLabel(st.GetOutcome())).Inc()
+	span.SetAttributes(attribute.String("sundial.outcome", outcomeLabel(st.GetOutcome())))
 	r.metrics.latency.Observe(now.Sub(start).Seconds())
 	r.metrics.lag.Observe(max(0, now.Sub(rec.Timestamp).Seconds()))
 	return append(append(r.wakeRecords(wake), trail...), r.statusRecord(rec, def.Encoding, st))
@@ -731,6 +747,9 @@ func (r *Registry) getJob(ctx context.Context, id string) (store.Job, bool, erro
 
 // statusRecord encodes st in enc, keyed by the original record key.
 func (r *Registry) statusRecord(rec *kgo.Record, enc sundialv1.Encoding, st *sundialv1.JobStatus) *kgo.Record {
+	if r.cfg.StatusEncoding == sundialv1.EncodingJSON {
+		enc = sundialv1.EncodingJSON
+	}
 	out, err := jobspec.StatusRecord(r.cfg.Topics.JobsStatus(), rec, enc, st)
 	if err != nil {
 		r.cfg.Logger.Error("answering with a status that says it could not be encoded", "err", err)

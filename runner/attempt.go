@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sundialhq/sundial/checkpoint"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/runner/breaker"
@@ -40,6 +44,13 @@ func (a attempt) runTarget(leaseCtx context.Context) attemptEnd {
 	}
 	attemptCtx, cancel := context.WithTimeoutCause(leaseCtx, end.timeout, errTimeout)
 	defer cancel()
+	// The lease's context does not descend from the delivery's: the
+	// attempt's span is put under the delivery's span explicitly.
+	attemptCtx, span := r.tracer.Start(trace.ContextWithSpan(attemptCtx, a.span), "runner.attempt", trace.WithSpanKind(trace.SpanKindClient))
+	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("sundial.downstream", a.downstream.Downstream), attribute.Int64("sundial.fencing_token", token))
+	}
 	end.err = r.breakers.Do(a.downstream, func() error {
 		end.started = r.cfg.Now()
 		a.ev.started = end.started
@@ -55,6 +66,9 @@ func (a attempt) runTarget(leaseCtx context.Context) attemptEnd {
 	}
 	if attemptCtx.Err() != nil {
 		end.cause = context.Cause(attemptCtx)
+	}
+	if end.err != nil {
+		span.SetStatus(codes.Error, end.err.Error())
 	}
 	return end
 }

@@ -13,10 +13,12 @@ import (
 	"time"
 
 	"github.com/sundialhq/sundial/checkpoint"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sundialhq/sundial/discovery"
 	"github.com/sundialhq/sundial/internal/deps"
@@ -269,6 +271,17 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock of events and latencies. Default time.Now.
 	Now func() time.Time
+	// TracerProvider receives the spans of each delivery (runner.run, with
+	// runner.lease and runner.attempt), continuing the run's traceparent;
+	// the attempt's span goes on to the downstream (traceparent header),
+	// and the run's events and log lines name its trace id (package
+	// tracing). Nil: tracing off.
+	TracerProvider trace.TracerProvider
+	// EventEncoding is how the events it writes to sundial.events are
+	// encoded: binary protobuf (the zero value) or, for people and tools
+	// reading the topic, JSON (the content-type header says which; every
+	// reader takes both).
+	EventEncoding sundialv1.Encoding
 }
 
 func (c Config) withDefaults() Config {

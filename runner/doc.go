@@ -188,7 +188,10 @@
 // gaps longer than Config.WaitBound, the longest names the wait. The
 // rule, in lateness.ReceiptWait and its neighbours:
 //
-//   - due → dispatched, for a run of origin CATCH_UP: "catch_up";
+//   - due → dispatched: "catch_up" for a run of origin CATCH_UP, fired
+//     late by the misfire policy; "dispatch_delay" for any other (the
+//     dispatcher's own delay: a trigger, retry or DAG node fired late while
+//     its shard had no owner, or a dispatcher that was behind);
 //   - dispatched → received: "no_executor" when the runner's Directory
 //     knew no executor live at the dispatch time, "backlog" when it knew
 //     one. An executor counts as live at t when it had started by t (its

@@ -39,6 +39,8 @@ type runEvents struct {
 	// Config.WaitBound (waits.go).
 	received, leased, started time.Time
 	wait                      lateness.Reason
+	// traceID is the trace id of the delivery's span, "" with none.
+	traceID string
 
 	pending sync.WaitGroup
 	errMu   sync.Mutex
@@ -61,6 +63,7 @@ func (e *runEvents) event(state sundialv1.RunState, mod func(*sundialv1.RunEvent
 		Time: timestamppb.New(at), DueTime: run.GetDueTime(), AttemptDueTime: timestamppb.New(attemptDue(run)),
 		RunnerId: e.r.cfg.ID, DagRunId: run.GetDagRunId(), DagNodeId: run.GetDagNodeId(),
 		Priority: run.GetPriority(), OwnerTeam: run.GetOwnerTeam(), FencingToken: e.token,
+		TraceId: e.traceID,
 	}
 	if run.GetBaseRunId() != "" {
 		// A child run is part of its base run, whose events alone speak
@@ -91,7 +94,7 @@ func (e *runEvents) emit(ev *sundialv1.RunEvent) {
 	if e.r.isKilled() {
 		return
 	}
-	val, err := proto.Marshal(ev)
+	val, headers, err := topics.EncodeEvent(e.r.cfg.EventEncoding, ev)
 	if err != nil {
 		e.setErr(err)
 		return
@@ -99,7 +102,7 @@ func (e *runEvents) emit(ev *sundialv1.RunEvent) {
 	e.pending.Add(1)
 	e.r.producer.Produce(context.Background(), &kgo.Record{
 		Topic: e.r.cfg.Topics.Events(), Key: []byte(ev.GetJobId()), Value: val,
-		Headers: topics.EventHeaders(ev),
+		Headers: headers,
 	}, func(_ *kgo.Record, err error) {
 		if err != nil {
 			e.setErr(err)

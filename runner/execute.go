@@ -7,7 +7,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sundialhq/sundial/internal/tracing"
 	"github.com/sundialhq/sundial/jobspec"
 	"github.com/sundialhq/sundial/leasing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -41,6 +44,9 @@ type execution struct {
 	rec  *record
 	run  *sundialv1.Run
 	logp *slog.Logger // made on first use: most runs log nothing
+	// span is the delivery's span (runner.run), the parent of its lease's
+	// and its attempt's; a no-op one with tracing off.
+	span trace.Span
 	// ev produces the delivery's events.
 	ev *runEvents
 }
@@ -74,7 +80,18 @@ func (r *Runner) process(ctx context.Context, rec *record) result {
 			return finished
 		}
 	}
+	ctx, span := r.tracer.Start(tracing.WithTraceparent(ctx, run.GetTraceparent()), "runner.run", trace.WithSpanKind(trace.SpanKindConsumer))
+	defer span.End()
+	if span.IsRecording() { // tracing off: no attributes built
+		span.SetAttributes(
+			attribute.String("sundial.run_id", run.GetRunId()),
+			attribute.String("sundial.job_id", run.GetJobId()),
+			attribute.Int64("sundial.attempt", int64(run.GetAttempt())),
+			attribute.String("messaging.destination.name", rec.tp.topic))
+	}
 	x := newExecution(r, rec, run)
+	x.span = span
+	x.ev.traceID = tracing.TraceID(ctx)
 	res := x.handle(ctx)
 	if res != unfinished {
 		return res
@@ -98,6 +115,9 @@ func newExecution(r *Runner, rec *record, run *sundialv1.Run) *execution {
 func (x *execution) logger() *slog.Logger {
 	if x.logp == nil {
 		x.logp = x.r.log.With("job_id", x.run.GetJobId(), "run_id", x.run.GetRunId(), "attempt", x.run.GetAttempt())
+		if x.ev.traceID != "" {
+			x.logp = x.logp.With("trace_id", x.ev.traceID)
+		}
 	}
 	return x.logp
 }
@@ -237,7 +257,12 @@ func (x *execution) takeLease(ctx context.Context) (*heldLease, result) {
 	// Judged before the acquire: it may wait for the Directory, which a
 	// lease just taken must not.
 	receipt := x.receiptWait(ctx)
-	lease, acq := x.acquire(ctx)
+	spanCtx, span := r.tracer.Start(ctx, "runner.lease")
+	lease, acq := x.acquire(spanCtx)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Bool("sundial.acquired", acq.res == acquired), attribute.Int64("sundial.fencing_token", lease.Token))
+	}
+	span.End()
 	if acq.res != acquired {
 		return nil, x.settle().notAcquired(ctx, acq)
 	}

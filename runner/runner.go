@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/consume"
 	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/internal/tracing"
 	"github.com/sundialhq/sundial/leasing"
 	"github.com/sundialhq/sundial/routing"
 	"github.com/sundialhq/sundial/runner/breaker"
@@ -37,6 +39,7 @@ type Runner struct {
 	m        *metrics
 	breakers *breaker.Set
 	targets  *target.Targets
+	tracer   trace.Tracer
 	levels   map[string]int // runs topic -> priority level
 
 	consumer *kgo.Client
@@ -101,6 +104,7 @@ func New(cfg Config) (*Runner, error) {
 	r := &Runner{
 		cfg:      cfg,
 		egress:   pol,
+		tracer:   tracing.Tracer(cfg.TracerProvider),
 		leases:   leasing.NewBatcher(cfg.Leases, 0, 0),
 		slots:    make(chan struct{}, cfg.MaxInFlight),
 		pool:     newPoolGate(cfg.PoolBlocking, cfg.PoolSlots),

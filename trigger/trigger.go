@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/sundialhq/sundial/internal/deps/metricdeps"
 	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/internal/tracing"
 	"github.com/sundialhq/sundial/jobspec"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store"
@@ -98,6 +101,16 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// TracerProvider receives a span per trigger handled, continuing the
+	// record's traceparent header, or the trigger's traceparent field when
+	// the record has none (package tracing). The run the trigger starts
+	// continues that span. Nil: tracing off.
+	TracerProvider trace.TracerProvider
+	// EventEncoding is how the events it writes to sundial.events are
+	// encoded: binary protobuf (the zero value) or, for people and tools
+	// reading the topic, JSON (the content-type header says which; every
+	// reader takes both).
+	EventEncoding sundialv1.Encoding
 }
 
 func (c Config) withDefaults() Config {
@@ -150,6 +163,7 @@ func (c Config) Validate() error {
 type Consumer struct {
 	cfg     Config
 	metrics *metrics
+	tracer  trace.Tracer
 
 	life lifecycle.Lifecycle
 }
@@ -164,7 +178,7 @@ func New(cfg Config) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Consumer{cfg: cfg, metrics: m}, nil
+	return &Consumer{cfg: cfg, metrics: m, tracer: tracing.Tracer(cfg.TracerProvider)}, nil
 }
 
 // Start joins the consumer group and starts processing. ctx bounds the
@@ -222,7 +236,15 @@ func (c *Consumer) handle(ctx context.Context, rec *kgo.Record) []*kgo.Record {
 		return nil
 	}
 	d, errs := jobspec.DecodeTrigger(rec, c.cfg.MaxPayloadBytes)
+	parent := tracing.FromRecord(ctx, rec)
+	if parent == ctx && d.Trigger != nil {
+		parent = tracing.WithTraceparent(ctx, d.Trigger.GetTraceparent())
+	}
+	ctx, span := c.tracer.Start(parent, "registry.trigger", trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String("sundial.job_id", d.JobID)))
+	defer span.End()
 	out, outcome, err := c.decide(ctx, rec, d, errs)
+	span.SetAttributes(attribute.String("sundial.outcome", outcome))
 	if errors.Is(err, backoff.ErrPermanent) {
 		c.cfg.Logger.Error("the store refused a trigger", "partition", rec.Partition, "offset", rec.Offset, "err", err)
 		out, outcome, err = c.refuse(d, ReasonInvalid, nil, err.Error()), "invalid", nil
@@ -288,6 +310,10 @@ func (c *Consumer) decide(ctx context.Context, rec *kgo.Record, d jobspec.Trigge
 
 	t := proto.Clone(d.Trigger).(*sundialv1.Trigger)
 	t.RequestedAt = timestamppb.New(d.Due)
+	// The dispatcher that fires the run continues this trace.
+	if tp := tracing.Traceparent(ctx); tp != "" {
+		t.Traceparent = tp
+	}
 	payload, err := proto.MarshalOptions{Deterministic: true}.Marshal(t)
 	if err != nil {
 		return nil, "", fmt.Errorf("encode trigger: %w", err)
@@ -392,7 +418,7 @@ func (c *Consumer) refuse(d jobspec.TriggerRecord, reason string, spec *sundialv
 		Priority:       spec.GetPriority(),
 		OwnerTeam:      spec.GetOwnerTeam(),
 	}
-	value, err := sundialv1.EncodingProtobuf.Marshal(ev)
+	value, headers, err := topics.EncodeEvent(c.cfg.EventEncoding, ev)
 	if err != nil {
 		c.cfg.Logger.Error("encode refusal", "job", jobID, "err", err)
 		return nil
@@ -402,7 +428,7 @@ func (c *Consumer) refuse(d jobspec.TriggerRecord, reason string, spec *sundialv
 		Topic:   c.cfg.Topics.Events(),
 		Key:     key,
 		Value:   value,
-		Headers: topics.EventHeaders(ev),
+		Headers: headers,
 	}}
 }
 

@@ -116,7 +116,7 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 	if cmd.Bool("worker-gateway") && cmd.String("redis-addr") == "" && cmd.String("redis-sentinel-master") == "" {
 		bad = append(bad, errors.New("--worker-gateway: needs --redis-addr (or --redis-sentinel-master): the gateway holds its runs' leases"))
 	}
-	p, err := newProcess(cmd, "api")
+	p, err := newProcess(ctx, cmd, "api")
 	if err != nil {
 		bad = append(bad, err)
 	}
@@ -206,7 +206,7 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 		if err != nil {
 			return err
 		}
-		gw, err := assemble.Gateway(ctx, runner.Config{ID: gatewayID(), Kafka: kopts, Topics: names,
+		gw, err := assemble.Gateway(ctx, runner.Config{ID: gatewayID(), Kafka: kopts, Topics: names, TracerProvider: p.tracerProvider(), EventEncoding: p.encoding,
 			Registerer: p.reg, Logger: p.named("gateway")},
 			assemble.RunnerBackends{Redis: backends.Redis, RedisKeyPrefix: backends.RedisKeyPrefix, Enqueuer: enq, Checkpoints: st, Quotas: st}, broker)
 		if err != nil {
@@ -225,7 +225,7 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 	srv, err := apiserver.New(apiserver.Config{
-		Addr: cmd.String("listen"), Authenticator: authn,
+		Addr: cmd.String("listen"), Authenticator: authn, TracerProvider: p.tracerProvider(),
 		Services:      services,
 		Handlers:      handlers,
 		Public:        assemble.APIPublic(),

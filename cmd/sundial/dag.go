@@ -70,7 +70,7 @@ Example, against the local stack:
 }
 
 func runDagEngine(ctx context.Context, cmd *cli.Command) error {
-	p, err := newProcess(cmd, "dagengine")
+	p, err := newProcess(ctx, cmd, "dagengine")
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func runDagEngine(ctx context.Context, cmd *cli.Command) error {
 		Brokers: cmd.StringSlice("kafka-brokers"), Topics: b.names,
 		Group: cmd.String("group-id"), DefinitionsGroup: cmd.String("definitions-group-id"),
 		SessionTimeout: cmd.Duration("session-timeout"), GroupInstanceID: cmd.String("group-instance-id"), SharedTopic: cmd.Bool("jobs-shared-topic"),
-		KafkaOptions: kopts,
+		KafkaOptions: kopts, EventEncoding: p.encoding, StatusEncoding: p.encoding,
 		ClientOptions: func(name string) []kgo.Opt {
 			return []kgo.Opt{telemetry.KafkaMetrics(p.reg, "dagengine-"+name)}
 		},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v3"
 
 	"github.com/sundialhq/sundial/discovery"
@@ -58,7 +59,7 @@ func runDispatcher(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		bad = append(bad, err)
 	}
-	p, err := newProcess(cmd, "dispatcher")
+	p, err := newProcess(ctx, cmd, "dispatcher")
 	if err != nil {
 		bad = append(bad, err)
 	}
@@ -66,8 +67,11 @@ func runDispatcher(ctx context.Context, cmd *cli.Command) error {
 		return errors.Join(bad...)
 	}
 	cfg := dispatcher.Config{
+		TracerProvider:    p.tracerProvider(),
+		EventEncoding:     p.encoding,
 		Brokers:           cmd.StringSlice("kafka-brokers"),
-		KafkaOpts:         withKafka(kopts, telemetry.KafkaMetrics(p.reg, "dispatcher")),
+		KafkaOpts:         kopts,
+		GroupClientOpts:   []kgo.Opt{telemetry.KafkaMetrics(p.reg, "dispatcher")},
 		Topics:            topics.Names{Prefix: cmd.String("topic-prefix")},
 		GroupID:           cmd.String("group-id"),
 		InstanceID:        cmd.String("instance-id"),

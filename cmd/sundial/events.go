@@ -143,7 +143,7 @@ func decodeEvent(rec *kgo.Record) (proto.Message, error) {
 	case mt != "" && mt != "sundial.v1.RunEvent":
 		return nil, fmt.Errorf("message type %s: not an event", mt)
 	}
-	if err := sundialv1.Unmarshal(ct, rec.Value, m); err != nil {
+	if err := sundialv1.Decode(ct, rec.Value, m); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -50,7 +50,7 @@ func runHistory(ctx context.Context, cmd *cli.Command) error {
 	if n := cmd.Int("max-poll-records"); n <= 0 {
 		bad = append(bad, fmt.Errorf("--max-poll-records: %d is not positive", n))
 	}
-	p, err := newProcess(cmd, "history")
+	p, err := newProcess(ctx, cmd, "history")
 	if err != nil {
 		bad = append(bad, err)
 	}

@@ -9,8 +9,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v3"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sundialhq/sundial/internal/telemetry"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store/cassandra"
 )
 
@@ -29,6 +32,8 @@ func processFlags() []cli.Flag {
 		&cli.StringFlag{Name: "pprof-addr", Usage: "serve the Go runtime's profiles (net/http/pprof under /debug/pprof/) on this address (host:port), apart from /metrics; use a loopback address such as 127.0.0.1:6060, since they expose the process's internals; empty: do not serve", Sources: envVar("pprof-addr")},
 		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", Sources: envVar("log-level")},
 		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text (key=value, for people) or json (one object per line)", Sources: envVar("log-format")},
+		&cli.BoolFlag{Name: "tracing", Usage: "export OpenTelemetry spans of each run's steps over OTLP/HTTP, configured by the standard OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT, default http://localhost:4318; OTEL_SERVICE_NAME, default sundial-<component>; OTEL_TRACES_SAMPLER); off: no spans, no traceparent sent", Sources: envVar("tracing")},
+		&cli.StringFlag{Name: "record-encoding", Value: "protobuf", Usage: "encoding of the events (sundial.events) and definition answers (sundial.jobs.status) this process writes: protobuf, or json for people and tools such as kcat (docs/observability.md); a content-type header says which, and every reader takes both", Sources: envVar("record-encoding")},
 		&cli.IntFlag{Name: "memory-limit-mib", Usage: "soft limit of the process's Go memory in MiB: the garbage collector works harder as the heap nears it, so the process's memory stays near it unless what it holds live exceeds it; set it to about 80% of the container's memory (0: the Go runtime's default, or GOMEMLIMIT)", Sources: envVar("memory-limit-mib")},
 	}
 }
@@ -43,11 +48,25 @@ type process struct {
 	pprof  *telemetry.PprofServer // nil without --pprof-addr
 
 	cassandra *telemetry.CassandraObserver // created by instrumentCassandra
+	// tracer is the process's tracer provider with --tracing, handed to
+	// each component's Config; nil without (tracing off).
+	tracer *sdktrace.TracerProvider
+	// encoding is --record-encoding.
+	encoding sundialv1.Encoding
+}
+
+// tracerProvider is the provider for the components' Configs: nil (tracing
+// off) without --tracing, never a typed nil.
+func (p *process) tracerProvider() trace.TracerProvider {
+	if p.tracer == nil {
+		return nil
+	}
+	return p.tracer
 }
 
 // newProcess reads processFlags. The telemetry server is created but not
 // started: components add their readiness checks first.
-func newProcess(cmd *cli.Command, component string) (*process, error) {
+func newProcess(ctx context.Context, cmd *cli.Command, component string) (*process, error) {
 	logger, err := telemetry.NewLogger(cmd.Root().ErrWriter, telemetry.LogConfig{
 		Format: cmd.String("log-format"), Level: cmd.String("log-level"),
 	})
@@ -67,6 +86,14 @@ func newProcess(cmd *cli.Command, component string) (*process, error) {
 		p.server, err = telemetry.NewServer(telemetry.Config{Addr: addr, Gatherer: p.reg, Registerer: p.reg, Logger: p.logger})
 		if err != nil {
 			return nil, fmt.Errorf("--metrics-addr: %w", err)
+		}
+	}
+	if p.encoding, err = sundialv1.ParseEncoding(cmd.String("record-encoding")); err != nil {
+		return nil, fmt.Errorf("--record-encoding: %w", err)
+	}
+	if cmd.Bool("tracing") {
+		if p.tracer, err = newTracerProvider(ctx, component); err != nil {
+			return nil, err
 		}
 	}
 	if addr := cmd.String("pprof-addr"); addr != "" {
@@ -111,6 +138,16 @@ func (p *process) check(name string, c telemetry.Check) error {
 // order, marks the process ready, waits until ctx ends, then stops the
 // components in reverse order and the servers last.
 func (p *process) run(ctx context.Context, components ...lifecycle) error {
+	if p.tracer != nil {
+		// Last, after the components stopped: their final spans go out.
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tracerShutdownTimeout)
+			defer cancel()
+			if err := p.tracer.Shutdown(sctx); err != nil {
+				p.logger.Warn("spans not exported at shutdown", "err", err)
+			}
+		}()
+	}
 	if p.pprof != nil {
 		if err := p.pprof.Start(ctx); err != nil {
 			return fmt.Errorf("--pprof-addr: %w", err)

@@ -53,7 +53,7 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 	if _, err := cassandraConfig(cmd); err != nil {
 		bad = append(bad, err)
 	}
-	p, err := newProcess(cmd, "registry")
+	p, err := newProcess(ctx, cmd, "registry")
 	if err != nil {
 		bad = append(bad, err)
 	}
@@ -79,7 +79,7 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 	}
 	reg, err := registry.New(registry.Config{
 		Brokers: brokers, Topics: names, Group: cmd.String("group-id"), Store: b.store, Waker: b.enq, Limits: limits,
-		SharedTopic: cmd.Bool("jobs-shared-topic"), Audit: trail,
+		SharedTopic: cmd.Bool("jobs-shared-topic"), Audit: trail, TracerProvider: p.tracerProvider(), StatusEncoding: p.encoding,
 		Quotas:       b.store,
 		Concurrency:  cmd.Int("concurrency"),
 		KafkaOptions: withKafka(kopts, telemetry.KafkaMetrics(p.reg, "registry")),
@@ -95,15 +95,15 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 		return fmt.Errorf("cassandra: %w", err)
 	}
 	dags, err := dagengine.NewRuns(dagengine.RunsConfig{Store: b.store, Enqueuer: b.enq, Producer: b.kafka, Topics: names,
-		Shards: cluster.Shards, Registerer: p.reg, Logger: p.named("dagengine")})
+		Shards: cluster.Shards, Registerer: p.reg, Logger: p.named("dagengine"), EventEncoding: p.encoding})
 	if err != nil {
 		return err
 	}
 	trg, err := trigger.New(trigger.Config{
 		Brokers: brokers, Topics: names, Group: cmd.String("trigger-group-id"), Store: b.store, Enqueuer: b.enq, Dags: dags,
-		MaxPayloadBytes: limits.MaxPayloadBytes,
-		KafkaOptions:    withKafka(kopts, telemetry.KafkaMetrics(p.reg, "trigger")),
-		Registerer:      p.reg, Logger: p.named("trigger"),
+		MaxPayloadBytes: limits.MaxPayloadBytes, TracerProvider: p.tracerProvider(), EventEncoding: p.encoding,
+		KafkaOptions: withKafka(kopts, telemetry.KafkaMetrics(p.reg, "trigger")),
+		Registerer:   p.reg, Logger: p.named("trigger"),
 	})
 	if err != nil {
 		return err

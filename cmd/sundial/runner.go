@@ -170,7 +170,7 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 	if _, err := cassandraConfig(cmd); err != nil {
 		bad = append(bad, err)
 	}
-	p, err := newProcess(cmd, "runner")
+	p, err := newProcess(ctx, cmd, "runner")
 	if err != nil {
 		bad = append(bad, err)
 	}
@@ -198,6 +198,8 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 		bad = append(bad, err)
 	}
 	cfg := runner.Config{
+		TracerProvider:         p.tracerProvider(),
+		EventEncoding:          p.encoding,
 		ID:                     cmd.String("runner-id"),
 		Kafka:                  kopts,
 		SessionTimeout:         cmd.Duration("group-session-timeout"),

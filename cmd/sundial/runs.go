@@ -44,7 +44,7 @@ API token with --api-url (a cluster admin names one with --team), the one
 --team names when reading Cassandra. LATE BY is how long after its due time
 an attempt started (or, not started yet, has waited so far); REASON is the
 last wait the attempt reported (no executor, pool full, team quota, team
-rate, overlap, breaker open, backlog, catch up, ...).
+rate, overlap, breaker open, backlog, catch up, dispatch delay).
 
 Examples:
   sundial runs list --job nightly-report --limit 20

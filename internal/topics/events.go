@@ -40,7 +40,7 @@ func DecodeRunEvent(rec *kgo.Record) (ev *sundialv1.RunEvent, ok bool, err error
 		return nil, false, nil
 	}
 	ev = &sundialv1.RunEvent{}
-	if err := sundialv1.Unmarshal(ct, rec.Value, ev); err != nil {
+	if err := sundialv1.Decode(ct, rec.Value, ev); err != nil {
 		return nil, false, fmt.Errorf("run event at %s[%d]@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 	}
 	return ev, true, nil

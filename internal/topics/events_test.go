@@ -58,3 +58,45 @@ func TestDecodeRunEvent(t *testing.T) {
 		})
 	}
 }
+
+// TestEncodeEventEitherEncoding: an event written as JSON (for kcat
+// readers) says so in its content-type, keeps its kind, and every reader
+// decodes it to the same event as its protobuf twin; a JSON field the
+// reader does not know (a newer writer's) is skipped as protobuf skips one.
+func TestEncodeEventEitherEncoding(t *testing.T) {
+	t.Parallel()
+	ev := &sundialv1.RunEvent{RunId: "job@1000", JobId: "job", Attempt: 2, State: sundialv1.RunState_RUN_STATE_SUCCEEDED, TraceId: "4bf92f3577b34da6a3ce929d0e0e4736"}
+	for _, tc := range []struct {
+		enc         sundialv1.Encoding
+		contentType string
+	}{
+		{sundialv1.EncodingProtobuf, "application/x-protobuf; messageType=sundial.v1.RunEvent"},
+		{sundialv1.EncodingJSON, "application/json; messageType=sundial.v1.RunEvent"},
+	} {
+		t.Run(tc.enc.String(), func(t *testing.T) {
+			t.Parallel()
+			value, headers, err := EncodeEvent(tc.enc, ev)
+			require.NoError(t, err)
+			rec := &kgo.Record{Value: value, Headers: headers}
+			assert.Equal(t, tc.contentType, Header(rec, sundialv1.HeaderContentType))
+			assert.Equal(t, sundialv1.KindRunEvent, Header(rec, sundialv1.HeaderKind))
+			got, ok, err := DecodeRunEvent(rec)
+			require.NoError(t, err)
+			require.True(t, ok)
+			assert.True(t, proto.Equal(ev, got), "got %v", got)
+		})
+	}
+
+	dag := &sundialv1.DagRunEvent{DagRunId: "dag@1"}
+	value, headers, err := EncodeEvent(sundialv1.EncodingJSON, dag)
+	require.NoError(t, err)
+	_, ok, err := DecodeRunEvent(&kgo.Record{Value: value, Headers: headers})
+	require.NoError(t, err)
+	assert.False(t, ok, "a DAG run event in JSON is no run event")
+
+	newer := []byte(`{"runId": "job@1000", "jobId": "job", "fieldOfALaterRelease": 1}`)
+	got, ok, err := DecodeRunEvent(&kgo.Record{Value: newer, Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderContentType, Value: []byte(sundialv1.ContentTypeJSON)}}})
+	require.NoError(t, err, "an unknown JSON field of a newer writer is skipped")
+	require.True(t, ok)
+	assert.Equal(t, "job@1000", got.GetRunId())
+}

@@ -19,7 +19,24 @@ func ProtobufHeaders(m proto.Message) []kgo.RecordHeader {
 // readers that predate the message type in the content-type. Every event
 // record gets its headers here.
 func EventHeaders(ev proto.Message) []kgo.RecordHeader {
-	h := ProtobufHeaders(ev)
+	return eventHeaders(sundialv1.EncodingProtobuf, ev)
+}
+
+// EncodeEvent encodes ev, a RunEvent or a DagRunEvent, as enc for
+// sundial.events, and returns the record's value and headers: the
+// content-type names the encoding and the message type, so every reader
+// (DecodeRunEvent) decodes either. JSON is the protobuf JSON mapping, for
+// people and tools reading the topic (docs/observability.md).
+func EncodeEvent(enc sundialv1.Encoding, ev proto.Message) ([]byte, []kgo.RecordHeader, error) {
+	value, err := enc.Marshal(ev)
+	if err != nil {
+		return nil, nil, err
+	}
+	return value, eventHeaders(enc, ev), nil
+}
+
+func eventHeaders(enc sundialv1.Encoding, ev proto.Message) []kgo.RecordHeader {
+	h := []kgo.RecordHeader{{Key: sundialv1.HeaderContentType, Value: []byte(enc.ContentType(ev))}}
 	switch ev.(type) {
 	case *sundialv1.RunEvent:
 		h = append(h, kgo.RecordHeader{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindRunEvent)})

@@ -13,6 +13,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/sundialhq/sundial/internal/tracing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/runner/egress"
 )
@@ -86,6 +89,8 @@ func (h *HTTP) execute(ctx context.Context, req Request, t *sundialv1.HttpTarget
 		hr.Header.Set(HeaderShard, i)
 		hr.Header.Set(HeaderShardCount, n)
 	}
+	// The downstream continues the attempt's trace (tracing on).
+	tracing.Inject(ctx, propagation.HeaderCarrier(hr.Header))
 
 	resp, err := h.client(req.Run.GetOwnerTeam()).Do(hr)
 	if err != nil {

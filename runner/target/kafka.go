@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sundialhq/sundial/internal/tracing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
@@ -50,6 +51,8 @@ func (k *Kafka) Execute(ctx context.Context, req Request, t *sundialv1.KafkaTarg
 			kgo.RecordHeader{Key: RecordHeaderShardCount, Value: []byte(n)},
 		)
 	}
+	// The consumer continues the attempt's trace (tracing on).
+	tracing.Inject(ctx, tracing.RecordCarrier{Record: rec})
 	if err := k.Client.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		if ctx.Err() != nil {
 			return Classify(context.Cause(ctx), CodeKafka)

@@ -75,6 +75,29 @@ const (
 	EncodingJSON
 )
 
+// ContentType is the content-type header value of a record whose value is
+// m encoded as e, with the message's full name as a parameter
+// ("application/json; messageType=sundial.v1.RunEvent"), which
+// ParseContentType reads as e and MessageType as the message.
+func (e Encoding) ContentType(m proto.Message) string {
+	if e == EncodingJSON {
+		return ContentTypeJSON + "; messageType=" + string(m.ProtoReflect().Descriptor().FullName())
+	}
+	return ProtobufContentType(m)
+}
+
+// ParseEncoding reads the name of an encoding as a flag gives it:
+// "protobuf" (or "") or "json".
+func ParseEncoding(name string) (Encoding, error) {
+	switch strings.ToLower(strings.TrimSpace(name)) {
+	case "", "protobuf", "proto":
+		return EncodingProtobuf, nil
+	case "json":
+		return EncodingJSON, nil
+	}
+	return 0, fmt.Errorf("encoding %q: want protobuf or json", name)
+}
+
 // String returns the content-type header value of e.
 func (e Encoding) String() string {
 	if e == EncodingJSON {
@@ -113,6 +136,25 @@ func Unmarshal(contentType string, data []byte, m proto.Message) error {
 	enc, err := ParseContentType(contentType)
 	if err != nil {
 		return err
+	}
+	return enc.Unmarshal(data, m)
+}
+
+// Decode decodes a record value that Sundial wrote (an event, a status)
+// into m in the encoding its content-type header value names. Unlike
+// Unmarshal, a JSON field m does not know is skipped, as binary protobuf
+// skips an unknown field: a reader older than the writer reads what it
+// knows.
+func Decode(contentType string, data []byte, m proto.Message) error {
+	enc, err := ParseContentType(contentType)
+	if err != nil {
+		return err
+	}
+	if enc == EncodingJSON {
+		if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(data, m); err != nil {
+			return fmt.Errorf("decode %s as JSON: %w", m.ProtoReflect().Descriptor().Name(), err)
+		}
+		return nil
 	}
 	return enc.Unmarshal(data, m)
 }

@@ -2,6 +2,7 @@ package sundialv1
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -170,4 +171,29 @@ func FuzzUnmarshalJobSpec(f *testing.F) {
 		require.NoError(t, enc.Unmarshal(again, got))
 		require.True(t, proto.Equal(spec, got), "round trip changed %v into %v", spec, got)
 	})
+}
+
+func TestParseEncoding(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		want Encoding
+		bad  bool
+	}{
+		{"", EncodingProtobuf, false},
+		{"protobuf", EncodingProtobuf, false},
+		{"JSON", EncodingJSON, false},
+		{"yaml", 0, true},
+	} {
+		got, err := ParseEncoding(tc.name)
+		if tc.bad {
+			if err == nil || !strings.Contains(err.Error(), "want protobuf or json") {
+				t.Errorf("ParseEncoding(%q) = %v, %v: want an error naming the choices", tc.name, got, err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("ParseEncoding(%q) = %v, %v: want %v", tc.name, got, err, tc.want)
+		}
+	}
 }

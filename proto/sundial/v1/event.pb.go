@@ -203,11 +203,16 @@ type RunEvent struct {
 	StartedTime *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=started_time,json=startedTime,proto3" json:"started_time,omitempty"`
 	// Why the run waited, from the closed set of package lateness:
 	// "no_executor", "no_worker", "pool_full", "pool_busy", "team_quota",
-	// "team_rate", "overlap", "breaker_open", "backlog", "catch_up". Set on
+	// "team_rate", "overlap", "breaker_open", "backlog", "catch_up",
+	// "dispatch_delay". Set on
 	// every DEFERRED event, and on the events of a delivery that waited
 	// longer than the runner's bound between the due time and its lease (the
 	// longest such wait). Empty when the run did not wait.
-	WaitReason    string `protobuf:"bytes,23,opt,name=wait_reason,json=waitReason,proto3" json:"wait_reason,omitempty"`
+	WaitReason string `protobuf:"bytes,23,opt,name=wait_reason,json=waitReason,proto3" json:"wait_reason,omitempty"`
+	// The OpenTelemetry trace id of the run (32 hex digits), the trace that
+	// Run.traceparent continues, so that an event leads to the run's spans.
+	// Empty when the run has no trace (tracing off where it was written).
+	TraceId       string `protobuf:"bytes,24,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -403,6 +408,13 @@ func (x *RunEvent) GetWaitReason() string {
 	return ""
 }
 
+func (x *RunEvent) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
+}
+
 // RunError describes why an attempt failed.
 type RunError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -475,7 +487,7 @@ var File_sundial_v1_event_proto protoreflect.FileDescriptor
 const file_sundial_v1_event_proto_rawDesc = "" +
 	"\n" +
 	"\x16sundial/v1/event.proto\x12\n" +
-	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14sundial/v1/job.proto\"\xfb\a\n" +
+	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14sundial/v1/job.proto\"\x96\b\n" +
 	"\bRunEvent\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x18\n" +
@@ -504,7 +516,8 @@ const file_sundial_v1_event_proto_rawDesc = "" +
 	"leasedTime\x12=\n" +
 	"\fstarted_time\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\vstartedTime\x12\x1f\n" +
 	"\vwait_reason\x18\x17 \x01(\tR\n" +
-	"waitReason\"V\n" +
+	"waitReason\x12\x19\n" +
+	"\btrace_id\x18\x18 \x01(\tR\atraceId\"V\n" +
 	"\bRunError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1c\n" +

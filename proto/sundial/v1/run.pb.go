@@ -201,8 +201,14 @@ type Run struct {
 	// policy counts attempts from it: a replay has the job's whole retry
 	// budget. 0 for every other run.
 	AttemptsBeforeReplay uint32 `protobuf:"varint,30,opt,name=attempts_before_replay,json=attemptsBeforeReplay,proto3" json:"attempts_before_replay,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// The W3C traceparent of the span that wrote this record (the
+	// dispatcher's firing, a runner's retry or route), so that the runner
+	// continues the run's trace. Empty when tracing was off where the record
+	// was written. Copies of the record (a route, a retry, a dead-letter
+	// replay) keep the trace.
+	Traceparent   string `protobuf:"bytes,31,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Run) Reset() {
@@ -445,6 +451,13 @@ func (x *Run) GetAttemptsBeforeReplay() uint32 {
 	return 0
 }
 
+func (x *Run) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
 // DeadLetter is a run that will not be attempted again: the value of a
 // record on sundial.dlq, keyed by the job id. Replaying it re-emits run with
 // origin RUN_ORIGIN_REPLAY and attempt 1; the run id stays the same, so the
@@ -536,7 +549,7 @@ var File_sundial_v1_run_proto protoreflect.FileDescriptor
 const file_sundial_v1_run_proto_rawDesc = "" +
 	"\n" +
 	"\x14sundial/v1/run.proto\x12\n" +
-	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sundial/v1/event.proto\x1a\x14sundial/v1/job.proto\x1a\x17sundial/v1/target.proto\"\x97\n" +
+	"sundial.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sundial/v1/event.proto\x1a\x14sundial/v1/job.proto\x1a\x17sundial/v1/target.proto\"\xb9\n" +
 	"\n" +
 	"\x03Run\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x15\n" +
@@ -574,7 +587,8 @@ const file_sundial_v1_run_proto_rawDesc = "" +
 	"shardIndex\x12\x1f\n" +
 	"\vshard_count\x18\x1d \x01(\rR\n" +
 	"shardCount\x124\n" +
-	"\x16attempts_before_replay\x18\x1e \x01(\rR\x14attemptsBeforeReplay\x1a9\n" +
+	"\x16attempts_before_replay\x18\x1e \x01(\rR\x14attemptsBeforeReplay\x12 \n" +
+	"\vtraceparent\x18\x1f \x01(\tR\vtraceparent\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd2\x01\n" +

@@ -49,7 +49,13 @@ type Trigger struct {
 	Payload []byte `protobuf:"bytes,4,opt,name=payload,proto3,oneof" json:"payload,omitempty"`
 	// Who asked, for audit: a user or service name ("alice@example.com",
 	// "billing-api"). Not interpreted.
-	Caller        string `protobuf:"bytes,5,opt,name=caller,proto3" json:"caller,omitempty"`
+	Caller string `protobuf:"bytes,5,opt,name=caller,proto3" json:"caller,omitempty"`
+	// The W3C traceparent of the trace the run continues. A producer may set
+	// it, or send the record's traceparent header instead; the registry sets
+	// it to the span of its own intake of the trigger when tracing is on, so
+	// the dispatcher that fires the run continues that trace. Malformed:
+	// ignored (the run starts a trace of its own).
+	Traceparent   string `protobuf:"bytes,6,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -119,18 +125,26 @@ func (x *Trigger) GetCaller() string {
 	return ""
 }
 
+func (x *Trigger) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
 var File_sundial_v1_trigger_proto protoreflect.FileDescriptor
 
 const file_sundial_v1_trigger_proto_rawDesc = "" +
 	"\n" +
 	"\x18sundial/v1/trigger.proto\x12\n" +
-	"sundial.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcb\x01\n" +
+	"sundial.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xed\x01\n" +
 	"\aTrigger\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12'\n" +
 	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\x12=\n" +
 	"\frequested_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x12\x1d\n" +
 	"\apayload\x18\x04 \x01(\fH\x00R\apayload\x88\x01\x01\x12\x16\n" +
-	"\x06caller\x18\x05 \x01(\tR\x06callerB\n" +
+	"\x06caller\x18\x05 \x01(\tR\x06caller\x12 \n" +
+	"\vtraceparent\x18\x06 \x01(\tR\vtraceparentB\n" +
 	"\n" +
 	"\b_payloadB9Z7github.com/sundialhq/sundial/proto/sundial/v1;sundialv1b\x06proto3"
 
