@@ -35,12 +35,6 @@ import (
 	"github.com/sundialhq/sundial/store/cassandra"
 )
 
-// component is the Start/Stop of every long-lived component.
-type component interface {
-	Start(ctx context.Context) error
-	Stop()
-}
-
 // PipelineConfig says how the pipeline under test is run.
 type PipelineConfig struct {
 	Backends  Backends
@@ -154,7 +148,7 @@ func (p *InProcess) start(ctx context.Context, run *lifecycle.Run) error {
 	if err != nil {
 		return err
 	}
-	comps := []component{reg}
+	comps := []lifecycle.Component{reg}
 	for i := range c.Dispatchers {
 		d, err := dispatcher.New(dispatcher.Config{Brokers: c.Backends.Brokers, Store: st, Topics: names, GroupID: dispG,
 			InstanceID: fmt.Sprintf("bench-dispatcher-%d", i), Registerer: prometheus.NewRegistry(),
@@ -192,13 +186,7 @@ func (p *InProcess) start(ctx context.Context, run *lifecycle.Run) error {
 			comps = append(comps, w)
 		}
 	}
-	for _, comp := range comps {
-		if err := comp.Start(ctx); err != nil {
-			return err
-		}
-		run.OnStop(comp.Stop)
-	}
-	return nil
+	return run.StartAll(ctx, comps...)
 }
 
 // Stop stops the components in reverse order, then closes the clients.

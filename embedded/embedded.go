@@ -113,12 +113,6 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// component is what every long-running component offers.
-type component interface {
-	Start(ctx context.Context) error
-	Stop()
-}
-
 // Pipeline is a running embedded Sundial.
 type Pipeline struct {
 	cfg Config
@@ -289,7 +283,7 @@ func (p *Pipeline) start(ctx context.Context, run *lifecycle.Run) error {
 	if err != nil {
 		return err
 	}
-	components := []component{reg, trg, dsp, rnr, hist, dag}
+	components := []lifecycle.Component{reg, trg, dsp, rnr, hist, dag}
 	// With the API, the worker gateway too, so that a team's worker
 	// points at the API with a dev token (docs/workers.md). Its runner
 	// registers no metrics: the stock runner's are on the registry.
@@ -307,11 +301,8 @@ func (p *Pipeline) start(ctx context.Context, run *lifecycle.Run) error {
 		}
 		components = append(components, gw)
 	}
-	for _, c := range components {
-		if err := c.Start(ctx); err != nil {
-			return err
-		}
-		run.OnStop(c.Stop)
+	if err := run.StartAll(ctx, components...); err != nil {
+		return err
 	}
 
 	cl, err := client.New(client.Config{Brokers: brokers, Topics: names, ByOwner: true, Logger: log.With("component", "client")})

@@ -21,6 +21,7 @@ import (
 	"github.com/sundialhq/sundial/discovery"
 	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/gateway"
+	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/telemetry"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/runner"
@@ -200,7 +201,7 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 		}
 		backends.Redis, backends.RedisKeyPrefix = rdb, cmd.String("redis-key-prefix")
 	}
-	var components []lifecycle
+	var components []lifecycle.Component
 	if cmd.Bool("worker-gateway") {
 		broker, err := gateway.New(gateway.Config{Logger: p.named("gateway"), Registerer: p.reg})
 		if err != nil {
@@ -239,7 +240,7 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return fmt.Errorf("api server (--listen, --tls-*, --api-*): %w", err)
 	}
-	return p.run(ctx, append([]lifecycle{executors}, append(components, srv)...)...)
+	return p.run(ctx, append([]lifecycle.Component{executors}, append(components, srv)...)...)
 }
 
 // gatewayID names the worker gateway's runner: its directed topic and its

@@ -12,16 +12,11 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/telemetry"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store/cassandra"
 )
-
-// lifecycle is what every long-lived component offers.
-type lifecycle interface {
-	Start(ctx context.Context) error
-	Stop()
-}
 
 // processFlags are the flags every long-running component command shares:
 // where to serve /metrics, /healthz and /readyz, where to serve the Go
@@ -137,7 +132,7 @@ func (p *process) check(name string, c telemetry.Check) error {
 // run starts the profile server, the telemetry server and the components in
 // order, marks the process ready, waits until ctx ends, then stops the
 // components in reverse order and the servers last.
-func (p *process) run(ctx context.Context, components ...lifecycle) error {
+func (p *process) run(ctx context.Context, components ...lifecycle.Component) error {
 	if p.tracer != nil {
 		// Last, after the components stopped: their final spans go out.
 		defer func() {
@@ -162,17 +157,10 @@ func (p *process) run(ctx context.Context, components ...lifecycle) error {
 		defer p.server.Stop()
 		p.logger.Info("serving /metrics, /healthz and /readyz", "addr", p.server.Addr().String())
 	}
-	var started []lifecycle
-	defer func() {
-		for i := len(started) - 1; i >= 0; i-- {
-			started[i].Stop()
-		}
-	}()
-	for _, c := range components {
-		if err := c.Start(ctx); err != nil {
-			return err
-		}
-		started = append(started, c)
+	stop, err := lifecycle.StartAll(ctx, components...)
+	defer stop()
+	if err != nil {
+		return err
 	}
 	if p.server != nil {
 		p.server.MarkStarted()

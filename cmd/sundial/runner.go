@@ -15,6 +15,7 @@ import (
 	"github.com/sundialhq/sundial/assemble"
 	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/history"
+	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/telemetry"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
@@ -272,7 +273,7 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 	logEgress(p.logger, r.Egress())
-	components := []lifecycle{r}
+	components := []lifecycle.Component{r}
 	if cmd.Bool("history") {
 		w, err := history.New(historyConfig(p, b.store, kopts, names, "history"))
 		if err != nil {

@@ -10,6 +10,10 @@
 // where c.start does the component's setup (clients, reads) under ctx and
 // starts its goroutines with Run.Go.
 //
+// A component made of others (a command, the embedded pipeline, the bench's
+// pipeline) starts them with StartAll or Run.StartAll: in order, stopped in
+// reverse order, and the ones started stopped again when one fails.
+//
 // # Invariants
 //
 //   - Ownership: every goroutine started with Run.Go belongs to the Run,

@@ -40,6 +40,41 @@ func (r *Run) OnStop(fn func()) {
 	r.hooks = append(r.hooks, fn)
 }
 
+// Component is the Start/Stop of every long-lived component.
+type Component interface {
+	Start(ctx context.Context) error
+	Stop()
+}
+
+// StartAll starts comps in order and returns stop, which stops the ones
+// that started in reverse order. On the first error to start, it stops
+// those started before it and returns the error; stop is then a no-op.
+func StartAll(ctx context.Context, comps ...Component) (stop func(), err error) {
+	started := make([]Component, 0, len(comps))
+	stop = func() {
+		for i := len(started) - 1; i >= 0; i-- {
+			started[i].Stop()
+		}
+		started = nil
+	}
+	for _, c := range comps {
+		if err := c.Start(ctx); err != nil {
+			stop()
+			return stop, err
+		}
+		started = append(started, c)
+	}
+	return stop, nil
+}
+
+// StartAll starts comps in order (StartAll) and registers their stop on
+// the run, so Stop stops them in reverse order.
+func (r *Run) StartAll(ctx context.Context, comps ...Component) error {
+	stop, err := StartAll(ctx, comps...)
+	r.OnStop(stop)
+	return err
+}
+
 // stop ends the run: cancel, wait, then the hooks.
 func (r *Run) stop() {
 	r.cancel()

@@ -129,3 +129,54 @@ func TestLifecycle(t *testing.T) {
 		require.Equal(t, []string{"second", "first"}, order)
 	})
 }
+
+// step records its Start and Stop in a shared log.
+type step struct {
+	name string
+	fail error
+	log  *[]string
+}
+
+func (s step) Start(context.Context) error {
+	*s.log = append(*s.log, "start "+s.name)
+	return s.fail
+}
+
+func (s step) Stop() { *s.log = append(*s.log, "stop "+s.name) }
+
+func TestStartAll(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("boom")
+	tests := []struct {
+		name    string
+		failAt  int // index of the component whose Start fails; -1 none
+		want    []string
+		wantErr error
+	}{
+		{name: "every component starts in order and stops in reverse", failAt: -1,
+			want: []string{"start a", "start b", "start c", "stop c", "stop b", "stop a"}},
+		{name: "a failed start stops the ones started before it, not itself or later ones", failAt: 1,
+			want: []string{"start a", "start b", "stop a"}, wantErr: boom},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var log []string
+			var comps []lifecycle.Component
+			for i, n := range []string{"a", "b", "c"} {
+				s := step{name: n, log: &log}
+				if i == tt.failAt {
+					s.fail = boom
+				}
+				comps = append(comps, s)
+			}
+			var l lifecycle.Lifecycle
+			err := l.Start(t.Context(), func(ctx context.Context, run *lifecycle.Run) error {
+				return run.StartAll(ctx, comps...)
+			})
+			require.ErrorIs(t, err, tt.wantErr)
+			l.Stop()
+			require.Equal(t, tt.want, log)
+		})
+	}
+}
