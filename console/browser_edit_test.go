@@ -252,11 +252,16 @@ func TestConsoleEditsInABrowser(t *testing.T) {
 		assert.Contains(t, summary, "+240 runs", "four shards every minute for an hour")
 		eventually(t, tab, `document.querySelectorAll('#heatmap td.heat-draft').length >= 59`, "the draft's minutes are not outlined")
 		screenshot(t, tab, "heatmap")
+		// The rows come with the forecast, after the page is open: wait
+		// for them before reading them.
+		rows := `document.querySelectorAll('#heatmap tbody th').length > 0`
 		b.open(t, tab, "#/heatmap?group=team", "heatmap")
+		eventually(t, tab, rows, "the heat-map by team shows no row")
 		assert.Contains(t, texts(t, tab, `#heatmap tbody th`), "dev")
 		// A team sees its own team's runs only.
 		viewer := b.tab(t, viewerToken)
 		b.open(t, viewer, "#/heatmap?group=team", "heatmap")
+		eventually(t, viewer, rows, "the viewer's heat-map shows no row")
 		assert.Equal(t, []string{"dev"}, texts(t, viewer, `#heatmap tbody th`))
 		assert.Zero(t, eval[int](t, viewer, `document.querySelectorAll('#overlay').length`), "a viewer cannot plan a draft")
 	})
