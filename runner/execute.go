@@ -202,12 +202,12 @@ func (x *execution) admit(ctx context.Context, downstream breaker.Key) (release 
 	r, s := x.r, x.settle()
 	if name, ok := handlerName(x.run); ok {
 		pool, team := jobspec.PoolOf(x.run.GetPool()), x.run.GetOwnerTeam()
-		if !r.servesHandler(pool, team, name) {
-			return nil, x.routeHandler(ctx, handlerRun{Pool: pool, Team: team, Handler: name}), false
+		if !r.routes.servesHandler(pool, team, name) {
+			return nil, r.routes.routeHandler(ctx, x, handlerRun{Pool: pool, Team: team, Handler: name}), false
 		}
 	}
-	if r.needsRoute(x.rec) {
-		if res, here := x.route(ctx); !here {
+	if r.routes.needsRoute(x.rec) {
+		if res, here := r.routes.route(ctx, x); !here {
 			return nil, res, false
 		}
 	}
