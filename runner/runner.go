@@ -378,9 +378,9 @@ func (r *Runner) work(workCtx, execCtx context.Context) {
 			<-r.slots
 			return
 		}
-		rec.poolBusy = !r.pool.admit()
-		handedOff := r.handleRecord(workCtx, execCtx, rec)
-		if !rec.poolBusy {
+		admitted := r.pool.admit()
+		handedOff := r.handleRecord(workCtx, execCtx, rec, !admitted)
+		if admitted {
 			r.pool.leave()
 		}
 		if !handedOff {
@@ -394,6 +394,8 @@ func (r *Runner) work(workCtx, execCtx context.Context) {
 const maxRecordRetry = 5 * time.Second
 
 // handleRecord processes rec until its outcome is durable, then finishes it.
+// poolBusy says the record found every pool slot busy under
+// BlockingDiscard: it is discarded (admit).
 // A try that ends unfinished while the runner keeps the partition (the
 // lease stopped being trusted before the execution could start, an event
 // was not acknowledged) is tried again here after a backoff: no one else
@@ -405,10 +407,10 @@ const maxRecordRetry = 5 * time.Second
 // again to the partition's next owner. It reports whether a finishing
 // goroutine took the record over (a success whose outcome is being
 // written).
-func (r *Runner) handleRecord(workCtx, execCtx context.Context, rec *record) bool {
+func (r *Runner) handleRecord(workCtx, execCtx context.Context, rec *record, poolBusy bool) bool {
 	retry := backoff.New(r.cfg.HeldRetry, maxRecordRetry)
 	for {
-		switch r.process(execCtx, rec) {
+		switch r.process(execCtx, rec, poolBusy) {
 		case finished:
 			r.in.finish(rec)
 			return false
