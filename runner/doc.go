@@ -231,11 +231,12 @@
 //     durable.
 //
 // runEvents (events.go) produces the delivery's events in order and tells
-// when they are acknowledged. The decisions are pure functions in
-// verdict.go, table-tested: classify, leaseAfter, decideAcquire,
-// beforeAttempt, decideReplace, budgetAttempt. The worker finishes the
-// record, tries it again, or leaves it to the finishing goroutine, as the
-// result says. Whatever a step is handed it owns: conclude and suspend stop
+// when they are acknowledged. The decisions are pure functions,
+// table-tested: in verdict.go classify, leaseAfter, decideAcquire,
+// beforeAttempt, decideReplace, budgetAttempt; where a run that asks for
+// an executor goes, planRoute (route.go) and placeHandler (remote.go).
+// The worker finishes the record, tries it again, or leaves it to the
+// finishing goroutine (finish.go), as the result says. Whatever a step is handed it owns: conclude and suspend stop
 // the lease's Keeper on every path, or, for a success, hand it to the
 // finishing goroutine, which renews the lease until the dedupe mark; what
 // happens to the lease after a verdict is decided by leaseAfter before the

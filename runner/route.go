@@ -287,30 +287,81 @@ func (r *router) route(ctx context.Context, x *execution) (res result, executeHe
 	pool := jobspec.PoolOf(run.GetPool())
 	live := r.directory.Live(pool)
 	rt := run.GetRouting()
-	switch {
-	case run.GetBaseRunId() != "":
+	child := run.GetBaseRunId() != ""
+	if child {
 		rt = routing.ChildRouting(run)
-	case routing.FansOut(rt):
-		if len(live) == 0 {
-			return x.settle().deferRun(ctx, r.cfg.RouteDelay, reasonNoExecutor, nil), false
-		}
+	}
+	p := planRoute(!child && routing.FansOut(rt), len(live), func() routing.Decision {
+		return r.picker.PickFor(pool, run.GetJobId(), rt, live)
+	}, r.cfg.ID)
+	switch p.step {
+	case routeDefer:
+		return x.settle().deferRun(ctx, r.cfg.RouteDelay, p.reason, nil), false
+	case routeFanOut:
 		if !r.fanout(ctx, x, pool, live) {
 			return unfinished, false
 		}
 		return finished, false
-	}
-	d := r.picker.PickFor(pool, run.GetJobId(), rt, live)
-	switch d.Outcome {
-	case routing.NoMember:
-		return x.settle().deferRun(ctx, r.cfg.RouteDelay, reasonNoExecutor, nil), false
-	case routing.Wait:
-		return x.settle().deferRun(ctx, r.cfg.RouteDelay, reasonWaitExecutor, nil), false
+	case routeHere, routeHandOver:
 	}
 	r.m.routed.WithLabelValues(routeLabel(run.GetRouting().GetStrategy())).Inc()
-	if d.Member == r.cfg.ID {
+	if p.step == routeHere {
 		return unfinished, true
 	}
-	return r.handOver(ctx, x, d.Member), false
+	return r.handOver(ctx, x, p.member), false
+}
+
+// routeStep is what routing does with a run that asks for an executor.
+type routeStep int
+
+const (
+	// routeDefer: deferred by Config.RouteDelay for the plan's reason (no
+	// attempt spent); it asks again then.
+	routeDefer routeStep = iota
+	// routeFanOut: a BROADCAST or SHARDED base run is split into its
+	// children (fanout.go).
+	routeFanOut
+	// routeHere: this runner executes the run.
+	routeHere
+	// routeHandOver: the run goes to the plan's member's directed topic.
+	routeHandOver
+)
+
+// routePlan is where a run that asks for an executor goes.
+type routePlan struct {
+	step routeStep
+	// reason: routeDefer's, reasonNoExecutor or reasonWaitExecutor.
+	reason string
+	// member: routeHandOver's executor.
+	member string
+}
+
+// planRoute decides where a run that asks for an executor goes: fansOut
+// says it is a BROADCAST or SHARDED base run (not a child), live how many
+// members of its pool are live, and pick what the Picker chooses for it,
+// asked only when the run does not fan out (a pick moves a round-robin's
+// turn); self is this runner's id. A base run fans out only to live
+// members; a run the Picker finds no member for, or whose fixed member is
+// away under FALLBACK_WAIT, is deferred. It does no I/O.
+func planRoute(fansOut bool, live int, pick func() routing.Decision, self string) routePlan {
+	if fansOut {
+		if live == 0 {
+			return routePlan{step: routeDefer, reason: reasonNoExecutor}
+		}
+		return routePlan{step: routeFanOut}
+	}
+	d := pick()
+	switch d.Outcome {
+	case routing.NoMember:
+		return routePlan{step: routeDefer, reason: reasonNoExecutor}
+	case routing.Wait:
+		return routePlan{step: routeDefer, reason: reasonWaitExecutor}
+	case routing.Chosen:
+	}
+	if d.Member == self {
+		return routePlan{step: routeHere}
+	}
+	return routePlan{step: routeHandOver, member: d.Member}
 }
 
 // handOver produces the run of x to member's directed topic and returns
