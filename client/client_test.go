@@ -106,7 +106,7 @@ func TestInvalidIsNotProduced(t *testing.T) {
 	assert.Equal(t, "idempotency_key", ve.Errors[0].Field)
 
 	_, err = client.New(client.Config{})
-	assert.ErrorContains(t, err, "brokers: required")
+	assert.ErrorContains(t, err, "kafka: required")
 }
 
 // TestClientAgainstRegistry: apply, re-apply, reject, delete and trigger
