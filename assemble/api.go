@@ -196,7 +196,7 @@ func runServices(cfg APIConfig, b APIBackends, named func(string) *slog.Logger) 
 		return nil, nil, err
 	}
 	watch, err := apiserver.NewWatchService(apiserver.WatchServiceConfig{
-		KafkaOpts: b.Kafka, Topic: names.Events(), Now: cfg.Now, Logger: named("api-watch"),
+		Kafka: b.Kafka, Topic: names.Events(), Now: cfg.Now, Logger: named("api-watch"),
 		MaxStreamsPerCaller: cfg.MaxWatchesPerCaller, MaxStreams: cfg.MaxWatches,
 	})
 	if err != nil {

@@ -141,7 +141,7 @@ func (p *InProcess) start(ctx context.Context, run *lifecycle.Run) error {
 		return fmt.Errorf("pipeline: %w", err)
 	}
 	// The benchmark's one writer produces to the shared sundial.jobs.
-	reg, err := registry.New(registry.Config{Brokers: c.Backends.Brokers, Topics: names, Group: regG, Store: st, Waker: enq, SharedTopic: true,
+	reg, err := registry.New(registry.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(c.Backends.Brokers...)}, Topics: names, Group: regG, Store: st, Waker: enq, SharedTopic: true,
 		Audit: trail, Quotas: st,
 		Concurrency: c.RegistryConcurrency,
 		Registerer:  prometheus.NewRegistry(), Logger: log.With("component", "registry")})
@@ -150,7 +150,7 @@ func (p *InProcess) start(ctx context.Context, run *lifecycle.Run) error {
 	}
 	comps := []lifecycle.Component{reg}
 	for i := range c.Dispatchers {
-		d, err := dispatcher.New(dispatcher.Config{Brokers: c.Backends.Brokers, Store: st, Topics: names, GroupID: dispG,
+		d, err := dispatcher.New(dispatcher.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(c.Backends.Brokers...)}, Store: st, Topics: names, GroupID: dispG,
 			InstanceID: fmt.Sprintf("bench-dispatcher-%d", i), Registerer: prometheus.NewRegistry(),
 			Logger: log.With("component", "dispatcher", "i", i)})
 		if err != nil {

@@ -55,10 +55,10 @@ func TestBroadcast(t *testing.T) {
 	t.Run("a broadcast fanned out again keeps its first plan", func(t *testing.T) {
 		run := s.runs("plan", "record", 1, strategyOf(sundialv1.RoutingStrategy_ROUTING_STRATEGY_BROADCAST))[0]
 		r := s.runners["r1"]
-		first, err := r.broadcastPlan(context.Background(), run, routing.Broadcast(run.GetRunId(), []string{"r2", "r1"}))
+		first, err := r.marks.broadcastPlan(context.Background(), run, routing.Broadcast(run.GetRunId(), []string{"r2", "r1"}))
 		require.NoError(t, err)
 		assert.Equal(t, []string{"r1", "r2"}, first)
-		again, err := s.runners["r3"].broadcastPlan(context.Background(), run, routing.Broadcast(run.GetRunId(), []string{"r1", "r2", "r3"}))
+		again, err := s.runners["r3"].marks.broadcastPlan(context.Background(), run, routing.Broadcast(run.GetRunId(), []string{"r1", "r2", "r3"}))
 		require.NoError(t, err)
 		assert.Equal(t, first, again, "a member that joined since adds no child, and the count stays")
 	})

@@ -45,7 +45,6 @@ Example, against the local stack:
 
 func runRegistry(ctx context.Context, cmd *cli.Command) error {
 	var bad []error
-	brokers := cmd.StringSlice("kafka-brokers")
 	kopts, err := kafkaOptions(cmd)
 	if err != nil {
 		bad = append(bad, err)
@@ -78,12 +77,11 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 	reg, err := registry.New(registry.Config{
-		Brokers: brokers, Topics: names, Group: cmd.String("group-id"), Store: b.store, Waker: b.enq, Limits: limits,
+		Kafka: withKafka(kopts, telemetry.KafkaMetrics(p.reg, "registry")), Topics: names, Group: cmd.String("group-id"), Store: b.store, Waker: b.enq, Limits: limits,
 		SharedTopic: cmd.Bool("jobs-shared-topic"), Audit: trail, TracerProvider: p.tracerProvider(), StatusEncoding: p.encoding,
-		Quotas:       b.store,
-		Concurrency:  cmd.Int("concurrency"),
-		KafkaOptions: withKafka(kopts, telemetry.KafkaMetrics(p.reg, "registry")),
-		Registerer:   p.reg, Logger: p.logger,
+		Quotas:      b.store,
+		Concurrency: cmd.Int("concurrency"),
+		Registerer:  p.reg, Logger: p.logger,
 	})
 	if err != nil {
 		return err
@@ -100,10 +98,9 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 	trg, err := trigger.New(trigger.Config{
-		Brokers: brokers, Topics: names, Group: cmd.String("trigger-group-id"), Store: b.store, Enqueuer: b.enq, Dags: dags,
+		Kafka: withKafka(kopts, telemetry.KafkaMetrics(p.reg, "trigger")), Topics: names, Group: cmd.String("trigger-group-id"), Store: b.store, Enqueuer: b.enq, Dags: dags,
 		MaxPayloadBytes: limits.MaxPayloadBytes, TracerProvider: p.tracerProvider(), EventEncoding: p.encoding,
-		KafkaOptions: withKafka(kopts, telemetry.KafkaMetrics(p.reg, "trigger")),
-		Registerer:   p.reg, Logger: p.named("trigger"),
+		Registerer: p.reg, Logger: p.named("trigger"),
 	})
 	if err != nil {
 		return err
