@@ -162,10 +162,26 @@ func (b *browser) login(t *testing.T, token string) (context.Context, *problems)
 		chromedp.WaitVisible(chromedp.ID("token")),
 		chromedp.SendKeys(chromedp.ID("token"), token),
 		chromedp.Click(chromedp.ID("login")),
-		chromedp.WaitVisible(chromedp.ID("nav")),
 	))
+	// The login ends in the console's header or in the refusal the page
+	// shows: waiting for the header alone waits for ever on a refusal.
+	outcome, err := chromedp.Run(ctx, chromedp.Poll[string](loginOutcome,
+		chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(0)))
+	require.NoError(t, err, "wait for the login's outcome")
+	if outcome != "in" {
+		t.Fatalf("the console refused the login: %s", outcome)
+	}
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.ID("nav"))))
 	return ctx, seen
 }
+
+// loginOutcome is "in" once the console shows its header, the text of the
+// login's error once it shows one, and empty while the login is checked.
+const loginOutcome = `(() => {
+  if (!document.getElementById('nav').hidden) return 'in';
+  const e = document.querySelector('#main .login [role="alert"]');
+  return e ? e.textContent : '';
+})()`
 
 // open shows a page of the console and waits until it loaded its data.
 func (b *browser) open(t *testing.T, ctx context.Context, fragment, page string) {

@@ -64,7 +64,10 @@ async function listJobs(ctx, results) {
     await ctx.session.call('JobService', 'ListJobs', {filter, page});
   const list = resp.jobs || [];
   if (list.length === 0) {
-    replace(results, h('p', {}, 'No jobs match.'), pager(ctx, ['jobs'], resp.nextPageToken));
+    // The server reads a bounded number of definitions per page: an empty
+    // page with a next one is a partial answer, not the end.
+    const partial = 'No job matched among the definitions this page read; the server reads a bounded number per page, and the next page reads on.';
+    replace(results, h('p', {id: 'no-jobs'}, resp.nextPageToken ? partial : 'No jobs match.'), pager(ctx, ['jobs'], resp.nextPageToken));
     return;
   }
   const pending = () => h('span', {class: 'muted'}, '…');
