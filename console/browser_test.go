@@ -424,6 +424,28 @@ func TestConsoleInABrowser(t *testing.T) {
 		screenshot(t, tab, "cluster")
 	})
 
+	t.Run("an operator backfills a job's past minute after a dry run", func(t *testing.T) {
+		tab := b.tab(t, operatorToken)
+		b.open(t, tab, "#/jobs/dev.hello-cron", "job")
+		waitFor(t, tab, "#backfill-box summary")
+		eval[bool](t, tab, `(() => { document.querySelector('#backfill-box summary').click(); return document.getElementById('backfill-box').open; })()`)
+		// A minute of a cron job every five seconds, long ago (in the
+		// viewer's zone: any zone has twelve such fires in a minute).
+		setValue(t, tab, "bf-from", "2026-01-01T10:00:00")
+		setValue(t, tab, "bf-to", "2026-01-01T10:01:00")
+		click(t, tab, "backfill-preview")
+		waitFor(t, tab, "#backfill-count")
+		count, err := chromedp.Run(tab, chromedp.Text(chromedp.ID("backfill-count")))
+		require.NoError(t, err)
+		assert.Contains(t, count, "12 occurrences to run")
+		assert.Equal(t, 12, eval[int](t, tab, `document.querySelectorAll('#backfill-result tbody tr').length`), "the occurrences listed")
+		click(t, tab, "backfill-run")
+		waitFor(t, tab, "#backfill-done")
+		done, err := chromedp.Run(tab, chromedp.Text(chromedp.ID("backfill-done")))
+		require.NoError(t, err)
+		assert.Contains(t, done, "Backfilled: 12 enqueued, 0 had already run; ended: 12 succeeded.")
+	})
+
 	t.Run("a job's trigger-lag objective: its budget and where late attempts lost their time", func(t *testing.T) {
 		tab := b.tab(t, viewerToken)
 		parses := []struct{ text, want string }{

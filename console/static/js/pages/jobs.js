@@ -115,11 +115,12 @@ export const job = {
     const status = h('div', {id: 'action-status', 'aria-live': 'polite'});
     const actions = h('div', {class: 'actions', id: 'actions'});
     const body = h('div', {id: 'results'});
+    const backfill = h('div', {id: 'backfill'});
     let actionsKey = '';
     root.append(h('h1', {}, 'Job ', h('code', {}, id)),
       h('p', {}, h('a', {href: `#/runs?job=${encodeURIComponent(id)}`}, 'Runs of this job'), ' · ',
         h('a', {href: `#/dlq?job=${encodeURIComponent(id)}`}, 'Its dead letters')),
-      actions, status, body);
+      actions, status, backfill, body);
     const refresh = async () => {
       let view;
       try {
@@ -138,6 +139,9 @@ export const job = {
         actionsKey = key;
         replace(actions, jobActions(ctx, j, paused, status, refresh));
         if (hadFocus && actions.querySelector('button')) actions.querySelector('button').focus();
+        // The backfill's form keeps what the user typed across refreshes:
+        // it is built again only when the role's offer changes.
+        replace(backfill, ctx.session.mayOperate(j.spec.ownerTeam) && (j.spec.schedule || null) ? backfillForm(ctx, j) : null);
       }
       const objective = h('div', {id: 'objective'});
       replace(body, jobBody(view, objective));
@@ -298,3 +302,83 @@ async function objectiveSection(ctx, j) {
   ];
 }
 
+// backfillTimeoutMs bounds a backfill that runs: the call returns when
+// every run it enqueued has ended, so it gets longer than a read. Cut
+// short (or the page left), the runs already enqueued still run, and the
+// same backfill again skips the occurrences that have run.
+const backfillTimeoutMs = 10 * 60 * 1000;
+
+// backfillForm runs the job's occurrences of a past range
+// (OperatorService.BackfillJob): a dry run first, which counts and lists
+// the occurrences, then the backfill of exactly that request.
+function backfillForm(ctx, j) {
+  const id = j.spec.id;
+  const zone = (j.spec.schedule || {}).timeZone || 'UTC';
+  const from = h('input', {type: 'datetime-local', step: '1', required: true});
+  const to = h('input', {type: 'datetime-local', step: '1', required: true});
+  const policy = select('policy', 'BACKFILL_POLICY_EVERY', [
+    ['BACKFILL_POLICY_EVERY', 'every occurrence'], ['BACKFILL_POLICY_ONE_PER_WINDOW', 'the last occurrence of each window']]);
+  const window = textInput('window', '1h');
+  const maxConcurrent = h('input', {type: 'number', min: '1', max: '1000', value: '4', name: 'max-concurrent'});
+  const out = h('div', {id: 'backfill-result', 'aria-live': 'polite'});
+  const request = () => {
+    const f = new Date(from.value);
+    const t = new Date(to.value);
+    if (Number.isNaN(f.getTime()) || Number.isNaN(t.getTime())) throw new Error('from and to: both required');
+    const body = {jobId: id, from: f.toISOString(), to: t.toISOString(), policy: policy.value, maxConcurrent: Number(maxConcurrent.value) || 0};
+    if (policy.value === 'BACKFILL_POLICY_ONE_PER_WINDOW') {
+      const w = fmt.span(window.value);
+      if (!Number.isFinite(w) || w <= 0) throw new Error(`window "${window.value}": a duration such as 1h or 15m`);
+      body.window = `${w}s`;
+    }
+    return body;
+  };
+  const preview = h('button', {type: 'submit', 'data-write': 'true', id: 'backfill-preview'}, 'Preview backfill');
+  const form = h('form', {class: 'filters', 'aria-label': 'Backfill'},
+    field(`From (your zone, ${fmt.viewerZone})`, 'bf-from', from),
+    field('To, excluded', 'bf-to', to),
+    field('Runs', 'bf-policy', policy),
+    field('Window', 'bf-window', window),
+    field('At most pending at once', 'bf-max', maxConcurrent),
+    preview);
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    preview.disabled = true;
+    replace(out, 'Computing the occurrences…');
+    try {
+      const body = request();
+      const dry = await ctx.session.call('OperatorService', 'BackfillJob', {...body, dryRun: true});
+      const n = dry.occurrenceCount || 0;
+      if (n === 0) {
+        replace(out, h('p', {id: 'backfill-count'}, 'No occurrence of the schedule falls in that range: nothing to run.'));
+        return;
+      }
+      const listed = dry.occurrences || [];
+      const run = h('button', {type: 'button', class: 'primary', 'data-write': 'true', id: 'backfill-run'}, `Run ${n} occurrence${n === 1 ? '' : 's'}`);
+      run.addEventListener('click', async () => {
+        run.disabled = true;
+        replace(out, `Running ${n} occurrences, at most ${body.maxConcurrent} at once; keep this page open until they end…`);
+        try {
+          const done = await ctx.session.call('OperatorService', 'BackfillJob', body, {timeoutMs: backfillTimeoutMs});
+          const finished = Object.entries(done.finished || {}).map(([st, k]) => `${k} ${fmt.enumName(st, 'RUN_STATE_')}`).join(', ');
+          replace(out, h('p', {id: 'backfill-done'},
+            `Backfilled: ${done.enqueued || 0} enqueued, ${done.alreadyDone || 0} had already run`, finished ? `; ended: ${finished}.` : '.'));
+        } catch (e) {
+          replace(out, errorBox(e), h('p', {class: 'muted'}, 'The runs already enqueued still run; the same backfill again skips the occurrences that have run.'));
+        }
+      });
+      replace(out,
+        h('p', {id: 'backfill-count'}, `${n} occurrence${n === 1 ? '' : 's'} to run`, listed.length < n ? ` (the first ${listed.length} listed)` : '', ':'),
+        table('Occurrences', [`Job's zone (${zone})`, `Your zone (${fmt.viewerZone})`], listed.slice(0, 20).map((t) => [fmt.time(t, zone), fmt.time(t)])),
+        n > 20 ? h('p', {class: 'muted'}, `and ${n - 20} more.`) : null,
+        run);
+    } catch (e) {
+      replace(out, errorBox(e));
+    } finally {
+      preview.disabled = false;
+    }
+  });
+  return h('details', {id: 'backfill-box'}, h('summary', {}, 'Backfill…'),
+    h('p', {class: 'muted'}, 'Run the occurrences the schedule had in a past range, as triggers due now with the occurrences\' run ids: an occurrence that has run is skipped.'),
+    form, out);
+}
