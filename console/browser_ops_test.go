@@ -332,6 +332,10 @@ func TestConsoleOpsInABrowser(t *testing.T) {
 		}
 		for _, p := range pages {
 			b.open(t, tab, p.fragment, p.id)
+			if p.id == "job" {
+				// The backfill's form, open.
+				eval[bool](t, tab, `(() => { document.querySelector('#backfill-box summary').click(); return true; })()`)
+			}
 			check(tab, p.fragment)
 		}
 

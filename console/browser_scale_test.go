@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/chromedp/chromedp"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -199,7 +200,8 @@ func TestConsoleJobsFirstPageAtScale(t *testing.T) {
 
 	jobs, err := apiserver.NewJobService(apiserver.JobServiceConfig{Store: st, Writer: readOnlyWriter{}})
 	require.NoError(t, err)
-	authn, err := apiserver.ParseStaticTokens([]string{"*:admin:" + adminToken})
+	const teamViewer = "console-scale-team-viewer"
+	authn, err := apiserver.ParseStaticTokens([]string{"*:admin:" + adminToken, "scale-07:viewer:" + teamViewer})
 	require.NoError(t, err)
 	// The services the overview, the login and the jobs list call.
 	calls := &deadlines{}
@@ -264,4 +266,18 @@ func TestConsoleJobsFirstPageAtScale(t *testing.T) {
 	if i := os.Getenv(updateScreenshots); i == "1" {
 		screenshot(t, tab, "jobs-at-scale")
 	}
+
+	// Tenancy: a team's viewer lists its own team's jobs only, and another
+	// team's job is not found, as if it did not exist.
+	viewer := b.tab(t, teamViewer)
+	b.open(t, viewer, "#/jobs", "jobs")
+	teams := eval[[]string](t, viewer, `[...document.querySelectorAll('#results tbody tr td:nth-child(2)')].map((td) => td.textContent)`)
+	require.NotEmpty(t, teams, "the team's first page lists none of its jobs")
+	for _, team := range teams {
+		assert.Equal(t, "scale-07", team, "another team's job is listed")
+	}
+	b.open(t, viewer, "#/jobs/scale.job-0000000", "job")
+	alert, err := chromedp.Run(viewer, chromedp.Text(chromedp.CSS(`#results [role="alert"]`)))
+	require.NoError(t, err)
+	assert.Contains(t, alert, "not_found", "another team's job")
 }
