@@ -368,6 +368,12 @@ func TestConsoleInABrowser(t *testing.T) {
 		require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.ID("auto-refresh"))))
 		b.open(t, tab, "#/runs/"+url.PathEscape(newest), "run")
 		eventually(t, tab, `document.getElementById('late') !== null && document.querySelectorAll('table').length > 0`, "the run's page shows no attempts")
+		// Why it was late, step by step: the history's times of the attempt.
+		steps := eval[[]string](t, tab, `(() => { const c = [...document.querySelectorAll('caption')].find((c) => c.textContent === 'Each attempt, step by step');
+			return c ? [...c.closest('table').querySelectorAll('tbody tr:first-child td')].map((td) => td.textContent) : []; })()`)
+		require.Len(t, steps, 8, "the run's page has no step-by-step table")
+		assert.NotEqual(t, "–", steps[2], "the attempt's dispatched time")
+		assert.NotEmpty(t, steps[7], "where the attempt lost the most time")
 		screenshot(t, tab, "run")
 	})
 
