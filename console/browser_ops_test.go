@@ -325,16 +325,18 @@ func TestConsoleOpsInABrowser(t *testing.T) {
 			{"#/overview", "overview"}, {"#/jobs", "jobs"}, {"#/jobs/dev.hello-cron", "job"},
 			{"#/runs?team=dev", "runs"}, {"#/runs/" + url.PathEscape(runID), "run"},
 			{"#/dags", "dags"}, {"#/dags/dev.hello-dag", "dag"}, {"#/dagedit", "dagedit"},
-			{"#/bulk?text=dev.", "bulk"}, {"#/dlq", "dlq"}, {"#/cluster", "cluster"},
+			{"#/bulk?text=dev.", "bulk"}, {"#/dlq", "dlq"}, {"#/cluster", "cluster"}, {"#/edit/dev.hello-cron", "editor"},
 		}
 		if len(dagRuns.Msg.GetDagRuns()) > 0 {
 			pages = append(pages, struct{ fragment, id string }{"#/dagrun/" + url.PathEscape(dagRuns.Msg.GetDagRuns()[0].GetDagRunId()), "dagrun"})
 		}
 		for _, p := range pages {
 			b.open(t, tab, p.fragment, p.id)
-			if p.id == "job" {
-				// The backfill's form, open.
+			switch p.id {
+			case "job": // the backfill's form, open
 				eval[bool](t, tab, `(() => { document.querySelector('#backfill-box summary').click(); return true; })()`)
+			case "editor": // the definition's YAML, open
+				eval[bool](t, tab, `(() => { document.querySelector('#e-yaml-box summary').click(); return true; })()`)
 			}
 			check(tab, p.fragment)
 		}

@@ -26,12 +26,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sundialhq/sundial/apiserver"
 	"github.com/sundialhq/sundial/console"
 	"github.com/sundialhq/sundial/embedded"
+	"github.com/sundialhq/sundial/jobspec"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
 // The fixed tokens of the browser tests, one per role.
@@ -428,6 +433,36 @@ func TestConsoleInABrowser(t *testing.T) {
 		rows := eval[int](t, tab, `document.querySelectorAll('table')[0].querySelectorAll('tbody tr').length`)
 		assert.Equal(t, embedded.DefaultShards, rows)
 		screenshot(t, tab, "cluster")
+	})
+
+	t.Run("the editor writes a definition as YAML that sundial apply reads back the same", func(t *testing.T) {
+		tab := b.tab(t, adminToken)
+		specs := embedded.SampleJobs(p.EchoURL())
+		specs = append(specs, &sundialv1.JobSpec{
+			Id: "dev.yaml", OwnerTeam: "dev", Description: "quotes \"here\", a colon: there\nand a second line",
+			Labels:   map[string]string{"sundial.io/trigger-lag-objective": "p99 <= 2s over 7d", "on": "yes", "n": "42"},
+			Schedule: &sundialv1.Schedule{TimeZone: "Europe/Paris", Kind: &sundialv1.Schedule_Cron{Cron: &sundialv1.Cron{Expression: "0 0 9 * * MON-FRI"}}},
+			Target:   &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: "hello"}}},
+			Payload:  []byte(`{"a":1}`), Paused: true, ConcurrencyLimit: 2, OverlapPolicy: sundialv1.OverlapPolicy_OVERLAP_POLICY_QUEUE,
+			Retry: &sundialv1.RetryPolicy{MaxAttempts: 4, InitialBackoff: durationpb.New(1500 * time.Millisecond), Multiplier: 1.5,
+				NonRetryableErrors: []string{"http_400", "a: b"}},
+		})
+		for _, spec := range specs {
+			js, err := protojson.Marshal(spec)
+			require.NoError(t, err)
+			yaml := eval[string](t, tab, fmt.Sprintf(`import(new URL('js/yaml.js', location.href)).then((m) => m.toYAML(JSON.parse(%q)))`, js))
+			var got []*sundialv1.JobSpec
+			for s, err := range jobspec.DecodeFile(strings.NewReader(yaml)) {
+				require.NoError(t, err, "decode the YAML of %s:\n%s", spec.GetId(), yaml)
+				got = append(got, s)
+			}
+			require.Len(t, got, 1, "the YAML of %s:\n%s", spec.GetId(), yaml)
+			assert.True(t, proto.Equal(spec, got[0]), "%s read back differs:\n%s\nwant %v\ngot  %v", spec.GetId(), yaml, spec, got[0])
+		}
+		b.open(t, tab, "#/edit/dev.hello-cron", "editor")
+		waitFor(t, tab, "#e-yaml")
+		shown := eval[string](t, tab, `document.getElementById('e-yaml').textContent`)
+		assert.Contains(t, shown, "id: dev.hello-cron\n", "the editor's YAML")
 	})
 
 	t.Run("an operator backfills a job's past minute after a dry run", func(t *testing.T) {
