@@ -281,6 +281,10 @@ func TestConsoleOpsInABrowser(t *testing.T) {
 			chromedp.Click(chromedp.ID("bulk-confirm")),
 			chromedp.WaitVisible(chromedp.ID("bulk-done"))))
 		assert.Equal(t, len(want), paused())
+		// One call on the server (the dry run, then the action), not one per job.
+		calls := eval[[]string](t, tab, `performance.getEntriesByType('resource').map((e) => e.name.split('/').pop())
+			.filter((n) => ['BulkJobs', 'PauseJob'].includes(n))`)
+		assert.Equal(t, []string{"BulkJobs", "BulkJobs"}, calls, "the bulk pause's calls")
 		// And back: a bulk resume of the same search.
 		b.open(t, tab, "#/bulk?action=resume&text=dev.", "bulk")
 		eventually(t, tab, fmt.Sprintf(`document.getElementById('bulk-count') !== null && document.getElementById('bulk-count').dataset.count === '%d'`, len(want)),
