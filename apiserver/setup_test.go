@@ -156,7 +156,7 @@ func newEnvWith(t *testing.T, o envOptions) *env {
 		Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Enqueuer: waker, Shards: shards,
 		Audit: operator.AuditTrail{Trail: trail}, Logger: logger,
 	})
-	ops, err := apiserver.NewOperatorService(apiserver.OperatorServiceConfig{Operator: op, Jobs: st, Logger: logger})
+	ops, err := apiserver.NewOperatorService(apiserver.OperatorServiceConfig{Operator: op, Jobs: st, Lister: st, Logger: logger})
 	require.NoError(t, err)
 	auditSvc, err := apiserver.NewAuditService(apiserver.AuditServiceConfig{Trail: trail, Jobs: st, Logger: logger})
 	require.NoError(t, err)

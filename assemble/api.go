@@ -253,7 +253,7 @@ func controlServices(cfg APIConfig, b APIBackends, trail *audit.Trail, named fun
 	}
 	opCfg.Due = b.Store
 	op := operator.New(opCfg)
-	ops, err := apiserver.NewOperatorService(apiserver.OperatorServiceConfig{Operator: op, Jobs: b.Store, Logger: named("api-operator")})
+	ops, err := apiserver.NewOperatorService(apiserver.OperatorServiceConfig{Operator: op, Jobs: b.Store, Lister: b.Store, Logger: named("api-operator")})
 	if err != nil {
 		return nil, err
 	}
