@@ -194,7 +194,12 @@ func (s *Service) takeCarried(team, workerID string, m *apiv1.CompleteRequest) {
 	if err == nil {
 		_, err = s.b.complete(team, m.GetTaskToken(), out)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrUnknownTask):
+		// Most often an outcome given again after a Poll that carried it
+		// failed on its way back: taken already.
+		s.b.cfg.Logger.Debug("an outcome carried on a poll names no task of the team; dropped", "team", team, "worker_id", workerID)
+	case err != nil:
 		s.b.cfg.Logger.Warn("an outcome carried on a poll is dropped", "team", team, "worker_id", workerID, "err", err)
 	}
 }
