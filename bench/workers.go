@@ -225,7 +225,10 @@ func (w *Workers) start(ctx context.Context, run *lifecycle.Run) error {
 			}
 		}
 		if !sleepUntil(readyCtx, time.Now().Add(200*time.Millisecond)) {
-			return fmt.Errorf("workers: %d of %d workers connected to the gateway after 2m (last scrape: %v; logs in %s)", n, w.Count, err, w.LogDir)
+			if err != nil {
+				return fmt.Errorf("workers: the gateway's metrics after 2m (logs in %s): %w", w.LogDir, err)
+			}
+			return fmt.Errorf("workers: %d of %d workers connected to the gateway after 2m (logs in %s)", n, w.Count, w.LogDir)
 		}
 	}
 }
