@@ -12,24 +12,25 @@ import (
 )
 
 // Scenarios are the bench's scenarios (bench/README.md describes each).
-var Scenarios = []string{"steady", "herd", "crash", "peer", "chaos", "capacity"}
+var Scenarios = []string{"steady", "herd", "crash", "peer", "chaos", "capacity", "workers"}
 
 // Config is one bench run.
 type Config struct {
 	// Scenario is one of Scenarios.
 	Scenario string `json:"scenario"`
-	// Jobs: steady, crash and peer: the number of recurring jobs; herd: the
-	// number of runs due in the same second. Defaults: steady 1,000,000;
-	// herd 100,000; crash 50,000; peer 100,000. Capacity does not use it:
+	// Jobs: steady, crash, peer and workers: the number of recurring jobs;
+	// herd: the number of runs due in the same second. Defaults: steady
+	// 1,000,000; herd 100,000; crash 50,000; peer 100,000; workers 30,000.
+	// Capacity does not use it:
 	// each step defines rate × CapacityPeriod interval jobs.
 	Jobs int `json:"jobs"`
-	// Rate is the planned triggers/s of steady, crash and peer, and the
-	// first step's rate of capacity. Defaults: steady 2,000; crash 500;
-	// peer 1,000; capacity 250.
+	// Rate is the planned triggers/s of steady, crash, peer and workers,
+	// and the first step's rate of capacity. Defaults: steady 2,000; crash
+	// 500; peer 1,000; capacity 250; workers 500.
 	Rate float64 `json:"rate"`
 	// Duration of the measured window (capacity: of each step). Defaults:
 	// steady 3m, crash 3m, peer 2m, capacity 30s (bench/README.md says
-	// why 30s is enough for a step).
+	// why 30s is enough for a step), workers 2m.
 	Duration time.Duration `json:"duration"`
 	// MaxRate: capacity: the highest rate a step offers. Default L, rounded.
 	MaxRate float64 `json:"max_rate,omitempty"`
@@ -130,6 +131,14 @@ type Config struct {
 	// worker count (default: runners × concurrency of the Sundial run).
 	AsynqDelayedCheck time.Duration `json:"asynq_delayed_check,omitempty"`
 	AsynqConcurrency  int           `json:"asynq_concurrency,omitempty"`
+	// Workers: workers: the `sundial bench worker` processes of the SDK
+	// system. Default 2.
+	Workers int `json:"workers,omitempty"`
+	// WorkerSlots: workers: each SDK worker's Concurrency. Default: the
+	// stock runners' workers (Runners × RunnerConcurrency, the runner's
+	// default when 0) shared among Workers, so that both systems execute
+	// as many runs at once.
+	WorkerSlots int `json:"worker_slots,omitempty"`
 	// Noisy runs a CPU hog on one core (Hog) beside the pipeline, from the
 	// end of the baselines to the end of the run, so the run shows how the
 	// pipeline degrades when another tenant takes a core.
@@ -156,6 +165,10 @@ type Config struct {
 	// jobPrefix is the job id prefix of a capacity step's workload; empty:
 	// the namespace's id.
 	jobPrefix string
+	// viaWorkers: workers: this run of the pipeline is the SDK system's:
+	// its runners lack WorkersHandler and hand the runs to the gateway,
+	// whose SDK workers (Workers) execute them.
+	viaWorkers bool
 }
 
 // WithDefaults fills in the scenario's defaults.
@@ -223,7 +236,7 @@ func (c Config) Validate() error {
 	if c.EffectDuration < 0 || c.EffectDuration > time.Minute {
 		bad("effect duration %s: must be in [0, 1m]", c.EffectDuration)
 	}
-	if c.RunnerConcurrency < 0 || c.AsynqConcurrency < 0 || c.RunnerHTTPIdleConns < 0 || c.MemoryLimitMiB < 0 {
+	if c.RunnerConcurrency < 0 || c.AsynqConcurrency < 0 || c.RunnerHTTPIdleConns < 0 || c.MemoryLimitMiB < 0 || c.Workers < 0 || c.WorkerSlots < 0 {
 		bad("concurrencies must not be negative")
 	}
 	return errors.Join(errs...)

@@ -412,8 +412,8 @@ func (b *Bench) watchWindow(ctx context.Context, cfg Config, procs *Processes, f
 
 // cpuProcesses are the processes whose CPU the bench samples: the stack's
 // backends, the bench process, the pipeline's subprocesses (procs, nil when
-// the pipeline is in-process), the API server of an API watch and the CPU
-// hog.
+// the pipeline is in-process), the gateway and the SDK workers of a
+// workers run, the API server of an API watch and the CPU hog.
 func (b *Bench) cpuProcesses(cfg Config, procs *Processes) []cpuProcess {
 	self := os.Getpid()
 	cpuProcs := backendCPUProcesses(stackDir(cfg.StackScript), b.Backends)
@@ -422,6 +422,15 @@ func (b *Bench) cpuProcesses(cfg Config, procs *Processes) []cpuProcess {
 		for _, n := range procs.Names() {
 			cpuProcs = append(cpuProcs, cpuProcess{name: n, role: "pipeline", pid: func() (int, bool, string) {
 				pid, ok := procs.PID(n)
+				return pid, ok, "not running"
+			}})
+		}
+	}
+	if b.workers != nil {
+		wk := b.workers
+		for _, n := range wk.Names() {
+			cpuProcs = append(cpuProcs, cpuProcess{name: n, role: "pipeline", pid: func() (int, bool, string) {
+				pid, ok := wk.PID(n)
 				return pid, ok, "not running"
 			}})
 		}

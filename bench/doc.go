@@ -1,6 +1,7 @@
 // Package bench runs Sundial's capacity scenarios on the real stack (Kafka,
 // Cassandra, Redis) and writes reports: steady, herd, crash, peer (asynq
-// over the same Redis), chaos and capacity. `sundial bench` and `make bench
+// over the same Redis), chaos, capacity and workers (the stock runner and
+// SDK workers through the worker gateway). `sundial bench` and `make bench
 // SCENARIO=...` drive it; bench/README.md explains how to run the scenarios
 // and read the reports.
 //
@@ -105,6 +106,20 @@
 // (Namespace.Step, torn down after the step), so that a failing step's
 // backlog cannot run in the next, and reports the highest rate whose trigger p95 stayed
 // within CapacityP95 with nothing lost, as a fraction of L.
+//
+// # Workers
+//
+// The workers scenario runs the same handler workload (every job's target
+// WorkersHandler, which applies the run's effect at the counting
+// downstream) twice: through the pipeline whose in-process runners have
+// it compiled in (PipelineConfig.EffectURL), then, in a namespace of its
+// own (Namespace.Step), through a pipeline whose runners lack it, beside
+// Workers: the worker gateway in a `sundial api --worker-gateway`
+// subprocess and `sundial bench worker` subprocesses (RunWorker: package
+// worker with the API's address and the team's token only). The runners
+// hand every run to the gateway; the bench registers the workload once
+// the gateway's metrics count every worker as connected. The CPU sampler
+// reads the gateway and the workers as pipeline processes.
 //
 // # Invariants
 //

@@ -57,7 +57,11 @@ type PipelineConfig struct {
 	// History also runs a history writer per runner (as `sundial runner`
 	// does by default).
 	History bool
-	Logger  *slog.Logger
+	// EffectURL, when set, compiles WorkersHandler into the in-process
+	// runners: it applies each run's effect at the counting downstream of
+	// this URL (the workers scenario's stock runner).
+	EffectURL string
+	Logger    *slog.Logger
 }
 
 func (c PipelineConfig) groups() (registryG, dispatcherG, runnerG, historyG string) {
@@ -166,11 +170,15 @@ func (p *InProcess) start(ctx context.Context, run *lifecycle.Run) error {
 	// refuses by default: every team may reach it here.
 	loopback := egress.LoopbackForEveryTeam()
 	log.Warn("egress: every team's HTTP targets may reach loopback addresses (the bench's sinks)")
+	handlers := map[string]target.Handler{"noop": target.HandlerFunc(func(context.Context, *sundialv1.Run) error { return nil })}
+	if c.EffectURL != "" {
+		handlers[WorkersHandler] = effectHandler{client: effectHTTPClient(cmp.Or(c.RunnerConcurrency, runner.DefaultConcurrency)), url: c.EffectURL}
+	}
 	for i := range c.Runners {
 		// Built as `sundial runner` builds it (package assemble): with
 		// checkpoints and team quotas, so the bench measures what ships.
 		r, err := assemble.Runner(ctx, runner.Config{ID: fmt.Sprintf("bench-runner-%d", i), Kafka: slices.Clip(kafka), Topics: names, Group: runG,
-			Handlers:      map[string]target.Handler{"noop": target.HandlerFunc(func(context.Context, *sundialv1.Run) error { return nil })},
+			Handlers:      handlers,
 			HTTPTransport: transport, Egress: loopback,
 			Concurrency: c.RunnerConcurrency, Registerer: prometheus.NewRegistry(), Logger: log.With("component", "runner", "i", i)},
 			assemble.RunnerBackends{Redis: rc, RedisKeyPrefix: c.Namespace.RedisPrefix, Enqueuer: enq, Checkpoints: st, Quotas: st})

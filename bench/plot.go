@@ -309,3 +309,34 @@ func PlotCPU(r *Report, u *CPUUsage, path string) error {
 	}
 	return nil
 }
+
+// PlotRunsPerSecond draws the runs of the window each system started in
+// each second since the window's start (System.StartsPerSec): the
+// throughput of each, the drain included.
+func PlotRunsPerSecond(r *Report, path string) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s: runs started per second", r.Scenario)
+	p.X.Label.Text = "seconds since the start of the window"
+	p.Y.Label.Text = "runs started"
+	p.Legend.Top = true
+	for i, s := range r.Systems {
+		if len(s.StartsPerSec) == 0 {
+			continue
+		}
+		pts := make(plotter.XYs, len(s.StartsPerSec))
+		for k, n := range s.StartsPerSec {
+			pts[k] = plotter.XY{X: float64(k), Y: float64(n)}
+		}
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+		l.Color = palette[i%len(palette)]
+		p.Add(l)
+		p.Legend.Add(s.Name, l)
+	}
+	if err := p.Save(7*vg.Inch, 4*vg.Inch, path); err != nil {
+		return fmt.Errorf("plot %s: %w", path, err)
+	}
+	return nil
+}

@@ -151,7 +151,11 @@ type System struct {
 	// Chaos: the chaos run's plan and what the supervisor saw.
 	Chaos  *ChaosInfo    `json:"chaos,omitempty"`
 	Series []SeriesPoint `json:"series"`
-	Notes  []string      `json:"notes,omitempty"`
+	// StartsPerSec: the window's runs started in each second since the
+	// window's start (by start time, the drain included): the throughput,
+	// where Series is by due time.
+	StartsPerSec []int    `json:"starts_per_sec,omitempty"`
+	Notes        []string `json:"notes,omitempty"`
 
 	// hist is the trigger histogram, for the plots.
 	hist *hdrhistogram.Histogram

@@ -48,8 +48,9 @@ type Bench struct {
 	// binary and "api" (`sundial api`). Required when APIWatch is set.
 	APICommand []string
 
-	hog *Hog      // the running CPU hog of Config.Noisy, for the CPU table
-	api *APIWatch // the running API watch of Config.APIWatch, for the CPU table
+	hog     *Hog      // the running CPU hog of Config.Noisy, for the CPU table
+	api     *APIWatch // the running API watch of Config.APIWatch, for the CPU table
+	workers *Workers  // the SDK side of a workers run while it runs, for the CPU table
 }
 
 func (b *Bench) say(format string, args ...any) {
@@ -356,7 +357,7 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 	}
 	defer ds.Stop()
 
-	pl, procs, cleanup, err := b.startPipeline(ctx, cfg, ns, sc)
+	pl, procs, cleanup, err := b.startPipeline(ctx, cfg, ns, sc, ds.URL())
 	if err != nil {
 		return sys, WorkloadInfo{}, err
 	}
@@ -438,12 +439,15 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 }
 
 // startPipeline starts the pipeline the configuration asks for: in this
-// process, or with subprocesses (procs, nil otherwise). cleanup, to call
+// process, or with subprocesses (procs, nil otherwise), and with the SDK
+// workers of a workers run (Bench.workers while it runs). effectURL is the
+// counting downstream's, for the pipeline's handlers. cleanup, to call
 // after the pipeline stopped, deletes what the subprocesses left in Redis.
-func (b *Bench) startPipeline(ctx context.Context, cfg *Config, ns Namespace, sc scenario) (pipeline, *Processes, func(), error) {
+func (b *Bench) startPipeline(ctx context.Context, cfg *Config, ns Namespace, sc scenario, effectURL string) (pipeline, *Processes, func(), error) {
 	cleanup := func() {}
 	pc := PipelineConfig{Backends: b.Backends, Namespace: ns, Dispatchers: cfg.Dispatchers, Runners: cfg.Runners,
 		RunnerConcurrency: cfg.RunnerConcurrency, MemoryLimitMiB: cfg.MemoryLimitMiB, RegistryConcurrency: cfg.RegistryConcurrency, RunnerHTTPIdleConns: cfg.RunnerHTTPIdleConns, History: cfg.History, Logger: b.Logger}
+	pc.EffectURL = effectURL
 	supervise := sc.pipeline(*cfg, &pc)
 	var pl pipeline
 	var procs *Processes
@@ -472,6 +476,17 @@ func (b *Bench) startPipeline(ctx context.Context, cfg *Config, ns Namespace, sc
 		}
 	} else {
 		pl = NewInProcess(pc)
+	}
+	if cfg.viaWorkers {
+		if cfg.Binary == "" {
+			return nil, nil, cleanup, errors.New("bench: workers: the sundial binary of the gateway and the workers is not built")
+		}
+		wk := &Workers{Binary: cfg.Binary, Backends: b.Backends, Namespace: ns, Count: cfg.Workers, Slots: cfg.WorkerSlots,
+			EffectURL: effectURL, LogDir: filepath.Join(os.TempDir(), "sundial-bench-"+ns.ID+"-workers")}
+		pl = &workersPipeline{pipeline: pl, workers: wk}
+		b.workers = wk
+		done := cleanup
+		cleanup = func() { b.workers = nil; done() }
 	}
 	cfg.Pipeline = pl.Describe()
 	b.say("starting the pipeline: %s", cfg.Pipeline)
@@ -584,7 +599,9 @@ func tally(sys *System, run *sundialRun, rec *loadgen.Recorder, mem, runnerMem *
 	}
 	sys.Series = Series(rec.Samples(), from)
 	sys.hist = hist
-	sys.rates(plan, counts, rec.Starts(), from, to)
+	starts := rec.Starts()
+	sys.rates(plan, counts, starts, from, to)
+	sys.StartsPerSec = startsPerSecond(starts, from)
 	gc := gen.Counters()
 	if gc.RunRecordsCreateTime > 0 {
 		sys.Notes = append(sys.Notes, fmt.Sprintf("%d run records carried CreateTime instead of LogAppendTime", gc.RunRecordsCreateTime))
@@ -895,6 +912,23 @@ func targets(cfg Config, r *Report) []Target {
 		out = append(out, Target{Name: name, Want: want, Value: v, Met: met})
 	}
 	scenarioNamed(cfg.Scenario).targets(cfg, r, s, add)
+	return out
+}
+
+// startsPerSecond counts starts (unix ms, in order) by the second since
+// from they fall in; starts before from are left out.
+func startsPerSecond(starts []int64, from time.Time) []int {
+	var out []int
+	for _, t := range starts {
+		if t < from.UnixMilli() {
+			continue
+		}
+		sec := (t - from.UnixMilli()) / 1000
+		for int64(len(out)) <= sec {
+			out = append(out, 0)
+		}
+		out[sec]++
+	}
 	return out
 }
 

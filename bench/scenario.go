@@ -108,6 +108,7 @@ var scenarios = map[string]scenario{
 	"peer":     peerScenario{},
 	"chaos":    chaosScenario{},
 	"capacity": capacityScenario{},
+	"workers":  workersScenario{},
 }
 
 // scenarioNamed is the scenario of name; an unknown name (which Validate

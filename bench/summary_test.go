@@ -25,6 +25,7 @@ func goldenReports(t *testing.T) map[string]*Report {
 		"capacity":      goldenCapacity(t, 3000),
 		"capacity-none": goldenCapacityNone(),
 		"peer":          sampleReport(),
+		"workers":       goldenWorkers(),
 	}
 }
 

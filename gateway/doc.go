@@ -17,8 +17,9 @@
 // Invariants:
 //   - A call acts for the team of its token only (auth.Principal.Team, role
 //     operator or above; a token of no team is refused): Poll returns only
-//     that team's attempts, and Heartbeat and Complete accept only a task
-//     token of that team. Another team's task token is answered NotFound,
+//     that team's attempts, and Heartbeat, Complete and the outcomes a
+//     Poll carries (PollRequest.completions) accept only a task token of
+//     that team (a carried outcome the team cannot give is dropped). Another team's task token is answered NotFound,
 //     exactly as an unknown one, so the answer reveals nothing.
 //   - A task token is random (144 bits), names one attempt, and is valid
 //     from the Poll that hands it out until its outcome is taken or the

@@ -83,8 +83,13 @@ func (s *Service) Poll(ctx context.Context, req *connect.Request[apiv1.PollReque
 	if len(bad) > 0 {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("poll: "+strings.Join(bad, "; ")))
 	}
+	// The outcomes the worker carried are taken first, as its Completes
+	// would have been: their attempts end before this Poll waits.
+	for _, c := range m.GetCompletions() {
+		s.takeCarried(team, m.GetWorkerId(), c)
+	}
 	tasks := s.b.poll(ctx, team, pool, m.GetWorkerId(), m.GetHandlers(), int(min(m.GetMaxTasks(), 64)), m.GetWait().AsDuration())
-	out := &apiv1.PollResponse{HeartbeatInterval: durationpb.New(s.b.cfg.HeartbeatInterval)}
+	out := &apiv1.PollResponse{HeartbeatInterval: durationpb.New(s.b.cfg.HeartbeatInterval), TakesCompletions: true}
 	for _, t := range tasks {
 		out.Tasks = append(out.Tasks, taskProto(ctx, t))
 	}
@@ -146,6 +151,23 @@ func (s *Service) Complete(ctx context.Context, req *connect.Request[apiv1.Compl
 		return nil, err
 	}
 	m := req.Msg
+	out, err := outcomeOf(m)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	stale, err := s.b.complete(team, m.GetTaskToken(), out)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	return connect.NewResponse(&apiv1.CompleteResponse{Stale: stale}), nil
+}
+
+// errNoOutcome refuses a completion that does not say how the attempt
+// ended.
+var errNoOutcome = errors.New("complete: outcome: is required (SUCCESS, FAILURE or SUSPEND)")
+
+// outcomeOf is the Outcome a completion gives.
+func outcomeOf(m *apiv1.CompleteRequest) (Outcome, error) {
 	out := Outcome{Lines: m.GetLogLines()}
 	switch m.GetOutcome() {
 	case apiv1.CompleteRequest_OUTCOME_SUCCESS:
@@ -158,11 +180,26 @@ func (s *Service) Complete(ctx context.Context, req *connect.Request[apiv1.Compl
 	case apiv1.CompleteRequest_OUTCOME_SUSPEND:
 		out.Suspend = true
 	default:
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("complete: outcome: is required (SUCCESS, FAILURE or SUSPEND)"))
+		return Outcome{}, errNoOutcome
 	}
-	stale, err := s.b.complete(team, m.GetTaskToken(), out)
-	if err != nil {
-		return nil, notFound(err)
+	return out, nil
+}
+
+// takeCarried takes an outcome a worker carried on its Poll, as Complete
+// takes one. One that Complete would refuse (no outcome, a task unknown to
+// the caller's team) is dropped and logged: the worker does not wait for
+// an answer, and the attempt ends as it would without an outcome.
+func (s *Service) takeCarried(team, workerID string, m *apiv1.CompleteRequest) {
+	out, err := outcomeOf(m)
+	if err == nil {
+		_, err = s.b.complete(team, m.GetTaskToken(), out)
 	}
-	return connect.NewResponse(&apiv1.CompleteResponse{Stale: stale}), nil
+	switch {
+	case errors.Is(err, ErrUnknownTask):
+		// Most often an outcome given again after a Poll that carried it
+		// failed on its way back: taken already.
+		s.b.cfg.Logger.Debug("an outcome carried on a poll names no task of the team; dropped", "team", team, "worker_id", workerID)
+	case err != nil:
+		s.b.cfg.Logger.Warn("an outcome carried on a poll is dropped", "team", team, "worker_id", workerID, "err", err)
+	}
 }

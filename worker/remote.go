@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -69,6 +70,86 @@ type remote struct {
 	// slots holds one token per task executing or asked for: Concurrency
 	// of them bound the tasks the worker holds.
 	slots chan struct{}
+	// carry: the gateway said, in its last Poll answer, that it takes the
+	// outcomes a Poll carries.
+	carry atomic.Bool
+	// done holds the outcomes waiting for a Poll to carry them (carried);
+	// kick wakes the flusher when one is added.
+	done carried
+	kick chan struct{}
+}
+
+// completeLinger is how long an outcome waits for a Poll to carry it
+// before it is sent in a Complete of its own. A busy worker's pollers
+// carry it sooner (a handler that returns frees its slot, which wakes a
+// poller); an idle worker's Polls wait for tasks, and its outcomes go
+// alone after this.
+const completeLinger = 25 * time.Millisecond
+
+// pending is an outcome waiting for a Poll.
+type pending struct {
+	req *apiv1.CompleteRequest
+	run string // the run id, for the logs
+	at  time.Time
+	// again: a Poll that carried it failed; the gateway may have taken
+	// it already, and then refuses it as an ended task's.
+	again bool
+}
+
+// carried is the outcomes waiting for a Poll to carry them. Once closed
+// (the worker stopping), it takes none: they are sent on their own.
+type carried struct {
+	mu     sync.Mutex
+	list   []pending
+	closed bool
+}
+
+// add keeps p for a Poll; false once closed.
+func (c *carried) add(p pending) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.list = append(c.list, p)
+	return true
+}
+
+// take removes and returns the outcomes added at or before upTo (all of
+// them for the zero time), oldest first.
+func (c *carried) take(upTo time.Time) []pending {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := len(c.list)
+	if !upTo.IsZero() {
+		i = 0
+		for i < len(c.list) && !c.list[i].at.After(upTo) {
+			i++
+		}
+	}
+	got := slices.Clone(c.list[:i])
+	c.list = slices.Delete(c.list, 0, i)
+	return got
+}
+
+// oldest is when the oldest outcome kept was added; zero when none is.
+func (c *carried) oldest() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.list) == 0 {
+		return time.Time{}
+	}
+	return c.list[0].at
+}
+
+// close takes every outcome left and adds none afterwards.
+func (c *carried) close() []pending {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	got := c.list
+	c.list = nil
+	return got
 }
 
 // maxPollers bounds the Polls a worker keeps in flight. A Poll asks for
@@ -92,7 +173,7 @@ func (w *Worker) startRemote(run *lifecycle.Run) error {
 		return err
 	}
 	w.mu.Lock()
-	rm := &remote{w: w, handlers: map[string]handler{}, slots: make(chan struct{}, c.Concurrency)}
+	rm := &remote{w: w, handlers: map[string]handler{}, slots: make(chan struct{}, c.Concurrency), kick: make(chan struct{}, 1)}
 	for name, h := range w.handlers {
 		rm.handlers[name] = h.(handler)
 		rm.names = append(rm.names, name)
@@ -103,6 +184,7 @@ func (w *Worker) startRemote(run *lifecycle.Run) error {
 	}
 	slices.Sort(rm.names)
 	rm.api = apiv1connect.NewWorkerServiceClient(hc, c.APIURL, connect.WithInterceptors(apiserver.BearerToken(c.Token)))
+	run.Go(rm.flushLoop)
 	for range min(c.Concurrency, maxPollers) {
 		run.Go(rm.pollLoop)
 	}
@@ -153,10 +235,27 @@ func (rm *remote) pollLoop(ctx context.Context) {
 		if n == 0 {
 			return
 		}
-		res, err := rm.api.Poll(ctx, connect.NewRequest(&apiv1.PollRequest{
+		// The outcomes waiting go with this Poll: the gateway takes them
+		// before it waits for tasks.
+		var out []pending
+		if rm.carry.Load() {
+			out = rm.done.take(time.Time{})
+		}
+		req := &apiv1.PollRequest{
 			WorkerId: c.ID, Version: c.Version, Handlers: rm.names, MaxTasks: uint32(n), Wait: durationpb.New(20 * time.Second), Pool: c.Pool, //nolint:gosec // n <= maxPollTasks
-		}))
+		}
+		for _, p := range out {
+			req.Completions = append(req.Completions, p.req)
+		}
+		res, err := rm.api.Poll(ctx, connect.NewRequest(req))
 		if err != nil {
+			// The gateway may have taken them or not: they are given
+			// again, and one it took already is dropped there as an
+			// ended task's.
+			for _, p := range out {
+				p.again = true
+				rm.finish(ctx, p)
+			}
 			rm.release(n)
 			if ctx.Err() == nil {
 				c.Logger.Warn("poll failed", "err", err, "retry_within", retry.Peek())
@@ -165,6 +264,7 @@ func (rm *remote) pollLoop(ctx context.Context) {
 			continue
 		}
 		retry.Reset()
+		rm.carry.Store(res.Msg.GetTakesCompletions())
 		got := res.Msg.GetTasks()
 		// A gateway gives max_tasks at most; one that gave more would
 		// have its extra tasks lost as worker_lost, never run twice.
@@ -192,8 +292,8 @@ func (rm *remote) execute(ctx context.Context, t *apiv1.WorkerTask, interval tim
 	c := rm.w.cfg
 	h, ok := rm.handlers[t.GetHandler()]
 	if !ok { // the gateway gives only the handlers polled for
-		rm.complete(ctx, t, &apiv1.CompleteRequest{Outcome: apiv1.CompleteRequest_OUTCOME_FAILURE, ErrorCode: target.CodeUnknownHandler,
-			ErrorMessage: "no handler named " + t.GetHandler()})
+		rm.finish(ctx, pending{run: t.GetRunId(), req: &apiv1.CompleteRequest{TaskToken: t.GetTaskToken(), Outcome: apiv1.CompleteRequest_OUTCOME_FAILURE,
+			ErrorCode: target.CodeUnknownHandler, ErrorMessage: "no handler named " + t.GetHandler()}})
 		return
 	}
 	// Stop lets the attempt finish and complete (a drain): the gateway
@@ -229,7 +329,7 @@ func (rm *remote) execute(ctx context.Context, t *apiv1.WorkerTask, interval tim
 		c.Logger.Info("attempt stopped", "run_id", t.GetRunId(), "reason", beats.reason())
 		return
 	}
-	req := &apiv1.CompleteRequest{Outcome: apiv1.CompleteRequest_OUTCOME_SUCCESS, LogLines: out.Lines()}
+	req := &apiv1.CompleteRequest{TaskToken: t.GetTaskToken(), Outcome: apiv1.CompleteRequest_OUTCOME_SUCCESS, LogLines: out.Lines()}
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrSuspended) && beats.suspended():
@@ -238,7 +338,56 @@ func (rm *remote) execute(ctx context.Context, t *apiv1.WorkerTask, interval tim
 		te := target.Classify(err, target.CodeHandler)
 		req.Outcome, req.ErrorCode, req.ErrorMessage, req.Retryable = apiv1.CompleteRequest_OUTCOME_FAILURE, te.Code, te.Message, te.Retryable
 	}
-	rm.complete(ctx, t, req)
+	rm.finish(ctx, pending{run: t.GetRunId(), req: req})
+}
+
+// finish gives an attempt's outcome: kept for the next Poll to carry when
+// the gateway takes outcomes on Polls (the flusher sends it alone if no
+// Poll has carried it within completeLinger), else, and once the worker
+// stops, in a Complete of its own.
+func (rm *remote) finish(ctx context.Context, p pending) {
+	p.at = time.Now()
+	if rm.carry.Load() && rm.done.add(p) {
+		select {
+		case rm.kick <- struct{}{}:
+		default:
+		}
+		return
+	}
+	rm.complete(ctx, p)
+}
+
+// flushLoop sends, each in a Complete of its own, the outcomes no Poll
+// carried within completeLinger, until ctx ends (Stop); then it sends
+// those left and closes the list, so that later outcomes are sent at once.
+func (rm *remote) flushLoop(ctx context.Context) {
+	var sends sync.WaitGroup
+	defer sends.Wait()
+	send := func(ps []pending) {
+		for _, p := range ps {
+			sends.Go(func() { rm.complete(ctx, p) })
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			send(rm.done.close())
+			return
+		case <-rm.kick:
+		}
+		// Wait until the oldest outcome has lingered, send those that
+		// have, and go on while any is left.
+		for {
+			next := rm.done.oldest()
+			if next.IsZero() {
+				break
+			}
+			if !backoff.Sleep(ctx, time.Until(next.Add(completeLinger))) {
+				break
+			}
+			send(rm.done.take(time.Now().Add(-completeLinger)))
+		}
+	}
 }
 
 // callRemote calls fn, turning a panic into a failure not retried.
@@ -251,21 +400,24 @@ func callRemote(ctx context.Context, fn Handler, r *Run) (err error) {
 	return fn(ctx, r)
 }
 
-// complete gives the outcome, trying again while the gateway is
-// unreachable, up to the time a lost worker is declared: past it the
-// attempt is redone elsewhere anyway.
-func (rm *remote) complete(ctx context.Context, t *apiv1.WorkerTask, req *apiv1.CompleteRequest) {
-	req.TaskToken = t.GetTaskToken()
+// complete gives the outcome in a Complete of its own, trying again while
+// the gateway is unreachable, up to the time a lost worker is declared:
+// past it the attempt is redone elsewhere anyway.
+func (rm *remote) complete(ctx context.Context, p pending) {
+	req := p.req
 	retry := backoff.New(100*time.Millisecond, 2*time.Second)
 	for i := 0; i < 10; i++ {
 		_, err := rm.api.Complete(context.WithoutCancel(ctx), connect.NewRequest(req))
 		if err == nil || connect.CodeOf(err) == connect.CodeNotFound || connect.CodeOf(err) == connect.CodeInvalidArgument {
-			if err != nil {
-				rm.w.cfg.Logger.Warn("outcome refused; the gateway no longer holds the task", "run_id", t.GetRunId(), "err", err)
+			switch {
+			case err != nil && p.again && connect.CodeOf(err) == connect.CodeNotFound:
+				rm.w.cfg.Logger.Debug("outcome already taken with the poll that carried it", "run_id", p.run)
+			case err != nil:
+				rm.w.cfg.Logger.Warn("outcome refused; the gateway no longer holds the task", "run_id", p.run, "err", err)
 			}
 			return
 		}
-		rm.w.cfg.Logger.Warn("outcome not delivered; trying again", "run_id", t.GetRunId(), "err", err)
+		rm.w.cfg.Logger.Warn("outcome not delivered; trying again", "run_id", p.run, "err", err)
 		retry.Wait(context.WithoutCancel(ctx))
 	}
 }

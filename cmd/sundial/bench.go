@@ -35,7 +35,8 @@ Examples, against the local stack:
   sundial bench steady --rate 1000 --noisy        # a CPU hog on one core beside the pipeline
   sundial bench steady --rate 1000 --api-watch    # the API streaming every run to a watch beside the pipeline
   sundial bench capacity                          # the highest rate with trigger p95 ≤ 1s, as a fraction of L
-  sundial bench chaos --rate 1000 --duration 10m   # kills processes and backends of the stack`,
+  sundial bench chaos --rate 1000 --duration 10m   # kills processes and backends of the stack
+  sundial bench workers --jobs 30000 --rate 500    # the stock runner, then SDK workers through the gateway`,
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			if cmd.Args().Len() > 0 {
 				return fmt.Errorf("bench: unknown scenario %q: want one of %s", cmd.Args().First(), strings.Join(bench.Scenarios, ", "))
@@ -51,6 +52,16 @@ Examples, against the local stack:
 		Usage:  "keep one core busy until stdin closes (the CPU hog of --noisy)",
 		Hidden: true,
 		Action: func(ctx context.Context, _ *cli.Command) error { return bench.RunHog(ctx, os.Stdin) },
+	}, &cli.Command{
+		Name:  "worker",
+		Usage: "a team's SDK worker serving the workers scenario's handler (its settings: --api-url, --api-token, ... or their SUNDIAL_* variables; --effect-url)",
+		// The worker's own settings (package worker's Flags) are parsed by
+		// bench.RunWorker, as a team's worker program parses them.
+		SkipFlagParsing: true,
+		Hidden:          true,
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			return bench.RunWorker(ctx, cmd.Args().Slice(), cmd.Root().ErrWriter)
+		},
 	})
 	return cmd
 }
@@ -93,6 +104,7 @@ var benchUsage = map[string]string{
 	"peer":     "the steady workload on Sundial, then on asynq over the same Redis",
 	"chaos":    "a steady load and DAGs while processes and backends are killed (a stack of its own)",
 	"capacity": "find the highest rate whose trigger p95 stays ≤ 1s, as a fraction of L",
+	"workers":  "a handler workload run by the stock runner, then by SDK worker processes through the worker gateway",
 }
 
 func benchScenarioCommand(scenario string) *cli.Command {
@@ -130,6 +142,7 @@ func benchScenarioCommand(scenario string) *cli.Command {
 					ChaosEvery: cmd.Duration("chaos-every"), ChaosProcessDown: cmd.Duration("chaos-process-down"), ChaosBackendDown: cmd.Duration("chaos-backend-down"),
 					ChaosBackends: cmd.StringSlice("chaos-backends"), ChaosSeed: uint64(cmd.Uint("chaos-seed")), StackScript: cmd.String("stack-script"),
 					AsynqDelayedCheck: cmd.Duration("asynq-delayed-check"), AsynqConcurrency: cmd.Int("asynq-concurrency"),
+					Workers: cmd.Int("workers"), WorkerSlots: cmd.Int("worker-slots"),
 					MaxRate: cmd.Float("max-rate"), CapacitySteps: cmd.Int("capacity-steps"), Noisy: cmd.Bool("noisy"), APIWatch: cmd.Bool("api-watch"),
 					Keep: cmd.Bool("keep"), ResultsDir: cmd.String("results-dir"),
 				},
@@ -207,6 +220,8 @@ func benchFlags() []cli.Flag {
 		&cli.StringFlag{Name: "stack-script", HideDefault: true, Usage: "chaos: the stack.sh of the stack whose backends are killed and restarted; the run refuses a stack it does not answer for (default deploy/local/stack.sh)", Sources: envVar("stack-script")},
 		&cli.DurationFlag{Name: "asynq-delayed-check", HideDefault: true, Usage: "peer: asynq's DelayedTaskCheckInterval (default asynq's 5s)", Sources: envVar("asynq-delayed-check")},
 		&cli.IntFlag{Name: "asynq-concurrency", HideDefault: true, Usage: "peer: asynq workers (default: runners × runner concurrency)", Sources: envVar("asynq-concurrency")},
+		&cli.IntFlag{Name: "workers", HideDefault: true, Usage: "workers: SDK worker processes of the second system (default 2)", Sources: envVar("workers")},
+		&cli.IntFlag{Name: "worker-slots", HideDefault: true, Usage: "workers: slots (Concurrency) of each SDK worker (default: the stock runners' workers shared among them)", Sources: envVar("worker-slots")},
 		&cli.FloatFlag{Name: "max-rate", HideDefault: true, Usage: "capacity: the highest rate a step offers (default L, measured in the run)", Sources: envVar("max-rate")},
 		&cli.IntFlag{Name: "capacity-steps", HideDefault: true, Usage: "capacity: the most steps of the search (default 10)", Sources: envVar("capacity-steps")},
 		&cli.BoolFlag{Name: "noisy", Usage: "run a CPU hog on one core beside the pipeline (a child process; the report names it)", Sources: envVar("noisy")},

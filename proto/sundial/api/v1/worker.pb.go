@@ -96,7 +96,14 @@ type PollRequest struct {
 	Wait *durationpb.Duration `protobuf:"bytes,5,opt,name=wait,proto3" json:"wait,omitempty"`
 	// The pool the worker serves: it receives only runs of jobs whose pool
 	// is this one. Empty is the pool "default".
-	Pool          string `protobuf:"bytes,6,opt,name=pool,proto3" json:"pool,omitempty"`
+	Pool string `protobuf:"bytes,6,opt,name=pool,proto3" json:"pool,omitempty"`
+	// Outcomes of tasks this worker finished, carried on its next Poll
+	// instead of a Complete of each (one round trip per task rather than
+	// two). The gateway takes them, as Complete would, before it waits for
+	// tasks; one it cannot take (an unknown or ended task, no outcome) is
+	// dropped, as Complete would refuse it. A worker sends them only to a
+	// gateway whose PollResponse said takes_completions.
+	Completions   []*CompleteRequest `protobuf:"bytes,7,rep,name=completions,proto3" json:"completions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -173,6 +180,13 @@ func (x *PollRequest) GetPool() string {
 	return ""
 }
 
+func (x *PollRequest) GetCompletions() []*CompleteRequest {
+	if x != nil {
+		return x.Completions
+	}
+	return nil
+}
+
 // PollResponse holds the tasks given to the worker.
 type PollResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -182,8 +196,11 @@ type PollResponse struct {
 	// heartbeats stop for a few intervals fails as "worker_lost" and is
 	// retried on another worker.
 	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,2,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The gateway takes PollRequest.completions: the worker may carry its
+	// outcomes on its Polls. A gateway that does not say so ignores them.
+	TakesCompletions bool `protobuf:"varint,3,opt,name=takes_completions,json=takesCompletions,proto3" json:"takes_completions,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PollResponse) Reset() {
@@ -228,6 +245,13 @@ func (x *PollResponse) GetHeartbeatInterval() *durationpb.Duration {
 		return x.HeartbeatInterval
 	}
 	return nil
+}
+
+func (x *PollResponse) GetTakesCompletions() bool {
+	if x != nil {
+		return x.TakesCompletions
+	}
+	return false
 }
 
 // WorkerTask is one attempt of a run given to a worker.
@@ -685,17 +709,19 @@ var File_sundial_api_v1_worker_proto protoreflect.FileDescriptor
 
 const file_sundial_api_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x1bsundial/api/v1/worker.proto\x12\x0esundial.api.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc0\x01\n" +
+	"\x1bsundial/api/v1/worker.proto\x12\x0esundial.api.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x83\x02\n" +
 	"\vPollRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
 	"\bhandlers\x18\x03 \x03(\tR\bhandlers\x12\x1b\n" +
 	"\tmax_tasks\x18\x04 \x01(\rR\bmaxTasks\x12-\n" +
 	"\x04wait\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12\x12\n" +
-	"\x04pool\x18\x06 \x01(\tR\x04pool\"\x8a\x01\n" +
+	"\x04pool\x18\x06 \x01(\tR\x04pool\x12A\n" +
+	"\vcompletions\x18\a \x03(\v2\x1f.sundial.api.v1.CompleteRequestR\vcompletions\"\xb7\x01\n" +
 	"\fPollResponse\x120\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x1a.sundial.api.v1.WorkerTaskR\x05tasks\x12H\n" +
-	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\xfc\x03\n" +
+	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12+\n" +
+	"\x11takes_completions\x18\x03 \x01(\bR\x10takesCompletions\"\xfc\x03\n" +
 	"\n" +
 	"WorkerTask\x12\x1d\n" +
 	"\n" +
@@ -779,23 +805,24 @@ var file_sundial_api_v1_worker_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
 }
 var file_sundial_api_v1_worker_proto_depIdxs = []int32{
-	8, // 0: sundial.api.v1.PollRequest.wait:type_name -> google.protobuf.Duration
-	3, // 1: sundial.api.v1.PollResponse.tasks:type_name -> sundial.api.v1.WorkerTask
-	8, // 2: sundial.api.v1.PollResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	9, // 3: sundial.api.v1.WorkerTask.deadline:type_name -> google.protobuf.Timestamp
-	9, // 4: sundial.api.v1.WorkerTask.due_time:type_name -> google.protobuf.Timestamp
-	0, // 5: sundial.api.v1.CompleteRequest.outcome:type_name -> sundial.api.v1.CompleteRequest.Outcome
-	1, // 6: sundial.api.v1.WorkerService.Poll:input_type -> sundial.api.v1.PollRequest
-	4, // 7: sundial.api.v1.WorkerService.Heartbeat:input_type -> sundial.api.v1.HeartbeatRequest
-	6, // 8: sundial.api.v1.WorkerService.Complete:input_type -> sundial.api.v1.CompleteRequest
-	2, // 9: sundial.api.v1.WorkerService.Poll:output_type -> sundial.api.v1.PollResponse
-	5, // 10: sundial.api.v1.WorkerService.Heartbeat:output_type -> sundial.api.v1.HeartbeatResponse
-	7, // 11: sundial.api.v1.WorkerService.Complete:output_type -> sundial.api.v1.CompleteResponse
-	9, // [9:12] is the sub-list for method output_type
-	6, // [6:9] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	8,  // 0: sundial.api.v1.PollRequest.wait:type_name -> google.protobuf.Duration
+	6,  // 1: sundial.api.v1.PollRequest.completions:type_name -> sundial.api.v1.CompleteRequest
+	3,  // 2: sundial.api.v1.PollResponse.tasks:type_name -> sundial.api.v1.WorkerTask
+	8,  // 3: sundial.api.v1.PollResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	9,  // 4: sundial.api.v1.WorkerTask.deadline:type_name -> google.protobuf.Timestamp
+	9,  // 5: sundial.api.v1.WorkerTask.due_time:type_name -> google.protobuf.Timestamp
+	0,  // 6: sundial.api.v1.CompleteRequest.outcome:type_name -> sundial.api.v1.CompleteRequest.Outcome
+	1,  // 7: sundial.api.v1.WorkerService.Poll:input_type -> sundial.api.v1.PollRequest
+	4,  // 8: sundial.api.v1.WorkerService.Heartbeat:input_type -> sundial.api.v1.HeartbeatRequest
+	6,  // 9: sundial.api.v1.WorkerService.Complete:input_type -> sundial.api.v1.CompleteRequest
+	2,  // 10: sundial.api.v1.WorkerService.Poll:output_type -> sundial.api.v1.PollResponse
+	5,  // 11: sundial.api.v1.WorkerService.Heartbeat:output_type -> sundial.api.v1.HeartbeatResponse
+	7,  // 12: sundial.api.v1.WorkerService.Complete:output_type -> sundial.api.v1.CompleteResponse
+	10, // [10:13] is the sub-list for method output_type
+	7,  // [7:10] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_sundial_api_v1_worker_proto_init() }
