@@ -185,7 +185,9 @@ func TestTestProviderSignIn(t *testing.T) {
 		t.Helper()
 		q := url.Values{"response_type": {"code"}, "client_id": {"sundial"}, "redirect_uri": {"https://ops.example/sundial/console/"},
 			"scope": {"openid"}, "state": {"s1"}, "nonce": {"n1"}, "code_challenge": {challenge}, "code_challenge_method": {"S256"}}
-		resp, err := noRedirect.Get(is.URL() + "/authorize?" + q.Encode())
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, is.URL()+"/authorize?"+q.Encode(), nil)
+		require.NoError(t, err)
+		resp, err := noRedirect.Do(req)
 		require.NoError(t, err)
 		defer func() { _ = resp.Body.Close() }()
 		require.Equal(t, http.StatusFound, resp.StatusCode)
@@ -196,8 +198,12 @@ func TestTestProviderSignIn(t *testing.T) {
 	}
 	exchange := func(code, verifier string) (int, map[string]any) {
 		t.Helper()
-		resp, err := is.Client().PostForm(is.URL()+"/token", url.Values{"grant_type": {"authorization_code"}, "code": {code},
-			"redirect_uri": {"https://ops.example/sundial/console/"}, "client_id": {"sundial"}, "code_verifier": {verifier}})
+		form := url.Values{"grant_type": {"authorization_code"}, "code": {code},
+			"redirect_uri": {"https://ops.example/sundial/console/"}, "client_id": {"sundial"}, "code_verifier": {verifier}}
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, is.URL()+"/token", strings.NewReader(form.Encode()))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := is.Client().Do(req)
 		require.NoError(t, err)
 		defer func() { _ = resp.Body.Close() }()
 		var body map[string]any
