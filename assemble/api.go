@@ -282,12 +282,26 @@ func controlServices(cfg APIConfig, b APIBackends, trail *audit.Trail, named fun
 // APIPublic are the handlers `sundial api` serves without a token: the
 // web console's files under console.Path, and a redirect to them from the
 // API's root. The console calls the API's services with the user's token,
-// as any client does.
+// as any client does. The console logs in with a pasted token only.
 func APIPublic() []apiserver.Handler {
-	h := console.Handler()
+	h, err := APIPublicWithSignIn(nil)
+	if err != nil {
+		// Without a sign-in there is nothing to refuse.
+		panic(err)
+	}
+	return h
+}
+
+// APIPublicWithSignIn is APIPublic whose console also offers "Sign in
+// with" the API's OpenID provider when signIn is set (console.SignIn).
+func APIPublicWithSignIn(signIn *console.SignIn) ([]apiserver.Handler, error) {
+	h, err := console.NewHandler(console.Config{SignIn: signIn})
+	if err != nil {
+		return nil, err
+	}
 	return []apiserver.Handler{
 		{Path: console.Path, Handler: h},
 		{Path: "GET " + strings.TrimSuffix(console.Path, "/"), Handler: h},
 		{Path: "GET /{$}", Handler: h},
-	}
+	}, nil
 }

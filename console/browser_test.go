@@ -117,6 +117,41 @@ func (b *browser) tab(t *testing.T, token string) context.Context {
 // reports.
 func (b *browser) login(t *testing.T, token string) (context.Context, *problems) {
 	t.Helper()
+	ctx, seen := b.newTab(t)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(b.base),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), token),
+		chromedp.Click(chromedp.ID("login")),
+	))
+	// The login ends in the console's header or in the refusal the page
+	// shows: waiting for the header alone waits for ever on a refusal.
+	outcome := waitLoginOutcome(t, ctx)
+	if outcome != "in" {
+		t.Fatalf("the console refused the login: %s", outcome)
+	}
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.ID("nav"))))
+	return ctx, seen
+}
+
+// waitLoginOutcome waits for loginOutcome to say something and returns it.
+// The tab may be between pages (a sign-in goes to the provider and back):
+// an evaluation that fails there is tried again.
+func waitLoginOutcome(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	var outcome string
+	require.Eventually(t, func() bool {
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](loginOutcome))
+		outcome = v
+		return err == nil && v != ""
+	}, 5*time.Minute, 100*time.Millisecond, "wait for the login's outcome")
+	return outcome
+}
+
+// newTab opens a tab, in the viewer's zone, with what it reports
+// collected; nothing is loaded in it yet.
+func (b *browser) newTab(t *testing.T) (context.Context, *problems) {
+	t.Helper()
 	ctx, cancel := chromedp.NewContext(b.ctx)
 	t.Cleanup(cancel)
 	seen := &problems{}
@@ -162,21 +197,6 @@ func (b *browser) login(t *testing.T, token string) (context.Context, *problems)
 	require.NoError(t, err)
 	_, err = chromedp.Call(ctx, emulation.SetFocusEmulationEnabled, emulation.SetFocusEmulationEnabledParams{Enabled: true})
 	require.NoError(t, err)
-	require.NoError(t, chromedp.Do(ctx,
-		chromedp.Navigate(b.base),
-		chromedp.WaitVisible(chromedp.ID("token")),
-		chromedp.SendKeys(chromedp.ID("token"), token),
-		chromedp.Click(chromedp.ID("login")),
-	))
-	// The login ends in the console's header or in the refusal the page
-	// shows: waiting for the header alone waits for ever on a refusal.
-	outcome, err := chromedp.Run(ctx, chromedp.Poll[string](loginOutcome,
-		chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(0)))
-	require.NoError(t, err, "wait for the login's outcome")
-	if outcome != "in" {
-		t.Fatalf("the console refused the login: %s", outcome)
-	}
-	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.ID("nav"))))
 	return ctx, seen
 }
 

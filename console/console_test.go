@@ -106,6 +106,7 @@ func TestAPIServesTheConsoleWithoutAToken(t *testing.T) {
 	}
 	assert.Equal(t, http.StatusOK, get("GET", "/console/").Code)
 	assert.Equal(t, http.StatusOK, get("GET", "/console/js/api.js").Code)
+	assert.Equal(t, http.StatusOK, get("GET", console.SignInPath).Code, "the sign-in document is as open as the page")
 	assert.Equal(t, http.StatusFound, get("GET", "/").Code)
 	assert.Equal(t, http.StatusUnauthorized, get("POST", "/sundial.api.v1.JobService/ListJobs").Code)
 	assert.Equal(t, http.StatusUnauthorized, get("GET", "/consolex").Code, "a path that merely starts alike stays closed")
@@ -128,4 +129,77 @@ func TestEveryModuleIsPreloaded(t *testing.T) {
 		assert.Contains(t, string(index), `<link rel="modulepreload" href="`+name+`">`, "index.html does not preload %s", name)
 		return nil
 	}))
+}
+
+// TestSignInDocument: with a sign-in, signin.json tells the page the
+// provider's endpoints and the console's client id (no secret: a public
+// client), and the policy lets the page reach the token endpoint's origin
+// alone; without one, the document is empty and the policy unchanged.
+func TestSignInDocument(t *testing.T) {
+	t.Parallel()
+	signIn := &console.SignIn{Issuer: "https://idp.example/realms/ops", AuthorizationEndpoint: "https://idp.example/realms/ops/auth",
+		TokenEndpoint: "https://tokens.idp.example:8443/realms/ops/token", ClientID: "sundial-console"}
+	cases := []struct {
+		name   string
+		signIn *console.SignIn
+		doc    string
+		policy string
+	}{
+		{"none", nil, `{}`, console.ContentSecurityPolicy},
+		{"configured", signIn,
+			`{"issuer":"https://idp.example/realms/ops","authorizationEndpoint":"https://idp.example/realms/ops/auth",` +
+				`"tokenEndpoint":"https://tokens.idp.example:8443/realms/ops/token","clientId":"sundial-console","scopes":["openid","profile","email"]}`,
+			console.ContentSecurityPolicy + "; connect-src 'self' https://tokens.idp.example:8443"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			h, err := console.NewHandler(console.Config{SignIn: c.signIn})
+			require.NoError(t, err)
+			for _, path := range []string{console.SignInPath, "/console/"} {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), "GET", path, nil))
+				assert.Equal(t, http.StatusOK, rec.Code, path)
+				assert.Equal(t, c.policy, rec.Header().Get("Content-Security-Policy"), path)
+				if path == console.SignInPath {
+					assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+					assert.JSONEq(t, c.doc, rec.Body.String())
+					assert.NotContains(t, strings.ToLower(rec.Body.String()), "secret")
+				}
+			}
+		})
+	}
+}
+
+func TestSignInValidate(t *testing.T) {
+	t.Parallel()
+	good := console.SignIn{Issuer: "https://idp.example", AuthorizationEndpoint: "https://idp.example/auth", TokenEndpoint: "https://idp.example/token", ClientID: "console"}
+	cases := []struct {
+		name   string
+		mutate func(*console.SignIn)
+		want   string
+	}{
+		{"valid", func(*console.SignIn) {}, ""},
+		{"no client id", func(s *console.SignIn) { s.ClientID = "" }, `client id "": required`},
+		{"spaces around the client id", func(s *console.SignIn) { s.ClientID = " console" }, `client id " console"`},
+		{"relative token endpoint", func(s *console.SignIn) { s.TokenEndpoint = "/token" }, `token endpoint "/token": want an absolute http(s) URL`},
+		{"no authorization endpoint", func(s *console.SignIn) { s.AuthorizationEndpoint = "" }, `authorization endpoint ""`},
+		{"a host that would break the policy", func(s *console.SignIn) { s.TokenEndpoint = "https://idp.example;script-src/" }, `token endpoint`},
+		{"an issuer of another scheme", func(s *console.SignIn) { s.Issuer = "ftp://idp.example" }, `issuer "ftp://idp.example"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := good
+			c.mutate(&s)
+			err := s.Validate()
+			if c.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, c.want)
+			_, err = console.NewHandler(console.Config{SignIn: &s})
+			require.ErrorContains(t, err, c.want, "NewHandler refuses it too")
+		})
+	}
 }

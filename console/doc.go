@@ -11,6 +11,10 @@
 //     user pasted, exactly as any client does. This package has no
 //     endpoint of its own, so the console can do nothing a token's holder
 //     cannot do with curl, and the server alone decides what a role may do.
+//     The one document it serves beside the files, SignInPath, is fixed at
+//     start (Config.SignIn): where a browser signs in with the API's OpenID
+//     provider, the same for everyone and with no secret (a public client
+//     with PKCE). The ID token the page gets is a bearer like any other.
 //   - The files are the same for everyone and hold no secret, so they are
 //     served without a token (apiserver.Config.Public); every API call they
 //     make still needs one.
@@ -18,7 +22,8 @@
 //     hand, with no framework, no build step and no package manager, so
 //     `go build` embeds what is committed and nothing can drift between a
 //     source and a built file.
-//   - Every answer carries ContentSecurityPolicy and
+//   - Every answer carries ContentSecurityPolicy (with a SignIn, plus
+//     connect-src for the token endpoint's origin alone: Config.Policy) and
 //     X-Content-Type-Options: nosniff. The files hold no inline script or
 //     style and call no eval, so the policy allows only the page's own
 //     files; TestFilesKeepThePolicy checks them.

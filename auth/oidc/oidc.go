@@ -73,9 +73,22 @@ func (c Config) Validate() error {
 
 // Verifier authenticates JWTs of one issuer. Safe for concurrent use.
 type Verifier struct {
-	cfg      Config
-	verifier *gooidc.IDTokenVerifier
-	client   *http.Client
+	cfg       Config
+	verifier  *gooidc.IDTokenVerifier
+	client    *http.Client
+	endpoints Endpoints
+}
+
+// Endpoints are where a browser signs in with the issuer, as its discovery
+// document names them: what a public client (the web console) needs to
+// run an authorization-code flow with PKCE. They hold no secret.
+type Endpoints struct {
+	// Issuer is the configured issuer URL.
+	Issuer string
+	// Authorization is the provider's authorization_endpoint.
+	Authorization string
+	// Token is the provider's token_endpoint.
+	Token string
 }
 
 // New fetches the issuer's discovery document and returns a Verifier.
@@ -96,8 +109,14 @@ func New(ctx context.Context, c Config) (*Verifier, error) {
 	}
 	keysCtx := gooidc.ClientContext(context.WithoutCancel(ctx), client)
 	v := provider.VerifierContext(keysCtx, &gooidc.Config{ClientID: c.Audience, Now: c.Now})
-	return &Verifier{cfg: c, verifier: v, client: client}, nil
+	ep := provider.Endpoint()
+	return &Verifier{cfg: c, verifier: v, client: client,
+		endpoints: Endpoints{Issuer: c.Issuer, Authorization: ep.AuthURL, Token: ep.TokenURL}}, nil
 }
+
+// Endpoints returns the issuer's sign-in endpoints, read from its
+// discovery document in New.
+func (v *Verifier) Endpoints() Endpoints { return v.endpoints }
 
 // Authenticate implements auth.Authenticator for a raw JWT.
 func (v *Verifier) Authenticate(ctx context.Context, bearer string) (auth.Principal, error) {

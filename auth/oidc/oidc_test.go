@@ -2,9 +2,11 @@ package oidc_test
 
 import (
 	"crypto/rsa"
+	"crypto/sha256"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -166,4 +168,67 @@ func TestKeyRotation(t *testing.T) {
 	_, err = v.Authenticate(t.Context(), sign(t, oldKey, oldKid, is.claims(nil)))
 	require.ErrorIs(t, err, auth.ErrUnauthenticated, "a token of the retired key")
 	assert.GreaterOrEqual(t, is.KeyFetches(), 2)
+}
+
+// TestTestProviderSignIn: the local provider's browser sign-in gives an
+// ID token the verifier accepts only to the code_verifier of the code's
+// challenge, and a code only once.
+func TestTestProviderSignIn(t *testing.T) {
+	t.Parallel()
+	is, _ := setup(t)
+	is.SetSignIn(&oidctest.SignIn{ClientID: "sundial", Claims: map[string]any{"sub": "bob", "sundial_team": "search", "sundial_role": "viewer"}})
+	noRedirect := *is.Client()
+	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	const verifier = "a-verifier-of-at-least-forty-three-characters-0123456789"
+	sum := sha256.Sum256([]byte(verifier))
+	authorize := func(challenge string) (code string) {
+		t.Helper()
+		q := url.Values{"response_type": {"code"}, "client_id": {"sundial"}, "redirect_uri": {"https://ops.example/sundial/console/"},
+			"scope": {"openid"}, "state": {"s1"}, "nonce": {"n1"}, "code_challenge": {challenge}, "code_challenge_method": {"S256"}}
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, is.URL()+"/authorize?"+q.Encode(), nil)
+		require.NoError(t, err)
+		resp, err := noRedirect.Do(req)
+		require.NoError(t, err)
+		defer func() { _ = resp.Body.Close() }()
+		require.Equal(t, http.StatusFound, resp.StatusCode)
+		back, err := url.Parse(resp.Header.Get("Location"))
+		require.NoError(t, err)
+		assert.Equal(t, "s1", back.Query().Get("state"))
+		return back.Query().Get("code")
+	}
+	exchange := func(code, verifier string) (int, map[string]any) {
+		t.Helper()
+		form := url.Values{"grant_type": {"authorization_code"}, "code": {code},
+			"redirect_uri": {"https://ops.example/sundial/console/"}, "client_id": {"sundial"}, "code_verifier": {verifier}}
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, is.URL()+"/token", strings.NewReader(form.Encode()))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := is.Client().Do(req)
+		require.NoError(t, err)
+		defer func() { _ = resp.Body.Close() }()
+		var body map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+		return resp.StatusCode, body
+	}
+
+	code := authorize(oidctest.B64(sum[:]))
+	status, body := exchange(code, "another-verifier-of-forty-three-characters-000000000")
+	assert.Equal(t, http.StatusBadRequest, status)
+	assert.Equal(t, "invalid_grant", body["error"])
+	status, _ = exchange(code, verifier)
+	assert.Equal(t, http.StatusBadRequest, status, "a code is exchanged once, even after a refusal")
+
+	code = authorize(oidctest.B64(sum[:]))
+	status, body = exchange(code, verifier)
+	require.Equal(t, http.StatusOK, status, "%v", body)
+	idToken, _ := body["id_token"].(string)
+	// The verifier's clock is fixed at 2030; the provider signs with the
+	// real one, so check the claims with a verifier of the real clock.
+	live, err := oidc.New(t.Context(), oidc.Config{Issuer: is.URL(), Audience: "sundial", HTTPClient: is.Client(), Now: time.Now})
+	require.NoError(t, err)
+	p, err := live.Authenticate(t.Context(), idToken)
+	require.NoError(t, err)
+	assert.Equal(t, auth.Principal{Subject: "oidc:" + is.URL() + "#bob", Team: "search", Role: auth.RoleViewer}, p)
+	assert.Equal(t, []string{"code_verifier: does not match the code_challenge", "code: unknown or already used"}, is.Refused())
+	assert.Equal(t, oidc.Endpoints{Issuer: is.URL(), Authorization: is.URL() + "/authorize", Token: is.URL() + "/token"}, live.Endpoints())
 }

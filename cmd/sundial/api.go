@@ -18,6 +18,7 @@ import (
 	"github.com/sundialhq/sundial/audit"
 	"github.com/sundialhq/sundial/auth"
 	"github.com/sundialhq/sundial/client"
+	"github.com/sundialhq/sundial/console"
 	"github.com/sundialhq/sundial/discovery"
 	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/gateway"
@@ -71,20 +72,22 @@ Example, against the local stack:
 // apiAuthenticator is the one place the API's Authenticator is chosen from
 // the flags: the static development tokens, when given, are tried first,
 // then the team token store and OIDC (auth.Chain).
-func apiAuthenticator(ctx context.Context, cmd *cli.Command, store auth.TokenStore, reg prometheus.Registerer) (apiserver.Authenticator, error) {
-	chain, err := newAuthenticator(ctx, cmd, store, reg)
+// It also returns the web console's sign-in with the OIDC issuer, nil when
+// --oidc-console-client-id is not set.
+func apiAuthenticator(ctx context.Context, cmd *cli.Command, store auth.TokenStore, reg prometheus.Registerer) (apiserver.Authenticator, *console.SignIn, error) {
+	chain, signIn, err := newAuthenticatorAndSignIn(ctx, cmd, store, reg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	specs := cmd.StringSlice("api-static-token")
 	if len(specs) == 0 {
-		return chain, nil
+		return chain, signIn, nil
 	}
 	static, err := apiserver.ParseStaticTokens(specs)
 	if err != nil {
-		return nil, fmt.Errorf("--api-static-token: %w", err)
+		return nil, nil, fmt.Errorf("--api-static-token: %w", err)
 	}
-	return staticThenChain{static: static, chain: chain}, nil
+	return staticThenChain{static: static, chain: chain}, signIn, nil
 }
 
 // staticThenChain accepts a development token given on the command line,
@@ -161,7 +164,7 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 
-	authn, err := apiAuthenticator(ctx, cmd, st, p.reg)
+	authn, signIn, err := apiAuthenticator(ctx, cmd, st, p.reg)
 	if err != nil {
 		return err
 	}
@@ -225,11 +228,15 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	public, err := assemble.APIPublicWithSignIn(signIn)
+	if err != nil {
+		return err
+	}
 	srv, err := apiserver.New(apiserver.Config{
 		Addr: cmd.String("listen"), Authenticator: authn, TracerProvider: p.tracerProvider(),
 		Services:      services,
 		Handlers:      handlers,
-		Public:        assemble.APIPublic(),
+		Public:        public,
 		ShutdownGrace: cmd.Duration("shutdown-grace"),
 		TLSCertFile:   cmd.String("tls-cert-file"), TLSKeyFile: cmd.String("tls-key-file"),
 		MaxRequestBytes: cmd.Int64("api-max-request-bytes"), BodyReadTimeout: cmd.Duration("api-body-read-timeout"),

@@ -18,6 +18,8 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/sundialhq/sundial/auth"
+	"github.com/sundialhq/sundial/auth/oidc/oidctest"
+	"github.com/sundialhq/sundial/console"
 	"github.com/sundialhq/sundial/internal/testenv"
 	"github.com/sundialhq/sundial/store/cassandra"
 )
@@ -163,10 +165,11 @@ func TestAuthFlags(t *testing.T) {
 	t.Parallel()
 	store := auth.NewMemoryStore()
 	noop := func(auth.Authenticator) {}
-	err := withAuthenticator(t, store, []string{"--oidc-audience", "sundial", "--oidc-admin-group", "admins"}, noop)
+	err := withAuthenticator(t, store, []string{"--oidc-audience", "sundial", "--oidc-admin-group", "admins", "--oidc-console-client-id", "console"}, noop)
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "--oidc-audience: set without --oidc-issuer")
 	assert.ErrorContains(t, err, "--oidc-admin-group: set without --oidc-issuer")
+	assert.ErrorContains(t, err, "--oidc-console-client-id: set without --oidc-issuer")
 
 	err = withAuthenticator(t, store, []string{"--oidc-issuer", "https://idp.example"}, noop)
 	assert.ErrorContains(t, err, "--oidc-audience: required with --oidc-issuer")
@@ -187,4 +190,29 @@ func TestAuthFlags(t *testing.T) {
 	_, err = a.Authenticate(t.Context(), "eyJhbGciOiJSUzI1NiJ9.e30.sig")
 	require.ErrorIs(t, err, auth.ErrUnauthenticated)
 	assert.ErrorContains(t, err, "no OIDC issuer is configured")
+}
+
+// TestConsoleSignInFlag: --oidc-console-client-id gives the console's
+// sign-in the endpoints of the issuer's discovery document; without it
+// there is none.
+func TestConsoleSignInFlag(t *testing.T) {
+	t.Parallel()
+	idp := oidctest.New(t)
+	signInOf := func(args ...string) *console.SignIn {
+		t.Helper()
+		var got *console.SignIn
+		cmd := &cli.Command{
+			Name: "server", Flags: authFlags(), Writer: &bytes.Buffer{}, ErrWriter: &bytes.Buffer{},
+			Action: func(ctx context.Context, cmd *cli.Command) error {
+				_, s, err := newAuthenticatorAndSignIn(ctx, cmd, auth.NewMemoryStore(), prometheus.NewRegistry())
+				got = s
+				return err
+			},
+		}
+		require.NoError(t, cmd.Run(t.Context(), append([]string{"server", "--oidc-issuer", idp.URL(), "--oidc-audience", "sundial-console"}, args...)))
+		return got
+	}
+	assert.Nil(t, signInOf(), "no client id, no sign-in")
+	assert.Equal(t, &console.SignIn{Issuer: idp.URL(), AuthorizationEndpoint: idp.URL() + "/authorize", TokenEndpoint: idp.URL() + "/token", ClientID: "sundial-console"},
+		signInOf("--oidc-console-client-id", "sundial-console"))
 }

@@ -5,6 +5,7 @@
 
 import {h, replace, errorBox} from './dom.js';
 import {login, savedToken, whoAmI, forget} from './session.js';
+import {signInConfig, providerName, startSignIn, returning, completeSignIn} from './signin.js';
 import {Refresher} from './refresh.js';
 import {overview} from './pages/overview.js';
 import {jobs, job} from './pages/jobs.js';
@@ -26,6 +27,8 @@ const refresher = new Refresher((at) => {
   refreshed.textContent = `updated ${at.toLocaleTimeString()}`;
 });
 let session = null;
+// signIn is the API's OpenID sign-in (signin.json), null when it offers none.
+let signIn = null;
 // leaving holds what the shown page must undo when it goes (its streams).
 const leaving = [];
 
@@ -102,11 +105,43 @@ function showLogin(message) {
   h('label', {for: 'token'}, 'API token (a Sundial token, a token of sundial dev, or an OpenID Connect token of the API\'s provider)'),
   input,
   h('button', {type: 'submit', class: 'primary', id: 'login'}, 'Log in'));
+  let provider = null;
+  if (signIn) {
+    const button = h('button', {type: 'button', class: 'primary', id: 'signin', onclick: async () => {
+      button.disabled = true;
+      replace(status, `Going to ${providerName(signIn)}…`);
+      try {
+        await startSignIn(signIn);
+      } catch (e) {
+        button.disabled = false;
+        replace(status, errorBox(e));
+      }
+    }}, `Sign in with ${providerName(signIn)}`);
+    provider = h('div', {class: 'signin'},
+      button,
+      h('p', {class: 'muted'}, 'Signs in with the API\'s OpenID provider (authorization code with PKCE); its ID token is kept in this tab only. Or paste a token below.'));
+  }
   replace(main, h('section', {class: 'login'},
     h('h1', {}, 'Log in to Sundial'),
+    provider,
     h('p', {}, 'Paste a token. It is kept in this tab only (sessionStorage) and sent to the API as a bearer token; log out to forget it.'),
     form, status));
   input.focus();
+}
+
+// finishSignIn completes the provider's redirect back: the ID token is
+// then logged in with exactly as a pasted one.
+async function finishSignIn() {
+  showLogin();
+  const status = main.querySelector('.login [aria-live]');
+  replace(status, 'Signing in…');
+  try {
+    const token = await completeSignIn(signIn);
+    session = await login(token);
+    start();
+  } catch (e) {
+    showLogin(e);
+  }
 }
 
 function start() {
@@ -136,6 +171,11 @@ function wireControls() {
 
 async function boot() {
   wireControls();
+  signIn = await signInConfig();
+  if (returning()) {
+    await finishSignIn();
+    return;
+  }
   const token = savedToken();
   if (!token) {
     showLogin();
