@@ -76,6 +76,9 @@ func RunWorker(ctx context.Context, args []string, logs io.Writer) error {
 	effectURL := fs.String("effect-url", "", "the counting downstream's URL, where each run's effect is applied")
 	load := worker.Flags(fs)
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil // the flag set printed its usage, as asked
+		}
 		return fmt.Errorf("bench worker: %w", err)
 	}
 	if *effectURL == "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v3"
@@ -60,7 +61,15 @@ Examples, against the local stack:
 		SkipFlagParsing: true,
 		Hidden:          true,
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			return bench.RunWorker(ctx, cmd.Args().Slice(), cmd.Root().ErrWriter)
+			args := cmd.Args().Slice()
+			if slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "--help" || a == "-help" }) {
+				// The command's help, then the worker's own flags.
+				if err := cli.ShowSubcommandHelp(cmd); err != nil {
+					return err
+				}
+				return bench.RunWorker(ctx, []string{"--help"}, cmd.Root().Writer)
+			}
+			return bench.RunWorker(ctx, args, cmd.Root().ErrWriter)
 		},
 	})
 	return cmd
