@@ -407,7 +407,7 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 	}
 	wl := workloadInfo(plan, from, to, regSecs)
 
-	run := &sundialRun{cfg: cfg, ns: ns, procs: procs, ds: ds, gen: gen, plan: plan, from: from, to: to}
+	run := &sundialRun{cfg: cfg, ns: ns, procs: procs, ds: ds, gen: gen, plan: plan, from: from, to: to, pl: pl}
 	inject, err := sc.inject(ctx, b, run)
 	if err != nil {
 		return sys, wl, err
@@ -543,11 +543,13 @@ func (b *Bench) window(ctx context.Context, cfg Config, sc scenario, run *sundia
 		defer watch.stop()
 	}
 	stopProfile := b.profile(ctx, from)
+	stopWork := b.countWork(ctx, run)
 	if !sleepUntil(ctx, to) {
 		stopProfile()
 		return ctx.Err()
 	}
 	stopProfile()
+	stopWork()
 	if watch != nil {
 		sys.Profiles, sys.CPU = watch.wait()
 		if b.CPUProfile != "" {
@@ -560,6 +562,28 @@ func (b *Bench) window(ctx context.Context, cfg Config, sc scenario, run *sundia
 		}
 	}
 	return nil
+}
+
+// countWork reads the pipeline's backend work at the start of the window;
+// the returned function reads it again at its end, into run.
+func (b *Bench) countWork(ctx context.Context, run *sundialRun) func() {
+	ws, ok := run.pl.(workSource)
+	if !ok || !sleepUntil(ctx, run.from) {
+		return func() {}
+	}
+	before, err := ws.Work(ctx)
+	if err != nil {
+		b.say("backend work: %v", err)
+		return func() {}
+	}
+	return func() {
+		after, err := ws.Work(ctx)
+		if err != nil {
+			b.say("backend work: %v", err)
+			return
+		}
+		run.workBefore, run.workAfter = before, after
+	}
 }
 
 // tally fills sys with what the run's recorder, downstream, memory
@@ -584,6 +608,9 @@ func tally(sys *System, run *sundialRun, rec *loadgen.Recorder, mem, runnerMem *
 	sys.Series = Series(rec.Samples(), from)
 	sys.hist = hist
 	sys.rates(plan, counts, rec.Starts(), from, to)
+	if run.workAfter != nil && counts.StartedDuringWindow > 0 {
+		sys.Work = workPerRun(run.workBefore, run.workAfter, float64(counts.StartedDuringWindow))
+	}
 	gc := gen.Counters()
 	if gc.RunRecordsCreateTime > 0 {
 		sys.Notes = append(sys.Notes, fmt.Sprintf("%d run records carried CreateTime instead of LogAppendTime", gc.RunRecordsCreateTime))

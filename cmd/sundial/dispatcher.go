@@ -71,7 +71,7 @@ func runDispatcher(ctx context.Context, cmd *cli.Command) error {
 		EventEncoding:     p.encoding,
 		Brokers:           cmd.StringSlice("kafka-brokers"),
 		KafkaOpts:         kopts,
-		GroupClientOpts:   []kgo.Opt{telemetry.KafkaMetrics(p.reg, "dispatcher")},
+		GroupClientOpts:   []kgo.Opt{p.kafkaMetrics("dispatcher")},
 		Topics:            topics.Names{Prefix: cmd.String("topic-prefix")},
 		GroupID:           cmd.String("group-id"),
 		InstanceID:        cmd.String("instance-id"),
@@ -98,6 +98,9 @@ func runDispatcher(ctx context.Context, cmd *cli.Command) error {
 	}
 
 	if err := checkKafka(ctx, kopts); err != nil {
+		return err
+	}
+	if err := p.instrumentCassandra(&storeCfg); err != nil {
 		return err
 	}
 	openCtx, cancel := context.WithTimeout(ctx, time.Minute)

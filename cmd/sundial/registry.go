@@ -10,7 +10,6 @@ import (
 
 	"github.com/sundialhq/sundial/audit"
 	"github.com/sundialhq/sundial/dagengine"
-	"github.com/sundialhq/sundial/internal/telemetry"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/jobspec"
 	"github.com/sundialhq/sundial/registry"
@@ -82,7 +81,7 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 		SharedTopic: cmd.Bool("jobs-shared-topic"), Audit: trail, TracerProvider: p.tracerProvider(), StatusEncoding: p.encoding,
 		Quotas:       b.store,
 		Concurrency:  cmd.Int("concurrency"),
-		KafkaOptions: withKafka(kopts, telemetry.KafkaMetrics(p.reg, "registry")),
+		KafkaOptions: withKafka(kopts, p.kafkaMetrics("registry")),
 		Registerer:   p.reg, Logger: p.logger,
 	})
 	if err != nil {
@@ -102,7 +101,7 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 	trg, err := trigger.New(trigger.Config{
 		Brokers: brokers, Topics: names, Group: cmd.String("trigger-group-id"), Store: b.store, Enqueuer: b.enq, Dags: dags,
 		MaxPayloadBytes: limits.MaxPayloadBytes, TracerProvider: p.tracerProvider(), EventEncoding: p.encoding,
-		KafkaOptions: withKafka(kopts, telemetry.KafkaMetrics(p.reg, "trigger")),
+		KafkaOptions: withKafka(kopts, p.kafkaMetrics("trigger")),
 		Registerer:   p.reg, Logger: p.named("trigger"),
 	})
 	if err != nil {
