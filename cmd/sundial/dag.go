@@ -93,7 +93,7 @@ func runDagEngine(ctx context.Context, cmd *cli.Command) error {
 		SessionTimeout: cmd.Duration("session-timeout"), GroupInstanceID: cmd.String("group-instance-id"), SharedTopic: cmd.Bool("jobs-shared-topic"),
 		KafkaOptions: kopts, EventEncoding: p.encoding, StatusEncoding: p.encoding,
 		ClientOptions: func(name string) []kgo.Opt {
-			return []kgo.Opt{p.kafkaMetrics("dagengine-"+name)}
+			return []kgo.Opt{p.kafkaMetrics("dagengine-" + name)}
 		},
 		Store: b.store, Enqueuer: b.enq, Producer: b.client, Shards: b.shards,
 		SweepInterval: cmd.Duration("sweep-interval"), RedriveAfter: cmd.Duration("redrive-after"),
