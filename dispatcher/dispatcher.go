@@ -117,7 +117,7 @@ func (d *Dispatcher) start(ctx context.Context, run *lifecycle.Run) error {
 	run.OnStop(feed.Stop)
 	// The writer of next occurrences stops after every owner has drained
 	// (leave, registered below, runs first) and before the feed.
-	d.next = startNextWriter(ctx, d.cfg.Store, d.cfg.FireTimeout, nextWriters)
+	d.next = startNextWriter(ctx, d.cfg.Store, d.cfg.FireTimeout, nextWriters, nextGather)
 	run.OnStop(d.next.Stop)
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(d.cfg.Brokers...),

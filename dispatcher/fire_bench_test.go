@@ -79,7 +79,7 @@ func BenchmarkFire(b *testing.B) {
 				payload = jobs["job"].Snapshot(time.Now()).Encode()
 			}
 			ctx, cancel := context.WithCancel(b.Context())
-			o.next = startNextWriter(ctx, nopPuts{}, time.Second, 1)
+			o.next = startNextWriter(ctx, nopPuts{}, time.Second, 1, 0)
 			due := store.Truncate(time.Now())
 			b.ResetTimer()
 			for i := range b.N {

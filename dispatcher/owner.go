@@ -115,7 +115,7 @@ func (o *owner) run(ctx context.Context) {
 	fireCtx, cancelFires := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelFires()
 	if o.next == nil { // an owner of its own, in tests
-		w := startNextWriter(ctx, o.store, o.cfg.FireTimeout, 1)
+		w := startNextWriter(ctx, o.store, o.cfg.FireTimeout, 1, 0)
 		defer w.Stop()
 		o.next = w
 	}
