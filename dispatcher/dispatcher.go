@@ -39,6 +39,7 @@ type Dispatcher struct {
 	cluster store.ClusterConfig
 	jobs    *jobCache   // job definitions read ahead, kept current by the jobs feed
 	next    *nextWriter // stores the owners' next occurrences (nextwriter.go)
+	firers  *firers     // runs the owners' firings (firers.go)
 
 	mu     sync.Mutex
 	owners map[int32]*owner
@@ -115,10 +116,13 @@ func (d *Dispatcher) start(ctx context.Context, run *lifecycle.Run) error {
 		return err
 	}
 	run.OnStop(feed.Stop)
-	// The writer of next occurrences stops after every owner has drained
-	// (leave, registered below, runs first) and before the feed.
+	// The writer of next occurrences and the firing goroutines stop after
+	// every owner has drained (leave, registered below, runs first) and
+	// before the feed.
 	d.next = startNextWriter(ctx, d.cfg.Store, d.cfg.FireTimeout, nextWriters, nextGather)
 	run.OnStop(d.next.Stop)
+	d.firers = newFirers(firerIdle)
+	run.OnStop(d.firers.Stop)
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(d.cfg.Brokers...),
 		kgo.ConsumerGroup(d.cfg.GroupID),
@@ -371,6 +375,7 @@ func (d *Dispatcher) assigned(ctx context.Context, cl *kgo.Client, assigned map[
 			store:   d.cfg.Store,
 			jobs:    d.jobs,
 			next:    d.next,
+			firers:  d.firers,
 			prod:    boundedProducer{cl},
 			topics:  d.cfg.Topics,
 			m:       d.m,
