@@ -30,7 +30,9 @@ type workSource interface {
 }
 
 // workPerRun divides the work done between before and after among runs,
-// by component (in name order), with the sum of all as "all" last.
+// by component (in name order), with the sum of all as "all" last. A
+// component whose counts went down was restarted in between (a killed
+// subprocess): its work is what it counted since.
 func workPerRun(before, after map[string]telemetry.Work, runs float64) []ComponentWork {
 	names := make([]string, 0, len(after))
 	for n := range after {
@@ -41,6 +43,9 @@ func workPerRun(before, after map[string]telemetry.Work, runs float64) []Compone
 	var all telemetry.Work
 	for _, n := range names {
 		d := after[n].Sub(before[n])
+		if negative(d) {
+			d = after[n]
+		}
 		all = all.Add(d)
 		out = append(out, ComponentWork{Component: n, Total: d, PerRun: d.Per(runs)})
 	}
@@ -114,4 +119,16 @@ func parseWorkSeries(r io.Reader) ([]telemetry.WorkSeries, error) {
 		out = append(out, s)
 	}
 	return out, sc.Err()
+}
+
+// negative says whether any count of w is below zero.
+func negative(w telemetry.Work) bool {
+	for _, v := range []int64{w.CassandraReads, w.CassandraWrites, w.CassandraLWT, w.CassandraBatches, w.CassandraBatchRows,
+		w.KafkaProduceRequests, w.KafkaRecords, w.KafkaBatches, w.KafkaFetchRequests, w.KafkaOtherRequests,
+		w.RedisRoundTrips, w.RedisCommands} {
+		if v < 0 {
+			return true
+		}
+	}
+	return false
 }

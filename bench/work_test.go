@@ -46,6 +46,14 @@ func TestWorkPerRun(t *testing.T) {
 	assert.InDelta(t, 1.0, got[1].PerRun.RedisRoundTrips, 1e-9)
 	assert.Equal(t, "all", got[2].Component)
 	assert.Equal(t, telemetry.Work{KafkaRecords: 400, RedisRoundTrips: 200}, got[2].Total)
+
+	// A subprocess killed and restarted in the window counts from its
+	// restart.
+	before = map[string]telemetry.Work{"dispatcher-0": {KafkaRecords: 1000, KafkaProduceRequests: 900}}
+	after = map[string]telemetry.Work{"dispatcher-0": {KafkaRecords: 300, KafkaProduceRequests: 950}}
+	got = workPerRun(before, after, 100)
+	require.Len(t, got, 1)
+	assert.Equal(t, telemetry.Work{KafkaRecords: 300, KafkaProduceRequests: 950}, got[0].Total)
 }
 
 // TestBackendWorkPerRun runs a small steady workload through the pipeline
