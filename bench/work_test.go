@@ -109,3 +109,15 @@ func TestBackendWorkPerRun(t *testing.T) {
 	assert.Positive(t, by["runner-0"].RedisRoundTrips, "lease calls")
 	assert.Positive(t, by["history-0"].CassandraBatchRows+by["history-0"].CassandraWrites, "history rows")
 }
+
+// TestSummaryShowsWork: the summary has a row per component of the work
+// per run.
+func TestSummaryShowsWork(t *testing.T) {
+	t.Parallel()
+	r := &Report{Scenario: "steady", Systems: []System{{Name: "sundial", Work: workPerRun(nil,
+		map[string]telemetry.Work{"dispatcher-0": {KafkaProduceRequests: 50, KafkaRecords: 200, CassandraBatches: 10, CassandraBatchRows: 100}}, 100)}}}
+	var md bytes.Buffer
+	require.NoError(t, r.writeMarkdown(&md))
+	assert.Contains(t, md.String(), "## Backend work per run (sundial)")
+	assert.Contains(t, md.String(), "| dispatcher-0 | 0.000 | 0.000 | 0.000 | 0.100 (1.00) | 0.500 (2.00) | 0.000 | 0.000 | 0.000 (0.00) |")
+}
