@@ -83,7 +83,7 @@ func writtenContentType(value string) (enc Encoding, messageType string, ok bool
 		return 0, "", false
 	}
 	for _, c := range messageType {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_') {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '.' && c != '_' {
 			return 0, "", false
 		}
 	}
