@@ -38,6 +38,7 @@ func TestOnRealStack(t *testing.T) {
 		{"TooLargeDag", testTooLargeDagIsInvalidArgument},
 		{"HealthAndMetrics", testHealthAndMetrics},
 		{"Operator", testOperator},
+		{"Bulk", testBulk},
 		{"Audit", testAudit},
 		{"Quotas", testQuotas},
 		{"OversizedSpecIsRefusedAtTheDoor", testOversizedSpecIsRefusedAtTheDoor},

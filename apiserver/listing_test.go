@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialhq/sundial/apiserver"
@@ -46,7 +47,7 @@ func TestListingIsBoundedPerRequest(t *testing.T) {
 		}
 	}
 	// The client connects lazily; listings never produce.
-	cl, err := client.New(client.Config{Brokers: []string{"127.0.0.1:1"}})
+	cl, err := client.New(client.Config{Kafka: []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}})
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)
 	jobs, err := apiserver.NewJobService(apiserver.JobServiceConfig{Store: st, Writer: cl, MaxScan: 7})

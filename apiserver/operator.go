@@ -18,6 +18,7 @@ import (
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/store"
 )
 
 // Operator carries out the operator actions (*operator.Operator).
@@ -48,6 +49,9 @@ type OperatorServiceConfig struct {
 	Operator Operator
 	// Jobs reads definitions, to find a job's owning team. Required.
 	Jobs JobReader
+	// Lister lists definitions, for BulkJobs' selection; without it
+	// BulkJobs answers Unimplemented.
+	Lister store.JobLister
 	// Logger; nil discards.
 	Logger *slog.Logger
 }

@@ -119,14 +119,14 @@ func newEnvWith(t *testing.T, o envOptions) *env {
 	require.NoError(t, err)
 
 	reg, err := registry.New(registry.Config{
-		Brokers: k.Brokers, Topics: names, Group: k.TopicPrefix + "registry", Store: st, Waker: waker,
+		Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Group: k.TopicPrefix + "registry", Store: st, Waker: waker,
 		SharedTopic: !enforced, Registerer: prometheus.NewRegistry(), Logger: logger,
 	})
 	require.NoError(t, err)
 	require.NoError(t, reg.Start(ctx))
 	t.Cleanup(reg.Stop)
 	engine, err := dagengine.New(dagengine.Config{
-		Brokers: k.Brokers, Topics: names, Group: k.TopicPrefix + "dagengine", DefinitionsGroup: k.TopicPrefix + "dagdefs", SharedTopic: !enforced,
+		Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Group: k.TopicPrefix + "dagengine", DefinitionsGroup: k.TopicPrefix + "dagdefs", SharedTopic: !enforced,
 		Store: st, Enqueuer: waker, Producer: producer, Shards: shards,
 		Registerer: prometheus.NewRegistry(), Logger: logger,
 	})
@@ -134,7 +134,7 @@ func newEnvWith(t *testing.T, o envOptions) *env {
 	require.NoError(t, engine.Start(ctx))
 	t.Cleanup(engine.Stop)
 
-	cl, err := client.New(client.Config{Brokers: k.Brokers, Topics: names, ByOwner: enforced, Logger: logger})
+	cl, err := client.New(client.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, ByOwner: enforced, Logger: logger})
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)
 	trail, err := audit.New(audit.Config{Store: st, Producer: producer, Topic: names.Audit()})
@@ -156,7 +156,7 @@ func newEnvWith(t *testing.T, o envOptions) *env {
 		Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Enqueuer: waker, Shards: shards,
 		Audit: operator.AuditTrail{Trail: trail}, Logger: logger,
 	})
-	ops, err := apiserver.NewOperatorService(apiserver.OperatorServiceConfig{Operator: op, Jobs: st, Logger: logger})
+	ops, err := apiserver.NewOperatorService(apiserver.OperatorServiceConfig{Operator: op, Jobs: st, Lister: st, Logger: logger})
 	require.NoError(t, err)
 	auditSvc, err := apiserver.NewAuditService(apiserver.AuditServiceConfig{Trail: trail, Jobs: st, Logger: logger})
 	require.NoError(t, err)

@@ -30,10 +30,10 @@ const WatchEventsPath = "/v1/watch/events"
 
 // WatchServiceConfig holds the watch service's dependencies.
 type WatchServiceConfig struct {
-	// KafkaOpts are the base client options: seed brokers, TLS, SASL
-	// (required). The watches' one shared reader opens its client with
-	// them.
-	KafkaOpts []kgo.Opt
+	// Kafka are the options of the watches' one shared reader: the seed
+	// brokers (kgo.SeedBrokers) and the connection's TLS and SASL, as
+	// connect.Kafka.Options builds them. Required.
+	Kafka []kgo.Opt
 	// Topic is topics.Names.Events (required).
 	Topic string
 	// Now stamps watching_since (required).
@@ -61,7 +61,7 @@ const (
 // Validate reports every missing dependency.
 func (c WatchServiceConfig) Validate() error {
 	var errs []error
-	if len(c.KafkaOpts) == 0 {
+	if len(c.Kafka) == 0 {
 		errs = append(errs, errors.New("watch service: kafka options: must name the seed brokers"))
 	}
 	if c.Topic == "" {
@@ -225,7 +225,7 @@ func passes(p auth.Principal, f *apiv1.WatchFilter, ev *sundialv1.RunEvent) bool
 // current end. The end offsets are listed before the client starts, so
 // nothing published after open returns is missed.
 func (w *WatchService) open(ctx context.Context) (*kgo.Client, error) {
-	admCl, err := kgo.NewClient(w.cfg.KafkaOpts...)
+	admCl, err := kgo.NewClient(w.cfg.Kafka...)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
@@ -238,7 +238,7 @@ func (w *WatchService) open(ctx context.Context) (*kgo.Client, error) {
 	for p, end := range ends {
 		start[p] = kgo.NewOffset().At(end)
 	}
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, w.cfg.KafkaOpts...),
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, w.cfg.Kafka...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{w.cfg.Topic: start}))...)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)

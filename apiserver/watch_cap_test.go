@@ -25,7 +25,7 @@ func TestWatchStreamsAreCappedPerCaller(t *testing.T) {
 	t.Parallel()
 	s := setupStack(t, 1, topics.Names.Events)
 	svc, err := apiserver.NewWatchService(apiserver.WatchServiceConfig{
-		KafkaOpts: []kgo.Opt{kgo.SeedBrokers(s.brokers...)}, Topic: s.names.Events(), Now: time.Now, Logger: s.logger,
+		Kafka: []kgo.Opt{kgo.SeedBrokers(s.brokers...)}, Topic: s.names.Events(), Now: time.Now, Logger: s.logger,
 		MaxStreamsPerCaller: 2, MaxStreams: 3,
 	})
 	require.NoError(t, err)

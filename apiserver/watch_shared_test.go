@@ -33,7 +33,7 @@ func TestWatchesShareOneKafkaClient(t *testing.T) {
 	s := setupStack(t, 1, topics.Names.Events)
 	counter := &clientCounter{}
 	svc, err := apiserver.NewWatchService(apiserver.WatchServiceConfig{
-		KafkaOpts: []kgo.Opt{kgo.SeedBrokers(s.brokers...), kgo.WithHooks(counter)}, Topic: s.names.Events(), Now: time.Now, Logger: s.logger})
+		Kafka: []kgo.Opt{kgo.SeedBrokers(s.brokers...), kgo.WithHooks(counter)}, Topic: s.names.Events(), Now: time.Now, Logger: s.logger})
 	require.NoError(t, err)
 	srv := serve(t, func(mux *http.ServeMux) { mux.Handle(apiv1connect.NewWatchServiceHandler(svc)) })
 	client := apiv1connect.NewWatchServiceClient(srv.Client(), srv.URL)

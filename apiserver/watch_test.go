@@ -37,7 +37,7 @@ func setupWatch(t *testing.T) watchFixture {
 	t.Helper()
 	s := setupStack(t, 1, topics.Names.Events)
 	svc, err := apiserver.NewWatchService(apiserver.WatchServiceConfig{
-		KafkaOpts: []kgo.Opt{kgo.SeedBrokers(s.brokers...)}, Topic: s.names.Events(), Now: time.Now, Logger: s.logger})
+		Kafka: []kgo.Opt{kgo.SeedBrokers(s.brokers...)}, Topic: s.names.Events(), Now: time.Now, Logger: s.logger})
 	require.NoError(t, err)
 	srv := serve(t, func(mux *http.ServeMux) {
 		mux.Handle(apiv1connect.NewWatchServiceHandler(svc))

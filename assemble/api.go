@@ -196,7 +196,7 @@ func runServices(cfg APIConfig, b APIBackends, named func(string) *slog.Logger) 
 		return nil, nil, err
 	}
 	watch, err := apiserver.NewWatchService(apiserver.WatchServiceConfig{
-		KafkaOpts: b.Kafka, Topic: names.Events(), Now: cfg.Now, Logger: named("api-watch"),
+		Kafka: b.Kafka, Topic: names.Events(), Now: cfg.Now, Logger: named("api-watch"),
 		MaxStreamsPerCaller: cfg.MaxWatchesPerCaller, MaxStreams: cfg.MaxWatches,
 	})
 	if err != nil {
@@ -253,7 +253,7 @@ func controlServices(cfg APIConfig, b APIBackends, trail *audit.Trail, named fun
 	}
 	opCfg.Due = b.Store
 	op := operator.New(opCfg)
-	ops, err := apiserver.NewOperatorService(apiserver.OperatorServiceConfig{Operator: op, Jobs: b.Store, Logger: named("api-operator")})
+	ops, err := apiserver.NewOperatorService(apiserver.OperatorServiceConfig{Operator: op, Jobs: b.Store, Lister: b.Store, Logger: named("api-operator")})
 	if err != nil {
 		return nil, err
 	}

@@ -182,7 +182,7 @@ func (p *InProcess) start(ctx context.Context, run *lifecycle.Run) error {
 		return fmt.Errorf("pipeline: %w", err)
 	}
 	// The benchmark's one writer produces to the shared sundial.jobs.
-	reg, err := registry.New(registry.Config{Brokers: c.Backends.Brokers, KafkaOptions: regKafka, Topics: names, Group: regG, Store: st, Waker: enq, SharedTopic: true,
+	reg, err := registry.New(registry.Config{Kafka: regKafka, Topics: names, Group: regG, Store: st, Waker: enq, SharedTopic: true,
 		Audit: trail, Quotas: st,
 		Concurrency: c.RegistryConcurrency,
 		Registerer:  prometheus.NewRegistry(), Logger: log.With("component", "registry")})
@@ -200,7 +200,7 @@ func (p *InProcess) start(ctx context.Context, run *lifecycle.Run) error {
 		if err != nil {
 			return err
 		}
-		d, err := dispatcher.New(dispatcher.Config{Brokers: c.Backends.Brokers, KafkaOpts: kafka, Store: dst, Topics: names, GroupID: dispG,
+		d, err := dispatcher.New(dispatcher.Config{Kafka: kafka, Store: dst, Topics: names, GroupID: dispG,
 			InstanceID: fmt.Sprintf("bench-dispatcher-%d", i), Registerer: prometheus.NewRegistry(),
 			Logger: log.With("component", "dispatcher", "i", i)})
 		if err != nil {

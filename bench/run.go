@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -378,13 +379,13 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 	if err != nil {
 		return sys, WorkloadInfo{}, err
 	}
-	cl, err := client.New(client.Config{Brokers: b.Backends.Brokers, Topics: ns.Names(), Logger: b.Logger})
+	cl, err := client.New(client.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(b.Backends.Brokers...)}, Topics: ns.Names(), Logger: b.Logger})
 	if err != nil {
 		return sys, WorkloadInfo{}, err
 	}
 	defer cl.Close()
 	rec := loadgen.NewRecorder(plan.ParseRunID, plan.Start, plan.Start.Add(plan.Duration))
-	gen, err := loadgen.New(loadgen.Config{Brokers: b.Backends.Brokers, Topics: ns.Names(), Plan: plan, Client: cl, Recorder: rec,
+	gen, err := loadgen.New(loadgen.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(b.Backends.Brokers...)}, Topics: ns.Names(), Plan: plan, Client: cl, Recorder: rec,
 		Progress: b.Progress, Logger: b.Logger})
 	if err != nil {
 		return sys, WorkloadInfo{}, err

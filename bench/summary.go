@@ -42,7 +42,19 @@ func spreadText(s Spread) string {
 	for i, v := range s.Samples {
 		vals[i] = fmt.Sprintf("%.0f", v)
 	}
-	return fmt.Sprintf("%s (spread %.0f%%)", strings.Join(vals, ", "), 100*s.Relative)
+	text := fmt.Sprintf("%s (spread %.0f%%)", strings.Join(vals, ", "), 100*s.Relative)
+	if len(s.Warmup) == 0 {
+		return text
+	}
+	warm := make([]string, len(s.Warmup))
+	for i, v := range s.Warmup {
+		warm[i] = fmt.Sprintf("%.0f", v)
+	}
+	state := "settled"
+	if !s.Settled {
+		state = "not settled"
+	}
+	return fmt.Sprintf("%s after a warm-up of %s (%s)", text, strings.Join(warm, ", "), state)
 }
 
 // summaryView is what the summary shows of a report.

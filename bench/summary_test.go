@@ -70,8 +70,9 @@ func goldenSteady() *Report {
 	r.Workload.RegisterSeconds = 41.25
 	r.Baselines.L, r.Baselines.LimitOf = 9000, "C (Cassandra writes)"
 	r.Baselines.KSpread = Spread{Samples: []float64{98000, 100000, 104000}, Relative: 0.06}
-	r.Baselines.RSpread = Spread{Samples: []float64{20000, 19000, 21000}, Relative: 0.1}
-	r.Baselines.CSpread = Spread{Samples: []float64{9000, 8100, 9900}, Relative: 0.2}
+	r.Baselines.RSpread = Spread{Samples: []float64{20000, 19000, 21000}, Relative: 0.1, Warmup: []float64{19000, 20000}, Settled: true}
+	r.Baselines.CSpread = Spread{Samples: []float64{9000, 8100, 9900}, Relative: 0.2,
+		Warmup: []float64{1300, 2000, 2400, 2600, 3300, 4900, 6000, 7500}}
 	s := r.Systems[0]
 	s.FractionOfL = 2100.0 / 9000
 	s.Dispatch = &Latency{P50Ms: 1.25, P95Ms: 3.5, P99Ms: 7}

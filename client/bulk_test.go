@@ -49,11 +49,11 @@ func TestApplyMany(t *testing.T) {
 	enq, err := enqueue.New(enqueue.Config{Store: st, Client: producer, Topics: names, Shards: shards})
 	require.NoError(t, err)
 	quiet := slog.New(slog.DiscardHandler)
-	reg, err := registry.New(registry.Config{Brokers: k.Brokers, Topics: names, Store: st, Waker: enq, Logger: quiet, SharedTopic: true})
+	reg, err := registry.New(registry.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Store: st, Waker: enq, Logger: quiet, SharedTopic: true})
 	require.NoError(t, err)
 	require.NoError(t, reg.Start(ctx))
 	defer reg.Stop()
-	c, err := client.New(client.Config{Brokers: k.Brokers, Topics: names, Logger: quiet})
+	c, err := client.New(client.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Logger: quiet})
 	require.NoError(t, err)
 	defer c.Close()
 

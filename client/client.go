@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,16 +24,16 @@ import (
 
 // Config configures a Client.
 type Config struct {
-	// Brokers are the Kafka seed brokers. Required.
-	Brokers []string
+	// Kafka are the options of every Kafka client of the client: the seed brokers
+	// (kgo.SeedBrokers) and the connection's TLS and SASL, as
+	// connect.Kafka.Options builds them from the command's flags. Required.
+	Kafka []kgo.Opt
 	// Topics names Sundial's topics (set Prefix when the installation uses
 	// one).
 	Topics topics.Names
 	// Limits are the registry's limits, for local validation. Default:
 	// jobspec.Limits' defaults.
 	Limits jobspec.Limits
-	// KafkaOptions are extra client options (TLS, SASL, client id).
-	KafkaOptions []kgo.Opt
 	// Team, if set, is the team the client produces definitions and
 	// deletes for: they go to its topic, sundial.jobs.<team>, which Kafka
 	// ACLs may reserve to it, and must name it as owner_team.
@@ -52,8 +53,8 @@ type Config struct {
 // Validate reports every bad field.
 func (c Config) Validate() error {
 	var errs []error
-	if len(c.Brokers) == 0 {
-		errs = append(errs, errors.New("client config: brokers: required"))
+	if len(c.Kafka) == 0 {
+		errs = append(errs, errors.New("client config: kafka: required (at least kgo.SeedBrokers)"))
 	}
 	if err := c.Limits.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("client config: %w", err))
@@ -139,7 +140,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	cfg.Logger = deps.Logger(cfg.Logger)
-	opts := append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.KafkaOptions...)
+	opts := slices.Clone(cfg.Kafka)
 	producer, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("client: kafka: %w", err)

@@ -81,7 +81,7 @@ func TestParseJSON(t *testing.T) {
 // made (the broker address is unreachable).
 func TestInvalidIsNotProduced(t *testing.T) {
 	t.Parallel()
-	c, err := client.New(client.Config{Brokers: []string{"127.0.0.1:1"}})
+	c, err := client.New(client.Config{Kafka: []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}})
 	require.NoError(t, err)
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
@@ -106,7 +106,7 @@ func TestInvalidIsNotProduced(t *testing.T) {
 	assert.Equal(t, "idempotency_key", ve.Errors[0].Field)
 
 	_, err = client.New(client.Config{})
-	assert.ErrorContains(t, err, "brokers: required")
+	assert.ErrorContains(t, err, "kafka: required")
 }
 
 // TestClientAgainstRegistry: apply, re-apply, reject, delete and trigger
@@ -137,16 +137,16 @@ func TestClientAgainstRegistry(t *testing.T) {
 	enq, err := enqueue.New(enqueue.Config{Store: st, Client: producer, Topics: names, Shards: shards})
 	require.NoError(t, err)
 	quiet := slog.New(slog.DiscardHandler)
-	reg, err := registry.New(registry.Config{Brokers: k.Brokers, Topics: names, Store: st, Waker: enq, Logger: quiet, SharedTopic: true})
+	reg, err := registry.New(registry.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Store: st, Waker: enq, Logger: quiet, SharedTopic: true})
 	require.NoError(t, err)
 	require.NoError(t, reg.Start(ctx))
 	defer reg.Stop()
-	trig, err := trigger.New(trigger.Config{Brokers: k.Brokers, Topics: names, Store: st, Enqueuer: enq, Logger: quiet})
+	trig, err := trigger.New(trigger.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Store: st, Enqueuer: enq, Logger: quiet})
 	require.NoError(t, err)
 	require.NoError(t, trig.Start(ctx))
 	defer trig.Stop()
 
-	c, err := client.New(client.Config{Brokers: k.Brokers, Topics: names, Logger: quiet})
+	c, err := client.New(client.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Logger: quiet})
 	require.NoError(t, err)
 	defer c.Close()
 

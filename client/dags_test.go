@@ -25,7 +25,7 @@ func TestDagRecordsAreFramedForTheEngine(t *testing.T) {
 		kfake.SeedTopics(4, names.TeamJobs("data"), names.TeamJobs("owner")))
 	require.NoError(t, err)
 	defer cluster.Close()
-	c, err := client.New(client.Config{Brokers: cluster.ListenAddrs(), Topics: names, ByOwner: true})
+	c, err := client.New(client.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()...)}, Topics: names, ByOwner: true})
 	require.NoError(t, err)
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)

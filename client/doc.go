@@ -4,7 +4,7 @@
 // topic sundial.jobs.<team> (Config.Team, or Config.ByOwner for a service
 // that writes for many teams), and reads the answers back:
 //
-//	c, err := client.New(client.Config{Brokers: []string{"127.0.0.1:9092"}, Team: "payments"})
+//	c, err := client.New(client.Config{Kafka: []kgo.Opt{kgo.SeedBrokers("127.0.0.1:9092")}, Team: "payments"})
 //	...
 //	defer c.Close()
 //	receipt, err := c.Apply(ctx, spec)           // validated locally first

@@ -9,13 +9,14 @@ import (
 
 	"github.com/sundialhq/sundial/client"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // A team defines a job on its own topic and waits for the registry's
 // answer. (Compiled, not run: it needs Kafka and a registry.)
 func ExampleClient_Apply() {
 	ctx := context.Background()
-	c, err := client.New(client.Config{Brokers: []string{"127.0.0.1:9092"}, Team: "payments"})
+	c, err := client.New(client.Config{Kafka: []kgo.Opt{kgo.SeedBrokers("127.0.0.1:9092")}, Team: "payments"})
 	if err != nil {
 		panic(err)
 	}

@@ -85,10 +85,7 @@ func (c *Client) WaitStatus(ctx context.Context, receipts ...Receipt) ([]*sundia
 // has when it starts (the status topic's partitions are fixed at setup).
 func (c *Client) Statuses(ctx context.Context, since time.Time) iter.Seq2[*sundialv1.JobStatus, error] {
 	return func(yield func(*sundialv1.JobStatus, error) bool) {
-		opts := append([]kgo.Opt{
-			kgo.SeedBrokers(c.cfg.Brokers...),
-			kgo.FetchMaxWait(200 * time.Millisecond),
-		}, c.cfg.KafkaOptions...)
+		opts := append([]kgo.Opt{kgo.FetchMaxWait(200 * time.Millisecond)}, c.cfg.Kafka...)
 		cl, err := kgo.NewClient(opts...)
 		if err != nil {
 			yield(nil, fmt.Errorf("statuses: kafka: %w", err))

@@ -35,7 +35,7 @@ func TestWaitStatusReadsAnAnswerWrittenWhileItFindsItsStart(t *testing.T) {
 			kfake.SeedTopics(topics.JobsPartitions, names.Jobs()),
 			kfake.SeedTopics(topics.JobsStatusPartitions, names.JobsStatus()),
 		})
-		c, err := client.New(client.Config{Brokers: race.Brokers(), Topics: names})
+		c, err := client.New(client.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(race.Brokers()...)}, Topics: names})
 		require.NoError(t, err)
 		defer c.Close()
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute) // a hang, not a timing
@@ -88,7 +88,7 @@ func TestWaitStatusSkipsAnUndecodableStatus(t *testing.T) {
 	defer cluster.Close()
 	brokers := cluster.ListenAddrs()
 
-	c, err := client.New(client.Config{Brokers: brokers, Topics: names})
+	c, err := client.New(client.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Topics: names})
 	require.NoError(t, err)
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)

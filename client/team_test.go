@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sundialhq/sundial/client"
 	"github.com/sundialhq/sundial/internal/topics"
@@ -13,10 +14,10 @@ import (
 func TestConfigTeam(t *testing.T) {
 	t.Parallel()
 	for _, bad := range []string{"status", "Team-A", "a.b"} {
-		err := client.Config{Brokers: []string{"127.0.0.1:1"}, Team: bad}.Validate()
+		err := client.Config{Kafka: []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, Team: bad}.Validate()
 		assert.ErrorContains(t, err, "team", bad)
 	}
-	require.NoError(t, client.Config{Brokers: []string{"127.0.0.1:1"}, Team: "team-a"}.Validate())
+	require.NoError(t, client.Config{Kafka: []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, Team: "team-a"}.Validate())
 }
 
 // TestTopicFor is where a definition or delete goes: the client's team,
@@ -38,7 +39,7 @@ func TestTopicFor(t *testing.T) {
 		{name: "shared", cfg: client.Config{}, team: "b", want: "p.sundial.jobs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.cfg.Brokers, tc.cfg.Topics = []string{"127.0.0.1:1"}, names
+			tc.cfg.Kafka, tc.cfg.Topics = []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, names
 			c, err := client.New(tc.cfg)
 			require.NoError(t, err)
 			defer c.Close()

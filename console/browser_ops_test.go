@@ -281,6 +281,10 @@ func TestConsoleOpsInABrowser(t *testing.T) {
 			chromedp.Click(chromedp.ID("bulk-confirm")),
 			chromedp.WaitVisible(chromedp.ID("bulk-done"))))
 		assert.Equal(t, len(want), paused())
+		// One call on the server (the dry run, then the action), not one per job.
+		calls := eval[[]string](t, tab, `performance.getEntriesByType('resource').map((e) => e.name.split('/').pop())
+			.filter((n) => ['BulkJobs', 'PauseJob'].includes(n))`)
+		assert.Equal(t, []string{"BulkJobs", "BulkJobs"}, calls, "the bulk pause's calls")
 		// And back: a bulk resume of the same search.
 		b.open(t, tab, "#/bulk?action=resume&text=dev.", "bulk")
 		eventually(t, tab, fmt.Sprintf(`document.getElementById('bulk-count') !== null && document.getElementById('bulk-count').dataset.count === '%d'`, len(want)),
@@ -325,13 +329,19 @@ func TestConsoleOpsInABrowser(t *testing.T) {
 			{"#/overview", "overview"}, {"#/jobs", "jobs"}, {"#/jobs/dev.hello-cron", "job"},
 			{"#/runs?team=dev", "runs"}, {"#/runs/" + url.PathEscape(runID), "run"},
 			{"#/dags", "dags"}, {"#/dags/dev.hello-dag", "dag"}, {"#/dagedit", "dagedit"},
-			{"#/bulk?text=dev.", "bulk"}, {"#/dlq", "dlq"}, {"#/cluster", "cluster"},
+			{"#/bulk?text=dev.", "bulk"}, {"#/dlq", "dlq"}, {"#/cluster", "cluster"}, {"#/edit/dev.hello-cron", "editor"},
 		}
 		if len(dagRuns.Msg.GetDagRuns()) > 0 {
 			pages = append(pages, struct{ fragment, id string }{"#/dagrun/" + url.PathEscape(dagRuns.Msg.GetDagRuns()[0].GetDagRunId()), "dagrun"})
 		}
 		for _, p := range pages {
 			b.open(t, tab, p.fragment, p.id)
+			switch p.id {
+			case "job": // the backfill's form, open
+				eval[bool](t, tab, `(() => { document.querySelector('#backfill-box summary').click(); return true; })()`)
+			case "editor": // the definition's YAML, open
+				eval[bool](t, tab, `(() => { document.querySelector('#e-yaml-box summary').click(); return true; })()`)
+			}
 			check(tab, p.fragment)
 		}
 

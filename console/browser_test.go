@@ -26,12 +26,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sundialhq/sundial/apiserver"
 	"github.com/sundialhq/sundial/console"
 	"github.com/sundialhq/sundial/embedded"
+	"github.com/sundialhq/sundial/jobspec"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
+	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
 // The fixed tokens of the browser tests, one per role.
@@ -162,10 +167,26 @@ func (b *browser) login(t *testing.T, token string) (context.Context, *problems)
 		chromedp.WaitVisible(chromedp.ID("token")),
 		chromedp.SendKeys(chromedp.ID("token"), token),
 		chromedp.Click(chromedp.ID("login")),
-		chromedp.WaitVisible(chromedp.ID("nav")),
 	))
+	// The login ends in the console's header or in the refusal the page
+	// shows: waiting for the header alone waits for ever on a refusal.
+	outcome, err := chromedp.Run(ctx, chromedp.Poll[string](loginOutcome,
+		chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(0)))
+	require.NoError(t, err, "wait for the login's outcome")
+	if outcome != "in" {
+		t.Fatalf("the console refused the login: %s", outcome)
+	}
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.ID("nav"))))
 	return ctx, seen
 }
+
+// loginOutcome is "in" once the console shows its header, the text of the
+// login's error once it shows one, and empty while the login is checked.
+const loginOutcome = `(() => {
+  if (!document.getElementById('nav').hidden) return 'in';
+  const e = document.querySelector('#main .login [role="alert"]');
+  return e ? e.textContent : '';
+})()`
 
 // open shows a page of the console and waits until it loaded its data.
 func (b *browser) open(t *testing.T, ctx context.Context, fragment, page string) {
@@ -352,6 +373,12 @@ func TestConsoleInABrowser(t *testing.T) {
 		require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.ID("auto-refresh"))))
 		b.open(t, tab, "#/runs/"+url.PathEscape(newest), "run")
 		eventually(t, tab, `document.getElementById('late') !== null && document.querySelectorAll('table').length > 0`, "the run's page shows no attempts")
+		// Why it was late, step by step: the history's times of the attempt.
+		steps := eval[[]string](t, tab, `(() => { const c = [...document.querySelectorAll('caption')].find((c) => c.textContent === 'Each attempt, step by step');
+			return c ? [...c.closest('table').querySelectorAll('tbody tr:first-child td')].map((td) => td.textContent) : []; })()`)
+		require.Len(t, steps, 8, "the run's page has no step-by-step table")
+		assert.NotEqual(t, "–", steps[2], "the attempt's dispatched time")
+		assert.NotEmpty(t, steps[7], "where the attempt lost the most time")
 		screenshot(t, tab, "run")
 	})
 
@@ -406,5 +433,116 @@ func TestConsoleInABrowser(t *testing.T) {
 		rows := eval[int](t, tab, `document.querySelectorAll('table')[0].querySelectorAll('tbody tr').length`)
 		assert.Equal(t, embedded.DefaultShards, rows)
 		screenshot(t, tab, "cluster")
+	})
+
+	t.Run("the editor writes a definition as YAML that sundial apply reads back the same", func(t *testing.T) {
+		tab := b.tab(t, adminToken)
+		specs := embedded.SampleJobs(p.EchoURL())
+		specs = append(specs, &sundialv1.JobSpec{
+			Id: "dev.yaml", OwnerTeam: "dev", Description: "quotes \"here\", a colon: there\nand a second line",
+			Labels:   map[string]string{"sundial.io/trigger-lag-objective": "p99 <= 2s over 7d", "on": "yes", "n": "42"},
+			Schedule: &sundialv1.Schedule{TimeZone: "Europe/Paris", Kind: &sundialv1.Schedule_Cron{Cron: &sundialv1.Cron{Expression: "0 0 9 * * MON-FRI"}}},
+			Target:   &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: "hello"}}},
+			Payload:  []byte(`{"a":1}`), Paused: true, ConcurrencyLimit: 2, OverlapPolicy: sundialv1.OverlapPolicy_OVERLAP_POLICY_QUEUE,
+			Retry: &sundialv1.RetryPolicy{MaxAttempts: 4, InitialBackoff: durationpb.New(1500 * time.Millisecond), Multiplier: 1.5,
+				NonRetryableErrors: []string{"http_400", "a: b"}},
+		})
+		for _, spec := range specs {
+			js, err := protojson.Marshal(spec)
+			require.NoError(t, err)
+			yaml := eval[string](t, tab, fmt.Sprintf(`import(new URL('js/yaml.js', location.href)).then((m) => m.toYAML(JSON.parse(%q)))`, js))
+			var got []*sundialv1.JobSpec
+			for s, err := range jobspec.DecodeFile(strings.NewReader(yaml)) {
+				require.NoError(t, err, "decode the YAML of %s:\n%s", spec.GetId(), yaml)
+				got = append(got, s)
+			}
+			require.Len(t, got, 1, "the YAML of %s:\n%s", spec.GetId(), yaml)
+			assert.True(t, proto.Equal(spec, got[0]), "%s read back differs:\n%s\nwant %v\ngot  %v", spec.GetId(), yaml, spec, got[0])
+		}
+		b.open(t, tab, "#/edit/dev.hello-cron", "editor")
+		waitFor(t, tab, "#e-yaml")
+		shown := eval[string](t, tab, `document.getElementById('e-yaml').textContent`)
+		assert.Contains(t, shown, "id: dev.hello-cron\n", "the editor's YAML")
+	})
+
+	t.Run("an operator backfills a job's past minute after a dry run", func(t *testing.T) {
+		tab := b.tab(t, operatorToken)
+		b.open(t, tab, "#/jobs/dev.hello-cron", "job")
+		waitFor(t, tab, "#backfill-box summary")
+		eval[bool](t, tab, `(() => { document.querySelector('#backfill-box summary').click(); return document.getElementById('backfill-box').open; })()`)
+		// A minute of a cron job every five seconds, long ago (in the
+		// viewer's zone: any zone has twelve such fires in a minute).
+		setValue(t, tab, "bf-from", "2026-01-01T10:00:00")
+		setValue(t, tab, "bf-to", "2026-01-01T10:01:00")
+		click(t, tab, "backfill-preview")
+		waitFor(t, tab, "#backfill-count")
+		count, err := chromedp.Run(tab, chromedp.Text(chromedp.ID("backfill-count")))
+		require.NoError(t, err)
+		assert.Contains(t, count, "12 occurrences to run")
+		assert.Equal(t, 12, eval[int](t, tab, `document.querySelectorAll('#backfill-result tbody tr').length`), "the occurrences listed")
+		click(t, tab, "backfill-run")
+		waitFor(t, tab, "#backfill-done")
+		done, err := chromedp.Run(tab, chromedp.Text(chromedp.ID("backfill-done")))
+		require.NoError(t, err)
+		assert.Contains(t, done, "Backfilled: 12 enqueued, 0 had already run; ended: 12 succeeded.")
+	})
+
+	t.Run("a job's trigger-lag objective: its budget and where late attempts lost their time", func(t *testing.T) {
+		tab := b.tab(t, viewerToken)
+		parses := []struct{ text, want string }{
+			{"p99 <= 2s over 7d", `{"percent":99,"lag":2,"window":604800,"text":"p99 ≤ 2s over 7d"}`},
+			{"p99.9<=250ms/1h", `{"percent":99.9,"lag":0.25,"window":3600,"text":"p99.9 ≤ 250ms over 1h"}`},
+			{"p100 <= 2s over 7d", `error: sundial.io/trigger-lag-objective "p100 <= 2s over 7d": the percentile 100 must be above 0 and below 100`},
+			{"p99 <= 0s over 7d", `error: sundial.io/trigger-lag-objective "p99 <= 0s over 7d": the lag "0s" must be a positive duration`},
+			{"p99 <= 2s over soon", `the window "soon" must be a positive duration`},
+			{"99% within 2s", `"99% within 2s": must read like "p99 <= 2s over 7d"`},
+		}
+		for _, c := range parses {
+			got := eval[string](t, tab, fmt.Sprintf(`import(new URL('js/objective.js', location.href)).then((m) => {
+				try { return JSON.stringify(m.parseObjective(%q)); } catch (e) { return 'error: ' + e.message; } })`, c.text))
+			assert.Contains(t, got, c.want, "parseObjective(%q)", c.text)
+		}
+
+		// Five attempts due in the last hour against "p50 <= 2s over 1h" at
+		// now = 10:00: one started on time, one waited for the dispatcher,
+		// one for the runners' consumer lag, one in the runner with its
+		// wait reason, one has waited 4 s, not yet dispatched; one due before
+		// the window is not counted.
+		attempts := `[
+			{runId: 'ok', dueTime: '2026-01-01T09:30:00Z', startTime: '2026-01-01T09:30:00.500Z'},
+			{runId: 'shard', dueTime: '2026-01-01T09:31:00Z', dispatchTime: '2026-01-01T09:31:09Z', receiveTime: '2026-01-01T09:31:09.100Z', startTime: '2026-01-01T09:31:09.200Z'},
+			{runId: 'consumer', dueTime: '2026-01-01T09:32:00Z', dispatchTime: '2026-01-01T09:32:00.100Z', receiveTime: '2026-01-01T09:32:07Z', startTime: '2026-01-01T09:32:07.100Z'},
+			{runId: 'pool', dueTime: '2026-01-01T09:33:00Z', attemptDueTime: '2026-01-01T09:33:00Z', dispatchTime: '2026-01-01T09:33:00.100Z', receiveTime: '2026-01-01T09:33:00.200Z', startTime: '2026-01-01T09:33:05Z', waitReason: 'pool_full'},
+			{runId: 'waiting', dueTime: '2026-01-01T09:59:56Z'},
+			{runId: 'old', dueTime: '2026-01-01T08:00:00Z', startTime: '2026-01-01T08:10:00Z'},
+		]`
+		got := eval[string](t, tab, fmt.Sprintf(`import(new URL('js/objective.js', location.href)).then((m) => {
+			const a = m.assess(m.parseObjective('p50 <= 2s over 1h'), %s, Date.parse('2026-01-01T10:00:00Z'));
+			return JSON.stringify({counted: a.counted, budget: a.budget, met: a.met, left: Math.round(a.left * 100) / 100, causes: a.causes,
+				late: a.late.map((l) => [l.attempt.runId, l.lag, l.cause.where, l.cause.waitReason])}); })`, attempts))
+		assert.JSONEq(t, `{"counted": 5, "budget": 2.5, "met": false, "left": -0.6,
+			"causes": {"dispatcher": 2, "consumer": 1, "runner": 1},
+			"late": [["shard", 9.2, "dispatcher", ""], ["consumer", 7.1, "consumer", ""], ["pool", 5, "runner", "pool_full"], ["waiting", 4, "dispatcher", ""]]}`, got)
+
+		// On the job's page: a job with an objective is measured against
+		// it; one without says how to set one.
+		admin := apiv1connect.NewJobServiceClient(http.DefaultClient, p.APIURL(), as(adminToken)...)
+		resp, err := admin.GetJob(tab, connect.NewRequest(&apiv1.GetJobRequest{Id: "dev.hello-cron"}))
+		require.NoError(t, err)
+		spec := resp.Msg.GetJob().GetSpec()
+		spec.Id = "dev.objective"
+		spec.Labels = map[string]string{"sundial.io/trigger-lag-objective": "p99 <= 1h over 1h"}
+		applied, err := admin.ApplyJob(tab, connect.NewRequest(&apiv1.ApplyJobRequest{Spec: spec}))
+		require.NoError(t, err)
+		require.True(t, applied.Msg.GetAccepted(), "apply dev.objective: %v", applied.Msg)
+		eventually(t, tab, `(async () => { location.hash = '#/jobs/dev.objective?x=' + Date.now();
+			await new Promise((r) => setTimeout(r, 1000));
+			const n = document.querySelector('#objective-tiles .tile:nth-child(2) .n');
+			return n !== null && Number(n.textContent) > 0; })()`, "dev.objective's objective counts no attempt")
+		state, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS(`#objective-state .n`)))
+		require.NoError(t, err)
+		assert.Equal(t, "met", state, "no attempt of a five-second job starts an hour late")
+		b.open(t, tab, "#/jobs/dev.flaky", "job")
+		assert.True(t, eval[bool](t, tab, `document.getElementById('no-objective') !== null`), "a job without an objective says how to set one")
 	})
 }

@@ -27,7 +27,7 @@ func TestConfigValidate(t *testing.T) {
 	st, err := memory.New(memory.Options{})
 	require.NoError(t, err)
 	valid := func() dagengine.Config {
-		return dagengine.Config{Brokers: []string{"localhost:9092"}, Store: st, Enqueuer: nopEnqueuer{}, Producer: nopProducer{}, Shards: 4}
+		return dagengine.Config{Kafka: []kgo.Opt{kgo.SeedBrokers("localhost:9092")}, Store: st, Enqueuer: nopEnqueuer{}, Producer: nopProducer{}, Shards: 4}
 	}
 	tests := []struct {
 		name   string
@@ -39,8 +39,8 @@ func TestConfigValidate(t *testing.T) {
 		{name: "session timeout too short", change: func(c *dagengine.Config) { c.SessionTimeout = 500 * time.Millisecond },
 			want: []string{"session timeout 500ms: at least 1s"}},
 		{name: "every bad field", change: func(c *dagengine.Config) {
-			c.Brokers, c.Shards, c.SweepInterval, c.SessionTimeout = nil, -1, time.Millisecond, time.Millisecond
-		}, want: []string{"brokers: required", "shards -1: must be positive", "sweep interval 1ms", "session timeout 1ms"}},
+			c.Kafka, c.Shards, c.SweepInterval, c.SessionTimeout = nil, -1, time.Millisecond, time.Millisecond
+		}, want: []string{"kafka: required", "shards -1: must be positive", "sweep interval 1ms", "session timeout 1ms"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

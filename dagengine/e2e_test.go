@@ -285,7 +285,7 @@ func (s *stack) dispatchAndRun(handlers map[string]target.Handler) *prometheus.R
 	require.NoError(t, err)
 	require.NoError(t, leases.Load(s.ctx))
 	group := s.names.Prefix + "e2e-"
-	disp, err := dispatcher.New(dispatcher.Config{Brokers: s.brokers, Store: s.store, Topics: s.names, GroupID: group + "dispatchers",
+	disp, err := dispatcher.New(dispatcher.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(s.brokers...)}, Store: s.store, Topics: s.names, GroupID: group + "dispatchers",
 		InstanceID: "e2e-dispatcher", Registerer: prometheus.NewRegistry(), Logger: testLogger(t)})
 	require.NoError(t, err)
 	metrics := prometheus.NewRegistry()

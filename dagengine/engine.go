@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,12 +35,11 @@ const (
 
 // Config configures an Engine.
 type Config struct {
-	// Brokers are the Kafka seed brokers. Required.
-	Brokers []string
-	// KafkaOptions are extra client options (TLS, SASL, client id) for the
-	// engine's consumers. The engine sets its own group, topic and commit
-	// options after them.
-	KafkaOptions []kgo.Opt
+	// Kafka are the options of every Kafka client of the engine: the seed brokers
+	// (kgo.SeedBrokers) and the connection's TLS and SASL, as
+	// connect.Kafka.Options builds them from the command's flags. Required. The engine sets
+	// its own group, topic and commit options after them.
+	Kafka []kgo.Opt
 	// ClientOptions, if set, returns further options for one of the
 	// engine's consumers by name ("events", "definitions"): per-client
 	// hooks such as metrics, which must not be shared between clients.
@@ -140,8 +140,8 @@ func (c Config) withDefaults() Config {
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	var errs []error
-	if len(c.Brokers) == 0 {
-		errs = append(errs, errors.New("dagengine config: brokers: required"))
+	if len(c.Kafka) == 0 {
+		errs = append(errs, errors.New("dagengine config: kafka: required (at least kgo.SeedBrokers)"))
 	}
 	if c.Store == nil {
 		errs = append(errs, errors.New("dagengine config: store: required"))
@@ -270,7 +270,7 @@ func (e *Engine) start(_ context.Context, run *lifecycle.Run) error {
 }
 
 func (e *Engine) client(name string, group []kgo.Opt) (*kgo.Client, error) {
-	opts := append([]kgo.Opt{kgo.SeedBrokers(e.cfg.Brokers...)}, e.cfg.KafkaOptions...)
+	opts := slices.Clone(e.cfg.Kafka)
 	if e.cfg.ClientOptions != nil {
 		opts = append(opts, e.cfg.ClientOptions(name)...)
 	}

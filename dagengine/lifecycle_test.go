@@ -20,7 +20,7 @@ func TestStartStopTwice(t *testing.T) {
 	t.Parallel()
 	s := setup(t)
 	e, err := dagengine.New(dagengine.Config{
-		Brokers: s.brokers, Topics: s.names, Group: "restart", DefinitionsGroup: "restart-definitions", SharedTopic: true,
+		Kafka: []kgo.Opt{kgo.SeedBrokers(s.brokers...)}, Topics: s.names, Group: "restart", DefinitionsGroup: "restart-definitions", SharedTopic: true,
 		Store: s.store, Enqueuer: s.enq, Producer: s.client, Shards: testShards,
 		SweepInterval: time.Second, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
 		Registerer: prometheus.NewRegistry(), Logger: testLogger(t),

@@ -152,7 +152,7 @@ func TestCatchUpAfterStoreOutage(t *testing.T) {
 		}
 
 		e, err := New(Config{
-			Brokers: []string{"unused:9092"}, Store: st, Enqueuer: nopEnqueuer{}, Producer: nopProducer{}, Shards: 4,
+			Kafka: []kgo.Opt{kgo.SeedBrokers("unused:9092")}, Store: st, Enqueuer: nopEnqueuer{}, Producer: nopProducer{}, Shards: 4,
 			Concurrency: concurrency, RetryMin: retryMin, RetryMax: retryMax,
 			Registerer: prometheus.NewRegistry(),
 		})

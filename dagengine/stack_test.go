@@ -87,7 +87,7 @@ func (s *stack) engine(group string, enq dagengine.Enqueuer) *instance {
 	}
 	reg := prometheus.NewRegistry()
 	e, err := dagengine.New(dagengine.Config{
-		Brokers: s.brokers, Topics: s.names,
+		Kafka: []kgo.Opt{kgo.SeedBrokers(s.brokers...)}, Topics: s.names,
 		Group: group, DefinitionsGroup: group + "-definitions", SharedTopic: true, // the tests produce to sundial.jobs
 		Store: s.store, Enqueuer: enq, Producer: s.client, Shards: testShards,
 		SweepInterval: time.Second, RedriveAfter: 2 * time.Second, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,

@@ -58,7 +58,7 @@ func (s *stack) loggedEngine(group string, enq dagengine.Enqueuer, log *lockedBu
 		enq = s.enq
 	}
 	e, err := dagengine.New(dagengine.Config{
-		Brokers: s.brokers, Topics: s.names,
+		Kafka: []kgo.Opt{kgo.SeedBrokers(s.brokers...)}, Topics: s.names,
 		Group: group, DefinitionsGroup: group + "-definitions",
 		Store: s.store, Enqueuer: enq, Producer: s.client, Shards: testShards,
 		SweepInterval: time.Second, RedriveAfter: 2 * time.Second, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,

@@ -187,7 +187,7 @@ func buildCatalog(t *testing.T) *catalog {
 	require.NoError(t, err)
 	brokers := []string{"127.0.0.1:1"}
 
-	_, err = dispatcher.New(dispatcher.Config{Brokers: brokers, Store: mem, Registerer: c})
+	_, err = dispatcher.New(dispatcher.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Store: mem, Registerer: c})
 	require.NoError(t, err, "dispatcher")
 	// The dispatcher's process reads sundial.executors.
 	_, err = discovery.NewDirectory(discovery.DirectoryConfig{Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Registerer: c})
@@ -216,9 +216,9 @@ func buildCatalog(t *testing.T) *catalog {
 	_, err = enqueue.New(enqueue.Config{Store: mem, Client: enqClient, Shards: 128, Registerer: c})
 	require.NoError(t, err, "enqueue")
 
-	_, err = registry.New(registry.Config{Brokers: brokers, Store: mem, Waker: nopEnqueuer{}, Registerer: c})
+	_, err = registry.New(registry.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Store: mem, Waker: nopEnqueuer{}, Registerer: c})
 	require.NoError(t, err, "registry")
-	_, err = trigger.New(trigger.Config{Brokers: brokers, Store: mem, Enqueuer: nopEnqueuer{}, Registerer: c})
+	_, err = trigger.New(trigger.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Store: mem, Enqueuer: nopEnqueuer{}, Registerer: c})
 	require.NoError(t, err, "trigger")
 
 	// Backend clients, instrumented as every process instruments them.
@@ -230,7 +230,7 @@ func buildCatalog(t *testing.T) *catalog {
 	require.NoError(t, err)
 	t.Cleanup(kc.Close)
 
-	_, err = dagengine.New(dagengine.Config{Brokers: brokers, Store: mem, Enqueuer: nopEnqueuer{}, Producer: kc, Shards: 128, Registerer: c})
+	_, err = dagengine.New(dagengine.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Store: mem, Enqueuer: nopEnqueuer{}, Producer: kc, Shards: 128, Registerer: c})
 	require.NoError(t, err, "dagengine")
 
 	// The API's worker gateway (sundial api --worker-gateway).

@@ -71,7 +71,7 @@ func TestSecureStackOwnership(t *testing.T) {
 	require.NoError(t, err)
 	group := "sundial-ownership-" + randomName(t)
 	reg, err := registry.New(registry.Config{
-		Brokers: []string{s.kafka}, KafkaOptions: login("sundial"), Topics: names,
+		Kafka: append([]kgo.Opt{kgo.SeedBrokers(s.kafka)}, login("sundial")...), Topics: names,
 		Group: group,
 		Store: st, Waker: enq, Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler),
 	})
@@ -96,7 +96,7 @@ func TestSecureStackOwnership(t *testing.T) {
 		require.ErrorContains(t, err, "TOPIC_AUTHORIZATION_FAILED")
 	}
 
-	c, err := client.New(client.Config{Brokers: []string{s.kafka}, KafkaOptions: login("team-a"), Team: "team-a"})
+	c, err := client.New(client.Config{Kafka: append([]kgo.Opt{kgo.SeedBrokers(s.kafka)}, login("team-a")...), Team: "team-a"})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	id := "own-" + randomName(t)

@@ -59,12 +59,13 @@ type Store interface {
 
 // Config configures a Dispatcher. Zero values mean the defaults above.
 type Config struct {
-	// Brokers are the Kafka seed brokers. Required.
-	Brokers []string
-	// KafkaOpts are appended to the dispatcher's own client options (TLS,
-	// SASL, client id). They must not set the group, topics, balancers,
-	// partition callbacks or commit behaviour.
-	KafkaOpts []kgo.Opt
+	// Kafka are the options of every Kafka client of the dispatcher: the
+	// seed brokers (kgo.SeedBrokers) and the connection's TLS and SASL, as
+	// connect.Kafka.Options builds them from the command's flags.
+	// Required. They must not set the group, topics, balancers, partition
+	// callbacks or commit behaviour, nor hooks that keep per-client state
+	// (GroupClientOpts).
+	Kafka []kgo.Opt
 	// GroupClientOpts are further options of the group's client alone
 	// (the one that consumes sundial.shards and produces the runs): hooks
 	// that keep per-client state, such as kprom's metrics, which must not
@@ -227,8 +228,8 @@ func (c Config) Validate() error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("dispatcher config: %s: %s", field, fmt.Sprintf(format, args...)))
 	}
-	if len(c.Brokers) == 0 {
-		bad("brokers", "at least one seed broker is required")
+	if len(c.Kafka) == 0 {
+		bad("kafka", "is required (at least kgo.SeedBrokers)")
 	}
 	if c.Store == nil {
 		bad("store", "required")

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sundialhq/sundial/store/memory"
 )
@@ -14,14 +15,14 @@ func TestConfigValidate(t *testing.T) {
 	t.Parallel()
 	st, err := memory.New(memory.Options{})
 	require.NoError(t, err)
-	valid := Config{Brokers: []string{"127.0.0.1:9092"}, Store: st}
+	valid := Config{Kafka: []kgo.Opt{kgo.SeedBrokers("127.0.0.1:9092")}, Store: st}
 	tests := []struct {
 		name string
 		edit func(*Config)
 		want []string
 	}{
 		{"defaults", func(*Config) {}, nil},
-		{"nothing", func(c *Config) { *c = Config{} }, []string{"brokers: at least one", "store: required"}},
+		{"nothing", func(c *Config) { *c = Config{} }, []string{"kafka: is required", "store: required"}},
 		{"every bad value at once", func(c *Config) {
 			c.Lookahead = time.Minute
 			c.CatchUpHorizon = time.Second
@@ -84,7 +85,7 @@ func TestStopBeforeStartAndTwice(t *testing.T) {
 	t.Parallel()
 	st, err := memory.New(memory.Options{})
 	require.NoError(t, err)
-	d, err := New(Config{Brokers: []string{"127.0.0.1:1"}, Store: st})
+	d, err := New(Config{Kafka: []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, Store: st})
 	require.NoError(t, err)
 	d.Stop()
 	d.Stop()

@@ -81,7 +81,7 @@ func TestDispatchEveryScheduleKind(t *testing.T) {
 	setup := time.Now()
 	s := newStack(t, shards)
 	net := &network{}
-	ds := []*Dispatcher{s.dispatcher("d1"), s.dispatcher("d2", func(c *Config) { c.KafkaOpts = []kgo.Opt{kgo.Dialer(net.dial)} }), s.dispatcher("d3")}
+	ds := []*Dispatcher{s.dispatcher("d1"), s.dispatcher("d2", func(c *Config) { c.Kafka = append(c.Kafka, kgo.Dialer(net.dial)) }), s.dispatcher("d3")}
 	s.waitOwned(ds...)
 	t.Logf("stack and dispatchers ready in %s", time.Since(setup).Round(time.Millisecond))
 	startEpochs := s.shardEpochs()
@@ -426,7 +426,7 @@ func TestCrashTakeover(t *testing.T) {
 	s := newStack(t, shards)
 	s.logLevel = slog.LevelDebug // the entries dropped around the take-over
 	net := &network{}
-	ds := []*Dispatcher{s.dispatcher("d1"), s.dispatcher("d2", func(c *Config) { c.KafkaOpts = []kgo.Opt{kgo.Dialer(net.dial)} }), s.dispatcher("d3")}
+	ds := []*Dispatcher{s.dispatcher("d1"), s.dispatcher("d2", func(c *Config) { c.Kafka = append(c.Kafka, kgo.Dialer(net.dial)) }), s.dispatcher("d3")}
 	s.waitOwned(ds...)
 
 	specs := everySecondJobs(shards, 5)
@@ -497,7 +497,7 @@ func TestStopDuringBrokerOutage(t *testing.T) {
 	const shards = 4
 	s := newStack(t, shards)
 	net := &network{}
-	d1 := s.dispatcher("cut", func(c *Config) { c.KafkaOpts = []kgo.Opt{kgo.Dialer(net.dial)} })
+	d1 := s.dispatcher("cut", func(c *Config) { c.Kafka = append(c.Kafka, kgo.Dialer(net.dial)) })
 	s.waitOwned(d1)
 	specs := everySecondJobs(shards, 3)
 	first := s.register(t.Context(), specs, time.Now)

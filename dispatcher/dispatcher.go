@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -97,7 +98,7 @@ func (d *Dispatcher) start(ctx context.Context, run *lifecycle.Run) error {
 	topic := d.cfg.Topics.Shards()
 	// The topic is checked, and what the group's callbacks use is set,
 	// before the group client exists: it joins the group at once.
-	shardsID, err := checkShardsTopic(ctx, append([]kgo.Opt{kgo.SeedBrokers(d.cfg.Brokers...)}, d.cfg.KafkaOpts...), topic, cluster.Shards)
+	shardsID, err := checkShardsTopic(ctx, slices.Clone(d.cfg.Kafka), topic, cluster.Shards)
 	if err != nil {
 		return err
 	}
@@ -110,7 +111,7 @@ func (d *Dispatcher) start(ctx context.Context, run *lifecycle.Run) error {
 	run.OnStop(func() { d.log.Info("dispatcher stopped") })
 	// The feed starts first and stops last: owners read the job cache it
 	// keeps current until they have drained.
-	feed, err := startJobFeed(append([]kgo.Opt{kgo.SeedBrokers(d.cfg.Brokers...)}, d.cfg.KafkaOpts...),
+	feed, err := startJobFeed(slices.Clone(d.cfg.Kafka),
 		d.cfg.Topics.JobsStatus(), d.jobs, d.cfg.Now, d.m, d.log)
 	if err != nil {
 		return err
@@ -124,7 +125,6 @@ func (d *Dispatcher) start(ctx context.Context, run *lifecycle.Run) error {
 	d.firers = newFirers(firerIdle)
 	run.OnStop(d.firers.Stop)
 	opts := append([]kgo.Opt{
-		kgo.SeedBrokers(d.cfg.Brokers...),
 		kgo.ConsumerGroup(d.cfg.GroupID),
 		kgo.ConsumeTopics(topic),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
@@ -157,7 +157,7 @@ func (d *Dispatcher) start(ctx context.Context, run *lifecycle.Run) error {
 		// with the firing's context instead (boundedProducer).
 		kgo.RecordDeliveryTimeout(d.cfg.FireTimeout),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-	}, d.cfg.KafkaOpts...)
+	}, d.cfg.Kafka...)
 	if d.cfg.GroupInstanceID != "" {
 		opts = append(opts, kgo.InstanceID(d.cfg.GroupInstanceID))
 	}

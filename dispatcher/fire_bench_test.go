@@ -62,7 +62,7 @@ func BenchmarkFire(b *testing.B) {
 		snapshot bool
 	}{{"job in its entry", true, true}, {"job in memory", true, false}, {"job read per firing", false, false}} {
 		b.Run(tc.name, func(b *testing.B) {
-			cfg := Config{Brokers: []string{"unused:9092"}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.withDefaults()
+			cfg := Config{Kafka: []kgo.Opt{kgo.SeedBrokers("unused:9092")}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.withDefaults()
 			m, err := newMetrics(prometheus.NewRegistry())
 			require.NoError(b, err)
 			r := slowReader{jobs: jobs, delay: time.Millisecond}
@@ -127,7 +127,7 @@ func BenchmarkFireOnGoroutines(b *testing.B) {
 		reused bool
 	}{{"new goroutine per firing", false}, {"firers", true}} {
 		b.Run(tc.name, func(b *testing.B) {
-			cfg := Config{Brokers: []string{"unused:9092"}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.withDefaults()
+			cfg := Config{Kafka: []kgo.Opt{kgo.SeedBrokers("unused:9092")}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.withDefaults()
 			m, err := newMetrics(prometheus.NewRegistry())
 			require.NoError(b, err)
 			r := slowReader{jobs: map[string]store.Job{"job": job}}

@@ -45,7 +45,7 @@ type jobFeed struct {
 }
 
 // startJobFeed starts following topic. Its client has opts (the seed brokers
-// and the dispatcher's KafkaOpts) and consumes no group. Stop ends it.
+// and the dispatcher's Config.Kafka) and consumes no group. Stop ends it.
 func startJobFeed(opts []kgo.Opt, topic string, cache *jobCache, now func() time.Time, m *metrics, log *slog.Logger) (*jobFeed, error) {
 	cl, err := kgo.NewClient(append(opts, kgo.FetchMaxWait(feedInterval))...)
 	if err != nil {

@@ -144,7 +144,7 @@ func (e *ownerEnv) start(mutate ...func(*Config)) {
 // startWith starts an owner of shard 0 producing to prod; setup, if set,
 // sees the owner before it starts.
 func (e *ownerEnv) startWith(prod producer, setup func(*owner), mutate ...func(*Config)) {
-	cfg := Config{Brokers: []string{"unused:9092"}, Store: e.st, InstanceID: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	cfg := Config{Kafka: []kgo.Opt{kgo.SeedBrokers("unused:9092")}, Store: e.st, InstanceID: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for _, m := range mutate {
 		m(&cfg)
 	}

@@ -268,7 +268,7 @@ func TestOwnerFiresFromPrefetchedJobs(t *testing.T) {
 
 // startWithJobs starts an owner of shard 0 of e with a job cache over r.
 func startWithJobs(e *ownerEnv, r jobReader) *jobCache {
-	cfg := Config{Brokers: []string{"unused:9092"}, Store: e.st, InstanceID: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	cfg := Config{Kafka: []kgo.Opt{kgo.SeedBrokers("unused:9092")}, Store: e.st, InstanceID: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	require.NoError(e.t, cfg.Validate())
 	cfg = cfg.withDefaults()
 	m, err := newMetrics(prometheus.NewRegistry())

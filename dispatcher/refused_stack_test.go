@@ -25,7 +25,7 @@ func TestOversizedRunIsDeadLetteredAndShardMovesOn(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, 1) // one shard: both jobs share it
 	d := s.dispatcher("d1", func(c *Config) {
-		c.KafkaOpts = []kgo.Opt{kgo.ProducerBatchMaxBytes(16 << 10)}
+		c.Kafka = append(c.Kafka, kgo.ProducerBatchMaxBytes(16<<10))
 		c.WatermarkInterval = 200 * time.Millisecond
 	})
 	s.waitOwned(d)

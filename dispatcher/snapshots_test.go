@@ -49,7 +49,7 @@ func (s *countingStore) ListBucket(ctx context.Context, bucket time.Time, shard 
 // The feed starts first; before the owner starts, past the clock skew,
 // register runs. The returned function stops both; it is idempotent.
 func startWithFeed(e *ownerEnv, st Store, register func()) (*jobCache, func()) {
-	cfg := Config{Brokers: []string{"unused:9092"}, Store: st, InstanceID: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	cfg := Config{Kafka: []kgo.Opt{kgo.SeedBrokers("unused:9092")}, Store: st, InstanceID: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	require.NoError(e.t, cfg.Validate())
 	cfg = cfg.withDefaults()
 	m, err := newMetrics(prometheus.NewRegistry())
@@ -232,7 +232,7 @@ func TestNextOccurrencesShareAWrite(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		gs := &gatedStore{entered: make(chan int), release: make(chan error)}
-		cfg := Config{Brokers: []string{"unused:9092"}, Store: gs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.withDefaults()
+		cfg := Config{Kafka: []kgo.Opt{kgo.SeedBrokers("unused:9092")}, Store: gs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.withDefaults()
 		o := &owner{cfg: cfg, store: gs, next: startNextWriter(t.Context(), gs, cfg.FireTimeout, 1, nextGather)}
 		defer o.next.Stop()
 

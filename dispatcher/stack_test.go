@@ -166,7 +166,7 @@ func (s *stack) dispatcher(name string, mutate ...func(*Config)) *Dispatcher {
 func (s *stack) newDispatcher(name string, mutate ...func(*Config)) *Dispatcher {
 	s.t.Helper()
 	cfg := Config{
-		Brokers:           s.kafka.Brokers,
+		Kafka:             []kgo.Opt{kgo.SeedBrokers(s.kafka.Brokers...)},
 		Store:             s.store,
 		Topics:            s.names,
 		GroupID:           s.names.Prefix + "dispatchers", // groups are not namespaced by topic

@@ -50,7 +50,7 @@ func TestNewGroupReadsAWakeupWrittenWhileItFindsItsStart(t *testing.T) {
 		require.NoError(t, err)
 		race.Arm(&kgo.Record{Topic: names.Shards(), Partition: int32(store.ShardOf("woken", shards)), Key: []byte("woken"), Value: value})
 
-		d, err := New(Config{Brokers: race.Brokers(), Store: st, Topics: names, InstanceID: "new-group",
+		d, err := New(Config{Kafka: []kgo.Opt{kgo.SeedBrokers(race.Brokers()...)}, Store: st, Topics: names, InstanceID: "new-group",
 			SessionTimeout: 6 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		require.NoError(t, err)
 		require.NoError(t, d.Start(ctx))

@@ -243,7 +243,7 @@ func (p *Pipeline) start(ctx context.Context, run *lifecycle.Run) error {
 	// per-team job index, the API reads it, and records its changes.
 	quotas := quota.NewMemory()
 	trail := audit.NewMemory()
-	reg, err := registry.New(registry.Config{Brokers: brokers, Topics: names, Store: st, Waker: enq, TopicRefresh: time.Second,
+	reg, err := registry.New(registry.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Topics: names, Store: st, Waker: enq, TopicRefresh: time.Second,
 		Quotas: quotas, Registerer: cfg.Registerer, Logger: log.With("component", "registry"), Now: cfg.Now})
 	if err != nil {
 		return err
@@ -251,20 +251,20 @@ func (p *Pipeline) start(ctx context.Context, run *lifecycle.Run) error {
 	// The DAG engine; its client also publishes its DagRunEvents, as in
 	// `sundial dag engine`. The trigger consumer starts the runs of DAGs
 	// that triggers name through it.
-	dag, err := dagengine.New(dagengine.Config{Brokers: brokers, Topics: names, Store: st, Enqueuer: enq, Producer: enqClient, TopicRefresh: time.Second,
+	dag, err := dagengine.New(dagengine.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Topics: names, Store: st, Enqueuer: enq, Producer: enqClient, TopicRefresh: time.Second,
 		Shards: cfg.Shards, SessionTimeout: 6 * time.Second,
 		Registerer: cfg.Registerer, Logger: log.With("component", "dagengine"), Now: cfg.Now})
 	if err != nil {
 		return err
 	}
-	trg, err := trigger.New(trigger.Config{Brokers: brokers, Topics: names, Store: st, Enqueuer: enq, Dags: dag.Runs(),
+	trg, err := trigger.New(trigger.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Topics: names, Store: st, Enqueuer: enq, Dags: dag.Runs(),
 		Registerer: cfg.Registerer, Logger: log.With("component", "trigger"), Now: cfg.Now})
 	if err != nil {
 		return err
 	}
 	// One dispatcher owns every shard; a short session timeout makes a
 	// restart of `sundial dev` pick them up at once.
-	dsp, err := dispatcher.New(dispatcher.Config{Brokers: brokers, Store: st, Topics: names,
+	dsp, err := dispatcher.New(dispatcher.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Store: st, Topics: names,
 		InstanceID: "dev", SessionTimeout: 6 * time.Second,
 		Registerer: cfg.Registerer, Logger: log.With("component", "dispatcher"), Now: cfg.Now})
 	if err != nil {
@@ -305,7 +305,7 @@ func (p *Pipeline) start(ctx context.Context, run *lifecycle.Run) error {
 		return err
 	}
 
-	cl, err := client.New(client.Config{Brokers: brokers, Topics: names, ByOwner: true, Logger: log.With("component", "client")})
+	cl, err := client.New(client.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Topics: names, ByOwner: true, Logger: log.With("component", "client")})
 	if err != nil {
 		return err
 	}

@@ -27,10 +27,10 @@ import (
 
 // Config configures a Generator.
 type Config struct {
-	// Brokers are the Kafka seed brokers. Required.
-	Brokers []string
-	// KafkaOptions are extra client options of the observer (TLS, SASL).
-	KafkaOptions []kgo.Opt
+	// Kafka are the options of every Kafka client of the observer: the seed brokers
+	// (kgo.SeedBrokers) and the connection's TLS and SASL, as
+	// connect.Kafka.Options builds them from the command's flags. Required.
+	Kafka []kgo.Opt
 	// Topics names the installation's topics.
 	Topics topics.Names
 	// Plan is the workload. Required.
@@ -56,8 +56,8 @@ type Config struct {
 // Validate reports every bad field.
 func (c Config) Validate() error {
 	var errs []error
-	if len(c.Brokers) == 0 {
-		errs = append(errs, errors.New("loadgen config: brokers: required"))
+	if len(c.Kafka) == 0 {
+		errs = append(errs, errors.New("loadgen config: kafka: required (at least kgo.SeedBrokers)"))
 	}
 	if c.Plan == nil {
 		errs = append(errs, errors.New("loadgen config: plan: required"))
@@ -127,7 +127,6 @@ func (g *Generator) startRun(ctx context.Context, run *lifecycle.Run) error {
 	g.start = g.cfg.Now()
 	since := g.start.Add(-time.Minute)
 	opts := append([]kgo.Opt{
-		kgo.SeedBrokers(g.cfg.Brokers...),
 		// Only for a reset after an offset out of range: the start
 		// offsets are set below.
 		kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(since.UnixMilli())),
@@ -138,7 +137,7 @@ func (g *Generator) startRun(ctx context.Context, run *lifecycle.Run) error {
 		kgo.FetchMaxWait(100 * time.Millisecond),
 		kgo.FetchMinBytes(64 << 10),
 		kgo.FetchMaxBytes(64 << 20),
-	}, g.cfg.KafkaOptions...)
+	}, g.cfg.Kafka...)
 	obs, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("observer: %w", err)

@@ -36,12 +36,12 @@ func TestObserverReadsARunWrittenWhileItFindsItsStart(t *testing.T) {
 		race.Arm(&kgo.Record{Topic: names.AllRuns()[1], Partition: 0, Value: value,
 			Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderContentType, Value: []byte(sundialv1.ContentTypeProtobuf)}}})
 
-		c, err := client.New(client.Config{Brokers: race.Brokers(), Topics: names})
+		c, err := client.New(client.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(race.Brokers()...)}, Topics: names})
 		require.NoError(t, err)
 		defer c.Close()
 		plan, err := NewPlan(Workload{Prefix: "lg", Jobs: 1, Rate: 1, Duration: time.Minute, Mix: Mix{Interval: 1}, Target: Target{Handler: "noop"}})
 		require.NoError(t, err)
-		g, err := New(Config{Brokers: race.Brokers(), Topics: names, Plan: plan, Client: c,
+		g, err := New(Config{Kafka: []kgo.Opt{kgo.SeedBrokers(race.Brokers()...)}, Topics: names, Plan: plan, Client: c,
 			Recorder: NewRecorder(plan.ParseRunID, time.Now(), time.Now().Add(time.Minute)),
 			Logger:   slog.New(slog.NewTextHandler(io.Discard, nil))})
 		require.NoError(t, err)
@@ -84,14 +84,14 @@ func TestObserverSkipsDagRunEvents(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 
-	c, err := client.New(client.Config{Brokers: brokers, Topics: names})
+	c, err := client.New(client.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Topics: names})
 	require.NoError(t, err)
 	defer c.Close()
 	plan, err := NewPlan(Workload{Prefix: "lg", Jobs: 1, Rate: 1, Duration: time.Minute, Mix: Mix{Interval: 1}, Target: Target{Handler: "noop"}})
 	require.NoError(t, err)
 	rec := NewRecorder(plan.ParseRunID, time.Now(), time.Now().Add(time.Minute))
 	var warnings atomic.Int64
-	g, err := New(Config{Brokers: brokers, Topics: names, Plan: plan, Client: c, Recorder: rec,
+	g, err := New(Config{Kafka: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Topics: names, Plan: plan, Client: c, Recorder: rec,
 		Logger: slog.New(countingHandler{warnings: &warnings})})
 	require.NoError(t, err)
 	require.NoError(t, g.Start(ctx))

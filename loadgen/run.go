@@ -19,10 +19,10 @@ import (
 // Options configure a standalone run of the load generator against a
 // pipeline that is already running (`sundial loadgen`).
 type Options struct {
-	// Brokers are the Kafka seed brokers. Required.
-	Brokers []string
-	// KafkaOptions are extra options of every Kafka client (TLS, SASL).
-	KafkaOptions []kgo.Opt
+	// Kafka are the options of every Kafka client of the load: the seed brokers
+	// (kgo.SeedBrokers) and the connection's TLS and SASL, as
+	// connect.Kafka.Options builds them from the command's flags. Required.
+	Kafka []kgo.Opt
 	// Topics names the installation's topics.
 	Topics topics.Names
 	// Workload to define. Its Target may be left empty: the run then
@@ -67,8 +67,8 @@ type Summary struct {
 // Run defines the workload through the Go client, measures the window and
 // the drain after it, and returns the summary.
 func Run(ctx context.Context, o Options) (*Summary, error) {
-	if len(o.Brokers) == 0 {
-		return nil, errors.New("loadgen: brokers: required")
+	if len(o.Kafka) == 0 {
+		return nil, errors.New("loadgen: kafka: required (at least kgo.SeedBrokers)")
 	}
 	if o.Lead == 0 {
 		o.Lead = 30 * time.Second
@@ -108,16 +108,16 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	sum.Plan = plan
 	// The jobs go to their team's topic, the only definitions a registry
 	// reads by default; it is created if missing.
-	if _, err := topics.EnsureAt(ctx, o.Brokers, []topics.Spec{o.Topics.TeamJobsSpec(plan.Team)}, -1, o.KafkaOptions...); err != nil {
+	if _, err := topics.EnsureWith(ctx, o.Kafka, []topics.Spec{o.Topics.TeamJobsSpec(plan.Team)}, -1); err != nil {
 		return nil, fmt.Errorf("create the team's topic: %w", err)
 	}
-	cl, err := client.New(client.Config{Brokers: o.Brokers, KafkaOptions: o.KafkaOptions, Topics: o.Topics, ByOwner: true, Logger: o.Logger})
+	cl, err := client.New(client.Config{Kafka: o.Kafka, Topics: o.Topics, ByOwner: true, Logger: o.Logger})
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
 	rec := NewRecorder(plan.ParseRunID, plan.Start, plan.Start.Add(plan.Duration))
-	gen, err := New(Config{Brokers: o.Brokers, KafkaOptions: o.KafkaOptions, Topics: o.Topics, Plan: plan, Client: cl, Recorder: rec, Progress: o.Progress, Logger: o.Logger})
+	gen, err := New(Config{Kafka: o.Kafka, Topics: o.Topics, Plan: plan, Client: cl, Recorder: rec, Progress: o.Progress, Logger: o.Logger})
 	if err != nil {
 		return nil, err
 	}

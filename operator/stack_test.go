@@ -81,13 +81,13 @@ func newPipeline(t *testing.T) *pipeline {
 	runnerPrefix := r.KeyPrefix + "runner:"
 	steps := &stepper{gate: make(chan struct{}), reached: make(chan struct{})}
 
-	reg, err := registry.New(registry.Config{Brokers: k.Brokers, Topics: names, Group: k.TopicPrefix + "registry", Store: st, Waker: enq, SharedTopic: true, // the client produces to sundial.jobs
+	reg, err := registry.New(registry.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Group: k.TopicPrefix + "registry", Store: st, Waker: enq, SharedTopic: true, // the client produces to sundial.jobs
 		Registerer: prometheus.NewRegistry(), Logger: log.With("component", "registry")})
 	require.NoError(t, err)
-	trg, err := trigger.New(trigger.Config{Brokers: k.Brokers, Topics: names, Group: k.TopicPrefix + "trigger", Store: st, Enqueuer: enq,
+	trg, err := trigger.New(trigger.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Group: k.TopicPrefix + "trigger", Store: st, Enqueuer: enq,
 		Registerer: prometheus.NewRegistry(), Logger: log.With("component", "trigger")})
 	require.NoError(t, err)
-	disp, err := dispatcher.New(dispatcher.Config{Brokers: k.Brokers, Store: st, Topics: names, GroupID: k.TopicPrefix + "dispatchers",
+	disp, err := dispatcher.New(dispatcher.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Store: st, Topics: names, GroupID: k.TopicPrefix + "dispatchers",
 		InstanceID: "operator-dispatcher", Registerer: prometheus.NewRegistry(), Logger: log.With("component", "dispatcher")})
 	require.NoError(t, err)
 	run, err := runner.New(runner.Config{ID: "operator-runner", Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Group: k.TopicPrefix + "runners",
@@ -105,7 +105,7 @@ func newPipeline(t *testing.T) *pipeline {
 		t.Cleanup(comp.Stop)
 	}
 
-	cl, err := client.New(client.Config{Brokers: k.Brokers, Topics: names})
+	cl, err := client.New(client.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names})
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)
 	p := &pipeline{t: t, brokers: k.Brokers, names: names, leases: leases, store: st, client: cl, audit: &auditLog{}, steps: steps}

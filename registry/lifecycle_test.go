@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/registry"
@@ -17,7 +18,7 @@ import (
 // goleak (TestMain) finds no goroutine left behind.
 func testStartStopTwice(t *testing.T, s *stack) {
 	r, err := registry.New(registry.Config{
-		Brokers: s.brokers, Topics: s.names, Group: "restart", Store: s.store, Waker: s.waker, SharedTopic: true, // the test writes sundial.jobs
+		Kafka: []kgo.Opt{kgo.SeedBrokers(s.brokers...)}, Topics: s.names, Group: "restart", Store: s.store, Waker: s.waker, SharedTopic: true, // the test writes sundial.jobs
 		Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler),
 		RetryMin: 10 * time.Millisecond, RetryMax: 200 * time.Millisecond,
 	})

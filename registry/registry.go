@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -78,11 +79,11 @@ type Auditor interface {
 
 // Config configures a Registry.
 type Config struct {
-	// Brokers are the Kafka seed brokers. Required.
-	Brokers []string
-	// KafkaOptions are extra client options (TLS, SASL, client id). The
-	// registry sets its own group, topics and commit options after them.
-	KafkaOptions []kgo.Opt
+	// Kafka are the options of every Kafka client of the registry: the seed brokers
+	// (kgo.SeedBrokers) and the connection's TLS and SASL, as
+	// connect.Kafka.Options builds them from the command's flags. Required. The registry
+	// sets its own group, topics and commit options after them.
+	Kafka []kgo.Opt
 	// Topics names sundial.jobs, the team topics sundial.jobs.<team> and
 	// sundial.jobs.status.
 	Topics topics.Names
@@ -160,8 +161,8 @@ func (c Config) withDefaults() Config {
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	var errs []error
-	if len(c.Brokers) == 0 {
-		errs = append(errs, errors.New("registry config: brokers: required"))
+	if len(c.Kafka) == 0 {
+		errs = append(errs, errors.New("registry config: kafka: required (at least kgo.SeedBrokers)"))
 	}
 	if c.Store == nil {
 		errs = append(errs, errors.New("registry config: store: required"))
@@ -256,7 +257,7 @@ func (r *Registry) start(ctx context.Context, run *lifecycle.Run) error {
 		return fmt.Errorf("read the shard count: %w", err)
 	}
 	patterns, exclude := r.cfg.Topics.JobsTopicPatterns(r.cfg.SharedTopic)
-	opts := append(append([]kgo.Opt{kgo.SeedBrokers(r.cfg.Brokers...)}, r.cfg.KafkaOptions...),
+	opts := append(slices.Clone(r.cfg.Kafka),
 		consume.RegexGroupOptions(r.cfg.Group, r.cfg.TopicRefresh, patterns, exclude)...)
 	// Wake-ups go to the partition of their shard; answers by key.
 	opts = append(opts, kgo.RecordPartitioner(enqueue.Partitioner(r.cfg.Topics, nil)))

@@ -140,7 +140,7 @@ func (s *stack) startRegistry(group string, mutate ...func(*registry.Config)) (*
 	s.t.Helper()
 	reg := prometheus.NewRegistry()
 	cfg := registry.Config{
-		Brokers:    s.brokers,
+		Kafka:      []kgo.Opt{kgo.SeedBrokers(s.brokers...)},
 		Topics:     s.names,
 		Group:      group,
 		Store:      s.store,

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/registry"
@@ -22,7 +23,7 @@ func TestSharedTopicIsOffByDefault(t *testing.T) {
 	s.ensure(s.names.TeamJobsSpec("team-a"))
 	metrics := prometheus.NewRegistry()
 	r, err := registry.New(registry.Config{ // the defaults, as `sundial registry` has them
-		Brokers: s.brokers, Topics: s.names, Group: "sharedoff", Store: s.store, Waker: s.waker,
+		Kafka: []kgo.Opt{kgo.SeedBrokers(s.brokers...)}, Topics: s.names, Group: "sharedoff", Store: s.store, Waker: s.waker,
 		Registerer: metrics, Logger: slog.New(slog.DiscardHandler),
 	})
 	require.NoError(t, err)

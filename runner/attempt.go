@@ -82,7 +82,7 @@ func (a attempt) judge(ctx context.Context, end attemptEnd) verdict {
 	rs := a.retryState()
 	v := classify(end, rs)
 	if v.leaseLost || v.kind == verdictCancelled {
-		cancelled, err := r.markerSet(ctx, cancelledKey(r.cfg.KeyPrefix, run.GetJobId(), run.GetRunId()))
+		cancelled, err := r.marks.set(ctx, cancelledKey(r.cfg.KeyPrefix, run.GetJobId(), run.GetRunId()))
 		if err != nil {
 			return a.undecided(err)
 		}
@@ -92,7 +92,7 @@ func (a attempt) judge(ctx context.Context, end attemptEnd) verdict {
 		}
 	}
 	if v.leaseLost {
-		replaced, err := r.markerSet(ctx, replacedKey(r.cfg.KeyPrefix, run.GetJobId(), run.GetRunId()))
+		replaced, err := r.marks.set(ctx, replacedKey(r.cfg.KeyPrefix, run.GetJobId(), run.GetRunId()))
 		if err != nil {
 			return a.undecided(err)
 		}
@@ -137,7 +137,7 @@ func (a attempt) session(token int64, cancel context.CancelCauseFunc) *checkpoin
 	return checkpoint.NewSession(checkpoint.SessionConfig{
 		Store: r.cfg.Checkpoints, RunID: run.GetRunId(), Attempt: run.GetAttempt(), FencingToken: token, Now: r.cfg.Now,
 		SuspendRequested: func(ctx context.Context) bool {
-			return r.suspendRequested(context.WithoutCancel(ctx), run.GetJobId(), run.GetRunId())
+			return r.marks.suspendRequested(context.WithoutCancel(ctx), run.GetJobId(), run.GetRunId())
 		},
 		OnSuspend: func() { cancel(checkpoint.ErrSuspended) },
 	})

@@ -38,9 +38,6 @@ type record struct {
 	tp    tp
 	gen   uint64
 	level int
-	// poolBusy is set when the record found every pool slot busy under
-	// BlockingDiscard: it is skipped.
-	poolBusy bool
 	// run is the decoded run, nil when the record does not decode
 	// (process reports it); team is its owning team, its lane in the queue.
 	run  *sundialv1.Run

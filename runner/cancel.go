@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -75,12 +76,20 @@ func SignalCancel(ctx context.Context, rdb redis.UniversalClient, keyPrefix, job
 	return nil
 }
 
-// markerSet reports whether the marker key exists. Redis is asked until it
+// markers reads and writes the runner's Redis records of runs: the cancel,
+// replace and suspend markers, and the fan-out plans and tallies
+// (fanout.go).
+type markers struct {
+	cfg *Config
+	log *slog.Logger
+}
+
+// set reports whether the marker key exists. Redis is asked until it
 // answers, with backoff, while ctx lives (the first ask is made even when
 // it has ended): a "no" for want of an answer would turn a cancelled or
 // replaced run into a retry of it. The error is ctx's and Redis's last when
 // no answer came.
-func (r *Runner) markerSet(ctx context.Context, key string) (bool, error) {
+func (r *markers) set(ctx context.Context, key string) (bool, error) {
 	var set bool
 	ask := context.WithoutCancel(ctx)
 	err := backoff.Retry(ctx, backoff.Config{Min: 50 * time.Millisecond, Max: 2 * time.Second,
@@ -98,8 +107,7 @@ func (r *Runner) markerSet(ctx context.Context, key string) (bool, error) {
 // rather than ending CANCELLED at its acquire. keyPrefix is the runners'
 // Config.KeyPrefix.
 func ClearEndMarkers(ctx context.Context, rdb redis.UniversalClient, keyPrefix, jobID, runID string) error {
-	replaced := keyPrefix + "{" + jobID + "}:replaced:" + runID // (*Runner).replacedKey
-	if err := rdb.Del(ctx, cancelledKey(keyPrefix, jobID, runID), replaced).Err(); err != nil {
+	if err := rdb.Del(ctx, cancelledKey(keyPrefix, jobID, runID), replacedKey(keyPrefix, jobID, runID)).Err(); err != nil {
 		return fmt.Errorf("clear the end markers of run %s of job %q: %w", runID, jobID, err)
 	}
 	return nil

@@ -231,11 +231,12 @@
 //     durable.
 //
 // runEvents (events.go) produces the delivery's events in order and tells
-// when they are acknowledged. The decisions are pure functions in
-// verdict.go, table-tested: classify, leaseAfter, decideAcquire,
-// beforeAttempt, decideReplace, budgetAttempt. The worker finishes the
-// record, tries it again, or leaves it to the finishing goroutine, as the
-// result says. Whatever a step is handed it owns: conclude and suspend stop
+// when they are acknowledged. The decisions are pure functions,
+// table-tested: in verdict.go classify, leaseAfter, decideAcquire,
+// beforeAttempt, decideReplace, budgetAttempt; where a run that asks for
+// an executor goes, planRoute (route.go) and placeHandler (remote.go).
+// The worker finishes the record, tries it again, or leaves it to the
+// finishing goroutine (finish.go), as the result says. Whatever a step is handed it owns: conclude and suspend stop
 // the lease's Keeper on every path, or, for a success, hand it to the
 // finishing goroutine, which renews the lease until the dedupe mark; what
 // happens to the lease after a verdict is decided by leaseAfter before the
@@ -325,6 +326,8 @@
 // # Files
 //
 //   - runner.go: the Runner: start and stop, the poll loop and the workers.
+//     It composes owned types, each with a file: backlog, committer,
+//     finisher, router, markers, cancelBoard, poolGate and teamSlots.
 //   - backlog.go: backlog, the records fetched and not finished: each
 //     partition's offsets, the priority queues, and their pauses.
 //   - commits.go: committer, the commits and the rebalance listener.
@@ -334,7 +337,10 @@
 //     holder, release.
 //   - attempt.go: one attempt under the lease and its judgement.
 //   - settle.go: the settlement of a delivery: events, retries, deferrals,
-//     dead letters, suspensions, and the finishing goroutine.
+//     dead letters, suspensions.
+//   - finish.go: finisher, the finishing goroutines of the records whose
+//     events or hand-over wait for Kafka's acknowledgement, and the return
+//     of a record not made durable to its queue (retryLater).
 //   - events.go: runEvents, the events of a delivery.
 //   - waits.go: the timeline on every event and the wait judged at the lease
 //     (package lateness).
@@ -352,12 +358,19 @@
 //   - suspend.go: the suspend marker and Resume (an attempt's checkpoint
 //     session is made in attempt.go, a suspension settled in settle.go).
 //   - pool.go: the pool's slots and blocking policy, and the announcer.
-//   - route.go: routing: the routers, the directed topic and adoption.
+//   - route.go: router, which owns routing: the Directory and Picker, the
+//     router goroutines and their queue, the directed topic, the hand-over,
+//     and the adoption of departed members' topics (forget.go: deleting
+//     them once drained).
+//   - fanout.go: BROADCAST and SHARDED fan-out (router.fanout) and the
+//     plans and tallies it keeps in Redis (markers).
 //   - remote.go: handler runs: Remote (a worker gateway's workers), the
-//     handlers announced, and the hand-over or no_worker deferral of a
-//     handler run this runner cannot execute.
-//   - teamquota.go: team slots (max_concurrent_runs) and the team of a
-//     fetched record.
+//     handlers announced, and their placement (placeHandler): the run
+//     executed here, handed over, or deferred as no_worker (router).
+//   - cancel.go: the operator's cancel, and markers, which reads the
+//     runs' markers in Redis.
+//   - teamquota.go: team slots (max_concurrent_runs), their renewal, and
+//     the team of a fetched record.
 //   - config.go, metrics.go: the Config and the Prometheus metrics.
 //   - Subpackages: breaker (circuit breakers), commit (contiguous offsets),
 //     deadletter (replays from sundial.dlq), priority (weighted queues),

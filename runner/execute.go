@@ -49,6 +49,9 @@ type execution struct {
 	span trace.Span
 	// ev produces the delivery's events.
 	ev *runEvents
+	// poolBusy: the delivery found every pool slot busy under
+	// BlockingDiscard, and is discarded (admit).
+	poolBusy bool
 }
 
 // result is how the handling of one delivery ended.
@@ -69,8 +72,9 @@ const (
 	handedOff
 )
 
-// process handles one delivery of a record.
-func (r *Runner) process(ctx context.Context, rec *record) result {
+// process handles one delivery of a record, poolBusy saying whether it
+// found every pool slot busy under BlockingDiscard.
+func (r *Runner) process(ctx context.Context, rec *record, poolBusy bool) result {
 	run := rec.run
 	if run == nil { // it did not decode when fetched
 		run = &sundialv1.Run{}
@@ -90,7 +94,7 @@ func (r *Runner) process(ctx context.Context, rec *record) result {
 			attribute.String("messaging.destination.name", rec.tp.topic))
 	}
 	x := newExecution(r, rec, run)
-	x.span = span
+	x.span, x.poolBusy = span, poolBusy
 	x.ev.traceID = tracing.TraceID(ctx)
 	res := x.handle(ctx)
 	if res != unfinished {
@@ -202,16 +206,16 @@ func (x *execution) admit(ctx context.Context, downstream breaker.Key) (release 
 	r, s := x.r, x.settle()
 	if name, ok := handlerName(x.run); ok {
 		pool, team := jobspec.PoolOf(x.run.GetPool()), x.run.GetOwnerTeam()
-		if !r.servesHandler(pool, team, name) {
-			return nil, x.routeHandler(ctx, handlerRun{Pool: pool, Team: team, Handler: name}), false
+		if !r.routes.servesHandler(pool, team, name) {
+			return nil, r.routes.routeHandler(ctx, x, handlerRun{Pool: pool, Team: team, Handler: name}), false
 		}
 	}
-	if r.needsRoute(x.rec) {
-		if res, here := x.route(ctx); !here {
+	if r.routes.needsRoute(x.rec) {
+		if res, here := r.routes.route(ctx, x); !here {
 			return nil, res, false
 		}
 	}
-	if x.rec.poolBusy {
+	if x.poolBusy {
 		return nil, x.discard(ctx), false
 	}
 	if r.breakers.Open(downstream) {

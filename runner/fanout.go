@@ -24,7 +24,7 @@ const reasonChild = "child_"
 
 // fanoutKey is the Redis key of what the fan-out of baseRunID records
 // (kind "plan" or "done"), in the job's hash slot like the job's leases.
-func (r *Runner) fanoutKey(kind, jobID, baseRunID string) string {
+func (r *markers) fanoutKey(kind, jobID, baseRunID string) string {
 	return r.cfg.KeyPrefix + "{" + jobID + "}:fanout:" + kind + ":" + baseRunID
 }
 
@@ -35,8 +35,8 @@ func (r *Runner) fanoutKey(kind, jobID, baseRunID string) string {
 // id alone (and, for BROADCAST, on the plan fixed in Redis by the first
 // fan-out), so fanning out again produces the same children, which their
 // leases and dedupe marks keep to one effect each.
-func (x *execution) fanout(ctx context.Context, pool string, live []discovery.Member) bool {
-	r, run := x.r, x.run
+func (r *router) fanout(ctx context.Context, x *execution, pool string, live []discovery.Member) bool {
+	run := x.run
 	var children []routing.Child
 	switch run.GetRouting().GetStrategy() {
 	case sundialv1.RoutingStrategy_ROUTING_STRATEGY_BROADCAST:
@@ -44,7 +44,7 @@ func (x *execution) fanout(ctx context.Context, pool string, live []discovery.Me
 		for i, m := range live {
 			ids[i] = m.ID
 		}
-		plan, err := r.broadcastPlan(ctx, run, routing.Broadcast(run.GetRunId(), ids))
+		plan, err := r.marks.broadcastPlan(ctx, run, routing.Broadcast(run.GetRunId(), ids))
 		if err != nil {
 			x.logger().Warn("broadcast plan not recorded; it will be fanned out again", "err", err)
 			return false
@@ -82,7 +82,7 @@ func (x *execution) fanout(ctx context.Context, pool string, live []discovery.Me
 // The plan fixes the children and their count, so a fan-out again after a
 // crash, with other members live, neither adds a child nor changes the
 // count the base run's success waits for.
-func (r *Runner) broadcastPlan(ctx context.Context, run *sundialv1.Run, planned []routing.Child) ([]string, error) {
+func (r *markers) broadcastPlan(ctx context.Context, run *sundialv1.Run, planned []routing.Child) ([]string, error) {
 	ids := make([]string, len(planned))
 	for i, ch := range planned {
 		ids[i] = ch.Member
@@ -110,13 +110,12 @@ func childRun(base *sundialv1.Run, ch routing.Child) *sundialv1.Run {
 	return c
 }
 
-// childSucceeded records that the child run of this execution succeeded,
-// and reports whether every child of its base run now has. The record is
-// a Redis set of finished child indexes per base run: adding is
-// idempotent, so a child executed again after a crash (its dedupe mark is
-// written only after this) adds nothing and asks again.
-func (x *execution) childSucceeded(ctx context.Context) (bool, error) {
-	r, run := x.r, x.run
+// childSucceeded records that the child run succeeded, and reports
+// whether every child of its base run now has. The record is a Redis set
+// of finished child indexes per base run: adding is idempotent, so a child
+// executed again after a crash (its dedupe mark is written only after
+// this) adds nothing and asks again.
+func (r *markers) childSucceeded(ctx context.Context, run *sundialv1.Run) (bool, error) {
 	key := r.fanoutKey("done", run.GetJobId(), run.GetBaseRunId())
 	var card *redis.IntCmd
 	_, err := r.cfg.Redis.TxPipelined(ctx, func(p redis.Pipeliner) error {

@@ -69,9 +69,9 @@ func drained(ends kadm.ListedOffsets, committed kadm.OffsetResponses, topic stri
 // runs only to live members, and the runners' client never creates a
 // topic by producing to it, so a run is never produced to a deleted topic
 // and lost there. A member that comes back under the same id creates its
-// topic again at start (startRouting). It returns the ids whose topics
+// topic again at start (router.start). It returns the ids whose topics
 // were deleted; the caller stops consuming them.
-func (r *Runner) forgetDirect(ctx context.Context, adm *kadm.Client, ids []string) ([]string, error) {
+func (r *router) forgetDirect(ctx context.Context, adm *kadm.Client, ids []string) ([]string, error) {
 	var gone []string
 	var errs []error
 	for _, id := range ids {

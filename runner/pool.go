@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 
 	"github.com/sundialhq/sundial/discovery"
@@ -107,14 +108,15 @@ func (g *poolGate) leave() {
 // inFlight is the runs of the pool executing (admitted, not yet left).
 func (g *poolGate) inFlight() int { return int(g.executing.Load()) }
 
-// announce starts the runner's Announcer on sundial.executors; run stops
-// it, which writes the tombstone.
-func (r *Runner) announce(ctx context.Context, run *lifecycle.Run) error {
+// announce starts the Announcer of the runner of cfg on sundial.executors,
+// telling its pool's busy slots (pool) and the handlers it serves
+// (handlers); run stops it, which writes the tombstone.
+func announce(ctx context.Context, run *lifecycle.Run, cfg *Config, log *slog.Logger, pool *poolGate, handlers func() []discovery.ServedHandler) error {
 	a, err := discovery.NewAnnouncer(discovery.AnnouncerConfig{
-		Kafka: r.cfg.Kafka, Topics: r.cfg.Topics, ID: r.cfg.ID, Pool: r.cfg.Pool, Labels: r.cfg.Labels,
-		Version: r.cfg.Version, Blocking: string(r.cfg.PoolBlocking), Capacity: r.cfg.PoolSlots,
-		InFlight: r.pool.inFlight, Interval: r.cfg.AnnounceInterval, Logger: r.log, Now: r.cfg.Now,
-		Handlers: r.servedHandlers,
+		Kafka: cfg.Kafka, Topics: cfg.Topics, ID: cfg.ID, Pool: cfg.Pool, Labels: cfg.Labels,
+		Version: cfg.Version, Blocking: string(cfg.PoolBlocking), Capacity: cfg.PoolSlots,
+		InFlight: pool.inFlight, Interval: cfg.AnnounceInterval, Logger: log, Now: cfg.Now,
+		Handlers: handlers,
 	})
 	if err != nil {
 		return err

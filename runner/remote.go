@@ -61,7 +61,7 @@ func handlerName(run *sundialv1.Run) (string, bool) {
 // servesHandler reports whether this runner executes team's runs of the
 // handler name for jobs of pool: it has the handler and serves pool, or its
 // Remote has a live worker of the team and pool that serves it.
-func (r *Runner) servesHandler(pool, team, name string) bool {
+func (r *router) servesHandler(pool, team, name string) bool {
 	if _, ok := r.cfg.Handlers[name]; ok && pool == r.cfg.Pool {
 		return true
 	}
@@ -70,7 +70,7 @@ func (r *Runner) servesHandler(pool, team, name string) bool {
 
 // servedHandlers are the handlers the runner announces: its own for every
 // team of its pool, and its Remote's per team and pool.
-func (r *Runner) servedHandlers() []discovery.ServedHandler {
+func (r *router) servedHandlers() []discovery.ServedHandler {
 	out := make([]discovery.ServedHandler, 0, len(r.cfg.Handlers))
 	for name := range r.cfg.Handlers {
 		out = append(out, discovery.ServedHandler{Name: name})
@@ -124,13 +124,12 @@ func placeHandler(h handlerRun, members []discovery.Member, self string) handler
 // reason no_worker, the pool named in the event's error message, no
 // attempt spent): the run waits for a worker instead of being
 // dead-lettered.
-func (x *execution) routeHandler(ctx context.Context, h handlerRun) result {
-	r := x.r
+func (r *router) routeHandler(ctx context.Context, x *execution, h handlerRun) result {
 	p := placeHandler(h, r.directory.All(), r.cfg.ID)
 	if len(p.Executors) == 0 {
 		r.m.noWorker.WithLabelValues(h.Team).Inc()
 		x.logger().Info("no live executor serves the run's handler; deferred", "why", p.Why, "delay", r.cfg.RouteDelay)
 		return x.settle().deferRunWhy(ctx, r.cfg.RouteDelay, reasonNoWorker, p.Why)
 	}
-	return x.handOver(ctx, p.Executors[rand.IntN(len(p.Executors))]) //nolint:gosec // spreading load needs no secure draw
+	return r.handOver(ctx, x, p.Executors[rand.IntN(len(p.Executors))]) //nolint:gosec // spreading load needs no secure draw
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	mrand "math/rand/v2"
 	"slices"
 	"time"
@@ -46,11 +47,47 @@ func newPicker() *routing.Picker {
 	return routing.NewPicker(mrand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))
 }
 
-// startRouting makes sure the runner's directed topic exists before the
-// consumer subscribes to it (a consumer learns of a topic created later only
-// at its next metadata refresh), and starts a Directory of its own when
+// router places the runs that ask for an executor: it hands a routed run
+// over to the live member of its pool that routing chooses, fans a
+// BROADCAST or SHARDED run out (fanout.go), and hands a handler run this
+// runner does not serve to one that does (remote.go). It owns the Directory
+// of the live executors, the Picker that chooses among them, the queue of
+// fetched runs waiting for a router goroutine, and the adoption of the
+// directed topics of executors that left. A hand-over is finished by a
+// finishing goroutine (tails) once its copy is acknowledged.
+type router struct {
+	cfg   *Config
+	log   *slog.Logger
+	m     *metrics
+	in    *backlog
+	marks *markers
+	tails *finisher
+	// levels maps a runs topic to its priority level; written only before
+	// the poll loop starts (newRouter, start).
+	levels    map[string]int
+	directory Directory
+	picker    *routing.Picker
+	// queue holds the fetched runs that ask for an executor; they never
+	// wait for a pool slot. Made anew by each start of the Runner.
+	queue chan *record
+	// producer hands runs over; consumer adopts directed topics. Set by
+	// each start of the Runner.
+	producer, consumer *kgo.Client
+}
+
+func newRouter(cfg *Config, log *slog.Logger, m *metrics, in *backlog, marks *markers, tails *finisher) *router {
+	r := &router{cfg: cfg, log: log, m: m, in: in, marks: marks, tails: tails, levels: map[string]int{}, picker: newPicker()}
+	for i, p := range topics.Priorities() {
+		r.levels[cfg.Topics.Runs(p)] = i
+	}
+	return r
+}
+
+// start makes sure the runner's directed topic exists before the consumer
+// subscribes to it (a consumer learns of a topic created later only at its
+// next metadata refresh), and starts a Directory of its own when
 // Config.Directory is nil.
-func (r *Runner) startRouting(ctx context.Context, run *lifecycle.Run) error {
+func (r *router) start(ctx context.Context, run *lifecycle.Run) error {
 	cl, err := kgo.NewClient(r.cfg.Kafka...)
 	if err != nil {
 		return fmt.Errorf("admin client: %w", err)
@@ -95,7 +132,7 @@ func (r *Runner) startRouting(ctx context.Context, run *lifecycle.Run) error {
 // A departed member's topic that the group has drained is deleted
 // DirectForgetAfter after its last heartbeat (forget.go), and no longer
 // adopted unless the member is live again.
-func (r *Runner) adoptLoop(ctx context.Context) {
+func (r *router) adoptLoop(ctx context.Context) {
 	tick := time.NewTicker(r.cfg.AnnounceInterval)
 	defer tick.Stop()
 	adopted := map[string]bool{}
@@ -169,14 +206,14 @@ func adoptChanges(members []discovery.Member, pool, self string, adopted map[str
 // needsRoute reports whether the record is a run that asks for an executor
 // and has not reached one yet: it came from a runs topic, not from a
 // directed topic.
-func (r *Runner) needsRoute(rec *record) bool {
+func (r *router) needsRoute(rec *record) bool {
 	return !rec.routed && routing.Routed(rec.run.GetRouting()) && rec.tp.topic != r.cfg.Topics.Direct(r.cfg.ID)
 }
 
 // levelOf is the queue of a topic's runs: its priority's, or the default
 // priority's for directed topics (the levels map is written only before the
 // poll loop starts).
-func (r *Runner) levelOf(topic string) int {
+func (r *router) levelOf(topic string) int {
 	if l, ok := r.levels[topic]; ok {
 		return l
 	}
@@ -187,24 +224,26 @@ func (r *Runner) levelOf(topic string) int {
 // run, so a few keep up with many workers.
 const routers = 4
 
-// routeLoop routes the runs of routeQ until workCtx ends. A router takes an
-// in-flight slot (Config.MaxInFlight) as a worker does, but no pool slot: a
-// runner whose pool is busy still hands runs over to the others.
-func (r *Runner) routeLoop(workCtx, execCtx context.Context) {
+// loop is one router goroutine: it routes the runs of the queue until
+// workCtx ends, each under execCtx, exec making the execution of a
+// record's delivery. A router takes an in-flight slot (Config.MaxInFlight,
+// slots) as a worker does, but no pool slot: a runner whose pool is busy
+// still hands runs over to the others.
+func (r *router) loop(workCtx, execCtx context.Context, slots chan struct{}, exec func(*record) *execution) {
 	for {
 		var rec *record
 		select {
-		case rec = <-r.routeQ:
+		case rec = <-r.queue:
 		case <-workCtx.Done():
 			return
 		}
 		select {
-		case r.slots <- struct{}{}:
+		case slots <- struct{}{}:
 		case <-workCtx.Done():
 			return
 		}
-		if !r.routeRecord(workCtx, execCtx, rec) {
-			<-r.slots
+		if !r.routeRecord(workCtx, execCtx, rec, exec) {
+			<-slots
 		}
 	}
 }
@@ -213,11 +252,10 @@ func (r *Runner) routeLoop(workCtx, execCtx context.Context) {
 // trying again after a backoff while the runner owns its partition (as
 // handleRecord does). It reports whether a finishing goroutine took the
 // record over (a deferral waiting for its event).
-func (r *Runner) routeRecord(workCtx, execCtx context.Context, rec *record) bool {
+func (r *router) routeRecord(workCtx, execCtx context.Context, rec *record, exec func(*record) *execution) bool {
 	retry := backoff.New(r.cfg.HeldRetry, maxRecordRetry)
 	for r.in.owns(rec) {
-		x := newExecution(r, rec, rec.run)
-		res, here := x.route(execCtx)
+		res, here := r.route(execCtx, exec(rec))
 		switch {
 		case here:
 			rec.routed = true
@@ -244,43 +282,94 @@ func (r *Runner) routeRecord(workCtx, execCtx context.Context, rec *record) bool
 // keep it to one effect). A run that finds no live executor, or whose fixed
 // executor is away under FALLBACK_WAIT, is deferred by Config.RouteDelay
 // and asks again then.
-func (x *execution) route(ctx context.Context) (res result, executeHere bool) {
-	r, run := x.r, x.run
+func (r *router) route(ctx context.Context, x *execution) (res result, executeHere bool) {
+	run := x.run
 	pool := jobspec.PoolOf(run.GetPool())
 	live := r.directory.Live(pool)
 	rt := run.GetRouting()
-	switch {
-	case run.GetBaseRunId() != "":
+	child := run.GetBaseRunId() != ""
+	if child {
 		rt = routing.ChildRouting(run)
-	case routing.FansOut(rt):
-		if len(live) == 0 {
-			return x.settle().deferRun(ctx, r.cfg.RouteDelay, reasonNoExecutor, nil), false
-		}
-		if !x.fanout(ctx, pool, live) {
+	}
+	p := planRoute(!child && routing.FansOut(rt), len(live), func() routing.Decision {
+		return r.picker.PickFor(pool, run.GetJobId(), rt, live)
+	}, r.cfg.ID)
+	switch p.step {
+	case routeDefer:
+		return x.settle().deferRun(ctx, r.cfg.RouteDelay, p.reason, nil), false
+	case routeFanOut:
+		if !r.fanout(ctx, x, pool, live) {
 			return unfinished, false
 		}
 		return finished, false
-	}
-	d := r.picker.PickFor(pool, run.GetJobId(), rt, live)
-	switch d.Outcome {
-	case routing.NoMember:
-		return x.settle().deferRun(ctx, r.cfg.RouteDelay, reasonNoExecutor, nil), false
-	case routing.Wait:
-		return x.settle().deferRun(ctx, r.cfg.RouteDelay, reasonWaitExecutor, nil), false
+	case routeHere, routeHandOver:
 	}
 	r.m.routed.WithLabelValues(routeLabel(run.GetRouting().GetStrategy())).Inc()
-	if d.Member == r.cfg.ID {
+	if p.step == routeHere {
 		return unfinished, true
 	}
-	return x.handOver(ctx, d.Member), false
+	return r.handOver(ctx, x, p.member), false
 }
 
-// handOver produces the run to member's directed topic and returns
+// routeStep is what routing does with a run that asks for an executor.
+type routeStep int
+
+const (
+	// routeDefer: deferred by Config.RouteDelay for the plan's reason (no
+	// attempt spent); it asks again then.
+	routeDefer routeStep = iota
+	// routeFanOut: a BROADCAST or SHARDED base run is split into its
+	// children (fanout.go).
+	routeFanOut
+	// routeHere: this runner executes the run.
+	routeHere
+	// routeHandOver: the run goes to the plan's member's directed topic.
+	routeHandOver
+)
+
+// routePlan is where a run that asks for an executor goes.
+type routePlan struct {
+	step routeStep
+	// reason: routeDefer's, reasonNoExecutor or reasonWaitExecutor.
+	reason string
+	// member: routeHandOver's executor.
+	member string
+}
+
+// planRoute decides where a run that asks for an executor goes: fansOut
+// says it is a BROADCAST or SHARDED base run (not a child), live how many
+// members of its pool are live, and pick what the Picker chooses for it,
+// asked only when the run does not fan out (a pick moves a round-robin's
+// turn); self is this runner's id. A base run fans out only to live
+// members; a run the Picker finds no member for, or whose fixed member is
+// away under FALLBACK_WAIT, is deferred. It does no I/O.
+func planRoute(fansOut bool, live int, pick func() routing.Decision, self string) routePlan {
+	if fansOut {
+		if live == 0 {
+			return routePlan{step: routeDefer, reason: reasonNoExecutor}
+		}
+		return routePlan{step: routeFanOut}
+	}
+	d := pick()
+	switch d.Outcome {
+	case routing.NoMember:
+		return routePlan{step: routeDefer, reason: reasonNoExecutor}
+	case routing.Wait:
+		return routePlan{step: routeDefer, reason: reasonWaitExecutor}
+	case routing.Chosen:
+	}
+	if d.Member == self {
+		return routePlan{step: routeHere}
+	}
+	return routePlan{step: routeHandOver, member: d.Member}
+}
+
+// handOver produces the run of x to member's directed topic and returns
 // handedOff: a finishing goroutine finishes the record once the produce is
 // acknowledged, or puts it back in its queue when it fails (the record is
 // routed again).
-func (x *execution) handOver(ctx context.Context, member string) result {
-	r, run := x.r, x.run
+func (r *router) handOver(ctx context.Context, x *execution, member string) result {
+	run := x.run
 	next := proto.Clone(run).(*sundialv1.Run)
 	next.RoutedTo = member
 	val, err := proto.Marshal(next)
@@ -299,18 +388,14 @@ func (x *execution) handOver(ctx context.Context, member string) result {
 		Topic: r.cfg.Topics.Direct(member), Key: []byte(run.GetRunId()), Value: val,
 		Headers: topics.ProtobufHeaders(next),
 	}, func(_ *kgo.Record, err error) { acked <- err })
-	r.tailsWG.Go(func() {
-		// A hand-over holds no lease: its in-flight slot (MaxInFlight)
-		// is given back at once; the record, unfinished until acknowledged,
-		// still counts against its partition's pending offsets.
-		<-r.slots
+	// A hand-over holds no lease: its in-flight slot is given back at once.
+	r.tails.finish(ctx, x.rec, true, func() bool {
 		if err := <-acked; err != nil {
 			x.logger().Warn("routed run not handed over; it will be routed again", "executor", member, "err", err)
-			r.retryLater(ctx, x.rec)
-			return
+			return false
 		}
 		x.logger().Debug("run routed", "executor", member, "pool", run.GetPool())
-		r.in.finish(x.rec)
+		return true
 	})
 	return handedOff
 }

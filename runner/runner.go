@@ -14,10 +14,8 @@ import (
 	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/consume"
 	"github.com/sundialhq/sundial/internal/lifecycle"
-	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/internal/tracing"
 	"github.com/sundialhq/sundial/leasing"
-	"github.com/sundialhq/sundial/routing"
 	"github.com/sundialhq/sundial/runner/breaker"
 	"github.com/sundialhq/sundial/runner/egress"
 	"github.com/sundialhq/sundial/runner/priority"
@@ -40,30 +38,28 @@ type Runner struct {
 	breakers *breaker.Set
 	targets  *target.Targets
 	tracer   trace.Tracer
-	levels   map[string]int // runs topic -> priority level
 
 	consumer *kgo.Client
 	producer *kgo.Client
 	// leases sends the lease calls of all workers in shared pipelines.
 	leases *leasing.Batcher
 	// slots holds a token per run that holds a lease (Config.MaxInFlight):
-	// a worker takes one before it takes a record; the worker gives it
-	// back, or the finishing goroutine of a success does (tailsWG).
-	slots   chan struct{}
-	tailsWG sync.WaitGroup
+	// a worker or router takes one before it takes a record; it gives it
+	// back, or the record's finishing goroutine does (tails).
+	slots chan struct{}
+	// tails runs the finishing goroutines (finish.go).
+	tails *finisher
 	// pool holds the pool's slots (Config.PoolSlots, PoolBlocking).
 	pool *poolGate
 	// teamSlots are the team slots this runner holds, renewed together.
 	teamSlots teamSlots
-	// directory tells the live executors of a pool; picker chooses among
-	// them for routed runs (route.go).
-	directory Directory
-	picker    *routing.Picker
-	// routeQ holds the fetched runs that ask for an executor, for the
-	// routers (route.go); they never wait for a pool slot.
-	routeQ chan *record
+	// routes hands the runs that ask for an executor over to one, and
+	// places handler runs (route.go, remote.go).
+	routes *router
 	// cancels sends and hears the replace signal (replace.go).
 	cancels *cancelBoard
+	// marks reads and writes the runs' markers in Redis (cancel.go).
+	marks *markers
 
 	// in holds the records fetched and not finished (backlog.go).
 	in *backlog
@@ -111,15 +107,13 @@ func New(cfg Config) (*Runner, error) {
 		log:      cfg.Logger.With("runner_id", cfg.ID),
 		m:        m,
 		breakers: br,
-		levels:   map[string]int{},
-		picker:   newPicker(),
 	}
 	r.cancels = newCancelBoard(cfg, r.log, m.inFlight)
+	r.marks = &markers{cfg: &r.cfg, log: r.log}
 	r.in = newBacklog(&r.cfg, r.log, m, q)
 	r.commits = &committer{in: r.in, log: r.log, m: m, interval: cfg.CommitInterval}
-	for i, p := range topics.Priorities() {
-		r.levels[cfg.Topics.Runs(p)] = i
-	}
+	r.tails = &finisher{cfg: &r.cfg, log: r.log, in: r.in, slots: r.slots}
+	r.routes = newRouter(&r.cfg, r.log, m, r.in, r.marks, r.tails)
 	return r, nil
 }
 
@@ -149,16 +143,17 @@ func (r *Runner) start(ctx context.Context, run *lifecycle.Run) error {
 		return fmt.Errorf("producer client: %w", err)
 	}
 	run.OnStop(producer.Close)
-	if err := r.startRouting(ctx, run); err != nil {
+	if err := r.routes.start(ctx, run); err != nil {
 		return err
 	}
-	consumer, err := kgo.NewClient(r.consumerOpts()...)
+	consumer, err := kgo.NewClient(consumerOpts(&r.cfg, r.commits)...)
 	if err != nil {
 		return fmt.Errorf("consumer client: %w", err)
 	}
 	run.OnStop(func() { r.leave(consumer) })
 	r.producer, r.consumer = producer, consumer
 	r.in.consumer, r.commits.consumer = consumer, consumer
+	r.routes.producer, r.routes.consumer = producer, consumer
 	r.targets = &target.Targets{
 		HTTP:     &target.HTTP{Egress: r.egress, Transport: r.cfg.HTTPTransport, Now: r.cfg.Now, Secrets: r.cfg.Secrets},
 		Kafka:    &target.Kafka{Client: producer},
@@ -171,46 +166,48 @@ func (r *Runner) start(ctx context.Context, run *lifecycle.Run) error {
 	r.startLoops(ctx, run)
 	// Registered after drain, so it runs first: the tombstone tells
 	// readers the runner is leaving while its last runs finish.
-	if err := r.announce(ctx, run); err != nil {
+	if err := announce(ctx, run, &r.cfg, r.log, r.pool, r.routes.servedHandlers); err != nil {
 		return err
 	}
 	r.log.Info("runner started", "group", r.cfg.Group, "topics", r.cfg.Topics.AllRuns(), "concurrency", r.cfg.Concurrency)
 	return nil
 }
 
-// consumerOpts are the options of the runner's group consumer.
-func (r *Runner) consumerOpts() []kgo.Opt {
+// consumerOpts are the options of the group consumer of the runner of
+// cfg, whose partition changes commits hears.
+func consumerOpts(cfg *Config, commits *committer) []kgo.Opt {
 	// A resumed topic or partition is fetched again only when the fetch in
 	// flight returns, which the broker may hold for FetchMaxWait when there
 	// is no data: keep it short so a pause costs little. Config.Kafka comes
 	// after and may override it.
-	copts := append(append([]kgo.Opt{kgo.FetchMaxWait(200 * time.Millisecond)}, r.cfg.Kafka...), r.cfg.ConsumerKafka...)
-	if r.cfg.InstanceID != "" {
-		copts = append(copts, kgo.InstanceID(r.cfg.InstanceID))
+	copts := append(append([]kgo.Opt{kgo.FetchMaxWait(200 * time.Millisecond)}, cfg.Kafka...), cfg.ConsumerKafka...)
+	if cfg.InstanceID != "" {
+		copts = append(copts, kgo.InstanceID(cfg.InstanceID))
 	}
 	return append(copts,
-		kgo.ConsumerGroup(r.cfg.Group),
-		kgo.SessionTimeout(r.cfg.SessionTimeout),
-		kgo.HeartbeatInterval(r.cfg.HeartbeatInterval),
+		kgo.ConsumerGroup(cfg.Group),
+		kgo.SessionTimeout(cfg.SessionTimeout),
+		kgo.HeartbeatInterval(cfg.HeartbeatInterval),
 		// Only this runner subscribes to its directed topic, so the group
 		// assigns that topic's partitions to it alone.
-		kgo.ConsumeTopics(r.consumedTopics()...),
+		kgo.ConsumeTopics(consumedTopics(cfg)...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsAssigned(r.commits.onAssigned),
-		kgo.OnPartitionsRevoked(r.commits.onRevoked),
-		kgo.OnPartitionsLost(r.commits.onLost),
+		kgo.OnPartitionsAssigned(commits.onAssigned),
+		kgo.OnPartitionsRevoked(commits.onRevoked),
+		kgo.OnPartitionsLost(commits.onLost),
 	)
 }
 
-// consumedTopics are the topics the runner subscribes to: the runs topics
-// and its directed topic, or its directed topic only (Config.DirectOnly).
-func (r *Runner) consumedTopics() []string {
-	if r.cfg.DirectOnly {
-		return []string{r.cfg.Topics.Direct(r.cfg.ID)}
+// consumedTopics are the topics the runner of cfg subscribes to: the runs
+// topics and its directed topic, or its directed topic only
+// (Config.DirectOnly).
+func consumedTopics(cfg *Config) []string {
+	if cfg.DirectOnly {
+		return []string{cfg.Topics.Direct(cfg.ID)}
 	}
-	return append(r.cfg.Topics.AllRuns(), r.cfg.Topics.Direct(r.cfg.ID))
+	return append(cfg.Topics.AllRuns(), cfg.Topics.Direct(cfg.ID))
 }
 
 // startLoops starts the goroutines of a run of the Runner: the poll loop,
@@ -229,12 +226,15 @@ func (r *Runner) startLoops(ctx context.Context, run *lifecycle.Run) {
 	for range r.cfg.Concurrency {
 		r.workersWG.Go(func() { r.work(workCtx, execCtx) })
 	}
+	exec := func(rec *record) *execution { return newExecution(r, rec, rec.run) }
 	for range routers {
-		r.workersWG.Go(func() { r.routeLoop(workCtx, execCtx) })
+		r.workersWG.Go(func() { r.routes.loop(workCtx, execCtx, r.slots, exec) })
 	}
 	r.bgWG.Go(func() { r.commits.loop(bgCtx) })
-	r.bgWG.Go(func() { r.renewTeamSlots(bgCtx) })
-	r.bgWG.Go(func() { r.adoptLoop(bgCtx) })
+	if r.cfg.TeamQuotas != nil {
+		r.bgWG.Go(func() { r.teamSlots.renewLoop(bgCtx, r.cfg.Leases, r.log) })
+	}
+	r.bgWG.Go(func() { r.routes.adoptLoop(bgCtx) })
 	sub := r.cancels.subscribe(bgCtx)
 	r.bgWG.Go(func() { r.cancels.listen(bgCtx, sub) })
 }
@@ -249,8 +249,9 @@ func (r *Runner) reset() error {
 	r.in.reset(q)
 	r.cancels.reset()
 	r.slots = make(chan struct{}, r.cfg.MaxInFlight)
+	r.tails.slots = r.slots
 	r.pool = newPoolGate(r.cfg.PoolBlocking, r.cfg.PoolSlots)
-	r.routeQ = make(chan *record, r.cfg.QueueCapacity)
+	r.routes.queue = make(chan *record, r.cfg.QueueCapacity)
 	return nil
 }
 
@@ -269,7 +270,7 @@ func (r *Runner) drain(stopWork context.CancelFunc, stopExec context.CancelCause
 	idle := make(chan struct{})
 	go func() {
 		r.workersWG.Wait()
-		r.tailsWG.Wait() // every tailsWG.Go was called by a worker
+		r.tails.wait()
 		close(idle)
 	}()
 	t := time.NewTimer(r.cfg.ShutdownTimeout)
@@ -341,11 +342,11 @@ func (r *Runner) poll(ctx context.Context) {
 		fs.EachRecord(func(rec *kgo.Record) {
 			fetched = append(fetched, decodeFetched(rec, received))
 		})
-		toRoute, queued := r.in.add(fetched, r.levelOf, r.needsRoute)
+		toRoute, queued := r.in.add(fetched, r.routes.levelOf, r.routes.needsRoute)
 		r.consumer.AllowRebalance()
 		for _, fr := range toRoute {
 			select {
-			case r.routeQ <- fr:
+			case r.routes.queue <- fr:
 			case <-ctx.Done():
 				return
 			}
@@ -377,9 +378,9 @@ func (r *Runner) work(workCtx, execCtx context.Context) {
 			<-r.slots
 			return
 		}
-		rec.poolBusy = !r.pool.admit()
-		handedOff := r.handleRecord(workCtx, execCtx, rec)
-		if !rec.poolBusy {
+		admitted := r.pool.admit()
+		handedOff := r.handleRecord(workCtx, execCtx, rec, !admitted)
+		if admitted {
 			r.pool.leave()
 		}
 		if !handedOff {
@@ -393,6 +394,8 @@ func (r *Runner) work(workCtx, execCtx context.Context) {
 const maxRecordRetry = 5 * time.Second
 
 // handleRecord processes rec until its outcome is durable, then finishes it.
+// poolBusy says the record found every pool slot busy under
+// BlockingDiscard: it is discarded (admit).
 // A try that ends unfinished while the runner keeps the partition (the
 // lease stopped being trusted before the execution could start, an event
 // was not acknowledged) is tried again here after a backoff: no one else
@@ -404,10 +407,10 @@ const maxRecordRetry = 5 * time.Second
 // again to the partition's next owner. It reports whether a finishing
 // goroutine took the record over (a success whose outcome is being
 // written).
-func (r *Runner) handleRecord(workCtx, execCtx context.Context, rec *record) bool {
+func (r *Runner) handleRecord(workCtx, execCtx context.Context, rec *record, poolBusy bool) bool {
 	retry := backoff.New(r.cfg.HeldRetry, maxRecordRetry)
 	for {
-		switch r.process(execCtx, rec) {
+		switch r.process(execCtx, rec, poolBusy) {
 		case finished:
 			r.in.finish(rec)
 			return false
@@ -423,26 +426,6 @@ func (r *Runner) handleRecord(workCtx, execCtx context.Context, rec *record) boo
 			return false
 		}
 	}
-}
-
-// retryLater puts rec back in its queue after a backoff: the finishing
-// goroutine of a success could not make it durable (an event was not
-// acknowledged), and, as handleRecord does, the record is tried again while
-// the runner owns its partition. It is dropped when the runner stops, is
-// killed or loses the partition first: the next owner gets it again.
-func (r *Runner) retryLater(ctx context.Context, rec *record) {
-	if ctx.Err() != nil || !r.in.owns(rec) {
-		return
-	}
-	rec.backoff = min(max(2*rec.backoff, r.cfg.HeldRetry), maxRecordRetry)
-	r.log.Warn("run not finished; trying the record again", "topic", rec.tp.topic, "partition", rec.tp.partition,
-		"offset", rec.rec.Offset, "retry_in", rec.backoff)
-	time.AfterFunc(rec.backoff, func() {
-		if ctx.Err() != nil {
-			return
-		}
-		r.in.requeue(rec)
-	})
 }
 
 // Egress is the egress policy the runner applies, for the start-up log.

@@ -112,7 +112,7 @@ func (s settlement) succeeded(ctx context.Context, keeper *leasing.Keeper, start
 		// Recorded before the dedupe mark: a crash in between executes
 		// the child again and asks again (fanout.go).
 		var err error
-		if all, err = s.childSucceeded(ctx); err != nil {
+		if all, err = r.marks.childSucceeded(ctx, s.run); err != nil {
 			s.logger().Warn("finished child not recorded; the run will be delivered again", "err", err)
 			keeper.Stop()
 			s.release(ctx, keeper.Lease())
@@ -153,20 +153,18 @@ func (s settlement) succeeded(ctx context.Context, keeper *leasing.Keeper, start
 // would try it again. It frees the in-flight slot the record's worker took.
 func (s settlement) finishAfterAcks(ctx context.Context, acked, notAcked func()) result {
 	r := s.r
-	r.tailsWG.Go(func() {
-		defer func() { <-r.slots }()
+	r.tails.finish(ctx, s.rec, false, func() bool {
 		if !s.ev.flush(ctx) {
 			if notAcked != nil {
 				notAcked()
 			}
 			r.m.runs.WithLabelValues(outcomeAborted).Inc()
-			r.retryLater(ctx, s.rec)
-			return
+			return false
 		}
 		if acked != nil {
 			acked()
 		}
-		r.in.finish(s.rec)
+		return true
 	})
 	return handedOff
 }

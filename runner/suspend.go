@@ -61,7 +61,7 @@ func ClearSuspend(ctx context.Context, rdb redis.UniversalClient, keyPrefix, job
 // suspendRequested reports whether an operator asked to suspend runID. An
 // unreachable Redis reads as no: the run goes on, and is suspended at a
 // later checkpoint.
-func (r *Runner) suspendRequested(ctx context.Context, jobID, runID string) bool {
+func (r *markers) suspendRequested(ctx context.Context, jobID, runID string) bool {
 	n, err := r.cfg.Redis.Exists(ctx, suspendKey(r.cfg.KeyPrefix, jobID, runID)).Result()
 	return err == nil && n > 0
 }

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -208,25 +209,22 @@ func (t *teamSlots) snapshot() map[string][]string {
 	return out
 }
 
-// renewTeamSlots renews every team slot the runner holds every TTL/3, one
-// call per team, until ctx ends. A renewal that fails is logged; the slot
+// renewLoop renews every team slot held every TTL/3 of leases, one call
+// per team, until ctx ends. A renewal that fails is logged; the slot
 // expires only if none succeeds for TTL, and the next renewal takes it back
 // while its run still executes.
-func (r *Runner) renewTeamSlots(ctx context.Context) {
-	if r.cfg.TeamQuotas == nil {
-		return
-	}
-	t := time.NewTicker(r.cfg.Leases.TTL() / 3)
-	defer t.Stop()
+func (t *teamSlots) renewLoop(ctx context.Context, leases *leasing.Store, log *slog.Logger) {
+	tick := time.NewTicker(leases.TTL() / 3)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-tick.C:
 		}
-		for team, runs := range r.teamSlots.snapshot() {
-			if _, err := r.cfg.Leases.RenewTeamSlots(ctx, team, runs); err != nil && ctx.Err() == nil {
-				r.log.Warn("team slot renewal failed", "team", team, "runs", len(runs), "err", err)
+		for team, runs := range t.snapshot() {
+			if _, err := leases.RenewTeamSlots(ctx, team, runs); err != nil && ctx.Err() == nil {
+				log.Warn("team slot renewal failed", "team", team, "runs", len(runs), "err", err)
 			}
 		}
 	}

@@ -71,7 +71,7 @@ func (x *execution) judgeWait(receipt lateness.Wait) lateness.Reason {
 // Directory not read up to date within directorySyncWait is taken to have
 // known one: the runner does not claim "no executor" without knowing.
 func (x *execution) liveAt(ctx context.Context, t time.Time) bool {
-	d := x.r.directory
+	d := x.r.routes.directory
 	if d == nil {
 		return true
 	}

@@ -55,7 +55,7 @@ func TestTriggerStartsDagRun(t *testing.T) {
 	events := newEventReader(t, k.Brokers, names.Events())
 	reg := prometheus.NewRegistry()
 	consumer, err := trigger.New(trigger.Config{
-		Brokers: k.Brokers, Topics: names, Store: st, Enqueuer: enq, Dags: runs, Registerer: reg,
+		Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Store: st, Enqueuer: enq, Dags: runs, Registerer: reg,
 		Logger: slog.New(slog.DiscardHandler), RetryMin: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond,
 	})
 	require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/internal/testenv"
@@ -32,7 +33,7 @@ func TestStartStopTwice(t *testing.T) {
 	events := newEventReader(t, k.Brokers, names.Events())
 
 	consumer, err := trigger.New(trigger.Config{
-		Brokers: k.Brokers, Topics: names, Store: st, Enqueuer: enq, Registerer: prometheus.NewRegistry(),
+		Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Store: st, Enqueuer: enq, Registerer: prometheus.NewRegistry(),
 		Logger: slog.New(slog.DiscardHandler), RetryMin: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond,
 	})
 	require.NoError(t, err)

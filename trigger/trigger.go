@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -62,10 +63,10 @@ type Enqueuer interface {
 
 // Config configures a Consumer.
 type Config struct {
-	// Brokers are the Kafka seed brokers. Required.
-	Brokers []string
-	// KafkaOptions are extra client options (TLS, SASL, client id).
-	KafkaOptions []kgo.Opt
+	// Kafka are the options of every Kafka client of the consumer: the seed brokers
+	// (kgo.SeedBrokers) and the connection's TLS and SASL, as
+	// connect.Kafka.Options builds them from the command's flags. Required.
+	Kafka []kgo.Opt
 	// Topics names sundial.triggers and sundial.events.
 	Topics topics.Names
 	// Group is the consumer group. Default DefaultGroup.
@@ -132,8 +133,8 @@ func (c Config) withDefaults() Config {
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	var errs []error
-	if len(c.Brokers) == 0 {
-		errs = append(errs, errors.New("trigger config: brokers: required"))
+	if len(c.Kafka) == 0 {
+		errs = append(errs, errors.New("trigger config: kafka: required (at least kgo.SeedBrokers)"))
 	}
 	if c.Store == nil {
 		errs = append(errs, errors.New("trigger config: store: required"))
@@ -191,7 +192,7 @@ func (c *Consumer) Start(ctx context.Context) error {
 }
 
 func (c *Consumer) start(_ context.Context, run *lifecycle.Run) error {
-	opts := append(append([]kgo.Opt{kgo.SeedBrokers(c.cfg.Brokers...)}, c.cfg.KafkaOptions...),
+	opts := append(slices.Clone(c.cfg.Kafka),
 		consume.GroupOptions(c.cfg.Group, c.cfg.Topics.Triggers())...)
 	client, err := kgo.NewClient(opts...)
 	if err != nil {

@@ -22,7 +22,7 @@
 // teams' workers, and several versions of one team's worker, run side by
 // side on one installation.
 //
-// An in-process worker (Config.KafkaBrokers, RedisAddr, CassandraHosts) is
+// An in-process worker (Config.Kafka, RedisAddr, CassandraHosts) is
 // a runner (package runner) with the team's handlers, in a pool's consumer
 // group: HTTP and Kafka targets execute as in the stock runner, and it
 // holds the installation's credentials. It is for the operators' own

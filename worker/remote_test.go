@@ -17,7 +17,7 @@ func TestRemoteConfigNeedsTheAPIAndATokenOnly(t *testing.T) {
 		{"no token", Config{APIURL: "http://127.0.0.1:8480"}, []string{"Token: is required with APIURL"}},
 		{"not a URL", Config{APIURL: "127.0.0.1:8480", Token: "t"}, []string{`APIURL: "127.0.0.1:8480": want an http or https URL`}},
 		{"backends too", Config{APIURL: "http://a:1", Token: "t", RedisAddr: "r:6379"}, []string{"APIURL: a worker of the API holds no backend"}},
-		{"neither", Config{}, []string{"KafkaBrokers: at least one broker is required (or APIURL and Token)"}},
+		{"neither", Config{}, []string{"Kafka: the seed brokers (kgo.SeedBrokers) are required (or APIURL and Token)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

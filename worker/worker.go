@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,7 +42,7 @@ var handlerName = regexp.MustCompile(`^[A-Za-z0-9._:/-]+$`)
 // Config configures a Worker, in one of two modes. A team's worker sets
 // APIURL and Token only: it polls the API's worker gateway for its team's
 // runs of its handlers and holds no backend credential (remote.go). An
-// in-process worker of the installation sets KafkaBrokers, RedisAddr and
+// in-process worker of the installation sets Kafka, RedisAddr and
 // CassandraHosts instead and is a runner itself. Every other zero field
 // means its default.
 type Config struct {
@@ -83,9 +84,9 @@ type Config struct {
 	Pool string
 	// ID names this worker in run events. Default "<hostname>-<pid>".
 	ID string
-	// KafkaBrokers are the seed brokers, host:port. Required.
-	KafkaBrokers []string
-	// Kafka are extra options of every Kafka client: TLS, SASL.
+	// Kafka are the options of every Kafka client of the worker: the seed
+	// brokers (kgo.SeedBrokers, required) and the connection's TLS and
+	// SASL.
 	Kafka []kgo.Opt
 	// TopicPrefix starts every topic name; the installation's
 	// --topic-prefix.
@@ -147,12 +148,12 @@ func (c Config) Validate() error {
 		if strings.TrimSpace(c.Token) == "" {
 			bad("Token", "is required with APIURL (the team's token)")
 		}
-		if len(c.KafkaBrokers) > 0 || c.RedisAddr != "" || len(c.CassandraHosts) > 0 {
-			bad("APIURL", "a worker of the API holds no backend: leave KafkaBrokers, RedisAddr and CassandraHosts empty")
+		if len(c.Kafka) > 0 || c.RedisAddr != "" || len(c.CassandraHosts) > 0 {
+			bad("APIURL", "a worker of the API holds no backend: leave Kafka, RedisAddr and CassandraHosts empty")
 		}
 	default:
-		if len(c.KafkaBrokers) == 0 {
-			bad("KafkaBrokers", "at least one broker is required (or APIURL and Token)")
+		if len(c.Kafka) == 0 {
+			bad("Kafka", "the seed brokers (kgo.SeedBrokers) are required (or APIURL and Token)")
 		}
 		if strings.TrimSpace(c.RedisAddr) == "" {
 			bad("RedisAddr", "is required (or APIURL and Token)")
@@ -235,7 +236,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("worker: cassandra: %w", err)
 		}
-		wake, err := kgo.NewClient(append(append([]kgo.Opt{kgo.SeedBrokers(c.KafkaBrokers...)}, c.Kafka...),
+		wake, err := kgo.NewClient(append(slices.Clone(c.Kafka),
 			kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))...)
 		if err != nil {
 			return fmt.Errorf("worker: kafka: %w", err)
@@ -256,7 +257,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.mu.Unlock()
 		rc := runner.Config{
 			ID:           c.ID,
-			Kafka:        append([]kgo.Opt{kgo.SeedBrokers(c.KafkaBrokers...)}, c.Kafka...),
+			Kafka:        c.Kafka,
 			Topics:       names,
 			Group:        names.Group(Group(c.Pool)),
 			Handlers:     handlers,

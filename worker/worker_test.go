@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -25,13 +26,13 @@ func TestConfigValidateReportsEveryBadField(t *testing.T) {
 	t.Parallel()
 	err := Config{Pool: "bad pool", Concurrency: -1}.Validate()
 	require.Error(t, err)
-	for _, want := range []string{"KafkaBrokers: at least one broker", "RedisAddr: is required", "CassandraHosts: at least one host",
+	for _, want := range []string{"Kafka: the seed brokers", "RedisAddr: is required", "CassandraHosts: at least one host",
 		`Pool: "bad pool" has characters`, "Concurrency: -1 is negative"} {
 		assert.ErrorContains(t, err, want)
 	}
 	_, err = New(Config{})
-	assert.ErrorContains(t, err, "KafkaBrokers")
-	assert.NoError(t, Config{KafkaBrokers: []string{"k:9092"}, RedisAddr: "r:6379", CassandraHosts: []string{"c"}}.Validate())
+	assert.ErrorContains(t, err, "Kafka")
+	assert.NoError(t, Config{Kafka: []kgo.Opt{kgo.SeedBrokers("k:9092")}, RedisAddr: "r:6379", CassandraHosts: []string{"c"}}.Validate())
 }
 
 func TestGroupOfPool(t *testing.T) {
@@ -43,7 +44,7 @@ func TestGroupOfPool(t *testing.T) {
 
 func TestHandlePanicsOnProgrammingErrors(t *testing.T) {
 	t.Parallel()
-	w, err := New(Config{KafkaBrokers: []string{"k:9092"}, RedisAddr: "r:6379", CassandraHosts: []string{"c"}})
+	w, err := New(Config{Kafka: []kgo.Opt{kgo.SeedBrokers("k:9092")}, RedisAddr: "r:6379", CassandraHosts: []string{"c"}})
 	require.NoError(t, err)
 	ok := func(context.Context, *Run) error { return nil }
 	w.Handle("billing.invoice", ok)

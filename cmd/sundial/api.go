@@ -149,7 +149,7 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 	if shared {
 		p.logger.Warn("changes go to the shared topic: whoever may write it may change any team's job", "shared_topic", names.Jobs())
 	}
-	cl, err := client.New(client.Config{Brokers: cmd.StringSlice("kafka-brokers"), KafkaOptions: kopts, Topics: names, ByOwner: !shared, Logger: p.named("client")})
+	cl, err := client.New(client.Config{Kafka: kopts, Topics: names, ByOwner: !shared, Logger: p.named("client")})
 	if err != nil {
 		return err
 	}

@@ -82,7 +82,7 @@ func TestTeamApplyAndAuditList(t *testing.T) {
 	require.NoError(t, err)
 	trail, err := audit.New(audit.Config{Store: st})
 	require.NoError(t, err)
-	reg, err := registry.New(registry.Config{Brokers: k.Brokers, Topics: names, Store: st, Waker: enq, Audit: trail,
+	reg, err := registry.New(registry.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Store: st, Waker: enq, Audit: trail,
 		Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	require.NoError(t, reg.Start(ctx))

@@ -88,10 +88,10 @@ func runDagEngine(ctx context.Context, cmd *cli.Command) error {
 	}
 	defer b.close()
 	e, err := dagengine.New(dagengine.Config{
-		Brokers: cmd.StringSlice("kafka-brokers"), Topics: b.names,
+		Kafka: kopts, Topics: b.names,
 		Group: cmd.String("group-id"), DefinitionsGroup: cmd.String("definitions-group-id"),
 		SessionTimeout: cmd.Duration("session-timeout"), GroupInstanceID: cmd.String("group-instance-id"), SharedTopic: cmd.Bool("jobs-shared-topic"),
-		KafkaOptions: kopts, EventEncoding: p.encoding, StatusEncoding: p.encoding,
+		EventEncoding: p.encoding, StatusEncoding: p.encoding,
 		ClientOptions: func(name string) []kgo.Opt {
 			return []kgo.Opt{p.kafkaMetrics("dagengine-" + name)}
 		},

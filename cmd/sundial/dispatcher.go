@@ -69,8 +69,7 @@ func runDispatcher(ctx context.Context, cmd *cli.Command) error {
 	cfg := dispatcher.Config{
 		TracerProvider:    p.tracerProvider(),
 		EventEncoding:     p.encoding,
-		Brokers:           cmd.StringSlice("kafka-brokers"),
-		KafkaOpts:         kopts,
+		Kafka:             kopts,
 		GroupClientOpts:   []kgo.Opt{p.kafkaMetrics("dispatcher")},
 		Topics:            topics.Names{Prefix: cmd.String("topic-prefix")},
 		GroupID:           cmd.String("group-id"),

@@ -60,7 +60,7 @@ func newClient(cmd *cli.Command) (*client.Client, []kgo.Opt, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := client.New(client.Config{Brokers: cmd.StringSlice("kafka-brokers"), KafkaOptions: opts, Topics: topics.Names{Prefix: cmd.String("topic-prefix")},
+	c, err := client.New(client.Config{Kafka: opts, Topics: topics.Names{Prefix: cmd.String("topic-prefix")},
 		Team: cmd.String("team"), ByOwner: true})
 	return c, opts, err
 }

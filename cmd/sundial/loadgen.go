@@ -71,7 +71,7 @@ Example, against a running pipeline on the local stack:
 			}
 			out := cmd.Root().Writer
 			sum, err := loadgen.Run(ctx, loadgen.Options{
-				Brokers: cmd.StringSlice("kafka-brokers"), KafkaOptions: kopts, Topics: topics.Names{Prefix: cmd.String("topic-prefix")}, Workload: w,
+				Kafka: kopts, Topics: topics.Names{Prefix: cmd.String("topic-prefix")}, Workload: w,
 				DownstreamAddr: cmd.String("downstream-addr"), EffectDuration: cmd.Duration("effect-duration"), Lead: cmd.Duration("lead"), Drain: cmd.Duration("drain"),
 				Cleanup: !cmd.Bool("keep"), Progress: out, Logger: slog.New(slog.NewTextHandler(cmd.Root().ErrWriter, nil)),
 			})

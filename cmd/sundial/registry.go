@@ -44,7 +44,6 @@ Example, against the local stack:
 
 func runRegistry(ctx context.Context, cmd *cli.Command) error {
 	var bad []error
-	brokers := cmd.StringSlice("kafka-brokers")
 	kopts, err := kafkaOptions(cmd)
 	if err != nil {
 		bad = append(bad, err)
@@ -77,12 +76,11 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 	reg, err := registry.New(registry.Config{
-		Brokers: brokers, Topics: names, Group: cmd.String("group-id"), Store: b.store, Waker: b.enq, Limits: limits,
+		Kafka: withKafka(kopts, p.kafkaMetrics("registry")), Topics: names, Group: cmd.String("group-id"), Store: b.store, Waker: b.enq, Limits: limits,
 		SharedTopic: cmd.Bool("jobs-shared-topic"), Audit: trail, TracerProvider: p.tracerProvider(), StatusEncoding: p.encoding,
-		Quotas:       b.store,
-		Concurrency:  cmd.Int("concurrency"),
-		KafkaOptions: withKafka(kopts, p.kafkaMetrics("registry")),
-		Registerer:   p.reg, Logger: p.logger,
+		Quotas:      b.store,
+		Concurrency: cmd.Int("concurrency"),
+		Registerer:  p.reg, Logger: p.logger,
 	})
 	if err != nil {
 		return err
@@ -99,10 +97,9 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 	trg, err := trigger.New(trigger.Config{
-		Brokers: brokers, Topics: names, Group: cmd.String("trigger-group-id"), Store: b.store, Enqueuer: b.enq, Dags: dags,
+		Kafka: withKafka(kopts, p.kafkaMetrics("trigger")), Topics: names, Group: cmd.String("trigger-group-id"), Store: b.store, Enqueuer: b.enq, Dags: dags,
 		MaxPayloadBytes: limits.MaxPayloadBytes, TracerProvider: p.tracerProvider(), EventEncoding: p.encoding,
-		KafkaOptions: withKafka(kopts, p.kafkaMetrics("trigger")),
-		Registerer:   p.reg, Logger: p.named("trigger"),
+		Registerer: p.reg, Logger: p.named("trigger"),
 	})
 	if err != nil {
 		return err

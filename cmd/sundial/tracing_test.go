@@ -98,7 +98,7 @@ func TestTracingFollowsOneRun(t *testing.T) {
 	// The caller triggers the job inside its own trace: the trigger record
 	// carries the caller's span as its traceparent header.
 	const traceID, callerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
-	cl, err := client.New(client.Config{Brokers: k.Brokers, Topics: ns.Names(), Team: team})
+	cl, err := client.New(client.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: ns.Names(), Team: team})
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)
 	callerCtx := tracing.WithTraceparent(ctx, "00-"+traceID+"-"+callerSpan+"-01")

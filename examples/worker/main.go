@@ -25,6 +25,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sundialhq/sundial/worker"
 )
@@ -102,7 +103,7 @@ func run() error {
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	reg := prometheus.NewRegistry()
 	w, err := worker.New(worker.Config{
-		Pool: *pool, KafkaBrokers: list(*brokers), TopicPrefix: *prefix, RedisAddr: *redisAddr,
+		Pool: *pool, Kafka: []kgo.Opt{kgo.SeedBrokers(list(*brokers)...)}, TopicPrefix: *prefix, RedisAddr: *redisAddr,
 		CassandraHosts: list(*hosts), Keyspace: *keyspace, Concurrency: *concurrency,
 		Registerer: reg, Logger: logger,
 	})

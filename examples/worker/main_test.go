@@ -62,7 +62,7 @@ func TestExampleHandlerRunsAndItsLogReachesRunsGet(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 
-	disp, err := dispatcher.New(dispatcher.Config{Brokers: k.Brokers, Store: st, Topics: names, GroupID: k.TopicPrefix + "dispatchers",
+	disp, err := dispatcher.New(dispatcher.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Store: st, Topics: names, GroupID: k.TopicPrefix + "dispatchers",
 		Registerer: prometheus.NewRegistry(), Logger: logger})
 	require.NoError(t, err)
 	require.NoError(t, disp.Start(ctx))
@@ -76,7 +76,7 @@ func TestExampleHandlerRunsAndItsLogReachesRunsGet(t *testing.T) {
 	// the job names it: a worker executes its pool's handler runs only.
 	pool := strings.Trim(k.TopicPrefix, ".")
 	w, err := worker.New(worker.Config{
-		Pool: pool, KafkaBrokers: k.Brokers, TopicPrefix: k.TopicPrefix,
+		Pool: pool, Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, TopicPrefix: k.TopicPrefix,
 		RedisAddr: rd.Addr, RedisKeyPrefix: rd.KeyPrefix, CassandraHosts: c.Hosts, Keyspace: c.Keyspace,
 		Registerer: prometheus.NewRegistry(), Logger: logger,
 	})

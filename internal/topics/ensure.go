@@ -180,14 +180,20 @@ func EnsureAt(ctx context.Context, brokers []string, specs []Spec, replication i
 	if len(brokers) == 0 {
 		return nil, errors.New("kafka brokers: at least one seed broker is required")
 	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
+	return EnsureWith(ctx, append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...), specs, replication)
+}
+
+// EnsureWith connects with the client options kafka (the seed brokers
+// among them) and ensures the topics of specs (Ensure).
+func EnsureWith(ctx context.Context, kafka []kgo.Opt, specs []Spec, replication int16) ([]Result, error) {
+	cl, err := kgo.NewClient(kafka...)
 	if err != nil {
-		return nil, fmt.Errorf("kafka client for %v: %w", brokers, err)
+		return nil, fmt.Errorf("kafka client: %w", err)
 	}
 	defer cl.Close()
 	res, err := Ensure(ctx, kadm.NewClient(cl), specs, replication)
 	if err != nil {
-		return res, fmt.Errorf("kafka at %v: %w", brokers, err)
+		return res, fmt.Errorf("kafka at %v: %w", cl.OptValue(kgo.SeedBrokers), err)
 	}
 	return res, nil
 }

@@ -19,6 +19,15 @@ export function duration(s) {
   return `${sign}${Math.floor(s / 86400)} d ${Math.round((s % 86400) / 3600)} h`;
 }
 
+const units = {ms: 0.001, s: 1, m: 60, min: 60, h: 3600, d: 86400};
+
+// span reads what people write for a duration, "250ms", "2s", "1.5m",
+// "1h", "7d", as seconds; NaN otherwise.
+export function span(text) {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|min|m|h|d)$/.exec(String(text).trim());
+  return m ? Number(m[1]) * units[m[2]] : NaN;
+}
+
 // viewerZone is the browser's time zone.
 export const viewerZone = Intl.DateTimeFormat().resolvedOptions().timeZone;
 

@@ -46,9 +46,9 @@ export class Session {
     this.permissions = new Set(who.permissions);
   }
 
-  // call calls the API with this session's token.
-  call(service, method, body) {
-    return call(this.token, service, method, body);
+  // call calls the API with this session's token (opts: see api.js).
+  call(service, method, body, opts) {
+    return call(this.token, service, method, body, opts);
   }
 
   // may says whether the caller holds a permission ("read", "operate",

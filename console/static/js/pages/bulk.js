@@ -1,22 +1,26 @@
 // Bulk actions: pause, resume or trigger every job that a search and
-// filters select. The page first lists exactly what the action would touch
-// (the count and every job id, read from the server page by page, at most
-// maxJobs), then asks the user to type what it will do, and only then
-// calls the API, one job at a time (each call audited as any other).
+// filters select, on the server (OperatorService.BulkJobs). The page asks
+// the server for a dry run first, which lists every matching job and
+// whether the action touches it; then the user types what it will do, and
+// the page sends the same selection with the count the dry run gave. The
+// server refuses it if the selection changed meanwhile, and checks and
+// audits each job as its own call would.
 
 import {h, replace, table, stateTag, errorBox} from '../dom.js';
 import * as fmt from '../format.js';
-import {limited, filterForm, field, select, textInput} from './common.js';
+import {filterForm, field, select, textInput} from './common.js';
 
-// maxJobs bounds a bulk action: a selection larger than this is refused
-// before anything is done, and the user narrows the search.
+// maxJobs is the server's bound on a selection (apiserver.MaxBulkJobs): a
+// larger one is refused before anything is done.
 export const maxJobs = 1000;
-const scanPage = 200;
+
+// bulkTimeoutMs bounds the action: up to maxJobs calls in one request.
+const bulkTimeoutMs = 5 * 60 * 1000;
 
 const actions = {
-  pause: {label: 'Pause', verb: 'pause', method: 'PauseJob', applies: (j) => fmt.jobState(j) !== 'paused', skip: 'already paused'},
-  resume: {label: 'Resume', verb: 'resume', method: 'ResumeJob', applies: (j) => fmt.jobState(j) === 'paused', skip: 'not paused'},
-  trigger: {label: 'Trigger now', verb: 'trigger', method: 'TriggerJob', applies: () => true, skip: ''},
+  pause: {label: 'Pause', verb: 'pause', action: 'BULK_ACTION_PAUSE'},
+  resume: {label: 'Resume', verb: 'resume', action: 'BULK_ACTION_RESUME'},
+  trigger: {label: 'Trigger now', verb: 'trigger', action: 'BULK_ACTION_TRIGGER'},
 };
 
 // phrase is what the user types to confirm: "pause 3 jobs".
@@ -24,31 +28,15 @@ export function phrase(verb, n) {
   return `${verb} ${n} job${n === 1 ? '' : 's'}`;
 }
 
-// selection reads every job the filters select, page by page, and keeps
-// those the caller may operate. It stops with an error past maxJobs.
-async function selection(ctx, q) {
+// request is the BulkJobs request of the URL's selection.
+function request(q, a) {
   const filter = {};
   if (q.get('team')) filter.team = q.get('team');
   if (q.get('state')) filter.state = q.get('state');
   if (q.get('kind')) filter.scheduleKind = q.get('kind');
-  const text = q.get('text');
-  const out = [];
-  let token = '';
-  do {
-    const page = {size: scanPage};
-    if (token) page.token = token;
-    const resp = text ?
-      await ctx.session.call('JobService', 'SearchJobs', {text, filter, page}) :
-      await ctx.session.call('JobService', 'ListJobs', {filter, page});
-    for (const j of resp.jobs || []) {
-      out.push(j);
-      if (out.length > maxJobs) {
-        throw new Error(`more than ${maxJobs} jobs match: narrow the search or the filters`);
-      }
-    }
-    token = resp.nextPageToken || '';
-  } while (token);
-  return out;
+  const body = {action: a.action, filter};
+  if (q.get('text')) body.text = q.get('text');
+  return body;
 }
 
 export const bulk = {
@@ -85,7 +73,9 @@ export const bulk = {
       }
       replace(preview, 'Reading the selection…');
       try {
-        replace(preview, previewOf(ctx, actions[act], await selection(ctx, q), status));
+        const body = request(q, actions[act]);
+        const dry = await ctx.session.call('OperatorService', 'BulkJobs', {...body, dryRun: true});
+        replace(preview, previewOf(ctx, actions[act], body, dry, status));
       } catch (e) {
         replace(preview, errorBox(e));
       }
@@ -93,26 +83,26 @@ export const bulk = {
   },
 };
 
-function previewOf(ctx, a, jobs, status) {
-  const mine = jobs.filter((j) => ctx.session.mayOperate(j.spec.ownerTeam));
-  const touched = mine.filter(a.applies);
-  const skipped = jobs.length - touched.length;
+function previewOf(ctx, a, body, dry, status) {
+  const jobs = dry.jobs || [];
+  const touched = dry.touched || 0;
+  const skipped = jobs.length - touched;
   const rows = jobs.map((j) => [
-    h('a', {href: `#/jobs/${encodeURIComponent(j.spec.id)}`}, j.spec.id),
-    j.spec.ownerTeam,
-    stateTag(fmt.jobState(j)),
-    !ctx.session.mayOperate(j.spec.ownerTeam) ? 'no: not your team\'s' : a.applies(j) ? h('strong', {}, `yes: ${a.verb}`) : `no: ${a.skip}`,
+    h('a', {href: `#/jobs/${encodeURIComponent(j.jobId)}`}, j.jobId),
+    j.ownerTeam,
+    stateTag(fmt.enumName(j.state, 'DEFINITION_STATE_')),
+    j.touched ? h('strong', {}, `yes: ${a.verb}`) : `no: ${j.skipped}`,
   ]);
   const out = [
-    h('p', {}, h('strong', {id: 'bulk-count', 'data-count': String(touched.length)}, String(touched.length)),
+    h('p', {}, h('strong', {id: 'bulk-count', 'data-count': String(touched)}, String(touched)),
       ` of the ${jobs.length} matching job${jobs.length === 1 ? '' : 's'} would be ${a.verb === 'trigger' ? 'triggered' : `${a.verb}d`}`,
       skipped ? ` (${skipped} left as they are)` : '', '.'),
     jobs.length ? table('Jobs the action would touch', ['Job', 'Team', 'State', 'Touched'], rows) : null,
   ];
-  if (touched.length === 0) return out;
-  const expect = phrase(a.verb, touched.length);
+  if (touched === 0) return out;
+  const expect = phrase(a.verb, touched);
   const input = h('input', {type: 'text', id: 'bulk-confirm-text', autocomplete: 'off', spellcheck: 'false'});
-  const go = h('button', {type: 'button', class: 'danger', id: 'bulk-confirm', 'data-write': 'true'}, `${a.label}: ${touched.length} jobs`);
+  const go = h('button', {type: 'button', class: 'danger', id: 'bulk-confirm', 'data-write': 'true'}, `${a.label}: ${touched} jobs`);
   go.addEventListener('click', async () => {
     if (input.value.trim() !== expect) {
       replace(status, errorBox(new Error(`type "${expect}" to confirm`)));
@@ -121,17 +111,18 @@ function previewOf(ctx, a, jobs, status) {
     }
     go.disabled = true;
     input.disabled = true;
-    let done = 0;
-    const results = await limited(touched, 4, async (j) => {
-      const r = await ctx.session.call('OperatorService', a.method, {jobId: j.spec.id});
-      done++;
-      replace(status, `${a.label}: ${done} of ${touched.length}…`);
-      return r;
-    });
-    const failed = touched.map((j, i) => [j, results[i]]).filter(([, r]) => r && r.error);
-    replace(status, h('div', {id: 'bulk-done', role: 'status'},
-      h('p', {}, `${a.label}: ${touched.length - failed.length} of ${touched.length} done.`),
-      failed.length ? h('ul', {class: 'error'}, failed.map(([j, r]) => h('li', {}, `${j.spec.id}: ${r.error.code || ''} ${r.error.message}`))) : null));
+    replace(status, `${a.label}: ${touched} jobs…`);
+    try {
+      const done = await ctx.session.call('OperatorService', 'BulkJobs', {...body, expectedCount: touched}, {timeoutMs: bulkTimeoutMs});
+      const failed = (done.jobs || []).filter((j) => j.error);
+      replace(status, h('div', {id: 'bulk-done', role: 'status'},
+        h('p', {}, `${a.label}: ${(done.touched || 0) - failed.length} of ${done.touched || 0} done.`),
+        failed.length ? h('ul', {class: 'error'}, failed.map((j) => h('li', {}, `${j.jobId}: ${j.error}`))) : null));
+    } catch (e) {
+      replace(status, errorBox(e), e.code === 'failed_precondition' ? h('p', {}, 'The selection changed since the preview: nothing was done. Preview it again.') : null);
+      go.disabled = false;
+      input.disabled = false;
+    }
   });
   out.push(h('div', {class: 'confirm'},
     h('label', {for: 'bulk-confirm-text', class: 'field'}, `Type "${expect}" to confirm`), input, go));

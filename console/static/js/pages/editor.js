@@ -9,6 +9,7 @@ import {h, replace, table, num, errorBox} from '../dom.js';
 import * as fmt from '../format.js';
 import {loadInto} from './common.js';
 import {loadChart, heatGrid, draftKey} from './heatmap.js';
+import {toYAML} from '../yaml.js';
 
 const kinds = [['', 'none: runs only when triggered'], ['cron', 'cron'], ['interval', 'interval'], ['at', 'once at a time'], ['delay', 'once after a delay'], ['immediate', 'once, when applied']];
 const targets = [['http', 'HTTP request'], ['handler', 'worker handler'], ['kafka', 'Kafka record'], ['exec', 'command (exec)']];
@@ -258,8 +259,10 @@ function editorBody(ctx, st) {
   const stale = () => {
     applyBtn.disabled = planned === null || planned !== JSON.stringify(draft) || !mayApply();
   };
+  const yaml = h('pre', {id: 'e-yaml', tabindex: '0', role: 'region', 'aria-label': 'The definition as YAML, for sundial apply -f'});
   const showJSON = () => {
     if (document.activeElement !== json) json.value = JSON.stringify(draft, null, 2);
+    yaml.textContent = toYAML(draft);
   };
   fillForm(form, draft);
   if (st.id) form.querySelector('#e-id').readOnly = true;
@@ -282,6 +285,7 @@ function editorBody(ctx, st) {
       if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('the definition is a JSON object');
       draft = parsed;
       fillForm(form, draft);
+      yaml.textContent = toYAML(draft);
       replace(jsonError, 'The JSON is read; the form shows it.');
     } catch (e) {
       replace(jsonError, h('span', {class: 'error'}, `Not valid JSON: ${e.message}`));
@@ -333,7 +337,8 @@ function editorBody(ctx, st) {
       'A new job. Apply is refused if a job with this id is created before you apply.'),
     h('div', {class: 'editor-panes'},
       form,
-      h('div', {class: 'json-pane'}, h('label', {for: 'e-json', class: 'field'}, 'JSON'), json, jsonError)),
+      h('div', {class: 'json-pane'}, h('label', {for: 'e-json', class: 'field'}, 'JSON'), json, jsonError,
+        h('details', {id: 'e-yaml-box'}, h('summary', {}, 'YAML, for sundial apply -f'), yaml))),
     h('div', {class: 'actions'}, planBtn, applyBtn), note,
     st.status,
     st.planEl,

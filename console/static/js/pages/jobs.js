@@ -5,6 +5,7 @@
 import {h, replace, table, num, stateTag, errorBox} from '../dom.js';
 import * as fmt from '../format.js';
 import {limited, pager, action, confirmTyped, filterForm, field, select, textInput, loadInto} from './common.js';
+import {objectiveLabel, parseObjective, assess} from '../objective.js';
 
 const pageSize = 25;
 
@@ -64,7 +65,10 @@ async function listJobs(ctx, results) {
     await ctx.session.call('JobService', 'ListJobs', {filter, page});
   const list = resp.jobs || [];
   if (list.length === 0) {
-    replace(results, h('p', {}, 'No jobs match.'), pager(ctx, ['jobs'], resp.nextPageToken));
+    // The server reads a bounded number of definitions per page: an empty
+    // page with a next one is a partial answer, not the end.
+    const partial = 'No job matched among the definitions this page read; the server reads a bounded number per page, and the next page reads on.';
+    replace(results, h('p', {id: 'no-jobs'}, resp.nextPageToken ? partial : 'No jobs match.'), pager(ctx, ['jobs'], resp.nextPageToken));
     return;
   }
   const pending = () => h('span', {class: 'muted'}, '…');
@@ -111,11 +115,12 @@ export const job = {
     const status = h('div', {id: 'action-status', 'aria-live': 'polite'});
     const actions = h('div', {class: 'actions', id: 'actions'});
     const body = h('div', {id: 'results'});
+    const backfill = h('div', {id: 'backfill'});
     let actionsKey = '';
     root.append(h('h1', {}, 'Job ', h('code', {}, id)),
       h('p', {}, h('a', {href: `#/runs?job=${encodeURIComponent(id)}`}, 'Runs of this job'), ' · ',
         h('a', {href: `#/dlq?job=${encodeURIComponent(id)}`}, 'Its dead letters')),
-      actions, status, body);
+      actions, status, backfill, body);
     const refresh = async () => {
       let view;
       try {
@@ -134,8 +139,13 @@ export const job = {
         actionsKey = key;
         replace(actions, jobActions(ctx, j, paused, status, refresh));
         if (hadFocus && actions.querySelector('button')) actions.querySelector('button').focus();
+        // The backfill's form keeps what the user typed across refreshes:
+        // it is built again only when the role's offer changes.
+        replace(backfill, ctx.session.mayOperate(j.spec.ownerTeam) && (j.spec.schedule || null) ? backfillForm(ctx, j) : null);
       }
-      replace(body, jobBody(view));
+      const objective = h('div', {id: 'objective'});
+      replace(body, jobBody(view, objective));
+      await loadInto(objective, () => objectiveSection(ctx, j));
     };
     return refresh;
   },
@@ -176,7 +186,7 @@ function jobActions(ctx, j, paused, status, refresh) {
   return out;
 }
 
-function jobBody(view) {
+function jobBody(view, objective) {
   const j = view.job;
   const s = j.spec;
   const zone = (s.schedule || {}).timeZone || 'UTC';
@@ -218,6 +228,8 @@ function jobBody(view) {
       tile('p90 trigger lag', fmt.duration(fmt.seconds(stats.triggerLatencyP90))),
       tile('p99 trigger lag', fmt.duration(fmt.seconds(stats.triggerLatencyP99)))),
     h('p', {class: 'muted'}, 'Trigger lag is start minus due time, over the attempts listed below.'),
+    h('h2', {}, 'Trigger-lag objective'),
+    objective,
     h('h2', {}, 'Next fires'),
     fires.length ? table('Next fires', [`Job's zone (${zone})`, `Your zone (${fmt.viewerZone})`], fires) : h('p', {}, 'None scheduled.'),
     h('h2', {}, 'Last runs'),
@@ -238,4 +250,135 @@ function target(t) {
   if (t.kafka) return `Kafka topic ${t.kafka.topic}`;
   if (t.exec) return `exec ${t.exec.command}`;
   return Object.keys(t).join(', ');
+}
+
+// objectivePages bounds the reading of an objective's window: at most
+// this many pages of 1,000 attempts (the API lists a job's newest 10,000).
+const objectivePages = 10;
+
+// objectiveSection measures the job against its trigger-lag objective
+// (the label objectiveLabel) over the attempts due in its window, and
+// names for each late attempt where it lost its time.
+async function objectiveSection(ctx, j) {
+  const text = (j.spec.labels || {})[objectiveLabel];
+  if (!text) {
+    return h('p', {class: 'muted', id: 'no-objective'}, `No objective. Set the label ${objectiveLabel}, for example to "p99 <= 2s over 7d": the share of attempts that must start within that lag of their due time.`);
+  }
+  const objective = parseObjective(text);
+  const now = Date.now();
+  const attempts = [];
+  let token = '';
+  let pages = 0;
+  do {
+    const body = {jobId: j.spec.id, dueAfter: new Date(now - objective.window * 1000).toISOString(), pageSize: 1000};
+    if (token) body.pageToken = token;
+    const resp = await ctx.session.call('RunService', 'ListRuns', body);
+    attempts.push(...(resp.attempts || []));
+    token = resp.nextPageToken || '';
+    pages++;
+  } while (token && pages < objectivePages);
+  const a = assess(objective, attempts, now);
+  const pct = (x) => `${Math.round(x * 1000) / 10} %`;
+  const left = a.counted === 0 ? '–' : (Number.isFinite(a.left) ? pct(a.left) : 'spent');
+  const causes = Object.entries(a.causes).sort((x, y) => y[1] - x[1]);
+  const where = {dispatcher: 'dispatcher (shard)', consumer: 'consumer lag', runner: 'runner (pool, concurrency, quota)', wait: 'wait reason only', unknown: 'unknown'};
+  return [
+    h('div', {class: 'tiles', id: 'objective-tiles'},
+      tile('objective', objective.text),
+      tile('attempts counted', a.counted),
+      tile(`late (over ${fmt.duration(objective.lag)})`, a.late.length),
+      tile('error budget left', left),
+      h('div', {class: 'tile', id: 'objective-state'}, h('span', {class: 'n'}, a.counted === 0 ? 'no runs' : (a.met ? 'met' : 'breached')), 'state')),
+    token ? h('p', {class: 'muted', id: 'objective-partial'}, `Partial: counted the newest ${attempts.length} attempts of the window only (a job's listing reads at most ${objectivePages * 1000}).`) : null,
+    causes.length ? h('p', {id: 'objective-causes'}, 'Late attempts by where they lost their time: ', causes.map(([k, n]) => `${where[k] || k} ${n}`).join(', '), '.') : null,
+    a.late.length ? table('Late attempts', ['Run', ['Attempt', 'num'], 'Due', ['Lag', 'num'], 'Lost its time in', 'Wait reason'], a.late.slice(0, 20).map((l) => [
+      h('a', {href: `#/runs/${encodeURIComponent(l.attempt.runId)}`}, l.attempt.runId),
+      num(l.attempt.attempt),
+      fmt.time(l.attempt.attemptDueTime || l.attempt.dueTime),
+      num(fmt.duration(l.lag)),
+      Number.isFinite(l.cause.seconds) ? `${l.cause.text} (${fmt.duration(l.cause.seconds)})` : l.cause.text,
+      l.attempt.waitReason || '–',
+    ])) : null,
+  ];
+}
+
+// backfillTimeoutMs bounds a backfill that runs: the call returns when
+// every run it enqueued has ended, so it gets longer than a read. Cut
+// short (or the page left), the runs already enqueued still run, and the
+// same backfill again skips the occurrences that have run.
+const backfillTimeoutMs = 10 * 60 * 1000;
+
+// backfillForm runs the job's occurrences of a past range
+// (OperatorService.BackfillJob): a dry run first, which counts and lists
+// the occurrences, then the backfill of exactly that request.
+function backfillForm(ctx, j) {
+  const id = j.spec.id;
+  const zone = (j.spec.schedule || {}).timeZone || 'UTC';
+  const from = h('input', {type: 'datetime-local', step: '1', required: true});
+  const to = h('input', {type: 'datetime-local', step: '1', required: true});
+  const policy = select('policy', 'BACKFILL_POLICY_EVERY', [
+    ['BACKFILL_POLICY_EVERY', 'every occurrence'], ['BACKFILL_POLICY_ONE_PER_WINDOW', 'the last occurrence of each window']]);
+  const window = textInput('window', '1h');
+  const maxConcurrent = h('input', {type: 'number', min: '1', max: '1000', value: '4', name: 'max-concurrent'});
+  const out = h('div', {id: 'backfill-result', 'aria-live': 'polite'});
+  const request = () => {
+    const f = new Date(from.value);
+    const t = new Date(to.value);
+    if (Number.isNaN(f.getTime()) || Number.isNaN(t.getTime())) throw new Error('from and to: both required');
+    const body = {jobId: id, from: f.toISOString(), to: t.toISOString(), policy: policy.value, maxConcurrent: Number(maxConcurrent.value) || 0};
+    if (policy.value === 'BACKFILL_POLICY_ONE_PER_WINDOW') {
+      const w = fmt.span(window.value);
+      if (!Number.isFinite(w) || w <= 0) throw new Error(`window "${window.value}": a duration such as 1h or 15m`);
+      body.window = `${w}s`;
+    }
+    return body;
+  };
+  const preview = h('button', {type: 'submit', 'data-write': 'true', id: 'backfill-preview'}, 'Preview backfill');
+  const form = h('form', {class: 'filters', 'aria-label': 'Backfill'},
+    field(`From (your zone, ${fmt.viewerZone})`, 'bf-from', from),
+    field('To, excluded', 'bf-to', to),
+    field('Runs', 'bf-policy', policy),
+    field('Window', 'bf-window', window),
+    field('At most pending at once', 'bf-max', maxConcurrent),
+    preview);
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    preview.disabled = true;
+    replace(out, 'Computing the occurrences…');
+    try {
+      const body = request();
+      const dry = await ctx.session.call('OperatorService', 'BackfillJob', {...body, dryRun: true});
+      const n = dry.occurrenceCount || 0;
+      if (n === 0) {
+        replace(out, h('p', {id: 'backfill-count'}, 'No occurrence of the schedule falls in that range: nothing to run.'));
+        return;
+      }
+      const listed = dry.occurrences || [];
+      const run = h('button', {type: 'button', class: 'primary', 'data-write': 'true', id: 'backfill-run'}, `Run ${n} occurrence${n === 1 ? '' : 's'}`);
+      run.addEventListener('click', async () => {
+        run.disabled = true;
+        replace(out, `Running ${n} occurrences, at most ${body.maxConcurrent} at once; keep this page open until they end…`);
+        try {
+          const done = await ctx.session.call('OperatorService', 'BackfillJob', body, {timeoutMs: backfillTimeoutMs});
+          const finished = Object.entries(done.finished || {}).map(([st, k]) => `${k} ${fmt.enumName(st, 'RUN_STATE_')}`).join(', ');
+          replace(out, h('p', {id: 'backfill-done'},
+            `Backfilled: ${done.enqueued || 0} enqueued, ${done.alreadyDone || 0} had already run`, finished ? `; ended: ${finished}.` : '.'));
+        } catch (e) {
+          replace(out, errorBox(e), h('p', {class: 'muted'}, 'The runs already enqueued still run; the same backfill again skips the occurrences that have run.'));
+        }
+      });
+      replace(out,
+        h('p', {id: 'backfill-count'}, `${n} occurrence${n === 1 ? '' : 's'} to run`, listed.length < n ? ` (the first ${listed.length} listed)` : '', ':'),
+        table('Occurrences', [`Job's zone (${zone})`, `Your zone (${fmt.viewerZone})`], listed.slice(0, 20).map((t) => [fmt.time(t, zone), fmt.time(t)])),
+        n > 20 ? h('p', {class: 'muted'}, `and ${n - 20} more.`) : null,
+        run);
+    } catch (e) {
+      replace(out, errorBox(e));
+    } finally {
+      preview.disabled = false;
+    }
+  });
+  return h('details', {id: 'backfill-box'}, h('summary', {}, 'Backfill…'),
+    h('p', {class: 'muted'}, 'Run the occurrences the schedule had in a past range, as triggers due now with the occurrences\' run ids: an occurrence that has run is skipped.'),
+    form, out);
 }

@@ -4,6 +4,7 @@
 import {h, replace, table, num, stateTag} from '../dom.js';
 import * as fmt from '../format.js';
 import {action, loadInto} from './common.js';
+import {causeOf} from '../objective.js';
 
 export const run = {
   id: 'run',
@@ -125,7 +126,42 @@ export function lateness(r) {
   }
   const retries = (r.attempts || []).length - 1;
   if (retries > 0) out.push(h('p', {}, `It took ${retries + 1} attempts; each retry waited its backoff before its own due time (see Attempts).`));
+  out.push(...timeline(r.attempts || []));
   return out;
+}
+
+// timeline is each attempt's way from its due time to its start, as the
+// history records it (due → dispatched → received → leased → started, each
+// with the time since the step before), the wait it reported, and the step
+// where it lost the most time (the same rule as a job's objective).
+function timeline(attempts) {
+  const known = attempts.filter((a) => a.dispatchTime || a.receiveTime || a.leaseTime || a.waitReason);
+  if (known.length === 0) return [];
+  const now = Date.now();
+  const step = (from, to) => {
+    if (!to) return '–';
+    const gap = fmt.between(from, to);
+    return Number.isFinite(gap) ? `${fmt.time(to)} (+${fmt.duration(gap)})` : fmt.time(to);
+  };
+  const rows = known.map((a) => {
+    const due = a.attemptDueTime || a.dueTime;
+    const c = causeOf(a, now);
+    return [
+      num(a.attempt),
+      fmt.time(due),
+      step(due, a.dispatchTime),
+      step(a.dispatchTime, a.receiveTime),
+      step(a.receiveTime, a.leaseTime),
+      step(a.leaseTime || a.receiveTime, a.startTime),
+      a.waitReason || '–',
+      Number.isFinite(c.seconds) ? `${c.text} (${fmt.duration(c.seconds)})` : c.text,
+    ];
+  });
+  return [
+    h('h3', {}, 'Each attempt, step by step'),
+    table('Each attempt, step by step', [['Attempt', 'num'], 'Due', 'Dispatched', 'Received by a runner', 'Leased', 'Started', 'Wait reason', 'Lost the most time in'], rows),
+    h('p', {class: 'muted'}, 'Dispatched: the dispatcher of the run\'s shard wrote it to the runs topic. Received: a runner read it (the gap is the consumer lag). Leased, then started: the runner took the run\'s lease and started it (the gap before is the pool\'s slots, the job\'s concurrency or the team\'s quota). The wait reason is the last wait the attempt reported.'),
+  ];
 }
 
 // dagRunOf is the DAG run a node's run belongs to (dag run id + "/" +

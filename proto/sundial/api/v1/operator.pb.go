@@ -24,6 +24,63 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// BulkAction is what BulkJobs does to each job it touches.
+type BulkAction int32
+
+const (
+	// Not set: refused.
+	BulkAction_BULK_ACTION_UNSPECIFIED BulkAction = 0
+	// PauseJob: touches the active jobs.
+	BulkAction_BULK_ACTION_PAUSE BulkAction = 1
+	// ResumeJob: touches the paused jobs.
+	BulkAction_BULK_ACTION_RESUME BulkAction = 2
+	// TriggerJob: touches every job.
+	BulkAction_BULK_ACTION_TRIGGER BulkAction = 3
+)
+
+// Enum value maps for BulkAction.
+var (
+	BulkAction_name = map[int32]string{
+		0: "BULK_ACTION_UNSPECIFIED",
+		1: "BULK_ACTION_PAUSE",
+		2: "BULK_ACTION_RESUME",
+		3: "BULK_ACTION_TRIGGER",
+	}
+	BulkAction_value = map[string]int32{
+		"BULK_ACTION_UNSPECIFIED": 0,
+		"BULK_ACTION_PAUSE":       1,
+		"BULK_ACTION_RESUME":      2,
+		"BULK_ACTION_TRIGGER":     3,
+	}
+)
+
+func (x BulkAction) Enum() *BulkAction {
+	p := new(BulkAction)
+	*p = x
+	return p
+}
+
+func (x BulkAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (BulkAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_sundial_api_v1_operator_proto_enumTypes[0].Descriptor()
+}
+
+func (BulkAction) Type() protoreflect.EnumType {
+	return &file_sundial_api_v1_operator_proto_enumTypes[0]
+}
+
+func (x BulkAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use BulkAction.Descriptor instead.
+func (BulkAction) EnumDescriptor() ([]byte, []int) {
+	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{0}
+}
+
 // BackfillPolicy says which occurrences of the range a backfill runs.
 type BackfillPolicy int32
 
@@ -61,11 +118,11 @@ func (x BackfillPolicy) String() string {
 }
 
 func (BackfillPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_sundial_api_v1_operator_proto_enumTypes[0].Descriptor()
+	return file_sundial_api_v1_operator_proto_enumTypes[1].Descriptor()
 }
 
 func (BackfillPolicy) Type() protoreflect.EnumType {
-	return &file_sundial_api_v1_operator_proto_enumTypes[0]
+	return &file_sundial_api_v1_operator_proto_enumTypes[1]
 }
 
 func (x BackfillPolicy) Number() protoreflect.EnumNumber {
@@ -74,7 +131,257 @@ func (x BackfillPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use BackfillPolicy.Descriptor instead.
 func (BackfillPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{1}
+}
+
+// BulkJobsRequest selects the jobs and the action.
+type BulkJobsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The action. Required.
+	Action BulkAction `protobuf:"varint,1,opt,name=action,proto3,enum=sundial.api.v1.BulkAction" json:"action,omitempty"`
+	// The jobs to act on, as ListJobs filters them. At least one of its
+	// fields or text is required: a bulk action never selects every job by
+	// default.
+	Filter *DefinitionFilter `protobuf:"bytes,2,opt,name=filter,proto3" json:"filter,omitempty"`
+	// Text the jobs' id, description or a label value contains (as
+	// SearchJobs); empty for none.
+	Text string `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	// List what the action would touch and change nothing.
+	DryRun bool `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Unless dry_run: how many jobs the dry run said the action would touch.
+	ExpectedCount uint32 `protobuf:"varint,5,opt,name=expected_count,json=expectedCount,proto3" json:"expected_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BulkJobsRequest) Reset() {
+	*x = BulkJobsRequest{}
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BulkJobsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BulkJobsRequest) ProtoMessage() {}
+
+func (x *BulkJobsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BulkJobsRequest.ProtoReflect.Descriptor instead.
+func (*BulkJobsRequest) Descriptor() ([]byte, []int) {
 	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *BulkJobsRequest) GetAction() BulkAction {
+	if x != nil {
+		return x.Action
+	}
+	return BulkAction_BULK_ACTION_UNSPECIFIED
+}
+
+func (x *BulkJobsRequest) GetFilter() *DefinitionFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *BulkJobsRequest) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *BulkJobsRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *BulkJobsRequest) GetExpectedCount() uint32 {
+	if x != nil {
+		return x.ExpectedCount
+	}
+	return 0
+}
+
+// BulkJobsResponse lists every matching job, in the listing's order.
+type BulkJobsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The matching jobs with what the action does (or would do) to each.
+	Jobs []*BulkJobOutcome `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// How many jobs the action touches (with dry_run: would touch).
+	Touched uint32 `protobuf:"varint,2,opt,name=touched,proto3" json:"touched,omitempty"`
+	// How many of those it failed on (never with dry_run).
+	Failed        uint32 `protobuf:"varint,3,opt,name=failed,proto3" json:"failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BulkJobsResponse) Reset() {
+	*x = BulkJobsResponse{}
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BulkJobsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BulkJobsResponse) ProtoMessage() {}
+
+func (x *BulkJobsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BulkJobsResponse.ProtoReflect.Descriptor instead.
+func (*BulkJobsResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *BulkJobsResponse) GetJobs() []*BulkJobOutcome {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+func (x *BulkJobsResponse) GetTouched() uint32 {
+	if x != nil {
+		return x.Touched
+	}
+	return 0
+}
+
+func (x *BulkJobsResponse) GetFailed() uint32 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+// BulkJobOutcome is what BulkJobs does to one matching job.
+type BulkJobOutcome struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job id.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The job's owning team.
+	OwnerTeam string `protobuf:"bytes,2,opt,name=owner_team,json=ownerTeam,proto3" json:"owner_team,omitempty"`
+	// The job's state when it was selected.
+	State DefinitionState `protobuf:"varint,3,opt,name=state,proto3,enum=sundial.api.v1.DefinitionState" json:"state,omitempty"`
+	// The action applies to the job (and, unless dry_run, was carried out).
+	Touched bool `protobuf:"varint,4,opt,name=touched,proto3" json:"touched,omitempty"`
+	// Why it is not touched: "already paused", "not paused", or "needs the
+	// operator role in team <team>".
+	Skipped string `protobuf:"bytes,5,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// The action's error for this job, when it failed.
+	Error string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	// The run TriggerJob started.
+	RunId         string `protobuf:"bytes,7,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BulkJobOutcome) Reset() {
+	*x = BulkJobOutcome{}
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BulkJobOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BulkJobOutcome) ProtoMessage() {}
+
+func (x *BulkJobOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BulkJobOutcome.ProtoReflect.Descriptor instead.
+func (*BulkJobOutcome) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *BulkJobOutcome) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *BulkJobOutcome) GetOwnerTeam() string {
+	if x != nil {
+		return x.OwnerTeam
+	}
+	return ""
+}
+
+func (x *BulkJobOutcome) GetState() DefinitionState {
+	if x != nil {
+		return x.State
+	}
+	return DefinitionState_DEFINITION_STATE_UNSPECIFIED
+}
+
+func (x *BulkJobOutcome) GetTouched() bool {
+	if x != nil {
+		return x.Touched
+	}
+	return false
+}
+
+func (x *BulkJobOutcome) GetSkipped() string {
+	if x != nil {
+		return x.Skipped
+	}
+	return ""
+}
+
+func (x *BulkJobOutcome) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *BulkJobOutcome) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
 }
 
 // PauseJobRequest names the job to pause.
@@ -88,7 +395,7 @@ type PauseJobRequest struct {
 
 func (x *PauseJobRequest) Reset() {
 	*x = PauseJobRequest{}
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[0]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -100,7 +407,7 @@ func (x *PauseJobRequest) String() string {
 func (*PauseJobRequest) ProtoMessage() {}
 
 func (x *PauseJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[0]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -113,7 +420,7 @@ func (x *PauseJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseJobRequest.ProtoReflect.Descriptor instead.
 func (*PauseJobRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{0}
+	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PauseJobRequest) GetJobId() string {
@@ -136,7 +443,7 @@ type PauseJobResponse struct {
 
 func (x *PauseJobResponse) Reset() {
 	*x = PauseJobResponse{}
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[1]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -148,7 +455,7 @@ func (x *PauseJobResponse) String() string {
 func (*PauseJobResponse) ProtoMessage() {}
 
 func (x *PauseJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[1]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -161,7 +468,7 @@ func (x *PauseJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseJobResponse.ProtoReflect.Descriptor instead.
 func (*PauseJobResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{1}
+	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PauseJobResponse) GetChanged() bool {
@@ -189,7 +496,7 @@ type ResumeJobRequest struct {
 
 func (x *ResumeJobRequest) Reset() {
 	*x = ResumeJobRequest{}
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[2]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -201,7 +508,7 @@ func (x *ResumeJobRequest) String() string {
 func (*ResumeJobRequest) ProtoMessage() {}
 
 func (x *ResumeJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[2]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -214,7 +521,7 @@ func (x *ResumeJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeJobRequest.ProtoReflect.Descriptor instead.
 func (*ResumeJobRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{2}
+	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ResumeJobRequest) GetJobId() string {
@@ -237,7 +544,7 @@ type ResumeJobResponse struct {
 
 func (x *ResumeJobResponse) Reset() {
 	*x = ResumeJobResponse{}
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[3]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -249,7 +556,7 @@ func (x *ResumeJobResponse) String() string {
 func (*ResumeJobResponse) ProtoMessage() {}
 
 func (x *ResumeJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[3]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -262,7 +569,7 @@ func (x *ResumeJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeJobResponse.ProtoReflect.Descriptor instead.
 func (*ResumeJobResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{3}
+	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ResumeJobResponse) GetChanged() bool {
@@ -298,7 +605,7 @@ type TriggerJobRequest struct {
 
 func (x *TriggerJobRequest) Reset() {
 	*x = TriggerJobRequest{}
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[4]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -310,7 +617,7 @@ func (x *TriggerJobRequest) String() string {
 func (*TriggerJobRequest) ProtoMessage() {}
 
 func (x *TriggerJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[4]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -323,7 +630,7 @@ func (x *TriggerJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerJobRequest.ProtoReflect.Descriptor instead.
 func (*TriggerJobRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{4}
+	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TriggerJobRequest) GetJobId() string {
@@ -375,7 +682,7 @@ type TriggerJobResponse struct {
 
 func (x *TriggerJobResponse) Reset() {
 	*x = TriggerJobResponse{}
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[5]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -387,7 +694,7 @@ func (x *TriggerJobResponse) String() string {
 func (*TriggerJobResponse) ProtoMessage() {}
 
 func (x *TriggerJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[5]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -400,7 +707,7 @@ func (x *TriggerJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerJobResponse.ProtoReflect.Descriptor instead.
 func (*TriggerJobResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{5}
+	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TriggerJobResponse) GetRunId() string {
@@ -441,7 +748,7 @@ type BackfillJobRequest struct {
 
 func (x *BackfillJobRequest) Reset() {
 	*x = BackfillJobRequest{}
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[6]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -453,7 +760,7 @@ func (x *BackfillJobRequest) String() string {
 func (*BackfillJobRequest) ProtoMessage() {}
 
 func (x *BackfillJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[6]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -466,7 +773,7 @@ func (x *BackfillJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillJobRequest.ProtoReflect.Descriptor instead.
 func (*BackfillJobRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{6}
+	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *BackfillJobRequest) GetJobId() string {
@@ -537,7 +844,7 @@ type BackfillJobResponse struct {
 
 func (x *BackfillJobResponse) Reset() {
 	*x = BackfillJobResponse{}
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[7]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -549,7 +856,7 @@ func (x *BackfillJobResponse) String() string {
 func (*BackfillJobResponse) ProtoMessage() {}
 
 func (x *BackfillJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[7]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -562,7 +869,7 @@ func (x *BackfillJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillJobResponse.ProtoReflect.Descriptor instead.
 func (*BackfillJobResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{7}
+	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *BackfillJobResponse) GetOccurrenceCount() uint32 {
@@ -613,7 +920,7 @@ type PlanApplyRequest struct {
 
 func (x *PlanApplyRequest) Reset() {
 	*x = PlanApplyRequest{}
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[8]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +932,7 @@ func (x *PlanApplyRequest) String() string {
 func (*PlanApplyRequest) ProtoMessage() {}
 
 func (x *PlanApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[8]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +945,7 @@ func (x *PlanApplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanApplyRequest.ProtoReflect.Descriptor instead.
 func (*PlanApplyRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{8}
+	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PlanApplyRequest) GetJobs() []*v1.JobSpec {
@@ -666,7 +973,7 @@ type PlanApplyResponse struct {
 
 func (x *PlanApplyResponse) Reset() {
 	*x = PlanApplyResponse{}
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[9]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +985,7 @@ func (x *PlanApplyResponse) String() string {
 func (*PlanApplyResponse) ProtoMessage() {}
 
 func (x *PlanApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[9]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +998,7 @@ func (x *PlanApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanApplyResponse.ProtoReflect.Descriptor instead.
 func (*PlanApplyResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{9}
+	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PlanApplyResponse) GetPlans() []*DefinitionPlan {
@@ -727,7 +1034,7 @@ type DefinitionPlan struct {
 
 func (x *DefinitionPlan) Reset() {
 	*x = DefinitionPlan{}
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[10]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -739,7 +1046,7 @@ func (x *DefinitionPlan) String() string {
 func (*DefinitionPlan) ProtoMessage() {}
 
 func (x *DefinitionPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[10]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -752,7 +1059,7 @@ func (x *DefinitionPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DefinitionPlan.ProtoReflect.Descriptor instead.
 func (*DefinitionPlan) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{10}
+	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DefinitionPlan) GetJobId() string {
@@ -819,7 +1126,7 @@ type FieldChange struct {
 
 func (x *FieldChange) Reset() {
 	*x = FieldChange{}
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[11]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -831,7 +1138,7 @@ func (x *FieldChange) String() string {
 func (*FieldChange) ProtoMessage() {}
 
 func (x *FieldChange) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[11]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -844,7 +1151,7 @@ func (x *FieldChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldChange.ProtoReflect.Descriptor instead.
 func (*FieldChange) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{11}
+	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FieldChange) GetField() string {
@@ -881,7 +1188,7 @@ type BucketLoad struct {
 
 func (x *BucketLoad) Reset() {
 	*x = BucketLoad{}
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[12]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -893,7 +1200,7 @@ func (x *BucketLoad) String() string {
 func (*BucketLoad) ProtoMessage() {}
 
 func (x *BucketLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[12]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -906,7 +1213,7 @@ func (x *BucketLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BucketLoad.ProtoReflect.Descriptor instead.
 func (*BucketLoad) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{12}
+	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *BucketLoad) GetBucket() *timestamppb.Timestamp {
@@ -938,7 +1245,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[13]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1257,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[13]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1270,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{13}
+	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CancelRunRequest) GetRunId() string {
@@ -999,7 +1306,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[14]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1318,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[14]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1331,7 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{14}
+	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CancelRunResponse) GetEvent() *v1.RunEvent {
@@ -1045,7 +1352,7 @@ type RetryRunRequest struct {
 
 func (x *RetryRunRequest) Reset() {
 	*x = RetryRunRequest{}
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[15]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1364,7 @@ func (x *RetryRunRequest) String() string {
 func (*RetryRunRequest) ProtoMessage() {}
 
 func (x *RetryRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[15]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1377,7 @@ func (x *RetryRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryRunRequest.ProtoReflect.Descriptor instead.
 func (*RetryRunRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{15}
+	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RetryRunRequest) GetRunId() string {
@@ -1093,7 +1400,7 @@ type RetryRunResponse struct {
 
 func (x *RetryRunResponse) Reset() {
 	*x = RetryRunResponse{}
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[16]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1105,7 +1412,7 @@ func (x *RetryRunResponse) String() string {
 func (*RetryRunResponse) ProtoMessage() {}
 
 func (x *RetryRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_operator_proto_msgTypes[16]
+	mi := &file_sundial_api_v1_operator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1118,7 +1425,7 @@ func (x *RetryRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryRunResponse.ProtoReflect.Descriptor instead.
 func (*RetryRunResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{16}
+	return file_sundial_api_v1_operator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RetryRunResponse) GetJobId() string {
@@ -1139,7 +1446,26 @@ var File_sundial_api_v1_operator_proto protoreflect.FileDescriptor
 
 const file_sundial_api_v1_operator_proto_rawDesc = "" +
 	"\n" +
-	"\x1dsundial/api/v1/operator.proto\x12\x0esundial.api.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sundial/v1/event.proto\x1a\x14sundial/v1/job.proto\x1a\x17sundial/v1/status.proto\"(\n" +
+	"\x1dsundial/api/v1/operator.proto\x12\x0esundial.api.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bsundial/api/v1/common.proto\x1a\x16sundial/v1/event.proto\x1a\x14sundial/v1/job.proto\x1a\x17sundial/v1/status.proto\"\xd3\x01\n" +
+	"\x0fBulkJobsRequest\x122\n" +
+	"\x06action\x18\x01 \x01(\x0e2\x1a.sundial.api.v1.BulkActionR\x06action\x128\n" +
+	"\x06filter\x18\x02 \x01(\v2 .sundial.api.v1.DefinitionFilterR\x06filter\x12\x12\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\x12\x17\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\x12%\n" +
+	"\x0eexpected_count\x18\x05 \x01(\rR\rexpectedCount\"x\n" +
+	"\x10BulkJobsResponse\x122\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x1e.sundial.api.v1.BulkJobOutcomeR\x04jobs\x12\x18\n" +
+	"\atouched\x18\x02 \x01(\rR\atouched\x12\x16\n" +
+	"\x06failed\x18\x03 \x01(\rR\x06failed\"\xde\x01\n" +
+	"\x0eBulkJobOutcome\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1d\n" +
+	"\n" +
+	"owner_team\x18\x02 \x01(\tR\townerTeam\x125\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x1f.sundial.api.v1.DefinitionStateR\x05state\x12\x18\n" +
+	"\atouched\x18\x04 \x01(\bR\atouched\x12\x18\n" +
+	"\askipped\x18\x05 \x01(\tR\askipped\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\x12\x15\n" +
+	"\x06run_id\x18\a \x01(\tR\x05runId\"(\n" +
 	"\x0fPauseJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"[\n" +
 	"\x10PauseJobResponse\x12\x18\n" +
@@ -1209,11 +1535,17 @@ const file_sundial_api_v1_operator_proto_rawDesc = "" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\"C\n" +
 	"\x10RetryRunResponse\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
-	"\aattempt\x18\x02 \x01(\rR\aattempt*p\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt*q\n" +
+	"\n" +
+	"BulkAction\x12\x1b\n" +
+	"\x17BULK_ACTION_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11BULK_ACTION_PAUSE\x10\x01\x12\x16\n" +
+	"\x12BULK_ACTION_RESUME\x10\x02\x12\x17\n" +
+	"\x13BULK_ACTION_TRIGGER\x10\x03*p\n" +
 	"\x0eBackfillPolicy\x12\x1f\n" +
 	"\x1bBACKFILL_POLICY_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15BACKFILL_POLICY_EVERY\x10\x01\x12\"\n" +
-	"\x1eBACKFILL_POLICY_ONE_PER_WINDOW\x10\x022\xd2\x04\n" +
+	"\x1eBACKFILL_POLICY_ONE_PER_WINDOW\x10\x022\xa1\x05\n" +
 	"\x0fOperatorService\x12M\n" +
 	"\bPauseJob\x12\x1f.sundial.api.v1.PauseJobRequest\x1a .sundial.api.v1.PauseJobResponse\x12P\n" +
 	"\tResumeJob\x12 .sundial.api.v1.ResumeJobRequest\x1a!.sundial.api.v1.ResumeJobResponse\x12S\n" +
@@ -1222,7 +1554,8 @@ const file_sundial_api_v1_operator_proto_rawDesc = "" +
 	"\vBackfillJob\x12\".sundial.api.v1.BackfillJobRequest\x1a#.sundial.api.v1.BackfillJobResponse\x12P\n" +
 	"\tPlanApply\x12 .sundial.api.v1.PlanApplyRequest\x1a!.sundial.api.v1.PlanApplyResponse\x12P\n" +
 	"\tCancelRun\x12 .sundial.api.v1.CancelRunRequest\x1a!.sundial.api.v1.CancelRunResponse\x12M\n" +
-	"\bRetryRun\x12\x1f.sundial.api.v1.RetryRunRequest\x1a .sundial.api.v1.RetryRunResponseB9Z7github.com/sundialhq/sundial/proto/sundial/api/v1;apiv1b\x06proto3"
+	"\bRetryRun\x12\x1f.sundial.api.v1.RetryRunRequest\x1a .sundial.api.v1.RetryRunResponse\x12M\n" +
+	"\bBulkJobs\x12\x1f.sundial.api.v1.BulkJobsRequest\x1a .sundial.api.v1.BulkJobsResponseB9Z7github.com/sundialhq/sundial/proto/sundial/api/v1;apiv1b\x06proto3"
 
 var (
 	file_sundial_api_v1_operator_proto_rawDescOnce sync.Once
@@ -1236,74 +1569,86 @@ func file_sundial_api_v1_operator_proto_rawDescGZIP() []byte {
 	return file_sundial_api_v1_operator_proto_rawDescData
 }
 
-var file_sundial_api_v1_operator_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sundial_api_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_sundial_api_v1_operator_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_sundial_api_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_sundial_api_v1_operator_proto_goTypes = []any{
-	(BackfillPolicy)(0),           // 0: sundial.api.v1.BackfillPolicy
-	(*PauseJobRequest)(nil),       // 1: sundial.api.v1.PauseJobRequest
-	(*PauseJobResponse)(nil),      // 2: sundial.api.v1.PauseJobResponse
-	(*ResumeJobRequest)(nil),      // 3: sundial.api.v1.ResumeJobRequest
-	(*ResumeJobResponse)(nil),     // 4: sundial.api.v1.ResumeJobResponse
-	(*TriggerJobRequest)(nil),     // 5: sundial.api.v1.TriggerJobRequest
-	(*TriggerJobResponse)(nil),    // 6: sundial.api.v1.TriggerJobResponse
-	(*BackfillJobRequest)(nil),    // 7: sundial.api.v1.BackfillJobRequest
-	(*BackfillJobResponse)(nil),   // 8: sundial.api.v1.BackfillJobResponse
-	(*PlanApplyRequest)(nil),      // 9: sundial.api.v1.PlanApplyRequest
-	(*PlanApplyResponse)(nil),     // 10: sundial.api.v1.PlanApplyResponse
-	(*DefinitionPlan)(nil),        // 11: sundial.api.v1.DefinitionPlan
-	(*FieldChange)(nil),           // 12: sundial.api.v1.FieldChange
-	(*BucketLoad)(nil),            // 13: sundial.api.v1.BucketLoad
-	(*CancelRunRequest)(nil),      // 14: sundial.api.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),     // 15: sundial.api.v1.CancelRunResponse
-	(*RetryRunRequest)(nil),       // 16: sundial.api.v1.RetryRunRequest
-	(*RetryRunResponse)(nil),      // 17: sundial.api.v1.RetryRunResponse
-	nil,                           // 18: sundial.api.v1.BackfillJobResponse.FinishedEntry
-	(*v1.JobStatus)(nil),          // 19: sundial.v1.JobStatus
-	(*durationpb.Duration)(nil),   // 20: google.protobuf.Duration
-	(*v1.RunEvent)(nil),           // 21: sundial.v1.RunEvent
-	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
-	(*v1.JobSpec)(nil),            // 23: sundial.v1.JobSpec
-	(*v1.FieldError)(nil),         // 24: sundial.v1.FieldError
+	(BulkAction)(0),               // 0: sundial.api.v1.BulkAction
+	(BackfillPolicy)(0),           // 1: sundial.api.v1.BackfillPolicy
+	(*BulkJobsRequest)(nil),       // 2: sundial.api.v1.BulkJobsRequest
+	(*BulkJobsResponse)(nil),      // 3: sundial.api.v1.BulkJobsResponse
+	(*BulkJobOutcome)(nil),        // 4: sundial.api.v1.BulkJobOutcome
+	(*PauseJobRequest)(nil),       // 5: sundial.api.v1.PauseJobRequest
+	(*PauseJobResponse)(nil),      // 6: sundial.api.v1.PauseJobResponse
+	(*ResumeJobRequest)(nil),      // 7: sundial.api.v1.ResumeJobRequest
+	(*ResumeJobResponse)(nil),     // 8: sundial.api.v1.ResumeJobResponse
+	(*TriggerJobRequest)(nil),     // 9: sundial.api.v1.TriggerJobRequest
+	(*TriggerJobResponse)(nil),    // 10: sundial.api.v1.TriggerJobResponse
+	(*BackfillJobRequest)(nil),    // 11: sundial.api.v1.BackfillJobRequest
+	(*BackfillJobResponse)(nil),   // 12: sundial.api.v1.BackfillJobResponse
+	(*PlanApplyRequest)(nil),      // 13: sundial.api.v1.PlanApplyRequest
+	(*PlanApplyResponse)(nil),     // 14: sundial.api.v1.PlanApplyResponse
+	(*DefinitionPlan)(nil),        // 15: sundial.api.v1.DefinitionPlan
+	(*FieldChange)(nil),           // 16: sundial.api.v1.FieldChange
+	(*BucketLoad)(nil),            // 17: sundial.api.v1.BucketLoad
+	(*CancelRunRequest)(nil),      // 18: sundial.api.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),     // 19: sundial.api.v1.CancelRunResponse
+	(*RetryRunRequest)(nil),       // 20: sundial.api.v1.RetryRunRequest
+	(*RetryRunResponse)(nil),      // 21: sundial.api.v1.RetryRunResponse
+	nil,                           // 22: sundial.api.v1.BackfillJobResponse.FinishedEntry
+	(*DefinitionFilter)(nil),      // 23: sundial.api.v1.DefinitionFilter
+	(DefinitionState)(0),          // 24: sundial.api.v1.DefinitionState
+	(*v1.JobStatus)(nil),          // 25: sundial.v1.JobStatus
+	(*durationpb.Duration)(nil),   // 26: google.protobuf.Duration
+	(*v1.RunEvent)(nil),           // 27: sundial.v1.RunEvent
+	(*timestamppb.Timestamp)(nil), // 28: google.protobuf.Timestamp
+	(*v1.JobSpec)(nil),            // 29: sundial.v1.JobSpec
+	(*v1.FieldError)(nil),         // 30: sundial.v1.FieldError
 }
 var file_sundial_api_v1_operator_proto_depIdxs = []int32{
-	19, // 0: sundial.api.v1.PauseJobResponse.status:type_name -> sundial.v1.JobStatus
-	19, // 1: sundial.api.v1.ResumeJobResponse.status:type_name -> sundial.v1.JobStatus
-	20, // 2: sundial.api.v1.TriggerJobRequest.wait_timeout:type_name -> google.protobuf.Duration
-	21, // 3: sundial.api.v1.TriggerJobResponse.event:type_name -> sundial.v1.RunEvent
-	22, // 4: sundial.api.v1.BackfillJobRequest.from:type_name -> google.protobuf.Timestamp
-	22, // 5: sundial.api.v1.BackfillJobRequest.to:type_name -> google.protobuf.Timestamp
-	0,  // 6: sundial.api.v1.BackfillJobRequest.policy:type_name -> sundial.api.v1.BackfillPolicy
-	20, // 7: sundial.api.v1.BackfillJobRequest.window:type_name -> google.protobuf.Duration
-	22, // 8: sundial.api.v1.BackfillJobResponse.occurrences:type_name -> google.protobuf.Timestamp
-	18, // 9: sundial.api.v1.BackfillJobResponse.finished:type_name -> sundial.api.v1.BackfillJobResponse.FinishedEntry
-	23, // 10: sundial.api.v1.PlanApplyRequest.jobs:type_name -> sundial.v1.JobSpec
-	11, // 11: sundial.api.v1.PlanApplyResponse.plans:type_name -> sundial.api.v1.DefinitionPlan
-	24, // 12: sundial.api.v1.DefinitionPlan.errors:type_name -> sundial.v1.FieldError
-	12, // 13: sundial.api.v1.DefinitionPlan.changes:type_name -> sundial.api.v1.FieldChange
-	22, // 14: sundial.api.v1.DefinitionPlan.next_fires:type_name -> google.protobuf.Timestamp
-	13, // 15: sundial.api.v1.DefinitionPlan.load:type_name -> sundial.api.v1.BucketLoad
-	22, // 16: sundial.api.v1.BucketLoad.bucket:type_name -> google.protobuf.Timestamp
-	20, // 17: sundial.api.v1.CancelRunRequest.wait_timeout:type_name -> google.protobuf.Duration
-	21, // 18: sundial.api.v1.CancelRunResponse.event:type_name -> sundial.v1.RunEvent
-	1,  // 19: sundial.api.v1.OperatorService.PauseJob:input_type -> sundial.api.v1.PauseJobRequest
-	3,  // 20: sundial.api.v1.OperatorService.ResumeJob:input_type -> sundial.api.v1.ResumeJobRequest
-	5,  // 21: sundial.api.v1.OperatorService.TriggerJob:input_type -> sundial.api.v1.TriggerJobRequest
-	7,  // 22: sundial.api.v1.OperatorService.BackfillJob:input_type -> sundial.api.v1.BackfillJobRequest
-	9,  // 23: sundial.api.v1.OperatorService.PlanApply:input_type -> sundial.api.v1.PlanApplyRequest
-	14, // 24: sundial.api.v1.OperatorService.CancelRun:input_type -> sundial.api.v1.CancelRunRequest
-	16, // 25: sundial.api.v1.OperatorService.RetryRun:input_type -> sundial.api.v1.RetryRunRequest
-	2,  // 26: sundial.api.v1.OperatorService.PauseJob:output_type -> sundial.api.v1.PauseJobResponse
-	4,  // 27: sundial.api.v1.OperatorService.ResumeJob:output_type -> sundial.api.v1.ResumeJobResponse
-	6,  // 28: sundial.api.v1.OperatorService.TriggerJob:output_type -> sundial.api.v1.TriggerJobResponse
-	8,  // 29: sundial.api.v1.OperatorService.BackfillJob:output_type -> sundial.api.v1.BackfillJobResponse
-	10, // 30: sundial.api.v1.OperatorService.PlanApply:output_type -> sundial.api.v1.PlanApplyResponse
-	15, // 31: sundial.api.v1.OperatorService.CancelRun:output_type -> sundial.api.v1.CancelRunResponse
-	17, // 32: sundial.api.v1.OperatorService.RetryRun:output_type -> sundial.api.v1.RetryRunResponse
-	26, // [26:33] is the sub-list for method output_type
-	19, // [19:26] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	0,  // 0: sundial.api.v1.BulkJobsRequest.action:type_name -> sundial.api.v1.BulkAction
+	23, // 1: sundial.api.v1.BulkJobsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
+	4,  // 2: sundial.api.v1.BulkJobsResponse.jobs:type_name -> sundial.api.v1.BulkJobOutcome
+	24, // 3: sundial.api.v1.BulkJobOutcome.state:type_name -> sundial.api.v1.DefinitionState
+	25, // 4: sundial.api.v1.PauseJobResponse.status:type_name -> sundial.v1.JobStatus
+	25, // 5: sundial.api.v1.ResumeJobResponse.status:type_name -> sundial.v1.JobStatus
+	26, // 6: sundial.api.v1.TriggerJobRequest.wait_timeout:type_name -> google.protobuf.Duration
+	27, // 7: sundial.api.v1.TriggerJobResponse.event:type_name -> sundial.v1.RunEvent
+	28, // 8: sundial.api.v1.BackfillJobRequest.from:type_name -> google.protobuf.Timestamp
+	28, // 9: sundial.api.v1.BackfillJobRequest.to:type_name -> google.protobuf.Timestamp
+	1,  // 10: sundial.api.v1.BackfillJobRequest.policy:type_name -> sundial.api.v1.BackfillPolicy
+	26, // 11: sundial.api.v1.BackfillJobRequest.window:type_name -> google.protobuf.Duration
+	28, // 12: sundial.api.v1.BackfillJobResponse.occurrences:type_name -> google.protobuf.Timestamp
+	22, // 13: sundial.api.v1.BackfillJobResponse.finished:type_name -> sundial.api.v1.BackfillJobResponse.FinishedEntry
+	29, // 14: sundial.api.v1.PlanApplyRequest.jobs:type_name -> sundial.v1.JobSpec
+	15, // 15: sundial.api.v1.PlanApplyResponse.plans:type_name -> sundial.api.v1.DefinitionPlan
+	30, // 16: sundial.api.v1.DefinitionPlan.errors:type_name -> sundial.v1.FieldError
+	16, // 17: sundial.api.v1.DefinitionPlan.changes:type_name -> sundial.api.v1.FieldChange
+	28, // 18: sundial.api.v1.DefinitionPlan.next_fires:type_name -> google.protobuf.Timestamp
+	17, // 19: sundial.api.v1.DefinitionPlan.load:type_name -> sundial.api.v1.BucketLoad
+	28, // 20: sundial.api.v1.BucketLoad.bucket:type_name -> google.protobuf.Timestamp
+	26, // 21: sundial.api.v1.CancelRunRequest.wait_timeout:type_name -> google.protobuf.Duration
+	27, // 22: sundial.api.v1.CancelRunResponse.event:type_name -> sundial.v1.RunEvent
+	5,  // 23: sundial.api.v1.OperatorService.PauseJob:input_type -> sundial.api.v1.PauseJobRequest
+	7,  // 24: sundial.api.v1.OperatorService.ResumeJob:input_type -> sundial.api.v1.ResumeJobRequest
+	9,  // 25: sundial.api.v1.OperatorService.TriggerJob:input_type -> sundial.api.v1.TriggerJobRequest
+	11, // 26: sundial.api.v1.OperatorService.BackfillJob:input_type -> sundial.api.v1.BackfillJobRequest
+	13, // 27: sundial.api.v1.OperatorService.PlanApply:input_type -> sundial.api.v1.PlanApplyRequest
+	18, // 28: sundial.api.v1.OperatorService.CancelRun:input_type -> sundial.api.v1.CancelRunRequest
+	20, // 29: sundial.api.v1.OperatorService.RetryRun:input_type -> sundial.api.v1.RetryRunRequest
+	2,  // 30: sundial.api.v1.OperatorService.BulkJobs:input_type -> sundial.api.v1.BulkJobsRequest
+	6,  // 31: sundial.api.v1.OperatorService.PauseJob:output_type -> sundial.api.v1.PauseJobResponse
+	8,  // 32: sundial.api.v1.OperatorService.ResumeJob:output_type -> sundial.api.v1.ResumeJobResponse
+	10, // 33: sundial.api.v1.OperatorService.TriggerJob:output_type -> sundial.api.v1.TriggerJobResponse
+	12, // 34: sundial.api.v1.OperatorService.BackfillJob:output_type -> sundial.api.v1.BackfillJobResponse
+	14, // 35: sundial.api.v1.OperatorService.PlanApply:output_type -> sundial.api.v1.PlanApplyResponse
+	19, // 36: sundial.api.v1.OperatorService.CancelRun:output_type -> sundial.api.v1.CancelRunResponse
+	21, // 37: sundial.api.v1.OperatorService.RetryRun:output_type -> sundial.api.v1.RetryRunResponse
+	3,  // 38: sundial.api.v1.OperatorService.BulkJobs:output_type -> sundial.api.v1.BulkJobsResponse
+	31, // [31:39] is the sub-list for method output_type
+	23, // [23:31] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_sundial_api_v1_operator_proto_init() }
@@ -1311,13 +1656,14 @@ func file_sundial_api_v1_operator_proto_init() {
 	if File_sundial_api_v1_operator_proto != nil {
 		return
 	}
+	file_sundial_api_v1_common_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_api_v1_operator_proto_rawDesc), len(file_sundial_api_v1_operator_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   18,
+			NumEnums:      2,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

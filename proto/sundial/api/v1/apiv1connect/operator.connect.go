@@ -54,6 +54,9 @@ const (
 	// OperatorServiceRetryRunProcedure is the fully-qualified name of the OperatorService's RetryRun
 	// RPC.
 	OperatorServiceRetryRunProcedure = "/sundial.api.v1.OperatorService/RetryRun"
+	// OperatorServiceBulkJobsProcedure is the fully-qualified name of the OperatorService's BulkJobs
+	// RPC.
+	OperatorServiceBulkJobsProcedure = "/sundial.api.v1.OperatorService/BulkJobs"
 )
 
 // OperatorServiceClient is a client for the sundial.api.v1.OperatorService service.
@@ -81,6 +84,16 @@ type OperatorServiceClient interface {
 	// dead-letter replay does); the run id stays. A run in another state is
 	// failed_precondition, naming its state.
 	RetryRun(context.Context, *connect.Request[v1.RetryRunRequest]) (*connect.Response[v1.RetryRunResponse], error)
+	// BulkJobs pauses, resumes or triggers every job that a filter and a
+	// search select (as ListJobs and SearchJobs select them), or with
+	// dry_run lists every matching job and whether the action would touch
+	// it, changing nothing. Each job is checked and acted on as PauseJob,
+	// ResumeJob or TriggerJob would (the operator role in its team, an audit
+	// record each); a job the caller may see but not operate is listed and
+	// not touched. More than 1,000 matching jobs is refused. Unless dry_run,
+	// expected_count must be the number the dry run said it would touch: a
+	// selection that changed meanwhile is refused (FAILED_PRECONDITION).
+	BulkJobs(context.Context, *connect.Request[v1.BulkJobsRequest]) (*connect.Response[v1.BulkJobsResponse], error)
 }
 
 // NewOperatorServiceClient constructs a client for the sundial.api.v1.OperatorService service. By
@@ -136,6 +149,12 @@ func NewOperatorServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(operatorServiceMethods.ByName("RetryRun")),
 			connect.WithClientOptions(opts...),
 		),
+		bulkJobs: connect.NewClient[v1.BulkJobsRequest, v1.BulkJobsResponse](
+			httpClient,
+			baseURL+OperatorServiceBulkJobsProcedure,
+			connect.WithSchema(operatorServiceMethods.ByName("BulkJobs")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -148,6 +167,7 @@ type operatorServiceClient struct {
 	planApply   *connect.Client[v1.PlanApplyRequest, v1.PlanApplyResponse]
 	cancelRun   *connect.Client[v1.CancelRunRequest, v1.CancelRunResponse]
 	retryRun    *connect.Client[v1.RetryRunRequest, v1.RetryRunResponse]
+	bulkJobs    *connect.Client[v1.BulkJobsRequest, v1.BulkJobsResponse]
 }
 
 // PauseJob calls sundial.api.v1.OperatorService.PauseJob.
@@ -185,6 +205,11 @@ func (c *operatorServiceClient) RetryRun(ctx context.Context, req *connect.Reque
 	return c.retryRun.CallUnary(ctx, req)
 }
 
+// BulkJobs calls sundial.api.v1.OperatorService.BulkJobs.
+func (c *operatorServiceClient) BulkJobs(ctx context.Context, req *connect.Request[v1.BulkJobsRequest]) (*connect.Response[v1.BulkJobsResponse], error) {
+	return c.bulkJobs.CallUnary(ctx, req)
+}
+
 // OperatorServiceHandler is an implementation of the sundial.api.v1.OperatorService service.
 type OperatorServiceHandler interface {
 	// PauseJob pauses a job: its schedule fires nothing and its pending
@@ -210,6 +235,16 @@ type OperatorServiceHandler interface {
 	// dead-letter replay does); the run id stays. A run in another state is
 	// failed_precondition, naming its state.
 	RetryRun(context.Context, *connect.Request[v1.RetryRunRequest]) (*connect.Response[v1.RetryRunResponse], error)
+	// BulkJobs pauses, resumes or triggers every job that a filter and a
+	// search select (as ListJobs and SearchJobs select them), or with
+	// dry_run lists every matching job and whether the action would touch
+	// it, changing nothing. Each job is checked and acted on as PauseJob,
+	// ResumeJob or TriggerJob would (the operator role in its team, an audit
+	// record each); a job the caller may see but not operate is listed and
+	// not touched. More than 1,000 matching jobs is refused. Unless dry_run,
+	// expected_count must be the number the dry run said it would touch: a
+	// selection that changed meanwhile is refused (FAILED_PRECONDITION).
+	BulkJobs(context.Context, *connect.Request[v1.BulkJobsRequest]) (*connect.Response[v1.BulkJobsResponse], error)
 }
 
 // NewOperatorServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -261,6 +296,12 @@ func NewOperatorServiceHandler(svc OperatorServiceHandler, opts ...connect.Handl
 		connect.WithSchema(operatorServiceMethods.ByName("RetryRun")),
 		connect.WithHandlerOptions(opts...),
 	)
+	operatorServiceBulkJobsHandler := connect.NewUnaryHandler(
+		OperatorServiceBulkJobsProcedure,
+		svc.BulkJobs,
+		connect.WithSchema(operatorServiceMethods.ByName("BulkJobs")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sundial.api.v1.OperatorService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case OperatorServicePauseJobProcedure:
@@ -277,6 +318,8 @@ func NewOperatorServiceHandler(svc OperatorServiceHandler, opts ...connect.Handl
 			operatorServiceCancelRunHandler.ServeHTTP(w, r)
 		case OperatorServiceRetryRunProcedure:
 			operatorServiceRetryRunHandler.ServeHTTP(w, r)
+		case OperatorServiceBulkJobsProcedure:
+			operatorServiceBulkJobsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -312,4 +355,8 @@ func (UnimplementedOperatorServiceHandler) CancelRun(context.Context, *connect.R
 
 func (UnimplementedOperatorServiceHandler) RetryRun(context.Context, *connect.Request[v1.RetryRunRequest]) (*connect.Response[v1.RetryRunResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sundial.api.v1.OperatorService.RetryRun is not implemented"))
+}
+
+func (UnimplementedOperatorServiceHandler) BulkJobs(context.Context, *connect.Request[v1.BulkJobsRequest]) (*connect.Response[v1.BulkJobsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sundial.api.v1.OperatorService.BulkJobs is not implemented"))
 }
