@@ -32,9 +32,12 @@
 //     due times beyond every catch-up horizon so no dispatcher reads them).
 //     B = min(K, R plain / lease calls per run, C / writes per run), with
 //     the per-run counts of perRunWork, read off the code paths: the
-//     dispatcher writes the next occurrence (1 write, no read), the runner
-//     makes 2 EVALSHA calls (acquire, complete) and emits STARTED and
-//     SUCCEEDED, and the history writer stores both as one row (1 write).
+//     dispatcher writes the next occurrence (1 write, no read) and emits
+//     the run and ENQUEUED, the runner makes 2 EVALSHA calls (acquire,
+//     complete) and emits STARTED and SUCCEEDED, and the history writer
+//     stores the three as one runs row and its runs_by_time row (2
+//     writes). The report's "Backend work per run" counts the requests
+//     themselves, by component, from the clients' hooks.
 //     L = min(K, R plain / 2, C / 1) (Limit) is the same with the least work
 //     a run can ever need; every system is reported as a fraction of both.
 //     With Config.Noisy, the CPU hog (Hog, a child process running RunHog)

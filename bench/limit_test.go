@@ -79,9 +79,9 @@ func TestPerRunWork(t *testing.T) {
 		history  bool
 		writes   int
 	}{
-		{"steady", true, 2},
+		{"steady", true, 3},
 		{"steady", false, 1},
-		{"herd", true, 1},
+		{"herd", true, 2},
 		{"herd", false, 0},
 	} {
 		t.Run(fmt.Sprintf("%s history=%t", tc.scenario, tc.history), func(t *testing.T) {
@@ -90,7 +90,7 @@ func TestPerRunWork(t *testing.T) {
 			assert.Equal(t, tc.writes, per.CassandraWrites, "Cassandra writes a run")
 			assert.Zero(t, per.CassandraReads, "a firing reads nothing")
 			assert.Equal(t, 2, per.LeaseCalls)
-			assert.Equal(t, 3, per.KafkaRecords)
+			assert.Equal(t, 4, per.KafkaRecords, "the run, ENQUEUED, STARTED, SUCCEEDED")
 		})
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/history"
 	"github.com/sundialhq/sundial/internal/lifecycle"
+	"github.com/sundialhq/sundial/internal/telemetry"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/registry"
 	"github.com/sundialhq/sundial/runner"
@@ -82,6 +83,9 @@ type InProcess struct {
 	life lifecycle.Lifecycle
 	st   *cassandra.Store // set by Start
 	rc   *redis.Client    // set by Start
+	// work counts each component's backend work, by component; set by
+	// Start.
+	work map[string]*telemetry.WorkCounter
 }
 
 // NewInProcess returns a pipeline that is not started.
@@ -110,12 +114,54 @@ func (p *InProcess) start(ctx context.Context, run *lifecycle.Run) error {
 	names := c.Namespace.Names()
 	log := c.Logger
 	regG, dispG, runG, histG := c.groups()
-	st, err := cassandra.Open(ctx, cassandra.Config{Hosts: c.Backends.CassandraHosts, Keyspace: c.Namespace.Keyspace})
+	// Each component has clients of its own, counted by a WorkCounter of
+	// its own, so that the backend work of a run splits by component.
+	p.work = map[string]*telemetry.WorkCounter{}
+	counter := func(component string) *telemetry.WorkCounter {
+		w := &telemetry.WorkCounter{}
+		p.work[component] = w
+		return w
+	}
+	open := func(w *telemetry.WorkCounter) (*cassandra.Store, error) {
+		st, err := cassandra.Open(ctx, cassandra.Config{Hosts: c.Backends.CassandraHosts, Keyspace: c.Namespace.Keyspace,
+			QueryObserver: w, BatchObserver: w})
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: cassandra: %w", err)
+		}
+		run.OnStop(func() { _ = st.Close() })
+		return st, nil
+	}
+	kafkaOf := func(w *telemetry.WorkCounter) ([]kgo.Opt, error) {
+		kafka, err := c.Backends.kafka(w.KafkaHooks())
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: %w", err)
+		}
+		return slices.Clip(kafka), nil
+	}
+	// enqueuer is an enqueuer of the component counted by w.
+	enqueuer := func(st *cassandra.Store, w *telemetry.WorkCounter, shards int) (*enqueue.Enqueuer, *kgo.Client, error) {
+		kafka, err := kafkaOf(w)
+		if err != nil {
+			return nil, nil, err
+		}
+		cl, err := kgo.NewClient(append(kafka, kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("pipeline: enqueue client: %w", err)
+		}
+		run.OnStop(cl.Close)
+		enq, err := enqueue.New(enqueue.Config{Store: st, Client: cl, Topics: names, Shards: shards, Logger: log})
+		if err != nil {
+			return nil, nil, err
+		}
+		return enq, cl, nil
+	}
+
+	regWork := counter("registry")
+	st, err := open(regWork)
 	if err != nil {
-		return fmt.Errorf("pipeline: cassandra: %w", err)
+		return err
 	}
 	p.st = st
-	run.OnStop(func() { _ = st.Close() })
 	cluster, err := st.GetClusterConfig(ctx)
 	if err != nil {
 		return fmt.Errorf("pipeline: %w", err)
@@ -124,16 +170,11 @@ func (p *InProcess) start(ctx context.Context, run *lifecycle.Run) error {
 	p.rc = rc
 	run.OnStop(func() { _ = rc.Close() })
 
-	kafka, err := c.Backends.kafka()
+	enq, enqClient, err := enqueuer(st, regWork, cluster.Shards)
 	if err != nil {
-		return fmt.Errorf("pipeline: %w", err)
+		return err
 	}
-	enqClient, err := kgo.NewClient(append(slices.Clip(kafka), kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))...)
-	if err != nil {
-		return fmt.Errorf("pipeline: enqueue client: %w", err)
-	}
-	run.OnStop(enqClient.Close)
-	enq, err := enqueue.New(enqueue.Config{Store: st, Client: enqClient, Topics: names, Shards: cluster.Shards, Logger: log})
+	regKafka, err := kafkaOf(regWork)
 	if err != nil {
 		return err
 	}
@@ -145,7 +186,7 @@ func (p *InProcess) start(ctx context.Context, run *lifecycle.Run) error {
 		return fmt.Errorf("pipeline: %w", err)
 	}
 	// The benchmark's one writer produces to the shared sundial.jobs.
-	reg, err := registry.New(registry.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(c.Backends.Brokers...)}, Topics: names, Group: regG, Store: st, Waker: enq, SharedTopic: true,
+	reg, err := registry.New(registry.Config{Kafka: regKafka, Topics: names, Group: regG, Store: st, Waker: enq, SharedTopic: true,
 		Audit: trail, Quotas: st,
 		Concurrency: c.RegistryConcurrency,
 		Registerer:  prometheus.NewRegistry(), Logger: log.With("component", "registry")})
@@ -154,7 +195,16 @@ func (p *InProcess) start(ctx context.Context, run *lifecycle.Run) error {
 	}
 	comps := []lifecycle.Component{reg}
 	for i := range c.Dispatchers {
-		d, err := dispatcher.New(dispatcher.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(c.Backends.Brokers...)}, Store: st, Topics: names, GroupID: dispG,
+		w := counter(fmt.Sprintf("dispatcher-%d", i))
+		dst, err := open(w)
+		if err != nil {
+			return err
+		}
+		kafka, err := kafkaOf(w)
+		if err != nil {
+			return err
+		}
+		d, err := dispatcher.New(dispatcher.Config{Kafka: kafka, Store: dst, Topics: names, GroupID: dispG,
 			InstanceID: fmt.Sprintf("bench-dispatcher-%d", i), Registerer: prometheus.NewRegistry(),
 			Logger: log.With("component", "dispatcher", "i", i)})
 		if err != nil {
@@ -175,19 +225,44 @@ func (p *InProcess) start(ctx context.Context, run *lifecycle.Run) error {
 		handlers[WorkersHandler] = effectHandler{client: effectHTTPClient(cmp.Or(c.RunnerConcurrency, runner.DefaultConcurrency)), url: c.EffectURL}
 	}
 	for i := range c.Runners {
+		w := counter(fmt.Sprintf("runner-%d", i))
+		rst, err := open(w)
+		if err != nil {
+			return err
+		}
+		kafka, err := kafkaOf(w)
+		if err != nil {
+			return err
+		}
+		rrc := redis.NewClient(&redis.Options{Addr: c.Backends.RedisAddr, PoolSize: 128})
+		rrc.AddHook(w.RedisHook())
+		run.OnStop(func() { _ = rrc.Close() })
+		renq, _, err := enqueuer(rst, w, cluster.Shards)
+		if err != nil {
+			return err
+		}
 		// Built as `sundial runner` builds it (package assemble): with
 		// checkpoints and team quotas, so the bench measures what ships.
-		r, err := assemble.Runner(ctx, runner.Config{ID: fmt.Sprintf("bench-runner-%d", i), Kafka: slices.Clip(kafka), Topics: names, Group: runG,
+		r, err := assemble.Runner(ctx, runner.Config{ID: fmt.Sprintf("bench-runner-%d", i), Kafka: kafka, Topics: names, Group: runG,
 			Handlers:      handlers,
 			HTTPTransport: transport, Egress: loopback,
 			Concurrency: c.RunnerConcurrency, Registerer: prometheus.NewRegistry(), Logger: log.With("component", "runner", "i", i)},
-			assemble.RunnerBackends{Redis: rc, RedisKeyPrefix: c.Namespace.RedisPrefix, Enqueuer: enq, Checkpoints: st, Quotas: st})
+			assemble.RunnerBackends{Redis: rrc, RedisKeyPrefix: c.Namespace.RedisPrefix, Enqueuer: renq, Checkpoints: rst, Quotas: rst})
 		if err != nil {
 			return err
 		}
 		comps = append(comps, r)
 		if c.History {
-			w, err := history.New(history.Config{Kafka: slices.Clip(kafka), Topics: names, Group: histG, History: st, Logger: log.With("component", "history")})
+			hw := counter(fmt.Sprintf("history-%d", i))
+			hst, err := open(hw)
+			if err != nil {
+				return err
+			}
+			hkafka, err := kafkaOf(hw)
+			if err != nil {
+				return err
+			}
+			w, err := history.New(history.Config{Kafka: hkafka, Topics: names, Group: histG, History: hst, Logger: log.With("component", "history")})
 			if err != nil {
 				return err
 			}
@@ -195,6 +270,17 @@ func (p *InProcess) start(ctx context.Context, run *lifecycle.Run) error {
 		}
 	}
 	return run.StartAll(ctx, comps...)
+}
+
+// Work is the backend work each component of the pipeline asked for so
+// far, by component (registry, dispatcher-0, runner-0, history-0...), from
+// its clients' hooks.
+func (p *InProcess) Work(context.Context) (map[string]telemetry.Work, error) {
+	out := make(map[string]telemetry.Work, len(p.work))
+	for name, w := range p.work {
+		out[name] = w.Work()
+	}
+	return out, nil
 }
 
 // Stop stops the components in reverse order, then closes the clients.
@@ -232,6 +318,7 @@ type Processes struct {
 	mu       sync.Mutex
 	procs    map[string]*exec.Cmd
 	pprof    map[string]string // --pprof-addr by name
+	metrics  map[string]string // --metrics-addr by name
 	exits    []ProcessExit
 	stopping bool
 	quit     chan struct{}
@@ -251,7 +338,7 @@ type ProcessExit struct {
 
 // NewProcesses returns a pipeline that is not started.
 func NewProcesses(cfg PipelineConfig, binary, logDir string) *Processes {
-	return &Processes{cfg: cfg, Binary: binary, LogDir: logDir, procs: map[string]*exec.Cmd{}, pprof: map[string]string{}, quit: make(chan struct{})}
+	return &Processes{cfg: cfg, Binary: binary, LogDir: logDir, procs: map[string]*exec.Cmd{}, pprof: map[string]string{}, metrics: map[string]string{}, quit: make(chan struct{})}
 }
 
 // Exits returns the subprocesses that ended on their own so far.
@@ -307,6 +394,31 @@ func (p *Processes) PID(name string) (int, bool) {
 	return cmd.Process.Pid, true
 }
 
+// Work is the backend work each component asked for so far: the registry
+// half's (and the in-process runners') from their clients' hooks, each
+// subprocess's from the same counters on its /metrics
+// (sundial_backend_requests_total). A subprocess that restarted counts from
+// its restart.
+func (p *Processes) Work(ctx context.Context) (map[string]telemetry.Work, error) {
+	out, _ := p.reg.Work(ctx)
+	var errs []error
+	for _, name := range p.Names() {
+		p.mu.Lock()
+		addr, running := p.metrics[name], p.procs[name] != nil
+		p.mu.Unlock()
+		if !running {
+			continue
+		}
+		w, err := scrapeWork(ctx, "http://"+addr+"/metrics")
+		if err != nil {
+			errs = append(errs, fmt.Errorf("work of %s: %w", name, err))
+			continue
+		}
+		out[name] = w
+	}
+	return out, errors.Join(errs...)
+}
+
 // PprofAddr returns the address (host:port) on which the running
 // subprocess name serves /debug/pprof/.
 func (p *Processes) PprofAddr(name string) (string, bool) {
@@ -324,7 +436,7 @@ func freeLoopbackAddr() (string, error) {
 	// has no context.
 	ln, err := net.Listen("tcp", "127.0.0.1:0") //nolint:noctx // see above
 	if err != nil {
-		return "", fmt.Errorf("pick a pprof port: %w", err)
+		return "", fmt.Errorf("pick a loopback port: %w", err)
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close()
@@ -336,6 +448,7 @@ func (p *Processes) args(name string) []string {
 	_, dispG, runG, _ := c.groups()
 	common := []string{
 		"--pprof-addr", p.pprof[name],
+		"--metrics-addr", p.metrics[name],
 		"--kafka-brokers", strings.Join(c.Backends.Brokers, ","),
 		"--cassandra-hosts", strings.Join(c.Backends.CassandraHosts, ","),
 		"--keyspace", c.Namespace.Keyspace,
@@ -409,6 +522,14 @@ func (p *Processes) start(name string) error {
 			return fmt.Errorf("start %s: %w", name, err)
 		}
 		p.pprof[name] = addr
+	}
+	if p.metrics[name] == "" {
+		addr, err := freeLoopbackAddr()
+		if err != nil {
+			_ = f.Close()
+			return fmt.Errorf("start %s: %w", name, err)
+		}
+		p.metrics[name] = addr
 	}
 	// The process outlives any one context: Kill and Stop end it.
 	cmd := exec.Command(p.Binary, p.args(name)...) //nolint:noctx // see above

@@ -122,6 +122,10 @@ type System struct {
 	CPU *CPUUsage `json:"cpu,omitempty"`
 	// CPUPerRun is that CPU divided among the runs: what one run costs.
 	CPUPerRun *CPUPerRun `json:"cpu_per_run,omitempty"`
+	// Work is the backend work of one run of the window by component,
+	// counted by the clients' hooks (requests sent, records produced),
+	// with the sum as component "all".
+	Work []ComponentWork `json:"work,omitempty"`
 	// Registration is the CPU and the bench process's profile while the
 	// workload was registered (not in capacity steps).
 	Registration *Registration `json:"registration,omitempty"`

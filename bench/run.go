@@ -246,23 +246,25 @@ func (b *Bench) plan(cfg Config, prefix, url string) (*loadgen.Plan, error) {
 }
 
 // perRunWork counts the backend work of one successful run from the code
-// paths: the dispatcher stores the next occurrence (PutDue, one row, in a
-// batch per partition shared with concurrent firings) before producing the
-// run record, and reads nothing (the entry's job snapshot, vouched for by
-// the jobs feed, or a definition the bucket read loaded ahead); the runner
-// acquires the lease (EVALSHA acquire), emits STARTED and SUCCEEDED events
-// and completes the lease (EVALSHA complete, which sets the dedupe mark);
-// the history writer coalesces the two events of an attempt read in one
-// poll into one row (RecordRuns). A run shorter than a third of the lease
-// TTL is never renewed. A herd is of one-off jobs, whose firings have no
-// next occurrence to store.
+// paths (TestBackendWorkPerRun counts it from the clients' hooks, and every
+// run's report has the counted figures by component): the dispatcher
+// stores the next occurrence (PutDue, one row, in a batch shared with the
+// firings of 50ms) after producing the run record and its ENQUEUED event,
+// and reads nothing (the entry's job snapshot, vouched for by the jobs
+// feed, or a definition the bucket read loaded ahead); the runner acquires
+// the lease (EVALSHA acquire), emits STARTED and SUCCEEDED events and
+// completes the lease (EVALSHA complete, which sets the dedupe mark); the
+// history writer coalesces the events of an attempt read in one poll into
+// one runs row and its runs_by_time index row (RecordRuns). A run shorter
+// than a third of the lease TTL is never renewed. A herd is of one-off
+// jobs, whose firings have no next occurrence to store.
 func perRunWork(cfg Config) PerRun {
-	p := PerRun{LeaseCalls: 2, CassandraWrites: 1, KafkaRecords: 3,
-		Explanation: "dispatcher: PutDue(next occurrence) + run record, no read; runner: acquire + complete EVALSHA, STARTED + SUCCEEDED events"}
+	p := PerRun{LeaseCalls: 2, CassandraWrites: 1, KafkaRecords: 4,
+		Explanation: "dispatcher: PutDue(next occurrence) + run record + ENQUEUED event, no read; runner: acquire + complete EVALSHA, STARTED + SUCCEEDED events"}
 	scenarioNamed(cfg.Scenario).perRun(&p)
 	if cfg.History {
-		p.CassandraWrites++
-		p.Explanation += "; history writer: one row for STARTED and SUCCEEDED (coalesced)"
+		p.CassandraWrites += 2
+		p.Explanation += "; history writer: one runs row and its runs_by_time row for ENQUEUED, STARTED and SUCCEEDED (coalesced)"
 	}
 	return p
 }
@@ -409,7 +411,7 @@ func (b *Bench) runSundial(ctx context.Context, cfg *Config, ns Namespace) (Syst
 	}
 	wl := workloadInfo(plan, from, to, regSecs)
 
-	run := &sundialRun{cfg: cfg, ns: ns, procs: procs, ds: ds, gen: gen, plan: plan, from: from, to: to}
+	run := &sundialRun{cfg: cfg, ns: ns, procs: procs, ds: ds, gen: gen, plan: plan, from: from, to: to, pl: pl}
 	inject, err := sc.inject(ctx, b, run)
 	if err != nil {
 		return sys, wl, err
@@ -559,11 +561,13 @@ func (b *Bench) window(ctx context.Context, cfg Config, sc scenario, run *sundia
 		defer watch.stop()
 	}
 	stopProfile := b.profile(ctx, from)
+	stopWork := b.countWork(ctx, run)
 	if !sleepUntil(ctx, to) {
 		stopProfile()
 		return ctx.Err()
 	}
 	stopProfile()
+	stopWork()
 	if watch != nil {
 		sys.Profiles, sys.CPU = watch.wait()
 		if b.CPUProfile != "" {
@@ -576,6 +580,28 @@ func (b *Bench) window(ctx context.Context, cfg Config, sc scenario, run *sundia
 		}
 	}
 	return nil
+}
+
+// countWork reads the pipeline's backend work at the start of the window;
+// the returned function reads it again at its end, into run.
+func (b *Bench) countWork(ctx context.Context, run *sundialRun) func() {
+	ws, ok := run.pl.(workSource)
+	if !ok || !sleepUntil(ctx, run.from) {
+		return func() {}
+	}
+	before, err := ws.Work(ctx)
+	if err != nil {
+		b.say("backend work: %v", err)
+		return func() {}
+	}
+	return func() {
+		after, err := ws.Work(ctx)
+		if err != nil {
+			b.say("backend work: %v", err)
+			return
+		}
+		run.workBefore, run.workAfter = before, after
+	}
 }
 
 // tally fills sys with what the run's recorder, downstream, memory
@@ -602,6 +628,9 @@ func tally(sys *System, run *sundialRun, rec *loadgen.Recorder, mem, runnerMem *
 	starts := rec.Starts()
 	sys.rates(plan, counts, starts, from, to)
 	sys.StartsPerSec = startsPerSecond(starts, from)
+	if run.workAfter != nil && counts.StartedDuringWindow > 0 {
+		sys.Work = workPerRun(run.workBefore, run.workAfter, float64(counts.StartedDuringWindow))
+	}
 	gc := gen.Counters()
 	if gc.RunRecordsCreateTime > 0 {
 		sys.Notes = append(sys.Notes, fmt.Sprintf("%d run records carried CreateTime instead of LogAppendTime", gc.RunRecordsCreateTime))

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sundialhq/sundial/internal/telemetry"
 	"github.com/sundialhq/sundial/loadgen"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
@@ -95,6 +96,12 @@ type sundialRun struct {
 	plan     *loadgen.Plan
 	from, to time.Time
 	crashes  []CrashEvent
+
+	// pl is the pipeline; workBefore and workAfter its components'
+	// backend work at the start and at the end of the window (nil when
+	// not read).
+	pl                    pipeline
+	workBefore, workAfter map[string]telemetry.Work
 
 	dags  DagWorkload // chaos: the DAGs defined for the window
 	chaos *ChaosInfo  // chaos: the plan and what happened
@@ -211,7 +218,7 @@ func (herdScenario) shape(w *loadgen.Workload) { w.HerdAt = w.Start }
 
 func (herdScenario) perRun(p *PerRun) {
 	p.CassandraWrites = 0
-	p.Explanation = "dispatcher: run record (a one-off has no next occurrence), no read; runner: acquire + complete EVALSHA, STARTED + SUCCEEDED events"
+	p.Explanation = "dispatcher: run record + ENQUEUED event (a one-off has no next occurrence), no read; runner: acquire + complete EVALSHA, STARTED + SUCCEEDED events"
 }
 
 func (herdScenario) targets(_ Config, r *Report, s System, add addTarget) {

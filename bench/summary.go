@@ -98,10 +98,17 @@ type systemView struct {
 	Notes            []string
 	Chaos            *chaosView
 	CPU              *cpuView
+	Work             *workView
 	Profiles         *profilesView
 	Registration     *registrationView
 	DispatcherMemory *memoryView
 	RunnerMemory     *memoryView
+}
+
+// workView is the backend work per run of one system, by component.
+type workView struct {
+	System string
+	Rows   []ComponentWork
 }
 
 // crashLine is one kill of a crash run.
@@ -159,6 +166,9 @@ func systemSummary(s System, from, to time.Time) systemView {
 	}
 	if s.CPU != nil {
 		v.CPU = &cpuView{System: s.Name, Table: cpuTableSummary(s.CPU)}
+	}
+	if len(s.Work) > 0 {
+		v.Work = &workView{System: s.Name, Rows: s.Work}
 	}
 	if len(s.Profiles) > 0 {
 		v.Profiles = profilesSummary(s.Name, s.Profiles)

@@ -225,6 +225,7 @@ func buildCatalog(t *testing.T) *catalog {
 	require.NoError(t, telemetry.InstrumentRedis(rc, c, "leases"))
 	_, err = telemetry.NewCassandraObserver(c)
 	require.NoError(t, err)
+	require.NoError(t, (&telemetry.WorkCounter{}).Register(c))
 	kc, err := kgo.NewClient(kgo.SeedBrokers(brokers...), telemetry.KafkaMetrics(c, "catalog"))
 	require.NoError(t, err)
 	t.Cleanup(kc.Close)

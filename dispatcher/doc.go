@@ -158,10 +158,13 @@
 // entry's revision. A changed, paused or deleted job is thus found by the
 // revision check as before, after a read. The store write of the successor
 // is then the firing's only store call; writes of concurrent firings, of
-// all the dispatcher's shards, share PutDue calls (nextwriter.go: 4 in
-// flight, each carrying what arrived while the others were out), which
+// all the dispatcher's shards, share PutDue calls (nextwriter.go: what
+// arrives within 50ms of the first, or while all 4 writers are out, goes in
+// one call; no run waits for it, since the run is produced first), which
 // store/cassandra writes as one unlogged batch per partition, or as
 // batches spanning partitions when every node replicates every partition.
+// Likewise the runs and ENQUEUED events of firings due within 5ms of each
+// other share a produce request (the producer's linger).
 //
 // Otherwise (an entry without a snapshot, a trigger, a dispatcher just
 // started, a changed job), the firing takes its job from memory: a bucket's
@@ -255,6 +258,8 @@
 //   - snapshots.go: when a firing may use the snapshot its entry carries
 //     (the change log of the jobs feed).
 //   - jobfeed.go: the jobs feed that keeps those definitions current.
+//   - nextwriter.go: the group commit of the firings' next occurrences.
+//   - firers.go: the goroutines firings run on, kept between firings.
 //   - offsets.go: which wake-up offsets may be committed.
 //   - config.go, metrics.go: the Config and the Prometheus metrics.
 //

@@ -79,7 +79,7 @@ func BenchmarkFire(b *testing.B) {
 				payload = jobs["job"].Snapshot(time.Now()).Encode()
 			}
 			ctx, cancel := context.WithCancel(b.Context())
-			o.next = startNextWriter(ctx, nopPuts{}, time.Second, 1)
+			o.next = startNextWriter(ctx, nopPuts{}, time.Second, 1, 0)
 			due := store.Truncate(time.Now())
 			b.ResetTimer()
 			for i := range b.N {
@@ -111,3 +111,53 @@ func (s storeOf) GetJob(ctx context.Context, id string) (store.Job, error) {
 type nopPuts struct{}
 
 func (nopPuts) PutDue(context.Context, ...store.DueEntry) error { return nil }
+
+// BenchmarkFireOnGoroutines measures a firing of a job in its entry, each
+// on a goroutine of its own as a tenure starts them: a new goroutine per
+// firing (whose stack grows from the smallest size) against the
+// dispatcher's firers, which keep their goroutines between firings.
+func BenchmarkFireOnGoroutines(b *testing.B) {
+	spec := jobSpec("job", intervalSchedule(time.Second, 0))
+	value, err := proto.Marshal(spec)
+	require.NoError(b, err)
+	job := store.Job{ID: "job", Spec: value, Revision: 1, UpdatedAt: time.Unix(0, 0)}
+	payload := job.Snapshot(time.Now()).Encode()
+	for _, tc := range []struct {
+		name   string
+		reused bool
+	}{{"new goroutine per firing", false}, {"firers", true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			cfg := Config{Kafka: []kgo.Opt{kgo.SeedBrokers("unused:9092")}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.withDefaults()
+			m, err := newMetrics(prometheus.NewRegistry())
+			require.NoError(b, err)
+			r := slowReader{jobs: map[string]store.Job{"job": job}}
+			o := &owner{cfg: cfg, prod: nullProducer{}, topics: cfg.Topics, m: m, log: cfg.Logger, store: storeOf{r: r}}
+			o.jobs = newJobCache(r, time.Now, time.Hour, m)
+			o.jobs.setFresh(time.Now().Add(-time.Minute))
+			o.jobs.setFresh(time.Now())
+			ctx, cancel := context.WithCancel(b.Context())
+			o.next = startNextWriter(ctx, nopPuts{}, time.Second, 1, 0)
+			f := newFirers(time.Minute)
+			due := store.Truncate(time.Now())
+			results := make(chan fireResult, 1)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				e := store.DueEntry{Due: due, JobID: "job", Kind: store.KindScheduled, RunID: fmt.Sprintf("job@%d", i), Attempt: 1, Revision: 1, Payload: payload}
+				fire := func() { results <- o.fire(ctx, 1, firing{Entry: e, At: due}) }
+				if tc.reused {
+					f.Go(fire)
+				} else {
+					go fire()
+				}
+				if res := <-results; res.err != nil || res.next == nil {
+					b.Fatalf("firing: %v", res.err)
+				}
+			}
+			b.StopTimer()
+			f.Stop()
+			cancel()
+			o.next.Stop()
+		})
+	}
+}

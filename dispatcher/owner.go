@@ -51,6 +51,9 @@ type owner struct {
 	// next stores the next occurrences of the shard's firings; the
 	// dispatcher's writer, shared by its owners (nextwriter.go).
 	next *nextWriter
+	// firers runs the shard's firings; the dispatcher's, shared by its
+	// owners (firers.go).
+	firers *firers
 
 	// cancel ends run's context (stop); quit is that context's Done, for
 	// the poll loop; done closes when run has returned.
@@ -115,9 +118,14 @@ func (o *owner) run(ctx context.Context) {
 	fireCtx, cancelFires := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelFires()
 	if o.next == nil { // an owner of its own, in tests
-		w := startNextWriter(ctx, o.store, o.cfg.FireTimeout, 1)
+		w := startNextWriter(ctx, o.store, o.cfg.FireTimeout, 1, 0)
 		defer w.Stop()
 		o.next = w
+	}
+	if o.firers == nil { // likewise
+		f := newFirers(firerIdle)
+		defer f.Stop()
+		o.firers = f
 	}
 
 	t := o.newTenure(epoch, floor, cancelFires)

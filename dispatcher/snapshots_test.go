@@ -226,14 +226,14 @@ func (s *gatedStore) PutDue(_ context.Context, entries ...store.DueEntry) error 
 
 // TestNextOccurrencesShareAWrite: the successors of firings that finish
 // while a write is in progress go out together in the next write (a group
-// commit); each firing hears its own outcome, and a failed write fails
-// every firing of its batch, which each try again.
+// commit, after the gather); each firing hears its own outcome, and a
+// failed write fails every firing of its batch, which each try again.
 func TestNextOccurrencesShareAWrite(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		gs := &gatedStore{entered: make(chan int), release: make(chan error)}
 		cfg := Config{Kafka: []kgo.Opt{kgo.SeedBrokers("unused:9092")}, Store: gs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.withDefaults()
-		o := &owner{cfg: cfg, store: gs, next: startNextWriter(t.Context(), gs, cfg.FireTimeout, 1)}
+		o := &owner{cfg: cfg, store: gs, next: startNextWriter(t.Context(), gs, cfg.FireTimeout, 1, nextGather)}
 		defer o.next.Stop()
 
 		entry := func(i int) store.DueEntry {
@@ -243,7 +243,7 @@ func TestNextOccurrencesShareAWrite(t *testing.T) {
 		const firings = 50
 		errs := make(chan error, firings)
 		go func() { errs <- o.putNext(t.Context(), entry(0)) }()
-		require.Equal(t, 1, <-gs.entered, "the first firing waits for nothing")
+		require.Equal(t, 1, <-gs.entered, "the first firing waits for nothing but the gather")
 		for i := 1; i < firings; i++ {
 			go func() { errs <- o.putNext(t.Context(), entry(i)) }()
 		}

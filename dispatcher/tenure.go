@@ -173,7 +173,9 @@ func (t *tenure) loaded(msg loadMsg) {
 
 func (t *tenure) startFire(fireCtx context.Context, f firing) {
 	t.inflight++
-	t.fires.Go(func() {
+	t.fires.Add(1)
+	t.o.firers.Go(func() {
+		defer t.fires.Done()
 		t.results <- t.o.fire(fireCtx, t.epoch, f)
 	})
 }

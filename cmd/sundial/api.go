@@ -141,7 +141,7 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 		return fmt.Errorf("cassandra: %w", err)
 	}
 	defer func() { _ = st.Close() }()
-	producer, err := kgo.NewClient(withKafka(kopts, telemetry.KafkaMetrics(p.reg, "api"))...)
+	producer, err := kgo.NewClient(withKafka(kopts, p.kafkaMetrics("api"))...)
 	if err != nil {
 		return fmt.Errorf("kafka: %w", err)
 	}

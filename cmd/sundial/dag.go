@@ -18,7 +18,6 @@ import (
 	"github.com/sundialhq/sundial/dagengine/dag"
 	"github.com/sundialhq/sundial/dagengine/dagrun"
 	"github.com/sundialhq/sundial/enqueue"
-	"github.com/sundialhq/sundial/internal/telemetry"
 	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store/cassandra"
@@ -94,7 +93,7 @@ func runDagEngine(ctx context.Context, cmd *cli.Command) error {
 		SessionTimeout: cmd.Duration("session-timeout"), GroupInstanceID: cmd.String("group-instance-id"), SharedTopic: cmd.Bool("jobs-shared-topic"),
 		EventEncoding: p.encoding, StatusEncoding: p.encoding,
 		ClientOptions: func(name string) []kgo.Opt {
-			return []kgo.Opt{telemetry.KafkaMetrics(p.reg, "dagengine-"+name)}
+			return []kgo.Opt{p.kafkaMetrics("dagengine-" + name)}
 		},
 		Store: b.store, Enqueuer: b.enq, Producer: b.client, Shards: b.shards,
 		SweepInterval: cmd.Duration("sweep-interval"), RedriveAfter: cmd.Duration("redrive-after"),

@@ -70,7 +70,7 @@ func runDispatcher(ctx context.Context, cmd *cli.Command) error {
 		TracerProvider:    p.tracerProvider(),
 		EventEncoding:     p.encoding,
 		Kafka:             kopts,
-		GroupClientOpts:   []kgo.Opt{telemetry.KafkaMetrics(p.reg, "dispatcher")},
+		GroupClientOpts:   []kgo.Opt{p.kafkaMetrics("dispatcher")},
 		Topics:            topics.Names{Prefix: cmd.String("topic-prefix")},
 		GroupID:           cmd.String("group-id"),
 		InstanceID:        cmd.String("instance-id"),
@@ -97,6 +97,9 @@ func runDispatcher(ctx context.Context, cmd *cli.Command) error {
 	}
 
 	if err := checkKafka(ctx, kopts); err != nil {
+		return err
+	}
+	if err := p.instrumentCassandra(&storeCfg); err != nil {
 		return err
 	}
 	openCtx, cancel := context.WithTimeout(ctx, time.Minute)

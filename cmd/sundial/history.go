@@ -94,7 +94,7 @@ func runHistory(ctx context.Context, cmd *cli.Command) error {
 // registry, its Kafka client's metrics named client.
 func historyConfig(p *process, st *cassandra.Store, kopts []kgo.Opt, names topics.Names, client string) history.Config {
 	return history.Config{
-		Kafka:      withKafka(kopts, telemetry.KafkaMetrics(p.reg, client)),
+		Kafka:      withKafka(kopts, p.kafkaMetrics(client)),
 		Topics:     names,
 		History:    st,
 		Registerer: p.reg,

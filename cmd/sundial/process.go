@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v3"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -43,6 +44,9 @@ type process struct {
 	pprof  *telemetry.PprofServer // nil without --pprof-addr
 
 	cassandra *telemetry.CassandraObserver // created by instrumentCassandra
+	// work counts the requests the process's clients send to the
+	// backends (sundial_backend_requests_total).
+	work *telemetry.WorkCounter
 	// tracer is the process's tracer provider with --tracing, handed to
 	// each component's Config; nil without (tracing off).
 	tracer *sdktrace.TracerProvider
@@ -68,7 +72,10 @@ func newProcess(ctx context.Context, cmd *cli.Command, component string) (*proce
 	if err != nil {
 		return nil, fmt.Errorf("--log-level/--log-format: %w", err)
 	}
-	p := &process{base: logger, logger: logger.With("component", component), reg: telemetry.NewRegistry()}
+	p := &process{base: logger, logger: logger.With("component", component), reg: telemetry.NewRegistry(), work: &telemetry.WorkCounter{}}
+	if err := p.work.Register(p.reg); err != nil {
+		return nil, err
+	}
 	if mib := cmd.Int("memory-limit-mib"); mib != 0 {
 		if mib < 0 {
 			return nil, fmt.Errorf("--memory-limit-mib %d: must not be negative", mib)
@@ -116,9 +123,16 @@ func (p *process) instrumentCassandra(c *cassandra.Config) error {
 			return err
 		}
 		p.cassandra = o
+		p.work.Then(o, o)
 	}
-	c.QueryObserver, c.BatchObserver = p.cassandra, p.cassandra
+	c.QueryObserver, c.BatchObserver = p.work, p.work
 	return nil
+}
+
+// kafkaMetrics is the option that measures a Kafka client of the process
+// (telemetry.KafkaMetrics, named name) and counts its requests.
+func (p *process) kafkaMetrics(name string) kgo.Opt {
+	return telemetry.KafkaMetrics(p.reg, name, p.work.KafkaHook())
 }
 
 // check registers a readiness check for /readyz; a no-op without a server.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/sundialhq/sundial/audit"
 	"github.com/sundialhq/sundial/dagengine"
-	"github.com/sundialhq/sundial/internal/telemetry"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/jobspec"
 	"github.com/sundialhq/sundial/registry"
@@ -77,7 +76,7 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 	reg, err := registry.New(registry.Config{
-		Kafka: withKafka(kopts, telemetry.KafkaMetrics(p.reg, "registry")), Topics: names, Group: cmd.String("group-id"), Store: b.store, Waker: b.enq, Limits: limits,
+		Kafka: withKafka(kopts, p.kafkaMetrics("registry")), Topics: names, Group: cmd.String("group-id"), Store: b.store, Waker: b.enq, Limits: limits,
 		SharedTopic: cmd.Bool("jobs-shared-topic"), Audit: trail, TracerProvider: p.tracerProvider(), StatusEncoding: p.encoding,
 		Quotas:      b.store,
 		Concurrency: cmd.Int("concurrency"),
@@ -98,7 +97,7 @@ func runRegistry(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 	trg, err := trigger.New(trigger.Config{
-		Kafka: withKafka(kopts, telemetry.KafkaMetrics(p.reg, "trigger")), Topics: names, Group: cmd.String("trigger-group-id"), Store: b.store, Enqueuer: b.enq, Dags: dags,
+		Kafka: withKafka(kopts, p.kafkaMetrics("trigger")), Topics: names, Group: cmd.String("trigger-group-id"), Store: b.store, Enqueuer: b.enq, Dags: dags,
 		MaxPayloadBytes: limits.MaxPayloadBytes, TracerProvider: p.tracerProvider(), EventEncoding: p.encoding,
 		Registerer: p.reg, Logger: p.named("trigger"),
 	})

@@ -86,7 +86,7 @@ func openEnqueueBackends(ctx context.Context, cmd *cli.Command, names topics.Nam
 		if err := p.instrumentCassandra(&cc); err != nil {
 			return nil, err
 		}
-		kopts = append(kopts, telemetry.KafkaMetrics(p.reg, "enqueue"))
+		kopts = append(kopts, p.kafkaMetrics("enqueue"))
 		reg = p.reg
 	}
 	st, err := cassandra.Open(ctx, cc)
@@ -245,11 +245,12 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 	cfg.Egress.Own = ownAddresses(ctx, cmd, p.logger)
 	// One kprom instance describes one client: the runner's producer and
 	// its group consumer get one each.
-	cfg.ProducerKafka = []kgo.Opt{telemetry.KafkaMetrics(p.reg, "runner-producer")}
-	cfg.ConsumerKafka = []kgo.Opt{telemetry.KafkaMetrics(p.reg, "runner-consumer")}
+	cfg.ProducerKafka = []kgo.Opt{p.kafkaMetrics("runner-producer")}
+	cfg.ConsumerKafka = []kgo.Opt{p.kafkaMetrics("runner-consumer")}
 	if err := telemetry.InstrumentRedis(rdb, p.reg, "leases"); err != nil {
 		return err
 	}
+	rdb.AddHook(p.work.RedisHook())
 
 	if err := checkKafka(ctx, kopts); err != nil {
 		return err

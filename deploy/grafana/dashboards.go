@@ -390,6 +390,10 @@ func Backends() *Dashboard {
 	b.add(8, 8, ts("Driver retries", "ops", "",
 		q(`sum by (op, table) (rate(sundial_cassandra_request_retries_total[$__rate_interval]))`, "{{op}} {{table}}")))
 
+	b.row("Backend work")
+	b.add(24, 8, ts("Backend requests per run", "none", "What the processes asked of Kafka, Cassandra and Redis (requests, and the records, rows and commands they carried), counted by the clients' hooks, divided by the runs dispatched: docs/architecture.md, \"The work of one run\".",
+		q(`sum by (backend, kind) (rate(sundial_backend_requests_total[$__rate_interval])) / scalar(sum(rate(sundial_dispatcher_runs_total[$__rate_interval])))`, "{{backend}} {{kind}}")))
+
 	b.row("Processes")
 	b.add(8, 7, ts("CPU by process", "percentunit", "",
 		q(`sum by (component, instance) (rate(process_cpu_seconds_total{job="sundial"}[$__rate_interval]))`, "{{component}} {{instance}}")))

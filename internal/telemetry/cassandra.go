@@ -26,10 +26,12 @@ import (
 type CassandraObserver struct {
 	duration *prometheus.HistogramVec
 	retries  *prometheus.CounterVec
-	// kinds caches the classification of each statement text; the store's
-	// statements are a fixed set, so it stays small.
-	kinds sync.Map // string -> stmtKind
+	kinds    stmtKinds
 }
+
+// stmtKinds caches the classification of each statement text; the store's
+// statements are a fixed set, so it stays small. The zero value is ready.
+type stmtKinds struct{ m sync.Map } // string -> stmtKind
 
 var (
 	_ gocql.QueryObserver = (*CassandraObserver)(nil)
@@ -94,12 +96,14 @@ func (o *CassandraObserver) observe(op, table string, seconds float64, err error
 	}
 }
 
-func (o *CassandraObserver) kind(stmt string) stmtKind {
-	if k, ok := o.kinds.Load(stmt); ok {
+func (o *CassandraObserver) kind(stmt string) stmtKind { return o.kinds.kind(stmt) }
+
+func (s *stmtKinds) kind(stmt string) stmtKind {
+	if k, ok := s.m.Load(stmt); ok {
 		return k.(stmtKind)
 	}
 	k := classify(stmt)
-	o.kinds.Store(stmt, k)
+	s.m.Store(stmt, k)
 	return k
 }
 

@@ -20,11 +20,13 @@ import (
 // client, and the histograms of request round trips (request_duration_e2e)
 // and broker throttling per broker.
 //
+// Further hooks (a WorkCounter's KafkaHook) are added to the same option.
+//
 // kprom registers when the client is created and unregisters when it is
 // closed. Should a client be created while another with the same name is
 // still open, the new client's metrics replace the old one's instead of
 // panicking.
-func KafkaMetrics(reg prometheus.Registerer, name string) kgo.Opt {
+func KafkaMetrics(reg prometheus.Registerer, name string, hooks ...kgo.Hook) kgo.Opt {
 	m := kprom.NewMetrics("sundial",
 		kprom.Subsystem("kafka"),
 		kprom.Registerer(replacingRegisterer{reg}),
@@ -36,7 +38,7 @@ func KafkaMetrics(reg prometheus.Registerer, name string) kgo.Opt {
 		kprom.NativeMaxBuckets(NativeMaxBuckets),
 		kprom.NativeBucketMinReset(NativeMinResetDuration),
 	)
-	return kgo.WithHooks(m)
+	return kgo.WithHooks(append([]kgo.Hook{m}, hooks...)...)
 }
 
 // replacingRegisterer registers like its Registerer, except that MustRegister

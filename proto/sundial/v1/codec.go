@@ -53,12 +53,41 @@ func ProtobufContentType(m proto.Message) string {
 // MessageType reads the messageType parameter of a content-type header
 // value; "" when there is none or the value does not parse.
 func MessageType(contentType string) string {
+	if _, name, ok := writtenContentType(contentType); ok {
+		return name
+	}
 	_, params, err := mime.ParseMediaType(contentType)
 	if err != nil {
 		return ""
 	}
 	// ParseMediaType lower-cases parameter names.
 	return params["messagetype"]
+}
+
+// writtenContentType reads a content-type header value of exactly the form
+// ContentType writes ("application/x-protobuf; messageType=sundial.v1.Run"),
+// with ok false for any other form. It answers what mime.ParseMediaType
+// would for those values without its allocations: every record Sundial
+// reads carries one, and parsing them was 3% of a runner's CPU.
+func writtenContentType(value string) (enc Encoding, messageType string, ok bool) {
+	const param = "; messageType="
+	switch {
+	case strings.HasPrefix(value, ContentTypeProtobuf+param):
+		enc, messageType = EncodingProtobuf, value[len(ContentTypeProtobuf+param):]
+	case strings.HasPrefix(value, ContentTypeJSON+param):
+		enc, messageType = EncodingJSON, value[len(ContentTypeJSON+param):]
+	default:
+		return 0, "", false
+	}
+	if messageType == "" {
+		return 0, "", false
+	}
+	for _, c := range messageType {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '.' && c != '_' {
+			return 0, "", false
+		}
+	}
+	return enc, messageType, true
 }
 
 // ErrContentType reports a content-type header value that names neither
@@ -114,6 +143,9 @@ func (e Encoding) String() string {
 func ParseContentType(value string) (Encoding, error) {
 	if strings.TrimSpace(value) == "" {
 		return EncodingProtobuf, nil
+	}
+	if enc, _, ok := writtenContentType(value); ok {
+		return enc, nil
 	}
 	media, _, err := mime.ParseMediaType(value)
 	if err != nil {
