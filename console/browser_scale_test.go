@@ -271,6 +271,10 @@ func TestConsoleJobsFirstPageAtScale(t *testing.T) {
 	// team's job is not found, as if it did not exist.
 	viewer := b.tab(t, teamViewer)
 	b.open(t, viewer, "#/jobs", "jobs")
+	// The page may be marked loaded before its rows are drawn (under make
+	// test's load the rows were read empty once): wait for them.
+	eventually(t, viewer, `document.querySelectorAll('#results tbody tr td:nth-child(2)').length > 0`,
+		"the team's first page lists none of its jobs")
 	teams := eval[[]string](t, viewer, `[...document.querySelectorAll('#results tbody tr td:nth-child(2)')].map((td) => td.textContent)`)
 	require.NotEmpty(t, teams, "the team's first page lists none of its jobs")
 	for _, team := range teams {
