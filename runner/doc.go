@@ -57,6 +57,16 @@
 // mark of the run id do, so a run delivered twice by a crash or an
 // adoption still takes effect once.
 //
+// A run of a job without routing whose target is not a handler (HTTP,
+// Kafka, exec) executes on the runner that fetched it only when the run's
+// pool (jobspec.PoolOf) is Config.Pool; any other runner hands it over,
+// in admit (routePool, planPool: rendezvous hashing of the job id over the
+// pool's live members, so one job's runs stay on one member), to the
+// directed topic of a live member of the pool, or, when the pool has none,
+// defers it by Config.RouteDelay (DEFERRED, reason no_executor, the pool
+// named in the event's error message, no attempt spent). A run of the
+// runner's own pool reads no Directory and takes no extra step.
+//
 // A handler run this runner cannot execute (its name is not in
 // Config.Handlers or the run's pool is not Config.Pool, and Config.Remote
 // has no live worker of the run's team and pool serving it) is never
@@ -234,7 +244,8 @@
 // when they are acknowledged. The decisions are pure functions,
 // table-tested: in verdict.go classify, leaseAfter, decideAcquire,
 // beforeAttempt, decideReplace, budgetAttempt; where a run that asks for
-// an executor goes, planRoute (route.go) and placeHandler (remote.go).
+// an executor goes, planRoute and planPool (route.go) and placeHandler
+// (remote.go).
 // The worker finishes the record, tries it again, or leaves it to the
 // finishing goroutine (finish.go), as the result says. Whatever a step is handed it owns: conclude and suspend stop
 // the lease's Keeper on every path, or, for a success, hand it to the
@@ -360,8 +371,9 @@
 //   - pool.go: the pool's slots and blocking policy, and the announcer.
 //   - route.go: router, which owns routing: the Directory and Picker, the
 //     router goroutines and their queue, the directed topic, the hand-over,
-//     and the adoption of departed members' topics (forget.go: deleting
-//     them once drained).
+//     the placement of unrouted runs in their job's pool (routePool,
+//     planPool), and the adoption of departed members' topics (forget.go:
+//     deleting them once drained).
 //   - fanout.go: BROADCAST and SHARDED fan-out (router.fanout) and the
 //     plans and tallies it keeps in Redis (markers).
 //   - remote.go: handler runs: Remote (a worker gateway's workers), the

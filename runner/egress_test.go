@@ -194,6 +194,7 @@ func TestExecNameAllowedForOneTeamIsRefusedForAnother(t *testing.T) {
 	run := func(team, command string) *sundialv1.Run {
 		return h.run(team+"."+command, time.Now(), func(r *sundialv1.Run) {
 			r.OwnerTeam = team
+			r.Pool = "batch" // the runner executes its own pool's jobs only
 			r.Target = &sundialv1.Target{Kind: &sundialv1.Target_Exec{Exec: &sundialv1.ExecTarget{Command: command}}}
 		})
 	}

@@ -197,7 +197,8 @@ func (x *execution) handle(ctx context.Context) result {
 
 // admit applies what stands before the run's lease: a routed record that
 // came back to its queue (retryLater) before its executor was chosen is
-// routed first; a run that found the pool's slots busy under
+// routed first; a run of another pool's job goes to that pool (a handler
+// run to an executor that serves it, any other to a member: routePool); a run that found the pool's slots busy under
 // BlockingDiscard is discarded; an open breaker of its downstream, or its
 // team's quotas, defer it. It returns the function that gives back the
 // team's slot (taken before the job's lease, given back when the attempt
@@ -212,6 +213,11 @@ func (x *execution) admit(ctx context.Context, downstream breaker.Key) (release 
 	}
 	if r.routes.needsRoute(x.rec) {
 		if res, here := r.routes.route(ctx, x); !here {
+			return nil, res, false
+		}
+	}
+	if _, handler := handlerName(x.run); !handler {
+		if res, here := r.routes.routePool(ctx, x); !here {
 			return nil, res, false
 		}
 	}

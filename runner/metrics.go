@@ -83,7 +83,8 @@ type metrics struct {
 	teamRateDeferrals *prometheus.CounterVec
 	// egressRefusals is by owning team and kind (http, kafka, exec).
 	egressRefusals *prometheus.CounterVec
-	// routed is by routing strategy (five values).
+	// routed is by routing strategy (routeLabel), and "pool" for the
+	// unrouted runs handed over to their job's pool.
 	routed *prometheus.CounterVec
 	// noWorker is by team: runs deferred because no live executor serves
 	// their handler for their team.
@@ -182,7 +183,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"team", "kind"}),
 		routed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sundial", Subsystem: "runner", Name: "routed_runs_total",
-			Help: "Runs this runner chose an executor for, by routing strategy.",
+			Help: "Runs this runner chose an executor for, by routing strategy (\"pool\": an unrouted run handed over to its job's pool).",
 		}, []string{"strategy"}),
 		noWorker: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sundial", Subsystem: "runner", Name: "no_worker_deferrals_total",

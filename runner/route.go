@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	mrand "math/rand/v2"
 	"slices"
@@ -296,7 +297,7 @@ func (r *router) route(ctx context.Context, x *execution) (res result, executeHe
 	}, r.cfg.ID)
 	switch p.step {
 	case routeDefer:
-		return x.settle().deferRun(ctx, r.cfg.RouteDelay, p.reason, nil), false
+		return x.settle().deferRunWhy(ctx, r.cfg.RouteDelay, p.reason, deferWhy(p.reason, pool, rt.GetExecutor())), false
 	case routeFanOut:
 		if !r.fanout(ctx, x, pool, live) {
 			return unfinished, false
@@ -362,6 +363,82 @@ func planRoute(fansOut bool, live int, pick func() routing.Decision, self string
 		return routePlan{step: routeHere}
 	}
 	return routePlan{step: routeHandOver, member: d.Member}
+}
+
+// deferWhy is the error message of the DEFERRED event of a run that asks
+// for an executor of pool and found none: reason reasonNoExecutor, or
+// reasonWaitExecutor for a FIXED run whose executor is away.
+func deferWhy(reason, pool, executor string) string {
+	if reason == reasonWaitExecutor {
+		return fmt.Sprintf("executor %s of pool %s is not live", executor, pool)
+	}
+	return "no live executor in pool " + pool
+}
+
+// routePool places an unrouted run that is not a handler run (an HTTP,
+// Kafka or exec target) in its job's pool: it returns executeHere when the
+// pool is this runner's; else it hands the run over to the member of the
+// pool that planPool chooses, or defers it by Config.RouteDelay as a
+// routed run that found no executor is (reason no_executor, the pool named
+// in the event's error message, no attempt spent).
+func (r *router) routePool(ctx context.Context, x *execution) (res result, executeHere bool) {
+	run := x.run
+	pool := jobspec.PoolOf(run.GetPool())
+	p := planPool(pool, r.cfg.Pool, r.cfg.ID, run.GetJobId(), func() []discovery.Member { return r.directory.Live(pool) })
+	switch p.step {
+	case routeHere:
+		return unfinished, true
+	case routeDefer:
+		x.logger().Info("no live executor in the run's pool; deferred", "pool", pool, "delay", r.cfg.RouteDelay)
+		return x.settle().deferRunWhy(ctx, r.cfg.RouteDelay, p.reason, deferWhy(p.reason, pool, "")), false
+	case routeFanOut, routeHandOver:
+	}
+	r.m.routed.WithLabelValues(poolLabel).Inc()
+	return r.handOver(ctx, x, p.member), false
+}
+
+// poolLabel is the strategy label of sundial_runner_routed_runs_total for
+// the unrouted runs handed over to their pool (routePool).
+const poolLabel = "pool"
+
+// planPool decides where an unrouted run of job goes, its job's pool
+// being pool, on the runner self of selfPool: here when the pools are the
+// same (live is not asked: a setup of one pool takes no extra step), else
+// to the member of live (the pool's live members) whose id names a
+// directed topic that ranks highest for job (rendezvous hashing: one job's
+// runs stay on one member while the pool's membership holds, and a member
+// that joins or leaves moves only its share of the jobs), else deferred as
+// no_executor. It does no I/O.
+func planPool(pool, selfPool, self, job string, live func() []discovery.Member) routePlan {
+	if pool == selfPool {
+		return routePlan{step: routeHere}
+	}
+	best, bestScore := "", uint64(0)
+	for _, m := range live() {
+		if m.Pool != pool || m.ID == self || jobspec.CheckExecutorID(m.ID) != "" {
+			continue
+		}
+		if s := rendezvous(job, m.ID); best == "" || s > bestScore || (s == bestScore && m.ID < best) {
+			best, bestScore = m.ID, s
+		}
+	}
+	if best == "" {
+		return routePlan{step: routeDefer, reason: reasonNoExecutor}
+	}
+	return routePlan{step: routeHandOver, member: best}
+}
+
+// rendezvous is member's score for job: FNV-1a of both, mixed by
+// SplitMix64's finalizer so that close ids score far apart.
+func rendezvous(job, member string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(job)) // a hash.Hash never fails to write
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(member))
+	z := h.Sum64()
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
 }
 
 // handOver produces the run of x to member's directed topic and returns
