@@ -18,9 +18,9 @@ import (
 	"github.com/sundialhq/sundial/apiserver"
 	"github.com/sundialhq/sundial/audit"
 	"github.com/sundialhq/sundial/auth"
-	"github.com/sundialhq/sundial/quota"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
+	"github.com/sundialhq/sundial/quota"
 )
 
 // recorded keeps the audit records a TeamService writes.
@@ -138,9 +138,18 @@ func TestTeamServiceManagesTeamsForTheClusterAdminOnly(t *testing.T) {
 
 	teamAdmin, _ := e.token(t, "payments", auth.RoleAdmin)
 	for name, call := range map[string]func() error{
-		"list":   func() error { _, err := e.client(teamAdmin).ListTeams(ctx, connect.NewRequest(&apiv1.ListTeamsRequest{})); return err },
-		"create": func() error { _, err := e.client(teamAdmin).CreateTeam(ctx, connect.NewRequest(&apiv1.CreateTeamRequest{Name: "x"})); return err },
-		"delete": func() error { _, err := e.client(teamAdmin).DeleteTeam(ctx, connect.NewRequest(&apiv1.DeleteTeamRequest{Name: "search"})); return err },
+		"list": func() error {
+			_, err := e.client(teamAdmin).ListTeams(ctx, connect.NewRequest(&apiv1.ListTeamsRequest{}))
+			return err
+		},
+		"create": func() error {
+			_, err := e.client(teamAdmin).CreateTeam(ctx, connect.NewRequest(&apiv1.CreateTeamRequest{Name: "x"}))
+			return err
+		},
+		"delete": func() error {
+			_, err := e.client(teamAdmin).DeleteTeam(ctx, connect.NewRequest(&apiv1.DeleteTeamRequest{Name: "search"}))
+			return err
+		},
 	} {
 		assert.Equal(t, connect.CodePermissionDenied, connect.CodeOf(call()), "a team's admin may not %s teams", name)
 	}
