@@ -69,8 +69,13 @@
 //     every change the API makes (applies, deletes, operator actions) is
 //     recorded in the audit trail with the caller's Subject as actor, after
 //     it took effect; a failure to record is logged, never undoes it.
+//   - Teams and tokens (TeamService): teams, and the tokens of any team, are
+//     the cluster admin's; a team's admin lists, creates and revokes its own
+//     team's tokens only, and another team's token is NotFound to it. A
+//     token's secret is in CreateToken's answer only: never in another
+//     answer, an audit record, a log line or an error, nor is its hash.
 //
-// Other services (runs, DLQ, watch, cluster, operator, audit, quotas)
+// Other services (runs, DLQ, watch, cluster, operator, audit, quotas, teams)
 // mount the same way: a Service built with ConnectService gets the same
 // interceptors, and a plain http.Handler in Config.Handlers gets the same
 // authentication.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sundialhq/sundial/apiserver"
 	"github.com/sundialhq/sundial/audit"
+	"github.com/sundialhq/sundial/auth"
 	"github.com/sundialhq/sundial/client"
 	"github.com/sundialhq/sundial/console"
 	"github.com/sundialhq/sundial/dagengine"
@@ -61,6 +62,11 @@ type APIBackends struct {
 	// Quotas holds the teams' quotas; nil when the store has none: the
 	// quota service is not served.
 	Quotas quota.Store
+	// Tokens keeps the teams and the API's tokens; with Quotas (which
+	// counts a team's jobs, so that a team owning one is not deleted) the
+	// team service is served. Nil serves none: teams and tokens are then
+	// managed by the bootstrap CLI only.
+	Tokens auth.TokenStore
 	// Kafka are the options of the installation's Kafka (seeds, TLS,
 	// SASL), for the readers the services open. Required.
 	Kafka []kgo.Opt
@@ -228,8 +234,8 @@ func runServices(cfg APIConfig, b APIBackends, named func(string) *slog.Logger) 
 	return services, handlers, nil
 }
 
-// controlServices builds the operator service, and the audit and quota
-// services when their stores are given. With Redis, cancelling runs,
+// controlServices builds the operator service, and the audit, quota and
+// team services when their stores are given. With Redis, cancelling runs,
 // backfills and the count of concurrent runs are served; without, those
 // answer that Redis is needed.
 func controlServices(cfg APIConfig, b APIBackends, trail *audit.Trail, named func(string) *slog.Logger) ([]apiserver.Service, error) {
@@ -275,6 +281,17 @@ func controlServices(cfg APIConfig, b APIBackends, trail *audit.Trail, named fun
 			return nil, err
 		}
 		services = append(services, quotas.Service())
+	}
+	if b.Tokens != nil && b.Quotas != nil {
+		teamsCfg := apiserver.TeamServiceConfig{Tokens: b.Tokens, Jobs: b.Quotas, Now: cfg.Now, Logger: named("api-teams")}
+		if trail != nil {
+			teamsCfg.Audit = trail
+		}
+		teams, err := apiserver.NewTeamService(teamsCfg)
+		if err != nil {
+			return nil, err
+		}
+		services = append(services, teams.Service())
 	}
 	return services, nil
 }

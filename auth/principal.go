@@ -16,9 +16,10 @@ const (
 	// RoleOperator also triggers, pauses, resumes, cancels, backfills and
 	// replays dead runs.
 	RoleOperator
-	// RoleAdmin also applies and deletes the team's definitions. No role
-	// manages tokens through the API: the CLI does, with the store's
-	// credentials.
+	// RoleAdmin also applies and deletes the team's definitions, and
+	// lists, creates and revokes the team's tokens through the API (the
+	// team service). Teams, and cluster-admin tokens, are the cluster
+	// admin's; the bootstrap CLI manages both with the store's credentials.
 	RoleAdmin
 )
 

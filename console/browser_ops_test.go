@@ -330,6 +330,7 @@ func TestConsoleOpsInABrowser(t *testing.T) {
 			{"#/runs?team=dev", "runs"}, {"#/runs/" + url.PathEscape(runID), "run"},
 			{"#/dags", "dags"}, {"#/dags/dev.hello-dag", "dag"}, {"#/dagedit", "dagedit"},
 			{"#/bulk?text=dev.", "bulk"}, {"#/dlq", "dlq"}, {"#/cluster", "cluster"}, {"#/edit/dev.hello-cron", "editor"},
+			{"#/teams", "teams"},
 		}
 		if len(dagRuns.Msg.GetDagRuns()) > 0 {
 			pages = append(pages, struct{ fragment, id string }{"#/dagrun/" + url.PathEscape(dagRuns.Msg.GetDagRuns()[0].GetDagRunId()), "dagrun"})

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/sundialhq/sundial/apiserver"
 	"github.com/sundialhq/sundial/assemble"
 	"github.com/sundialhq/sundial/audit"
+	"github.com/sundialhq/sundial/auth"
 	"github.com/sundialhq/sundial/client"
 	"github.com/sundialhq/sundial/dagengine"
 	"github.com/sundialhq/sundial/discovery"
@@ -71,7 +73,8 @@ type Config struct {
 	APIAddr string
 	// APITokens are the API's bearer tokens, TEAM:ROLE:SECRET as
 	// `sundial api --api-static-token` takes them (TEAM * for the cluster
-	// admin). Required with APIAddr.
+	// admin). Required with APIAddr. The tokens the API's team service
+	// creates (sdl_...) are kept in memory beside them, with the Teams.
 	APITokens []string
 }
 
@@ -318,6 +321,22 @@ func (p *Pipeline) start(ctx context.Context, run *lifecycle.Run) error {
 		quotas: quotas, audit: trail})
 }
 
+// staticOrIssued authenticates a bearer against the static tokens, and one
+// they refuse that has the form of Sundial's own tokens (sdl_...) against
+// the tokens the API issued.
+type staticOrIssued struct {
+	static apiserver.Authenticator
+	issued apiserver.Authenticator
+}
+
+func (a staticOrIssued) Authenticate(ctx context.Context, bearer string) (auth.Principal, error) {
+	p, err := a.static.Authenticate(ctx, bearer)
+	if err == nil || !strings.HasPrefix(bearer, auth.TokenPrefix) {
+		return p, err
+	}
+	return a.issued.Authenticate(ctx, bearer)
+}
+
 // apiBackends are the in-process backends the API is served on.
 type apiBackends struct {
 	brokers  []string
@@ -344,16 +363,31 @@ func (p *Pipeline) startAPI(ctx context.Context, run *lifecycle.Run, b apiBacken
 		return err
 	}
 	run.OnStop(executors.Stop)
+	// The teams and the tokens the team service manages, in memory: the
+	// pipeline's teams exist from the start, as `sundial teams create`
+	// makes them on the real stack.
+	tokenStore := auth.NewMemoryStore()
+	for _, team := range cfg.Teams {
+		if err := tokenStore.CreateTeam(ctx, auth.Team{Name: team, CreatedAt: cfg.Now().UTC(), CreatedBy: "embedded"}); err != nil {
+			return fmt.Errorf("team %s: %w", team, err)
+		}
+	}
 	services, handlers, err := assemble.APIServices(assemble.APIConfig{Topics: names, Shards: cfg.Shards, Now: cfg.Now, Logger: log},
 		assemble.APIBackends{Store: b.store, Kafka: kopts, Producer: b.producer, Client: p.client, Enqueuer: b.enqueuer,
-			Executors: executors, Redis: b.redis, Workers: b.workers, Quotas: b.quotas, Audit: b.audit})
+			Executors: executors, Redis: b.redis, Workers: b.workers, Quotas: b.quotas, Audit: b.audit, Tokens: tokenStore})
 	if err != nil {
 		return err
 	}
-	authn, err := apiserver.ParseStaticTokens(cfg.APITokens)
+	static, err := apiserver.ParseStaticTokens(cfg.APITokens)
 	if err != nil {
 		return fmt.Errorf("api tokens: %w", err)
 	}
+	// No cache: a token revoked through the API is refused at once.
+	issued, err := auth.NewTokens(auth.TokensConfig{Store: tokenStore, CacheTTL: -1, Now: cfg.Now})
+	if err != nil {
+		return err
+	}
+	authn := staticOrIssued{static: static, issued: issued}
 	srv, err := apiserver.New(apiserver.Config{Addr: cfg.APIAddr, Authenticator: authn, Services: services, Handlers: handlers,
 		Public: assemble.APIPublic(), Registerer: cfg.Registerer, Logger: log.With("component", "api")})
 	if err != nil {

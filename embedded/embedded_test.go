@@ -234,3 +234,46 @@ func TestAPIServesTheDocsExampleToItsTeam(t *testing.T) {
 		GetJob(ctx, connect.NewRequest(&apiv1.GetJobRequest{Id: "hello"}))
 	assert.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
 }
+
+// TestAPITeamServiceIssuesTokensThatCallIt: on `sundial dev`, a team's
+// admin (a static token) creates a token of its team through the team
+// service; that token calls the API as its role, and once revoked is
+// refused.
+func TestAPITeamServiceIssuesTokensThatCallIt(t *testing.T) {
+	t.Parallel()
+	p, err := New(Config{Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Handlers: SampleHandlers(),
+		APIAddr: "127.0.0.1:0", APITokens: []string{"dev:admin:dev-secret", "*:admin:root-secret"}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	require.NoError(t, p.Start(ctx))
+	defer p.Stop()
+	as := func(secret string) []connect.ClientOption {
+		return []connect.ClientOption{connect.WithInterceptors(apiserver.BearerToken(secret))}
+	}
+
+	teams, err := apiv1connect.NewTeamServiceClient(http.DefaultClient, p.APIURL(), as("root-secret")...).
+		ListTeams(ctx, connect.NewRequest(&apiv1.ListTeamsRequest{}))
+	require.NoError(t, err)
+	var names []string
+	for _, tm := range teams.Msg.GetTeams() {
+		names = append(names, tm.GetName())
+	}
+	assert.Equal(t, DefaultTeams, names, "the pipeline's teams exist")
+
+	admin := apiv1connect.NewTeamServiceClient(http.DefaultClient, p.APIURL(), as("dev-secret")...)
+	created, err := admin.CreateToken(ctx, connect.NewRequest(&apiv1.CreateTokenRequest{Role: "viewer", Description: "dashboard"}))
+	require.NoError(t, err)
+	bearer := created.Msg.GetBearer()
+	who, err := apiv1connect.NewIdentityServiceClient(http.DefaultClient, p.APIURL(), as(bearer)...).
+		WhoAmI(ctx, connect.NewRequest(&apiv1.WhoAmIRequest{}))
+	require.NoError(t, err)
+	assert.Equal(t, "dev", who.Msg.GetTeam())
+	assert.Equal(t, "viewer", who.Msg.GetRole())
+
+	_, err = admin.RevokeToken(ctx, connect.NewRequest(&apiv1.RevokeTokenRequest{Id: created.Msg.GetToken().GetId()}))
+	require.NoError(t, err)
+	_, err = apiv1connect.NewIdentityServiceClient(http.DefaultClient, p.APIURL(), as(bearer)...).
+		WhoAmI(ctx, connect.NewRequest(&apiv1.WhoAmIRequest{}))
+	assert.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "%v", err)
+}

@@ -188,7 +188,7 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 	backends := assemble.APIBackends{
-		Store: st, Audit: st, Quotas: st, Kafka: kopts, Producer: producer, Client: cl, Enqueuer: enq, Executors: executors,
+		Store: st, Audit: st, Quotas: st, Tokens: st, Kafka: kopts, Producer: producer, Client: cl, Enqueuer: enq, Executors: executors,
 	}
 	// With Redis (--redis-addr), cancelling runs, backfills and the count
 	// of concurrent runs are served; without, those answer that Redis is

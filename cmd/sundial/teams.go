@@ -20,11 +20,15 @@ import (
 // The teams and tokens commands write Cassandra directly, not through the
 // API: they are how the first cluster-admin token comes to exist, and how
 // an operator with database access recovers when every admin token is
-// lost. Whoever can run them can read the store anyway.
+// lost. Whoever can run them can read the store anyway. The API's
+// TeamService (apiserver/teams.go) offers the same calls to callers with
+// a token.
 
 const bootstrapNote = `These commands talk to Cassandra directly, not to the API: they are the
 bootstrap path (the first cluster-admin token is made here) and need
-the store's credentials.`
+the store's credentials. The API's TeamService (and the web console's
+team page) offers the same calls to the cluster admin, and a team's
+tokens to the team's admin.`
 
 func teamsCommand() *cli.Command {
 	return &cli.Command{
