@@ -6,12 +6,10 @@ import (
 	"fmt"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialhq/sundial/auth"
 	"github.com/sundialhq/sundial/operator"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
-	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 )
 
 // Limits of BulkJobs.
@@ -83,14 +81,8 @@ func (s *OperatorService) selectBulk(ctx context.Context, p auth.Principal, f *a
 		}
 		for _, j := range page.Jobs {
 			scanned++
-			spec := &sundialv1.JobSpec{}
-			if err := proto.Unmarshal(j.Spec, spec); err != nil {
-				continue // not this caller's to fix; GetJob reports it
-			}
-			if !selects(p, f, text, definition{
-				id: spec.GetId(), team: spec.GetOwnerTeam(), labels: spec.GetLabels(),
-				paused: spec.GetPaused(), schedule: spec.GetSchedule(), description: spec.GetDescription(),
-			}) {
+			spec, ok := selectedSpec(p, f, text, j.Spec)
+			if !ok {
 				continue
 			}
 			out = append(out, bulkMatch{id: j.ID, team: spec.GetOwnerTeam(), paused: spec.GetPaused()})

@@ -3,6 +3,8 @@ package apiserver
 import (
 	"strings"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/sundialhq/sundial/auth"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -77,4 +79,19 @@ func containsText(d definition, lower string) bool {
 		}
 	}
 	return false
+}
+
+// selectedSpec decodes a stored job definition and reports whether p may
+// see it and it passes f and text (selects). A definition that does not
+// decode is not selected: it is not this caller's to fix, and GetJob
+// reports it.
+func selectedSpec(p auth.Principal, f *apiv1.DefinitionFilter, text string, raw []byte) (*sundialv1.JobSpec, bool) {
+	spec := &sundialv1.JobSpec{}
+	if err := proto.Unmarshal(raw, spec); err != nil {
+		return nil, false
+	}
+	return spec, selects(p, f, text, definition{
+		id: spec.GetId(), team: spec.GetOwnerTeam(), labels: spec.GetLabels(),
+		paused: spec.GetPaused(), schedule: spec.GetSchedule(), description: spec.GetDescription(),
+	})
 }

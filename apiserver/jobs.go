@@ -391,14 +391,8 @@ func (s *JobService) list(ctx context.Context, f *apiv1.DefinitionFilter, text s
 		for _, j := range sp.Jobs {
 			scanned++
 			after = j.ID
-			spec := &sundialv1.JobSpec{}
-			if err := proto.Unmarshal(j.Spec, spec); err != nil {
-				continue // not this caller's to fix; GetJob reports it
-			}
-			if !selects(p, f, text, definition{
-				id: spec.GetId(), team: spec.GetOwnerTeam(), labels: spec.GetLabels(),
-				paused: spec.GetPaused(), schedule: spec.GetSchedule(), description: spec.GetDescription(),
-			}) {
+			spec, ok := selectedSpec(p, f, text, j.Spec)
+			if !ok {
 				continue
 			}
 			out = append(out, jobOf(j, spec))
