@@ -19,7 +19,7 @@ import (
 // are committed only after every group is saved and its work carried out.
 func (e *Engine) eventsLoop(ctx context.Context, cl *kgo.Client) {
 	for {
-		fetches := cl.PollRecords(ctx, e.cfg.MaxPoll)
+		fetches := cl.PollRecords(ctx, e.cfg.EventsMaxPoll)
 		if fetches.IsClientClosed() || ctx.Err() != nil {
 			cl.AllowRebalance()
 			return
