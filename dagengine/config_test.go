@@ -38,6 +38,8 @@ func TestConfigValidate(t *testing.T) {
 		{name: "session timeout of the broker's minimum", change: func(c *dagengine.Config) { c.SessionTimeout = 6 * time.Second }},
 		{name: "session timeout too short", change: func(c *dagengine.Config) { c.SessionTimeout = 500 * time.Millisecond },
 			want: []string{"session timeout 500ms: at least 1s"}},
+		{name: "events max poll negative", change: func(c *dagengine.Config) { c.EventsMaxPoll = -1 },
+			want: []string{"events max poll -1: must be positive"}},
 		{name: "every bad field", change: func(c *dagengine.Config) {
 			c.Kafka, c.Shards, c.SweepInterval, c.SessionTimeout = nil, -1, time.Millisecond, time.Millisecond
 		}, want: []string{"kafka: required", "shards -1: must be positive", "sweep interval 1ms", "session timeout 1ms"}},

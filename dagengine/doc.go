@@ -30,9 +30,17 @@
 // tombstone without the header leaves it alone).
 //
 // The engine consumes sundial.events in its group (DefaultGroup) and reads
-// the RunEvents that carry a dag_run_id. It publishes its own state changes
-// on sundial.events too, as DagRunEvent records keyed by the DAG id with
-// the header "sundial-kind: dag_run_event" (which it skips when reading).
+// the RunEvents that carry a dag_run_id. Those are a few in a thousand of
+// the topic's records, so the others must cost next to nothing: every
+// RunEvent writer puts the header "sundial-dag-run" on it (the dag_run_id,
+// empty outside any DAG; topics.EncodeEvent), and the engine passes a
+// record whose header is there and empty by without decoding it. A record
+// without the header was written before it existed and is decoded as
+// always, so an upgrade in any order loses no event. The engine reads up to
+// Config.EventsMaxPoll records at once, since a poll's DAG runs are saved
+// before the next poll. It publishes its own state changes on
+// sundial.events too, as DagRunEvent records keyed by the DAG id with the
+// header "sundial-kind: dag_run_event" (which it skips when reading).
 // No new topic is needed.
 //
 // # DAG runs and node runs

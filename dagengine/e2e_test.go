@@ -50,8 +50,15 @@ import (
 // prints the DAG run's summary at each kill: "starting" nodes are starts
 // saved but not known to be enqueued) while other nodes execute, and the
 // node's own success reaches sundial.events while no engine runs. A new
-// process is started at once with the same consumer groups; it gets the
-// partitions when the killed member's session (6s) expires.
+// process is started at once with the same consumer groups. The engines are
+// static members (--group-instance-id): after the first kill the new
+// process takes the killed one's id, as a restarted pod does, and gets its
+// partitions back as soon as it joins; after the second it comes under
+// another id, as a replacement that is not the killed process would, and
+// gets them when the killed member's session (6s) expires. The test logs
+// how long each took, from the new process's start until the DAG run holds
+// the success of the node in flight at the kill, which only the new
+// process can have applied.
 //
 // The downstream (the runner's handler) keeps a log of every execution:
 // its start, and its success or failure, in one sequence. From that log
@@ -60,9 +67,9 @@ import (
 // no node was executed again, and that no node started before all its
 // parents had succeeded.
 //
-// It takes about 25s on the local stack: the build of the command, two
-// session timeouts of 6s (the new engine waits for the killed one's
-// membership to expire), and the DAG itself.
+// It takes about 20s on the local stack: the build of the command, one
+// session timeout of 6s (the replacement under another id waits for the
+// killed member's to expire), and the DAG itself.
 func TestFiftyNodeDagEngineKilledTwice(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -117,7 +124,7 @@ func TestFiftyNodeDagEngineKilledTwice(t *testing.T) {
 
 	engineArgs := s.engineArgs()
 	dir := t.TempDir()
-	engine := startProcess(t, bin, filepath.Join(dir, "engine-1.log"), engineArgs...)
+	engine := startProcess(t, bin, filepath.Join(dir, "engine-1.log"), append(engineArgs, "--group-instance-id", "engine-a")...)
 
 	// The run is started as the trigger consumer starts a triggered one,
 	// from this process, while the engine process runs.
@@ -147,8 +154,37 @@ func TestFiftyNodeDagEngineKilledTwice(t *testing.T) {
 		case <-s.ctx.Done():
 			require.FailNow(t, "the node in flight at the kill did not finish", "node %d: %v", n, s.ctx.Err())
 		}
-		engine = startProcess(t, bin, filepath.Join(dir, fmt.Sprintf("engine-%d.log", i+2)), engineArgs...)
-		t.Logf("%v: started engine %d after node %d succeeded", since(start), i+2, n)
+		// The first replacement restarts the killed process (its id), the
+		// second replaces it (another id).
+		instance, how := "engine-a", "restarted under the killed engine's id"
+		if i > 0 {
+			instance, how = "engine-b", "under another id, replacing the killed engine"
+		}
+		restarted := time.Now()
+		engine = startProcess(t, bin, filepath.Join(dir, fmt.Sprintf("engine-%d.log", i+2)), append(engineArgs, "--group-instance-id", instance)...)
+		t.Logf("%v: started engine %d (%s) after node %d succeeded", since(start), i+2, how, n)
+		// The node in flight at the kill succeeded while no engine ran:
+		// only the new engine can apply that event.
+		kills.mu.Lock()
+		inFlight := kills.at[i].node
+		kills.mu.Unlock()
+		require.True(t, eventually(s.ctx, 2*time.Minute, func() bool {
+			row, err := s.store.GetDagRun(s.ctx, id)
+			if err != nil {
+				return false
+			}
+			st, err := dagrun.Unmarshal(row.State)
+			if err != nil {
+				return false
+			}
+			for _, nd := range st.Nodes {
+				if nd.ID == inFlight {
+					return nd.Phase == dagrun.Succeeded
+				}
+			}
+			return false
+		}), "engine %d never applied the success of node %s: %s", i+2, inFlight, engine.tail())
+		t.Logf("%v: engine %d resumed the DAG run %v after its start: it applied the success of %s (%s)", since(start), i+2, since(restarted), inFlight, how)
 	}
 
 	st := s.waitStatus(id, "succeeded", 2*time.Minute)

@@ -89,8 +89,18 @@ type Config struct {
 	// Concurrency is how many DAG runs (or definitions) are processed, or
 	// scheduled DAG runs started, at once. Default 32.
 	Concurrency int
-	// MaxPoll bounds the records taken from Kafka at once. Default 2000.
+	// MaxPoll bounds the DAG records of sundial.jobs taken from Kafka at
+	// once. Default 2000.
 	MaxPoll int
+	// EventsMaxPoll bounds the records of sundial.events taken from Kafka
+	// at once. A poll's DAG runs are saved before the next poll (offsets
+	// are committed per poll), so the engine reads at most this many events
+	// per round of conditional writes: at 1,000 runs/s, four events each,
+	// and a store that takes a second per write, 2,000 a poll fall behind
+	// for good. Nearly every event belongs to a run outside any DAG and
+	// costs next to nothing (dagNodeEvent), so a poll may be large; it
+	// takes only what the client has already fetched. Default 50000.
+	EventsMaxPoll int
 	// SweepInterval is how often the engine visits every unfinished DAG
 	// run (to time out nodes whose deadline no instance is tracking, and to
 	// finish work a dead instance left) and re-reads the DAG definitions
@@ -126,6 +136,7 @@ func (c Config) withDefaults() Config {
 	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
 	c.Concurrency = cmp.Or(c.Concurrency, 32)
 	c.MaxPoll = cmp.Or(c.MaxPoll, 2000)
+	c.EventsMaxPoll = cmp.Or(c.EventsMaxPoll, 50000)
 	c.SweepInterval = cmp.Or(c.SweepInterval, 30*time.Second)
 	c.TopicRefresh = cmp.Or(c.TopicRefresh, 30*time.Second)
 	c.RetryMin = cmp.Or(c.RetryMin, 50*time.Millisecond)
@@ -166,6 +177,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxPoll < 1 {
 		errs = append(errs, fmt.Errorf("dagengine config: max poll %d: must be positive", c.MaxPoll))
+	}
+	if c.EventsMaxPoll < 1 {
+		errs = append(errs, fmt.Errorf("dagengine config: events max poll %d: must be positive", c.EventsMaxPoll))
 	}
 	if c.SweepInterval < time.Second {
 		errs = append(errs, fmt.Errorf("dagengine config: sweep interval %s: at least 1s", c.SweepInterval))

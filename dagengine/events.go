@@ -19,7 +19,7 @@ import (
 // are committed only after every group is saved and its work carried out.
 func (e *Engine) eventsLoop(ctx context.Context, cl *kgo.Client) {
 	for {
-		fetches := cl.PollRecords(ctx, e.cfg.MaxPoll)
+		fetches := cl.PollRecords(ctx, e.cfg.EventsMaxPoll)
 		if fetches.IsClientClosed() || ctx.Err() != nil {
 			cl.AllowRebalance()
 			return
@@ -41,25 +41,11 @@ func (e *Engine) eventsLoop(ctx context.Context, cl *kgo.Client) {
 
 // processEvents applies a poll's run events; false means ctx ended first.
 func (e *Engine) processEvents(ctx context.Context, recs []*kgo.Record) bool {
-	var order []string
-	groups := map[string][]dagrun.Input{}
-	for _, rec := range recs {
-		ev, ok := e.decodeEvent(rec)
-		if !ok {
-			continue
-		}
-		id := ev.GetDagRunId()
-		if _, seen := groups[id]; !seen {
-			order = append(order, id)
-		}
-		groups[id] = append(groups[id], dagrun.RunEvent{
-			RunID: ev.GetRunId(), Node: ev.GetDagNodeId(), Attempt: int(ev.GetAttempt()), State: ev.GetState(),
-		})
-	}
+	b := groupEvents(recs, e.malformed)
 	g := &errgroup.Group{}
 	g.SetLimit(e.cfg.Concurrency)
-	for _, id := range order {
-		inputs := groups[id]
+	for _, id := range b.order {
+		inputs := b.groups[id]
 		g.Go(func() error {
 			e.applyEvents(ctx, id, inputs)
 			return nil
@@ -69,22 +55,68 @@ func (e *Engine) processEvents(ctx context.Context, recs []*kgo.Record) bool {
 	return ctx.Err() == nil
 }
 
-// decodeEvent returns the RunEvent of a DAG node in rec, or false for any
-// other record: a DagRunEvent, a run outside any DAG, an ENQUEUED event, or
-// a record that does not decode (logged and counted).
-func (e *Engine) decodeEvent(rec *kgo.Record) (*sundialv1.RunEvent, bool) {
+// malformed counts and logs a run event that does not decode.
+func (e *Engine) malformed(rec *kgo.Record, err error) {
+	e.runs.m.events.WithLabelValues("malformed").Inc()
+	e.cfg.Logger.Warn("run event does not decode; skipped", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "err", err)
+}
+
+// eventBatch is a poll's run events of DAG nodes, grouped by DAG run, the
+// runs in the order their first event came.
+type eventBatch struct {
+	order  []string
+	groups map[string][]dagrun.Input
+}
+
+// groupEvents picks the run events of DAG nodes out of recs (dagNodeEvent)
+// and groups them by DAG run, in the order read. Records that do not
+// decode are handed to malformed and left out.
+func groupEvents(recs []*kgo.Record, malformed func(*kgo.Record, error)) eventBatch {
+	b := eventBatch{groups: map[string][]dagrun.Input{}}
+	for _, rec := range recs {
+		ev, ok, err := dagNodeEvent(rec)
+		if err != nil {
+			malformed(rec, err)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		id := ev.GetDagRunId()
+		if _, seen := b.groups[id]; !seen {
+			b.order = append(b.order, id)
+		}
+		b.groups[id] = append(b.groups[id], dagrun.RunEvent{
+			RunID: ev.GetRunId(), Node: ev.GetDagNodeId(), Attempt: int(ev.GetAttempt()), State: ev.GetState(),
+		})
+	}
+	return b
+}
+
+// dagNodeEvent returns the RunEvent of a DAG node in rec, or false for any
+// other record: a DagRunEvent, a run outside any DAG, an ENQUEUED event;
+// the error is a RunEvent that does not decode.
+//
+// Nearly every record of sundial.events is the event of a run outside any
+// DAG, so those must cost next to nothing: a record whose DAG run header
+// (topics.DagRunOf) is there and empty is passed by undecoded. A record
+// without the header was written before it existed and is decoded to tell,
+// so a topic that still holds such records, or writers not yet upgraded,
+// lose no DAG event.
+func dagNodeEvent(rec *kgo.Record) (*sundialv1.RunEvent, bool, error) {
+	if id, marked := topics.DagRunOf(rec); marked && id == "" {
+		return nil, false, nil
+	}
 	ev, ok, err := topics.DecodeRunEvent(rec)
-	if err != nil {
-		e.runs.m.events.WithLabelValues("malformed").Inc()
-		e.cfg.Logger.Warn("run event does not decode; skipped", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "err", err)
-		return nil, false
+	if err != nil || !ok {
+		return nil, false, err
 	}
 	// ENQUEUED (the dispatcher wrote the run) changes no node's state:
 	// applying it would only read and rewrite the DAG run for nothing.
-	if !ok || ev.GetDagRunId() == "" || ev.GetState() == sundialv1.RunState_RUN_STATE_ENQUEUED {
-		return nil, false
+	if ev.GetDagRunId() == "" || ev.GetState() == sundialv1.RunState_RUN_STATE_ENQUEUED {
+		return nil, false, nil
 	}
-	return ev, true
+	return ev, true, nil
 }
 
 // applyEvents applies one DAG run's events, retrying transient errors until

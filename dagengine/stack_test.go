@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -213,6 +214,7 @@ type simRunner struct {
 	held       map[string]*sundialv1.Run
 	deliveries map[string]int // run id -> wake-ups seen
 	changed    chan struct{}
+	published  atomic.Int64
 }
 
 func (s *stack) runner(fail, hold []string) *simRunner {
@@ -344,13 +346,26 @@ func (r *simRunner) publish(ctx context.Context, run *sundialv1.Run, state sundi
 		RunId: run.GetRunId(), JobId: run.GetJobId(), Attempt: 1, State: state, Time: timestamppb.Now(),
 		DueTime: run.GetDueTime(), DagRunId: run.GetDagRunId(), DagNodeId: run.GetDagNodeId(), RunnerId: "sim",
 	}
-	b, err := proto.Marshal(ev)
+	// Every other event is written as a runner from before the DAG run
+	// header would (sundialv1.HeaderDagRun), the others as today's runners
+	// do: during an upgrade both share the topic, and every scenario runs
+	// on that mix.
+	var (
+		b       []byte
+		headers []kgo.RecordHeader
+		err     error
+	)
+	if r.published.Add(1)%2 == 0 {
+		b, headers, err = topics.EncodeEvent(sundialv1.EncodingProtobuf, ev)
+	} else {
+		b, err = proto.Marshal(ev)
+		headers = []kgo.RecordHeader{{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindRunEvent)}}
+	}
 	if err != nil {
 		r.t.Errorf("encode event: %v", err)
 		return
 	}
-	rec := &kgo.Record{Topic: r.s.names.Events(), Key: []byte(run.GetJobId()), Value: b,
-		Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindRunEvent)}}}
+	rec := &kgo.Record{Topic: r.s.names.Events(), Key: []byte(run.GetJobId()), Value: b, Headers: headers}
 	if err := r.s.client.ProduceSync(ctx, rec).FirstErr(); err != nil && !errors.Is(err, context.Canceled) {
 		r.t.Errorf("publish %s of %s: %v", state, run.GetRunId(), err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -150,7 +151,7 @@ func (o *owner) fire(firingCtx context.Context, epoch int64, f firing) fireResul
 		// given up, and the next owner fires the occurrence again under the
 		// same run id.
 		retry := backoff.New(50*time.Millisecond, time.Second)
-		for {
+		for tries := 1; ; tries++ {
 			err := o.putNext(firingCtx, *p.next)
 			if err == nil {
 				break
@@ -160,7 +161,16 @@ func (o *owner) fire(firingCtx context.Context, epoch int64, f firing) fireResul
 				return res
 			}
 			o.m.fireErrors.Inc()
-			o.log.Warn("cannot store next occurrence; will try again", "run_id", p.next.RunID, "err", err)
+			// Every firing in flight retries on its own: with the store
+			// away for minutes, a warning per try was thousands of lines a
+			// second per dispatcher (2.6 million in the chaos bench's
+			// three-minute Cassandra outage). The first try of each firing
+			// warns; the rest count in the metric and log at debug level.
+			level := slog.LevelDebug
+			if tries == 1 {
+				level = slog.LevelWarn
+			}
+			o.log.Log(firingCtx, level, "cannot store next occurrence; will try again", "run_id", p.next.RunID, "tries", tries, "err", err)
 			retry.Wait(firingCtx) // an ended context fails the next try
 		}
 		res.next = p.next

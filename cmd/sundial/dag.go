@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
+	"github.com/sundialhq/sundial/store"
 	"github.com/sundialhq/sundial/store/cassandra"
 )
 
@@ -82,7 +84,7 @@ func runDagEngine(ctx context.Context, cmd *cli.Command) error {
 	}
 	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	b, err := openDagBackends(openCtx, cmd)
+	b, err := openDagBackends(openCtx, cmd, p.logger)
 	if err != nil {
 		return err
 	}
@@ -128,8 +130,10 @@ func (b *dagBackends) close() {
 }
 
 // openDagBackends opens the store, a Kafka client that can wake dispatchers
-// and publish events, and an Enqueuer.
-func openDagBackends(ctx context.Context, cmd *cli.Command) (*dagBackends, error) {
+// and publish events, and an Enqueuer. A server passes its logger, and a
+// store that does not answer is asked again until ctx ends
+// (serverClusterConfig); a one-shot command passes nil and fails at once.
+func openDagBackends(ctx context.Context, cmd *cli.Command, server *slog.Logger) (*dagBackends, error) {
 	var bad []error
 	kopts, err := kafkaOptions(cmd)
 	if err != nil {
@@ -147,7 +151,12 @@ func openDagBackends(ctx context.Context, cmd *cli.Command) (*dagBackends, error
 	if err != nil {
 		return nil, fmt.Errorf("cassandra: %w", err)
 	}
-	cluster, err := st.GetClusterConfig(ctx)
+	var cluster store.ClusterConfig
+	if server != nil {
+		cluster, err = serverClusterConfig(ctx, st, server)
+	} else {
+		cluster, err = st.GetClusterConfig(ctx)
+	}
 	if err != nil {
 		_ = st.Close()
 		return nil, fmt.Errorf("cassandra: %w", err)
@@ -303,7 +312,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			b, err := openDagBackends(ctx, cmd)
+			b, err := openDagBackends(ctx, cmd, nil)
 			if err != nil {
 				return err
 			}

@@ -20,6 +20,23 @@ func Header(rec *kgo.Record, key string) string {
 	return ""
 }
 
+// DagRunOf reads the DAG run of a RunEvent record of sundial.events from
+// its sundialv1.HeaderDagRun header, without decoding the value. marked
+// says whether the header is there: a current writer puts it on every
+// RunEvent, with the event's dag_run_id, or empty for a run outside any
+// DAG. A record without it (one written before the header existed, or
+// not a RunEvent at all) says nothing: only decoding it tells. The rule
+// for a reader that wants DAG node events only: skip a marked record with
+// an empty id, decode everything else.
+func DagRunOf(rec *kgo.Record) (id string, marked bool) {
+	for _, h := range rec.Headers {
+		if h.Key == sundialv1.HeaderDagRun {
+			return string(h.Value), true
+		}
+	}
+	return "", false
+}
+
 // runEventType is the message type a RunEvent's content-type names.
 var runEventType = string((&sundialv1.RunEvent{}).ProtoReflect().Descriptor().FullName())
 

@@ -100,3 +100,42 @@ func TestEncodeEventEitherEncoding(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, "job@1000", got.GetRunId())
 }
+
+// TestDagRunOf: the DAG run header is read without decoding, and a record
+// without it (written before the header existed) is not marked, so a
+// reader decodes it; during an upgrade both kinds share the topic.
+func TestDagRunOf(t *testing.T) {
+	t.Parallel()
+	inDag := &sundialv1.RunEvent{RunId: "dag@1/a", JobId: "a", DagRunId: "dag@1", DagNodeId: "a"}
+	plain := &sundialv1.RunEvent{RunId: "job@1000", JobId: "job"}
+	encoded := func(enc sundialv1.Encoding, ev *sundialv1.RunEvent) *kgo.Record {
+		value, headers, err := EncodeEvent(enc, ev)
+		require.NoError(t, err)
+		return &kgo.Record{Value: value, Headers: headers}
+	}
+	legacy := func(ev *sundialv1.RunEvent) *kgo.Record {
+		b, err := proto.Marshal(ev)
+		require.NoError(t, err)
+		return &kgo.Record{Value: b, Headers: []kgo.RecordHeader{{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindRunEvent)}}}
+	}
+	for _, tc := range []struct {
+		name   string
+		rec    *kgo.Record
+		id     string
+		marked bool
+	}{
+		{"a DAG node's event, protobuf", encoded(sundialv1.EncodingProtobuf, inDag), "dag@1", true},
+		{"a DAG node's event, JSON", encoded(sundialv1.EncodingJSON, inDag), "dag@1", true},
+		{"a run outside any DAG", encoded(sundialv1.EncodingProtobuf, plain), "", true},
+		{"written before the header: a DAG node's event", legacy(inDag), "", false},
+		{"written before the header: a run outside any DAG", legacy(plain), "", false},
+		{"no headers at all", &kgo.Record{Value: []byte{}}, "", false},
+		{"a DAG run event", &kgo.Record{Headers: EventHeaders(&sundialv1.DagRunEvent{DagRunId: "dag@1"})}, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id, marked := DagRunOf(tc.rec)
+			assert.Equal(t, tc.id, id)
+			assert.Equal(t, tc.marked, marked)
+		})
+	}
+}

@@ -15,9 +15,10 @@ func ProtobufHeaders(m proto.Message) []kgo.RecordHeader {
 }
 
 // EventHeaders are the headers of a record on sundial.events: the
-// content-type, and the kind that tells a RunEvent from a DagRunEvent to
-// readers that predate the message type in the content-type. Every event
-// record gets its headers here.
+// content-type, the kind that tells a RunEvent from a DagRunEvent to
+// readers that predate the message type in the content-type, and on a
+// RunEvent its DAG run (sundialv1.HeaderDagRun, empty outside any DAG; see
+// DagRunOf). Every event record gets its headers here.
 func EventHeaders(ev proto.Message) []kgo.RecordHeader {
 	return eventHeaders(sundialv1.EncodingProtobuf, ev)
 }
@@ -37,9 +38,11 @@ func EncodeEvent(enc sundialv1.Encoding, ev proto.Message) ([]byte, []kgo.Record
 
 func eventHeaders(enc sundialv1.Encoding, ev proto.Message) []kgo.RecordHeader {
 	h := []kgo.RecordHeader{{Key: sundialv1.HeaderContentType, Value: []byte(enc.ContentType(ev))}}
-	switch ev.(type) {
+	switch ev := ev.(type) {
 	case *sundialv1.RunEvent:
-		h = append(h, kgo.RecordHeader{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindRunEvent)})
+		h = append(h,
+			kgo.RecordHeader{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindRunEvent)},
+			kgo.RecordHeader{Key: sundialv1.HeaderDagRun, Value: []byte(ev.GetDagRunId())})
 	case *sundialv1.DagRunEvent:
 		h = append(h, kgo.RecordHeader{Key: sundialv1.HeaderKind, Value: []byte(sundialv1.KindDagRunEvent)})
 	}

@@ -20,9 +20,15 @@ func headerMap(hs []kgo.RecordHeader) map[string]string {
 func TestEventHeaders(t *testing.T) {
 	t.Parallel()
 	assert.Equal(t, map[string]string{
-		"content-type": "application/x-protobuf; messageType=sundial.v1.RunEvent",
-		"sundial-kind": "run_event",
+		"content-type":    "application/x-protobuf; messageType=sundial.v1.RunEvent",
+		"sundial-kind":    "run_event",
+		"sundial-dag-run": "",
 	}, headerMap(EventHeaders(&sundialv1.RunEvent{})))
+	assert.Equal(t, map[string]string{
+		"content-type":    "application/x-protobuf; messageType=sundial.v1.RunEvent",
+		"sundial-kind":    "run_event",
+		"sundial-dag-run": "dag@1",
+	}, headerMap(EventHeaders(&sundialv1.RunEvent{DagRunId: "dag@1"})))
 	assert.Equal(t, map[string]string{
 		"content-type": "application/x-protobuf; messageType=sundial.v1.DagRunEvent",
 		"sundial-kind": "dag_run_event",

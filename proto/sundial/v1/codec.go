@@ -35,6 +35,13 @@ const (
 	// KindDagRunEvent marks a DagRunEvent on sundial.events.
 	KindDagRunEvent = "dag_run_event"
 
+	// HeaderDagRun is on every RunEvent a current writer puts on
+	// sundial.events: the event's dag_run_id, empty for a run outside any
+	// DAG. It lets a reader that wants only the events of DAG node runs
+	// (the DAG engine) pass the others by without decoding them. A record
+	// without it predates it and has to be decoded to tell.
+	HeaderDagRun = "sundial-dag-run"
+
 	// HeaderIdempotencyKey carries the run id on records a KafkaTarget
 	// produces. HTTP targets send it as "Idempotency-Key".
 	HeaderIdempotencyKey = "idempotency-key"
