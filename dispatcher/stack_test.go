@@ -1,10 +1,12 @@
 package dispatcher
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"sort"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -256,6 +259,8 @@ type runLog struct {
 	byJob map[string][]*sundialv1.Run
 	count int
 	topic map[string]string // run id -> topic
+	// records counts the records read of each run id.
+	records map[string]int
 }
 
 func collectRuns(t *testing.T, brokers []string, names topics.Names) *runLog {
@@ -264,7 +269,7 @@ func collectRuns(t *testing.T, brokers []string, names topics.Names) *runLog {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond),
 		kgo.MetadataMinAge(100*time.Millisecond))
 	require.NoError(t, err)
-	l := &runLog{byJob: map[string][]*sundialv1.Run{}, topic: map[string]string{}}
+	l := &runLog{byJob: map[string][]*sundialv1.Run{}, topic: map[string]string{}, records: map[string]int{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -286,6 +291,7 @@ func collectRuns(t *testing.T, brokers []string, names topics.Names) *runLog {
 				l.mu.Lock()
 				l.byJob[run.GetJobId()] = append(l.byJob[run.GetJobId()], run)
 				l.topic[run.GetRunId()] = r.Topic
+				l.records[run.GetRunId()]++
 				l.count++
 				l.mu.Unlock()
 			})
@@ -314,13 +320,53 @@ func (l *runLog) total() int {
 	return l.count
 }
 
+// unread returns how many of the acknowledged records (a count per run id)
+// have not been read yet, judged by the records read of each run id, and
+// one run id short of its records.
+func (l *runLog) unread(acked map[string]int) (n int, example string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id, want := range acked {
+		if short := want - l.records[id]; short > 0 {
+			n += short
+			example = cmp.Or(example, id)
+		}
+	}
+	return n, example
+}
+
+// waitRead waits until the run log has read every run record the
+// dispatchers had acknowledged when it is called (the dispatchers are
+// stopped, or nothing fires meanwhile): as many records of each run id as
+// were acknowledged. A count of all records would not do: a firing that
+// fails while waiting for its acknowledgement (a take-over, a drain) leaves
+// its records to the client, which delivers them, so the topics hold records
+// nobody counted as acknowledged, and the total reaches the acknowledged
+// count while acknowledged runs are still unread.
+func (s *stack) waitRead(within time.Duration) {
+	s.t.Helper()
+	acked, count := s.latency.acked(), s.latency.count()
+	start, told := time.Now(), false
+	require.EventuallyWithT(s.t, func(c *assert.CollectT) {
+		n, example := s.runs.unread(acked)
+		if total := s.runs.total(); n > 0 && total >= count && !told {
+			told = true
+			s.t.Logf("%d run records read, as many as the %d acknowledged, yet %d acknowledged ones unread (run %s among them)", total, count, n, example)
+		}
+		assert.Zero(c, n, "acknowledged run records not read from the runs topics yet (run %s among them)", example)
+	}, within, 50*time.Millisecond)
+	s.t.Logf("every acknowledged run record read %s after the wait began", time.Since(start).Round(time.Millisecond))
+}
+
 // latencies records dispatch latency (acknowledgement minus due time) of
 // runs fired on time, in an HDR histogram.
 type latencies struct {
-	mu     sync.Mutex
-	h      map[sundialv1.RunOrigin]*hdrhistogram.Histogram
-	n      int
-	byRun  map[string]time.Duration
+	mu    sync.Mutex
+	h     map[sundialv1.RunOrigin]*hdrhistogram.Histogram
+	n     int
+	byRun map[string]time.Duration
+	// acks counts the acknowledged records of each run id.
+	acks   map[string]int
 	epochs map[shardEpoch]time.Time // first acknowledgement per shard and epoch
 }
 
@@ -330,7 +376,7 @@ type shardEpoch struct {
 }
 
 func newLatencies() *latencies {
-	return &latencies{h: map[sundialv1.RunOrigin]*hdrhistogram.Histogram{}, byRun: map[string]time.Duration{}, epochs: map[shardEpoch]time.Time{}}
+	return &latencies{h: map[sundialv1.RunOrigin]*hdrhistogram.Histogram{}, byRun: map[string]time.Duration{}, acks: map[string]int{}, epochs: map[shardEpoch]time.Time{}}
 }
 
 func (l *latencies) observe(runs []*sundialv1.Run, acked time.Time) {
@@ -345,6 +391,7 @@ func (l *latencies) observe(runs []*sundialv1.Run, acked time.Time) {
 		lat := acked.Sub(r.GetAttemptDueTime().AsTime())
 		_ = h.RecordValue(max(lat.Microseconds(), 1))
 		l.n++
+		l.acks[r.GetRunId()]++
 		if _, ok := l.byRun[r.GetRunId()]; !ok {
 			l.byRun[r.GetRunId()] = lat
 		}
@@ -418,6 +465,13 @@ func (l *latencies) count() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.n
+}
+
+// acked returns how many records of each run id were acknowledged so far.
+func (l *latencies) acked() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.acks)
 }
 
 // of returns the dispatch latency of a run (its first acknowledgement).

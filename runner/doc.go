@@ -226,9 +226,10 @@
 // unfinished, finished, or handedOff to a finishing goroutine) rather than
 // setting a flag for its caller to read:
 //
-//  1. admit (execute.go): routing, the pool's busy slots under discard,
+//  1. admit (admit.go): routing, the pool's busy slots under discard,
 //     the downstream's breaker, and the team's quotas (teamGate,
-//     teamquota.go) let the run through or defer or skip it;
+//     teamquota.go) let the run through or defer or skip it, planAdmit
+//     deciding the order in which they are asked;
 //  2. takeLease (execute.go, lease.go): the job's lease is acquired under
 //     the overlap policy, decideAcquire saying what follows each answer of
 //     Redis, and a Keeper renews it (heldLease);
@@ -242,7 +243,7 @@
 //
 // runEvents (events.go) produces the delivery's events in order and tells
 // when they are acknowledged. The decisions are pure functions,
-// table-tested: in verdict.go classify, leaseAfter, decideAcquire,
+// table-tested: planAdmit (admit.go); in verdict.go classify, leaseAfter, decideAcquire,
 // beforeAttempt, decideReplace, budgetAttempt; where a run that asks for
 // an executor goes, planRoute and planPool (route.go) and placeHandler
 // (remote.go).
@@ -342,8 +343,10 @@
 //   - backlog.go: backlog, the records fetched and not finished: each
 //     partition's offsets, the priority queues, and their pauses.
 //   - commits.go: committer, the commits and the rebalance listener.
-//   - execute.go: the life of one delivery (execution.handle) and its
-//     first steps: admit and takeLease.
+//   - execute.go: the life of one delivery (execution.handle) and the
+//     lease it takes (takeLease).
+//   - admit.go: what stands before the lease: planAdmit, the order of the
+//     checks, and admit, which carries its plan out.
 //   - lease.go: the lease acquire under the overlap policy, replacing a
 //     holder, release.
 //   - attempt.go: one attempt under the lease and its judgement.

@@ -11,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sundialhq/sundial/internal/tracing"
-	"github.com/sundialhq/sundial/jobspec"
 	"github.com/sundialhq/sundial/leasing"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/runner/breaker"
@@ -193,53 +192,6 @@ func (x *execution) handle(ctx context.Context) result {
 		return s.suspend(ctx, held.keeper, end)
 	}
 	return s.conclude(ctx, held.keeper, end, a.judge(ctx, end))
-}
-
-// admit applies what stands before the run's lease: a routed record that
-// came back to its queue (retryLater) before its executor was chosen is
-// routed first; a run of another pool's job goes to that pool (a handler
-// run to an executor that serves it, any other to a member: routePool); a run that found the pool's slots busy under
-// BlockingDiscard is discarded; an open breaker of its downstream, or its
-// team's quotas, defer it. It returns the function that gives back the
-// team's slot (taken before the job's lease, given back when the attempt
-// ends), or ok false and how the delivery ended.
-func (x *execution) admit(ctx context.Context, downstream breaker.Key) (release func(), res result, ok bool) {
-	r, s := x.r, x.settle()
-	if name, ok := handlerName(x.run); ok {
-		pool, team := jobspec.PoolOf(x.run.GetPool()), x.run.GetOwnerTeam()
-		if !r.routes.servesHandler(pool, team, name) {
-			return nil, r.routes.routeHandler(ctx, x, handlerRun{Pool: pool, Team: team, Handler: name}), false
-		}
-	}
-	if r.routes.needsRoute(x.rec) {
-		if res, here := r.routes.route(ctx, x); !here {
-			return nil, res, false
-		}
-	}
-	if _, handler := handlerName(x.run); !handler {
-		if res, here := r.routes.routePool(ctx, x); !here {
-			return nil, res, false
-		}
-	}
-	if x.poolBusy {
-		return nil, x.discard(ctx), false
-	}
-	if r.breakers.Open(downstream) {
-		return nil, s.deferRun(ctx, r.breakers.OpenTimeout(), reasonCircuitOpen, nil), false
-	}
-	release, teamRes, wait := teamGate{x}.take(ctx)
-	switch teamRes {
-	case teamFull:
-		r.m.teamDeferrals.WithLabelValues(x.run.GetOwnerTeam()).Inc()
-		return nil, s.deferRun(ctx, teamGate{x}.delay(), reasonTeamQuota, nil), false
-	case teamRate:
-		r.m.teamRateDeferrals.WithLabelValues(x.run.GetOwnerTeam()).Inc()
-		return nil, s.deferRun(ctx, wait, reasonTeamRate, nil), false
-	case teamAborted:
-		return nil, unfinished, false
-	case teamTaken:
-	}
-	return release, unfinished, true
 }
 
 // heldLease is the job's lease held by a delivery, renewed by its Keeper.

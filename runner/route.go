@@ -284,32 +284,59 @@ func (r *router) routeRecord(workCtx, execCtx context.Context, rec *record, exec
 // executor is away under FALLBACK_WAIT, is deferred by Config.RouteDelay
 // and asks again then.
 func (r *router) route(ctx context.Context, x *execution) (res result, executeHere bool) {
-	run := x.run
-	pool := jobspec.PoolOf(run.GetPool())
-	live := r.directory.Live(pool)
-	rt := run.GetRouting()
-	child := run.GetBaseRunId() != ""
-	if child {
-		rt = routing.ChildRouting(run)
-	}
-	p := planRoute(!child && routing.FansOut(rt), len(live), func() routing.Decision {
-		return r.picker.PickFor(pool, run.GetJobId(), rt, live)
-	}, r.cfg.ID)
-	switch p.step {
-	case routeDefer:
-		return x.settle().deferRunWhy(ctx, r.cfg.RouteDelay, p.reason, deferWhy(p.reason, pool, rt.GetExecutor())), false
-	case routeFanOut:
-		if !r.fanout(ctx, x, pool, live) {
-			return unfinished, false
-		}
-		return finished, false
-	case routeHere, routeHandOver:
-	}
-	r.m.routed.WithLabelValues(routeLabel(run.GetRouting().GetStrategy())).Inc()
+	p, live := r.planRun(x.run)
 	if p.step == routeHere {
+		r.countRouted(x.run)
 		return unfinished, true
 	}
-	return r.handOver(ctx, x, p.member), false
+	return r.carryRoute(ctx, x, p, live), false
+}
+
+// planRun plans where a run that asks for an executor goes (planRoute),
+// from its pool's live members, which it returns for carryRoute's fan-out.
+func (r *router) planRun(run *sundialv1.Run) (routePlan, []discovery.Member) {
+	pool := jobspec.PoolOf(run.GetPool())
+	live := r.directory.Live(pool)
+	rt, child := runRouting(run)
+	return planRoute(!child && routing.FansOut(rt), len(live), func() routing.Decision {
+		return r.picker.PickFor(pool, run.GetJobId(), rt, live)
+	}, r.cfg.ID), live
+}
+
+// runRouting is the routing a run asks for: its own, or for a child of a
+// BROADCAST or SHARDED base run (child true) the child's.
+func runRouting(run *sundialv1.Run) (rt *sundialv1.Routing, child bool) {
+	if run.GetBaseRunId() != "" {
+		return routing.ChildRouting(run), true
+	}
+	return run.GetRouting(), false
+}
+
+// carryRoute carries out p, a plan of planRun that does not execute the
+// run here, live being the members it was made from, and returns how the
+// record ended.
+func (r *router) carryRoute(ctx context.Context, x *execution, p routePlan, live []discovery.Member) result {
+	run := x.run
+	pool := jobspec.PoolOf(run.GetPool())
+	switch p.step {
+	case routeDefer:
+		rt, _ := runRouting(run)
+		return x.settle().deferRunWhy(ctx, r.cfg.RouteDelay, p.reason, deferWhy(p.reason, pool, rt.GetExecutor()))
+	case routeFanOut:
+		if !r.fanout(ctx, x, pool, live) {
+			return unfinished
+		}
+		return finished
+	case routeHere, routeHandOver:
+	}
+	r.countRouted(run)
+	return r.handOver(ctx, x, p.member)
+}
+
+// countRouted counts a run that asks for an executor among the routed
+// runs, by its routing strategy, once its executor is chosen.
+func (r *router) countRouted(run *sundialv1.Run) {
+	r.m.routed.WithLabelValues(routeLabel(run.GetRouting().GetStrategy())).Inc()
 }
 
 // routeStep is what routing does with a run that asks for an executor.
@@ -376,25 +403,29 @@ func deferWhy(reason, pool, executor string) string {
 }
 
 // routePool places an unrouted run that is not a handler run (an HTTP,
-// Kafka or exec target) in its job's pool: it returns executeHere when the
-// pool is this runner's; else it hands the run over to the member of the
-// pool that planPool chooses, or defers it by Config.RouteDelay as a
-// routed run that found no executor is (reason no_executor, the pool named
-// in the event's error message, no attempt spent).
-func (r *router) routePool(ctx context.Context, x *execution) (res result, executeHere bool) {
-	run := x.run
-	pool := jobspec.PoolOf(run.GetPool())
-	p := planPool(pool, r.cfg.Pool, r.cfg.ID, run.GetJobId(), func() []discovery.Member { return r.directory.Live(pool) })
+// Kafka or exec target) in its job's pool, p being its plan (planRunPool)
+// when that is not routeHere: it hands the run over to the member of the
+// pool that planPool chose, or defers it by Config.RouteDelay as a routed
+// run that found no executor is (reason no_executor, the pool named in the
+// event's error message, no attempt spent).
+func (r *router) routePool(ctx context.Context, x *execution, p routePlan) result {
+	pool := jobspec.PoolOf(x.run.GetPool())
 	switch p.step {
-	case routeHere:
-		return unfinished, true
 	case routeDefer:
 		x.logger().Info("no live executor in the run's pool; deferred", "pool", pool, "delay", r.cfg.RouteDelay)
-		return x.settle().deferRunWhy(ctx, r.cfg.RouteDelay, p.reason, deferWhy(p.reason, pool, "")), false
-	case routeFanOut, routeHandOver:
+		return x.settle().deferRunWhy(ctx, r.cfg.RouteDelay, p.reason, deferWhy(p.reason, pool, ""))
+	case routeHere, routeFanOut, routeHandOver:
 	}
 	r.m.routed.WithLabelValues(poolLabel).Inc()
-	return r.handOver(ctx, x, p.member), false
+	return r.handOver(ctx, x, p.member)
+}
+
+// planRunPool plans where an unrouted run goes among its job's pool
+// (planPool), reading the directory only when the pool is not this
+// runner's.
+func (r *router) planRunPool(run *sundialv1.Run) routePlan {
+	pool := jobspec.PoolOf(run.GetPool())
+	return planPool(pool, r.cfg.Pool, r.cfg.ID, run.GetJobId(), func() []discovery.Member { return r.directory.Live(pool) })
 }
 
 // poolLabel is the strategy label of sundial_runner_routed_runs_total for
