@@ -253,6 +253,24 @@ func (s *JobService) ApplyJob(ctx context.Context, req *connect.Request[apiv1.Ap
 		return nil, err
 	}
 	spec := req.Msg.GetSpec()
+	if doc := req.Msg.GetDocument(); doc != nil {
+		if spec != nil {
+			return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("document: give the definition as spec or as a document, not both"))
+		}
+		specs, problems, err := decodeDocument(doc)
+		if err != nil {
+			return nil, connect.NewError(connect.CodeInvalidArgument, err)
+		}
+		if len(problems) > 0 {
+			st := rejected("", nil)
+			st.Errors = problems
+			return connect.NewResponse(&apiv1.ApplyJobResponse{Status: st}), nil
+		}
+		if len(specs) != 1 {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("document: holds %d definitions; ApplyJob applies one", len(specs)))
+		}
+		spec = specs[0]
+	}
 	if spec == nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("spec: required"))
 	}

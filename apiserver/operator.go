@@ -258,18 +258,36 @@ func (s *OperatorService) PlanApply(ctx context.Context, req *connect.Request[ap
 		return nil, err
 	}
 	m := req.Msg
+	jobs, fromDocument := m.GetJobs(), m.GetDocument() != nil
+	// which names a definition in errors: by its place in jobs, or in the
+	// document.
+	which := func(i int) string { return fmt.Sprintf("jobs[%d]", i) }
+	if fromDocument {
+		if len(jobs) > 0 {
+			return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("document: give the definitions as jobs or as a document, not both"))
+		}
+		specs, problems, err := decodeDocument(m.GetDocument())
+		if err != nil {
+			return nil, connect.NewError(connect.CodeInvalidArgument, err)
+		}
+		if len(problems) > 0 {
+			return connect.NewResponse(&apiv1.PlanApplyResponse{Plans: []*apiv1.DefinitionPlan{{Errors: problems}}}), nil
+		}
+		jobs = specs
+		which = func(i int) string { return fmt.Sprintf("document: definition %d", i+1) }
+	}
 	switch {
-	case len(m.GetJobs()) == 0:
+	case len(jobs) == 0:
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("jobs: at least one definition is required"))
-	case len(m.GetJobs()) > maxPlanJobs:
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("jobs: %d definitions, at most %d", len(m.GetJobs()), maxPlanJobs))
+	case len(jobs) > maxPlanJobs:
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("jobs: %d definitions, at most %d", len(jobs), maxPlanJobs))
 	case m.GetNextFires() > maxPlanFires:
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("next_fires %d: at most %d", m.GetNextFires(), maxPlanFires))
 	}
-	for i, spec := range m.GetJobs() {
+	for i, spec := range jobs {
 		team := spec.GetOwnerTeam()
 		if team == "" {
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("jobs[%d].owner_team: required", i))
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s.owner_team: required", which(i)))
 		}
 		var before *sundialv1.JobSpec
 		if spec.GetId() != "" {
@@ -286,24 +304,27 @@ func (s *OperatorService) PlanApply(ctx context.Context, req *connect.Request[ap
 			}
 		}
 		if !p.Allows(team, auth.RoleOperator) {
-			return nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("plan apply: jobs[%d]: needs the operator role in team %q; the caller is %s of team %q", i, team, p.Role, p.Team))
+			return nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("plan apply: %s: needs the operator role in team %q; the caller is %s of team %q", which(i), team, p.Role, p.Team))
 		}
 		// A plan reads "<redacted>" as ApplyJob does: the stored value.
 		if errs := jobspec.KeepRedacted(spec, before); len(errs) > 0 {
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("jobs[%d].%w", i, errs[0]))
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s.%w", which(i), errs[0]))
 		}
 	}
 	fires := defaultPlanFires
 	if m.GetNextFires() > 0 {
 		fires = int(m.GetNextFires())
 	}
-	plans, err := s.cfg.Operator.PlanApply(ctx, m.GetJobs(), fires)
+	plans, err := s.cfg.Operator.PlanApply(ctx, jobs, fires)
 	if err != nil {
 		return nil, s.actionError(ctx, "plan apply", err)
 	}
 	out := &apiv1.PlanApplyResponse{}
-	for _, pl := range plans {
+	for i, pl := range plans {
 		dp := &apiv1.DefinitionPlan{JobId: pl.JobID, Created: pl.Created, Shard: uint32(pl.Shard)}
+		if fromDocument && i < len(jobs) {
+			dp.Spec = jobs[i]
+		}
 		for _, e := range pl.Errors {
 			dp.Errors = append(dp.Errors, &sundialv1.FieldError{Field: e.Field, Reason: e.Reason})
 		}

@@ -79,6 +79,10 @@ type envOptions struct {
 	// configured as by default (team topics only) and the API's client
 	// produces each change to its owner team's topic, as `sundial api` does.
 	teams []string
+	// teamTopicsOnly configures the registry and the DAG engine as by
+	// default (team topics only) without topics made beforehand: the test
+	// makes its teams' topics, which the registry picks up within a second.
+	teamTopicsOnly bool
 }
 
 // newEnv is an env whose registry and DAG engine also read the shared
@@ -88,7 +92,11 @@ func newEnv(t *testing.T) *env { return newEnvWith(t, envOptions{}) }
 
 func newEnvWith(t *testing.T, o envOptions) *env {
 	t.Helper()
-	enforced := len(o.teams) > 0
+	enforced := len(o.teams) > 0 || o.teamTopicsOnly
+	var refresh time.Duration // the registry's default
+	if o.teamTopicsOnly {
+		refresh = time.Second
+	}
 	k := testenv.NeedKafka(t)
 	c := testenv.NeedCassandra(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
@@ -120,7 +128,7 @@ func newEnvWith(t *testing.T, o envOptions) *env {
 
 	reg, err := registry.New(registry.Config{
 		Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Group: k.TopicPrefix + "registry", Store: st, Waker: waker,
-		SharedTopic: !enforced, Registerer: prometheus.NewRegistry(), Logger: logger,
+		SharedTopic: !enforced, TopicRefresh: refresh, Registerer: prometheus.NewRegistry(), Logger: logger,
 	})
 	require.NoError(t, err)
 	require.NoError(t, reg.Start(ctx))

@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/audit"
 	"github.com/sundialhq/sundial/auth"
 	"github.com/sundialhq/sundial/internal/deps"
+	"github.com/sundialhq/sundial/internal/topics"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
 )
@@ -34,6 +36,39 @@ type TeamJobCounter interface {
 	CountTeamJobs(ctx context.Context, team string) (int, error)
 }
 
+// TeamTopics makes a team's job topic (sundial.jobs.<team>), or finds it,
+// and names it.
+type TeamTopics interface {
+	EnsureTeamTopic(ctx context.Context, team string) (topic string, created bool, err error)
+}
+
+// KafkaTeamTopics makes teams' job topics on the installation's Kafka, by
+// the rule of `sundial migrate --teams` (topics.EnsureTeam). The API's
+// Kafka principal must be allowed to create them (Sundial's service
+// principal is).
+type KafkaTeamTopics struct {
+	// Kafka are the client options, the seed brokers among them.
+	Kafka []kgo.Opt
+	// Topics names the installation's topics.
+	Topics topics.Names
+	// Replication is the new topics' replication factor; 0 or -1 is the
+	// brokers' default (default.replication.factor), as migrate's default.
+	Replication int16
+}
+
+// EnsureTeamTopic implements TeamTopics.
+func (k KafkaTeamTopics) EnsureTeamTopic(ctx context.Context, team string) (string, bool, error) {
+	rf := k.Replication
+	if rf == 0 {
+		rf = -1
+	}
+	r, err := topics.EnsureTeam(ctx, k.Kafka, k.Topics, team, rf)
+	if err != nil {
+		return "", false, err
+	}
+	return r.Name, r.Created, nil
+}
+
 // TeamServiceConfig configures a TeamService.
 type TeamServiceConfig struct {
 	// Tokens keeps the teams and the tokens. Required.
@@ -41,6 +76,9 @@ type TeamServiceConfig struct {
 	// Jobs counts a team's jobs, so that a team that still owns one is not
 	// deleted. Required.
 	Jobs TeamJobCounter
+	// Topics makes a created team's job topic before the team is stored;
+	// nil makes none (then `sundial migrate --teams` makes it).
+	Topics TeamTopics
 	// Audit records every write; nil records none.
 	Audit audit.Recorder
 	// Rand draws the tokens' ids and secrets; nil is crypto/rand.
@@ -154,6 +192,24 @@ func (s *TeamService) CreateTeam(ctx context.Context, req *connect.Request[apiv1
 	if err := errors.Join(bad...); err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
+	// The topic first: making it is idempotent, so a failure here stores
+	// no team and the call may be repeated; a team stored without its
+	// topic could define nothing.
+	out := &apiv1.CreateTeamResponse{}
+	detail := "through the API; its job topic is made by `sundial migrate --teams`"
+	if s.cfg.Topics != nil {
+		topic, created, err := s.cfg.Topics.EnsureTeamTopic(ctx, m.GetName())
+		if err != nil {
+			s.cfg.Logger.ErrorContext(ctx, "create team: job topic", "team", m.GetName(), "err", err)
+			return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("create team %q: its job topic could not be made, so the team was not created; try again: %w", m.GetName(), err))
+		}
+		out.Topic, out.TopicCreated = topic, created
+		state := "made"
+		if !created {
+			state = "found"
+		}
+		detail = fmt.Sprintf("through the API, with its job topic %s (%s)", topic, state)
+	}
 	now := s.cfg.Now().UTC()
 	t := auth.Team{Name: m.GetName(), Description: m.GetDescription(), CreatedAt: now, CreatedBy: actorOf(p)}
 	switch err := s.cfg.Tokens.CreateTeam(ctx, t); {
@@ -163,8 +219,9 @@ func (s *TeamService) CreateTeam(ctx context.Context, req *connect.Request[apiv1
 		s.cfg.Logger.ErrorContext(ctx, "create team", "team", t.Name, "err", err)
 		return nil, internalError("create team")
 	}
-	s.record(ctx, p, now, AuditTeamCreated, t.Name, t.Name, "through the API; its topic is made by `sundial migrate --teams`")
-	return connect.NewResponse(&apiv1.CreateTeamResponse{Team: teamView(t)}), nil
+	s.record(ctx, p, now, AuditTeamCreated, t.Name, t.Name, detail)
+	out.Team = teamView(t)
+	return connect.NewResponse(out), nil
 }
 
 // DeleteTeam implements apiv1connect.TeamServiceHandler.
@@ -195,7 +252,9 @@ func (s *TeamService) DeleteTeam(ctx context.Context, req *connect.Request[apiv1
 		s.cfg.Logger.ErrorContext(ctx, "delete team", "team", name, "err", err)
 		return nil, internalError("delete team")
 	}
-	s.record(ctx, p, now, AuditTeamDeleted, name, name, "through the API")
+	// The team's job topic is kept (TeamService.DeleteTeam's doc in
+	// teams.proto says why): revisions are its offsets.
+	s.record(ctx, p, now, AuditTeamDeleted, name, name, "through the API; its job topic is kept")
 	return connect.NewResponse(&apiv1.DeleteTeamResponse{}), nil
 }
 

@@ -3,6 +3,7 @@ package apiserver_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
@@ -69,13 +70,14 @@ type teamsEnv struct {
 	jobs   *quota.Memory
 	audit  *recorded
 	logs   *syncBuffer
+	topics *fakeTopics
 	client func(bearer string) apiv1connect.TeamServiceClient
 	admin  string // the cluster admin's bearer
 }
 
 func newTeamsEnv(t *testing.T) *teamsEnv {
 	t.Helper()
-	e := &teamsEnv{store: auth.NewMemoryStore(), jobs: quota.NewMemory(), audit: &recorded{}, logs: &syncBuffer{}}
+	e := &teamsEnv{store: auth.NewMemoryStore(), jobs: quota.NewMemory(), audit: &recorded{}, logs: &syncBuffer{}, topics: &fakeTopics{made: map[string]bool{}}}
 	now := time.Now().UTC()
 	cred, err := auth.GenerateCredential(nil)
 	require.NoError(t, err)
@@ -85,7 +87,7 @@ func newTeamsEnv(t *testing.T) *teamsEnv {
 	tokens, err := auth.NewTokens(auth.TokensConfig{Store: e.store, CacheTTL: -1, Now: time.Now})
 	require.NoError(t, err)
 	logger := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	svc, err := apiserver.NewTeamService(apiserver.TeamServiceConfig{Tokens: e.store, Jobs: e.jobs, Audit: e.audit, Logger: logger})
+	svc, err := apiserver.NewTeamService(apiserver.TeamServiceConfig{Tokens: e.store, Jobs: e.jobs, Audit: e.audit, Topics: e.topics, Logger: logger})
 	require.NoError(t, err)
 	srv, err := apiserver.New(apiserver.Config{Addr: "127.0.0.1:0", Authenticator: tokens, Services: []apiserver.Service{svc.Service()}, Logger: logger})
 	require.NoError(t, err)
@@ -96,6 +98,59 @@ func newTeamsEnv(t *testing.T) *teamsEnv {
 		return apiv1connect.NewTeamServiceClient(web.Client(), web.URL, connect.WithInterceptors(apiserver.BearerToken(bearer)))
 	}
 	return e
+}
+
+// fakeTopics makes team topics in memory, or fails while fail is set.
+type fakeTopics struct {
+	mu   sync.Mutex
+	made map[string]bool
+	fail error
+}
+
+func (f *fakeTopics) EnsureTeamTopic(_ context.Context, team string) (string, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail != nil {
+		return "", false, f.fail
+	}
+	topic := "sundial.jobs." + team
+	created := !f.made[topic]
+	f.made[topic] = true
+	return topic, created, nil
+}
+
+func (f *fakeTopics) failWith(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail = err
+}
+
+// TestCreateTeamMakesItsTopicFirst: the team's topic is made before the
+// team is stored, so a call that cannot make it stores nothing and may be
+// repeated; a topic that exists is kept.
+func TestCreateTeamMakesItsTopicFirst(t *testing.T) {
+	t.Parallel()
+	e := newTeamsEnv(t)
+	admin := e.client(e.admin)
+	e.topics.failWith(errors.New("kafka: not reachable"))
+	_, err := admin.CreateTeam(t.Context(), connect.NewRequest(&apiv1.CreateTeamRequest{Name: "payments"}))
+	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
+	assert.Contains(t, err.Error(), "its job topic could not be made, so the team was not created")
+	teams, err := e.store.ListTeams(t.Context())
+	require.NoError(t, err)
+	assert.Empty(t, teams, "a team stored without its topic")
+
+	e.topics.failWith(nil)
+	resp, err := admin.CreateTeam(t.Context(), connect.NewRequest(&apiv1.CreateTeamRequest{Name: "payments"}))
+	require.NoError(t, err)
+	assert.Equal(t, "sundial.jobs.payments", resp.Msg.GetTopic())
+	assert.True(t, resp.Msg.GetTopicCreated())
+	recs := e.audit.all()
+	require.Len(t, recs, 1)
+	assert.Contains(t, recs[0].Detail, "with its job topic sundial.jobs.payments (made)")
+
+	_, err = admin.CreateTeam(t.Context(), connect.NewRequest(&apiv1.CreateTeamRequest{Name: "payments"}))
+	assert.Equal(t, connect.CodeAlreadyExists, connect.CodeOf(err), "%v", err)
 }
 
 // token makes a token of team with role through the API, as the cluster

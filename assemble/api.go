@@ -283,7 +283,8 @@ func controlServices(cfg APIConfig, b APIBackends, trail *audit.Trail, named fun
 		services = append(services, quotas.Service())
 	}
 	if b.Tokens != nil && b.Quotas != nil {
-		teamsCfg := apiserver.TeamServiceConfig{Tokens: b.Tokens, Jobs: b.Quotas, Now: cfg.Now, Logger: named("api-teams")}
+		teamsCfg := apiserver.TeamServiceConfig{Tokens: b.Tokens, Jobs: b.Quotas, Now: cfg.Now, Logger: named("api-teams"),
+			Topics: apiserver.KafkaTeamTopics{Kafka: b.Kafka, Topics: cfg.Topics}}
 		if trail != nil {
 			teamsCfg.Audit = trail
 		}

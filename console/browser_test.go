@@ -481,7 +481,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		}
 		b.open(t, tab, "#/edit/dev.hello-cron", "editor")
 		waitFor(t, tab, "#e-yaml")
-		shown := eval[string](t, tab, `document.getElementById('e-yaml').textContent`)
+		shown := eval[string](t, tab, `document.getElementById('e-yaml').value`)
 		assert.Contains(t, shown, "id: dev.hello-cron\n", "the editor's YAML")
 	})
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -42,6 +43,11 @@ type SignIn struct {
 	// it gets is issued for this id, so the API must accept it as its
 	// audience.
 	ClientID string
+	// OfflineAccess asks the provider for a refresh token (the scope
+	// offline_access), with which the page renews the ID token before it
+	// expires; set it when the provider's discovery lists the scope. The
+	// page uses a refresh token the provider gives without it too.
+	OfflineAccess bool
 }
 
 // SignInDocument is SignInPath's JSON.
@@ -144,8 +150,12 @@ func NewHandler(cfg Config) (http.Handler, error) {
 		if err := cfg.SignIn.Validate(); err != nil {
 			return nil, err
 		}
+		scopes := signInScopes
+		if cfg.SignIn.OfflineAccess {
+			scopes = append(slices.Clip(scopes), "offline_access")
+		}
 		doc = SignInDocument{Issuer: cfg.SignIn.Issuer, AuthorizationEndpoint: cfg.SignIn.AuthorizationEndpoint,
-			TokenEndpoint: cfg.SignIn.TokenEndpoint, ClientID: cfg.SignIn.ClientID, Scopes: signInScopes}
+			TokenEndpoint: cfg.SignIn.TokenEndpoint, ClientID: cfg.SignIn.ClientID, Scopes: scopes}
 	}
 	signIn, err := json.Marshal(doc)
 	if err != nil {

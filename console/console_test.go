@@ -150,6 +150,11 @@ func TestSignInDocument(t *testing.T) {
 			`{"issuer":"https://idp.example/realms/ops","authorizationEndpoint":"https://idp.example/realms/ops/auth",` +
 				`"tokenEndpoint":"https://tokens.idp.example:8443/realms/ops/token","clientId":"sundial-console","scopes":["openid","profile","email"]}`,
 			console.ContentSecurityPolicy + "; connect-src 'self' https://tokens.idp.example:8443"},
+		{"with a refresh token", &console.SignIn{Issuer: signIn.Issuer, AuthorizationEndpoint: signIn.AuthorizationEndpoint,
+			TokenEndpoint: signIn.TokenEndpoint, ClientID: signIn.ClientID, OfflineAccess: true},
+			`{"issuer":"https://idp.example/realms/ops","authorizationEndpoint":"https://idp.example/realms/ops/auth",` +
+				`"tokenEndpoint":"https://tokens.idp.example:8443/realms/ops/token","clientId":"sundial-console","scopes":["openid","profile","email","offline_access"]}`,
+			console.ContentSecurityPolicy + "; connect-src 'self' https://tokens.idp.example:8443"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

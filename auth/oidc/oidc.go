@@ -89,6 +89,9 @@ type Endpoints struct {
 	Authorization string
 	// Token is the provider's token_endpoint.
 	Token string
+	// Scopes is the provider's scopes_supported (may be empty: the field
+	// is optional).
+	Scopes []string
 }
 
 // New fetches the issuer's discovery document and returns a Verifier.
@@ -110,8 +113,14 @@ func New(ctx context.Context, c Config) (*Verifier, error) {
 	keysCtx := gooidc.ClientContext(context.WithoutCancel(ctx), client)
 	v := provider.VerifierContext(keysCtx, &gooidc.Config{ClientID: c.Audience, Now: c.Now})
 	ep := provider.Endpoint()
+	var extra struct {
+		Scopes []string `json:"scopes_supported"`
+	}
+	if err := provider.Claims(&extra); err != nil {
+		return nil, fmt.Errorf("oidc issuer %s: discovery: %w", c.Issuer, err)
+	}
 	return &Verifier{cfg: c, verifier: v, client: client,
-		endpoints: Endpoints{Issuer: c.Issuer, Authorization: ep.AuthURL, Token: ep.TokenURL}}, nil
+		endpoints: Endpoints{Issuer: c.Issuer, Authorization: ep.AuthURL, Token: ep.TokenURL, Scopes: extra.Scopes}}, nil
 }
 
 // Endpoints returns the issuer's sign-in endpoints, read from its

@@ -230,5 +230,6 @@ func TestTestProviderSignIn(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, auth.Principal{Subject: "oidc:" + is.URL() + "#bob", Team: "search", Role: auth.RoleViewer}, p)
 	assert.Equal(t, []string{"code_verifier: does not match the code_challenge", "code: unknown or already used"}, is.Refused())
-	assert.Equal(t, oidc.Endpoints{Issuer: is.URL(), Authorization: is.URL() + "/authorize", Token: is.URL() + "/token"}, live.Endpoints())
+	assert.Equal(t, oidc.Endpoints{Issuer: is.URL(), Authorization: is.URL() + "/authorize", Token: is.URL() + "/token",
+		Scopes: []string{"openid", "profile", "email", "offline_access"}}, live.Endpoints())
 }

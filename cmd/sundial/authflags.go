@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -109,7 +110,8 @@ func newAuthenticatorAndSignIn(ctx context.Context, cmd *cli.Command, store auth
 		cc.OIDC = v
 		if s.ConsoleClientID != "" {
 			ep := v.Endpoints()
-			signIn = &console.SignIn{Issuer: ep.Issuer, AuthorizationEndpoint: ep.Authorization, TokenEndpoint: ep.Token, ClientID: s.ConsoleClientID}
+			signIn = &console.SignIn{Issuer: ep.Issuer, AuthorizationEndpoint: ep.Authorization, TokenEndpoint: ep.Token, ClientID: s.ConsoleClientID,
+				OfflineAccess: slices.Contains(ep.Scopes, "offline_access")}
 			if err := signIn.Validate(); err != nil {
 				return nil, nil, fmt.Errorf("--oidc-console-client-id: the issuer's discovery document: %w", err)
 			}

@@ -213,6 +213,8 @@ func TestConsoleSignInFlag(t *testing.T) {
 		return got
 	}
 	assert.Nil(t, signInOf(), "no client id, no sign-in")
-	assert.Equal(t, &console.SignIn{Issuer: idp.URL(), AuthorizationEndpoint: idp.URL() + "/authorize", TokenEndpoint: idp.URL() + "/token", ClientID: "sundial-console"},
+	// The provider lists offline_access: the page asks for a refresh token.
+	assert.Equal(t, &console.SignIn{Issuer: idp.URL(), AuthorizationEndpoint: idp.URL() + "/authorize", TokenEndpoint: idp.URL() + "/token", ClientID: "sundial-console",
+		OfflineAccess: true},
 		signInOf("--oidc-console-client-id", "sundial-console"))
 }

@@ -197,3 +197,21 @@ func EnsureWith(ctx context.Context, kafka []kgo.Opt, specs []Spec, replication 
 	}
 	return res, nil
 }
+
+// EnsureTeam makes team's job topic, sundial.jobs.<team>, as `sundial
+// migrate --teams` makes it (TeamJobsSpec), when it does not exist, and
+// checks one that does (Ensure): the one rule for a team's topic, whoever
+// makes it. kafka are the client options, the seed brokers among them.
+func EnsureTeam(ctx context.Context, kafka []kgo.Opt, names Names, team string, replication int16) (Result, error) {
+	if err := ValidTeam(team); err != nil {
+		return Result{}, err
+	}
+	res, err := EnsureWith(ctx, kafka, []Spec{names.TeamJobsSpec(team)}, replication)
+	if err != nil {
+		return Result{}, err
+	}
+	if len(res) != 1 {
+		return Result{}, fmt.Errorf("ensure topic %s: no result", names.TeamJobs(team))
+	}
+	return res[0], nil
+}

@@ -32,6 +32,10 @@ type Provider struct {
 	signIn  *SignIn
 	codes   map[string]grant
 	refused []string
+	// refreshTokens are the refresh tokens issued and not yet used: each
+	// is used once, and its refresh answers a new one.
+	refreshTokens map[string]string // token -> client id
+	refreshes     int
 }
 
 // SignIn is the user the provider's /authorize signs in, without asking:
@@ -45,6 +49,12 @@ type SignIn struct {
 	// the redirect, rather than the redirect itself, so that a test can
 	// change the browser's state before the code comes back.
 	Hold bool
+	// Lifetime is how long an ID token is valid; zero is an hour.
+	Lifetime time.Duration
+	// Refresh makes the code's exchange answer a refresh token too, and
+	// /token renew with it (grant_type refresh_token): a new ID token and
+	// a new refresh token, the old one refused from then on.
+	Refresh bool
 }
 
 // grant is what an authorization code was issued for.
@@ -55,7 +65,7 @@ type grant struct {
 // New starts a provider whose key id is "key-1"; it stops when t ends.
 func New(t testing.TB) *Provider {
 	t.Helper()
-	p := &Provider{key: NewKey(t), kid: "key-1", codes: map[string]grant{}}
+	p := &Provider{key: NewKey(t), kid: "key-1", codes: map[string]grant{}, refreshTokens: map[string]string{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, map[string]any{
@@ -63,6 +73,8 @@ func New(t testing.TB) *Provider {
 			"authorization_endpoint": p.srv.URL + "/authorize", "token_endpoint": p.srv.URL + "/token",
 			"response_types_supported": []string{"code"}, "code_challenge_methods_supported": []string{"S256"},
 			"id_token_signing_alg_values_supported": []string{"RS256"},
+			"scopes_supported":                      []string{"openid", "profile", "email", "offline_access"},
+			"grant_types_supported":                 []string{"authorization_code", "refresh_token"},
 		})
 	})
 	mux.HandleFunc("/keys", func(w http.ResponseWriter, _ *http.Request) {
@@ -169,6 +181,14 @@ func (p *Provider) SetSignIn(s *SignIn) {
 	p.signIn = s
 }
 
+// Refreshes is how many times /token renewed a sign-in with a refresh
+// token.
+func (p *Provider) Refreshes() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refreshes
+}
+
 // Refused lists the reasons /token refused an exchange, oldest first.
 func (p *Provider) Refused() []string {
 	p.mu.Lock()
@@ -245,8 +265,12 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := r.PostForm
+	if f.Get("grant_type") == "refresh_token" {
+		p.refresh(w, f.Get("refresh_token"), f.Get("client_id"), refuse)
+		return
+	}
 	if f.Get("grant_type") != "authorization_code" {
-		refuse("unsupported_grant_type", "grant_type "+f.Get("grant_type")+": want authorization_code")
+		refuse("unsupported_grant_type", "grant_type "+f.Get("grant_type")+": want authorization_code or refresh_token")
 		return
 	}
 	p.mu.Lock()
@@ -269,15 +293,46 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 		refuse("invalid_grant", "code_verifier: does not match the code_challenge")
 		return
 	}
+	p.issue(w, s, g.clientID, g.nonce, refuse)
+}
+
+// refresh renews a sign-in with a refresh token, once per token.
+func (p *Provider) refresh(w http.ResponseWriter, token, clientID string, refuse func(code, why string)) {
+	p.mu.Lock()
+	owner, ok := p.refreshTokens[token]
+	delete(p.refreshTokens, token)
+	s := p.signIn
+	p.mu.Unlock()
+	switch {
+	case !ok:
+		refuse("invalid_grant", "refresh_token: unknown or already used")
+		return
+	case s == nil || clientID != owner:
+		refuse("invalid_client", "client_id "+clientID+": not the refresh token's client")
+		return
+	}
+	p.mu.Lock()
+	p.refreshes++
+	p.mu.Unlock()
+	p.issue(w, s, clientID, "", refuse)
+}
+
+// issue answers an ID token of s's user for client, valid for s's
+// lifetime, with a refresh token when s gives them.
+func (p *Provider) issue(w http.ResponseWriter, s *SignIn, clientID, nonce string, refuse func(code, why string)) {
 	claims := map[string]any{}
 	for k, v := range s.Claims {
 		claims[k] = v
 	}
+	lifetime := s.Lifetime
+	if lifetime <= 0 {
+		lifetime = time.Hour
+	}
 	now := time.Now()
-	claims["iss"], claims["aud"] = p.srv.URL, g.clientID
-	claims["iat"], claims["exp"] = now.Add(-time.Minute).Unix(), now.Add(time.Hour).Unix()
-	if g.nonce != "" {
-		claims["nonce"] = g.nonce
+	claims["iss"], claims["aud"] = p.srv.URL, clientID
+	claims["iat"], claims["exp"] = now.Unix(), now.Add(lifetime).Unix()
+	if nonce != "" {
+		claims["nonce"] = nonce
 	}
 	key, kid := p.Key()
 	idToken, err := sign(key, kid, claims)
@@ -285,7 +340,15 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 		refuse("server_error", err.Error())
 		return
 	}
-	writeJSON(w, map[string]any{"id_token": idToken, "access_token": randomString(), "token_type": "Bearer", "expires_in": 3600})
+	answer := map[string]any{"id_token": idToken, "access_token": randomString(), "token_type": "Bearer", "expires_in": int(lifetime.Seconds())}
+	if s.Refresh {
+		rt := randomString()
+		p.mu.Lock()
+		p.refreshTokens[rt] = clientID
+		p.mu.Unlock()
+		answer["refresh_token"] = rt
+	}
+	writeJSON(w, answer)
 }
 
 // randomString is 32 random bytes, base64url.

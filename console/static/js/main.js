@@ -4,8 +4,9 @@
 // the URL: a link or a reload shows the same view.
 
 import {h, replace, errorBox} from './dom.js';
-import {login, savedToken, whoAmI, forget} from './session.js';
+import {login, savedToken, whoAmI, forget, keep} from './session.js';
 import {signInConfig, providerName, startSignIn, returning, completeSignIn} from './signin.js';
+import {Renewal, handOver} from './renew.js';
 import {Refresher} from './refresh.js';
 import {overview} from './pages/overview.js';
 import {jobs, job} from './pages/jobs.js';
@@ -29,6 +30,8 @@ const refresher = new Refresher((at) => {
 let session = null;
 // signIn is the API's OpenID sign-in (signin.json), null when it offers none.
 let signIn = null;
+// renewal renews an OpenID sign-in before it expires (null without signIn).
+let renewal = null;
 // leaving holds what the shown page must undo when it goes (its streams).
 const leaving = [];
 
@@ -130,25 +133,41 @@ function showLogin(message) {
 }
 
 // finishSignIn completes the provider's redirect back: the ID token is
-// then logged in with exactly as a pasted one.
+// then logged in with exactly as a pasted one. A popup's sign-in goes to
+// the page that opened it (renew.js), and the popup closes.
 async function finishSignIn() {
   showLogin();
   const status = main.querySelector('.login [aria-live]');
   replace(status, 'Signing in…');
   try {
-    const token = await completeSignIn(signIn);
-    session = await login(token);
-    start();
+    const got = await completeSignIn(signIn);
+    if (got.popup && handOver(got)) {
+      replace(status, 'Signed in: back to the console.');
+      return;
+    }
+    session = await login(got.token);
+    start(got.refreshToken);
   } catch (e) {
     showLogin(e);
   }
 }
 
-function start() {
+// start shows the console for session; refreshToken ('' for none) renews
+// an OpenID sign-in.
+function start(refreshToken) {
   nav.hidden = false;
   controls.hidden = false;
   document.getElementById('whoami').textContent = session.describe();
+  if (renewal) renewal.start(session, refreshToken);
   render();
+}
+
+// startRenewal makes the renewal of OpenID sign-ins, with its banner
+// above the page.
+function startRenewal() {
+  const banner = h('div', {id: 'renew', class: 'notice renew', role: 'status', hidden: true});
+  main.before(banner);
+  renewal = new Renewal(signIn, {banner, keep});
 }
 
 function wireControls() {
@@ -161,6 +180,7 @@ function wireControls() {
   document.getElementById('refresh-now').addEventListener('click', () => refresher.run());
   document.getElementById('logout').addEventListener('click', () => {
     forget();
+    if (renewal) renewal.stop();
     session = null;
     refresher.stop();
     leave();
@@ -172,8 +192,17 @@ function wireControls() {
 async function boot() {
   wireControls();
   signIn = await signInConfig();
+  if (signIn) startRenewal();
   if (returning()) {
     await finishSignIn();
+    return;
+  }
+  // A popup the console opened to sign in again (renew.js): straight to
+  // the provider.
+  if (signIn && new URLSearchParams(window.location.search).get('signin') === 'popup') {
+    showLogin();
+    replace(main.querySelector('.login [aria-live]'), `Going to ${providerName(signIn)}…`);
+    await startSignIn(signIn, {popup: true});
     return;
   }
   const token = savedToken();

@@ -10,6 +10,11 @@ export function savedToken() {
   return window.sessionStorage.getItem(tokenKey);
 }
 
+// keep keeps a token for the tab's session: a renewed sign-in's.
+export function keep(token) {
+  window.sessionStorage.setItem(tokenKey, token);
+}
+
 export function forget() {
   window.sessionStorage.removeItem(tokenKey);
 }
@@ -32,7 +37,7 @@ export async function whoAmI(token) {
 // login checks a token and keeps it for the tab's session.
 export async function login(token) {
   const s = await whoAmI(token);
-  window.sessionStorage.setItem(tokenKey, token);
+  keep(token);
   return s;
 }
 

@@ -13,6 +13,14 @@
 // checks the ID token's nonce. The ID token is then the bearer, exactly
 // like a pasted one: WhoAmI says who it stands for, and the server checks
 // its signature, issuer and audience on every call.
+//
+// A refresh token, when the provider answers one (it is asked for with
+// offline_access when its discovery lists the scope), is handed to the
+// caller and kept in memory only (renew.js), never in any storage: it
+// renews the ID token before it expires (renewSignIn). A sign-in started
+// with {popup: true} runs in a window the page opened, which hands the
+// tokens to its opener (same origin only) and closes, so the page that
+// asked keeps its state.
 
 const pendingKey = 'sundial.console.signin';
 const exchangeTimeoutMs = 30000;
@@ -67,13 +75,13 @@ function redirectURI() {
 
 // startSignIn keeps a new verifier, state and nonce in this tab and sends
 // the browser to the provider. It does not return.
-export async function startSignIn(cfg) {
+export async function startSignIn(cfg, opts) {
   const verifier = randomString(32);
   const state = randomString(16);
   const nonce = randomString(16);
   const redirectUri = redirectURI();
   window.sessionStorage.setItem(pendingKey, JSON.stringify({
-    verifier, state, nonce, redirectUri, fragment: window.location.hash,
+    verifier, state, nonce, redirectUri, fragment: window.location.hash, popup: Boolean(opts && opts.popup),
   }));
   const to = new URL(cfg.authorizationEndpoint);
   const q = to.searchParams;
@@ -103,8 +111,9 @@ export class SignInError extends Error {
 }
 
 // claimsOf decodes a JWT's payload; the page reads only the nonce, the
-// API verifies the signature and every other claim.
-function claimsOf(jwt) {
+// subject and the times (to renew before expiry), the API verifies the
+// signature and every other claim.
+export function claimsOf(jwt) {
   const part = String(jwt).split('.')[1] || '';
   const b64 = part.replaceAll('-', '+').replaceAll('_', '/');
   const text = window.atob(b64 + '='.repeat((4 - (b64.length % 4)) % 4));
@@ -113,8 +122,9 @@ function claimsOf(jwt) {
 
 // completeSignIn handles the provider's redirect back: it removes the code
 // from the address bar, forgets the kept verifier, checks the state,
-// exchanges the code and returns the ID token. It throws a SignInError
-// naming what was wrong.
+// exchanges the code and returns {token: the ID token, refreshToken (''
+// when the provider gave none), popup: whether a popup sign-in started
+// it}. It throws a SignInError naming what was wrong.
 export async function completeSignIn(cfg) {
   const q = new URLSearchParams(window.location.search);
   const raw = window.sessionStorage.getItem(pendingKey);
@@ -143,6 +153,41 @@ export async function completeSignIn(cfg) {
   form.set('redirect_uri', pending.redirectUri);
   form.set('client_id', cfg.clientId);
   form.set('code_verifier', pending.verifier);
+  const data = await tokenCall(cfg, form, 'exchange the code');
+  let claims;
+  try {
+    claims = claimsOf(data.id_token);
+  } catch (e) {
+    throw new SignInError('the provider\'s ID token is not a JWT');
+  }
+  if (claims.nonce !== pending.nonce) {
+    throw new SignInError('the ID token does not carry the nonce this tab sent: the sign-in is refused');
+  }
+  return {token: data.id_token, refreshToken: data.refresh_token || '', popup: Boolean(pending.popup)};
+}
+
+// renewSignIn exchanges a refresh token for a new ID token of the same
+// subject, and returns {token, refreshToken}: the provider's new refresh
+// token, or the same one when it answered none. It throws a SignInError.
+export async function renewSignIn(cfg, refreshToken, subject) {
+  const form = new URLSearchParams();
+  form.set('grant_type', 'refresh_token');
+  form.set('refresh_token', refreshToken);
+  form.set('client_id', cfg.clientId);
+  const data = await tokenCall(cfg, form, 'renew the sign-in');
+  let claims;
+  try {
+    claims = claimsOf(data.id_token);
+  } catch (e) {
+    throw new SignInError('the provider\'s renewed ID token is not a JWT');
+  }
+  if (claims.sub !== subject) throw new SignInError('the provider renewed the sign-in for another subject: it is refused');
+  return {token: data.id_token, refreshToken: data.refresh_token || refreshToken};
+}
+
+// tokenCall posts form to the token endpoint and returns its answer,
+// which holds an ID token; what names the call in errors.
+async function tokenCall(cfg, form, what) {
   let res;
   try {
     res = await fetch(cfg.tokenEndpoint, {
@@ -160,17 +205,8 @@ export async function completeSignIn(cfg) {
   }
   if (!res.ok) {
     const why = [data.error, data.error_description].filter(Boolean).join(': ') || `HTTP ${res.status}`;
-    throw new SignInError(`the provider refused to exchange the code: ${why}`);
+    throw new SignInError(`the provider refused to ${what}: ${why}`);
   }
   if (!data.id_token) throw new SignInError('the provider answered no ID token (is "openid" among the client\'s scopes?)');
-  let claims;
-  try {
-    claims = claimsOf(data.id_token);
-  } catch (e) {
-    throw new SignInError('the provider\'s ID token is not a JWT');
-  }
-  if (claims.nonce !== pending.nonce) {
-    throw new SignInError('the ID token does not carry the nonce this tab sent: the sign-in is refused');
-  }
-  return data.id_token;
+  return data;
 }

@@ -1,6 +1,8 @@
-// YAML for people: a definition as the file `sundial apply -f` reads
+// YAML for people: a definition as the file `sundial jobs apply -f` reads
 // (jobspec.DecodeFile takes the protobuf JSON form written as YAML). Only
-// writing: the console reads JSON, which is what the API takes.
+// writing: YAML that a person types in the editor is read by the server
+// (a DefinitionDocument of PlanApply and ApplyJob, decoded by
+// jobspec.DecodeFile), so there is one reader and it cannot drift.
 
 // plain matches a string that YAML reads back as the same string without
 // quotes; anything else is written double-quoted with JSON's escapes,

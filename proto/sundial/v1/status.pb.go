@@ -291,7 +291,11 @@ type FieldError struct {
 	Field string `protobuf:"bytes,1,opt,name=field,proto3" json:"field,omitempty"`
 	// What is wrong, in words a producer can act on
 	// ("unknown time zone \"Europe/Berln\"").
-	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The line of the value at fault in the text the definition was read
+	// from (api.v1.DefinitionDocument), from 1; 0 when the definition was
+	// not read from a text, or the line is not known.
+	Line          uint32 `protobuf:"varint,3,opt,name=line,proto3" json:"line,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -338,6 +342,13 @@ func (x *FieldError) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *FieldError) GetLine() uint32 {
+	if x != nil {
+		return x.Line
+	}
+	return 0
 }
 
 // RecordSource locates a Kafka record.
@@ -434,11 +445,12 @@ const file_sundial_v1_status_proto_rawDesc = "" +
 	" \x01(\rR\x05shard\x12-\n" +
 	"\x12ownership_enforced\x18\v \x01(\bR\x11ownershipEnforcedB\t\n" +
 	"\asubjectB\v\n" +
-	"\t_revision\":\n" +
+	"\t_revision\"N\n" +
 	"\n" +
 	"FieldError\x12\x14\n" +
 	"\x05field\x18\x01 \x01(\tR\x05field\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x94\x01\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x12\n" +
+	"\x04line\x18\x03 \x01(\rR\x04line\"\x94\x01\n" +
 	"\fRecordSource\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +

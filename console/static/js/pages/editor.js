@@ -1,5 +1,6 @@
-// The job editor: every field of a job, as a form and as the JSON the API
-// takes, and before anything is applied the server's plan (PlanApply):
+// The job editor: every field of a job, as a form, as the JSON the API
+// takes and as YAML (which the server reads: PlanApply's and ApplyJob's
+// document), and before anything is applied the server's plan (PlanApply):
 // the field diff, the fire times before and after, and the runs it adds
 // per minute over the next hour. Apply names the revision that was edited
 // (ApplyJob's expected_revision), so a definition that changed meanwhile
@@ -252,53 +253,84 @@ function editorBody(ctx, st) {
   const json = h('textarea', {id: 'e-json', rows: 24, spellcheck: 'false', autocomplete: 'off'});
   const jsonError = h('p', {class: 'muted', id: 'e-json-status', 'aria-live': 'polite'}, 'The definition as the API takes it (protojson). Edits here fill the form.');
   let draft = st.spec;
-  let planned = null; // the JSON of the draft last planned without errors
+  // source is where the definition is being written: 'form' (the form or
+  // the JSON, which the page reads itself) or 'yaml' (the YAML, which the
+  // server reads, with the rule of sundial jobs apply -f: the page has no
+  // YAML reader of its own that could read it otherwise).
+  let source = 'form';
+  let planned = null; // what was last planned without errors (plannedKey)
   const applyBtn = h('button', {type: 'button', class: 'primary', id: 'apply', 'data-write': 'true', disabled: true}, 'Apply');
   const planBtn = h('button', {type: 'button', id: 'plan-button', 'data-write': 'true'}, 'Plan: show the diff, fire times and load');
   const mayApply = () => ctx.session.mayApply(draft.ownerTeam || ctx.session.team);
+  const yaml = h('textarea', {id: 'e-yaml', rows: 24, spellcheck: 'false', autocomplete: 'off'});
+  const yamlStatus = h('p', {class: 'muted', id: 'e-yaml-status', 'aria-live': 'polite'},
+    'Paste or type YAML here: Plan has the server read it, as sundial jobs apply -f reads a file, and the form follows.');
+  const plannedKey = () => (source === 'yaml' ? `yaml:${yaml.value}` : `json:${JSON.stringify(draft)}`);
   const stale = () => {
-    applyBtn.disabled = planned === null || planned !== JSON.stringify(draft) || !mayApply();
+    applyBtn.disabled = planned === null || planned !== plannedKey() || !mayApply();
   };
-  const yaml = h('pre', {id: 'e-yaml', tabindex: '0', role: 'region', 'aria-label': 'The definition as YAML, for sundial apply -f'});
+  // While the YAML holds edits the server has not read, the form and the
+  // JSON show the definition before them: they wait, read only.
+  const holdForm = (held) => {
+    for (const set of form.querySelectorAll('fieldset')) set.disabled = held;
+    json.readOnly = held;
+  };
   const showJSON = () => {
     if (document.activeElement !== json) json.value = JSON.stringify(draft, null, 2);
-    yaml.textContent = toYAML(draft);
+    if (document.activeElement !== yaml) yaml.value = toYAML(draft);
   };
   fillForm(form, draft);
   if (st.id) form.querySelector('#e-id').readOnly = true;
   showJSON();
-  form.addEventListener('input', () => {
+  const fromForm = () => {
     showWhat(form);
     draft = readForm(form, draft);
+    source = 'form';
     showJSON();
     stale();
-  });
-  form.addEventListener('change', () => {
-    showWhat(form);
-    draft = readForm(form, draft);
-    showJSON();
-    stale();
-  });
+  };
+  form.addEventListener('input', fromForm);
+  form.addEventListener('change', fromForm);
   json.addEventListener('input', () => {
+    if (json.readOnly) return;
     try {
       const parsed = JSON.parse(json.value);
       if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('the definition is a JSON object');
       draft = parsed;
+      source = 'form';
       fillForm(form, draft);
-      yaml.textContent = toYAML(draft);
+      yaml.value = toYAML(draft);
       replace(jsonError, 'The JSON is read; the form shows it.');
     } catch (e) {
       replace(jsonError, h('span', {class: 'error'}, `Not valid JSON: ${e.message}`));
     }
     stale();
   });
+  yaml.addEventListener('input', () => {
+    source = 'yaml';
+    holdForm(true);
+    replace(yamlStatus, 'YAML edited: Plan has the server read it; the form and the JSON wait for it.');
+    stale();
+  });
   planBtn.addEventListener('click', async () => {
     planBtn.disabled = true;
     replace(st.status, 'Planning…');
+    const key = plannedKey();
+    const request = source === 'yaml' ? {document: {text: yaml.value, format: 'DOCUMENT_FORMAT_YAML'}, nextFires: 10} : {jobs: [draft], nextFires: 10};
     try {
-      const shown = await plan(ctx, st, draft);
+      const shown = await plan(ctx, st, request, draft);
       replace(st.planEl, shown.nodes);
-      planned = shown.ok ? JSON.stringify(draft) : null;
+      if (source === 'yaml' && shown.spec) {
+        // What the server read becomes the draft: the form shows it.
+        draft = shown.spec;
+        fillForm(form, draft);
+        json.value = JSON.stringify(draft, null, 2);
+        holdForm(false);
+        replace(yamlStatus, 'The server read the YAML; the form and the JSON show what it read. Apply sends this YAML.');
+      } else if (source === 'yaml') {
+        replace(yamlStatus, h('span', {class: 'error'}, 'The server could not read the YAML: see the plan\'s errors below.'));
+      }
+      planned = shown.ok && key === plannedKey() ? key : null;
       replace(st.status, shown.ok ? 'Planned. Nothing is applied until you press Apply.' : 'The plan found errors: nothing can be applied.');
     } catch (e) {
       planned = null;
@@ -312,7 +344,8 @@ function editorBody(ctx, st) {
     applyBtn.disabled = true;
     replace(st.status, 'Applying…');
     try {
-      const resp = await ctx.session.call('JobService', 'ApplyJob', {spec: draft, expectedRevision: st.revision});
+      const body = source === 'yaml' ? {document: {text: yaml.value, format: 'DOCUMENT_FORMAT_YAML'}} : {spec: draft};
+      const resp = await ctx.session.call('JobService', 'ApplyJob', {...body, expectedRevision: st.revision});
       const s = resp.status || {};
       if (!resp.accepted) {
         replace(st.status, h('div', {role: 'alert', class: 'error', id: 'apply-result'}, `Rejected: ${fieldErrors(s.errors)}`));
@@ -338,27 +371,38 @@ function editorBody(ctx, st) {
     h('div', {class: 'editor-panes'},
       form,
       h('div', {class: 'json-pane'}, h('label', {for: 'e-json', class: 'field'}, 'JSON'), json, jsonError,
-        h('details', {id: 'e-yaml-box'}, h('summary', {}, 'YAML, for sundial apply -f'), yaml))),
+        h('details', {id: 'e-yaml-box'}, h('summary', {}, 'YAML, as sundial jobs apply -f reads it: read and write'),
+          h('label', {for: 'e-yaml', class: 'field'}, 'YAML'), yaml, yamlStatus))),
     h('div', {class: 'actions'}, planBtn, applyBtn), note,
     st.status,
     st.planEl,
   ];
 }
 
-function fieldErrors(errs) {
-  return (errs || []).map((e) => `${e.field}: ${e.reason}`).join('; ') || 'no reason given';
+// where says where a field error is: its line in the YAML, when it names
+// one.
+function where(e) {
+  return e.line ? ` (line ${e.line})` : '';
 }
 
-// plan asks the server what applying draft would do, and the definition
-// in force for its fire times, and returns the nodes that show both.
-async function plan(ctx, st, draft) {
-  const resp = await ctx.session.call('OperatorService', 'PlanApply', {jobs: [draft], nextFires: 10});
+function fieldErrors(errs) {
+  return (errs || []).map((e) => `${e.field}${where(e)}: ${e.reason}`).join('; ') || 'no reason given';
+}
+
+// plan asks the server what applying a definition would do (request: the
+// draft as jobs, or the YAML as a document the server reads), and the
+// definition in force for its fire times, and returns the nodes that show
+// both, and the definition the server planned (spec: for a document, as
+// it read it).
+async function plan(ctx, st, request, given) {
+  const resp = await ctx.session.call('OperatorService', 'PlanApply', request);
   const p = (resp.plans || [])[0] || {};
   if ((p.errors || []).length) {
     return {ok: false, nodes: [h('h2', {}, 'Plan'), h('div', {role: 'alert', class: 'error', id: 'plan-errors'},
       h('p', {}, 'The definition is invalid:'),
-      h('ul', {}, p.errors.map((e) => h('li', {}, h('code', {}, e.field), `: ${e.reason}`))))]};
+      h('ul', {}, p.errors.map((e) => h('li', {}, h('code', {}, e.field), `${where(e)}: ${e.reason}`))))]};
   }
+  const draft = p.spec || given;
   let before = null;
   let inForce = null;
   if (!p.created && draft.id) {
@@ -384,7 +428,7 @@ async function plan(ctx, st, draft) {
   const peak = load.reduce((m, b) => (Math.abs(b.delta || 0) > Math.abs(m.delta || 0) ? b : m), {delta: 0});
   const changed = st.id && inForce && inForce !== st.revision;
   const forecast = await ctx.session.call('ForecastService', 'ForecastFires', {group: 'FORECAST_GROUP_SHARD'}).catch(() => null);
-  return {ok: true, nodes: [
+  return {ok: true, spec: p.spec, nodes: [
     h('h2', {}, 'Plan'),
     changed ? h('p', {class: 'error', role: 'alert', id: 'plan-stale'}, `The definition in force is now revision ${inForce}, not ${st.revision} that you edited: Apply will be refused.`) : null,
     h('p', {id: 'plan-summary'}, p.created ? 'Creates the job' : `Changes ${changes.length} field${changes.length === 1 ? '' : 's'}`,

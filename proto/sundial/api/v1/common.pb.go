@@ -145,6 +145,61 @@ func (ScheduleKind) EnumDescriptor() ([]byte, []int) {
 	return file_sundial_api_v1_common_proto_rawDescGZIP(), []int{1}
 }
 
+// DocumentFormat is the syntax of a DefinitionDocument.
+type DocumentFormat int32
+
+const (
+	// DOCUMENT_FORMAT_UNSPECIFIED is refused: a document names its format.
+	DocumentFormat_DOCUMENT_FORMAT_UNSPECIFIED DocumentFormat = 0
+	// DOCUMENT_FORMAT_YAML is YAML documents separated by "---", each a
+	// definition or a list of them.
+	DocumentFormat_DOCUMENT_FORMAT_YAML DocumentFormat = 1
+	// DOCUMENT_FORMAT_JSON is a JSON definition, an array of them, or a
+	// stream of them.
+	DocumentFormat_DOCUMENT_FORMAT_JSON DocumentFormat = 2
+)
+
+// Enum value maps for DocumentFormat.
+var (
+	DocumentFormat_name = map[int32]string{
+		0: "DOCUMENT_FORMAT_UNSPECIFIED",
+		1: "DOCUMENT_FORMAT_YAML",
+		2: "DOCUMENT_FORMAT_JSON",
+	}
+	DocumentFormat_value = map[string]int32{
+		"DOCUMENT_FORMAT_UNSPECIFIED": 0,
+		"DOCUMENT_FORMAT_YAML":        1,
+		"DOCUMENT_FORMAT_JSON":        2,
+	}
+)
+
+func (x DocumentFormat) Enum() *DocumentFormat {
+	p := new(DocumentFormat)
+	*p = x
+	return p
+}
+
+func (x DocumentFormat) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DocumentFormat) Descriptor() protoreflect.EnumDescriptor {
+	return file_sundial_api_v1_common_proto_enumTypes[2].Descriptor()
+}
+
+func (DocumentFormat) Type() protoreflect.EnumType {
+	return &file_sundial_api_v1_common_proto_enumTypes[2]
+}
+
+func (x DocumentFormat) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DocumentFormat.Descriptor instead.
+func (DocumentFormat) EnumDescriptor() ([]byte, []int) {
+	return file_sundial_api_v1_common_proto_rawDescGZIP(), []int{2}
+}
+
 // DefinitionFilter selects job or DAG definitions. Every field that is set
 // must match; an empty filter matches every definition the caller may see.
 type DefinitionFilter struct {
@@ -280,6 +335,67 @@ func (x *PageRequest) GetToken() string {
 	return ""
 }
 
+// DefinitionDocument is job definitions as a person writes them: the text
+// of a file that `sundial jobs apply -f` reads. The server decodes it with
+// the rule of such files (jobspec.DecodeFile): fields by their JSON or
+// protobuf name, enum values by their short name in any case, durations
+// as "90s", "1h30m" or "PT1H30M". A definition that does not decode is
+// answered with a FieldError per problem, each naming the field as
+// written and its line in the text.
+type DefinitionDocument struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// text is the document, at most 256 KiB.
+	Text string `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	// format is its syntax. Required.
+	Format        DocumentFormat `protobuf:"varint,2,opt,name=format,proto3,enum=sundial.api.v1.DocumentFormat" json:"format,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DefinitionDocument) Reset() {
+	*x = DefinitionDocument{}
+	mi := &file_sundial_api_v1_common_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DefinitionDocument) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DefinitionDocument) ProtoMessage() {}
+
+func (x *DefinitionDocument) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_common_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DefinitionDocument.ProtoReflect.Descriptor instead.
+func (*DefinitionDocument) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_common_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *DefinitionDocument) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *DefinitionDocument) GetFormat() DocumentFormat {
+	if x != nil {
+		return x.Format
+	}
+	return DocumentFormat_DOCUMENT_FORMAT_UNSPECIFIED
+}
+
 var File_sundial_api_v1_common_proto protoreflect.FileDescriptor
 
 const file_sundial_api_v1_common_proto_rawDesc = "" +
@@ -295,7 +411,10 @@ const file_sundial_api_v1_common_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"7\n" +
 	"\vPageRequest\x12\x12\n" +
 	"\x04size\x18\x01 \x01(\rR\x04size\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\tR\x05token*m\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\"`\n" +
+	"\x12DefinitionDocument\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\x126\n" +
+	"\x06format\x18\x02 \x01(\x0e2\x1e.sundial.api.v1.DocumentFormatR\x06format*m\n" +
 	"\x0fDefinitionState\x12 \n" +
 	"\x1cDEFINITION_STATE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17DEFINITION_STATE_ACTIVE\x10\x01\x12\x1b\n" +
@@ -307,7 +426,11 @@ const file_sundial_api_v1_common_proto_rawDesc = "" +
 	"\x10SCHEDULE_KIND_AT\x10\x03\x12\x17\n" +
 	"\x13SCHEDULE_KIND_DELAY\x10\x04\x12\x16\n" +
 	"\x12SCHEDULE_KIND_CRON\x10\x05\x12\x1a\n" +
-	"\x16SCHEDULE_KIND_INTERVAL\x10\x06B9Z7github.com/sundialhq/sundial/proto/sundial/api/v1;apiv1b\x06proto3"
+	"\x16SCHEDULE_KIND_INTERVAL\x10\x06*e\n" +
+	"\x0eDocumentFormat\x12\x1f\n" +
+	"\x1bDOCUMENT_FORMAT_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14DOCUMENT_FORMAT_YAML\x10\x01\x12\x18\n" +
+	"\x14DOCUMENT_FORMAT_JSON\x10\x02B9Z7github.com/sundialhq/sundial/proto/sundial/api/v1;apiv1b\x06proto3"
 
 var (
 	file_sundial_api_v1_common_proto_rawDescOnce sync.Once
@@ -321,24 +444,27 @@ func file_sundial_api_v1_common_proto_rawDescGZIP() []byte {
 	return file_sundial_api_v1_common_proto_rawDescData
 }
 
-var file_sundial_api_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sundial_api_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_sundial_api_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_sundial_api_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_sundial_api_v1_common_proto_goTypes = []any{
-	(DefinitionState)(0),     // 0: sundial.api.v1.DefinitionState
-	(ScheduleKind)(0),        // 1: sundial.api.v1.ScheduleKind
-	(*DefinitionFilter)(nil), // 2: sundial.api.v1.DefinitionFilter
-	(*PageRequest)(nil),      // 3: sundial.api.v1.PageRequest
-	nil,                      // 4: sundial.api.v1.DefinitionFilter.LabelsEntry
+	(DefinitionState)(0),       // 0: sundial.api.v1.DefinitionState
+	(ScheduleKind)(0),          // 1: sundial.api.v1.ScheduleKind
+	(DocumentFormat)(0),        // 2: sundial.api.v1.DocumentFormat
+	(*DefinitionFilter)(nil),   // 3: sundial.api.v1.DefinitionFilter
+	(*PageRequest)(nil),        // 4: sundial.api.v1.PageRequest
+	(*DefinitionDocument)(nil), // 5: sundial.api.v1.DefinitionDocument
+	nil,                        // 6: sundial.api.v1.DefinitionFilter.LabelsEntry
 }
 var file_sundial_api_v1_common_proto_depIdxs = []int32{
-	4, // 0: sundial.api.v1.DefinitionFilter.labels:type_name -> sundial.api.v1.DefinitionFilter.LabelsEntry
+	6, // 0: sundial.api.v1.DefinitionFilter.labels:type_name -> sundial.api.v1.DefinitionFilter.LabelsEntry
 	0, // 1: sundial.api.v1.DefinitionFilter.state:type_name -> sundial.api.v1.DefinitionState
 	1, // 2: sundial.api.v1.DefinitionFilter.schedule_kind:type_name -> sundial.api.v1.ScheduleKind
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	2, // 3: sundial.api.v1.DefinitionDocument.format:type_name -> sundial.api.v1.DocumentFormat
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_sundial_api_v1_common_proto_init() }
@@ -351,8 +477,8 @@ func file_sundial_api_v1_common_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_api_v1_common_proto_rawDesc), len(file_sundial_api_v1_common_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   3,
+			NumEnums:      3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

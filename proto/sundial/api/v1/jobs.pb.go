@@ -117,8 +117,14 @@ type ApplyJobRequest struct {
 	// force (a create). Otherwise the call is answered FAILED_PRECONDITION,
 	// naming the revision in force, and nothing is produced.
 	ExpectedRevision *int64 `protobuf:"varint,2,opt,name=expected_revision,json=expectedRevision,proto3,oneof" json:"expected_revision,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// document, in place of spec, is the definition as a person writes it
+	// (YAML or JSON), exactly one: the server decodes it as `sundial jobs
+	// apply -f` reads a file. A document that does not decode is answered
+	// accepted false, with a FieldError per problem naming the field as
+	// written and its line; nothing is produced.
+	Document      *DefinitionDocument `protobuf:"bytes,3,opt,name=document,proto3" json:"document,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ApplyJobRequest) Reset() {
@@ -163,6 +169,13 @@ func (x *ApplyJobRequest) GetExpectedRevision() int64 {
 		return *x.ExpectedRevision
 	}
 	return 0
+}
+
+func (x *ApplyJobRequest) GetDocument() *DefinitionDocument {
+	if x != nil {
+		return x.Document
+	}
+	return nil
 }
 
 // ApplyJobResponse is the registry's answer.
@@ -2002,10 +2015,11 @@ const file_sundial_api_v1_jobs_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x125\n" +
 	"\x05state\x18\x04 \x01(\x0e2\x1f.sundial.api.v1.DefinitionStateR\x05state\x12A\n" +
-	"\rschedule_kind\x18\x05 \x01(\x0e2\x1c.sundial.api.v1.ScheduleKindR\fscheduleKind\"\x82\x01\n" +
+	"\rschedule_kind\x18\x05 \x01(\x0e2\x1c.sundial.api.v1.ScheduleKindR\fscheduleKind\"\xc2\x01\n" +
 	"\x0fApplyJobRequest\x12'\n" +
 	"\x04spec\x18\x01 \x01(\v2\x13.sundial.v1.JobSpecR\x04spec\x120\n" +
-	"\x11expected_revision\x18\x02 \x01(\x03H\x00R\x10expectedRevision\x88\x01\x01B\x14\n" +
+	"\x11expected_revision\x18\x02 \x01(\x03H\x00R\x10expectedRevision\x88\x01\x01\x12>\n" +
+	"\bdocument\x18\x03 \x01(\v2\".sundial.api.v1.DefinitionDocumentR\bdocumentB\x14\n" +
 	"\x12_expected_revision\"]\n" +
 	"\x10ApplyJobResponse\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12-\n" +
@@ -2197,12 +2211,13 @@ var file_sundial_api_v1_jobs_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
 	(DefinitionState)(0),          // 33: sundial.api.v1.DefinitionState
 	(ScheduleKind)(0),             // 34: sundial.api.v1.ScheduleKind
-	(*v1.JobStatus)(nil),          // 35: sundial.v1.JobStatus
-	(*DefinitionFilter)(nil),      // 36: sundial.api.v1.DefinitionFilter
-	(*PageRequest)(nil),           // 37: sundial.api.v1.PageRequest
-	(*durationpb.Duration)(nil),   // 38: google.protobuf.Duration
-	(*v1.DagSpec)(nil),            // 39: sundial.v1.DagSpec
-	(v1.RunState)(0),              // 40: sundial.v1.RunState
+	(*DefinitionDocument)(nil),    // 35: sundial.api.v1.DefinitionDocument
+	(*v1.JobStatus)(nil),          // 36: sundial.v1.JobStatus
+	(*DefinitionFilter)(nil),      // 37: sundial.api.v1.DefinitionFilter
+	(*PageRequest)(nil),           // 38: sundial.api.v1.PageRequest
+	(*durationpb.Duration)(nil),   // 39: google.protobuf.Duration
+	(*v1.DagSpec)(nil),            // 40: sundial.v1.DagSpec
+	(v1.RunState)(0),              // 41: sundial.v1.RunState
 }
 var file_sundial_api_v1_jobs_proto_depIdxs = []int32{
 	31, // 0: sundial.api.v1.Job.spec:type_name -> sundial.v1.JobSpec
@@ -2210,80 +2225,81 @@ var file_sundial_api_v1_jobs_proto_depIdxs = []int32{
 	33, // 2: sundial.api.v1.Job.state:type_name -> sundial.api.v1.DefinitionState
 	34, // 3: sundial.api.v1.Job.schedule_kind:type_name -> sundial.api.v1.ScheduleKind
 	31, // 4: sundial.api.v1.ApplyJobRequest.spec:type_name -> sundial.v1.JobSpec
-	35, // 5: sundial.api.v1.ApplyJobResponse.status:type_name -> sundial.v1.JobStatus
-	0,  // 6: sundial.api.v1.GetJobResponse.job:type_name -> sundial.api.v1.Job
-	36, // 7: sundial.api.v1.ListJobsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
-	37, // 8: sundial.api.v1.ListJobsRequest.page:type_name -> sundial.api.v1.PageRequest
-	0,  // 9: sundial.api.v1.ListJobsResponse.jobs:type_name -> sundial.api.v1.Job
-	36, // 10: sundial.api.v1.SearchJobsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
-	37, // 11: sundial.api.v1.SearchJobsRequest.page:type_name -> sundial.api.v1.PageRequest
-	0,  // 12: sundial.api.v1.SearchJobsResponse.jobs:type_name -> sundial.api.v1.Job
-	35, // 13: sundial.api.v1.DeleteJobResponse.status:type_name -> sundial.v1.JobStatus
-	0,  // 14: sundial.api.v1.GetJobViewResponse.job:type_name -> sundial.api.v1.Job
-	32, // 15: sundial.api.v1.GetJobViewResponse.next_fire_times:type_name -> google.protobuf.Timestamp
-	13, // 16: sundial.api.v1.GetJobViewResponse.last_runs:type_name -> sundial.api.v1.RunAttempt
-	14, // 17: sundial.api.v1.GetJobViewResponse.stats:type_name -> sundial.api.v1.RunStats
-	32, // 18: sundial.api.v1.RunAttempt.due_time:type_name -> google.protobuf.Timestamp
-	32, // 19: sundial.api.v1.RunAttempt.attempt_due_time:type_name -> google.protobuf.Timestamp
-	32, // 20: sundial.api.v1.RunAttempt.started_at:type_name -> google.protobuf.Timestamp
-	32, // 21: sundial.api.v1.RunAttempt.finished_at:type_name -> google.protobuf.Timestamp
-	38, // 22: sundial.api.v1.RunAttempt.duration:type_name -> google.protobuf.Duration
-	38, // 23: sundial.api.v1.RunStats.trigger_latency_p50:type_name -> google.protobuf.Duration
-	38, // 24: sundial.api.v1.RunStats.trigger_latency_p90:type_name -> google.protobuf.Duration
-	38, // 25: sundial.api.v1.RunStats.trigger_latency_p99:type_name -> google.protobuf.Duration
-	39, // 26: sundial.api.v1.Dag.spec:type_name -> sundial.v1.DagSpec
-	32, // 27: sundial.api.v1.Dag.updated_at:type_name -> google.protobuf.Timestamp
-	33, // 28: sundial.api.v1.Dag.state:type_name -> sundial.api.v1.DefinitionState
-	34, // 29: sundial.api.v1.Dag.schedule_kind:type_name -> sundial.api.v1.ScheduleKind
-	39, // 30: sundial.api.v1.ApplyDagRequest.spec:type_name -> sundial.v1.DagSpec
-	35, // 31: sundial.api.v1.ApplyDagResponse.status:type_name -> sundial.v1.JobStatus
-	15, // 32: sundial.api.v1.GetDagResponse.dag:type_name -> sundial.api.v1.Dag
-	36, // 33: sundial.api.v1.ListDagsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
-	37, // 34: sundial.api.v1.ListDagsRequest.page:type_name -> sundial.api.v1.PageRequest
-	15, // 35: sundial.api.v1.ListDagsResponse.dags:type_name -> sundial.api.v1.Dag
-	35, // 36: sundial.api.v1.DeleteDagResponse.status:type_name -> sundial.v1.JobStatus
-	26, // 37: sundial.api.v1.ListDagRunsResponse.dag_runs:type_name -> sundial.api.v1.DagRunSummary
-	32, // 38: sundial.api.v1.DagRunSummary.due_time:type_name -> google.protobuf.Timestamp
-	32, // 39: sundial.api.v1.DagRunSummary.created_at:type_name -> google.protobuf.Timestamp
-	32, // 40: sundial.api.v1.DagRunSummary.updated_at:type_name -> google.protobuf.Timestamp
-	29, // 41: sundial.api.v1.GetDagRunResponse.dag_run:type_name -> sundial.api.v1.DagRunDetail
-	26, // 42: sundial.api.v1.DagRunDetail.run:type_name -> sundial.api.v1.DagRunSummary
-	39, // 43: sundial.api.v1.DagRunDetail.spec:type_name -> sundial.v1.DagSpec
-	30, // 44: sundial.api.v1.DagRunDetail.nodes:type_name -> sundial.api.v1.DagNodeRun
-	32, // 45: sundial.api.v1.DagRunDetail.ended_at:type_name -> google.protobuf.Timestamp
-	40, // 46: sundial.api.v1.DagNodeRun.run_state:type_name -> sundial.v1.RunState
-	32, // 47: sundial.api.v1.DagNodeRun.started_at:type_name -> google.protobuf.Timestamp
-	32, // 48: sundial.api.v1.DagNodeRun.ended_at:type_name -> google.protobuf.Timestamp
-	32, // 49: sundial.api.v1.DagNodeRun.deadline:type_name -> google.protobuf.Timestamp
-	1,  // 50: sundial.api.v1.JobService.ApplyJob:input_type -> sundial.api.v1.ApplyJobRequest
-	3,  // 51: sundial.api.v1.JobService.GetJob:input_type -> sundial.api.v1.GetJobRequest
-	5,  // 52: sundial.api.v1.JobService.ListJobs:input_type -> sundial.api.v1.ListJobsRequest
-	7,  // 53: sundial.api.v1.JobService.SearchJobs:input_type -> sundial.api.v1.SearchJobsRequest
-	9,  // 54: sundial.api.v1.JobService.DeleteJob:input_type -> sundial.api.v1.DeleteJobRequest
-	11, // 55: sundial.api.v1.JobService.GetJobView:input_type -> sundial.api.v1.GetJobViewRequest
-	16, // 56: sundial.api.v1.DagService.ApplyDag:input_type -> sundial.api.v1.ApplyDagRequest
-	18, // 57: sundial.api.v1.DagService.GetDag:input_type -> sundial.api.v1.GetDagRequest
-	20, // 58: sundial.api.v1.DagService.ListDags:input_type -> sundial.api.v1.ListDagsRequest
-	22, // 59: sundial.api.v1.DagService.DeleteDag:input_type -> sundial.api.v1.DeleteDagRequest
-	24, // 60: sundial.api.v1.DagService.ListDagRuns:input_type -> sundial.api.v1.ListDagRunsRequest
-	27, // 61: sundial.api.v1.DagService.GetDagRun:input_type -> sundial.api.v1.GetDagRunRequest
-	2,  // 62: sundial.api.v1.JobService.ApplyJob:output_type -> sundial.api.v1.ApplyJobResponse
-	4,  // 63: sundial.api.v1.JobService.GetJob:output_type -> sundial.api.v1.GetJobResponse
-	6,  // 64: sundial.api.v1.JobService.ListJobs:output_type -> sundial.api.v1.ListJobsResponse
-	8,  // 65: sundial.api.v1.JobService.SearchJobs:output_type -> sundial.api.v1.SearchJobsResponse
-	10, // 66: sundial.api.v1.JobService.DeleteJob:output_type -> sundial.api.v1.DeleteJobResponse
-	12, // 67: sundial.api.v1.JobService.GetJobView:output_type -> sundial.api.v1.GetJobViewResponse
-	17, // 68: sundial.api.v1.DagService.ApplyDag:output_type -> sundial.api.v1.ApplyDagResponse
-	19, // 69: sundial.api.v1.DagService.GetDag:output_type -> sundial.api.v1.GetDagResponse
-	21, // 70: sundial.api.v1.DagService.ListDags:output_type -> sundial.api.v1.ListDagsResponse
-	23, // 71: sundial.api.v1.DagService.DeleteDag:output_type -> sundial.api.v1.DeleteDagResponse
-	25, // 72: sundial.api.v1.DagService.ListDagRuns:output_type -> sundial.api.v1.ListDagRunsResponse
-	28, // 73: sundial.api.v1.DagService.GetDagRun:output_type -> sundial.api.v1.GetDagRunResponse
-	62, // [62:74] is the sub-list for method output_type
-	50, // [50:62] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	35, // 5: sundial.api.v1.ApplyJobRequest.document:type_name -> sundial.api.v1.DefinitionDocument
+	36, // 6: sundial.api.v1.ApplyJobResponse.status:type_name -> sundial.v1.JobStatus
+	0,  // 7: sundial.api.v1.GetJobResponse.job:type_name -> sundial.api.v1.Job
+	37, // 8: sundial.api.v1.ListJobsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
+	38, // 9: sundial.api.v1.ListJobsRequest.page:type_name -> sundial.api.v1.PageRequest
+	0,  // 10: sundial.api.v1.ListJobsResponse.jobs:type_name -> sundial.api.v1.Job
+	37, // 11: sundial.api.v1.SearchJobsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
+	38, // 12: sundial.api.v1.SearchJobsRequest.page:type_name -> sundial.api.v1.PageRequest
+	0,  // 13: sundial.api.v1.SearchJobsResponse.jobs:type_name -> sundial.api.v1.Job
+	36, // 14: sundial.api.v1.DeleteJobResponse.status:type_name -> sundial.v1.JobStatus
+	0,  // 15: sundial.api.v1.GetJobViewResponse.job:type_name -> sundial.api.v1.Job
+	32, // 16: sundial.api.v1.GetJobViewResponse.next_fire_times:type_name -> google.protobuf.Timestamp
+	13, // 17: sundial.api.v1.GetJobViewResponse.last_runs:type_name -> sundial.api.v1.RunAttempt
+	14, // 18: sundial.api.v1.GetJobViewResponse.stats:type_name -> sundial.api.v1.RunStats
+	32, // 19: sundial.api.v1.RunAttempt.due_time:type_name -> google.protobuf.Timestamp
+	32, // 20: sundial.api.v1.RunAttempt.attempt_due_time:type_name -> google.protobuf.Timestamp
+	32, // 21: sundial.api.v1.RunAttempt.started_at:type_name -> google.protobuf.Timestamp
+	32, // 22: sundial.api.v1.RunAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	39, // 23: sundial.api.v1.RunAttempt.duration:type_name -> google.protobuf.Duration
+	39, // 24: sundial.api.v1.RunStats.trigger_latency_p50:type_name -> google.protobuf.Duration
+	39, // 25: sundial.api.v1.RunStats.trigger_latency_p90:type_name -> google.protobuf.Duration
+	39, // 26: sundial.api.v1.RunStats.trigger_latency_p99:type_name -> google.protobuf.Duration
+	40, // 27: sundial.api.v1.Dag.spec:type_name -> sundial.v1.DagSpec
+	32, // 28: sundial.api.v1.Dag.updated_at:type_name -> google.protobuf.Timestamp
+	33, // 29: sundial.api.v1.Dag.state:type_name -> sundial.api.v1.DefinitionState
+	34, // 30: sundial.api.v1.Dag.schedule_kind:type_name -> sundial.api.v1.ScheduleKind
+	40, // 31: sundial.api.v1.ApplyDagRequest.spec:type_name -> sundial.v1.DagSpec
+	36, // 32: sundial.api.v1.ApplyDagResponse.status:type_name -> sundial.v1.JobStatus
+	15, // 33: sundial.api.v1.GetDagResponse.dag:type_name -> sundial.api.v1.Dag
+	37, // 34: sundial.api.v1.ListDagsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
+	38, // 35: sundial.api.v1.ListDagsRequest.page:type_name -> sundial.api.v1.PageRequest
+	15, // 36: sundial.api.v1.ListDagsResponse.dags:type_name -> sundial.api.v1.Dag
+	36, // 37: sundial.api.v1.DeleteDagResponse.status:type_name -> sundial.v1.JobStatus
+	26, // 38: sundial.api.v1.ListDagRunsResponse.dag_runs:type_name -> sundial.api.v1.DagRunSummary
+	32, // 39: sundial.api.v1.DagRunSummary.due_time:type_name -> google.protobuf.Timestamp
+	32, // 40: sundial.api.v1.DagRunSummary.created_at:type_name -> google.protobuf.Timestamp
+	32, // 41: sundial.api.v1.DagRunSummary.updated_at:type_name -> google.protobuf.Timestamp
+	29, // 42: sundial.api.v1.GetDagRunResponse.dag_run:type_name -> sundial.api.v1.DagRunDetail
+	26, // 43: sundial.api.v1.DagRunDetail.run:type_name -> sundial.api.v1.DagRunSummary
+	40, // 44: sundial.api.v1.DagRunDetail.spec:type_name -> sundial.v1.DagSpec
+	30, // 45: sundial.api.v1.DagRunDetail.nodes:type_name -> sundial.api.v1.DagNodeRun
+	32, // 46: sundial.api.v1.DagRunDetail.ended_at:type_name -> google.protobuf.Timestamp
+	41, // 47: sundial.api.v1.DagNodeRun.run_state:type_name -> sundial.v1.RunState
+	32, // 48: sundial.api.v1.DagNodeRun.started_at:type_name -> google.protobuf.Timestamp
+	32, // 49: sundial.api.v1.DagNodeRun.ended_at:type_name -> google.protobuf.Timestamp
+	32, // 50: sundial.api.v1.DagNodeRun.deadline:type_name -> google.protobuf.Timestamp
+	1,  // 51: sundial.api.v1.JobService.ApplyJob:input_type -> sundial.api.v1.ApplyJobRequest
+	3,  // 52: sundial.api.v1.JobService.GetJob:input_type -> sundial.api.v1.GetJobRequest
+	5,  // 53: sundial.api.v1.JobService.ListJobs:input_type -> sundial.api.v1.ListJobsRequest
+	7,  // 54: sundial.api.v1.JobService.SearchJobs:input_type -> sundial.api.v1.SearchJobsRequest
+	9,  // 55: sundial.api.v1.JobService.DeleteJob:input_type -> sundial.api.v1.DeleteJobRequest
+	11, // 56: sundial.api.v1.JobService.GetJobView:input_type -> sundial.api.v1.GetJobViewRequest
+	16, // 57: sundial.api.v1.DagService.ApplyDag:input_type -> sundial.api.v1.ApplyDagRequest
+	18, // 58: sundial.api.v1.DagService.GetDag:input_type -> sundial.api.v1.GetDagRequest
+	20, // 59: sundial.api.v1.DagService.ListDags:input_type -> sundial.api.v1.ListDagsRequest
+	22, // 60: sundial.api.v1.DagService.DeleteDag:input_type -> sundial.api.v1.DeleteDagRequest
+	24, // 61: sundial.api.v1.DagService.ListDagRuns:input_type -> sundial.api.v1.ListDagRunsRequest
+	27, // 62: sundial.api.v1.DagService.GetDagRun:input_type -> sundial.api.v1.GetDagRunRequest
+	2,  // 63: sundial.api.v1.JobService.ApplyJob:output_type -> sundial.api.v1.ApplyJobResponse
+	4,  // 64: sundial.api.v1.JobService.GetJob:output_type -> sundial.api.v1.GetJobResponse
+	6,  // 65: sundial.api.v1.JobService.ListJobs:output_type -> sundial.api.v1.ListJobsResponse
+	8,  // 66: sundial.api.v1.JobService.SearchJobs:output_type -> sundial.api.v1.SearchJobsResponse
+	10, // 67: sundial.api.v1.JobService.DeleteJob:output_type -> sundial.api.v1.DeleteJobResponse
+	12, // 68: sundial.api.v1.JobService.GetJobView:output_type -> sundial.api.v1.GetJobViewResponse
+	17, // 69: sundial.api.v1.DagService.ApplyDag:output_type -> sundial.api.v1.ApplyDagResponse
+	19, // 70: sundial.api.v1.DagService.GetDag:output_type -> sundial.api.v1.GetDagResponse
+	21, // 71: sundial.api.v1.DagService.ListDags:output_type -> sundial.api.v1.ListDagsResponse
+	23, // 72: sundial.api.v1.DagService.DeleteDag:output_type -> sundial.api.v1.DeleteDagResponse
+	25, // 73: sundial.api.v1.DagService.ListDagRuns:output_type -> sundial.api.v1.ListDagRunsResponse
+	28, // 74: sundial.api.v1.DagService.GetDagRun:output_type -> sundial.api.v1.GetDagRunResponse
+	63, // [63:75] is the sub-list for method output_type
+	51, // [51:63] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_sundial_api_v1_jobs_proto_init() }

@@ -913,7 +913,13 @@ type PlanApplyRequest struct {
 	// The definitions, as they would be applied.
 	Jobs []*v1.JobSpec `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
 	// How many next fire times to compute per job; default 5, at most 100.
-	NextFires     uint32 `protobuf:"varint,2,opt,name=next_fires,json=nextFires,proto3" json:"next_fires,omitempty"`
+	NextFires uint32 `protobuf:"varint,2,opt,name=next_fires,json=nextFires,proto3" json:"next_fires,omitempty"`
+	// The definitions as a person writes them (YAML or JSON), in place of
+	// jobs: the server decodes them as `sundial jobs apply -f` reads a
+	// file. When a definition of it does not decode, the answer is one plan
+	// whose errors name every problem (field as written, line, reason), and
+	// nothing is planned.
+	Document      *DefinitionDocument `protobuf:"bytes,3,opt,name=document,proto3" json:"document,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -960,6 +966,13 @@ func (x *PlanApplyRequest) GetNextFires() uint32 {
 		return x.NextFires
 	}
 	return 0
+}
+
+func (x *PlanApplyRequest) GetDocument() *DefinitionDocument {
+	if x != nil {
+		return x.Document
+	}
+	return nil
 }
 
 // PlanApplyResponse is one plan per definition, in request order.
@@ -1027,7 +1040,11 @@ type DefinitionPlan struct {
 	// definition in force (negative where it removes some). An occurrence of
 	// a SHARDED job counts its shards, of a BROADCAST job the live members of
 	// its pool (one when the server knows none: a lower bound).
-	Load          []*BucketLoad `protobuf:"bytes,7,rep,name=load,proto3" json:"load,omitempty"`
+	Load []*BucketLoad `protobuf:"bytes,7,rep,name=load,proto3" json:"load,omitempty"`
+	// The definition planned, when it was read from the request's document:
+	// as decoded, in its protobuf form, so that a client shows what the
+	// server read.
+	Spec          *v1.JobSpec `protobuf:"bytes,8,opt,name=spec,proto3" json:"spec,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1107,6 +1124,13 @@ func (x *DefinitionPlan) GetShard() uint32 {
 func (x *DefinitionPlan) GetLoad() []*BucketLoad {
 	if x != nil {
 		return x.Load
+	}
+	return nil
+}
+
+func (x *DefinitionPlan) GetSpec() *v1.JobSpec {
+	if x != nil {
+		return x.Spec
 	}
 	return nil
 }
@@ -1501,13 +1525,14 @@ const file_sundial_api_v1_operator_proto_rawDesc = "" +
 	"\bfinished\x18\x05 \x03(\v21.sundial.api.v1.BackfillJobResponse.FinishedEntryR\bfinished\x1a;\n" +
 	"\rFinishedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"Z\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\x9a\x01\n" +
 	"\x10PlanApplyRequest\x12'\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x13.sundial.v1.JobSpecR\x04jobs\x12\x1d\n" +
 	"\n" +
-	"next_fires\x18\x02 \x01(\rR\tnextFires\"I\n" +
+	"next_fires\x18\x02 \x01(\rR\tnextFires\x12>\n" +
+	"\bdocument\x18\x03 \x01(\v2\".sundial.api.v1.DefinitionDocumentR\bdocument\"I\n" +
 	"\x11PlanApplyResponse\x124\n" +
-	"\x05plans\x18\x01 \x03(\v2\x1e.sundial.api.v1.DefinitionPlanR\x05plans\"\xa9\x02\n" +
+	"\x05plans\x18\x01 \x03(\v2\x1e.sundial.api.v1.DefinitionPlanR\x05plans\"\xd2\x02\n" +
 	"\x0eDefinitionPlan\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12.\n" +
 	"\x06errors\x18\x02 \x03(\v2\x16.sundial.v1.FieldErrorR\x06errors\x12\x18\n" +
@@ -1516,7 +1541,8 @@ const file_sundial_api_v1_operator_proto_rawDesc = "" +
 	"\n" +
 	"next_fires\x18\x05 \x03(\v2\x1a.google.protobuf.TimestampR\tnextFires\x12\x14\n" +
 	"\x05shard\x18\x06 \x01(\rR\x05shard\x12.\n" +
-	"\x04load\x18\a \x03(\v2\x1a.sundial.api.v1.BucketLoadR\x04load\"Q\n" +
+	"\x04load\x18\a \x03(\v2\x1a.sundial.api.v1.BucketLoadR\x04load\x12'\n" +
+	"\x04spec\x18\b \x01(\v2\x13.sundial.v1.JobSpecR\x04spec\"Q\n" +
 	"\vFieldChange\x12\x14\n" +
 	"\x05field\x18\x01 \x01(\tR\x05field\x12\x16\n" +
 	"\x06before\x18\x02 \x01(\tR\x06before\x12\x14\n" +
@@ -1602,7 +1628,8 @@ var file_sundial_api_v1_operator_proto_goTypes = []any{
 	(*v1.RunEvent)(nil),           // 27: sundial.v1.RunEvent
 	(*timestamppb.Timestamp)(nil), // 28: google.protobuf.Timestamp
 	(*v1.JobSpec)(nil),            // 29: sundial.v1.JobSpec
-	(*v1.FieldError)(nil),         // 30: sundial.v1.FieldError
+	(*DefinitionDocument)(nil),    // 30: sundial.api.v1.DefinitionDocument
+	(*v1.FieldError)(nil),         // 31: sundial.v1.FieldError
 }
 var file_sundial_api_v1_operator_proto_depIdxs = []int32{
 	0,  // 0: sundial.api.v1.BulkJobsRequest.action:type_name -> sundial.api.v1.BulkAction
@@ -1620,35 +1647,37 @@ var file_sundial_api_v1_operator_proto_depIdxs = []int32{
 	28, // 12: sundial.api.v1.BackfillJobResponse.occurrences:type_name -> google.protobuf.Timestamp
 	22, // 13: sundial.api.v1.BackfillJobResponse.finished:type_name -> sundial.api.v1.BackfillJobResponse.FinishedEntry
 	29, // 14: sundial.api.v1.PlanApplyRequest.jobs:type_name -> sundial.v1.JobSpec
-	15, // 15: sundial.api.v1.PlanApplyResponse.plans:type_name -> sundial.api.v1.DefinitionPlan
-	30, // 16: sundial.api.v1.DefinitionPlan.errors:type_name -> sundial.v1.FieldError
-	16, // 17: sundial.api.v1.DefinitionPlan.changes:type_name -> sundial.api.v1.FieldChange
-	28, // 18: sundial.api.v1.DefinitionPlan.next_fires:type_name -> google.protobuf.Timestamp
-	17, // 19: sundial.api.v1.DefinitionPlan.load:type_name -> sundial.api.v1.BucketLoad
-	28, // 20: sundial.api.v1.BucketLoad.bucket:type_name -> google.protobuf.Timestamp
-	26, // 21: sundial.api.v1.CancelRunRequest.wait_timeout:type_name -> google.protobuf.Duration
-	27, // 22: sundial.api.v1.CancelRunResponse.event:type_name -> sundial.v1.RunEvent
-	5,  // 23: sundial.api.v1.OperatorService.PauseJob:input_type -> sundial.api.v1.PauseJobRequest
-	7,  // 24: sundial.api.v1.OperatorService.ResumeJob:input_type -> sundial.api.v1.ResumeJobRequest
-	9,  // 25: sundial.api.v1.OperatorService.TriggerJob:input_type -> sundial.api.v1.TriggerJobRequest
-	11, // 26: sundial.api.v1.OperatorService.BackfillJob:input_type -> sundial.api.v1.BackfillJobRequest
-	13, // 27: sundial.api.v1.OperatorService.PlanApply:input_type -> sundial.api.v1.PlanApplyRequest
-	18, // 28: sundial.api.v1.OperatorService.CancelRun:input_type -> sundial.api.v1.CancelRunRequest
-	20, // 29: sundial.api.v1.OperatorService.RetryRun:input_type -> sundial.api.v1.RetryRunRequest
-	2,  // 30: sundial.api.v1.OperatorService.BulkJobs:input_type -> sundial.api.v1.BulkJobsRequest
-	6,  // 31: sundial.api.v1.OperatorService.PauseJob:output_type -> sundial.api.v1.PauseJobResponse
-	8,  // 32: sundial.api.v1.OperatorService.ResumeJob:output_type -> sundial.api.v1.ResumeJobResponse
-	10, // 33: sundial.api.v1.OperatorService.TriggerJob:output_type -> sundial.api.v1.TriggerJobResponse
-	12, // 34: sundial.api.v1.OperatorService.BackfillJob:output_type -> sundial.api.v1.BackfillJobResponse
-	14, // 35: sundial.api.v1.OperatorService.PlanApply:output_type -> sundial.api.v1.PlanApplyResponse
-	19, // 36: sundial.api.v1.OperatorService.CancelRun:output_type -> sundial.api.v1.CancelRunResponse
-	21, // 37: sundial.api.v1.OperatorService.RetryRun:output_type -> sundial.api.v1.RetryRunResponse
-	3,  // 38: sundial.api.v1.OperatorService.BulkJobs:output_type -> sundial.api.v1.BulkJobsResponse
-	31, // [31:39] is the sub-list for method output_type
-	23, // [23:31] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	30, // 15: sundial.api.v1.PlanApplyRequest.document:type_name -> sundial.api.v1.DefinitionDocument
+	15, // 16: sundial.api.v1.PlanApplyResponse.plans:type_name -> sundial.api.v1.DefinitionPlan
+	31, // 17: sundial.api.v1.DefinitionPlan.errors:type_name -> sundial.v1.FieldError
+	16, // 18: sundial.api.v1.DefinitionPlan.changes:type_name -> sundial.api.v1.FieldChange
+	28, // 19: sundial.api.v1.DefinitionPlan.next_fires:type_name -> google.protobuf.Timestamp
+	17, // 20: sundial.api.v1.DefinitionPlan.load:type_name -> sundial.api.v1.BucketLoad
+	29, // 21: sundial.api.v1.DefinitionPlan.spec:type_name -> sundial.v1.JobSpec
+	28, // 22: sundial.api.v1.BucketLoad.bucket:type_name -> google.protobuf.Timestamp
+	26, // 23: sundial.api.v1.CancelRunRequest.wait_timeout:type_name -> google.protobuf.Duration
+	27, // 24: sundial.api.v1.CancelRunResponse.event:type_name -> sundial.v1.RunEvent
+	5,  // 25: sundial.api.v1.OperatorService.PauseJob:input_type -> sundial.api.v1.PauseJobRequest
+	7,  // 26: sundial.api.v1.OperatorService.ResumeJob:input_type -> sundial.api.v1.ResumeJobRequest
+	9,  // 27: sundial.api.v1.OperatorService.TriggerJob:input_type -> sundial.api.v1.TriggerJobRequest
+	11, // 28: sundial.api.v1.OperatorService.BackfillJob:input_type -> sundial.api.v1.BackfillJobRequest
+	13, // 29: sundial.api.v1.OperatorService.PlanApply:input_type -> sundial.api.v1.PlanApplyRequest
+	18, // 30: sundial.api.v1.OperatorService.CancelRun:input_type -> sundial.api.v1.CancelRunRequest
+	20, // 31: sundial.api.v1.OperatorService.RetryRun:input_type -> sundial.api.v1.RetryRunRequest
+	2,  // 32: sundial.api.v1.OperatorService.BulkJobs:input_type -> sundial.api.v1.BulkJobsRequest
+	6,  // 33: sundial.api.v1.OperatorService.PauseJob:output_type -> sundial.api.v1.PauseJobResponse
+	8,  // 34: sundial.api.v1.OperatorService.ResumeJob:output_type -> sundial.api.v1.ResumeJobResponse
+	10, // 35: sundial.api.v1.OperatorService.TriggerJob:output_type -> sundial.api.v1.TriggerJobResponse
+	12, // 36: sundial.api.v1.OperatorService.BackfillJob:output_type -> sundial.api.v1.BackfillJobResponse
+	14, // 37: sundial.api.v1.OperatorService.PlanApply:output_type -> sundial.api.v1.PlanApplyResponse
+	19, // 38: sundial.api.v1.OperatorService.CancelRun:output_type -> sundial.api.v1.CancelRunResponse
+	21, // 39: sundial.api.v1.OperatorService.RetryRun:output_type -> sundial.api.v1.RetryRunResponse
+	3,  // 40: sundial.api.v1.OperatorService.BulkJobs:output_type -> sundial.api.v1.BulkJobsResponse
+	33, // [33:41] is the sub-list for method output_type
+	25, // [25:33] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_sundial_api_v1_operator_proto_init() }

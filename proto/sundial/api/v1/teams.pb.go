@@ -238,7 +238,14 @@ func (x *CreateTeamRequest) GetDescription() string {
 type CreateTeamResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The team.
-	Team          *Team `protobuf:"bytes,1,opt,name=team,proto3" json:"team,omitempty"`
+	Team *Team `protobuf:"bytes,1,opt,name=team,proto3" json:"team,omitempty"`
+	// The Kafka topic of the team's job and DAG definitions,
+	// sundial.jobs.<team> (with the installation's prefix), made as `sundial
+	// migrate --teams` makes it, or found; empty when the server makes no
+	// topic (then `sundial migrate --teams` does).
+	Topic string `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Whether this call made the topic (false: it existed).
+	TopicCreated  bool `protobuf:"varint,3,opt,name=topic_created,json=topicCreated,proto3" json:"topic_created,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -278,6 +285,20 @@ func (x *CreateTeamResponse) GetTeam() *Team {
 		return x.Team
 	}
 	return nil
+}
+
+func (x *CreateTeamResponse) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *CreateTeamResponse) GetTopicCreated() bool {
+	if x != nil {
+		return x.TopicCreated
+	}
+	return false
 }
 
 // DeleteTeamRequest names the team.
@@ -833,9 +854,11 @@ const file_sundial_api_v1_teams_proto_rawDesc = "" +
 	"\x05teams\x18\x01 \x03(\v2\x14.sundial.api.v1.TeamR\x05teams\"I\n" +
 	"\x11CreateTeamRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
-	"\vdescription\x18\x02 \x01(\tR\vdescription\">\n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\"y\n" +
 	"\x12CreateTeamResponse\x12(\n" +
-	"\x04team\x18\x01 \x01(\v2\x14.sundial.api.v1.TeamR\x04team\"'\n" +
+	"\x04team\x18\x01 \x01(\v2\x14.sundial.api.v1.TeamR\x04team\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12#\n" +
+	"\rtopic_created\x18\x03 \x01(\bR\ftopicCreated\"'\n" +
 	"\x11DeleteTeamRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x14\n" +
 	"\x12DeleteTeamResponse\"\xea\x02\n" +

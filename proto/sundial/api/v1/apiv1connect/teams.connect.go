@@ -51,11 +51,19 @@ const (
 type TeamServiceClient interface {
 	// ListTeams returns every team, by name. Cluster admin only.
 	ListTeams(context.Context, *connect.Request[v1.ListTeamsRequest]) (*connect.Response[v1.ListTeamsResponse], error)
-	// CreateTeam adds a team. Cluster admin only. Its definitions topic
-	// (sundial.jobs.<team>) is made by `sundial migrate --teams`.
+	// CreateTeam adds a team. Cluster admin only. The server first makes the
+	// team's definitions topic (sundial.jobs.<team>) as `sundial migrate
+	// --teams` does, keeping one that exists, so a call that fails (Kafka
+	// unavailable) stores no team and may be repeated; then the team.
 	CreateTeam(context.Context, *connect.Request[v1.CreateTeamRequest]) (*connect.Response[v1.CreateTeamResponse], error)
 	// DeleteTeam removes a team that has no job and no live token
-	// (FAILED_PRECONDITION otherwise). Cluster admin only.
+	// (FAILED_PRECONDITION otherwise). Cluster admin only. The team's job
+	// topic is kept, and a team created again with the name goes on with
+	// it: a job's revision is the offset of its record on that topic, and a
+	// deleted job's tombstone in the store keeps its revision, so on a topic
+	// made anew (offsets from 0) the id defined again would come below the
+	// tombstone and be refused as STALE. Delete the topic with Kafka's tools
+	// only for a name that is never used again.
 	DeleteTeam(context.Context, *connect.Request[v1.DeleteTeamRequest]) (*connect.Response[v1.DeleteTeamResponse], error)
 	// ListTokens returns tokens' metadata, never their secrets.
 	ListTokens(context.Context, *connect.Request[v1.ListTokensRequest]) (*connect.Response[v1.ListTokensResponse], error)
@@ -160,11 +168,19 @@ func (c *teamServiceClient) RevokeToken(ctx context.Context, req *connect.Reques
 type TeamServiceHandler interface {
 	// ListTeams returns every team, by name. Cluster admin only.
 	ListTeams(context.Context, *connect.Request[v1.ListTeamsRequest]) (*connect.Response[v1.ListTeamsResponse], error)
-	// CreateTeam adds a team. Cluster admin only. Its definitions topic
-	// (sundial.jobs.<team>) is made by `sundial migrate --teams`.
+	// CreateTeam adds a team. Cluster admin only. The server first makes the
+	// team's definitions topic (sundial.jobs.<team>) as `sundial migrate
+	// --teams` does, keeping one that exists, so a call that fails (Kafka
+	// unavailable) stores no team and may be repeated; then the team.
 	CreateTeam(context.Context, *connect.Request[v1.CreateTeamRequest]) (*connect.Response[v1.CreateTeamResponse], error)
 	// DeleteTeam removes a team that has no job and no live token
-	// (FAILED_PRECONDITION otherwise). Cluster admin only.
+	// (FAILED_PRECONDITION otherwise). Cluster admin only. The team's job
+	// topic is kept, and a team created again with the name goes on with
+	// it: a job's revision is the offset of its record on that topic, and a
+	// deleted job's tombstone in the store keeps its revision, so on a topic
+	// made anew (offsets from 0) the id defined again would come below the
+	// tombstone and be refused as STALE. Delete the topic with Kafka's tools
+	// only for a name that is never used again.
 	DeleteTeam(context.Context, *connect.Request[v1.DeleteTeamRequest]) (*connect.Response[v1.DeleteTeamResponse], error)
 	// ListTokens returns tokens' metadata, never their secrets.
 	ListTokens(context.Context, *connect.Request[v1.ListTokensRequest]) (*connect.Response[v1.ListTokensResponse], error)
