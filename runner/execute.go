@@ -132,7 +132,7 @@ func (x *execution) logger() *slog.Logger {
 // debugOn reports whether the runner logs at debug level. The run's
 // logger is made only then: making it (slog's With) allocates on every
 // run, and most deployments log at info.
-func (x *execution) debugOn() bool { return x.r.log.Enabled(context.Background(), slog.LevelDebug) }
+func (x *execution) debugOn(ctx context.Context) bool { return x.r.log.Enabled(ctx, slog.LevelDebug) }
 
 func decodeRun(rec *kgo.Record, run *sundialv1.Run) error {
 	ct := ""

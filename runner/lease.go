@@ -80,7 +80,7 @@ func (x *execution) acquire(ctx context.Context) (leasing.Lease, acquireOutcome)
 			}
 			return lease, out
 		case stepWaitHolder:
-			if x.debugOn() {
+			if x.debugOn(ctx) {
 				x.logger().Debug("run is leased by another holder; waiting", "retry_in", wait)
 			}
 		case stepReplace:

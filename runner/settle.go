@@ -62,7 +62,7 @@ func (s settlement) notAcquired(ctx context.Context, acq acquireOutcome) result 
 	switch acq.res {
 	case alreadyDone:
 		r.m.runs.WithLabelValues(outcomeDuplicate).Inc()
-		if s.debugOn() {
+		if s.debugOn(ctx) {
 			s.logger().Debug("run already done; skipped")
 		}
 		return finished
@@ -139,7 +139,7 @@ func (s settlement) succeeded(ctx context.Context, keeper *leasing.Keeper, start
 			s.logger().Warn("could not set the run's dedupe mark", "err", err)
 		}
 		r.m.runs.WithLabelValues(outcomeSucceeded).Inc()
-		if s.debugOn() {
+		if s.debugOn(ctx) {
 			s.logger().Debug("run succeeded", "duration", dur)
 		}
 	}, func() {
