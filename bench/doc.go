@@ -34,8 +34,9 @@
 //     the per-run counts of perRunWork, read off the code paths: the
 //     dispatcher writes the next occurrence (1 write, no read) and emits
 //     the run and ENQUEUED, the runner makes 2 EVALSHA calls (acquire,
-//     complete) and emits STARTED and SUCCEEDED, and the history writer
-//     stores the three as one runs row and its runs_by_time row (2
+//     complete) and emits SUCCEEDED carrying the start (STARTED only for a
+//     run longer than runner.Config.StartedDelay), and the history writer
+//     stores the two as one runs row and its runs_by_time row (2
 //     writes). The report's "Backend work per run" counts the requests
 //     themselves, by component, from the clients' hooks.
 //     L = min(K, R plain / 2, C / 1) (Limit) is the same with the least work

@@ -218,7 +218,7 @@ func (herdScenario) shape(w *loadgen.Workload) { w.HerdAt = w.Start }
 
 func (herdScenario) perRun(p *PerRun) {
 	p.CassandraWrites = 0
-	p.Explanation = "dispatcher: run record + ENQUEUED event (a one-off has no next occurrence), no read; runner: acquire + complete EVALSHA, STARTED + SUCCEEDED events"
+	p.Explanation = "dispatcher: run record + ENQUEUED event (a one-off has no next occurrence), no read; runner: acquire + complete EVALSHA, SUCCEEDED event carrying the start (STARTED elided)"
 }
 
 func (herdScenario) targets(_ Config, r *Report, s System, add addTarget) {

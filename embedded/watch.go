@@ -58,8 +58,14 @@ func describe(rec *kgo.Record, dlqTopic string) string {
 	}
 	state := strings.TrimPrefix(ev.GetState().String(), "RUN_STATE_")
 	line := fmt.Sprintf("%s  %-16s %-10s run=%s attempt=%d", stamp(ev.GetTime().AsTime()), ev.GetJobId(), state, ev.GetRunId(), ev.GetAttempt())
-	if ev.GetState() == sundialv1.RunState_RUN_STATE_STARTED && ev.GetDueTime() != nil {
+	// The start: STARTED's time, or the started_time an outcome carries
+	// when the run ended before its runner produced STARTED.
+	switch {
+	case ev.GetDueTime() == nil:
+	case ev.GetState() == sundialv1.RunState_RUN_STATE_STARTED:
 		line += fmt.Sprintf(" late=%s", ev.GetTime().AsTime().Sub(ev.GetDueTime().AsTime()).Round(time.Millisecond))
+	case ev.GetStartedTime() != nil:
+		line += fmt.Sprintf(" late=%s", ev.GetStartedTime().AsTime().Sub(ev.GetDueTime().AsTime()).Round(time.Millisecond))
 	}
 	if d := ev.GetDuration(); d != nil {
 		line += fmt.Sprintf(" took=%s", d.AsDuration().Round(time.Microsecond))

@@ -71,6 +71,14 @@ func TestRecords(t *testing.T) {
 				r.State = store.StateSucceeded
 				r.Started, r.Finished, r.Duration = t1.Add(-4*time.Millisecond), t1, 4*time.Millisecond
 			})}},
+		{"succeeded carrying its start (its STARTED not produced)", event(sundialv1.RunState_RUN_STATE_SUCCEEDED, 1, t1, func(ev *sundialv1.RunEvent) {
+			ev.Duration = durationpb.New(4 * time.Millisecond)
+			ev.StartedTime = timestamppb.New(t1.Add(-5 * time.Millisecond))
+			ev.LeasedTime = timestamppb.New(t1.Add(-6 * time.Millisecond))
+		}), []store.RunRecord{with(func(r *store.RunRecord) {
+			r.State = store.StateSucceeded
+			r.Leased, r.Started, r.Finished, r.Duration = t1.Add(-6*time.Millisecond), t1.Add(-5*time.Millisecond), t1, 4*time.Millisecond
+		})}},
 		{"timed out", event(sundialv1.RunState_RUN_STATE_TIMED_OUT, 1, t1, func(ev *sundialv1.RunEvent) {
 			ev.Error = &sundialv1.RunError{Code: "timeout", Message: "too slow"}
 		}), []store.RunRecord{with(func(r *store.RunRecord) { r.State = store.StateFailed; r.Finished = t1; r.Error = "timeout: too slow" })}},

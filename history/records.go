@@ -41,6 +41,12 @@ func Records(ev *sundialv1.RunEvent) []store.RunRecord {
 			r.Duration = d.AsDuration()
 			r.Started = at.Add(-r.Duration)
 		}
+		// The start as the runner took it, when the event carries it:
+		// a short attempt's STARTED is not produced (its outcome carries
+		// the start instead).
+		if t := ev.GetStartedTime(); t != nil {
+			r.Started = t.AsTime()
+		}
 		return r
 	}
 	errText := func() string {

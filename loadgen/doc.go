@@ -34,9 +34,11 @@
 //
 // The definitions are the bench's (bench/README.md, "Reading a report"):
 //
-//   - Trigger latency of a run: the time of its first STARTED event of
-//     attempt 1 (the runner holds the lease and starts the execution) minus
-//     the attempt's due time. Open loop: a backlog shows up as latency.
+//   - Trigger latency of a run: its first start of attempt 1 (the runner
+//     holds the lease and starts the execution) minus the attempt's due
+//     time: the started_time of the first event that carries one, STARTED
+//     or the outcome of a run too short for its runner to produce STARTED
+//     (runner.Config.StartedDelay), or a STARTED event's time. Open loop: a backlog shows up as latency.
 //   - Dispatch latency: the run record's broker timestamp minus its due
 //     time. The bench creates its run topics with
 //     message.timestamp.type=LogAppendTime, so the timestamp is the moment
@@ -49,8 +51,10 @@
 //   - Duplicate executions: runs with more than one execution of the same
 //     attempt. An execution is identified by (attempt, fencing token,
 //     runner): events are published at least once, so the same STARTED
-//     event read twice is one execution, while two leases on one run are
-//     two.
+//     event read twice, or a STARTED and the outcome of its execution, are
+//     one execution, while two leases on one run are two. An execution
+//     whose runner died before it produced STARTED or an outcome is not
+//     seen (its STARTED waits up to the runner's StartedDelay).
 //   - Duplicate effects: idempotency keys (run ids) the Downstream applied
 //     more than once, which with a downstream honouring the key means two
 //     requests of one run applied at the same time. Redeliveries (requests

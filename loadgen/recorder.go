@@ -105,15 +105,23 @@ func latencyUs(d time.Duration) (int64, bool) {
 	return min(us, histMax), false
 }
 
-// ObserveEvent records one run event. Only STARTED events matter: the first
-// STARTED of attempt 1 of a run gives its trigger latency (event time minus
-// the attempt's due time); every distinct execution (attempt, fencing
-// token, runner) is remembered for the duplicate count.
+// ObserveEvent records one run event. Only the events that tell a start
+// matter: STARTED, and any other event carrying started_time (a runner
+// holds STARTED back and drops it when the attempt ends soon after, its
+// outcome carrying the start). The first start of attempt 1 of a run gives
+// its trigger latency (started_time, or a STARTED event's time without it,
+// minus the attempt's due time); every distinct execution (attempt, fencing
+// token, runner) is remembered for the duplicate count, whichever of its
+// events told it.
 func (r *Recorder) ObserveEvent(ev *sundialv1.RunEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events++
-	if ev.GetState() != sundialv1.RunState_RUN_STATE_STARTED {
+	start := ev.GetStartedTime()
+	if start == nil && ev.GetState() == sundialv1.RunState_RUN_STATE_STARTED {
+		start = ev.GetTime()
+	}
+	if start == nil && ev.GetState() != sundialv1.RunState_RUN_STATE_STARTED {
 		return
 	}
 	k, ok := r.parse(ev.GetRunId())
@@ -121,7 +129,7 @@ func (r *Recorder) ObserveEvent(ev *sundialv1.RunEvent) {
 		r.foreign++
 		return
 	}
-	if ev.GetTime() == nil || ev.GetAttemptDueTime() == nil {
+	if start == nil || ev.GetAttemptDueTime() == nil {
 		r.malformed++
 		return
 	}
@@ -141,12 +149,12 @@ func (r *Recorder) ObserveEvent(ev *sundialv1.RunEvent) {
 		return
 	}
 	r.started++
-	us, early := latencyUs(ev.GetTime().AsTime().Sub(ev.GetAttemptDueTime().AsTime()))
+	us, early := latencyUs(start.AsTime().Sub(ev.GetAttemptDueTime().AsTime()))
 	if early {
 		r.early++
 	}
 	r.recent.RecordValue(us) //nolint:errcheck // clamped into range above
-	s.latencyUs, s.startMs = us, ev.GetTime().AsTime().UnixMilli()
+	s.latencyUs, s.startMs = us, start.AsTime().UnixMilli()
 }
 
 // ObserveDispatch records a run record acknowledged by Kafka at acked: the

@@ -37,6 +37,15 @@ func started(p *Plan, job int, due time.Time, attempt uint32, token int64, runne
 	}
 }
 
+// outcome is the SUCCEEDED event of an execution that started startAfter
+// the due time and ended endAfter it, carrying its start.
+func outcome(p *Plan, job int, due time.Time, attempt uint32, token int64, runner string, startAfter, endAfter time.Duration) *sundialv1.RunEvent {
+	ev := started(p, job, due, attempt, token, runner, endAfter)
+	ev.State = sundialv1.RunState_RUN_STATE_SUCCEEDED
+	ev.StartedTime = timestamppb.New(due.Add(startAfter))
+	return ev
+}
+
 func formatMs(t time.Time) string { return itoa(t.UnixMilli()) }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
@@ -122,6 +131,25 @@ func TestRecorderCounts(t *testing.T) {
 			},
 			want:      Counts{Expected: 8, Lost: 8, StartedDuringWindow: 1, Unexpected: 1, Events: 4, Foreign: 1},
 			latencies: []int64{1}, // the wrong-time run is in the window
+		},
+		{
+			name: "an outcome that carries the start (STARTED elided) is the start; its own time is not",
+			events: func(p *Plan) []*sundialv1.RunEvent {
+				e := outcome(p, 2, due(2, 0), 1, 7, "r1", 4*time.Millisecond, 15*time.Millisecond)
+				return []*sundialv1.RunEvent{e}
+			},
+			want:      Counts{Expected: 8, StartedInWindow: 1, StartedDuringWindow: 1, Lost: 7, Events: 1},
+			latencies: []int64{4},
+		},
+		{
+			name: "a STARTED and the outcome of the same execution are one execution",
+			events: func(p *Plan) []*sundialv1.RunEvent {
+				st := started(p, 2, due(2, 0), 1, 7, "r1", 4*time.Millisecond)
+				st.StartedTime = timestamppb.New(due(2, 0).Add(3 * time.Millisecond))
+				return []*sundialv1.RunEvent{st, outcome(p, 2, due(2, 0), 1, 7, "r1", 3*time.Millisecond, 2*time.Second)}
+			},
+			want:      Counts{Expected: 8, StartedInWindow: 1, StartedDuringWindow: 1, Lost: 7, Events: 2},
+			latencies: []int64{3},
 		},
 		{
 			name: "a run due in the window that starts after it is not lost, but does not count as sustained",

@@ -54,8 +54,10 @@ func (a attempt) runTarget(leaseCtx context.Context) attemptEnd {
 	end.err = r.breakers.Do(a.downstream, func() error {
 		end.started = r.cfg.Now()
 		a.ev.started = end.started
-		a.ev.emit(a.ev.event(sundialv1.RunState_RUN_STATE_STARTED, nil))
-		a.logger().Debug("run started", "fencing_token", token, "trigger_latency", a.held.latency)
+		a.ev.emitStarted(a.ev.event(sundialv1.RunState_RUN_STATE_STARTED, nil)) //nolint:contextcheck // produced detached from the attempt, which may end first
+		if a.debugOn(attemptCtx) {
+			a.logger().Debug("run started", "fencing_token", token, "trigger_latency", a.held.latency)
+		}
 		a.ev.out = &target.Output{}
 		return r.targets.Execute(attemptCtx, target.Request{Run: run, FencingToken: token, Output: a.ev.out})
 	})

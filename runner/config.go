@@ -51,6 +51,7 @@ const (
 	DefaultRunTimeout             = 30 * time.Second
 	DefaultQueueDelay             = time.Second
 	DefaultWaitBound              = 2 * time.Second
+	DefaultStartedDelay           = time.Second
 	DefaultHeldRetry              = 200 * time.Millisecond
 	DefaultReplaceGrace           = 2 * time.Second
 	DefaultShutdownTimeout        = 30 * time.Second
@@ -198,6 +199,15 @@ type Config struct {
 	// received → leased) may be before its events name the wait
 	// (RunEvent.wait_reason, package lateness). Default DefaultWaitBound.
 	WaitBound time.Duration
+	// StartedDelay is how long an attempt's STARTED event is held back: an
+	// attempt that ends within it produces its outcome alone, which
+	// carries its start (RunEvent.started_time and duration), so most runs
+	// cost three records on sundial.events instead of four; a longer one
+	// has its STARTED produced when the delay passes, with the time it
+	// started. Readers of the topic learn of a start up to this much later
+	// (history gathers for a second anyway). Default DefaultStartedDelay;
+	// negative: STARTED is produced as the attempt starts.
+	StartedDelay time.Duration
 	// FanoutRetention is how long Redis keeps what a BROADCAST or SHARDED
 	// run records (its broadcast plan and its finished children, fanout.go):
 	// a child that finishes later than this after the last one before it
@@ -303,6 +313,7 @@ func (c Config) withDefaults() Config {
 	c.RouteDelay = cmp.Or(c.RouteDelay, DefaultQueueDelay)
 	c.DirectForgetAfter = cmp.Or(c.DirectForgetAfter, DefaultDirectForgetAfter)
 	c.WaitBound = cmp.Or(c.WaitBound, DefaultWaitBound)
+	c.StartedDelay = cmp.Or(c.StartedDelay, DefaultStartedDelay)
 	c.FanoutRetention = cmp.Or(c.FanoutRetention, DefaultFanoutRetention)
 	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
 	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, DefaultHeartbeatInterval)

@@ -166,6 +166,16 @@
 //     The attempt runs under the job's timeout. The fencing token goes
 //     downstream with the run id (HTTP Sundial-Fencing-Token and
 //     Idempotency-Key; Kafka record headers).
+//     STARTED is held back for Config.StartedDelay (1s, events.go
+//     emitStarted): an attempt that ends within it produces only its
+//     outcome, which carries the start (started_time, duration), so a
+//     short run costs one record fewer; a longer one has STARTED produced
+//     when the delay passes, with the time it started, and always before
+//     any later event of the delivery (one lock orders them). A delivery
+//     that ends unfinished produces a STARTED still held as it ends. A
+//     runner that dies within the delay leaves no STARTED of that
+//     execution, as it left none of an execution whose STARTED was still
+//     in its producer's buffer.
 //  4. Success: SUCCEEDED is acknowledged first, then the dedupe mark is set
 //     (leasing Complete), then the offset may be committed. A crash in
 //     between executes the run again, which the downstream absorbs by the
@@ -327,7 +337,8 @@
 // Stop still leaves the group (consume.LeaveStatic).
 //
 // Trigger latency (lease acquired − the attempt's due time) is a histogram
-// metric and the STARTED event's time − attempt_due_time.
+// metric and, in the events, started_time − attempt_due_time (STARTED, or
+// the outcome that carries the start of a short attempt).
 //
 // # Metrics and logs
 //

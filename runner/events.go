@@ -42,6 +42,14 @@ type runEvents struct {
 	// traceID is the trace id of the delivery's span, "" with none.
 	traceID string
 
+	// held is the delivery's STARTED event while it is held back
+	// (Config.StartedDelay, emitStarted), nil otherwise; heldTimer
+	// produces it when the delay passes. heldMu orders it before any
+	// later event of the delivery.
+	heldMu    sync.Mutex
+	held      *sundialv1.RunEvent
+	heldTimer *time.Timer
+
 	pending sync.WaitGroup
 	errMu   sync.Mutex
 	prodErr error
@@ -89,8 +97,50 @@ func (e *runEvents) event(state sundialv1.RunState, mod func(*sundialv1.RunEvent
 	return ev
 }
 
-// emit produces ev to the events topic without waiting; flush waits.
+// emitStarted emits ev, the delivery's STARTED event, or holds it back for
+// Config.StartedDelay: an attempt that ends within the delay produces
+// its outcome alone, which carries the start (started_time, duration), so
+// a short run costs one record fewer. A STARTED held that long is
+// produced then, with the time it was made; one still held when the
+// delivery ends without another event (unfinished) is produced then
+// (releaseStarted).
+func (e *runEvents) emitStarted(ev *sundialv1.RunEvent) {
+	d := e.r.cfg.StartedDelay
+	if d < 0 {
+		e.emit(ev)
+		return
+	}
+	e.heldMu.Lock()
+	defer e.heldMu.Unlock()
+	e.held = ev
+	e.heldTimer = time.AfterFunc(d, func() { e.releaseStarted(false) })
+}
+
+// releaseStarted ends the hold of the STARTED event, if one is held:
+// elided, it is dropped (the event that ends the hold carries the start);
+// otherwise it is produced now.
+func (e *runEvents) releaseStarted(elided bool) {
+	e.heldMu.Lock()
+	defer e.heldMu.Unlock()
+	ev := e.held
+	if ev == nil {
+		return
+	}
+	e.held = nil
+	e.heldTimer.Stop()
+	if elided {
+		return
+	}
+	e.emit(ev) // under heldMu: before any later event of the delivery
+}
+
+// emit produces ev to the events topic without waiting; flush waits. An
+// event other than STARTED ends the hold of the delivery's STARTED first:
+// it carries the start itself (times), so the STARTED held is dropped.
 func (e *runEvents) emit(ev *sundialv1.RunEvent) {
+	if ev.GetState() != sundialv1.RunState_RUN_STATE_STARTED {
+		e.releaseStarted(ev.GetStartedTime() != nil)
+	}
 	if e.r.isKilled() {
 		return
 	}

@@ -96,6 +96,9 @@ func (r *Runner) process(ctx context.Context, rec *record, poolBusy bool) result
 	x.span, x.poolBusy = span, poolBusy
 	x.ev.traceID = tracing.TraceID(ctx)
 	res := x.handle(ctx)
+	// A STARTED still held (events.go) was not followed by another event:
+	// the delivery ended unfinished, and its start is told now.
+	x.ev.releaseStarted(false)
 	if res != unfinished {
 		return res
 	}
@@ -124,6 +127,11 @@ func (x *execution) logger() *slog.Logger {
 	}
 	return x.logp
 }
+
+// debugOn reports whether the runner logs at debug level. The run's
+// logger is made only then: making it (slog's With) allocates on every
+// run, and most deployments log at info.
+func (x *execution) debugOn(ctx context.Context) bool { return x.r.log.Enabled(ctx, slog.LevelDebug) }
 
 func decodeRun(rec *kgo.Record, run *sundialv1.Run) error {
 	ct := ""

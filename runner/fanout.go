@@ -73,7 +73,9 @@ func (r *router) fanout(ctx context.Context, x *execution, pool string, live []d
 		return false
 	}
 	r.m.routed.WithLabelValues(routeLabel(run.GetRouting().GetStrategy())).Inc()
-	x.logger().Debug("run fanned out", "children", len(children), "pool", pool)
+	if x.debugOn(ctx) {
+		x.logger().Debug("run fanned out", "children", len(children), "pool", pool)
+	}
 	return true
 }
 

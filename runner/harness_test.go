@@ -148,6 +148,10 @@ func (h *harness) newRunner(mod func(*Config)) *Runner {
 		Registerer:     prometheus.NewRegistry(),
 		Jitter:         func(string, uint32) float64 { return 0.5 },
 		Egress:         loopbackEgress(),
+		// The tests tell executions by their STARTED events: each is
+		// produced as its attempt starts (events_test.go covers the
+		// default, which holds it back).
+		StartedDelay: -1,
 	}
 	if mod != nil {
 		mod(&cfg)

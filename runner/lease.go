@@ -80,7 +80,9 @@ func (x *execution) acquire(ctx context.Context) (leasing.Lease, acquireOutcome)
 			}
 			return lease, out
 		case stepWaitHolder:
-			x.logger().Debug("run is leased by another holder; waiting", "retry_in", wait)
+			if x.debugOn(ctx) {
+				x.logger().Debug("run is leased by another holder; waiting", "retry_in", wait)
+			}
 		case stepReplace:
 			var ns *leasing.NoSlotError
 			if errors.As(err, &ns) && len(ns.Holders) > 0 {

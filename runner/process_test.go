@@ -106,7 +106,10 @@ func runnerProcessMain(raw string) int {
 		AnnounceInterval: c.AnnounceInterval,
 		CommitInterval:   100 * time.Millisecond,
 		HeldRetry:        50 * time.Millisecond,
-		Logger:           logger,
+		// The tests tell executions by their STARTED events, each
+		// produced as its attempt starts.
+		StartedDelay: -1,
+		Logger:       logger,
 	})
 	if err != nil {
 		logger.Error("runner", "err", err)

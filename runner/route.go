@@ -502,7 +502,9 @@ func (r *router) handOver(ctx context.Context, x *execution, member string) resu
 			x.logger().Warn("routed run not handed over; it will be routed again", "executor", member, "err", err)
 			return false
 		}
-		x.logger().Debug("run routed", "executor", member, "pool", run.GetPool())
+		if x.debugOn(ctx) {
+			x.logger().Debug("run routed", "executor", member, "pool", run.GetPool())
+		}
 		return true
 	})
 	return handedOff

@@ -62,7 +62,9 @@ func (s settlement) notAcquired(ctx context.Context, acq acquireOutcome) result 
 	switch acq.res {
 	case alreadyDone:
 		r.m.runs.WithLabelValues(outcomeDuplicate).Inc()
-		s.logger().Debug("run already done; skipped")
+		if s.debugOn(ctx) {
+			s.logger().Debug("run already done; skipped")
+		}
 		return finished
 	case forbidden:
 		return s.skip(ctx, reasonOverlapForbid, "run skipped: the job's concurrency limit is reached (overlap policy forbid)")
@@ -137,7 +139,9 @@ func (s settlement) succeeded(ctx context.Context, keeper *leasing.Keeper, start
 			s.logger().Warn("could not set the run's dedupe mark", "err", err)
 		}
 		r.m.runs.WithLabelValues(outcomeSucceeded).Inc()
-		s.logger().Debug("run succeeded", "duration", dur)
+		if s.debugOn(ctx) {
+			s.logger().Debug("run succeeded", "duration", dur)
+		}
 	}, func() {
 		keeper.Stop()
 		s.release(ctx, keeper.Lease())
