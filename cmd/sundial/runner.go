@@ -149,6 +149,7 @@ Example, against the local stack:
 			&cli.DurationFlag{Name: "commit-interval", Value: runner.DefaultCommitInterval, Usage: "how often finished offsets are committed", Sources: envVar("commit-interval")},
 			&cli.UintFlag{Name: "breaker-failures", Value: breaker.DefaultFailures, Usage: "consecutive failures of a downstream host that open its circuit breaker", Sources: envVar("breaker-failures")},
 			&cli.DurationFlag{Name: "breaker-open-timeout", Value: breaker.DefaultOpenTimeout, Usage: "how long an open breaker defers runs before probing", Sources: envVar("breaker-open-timeout")},
+			&cli.DurationFlag{Name: "started-delay", Value: runner.DefaultStartedDelay, Usage: "how long an attempt's STARTED event is held back; an attempt that ends sooner carries its start in its outcome and has no STARTED event (negative: send it at once)", Sources: envVar("started-delay")},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: runner.DefaultShutdownTimeout, Usage: "on stop, how long executing runs may finish before they are cancelled", Sources: envVar("shutdown-timeout")},
 			&cli.BoolFlag{Name: "history", Usage: "also store run events as history in Cassandra, in this process (for a small installation; otherwise run 'sundial history')", Sources: envVar("history")},
 			&cli.StringFlag{Name: "secrets-dir", Usage: "directory of the teams' secrets: team T's secret NAME, used as ${secret:NAME} in its HTTP targets, is the file DIR/T/NAME (default: none, a job with a secret reference fails)", Sources: envVar("secrets-dir")},
@@ -221,6 +222,7 @@ func runRunner(ctx context.Context, cmd *cli.Command) error {
 		CommitInterval:         cmd.Duration("commit-interval"),
 		RunTimeout:             cmd.Duration("run-timeout"),
 		ShutdownTimeout:        cmd.Duration("shutdown-timeout"),
+		StartedDelay:           cmd.Duration("started-delay"),
 	}
 	if err := applyPoolFlags(cmd, &cfg); err != nil {
 		bad = append(bad, err)
