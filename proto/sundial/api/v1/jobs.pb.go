@@ -778,6 +778,142 @@ func (x *GetJobViewResponse) GetStats() *RunStats {
 	return nil
 }
 
+// GetJobViewsRequest names the jobs of a page and how much of each to
+// show. Its bounds keep one call's work near one page's worth of
+// GetJobView calls.
+type GetJobViewsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ids are the job ids: 1 to 100, each once.
+	Ids []string `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`
+	// next_fire_times is how many fire times to compute per job: 0 means 1,
+	// at most 10.
+	NextFireTimes uint32 `protobuf:"varint,2,opt,name=next_fire_times,json=nextFireTimes,proto3" json:"next_fire_times,omitempty"`
+	// last_runs is how many of each job's newest run attempts to summarise
+	// in its stats: 0 means 20, at most 100.
+	LastRuns uint32 `protobuf:"varint,3,opt,name=last_runs,json=lastRuns,proto3" json:"last_runs,omitempty"`
+	// with_runs returns those attempts in each view's last_runs too;
+	// unset, a view carries their stats only (what a list shows).
+	WithRuns      bool `protobuf:"varint,4,opt,name=with_runs,json=withRuns,proto3" json:"with_runs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetJobViewsRequest) Reset() {
+	*x = GetJobViewsRequest{}
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetJobViewsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetJobViewsRequest) ProtoMessage() {}
+
+func (x *GetJobViewsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetJobViewsRequest.ProtoReflect.Descriptor instead.
+func (*GetJobViewsRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *GetJobViewsRequest) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *GetJobViewsRequest) GetNextFireTimes() uint32 {
+	if x != nil {
+		return x.NextFireTimes
+	}
+	return 0
+}
+
+func (x *GetJobViewsRequest) GetLastRuns() uint32 {
+	if x != nil {
+		return x.LastRuns
+	}
+	return 0
+}
+
+func (x *GetJobViewsRequest) GetWithRuns() bool {
+	if x != nil {
+		return x.WithRuns
+	}
+	return false
+}
+
+// GetJobViewsResponse holds the views of the jobs found.
+type GetJobViewsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// views are the views of the jobs the caller may see, in the order of
+	// the request's ids.
+	Views []*GetJobViewResponse `protobuf:"bytes,1,rep,name=views,proto3" json:"views,omitempty"`
+	// not_found are the ids of the jobs that do not exist or that the caller
+	// may not see: the two are not told apart, so that no answer tells
+	// another team's ids.
+	NotFound      []string `protobuf:"bytes,2,rep,name=not_found,json=notFound,proto3" json:"not_found,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetJobViewsResponse) Reset() {
+	*x = GetJobViewsResponse{}
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetJobViewsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetJobViewsResponse) ProtoMessage() {}
+
+func (x *GetJobViewsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetJobViewsResponse.ProtoReflect.Descriptor instead.
+func (*GetJobViewsResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GetJobViewsResponse) GetViews() []*GetJobViewResponse {
+	if x != nil {
+		return x.Views
+	}
+	return nil
+}
+
+func (x *GetJobViewsResponse) GetNotFound() []string {
+	if x != nil {
+		return x.NotFound
+	}
+	return nil
+}
+
 // RunAttempt is one attempt of a run as the run history recorded it.
 type RunAttempt struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -805,7 +941,7 @@ type RunAttempt struct {
 
 func (x *RunAttempt) Reset() {
 	*x = RunAttempt{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[13]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +953,7 @@ func (x *RunAttempt) String() string {
 func (*RunAttempt) ProtoMessage() {}
 
 func (x *RunAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[13]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +966,7 @@ func (x *RunAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunAttempt.ProtoReflect.Descriptor instead.
 func (*RunAttempt) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{13}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RunAttempt) GetRunId() string {
@@ -918,7 +1054,7 @@ type RunStats struct {
 
 func (x *RunStats) Reset() {
 	*x = RunStats{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[14]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -930,7 +1066,7 @@ func (x *RunStats) String() string {
 func (*RunStats) ProtoMessage() {}
 
 func (x *RunStats) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[14]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -943,7 +1079,7 @@ func (x *RunStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunStats.ProtoReflect.Descriptor instead.
 func (*RunStats) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{14}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RunStats) GetFinished() uint32 {
@@ -1007,7 +1143,7 @@ type Dag struct {
 
 func (x *Dag) Reset() {
 	*x = Dag{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[15]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1019,7 +1155,7 @@ func (x *Dag) String() string {
 func (*Dag) ProtoMessage() {}
 
 func (x *Dag) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[15]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1032,7 +1168,7 @@ func (x *Dag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dag.ProtoReflect.Descriptor instead.
 func (*Dag) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{15}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Dag) GetSpec() *v1.DagSpec {
@@ -1081,7 +1217,7 @@ type ApplyDagRequest struct {
 
 func (x *ApplyDagRequest) Reset() {
 	*x = ApplyDagRequest{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[16]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1093,7 +1229,7 @@ func (x *ApplyDagRequest) String() string {
 func (*ApplyDagRequest) ProtoMessage() {}
 
 func (x *ApplyDagRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[16]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1106,7 +1242,7 @@ func (x *ApplyDagRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyDagRequest.ProtoReflect.Descriptor instead.
 func (*ApplyDagRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{16}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ApplyDagRequest) GetSpec() *v1.DagSpec {
@@ -1130,7 +1266,7 @@ type ApplyDagResponse struct {
 
 func (x *ApplyDagResponse) Reset() {
 	*x = ApplyDagResponse{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[17]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1278,7 @@ func (x *ApplyDagResponse) String() string {
 func (*ApplyDagResponse) ProtoMessage() {}
 
 func (x *ApplyDagResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[17]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1291,7 @@ func (x *ApplyDagResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyDagResponse.ProtoReflect.Descriptor instead.
 func (*ApplyDagResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{17}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ApplyDagResponse) GetAccepted() bool {
@@ -1183,7 +1319,7 @@ type GetDagRequest struct {
 
 func (x *GetDagRequest) Reset() {
 	*x = GetDagRequest{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[18]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1331,7 @@ func (x *GetDagRequest) String() string {
 func (*GetDagRequest) ProtoMessage() {}
 
 func (x *GetDagRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[18]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1344,7 @@ func (x *GetDagRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDagRequest.ProtoReflect.Descriptor instead.
 func (*GetDagRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{18}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetDagRequest) GetId() string {
@@ -1229,7 +1365,7 @@ type GetDagResponse struct {
 
 func (x *GetDagResponse) Reset() {
 	*x = GetDagResponse{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[19]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1241,7 +1377,7 @@ func (x *GetDagResponse) String() string {
 func (*GetDagResponse) ProtoMessage() {}
 
 func (x *GetDagResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[19]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1254,7 +1390,7 @@ func (x *GetDagResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDagResponse.ProtoReflect.Descriptor instead.
 func (*GetDagResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{19}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetDagResponse) GetDag() *Dag {
@@ -1277,7 +1413,7 @@ type ListDagsRequest struct {
 
 func (x *ListDagsRequest) Reset() {
 	*x = ListDagsRequest{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[20]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1289,7 +1425,7 @@ func (x *ListDagsRequest) String() string {
 func (*ListDagsRequest) ProtoMessage() {}
 
 func (x *ListDagsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[20]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1302,7 +1438,7 @@ func (x *ListDagsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDagsRequest.ProtoReflect.Descriptor instead.
 func (*ListDagsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{20}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListDagsRequest) GetFilter() *DefinitionFilter {
@@ -1332,7 +1468,7 @@ type ListDagsResponse struct {
 
 func (x *ListDagsResponse) Reset() {
 	*x = ListDagsResponse{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[21]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +1480,7 @@ func (x *ListDagsResponse) String() string {
 func (*ListDagsResponse) ProtoMessage() {}
 
 func (x *ListDagsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[21]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +1493,7 @@ func (x *ListDagsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDagsResponse.ProtoReflect.Descriptor instead.
 func (*ListDagsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{21}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListDagsResponse) GetDags() []*Dag {
@@ -1385,7 +1521,7 @@ type DeleteDagRequest struct {
 
 func (x *DeleteDagRequest) Reset() {
 	*x = DeleteDagRequest{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[22]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1397,7 +1533,7 @@ func (x *DeleteDagRequest) String() string {
 func (*DeleteDagRequest) ProtoMessage() {}
 
 func (x *DeleteDagRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[22]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1410,7 +1546,7 @@ func (x *DeleteDagRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDagRequest.ProtoReflect.Descriptor instead.
 func (*DeleteDagRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{22}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeleteDagRequest) GetId() string {
@@ -1431,7 +1567,7 @@ type DeleteDagResponse struct {
 
 func (x *DeleteDagResponse) Reset() {
 	*x = DeleteDagResponse{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[23]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1443,7 +1579,7 @@ func (x *DeleteDagResponse) String() string {
 func (*DeleteDagResponse) ProtoMessage() {}
 
 func (x *DeleteDagResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[23]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1456,7 +1592,7 @@ func (x *DeleteDagResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDagResponse.ProtoReflect.Descriptor instead.
 func (*DeleteDagResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{23}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeleteDagResponse) GetStatus() *v1.JobStatus {
@@ -1479,7 +1615,7 @@ type ListDagRunsRequest struct {
 
 func (x *ListDagRunsRequest) Reset() {
 	*x = ListDagRunsRequest{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[24]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1627,7 @@ func (x *ListDagRunsRequest) String() string {
 func (*ListDagRunsRequest) ProtoMessage() {}
 
 func (x *ListDagRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[24]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1640,7 @@ func (x *ListDagRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDagRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListDagRunsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{24}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListDagRunsRequest) GetDagId() string {
@@ -1532,7 +1668,7 @@ type ListDagRunsResponse struct {
 
 func (x *ListDagRunsResponse) Reset() {
 	*x = ListDagRunsResponse{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[25]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1544,7 +1680,7 @@ func (x *ListDagRunsResponse) String() string {
 func (*ListDagRunsResponse) ProtoMessage() {}
 
 func (x *ListDagRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[25]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1557,7 +1693,7 @@ func (x *ListDagRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDagRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListDagRunsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{25}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListDagRunsResponse) GetDagRuns() []*DagRunSummary {
@@ -1596,7 +1732,7 @@ type DagRunSummary struct {
 
 func (x *DagRunSummary) Reset() {
 	*x = DagRunSummary{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[26]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1744,7 @@ func (x *DagRunSummary) String() string {
 func (*DagRunSummary) ProtoMessage() {}
 
 func (x *DagRunSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[26]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1757,7 @@ func (x *DagRunSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DagRunSummary.ProtoReflect.Descriptor instead.
 func (*DagRunSummary) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{26}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DagRunSummary) GetDagRunId() string {
@@ -1698,7 +1834,7 @@ type GetDagRunRequest struct {
 
 func (x *GetDagRunRequest) Reset() {
 	*x = GetDagRunRequest{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[27]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1710,7 +1846,7 @@ func (x *GetDagRunRequest) String() string {
 func (*GetDagRunRequest) ProtoMessage() {}
 
 func (x *GetDagRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[27]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1723,7 +1859,7 @@ func (x *GetDagRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDagRunRequest.ProtoReflect.Descriptor instead.
 func (*GetDagRunRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{27}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetDagRunRequest) GetDagRunId() string {
@@ -1744,7 +1880,7 @@ type GetDagRunResponse struct {
 
 func (x *GetDagRunResponse) Reset() {
 	*x = GetDagRunResponse{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[28]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1756,7 +1892,7 @@ func (x *GetDagRunResponse) String() string {
 func (*GetDagRunResponse) ProtoMessage() {}
 
 func (x *GetDagRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[28]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1769,7 +1905,7 @@ func (x *GetDagRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDagRunResponse.ProtoReflect.Descriptor instead.
 func (*GetDagRunResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{28}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetDagRunResponse) GetDagRun() *DagRunDetail {
@@ -1799,7 +1935,7 @@ type DagRunDetail struct {
 
 func (x *DagRunDetail) Reset() {
 	*x = DagRunDetail{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[29]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1811,7 +1947,7 @@ func (x *DagRunDetail) String() string {
 func (*DagRunDetail) ProtoMessage() {}
 
 func (x *DagRunDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[29]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1824,7 +1960,7 @@ func (x *DagRunDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DagRunDetail.ProtoReflect.Descriptor instead.
 func (*DagRunDetail) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{29}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DagRunDetail) GetRun() *DagRunSummary {
@@ -1893,7 +2029,7 @@ type DagNodeRun struct {
 
 func (x *DagNodeRun) Reset() {
 	*x = DagNodeRun{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[30]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +2041,7 @@ func (x *DagNodeRun) String() string {
 func (*DagNodeRun) ProtoMessage() {}
 
 func (x *DagNodeRun) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[30]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +2054,7 @@ func (x *DagNodeRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DagNodeRun.ProtoReflect.Descriptor instead.
 func (*DagNodeRun) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{30}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DagNodeRun) GetNodeId() string {
@@ -2039,7 +2175,15 @@ const file_sundial_api_v1_jobs_proto_rawDesc = "" +
 	"\x03job\x18\x01 \x01(\v2\x13.sundial.api.v1.JobR\x03job\x12B\n" +
 	"\x0fnext_fire_times\x18\x02 \x03(\v2\x1a.google.protobuf.TimestampR\rnextFireTimes\x127\n" +
 	"\tlast_runs\x18\x03 \x03(\v2\x1a.sundial.api.v1.RunAttemptR\blastRuns\x12.\n" +
-	"\x05stats\x18\x04 \x01(\v2\x18.sundial.api.v1.RunStatsR\x05stats\"\x95\x03\n" +
+	"\x05stats\x18\x04 \x01(\v2\x18.sundial.api.v1.RunStatsR\x05stats\"\x88\x01\n" +
+	"\x12GetJobViewsRequest\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\tR\x03ids\x12&\n" +
+	"\x0fnext_fire_times\x18\x02 \x01(\rR\rnextFireTimes\x12\x1b\n" +
+	"\tlast_runs\x18\x03 \x01(\rR\blastRuns\x12\x1b\n" +
+	"\twith_runs\x18\x04 \x01(\bR\bwithRuns\"l\n" +
+	"\x13GetJobViewsResponse\x128\n" +
+	"\x05views\x18\x01 \x03(\v2\".sundial.api.v1.GetJobViewResponseR\x05views\x12\x1b\n" +
+	"\tnot_found\x18\x02 \x03(\tR\bnotFound\"\x95\x03\n" +
 	"\n" +
 	"RunAttempt\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x18\n" +
@@ -2128,7 +2272,7 @@ const file_sundial_api_v1_jobs_proto_rawDesc = "" +
 	"\bdeadline\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x16\n" +
 	"\x06reason\x18\t \x01(\tR\x06reason\x12\x18\n" +
 	"\aparents\x18\n" +
-	" \x03(\tR\aparents2\xef\x03\n" +
+	" \x03(\tR\aparents2\xc7\x04\n" +
 	"\n" +
 	"JobService\x12M\n" +
 	"\bApplyJob\x12\x1f.sundial.api.v1.ApplyJobRequest\x1a .sundial.api.v1.ApplyJobResponse\x12G\n" +
@@ -2138,7 +2282,8 @@ const file_sundial_api_v1_jobs_proto_rawDesc = "" +
 	"SearchJobs\x12!.sundial.api.v1.SearchJobsRequest\x1a\".sundial.api.v1.SearchJobsResponse\x12P\n" +
 	"\tDeleteJob\x12 .sundial.api.v1.DeleteJobRequest\x1a!.sundial.api.v1.DeleteJobResponse\x12S\n" +
 	"\n" +
-	"GetJobView\x12!.sundial.api.v1.GetJobViewRequest\x1a\".sundial.api.v1.GetJobViewResponse2\xef\x03\n" +
+	"GetJobView\x12!.sundial.api.v1.GetJobViewRequest\x1a\".sundial.api.v1.GetJobViewResponse\x12V\n" +
+	"\vGetJobViews\x12\".sundial.api.v1.GetJobViewsRequest\x1a#.sundial.api.v1.GetJobViewsResponse2\xef\x03\n" +
 	"\n" +
 	"DagService\x12M\n" +
 	"\bApplyDag\x12\x1f.sundial.api.v1.ApplyDagRequest\x1a .sundial.api.v1.ApplyDagResponse\x12G\n" +
@@ -2160,7 +2305,7 @@ func file_sundial_api_v1_jobs_proto_rawDescGZIP() []byte {
 	return file_sundial_api_v1_jobs_proto_rawDescData
 }
 
-var file_sundial_api_v1_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_sundial_api_v1_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_sundial_api_v1_jobs_proto_goTypes = []any{
 	(*Job)(nil),                   // 0: sundial.api.v1.Job
 	(*ApplyJobRequest)(nil),       // 1: sundial.api.v1.ApplyJobRequest
@@ -2175,115 +2320,120 @@ var file_sundial_api_v1_jobs_proto_goTypes = []any{
 	(*DeleteJobResponse)(nil),     // 10: sundial.api.v1.DeleteJobResponse
 	(*GetJobViewRequest)(nil),     // 11: sundial.api.v1.GetJobViewRequest
 	(*GetJobViewResponse)(nil),    // 12: sundial.api.v1.GetJobViewResponse
-	(*RunAttempt)(nil),            // 13: sundial.api.v1.RunAttempt
-	(*RunStats)(nil),              // 14: sundial.api.v1.RunStats
-	(*Dag)(nil),                   // 15: sundial.api.v1.Dag
-	(*ApplyDagRequest)(nil),       // 16: sundial.api.v1.ApplyDagRequest
-	(*ApplyDagResponse)(nil),      // 17: sundial.api.v1.ApplyDagResponse
-	(*GetDagRequest)(nil),         // 18: sundial.api.v1.GetDagRequest
-	(*GetDagResponse)(nil),        // 19: sundial.api.v1.GetDagResponse
-	(*ListDagsRequest)(nil),       // 20: sundial.api.v1.ListDagsRequest
-	(*ListDagsResponse)(nil),      // 21: sundial.api.v1.ListDagsResponse
-	(*DeleteDagRequest)(nil),      // 22: sundial.api.v1.DeleteDagRequest
-	(*DeleteDagResponse)(nil),     // 23: sundial.api.v1.DeleteDagResponse
-	(*ListDagRunsRequest)(nil),    // 24: sundial.api.v1.ListDagRunsRequest
-	(*ListDagRunsResponse)(nil),   // 25: sundial.api.v1.ListDagRunsResponse
-	(*DagRunSummary)(nil),         // 26: sundial.api.v1.DagRunSummary
-	(*GetDagRunRequest)(nil),      // 27: sundial.api.v1.GetDagRunRequest
-	(*GetDagRunResponse)(nil),     // 28: sundial.api.v1.GetDagRunResponse
-	(*DagRunDetail)(nil),          // 29: sundial.api.v1.DagRunDetail
-	(*DagNodeRun)(nil),            // 30: sundial.api.v1.DagNodeRun
-	(*v1.JobSpec)(nil),            // 31: sundial.v1.JobSpec
-	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
-	(DefinitionState)(0),          // 33: sundial.api.v1.DefinitionState
-	(ScheduleKind)(0),             // 34: sundial.api.v1.ScheduleKind
-	(*v1.JobStatus)(nil),          // 35: sundial.v1.JobStatus
-	(*DefinitionFilter)(nil),      // 36: sundial.api.v1.DefinitionFilter
-	(*PageRequest)(nil),           // 37: sundial.api.v1.PageRequest
-	(*durationpb.Duration)(nil),   // 38: google.protobuf.Duration
-	(*v1.DagSpec)(nil),            // 39: sundial.v1.DagSpec
-	(v1.RunState)(0),              // 40: sundial.v1.RunState
+	(*GetJobViewsRequest)(nil),    // 13: sundial.api.v1.GetJobViewsRequest
+	(*GetJobViewsResponse)(nil),   // 14: sundial.api.v1.GetJobViewsResponse
+	(*RunAttempt)(nil),            // 15: sundial.api.v1.RunAttempt
+	(*RunStats)(nil),              // 16: sundial.api.v1.RunStats
+	(*Dag)(nil),                   // 17: sundial.api.v1.Dag
+	(*ApplyDagRequest)(nil),       // 18: sundial.api.v1.ApplyDagRequest
+	(*ApplyDagResponse)(nil),      // 19: sundial.api.v1.ApplyDagResponse
+	(*GetDagRequest)(nil),         // 20: sundial.api.v1.GetDagRequest
+	(*GetDagResponse)(nil),        // 21: sundial.api.v1.GetDagResponse
+	(*ListDagsRequest)(nil),       // 22: sundial.api.v1.ListDagsRequest
+	(*ListDagsResponse)(nil),      // 23: sundial.api.v1.ListDagsResponse
+	(*DeleteDagRequest)(nil),      // 24: sundial.api.v1.DeleteDagRequest
+	(*DeleteDagResponse)(nil),     // 25: sundial.api.v1.DeleteDagResponse
+	(*ListDagRunsRequest)(nil),    // 26: sundial.api.v1.ListDagRunsRequest
+	(*ListDagRunsResponse)(nil),   // 27: sundial.api.v1.ListDagRunsResponse
+	(*DagRunSummary)(nil),         // 28: sundial.api.v1.DagRunSummary
+	(*GetDagRunRequest)(nil),      // 29: sundial.api.v1.GetDagRunRequest
+	(*GetDagRunResponse)(nil),     // 30: sundial.api.v1.GetDagRunResponse
+	(*DagRunDetail)(nil),          // 31: sundial.api.v1.DagRunDetail
+	(*DagNodeRun)(nil),            // 32: sundial.api.v1.DagNodeRun
+	(*v1.JobSpec)(nil),            // 33: sundial.v1.JobSpec
+	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
+	(DefinitionState)(0),          // 35: sundial.api.v1.DefinitionState
+	(ScheduleKind)(0),             // 36: sundial.api.v1.ScheduleKind
+	(*v1.JobStatus)(nil),          // 37: sundial.v1.JobStatus
+	(*DefinitionFilter)(nil),      // 38: sundial.api.v1.DefinitionFilter
+	(*PageRequest)(nil),           // 39: sundial.api.v1.PageRequest
+	(*durationpb.Duration)(nil),   // 40: google.protobuf.Duration
+	(*v1.DagSpec)(nil),            // 41: sundial.v1.DagSpec
+	(v1.RunState)(0),              // 42: sundial.v1.RunState
 }
 var file_sundial_api_v1_jobs_proto_depIdxs = []int32{
-	31, // 0: sundial.api.v1.Job.spec:type_name -> sundial.v1.JobSpec
-	32, // 1: sundial.api.v1.Job.updated_at:type_name -> google.protobuf.Timestamp
-	33, // 2: sundial.api.v1.Job.state:type_name -> sundial.api.v1.DefinitionState
-	34, // 3: sundial.api.v1.Job.schedule_kind:type_name -> sundial.api.v1.ScheduleKind
-	31, // 4: sundial.api.v1.ApplyJobRequest.spec:type_name -> sundial.v1.JobSpec
-	35, // 5: sundial.api.v1.ApplyJobResponse.status:type_name -> sundial.v1.JobStatus
+	33, // 0: sundial.api.v1.Job.spec:type_name -> sundial.v1.JobSpec
+	34, // 1: sundial.api.v1.Job.updated_at:type_name -> google.protobuf.Timestamp
+	35, // 2: sundial.api.v1.Job.state:type_name -> sundial.api.v1.DefinitionState
+	36, // 3: sundial.api.v1.Job.schedule_kind:type_name -> sundial.api.v1.ScheduleKind
+	33, // 4: sundial.api.v1.ApplyJobRequest.spec:type_name -> sundial.v1.JobSpec
+	37, // 5: sundial.api.v1.ApplyJobResponse.status:type_name -> sundial.v1.JobStatus
 	0,  // 6: sundial.api.v1.GetJobResponse.job:type_name -> sundial.api.v1.Job
-	36, // 7: sundial.api.v1.ListJobsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
-	37, // 8: sundial.api.v1.ListJobsRequest.page:type_name -> sundial.api.v1.PageRequest
+	38, // 7: sundial.api.v1.ListJobsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
+	39, // 8: sundial.api.v1.ListJobsRequest.page:type_name -> sundial.api.v1.PageRequest
 	0,  // 9: sundial.api.v1.ListJobsResponse.jobs:type_name -> sundial.api.v1.Job
-	36, // 10: sundial.api.v1.SearchJobsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
-	37, // 11: sundial.api.v1.SearchJobsRequest.page:type_name -> sundial.api.v1.PageRequest
+	38, // 10: sundial.api.v1.SearchJobsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
+	39, // 11: sundial.api.v1.SearchJobsRequest.page:type_name -> sundial.api.v1.PageRequest
 	0,  // 12: sundial.api.v1.SearchJobsResponse.jobs:type_name -> sundial.api.v1.Job
-	35, // 13: sundial.api.v1.DeleteJobResponse.status:type_name -> sundial.v1.JobStatus
+	37, // 13: sundial.api.v1.DeleteJobResponse.status:type_name -> sundial.v1.JobStatus
 	0,  // 14: sundial.api.v1.GetJobViewResponse.job:type_name -> sundial.api.v1.Job
-	32, // 15: sundial.api.v1.GetJobViewResponse.next_fire_times:type_name -> google.protobuf.Timestamp
-	13, // 16: sundial.api.v1.GetJobViewResponse.last_runs:type_name -> sundial.api.v1.RunAttempt
-	14, // 17: sundial.api.v1.GetJobViewResponse.stats:type_name -> sundial.api.v1.RunStats
-	32, // 18: sundial.api.v1.RunAttempt.due_time:type_name -> google.protobuf.Timestamp
-	32, // 19: sundial.api.v1.RunAttempt.attempt_due_time:type_name -> google.protobuf.Timestamp
-	32, // 20: sundial.api.v1.RunAttempt.started_at:type_name -> google.protobuf.Timestamp
-	32, // 21: sundial.api.v1.RunAttempt.finished_at:type_name -> google.protobuf.Timestamp
-	38, // 22: sundial.api.v1.RunAttempt.duration:type_name -> google.protobuf.Duration
-	38, // 23: sundial.api.v1.RunStats.trigger_latency_p50:type_name -> google.protobuf.Duration
-	38, // 24: sundial.api.v1.RunStats.trigger_latency_p90:type_name -> google.protobuf.Duration
-	38, // 25: sundial.api.v1.RunStats.trigger_latency_p99:type_name -> google.protobuf.Duration
-	39, // 26: sundial.api.v1.Dag.spec:type_name -> sundial.v1.DagSpec
-	32, // 27: sundial.api.v1.Dag.updated_at:type_name -> google.protobuf.Timestamp
-	33, // 28: sundial.api.v1.Dag.state:type_name -> sundial.api.v1.DefinitionState
-	34, // 29: sundial.api.v1.Dag.schedule_kind:type_name -> sundial.api.v1.ScheduleKind
-	39, // 30: sundial.api.v1.ApplyDagRequest.spec:type_name -> sundial.v1.DagSpec
-	35, // 31: sundial.api.v1.ApplyDagResponse.status:type_name -> sundial.v1.JobStatus
-	15, // 32: sundial.api.v1.GetDagResponse.dag:type_name -> sundial.api.v1.Dag
-	36, // 33: sundial.api.v1.ListDagsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
-	37, // 34: sundial.api.v1.ListDagsRequest.page:type_name -> sundial.api.v1.PageRequest
-	15, // 35: sundial.api.v1.ListDagsResponse.dags:type_name -> sundial.api.v1.Dag
-	35, // 36: sundial.api.v1.DeleteDagResponse.status:type_name -> sundial.v1.JobStatus
-	26, // 37: sundial.api.v1.ListDagRunsResponse.dag_runs:type_name -> sundial.api.v1.DagRunSummary
-	32, // 38: sundial.api.v1.DagRunSummary.due_time:type_name -> google.protobuf.Timestamp
-	32, // 39: sundial.api.v1.DagRunSummary.created_at:type_name -> google.protobuf.Timestamp
-	32, // 40: sundial.api.v1.DagRunSummary.updated_at:type_name -> google.protobuf.Timestamp
-	29, // 41: sundial.api.v1.GetDagRunResponse.dag_run:type_name -> sundial.api.v1.DagRunDetail
-	26, // 42: sundial.api.v1.DagRunDetail.run:type_name -> sundial.api.v1.DagRunSummary
-	39, // 43: sundial.api.v1.DagRunDetail.spec:type_name -> sundial.v1.DagSpec
-	30, // 44: sundial.api.v1.DagRunDetail.nodes:type_name -> sundial.api.v1.DagNodeRun
-	32, // 45: sundial.api.v1.DagRunDetail.ended_at:type_name -> google.protobuf.Timestamp
-	40, // 46: sundial.api.v1.DagNodeRun.run_state:type_name -> sundial.v1.RunState
-	32, // 47: sundial.api.v1.DagNodeRun.started_at:type_name -> google.protobuf.Timestamp
-	32, // 48: sundial.api.v1.DagNodeRun.ended_at:type_name -> google.protobuf.Timestamp
-	32, // 49: sundial.api.v1.DagNodeRun.deadline:type_name -> google.protobuf.Timestamp
-	1,  // 50: sundial.api.v1.JobService.ApplyJob:input_type -> sundial.api.v1.ApplyJobRequest
-	3,  // 51: sundial.api.v1.JobService.GetJob:input_type -> sundial.api.v1.GetJobRequest
-	5,  // 52: sundial.api.v1.JobService.ListJobs:input_type -> sundial.api.v1.ListJobsRequest
-	7,  // 53: sundial.api.v1.JobService.SearchJobs:input_type -> sundial.api.v1.SearchJobsRequest
-	9,  // 54: sundial.api.v1.JobService.DeleteJob:input_type -> sundial.api.v1.DeleteJobRequest
-	11, // 55: sundial.api.v1.JobService.GetJobView:input_type -> sundial.api.v1.GetJobViewRequest
-	16, // 56: sundial.api.v1.DagService.ApplyDag:input_type -> sundial.api.v1.ApplyDagRequest
-	18, // 57: sundial.api.v1.DagService.GetDag:input_type -> sundial.api.v1.GetDagRequest
-	20, // 58: sundial.api.v1.DagService.ListDags:input_type -> sundial.api.v1.ListDagsRequest
-	22, // 59: sundial.api.v1.DagService.DeleteDag:input_type -> sundial.api.v1.DeleteDagRequest
-	24, // 60: sundial.api.v1.DagService.ListDagRuns:input_type -> sundial.api.v1.ListDagRunsRequest
-	27, // 61: sundial.api.v1.DagService.GetDagRun:input_type -> sundial.api.v1.GetDagRunRequest
-	2,  // 62: sundial.api.v1.JobService.ApplyJob:output_type -> sundial.api.v1.ApplyJobResponse
-	4,  // 63: sundial.api.v1.JobService.GetJob:output_type -> sundial.api.v1.GetJobResponse
-	6,  // 64: sundial.api.v1.JobService.ListJobs:output_type -> sundial.api.v1.ListJobsResponse
-	8,  // 65: sundial.api.v1.JobService.SearchJobs:output_type -> sundial.api.v1.SearchJobsResponse
-	10, // 66: sundial.api.v1.JobService.DeleteJob:output_type -> sundial.api.v1.DeleteJobResponse
-	12, // 67: sundial.api.v1.JobService.GetJobView:output_type -> sundial.api.v1.GetJobViewResponse
-	17, // 68: sundial.api.v1.DagService.ApplyDag:output_type -> sundial.api.v1.ApplyDagResponse
-	19, // 69: sundial.api.v1.DagService.GetDag:output_type -> sundial.api.v1.GetDagResponse
-	21, // 70: sundial.api.v1.DagService.ListDags:output_type -> sundial.api.v1.ListDagsResponse
-	23, // 71: sundial.api.v1.DagService.DeleteDag:output_type -> sundial.api.v1.DeleteDagResponse
-	25, // 72: sundial.api.v1.DagService.ListDagRuns:output_type -> sundial.api.v1.ListDagRunsResponse
-	28, // 73: sundial.api.v1.DagService.GetDagRun:output_type -> sundial.api.v1.GetDagRunResponse
-	62, // [62:74] is the sub-list for method output_type
-	50, // [50:62] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	34, // 15: sundial.api.v1.GetJobViewResponse.next_fire_times:type_name -> google.protobuf.Timestamp
+	15, // 16: sundial.api.v1.GetJobViewResponse.last_runs:type_name -> sundial.api.v1.RunAttempt
+	16, // 17: sundial.api.v1.GetJobViewResponse.stats:type_name -> sundial.api.v1.RunStats
+	12, // 18: sundial.api.v1.GetJobViewsResponse.views:type_name -> sundial.api.v1.GetJobViewResponse
+	34, // 19: sundial.api.v1.RunAttempt.due_time:type_name -> google.protobuf.Timestamp
+	34, // 20: sundial.api.v1.RunAttempt.attempt_due_time:type_name -> google.protobuf.Timestamp
+	34, // 21: sundial.api.v1.RunAttempt.started_at:type_name -> google.protobuf.Timestamp
+	34, // 22: sundial.api.v1.RunAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	40, // 23: sundial.api.v1.RunAttempt.duration:type_name -> google.protobuf.Duration
+	40, // 24: sundial.api.v1.RunStats.trigger_latency_p50:type_name -> google.protobuf.Duration
+	40, // 25: sundial.api.v1.RunStats.trigger_latency_p90:type_name -> google.protobuf.Duration
+	40, // 26: sundial.api.v1.RunStats.trigger_latency_p99:type_name -> google.protobuf.Duration
+	41, // 27: sundial.api.v1.Dag.spec:type_name -> sundial.v1.DagSpec
+	34, // 28: sundial.api.v1.Dag.updated_at:type_name -> google.protobuf.Timestamp
+	35, // 29: sundial.api.v1.Dag.state:type_name -> sundial.api.v1.DefinitionState
+	36, // 30: sundial.api.v1.Dag.schedule_kind:type_name -> sundial.api.v1.ScheduleKind
+	41, // 31: sundial.api.v1.ApplyDagRequest.spec:type_name -> sundial.v1.DagSpec
+	37, // 32: sundial.api.v1.ApplyDagResponse.status:type_name -> sundial.v1.JobStatus
+	17, // 33: sundial.api.v1.GetDagResponse.dag:type_name -> sundial.api.v1.Dag
+	38, // 34: sundial.api.v1.ListDagsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
+	39, // 35: sundial.api.v1.ListDagsRequest.page:type_name -> sundial.api.v1.PageRequest
+	17, // 36: sundial.api.v1.ListDagsResponse.dags:type_name -> sundial.api.v1.Dag
+	37, // 37: sundial.api.v1.DeleteDagResponse.status:type_name -> sundial.v1.JobStatus
+	28, // 38: sundial.api.v1.ListDagRunsResponse.dag_runs:type_name -> sundial.api.v1.DagRunSummary
+	34, // 39: sundial.api.v1.DagRunSummary.due_time:type_name -> google.protobuf.Timestamp
+	34, // 40: sundial.api.v1.DagRunSummary.created_at:type_name -> google.protobuf.Timestamp
+	34, // 41: sundial.api.v1.DagRunSummary.updated_at:type_name -> google.protobuf.Timestamp
+	31, // 42: sundial.api.v1.GetDagRunResponse.dag_run:type_name -> sundial.api.v1.DagRunDetail
+	28, // 43: sundial.api.v1.DagRunDetail.run:type_name -> sundial.api.v1.DagRunSummary
+	41, // 44: sundial.api.v1.DagRunDetail.spec:type_name -> sundial.v1.DagSpec
+	32, // 45: sundial.api.v1.DagRunDetail.nodes:type_name -> sundial.api.v1.DagNodeRun
+	34, // 46: sundial.api.v1.DagRunDetail.ended_at:type_name -> google.protobuf.Timestamp
+	42, // 47: sundial.api.v1.DagNodeRun.run_state:type_name -> sundial.v1.RunState
+	34, // 48: sundial.api.v1.DagNodeRun.started_at:type_name -> google.protobuf.Timestamp
+	34, // 49: sundial.api.v1.DagNodeRun.ended_at:type_name -> google.protobuf.Timestamp
+	34, // 50: sundial.api.v1.DagNodeRun.deadline:type_name -> google.protobuf.Timestamp
+	1,  // 51: sundial.api.v1.JobService.ApplyJob:input_type -> sundial.api.v1.ApplyJobRequest
+	3,  // 52: sundial.api.v1.JobService.GetJob:input_type -> sundial.api.v1.GetJobRequest
+	5,  // 53: sundial.api.v1.JobService.ListJobs:input_type -> sundial.api.v1.ListJobsRequest
+	7,  // 54: sundial.api.v1.JobService.SearchJobs:input_type -> sundial.api.v1.SearchJobsRequest
+	9,  // 55: sundial.api.v1.JobService.DeleteJob:input_type -> sundial.api.v1.DeleteJobRequest
+	11, // 56: sundial.api.v1.JobService.GetJobView:input_type -> sundial.api.v1.GetJobViewRequest
+	13, // 57: sundial.api.v1.JobService.GetJobViews:input_type -> sundial.api.v1.GetJobViewsRequest
+	18, // 58: sundial.api.v1.DagService.ApplyDag:input_type -> sundial.api.v1.ApplyDagRequest
+	20, // 59: sundial.api.v1.DagService.GetDag:input_type -> sundial.api.v1.GetDagRequest
+	22, // 60: sundial.api.v1.DagService.ListDags:input_type -> sundial.api.v1.ListDagsRequest
+	24, // 61: sundial.api.v1.DagService.DeleteDag:input_type -> sundial.api.v1.DeleteDagRequest
+	26, // 62: sundial.api.v1.DagService.ListDagRuns:input_type -> sundial.api.v1.ListDagRunsRequest
+	29, // 63: sundial.api.v1.DagService.GetDagRun:input_type -> sundial.api.v1.GetDagRunRequest
+	2,  // 64: sundial.api.v1.JobService.ApplyJob:output_type -> sundial.api.v1.ApplyJobResponse
+	4,  // 65: sundial.api.v1.JobService.GetJob:output_type -> sundial.api.v1.GetJobResponse
+	6,  // 66: sundial.api.v1.JobService.ListJobs:output_type -> sundial.api.v1.ListJobsResponse
+	8,  // 67: sundial.api.v1.JobService.SearchJobs:output_type -> sundial.api.v1.SearchJobsResponse
+	10, // 68: sundial.api.v1.JobService.DeleteJob:output_type -> sundial.api.v1.DeleteJobResponse
+	12, // 69: sundial.api.v1.JobService.GetJobView:output_type -> sundial.api.v1.GetJobViewResponse
+	14, // 70: sundial.api.v1.JobService.GetJobViews:output_type -> sundial.api.v1.GetJobViewsResponse
+	19, // 71: sundial.api.v1.DagService.ApplyDag:output_type -> sundial.api.v1.ApplyDagResponse
+	21, // 72: sundial.api.v1.DagService.GetDag:output_type -> sundial.api.v1.GetDagResponse
+	23, // 73: sundial.api.v1.DagService.ListDags:output_type -> sundial.api.v1.ListDagsResponse
+	25, // 74: sundial.api.v1.DagService.DeleteDag:output_type -> sundial.api.v1.DeleteDagResponse
+	27, // 75: sundial.api.v1.DagService.ListDagRuns:output_type -> sundial.api.v1.ListDagRunsResponse
+	30, // 76: sundial.api.v1.DagService.GetDagRun:output_type -> sundial.api.v1.GetDagRunResponse
+	64, // [64:77] is the sub-list for method output_type
+	51, // [51:64] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_sundial_api_v1_jobs_proto_init() }
@@ -2299,7 +2449,7 @@ func file_sundial_api_v1_jobs_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_api_v1_jobs_proto_rawDesc), len(file_sundial_api_v1_jobs_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
