@@ -7,6 +7,7 @@ import {h, replace, errorBox} from './dom.js';
 import {login, savedToken, whoAmI, forget} from './session.js';
 import {signInConfig, providerName, startSignIn, returning, completeSignIn} from './signin.js';
 import {Refresher} from './refresh.js';
+import {route, drop} from './early.js';
 import {overview} from './pages/overview.js';
 import {jobs, job} from './pages/jobs.js';
 import {run} from './pages/runs.js';
@@ -29,6 +30,8 @@ const refresher = new Refresher((at) => {
 let session = null;
 // signIn is the API's OpenID sign-in (signin.json), null when it offers none.
 let signIn = null;
+// signInRead settles when signin.json was read (boot starts it).
+let signInRead = Promise.resolve();
 // leaving holds what the shown page must undo when it goes (its streams).
 const leaving = [];
 
@@ -36,13 +39,6 @@ function leave() {
   for (const f of leaving.splice(0)) f();
 }
 
-// route parses the fragment: #/jobs/dev.hello?x=1 -> ['jobs', 'dev.hello'].
-function route() {
-  const frag = window.location.hash.replace(/^#\/?/, '');
-  const [path, query] = frag.split('?');
-  const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
-  return {parts, query: new URLSearchParams(query || '')};
-}
 
 // go changes the fragment; the hashchange renders.
 export function go(parts, query) {
@@ -81,7 +77,11 @@ async function render() {
   delete main.dataset.loaded;
   const refresh = page.mount(main, {session, route: r, go, onLeave: (f) => leaving.push(f)});
   await refresher.page(async () => {
-    await refresh();
+    try {
+      await refresh();
+    } finally {
+      drop(); // the first page took what was started early for it
+    }
     main.dataset.loaded = 'true';
   });
 }
@@ -159,25 +159,33 @@ function wireControls() {
   auto.addEventListener('change', () => refresher.setOn(auto.checked));
   every.addEventListener('change', () => refresher.setEvery(Number(every.value)));
   document.getElementById('refresh-now').addEventListener('click', () => refresher.run());
-  document.getElementById('logout').addEventListener('click', () => {
+  document.getElementById('logout').addEventListener('click', async () => {
     forget();
     session = null;
     refresher.stop();
     leave();
+    await signInRead;
     showLogin();
   });
   window.addEventListener('hashchange', render);
 }
 
+// boot reads signin.json beside the session check, not before it: only
+// the login form needs it.
 async function boot() {
   wireControls();
-  signIn = await signInConfig();
+  signInRead = signInConfig().then((c) => {
+    signIn = c;
+  });
+  const config = signInRead;
   if (returning()) {
+    await config;
     await finishSignIn();
     return;
   }
   const token = savedToken();
   if (!token) {
+    await config;
     showLogin();
     return;
   }
@@ -186,6 +194,8 @@ async function boot() {
     start();
   } catch (e) {
     forget();
+    drop();
+    await config;
     showLogin(e);
   }
 }
