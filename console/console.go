@@ -261,7 +261,7 @@ type servedFile struct {
 func compress(body []byte) []byte {
 	var buf bytes.Buffer
 	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression) // a valid level never fails
-	_, _ = zw.Write(body)                                     // a bytes.Buffer never fails
+	_, _ = zw.Write(body)                                    // a bytes.Buffer never fails
 	_ = zw.Close()
 	if buf.Len() > len(body)*3/4 {
 		return nil
