@@ -39,7 +39,6 @@ function leave() {
   for (const f of leaving.splice(0)) f();
 }
 
-
 // go changes the fragment; the hashchange renders.
 export function go(parts, query) {
   const q = query && [...query].length ? `?${query}` : '';
@@ -177,15 +176,14 @@ async function boot() {
   signInRead = signInConfig().then((c) => {
     signIn = c;
   });
-  const config = signInRead;
   if (returning()) {
-    await config;
+    await signInRead;
     await finishSignIn();
     return;
   }
   const token = savedToken();
   if (!token) {
-    await config;
+    await signInRead;
     showLogin();
     return;
   }
@@ -195,7 +193,7 @@ async function boot() {
   } catch (e) {
     forget();
     drop();
-    await config;
+    await signInRead;
     showLogin(e);
   }
 }
