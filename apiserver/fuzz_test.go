@@ -33,7 +33,7 @@ func FuzzAuthenticatedRequest(f *testing.F) {
 	})
 	require.NoError(f, err)
 
-	procedures := []string{"ApplyJob", "GetJob", "ListJobs", "SearchJobs", "DeleteJob", "GetJobView"}
+	procedures := []string{"ApplyJob", "GetJob", "ListJobs", "SearchJobs", "DeleteJob", "GetJobView", "GetJobViews"}
 	contentTypes := []string{
 		"application/json", "application/proto", "application/json; charset=utf-8",
 		"application/grpc", "application/grpc+json", "application/grpc-web+proto",

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -480,6 +481,96 @@ func (s *JobService) GetJobView(ctx context.Context, req *connect.Request[apiv1.
 	if err != nil {
 		return nil, err
 	}
+	view, err := s.view(ctx, j, spec, fires, runs, true)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(view), nil
+}
+
+// Limits of GetJobViews: one call does at most a page's worth of
+// GetJobView calls, each of them lighter.
+const (
+	maxViews             = 100
+	defaultViewFireTimes = 1
+	maxViewFireTimes     = 10
+	maxViewLastRuns      = 100
+	// viewReaders bounds the store reads one GetJobViews call makes at
+	// once.
+	viewReaders = 8
+)
+
+// GetJobViews implements apiv1connect.JobServiceHandler.
+func (s *JobService) GetJobViews(ctx context.Context, req *connect.Request[apiv1.GetJobViewsRequest]) (*connect.Response[apiv1.GetJobViewsResponse], error) {
+	p, err := principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ids := req.Msg.GetIds()
+	if err := checkViewIDs(ids); err != nil {
+		return nil, err
+	}
+	fires, err := bounded("next_fire_times", req.Msg.GetNextFireTimes(), defaultViewFireTimes, maxViewFireTimes)
+	if err != nil {
+		return nil, err
+	}
+	runs, err := bounded("last_runs", req.Msg.GetLastRuns(), defaultLastRuns, maxViewLastRuns)
+	if err != nil {
+		return nil, err
+	}
+	views := make([]*apiv1.GetJobViewResponse, len(ids)) // nil: not found, or not the caller's to see
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(viewReaders)
+	for i, id := range ids {
+		g.Go(func() error {
+			j, spec, found, err := s.lookupJob(gctx, id)
+			if err != nil || !found || !p.CanSee(spec.GetOwnerTeam()) {
+				return err
+			}
+			views[i], err = s.view(gctx, j, spec, fires, runs, req.Msg.GetWithRuns())
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	out := &apiv1.GetJobViewsResponse{}
+	for i, v := range views {
+		if v == nil {
+			out.NotFound = append(out.NotFound, ids[i])
+			continue
+		}
+		out.Views = append(out.Views, v)
+	}
+	return connect.NewResponse(out), nil
+}
+
+// checkViewIDs checks GetJobViews' ids: 1 to maxViews, none empty, each
+// once.
+func checkViewIDs(ids []string) error {
+	if len(ids) == 0 {
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("ids: required"))
+	}
+	if len(ids) > maxViews {
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("ids: %d ids, at most %d", len(ids), maxViews))
+	}
+	seen := make(map[string]int, len(ids))
+	for i, id := range ids {
+		if id == "" {
+			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("ids[%d]: required", i))
+		}
+		if first, ok := seen[id]; ok {
+			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("ids[%d] %q: already ids[%d]", i, id, first))
+		}
+		seen[id] = i
+	}
+	return nil
+}
+
+// view is what a job's page shows of a stored job the caller may see: its
+// next fires times and the stats of its last runs attempts, which it holds
+// too withRuns.
+func (s *JobService) view(ctx context.Context, j store.Job, spec *sundialv1.JobSpec, fires, runs int, withRuns bool) (*apiv1.GetJobViewResponse, error) {
 	view := &apiv1.GetJobViewResponse{Job: jobOf(j, spec)}
 	if sch := spec.GetSchedule(); sch != nil && !spec.GetPaused() {
 		// The registry accepted this schedule; one that no longer compiles
@@ -498,11 +589,13 @@ func (s *JobService) GetJobView(ctx context.Context, req *connect.Request[apiv1.
 	if err != nil {
 		return nil, storeError("read run history", err)
 	}
-	for _, r := range recs {
-		view.LastRuns = append(view.LastRuns, attemptOf(r))
+	if withRuns {
+		for _, r := range recs {
+			view.LastRuns = append(view.LastRuns, attemptOf(r))
+		}
 	}
 	view.Stats = statsOf(recs)
-	return connect.NewResponse(view), nil
+	return view, nil
 }
 
 // bounded reads an optional count: 0 is def, more than limit is refused.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -170,6 +171,22 @@ func loadJobs(t *testing.T, ctx context.Context, st *cassandra.Store, n int) {
 	t.Logf("loaded %d jobs in %v", n, time.Since(start).Round(time.Second))
 }
 
+// pageTimeline is the page's own account of a load (the Performance
+// API): when the document arrived and was parsed, then every file and call
+// it fetched, with its start and duration in ms since the navigation and
+// "cache" for a file the browser did not fetch again. It shows what the
+// first call waited for.
+const pageTimeline = `(() => {
+	const nav = performance.getEntriesByType('navigation')[0];
+	const out = nav ? ['document ' + Math.round(nav.responseEnd) + ' ms, parsed ' + Math.round(nav.domInteractive) +
+		' ms, scripts run ' + Math.round(nav.domContentLoadedEventEnd) + ' ms'] : [];
+	for (const e of performance.getEntriesByType('resource')) {
+		const name = new URL(e.name).pathname.split('/').slice(-2).join('/');
+		out.push(name + ' ' + Math.round(e.startTime) + '+' + Math.round(e.duration) + (e.transferSize === 0 ? ' cache' : ''));
+	}
+	return out;
+})()`
+
 // TestConsoleJobsFirstPageAtScale measures, on the real stack, the time
 // from navigating to the jobs page to its first page rendered (25 jobs,
 // each with its next fire and figures), with SUNDIAL_CONSOLE_SCALE jobs in
@@ -241,8 +258,9 @@ func TestConsoleJobsFirstPageAtScale(t *testing.T) {
 	for i := range 3 {
 		require.NoError(t, chromedp.Do(tab, chromedp.Navigate("about:blank")))
 		start := time.Now()
-		// The first page is rendered when its table of jobs is shown; each
-		// row's next fire and figures (one GetJobView a row) follow.
+		// The first page is rendered when its table of jobs is shown; the
+		// rows' next fires and figures (one GetJobViews for the page)
+		// follow.
 		require.NoError(t, chromedp.Do(tab,
 			chromedp.Navigate(b.base+"#/jobs"),
 			chromedp.WaitVisible(chromedp.CSS(`#main[data-page="jobs"] #results table tbody tr`))))
@@ -255,6 +273,7 @@ func TestConsoleJobsFirstPageAtScale(t *testing.T) {
 		calls := eval[[]string](t, tab, `performance.getEntriesByType('resource').filter((e) => e.name.includes('sundial.api.v1'))
 			.map((e) => e.name.split('/').pop() + ' ' + Math.round(e.startTime) + '+' + Math.round(e.duration) + ' ms')`)
 		t.Logf("calls (start+duration): %v", calls)
+		t.Logf("timeline: %v", eval[[]string](t, tab, pageTimeline))
 		times = append(times, took)
 		completes = append(completes, complete)
 		t.Logf("load %d: first page of %d jobs rendered %v after navigation, with every row's figures %v (%.0f ms by the page's clock)",
@@ -263,6 +282,16 @@ func TestConsoleJobsFirstPageAtScale(t *testing.T) {
 	t.Logf("console scale: %d jobs: jobs list first page rendered in %v, %v, %v; with every row's figures in %v, %v, %v", n,
 		times[0].Round(time.Millisecond), times[1].Round(time.Millisecond), times[2].Round(time.Millisecond),
 		completes[0].Round(time.Millisecond), completes[1].Round(time.Millisecond), completes[2].Round(time.Millisecond))
+	// The issue's figure: the first page in under 1 s, in the median of
+	// the loads. Asserted at the scale a measure configures, which runs
+	// alone on the machine; the default small scale runs beside every other
+	// test of the package and only shows the figure and the timeline.
+	if os.Getenv(scaleJobs) != "" {
+		sorted := slices.Clone(times)
+		slices.Sort(sorted)
+		require.Less(t, sorted[len(sorted)/2], time.Second,
+			"the median of the loads' first page at %d jobs (%v): the issue wants it under 1 s", n, times)
+	}
 	if i := os.Getenv(updateScreenshots); i == "1" {
 		screenshot(t, tab, "jobs-at-scale")
 	}

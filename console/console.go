@@ -1,16 +1,23 @@
 package console
 
 import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"mime"
 	"net/http"
 	"net/url"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Path is where the console is served, a subtree of the API's root.
@@ -162,6 +169,10 @@ func NewHandler(cfg Config) (http.Handler, error) {
 		return nil, fmt.Errorf("console sign-in: %w", err)
 	}
 	policy := cfg.Policy()
+	files, err := loadFiles(Files())
+	if err != nil {
+		return nil, fmt.Errorf("console files: %w", err)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Content-Security-Policy", policy)
@@ -191,21 +202,143 @@ func NewHandler(cfg Config) (http.Handler, error) {
 			_, _ = w.Write(signIn)
 			return
 		}
-		// The page and its modules change with the binary: a browser
-		// revalidates them, so an upgrade never mixes old and new modules.
+		// The page changes with the binary: a browser revalidates it (its
+		// ETag answers 304 when nothing changed). Its files are named
+		// under the version of the whole set (versionDir), so a browser
+		// keeps them for good, fetches none again on the next load, and
+		// an upgrade, which changes the version, never mixes old and new
+		// modules. A file asked under another version (a page of another
+		// replica during a rollout) is the current one, revalidated.
 		h.Set("Cache-Control", "no-cache")
+		rest, versioned := strings.CutPrefix(name, versionDir)
+		current := false
+		if versioned {
+			version, file, _ := strings.Cut(rest, "/")
+			current, name = version == files.version, file
+		}
 		if name == "" || strings.HasSuffix(name, "/") {
 			name += "index.html"
 		}
-		name = path.Clean(name)
-		if info, err := fs.Stat(Files(), name); err != nil || info.IsDir() {
+		f, ok := files.byName[name]
+		// The page is at Path alone: under a version, its relative
+		// URLs (the API at ../) would miss.
+		if !ok || path.Clean(name) != name || (versioned && name == "index.html") {
 			http.NotFound(w, r)
 			return
 		}
-		// ServeFileFS sets the type from the name, answers ranges and
-		// conditional requests, and refuses ".." in the path.
-		http.ServeFileFS(w, r, Files(), name)
+		if current {
+			h.Set("Cache-Control", "public, max-age=31536000, immutable")
+		}
+		h.Set("Content-Type", f.contentType)
+		body, etag := f.body, f.etag
+		if f.gzipped != nil {
+			h.Add("Vary", "Accept-Encoding")
+			if acceptsGzip(r.Header.Values("Accept-Encoding")) {
+				body, etag = f.gzipped, f.gzipETag
+				h.Set("Content-Encoding", "gzip")
+			}
+		}
+		h.Set("ETag", etag)
+		// ServeContent answers ranges and conditional requests.
+		http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(body))
 	}), nil
+}
+
+// versionDir is the folder, under Path, of the files of a version:
+// v/<version>/js/main.js is js/main.js.
+const versionDir = "v/"
+
+// served is the console's files as the handler answers them.
+type served struct {
+	// version names the whole set of files: a hash of their names and
+	// contents.
+	version string
+	byName  map[string]servedFile
+}
+
+type servedFile struct {
+	body        []byte
+	etag        string
+	contentType string
+	// gzipped is body compressed, for a browser that accepts gzip; nil
+	// when that saves little (an image, a small file).
+	gzipped  []byte
+	gzipETag string
+}
+
+// compress returns body gzipped, or nil when that saves less than a
+// quarter.
+func compress(body []byte) []byte {
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression) // a valid level never fails
+	_, _ = zw.Write(body)                                    // a bytes.Buffer never fails
+	_ = zw.Close()
+	if buf.Len() > len(body)*3/4 {
+		return nil
+	}
+	return buf.Bytes()
+}
+
+// acceptsGzip reads Accept-Encoding: gzip, not refused with q=0.
+func acceptsGzip(values []string) bool {
+	for _, v := range values {
+		for part := range strings.SplitSeq(v, ",") {
+			coding, params, _ := strings.Cut(part, ";")
+			if !strings.EqualFold(strings.TrimSpace(coding), "gzip") {
+				continue
+			}
+			q, ok := strings.CutPrefix(strings.ReplaceAll(params, " ", ""), "q=")
+			return !ok || strings.Trim(q, "0.") != ""
+		}
+	}
+	return false
+}
+
+// pageURL is a relative URL of index.html's links and scripts, but for a
+// fragment's link (#/jobs).
+var pageURL = regexp.MustCompile(`((?:href|src)=")([^"#:/][^"]*")`)
+
+// loadFiles reads the files once, and names the page's links and scripts
+// under the version of the set.
+func loadFiles(fsys fs.FS) (served, error) {
+	out := served{byName: map[string]servedFile{}}
+	sum := sha256.New()
+	err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		body, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return err
+		}
+		_, _ = fmt.Fprintf(sum, "%s\x00%d\x00", name, len(body))
+		_, _ = sum.Write(body)
+		out.byName[name] = servedFile{body: body}
+		return nil
+	})
+	if err != nil {
+		return served{}, err
+	}
+	out.version = hex.EncodeToString(sum.Sum(nil))[:16]
+	index, ok := out.byName["index.html"]
+	if !ok {
+		return served{}, errors.New("index.html: missing")
+	}
+	index.body = pageURL.ReplaceAll(index.body, []byte("${1}"+versionDir+out.version+"/${2}"))
+	out.byName["index.html"] = index
+	for name, f := range out.byName {
+		etag := sha256.Sum256(f.body)
+		f.etag = `"` + hex.EncodeToString(etag[:])[:24] + `"`
+		f.contentType = mime.TypeByExtension(path.Ext(name))
+		if f.contentType == "" {
+			f.contentType = http.DetectContentType(f.body)
+		}
+		if f.gzipped = compress(f.body); f.gzipped != nil {
+			f.gzipETag = strings.TrimSuffix(f.etag, `"`) + `-gzip"`
+		}
+		out.byName[name] = f
+	}
+	return out, nil
 }
 
 // redirect answers a relative redirect: Location is resolved against the

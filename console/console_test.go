@@ -1,6 +1,8 @@
 package console_test
 
 import (
+	"compress/gzip"
+	"io"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -206,5 +208,105 @@ func TestSignInValidate(t *testing.T) {
 			_, err = console.NewHandler(console.Config{SignIn: &s})
 			require.ErrorContains(t, err, c.want, "NewHandler refuses it too")
 		})
+	}
+}
+
+// TestFilesAreKeptUnderTheirVersion: the page names its files under the
+// version of the set, which a browser keeps for good; the page itself is
+// revalidated, and its ETag answers 304 when nothing changed. A file asked
+// under another version (another replica's page during a rollout) is the
+// current one, never kept.
+func TestFilesAreKeptUnderTheirVersion(t *testing.T) {
+	t.Parallel()
+	h := console.Handler()
+	get := func(path string, header ...string) *httptest.ResponseRecorder {
+		req := httptest.NewRequestWithContext(t.Context(), "GET", path, nil)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	page := get("/console/")
+	require.Equal(t, http.StatusOK, page.Code)
+	assert.Equal(t, "no-cache", page.Header().Get("Cache-Control"), "the page is revalidated")
+	main := regexp.MustCompile(`<script type="module" src="(v/[0-9a-f]{16}/)js/main\.js"></script>`).FindStringSubmatch(page.Body.String())
+	require.NotNil(t, main, "the page's main module under its version: %s", page.Body.String())
+	dir := main[1]
+	for _, link := range regexp.MustCompile(`(?:href|src)="([^"]*)"`).FindAllStringSubmatch(page.Body.String(), -1) {
+		if !strings.HasPrefix(link[1], "#") {
+			assert.True(t, strings.HasPrefix(link[1], dir), "%s: every file under the version %s", link[1], dir)
+		}
+	}
+
+	kept := get("/console/" + dir + "js/main.js")
+	require.Equal(t, http.StatusOK, kept.Code)
+	assert.Equal(t, "public, max-age=31536000, immutable", kept.Header().Get("Cache-Control"))
+	assert.Equal(t, "text/javascript; charset=utf-8", kept.Header().Get("Content-Type"))
+	assert.Equal(t, console.ContentSecurityPolicy, kept.Header().Get("Content-Security-Policy"))
+	plain := get("/console/js/main.js")
+	assert.Equal(t, kept.Body.String(), plain.Body.String(), "the same file under its version")
+	assert.Equal(t, "no-cache", plain.Header().Get("Cache-Control"))
+
+	other := get("/console/v/0123456789abcdef/js/main.js")
+	require.Equal(t, http.StatusOK, other.Code, "another version's file is the current one")
+	assert.Equal(t, "no-cache", other.Header().Get("Cache-Control"), "and it is not kept")
+
+	for _, path := range []string{"/console/" + dir + "js/missing.js", "/console/" + dir, "/console/" + dir + "index.html", "/console/v/", "/console/" + dir + "js/"} {
+		rec := get(path)
+		assert.Equal(t, http.StatusNotFound, rec.Code, path)
+		assert.NotContains(t, rec.Header().Get("Cache-Control"), "max-age", "%s: a 404 is not kept", path)
+	}
+
+	etag := page.Header().Get("ETag")
+	require.NotEmpty(t, etag)
+	assert.Equal(t, http.StatusNotModified, get("/console/", "If-None-Match", etag).Code, "an unchanged page is not sent again")
+}
+
+// TestFilesAreGzippedForABrowserThatAcceptsIt: a text file is sent
+// gzipped to a browser that accepts gzip, as the same bytes once
+// decompressed, with an ETag of its own; never to one that refuses it.
+func TestFilesAreGzippedForABrowserThatAcceptsIt(t *testing.T) {
+	t.Parallel()
+	h := console.Handler()
+	get := func(accept string) *httptest.ResponseRecorder {
+		req := httptest.NewRequestWithContext(t.Context(), "GET", "/console/js/pages/jobs.js", nil)
+		if accept != "" {
+			req.Header.Set("Accept-Encoding", accept)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusOK, rec.Code, accept)
+		assert.Equal(t, "Accept-Encoding", rec.Header().Get("Vary"), accept)
+		return rec
+	}
+	plain := get("")
+	assert.Empty(t, plain.Header().Get("Content-Encoding"))
+	cases := []struct {
+		accept string
+		gzip   bool
+	}{
+		{"gzip, deflate, br, zstd", true},
+		{"br;q=1.0, GZIP;q=0.5", true},
+		{"identity", false},
+		{"gzip;q=0", false},
+		{"gzip; q=0.000", false},
+	}
+	for _, c := range cases {
+		rec := get(c.accept)
+		if !c.gzip {
+			assert.Empty(t, rec.Header().Get("Content-Encoding"), c.accept)
+			assert.Equal(t, plain.Body.String(), rec.Body.String(), c.accept)
+			continue
+		}
+		require.Equal(t, "gzip", rec.Header().Get("Content-Encoding"), c.accept)
+		assert.Less(t, rec.Body.Len(), plain.Body.Len(), c.accept)
+		assert.NotEqual(t, plain.Header().Get("ETag"), rec.Header().Get("ETag"), "%s: an ETag per encoding", c.accept)
+		zr, err := gzip.NewReader(rec.Body)
+		require.NoError(t, err, c.accept)
+		got, err := io.ReadAll(zr)
+		require.NoError(t, err, c.accept)
+		assert.Equal(t, plain.Body.String(), string(got), c.accept)
 	}
 }

@@ -27,6 +27,10 @@
 //     X-Content-Type-Options: nosniff. The files hold no inline script or
 //     style and call no eval, so the policy allows only the page's own
 //     files; TestFilesKeepThePolicy checks them.
+//   - The page names its files under the version of the whole set (a hash
+//     of the embedded files, computed at start: versionDir), and those are
+//     answered immutable; the page is revalidated. A version is the files
+//     of one binary: a browser never mixes modules of two.
 //   - Relative URLs everywhere: the page derives the API's base from its
 //     own location (the parent of Path), so a proxy may mount the whole API
 //     under any sub-path. The page routes with the URL's fragment, so the

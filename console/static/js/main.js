@@ -8,6 +8,7 @@ import {login, savedToken, whoAmI, forget, keep} from './session.js';
 import {signInConfig, providerName, startSignIn, returning, completeSignIn} from './signin.js';
 import {Renewal, handOver} from './renew.js';
 import {Refresher} from './refresh.js';
+import {route, drop} from './early.js';
 import {overview} from './pages/overview.js';
 import {jobs, job} from './pages/jobs.js';
 import {run} from './pages/runs.js';
@@ -32,19 +33,13 @@ let session = null;
 let signIn = null;
 // renewal renews an OpenID sign-in before it expires (null without signIn).
 let renewal = null;
+// signInRead settles when signin.json was read (boot starts it).
+let signInRead = Promise.resolve();
 // leaving holds what the shown page must undo when it goes (its streams).
 const leaving = [];
 
 function leave() {
   for (const f of leaving.splice(0)) f();
-}
-
-// route parses the fragment: #/jobs/dev.hello?x=1 -> ['jobs', 'dev.hello'].
-function route() {
-  const frag = window.location.hash.replace(/^#\/?/, '');
-  const [path, query] = frag.split('?');
-  const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
-  return {parts, query: new URLSearchParams(query || '')};
 }
 
 // go changes the fragment; the hashchange renders.
@@ -84,7 +79,11 @@ async function render() {
   delete main.dataset.loaded;
   const refresh = page.mount(main, {session, route: r, go, onLeave: (f) => leaving.push(f)});
   await refresher.page(async () => {
-    await refresh();
+    try {
+      await refresh();
+    } finally {
+      drop(); // the first page took what was started early for it
+    }
     main.dataset.loaded = 'true';
   });
 }
@@ -178,28 +177,36 @@ function wireControls() {
   auto.addEventListener('change', () => refresher.setOn(auto.checked));
   every.addEventListener('change', () => refresher.setEvery(Number(every.value)));
   document.getElementById('refresh-now').addEventListener('click', () => refresher.run());
-  document.getElementById('logout').addEventListener('click', () => {
+  document.getElementById('logout').addEventListener('click', async () => {
     forget();
     if (renewal) renewal.stop();
     session = null;
     refresher.stop();
     leave();
+    await signInRead;
     showLogin();
   });
   window.addEventListener('hashchange', render);
 }
 
+// boot reads signin.json beside the session check, not before it: only
+// the login form needs it.
 async function boot() {
   wireControls();
-  signIn = await signInConfig();
-  if (signIn) startRenewal();
+  signInRead = signInConfig().then((c) => {
+    signIn = c;
+    if (signIn) startRenewal();
+  });
   if (returning()) {
+    await signInRead;
     await finishSignIn();
     return;
   }
   // A popup the console opened to sign in again (renew.js): straight to
   // the provider.
-  if (signIn && new URLSearchParams(window.location.search).get('signin') === 'popup') {
+  const popup = new URLSearchParams(window.location.search).get('signin') === 'popup';
+  if (popup) await signInRead;
+  if (popup && signIn) {
     showLogin();
     replace(main.querySelector('.login [aria-live]'), `Going to ${providerName(signIn)}…`);
     await startSignIn(signIn, {popup: true});
@@ -207,14 +214,20 @@ async function boot() {
   }
   const token = savedToken();
   if (!token) {
+    await signInRead;
     showLogin();
     return;
   }
   try {
     session = await whoAmI(token);
+    // The renewal is made once signin.json is read, which began beside
+    // WhoAmI: wait for it, so that a kept OpenID session is renewed too.
+    await signInRead;
     start();
   } catch (e) {
     forget();
+    drop();
+    await signInRead;
     showLogin(e);
   }
 }

@@ -3,8 +3,7 @@
 // it stands for.
 
 import {call} from './api.js';
-
-const tokenKey = 'sundial.console.token';
+import {take, tokenKey} from './early.js';
 
 export function savedToken() {
   return window.sessionStorage.getItem(tokenKey);
@@ -24,7 +23,7 @@ export function forget() {
 // follows from this; what a caller may do, the server still decides on
 // every call.
 export async function whoAmI(token) {
-  const who = await call(token, 'IdentityService', 'WhoAmI', {});
+  const who = await (take(token, 'IdentityService', 'WhoAmI', {}) || call(token, 'IdentityService', 'WhoAmI', {}));
   return new Session(token, {
     team: who.team || '',
     role: who.role || 'viewer',
@@ -51,9 +50,10 @@ export class Session {
     this.permissions = new Set(who.permissions);
   }
 
-  // call calls the API with this session's token (opts: see api.js).
+  // call calls the API with this session's token (opts: see api.js),
+  // or takes the answer of the same call started early (early.js).
   call(service, method, body, opts) {
-    return call(this.token, service, method, body, opts);
+    return (!opts && take(this.token, service, method, body)) || call(this.token, service, method, body, opts);
   }
 
   // may says whether the caller holds a permission ("read", "operate",

@@ -4,10 +4,9 @@
 
 import {h, replace, table, num, stateTag, errorBox} from '../dom.js';
 import * as fmt from '../format.js';
-import {limited, pager, action, confirmTyped, filterForm, field, select, textInput, loadInto} from './common.js';
+import {pager, action, confirmTyped, filterForm, field, select, textInput, loadInto} from './common.js';
 import {objectiveLabel, parseObjective, assess} from '../objective.js';
-
-const pageSize = 25;
+import {jobsListCall} from '../early.js';
 
 export const jobs = {
   id: 'jobs',
@@ -49,20 +48,11 @@ function bulkLink(ctx) {
 
 // listJobs shows a page of jobs in results as soon as the server lists
 // it, then fills in each row's next fire and figures (one bounded
-// GetJobView per row of this page only), so that the list appears at
-// the speed of one listing call whatever the number of jobs.
+// GetJobViews call for the ids of this page only), so that the list
+// appears at the speed of one listing call whatever the number of jobs.
 async function listJobs(ctx, results) {
-  const q = ctx.route.query;
-  const filter = {};
-  if (q.get('team')) filter.team = q.get('team');
-  if (q.get('state')) filter.state = q.get('state');
-  if (q.get('kind')) filter.scheduleKind = q.get('kind');
-  const page = {size: pageSize};
-  if (q.get('page')) page.token = q.get('page');
-  const text = q.get('text');
-  const resp = text ?
-    await ctx.session.call('JobService', 'SearchJobs', {text, filter, page}) :
-    await ctx.session.call('JobService', 'ListJobs', {filter, page});
+  const c = jobsListCall(ctx.route.query);
+  const resp = await ctx.session.call('JobService', c.method, c.body);
   const list = resp.jobs || [];
   if (list.length === 0) {
     // The server reads a bounded number of definitions per page: an empty
@@ -90,13 +80,17 @@ async function listJobs(ctx, results) {
       }))),
       h('tbody', {}, rows)),
     pager(ctx, ['jobs'], resp.nextPageToken));
-  await limited(list.map((j, i) => ({j, i})), 4, async ({j, i}) => {
-    let v = {};
-    try {
-      v = await ctx.session.call('JobService', 'GetJobView', {id: j.spec.id, nextFireTimes: 1, lastRuns: 20});
-    } catch {
-      v = {};
-    }
+  // One call for the figures of the whole page: the views of its jobs
+  // (GetJobViews), their stats without the attempts.
+  const views = new Map();
+  try {
+    const resp = await ctx.session.call('JobService', 'GetJobViews', {ids: list.map((j) => j.spec.id), nextFireTimes: 1, lastRuns: 20});
+    for (const v of resp.views || []) views.set(v.job.spec.id, v);
+  } catch {
+    // The rows stay without figures ('–'); the list itself is shown.
+  }
+  list.forEach((j, i) => {
+    const v = views.get(j.spec.id) || {};
     const stats = v.stats || {};
     const next = (v.nextFireTimes || [])[0];
     const zone = (j.spec.schedule || {}).timeZone || 'UTC';

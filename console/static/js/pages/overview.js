@@ -5,7 +5,7 @@
 
 import {h, table, num, stateTag} from '../dom.js';
 import * as fmt from '../format.js';
-import {limited, loadInto} from './common.js';
+import {loadInto} from './common.js';
 import {shards} from './cluster.js';
 
 const jobsCounted = 25;
@@ -36,11 +36,17 @@ function tile(label, value, id) {
 async function recentRuns(ctx) {
   const resp = await ctx.session.call('JobService', 'ListJobs', {page: {size: jobsCounted}});
   const list = resp.jobs || [];
-  const views = await limited(list, 4, (j) => ctx.session.call('JobService', 'GetJobView', {id: j.spec.id, nextFireTimes: 1, lastRuns: 20}));
+  // The views of these jobs in one call, with their attempts (counted by
+  // state below).
+  const byID = new Map();
+  if (list.length) {
+    const got = await ctx.session.call('JobService', 'GetJobViews', {ids: list.map((j) => j.spec.id), nextFireTimes: 1, lastRuns: 20, withRuns: true});
+    for (const v of got.views || []) byID.set(v.job.spec.id, v);
+  }
   const byState = new Map();
   const worst = [];
-  list.forEach((j, i) => {
-    const v = views[i] || {};
+  list.forEach((j) => {
+    const v = byID.get(j.spec.id) || {};
     for (const r of v.lastRuns || []) byState.set(r.state, (byState.get(r.state) || 0) + 1);
     const st = v.stats || {};
     worst.push({id: j.spec.id, team: j.spec.ownerTeam, rate: st.finished ? st.successRate || 0 : 1, finished: st.finished || 0,

@@ -791,6 +791,142 @@ func (x *GetJobViewResponse) GetStats() *RunStats {
 	return nil
 }
 
+// GetJobViewsRequest names the jobs of a page and how much of each to
+// show. Its bounds keep one call's work near one page's worth of
+// GetJobView calls.
+type GetJobViewsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ids are the job ids: 1 to 100, each once.
+	Ids []string `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`
+	// next_fire_times is how many fire times to compute per job: 0 means 1,
+	// at most 10.
+	NextFireTimes uint32 `protobuf:"varint,2,opt,name=next_fire_times,json=nextFireTimes,proto3" json:"next_fire_times,omitempty"`
+	// last_runs is how many of each job's newest run attempts to summarise
+	// in its stats: 0 means 20, at most 100.
+	LastRuns uint32 `protobuf:"varint,3,opt,name=last_runs,json=lastRuns,proto3" json:"last_runs,omitempty"`
+	// with_runs returns those attempts in each view's last_runs too;
+	// unset, a view carries their stats only (what a list shows).
+	WithRuns      bool `protobuf:"varint,4,opt,name=with_runs,json=withRuns,proto3" json:"with_runs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetJobViewsRequest) Reset() {
+	*x = GetJobViewsRequest{}
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetJobViewsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetJobViewsRequest) ProtoMessage() {}
+
+func (x *GetJobViewsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetJobViewsRequest.ProtoReflect.Descriptor instead.
+func (*GetJobViewsRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *GetJobViewsRequest) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *GetJobViewsRequest) GetNextFireTimes() uint32 {
+	if x != nil {
+		return x.NextFireTimes
+	}
+	return 0
+}
+
+func (x *GetJobViewsRequest) GetLastRuns() uint32 {
+	if x != nil {
+		return x.LastRuns
+	}
+	return 0
+}
+
+func (x *GetJobViewsRequest) GetWithRuns() bool {
+	if x != nil {
+		return x.WithRuns
+	}
+	return false
+}
+
+// GetJobViewsResponse holds the views of the jobs found.
+type GetJobViewsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// views are the views of the jobs the caller may see, in the order of
+	// the request's ids.
+	Views []*GetJobViewResponse `protobuf:"bytes,1,rep,name=views,proto3" json:"views,omitempty"`
+	// not_found are the ids of the jobs that do not exist or that the caller
+	// may not see: the two are not told apart, so that no answer tells
+	// another team's ids.
+	NotFound      []string `protobuf:"bytes,2,rep,name=not_found,json=notFound,proto3" json:"not_found,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetJobViewsResponse) Reset() {
+	*x = GetJobViewsResponse{}
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetJobViewsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetJobViewsResponse) ProtoMessage() {}
+
+func (x *GetJobViewsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetJobViewsResponse.ProtoReflect.Descriptor instead.
+func (*GetJobViewsResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GetJobViewsResponse) GetViews() []*GetJobViewResponse {
+	if x != nil {
+		return x.Views
+	}
+	return nil
+}
+
+func (x *GetJobViewsResponse) GetNotFound() []string {
+	if x != nil {
+		return x.NotFound
+	}
+	return nil
+}
+
 // RunAttempt is one attempt of a run as the run history recorded it.
 type RunAttempt struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -818,7 +954,7 @@ type RunAttempt struct {
 
 func (x *RunAttempt) Reset() {
 	*x = RunAttempt{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[13]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +966,7 @@ func (x *RunAttempt) String() string {
 func (*RunAttempt) ProtoMessage() {}
 
 func (x *RunAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[13]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +979,7 @@ func (x *RunAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunAttempt.ProtoReflect.Descriptor instead.
 func (*RunAttempt) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{13}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RunAttempt) GetRunId() string {
@@ -931,7 +1067,7 @@ type RunStats struct {
 
 func (x *RunStats) Reset() {
 	*x = RunStats{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[14]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1079,7 @@ func (x *RunStats) String() string {
 func (*RunStats) ProtoMessage() {}
 
 func (x *RunStats) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[14]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1092,7 @@ func (x *RunStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunStats.ProtoReflect.Descriptor instead.
 func (*RunStats) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{14}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RunStats) GetFinished() uint32 {
@@ -1020,7 +1156,7 @@ type Dag struct {
 
 func (x *Dag) Reset() {
 	*x = Dag{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[15]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1032,7 +1168,7 @@ func (x *Dag) String() string {
 func (*Dag) ProtoMessage() {}
 
 func (x *Dag) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[15]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1045,7 +1181,7 @@ func (x *Dag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dag.ProtoReflect.Descriptor instead.
 func (*Dag) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{15}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Dag) GetSpec() *v1.DagSpec {
@@ -1094,7 +1230,7 @@ type ApplyDagRequest struct {
 
 func (x *ApplyDagRequest) Reset() {
 	*x = ApplyDagRequest{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[16]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1242,7 @@ func (x *ApplyDagRequest) String() string {
 func (*ApplyDagRequest) ProtoMessage() {}
 
 func (x *ApplyDagRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[16]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1255,7 @@ func (x *ApplyDagRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyDagRequest.ProtoReflect.Descriptor instead.
 func (*ApplyDagRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{16}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ApplyDagRequest) GetSpec() *v1.DagSpec {
@@ -1143,7 +1279,7 @@ type ApplyDagResponse struct {
 
 func (x *ApplyDagResponse) Reset() {
 	*x = ApplyDagResponse{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[17]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1291,7 @@ func (x *ApplyDagResponse) String() string {
 func (*ApplyDagResponse) ProtoMessage() {}
 
 func (x *ApplyDagResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[17]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1304,7 @@ func (x *ApplyDagResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyDagResponse.ProtoReflect.Descriptor instead.
 func (*ApplyDagResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{17}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ApplyDagResponse) GetAccepted() bool {
@@ -1196,7 +1332,7 @@ type GetDagRequest struct {
 
 func (x *GetDagRequest) Reset() {
 	*x = GetDagRequest{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[18]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1208,7 +1344,7 @@ func (x *GetDagRequest) String() string {
 func (*GetDagRequest) ProtoMessage() {}
 
 func (x *GetDagRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[18]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1221,7 +1357,7 @@ func (x *GetDagRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDagRequest.ProtoReflect.Descriptor instead.
 func (*GetDagRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{18}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetDagRequest) GetId() string {
@@ -1242,7 +1378,7 @@ type GetDagResponse struct {
 
 func (x *GetDagResponse) Reset() {
 	*x = GetDagResponse{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[19]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +1390,7 @@ func (x *GetDagResponse) String() string {
 func (*GetDagResponse) ProtoMessage() {}
 
 func (x *GetDagResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[19]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1403,7 @@ func (x *GetDagResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDagResponse.ProtoReflect.Descriptor instead.
 func (*GetDagResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{19}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetDagResponse) GetDag() *Dag {
@@ -1290,7 +1426,7 @@ type ListDagsRequest struct {
 
 func (x *ListDagsRequest) Reset() {
 	*x = ListDagsRequest{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[20]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1302,7 +1438,7 @@ func (x *ListDagsRequest) String() string {
 func (*ListDagsRequest) ProtoMessage() {}
 
 func (x *ListDagsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[20]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1315,7 +1451,7 @@ func (x *ListDagsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDagsRequest.ProtoReflect.Descriptor instead.
 func (*ListDagsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{20}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListDagsRequest) GetFilter() *DefinitionFilter {
@@ -1345,7 +1481,7 @@ type ListDagsResponse struct {
 
 func (x *ListDagsResponse) Reset() {
 	*x = ListDagsResponse{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[21]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1357,7 +1493,7 @@ func (x *ListDagsResponse) String() string {
 func (*ListDagsResponse) ProtoMessage() {}
 
 func (x *ListDagsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[21]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1370,7 +1506,7 @@ func (x *ListDagsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDagsResponse.ProtoReflect.Descriptor instead.
 func (*ListDagsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{21}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListDagsResponse) GetDags() []*Dag {
@@ -1398,7 +1534,7 @@ type DeleteDagRequest struct {
 
 func (x *DeleteDagRequest) Reset() {
 	*x = DeleteDagRequest{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[22]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1410,7 +1546,7 @@ func (x *DeleteDagRequest) String() string {
 func (*DeleteDagRequest) ProtoMessage() {}
 
 func (x *DeleteDagRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[22]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1423,7 +1559,7 @@ func (x *DeleteDagRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDagRequest.ProtoReflect.Descriptor instead.
 func (*DeleteDagRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{22}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeleteDagRequest) GetId() string {
@@ -1444,7 +1580,7 @@ type DeleteDagResponse struct {
 
 func (x *DeleteDagResponse) Reset() {
 	*x = DeleteDagResponse{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[23]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1592,7 @@ func (x *DeleteDagResponse) String() string {
 func (*DeleteDagResponse) ProtoMessage() {}
 
 func (x *DeleteDagResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[23]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1605,7 @@ func (x *DeleteDagResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDagResponse.ProtoReflect.Descriptor instead.
 func (*DeleteDagResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{23}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeleteDagResponse) GetStatus() *v1.JobStatus {
@@ -1492,7 +1628,7 @@ type ListDagRunsRequest struct {
 
 func (x *ListDagRunsRequest) Reset() {
 	*x = ListDagRunsRequest{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[24]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1504,7 +1640,7 @@ func (x *ListDagRunsRequest) String() string {
 func (*ListDagRunsRequest) ProtoMessage() {}
 
 func (x *ListDagRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[24]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1517,7 +1653,7 @@ func (x *ListDagRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDagRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListDagRunsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{24}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListDagRunsRequest) GetDagId() string {
@@ -1545,7 +1681,7 @@ type ListDagRunsResponse struct {
 
 func (x *ListDagRunsResponse) Reset() {
 	*x = ListDagRunsResponse{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[25]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +1693,7 @@ func (x *ListDagRunsResponse) String() string {
 func (*ListDagRunsResponse) ProtoMessage() {}
 
 func (x *ListDagRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[25]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +1706,7 @@ func (x *ListDagRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDagRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListDagRunsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{25}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListDagRunsResponse) GetDagRuns() []*DagRunSummary {
@@ -1609,7 +1745,7 @@ type DagRunSummary struct {
 
 func (x *DagRunSummary) Reset() {
 	*x = DagRunSummary{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[26]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1621,7 +1757,7 @@ func (x *DagRunSummary) String() string {
 func (*DagRunSummary) ProtoMessage() {}
 
 func (x *DagRunSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[26]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1634,7 +1770,7 @@ func (x *DagRunSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DagRunSummary.ProtoReflect.Descriptor instead.
 func (*DagRunSummary) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{26}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DagRunSummary) GetDagRunId() string {
@@ -1711,7 +1847,7 @@ type GetDagRunRequest struct {
 
 func (x *GetDagRunRequest) Reset() {
 	*x = GetDagRunRequest{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[27]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1723,7 +1859,7 @@ func (x *GetDagRunRequest) String() string {
 func (*GetDagRunRequest) ProtoMessage() {}
 
 func (x *GetDagRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[27]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1736,7 +1872,7 @@ func (x *GetDagRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDagRunRequest.ProtoReflect.Descriptor instead.
 func (*GetDagRunRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{27}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetDagRunRequest) GetDagRunId() string {
@@ -1757,7 +1893,7 @@ type GetDagRunResponse struct {
 
 func (x *GetDagRunResponse) Reset() {
 	*x = GetDagRunResponse{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[28]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1769,7 +1905,7 @@ func (x *GetDagRunResponse) String() string {
 func (*GetDagRunResponse) ProtoMessage() {}
 
 func (x *GetDagRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[28]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1782,7 +1918,7 @@ func (x *GetDagRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDagRunResponse.ProtoReflect.Descriptor instead.
 func (*GetDagRunResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{28}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetDagRunResponse) GetDagRun() *DagRunDetail {
@@ -1812,7 +1948,7 @@ type DagRunDetail struct {
 
 func (x *DagRunDetail) Reset() {
 	*x = DagRunDetail{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[29]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1824,7 +1960,7 @@ func (x *DagRunDetail) String() string {
 func (*DagRunDetail) ProtoMessage() {}
 
 func (x *DagRunDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[29]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1837,7 +1973,7 @@ func (x *DagRunDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DagRunDetail.ProtoReflect.Descriptor instead.
 func (*DagRunDetail) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{29}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DagRunDetail) GetRun() *DagRunSummary {
@@ -1906,7 +2042,7 @@ type DagNodeRun struct {
 
 func (x *DagNodeRun) Reset() {
 	*x = DagNodeRun{}
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[30]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +2054,7 @@ func (x *DagNodeRun) String() string {
 func (*DagNodeRun) ProtoMessage() {}
 
 func (x *DagNodeRun) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_jobs_proto_msgTypes[30]
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2067,7 @@ func (x *DagNodeRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DagNodeRun.ProtoReflect.Descriptor instead.
 func (*DagNodeRun) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{30}
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DagNodeRun) GetNodeId() string {
@@ -2053,7 +2189,15 @@ const file_sundial_api_v1_jobs_proto_rawDesc = "" +
 	"\x03job\x18\x01 \x01(\v2\x13.sundial.api.v1.JobR\x03job\x12B\n" +
 	"\x0fnext_fire_times\x18\x02 \x03(\v2\x1a.google.protobuf.TimestampR\rnextFireTimes\x127\n" +
 	"\tlast_runs\x18\x03 \x03(\v2\x1a.sundial.api.v1.RunAttemptR\blastRuns\x12.\n" +
-	"\x05stats\x18\x04 \x01(\v2\x18.sundial.api.v1.RunStatsR\x05stats\"\x95\x03\n" +
+	"\x05stats\x18\x04 \x01(\v2\x18.sundial.api.v1.RunStatsR\x05stats\"\x88\x01\n" +
+	"\x12GetJobViewsRequest\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\tR\x03ids\x12&\n" +
+	"\x0fnext_fire_times\x18\x02 \x01(\rR\rnextFireTimes\x12\x1b\n" +
+	"\tlast_runs\x18\x03 \x01(\rR\blastRuns\x12\x1b\n" +
+	"\twith_runs\x18\x04 \x01(\bR\bwithRuns\"l\n" +
+	"\x13GetJobViewsResponse\x128\n" +
+	"\x05views\x18\x01 \x03(\v2\".sundial.api.v1.GetJobViewResponseR\x05views\x12\x1b\n" +
+	"\tnot_found\x18\x02 \x03(\tR\bnotFound\"\x95\x03\n" +
 	"\n" +
 	"RunAttempt\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x18\n" +
@@ -2142,7 +2286,7 @@ const file_sundial_api_v1_jobs_proto_rawDesc = "" +
 	"\bdeadline\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x16\n" +
 	"\x06reason\x18\t \x01(\tR\x06reason\x12\x18\n" +
 	"\aparents\x18\n" +
-	" \x03(\tR\aparents2\xef\x03\n" +
+	" \x03(\tR\aparents2\xc7\x04\n" +
 	"\n" +
 	"JobService\x12M\n" +
 	"\bApplyJob\x12\x1f.sundial.api.v1.ApplyJobRequest\x1a .sundial.api.v1.ApplyJobResponse\x12G\n" +
@@ -2152,7 +2296,8 @@ const file_sundial_api_v1_jobs_proto_rawDesc = "" +
 	"SearchJobs\x12!.sundial.api.v1.SearchJobsRequest\x1a\".sundial.api.v1.SearchJobsResponse\x12P\n" +
 	"\tDeleteJob\x12 .sundial.api.v1.DeleteJobRequest\x1a!.sundial.api.v1.DeleteJobResponse\x12S\n" +
 	"\n" +
-	"GetJobView\x12!.sundial.api.v1.GetJobViewRequest\x1a\".sundial.api.v1.GetJobViewResponse2\xef\x03\n" +
+	"GetJobView\x12!.sundial.api.v1.GetJobViewRequest\x1a\".sundial.api.v1.GetJobViewResponse\x12V\n" +
+	"\vGetJobViews\x12\".sundial.api.v1.GetJobViewsRequest\x1a#.sundial.api.v1.GetJobViewsResponse2\xef\x03\n" +
 	"\n" +
 	"DagService\x12M\n" +
 	"\bApplyDag\x12\x1f.sundial.api.v1.ApplyDagRequest\x1a .sundial.api.v1.ApplyDagResponse\x12G\n" +
@@ -2174,7 +2319,7 @@ func file_sundial_api_v1_jobs_proto_rawDescGZIP() []byte {
 	return file_sundial_api_v1_jobs_proto_rawDescData
 }
 
-var file_sundial_api_v1_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_sundial_api_v1_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_sundial_api_v1_jobs_proto_goTypes = []any{
 	(*Job)(nil),                   // 0: sundial.api.v1.Job
 	(*ApplyJobRequest)(nil),       // 1: sundial.api.v1.ApplyJobRequest
@@ -2189,117 +2334,122 @@ var file_sundial_api_v1_jobs_proto_goTypes = []any{
 	(*DeleteJobResponse)(nil),     // 10: sundial.api.v1.DeleteJobResponse
 	(*GetJobViewRequest)(nil),     // 11: sundial.api.v1.GetJobViewRequest
 	(*GetJobViewResponse)(nil),    // 12: sundial.api.v1.GetJobViewResponse
-	(*RunAttempt)(nil),            // 13: sundial.api.v1.RunAttempt
-	(*RunStats)(nil),              // 14: sundial.api.v1.RunStats
-	(*Dag)(nil),                   // 15: sundial.api.v1.Dag
-	(*ApplyDagRequest)(nil),       // 16: sundial.api.v1.ApplyDagRequest
-	(*ApplyDagResponse)(nil),      // 17: sundial.api.v1.ApplyDagResponse
-	(*GetDagRequest)(nil),         // 18: sundial.api.v1.GetDagRequest
-	(*GetDagResponse)(nil),        // 19: sundial.api.v1.GetDagResponse
-	(*ListDagsRequest)(nil),       // 20: sundial.api.v1.ListDagsRequest
-	(*ListDagsResponse)(nil),      // 21: sundial.api.v1.ListDagsResponse
-	(*DeleteDagRequest)(nil),      // 22: sundial.api.v1.DeleteDagRequest
-	(*DeleteDagResponse)(nil),     // 23: sundial.api.v1.DeleteDagResponse
-	(*ListDagRunsRequest)(nil),    // 24: sundial.api.v1.ListDagRunsRequest
-	(*ListDagRunsResponse)(nil),   // 25: sundial.api.v1.ListDagRunsResponse
-	(*DagRunSummary)(nil),         // 26: sundial.api.v1.DagRunSummary
-	(*GetDagRunRequest)(nil),      // 27: sundial.api.v1.GetDagRunRequest
-	(*GetDagRunResponse)(nil),     // 28: sundial.api.v1.GetDagRunResponse
-	(*DagRunDetail)(nil),          // 29: sundial.api.v1.DagRunDetail
-	(*DagNodeRun)(nil),            // 30: sundial.api.v1.DagNodeRun
-	(*v1.JobSpec)(nil),            // 31: sundial.v1.JobSpec
-	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
-	(DefinitionState)(0),          // 33: sundial.api.v1.DefinitionState
-	(ScheduleKind)(0),             // 34: sundial.api.v1.ScheduleKind
-	(*DefinitionDocument)(nil),    // 35: sundial.api.v1.DefinitionDocument
-	(*v1.JobStatus)(nil),          // 36: sundial.v1.JobStatus
-	(*DefinitionFilter)(nil),      // 37: sundial.api.v1.DefinitionFilter
-	(*PageRequest)(nil),           // 38: sundial.api.v1.PageRequest
-	(*durationpb.Duration)(nil),   // 39: google.protobuf.Duration
-	(*v1.DagSpec)(nil),            // 40: sundial.v1.DagSpec
-	(v1.RunState)(0),              // 41: sundial.v1.RunState
+	(*GetJobViewsRequest)(nil),    // 13: sundial.api.v1.GetJobViewsRequest
+	(*GetJobViewsResponse)(nil),   // 14: sundial.api.v1.GetJobViewsResponse
+	(*RunAttempt)(nil),            // 15: sundial.api.v1.RunAttempt
+	(*RunStats)(nil),              // 16: sundial.api.v1.RunStats
+	(*Dag)(nil),                   // 17: sundial.api.v1.Dag
+	(*ApplyDagRequest)(nil),       // 18: sundial.api.v1.ApplyDagRequest
+	(*ApplyDagResponse)(nil),      // 19: sundial.api.v1.ApplyDagResponse
+	(*GetDagRequest)(nil),         // 20: sundial.api.v1.GetDagRequest
+	(*GetDagResponse)(nil),        // 21: sundial.api.v1.GetDagResponse
+	(*ListDagsRequest)(nil),       // 22: sundial.api.v1.ListDagsRequest
+	(*ListDagsResponse)(nil),      // 23: sundial.api.v1.ListDagsResponse
+	(*DeleteDagRequest)(nil),      // 24: sundial.api.v1.DeleteDagRequest
+	(*DeleteDagResponse)(nil),     // 25: sundial.api.v1.DeleteDagResponse
+	(*ListDagRunsRequest)(nil),    // 26: sundial.api.v1.ListDagRunsRequest
+	(*ListDagRunsResponse)(nil),   // 27: sundial.api.v1.ListDagRunsResponse
+	(*DagRunSummary)(nil),         // 28: sundial.api.v1.DagRunSummary
+	(*GetDagRunRequest)(nil),      // 29: sundial.api.v1.GetDagRunRequest
+	(*GetDagRunResponse)(nil),     // 30: sundial.api.v1.GetDagRunResponse
+	(*DagRunDetail)(nil),          // 31: sundial.api.v1.DagRunDetail
+	(*DagNodeRun)(nil),            // 32: sundial.api.v1.DagNodeRun
+	(*v1.JobSpec)(nil),            // 33: sundial.v1.JobSpec
+	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
+	(DefinitionState)(0),          // 35: sundial.api.v1.DefinitionState
+	(ScheduleKind)(0),             // 36: sundial.api.v1.ScheduleKind
+	(*DefinitionDocument)(nil),    // 37: sundial.api.v1.DefinitionDocument
+	(*v1.JobStatus)(nil),          // 38: sundial.v1.JobStatus
+	(*DefinitionFilter)(nil),      // 39: sundial.api.v1.DefinitionFilter
+	(*PageRequest)(nil),           // 40: sundial.api.v1.PageRequest
+	(*durationpb.Duration)(nil),   // 41: google.protobuf.Duration
+	(*v1.DagSpec)(nil),            // 42: sundial.v1.DagSpec
+	(v1.RunState)(0),              // 43: sundial.v1.RunState
 }
 var file_sundial_api_v1_jobs_proto_depIdxs = []int32{
-	31, // 0: sundial.api.v1.Job.spec:type_name -> sundial.v1.JobSpec
-	32, // 1: sundial.api.v1.Job.updated_at:type_name -> google.protobuf.Timestamp
-	33, // 2: sundial.api.v1.Job.state:type_name -> sundial.api.v1.DefinitionState
-	34, // 3: sundial.api.v1.Job.schedule_kind:type_name -> sundial.api.v1.ScheduleKind
-	31, // 4: sundial.api.v1.ApplyJobRequest.spec:type_name -> sundial.v1.JobSpec
-	35, // 5: sundial.api.v1.ApplyJobRequest.document:type_name -> sundial.api.v1.DefinitionDocument
-	36, // 6: sundial.api.v1.ApplyJobResponse.status:type_name -> sundial.v1.JobStatus
+	33, // 0: sundial.api.v1.Job.spec:type_name -> sundial.v1.JobSpec
+	34, // 1: sundial.api.v1.Job.updated_at:type_name -> google.protobuf.Timestamp
+	35, // 2: sundial.api.v1.Job.state:type_name -> sundial.api.v1.DefinitionState
+	36, // 3: sundial.api.v1.Job.schedule_kind:type_name -> sundial.api.v1.ScheduleKind
+	33, // 4: sundial.api.v1.ApplyJobRequest.spec:type_name -> sundial.v1.JobSpec
+	37, // 5: sundial.api.v1.ApplyJobRequest.document:type_name -> sundial.api.v1.DefinitionDocument
+	38, // 6: sundial.api.v1.ApplyJobResponse.status:type_name -> sundial.v1.JobStatus
 	0,  // 7: sundial.api.v1.GetJobResponse.job:type_name -> sundial.api.v1.Job
-	37, // 8: sundial.api.v1.ListJobsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
-	38, // 9: sundial.api.v1.ListJobsRequest.page:type_name -> sundial.api.v1.PageRequest
+	39, // 8: sundial.api.v1.ListJobsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
+	40, // 9: sundial.api.v1.ListJobsRequest.page:type_name -> sundial.api.v1.PageRequest
 	0,  // 10: sundial.api.v1.ListJobsResponse.jobs:type_name -> sundial.api.v1.Job
-	37, // 11: sundial.api.v1.SearchJobsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
-	38, // 12: sundial.api.v1.SearchJobsRequest.page:type_name -> sundial.api.v1.PageRequest
+	39, // 11: sundial.api.v1.SearchJobsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
+	40, // 12: sundial.api.v1.SearchJobsRequest.page:type_name -> sundial.api.v1.PageRequest
 	0,  // 13: sundial.api.v1.SearchJobsResponse.jobs:type_name -> sundial.api.v1.Job
-	36, // 14: sundial.api.v1.DeleteJobResponse.status:type_name -> sundial.v1.JobStatus
+	38, // 14: sundial.api.v1.DeleteJobResponse.status:type_name -> sundial.v1.JobStatus
 	0,  // 15: sundial.api.v1.GetJobViewResponse.job:type_name -> sundial.api.v1.Job
-	32, // 16: sundial.api.v1.GetJobViewResponse.next_fire_times:type_name -> google.protobuf.Timestamp
-	13, // 17: sundial.api.v1.GetJobViewResponse.last_runs:type_name -> sundial.api.v1.RunAttempt
-	14, // 18: sundial.api.v1.GetJobViewResponse.stats:type_name -> sundial.api.v1.RunStats
-	32, // 19: sundial.api.v1.RunAttempt.due_time:type_name -> google.protobuf.Timestamp
-	32, // 20: sundial.api.v1.RunAttempt.attempt_due_time:type_name -> google.protobuf.Timestamp
-	32, // 21: sundial.api.v1.RunAttempt.started_at:type_name -> google.protobuf.Timestamp
-	32, // 22: sundial.api.v1.RunAttempt.finished_at:type_name -> google.protobuf.Timestamp
-	39, // 23: sundial.api.v1.RunAttempt.duration:type_name -> google.protobuf.Duration
-	39, // 24: sundial.api.v1.RunStats.trigger_latency_p50:type_name -> google.protobuf.Duration
-	39, // 25: sundial.api.v1.RunStats.trigger_latency_p90:type_name -> google.protobuf.Duration
-	39, // 26: sundial.api.v1.RunStats.trigger_latency_p99:type_name -> google.protobuf.Duration
-	40, // 27: sundial.api.v1.Dag.spec:type_name -> sundial.v1.DagSpec
-	32, // 28: sundial.api.v1.Dag.updated_at:type_name -> google.protobuf.Timestamp
-	33, // 29: sundial.api.v1.Dag.state:type_name -> sundial.api.v1.DefinitionState
-	34, // 30: sundial.api.v1.Dag.schedule_kind:type_name -> sundial.api.v1.ScheduleKind
-	40, // 31: sundial.api.v1.ApplyDagRequest.spec:type_name -> sundial.v1.DagSpec
-	36, // 32: sundial.api.v1.ApplyDagResponse.status:type_name -> sundial.v1.JobStatus
-	15, // 33: sundial.api.v1.GetDagResponse.dag:type_name -> sundial.api.v1.Dag
-	37, // 34: sundial.api.v1.ListDagsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
-	38, // 35: sundial.api.v1.ListDagsRequest.page:type_name -> sundial.api.v1.PageRequest
-	15, // 36: sundial.api.v1.ListDagsResponse.dags:type_name -> sundial.api.v1.Dag
-	36, // 37: sundial.api.v1.DeleteDagResponse.status:type_name -> sundial.v1.JobStatus
-	26, // 38: sundial.api.v1.ListDagRunsResponse.dag_runs:type_name -> sundial.api.v1.DagRunSummary
-	32, // 39: sundial.api.v1.DagRunSummary.due_time:type_name -> google.protobuf.Timestamp
-	32, // 40: sundial.api.v1.DagRunSummary.created_at:type_name -> google.protobuf.Timestamp
-	32, // 41: sundial.api.v1.DagRunSummary.updated_at:type_name -> google.protobuf.Timestamp
-	29, // 42: sundial.api.v1.GetDagRunResponse.dag_run:type_name -> sundial.api.v1.DagRunDetail
-	26, // 43: sundial.api.v1.DagRunDetail.run:type_name -> sundial.api.v1.DagRunSummary
-	40, // 44: sundial.api.v1.DagRunDetail.spec:type_name -> sundial.v1.DagSpec
-	30, // 45: sundial.api.v1.DagRunDetail.nodes:type_name -> sundial.api.v1.DagNodeRun
-	32, // 46: sundial.api.v1.DagRunDetail.ended_at:type_name -> google.protobuf.Timestamp
-	41, // 47: sundial.api.v1.DagNodeRun.run_state:type_name -> sundial.v1.RunState
-	32, // 48: sundial.api.v1.DagNodeRun.started_at:type_name -> google.protobuf.Timestamp
-	32, // 49: sundial.api.v1.DagNodeRun.ended_at:type_name -> google.protobuf.Timestamp
-	32, // 50: sundial.api.v1.DagNodeRun.deadline:type_name -> google.protobuf.Timestamp
-	1,  // 51: sundial.api.v1.JobService.ApplyJob:input_type -> sundial.api.v1.ApplyJobRequest
-	3,  // 52: sundial.api.v1.JobService.GetJob:input_type -> sundial.api.v1.GetJobRequest
-	5,  // 53: sundial.api.v1.JobService.ListJobs:input_type -> sundial.api.v1.ListJobsRequest
-	7,  // 54: sundial.api.v1.JobService.SearchJobs:input_type -> sundial.api.v1.SearchJobsRequest
-	9,  // 55: sundial.api.v1.JobService.DeleteJob:input_type -> sundial.api.v1.DeleteJobRequest
-	11, // 56: sundial.api.v1.JobService.GetJobView:input_type -> sundial.api.v1.GetJobViewRequest
-	16, // 57: sundial.api.v1.DagService.ApplyDag:input_type -> sundial.api.v1.ApplyDagRequest
-	18, // 58: sundial.api.v1.DagService.GetDag:input_type -> sundial.api.v1.GetDagRequest
-	20, // 59: sundial.api.v1.DagService.ListDags:input_type -> sundial.api.v1.ListDagsRequest
-	22, // 60: sundial.api.v1.DagService.DeleteDag:input_type -> sundial.api.v1.DeleteDagRequest
-	24, // 61: sundial.api.v1.DagService.ListDagRuns:input_type -> sundial.api.v1.ListDagRunsRequest
-	27, // 62: sundial.api.v1.DagService.GetDagRun:input_type -> sundial.api.v1.GetDagRunRequest
-	2,  // 63: sundial.api.v1.JobService.ApplyJob:output_type -> sundial.api.v1.ApplyJobResponse
-	4,  // 64: sundial.api.v1.JobService.GetJob:output_type -> sundial.api.v1.GetJobResponse
-	6,  // 65: sundial.api.v1.JobService.ListJobs:output_type -> sundial.api.v1.ListJobsResponse
-	8,  // 66: sundial.api.v1.JobService.SearchJobs:output_type -> sundial.api.v1.SearchJobsResponse
-	10, // 67: sundial.api.v1.JobService.DeleteJob:output_type -> sundial.api.v1.DeleteJobResponse
-	12, // 68: sundial.api.v1.JobService.GetJobView:output_type -> sundial.api.v1.GetJobViewResponse
-	17, // 69: sundial.api.v1.DagService.ApplyDag:output_type -> sundial.api.v1.ApplyDagResponse
-	19, // 70: sundial.api.v1.DagService.GetDag:output_type -> sundial.api.v1.GetDagResponse
-	21, // 71: sundial.api.v1.DagService.ListDags:output_type -> sundial.api.v1.ListDagsResponse
-	23, // 72: sundial.api.v1.DagService.DeleteDag:output_type -> sundial.api.v1.DeleteDagResponse
-	25, // 73: sundial.api.v1.DagService.ListDagRuns:output_type -> sundial.api.v1.ListDagRunsResponse
-	28, // 74: sundial.api.v1.DagService.GetDagRun:output_type -> sundial.api.v1.GetDagRunResponse
-	63, // [63:75] is the sub-list for method output_type
-	51, // [51:63] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	34, // 16: sundial.api.v1.GetJobViewResponse.next_fire_times:type_name -> google.protobuf.Timestamp
+	15, // 17: sundial.api.v1.GetJobViewResponse.last_runs:type_name -> sundial.api.v1.RunAttempt
+	16, // 18: sundial.api.v1.GetJobViewResponse.stats:type_name -> sundial.api.v1.RunStats
+	12, // 19: sundial.api.v1.GetJobViewsResponse.views:type_name -> sundial.api.v1.GetJobViewResponse
+	34, // 20: sundial.api.v1.RunAttempt.due_time:type_name -> google.protobuf.Timestamp
+	34, // 21: sundial.api.v1.RunAttempt.attempt_due_time:type_name -> google.protobuf.Timestamp
+	34, // 22: sundial.api.v1.RunAttempt.started_at:type_name -> google.protobuf.Timestamp
+	34, // 23: sundial.api.v1.RunAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	41, // 24: sundial.api.v1.RunAttempt.duration:type_name -> google.protobuf.Duration
+	41, // 25: sundial.api.v1.RunStats.trigger_latency_p50:type_name -> google.protobuf.Duration
+	41, // 26: sundial.api.v1.RunStats.trigger_latency_p90:type_name -> google.protobuf.Duration
+	41, // 27: sundial.api.v1.RunStats.trigger_latency_p99:type_name -> google.protobuf.Duration
+	42, // 28: sundial.api.v1.Dag.spec:type_name -> sundial.v1.DagSpec
+	34, // 29: sundial.api.v1.Dag.updated_at:type_name -> google.protobuf.Timestamp
+	35, // 30: sundial.api.v1.Dag.state:type_name -> sundial.api.v1.DefinitionState
+	36, // 31: sundial.api.v1.Dag.schedule_kind:type_name -> sundial.api.v1.ScheduleKind
+	42, // 32: sundial.api.v1.ApplyDagRequest.spec:type_name -> sundial.v1.DagSpec
+	38, // 33: sundial.api.v1.ApplyDagResponse.status:type_name -> sundial.v1.JobStatus
+	17, // 34: sundial.api.v1.GetDagResponse.dag:type_name -> sundial.api.v1.Dag
+	39, // 35: sundial.api.v1.ListDagsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
+	40, // 36: sundial.api.v1.ListDagsRequest.page:type_name -> sundial.api.v1.PageRequest
+	17, // 37: sundial.api.v1.ListDagsResponse.dags:type_name -> sundial.api.v1.Dag
+	38, // 38: sundial.api.v1.DeleteDagResponse.status:type_name -> sundial.v1.JobStatus
+	28, // 39: sundial.api.v1.ListDagRunsResponse.dag_runs:type_name -> sundial.api.v1.DagRunSummary
+	34, // 40: sundial.api.v1.DagRunSummary.due_time:type_name -> google.protobuf.Timestamp
+	34, // 41: sundial.api.v1.DagRunSummary.created_at:type_name -> google.protobuf.Timestamp
+	34, // 42: sundial.api.v1.DagRunSummary.updated_at:type_name -> google.protobuf.Timestamp
+	31, // 43: sundial.api.v1.GetDagRunResponse.dag_run:type_name -> sundial.api.v1.DagRunDetail
+	28, // 44: sundial.api.v1.DagRunDetail.run:type_name -> sundial.api.v1.DagRunSummary
+	42, // 45: sundial.api.v1.DagRunDetail.spec:type_name -> sundial.v1.DagSpec
+	32, // 46: sundial.api.v1.DagRunDetail.nodes:type_name -> sundial.api.v1.DagNodeRun
+	34, // 47: sundial.api.v1.DagRunDetail.ended_at:type_name -> google.protobuf.Timestamp
+	43, // 48: sundial.api.v1.DagNodeRun.run_state:type_name -> sundial.v1.RunState
+	34, // 49: sundial.api.v1.DagNodeRun.started_at:type_name -> google.protobuf.Timestamp
+	34, // 50: sundial.api.v1.DagNodeRun.ended_at:type_name -> google.protobuf.Timestamp
+	34, // 51: sundial.api.v1.DagNodeRun.deadline:type_name -> google.protobuf.Timestamp
+	1,  // 52: sundial.api.v1.JobService.ApplyJob:input_type -> sundial.api.v1.ApplyJobRequest
+	3,  // 53: sundial.api.v1.JobService.GetJob:input_type -> sundial.api.v1.GetJobRequest
+	5,  // 54: sundial.api.v1.JobService.ListJobs:input_type -> sundial.api.v1.ListJobsRequest
+	7,  // 55: sundial.api.v1.JobService.SearchJobs:input_type -> sundial.api.v1.SearchJobsRequest
+	9,  // 56: sundial.api.v1.JobService.DeleteJob:input_type -> sundial.api.v1.DeleteJobRequest
+	11, // 57: sundial.api.v1.JobService.GetJobView:input_type -> sundial.api.v1.GetJobViewRequest
+	13, // 58: sundial.api.v1.JobService.GetJobViews:input_type -> sundial.api.v1.GetJobViewsRequest
+	18, // 59: sundial.api.v1.DagService.ApplyDag:input_type -> sundial.api.v1.ApplyDagRequest
+	20, // 60: sundial.api.v1.DagService.GetDag:input_type -> sundial.api.v1.GetDagRequest
+	22, // 61: sundial.api.v1.DagService.ListDags:input_type -> sundial.api.v1.ListDagsRequest
+	24, // 62: sundial.api.v1.DagService.DeleteDag:input_type -> sundial.api.v1.DeleteDagRequest
+	26, // 63: sundial.api.v1.DagService.ListDagRuns:input_type -> sundial.api.v1.ListDagRunsRequest
+	29, // 64: sundial.api.v1.DagService.GetDagRun:input_type -> sundial.api.v1.GetDagRunRequest
+	2,  // 65: sundial.api.v1.JobService.ApplyJob:output_type -> sundial.api.v1.ApplyJobResponse
+	4,  // 66: sundial.api.v1.JobService.GetJob:output_type -> sundial.api.v1.GetJobResponse
+	6,  // 67: sundial.api.v1.JobService.ListJobs:output_type -> sundial.api.v1.ListJobsResponse
+	8,  // 68: sundial.api.v1.JobService.SearchJobs:output_type -> sundial.api.v1.SearchJobsResponse
+	10, // 69: sundial.api.v1.JobService.DeleteJob:output_type -> sundial.api.v1.DeleteJobResponse
+	12, // 70: sundial.api.v1.JobService.GetJobView:output_type -> sundial.api.v1.GetJobViewResponse
+	14, // 71: sundial.api.v1.JobService.GetJobViews:output_type -> sundial.api.v1.GetJobViewsResponse
+	19, // 72: sundial.api.v1.DagService.ApplyDag:output_type -> sundial.api.v1.ApplyDagResponse
+	21, // 73: sundial.api.v1.DagService.GetDag:output_type -> sundial.api.v1.GetDagResponse
+	23, // 74: sundial.api.v1.DagService.ListDags:output_type -> sundial.api.v1.ListDagsResponse
+	25, // 75: sundial.api.v1.DagService.DeleteDag:output_type -> sundial.api.v1.DeleteDagResponse
+	27, // 76: sundial.api.v1.DagService.ListDagRuns:output_type -> sundial.api.v1.ListDagRunsResponse
+	30, // 77: sundial.api.v1.DagService.GetDagRun:output_type -> sundial.api.v1.GetDagRunResponse
+	65, // [65:78] is the sub-list for method output_type
+	52, // [52:65] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_sundial_api_v1_jobs_proto_init() }
@@ -2315,7 +2465,7 @@ func file_sundial_api_v1_jobs_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_api_v1_jobs_proto_rawDesc), len(file_sundial_api_v1_jobs_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

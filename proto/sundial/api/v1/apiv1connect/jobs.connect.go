@@ -47,6 +47,8 @@ const (
 	JobServiceDeleteJobProcedure = "/sundial.api.v1.JobService/DeleteJob"
 	// JobServiceGetJobViewProcedure is the fully-qualified name of the JobService's GetJobView RPC.
 	JobServiceGetJobViewProcedure = "/sundial.api.v1.JobService/GetJobView"
+	// JobServiceGetJobViewsProcedure is the fully-qualified name of the JobService's GetJobViews RPC.
+	JobServiceGetJobViewsProcedure = "/sundial.api.v1.JobService/GetJobViews"
 	// DagServiceApplyDagProcedure is the fully-qualified name of the DagService's ApplyDag RPC.
 	DagServiceApplyDagProcedure = "/sundial.api.v1.DagService/ApplyDag"
 	// DagServiceGetDagProcedure is the fully-qualified name of the DagService's GetDag RPC.
@@ -79,6 +81,11 @@ type JobServiceClient interface {
 	// GetJobView returns what a job's page shows: the definition, its next
 	// fire times, its last runs and their statistics.
 	GetJobView(context.Context, *connect.Request[v1.GetJobViewRequest]) (*connect.Response[v1.GetJobViewResponse], error)
+	// GetJobViews is GetJobView for the jobs of a listing's page in one
+	// call: each id is answered as GetJobView answers it, and a job that
+	// does not exist or that the caller may not see is named in not_found
+	// alike. Needs the viewer role.
+	GetJobViews(context.Context, *connect.Request[v1.GetJobViewsRequest]) (*connect.Response[v1.GetJobViewsResponse], error)
 }
 
 // NewJobServiceClient constructs a client for the sundial.api.v1.JobService service. By default, it
@@ -128,17 +135,24 @@ func NewJobServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...
 			connect.WithSchema(jobServiceMethods.ByName("GetJobView")),
 			connect.WithClientOptions(opts...),
 		),
+		getJobViews: connect.NewClient[v1.GetJobViewsRequest, v1.GetJobViewsResponse](
+			httpClient,
+			baseURL+JobServiceGetJobViewsProcedure,
+			connect.WithSchema(jobServiceMethods.ByName("GetJobViews")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // jobServiceClient implements JobServiceClient.
 type jobServiceClient struct {
-	applyJob   *connect.Client[v1.ApplyJobRequest, v1.ApplyJobResponse]
-	getJob     *connect.Client[v1.GetJobRequest, v1.GetJobResponse]
-	listJobs   *connect.Client[v1.ListJobsRequest, v1.ListJobsResponse]
-	searchJobs *connect.Client[v1.SearchJobsRequest, v1.SearchJobsResponse]
-	deleteJob  *connect.Client[v1.DeleteJobRequest, v1.DeleteJobResponse]
-	getJobView *connect.Client[v1.GetJobViewRequest, v1.GetJobViewResponse]
+	applyJob    *connect.Client[v1.ApplyJobRequest, v1.ApplyJobResponse]
+	getJob      *connect.Client[v1.GetJobRequest, v1.GetJobResponse]
+	listJobs    *connect.Client[v1.ListJobsRequest, v1.ListJobsResponse]
+	searchJobs  *connect.Client[v1.SearchJobsRequest, v1.SearchJobsResponse]
+	deleteJob   *connect.Client[v1.DeleteJobRequest, v1.DeleteJobResponse]
+	getJobView  *connect.Client[v1.GetJobViewRequest, v1.GetJobViewResponse]
+	getJobViews *connect.Client[v1.GetJobViewsRequest, v1.GetJobViewsResponse]
 }
 
 // ApplyJob calls sundial.api.v1.JobService.ApplyJob.
@@ -171,6 +185,11 @@ func (c *jobServiceClient) GetJobView(ctx context.Context, req *connect.Request[
 	return c.getJobView.CallUnary(ctx, req)
 }
 
+// GetJobViews calls sundial.api.v1.JobService.GetJobViews.
+func (c *jobServiceClient) GetJobViews(ctx context.Context, req *connect.Request[v1.GetJobViewsRequest]) (*connect.Response[v1.GetJobViewsResponse], error) {
+	return c.getJobViews.CallUnary(ctx, req)
+}
+
 // JobServiceHandler is an implementation of the sundial.api.v1.JobService service.
 type JobServiceHandler interface {
 	// ApplyJob produces a definition and returns the registry's answer.
@@ -189,6 +208,11 @@ type JobServiceHandler interface {
 	// GetJobView returns what a job's page shows: the definition, its next
 	// fire times, its last runs and their statistics.
 	GetJobView(context.Context, *connect.Request[v1.GetJobViewRequest]) (*connect.Response[v1.GetJobViewResponse], error)
+	// GetJobViews is GetJobView for the jobs of a listing's page in one
+	// call: each id is answered as GetJobView answers it, and a job that
+	// does not exist or that the caller may not see is named in not_found
+	// alike. Needs the viewer role.
+	GetJobViews(context.Context, *connect.Request[v1.GetJobViewsRequest]) (*connect.Response[v1.GetJobViewsResponse], error)
 }
 
 // NewJobServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -234,6 +258,12 @@ func NewJobServiceHandler(svc JobServiceHandler, opts ...connect.HandlerOption) 
 		connect.WithSchema(jobServiceMethods.ByName("GetJobView")),
 		connect.WithHandlerOptions(opts...),
 	)
+	jobServiceGetJobViewsHandler := connect.NewUnaryHandler(
+		JobServiceGetJobViewsProcedure,
+		svc.GetJobViews,
+		connect.WithSchema(jobServiceMethods.ByName("GetJobViews")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sundial.api.v1.JobService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case JobServiceApplyJobProcedure:
@@ -248,6 +278,8 @@ func NewJobServiceHandler(svc JobServiceHandler, opts ...connect.HandlerOption) 
 			jobServiceDeleteJobHandler.ServeHTTP(w, r)
 		case JobServiceGetJobViewProcedure:
 			jobServiceGetJobViewHandler.ServeHTTP(w, r)
+		case JobServiceGetJobViewsProcedure:
+			jobServiceGetJobViewsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -279,6 +311,10 @@ func (UnimplementedJobServiceHandler) DeleteJob(context.Context, *connect.Reques
 
 func (UnimplementedJobServiceHandler) GetJobView(context.Context, *connect.Request[v1.GetJobViewRequest]) (*connect.Response[v1.GetJobViewResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sundial.api.v1.JobService.GetJobView is not implemented"))
+}
+
+func (UnimplementedJobServiceHandler) GetJobViews(context.Context, *connect.Request[v1.GetJobViewsRequest]) (*connect.Response[v1.GetJobViewsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sundial.api.v1.JobService.GetJobViews is not implemented"))
 }
 
 // DagServiceClient is a client for the sundial.api.v1.DagService service.
