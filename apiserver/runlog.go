@@ -155,12 +155,12 @@ func (t *runTail) endFromHistory(ctx context.Context) (bool, error) {
 	return true, t.stream.Send(msg)
 }
 
-// fail logs a backend failure and answers it, unless the caller left.
+// fail answers a backend failure, and logs it unless the caller left
+// (which ends the reads too).
 func (t *runTail) fail(ctx context.Context, what string, err error) error {
-	if ctx.Err() != nil {
-		return nil
+	if ctx.Err() == nil {
+		t.s.cfg.Logger.ErrorContext(ctx, "tail run log: "+what, "run_id", t.runID, "attempt", t.attempt, "err", err)
 	}
-	t.s.cfg.Logger.ErrorContext(ctx, "tail run log: "+what, "run_id", t.runID, "attempt", t.attempt, "err", err)
 	return internalError("tail run log")
 }
 

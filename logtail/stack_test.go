@@ -68,7 +68,9 @@ func (j jobs) GetJob(_ context.Context, id string) (store.Job, error) {
 type noHistory struct{}
 
 func (noHistory) ListRuns(context.Context, string, int) ([]store.RunRecord, error) { return nil, nil }
-func (noHistory) JobSummary(context.Context, string) (store.Summary, error)     { return store.Summary{}, nil }
+func (noHistory) JobSummary(context.Context, string) (store.Summary, error) {
+	return store.Summary{}, nil
+}
 func (noHistory) GetDagRun(context.Context, string) (store.DagRun, error) {
 	return store.DagRun{}, store.ErrNotFound
 }
