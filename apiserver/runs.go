@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -66,6 +67,16 @@ type RunServiceConfig struct {
 	// Now is the clock of the default window and of the lateness of runs
 	// not started yet. Default time.Now.
 	Now func() time.Time
+	// Logs reads the running attempts' logs the runners ship (package
+	// logtail); nil answers TailRunLog FAILED_PRECONDITION: the live tail
+	// needs the runners' Redis.
+	Logs LogTails
+	// TailPoll is how often a TailRunLog stream reads its attempt's log.
+	// Default DefaultTailPoll.
+	TailPoll time.Duration
+	// MaxTails bounds the TailRunLog streams open at once; one more is
+	// answered RESOURCE_EXHAUSTED. Default DefaultMaxTails.
+	MaxTails int
 }
 
 // Validate reports every missing dependency and bad value.
@@ -89,6 +100,12 @@ func (c RunServiceConfig) Validate() error {
 	if c.Scan < 0 {
 		errs = append(errs, fmt.Errorf("run service: scan %d: must not be negative", c.Scan))
 	}
+	if c.TailPoll < 0 {
+		errs = append(errs, fmt.Errorf("run service: tail poll %v: must not be negative", c.TailPoll))
+	}
+	if c.MaxTails < 0 {
+		errs = append(errs, fmt.Errorf("run service: max tails %d: must not be negative", c.MaxTails))
+	}
 	return errors.Join(errs...)
 }
 
@@ -96,6 +113,8 @@ func (c RunServiceConfig) Validate() error {
 // history and sundial.events.
 type RunService struct {
 	cfg RunServiceConfig
+	// tails counts the open TailRunLog streams.
+	tails atomic.Int64
 }
 
 var _ apiv1connect.RunServiceHandler = (*RunService)(nil)
@@ -106,6 +125,8 @@ func NewRunService(cfg RunServiceConfig) (*RunService, error) {
 		return nil, err
 	}
 	cfg.Scan = cmp.Or(cfg.Scan, DefaultRunScan)
+	cfg.TailPoll = cmp.Or(cfg.TailPoll, DefaultTailPoll)
+	cfg.MaxTails = cmp.Or(cfg.MaxTails, DefaultMaxTails)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/leasing"
+	"github.com/sundialhq/sundial/logtail"
 	"github.com/sundialhq/sundial/operator"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
 	"github.com/sundialhq/sundial/quota"
@@ -82,9 +83,9 @@ type APIBackends struct {
 	// Executors is the directory of live executors, for the cluster view
 	// and the load of a BROADCAST job. Required; the caller starts it.
 	Executors *discovery.Directory
-	// Redis holds the leases; nil when the installation gives none:
-	// cancelling runs, backfills and the count of concurrent runs answer
-	// that Redis is needed.
+	// Redis holds the leases and the runners' live logs; nil when the
+	// installation gives none: cancelling runs, backfills, the count of
+	// concurrent runs and live log tails answer that Redis is needed.
 	Redis redis.UniversalClient
 	// RedisKeyPrefix starts every Redis key of the installation.
 	RedisKeyPrefix string
@@ -190,7 +191,13 @@ func runServices(cfg APIConfig, b APIBackends, named func(string) *slog.Logger) 
 	if err != nil {
 		return nil, nil, err
 	}
-	runs, err := apiserver.NewRunService(apiserver.RunServiceConfig{History: b.Store, Index: b.Store, Jobs: b.Store, DagRuns: b.Store, Events: events, Logger: named("api-runs")})
+	runsCfg := apiserver.RunServiceConfig{History: b.Store, Index: b.Store, Jobs: b.Store, DagRuns: b.Store, Events: events, Logger: named("api-runs")}
+	if b.Redis != nil {
+		// The runners ship their attempts' live logs under their own key
+		// prefix (assemble.Runner's).
+		runsCfg.Logs = logtail.Reader{Redis: b.Redis, KeyPrefix: b.RedisKeyPrefix + runner.DefaultKeyPrefix}
+	}
+	runs, err := apiserver.NewRunService(runsCfg)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -57,6 +57,8 @@ type opsConsole struct {
 	b    *browser
 	p    *embedded.Pipeline
 	gate *gate
+	// chatty logs a line every tick until its own gate opens.
+	chatty *chatty
 }
 
 const gatedDag = "dev.gated-dag"
@@ -67,6 +69,8 @@ func startOpsConsole(t *testing.T, ctx context.Context) *opsConsole {
 	g := &gate{ch: make(chan struct{})}
 	handlers := embedded.SampleHandlers()
 	handlers["test.gate"] = g.handler()
+	talk := newChatty()
+	handlers[chattyHandler] = talk
 	p, err := embedded.New(embedded.Config{Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler),
 		Handlers: handlers, APIAddr: "127.0.0.1:0",
 		APITokens: []string{"*:admin:" + adminToken, "dev:operator:" + operatorToken, "dev:viewer:" + viewerToken}})
@@ -74,6 +78,7 @@ func startOpsConsole(t *testing.T, ctx context.Context) *opsConsole {
 	require.NoError(t, p.Start(ctx))
 	t.Cleanup(p.Stop)
 	t.Cleanup(g.open) // a held run must not hold the pipeline's stop
+	t.Cleanup(talk.gate.open)
 	_, err = p.LoadSamples(ctx)
 	require.NoError(t, err)
 
@@ -91,7 +96,7 @@ func startOpsConsole(t *testing.T, ctx context.Context) *opsConsole {
 	root, cancelRoot := chromedp.NewContext(alloc)
 	t.Cleanup(cancelRoot)
 	require.NoError(t, chromedp.Do(root), "start Chromium at %s", exe)
-	return &opsConsole{b: &browser{t: t, ctx: root, base: proxy.URL + "/sundial/console/"}, p: p, gate: g}
+	return &opsConsole{b: &browser{t: t, ctx: root, base: proxy.URL + "/sundial/console/"}, p: p, gate: g, chatty: talk}
 }
 
 func (c *opsConsole) runs(token string) apiv1connect.RunServiceClient {

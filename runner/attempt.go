@@ -58,7 +58,12 @@ func (a attempt) runTarget(leaseCtx context.Context) attemptEnd {
 		if a.debugOn(attemptCtx) {
 			a.logger().Debug("run started", "fencing_token", token, "trigger_latency", a.held.latency)
 		}
-		a.ev.out = &target.Output{}
+		// The attempt's lines also go to its live tail as they are logged;
+		// the tail's end is written with the shipper's next write, off the
+		// attempt's path.
+		tail := r.logs.Open(run.GetJobId(), run.GetRunId(), run.GetAttempt())
+		defer tail.Close()
+		a.ev.out = &target.Output{Tail: tail}
 		return r.targets.Execute(attemptCtx, target.Request{Run: run, FencingToken: token, Output: a.ev.out})
 	})
 	end.finished = r.cfg.Now()

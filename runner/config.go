@@ -25,6 +25,7 @@ import (
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/jobspec"
 	"github.com/sundialhq/sundial/leasing"
+	"github.com/sundialhq/sundial/logtail"
 	"github.com/sundialhq/sundial/runner/breaker"
 	"github.com/sundialhq/sundial/runner/egress"
 	"github.com/sundialhq/sundial/runner/priority"
@@ -114,6 +115,11 @@ type Config struct {
 	// KeyPrefix starts the runner's own Redis keys and channel. It must not
 	// contain '{' or '}'. Default DefaultKeyPrefix.
 	KeyPrefix string
+	// LogTail bounds what the runner ships of its running attempts' logs
+	// to Redis for live tails (package logtail): how often, how much per
+	// write and per attempt, and how long Redis keeps it. Zero fields are
+	// logtail's defaults.
+	LogTail logtail.Bounds
 	// Enqueuer writes retries and deferrals as due entries. Required.
 	Enqueuer Enqueuer
 	// Checkpoints keeps the checkpoints handlers save and the runs
@@ -368,6 +374,9 @@ func (c Config) Validate() error {
 	}
 	if strings.ContainsAny(c.KeyPrefix, "{}") {
 		bad("KeyPrefix", "%q contains '{' or '}'", c.KeyPrefix)
+	}
+	if err := c.LogTail.Validate(); err != nil {
+		bad("LogTail", "%v", err)
 	}
 	positive := func(field string, v int) {
 		if v <= 0 {

@@ -427,6 +427,9 @@
 // worker's run log, a command's output), bounded by target.MaxOutputLines
 // and target.MaxOutputBytes, travels on the attempt's final event
 // (RunEvent.log), and the history writer stores it on the attempt's record.
+// While the attempt runs, each line it logs also goes to its live tail
+// (package logtail): the runner's one Shipper goroutine writes them to Redis
+// once per Config.LogTail.Every, within its bounds, off the attempt's path.
 // Nothing is produced while the attempt executes.
 //
 // # Dependencies

@@ -16,6 +16,7 @@ import (
 	"github.com/sundialhq/sundial/internal/lifecycle"
 	"github.com/sundialhq/sundial/internal/tracing"
 	"github.com/sundialhq/sundial/leasing"
+	"github.com/sundialhq/sundial/logtail"
 	"github.com/sundialhq/sundial/runner/breaker"
 	"github.com/sundialhq/sundial/runner/egress"
 	"github.com/sundialhq/sundial/runner/priority"
@@ -67,6 +68,9 @@ type Runner struct {
 	// commits commits the backlog's offsets (commits.go).
 	commits *committer
 
+	// logs ships the running attempts' log lines to their live tails.
+	logs *logtail.Shipper
+
 	life lifecycle.Lifecycle
 	// stopExec cancels the executions of the current run (set by Start;
 	// kill uses it).
@@ -107,6 +111,10 @@ func New(cfg Config) (*Runner, error) {
 		log:      cfg.Logger.With("runner_id", cfg.ID),
 		m:        m,
 		breakers: br,
+	}
+	r.logs, err = logtail.NewShipper(logtail.ShipperConfig{Redis: cfg.Redis, KeyPrefix: cfg.KeyPrefix, Bounds: cfg.LogTail, Logger: r.log})
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
 	}
 	r.cancels = newCancelBoard(cfg, r.log, m.inFlight)
 	r.marks = &markers{cfg: &r.cfg, log: r.log}
@@ -235,6 +243,9 @@ func (r *Runner) startLoops(ctx context.Context, run *lifecycle.Run) {
 		r.bgWG.Go(func() { r.teamSlots.renewLoop(bgCtx, r.cfg.Leases, r.log) })
 	}
 	r.bgWG.Go(func() { r.routes.adoptLoop(bgCtx) })
+	// Ended with the executions, so that its last write carries the ends
+	// of the attempts that finished during the drain.
+	r.bgWG.Go(func() { r.logs.Run(bgCtx) })
 	sub := r.cancels.subscribe(bgCtx)
 	r.bgWG.Go(func() { r.cancels.listen(bgCtx, sub) })
 }

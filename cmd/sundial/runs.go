@@ -23,6 +23,7 @@ func runsCommand() *cli.Command {
 		Commands: []*cli.Command{
 			runsListCommand(),
 			runsGetCommand(),
+			runsLogsCommand(),
 			runsCancelCommand(),
 			runsSuspendCommand(),
 			runsResumeCommand(),

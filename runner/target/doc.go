@@ -36,7 +36,8 @@
 //
 // An attempt's Output keeps the last lines it logged, within MaxOutputLines
 // and MaxOutputBytes (older lines dropped first, each line cut at
-// MaxOutputLineBytes), whatever the handler or command writes.
+// MaxOutputLineBytes), whatever the handler or command writes; its Tail,
+// when set, receives each line as it is logged (the runner's live tail).
 //
 // # Secrets
 //

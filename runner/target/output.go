@@ -21,6 +21,12 @@ const (
 // for concurrent use, since a handler may log from several goroutines. The
 // zero value is ready.
 type Output struct {
+	// Tail, when set, also receives every line as it is appended, cut as
+	// the Output keeps it, in order: package logtail ships it to the
+	// attempt's live tail. It is called under the Output's lock and must
+	// not block.
+	Tail LineSink
+
 	mu      sync.Mutex
 	lines   []string
 	bytes   int
@@ -40,6 +46,9 @@ func (o *Output) Append(line string) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.Tail != nil {
+		o.Tail.Line(line)
+	}
 	o.lines = append(o.lines, line)
 	o.bytes += len(line)
 	for len(o.lines) > MaxOutputLines || o.bytes > MaxOutputBytes {
@@ -66,6 +75,11 @@ func (o *Output) Lines() []string {
 		out = append(out, "… "+itoa(o.dropped)+" earlier line(s) dropped")
 	}
 	return append(out, o.lines...)
+}
+
+// LineSink receives an attempt's log lines as they are logged.
+type LineSink interface {
+	Line(line string)
 }
 
 // lineWriter is an io.Writer that splits what it is given into lines of

@@ -51,3 +51,22 @@ func TestLineWriterSplitsLinesAndCapsBytes(t *testing.T) {
 	w.close()
 	assert.Equal(t, []string{"first", "second", "third l", "… output truncated: 31 bytes written, 20 captured"}, o.Lines())
 }
+
+// sink records the lines an Output hands its Tail.
+type sink struct{ lines []string }
+
+func (s *sink) Line(l string) { s.lines = append(s.lines, l) }
+
+func TestOutputHandsEveryLineToItsTail(t *testing.T) {
+	t.Parallel()
+	s := &sink{}
+	o := &Output{Tail: s}
+	for i := range MaxOutputLines + 5 {
+		o.Append(fmt.Sprintf("line %d\n", i))
+	}
+	long := strings.Repeat("é", MaxOutputLineBytes)
+	o.Append(long)
+	require.Len(t, s.lines, MaxOutputLines+6, "the tail gets every line, also those the Output drops later")
+	assert.Equal(t, "line 0", s.lines[0], "without its newline")
+	assert.Equal(t, o.Lines()[len(o.Lines())-1], s.lines[len(s.lines)-1], "a long line is cut as the Output keeps it")
+}

@@ -1,10 +1,15 @@
 // One run with its attempts, events, logs and the answer to "why was this
 // run late"; the list of runs is the explorer (explorer.js).
 
-import {h, replace, table, num, stateTag} from '../dom.js';
+import {h, replace, table, num, stateTag, errorBox} from '../dom.js';
 import * as fmt from '../format.js';
 import {action, loadInto} from './common.js';
 import {causeOf} from '../objective.js';
+import {watch} from '../stream.js';
+
+const logPausedKey = 'sundial.console.logPaused';
+// logLines bounds the lines the live log keeps on the page, newest kept.
+const logLines = 2000;
 
 export const run = {
   id: 'run',
@@ -12,9 +17,8 @@ export const run = {
     const runId = ctx.route.parts[1];
     const status = h('div', {id: 'action-status', 'aria-live': 'polite'});
     const body = h('div', {id: 'results'});
-    root.append(h('h1', {}, 'Run ', h('code', {}, runId)), status, body);
     let terminal = false;
-    return async () => {
+    const refresh = async () => {
       // A run that has ended does not change: it is not polled again.
       if (terminal) return;
       await loadInto(body, async () => {
@@ -26,8 +30,118 @@ export const run = {
         return runBody(ctx, r, last, status);
       });
     };
+    // When the attempt ends, the page reads the run again until the
+    // history has recorded the end (its state, error and final log): at
+    // most ten reads, a second apart.
+    let left = false;
+    const settle = async () => {
+      for (let i = 0; i < 10 && !terminal && !left; i++) {
+        if (i > 0) await new Promise((r) => window.setTimeout(r, 1000));
+        await refresh();
+      }
+    };
+    const log = liveLog(ctx, runId, settle);
+    root.append(h('h1', {}, 'Run ', h('code', {}, runId)), status, log.section, body);
+    ctx.onLeave(() => {
+      left = true;
+      log.stop();
+    });
+    log.start();
+    return refresh;
   },
 };
+
+// liveLog is the latest attempt's log as it runs: a TailRunLog stream
+// whose lines are appended as the runner ships them (about a second after
+// they are logged), until the attempt ends; an attempt that has ended
+// shows the lines its history kept. Pause closes the stream, so a paused
+// log costs the server nothing; resume opens it again after the last
+// offset received, so no line shows twice.
+function liveLog(ctx, runId, onEnd) {
+  const status = h('div', {id: 'log-status', class: 'muted', role: 'status'});
+  // A log region (role log) that the keyboard can reach and scroll.
+  const pre = h('pre', {id: 'live-log', tabindex: '0', role: 'log', 'aria-labelledby': 'log-h'});
+  const toggle = h('button', {type: 'button', id: 'log-toggle', 'aria-controls': 'live-log'});
+  const section = h('section', {'aria-labelledby': 'log-h', class: 'live', id: 'log'},
+    h('h2', {id: 'log-h'}, 'Log'),
+    h('div', {class: 'live-bar'}, toggle, ' ', status),
+    pre);
+  let abort = null;
+  let offset = '';
+  let attempt = 0;
+  let ended = false;
+  const lines = [];
+
+  function add(m) {
+    lines.push(...(m.lines || []));
+    const dropped = Number(m.dropped || 0);
+    if (dropped > 0) lines.push(`… ${dropped} line(s) left out`);
+    if (lines.length > logLines) lines.splice(0, lines.length - logLines);
+    pre.textContent = lines.join('\n');
+    pre.dataset.lines = String(lines.length);
+  }
+
+  function paused() {
+    return window.sessionStorage.getItem(logPausedKey) === 'true';
+  }
+
+  function label() {
+    toggle.textContent = paused() ? 'Resume live log' : 'Pause live log';
+    toggle.setAttribute('aria-pressed', String(paused()));
+  }
+
+  function start() {
+    label();
+    if (ended) return;
+    if (paused()) {
+      replace(status, 'Paused: the log is not read.');
+      section.dataset.live = 'paused';
+      return;
+    }
+    const mine = new AbortController();
+    abort = mine;
+    replace(status, 'Connecting…');
+    section.dataset.live = 'connecting';
+    const req = {runId, attempt, offset};
+    watch(ctx.session.token, 'RunService', 'TailRunLog', req, (m) => {
+      if (abort !== mine) return;
+      if (!attempt) attempt = m.attempt || 0;
+      if (m.offset) offset = m.offset;
+      add(m);
+      if (m.ended) {
+        ended = true;
+        toggle.hidden = true;
+        replace(status, `Attempt ${attempt} ended${m.state ? ` (${fmt.enumName(m.state, 'RUN_ATTEMPT_STATE_')})` : ''}.`);
+        section.dataset.live = 'ended';
+        onEnd();
+      } else if (section.dataset.live !== 'on') {
+        replace(status, `Live: attempt ${attempt}.`);
+        section.dataset.live = 'on';
+      }
+    }, mine.signal).then(() => {
+      if (abort === mine && !ended) replace(status, 'The stream ended; resume to open it again.');
+    }, (e) => {
+      if (abort === mine) replace(status, errorBox(e));
+    }).finally(() => {
+      if (abort === mine) {
+        abort = null;
+        if (!ended) section.dataset.live = 'off';
+      }
+    });
+  }
+
+  function stop() {
+    if (abort) abort.abort();
+    abort = null;
+  }
+
+  toggle.addEventListener('click', () => {
+    window.sessionStorage.setItem(logPausedKey, String(!paused()));
+    stop();
+    start();
+  });
+  return {section, start, stop};
+}
 
 function runBody(ctx, r, last, status) {
   const acts = [];

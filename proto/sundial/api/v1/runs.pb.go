@@ -97,6 +97,168 @@ func (RunAttemptState) EnumDescriptor() ([]byte, []int) {
 	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{0}
 }
 
+// TailRunLogRequest names the attempt to tail and where to resume.
+type TailRunLogRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run id. Required.
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The attempt, 1 for the first; 0 is the run's latest attempt.
+	Attempt uint32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The offset of the last message received, to resume after it; empty
+	// starts at the attempt's first line still held.
+	Offset        string `protobuf:"bytes,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TailRunLogRequest) Reset() {
+	*x = TailRunLogRequest{}
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TailRunLogRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TailRunLogRequest) ProtoMessage() {}
+
+func (x *TailRunLogRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TailRunLogRequest.ProtoReflect.Descriptor instead.
+func (*TailRunLogRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *TailRunLogRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *TailRunLogRequest) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *TailRunLogRequest) GetOffset() string {
+	if x != nil {
+		return x.Offset
+	}
+	return ""
+}
+
+// TailRunLogResponse is one chunk of an attempt's log.
+type TailRunLogResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The attempt the lines are of.
+	Attempt uint32 `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The lines, oldest first.
+	Lines []string `protobuf:"bytes,2,rep,name=lines,proto3" json:"lines,omitempty"`
+	// Where this chunk ends: the offset to resume after. Empty on a
+	// message that carries the history's lines (the attempt had ended).
+	Offset string `protobuf:"bytes,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	// Set on the stream's last message: the attempt has ended (or its
+	// runner stopped shipping its log). Its final log lines are the
+	// attempt's log in GetRun.
+	Ended bool `protobuf:"varint,4,opt,name=ended,proto3" json:"ended,omitempty"`
+	// How many lines the attempt logged within this chunk's time that were
+	// left out, over the runner's bounds (size per chunk, total per
+	// attempt): they came after these lines (or among them).
+	Dropped int64 `protobuf:"varint,5,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	// The attempt's state as the history knows it when the stream ends
+	// because it has ended; unspecified otherwise.
+	State         RunAttemptState `protobuf:"varint,6,opt,name=state,proto3,enum=sundial.api.v1.RunAttemptState" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TailRunLogResponse) Reset() {
+	*x = TailRunLogResponse{}
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TailRunLogResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TailRunLogResponse) ProtoMessage() {}
+
+func (x *TailRunLogResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TailRunLogResponse.ProtoReflect.Descriptor instead.
+func (*TailRunLogResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TailRunLogResponse) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *TailRunLogResponse) GetLines() []string {
+	if x != nil {
+		return x.Lines
+	}
+	return nil
+}
+
+func (x *TailRunLogResponse) GetOffset() string {
+	if x != nil {
+		return x.Offset
+	}
+	return ""
+}
+
+func (x *TailRunLogResponse) GetEnded() bool {
+	if x != nil {
+		return x.Ended
+	}
+	return false
+}
+
+func (x *TailRunLogResponse) GetDropped() int64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
+func (x *TailRunLogResponse) GetState() RunAttemptState {
+	if x != nil {
+		return x.State
+	}
+	return RunAttemptState_RUN_ATTEMPT_STATE_UNSPECIFIED
+}
+
 // GetRunRequest names the run to read.
 type GetRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -108,7 +270,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[0]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -120,7 +282,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[0]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -133,7 +295,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{0}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *GetRunRequest) GetRunId() string {
@@ -154,7 +316,7 @@ type GetRunResponse struct {
 
 func (x *GetRunResponse) Reset() {
 	*x = GetRunResponse{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[1]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -166,7 +328,7 @@ func (x *GetRunResponse) String() string {
 func (*GetRunResponse) ProtoMessage() {}
 
 func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[1]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -179,7 +341,7 @@ func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
 func (*GetRunResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{1}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *GetRunResponse) GetRun() *RunDetail {
@@ -211,7 +373,7 @@ type RunDetail struct {
 
 func (x *RunDetail) Reset() {
 	*x = RunDetail{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[2]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -223,7 +385,7 @@ func (x *RunDetail) String() string {
 func (*RunDetail) ProtoMessage() {}
 
 func (x *RunDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[2]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -236,7 +398,7 @@ func (x *RunDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunDetail.ProtoReflect.Descriptor instead.
 func (*RunDetail) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{2}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RunDetail) GetRunId() string {
@@ -329,7 +491,7 @@ type AttemptDetail struct {
 
 func (x *AttemptDetail) Reset() {
 	*x = AttemptDetail{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[3]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -341,7 +503,7 @@ func (x *AttemptDetail) String() string {
 func (*AttemptDetail) ProtoMessage() {}
 
 func (x *AttemptDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[3]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -354,7 +516,7 @@ func (x *AttemptDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptDetail.ProtoReflect.Descriptor instead.
 func (*AttemptDetail) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{3}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AttemptDetail) GetRunId() string {
@@ -511,7 +673,7 @@ type ListRunsRequest struct {
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[4]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -523,7 +685,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[4]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -536,7 +698,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{4}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListRunsRequest) GetJobId() string {
@@ -625,7 +787,7 @@ type ListRunsResponse struct {
 
 func (x *ListRunsResponse) Reset() {
 	*x = ListRunsResponse{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[5]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -637,7 +799,7 @@ func (x *ListRunsResponse) String() string {
 func (*ListRunsResponse) ProtoMessage() {}
 
 func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[5]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -650,7 +812,7 @@ func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListRunsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{5}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListRunsResponse) GetAttempts() []*AttemptDetail {
@@ -695,7 +857,7 @@ type RunHistorySummary struct {
 
 func (x *RunHistorySummary) Reset() {
 	*x = RunHistorySummary{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[6]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -707,7 +869,7 @@ func (x *RunHistorySummary) String() string {
 func (*RunHistorySummary) ProtoMessage() {}
 
 func (x *RunHistorySummary) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[6]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -720,7 +882,7 @@ func (x *RunHistorySummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunHistorySummary.ProtoReflect.Descriptor instead.
 func (*RunHistorySummary) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{6}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RunHistorySummary) GetRuns() int64 {
@@ -782,7 +944,7 @@ type DeadLetterFilter struct {
 
 func (x *DeadLetterFilter) Reset() {
 	*x = DeadLetterFilter{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[7]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -794,7 +956,7 @@ func (x *DeadLetterFilter) String() string {
 func (*DeadLetterFilter) ProtoMessage() {}
 
 func (x *DeadLetterFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[7]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -807,7 +969,7 @@ func (x *DeadLetterFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterFilter.ProtoReflect.Descriptor instead.
 func (*DeadLetterFilter) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{7}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeadLetterFilter) GetJobId() string {
@@ -853,7 +1015,7 @@ type ListDeadLettersRequest struct {
 
 func (x *ListDeadLettersRequest) Reset() {
 	*x = ListDeadLettersRequest{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[8]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +1027,7 @@ func (x *ListDeadLettersRequest) String() string {
 func (*ListDeadLettersRequest) ProtoMessage() {}
 
 func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[8]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +1040,7 @@ func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{8}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListDeadLettersRequest) GetFilter() *DeadLetterFilter {
@@ -915,7 +1077,7 @@ type ListDeadLettersResponse struct {
 
 func (x *ListDeadLettersResponse) Reset() {
 	*x = ListDeadLettersResponse{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[9]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -927,7 +1089,7 @@ func (x *ListDeadLettersResponse) String() string {
 func (*ListDeadLettersResponse) ProtoMessage() {}
 
 func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[9]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -940,7 +1102,7 @@ func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{9}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListDeadLettersResponse) GetDeadLetters() []*v1.DeadLetter {
@@ -973,7 +1135,7 @@ type ReplayDeadLettersRequest struct {
 
 func (x *ReplayDeadLettersRequest) Reset() {
 	*x = ReplayDeadLettersRequest{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[10]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +1147,7 @@ func (x *ReplayDeadLettersRequest) String() string {
 func (*ReplayDeadLettersRequest) ProtoMessage() {}
 
 func (x *ReplayDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[10]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +1160,7 @@ func (x *ReplayDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{10}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReplayDeadLettersRequest) GetFilter() *DeadLetterFilter {
@@ -1035,7 +1197,7 @@ type ReplayDeadLettersResponse struct {
 
 func (x *ReplayDeadLettersResponse) Reset() {
 	*x = ReplayDeadLettersResponse{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[11]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1047,7 +1209,7 @@ func (x *ReplayDeadLettersResponse) String() string {
 func (*ReplayDeadLettersResponse) ProtoMessage() {}
 
 func (x *ReplayDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[11]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1060,7 +1222,7 @@ func (x *ReplayDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{11}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReplayDeadLettersResponse) GetRunIds() []string {
@@ -1093,7 +1255,7 @@ type WatchFilter struct {
 
 func (x *WatchFilter) Reset() {
 	*x = WatchFilter{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[12]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1105,7 +1267,7 @@ func (x *WatchFilter) String() string {
 func (*WatchFilter) ProtoMessage() {}
 
 func (x *WatchFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[12]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1118,7 +1280,7 @@ func (x *WatchFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchFilter.ProtoReflect.Descriptor instead.
 func (*WatchFilter) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{12}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WatchFilter) GetJobId() string {
@@ -1153,7 +1315,7 @@ type WatchRunsRequest struct {
 
 func (x *WatchRunsRequest) Reset() {
 	*x = WatchRunsRequest{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[13]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1327,7 @@ func (x *WatchRunsRequest) String() string {
 func (*WatchRunsRequest) ProtoMessage() {}
 
 func (x *WatchRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[13]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1340,7 @@ func (x *WatchRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRunsRequest.ProtoReflect.Descriptor instead.
 func (*WatchRunsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{13}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WatchRunsRequest) GetFilter() *WatchFilter {
@@ -1202,7 +1364,7 @@ type WatchRunsResponse struct {
 
 func (x *WatchRunsResponse) Reset() {
 	*x = WatchRunsResponse{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[14]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1214,7 +1376,7 @@ func (x *WatchRunsResponse) String() string {
 func (*WatchRunsResponse) ProtoMessage() {}
 
 func (x *WatchRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[14]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1227,7 +1389,7 @@ func (x *WatchRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRunsResponse.ProtoReflect.Descriptor instead.
 func (*WatchRunsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{14}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WatchRunsResponse) GetWatchingSince() *timestamppb.Timestamp {
@@ -1269,7 +1431,7 @@ type RunChange struct {
 
 func (x *RunChange) Reset() {
 	*x = RunChange{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[15]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +1443,7 @@ func (x *RunChange) String() string {
 func (*RunChange) ProtoMessage() {}
 
 func (x *RunChange) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[15]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1294,7 +1456,7 @@ func (x *RunChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunChange.ProtoReflect.Descriptor instead.
 func (*RunChange) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{15}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RunChange) GetRunId() string {
@@ -1364,7 +1526,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[16]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1538,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[16]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1551,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{16}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchEventsRequest) GetFilter() *WatchFilter {
@@ -1412,7 +1574,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[17]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1424,7 +1586,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[17]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1437,7 +1599,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{17}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchEventsResponse) GetWatchingSince() *timestamppb.Timestamp {
@@ -1458,7 +1620,18 @@ var File_sundial_api_v1_runs_proto protoreflect.FileDescriptor
 
 const file_sundial_api_v1_runs_proto_rawDesc = "" +
 	"\n" +
-	"\x19sundial/api/v1/runs.proto\x12\x0esundial.api.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sundial/v1/event.proto\x1a\x14sundial/v1/run.proto\"&\n" +
+	"\x19sundial/api/v1/runs.proto\x12\x0esundial.api.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sundial/v1/event.proto\x1a\x14sundial/v1/run.proto\"\\\n" +
+	"\x11TailRunLogRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\tR\x06offset\"\xc3\x01\n" +
+	"\x12TailRunLogResponse\x12\x18\n" +
+	"\aattempt\x18\x01 \x01(\rR\aattempt\x12\x14\n" +
+	"\x05lines\x18\x02 \x03(\tR\x05lines\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\tR\x06offset\x12\x14\n" +
+	"\x05ended\x18\x04 \x01(\bR\x05ended\x12\x18\n" +
+	"\adropped\x18\x05 \x01(\x03R\adropped\x125\n" +
+	"\x05state\x18\x06 \x01(\x0e2\x1f.sundial.api.v1.RunAttemptStateR\x05state\"&\n" +
 	"\rGetRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\"=\n" +
 	"\x0eGetRunResponse\x12+\n" +
@@ -1577,11 +1750,13 @@ const file_sundial_api_v1_runs_proto_rawDesc = "" +
 	"\x18RUN_ATTEMPT_STATE_FAILED\x10\x04\x12\x1d\n" +
 	"\x19RUN_ATTEMPT_STATE_SKIPPED\x10\x05\x12\x1f\n" +
 	"\x1bRUN_ATTEMPT_STATE_CANCELLED\x10\x06\x12\x1f\n" +
-	"\x1bRUN_ATTEMPT_STATE_SUSPENDED\x10\a2\xa4\x01\n" +
+	"\x1bRUN_ATTEMPT_STATE_SUSPENDED\x10\a2\xfb\x01\n" +
 	"\n" +
 	"RunService\x12G\n" +
 	"\x06GetRun\x12\x1d.sundial.api.v1.GetRunRequest\x1a\x1e.sundial.api.v1.GetRunResponse\x12M\n" +
-	"\bListRuns\x12\x1f.sundial.api.v1.ListRunsRequest\x1a .sundial.api.v1.ListRunsResponse2\xda\x01\n" +
+	"\bListRuns\x12\x1f.sundial.api.v1.ListRunsRequest\x1a .sundial.api.v1.ListRunsResponse\x12U\n" +
+	"\n" +
+	"TailRunLog\x12!.sundial.api.v1.TailRunLogRequest\x1a\".sundial.api.v1.TailRunLogResponse0\x012\xda\x01\n" +
 	"\n" +
 	"DlqService\x12b\n" +
 	"\x0fListDeadLetters\x12&.sundial.api.v1.ListDeadLettersRequest\x1a'.sundial.api.v1.ListDeadLettersResponse\x12h\n" +
@@ -1603,87 +1778,92 @@ func file_sundial_api_v1_runs_proto_rawDescGZIP() []byte {
 }
 
 var file_sundial_api_v1_runs_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sundial_api_v1_runs_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_sundial_api_v1_runs_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_sundial_api_v1_runs_proto_goTypes = []any{
 	(RunAttemptState)(0),              // 0: sundial.api.v1.RunAttemptState
-	(*GetRunRequest)(nil),             // 1: sundial.api.v1.GetRunRequest
-	(*GetRunResponse)(nil),            // 2: sundial.api.v1.GetRunResponse
-	(*RunDetail)(nil),                 // 3: sundial.api.v1.RunDetail
-	(*AttemptDetail)(nil),             // 4: sundial.api.v1.AttemptDetail
-	(*ListRunsRequest)(nil),           // 5: sundial.api.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),          // 6: sundial.api.v1.ListRunsResponse
-	(*RunHistorySummary)(nil),         // 7: sundial.api.v1.RunHistorySummary
-	(*DeadLetterFilter)(nil),          // 8: sundial.api.v1.DeadLetterFilter
-	(*ListDeadLettersRequest)(nil),    // 9: sundial.api.v1.ListDeadLettersRequest
-	(*ListDeadLettersResponse)(nil),   // 10: sundial.api.v1.ListDeadLettersResponse
-	(*ReplayDeadLettersRequest)(nil),  // 11: sundial.api.v1.ReplayDeadLettersRequest
-	(*ReplayDeadLettersResponse)(nil), // 12: sundial.api.v1.ReplayDeadLettersResponse
-	(*WatchFilter)(nil),               // 13: sundial.api.v1.WatchFilter
-	(*WatchRunsRequest)(nil),          // 14: sundial.api.v1.WatchRunsRequest
-	(*WatchRunsResponse)(nil),         // 15: sundial.api.v1.WatchRunsResponse
-	(*RunChange)(nil),                 // 16: sundial.api.v1.RunChange
-	(*WatchEventsRequest)(nil),        // 17: sundial.api.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),       // 18: sundial.api.v1.WatchEventsResponse
-	(*timestamppb.Timestamp)(nil),     // 19: google.protobuf.Timestamp
-	(*v1.RunEvent)(nil),               // 20: sundial.v1.RunEvent
-	(*durationpb.Duration)(nil),       // 21: google.protobuf.Duration
-	(*v1.DeadLetter)(nil),             // 22: sundial.v1.DeadLetter
-	(v1.RunState)(0),                  // 23: sundial.v1.RunState
+	(*TailRunLogRequest)(nil),         // 1: sundial.api.v1.TailRunLogRequest
+	(*TailRunLogResponse)(nil),        // 2: sundial.api.v1.TailRunLogResponse
+	(*GetRunRequest)(nil),             // 3: sundial.api.v1.GetRunRequest
+	(*GetRunResponse)(nil),            // 4: sundial.api.v1.GetRunResponse
+	(*RunDetail)(nil),                 // 5: sundial.api.v1.RunDetail
+	(*AttemptDetail)(nil),             // 6: sundial.api.v1.AttemptDetail
+	(*ListRunsRequest)(nil),           // 7: sundial.api.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),          // 8: sundial.api.v1.ListRunsResponse
+	(*RunHistorySummary)(nil),         // 9: sundial.api.v1.RunHistorySummary
+	(*DeadLetterFilter)(nil),          // 10: sundial.api.v1.DeadLetterFilter
+	(*ListDeadLettersRequest)(nil),    // 11: sundial.api.v1.ListDeadLettersRequest
+	(*ListDeadLettersResponse)(nil),   // 12: sundial.api.v1.ListDeadLettersResponse
+	(*ReplayDeadLettersRequest)(nil),  // 13: sundial.api.v1.ReplayDeadLettersRequest
+	(*ReplayDeadLettersResponse)(nil), // 14: sundial.api.v1.ReplayDeadLettersResponse
+	(*WatchFilter)(nil),               // 15: sundial.api.v1.WatchFilter
+	(*WatchRunsRequest)(nil),          // 16: sundial.api.v1.WatchRunsRequest
+	(*WatchRunsResponse)(nil),         // 17: sundial.api.v1.WatchRunsResponse
+	(*RunChange)(nil),                 // 18: sundial.api.v1.RunChange
+	(*WatchEventsRequest)(nil),        // 19: sundial.api.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),       // 20: sundial.api.v1.WatchEventsResponse
+	(*timestamppb.Timestamp)(nil),     // 21: google.protobuf.Timestamp
+	(*v1.RunEvent)(nil),               // 22: sundial.v1.RunEvent
+	(*durationpb.Duration)(nil),       // 23: google.protobuf.Duration
+	(*v1.DeadLetter)(nil),             // 24: sundial.v1.DeadLetter
+	(v1.RunState)(0),                  // 25: sundial.v1.RunState
 }
 var file_sundial_api_v1_runs_proto_depIdxs = []int32{
-	3,  // 0: sundial.api.v1.GetRunResponse.run:type_name -> sundial.api.v1.RunDetail
-	19, // 1: sundial.api.v1.RunDetail.due_time:type_name -> google.protobuf.Timestamp
-	4,  // 2: sundial.api.v1.RunDetail.attempts:type_name -> sundial.api.v1.AttemptDetail
-	20, // 3: sundial.api.v1.RunDetail.events:type_name -> sundial.v1.RunEvent
-	0,  // 4: sundial.api.v1.AttemptDetail.state:type_name -> sundial.api.v1.RunAttemptState
-	19, // 5: sundial.api.v1.AttemptDetail.due_time:type_name -> google.protobuf.Timestamp
-	19, // 6: sundial.api.v1.AttemptDetail.attempt_due_time:type_name -> google.protobuf.Timestamp
-	19, // 7: sundial.api.v1.AttemptDetail.start_time:type_name -> google.protobuf.Timestamp
-	19, // 8: sundial.api.v1.AttemptDetail.finish_time:type_name -> google.protobuf.Timestamp
-	21, // 9: sundial.api.v1.AttemptDetail.duration:type_name -> google.protobuf.Duration
-	19, // 10: sundial.api.v1.AttemptDetail.update_time:type_name -> google.protobuf.Timestamp
-	19, // 11: sundial.api.v1.AttemptDetail.dispatch_time:type_name -> google.protobuf.Timestamp
-	19, // 12: sundial.api.v1.AttemptDetail.receive_time:type_name -> google.protobuf.Timestamp
-	19, // 13: sundial.api.v1.AttemptDetail.lease_time:type_name -> google.protobuf.Timestamp
-	0,  // 14: sundial.api.v1.ListRunsRequest.states:type_name -> sundial.api.v1.RunAttemptState
-	19, // 15: sundial.api.v1.ListRunsRequest.due_after:type_name -> google.protobuf.Timestamp
-	19, // 16: sundial.api.v1.ListRunsRequest.due_before:type_name -> google.protobuf.Timestamp
-	21, // 17: sundial.api.v1.ListRunsRequest.min_late_by:type_name -> google.protobuf.Duration
-	4,  // 18: sundial.api.v1.ListRunsResponse.attempts:type_name -> sundial.api.v1.AttemptDetail
-	7,  // 19: sundial.api.v1.ListRunsResponse.summary:type_name -> sundial.api.v1.RunHistorySummary
-	0,  // 20: sundial.api.v1.RunHistorySummary.last_run_state:type_name -> sundial.api.v1.RunAttemptState
-	19, // 21: sundial.api.v1.RunHistorySummary.next_due_time:type_name -> google.protobuf.Timestamp
-	19, // 22: sundial.api.v1.DeadLetterFilter.dead_after:type_name -> google.protobuf.Timestamp
-	19, // 23: sundial.api.v1.DeadLetterFilter.dead_before:type_name -> google.protobuf.Timestamp
-	8,  // 24: sundial.api.v1.ListDeadLettersRequest.filter:type_name -> sundial.api.v1.DeadLetterFilter
-	22, // 25: sundial.api.v1.ListDeadLettersResponse.dead_letters:type_name -> sundial.v1.DeadLetter
-	8,  // 26: sundial.api.v1.ReplayDeadLettersRequest.filter:type_name -> sundial.api.v1.DeadLetterFilter
-	23, // 27: sundial.api.v1.WatchFilter.states:type_name -> sundial.v1.RunState
-	13, // 28: sundial.api.v1.WatchRunsRequest.filter:type_name -> sundial.api.v1.WatchFilter
-	19, // 29: sundial.api.v1.WatchRunsResponse.watching_since:type_name -> google.protobuf.Timestamp
-	16, // 30: sundial.api.v1.WatchRunsResponse.change:type_name -> sundial.api.v1.RunChange
-	23, // 31: sundial.api.v1.RunChange.state:type_name -> sundial.v1.RunState
-	19, // 32: sundial.api.v1.RunChange.time:type_name -> google.protobuf.Timestamp
-	13, // 33: sundial.api.v1.WatchEventsRequest.filter:type_name -> sundial.api.v1.WatchFilter
-	19, // 34: sundial.api.v1.WatchEventsResponse.watching_since:type_name -> google.protobuf.Timestamp
-	20, // 35: sundial.api.v1.WatchEventsResponse.event:type_name -> sundial.v1.RunEvent
-	1,  // 36: sundial.api.v1.RunService.GetRun:input_type -> sundial.api.v1.GetRunRequest
-	5,  // 37: sundial.api.v1.RunService.ListRuns:input_type -> sundial.api.v1.ListRunsRequest
-	9,  // 38: sundial.api.v1.DlqService.ListDeadLetters:input_type -> sundial.api.v1.ListDeadLettersRequest
-	11, // 39: sundial.api.v1.DlqService.ReplayDeadLetters:input_type -> sundial.api.v1.ReplayDeadLettersRequest
-	14, // 40: sundial.api.v1.WatchService.WatchRuns:input_type -> sundial.api.v1.WatchRunsRequest
-	17, // 41: sundial.api.v1.WatchService.WatchEvents:input_type -> sundial.api.v1.WatchEventsRequest
-	2,  // 42: sundial.api.v1.RunService.GetRun:output_type -> sundial.api.v1.GetRunResponse
-	6,  // 43: sundial.api.v1.RunService.ListRuns:output_type -> sundial.api.v1.ListRunsResponse
-	10, // 44: sundial.api.v1.DlqService.ListDeadLetters:output_type -> sundial.api.v1.ListDeadLettersResponse
-	12, // 45: sundial.api.v1.DlqService.ReplayDeadLetters:output_type -> sundial.api.v1.ReplayDeadLettersResponse
-	15, // 46: sundial.api.v1.WatchService.WatchRuns:output_type -> sundial.api.v1.WatchRunsResponse
-	18, // 47: sundial.api.v1.WatchService.WatchEvents:output_type -> sundial.api.v1.WatchEventsResponse
-	42, // [42:48] is the sub-list for method output_type
-	36, // [36:42] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	0,  // 0: sundial.api.v1.TailRunLogResponse.state:type_name -> sundial.api.v1.RunAttemptState
+	5,  // 1: sundial.api.v1.GetRunResponse.run:type_name -> sundial.api.v1.RunDetail
+	21, // 2: sundial.api.v1.RunDetail.due_time:type_name -> google.protobuf.Timestamp
+	6,  // 3: sundial.api.v1.RunDetail.attempts:type_name -> sundial.api.v1.AttemptDetail
+	22, // 4: sundial.api.v1.RunDetail.events:type_name -> sundial.v1.RunEvent
+	0,  // 5: sundial.api.v1.AttemptDetail.state:type_name -> sundial.api.v1.RunAttemptState
+	21, // 6: sundial.api.v1.AttemptDetail.due_time:type_name -> google.protobuf.Timestamp
+	21, // 7: sundial.api.v1.AttemptDetail.attempt_due_time:type_name -> google.protobuf.Timestamp
+	21, // 8: sundial.api.v1.AttemptDetail.start_time:type_name -> google.protobuf.Timestamp
+	21, // 9: sundial.api.v1.AttemptDetail.finish_time:type_name -> google.protobuf.Timestamp
+	23, // 10: sundial.api.v1.AttemptDetail.duration:type_name -> google.protobuf.Duration
+	21, // 11: sundial.api.v1.AttemptDetail.update_time:type_name -> google.protobuf.Timestamp
+	21, // 12: sundial.api.v1.AttemptDetail.dispatch_time:type_name -> google.protobuf.Timestamp
+	21, // 13: sundial.api.v1.AttemptDetail.receive_time:type_name -> google.protobuf.Timestamp
+	21, // 14: sundial.api.v1.AttemptDetail.lease_time:type_name -> google.protobuf.Timestamp
+	0,  // 15: sundial.api.v1.ListRunsRequest.states:type_name -> sundial.api.v1.RunAttemptState
+	21, // 16: sundial.api.v1.ListRunsRequest.due_after:type_name -> google.protobuf.Timestamp
+	21, // 17: sundial.api.v1.ListRunsRequest.due_before:type_name -> google.protobuf.Timestamp
+	23, // 18: sundial.api.v1.ListRunsRequest.min_late_by:type_name -> google.protobuf.Duration
+	6,  // 19: sundial.api.v1.ListRunsResponse.attempts:type_name -> sundial.api.v1.AttemptDetail
+	9,  // 20: sundial.api.v1.ListRunsResponse.summary:type_name -> sundial.api.v1.RunHistorySummary
+	0,  // 21: sundial.api.v1.RunHistorySummary.last_run_state:type_name -> sundial.api.v1.RunAttemptState
+	21, // 22: sundial.api.v1.RunHistorySummary.next_due_time:type_name -> google.protobuf.Timestamp
+	21, // 23: sundial.api.v1.DeadLetterFilter.dead_after:type_name -> google.protobuf.Timestamp
+	21, // 24: sundial.api.v1.DeadLetterFilter.dead_before:type_name -> google.protobuf.Timestamp
+	10, // 25: sundial.api.v1.ListDeadLettersRequest.filter:type_name -> sundial.api.v1.DeadLetterFilter
+	24, // 26: sundial.api.v1.ListDeadLettersResponse.dead_letters:type_name -> sundial.v1.DeadLetter
+	10, // 27: sundial.api.v1.ReplayDeadLettersRequest.filter:type_name -> sundial.api.v1.DeadLetterFilter
+	25, // 28: sundial.api.v1.WatchFilter.states:type_name -> sundial.v1.RunState
+	15, // 29: sundial.api.v1.WatchRunsRequest.filter:type_name -> sundial.api.v1.WatchFilter
+	21, // 30: sundial.api.v1.WatchRunsResponse.watching_since:type_name -> google.protobuf.Timestamp
+	18, // 31: sundial.api.v1.WatchRunsResponse.change:type_name -> sundial.api.v1.RunChange
+	25, // 32: sundial.api.v1.RunChange.state:type_name -> sundial.v1.RunState
+	21, // 33: sundial.api.v1.RunChange.time:type_name -> google.protobuf.Timestamp
+	15, // 34: sundial.api.v1.WatchEventsRequest.filter:type_name -> sundial.api.v1.WatchFilter
+	21, // 35: sundial.api.v1.WatchEventsResponse.watching_since:type_name -> google.protobuf.Timestamp
+	22, // 36: sundial.api.v1.WatchEventsResponse.event:type_name -> sundial.v1.RunEvent
+	3,  // 37: sundial.api.v1.RunService.GetRun:input_type -> sundial.api.v1.GetRunRequest
+	7,  // 38: sundial.api.v1.RunService.ListRuns:input_type -> sundial.api.v1.ListRunsRequest
+	1,  // 39: sundial.api.v1.RunService.TailRunLog:input_type -> sundial.api.v1.TailRunLogRequest
+	11, // 40: sundial.api.v1.DlqService.ListDeadLetters:input_type -> sundial.api.v1.ListDeadLettersRequest
+	13, // 41: sundial.api.v1.DlqService.ReplayDeadLetters:input_type -> sundial.api.v1.ReplayDeadLettersRequest
+	16, // 42: sundial.api.v1.WatchService.WatchRuns:input_type -> sundial.api.v1.WatchRunsRequest
+	19, // 43: sundial.api.v1.WatchService.WatchEvents:input_type -> sundial.api.v1.WatchEventsRequest
+	4,  // 44: sundial.api.v1.RunService.GetRun:output_type -> sundial.api.v1.GetRunResponse
+	8,  // 45: sundial.api.v1.RunService.ListRuns:output_type -> sundial.api.v1.ListRunsResponse
+	2,  // 46: sundial.api.v1.RunService.TailRunLog:output_type -> sundial.api.v1.TailRunLogResponse
+	12, // 47: sundial.api.v1.DlqService.ListDeadLetters:output_type -> sundial.api.v1.ListDeadLettersResponse
+	14, // 48: sundial.api.v1.DlqService.ReplayDeadLetters:output_type -> sundial.api.v1.ReplayDeadLettersResponse
+	17, // 49: sundial.api.v1.WatchService.WatchRuns:output_type -> sundial.api.v1.WatchRunsResponse
+	20, // 50: sundial.api.v1.WatchService.WatchEvents:output_type -> sundial.api.v1.WatchEventsResponse
+	44, // [44:51] is the sub-list for method output_type
+	37, // [37:44] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_sundial_api_v1_runs_proto_init() }
@@ -1697,7 +1877,7 @@ func file_sundial_api_v1_runs_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_api_v1_runs_proto_rawDesc), len(file_sundial_api_v1_runs_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

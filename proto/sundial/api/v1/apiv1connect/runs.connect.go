@@ -41,6 +41,8 @@ const (
 	RunServiceGetRunProcedure = "/sundial.api.v1.RunService/GetRun"
 	// RunServiceListRunsProcedure is the fully-qualified name of the RunService's ListRuns RPC.
 	RunServiceListRunsProcedure = "/sundial.api.v1.RunService/ListRuns"
+	// RunServiceTailRunLogProcedure is the fully-qualified name of the RunService's TailRunLog RPC.
+	RunServiceTailRunLogProcedure = "/sundial.api.v1.RunService/TailRunLog"
 	// DlqServiceListDeadLettersProcedure is the fully-qualified name of the DlqService's
 	// ListDeadLetters RPC.
 	DlqServiceListDeadLettersProcedure = "/sundial.api.v1.DlqService/ListDeadLetters"
@@ -63,6 +65,14 @@ type RunServiceClient interface {
 	// team's runs in a window of due times, newest due time first, filtered
 	// by state, due time and lateness, one page at a time.
 	ListRuns(context.Context, *connect.Request[v1.ListRunsRequest]) (*connect.Response[v1.ListRunsResponse], error)
+	// TailRunLog streams the log lines of one attempt of a run while it
+	// runs, as its runner ships them (at most about a second late), from
+	// an offset the caller may resume at, and ends when the attempt ends.
+	// An attempt that has already ended is answered with the lines its
+	// history kept and the end at once. The lines are the ones the attempt's
+	// log keeps (a worker handler's run logger, an exec target's output),
+	// within the runner's bounds; each message says how many were left out.
+	TailRunLog(context.Context, *connect.Request[v1.TailRunLogRequest]) (*connect.ServerStreamForClient[v1.TailRunLogResponse], error)
 }
 
 // NewRunServiceClient constructs a client for the sundial.api.v1.RunService service. By default, it
@@ -88,13 +98,20 @@ func NewRunServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...
 			connect.WithSchema(runServiceMethods.ByName("ListRuns")),
 			connect.WithClientOptions(opts...),
 		),
+		tailRunLog: connect.NewClient[v1.TailRunLogRequest, v1.TailRunLogResponse](
+			httpClient,
+			baseURL+RunServiceTailRunLogProcedure,
+			connect.WithSchema(runServiceMethods.ByName("TailRunLog")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // runServiceClient implements RunServiceClient.
 type runServiceClient struct {
-	getRun   *connect.Client[v1.GetRunRequest, v1.GetRunResponse]
-	listRuns *connect.Client[v1.ListRunsRequest, v1.ListRunsResponse]
+	getRun     *connect.Client[v1.GetRunRequest, v1.GetRunResponse]
+	listRuns   *connect.Client[v1.ListRunsRequest, v1.ListRunsResponse]
+	tailRunLog *connect.Client[v1.TailRunLogRequest, v1.TailRunLogResponse]
 }
 
 // GetRun calls sundial.api.v1.RunService.GetRun.
@@ -107,6 +124,11 @@ func (c *runServiceClient) ListRuns(ctx context.Context, req *connect.Request[v1
 	return c.listRuns.CallUnary(ctx, req)
 }
 
+// TailRunLog calls sundial.api.v1.RunService.TailRunLog.
+func (c *runServiceClient) TailRunLog(ctx context.Context, req *connect.Request[v1.TailRunLogRequest]) (*connect.ServerStreamForClient[v1.TailRunLogResponse], error) {
+	return c.tailRunLog.CallServerStream(ctx, req)
+}
+
 // RunServiceHandler is an implementation of the sundial.api.v1.RunService service.
 type RunServiceHandler interface {
 	// GetRun returns one run by id with every attempt and the events the run
@@ -116,6 +138,14 @@ type RunServiceHandler interface {
 	// team's runs in a window of due times, newest due time first, filtered
 	// by state, due time and lateness, one page at a time.
 	ListRuns(context.Context, *connect.Request[v1.ListRunsRequest]) (*connect.Response[v1.ListRunsResponse], error)
+	// TailRunLog streams the log lines of one attempt of a run while it
+	// runs, as its runner ships them (at most about a second late), from
+	// an offset the caller may resume at, and ends when the attempt ends.
+	// An attempt that has already ended is answered with the lines its
+	// history kept and the end at once. The lines are the ones the attempt's
+	// log keeps (a worker handler's run logger, an exec target's output),
+	// within the runner's bounds; each message says how many were left out.
+	TailRunLog(context.Context, *connect.Request[v1.TailRunLogRequest], *connect.ServerStream[v1.TailRunLogResponse]) error
 }
 
 // NewRunServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -137,12 +167,20 @@ func NewRunServiceHandler(svc RunServiceHandler, opts ...connect.HandlerOption) 
 		connect.WithSchema(runServiceMethods.ByName("ListRuns")),
 		connect.WithHandlerOptions(opts...),
 	)
+	runServiceTailRunLogHandler := connect.NewServerStreamHandler(
+		RunServiceTailRunLogProcedure,
+		svc.TailRunLog,
+		connect.WithSchema(runServiceMethods.ByName("TailRunLog")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sundial.api.v1.RunService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case RunServiceGetRunProcedure:
 			runServiceGetRunHandler.ServeHTTP(w, r)
 		case RunServiceListRunsProcedure:
 			runServiceListRunsHandler.ServeHTTP(w, r)
+		case RunServiceTailRunLogProcedure:
+			runServiceTailRunLogHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -158,6 +196,10 @@ func (UnimplementedRunServiceHandler) GetRun(context.Context, *connect.Request[v
 
 func (UnimplementedRunServiceHandler) ListRuns(context.Context, *connect.Request[v1.ListRunsRequest]) (*connect.Response[v1.ListRunsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sundial.api.v1.RunService.ListRuns is not implemented"))
+}
+
+func (UnimplementedRunServiceHandler) TailRunLog(context.Context, *connect.Request[v1.TailRunLogRequest], *connect.ServerStream[v1.TailRunLogResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("sundial.api.v1.RunService.TailRunLog is not implemented"))
 }
 
 // DlqServiceClient is a client for the sundial.api.v1.DlqService service.
