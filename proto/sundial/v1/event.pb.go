@@ -151,8 +151,9 @@ type RunEvent struct {
 	// The due time of the run, the one in its run id.
 	DueTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=due_time,json=dueTime,proto3" json:"due_time,omitempty"`
 	// When this attempt was due to start (see Run.attempt_due_time). The
-	// trigger latency of an attempt is the time of its STARTED event minus
-	// attempt_due_time.
+	// trigger latency of an attempt is its started_time (carried by every
+	// runner event of a started attempt; a short attempt has no STARTED
+	// event, see the runner's --started-delay) minus attempt_due_time.
 	AttemptDueTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=attempt_due_time,json=attemptDueTime,proto3" json:"attempt_due_time,omitempty"`
 	// The process that emitted the event: a runner's id, or a dispatcher's id
 	// for ENQUEUED and misfire SKIPPED events.
@@ -162,7 +163,7 @@ type RunEvent struct {
 	// When the next attempt is due. Set for RETRYING (that attempt is
 	// attempt + 1) and DEFERRED (the same attempt again).
 	NextAttemptDueTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=next_attempt_due_time,json=nextAttemptDueTime,proto3" json:"next_attempt_due_time,omitempty"`
-	// How long the attempt executed, from STARTED to this event. Set for
+	// How long the attempt executed, from its start to this event. Set for
 	// SUCCEEDED, FAILED, TIMED_OUT and CANCELLED of a started attempt.
 	Duration *durationpb.Duration `protobuf:"bytes,11,opt,name=duration,proto3" json:"duration,omitempty"`
 	// The DAG run the run is a node of; empty when it is not part of a DAG.
