@@ -64,7 +64,7 @@ func (s *Shipper) Open(jobID, runID string, attempt uint32) *Tail {
 	if s == nil {
 		return nil
 	}
-	return &Tail{s: s, key: Key(s.cfg.KeyPrefix, jobID, runID, attempt)}
+	return &Tail{s: s, jobID: jobID, runID: runID, attempt: attempt}
 }
 
 // Run writes what the attempts logged every Bounds.Every until ctx ends,
@@ -105,8 +105,9 @@ func (s *Shipper) Flush(ctx context.Context) {
 		if !ok {
 			continue
 		}
-		pipe.XAdd(ctx, &redis.XAddArgs{Stream: t.key, MaxLen: MaxEntries, Approx: true, Values: e.values()})
-		pipe.PExpire(ctx, t.key, s.cfg.Bounds.Retain)
+		key := Key(s.cfg.KeyPrefix, t.jobID, t.runID, t.attempt)
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: key, MaxLen: MaxEntries, Approx: true, Values: e.values()})
+		pipe.PExpire(ctx, key, s.cfg.Bounds.Retain)
 		n++
 	}
 	if n == 0 {
@@ -125,8 +126,11 @@ func (s *Shipper) mark(t *Tail) {
 
 // Tail is what one attempt ships of its log. A nil Tail does nothing.
 type Tail struct {
-	s   *Shipper
-	key string
+	s *Shipper
+	// The attempt's stream key is made from these when something is
+	// written, off the attempt's path: most attempts log nothing.
+	jobID, runID string
+	attempt      uint32
 
 	mu      sync.Mutex
 	lines   []string
