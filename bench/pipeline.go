@@ -317,8 +317,9 @@ type Processes struct {
 	reg      *InProcess // the registry half
 	mu       sync.Mutex
 	procs    map[string]*exec.Cmd
-	pprof    map[string]string // --pprof-addr by name
-	metrics  map[string]string // --metrics-addr by name
+	pprof    map[string]string      // --pprof-addr by name
+	metrics  map[string]string      // --metrics-addr by name
+	pickAddr func() (string, error) // default freeLoopbackAddr; tests replace it
 	exits    []ProcessExit
 	stopping bool
 	quit     chan struct{}
@@ -443,6 +444,38 @@ func freeLoopbackAddr() (string, error) {
 	return addr, nil
 }
 
+// unusedAddr picks a free loopback address that no subprocess has been
+// given yet. freeLoopbackAddr closes the port it found, so the system may
+// hand the same port out again; two subprocesses given one address would
+// find each other's server (a runner's /metrics answered by a
+// dispatcher's pprof). Called with p.mu held.
+func (p *Processes) unusedAddr() (string, error) {
+	pick := p.pickAddr
+	if pick == nil {
+		pick = freeLoopbackAddr
+	}
+	given := func(addr string) bool {
+		for _, m := range []map[string]string{p.pprof, p.metrics} {
+			for _, a := range m {
+				if a == addr {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for range 20 {
+		addr, err := pick()
+		if err != nil {
+			return "", err
+		}
+		if !given(addr) {
+			return addr, nil
+		}
+	}
+	return "", errors.New("pick a loopback port: every pick was already given to another subprocess")
+}
+
 func (p *Processes) args(name string) []string {
 	c := p.cfg
 	_, dispG, runG, _ := c.groups()
@@ -515,21 +548,16 @@ func (p *Processes) start(name string) error {
 		_ = f.Close()
 		return fmt.Errorf("start %s: the pipeline is stopping", name)
 	}
-	if p.pprof[name] == "" {
-		addr, err := freeLoopbackAddr()
+	for _, m := range []map[string]string{p.pprof, p.metrics} {
+		if m[name] != "" {
+			continue
+		}
+		addr, err := p.unusedAddr()
 		if err != nil {
 			_ = f.Close()
 			return fmt.Errorf("start %s: %w", name, err)
 		}
-		p.pprof[name] = addr
-	}
-	if p.metrics[name] == "" {
-		addr, err := freeLoopbackAddr()
-		if err != nil {
-			_ = f.Close()
-			return fmt.Errorf("start %s: %w", name, err)
-		}
-		p.metrics[name] = addr
+		m[name] = addr
 	}
 	// The process outlives any one context: Kill and Stop end it.
 	cmd := exec.Command(p.Binary, p.args(name)...) //nolint:noctx // see above
