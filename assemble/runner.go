@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -97,7 +98,13 @@ func fill(cfg *runner.Config, b RunnerBackends) (*leasing.Store, error) {
 	if b.Redis == nil {
 		return nil, errors.New("assemble runner: Redis: required")
 	}
-	leases, err := leasing.New(leasing.Config{Client: b.Redis, TTL: b.LeaseTTL, KeyPrefix: b.RedisKeyPrefix + leasing.DefaultKeyPrefix, Now: cfg.Now})
+	leases, err := leasing.New(leasing.Config{
+		Client: b.Redis, TTL: b.LeaseTTL, KeyPrefix: b.RedisKeyPrefix + leasing.DefaultKeyPrefix, Now: cfg.Now,
+		// A runner named by its operator (--runner-id) is the same holder
+		// when it restarts, and takes over the runs it was executing at
+		// once; the default id names the process, so it never matches.
+		Holder: url.PathEscape(cfg.ID),
+	})
 	if err != nil {
 		return nil, err
 	}

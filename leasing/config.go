@@ -54,6 +54,19 @@ type Config struct {
 	// Now is the holder's clock. Lease.AcquiredAt is read from it before each
 	// acquire or renewal starts. Default time.Now.
 	Now func() time.Time
+
+	// Holder names the process that takes the leases, the same across its
+	// restarts (a runner's --runner-id), and Incarnation tells its restarts
+	// apart (default: Now at New, in milliseconds). An acquire of a run that
+	// an earlier incarnation of the same Holder holds takes the lease over at
+	// once, with a larger fencing token, instead of answering ErrRunHeld
+	// until the TTL has passed: a process that restarted is not executing
+	// what its earlier self leased. Two live processes under one Holder
+	// would take each other's leases; Kafka's static membership, which
+	// needs the same uniqueness, fences the older one too. Empty: leases
+	// are taken over only when they expire. It must not contain '/'.
+	Holder      string
+	Incarnation int64
 }
 
 // withDefaults returns c with every unset field at its default.
@@ -63,6 +76,9 @@ func (c Config) withDefaults() Config {
 	c.Margin = cmp.Or(c.Margin, c.TTL/5)
 	c.DoneRetention = cmp.Or(c.DoneRetention, DefaultDoneRetention)
 	c.Now = deps.Clock(c.Now)
+	if c.Holder != "" && c.Incarnation == 0 {
+		c.Incarnation = c.Now().UnixMilli()
+	}
 	return c
 }
 
@@ -90,6 +106,12 @@ func (c Config) Validate() error {
 		bad("Margin", "%s is negative", c.Margin)
 	case c.Margin >= c.TTL*2/3:
 		bad("Margin", "%s is not below two thirds of TTL %s: the lease would be distrusted before its first renewal", c.Margin, c.TTL)
+	}
+	if strings.Contains(c.Holder, "/") {
+		bad("Holder", "%q contains '/', which separates it from the incarnation in the acquire's nonce", c.Holder)
+	}
+	if c.Incarnation < 0 {
+		bad("Incarnation", "%d is negative", c.Incarnation)
 	}
 	switch {
 	case c.DoneRetention < time.Millisecond:

@@ -28,6 +28,7 @@ func runConformance(t *testing.T, newBackend backendFactory) {
 		{"AcquireCompleteRelease", testAcquireCompleteRelease},
 		{"DedupeMarkRefusesReexecution", testDedupeMark},
 		{"ConcurrencyLimitAllowsExactlyN", testConcurrencyLimit},
+		{"RestartedHolderTakesOverItsRuns", testRestartedHolderTakesOver},
 		{"RacingAcquiresOfOneRunOneWins", testRaceSameRun},
 		{"FencingTokensStrictlyIncrease", testFencingTokens},
 		{"HolderThatStopsRenewingLosesSlot", testExpiredHolderLosesSlot},
@@ -676,4 +677,46 @@ func testRetriedAcquire(t *testing.T, b backend) {
 
 	_, err = s.Acquire(ctx, Request{JobID: "job", RunID: "job@1", Limit: 5})
 	require.ErrorIs(t, err, ErrRunHeld, "another acquire of the run does not")
+}
+
+func holder(name string, incarnation int64) func(*Config) {
+	return func(c *Config) { c.Holder, c.Incarnation = name, incarnation }
+}
+
+// A holder that restarted (the same Holder, a later Incarnation) takes over
+// the runs its earlier self leased at once; nobody else does before the TTL.
+func testRestartedHolderTakesOver(t *testing.T, b backend) {
+	ctx := t.Context()
+	req := Request{JobID: "job", RunID: "job@1000"}
+	first, _ := setup(t, b, steadyTimes, holder("runner-a", 1000))
+	l1, err := first.Acquire(ctx, req)
+	require.NoError(t, err)
+
+	for name, opts := range map[string][]func(*Config){
+		"another holder":                   {steadyTimes, holder("runner-b", 2000)},
+		"an earlier incarnation":           {steadyTimes, holder("runner-a", 999)},
+		"the same incarnation":             {steadyTimes, holder("runner-a", 1000)},
+		"a store without a holder":         {steadyTimes},
+		"a holder whose name only ends so": {steadyTimes, holder("x-runner-a", 2000)},
+	} {
+		other, _ := setup(t, b, opts...)
+		_, err := other.Acquire(ctx, req)
+		require.ErrorIs(t, err, ErrRunHeld, name)
+	}
+
+	restarted, _ := setup(t, b, steadyTimes, holder("runner-a", 2000))
+	l2, err := restarted.Acquire(ctx, req)
+	require.NoError(t, err, "the restarted holder takes the run over")
+	require.Greater(t, l2.Token, l1.Token)
+
+	// The earlier incarnation's lease is gone.
+	_, err = first.Renew(ctx, l1)
+	require.ErrorIs(t, err, ErrLeaseLost)
+	require.ErrorIs(t, first.Complete(ctx, l1), ErrLeaseLost)
+	// The restart's own lease stands, and nobody else takes it.
+	_, err = first.Acquire(ctx, req)
+	require.ErrorIs(t, err, ErrRunHeld, "the earlier incarnation cannot take it back")
+	_, err = restarted.Renew(ctx, l2)
+	require.NoError(t, err)
+	require.NoError(t, restarted.Complete(ctx, l2))
 }

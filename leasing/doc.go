@@ -93,6 +93,17 @@
 // an acquire carries a nonce so that its own retry gets back the lease it
 // took, and a complete recognises the dedupe mark it wrote.
 //
+// # A restarted holder
+//
+// A store with a Holder (the runner's id) puts it and its Incarnation in
+// every acquire's nonce. A run held under an earlier incarnation of the same
+// holder is taken over at once by the later one, with a larger fencing token:
+// a runner SIGKILLed and restarted under its id resumes the runs it was
+// executing without waiting for their leases to expire. Any other holder
+// still gets ErrRunHeld until the TTL has passed. The earlier incarnation's
+// renewals and completes then fail with ErrLeaseLost, and a call it still
+// makes carries the smaller token.
+//
 // # Pipelines
 //
 // AcquireBatch and CompleteBatch send many calls in one pipelined round

@@ -148,8 +148,19 @@ func (s *Store) acquireCall(r Request) *call {
 		keys: keys,
 		// The nonce lets a retried acquire (go-redis retries a command whose
 		// connection failed) find the slot it took before the failure.
-		args: []any{r.RunID, r.limit(), ms(s.cfg.TTL), strconv.FormatUint(rand.Uint64(), 36)},
+		args: []any{r.RunID, r.limit(), ms(s.cfg.TTL), s.nonce()},
 	}
+}
+
+// nonce is an acquire's own mark: random, after the holder and its
+// incarnation when the store has a Holder ("<holder>/<incarnation>/<random>"),
+// which acquire.lua reads to let a restarted holder take over its runs.
+func (s *Store) nonce() string {
+	n := strconv.FormatUint(rand.Uint64(), 36)
+	if s.cfg.Holder == "" {
+		return n
+	}
+	return s.cfg.Holder + "/" + strconv.FormatInt(s.cfg.Incarnation, 10) + "/" + n
 }
 
 // Acquire takes a concurrency slot of req.JobID for req.RunID. It fails with

@@ -58,6 +58,10 @@ type runnerProcessConfig struct {
 	// routed jobs need the executors to announce themselves often).
 	Pool             string
 	AnnounceInterval time.Duration
+	// Holder makes the process's ID the leases' holder, as `sundial
+	// runner --runner-id` does: a restart under the same ID takes over the
+	// runs its killed self was executing.
+	Holder bool
 }
 
 // runnerProcessMain runs a runner configured by raw until SIGTERM or
@@ -72,7 +76,11 @@ func runnerProcessMain(raw string) int {
 	logger.Info("runner process starting", "pid", os.Getpid(), "group", c.Group, "topic_prefix", c.TopicPrefix, "key_prefix", c.KeyPrefix)
 	rc := redis.NewClient(&redis.Options{Addr: c.RedisAddr})
 	defer rc.Close()
-	ls, err := leasing.New(leasing.Config{Client: rc, KeyPrefix: c.KeyPrefix + "lease:", TTL: c.LeaseTTL})
+	lc := leasing.Config{Client: rc, KeyPrefix: c.KeyPrefix + "lease:", TTL: c.LeaseTTL}
+	if c.Holder {
+		lc.Holder = c.ID
+	}
+	ls, err := leasing.New(lc)
 	if err != nil {
 		logger.Error("leasing", "err", err)
 		return 1
@@ -638,4 +646,54 @@ func ensureDueTopic(t *testing.T, b backends) string {
 	_, err = topics.Ensure(ctx, kadm.NewClient(cl), []topics.Spec{{Name: dueTopic, Partitions: 1}}, 1)
 	require.NoError(t, err)
 	return dueTopic
+}
+
+// TestRunnerRestartedUnderItsIDTakesOverItsRuns SIGKILLs the only runner
+// while it executes runs whose leases live ten minutes, and starts it again
+// under the same id: it takes those runs over at once instead of waiting
+// for their leases to expire (leasing.Config.Holder). Without the takeover
+// the wait below reaches its bound long before the leases expire.
+func TestRunnerRestartedUnderItsIDTakesOverItsRuns(t *testing.T) {
+	t.Parallel()
+	b := realBackends(t, 1)
+	dueTopic := ensureDueTopic(t, b)
+	const leaseTTL = 10 * time.Minute
+	h := newHarness(t, b, leaseTTL)
+	h.down.applyFor = 2 * time.Second
+	relayDueEntries(t, b.brokers, dueTopic, h.enq)
+	cfg := runnerProcessConfig{
+		ID: "proc-0", Brokers: b.brokers, TopicPrefix: b.names.Prefix, DueTopic: dueTopic,
+		RedisAddr: b.redisAddr, KeyPrefix: b.prefix, Group: h.group,
+		LeaseTTL: leaseTTL, SessionTimeout: DefaultSessionTimeout, Concurrency: 8, Holder: true,
+	}
+	victim := startRunnerProcess(t, cfg)
+
+	const n = 6
+	runs := make([]*sundialv1.Run, 0, n)
+	for i := range n {
+		runs = append(runs, h.run("restart-"+strconv.Itoa(i), time.Now(), nil))
+	}
+	require.NoError(t, produceBatch(t.Context(), h.client, b.names, runs))
+	// The bound only turns a hang into a failure.
+	require.Eventually(t, func() bool { return h.down.inFlightOf(victim.id) >= 1 }, 5*time.Minute, 2*time.Millisecond,
+		"the runner never had a call in flight")
+	victim.kill()
+	startRunnerProcess(t, cfg)
+
+	succeededRun := func(id string) bool { return slices.Contains(h.events.states(id), succeeded) }
+	missing := func() int {
+		m := 0
+		for _, run := range runs {
+			if !succeededRun(run.GetRunId()) {
+				m++
+			}
+		}
+		return m
+	}
+	// Far below the leases' ten minutes: only a takeover gets there.
+	if !assert.Eventually(t, func() bool { return missing() == 0 }, 4*time.Minute, 50*time.Millisecond) {
+		require.FailNow(t, "runs without SUCCEEDED while the killed runner's leases live", "%d of %d; first: %s",
+			missing(), n, firstMissing(h, runs, succeededRun))
+	}
+	assert.Zero(t, h.down.figures().dupEffects, "no run's effect was applied twice")
 }

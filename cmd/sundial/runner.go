@@ -134,7 +134,7 @@ Example, against the local stack:
 		Flags: append(append(append(append(append(kafkaFlags(), cassandraStoreFlags()...), redisFlags()...), processFlags()...),
 			&cli.StringFlag{Name: "redis-key-prefix", Usage: "put in front of every Redis key and channel of the runner (leases, dedupe marks, replace signals), to share one Redis between installations", Sources: envVar("redis-key-prefix")},
 			&cli.StringFlag{Name: "group-id", Usage: "consumer group of the runners (default <topic prefix>" + runner.DefaultGroup + ")", Sources: envVar("group-id")},
-			&cli.StringFlag{Name: "runner-id", Usage: "name of this runner in events (default: host name and process id)", Sources: envVar("runner-id")},
+			&cli.StringFlag{Name: "runner-id", Usage: "name of this runner in events and its leases, the same across its restarts (default: host name and process id); a runner restarted under its name takes over at once the runs it was executing, instead of after --lease-ttl, so two live runners must never share one", Sources: envVar("runner-id")},
 			&cli.IntFlag{Name: "concurrency", Value: runner.DefaultConcurrency, Usage: "workers: runs executing at once (HTTP targets mostly wait, so this is well above the core count)", Sources: envVar("concurrency")},
 			&cli.IntFlag{Name: "max-in-flight", Usage: "runs holding a lease at once: executing, plus succeeded ones whose event and dedupe mark are being written (0: twice --concurrency)", Sources: envVar("max-in-flight")},
 			&cli.IntFlag{Name: "redis-pool-size", Usage: "most connections to Redis (0: --concurrency)", Sources: envVar("redis-pool-size")},
