@@ -23,9 +23,9 @@ import (
 )
 
 // Bounds of ListObjectives. One call reads at most ObjectiveScan history
-// records (the run index's team hours, newest first, or one job's
-// partition) and at most maxObjectiveJobs definitions, viewReaders at a
-// time; a team's window is at most maxObjectiveWindow, so at most 169
+// records of the run index's team hours, newest first, or the newest Scan
+// (10,000) of one job's partition, and at most maxObjectiveJobs
+// definitions, viewReaders at a time; a team's window is at most maxObjectiveWindow, so at most 169
 // hour partitions a team. Past a bound it stops and says so (truncated).
 // It writes nothing, and nothing is written per run for it: the figures
 // come from the records the history writer already stores.
@@ -173,16 +173,18 @@ func (s *RunService) jobObjective(ctx context.Context, p auth.Principal, m *apiv
 		o.Window = min(o.Window, w.AsDuration())
 	}
 	read := objectiveRead{windowStart: now.Add(-o.Window)}
-	recs, err := s.cfg.History.ListRuns(ctx, id, s.cfg.ObjectiveScan+1)
+	// A job's records come with their log lines: the bound is GetRun's.
+	scan := min(s.cfg.ObjectiveScan, s.cfg.Scan)
+	recs, err := s.cfg.History.ListRuns(ctx, id, scan+1)
 	if err != nil {
 		s.cfg.Logger.ErrorContext(ctx, "list objectives: read history", "job", id, "err", err)
 		return nil, objectiveRead{}, internalError("list objectives")
 	}
-	if len(recs) > s.cfg.ObjectiveScan {
+	if len(recs) > scan {
 		// The record past the bound is in the window: older ones of the
 		// window are out of reach.
-		read.truncated = !recs[s.cfg.ObjectiveScan].Due.Before(read.windowStart)
-		recs = recs[:s.cfg.ObjectiveScan]
+		read.truncated = !recs[scan].Due.Before(read.windowStart)
+		recs = recs[:scan]
 		if read.truncated {
 			read.countedFrom = recs[len(recs)-1].Due
 		}
