@@ -24,9 +24,10 @@ import (
 
 // Bounds of ListObjectives. One call reads at most ObjectiveScan history
 // records of the run index's team hours, newest first, or the newest Scan
-// (10,000) of one job's partition, and at most maxObjectiveJobs
-// definitions, viewReaders at a time; a team's window is at most maxObjectiveWindow, so at most 169
-// hour partitions a team. Past a bound it stops and says so (truncated).
+// (10,000) of one job's partition; at most maxObjectiveJobs definitions,
+// viewReaders at a time; and at most maxObjectivePartitions team hours (a
+// team's window is at most maxObjectiveWindow: 169 hour partitions). Past
+// a bound it stops and says so (truncated).
 // It writes nothing, and nothing is written per run for it: the figures
 // come from the records the history writer already stores.
 const (
@@ -35,6 +36,10 @@ const (
 	defaultObjectiveWindow = 24 * time.Hour
 	maxObjectiveWindow     = 7 * 24 * time.Hour
 	maxObjectiveJobs       = 2_000
+	// maxObjectivePartitions bounds the team hours one call of every team
+	// reads (teams × hours the window touches): a day's window (25 hours)
+	// covers the first 96 teams by name.
+	maxObjectivePartitions = 2_400
 	defaultObjectivePage   = 25
 	maxObjectivePage       = 100
 	// maxLateAttempts bounds the late attempts listed for one job.
@@ -212,6 +217,10 @@ func (s *RunService) rankObjectives(ctx context.Context, p auth.Principal, m *ap
 		}
 	}
 	read := objectiveRead{windowStart: now.Add(-window)}
+	hours := int(store.RunBucket(now).Sub(store.RunBucket(read.windowStart))/time.Hour) + 1
+	if most := max(maxObjectivePartitions/hours, 1); len(teams) > most {
+		teams, read.truncated = teams[:most], true
+	}
 	byJob := map[string][]store.RunRecord{}
 	teamOf := map[string]string{}
 	var order []string
