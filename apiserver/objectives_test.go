@@ -1,6 +1,7 @@
 package apiserver_test
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"testing"
@@ -266,6 +267,18 @@ func TestListObjectivesIsBounded(t *testing.T) {
 		attempts += o.GetAttempts()
 	}
 	assert.LessOrEqual(t, attempts, uint32(12))
+
+	// Every team over a week: 169 hours a team, so 14 teams of the 15 are
+	// read (2,400 team hours at most), the first by name.
+	for i := range 13 {
+		require.NoError(t, f.teams.CreateTeam(t.Context(), auth.Team{Name: fmt.Sprintf("zeta%02d", i), CreatedAt: f.now}))
+	}
+	wide := f.client(t, 0)
+	all, err := wide.ListObjectives(t.Context(), as("cluster-admin", &apiv1.ListObjectivesRequest{AllTeams: true, Window: durationpb.New(7 * 24 * time.Hour)}))
+	require.NoError(t, err)
+	assert.True(t, all.Msg.GetTruncated(), "a team past the bound of team hours is not read")
+	assert.Nil(t, all.Msg.GetCountedFrom(), "every record of the teams read was read")
+	assert.Equal(t, []string{"beta.worst", "alpha.breach", "alpha.spent", "alpha.healthy"}, objectiveIDs(all.Msg))
 
 	one, err := c.ListObjectives(t.Context(), as("owner", &apiv1.ListObjectivesRequest{JobId: "alpha.breach"}))
 	require.NoError(t, err)
