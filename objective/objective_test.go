@@ -150,3 +150,20 @@ func TestAssess(t *testing.T) {
 		assert.True(t, a.Met)
 	})
 }
+
+// FuzzParse: a label is outside input; Parse never panics, and what it
+// accepts is an objective that can be measured.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"p99 <= 2s over 7d", "p99.9<=250ms/1h", "p50 <= 1.5min over 30m", "p100 <= 0s over 0d", "p9 <= 1e9d over 1d", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		o, err := objective.Parse(text)
+		if err != nil {
+			return
+		}
+		if !(o.Percentile > 0 && o.Percentile < 100) || o.Lag <= 0 || o.Window <= 0 {
+			t.Fatalf("Parse(%q) = %+v: not measurable", text, o)
+		}
+	})
+}
