@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/auth"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -77,6 +78,15 @@ type RunServiceConfig struct {
 	// MaxTails bounds the TailRunLog streams open at once; one more is
 	// answered RESOURCE_EXHAUSTED. Default DefaultMaxTails.
 	MaxTails int
+	// ObjectiveScan bounds the history records one ListObjectives call
+	// reads (objectives.go). Default DefaultObjectiveScan.
+	ObjectiveScan int
+	// Shards is the cluster's shard count, with which ListObjectives
+	// names the shard of a breach the dispatcher caused; 0 names none.
+	Shards int
+	// Teams lists the teams for ListObjectives of every team; nil answers
+	// such a request FAILED_PRECONDITION.
+	Teams auth.TeamLister
 }
 
 // Validate reports every missing dependency and bad value.
@@ -106,6 +116,12 @@ func (c RunServiceConfig) Validate() error {
 	if c.MaxTails < 0 {
 		errs = append(errs, fmt.Errorf("run service: max tails %d: must not be negative", c.MaxTails))
 	}
+	if c.ObjectiveScan < 0 {
+		errs = append(errs, fmt.Errorf("run service: objective scan %d: must not be negative", c.ObjectiveScan))
+	}
+	if c.Shards < 0 {
+		errs = append(errs, fmt.Errorf("run service: shards %d: must not be negative", c.Shards))
+	}
 	return errors.Join(errs...)
 }
 
@@ -127,6 +143,7 @@ func NewRunService(cfg RunServiceConfig) (*RunService, error) {
 	cfg.Scan = cmp.Or(cfg.Scan, DefaultRunScan)
 	cfg.TailPoll = cmp.Or(cfg.TailPoll, DefaultTailPoll)
 	cfg.MaxTails = cmp.Or(cfg.MaxTails, DefaultMaxTails)
+	cfg.ObjectiveScan = cmp.Or(cfg.ObjectiveScan, DefaultObjectiveScan)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

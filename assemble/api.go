@@ -191,7 +191,11 @@ func runServices(cfg APIConfig, b APIBackends, named func(string) *slog.Logger) 
 	if err != nil {
 		return nil, nil, err
 	}
-	runsCfg := apiserver.RunServiceConfig{History: b.Store, Index: b.Store, Jobs: b.Store, DagRuns: b.Store, Events: events, Logger: named("api-runs")}
+	runsCfg := apiserver.RunServiceConfig{History: b.Store, Index: b.Store, Jobs: b.Store, DagRuns: b.Store, Events: events, Logger: named("api-runs"),
+		Shards: cfg.Shards}
+	if b.Tokens != nil {
+		runsCfg.Teams = b.Tokens
+	}
 	if b.Redis != nil {
 		// The runners ship their attempts' live logs under their own key
 		// prefix (assemble.Runner's).

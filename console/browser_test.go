@@ -509,40 +509,20 @@ func TestConsoleInABrowser(t *testing.T) {
 
 	t.Run("a job's trigger-lag objective: its budget and where late attempts lost their time", func(t *testing.T) {
 		tab := b.tab(t, viewerToken)
-		parses := []struct{ text, want string }{
-			{"p99 <= 2s over 7d", `{"percent":99,"lag":2,"window":604800,"text":"p99 ≤ 2s over 7d"}`},
-			{"p99.9<=250ms/1h", `{"percent":99.9,"lag":0.25,"window":3600,"text":"p99.9 ≤ 250ms over 1h"}`},
-			{"p100 <= 2s over 7d", `error: sundial.io/trigger-lag-objective "p100 <= 2s over 7d": the percentile 100 must be above 0 and below 100`},
-			{"p99 <= 0s over 7d", `error: sundial.io/trigger-lag-objective "p99 <= 0s over 7d": the lag "0s" must be a positive duration`},
-			{"p99 <= 2s over soon", `the window "soon" must be a positive duration`},
-			{"99% within 2s", `"99% within 2s": must read like "p99 <= 2s over 7d"`},
-		}
-		for _, c := range parses {
-			got := eval[string](t, tab, fmt.Sprintf(`import(new URL('js/objective.js', location.href)).then((m) => {
-				try { return JSON.stringify(m.parseObjective(%q)); } catch (e) { return 'error: ' + e.message; } })`, c.text))
-			assert.Contains(t, got, c.want, "parseObjective(%q)", c.text)
-		}
-
-		// Five attempts due in the last hour against "p50 <= 2s over 1h" at
-		// now = 10:00: one started on time, one waited for the dispatcher,
-		// one for the runners' consumer lag, one in the runner with its
-		// wait reason, one has waited 4 s, not yet dispatched; one due before
-		// the window is not counted.
+		// The run page's rule (js/objective.js causeOf) at now = 10:00: one
+		// attempt waited for the dispatcher, one for the runners' consumer
+		// lag, one in the runner with its wait reason, one has waited 4 s,
+		// not yet dispatched.
 		attempts := `[
-			{runId: 'ok', dueTime: '2026-01-01T09:30:00Z', startTime: '2026-01-01T09:30:00.500Z'},
 			{runId: 'shard', dueTime: '2026-01-01T09:31:00Z', dispatchTime: '2026-01-01T09:31:09Z', receiveTime: '2026-01-01T09:31:09.100Z', startTime: '2026-01-01T09:31:09.200Z'},
 			{runId: 'consumer', dueTime: '2026-01-01T09:32:00Z', dispatchTime: '2026-01-01T09:32:00.100Z', receiveTime: '2026-01-01T09:32:07Z', startTime: '2026-01-01T09:32:07.100Z'},
 			{runId: 'pool', dueTime: '2026-01-01T09:33:00Z', attemptDueTime: '2026-01-01T09:33:00Z', dispatchTime: '2026-01-01T09:33:00.100Z', receiveTime: '2026-01-01T09:33:00.200Z', startTime: '2026-01-01T09:33:05Z', waitReason: 'pool_full'},
 			{runId: 'waiting', dueTime: '2026-01-01T09:59:56Z'},
-			{runId: 'old', dueTime: '2026-01-01T08:00:00Z', startTime: '2026-01-01T08:10:00Z'},
 		]`
 		got := eval[string](t, tab, fmt.Sprintf(`import(new URL('js/objective.js', location.href)).then((m) => {
-			const a = m.assess(m.parseObjective('p50 <= 2s over 1h'), %s, Date.parse('2026-01-01T10:00:00Z'));
-			return JSON.stringify({counted: a.counted, budget: a.budget, met: a.met, left: Math.round(a.left * 100) / 100, causes: a.causes,
-				late: a.late.map((l) => [l.attempt.runId, l.lag, l.cause.where, l.cause.waitReason])}); })`, attempts))
-		assert.JSONEq(t, `{"counted": 5, "budget": 2.5, "met": false, "left": -0.6,
-			"causes": {"dispatcher": 2, "consumer": 1, "runner": 1},
-			"late": [["shard", 9.2, "dispatcher", ""], ["consumer", 7.1, "consumer", ""], ["pool", 5, "runner", "pool_full"], ["waiting", 4, "dispatcher", ""]]}`, got)
+			const now = Date.parse('2026-01-01T10:00:00Z');
+			return JSON.stringify(%s.map((a) => { const c = m.causeOf(a, now); return [a.runId, c.where, Math.round(c.seconds * 10) / 10, c.waitReason]; })); })`, attempts))
+		assert.JSONEq(t, `[["shard", "dispatcher", 9, ""], ["consumer", "consumer", 6.9, ""], ["pool", "runner", 4.8, "pool_full"], ["waiting", "dispatcher", 4, ""]]`, got)
 
 		// On the job's page: a job with an objective is measured against
 		// it; one without says how to set one.
@@ -564,5 +544,35 @@ func TestConsoleInABrowser(t *testing.T) {
 		assert.Equal(t, "met", state, "no attempt of a five-second job starts an hour late")
 		b.open(t, tab, "#/jobs/dev.flaky", "job")
 		assert.True(t, eval[bool](t, tab, `document.getElementById('no-objective') !== null`), "a job without an objective says how to set one")
+
+		// A label that does not parse is shown as the server's error.
+		spec.Id = "dev.objective-typo"
+		spec.Labels = map[string]string{"sundial.io/trigger-lag-objective": "p100 <= 2s over 7d"}
+		applied, err = admin.ApplyJob(tab, connect.NewRequest(&apiv1.ApplyJobRequest{Spec: spec}))
+		require.NoError(t, err)
+		require.True(t, applied.Msg.GetAccepted(), "apply dev.objective-typo: %v", applied.Msg)
+		b.open(t, tab, "#/jobs/dev.objective-typo", "job")
+		eventually(t, tab, `(document.querySelector('#objective .error') || {}).textContent?.includes('the percentile 100 must be above 0 and below 100') === true`,
+			"the job's page does not show the label's mistake")
+
+		// A job whose every attempt starts later than 1 ms breaches: the
+		// overview, ranked by the server, lists it first, with where its
+		// worst attempt lost its time; dev.objective, met, comes after it.
+		spec.Id = "dev.breach"
+		spec.Labels = map[string]string{"sundial.io/trigger-lag-objective": "p50 <= 1ms over 1h"}
+		applied, err = admin.ApplyJob(tab, connect.NewRequest(&apiv1.ApplyJobRequest{Spec: spec}))
+		require.NoError(t, err)
+		require.True(t, applied.Msg.GetAccepted(), "apply dev.breach: %v", applied.Msg)
+		eventually(t, tab, `(async () => { location.hash = '#/overview?x=' + Date.now();
+			await new Promise((r) => setTimeout(r, 1000));
+			const first = document.querySelector('#overview-objectives tbody tr');
+			return first !== null && first.cells[0].textContent === 'dev.breach' && first.textContent.includes('(breached)'); })()`,
+			"the overview does not list dev.breach first, breached")
+		first, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS(`#overview-objectives tbody tr`)))
+		require.NoError(t, err)
+		assert.Regexp(t, `the (dispatcher|consumer lag|runner)`, first, "the worst breach names its step")
+		ranked := eval[[]string](t, tab, `[...document.querySelectorAll('#overview-objectives tbody tr')].map((r) => r.cells[0].textContent)`)
+		assert.Contains(t, ranked, "dev.objective", "the met job is ranked too")
+		assert.NotContains(t, ranked, "dev.objective-typo", "a label that does not parse is not ranked")
 	})
 }

@@ -5,7 +5,7 @@
 import {h, replace, table, num, stateTag, errorBox} from '../dom.js';
 import * as fmt from '../format.js';
 import {pager, action, confirmTyped, filterForm, field, select, textInput, loadInto} from './common.js';
-import {objectiveLabel, parseObjective, assess} from '../objective.js';
+import {objectiveLabel, lostIn, budgetLeft} from '../objective.js';
 import {jobsListCall} from '../early.js';
 
 export const jobs = {
@@ -246,52 +246,36 @@ function target(t) {
   return Object.keys(t).join(', ');
 }
 
-// objectivePages bounds the reading of an objective's window: at most
-// this many pages of 1,000 attempts (the API lists a job's newest 10,000).
-const objectivePages = 10;
-
-// objectiveSection measures the job against its trigger-lag objective
-// (the label objectiveLabel) over the attempts due in its window, and
-// names for each late attempt where it lost its time.
+// objectiveSection shows the job measured against its trigger-lag
+// objective (the label objectiveLabel) by the server, over the attempts due
+// in its window, and for each late attempt where it lost its time.
 async function objectiveSection(ctx, j) {
   const text = (j.spec.labels || {})[objectiveLabel];
   if (!text) {
     return h('p', {class: 'muted', id: 'no-objective'}, `No objective. Set the label ${objectiveLabel}, for example to "p99 <= 2s over 7d": the share of attempts that must start within that lag of their due time.`);
   }
-  const objective = parseObjective(text);
-  const now = Date.now();
-  const attempts = [];
-  let token = '';
-  let pages = 0;
-  do {
-    const body = {jobId: j.spec.id, dueAfter: new Date(now - objective.window * 1000).toISOString(), pageSize: 1000};
-    if (token) body.pageToken = token;
-    const resp = await ctx.session.call('RunService', 'ListRuns', body);
-    attempts.push(...(resp.attempts || []));
-    token = resp.nextPageToken || '';
-    pages++;
-  } while (token && pages < objectivePages);
-  const a = assess(objective, attempts, now);
-  const pct = (x) => `${Math.round(x * 1000) / 10} %`;
-  const left = a.counted === 0 ? '–' : (Number.isFinite(a.left) ? pct(a.left) : 'spent');
-  const causes = Object.entries(a.causes).sort((x, y) => y[1] - x[1]);
-  const where = {dispatcher: 'dispatcher (shard)', consumer: 'consumer lag', runner: 'runner (pool, concurrency, quota)', wait: 'wait reason only', unknown: 'unknown'};
+  const resp = await ctx.session.call('RunService', 'ListObjectives', {jobId: j.spec.id});
+  const o = (resp.objectives || [])[0] || {};
+  if (o.objectiveError) return errorBox(new Error(o.objectiveError));
+  const counted = Number(o.attempts || 0);
+  const late = o.lateAttempts || [];
+  const causes = Object.entries(o.lateByCause || {}).sort((x, y) => y[1] - x[1]);
+  const where = {dispatcher: 'dispatcher (shard)', consumer: 'consumer lag', runner: 'runner (pool, concurrency, quota)', unknown: 'unknown'};
   return [
     h('div', {class: 'tiles', id: 'objective-tiles'},
-      tile('objective', objective.text),
-      tile('attempts counted', a.counted),
-      tile(`late (over ${fmt.duration(objective.lag)})`, a.late.length),
-      tile('error budget left', left),
-      h('div', {class: 'tile', id: 'objective-state'}, h('span', {class: 'n'}, a.counted === 0 ? 'no runs' : (a.met ? 'met' : 'breached')), 'state')),
-    token ? h('p', {class: 'muted', id: 'objective-partial'}, `Partial: counted the newest ${attempts.length} attempts of the window only (a job's listing reads at most ${objectivePages * 1000}).`) : null,
+      tile('objective', o.objective || text),
+      tile('attempts counted', counted),
+      tile(`late (over ${fmt.duration(fmt.seconds(o.lag))})`, Number(o.late || 0)),
+      tile('error budget left', counted ? budgetLeft(o) : '–'),
+      h('div', {class: 'tile', id: 'objective-state'}, h('span', {class: 'n'}, counted === 0 ? 'no runs' : (o.met ? 'met' : 'breached')), 'state')),
+    resp.truncated ? h('p', {class: 'muted', id: 'objective-partial'}, `Partial: the server counted the newest ${resp.recordsRead} attempts only, due since ${fmt.time(resp.countedFrom)} (its bound of records read).`) : null,
     causes.length ? h('p', {id: 'objective-causes'}, 'Late attempts by where they lost their time: ', causes.map(([k, n]) => `${where[k] || k} ${n}`).join(', '), '.') : null,
-    a.late.length ? table('Late attempts', ['Run', ['Attempt', 'num'], 'Due', ['Lag', 'num'], 'Lost its time in', 'Wait reason'], a.late.slice(0, 20).map((l) => [
-      h('a', {href: `#/runs/${encodeURIComponent(l.attempt.runId)}`}, l.attempt.runId),
-      num(l.attempt.attempt),
-      fmt.time(l.attempt.attemptDueTime || l.attempt.dueTime),
-      num(fmt.duration(l.lag)),
-      Number.isFinite(l.cause.seconds) ? `${l.cause.text} (${fmt.duration(l.cause.seconds)})` : l.cause.text,
-      l.attempt.waitReason || '–',
+    late.length ? table('Late attempts', ['Run', ['Attempt', 'num'], 'Due', ['Lag', 'num'], 'Lost its time in'], late.slice(0, 20).map((l) => [
+      h('a', {href: `#/runs/${encodeURIComponent(l.runId)}`}, l.runId),
+      num(l.attempt),
+      fmt.time(l.dueTime),
+      num(fmt.duration(fmt.seconds(l.lag))),
+      lostIn(l),
     ])) : null,
   ];
 }

@@ -1,12 +1,15 @@
 // Overview: the states of recent runs over the first page of jobs, the
-// worst of those jobs, the dead-letter count and the cluster's health.
-// Every figure comes from a bounded call: one page of jobs, at most 20
-// attempts each, at most 1,000 dead letters counted.
+// worst of those jobs, the jobs with the least trigger-lag error budget
+// left, the dead-letter count and the cluster's health. Every figure comes
+// from a bounded call: one page of jobs, at most 20 attempts each, one
+// page of the server's objective ranking (itself bounded in records read),
+// at most 1,000 dead letters counted.
 
 import {h, table, num, stateTag} from '../dom.js';
 import * as fmt from '../format.js';
 import {loadInto} from './common.js';
 import {shards} from './cluster.js';
+import {lostIn, budgetLeft} from '../objective.js';
 
 const jobsCounted = 25;
 const deadCounted = 1000;
@@ -15,14 +18,17 @@ export const overview = {
   id: 'overview',
   mount(root, ctx) {
     const runsEl = h('div', {id: 'overview-runs'});
+    const objectivesEl = h('div', {id: 'overview-objectives'});
     const dlqEl = h('div', {id: 'overview-dlq'});
     const clusterEl = h('div', {id: 'overview-cluster'});
     root.append(h('h1', {}, 'Overview'),
       h('h2', {}, 'Recent runs'), runsEl,
+      h('h2', {}, 'Least error budget left'), objectivesEl,
       h('h2', {}, 'Dead letters'), dlqEl,
       h('h2', {}, 'Cluster health'), clusterEl);
     return () => Promise.all([
       loadInto(runsEl, () => recentRuns(ctx)),
+      loadInto(objectivesEl, () => worstObjectives(ctx)),
       loadInto(dlqEl, () => deadCount(ctx)),
       loadInto(clusterEl, () => health(ctx)),
     ]);
@@ -62,6 +68,27 @@ async function recentRuns(ctx) {
       h('a', {href: `#/jobs/${encodeURIComponent(w.id)}`}, w.id), w.team, stateTag(w.paused ? 'paused' : 'active'),
       num(w.finished ? `${Math.round(w.rate * 100)} % of ${w.finished}` : '–'), num(fmt.duration(w.p99)),
     ])) : h('p', {}, 'No jobs.'),
+  ];
+}
+
+// objectivesShown is how many jobs of the server's ranking are shown.
+const objectivesShown = 10;
+
+// worstObjectives lists the jobs with the least trigger-lag error budget
+// left over the last day, as the server ranks them (the caller's team, or
+// every team for the cluster admin).
+async function worstObjectives(ctx) {
+  const body = ctx.session.team ? {pageSize: objectivesShown} : {allTeams: true, pageSize: objectivesShown};
+  const resp = await ctx.session.call('RunService', 'ListObjectives', body);
+  const list = resp.objectives || [];
+  const note = `Jobs with the label sundial.io/trigger-lag-objective and runs due in the last day, least budget left first (${resp.jobsRanked || 0} ranked).`;
+  return [
+    h('p', {class: 'muted'}, note, resp.truncated ? ` Partial: the server read its bound of ${resp.recordsRead} attempts, due since ${fmt.time(resp.countedFrom)}.` : ''),
+    list.length ? table('Least error budget left', ['Job', 'Team', 'Objective', ['Attempts', 'num'], ['Late', 'num'], ['Budget left', 'num'], ['p99 lag', 'num'], 'Worst breach lost its time in'], list.map((o) => [
+      h('a', {href: `#/jobs/${encodeURIComponent(o.jobId)}`}, o.jobId), o.team, o.objective,
+      num(Number(o.attempts || 0)), num(Number(o.late || 0)), num(`${budgetLeft(o)}${o.met ? '' : ' (breached)'}`),
+      num(fmt.duration(fmt.seconds(o.lagP99))), lostIn(o.worst),
+    ])) : h('p', {}, 'No job with an objective has runs in the last day.'),
   ];
 }
 

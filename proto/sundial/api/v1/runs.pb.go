@@ -97,6 +97,513 @@ func (RunAttemptState) EnumDescriptor() ([]byte, []int) {
 	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{0}
 }
 
+// ListObjectivesRequest selects the jobs to measure.
+type ListObjectivesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The team whose jobs are ranked; empty is the caller's. Only the
+	// cluster admin names another team.
+	Team string `protobuf:"bytes,1,opt,name=team,proto3" json:"team,omitempty"`
+	// Every team's jobs (the cluster admin only); team must then be empty.
+	AllTeams bool `protobuf:"varint,2,opt,name=all_teams,json=allTeams,proto3" json:"all_teams,omitempty"`
+	// Only this job, with its late attempts (a job's page); team and
+	// all_teams must then be unset. Another team's job is NOT_FOUND.
+	JobId string `protobuf:"bytes,3,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The window of due times, ending now. A job is measured over the
+	// shorter of its objective's window and this one. Default 24 h (with
+	// job_id: the job's objective's window); at most 7 days for a team.
+	Window *durationpb.Duration `protobuf:"bytes,4,opt,name=window,proto3" json:"window,omitempty"`
+	// Jobs per page: default 25, at most 100.
+	PageSize uint32 `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous page, with the same selection.
+	PageToken     string `protobuf:"bytes,6,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListObjectivesRequest) Reset() {
+	*x = ListObjectivesRequest{}
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListObjectivesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListObjectivesRequest) ProtoMessage() {}
+
+func (x *ListObjectivesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListObjectivesRequest.ProtoReflect.Descriptor instead.
+func (*ListObjectivesRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ListObjectivesRequest) GetTeam() string {
+	if x != nil {
+		return x.Team
+	}
+	return ""
+}
+
+func (x *ListObjectivesRequest) GetAllTeams() bool {
+	if x != nil {
+		return x.AllTeams
+	}
+	return false
+}
+
+func (x *ListObjectivesRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *ListObjectivesRequest) GetWindow() *durationpb.Duration {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
+func (x *ListObjectivesRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListObjectivesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListObjectivesResponse is one page of the ranking.
+type ListObjectivesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The jobs, least budget left first (then most late attempts, then by
+	// id). A job is listed when it has the label and an attempt due in the
+	// window that the history read, and it belongs to the team read now.
+	Objectives []*JobObjective `protobuf:"bytes,1,rep,name=objectives,proto3" json:"objectives,omitempty"`
+	// The token of the next page; empty on the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// The window read: [window_start, now].
+	WindowStart *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=window_start,json=windowStart,proto3" json:"window_start,omitempty"`
+	Now         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=now,proto3" json:"now,omitempty"`
+	// The history held more records in the window than one call reads
+	// (its bound), or more jobs or teams than it measures: the figures are
+	// those of the records read, the newest, due at or after counted_from,
+	// of the teams first by name.
+	Truncated bool `protobuf:"varint,5,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// The oldest due time of the records read, when truncated.
+	CountedFrom *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=counted_from,json=countedFrom,proto3" json:"counted_from,omitempty"`
+	// How many attempt records this call read.
+	RecordsRead uint32 `protobuf:"varint,7,opt,name=records_read,json=recordsRead,proto3" json:"records_read,omitempty"`
+	// How many jobs the ranking holds, over every page.
+	JobsRanked    uint32 `protobuf:"varint,8,opt,name=jobs_ranked,json=jobsRanked,proto3" json:"jobs_ranked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListObjectivesResponse) Reset() {
+	*x = ListObjectivesResponse{}
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListObjectivesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListObjectivesResponse) ProtoMessage() {}
+
+func (x *ListObjectivesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListObjectivesResponse.ProtoReflect.Descriptor instead.
+func (*ListObjectivesResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ListObjectivesResponse) GetObjectives() []*JobObjective {
+	if x != nil {
+		return x.Objectives
+	}
+	return nil
+}
+
+func (x *ListObjectivesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *ListObjectivesResponse) GetWindowStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WindowStart
+	}
+	return nil
+}
+
+func (x *ListObjectivesResponse) GetNow() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Now
+	}
+	return nil
+}
+
+func (x *ListObjectivesResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+func (x *ListObjectivesResponse) GetCountedFrom() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CountedFrom
+	}
+	return nil
+}
+
+func (x *ListObjectivesResponse) GetRecordsRead() uint32 {
+	if x != nil {
+		return x.RecordsRead
+	}
+	return 0
+}
+
+func (x *ListObjectivesResponse) GetJobsRanked() uint32 {
+	if x != nil {
+		return x.JobsRanked
+	}
+	return 0
+}
+
+// JobObjective is one job measured against its trigger-lag objective.
+type JobObjective struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job and the team that owns it.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Team  string `protobuf:"bytes,2,opt,name=team,proto3" json:"team,omitempty"`
+	// The label's text, and why it does not parse (then nothing below is
+	// measured; only a job_id request returns such a job).
+	Objective      string `protobuf:"bytes,3,opt,name=objective,proto3" json:"objective,omitempty"`
+	ObjectiveError string `protobuf:"bytes,4,opt,name=objective_error,json=objectiveError,proto3" json:"objective_error,omitempty"`
+	// The objective: this percentile of attempts must start within lag of
+	// their due time, over window (the one measured: the shorter of the
+	// objective's and the request's).
+	Percentile float64              `protobuf:"fixed64,5,opt,name=percentile,proto3" json:"percentile,omitempty"`
+	Lag        *durationpb.Duration `protobuf:"bytes,6,opt,name=lag,proto3" json:"lag,omitempty"`
+	Window     *durationpb.Duration `protobuf:"bytes,7,opt,name=window,proto3" json:"window,omitempty"`
+	// The attempts due in the window that started, or still wait past
+	// their due time; and those of them whose start lag is over lag (a
+	// waiting one counts its wait so far).
+	Attempts uint32 `protobuf:"varint,8,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	Late     uint32 `protobuf:"varint,9,opt,name=late,proto3" json:"late,omitempty"`
+	// The late attempts the objective allows: (100 - percentile) % of
+	// attempts.
+	Budget float64 `protobuf:"fixed64,10,opt,name=budget,proto3" json:"budget,omitempty"`
+	// The share of the budget not spent: 1 untouched, 0 spent, negative
+	// overspent (1 with no attempt).
+	BudgetLeft float64 `protobuf:"fixed64,11,opt,name=budget_left,json=budgetLeft,proto3" json:"budget_left,omitempty"`
+	// Whether late is within the budget.
+	Met bool `protobuf:"varint,12,opt,name=met,proto3" json:"met,omitempty"`
+	// The 99th percentile of the start lag of the attempts counted
+	// (nearest rank).
+	LagP99 *durationpb.Duration `protobuf:"bytes,13,opt,name=lag_p99,json=lagP99,proto3" json:"lag_p99,omitempty"`
+	// The worst breach: the late attempt with the longest lag, and where
+	// it lost its time.
+	Worst *LateAttempt `protobuf:"bytes,14,opt,name=worst,proto3" json:"worst,omitempty"`
+	// The late attempts by cause (dispatcher, consumer, runner, unknown).
+	LateByCause map[string]uint32 `protobuf:"bytes,15,rep,name=late_by_cause,json=lateByCause,proto3" json:"late_by_cause,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// With job_id: the late attempts, worst first, at most 100.
+	LateAttempts  []*LateAttempt `protobuf:"bytes,16,rep,name=late_attempts,json=lateAttempts,proto3" json:"late_attempts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobObjective) Reset() {
+	*x = JobObjective{}
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobObjective) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobObjective) ProtoMessage() {}
+
+func (x *JobObjective) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobObjective.ProtoReflect.Descriptor instead.
+func (*JobObjective) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *JobObjective) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *JobObjective) GetTeam() string {
+	if x != nil {
+		return x.Team
+	}
+	return ""
+}
+
+func (x *JobObjective) GetObjective() string {
+	if x != nil {
+		return x.Objective
+	}
+	return ""
+}
+
+func (x *JobObjective) GetObjectiveError() string {
+	if x != nil {
+		return x.ObjectiveError
+	}
+	return ""
+}
+
+func (x *JobObjective) GetPercentile() float64 {
+	if x != nil {
+		return x.Percentile
+	}
+	return 0
+}
+
+func (x *JobObjective) GetLag() *durationpb.Duration {
+	if x != nil {
+		return x.Lag
+	}
+	return nil
+}
+
+func (x *JobObjective) GetWindow() *durationpb.Duration {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
+func (x *JobObjective) GetAttempts() uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *JobObjective) GetLate() uint32 {
+	if x != nil {
+		return x.Late
+	}
+	return 0
+}
+
+func (x *JobObjective) GetBudget() float64 {
+	if x != nil {
+		return x.Budget
+	}
+	return 0
+}
+
+func (x *JobObjective) GetBudgetLeft() float64 {
+	if x != nil {
+		return x.BudgetLeft
+	}
+	return 0
+}
+
+func (x *JobObjective) GetMet() bool {
+	if x != nil {
+		return x.Met
+	}
+	return false
+}
+
+func (x *JobObjective) GetLagP99() *durationpb.Duration {
+	if x != nil {
+		return x.LagP99
+	}
+	return nil
+}
+
+func (x *JobObjective) GetWorst() *LateAttempt {
+	if x != nil {
+		return x.Worst
+	}
+	return nil
+}
+
+func (x *JobObjective) GetLateByCause() map[string]uint32 {
+	if x != nil {
+		return x.LateByCause
+	}
+	return nil
+}
+
+func (x *JobObjective) GetLateAttempts() []*LateAttempt {
+	if x != nil {
+		return x.LateAttempts
+	}
+	return nil
+}
+
+// LateAttempt is an attempt that started later than its objective allows,
+// and the step of its timeline where it lost the most time.
+type LateAttempt struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	RunId   string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Attempt uint32                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The attempt's due time.
+	DueTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=due_time,json=dueTime,proto3" json:"due_time,omitempty"`
+	// Its start lag (a waiting attempt: its wait so far).
+	Lag *durationpb.Duration `protobuf:"bytes,4,opt,name=lag,proto3" json:"lag,omitempty"`
+	// Where it lost the most time: "dispatcher" (due -> dispatched: the
+	// dispatcher of its shard), "consumer" (dispatched -> received: the
+	// runners' consumer lag on the runs topic), "runner" (received ->
+	// started: the pool's slots, the job's concurrency, the team's quota),
+	// or "unknown" (the history holds none of those times).
+	Cause string `protobuf:"bytes,5,opt,name=cause,proto3" json:"cause,omitempty"`
+	// The time lost in that step.
+	CauseTime *durationpb.Duration `protobuf:"bytes,6,opt,name=cause_time,json=causeTime,proto3" json:"cause_time,omitempty"`
+	// What to look at: "shard 3", "the runs topic's consumer lag",
+	// "pool gpu" (the job's pool, "default" for none).
+	Culprit string `protobuf:"bytes,7,opt,name=culprit,proto3" json:"culprit,omitempty"`
+	// The wait reason the attempt last reported (pool_full, team_quota,
+	// no_executor, ...), if any.
+	WaitReason    string `protobuf:"bytes,8,opt,name=wait_reason,json=waitReason,proto3" json:"wait_reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LateAttempt) Reset() {
+	*x = LateAttempt{}
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LateAttempt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LateAttempt) ProtoMessage() {}
+
+func (x *LateAttempt) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LateAttempt.ProtoReflect.Descriptor instead.
+func (*LateAttempt) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *LateAttempt) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *LateAttempt) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *LateAttempt) GetDueTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DueTime
+	}
+	return nil
+}
+
+func (x *LateAttempt) GetLag() *durationpb.Duration {
+	if x != nil {
+		return x.Lag
+	}
+	return nil
+}
+
+func (x *LateAttempt) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
+func (x *LateAttempt) GetCauseTime() *durationpb.Duration {
+	if x != nil {
+		return x.CauseTime
+	}
+	return nil
+}
+
+func (x *LateAttempt) GetCulprit() string {
+	if x != nil {
+		return x.Culprit
+	}
+	return ""
+}
+
+func (x *LateAttempt) GetWaitReason() string {
+	if x != nil {
+		return x.WaitReason
+	}
+	return ""
+}
+
 // TailRunLogRequest names the attempt to tail and where to resume.
 type TailRunLogRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -113,7 +620,7 @@ type TailRunLogRequest struct {
 
 func (x *TailRunLogRequest) Reset() {
 	*x = TailRunLogRequest{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[0]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -125,7 +632,7 @@ func (x *TailRunLogRequest) String() string {
 func (*TailRunLogRequest) ProtoMessage() {}
 
 func (x *TailRunLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[0]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -138,7 +645,7 @@ func (x *TailRunLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailRunLogRequest.ProtoReflect.Descriptor instead.
 func (*TailRunLogRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{0}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TailRunLogRequest) GetRunId() string {
@@ -189,7 +696,7 @@ type TailRunLogResponse struct {
 
 func (x *TailRunLogResponse) Reset() {
 	*x = TailRunLogResponse{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[1]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -201,7 +708,7 @@ func (x *TailRunLogResponse) String() string {
 func (*TailRunLogResponse) ProtoMessage() {}
 
 func (x *TailRunLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[1]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -214,7 +721,7 @@ func (x *TailRunLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailRunLogResponse.ProtoReflect.Descriptor instead.
 func (*TailRunLogResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{1}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TailRunLogResponse) GetAttempt() uint32 {
@@ -270,7 +777,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[2]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -282,7 +789,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[2]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -295,7 +802,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{2}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetRunRequest) GetRunId() string {
@@ -316,7 +823,7 @@ type GetRunResponse struct {
 
 func (x *GetRunResponse) Reset() {
 	*x = GetRunResponse{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[3]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -328,7 +835,7 @@ func (x *GetRunResponse) String() string {
 func (*GetRunResponse) ProtoMessage() {}
 
 func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[3]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -341,7 +848,7 @@ func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
 func (*GetRunResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{3}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetRunResponse) GetRun() *RunDetail {
@@ -373,7 +880,7 @@ type RunDetail struct {
 
 func (x *RunDetail) Reset() {
 	*x = RunDetail{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[4]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -385,7 +892,7 @@ func (x *RunDetail) String() string {
 func (*RunDetail) ProtoMessage() {}
 
 func (x *RunDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[4]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -398,7 +905,7 @@ func (x *RunDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunDetail.ProtoReflect.Descriptor instead.
 func (*RunDetail) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{4}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RunDetail) GetRunId() string {
@@ -491,7 +998,7 @@ type AttemptDetail struct {
 
 func (x *AttemptDetail) Reset() {
 	*x = AttemptDetail{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[5]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -503,7 +1010,7 @@ func (x *AttemptDetail) String() string {
 func (*AttemptDetail) ProtoMessage() {}
 
 func (x *AttemptDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[5]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -516,7 +1023,7 @@ func (x *AttemptDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptDetail.ProtoReflect.Descriptor instead.
 func (*AttemptDetail) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{5}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AttemptDetail) GetRunId() string {
@@ -673,7 +1180,7 @@ type ListRunsRequest struct {
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[6]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -685,7 +1192,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[6]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +1205,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{6}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListRunsRequest) GetJobId() string {
@@ -787,7 +1294,7 @@ type ListRunsResponse struct {
 
 func (x *ListRunsResponse) Reset() {
 	*x = ListRunsResponse{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[7]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -799,7 +1306,7 @@ func (x *ListRunsResponse) String() string {
 func (*ListRunsResponse) ProtoMessage() {}
 
 func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[7]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -812,7 +1319,7 @@ func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListRunsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{7}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListRunsResponse) GetAttempts() []*AttemptDetail {
@@ -857,7 +1364,7 @@ type RunHistorySummary struct {
 
 func (x *RunHistorySummary) Reset() {
 	*x = RunHistorySummary{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[8]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +1376,7 @@ func (x *RunHistorySummary) String() string {
 func (*RunHistorySummary) ProtoMessage() {}
 
 func (x *RunHistorySummary) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[8]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +1389,7 @@ func (x *RunHistorySummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunHistorySummary.ProtoReflect.Descriptor instead.
 func (*RunHistorySummary) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{8}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RunHistorySummary) GetRuns() int64 {
@@ -944,7 +1451,7 @@ type DeadLetterFilter struct {
 
 func (x *DeadLetterFilter) Reset() {
 	*x = DeadLetterFilter{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[9]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1463,7 @@ func (x *DeadLetterFilter) String() string {
 func (*DeadLetterFilter) ProtoMessage() {}
 
 func (x *DeadLetterFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[9]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1476,7 @@ func (x *DeadLetterFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterFilter.ProtoReflect.Descriptor instead.
 func (*DeadLetterFilter) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{9}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeadLetterFilter) GetJobId() string {
@@ -1015,7 +1522,7 @@ type ListDeadLettersRequest struct {
 
 func (x *ListDeadLettersRequest) Reset() {
 	*x = ListDeadLettersRequest{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[10]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1534,7 @@ func (x *ListDeadLettersRequest) String() string {
 func (*ListDeadLettersRequest) ProtoMessage() {}
 
 func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[10]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1547,7 @@ func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{10}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListDeadLettersRequest) GetFilter() *DeadLetterFilter {
@@ -1077,7 +1584,7 @@ type ListDeadLettersResponse struct {
 
 func (x *ListDeadLettersResponse) Reset() {
 	*x = ListDeadLettersResponse{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[11]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +1596,7 @@ func (x *ListDeadLettersResponse) String() string {
 func (*ListDeadLettersResponse) ProtoMessage() {}
 
 func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[11]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +1609,7 @@ func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{11}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListDeadLettersResponse) GetDeadLetters() []*v1.DeadLetter {
@@ -1135,7 +1642,7 @@ type ReplayDeadLettersRequest struct {
 
 func (x *ReplayDeadLettersRequest) Reset() {
 	*x = ReplayDeadLettersRequest{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[12]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1147,7 +1654,7 @@ func (x *ReplayDeadLettersRequest) String() string {
 func (*ReplayDeadLettersRequest) ProtoMessage() {}
 
 func (x *ReplayDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[12]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1160,7 +1667,7 @@ func (x *ReplayDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{12}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReplayDeadLettersRequest) GetFilter() *DeadLetterFilter {
@@ -1197,7 +1704,7 @@ type ReplayDeadLettersResponse struct {
 
 func (x *ReplayDeadLettersResponse) Reset() {
 	*x = ReplayDeadLettersResponse{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[13]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1716,7 @@ func (x *ReplayDeadLettersResponse) String() string {
 func (*ReplayDeadLettersResponse) ProtoMessage() {}
 
 func (x *ReplayDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[13]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1729,7 @@ func (x *ReplayDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{13}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReplayDeadLettersResponse) GetRunIds() []string {
@@ -1255,7 +1762,7 @@ type WatchFilter struct {
 
 func (x *WatchFilter) Reset() {
 	*x = WatchFilter{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[14]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1267,7 +1774,7 @@ func (x *WatchFilter) String() string {
 func (*WatchFilter) ProtoMessage() {}
 
 func (x *WatchFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[14]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1280,7 +1787,7 @@ func (x *WatchFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchFilter.ProtoReflect.Descriptor instead.
 func (*WatchFilter) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{14}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchFilter) GetJobId() string {
@@ -1315,7 +1822,7 @@ type WatchRunsRequest struct {
 
 func (x *WatchRunsRequest) Reset() {
 	*x = WatchRunsRequest{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[15]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1327,7 +1834,7 @@ func (x *WatchRunsRequest) String() string {
 func (*WatchRunsRequest) ProtoMessage() {}
 
 func (x *WatchRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[15]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1340,7 +1847,7 @@ func (x *WatchRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRunsRequest.ProtoReflect.Descriptor instead.
 func (*WatchRunsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{15}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchRunsRequest) GetFilter() *WatchFilter {
@@ -1364,7 +1871,7 @@ type WatchRunsResponse struct {
 
 func (x *WatchRunsResponse) Reset() {
 	*x = WatchRunsResponse{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[16]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1883,7 @@ func (x *WatchRunsResponse) String() string {
 func (*WatchRunsResponse) ProtoMessage() {}
 
 func (x *WatchRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[16]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1896,7 @@ func (x *WatchRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRunsResponse.ProtoReflect.Descriptor instead.
 func (*WatchRunsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{16}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WatchRunsResponse) GetWatchingSince() *timestamppb.Timestamp {
@@ -1431,7 +1938,7 @@ type RunChange struct {
 
 func (x *RunChange) Reset() {
 	*x = RunChange{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[17]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1443,7 +1950,7 @@ func (x *RunChange) String() string {
 func (*RunChange) ProtoMessage() {}
 
 func (x *RunChange) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[17]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1456,7 +1963,7 @@ func (x *RunChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunChange.ProtoReflect.Descriptor instead.
 func (*RunChange) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{17}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RunChange) GetRunId() string {
@@ -1526,7 +2033,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[18]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1538,7 +2045,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[18]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1551,7 +2058,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{18}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WatchEventsRequest) GetFilter() *WatchFilter {
@@ -1574,7 +2081,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[19]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1586,7 +2093,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_runs_proto_msgTypes[19]
+	mi := &file_sundial_api_v1_runs_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1599,7 +2106,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{19}
+	return file_sundial_api_v1_runs_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WatchEventsResponse) GetWatchingSince() *timestamppb.Timestamp {
@@ -1620,7 +2127,62 @@ var File_sundial_api_v1_runs_proto protoreflect.FileDescriptor
 
 const file_sundial_api_v1_runs_proto_rawDesc = "" +
 	"\n" +
-	"\x19sundial/api/v1/runs.proto\x12\x0esundial.api.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sundial/v1/event.proto\x1a\x14sundial/v1/run.proto\"\\\n" +
+	"\x19sundial/api/v1/runs.proto\x12\x0esundial.api.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sundial/v1/event.proto\x1a\x14sundial/v1/run.proto\"\xce\x01\n" +
+	"\x15ListObjectivesRequest\x12\x12\n" +
+	"\x04team\x18\x01 \x01(\tR\x04team\x12\x1b\n" +
+	"\tall_teams\x18\x02 \x01(\bR\ballTeams\x12\x15\n" +
+	"\x06job_id\x18\x03 \x01(\tR\x05jobId\x121\n" +
+	"\x06window\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12\x1b\n" +
+	"\tpage_size\x18\x05 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x06 \x01(\tR\tpageToken\"\x8c\x03\n" +
+	"\x16ListObjectivesResponse\x12<\n" +
+	"\n" +
+	"objectives\x18\x01 \x03(\v2\x1c.sundial.api.v1.JobObjectiveR\n" +
+	"objectives\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12=\n" +
+	"\fwindow_start\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vwindowStart\x12,\n" +
+	"\x03now\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x03now\x12\x1c\n" +
+	"\ttruncated\x18\x05 \x01(\bR\ttruncated\x12=\n" +
+	"\fcounted_from\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vcountedFrom\x12!\n" +
+	"\frecords_read\x18\a \x01(\rR\vrecordsRead\x12\x1f\n" +
+	"\vjobs_ranked\x18\b \x01(\rR\n" +
+	"jobsRanked\"\xb7\x05\n" +
+	"\fJobObjective\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x12\n" +
+	"\x04team\x18\x02 \x01(\tR\x04team\x12\x1c\n" +
+	"\tobjective\x18\x03 \x01(\tR\tobjective\x12'\n" +
+	"\x0fobjective_error\x18\x04 \x01(\tR\x0eobjectiveError\x12\x1e\n" +
+	"\n" +
+	"percentile\x18\x05 \x01(\x01R\n" +
+	"percentile\x12+\n" +
+	"\x03lag\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x03lag\x121\n" +
+	"\x06window\x18\a \x01(\v2\x19.google.protobuf.DurationR\x06window\x12\x1a\n" +
+	"\battempts\x18\b \x01(\rR\battempts\x12\x12\n" +
+	"\x04late\x18\t \x01(\rR\x04late\x12\x16\n" +
+	"\x06budget\x18\n" +
+	" \x01(\x01R\x06budget\x12\x1f\n" +
+	"\vbudget_left\x18\v \x01(\x01R\n" +
+	"budgetLeft\x12\x10\n" +
+	"\x03met\x18\f \x01(\bR\x03met\x122\n" +
+	"\alag_p99\x18\r \x01(\v2\x19.google.protobuf.DurationR\x06lagP99\x121\n" +
+	"\x05worst\x18\x0e \x01(\v2\x1b.sundial.api.v1.LateAttemptR\x05worst\x12Q\n" +
+	"\rlate_by_cause\x18\x0f \x03(\v2-.sundial.api.v1.JobObjective.LateByCauseEntryR\vlateByCause\x12@\n" +
+	"\rlate_attempts\x18\x10 \x03(\v2\x1b.sundial.api.v1.LateAttemptR\flateAttempts\x1a>\n" +
+	"\x10LateByCauseEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\xad\x02\n" +
+	"\vLateAttempt\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\x125\n" +
+	"\bdue_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\adueTime\x12+\n" +
+	"\x03lag\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03lag\x12\x14\n" +
+	"\x05cause\x18\x05 \x01(\tR\x05cause\x128\n" +
+	"\n" +
+	"cause_time\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\tcauseTime\x12\x18\n" +
+	"\aculprit\x18\a \x01(\tR\aculprit\x12\x1f\n" +
+	"\vwait_reason\x18\b \x01(\tR\n" +
+	"waitReason\"\\\n" +
 	"\x11TailRunLogRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x16\n" +
@@ -1750,13 +2312,14 @@ const file_sundial_api_v1_runs_proto_rawDesc = "" +
 	"\x18RUN_ATTEMPT_STATE_FAILED\x10\x04\x12\x1d\n" +
 	"\x19RUN_ATTEMPT_STATE_SKIPPED\x10\x05\x12\x1f\n" +
 	"\x1bRUN_ATTEMPT_STATE_CANCELLED\x10\x06\x12\x1f\n" +
-	"\x1bRUN_ATTEMPT_STATE_SUSPENDED\x10\a2\xfb\x01\n" +
+	"\x1bRUN_ATTEMPT_STATE_SUSPENDED\x10\a2\xdc\x02\n" +
 	"\n" +
 	"RunService\x12G\n" +
 	"\x06GetRun\x12\x1d.sundial.api.v1.GetRunRequest\x1a\x1e.sundial.api.v1.GetRunResponse\x12M\n" +
 	"\bListRuns\x12\x1f.sundial.api.v1.ListRunsRequest\x1a .sundial.api.v1.ListRunsResponse\x12U\n" +
 	"\n" +
-	"TailRunLog\x12!.sundial.api.v1.TailRunLogRequest\x1a\".sundial.api.v1.TailRunLogResponse0\x012\xda\x01\n" +
+	"TailRunLog\x12!.sundial.api.v1.TailRunLogRequest\x1a\".sundial.api.v1.TailRunLogResponse0\x01\x12_\n" +
+	"\x0eListObjectives\x12%.sundial.api.v1.ListObjectivesRequest\x1a&.sundial.api.v1.ListObjectivesResponse2\xda\x01\n" +
 	"\n" +
 	"DlqService\x12b\n" +
 	"\x0fListDeadLetters\x12&.sundial.api.v1.ListDeadLettersRequest\x1a'.sundial.api.v1.ListDeadLettersResponse\x12h\n" +
@@ -1778,92 +2341,113 @@ func file_sundial_api_v1_runs_proto_rawDescGZIP() []byte {
 }
 
 var file_sundial_api_v1_runs_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sundial_api_v1_runs_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_sundial_api_v1_runs_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_sundial_api_v1_runs_proto_goTypes = []any{
 	(RunAttemptState)(0),              // 0: sundial.api.v1.RunAttemptState
-	(*TailRunLogRequest)(nil),         // 1: sundial.api.v1.TailRunLogRequest
-	(*TailRunLogResponse)(nil),        // 2: sundial.api.v1.TailRunLogResponse
-	(*GetRunRequest)(nil),             // 3: sundial.api.v1.GetRunRequest
-	(*GetRunResponse)(nil),            // 4: sundial.api.v1.GetRunResponse
-	(*RunDetail)(nil),                 // 5: sundial.api.v1.RunDetail
-	(*AttemptDetail)(nil),             // 6: sundial.api.v1.AttemptDetail
-	(*ListRunsRequest)(nil),           // 7: sundial.api.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),          // 8: sundial.api.v1.ListRunsResponse
-	(*RunHistorySummary)(nil),         // 9: sundial.api.v1.RunHistorySummary
-	(*DeadLetterFilter)(nil),          // 10: sundial.api.v1.DeadLetterFilter
-	(*ListDeadLettersRequest)(nil),    // 11: sundial.api.v1.ListDeadLettersRequest
-	(*ListDeadLettersResponse)(nil),   // 12: sundial.api.v1.ListDeadLettersResponse
-	(*ReplayDeadLettersRequest)(nil),  // 13: sundial.api.v1.ReplayDeadLettersRequest
-	(*ReplayDeadLettersResponse)(nil), // 14: sundial.api.v1.ReplayDeadLettersResponse
-	(*WatchFilter)(nil),               // 15: sundial.api.v1.WatchFilter
-	(*WatchRunsRequest)(nil),          // 16: sundial.api.v1.WatchRunsRequest
-	(*WatchRunsResponse)(nil),         // 17: sundial.api.v1.WatchRunsResponse
-	(*RunChange)(nil),                 // 18: sundial.api.v1.RunChange
-	(*WatchEventsRequest)(nil),        // 19: sundial.api.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),       // 20: sundial.api.v1.WatchEventsResponse
-	(*timestamppb.Timestamp)(nil),     // 21: google.protobuf.Timestamp
-	(*v1.RunEvent)(nil),               // 22: sundial.v1.RunEvent
-	(*durationpb.Duration)(nil),       // 23: google.protobuf.Duration
-	(*v1.DeadLetter)(nil),             // 24: sundial.v1.DeadLetter
-	(v1.RunState)(0),                  // 25: sundial.v1.RunState
+	(*ListObjectivesRequest)(nil),     // 1: sundial.api.v1.ListObjectivesRequest
+	(*ListObjectivesResponse)(nil),    // 2: sundial.api.v1.ListObjectivesResponse
+	(*JobObjective)(nil),              // 3: sundial.api.v1.JobObjective
+	(*LateAttempt)(nil),               // 4: sundial.api.v1.LateAttempt
+	(*TailRunLogRequest)(nil),         // 5: sundial.api.v1.TailRunLogRequest
+	(*TailRunLogResponse)(nil),        // 6: sundial.api.v1.TailRunLogResponse
+	(*GetRunRequest)(nil),             // 7: sundial.api.v1.GetRunRequest
+	(*GetRunResponse)(nil),            // 8: sundial.api.v1.GetRunResponse
+	(*RunDetail)(nil),                 // 9: sundial.api.v1.RunDetail
+	(*AttemptDetail)(nil),             // 10: sundial.api.v1.AttemptDetail
+	(*ListRunsRequest)(nil),           // 11: sundial.api.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),          // 12: sundial.api.v1.ListRunsResponse
+	(*RunHistorySummary)(nil),         // 13: sundial.api.v1.RunHistorySummary
+	(*DeadLetterFilter)(nil),          // 14: sundial.api.v1.DeadLetterFilter
+	(*ListDeadLettersRequest)(nil),    // 15: sundial.api.v1.ListDeadLettersRequest
+	(*ListDeadLettersResponse)(nil),   // 16: sundial.api.v1.ListDeadLettersResponse
+	(*ReplayDeadLettersRequest)(nil),  // 17: sundial.api.v1.ReplayDeadLettersRequest
+	(*ReplayDeadLettersResponse)(nil), // 18: sundial.api.v1.ReplayDeadLettersResponse
+	(*WatchFilter)(nil),               // 19: sundial.api.v1.WatchFilter
+	(*WatchRunsRequest)(nil),          // 20: sundial.api.v1.WatchRunsRequest
+	(*WatchRunsResponse)(nil),         // 21: sundial.api.v1.WatchRunsResponse
+	(*RunChange)(nil),                 // 22: sundial.api.v1.RunChange
+	(*WatchEventsRequest)(nil),        // 23: sundial.api.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),       // 24: sundial.api.v1.WatchEventsResponse
+	nil,                               // 25: sundial.api.v1.JobObjective.LateByCauseEntry
+	(*durationpb.Duration)(nil),       // 26: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),     // 27: google.protobuf.Timestamp
+	(*v1.RunEvent)(nil),               // 28: sundial.v1.RunEvent
+	(*v1.DeadLetter)(nil),             // 29: sundial.v1.DeadLetter
+	(v1.RunState)(0),                  // 30: sundial.v1.RunState
 }
 var file_sundial_api_v1_runs_proto_depIdxs = []int32{
-	0,  // 0: sundial.api.v1.TailRunLogResponse.state:type_name -> sundial.api.v1.RunAttemptState
-	5,  // 1: sundial.api.v1.GetRunResponse.run:type_name -> sundial.api.v1.RunDetail
-	21, // 2: sundial.api.v1.RunDetail.due_time:type_name -> google.protobuf.Timestamp
-	6,  // 3: sundial.api.v1.RunDetail.attempts:type_name -> sundial.api.v1.AttemptDetail
-	22, // 4: sundial.api.v1.RunDetail.events:type_name -> sundial.v1.RunEvent
-	0,  // 5: sundial.api.v1.AttemptDetail.state:type_name -> sundial.api.v1.RunAttemptState
-	21, // 6: sundial.api.v1.AttemptDetail.due_time:type_name -> google.protobuf.Timestamp
-	21, // 7: sundial.api.v1.AttemptDetail.attempt_due_time:type_name -> google.protobuf.Timestamp
-	21, // 8: sundial.api.v1.AttemptDetail.start_time:type_name -> google.protobuf.Timestamp
-	21, // 9: sundial.api.v1.AttemptDetail.finish_time:type_name -> google.protobuf.Timestamp
-	23, // 10: sundial.api.v1.AttemptDetail.duration:type_name -> google.protobuf.Duration
-	21, // 11: sundial.api.v1.AttemptDetail.update_time:type_name -> google.protobuf.Timestamp
-	21, // 12: sundial.api.v1.AttemptDetail.dispatch_time:type_name -> google.protobuf.Timestamp
-	21, // 13: sundial.api.v1.AttemptDetail.receive_time:type_name -> google.protobuf.Timestamp
-	21, // 14: sundial.api.v1.AttemptDetail.lease_time:type_name -> google.protobuf.Timestamp
-	0,  // 15: sundial.api.v1.ListRunsRequest.states:type_name -> sundial.api.v1.RunAttemptState
-	21, // 16: sundial.api.v1.ListRunsRequest.due_after:type_name -> google.protobuf.Timestamp
-	21, // 17: sundial.api.v1.ListRunsRequest.due_before:type_name -> google.protobuf.Timestamp
-	23, // 18: sundial.api.v1.ListRunsRequest.min_late_by:type_name -> google.protobuf.Duration
-	6,  // 19: sundial.api.v1.ListRunsResponse.attempts:type_name -> sundial.api.v1.AttemptDetail
-	9,  // 20: sundial.api.v1.ListRunsResponse.summary:type_name -> sundial.api.v1.RunHistorySummary
-	0,  // 21: sundial.api.v1.RunHistorySummary.last_run_state:type_name -> sundial.api.v1.RunAttemptState
-	21, // 22: sundial.api.v1.RunHistorySummary.next_due_time:type_name -> google.protobuf.Timestamp
-	21, // 23: sundial.api.v1.DeadLetterFilter.dead_after:type_name -> google.protobuf.Timestamp
-	21, // 24: sundial.api.v1.DeadLetterFilter.dead_before:type_name -> google.protobuf.Timestamp
-	10, // 25: sundial.api.v1.ListDeadLettersRequest.filter:type_name -> sundial.api.v1.DeadLetterFilter
-	24, // 26: sundial.api.v1.ListDeadLettersResponse.dead_letters:type_name -> sundial.v1.DeadLetter
-	10, // 27: sundial.api.v1.ReplayDeadLettersRequest.filter:type_name -> sundial.api.v1.DeadLetterFilter
-	25, // 28: sundial.api.v1.WatchFilter.states:type_name -> sundial.v1.RunState
-	15, // 29: sundial.api.v1.WatchRunsRequest.filter:type_name -> sundial.api.v1.WatchFilter
-	21, // 30: sundial.api.v1.WatchRunsResponse.watching_since:type_name -> google.protobuf.Timestamp
-	18, // 31: sundial.api.v1.WatchRunsResponse.change:type_name -> sundial.api.v1.RunChange
-	25, // 32: sundial.api.v1.RunChange.state:type_name -> sundial.v1.RunState
-	21, // 33: sundial.api.v1.RunChange.time:type_name -> google.protobuf.Timestamp
-	15, // 34: sundial.api.v1.WatchEventsRequest.filter:type_name -> sundial.api.v1.WatchFilter
-	21, // 35: sundial.api.v1.WatchEventsResponse.watching_since:type_name -> google.protobuf.Timestamp
-	22, // 36: sundial.api.v1.WatchEventsResponse.event:type_name -> sundial.v1.RunEvent
-	3,  // 37: sundial.api.v1.RunService.GetRun:input_type -> sundial.api.v1.GetRunRequest
-	7,  // 38: sundial.api.v1.RunService.ListRuns:input_type -> sundial.api.v1.ListRunsRequest
-	1,  // 39: sundial.api.v1.RunService.TailRunLog:input_type -> sundial.api.v1.TailRunLogRequest
-	11, // 40: sundial.api.v1.DlqService.ListDeadLetters:input_type -> sundial.api.v1.ListDeadLettersRequest
-	13, // 41: sundial.api.v1.DlqService.ReplayDeadLetters:input_type -> sundial.api.v1.ReplayDeadLettersRequest
-	16, // 42: sundial.api.v1.WatchService.WatchRuns:input_type -> sundial.api.v1.WatchRunsRequest
-	19, // 43: sundial.api.v1.WatchService.WatchEvents:input_type -> sundial.api.v1.WatchEventsRequest
-	4,  // 44: sundial.api.v1.RunService.GetRun:output_type -> sundial.api.v1.GetRunResponse
-	8,  // 45: sundial.api.v1.RunService.ListRuns:output_type -> sundial.api.v1.ListRunsResponse
-	2,  // 46: sundial.api.v1.RunService.TailRunLog:output_type -> sundial.api.v1.TailRunLogResponse
-	12, // 47: sundial.api.v1.DlqService.ListDeadLetters:output_type -> sundial.api.v1.ListDeadLettersResponse
-	14, // 48: sundial.api.v1.DlqService.ReplayDeadLetters:output_type -> sundial.api.v1.ReplayDeadLettersResponse
-	17, // 49: sundial.api.v1.WatchService.WatchRuns:output_type -> sundial.api.v1.WatchRunsResponse
-	20, // 50: sundial.api.v1.WatchService.WatchEvents:output_type -> sundial.api.v1.WatchEventsResponse
-	44, // [44:51] is the sub-list for method output_type
-	37, // [37:44] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	26, // 0: sundial.api.v1.ListObjectivesRequest.window:type_name -> google.protobuf.Duration
+	3,  // 1: sundial.api.v1.ListObjectivesResponse.objectives:type_name -> sundial.api.v1.JobObjective
+	27, // 2: sundial.api.v1.ListObjectivesResponse.window_start:type_name -> google.protobuf.Timestamp
+	27, // 3: sundial.api.v1.ListObjectivesResponse.now:type_name -> google.protobuf.Timestamp
+	27, // 4: sundial.api.v1.ListObjectivesResponse.counted_from:type_name -> google.protobuf.Timestamp
+	26, // 5: sundial.api.v1.JobObjective.lag:type_name -> google.protobuf.Duration
+	26, // 6: sundial.api.v1.JobObjective.window:type_name -> google.protobuf.Duration
+	26, // 7: sundial.api.v1.JobObjective.lag_p99:type_name -> google.protobuf.Duration
+	4,  // 8: sundial.api.v1.JobObjective.worst:type_name -> sundial.api.v1.LateAttempt
+	25, // 9: sundial.api.v1.JobObjective.late_by_cause:type_name -> sundial.api.v1.JobObjective.LateByCauseEntry
+	4,  // 10: sundial.api.v1.JobObjective.late_attempts:type_name -> sundial.api.v1.LateAttempt
+	27, // 11: sundial.api.v1.LateAttempt.due_time:type_name -> google.protobuf.Timestamp
+	26, // 12: sundial.api.v1.LateAttempt.lag:type_name -> google.protobuf.Duration
+	26, // 13: sundial.api.v1.LateAttempt.cause_time:type_name -> google.protobuf.Duration
+	0,  // 14: sundial.api.v1.TailRunLogResponse.state:type_name -> sundial.api.v1.RunAttemptState
+	9,  // 15: sundial.api.v1.GetRunResponse.run:type_name -> sundial.api.v1.RunDetail
+	27, // 16: sundial.api.v1.RunDetail.due_time:type_name -> google.protobuf.Timestamp
+	10, // 17: sundial.api.v1.RunDetail.attempts:type_name -> sundial.api.v1.AttemptDetail
+	28, // 18: sundial.api.v1.RunDetail.events:type_name -> sundial.v1.RunEvent
+	0,  // 19: sundial.api.v1.AttemptDetail.state:type_name -> sundial.api.v1.RunAttemptState
+	27, // 20: sundial.api.v1.AttemptDetail.due_time:type_name -> google.protobuf.Timestamp
+	27, // 21: sundial.api.v1.AttemptDetail.attempt_due_time:type_name -> google.protobuf.Timestamp
+	27, // 22: sundial.api.v1.AttemptDetail.start_time:type_name -> google.protobuf.Timestamp
+	27, // 23: sundial.api.v1.AttemptDetail.finish_time:type_name -> google.protobuf.Timestamp
+	26, // 24: sundial.api.v1.AttemptDetail.duration:type_name -> google.protobuf.Duration
+	27, // 25: sundial.api.v1.AttemptDetail.update_time:type_name -> google.protobuf.Timestamp
+	27, // 26: sundial.api.v1.AttemptDetail.dispatch_time:type_name -> google.protobuf.Timestamp
+	27, // 27: sundial.api.v1.AttemptDetail.receive_time:type_name -> google.protobuf.Timestamp
+	27, // 28: sundial.api.v1.AttemptDetail.lease_time:type_name -> google.protobuf.Timestamp
+	0,  // 29: sundial.api.v1.ListRunsRequest.states:type_name -> sundial.api.v1.RunAttemptState
+	27, // 30: sundial.api.v1.ListRunsRequest.due_after:type_name -> google.protobuf.Timestamp
+	27, // 31: sundial.api.v1.ListRunsRequest.due_before:type_name -> google.protobuf.Timestamp
+	26, // 32: sundial.api.v1.ListRunsRequest.min_late_by:type_name -> google.protobuf.Duration
+	10, // 33: sundial.api.v1.ListRunsResponse.attempts:type_name -> sundial.api.v1.AttemptDetail
+	13, // 34: sundial.api.v1.ListRunsResponse.summary:type_name -> sundial.api.v1.RunHistorySummary
+	0,  // 35: sundial.api.v1.RunHistorySummary.last_run_state:type_name -> sundial.api.v1.RunAttemptState
+	27, // 36: sundial.api.v1.RunHistorySummary.next_due_time:type_name -> google.protobuf.Timestamp
+	27, // 37: sundial.api.v1.DeadLetterFilter.dead_after:type_name -> google.protobuf.Timestamp
+	27, // 38: sundial.api.v1.DeadLetterFilter.dead_before:type_name -> google.protobuf.Timestamp
+	14, // 39: sundial.api.v1.ListDeadLettersRequest.filter:type_name -> sundial.api.v1.DeadLetterFilter
+	29, // 40: sundial.api.v1.ListDeadLettersResponse.dead_letters:type_name -> sundial.v1.DeadLetter
+	14, // 41: sundial.api.v1.ReplayDeadLettersRequest.filter:type_name -> sundial.api.v1.DeadLetterFilter
+	30, // 42: sundial.api.v1.WatchFilter.states:type_name -> sundial.v1.RunState
+	19, // 43: sundial.api.v1.WatchRunsRequest.filter:type_name -> sundial.api.v1.WatchFilter
+	27, // 44: sundial.api.v1.WatchRunsResponse.watching_since:type_name -> google.protobuf.Timestamp
+	22, // 45: sundial.api.v1.WatchRunsResponse.change:type_name -> sundial.api.v1.RunChange
+	30, // 46: sundial.api.v1.RunChange.state:type_name -> sundial.v1.RunState
+	27, // 47: sundial.api.v1.RunChange.time:type_name -> google.protobuf.Timestamp
+	19, // 48: sundial.api.v1.WatchEventsRequest.filter:type_name -> sundial.api.v1.WatchFilter
+	27, // 49: sundial.api.v1.WatchEventsResponse.watching_since:type_name -> google.protobuf.Timestamp
+	28, // 50: sundial.api.v1.WatchEventsResponse.event:type_name -> sundial.v1.RunEvent
+	7,  // 51: sundial.api.v1.RunService.GetRun:input_type -> sundial.api.v1.GetRunRequest
+	11, // 52: sundial.api.v1.RunService.ListRuns:input_type -> sundial.api.v1.ListRunsRequest
+	5,  // 53: sundial.api.v1.RunService.TailRunLog:input_type -> sundial.api.v1.TailRunLogRequest
+	1,  // 54: sundial.api.v1.RunService.ListObjectives:input_type -> sundial.api.v1.ListObjectivesRequest
+	15, // 55: sundial.api.v1.DlqService.ListDeadLetters:input_type -> sundial.api.v1.ListDeadLettersRequest
+	17, // 56: sundial.api.v1.DlqService.ReplayDeadLetters:input_type -> sundial.api.v1.ReplayDeadLettersRequest
+	20, // 57: sundial.api.v1.WatchService.WatchRuns:input_type -> sundial.api.v1.WatchRunsRequest
+	23, // 58: sundial.api.v1.WatchService.WatchEvents:input_type -> sundial.api.v1.WatchEventsRequest
+	8,  // 59: sundial.api.v1.RunService.GetRun:output_type -> sundial.api.v1.GetRunResponse
+	12, // 60: sundial.api.v1.RunService.ListRuns:output_type -> sundial.api.v1.ListRunsResponse
+	6,  // 61: sundial.api.v1.RunService.TailRunLog:output_type -> sundial.api.v1.TailRunLogResponse
+	2,  // 62: sundial.api.v1.RunService.ListObjectives:output_type -> sundial.api.v1.ListObjectivesResponse
+	16, // 63: sundial.api.v1.DlqService.ListDeadLetters:output_type -> sundial.api.v1.ListDeadLettersResponse
+	18, // 64: sundial.api.v1.DlqService.ReplayDeadLetters:output_type -> sundial.api.v1.ReplayDeadLettersResponse
+	21, // 65: sundial.api.v1.WatchService.WatchRuns:output_type -> sundial.api.v1.WatchRunsResponse
+	24, // 66: sundial.api.v1.WatchService.WatchEvents:output_type -> sundial.api.v1.WatchEventsResponse
+	59, // [59:67] is the sub-list for method output_type
+	51, // [51:59] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_sundial_api_v1_runs_proto_init() }
@@ -1877,7 +2461,7 @@ func file_sundial_api_v1_runs_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_api_v1_runs_proto_rawDesc), len(file_sundial_api_v1_runs_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   20,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

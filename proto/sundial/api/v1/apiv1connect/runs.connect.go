@@ -43,6 +43,9 @@ const (
 	RunServiceListRunsProcedure = "/sundial.api.v1.RunService/ListRuns"
 	// RunServiceTailRunLogProcedure is the fully-qualified name of the RunService's TailRunLog RPC.
 	RunServiceTailRunLogProcedure = "/sundial.api.v1.RunService/TailRunLog"
+	// RunServiceListObjectivesProcedure is the fully-qualified name of the RunService's ListObjectives
+	// RPC.
+	RunServiceListObjectivesProcedure = "/sundial.api.v1.RunService/ListObjectives"
 	// DlqServiceListDeadLettersProcedure is the fully-qualified name of the DlqService's
 	// ListDeadLetters RPC.
 	DlqServiceListDeadLettersProcedure = "/sundial.api.v1.DlqService/ListDeadLetters"
@@ -73,6 +76,16 @@ type RunServiceClient interface {
 	// log keeps (a worker handler's run logger, an exec target's output),
 	// within the runner's bounds; each message says how many were left out.
 	TailRunLog(context.Context, *connect.Request[v1.TailRunLogRequest]) (*connect.ServerStreamForClient[v1.TailRunLogResponse], error)
+	// ListObjectives measures jobs against their trigger-lag objective (the
+	// label sundial.io/trigger-lag-objective, "p99 <= 2s over 7d") over a
+	// window of due times and ranks them by the error budget left, least
+	// first: the attempts counted, the late ones, the budget left, the p99
+	// lag, and the cause of the worst breach (the shard's dispatcher, the
+	// runners' consumer lag, or the pool) as the history records it. It
+	// reads the run history already written (no counter is kept per run)
+	// and is bounded: past its bound of records read it stops, says so, and
+	// measures what it read, the newest first.
+	ListObjectives(context.Context, *connect.Request[v1.ListObjectivesRequest]) (*connect.Response[v1.ListObjectivesResponse], error)
 }
 
 // NewRunServiceClient constructs a client for the sundial.api.v1.RunService service. By default, it
@@ -104,14 +117,21 @@ func NewRunServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...
 			connect.WithSchema(runServiceMethods.ByName("TailRunLog")),
 			connect.WithClientOptions(opts...),
 		),
+		listObjectives: connect.NewClient[v1.ListObjectivesRequest, v1.ListObjectivesResponse](
+			httpClient,
+			baseURL+RunServiceListObjectivesProcedure,
+			connect.WithSchema(runServiceMethods.ByName("ListObjectives")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // runServiceClient implements RunServiceClient.
 type runServiceClient struct {
-	getRun     *connect.Client[v1.GetRunRequest, v1.GetRunResponse]
-	listRuns   *connect.Client[v1.ListRunsRequest, v1.ListRunsResponse]
-	tailRunLog *connect.Client[v1.TailRunLogRequest, v1.TailRunLogResponse]
+	getRun         *connect.Client[v1.GetRunRequest, v1.GetRunResponse]
+	listRuns       *connect.Client[v1.ListRunsRequest, v1.ListRunsResponse]
+	tailRunLog     *connect.Client[v1.TailRunLogRequest, v1.TailRunLogResponse]
+	listObjectives *connect.Client[v1.ListObjectivesRequest, v1.ListObjectivesResponse]
 }
 
 // GetRun calls sundial.api.v1.RunService.GetRun.
@@ -127,6 +147,11 @@ func (c *runServiceClient) ListRuns(ctx context.Context, req *connect.Request[v1
 // TailRunLog calls sundial.api.v1.RunService.TailRunLog.
 func (c *runServiceClient) TailRunLog(ctx context.Context, req *connect.Request[v1.TailRunLogRequest]) (*connect.ServerStreamForClient[v1.TailRunLogResponse], error) {
 	return c.tailRunLog.CallServerStream(ctx, req)
+}
+
+// ListObjectives calls sundial.api.v1.RunService.ListObjectives.
+func (c *runServiceClient) ListObjectives(ctx context.Context, req *connect.Request[v1.ListObjectivesRequest]) (*connect.Response[v1.ListObjectivesResponse], error) {
+	return c.listObjectives.CallUnary(ctx, req)
 }
 
 // RunServiceHandler is an implementation of the sundial.api.v1.RunService service.
@@ -146,6 +171,16 @@ type RunServiceHandler interface {
 	// log keeps (a worker handler's run logger, an exec target's output),
 	// within the runner's bounds; each message says how many were left out.
 	TailRunLog(context.Context, *connect.Request[v1.TailRunLogRequest], *connect.ServerStream[v1.TailRunLogResponse]) error
+	// ListObjectives measures jobs against their trigger-lag objective (the
+	// label sundial.io/trigger-lag-objective, "p99 <= 2s over 7d") over a
+	// window of due times and ranks them by the error budget left, least
+	// first: the attempts counted, the late ones, the budget left, the p99
+	// lag, and the cause of the worst breach (the shard's dispatcher, the
+	// runners' consumer lag, or the pool) as the history records it. It
+	// reads the run history already written (no counter is kept per run)
+	// and is bounded: past its bound of records read it stops, says so, and
+	// measures what it read, the newest first.
+	ListObjectives(context.Context, *connect.Request[v1.ListObjectivesRequest]) (*connect.Response[v1.ListObjectivesResponse], error)
 }
 
 // NewRunServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -173,6 +208,12 @@ func NewRunServiceHandler(svc RunServiceHandler, opts ...connect.HandlerOption) 
 		connect.WithSchema(runServiceMethods.ByName("TailRunLog")),
 		connect.WithHandlerOptions(opts...),
 	)
+	runServiceListObjectivesHandler := connect.NewUnaryHandler(
+		RunServiceListObjectivesProcedure,
+		svc.ListObjectives,
+		connect.WithSchema(runServiceMethods.ByName("ListObjectives")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sundial.api.v1.RunService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case RunServiceGetRunProcedure:
@@ -181,6 +222,8 @@ func NewRunServiceHandler(svc RunServiceHandler, opts ...connect.HandlerOption) 
 			runServiceListRunsHandler.ServeHTTP(w, r)
 		case RunServiceTailRunLogProcedure:
 			runServiceTailRunLogHandler.ServeHTTP(w, r)
+		case RunServiceListObjectivesProcedure:
+			runServiceListObjectivesHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -200,6 +243,10 @@ func (UnimplementedRunServiceHandler) ListRuns(context.Context, *connect.Request
 
 func (UnimplementedRunServiceHandler) TailRunLog(context.Context, *connect.Request[v1.TailRunLogRequest], *connect.ServerStream[v1.TailRunLogResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("sundial.api.v1.RunService.TailRunLog is not implemented"))
+}
+
+func (UnimplementedRunServiceHandler) ListObjectives(context.Context, *connect.Request[v1.ListObjectivesRequest]) (*connect.Response[v1.ListObjectivesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sundial.api.v1.RunService.ListObjectives is not implemented"))
 }
 
 // DlqServiceClient is a client for the sundial.api.v1.DlqService service.
