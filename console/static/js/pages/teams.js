@@ -226,7 +226,9 @@ export const teams = {
           fmt.time(r.at),
           r.actor,
           h('span', {class: 'audit-action'}, r.action),
-          h('a', {href: `#/jobs/${encodeURIComponent(r.subject)}`}, r.subject),
+          // A job's record links to the job; a team's, a token's or a
+          // quota's subject is no job.
+          String(r.action).startsWith('job.') ? h('a', {href: `#/jobs/${encodeURIComponent(r.subject)}`}, r.subject) : r.subject,
           num(`${r.revisionBefore || 0} → ${r.revisionAfter || 0}`),
           (r.changes || []).length ? h('details', {}, h('summary', {}, (r.changes || []).map((c) => c.field).join(', ')),
             table('Changes', ['Field', 'Before', 'After'], r.changes.map((c) => [h('code', {}, c.field), c.before || '–', c.after || '–']))) : '',
