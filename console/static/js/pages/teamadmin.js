@@ -119,7 +119,7 @@ export function quotaEditor(s, team, onSaved) {
     const jobs = Number(u.jobs ?? -1);
     const running = Number(u.concurrentRuns ?? -1);
     replace(usage, u.team === '*' ? 'The default applies to every team without a row of its own.'
-      : `Team ${u.team} owns ${jobs < 0 ? 'an uncounted number of' : jobs} jobs and runs ${running < 0 ? 'an uncounted number of' : running} now.`);
+      : `Team ${u.team} owns ${jobs} jobs; runs executing now: ${running < 0 ? 'not counted (no limit, or the API reaches no Redis)' : running}.`);
     replace(status);
     inputs.maxJobs.focus();
   };
