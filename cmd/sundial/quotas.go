@@ -83,8 +83,7 @@ Examples:
 			if err != nil {
 				return fmt.Errorf("api: set quotas: %w", err)
 			}
-			q := resp.Msg.GetQuota()
-			printRow(quota.Quota{Team: q.GetTeam(), MaxJobs: int(q.GetMaxJobs()), MaxConcurrentRuns: int(q.GetMaxConcurrentRuns()), MaxRunsPerMinute: int(q.GetMaxRunsPerMinute())})
+			printRow(quotaFromAPI(resp.Msg.GetQuota()))
 			return nil
 		},
 	}
@@ -96,12 +95,16 @@ func quotasListCommand() *cli.Command {
 		Usage: "print the quotas of every team with a row, or of the teams named, with their usage",
 		Description: `Jobs are counted in the registry's per-team index; runs executing now
 are counted from the runners' team slots in Redis when --redis-addr (or a
-Sentinel) is given, and only for teams with a max_concurrent_runs.
+Sentinel) is given, and only for teams with a max_concurrent_runs. With
+--api-url the API reads them (QuotaService.GetQuotas: a team's token reads
+its own team, a cluster admin's any) and counts the runs with its own
+Redis; the Redis flags are then not used.
 
 Examples:
   sundial quotas list
-  sundial quotas list --team payments --redis-addr localhost:6379`,
-		Flags: append(append(cassandraStoreFlags(), redisFlags()...),
+  sundial quotas list --team payments --redis-addr localhost:6379
+  sundial quotas list --api-url https://sundial.example.com`,
+		Flags: append(append(append(cassandraStoreFlags(), redisFlags()...), apiFlags()...),
 			&cli.StringSliceFlag{Name: "team", Usage: "teams to report, with the quota in force for each (default: every team with a row)", Sources: envVar("team")},
 			&cli.StringFlag{Name: "redis-key-prefix", Usage: "the runners' --redis-key-prefix", Sources: envVar("redis-key-prefix")},
 			outputFlag(),
@@ -114,6 +117,34 @@ Examples:
 			form, err := outputOf(cmd)
 			if err != nil {
 				bad = append(bad, err)
+			}
+			printUsages := func(usages []quota.Usage) error {
+				if out := (emitter{w: cmd.Root().Writer, form: form}); out.structured() {
+					return emitAll(out, usages, func(u quota.Usage) quotaOut {
+						return quotaOut{Team: u.Team, Jobs: u.Jobs, MaxJobs: u.MaxJobs, ConcurrentRuns: u.ConcurrentRuns,
+							MaxConcurrentRuns: u.MaxConcurrentRuns, MaxRunsPerMinute: u.MaxRunsPerMinute}
+					})
+				}
+				w := tabwriter.NewWriter(cmd.Root().Writer, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "TEAM\tJOBS\tMAX JOBS\tRUNNING\tMAX CONCURRENT RUNS\tMAX RUNS PER MINUTE")
+				for _, u := range usages {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", u.Team, quotaCount(u.Jobs), quota.LimitString(u.MaxJobs), quotaCount(u.ConcurrentRuns), quota.LimitString(u.MaxConcurrentRuns), quota.LimitString(u.MaxRunsPerMinute))
+				}
+				return w.Flush()
+			}
+			if api, ok, err := apiConfig(cmd); ok {
+				if err := errors.Join(append(bad, err)...); err != nil {
+					return err
+				}
+				resp, err := apiv1connect.NewQuotaServiceClient(api.client, api.url, api.options()...).GetQuotas(ctx, connectrpc.NewRequest(&apiv1.GetQuotasRequest{Teams: cmd.StringSlice("team")}))
+				if err != nil {
+					return fmt.Errorf("api: get quotas: %w", err)
+				}
+				usages := make([]quota.Usage, 0, len(resp.Msg.GetQuotas()))
+				for _, q := range resp.Msg.GetQuotas() {
+					usages = append(usages, quota.Usage{Quota: quotaFromAPI(q), Jobs: int(q.GetJobs()), ConcurrentRuns: int(q.GetConcurrentRuns())})
+				}
+				return printUsages(usages)
 			}
 			if cmd.String("redis-addr") != "" || cmd.String("redis-sentinel-master") != "" {
 				rdb, err := redisClient(cmd, 1)
@@ -134,18 +165,7 @@ Examples:
 				if err != nil {
 					return err
 				}
-				if out := (emitter{w: cmd.Root().Writer, form: form}); out.structured() {
-					return emitAll(out, usages, func(u quota.Usage) quotaOut {
-						return quotaOut{Team: u.Team, Jobs: u.Jobs, MaxJobs: u.MaxJobs, ConcurrentRuns: u.ConcurrentRuns,
-							MaxConcurrentRuns: u.MaxConcurrentRuns, MaxRunsPerMinute: u.MaxRunsPerMinute}
-					})
-				}
-				w := tabwriter.NewWriter(cmd.Root().Writer, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "TEAM\tJOBS\tMAX JOBS\tRUNNING\tMAX CONCURRENT RUNS\tMAX RUNS PER MINUTE")
-				for _, u := range usages {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", u.Team, quotaCount(u.Jobs), quota.LimitString(u.MaxJobs), quotaCount(u.ConcurrentRuns), quota.LimitString(u.MaxConcurrentRuns), quota.LimitString(u.MaxRunsPerMinute))
-				}
-				return w.Flush()
+				return printUsages(usages)
 			})
 		},
 	}
@@ -168,4 +188,9 @@ type quotaOut struct {
 	ConcurrentRuns    int    `json:"concurrentRuns"`
 	MaxConcurrentRuns int    `json:"maxConcurrentRuns"`
 	MaxRunsPerMinute  int    `json:"maxRunsPerMinute"`
+}
+
+// quotaFromAPI is the quota an API answer reports.
+func quotaFromAPI(q *apiv1.TeamQuota) quota.Quota {
+	return quota.Quota{Team: q.GetTeam(), MaxJobs: int(q.GetMaxJobs()), MaxConcurrentRuns: int(q.GetMaxConcurrentRuns()), MaxRunsPerMinute: int(q.GetMaxRunsPerMinute())}
 }

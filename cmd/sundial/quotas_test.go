@@ -71,8 +71,8 @@ func TestQuotasSetAndList(t *testing.T) {
 
 // TestQuotasSetThroughAPI sets quotas with --api-url: the API's
 // SetQuotas writes them (a limit left out kept), the CLI prints what the
-// API stored, a team's admin is refused, and a bad value is refused by
-// the same check before any call.
+// API stored and lists it back, a team's admin is refused, and a bad value
+// is refused by the same check before any call.
 func TestQuotasSetThroughAPI(t *testing.T) {
 	store := quota.NewMemory()
 	var calls atomic.Int64
@@ -98,6 +98,9 @@ func TestQuotasSetThroughAPI(t *testing.T) {
 	rows, err := store.ListQuotas(t.Context())
 	require.NoError(t, err)
 	assert.Equal(t, []quota.Quota{{Team: "billing", MaxJobs: 10, MaxConcurrentRuns: 3, MaxRunsPerMinute: 600}}, rows)
+
+	out = cliOutput(t, "quotas", "list", "--team", "billing", "--api-url", srv.URL, "--api-token", "tok-root")
+	assert.Regexp(t, `(?m)^billing\s+0\s+10\s+-\s+3\s+600$`, out, "quotas list reads what the API stored")
 
 	code, _, errOut := runCLI(t, "quotas", "set", "--team", "billing", "--max-jobs", "0", "--api-url", srv.URL, "--api-token", "tok-billing-admin")
 	assert.Equal(t, 1, code)
