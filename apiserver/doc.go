@@ -74,6 +74,11 @@
 //     team's tokens only, and another team's token is NotFound to it. A
 //     token's secret is in CreateToken's answer only: never in another
 //     answer, an audit record, a log line or an error, nor is its hash.
+//   - Teams and quotas are written by the cluster admin alone (CreateTeam,
+//     DeleteTeam, SetQuotas): to a team's caller another team is NotFound,
+//     whether it exists or not, and its own team PermissionDenied
+//     (requireClusterAdminOf). A quota change is checked by the quota
+//     package's one rule (quota.Change), as the CLI's is.
 //
 // Other services (runs, DLQ, watch, cluster, operator, audit, quotas, teams)
 // mount the same way: a Service built with ConnectService gets the same

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"connectrpc.com/connect"
 
+	"github.com/sundialhq/sundial/audit"
 	"github.com/sundialhq/sundial/auth"
 	"github.com/sundialhq/sundial/internal/deps"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
@@ -15,13 +17,21 @@ import (
 	"github.com/sundialhq/sundial/quota"
 )
 
+// AuditQuotaSet is the audit action of SetQuotas.
+const AuditQuotaSet = "quota.set"
+
 // QuotaServiceConfig configures a QuotaService.
 type QuotaServiceConfig struct {
-	// Store reads the quotas and the per-team job index. Required.
+	// Store reads and writes the quotas, and reads the per-team job index.
+	// Required.
 	Store quota.Store
 	// Runs counts the team slots held in Redis; nil reports concurrent
 	// runs as not counted (-1).
 	Runs quota.RunCounter
+	// Audit records every change; nil records none.
+	Audit audit.Recorder
+	// Now is the clock of the audit records. Default time.Now.
+	Now func() time.Time
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -37,7 +47,8 @@ func (c QuotaServiceConfig) Validate() error {
 // QuotaService implements apiv1connect.QuotaServiceHandler: a team's
 // principal (viewer and up) reads its own team's quota and usage; the
 // cluster admin reads any team's, or with none named every team with a
-// row of its own and the default.
+// row of its own and the default, and alone sets them (another team is
+// NotFound to a team's principal).
 type QuotaService struct {
 	cfg QuotaServiceConfig
 }
@@ -50,6 +61,7 @@ func NewQuotaService(cfg QuotaServiceConfig) (*QuotaService, error) {
 		return nil, err
 	}
 	cfg.Logger = deps.Logger(cfg.Logger)
+	cfg.Now = deps.Clock(cfg.Now)
 	return &QuotaService{cfg: cfg}, nil
 }
 
@@ -89,10 +101,52 @@ func (s *QuotaService) GetQuotas(ctx context.Context, req *connect.Request[apiv1
 	}
 	out := &apiv1.GetQuotasResponse{}
 	for _, u := range usages {
-		out.Quotas = append(out.Quotas, &apiv1.TeamQuota{
-			Team: u.Team, MaxJobs: uint32(u.MaxJobs), MaxConcurrentRuns: uint32(u.MaxConcurrentRuns), MaxRunsPerMinute: uint32(u.MaxRunsPerMinute),
-			Jobs: int64(u.Jobs), ConcurrentRuns: int64(u.ConcurrentRuns),
-		})
+		out.Quotas = append(out.Quotas, teamQuotaView(u))
 	}
 	return connect.NewResponse(out), nil
+}
+
+// SetQuotas implements apiv1connect.QuotaServiceHandler.
+func (s *QuotaService) SetQuotas(ctx context.Context, req *connect.Request[apiv1.SetQuotasRequest]) (*connect.Response[apiv1.SetQuotasResponse], error) {
+	m := req.Msg
+	p, err := requireClusterAdminOf(ctx, "set quotas", m.GetTeam())
+	if err != nil {
+		return nil, err
+	}
+	c := quota.Change{Team: m.GetTeam(), MaxJobs: m.MaxJobs, MaxConcurrentRuns: m.MaxConcurrentRuns, MaxRunsPerMinute: m.MaxRunsPerMinute}
+	bad := []error{c.Validate()}
+	if c.Team != "" && c.Team != quota.DefaultTeam {
+		if err := auth.CheckTeamName(c.Team); err != nil {
+			bad = append(bad, fmt.Errorf("team: %w", err))
+		}
+	}
+	if err := errors.Join(bad...); err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	before, after, err := quota.Set(ctx, s.cfg.Store, c)
+	if err != nil {
+		s.cfg.Logger.ErrorContext(ctx, "set quotas", "team", c.Team, "err", err)
+		return nil, internalError("set quotas")
+	}
+	recordAudit(ctx, s.cfg.Audit, s.cfg.Logger, p, s.cfg.Now().UTC(), AuditQuotaSet, c.Team, c.Team, "through the API: "+quota.Diff(before, after))
+	// The usage beside the row: the default row has none, and a failure
+	// to count leaves the change stored and the counts unknown.
+	u := quota.Usage{Quota: after, Jobs: -1, ConcurrentRuns: -1}
+	if c.Team != quota.DefaultTeam {
+		switch usages, err := quota.Usages(ctx, s.cfg.Store, s.cfg.Runs, c.Team); {
+		case err != nil:
+			s.cfg.Logger.WarnContext(ctx, "set quotas: count the usage", "team", c.Team, "err", err)
+		case len(usages) == 1:
+			u = usages[0]
+		}
+	}
+	return connect.NewResponse(&apiv1.SetQuotasResponse{Quota: teamQuotaView(u)}), nil
+}
+
+// teamQuotaView is a team's quota and usage as the API answers them.
+func teamQuotaView(u quota.Usage) *apiv1.TeamQuota {
+	return &apiv1.TeamQuota{
+		Team: u.Team, MaxJobs: uint32(u.MaxJobs), MaxConcurrentRuns: uint32(u.MaxConcurrentRuns), MaxRunsPerMinute: uint32(u.MaxRunsPerMinute),
+		Jobs: int64(u.Jobs), ConcurrentRuns: int64(u.ConcurrentRuns),
+	}
 }

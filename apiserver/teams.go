@@ -18,6 +18,7 @@ import (
 	"github.com/sundialhq/sundial/internal/topics"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
+	"github.com/sundialhq/sundial/quota"
 )
 
 // Audit actions of TeamService.
@@ -141,6 +142,22 @@ func requireClusterAdmin(ctx context.Context, what string) (auth.Principal, erro
 	return p, nil
 }
 
+// requireClusterAdminOf is requireClusterAdmin for a write to one team's
+// object (the team, its quota): another team is NotFound to a team's
+// caller, as every other team's object is, so that it learns nothing of
+// the others; its own team, and the default quota row (quota.DefaultTeam,
+// every team's), are PermissionDenied.
+func requireClusterAdminOf(ctx context.Context, what, team string) (auth.Principal, error) {
+	p, err := requireCaller(ctx)
+	switch {
+	case err != nil, p.ClusterAdmin:
+		return p, err
+	case team != p.Team && team != quota.DefaultTeam:
+		return p, notVisible("team", team)
+	}
+	return p, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%s: cluster admin only", what))
+}
+
 // mayManageTokens decides whether p may list, create or revoke the tokens
 // of team ("" for a cluster-admin token): the cluster admin any team's, a
 // team's admin its own team's. Another team is NotFound, so that a
@@ -226,11 +243,11 @@ func (s *TeamService) CreateTeam(ctx context.Context, req *connect.Request[apiv1
 
 // DeleteTeam implements apiv1connect.TeamServiceHandler.
 func (s *TeamService) DeleteTeam(ctx context.Context, req *connect.Request[apiv1.DeleteTeamRequest]) (*connect.Response[apiv1.DeleteTeamResponse], error) {
-	p, err := requireClusterAdmin(ctx, "delete team")
+	name := req.Msg.GetName()
+	p, err := requireClusterAdminOf(ctx, "delete team", name)
 	if err != nil {
 		return nil, err
 	}
-	name := req.Msg.GetName()
 	if name == "" {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("name: required"))
 	}
@@ -397,11 +414,18 @@ func (s *TeamService) RevokeToken(ctx context.Context, req *connect.Request[apiv
 	return connect.NewResponse(&apiv1.RevokeTokenResponse{Token: tokenView(tok, now)}), nil
 }
 
-// record writes one audit record of a write that took effect; a failure
-// is logged, the write stands. Its ID is the time, action and subject, so
-// that records sort in the order of the writes.
+// record writes the audit record of a write that took effect
+// (recordAudit).
 func (s *TeamService) record(ctx context.Context, p auth.Principal, at time.Time, action, subject, team, detail string) {
-	if s.cfg.Audit == nil {
+	recordAudit(ctx, s.cfg.Audit, s.cfg.Logger, p, at, action, subject, team, detail)
+}
+
+// recordAudit writes to r, when set, the audit record of a write of the
+// team and quota services that took effect; a failure is logged, the write
+// stands. Its ID is the time, action and subject, so that records sort in
+// the order of the writes.
+func recordAudit(ctx context.Context, r audit.Recorder, log *slog.Logger, p auth.Principal, at time.Time, action, subject, team, detail string) {
+	if r == nil {
 		return
 	}
 	rec := audit.Record{
@@ -413,8 +437,8 @@ func (s *TeamService) record(ctx context.Context, p auth.Principal, at time.Time
 		Team:    team,
 		Detail:  detail,
 	}
-	if err := s.cfg.Audit.Record(ctx, rec); err != nil {
-		s.cfg.Logger.ErrorContext(ctx, "audit record not written", "action", action, "subject", subject, "err", err)
+	if err := r.Record(ctx, rec); err != nil {
+		log.ErrorContext(ctx, "audit record not written", "action", action, "subject", subject, "err", err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
@@ -72,6 +73,7 @@ type teamsEnv struct {
 	logs   *syncBuffer
 	topics *fakeTopics
 	client func(bearer string) apiv1connect.TeamServiceClient
+	quotas func(bearer string) apiv1connect.QuotaServiceClient
 	admin  string // the cluster admin's bearer
 }
 
@@ -89,13 +91,18 @@ func newTeamsEnv(t *testing.T) *teamsEnv {
 	logger := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	svc, err := apiserver.NewTeamService(apiserver.TeamServiceConfig{Tokens: e.store, Jobs: e.jobs, Audit: e.audit, Topics: e.topics, Logger: logger})
 	require.NoError(t, err)
-	srv, err := apiserver.New(apiserver.Config{Addr: "127.0.0.1:0", Authenticator: tokens, Services: []apiserver.Service{svc.Service()}, Logger: logger})
+	quotas, err := apiserver.NewQuotaService(apiserver.QuotaServiceConfig{Store: e.jobs, Audit: e.audit, Logger: logger})
+	require.NoError(t, err)
+	srv, err := apiserver.New(apiserver.Config{Addr: "127.0.0.1:0", Authenticator: tokens, Services: []apiserver.Service{svc.Service(), quotas.Service()}, Logger: logger})
 	require.NoError(t, err)
 	web := httptest.NewServer(srv)
 	t.Cleanup(web.Close)
 	e.url = web.URL
 	e.client = func(bearer string) apiv1connect.TeamServiceClient {
 		return apiv1connect.NewTeamServiceClient(web.Client(), web.URL, connect.WithInterceptors(apiserver.BearerToken(bearer)))
+	}
+	e.quotas = func(bearer string) apiv1connect.QuotaServiceClient {
+		return apiv1connect.NewQuotaServiceClient(web.Client(), web.URL, connect.WithInterceptors(apiserver.BearerToken(bearer)))
 	}
 	return e
 }
@@ -201,12 +208,19 @@ func TestTeamServiceManagesTeamsForTheClusterAdminOnly(t *testing.T) {
 			_, err := e.client(teamAdmin).CreateTeam(ctx, connect.NewRequest(&apiv1.CreateTeamRequest{Name: "x"}))
 			return err
 		},
-		"delete": func() error {
-			_, err := e.client(teamAdmin).DeleteTeam(ctx, connect.NewRequest(&apiv1.DeleteTeamRequest{Name: "search"}))
+		"delete its own": func() error {
+			_, err := e.client(teamAdmin).DeleteTeam(ctx, connect.NewRequest(&apiv1.DeleteTeamRequest{Name: "payments"}))
 			return err
 		},
 	} {
 		assert.Equal(t, connect.CodePermissionDenied, connect.CodeOf(call()), "a team's admin may not %s teams", name)
+	}
+	// Another team is not found to a team's admin, as another team's
+	// object always is; whether it exists or not, the answer is the same.
+	for _, other := range []string{"search", "no-such-team"} {
+		_, err := e.client(teamAdmin).DeleteTeam(ctx, connect.NewRequest(&apiv1.DeleteTeamRequest{Name: other}))
+		assert.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "a team's admin deletes team %s: %v", other, err)
+		assert.Equal(t, fmt.Sprintf("not_found: team %q: not found", other), err.Error())
 	}
 
 	t.Run("a team with a live token or a job is not deleted", func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"time"
 
@@ -287,7 +288,11 @@ func controlServices(cfg APIConfig, b APIBackends, trail *audit.Trail, named fun
 		services = append(services, auditSvc.Service())
 	}
 	if b.Quotas != nil {
-		quotas, err := apiserver.NewQuotaService(apiserver.QuotaServiceConfig{Store: b.Quotas, Runs: runs, Logger: named("api-quotas")})
+		quotasCfg := apiserver.QuotaServiceConfig{Store: b.Quotas, Runs: runs, Now: cfg.Now, Logger: named("api-quotas")}
+		if trail != nil {
+			quotasCfg.Audit = trail
+		}
+		quotas, err := apiserver.NewQuotaService(quotasCfg)
 		if err != nil {
 			return nil, err
 		}
@@ -321,6 +326,23 @@ func APIPublic() []apiserver.Handler {
 	return h
 }
 
+// APIPublicConsoleOff are the public handlers of `sundial api --console=false`:
+// the console's paths, and the API's root that redirects to it, answer 404
+// without a token, as the paths of an API without a console would; every
+// other path needs a token as before.
+func APIPublicConsoleOff() []apiserver.Handler {
+	return consoleRoutes(http.NotFoundHandler())
+}
+
+// consoleRoutes are the console's paths and the API's root, routed to h.
+func consoleRoutes(h http.Handler) []apiserver.Handler {
+	return []apiserver.Handler{
+		{Path: console.Path, Handler: h},
+		{Path: "GET " + strings.TrimSuffix(console.Path, "/"), Handler: h},
+		{Path: "GET /{$}", Handler: h},
+	}
+}
+
 // APIPublicWithSignIn is APIPublic whose console also offers "Sign in
 // with" the API's OpenID provider when signIn is set (console.SignIn).
 func APIPublicWithSignIn(signIn *console.SignIn) ([]apiserver.Handler, error) {
@@ -328,9 +350,5 @@ func APIPublicWithSignIn(signIn *console.SignIn) ([]apiserver.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []apiserver.Handler{
-		{Path: console.Path, Handler: h},
-		{Path: "GET " + strings.TrimSuffix(console.Path, "/"), Handler: h},
-		{Path: "GET /{$}", Handler: h},
-	}, nil
+	return consoleRoutes(h), nil
 }

@@ -115,6 +115,37 @@ func TestAPIServesTheConsoleWithoutAToken(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, get("POST", "/").Code, "only GET of the root redirects")
 }
 
+// TestAPIWithTheConsoleOff: with the console turned off (`sundial api
+// --console=false`) its paths and the root answer 404, with a token or
+// without, and the API beside them is as closed as with the console.
+func TestAPIWithTheConsoleOff(t *testing.T) {
+	t.Parallel()
+	tokens, err := apiserver.ParseStaticTokens([]string{"dev:viewer:secret"})
+	require.NoError(t, err)
+	srv, err := apiserver.New(apiserver.Config{Addr: "127.0.0.1:0", Authenticator: tokens, Public: assemble.APIPublicConsoleOff()})
+	require.NoError(t, err)
+	get := func(method, path, token string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequestWithContext(t.Context(), method, path, strings.NewReader("{}"))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		srv.ServeHTTP(rec, req)
+		return rec
+	}
+	for _, path := range []string{"/console/", "/console/js/api.js", console.SignInPath, "/console", "/"} {
+		for _, token := range []string{"", "secret"} {
+			rec := get("GET", path, token)
+			assert.Equal(t, http.StatusNotFound, rec.Code, "GET %s (token %q)", path, token)
+			assert.Empty(t, rec.Header().Get("Location"), "GET %s redirects", path)
+			assert.NotContains(t, rec.Body.String(), "<html", "GET %s serves a page", path)
+		}
+	}
+	assert.Equal(t, http.StatusUnauthorized, get("POST", "/sundial.api.v1.JobService/ListJobs", "").Code)
+	assert.Equal(t, http.StatusUnauthorized, get("GET", "/consolex", "").Code, "a path that merely starts alike stays closed")
+	assert.Equal(t, http.StatusUnauthorized, get("POST", "/", "").Code, "only GET of the root is the console's")
+}
+
 // TestEveryModuleIsPreloaded: index.html preloads every module, so that
 // the browser fetches them at once instead of one level of imports at a
 // time; a module added without its link would be fetched late.

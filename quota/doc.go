@@ -47,6 +47,15 @@
 // (Cache.GetFresh), so a raised limit applies to the next definition; a
 // lowered one within the cache's TTL.
 //
+// # Setting quotas
+//
+// Change is one change of a team's row (or the default's): the limits it
+// names, the others kept. Change.Validate is the one check of a change,
+// naming each bad field; Set applies it to the stored row, for the CLI
+// (sundial quotas set, straight to the store) and the API
+// (QuotaService.SetQuotas) alike. Diff says what a change changed, for the
+// audit trail.
+//
 // # Reading quotas and usage
 //
 // Usages is the one reading of quotas with their usage (jobs in the index,

@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 )
 
 // DefaultTeam is the team name of the default quota, which applies to every
 // team without a row of its own.
 const DefaultTeam = "*"
+
+// MaxLimit is the largest limit a quota holds: the store keeps each in a
+// 32-bit integer.
+const MaxLimit = math.MaxInt32
 
 // Quota bounds one team. Zero in a limit means unlimited.
 type Quota struct {
@@ -37,16 +42,27 @@ func (q Quota) Validate() error {
 	case strings.ContainsAny(q.Team, "{}"):
 		errs = append(errs, fmt.Errorf("quota: team %q: contains '{' or '}', which cannot be inside a Redis hash tag", q.Team))
 	}
-	if q.MaxJobs < 0 {
-		errs = append(errs, fmt.Errorf("quota: max_jobs %d: must be 0 (unlimited) or positive", q.MaxJobs))
-	}
-	if q.MaxConcurrentRuns < 0 {
-		errs = append(errs, fmt.Errorf("quota: max_concurrent_runs %d: must be 0 (unlimited) or positive", q.MaxConcurrentRuns))
-	}
-	if q.MaxRunsPerMinute < 0 {
-		errs = append(errs, fmt.Errorf("quota: max_runs_per_minute %d: must be 0 (unlimited) or positive", q.MaxRunsPerMinute))
+	for _, l := range []struct {
+		field string
+		n     int
+	}{{"max_jobs", q.MaxJobs}, {"max_concurrent_runs", q.MaxConcurrentRuns}, {"max_runs_per_minute", q.MaxRunsPerMinute}} {
+		if err := checkLimit(l.field, int64(l.n)); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkLimit reports a limit out of 0 (unlimited) to MaxLimit, naming its
+// field.
+func checkLimit(field string, n int64) error {
+	switch {
+	case n < 0:
+		return fmt.Errorf("quota: %s %d: must be 0 (unlimited) or positive", field, n)
+	case n > MaxLimit:
+		return fmt.Errorf("quota: %s %d: at most %d", field, n, MaxLimit)
+	}
+	return nil
 }
 
 // TeamJob says that JobID belongs to Team ("": to none) as of Revision.

@@ -50,6 +50,7 @@ Example, against the local stack:
 		Flags: append(append(append(append(append(append(kafkaFlags(), cassandraStoreFlags()...), processFlags()...), authFlags()...), redisFlags()...), redisPrefixFlag()),
 			&cli.DurationFlag{Name: "audit-retention", Value: audit.DefaultRetention, Usage: "how long the audit trail keeps the records of the API's changes and operator actions", Sources: envVar("audit-retention")},
 			&cli.BoolFlag{Name: "worker-gateway", Usage: "host the worker gateway: the teams' workers (package worker with an API URL and a team token) poll this API for their team's handler runs; needs --redis-addr (the leases)", Sources: envVar("worker-gateway")},
+			&cli.BoolFlag{Name: "console", Value: true, Usage: "serve the web console under /console/ and redirect / to it; =false: those paths answer 404 and the API is unchanged", Sources: envVar("console")},
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8480", Usage: "address to serve the API on, host:port", Sources: envVar("listen")},
 			&cli.StringSliceFlag{Name: "api-static-token", Usage: "a token TEAM:ROLE:SECRET (repeatable; TEAM * is the cluster admin; ROLE viewer, operator or admin); for development only", Sources: envVar("api-static-token")},
 			&cli.DurationFlag{Name: "answer-timeout", Value: 30 * time.Second, Usage: "how long an apply or delete waits for the registry's answer", Sources: envVar("answer-timeout")},
@@ -116,6 +117,9 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 	}
 	if _, err := apiserver.ParseStaticTokens(cmd.StringSlice("api-static-token")); err != nil {
 		bad = append(bad, fmt.Errorf("--api-static-token: %w", err))
+	}
+	if !cmd.Bool("console") && cmd.String("oidc-console-client-id") != "" {
+		bad = append(bad, errors.New("--oidc-console-client-id: names the web console's client at the provider, but --console=false turns the console off"))
 	}
 	if cmd.Bool("worker-gateway") && cmd.String("redis-addr") == "" && cmd.String("redis-sentinel-master") == "" {
 		bad = append(bad, errors.New("--worker-gateway: needs --redis-addr (or --redis-sentinel-master): the gateway holds its runs' leases"))
@@ -228,9 +232,11 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	public, err := assemble.APIPublicWithSignIn(signIn)
-	if err != nil {
-		return err
+	public := assemble.APIPublicConsoleOff()
+	if cmd.Bool("console") {
+		if public, err = assemble.APIPublicWithSignIn(signIn); err != nil {
+			return err
+		}
 	}
 	srv, err := apiserver.New(apiserver.Config{
 		Addr: cmd.String("listen"), Authenticator: authn, TracerProvider: p.tracerProvider(),

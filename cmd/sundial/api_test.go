@@ -31,6 +31,11 @@ func TestAPIFlagErrors(t *testing.T) {
 	code, _, errOut = runCLI(t, "api", "--kafka-brokers", "127.0.0.1:1", "--cassandra-hosts", "127.0.0.1", "--worker-gateway")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "--worker-gateway: needs --redis-addr")
+
+	code, _, errOut = runCLI(t, "api", "--kafka-brokers", "127.0.0.1:1", "--cassandra-hosts", "127.0.0.1",
+		"--console=false", "--oidc-console-client-id", "sundial-console")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "--oidc-console-client-id: names the web console's client at the provider, but --console=false turns the console off")
 }
 
 func TestAPIConfigPrintMasksTokens(t *testing.T) {
@@ -42,7 +47,9 @@ func TestAPIConfigPrintMasksTokens(t *testing.T) {
 }
 
 // TestAPIServes runs `sundial api` on the real stack and calls it as the
-// owner of a token, as another team and without a token.
+// owner of a token, as another team and without a token. It runs with the
+// web console turned off (--console=false): the console's paths answer
+// 404, and the API answers as it does beside the console.
 func TestAPIServes(t *testing.T) {
 	t.Parallel()
 	cass := testenv.NeedCassandra(t)
@@ -85,7 +92,7 @@ func TestAPIServes(t *testing.T) {
 	go func() {
 		exited <- run(ctx, append([]string{"sundial", "api", "--listen", addr,
 			"--api-static-token", "data:viewer:data-secret", "--api-static-token", "ops:viewer:ops-secret",
-			"--oidc-issuer", idp.URL(), "--oidc-audience", "sundial",
+			"--oidc-issuer", idp.URL(), "--oidc-audience", "sundial", "--console=false",
 			"--worker-gateway", "--redis-addr", rd.Addr, "--redis-key-prefix", rd.KeyPrefix}, backends...), &serverOut, &errBuf)
 	}()
 
@@ -118,6 +125,22 @@ func TestAPIServes(t *testing.T) {
 		case code := <-exited:
 			t.Fatalf("sundial api exited with %d before serving: %s", code, errBuf.String())
 		case <-time.After(50 * time.Millisecond):
+		}
+	}
+
+	// The console is off: its paths and the root answer 404, with or
+	// without a token, and redirect nowhere.
+	for _, path := range []string{"/console/", "/console/js/api.js", "/console/signin.json", "/console", "/"} {
+		for _, tok := range []string{"", "data-secret"} {
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+addr+path, nil)
+			require.NoError(t, err)
+			if tok != "" {
+				req.Header.Set("Authorization", "Bearer "+tok)
+			}
+			res, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			_ = res.Body.Close()
+			assert.Equal(t, http.StatusNotFound, res.StatusCode, "GET %s (token %q) with the console off", path, tok)
 		}
 	}
 

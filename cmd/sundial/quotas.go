@@ -7,9 +7,12 @@ import (
 	"strconv"
 	"text/tabwriter"
 
+	connectrpc "connectrpc.com/connect"
 	"github.com/urfave/cli/v3"
 
 	"github.com/sundialhq/sundial/leasing"
+	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
+	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
 	"github.com/sundialhq/sundial/quota"
 	"github.com/sundialhq/sundial/store/cassandra"
 )
@@ -29,64 +32,59 @@ func quotasSetCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "set",
 		Usage: "set a team's quotas, or the default of teams without their own",
-		Description: `Writes the team's row in Cassandra; a limit left out keeps its current
-value, 0 means unlimited. Registries and runners apply a change within 10s;
-a raised max_jobs applies to the next definition. max_runs_per_minute counts
-every run that starts, each child of a BROADCAST or SHARDED run included; a
-run over it is deferred (reason team_rate) to the next minute, never dropped.
-The team '*' is the default for every team without a row of its own.
+		Description: `Writes the team's row in Cassandra, or with --api-url asks the API
+(QuotaService.SetQuotas, with a cluster admin's token; audited); a limit
+left out keeps its current value, 0 means unlimited. Registries and runners
+apply a change within 10s; a raised max_jobs applies to the next
+definition. max_runs_per_minute counts every run that starts, each child of
+a BROADCAST or SHARDED run included; a run over it is deferred (reason
+team_rate) to the next minute, never dropped. The team '*' is the default
+for every team without a row of its own.
 
 Examples:
   sundial quotas set --team payments --max-jobs 1000 --max-concurrent-runs 50
   sundial quotas set --team '*' --max-concurrent-runs 20
-  sundial quotas set --team search --max-runs-per-minute 600`,
-		Flags: append(cassandraStoreFlags(),
+  sundial quotas set --team search --max-runs-per-minute 600 --api-url https://sundial.example.com`,
+		Flags: append(append(cassandraStoreFlags(), apiFlags()...),
 			&cli.StringFlag{Name: "team", Usage: "the team, or '*' for the default (required)", Sources: envVar("team")},
-			&cli.IntFlag{Name: "max-jobs", Usage: "how many jobs the team may own; 0 unlimited", Sources: envVar("max-jobs")},
-			&cli.IntFlag{Name: "max-concurrent-runs", Usage: "how many of the team's runs may execute at once; 0 unlimited", Sources: envVar("max-concurrent-runs")},
-			&cli.IntFlag{Name: "max-runs-per-minute", Usage: "how many of the team's runs may start in one minute, fan-out children included (more are deferred to the next minute); 0 unlimited", Sources: envVar("max-runs-per-minute")},
+			&cli.Int64Flag{Name: "max-jobs", Usage: "how many jobs the team may own; 0 unlimited", Sources: envVar("max-jobs")},
+			&cli.Int64Flag{Name: "max-concurrent-runs", Usage: "how many of the team's runs may execute at once; 0 unlimited", Sources: envVar("max-concurrent-runs")},
+			&cli.Int64Flag{Name: "max-runs-per-minute", Usage: "how many of the team's runs may start in one minute, fan-out children included (more are deferred to the next minute); 0 unlimited", Sources: envVar("max-runs-per-minute")},
 		),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			var bad []error
-			team := cmd.String("team")
-			if team == "" {
-				bad = append(bad, errors.New("--team: required"))
-			}
-			if !cmd.IsSet("max-jobs") && !cmd.IsSet("max-concurrent-runs") && !cmd.IsSet("max-runs-per-minute") {
-				bad = append(bad, errors.New("--max-jobs, --max-concurrent-runs, --max-runs-per-minute: set at least one"))
-			}
-			for _, f := range []string{"max-jobs", "max-concurrent-runs", "max-runs-per-minute"} {
-				if cmd.Int(f) < 0 {
-					bad = append(bad, fmt.Errorf("--%s %d: must be 0 (unlimited) or positive", f, cmd.Int(f)))
+			c := quota.Change{Team: cmd.String("team")}
+			for flag, dst := range map[string]**int64{"max-jobs": &c.MaxJobs, "max-concurrent-runs": &c.MaxConcurrentRuns, "max-runs-per-minute": &c.MaxRunsPerMinute} {
+				if cmd.IsSet(flag) {
+					v := cmd.Int64(flag)
+					*dst = &v
 				}
 			}
-			return withStore(ctx, cmd, bad, func(st *cassandra.Store) error {
-				rows, err := st.ListQuotas(ctx)
-				if err != nil {
-					return err
-				}
-				q := quota.Quota{Team: team}
-				for _, r := range rows {
-					if r.Team == team {
-						q = r
-					}
-				}
-				if cmd.IsSet("max-jobs") {
-					q.MaxJobs = cmd.Int("max-jobs")
-				}
-				if cmd.IsSet("max-concurrent-runs") {
-					q.MaxConcurrentRuns = cmd.Int("max-concurrent-runs")
-				}
-				if cmd.IsSet("max-runs-per-minute") {
-					q.MaxRunsPerMinute = cmd.Int("max-runs-per-minute")
-				}
-				if err := st.SetQuota(ctx, q); err != nil {
-					return err
-				}
+			bad := []error{c.Validate()}
+			printRow := func(q quota.Quota) {
 				fmt.Fprintf(cmd.Root().Writer, "team %s: max_jobs %s, max_concurrent_runs %s, max_runs_per_minute %s\n",
-					q.Team, quotaLimit(q.MaxJobs), quotaLimit(q.MaxConcurrentRuns), quotaLimit(q.MaxRunsPerMinute))
-				return nil
-			})
+					q.Team, quota.LimitString(q.MaxJobs), quota.LimitString(q.MaxConcurrentRuns), quota.LimitString(q.MaxRunsPerMinute))
+			}
+			api, ok, err := apiConfig(cmd)
+			if !ok {
+				return withStore(ctx, cmd, bad, func(st *cassandra.Store) error {
+					_, after, err := quota.Set(ctx, st, c)
+					if err == nil {
+						printRow(after)
+					}
+					return err
+				})
+			}
+			if err := errors.Join(append(bad, err)...); err != nil {
+				return err
+			}
+			resp, err := apiv1connect.NewQuotaServiceClient(api.client, api.url, api.options()...).SetQuotas(ctx, connectrpc.NewRequest(&apiv1.SetQuotasRequest{
+				Team: c.Team, MaxJobs: c.MaxJobs, MaxConcurrentRuns: c.MaxConcurrentRuns, MaxRunsPerMinute: c.MaxRunsPerMinute,
+			}))
+			if err != nil {
+				return fmt.Errorf("api: set quotas: %w", err)
+			}
+			printRow(quotaFromAPI(resp.Msg.GetQuota()))
+			return nil
 		},
 	}
 }
@@ -97,12 +95,16 @@ func quotasListCommand() *cli.Command {
 		Usage: "print the quotas of every team with a row, or of the teams named, with their usage",
 		Description: `Jobs are counted in the registry's per-team index; runs executing now
 are counted from the runners' team slots in Redis when --redis-addr (or a
-Sentinel) is given, and only for teams with a max_concurrent_runs.
+Sentinel) is given, and only for teams with a max_concurrent_runs. With
+--api-url the API reads them (QuotaService.GetQuotas: a team's token reads
+its own team, a cluster admin's any) and counts the runs with its own
+Redis; the Redis flags are then not used.
 
 Examples:
   sundial quotas list
-  sundial quotas list --team payments --redis-addr localhost:6379`,
-		Flags: append(append(cassandraStoreFlags(), redisFlags()...),
+  sundial quotas list --team payments --redis-addr localhost:6379
+  sundial quotas list --api-url https://sundial.example.com`,
+		Flags: append(append(append(cassandraStoreFlags(), redisFlags()...), apiFlags()...),
 			&cli.StringSliceFlag{Name: "team", Usage: "teams to report, with the quota in force for each (default: every team with a row)", Sources: envVar("team")},
 			&cli.StringFlag{Name: "redis-key-prefix", Usage: "the runners' --redis-key-prefix", Sources: envVar("redis-key-prefix")},
 			outputFlag(),
@@ -115,6 +117,34 @@ Examples:
 			form, err := outputOf(cmd)
 			if err != nil {
 				bad = append(bad, err)
+			}
+			printUsages := func(usages []quota.Usage) error {
+				if out := (emitter{w: cmd.Root().Writer, form: form}); out.structured() {
+					return emitAll(out, usages, func(u quota.Usage) quotaOut {
+						return quotaOut{Team: u.Team, Jobs: u.Jobs, MaxJobs: u.MaxJobs, ConcurrentRuns: u.ConcurrentRuns,
+							MaxConcurrentRuns: u.MaxConcurrentRuns, MaxRunsPerMinute: u.MaxRunsPerMinute}
+					})
+				}
+				w := tabwriter.NewWriter(cmd.Root().Writer, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "TEAM\tJOBS\tMAX JOBS\tRUNNING\tMAX CONCURRENT RUNS\tMAX RUNS PER MINUTE")
+				for _, u := range usages {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", u.Team, quotaCount(u.Jobs), quota.LimitString(u.MaxJobs), quotaCount(u.ConcurrentRuns), quota.LimitString(u.MaxConcurrentRuns), quota.LimitString(u.MaxRunsPerMinute))
+				}
+				return w.Flush()
+			}
+			if api, ok, err := apiConfig(cmd); ok {
+				if err := errors.Join(append(bad, err)...); err != nil {
+					return err
+				}
+				resp, err := apiv1connect.NewQuotaServiceClient(api.client, api.url, api.options()...).GetQuotas(ctx, connectrpc.NewRequest(&apiv1.GetQuotasRequest{Teams: cmd.StringSlice("team")}))
+				if err != nil {
+					return fmt.Errorf("api: get quotas: %w", err)
+				}
+				usages := make([]quota.Usage, 0, len(resp.Msg.GetQuotas()))
+				for _, q := range resp.Msg.GetQuotas() {
+					usages = append(usages, quota.Usage{Quota: quotaFromAPI(q), Jobs: int(q.GetJobs()), ConcurrentRuns: int(q.GetConcurrentRuns())})
+				}
+				return printUsages(usages)
 			}
 			if cmd.String("redis-addr") != "" || cmd.String("redis-sentinel-master") != "" {
 				rdb, err := redisClient(cmd, 1)
@@ -135,29 +165,10 @@ Examples:
 				if err != nil {
 					return err
 				}
-				if out := (emitter{w: cmd.Root().Writer, form: form}); out.structured() {
-					return emitAll(out, usages, func(u quota.Usage) quotaOut {
-						return quotaOut{Team: u.Team, Jobs: u.Jobs, MaxJobs: u.MaxJobs, ConcurrentRuns: u.ConcurrentRuns,
-							MaxConcurrentRuns: u.MaxConcurrentRuns, MaxRunsPerMinute: u.MaxRunsPerMinute}
-					})
-				}
-				w := tabwriter.NewWriter(cmd.Root().Writer, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "TEAM\tJOBS\tMAX JOBS\tRUNNING\tMAX CONCURRENT RUNS\tMAX RUNS PER MINUTE")
-				for _, u := range usages {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", u.Team, quotaCount(u.Jobs), quotaLimit(u.MaxJobs), quotaCount(u.ConcurrentRuns), quotaLimit(u.MaxConcurrentRuns), quotaLimit(u.MaxRunsPerMinute))
-				}
-				return w.Flush()
+				return printUsages(usages)
 			})
 		},
 	}
-}
-
-// quotaLimit prints a quota limit, 0 being unlimited.
-func quotaLimit(n int) string {
-	if n == 0 {
-		return "unlimited"
-	}
-	return strconv.Itoa(n)
 }
 
 // quotaCount prints a usage, -1 being not counted.
@@ -177,4 +188,9 @@ type quotaOut struct {
 	ConcurrentRuns    int    `json:"concurrentRuns"`
 	MaxConcurrentRuns int    `json:"maxConcurrentRuns"`
 	MaxRunsPerMinute  int    `json:"maxRunsPerMinute"`
+}
+
+// quotaFromAPI is the quota an API answer reports.
+func quotaFromAPI(q *apiv1.TeamQuota) quota.Quota {
+	return quota.Quota{Team: q.GetTeam(), MaxJobs: int(q.GetMaxJobs()), MaxConcurrentRuns: int(q.GetMaxConcurrentRuns()), MaxRunsPerMinute: int(q.GetMaxRunsPerMinute())}
 }

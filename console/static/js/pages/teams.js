@@ -5,11 +5,13 @@
 // the caller's role may read or do: a team's principal its own team, the
 // cluster admin any team it names; the server still decides every call.
 // A new token's secret is shown once, in this page's memory only: never in
-// the URL, the tab's storage or a refresh.
+// the URL, the tab's storage or a refresh. The cluster admin also creates
+// and deletes teams and sets quotas (teamadmin.js).
 
 import {h, replace, table, num, stateTag, errorBox} from '../dom.js';
 import * as fmt from '../format.js';
 import {filterForm, field, select, textInput, loadInto} from './common.js';
+import {mayManageTeams, createTeamSection, deleteTeamSection, quotaEditor} from './teamadmin.js';
 
 const auditLimit = 100;
 
@@ -172,6 +174,29 @@ export const teams = {
     const auditEl = h('div', {id: 'audit', 'aria-live': 'polite'});
     const teamsEl = h('div', {id: 'team-list', 'aria-live': 'polite'});
     const tokens = tokensSection(s, team);
+    const admin = mayManageTeams(s);
+    const loadTeams = () => loadInto(teamsEl, async () => {
+      const resp = await s.call('TeamService', 'ListTeams', {});
+      const rows = (resp.teams || []).map((t) => [
+        h('a', {href: `#/teams?team=${encodeURIComponent(t.name)}`}, t.name), t.description || '–', fmt.time(t.createdAt), t.createdBy || '–']);
+      if (!rows.length) return h('p', {}, 'No team.');
+      return table('Teams', ['Team', 'Description', `Created (${fmt.viewerZone})`, 'Created by'], rows);
+    });
+    const quotaEdit = admin ? quotaEditor(s, team, () => loadQuotas()) : null;
+    const loadQuotas = () => loadInto(quotaEl, async () => {
+      const resp = await s.call('QuotaService', 'GetQuotas', team ? {teams: [team]} : {});
+      const rows = (resp.quotas || []).map((u) => [
+        u.team === '*' ? 'default (every team without its own)' : u.team,
+        num(limit(u.maxJobs)), num(usage(u.jobs ?? 0)),
+        num(limit(u.maxConcurrentRuns)), num(usage(u.concurrentRuns ?? -1)),
+        num(limit(u.maxRunsPerMinute)),
+        ...(quotaEdit ? [h('button', {type: 'button', 'data-write': 'true', 'data-quota-team': u.team,
+          'aria-label': `Edit the quotas of ${u.team === '*' ? 'the default' : `team ${u.team}`}`, onclick: () => quotaEdit.edit(u)}, 'Edit…')] : []),
+      ]);
+      if (!rows.length) return h('p', {}, 'No team has a quota of its own, and there is no default: every team is unlimited.');
+      return table('Quotas', ['Team', ['Max jobs', 'num'], ['Jobs', 'num'], ['Max concurrent runs', 'num'], ['Running now', 'num'], ['Max runs a minute', 'num'],
+        ...(quotaEdit ? [''] : [])], rows);
+    });
     root.append(
       h('h1', {}, s.clusterAdmin ? 'Teams' : `Team ${s.team}`),
       h('h2', {}, 'You'), whoEl,
@@ -180,7 +205,9 @@ export const teams = {
         field('Job (its audit trail)', 'f-job', textInput('job', job)),
       ]),
       h('h2', {}, 'Quotas'), quotaEl,
-      ...(s.clusterAdmin ? [h('h2', {}, 'Teams'), teamsEl] : []),
+      ...(quotaEdit ? quotaEdit.nodes : []),
+      ...(s.clusterAdmin ? [h('h2', {}, 'Teams'), ...(admin ? createTeamSection(s, () => loadTeams()) : []), teamsEl] : []),
+      ...(admin && team ? [h('h2', {}, `Delete team ${team}`), ...deleteTeamSection(s, team, () => loadTeams())] : []),
       h('h2', {}, team || !s.clusterAdmin ? `Tokens of team ${team || s.team}` : 'Tokens'), ...tokens.nodes,
       h('h2', {}, job ? `Audit trail of job ${job}` : `Audit trail${team ? ` of team ${team}` : ''}`), auditEl);
     whoEl.append(h('dl', {class: 'props'},
@@ -189,25 +216,9 @@ export const teams = {
       h('dt', {}, 'Role'), h('dd', {id: 'who-role'}, s.role),
       h('dt', {}, 'May'), h('dd', {id: 'who-may'}, [...s.permissions].join(', ') || 'nothing')));
     return () => Promise.all([
-      s.clusterAdmin ? loadInto(teamsEl, async () => {
-        const resp = await s.call('TeamService', 'ListTeams', {});
-        const rows = (resp.teams || []).map((t) => [
-          h('a', {href: `#/teams?team=${encodeURIComponent(t.name)}`}, t.name), t.description || '–', fmt.time(t.createdAt), t.createdBy || '–']);
-        if (!rows.length) return h('p', {}, 'No team.');
-        return table('Teams', ['Team', 'Description', `Created (${fmt.viewerZone})`, 'Created by'], rows);
-      }) : null,
+      s.clusterAdmin ? loadTeams() : null,
       tokens.refresh(),
-      loadInto(quotaEl, async () => {
-        const resp = await s.call('QuotaService', 'GetQuotas', team ? {teams: [team]} : {});
-        const rows = (resp.quotas || []).map((u) => [
-          u.team === '*' ? 'default (every team without its own)' : u.team,
-          num(limit(u.maxJobs)), num(usage(u.jobs ?? 0)),
-          num(limit(u.maxConcurrentRuns)), num(usage(u.concurrentRuns ?? -1)),
-          num(limit(u.maxRunsPerMinute)),
-        ]);
-        if (!rows.length) return h('p', {}, 'No team has a quota of its own, and there is no default: every team is unlimited.');
-        return table('Quotas', ['Team', ['Max jobs', 'num'], ['Jobs', 'num'], ['Max concurrent runs', 'num'], ['Running now', 'num'], ['Max runs a minute', 'num']], rows);
-      }),
+      loadQuotas(),
       loadInto(auditEl, async () => {
         if (!job && !team) return h('p', {class: 'notice'}, 'Name a team or a job to read its audit trail.');
         const resp = await s.call('AuditService', 'ListAudit', job ? {jobId: job, limit: auditLimit} : {team, limit: auditLimit});
@@ -215,7 +226,9 @@ export const teams = {
           fmt.time(r.at),
           r.actor,
           h('span', {class: 'audit-action'}, r.action),
-          h('a', {href: `#/jobs/${encodeURIComponent(r.subject)}`}, r.subject),
+          // A job's record links to the job; a team's, a token's or a
+          // quota's subject is no job.
+          String(r.action).startsWith('job.') ? h('a', {href: `#/jobs/${encodeURIComponent(r.subject)}`}, r.subject) : r.subject,
           num(`${r.revisionBefore || 0} → ${r.revisionAfter || 0}`),
           (r.changes || []).length ? h('details', {}, h('summary', {}, (r.changes || []).map((c) => c.field).join(', ')),
             table('Changes', ['Field', 'Before', 'After'], r.changes.map((c) => [h('code', {}, c.field), c.before || '–', c.after || '–']))) : '',

@@ -21,6 +21,126 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SetQuotasRequest names the team and the limits to set.
+type SetQuotasRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The team, or "*" for the default.
+	Team string `protobuf:"bytes,1,opt,name=team,proto3" json:"team,omitempty"`
+	// How many job definitions the team may own; 0 unlimited, at most
+	// 2147483647; unset keeps the current value.
+	MaxJobs *int64 `protobuf:"varint,2,opt,name=max_jobs,json=maxJobs,proto3,oneof" json:"max_jobs,omitempty"`
+	// How many runs of the team may execute at once; as max_jobs.
+	MaxConcurrentRuns *int64 `protobuf:"varint,3,opt,name=max_concurrent_runs,json=maxConcurrentRuns,proto3,oneof" json:"max_concurrent_runs,omitempty"`
+	// How many runs of the team may start in one minute; as max_jobs.
+	MaxRunsPerMinute *int64 `protobuf:"varint,4,opt,name=max_runs_per_minute,json=maxRunsPerMinute,proto3,oneof" json:"max_runs_per_minute,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *SetQuotasRequest) Reset() {
+	*x = SetQuotasRequest{}
+	mi := &file_sundial_api_v1_quota_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQuotasRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQuotasRequest) ProtoMessage() {}
+
+func (x *SetQuotasRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_quota_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQuotasRequest.ProtoReflect.Descriptor instead.
+func (*SetQuotasRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_quota_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SetQuotasRequest) GetTeam() string {
+	if x != nil {
+		return x.Team
+	}
+	return ""
+}
+
+func (x *SetQuotasRequest) GetMaxJobs() int64 {
+	if x != nil && x.MaxJobs != nil {
+		return *x.MaxJobs
+	}
+	return 0
+}
+
+func (x *SetQuotasRequest) GetMaxConcurrentRuns() int64 {
+	if x != nil && x.MaxConcurrentRuns != nil {
+		return *x.MaxConcurrentRuns
+	}
+	return 0
+}
+
+func (x *SetQuotasRequest) GetMaxRunsPerMinute() int64 {
+	if x != nil && x.MaxRunsPerMinute != nil {
+		return *x.MaxRunsPerMinute
+	}
+	return 0
+}
+
+// SetQuotasResponse is the team's quota as stored, with its usage.
+type SetQuotasResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The team's quota in force after the change and its usage.
+	Quota         *TeamQuota `protobuf:"bytes,1,opt,name=quota,proto3" json:"quota,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQuotasResponse) Reset() {
+	*x = SetQuotasResponse{}
+	mi := &file_sundial_api_v1_quota_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQuotasResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQuotasResponse) ProtoMessage() {}
+
+func (x *SetQuotasResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_quota_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQuotasResponse.ProtoReflect.Descriptor instead.
+func (*SetQuotasResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_quota_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SetQuotasResponse) GetQuota() *TeamQuota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
 // GetQuotasRequest names the teams.
 type GetQuotasRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -33,7 +153,7 @@ type GetQuotasRequest struct {
 
 func (x *GetQuotasRequest) Reset() {
 	*x = GetQuotasRequest{}
-	mi := &file_sundial_api_v1_quota_proto_msgTypes[0]
+	mi := &file_sundial_api_v1_quota_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -45,7 +165,7 @@ func (x *GetQuotasRequest) String() string {
 func (*GetQuotasRequest) ProtoMessage() {}
 
 func (x *GetQuotasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_quota_proto_msgTypes[0]
+	mi := &file_sundial_api_v1_quota_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -58,7 +178,7 @@ func (x *GetQuotasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQuotasRequest.ProtoReflect.Descriptor instead.
 func (*GetQuotasRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_quota_proto_rawDescGZIP(), []int{0}
+	return file_sundial_api_v1_quota_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *GetQuotasRequest) GetTeams() []string {
@@ -79,7 +199,7 @@ type GetQuotasResponse struct {
 
 func (x *GetQuotasResponse) Reset() {
 	*x = GetQuotasResponse{}
-	mi := &file_sundial_api_v1_quota_proto_msgTypes[1]
+	mi := &file_sundial_api_v1_quota_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -91,7 +211,7 @@ func (x *GetQuotasResponse) String() string {
 func (*GetQuotasResponse) ProtoMessage() {}
 
 func (x *GetQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_quota_proto_msgTypes[1]
+	mi := &file_sundial_api_v1_quota_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -104,7 +224,7 @@ func (x *GetQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQuotasResponse.ProtoReflect.Descriptor instead.
 func (*GetQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_quota_proto_rawDescGZIP(), []int{1}
+	return file_sundial_api_v1_quota_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *GetQuotasResponse) GetQuotas() []*TeamQuota {
@@ -139,7 +259,7 @@ type TeamQuota struct {
 
 func (x *TeamQuota) Reset() {
 	*x = TeamQuota{}
-	mi := &file_sundial_api_v1_quota_proto_msgTypes[2]
+	mi := &file_sundial_api_v1_quota_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -151,7 +271,7 @@ func (x *TeamQuota) String() string {
 func (*TeamQuota) ProtoMessage() {}
 
 func (x *TeamQuota) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_quota_proto_msgTypes[2]
+	mi := &file_sundial_api_v1_quota_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -164,7 +284,7 @@ func (x *TeamQuota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TeamQuota.ProtoReflect.Descriptor instead.
 func (*TeamQuota) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_quota_proto_rawDescGZIP(), []int{2}
+	return file_sundial_api_v1_quota_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TeamQuota) GetTeam() string {
@@ -213,7 +333,17 @@ var File_sundial_api_v1_quota_proto protoreflect.FileDescriptor
 
 const file_sundial_api_v1_quota_proto_rawDesc = "" +
 	"\n" +
-	"\x1asundial/api/v1/quota.proto\x12\x0esundial.api.v1\"(\n" +
+	"\x1asundial/api/v1/quota.proto\x12\x0esundial.api.v1\"\xec\x01\n" +
+	"\x10SetQuotasRequest\x12\x12\n" +
+	"\x04team\x18\x01 \x01(\tR\x04team\x12\x1e\n" +
+	"\bmax_jobs\x18\x02 \x01(\x03H\x00R\amaxJobs\x88\x01\x01\x123\n" +
+	"\x13max_concurrent_runs\x18\x03 \x01(\x03H\x01R\x11maxConcurrentRuns\x88\x01\x01\x122\n" +
+	"\x13max_runs_per_minute\x18\x04 \x01(\x03H\x02R\x10maxRunsPerMinute\x88\x01\x01B\v\n" +
+	"\t_max_jobsB\x16\n" +
+	"\x14_max_concurrent_runsB\x16\n" +
+	"\x14_max_runs_per_minute\"D\n" +
+	"\x11SetQuotasResponse\x12/\n" +
+	"\x05quota\x18\x01 \x01(\v2\x19.sundial.api.v1.TeamQuotaR\x05quota\"(\n" +
 	"\x10GetQuotasRequest\x12\x14\n" +
 	"\x05teams\x18\x01 \x03(\tR\x05teams\"F\n" +
 	"\x11GetQuotasResponse\x121\n" +
@@ -224,9 +354,10 @@ const file_sundial_api_v1_quota_proto_rawDesc = "" +
 	"\x13max_concurrent_runs\x18\x03 \x01(\rR\x11maxConcurrentRuns\x12\x12\n" +
 	"\x04jobs\x18\x04 \x01(\x03R\x04jobs\x12'\n" +
 	"\x0fconcurrent_runs\x18\x05 \x01(\x03R\x0econcurrentRuns\x12-\n" +
-	"\x13max_runs_per_minute\x18\x06 \x01(\rR\x10maxRunsPerMinute2`\n" +
+	"\x13max_runs_per_minute\x18\x06 \x01(\rR\x10maxRunsPerMinute2\xb2\x01\n" +
 	"\fQuotaService\x12P\n" +
-	"\tGetQuotas\x12 .sundial.api.v1.GetQuotasRequest\x1a!.sundial.api.v1.GetQuotasResponseB9Z7github.com/sundialhq/sundial/proto/sundial/api/v1;apiv1b\x06proto3"
+	"\tGetQuotas\x12 .sundial.api.v1.GetQuotasRequest\x1a!.sundial.api.v1.GetQuotasResponse\x12P\n" +
+	"\tSetQuotas\x12 .sundial.api.v1.SetQuotasRequest\x1a!.sundial.api.v1.SetQuotasResponseB9Z7github.com/sundialhq/sundial/proto/sundial/api/v1;apiv1b\x06proto3"
 
 var (
 	file_sundial_api_v1_quota_proto_rawDescOnce sync.Once
@@ -240,21 +371,26 @@ func file_sundial_api_v1_quota_proto_rawDescGZIP() []byte {
 	return file_sundial_api_v1_quota_proto_rawDescData
 }
 
-var file_sundial_api_v1_quota_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_sundial_api_v1_quota_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_sundial_api_v1_quota_proto_goTypes = []any{
-	(*GetQuotasRequest)(nil),  // 0: sundial.api.v1.GetQuotasRequest
-	(*GetQuotasResponse)(nil), // 1: sundial.api.v1.GetQuotasResponse
-	(*TeamQuota)(nil),         // 2: sundial.api.v1.TeamQuota
+	(*SetQuotasRequest)(nil),  // 0: sundial.api.v1.SetQuotasRequest
+	(*SetQuotasResponse)(nil), // 1: sundial.api.v1.SetQuotasResponse
+	(*GetQuotasRequest)(nil),  // 2: sundial.api.v1.GetQuotasRequest
+	(*GetQuotasResponse)(nil), // 3: sundial.api.v1.GetQuotasResponse
+	(*TeamQuota)(nil),         // 4: sundial.api.v1.TeamQuota
 }
 var file_sundial_api_v1_quota_proto_depIdxs = []int32{
-	2, // 0: sundial.api.v1.GetQuotasResponse.quotas:type_name -> sundial.api.v1.TeamQuota
-	0, // 1: sundial.api.v1.QuotaService.GetQuotas:input_type -> sundial.api.v1.GetQuotasRequest
-	1, // 2: sundial.api.v1.QuotaService.GetQuotas:output_type -> sundial.api.v1.GetQuotasResponse
-	2, // [2:3] is the sub-list for method output_type
-	1, // [1:2] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	4, // 0: sundial.api.v1.SetQuotasResponse.quota:type_name -> sundial.api.v1.TeamQuota
+	4, // 1: sundial.api.v1.GetQuotasResponse.quotas:type_name -> sundial.api.v1.TeamQuota
+	2, // 2: sundial.api.v1.QuotaService.GetQuotas:input_type -> sundial.api.v1.GetQuotasRequest
+	0, // 3: sundial.api.v1.QuotaService.SetQuotas:input_type -> sundial.api.v1.SetQuotasRequest
+	3, // 4: sundial.api.v1.QuotaService.GetQuotas:output_type -> sundial.api.v1.GetQuotasResponse
+	1, // 5: sundial.api.v1.QuotaService.SetQuotas:output_type -> sundial.api.v1.SetQuotasResponse
+	4, // [4:6] is the sub-list for method output_type
+	2, // [2:4] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_sundial_api_v1_quota_proto_init() }
@@ -262,13 +398,14 @@ func file_sundial_api_v1_quota_proto_init() {
 	if File_sundial_api_v1_quota_proto != nil {
 		return
 	}
+	file_sundial_api_v1_quota_proto_msgTypes[0].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_api_v1_quota_proto_rawDesc), len(file_sundial_api_v1_quota_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -35,12 +35,23 @@ const (
 const (
 	// QuotaServiceGetQuotasProcedure is the fully-qualified name of the QuotaService's GetQuotas RPC.
 	QuotaServiceGetQuotasProcedure = "/sundial.api.v1.QuotaService/GetQuotas"
+	// QuotaServiceSetQuotasProcedure is the fully-qualified name of the QuotaService's SetQuotas RPC.
+	QuotaServiceSetQuotasProcedure = "/sundial.api.v1.QuotaService/SetQuotas"
 )
 
 // QuotaServiceClient is a client for the sundial.api.v1.QuotaService service.
 type QuotaServiceClient interface {
 	// GetQuotas returns the quota and usage of the teams asked for.
 	GetQuotas(context.Context, *connect.Request[v1.GetQuotasRequest]) (*connect.Response[v1.GetQuotasResponse], error)
+	// SetQuotas sets some limits of one team's row, or of the default ("*")
+	// that applies to every team without a row of its own, as `sundial
+	// quotas set` does: a limit left unset keeps its value, 0 is unlimited.
+	// Cluster admin only: a team's principal is answered PERMISSION_DENIED
+	// for its own team and the default, NOT_FOUND for another team. A bad
+	// value is INVALID_ARGUMENT naming its field. Recorded in the audit
+	// trail (quota.set, with what changed). Registries and runners apply it
+	// within their quota cache's lifetime (10 s).
+	SetQuotas(context.Context, *connect.Request[v1.SetQuotasRequest]) (*connect.Response[v1.SetQuotasResponse], error)
 }
 
 // NewQuotaServiceClient constructs a client for the sundial.api.v1.QuotaService service. By
@@ -60,12 +71,19 @@ func NewQuotaServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(quotaServiceMethods.ByName("GetQuotas")),
 			connect.WithClientOptions(opts...),
 		),
+		setQuotas: connect.NewClient[v1.SetQuotasRequest, v1.SetQuotasResponse](
+			httpClient,
+			baseURL+QuotaServiceSetQuotasProcedure,
+			connect.WithSchema(quotaServiceMethods.ByName("SetQuotas")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // quotaServiceClient implements QuotaServiceClient.
 type quotaServiceClient struct {
 	getQuotas *connect.Client[v1.GetQuotasRequest, v1.GetQuotasResponse]
+	setQuotas *connect.Client[v1.SetQuotasRequest, v1.SetQuotasResponse]
 }
 
 // GetQuotas calls sundial.api.v1.QuotaService.GetQuotas.
@@ -73,10 +91,24 @@ func (c *quotaServiceClient) GetQuotas(ctx context.Context, req *connect.Request
 	return c.getQuotas.CallUnary(ctx, req)
 }
 
+// SetQuotas calls sundial.api.v1.QuotaService.SetQuotas.
+func (c *quotaServiceClient) SetQuotas(ctx context.Context, req *connect.Request[v1.SetQuotasRequest]) (*connect.Response[v1.SetQuotasResponse], error) {
+	return c.setQuotas.CallUnary(ctx, req)
+}
+
 // QuotaServiceHandler is an implementation of the sundial.api.v1.QuotaService service.
 type QuotaServiceHandler interface {
 	// GetQuotas returns the quota and usage of the teams asked for.
 	GetQuotas(context.Context, *connect.Request[v1.GetQuotasRequest]) (*connect.Response[v1.GetQuotasResponse], error)
+	// SetQuotas sets some limits of one team's row, or of the default ("*")
+	// that applies to every team without a row of its own, as `sundial
+	// quotas set` does: a limit left unset keeps its value, 0 is unlimited.
+	// Cluster admin only: a team's principal is answered PERMISSION_DENIED
+	// for its own team and the default, NOT_FOUND for another team. A bad
+	// value is INVALID_ARGUMENT naming its field. Recorded in the audit
+	// trail (quota.set, with what changed). Registries and runners apply it
+	// within their quota cache's lifetime (10 s).
+	SetQuotas(context.Context, *connect.Request[v1.SetQuotasRequest]) (*connect.Response[v1.SetQuotasResponse], error)
 }
 
 // NewQuotaServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -92,10 +124,18 @@ func NewQuotaServiceHandler(svc QuotaServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(quotaServiceMethods.ByName("GetQuotas")),
 		connect.WithHandlerOptions(opts...),
 	)
+	quotaServiceSetQuotasHandler := connect.NewUnaryHandler(
+		QuotaServiceSetQuotasProcedure,
+		svc.SetQuotas,
+		connect.WithSchema(quotaServiceMethods.ByName("SetQuotas")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sundial.api.v1.QuotaService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case QuotaServiceGetQuotasProcedure:
 			quotaServiceGetQuotasHandler.ServeHTTP(w, r)
+		case QuotaServiceSetQuotasProcedure:
+			quotaServiceSetQuotasHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -107,4 +147,8 @@ type UnimplementedQuotaServiceHandler struct{}
 
 func (UnimplementedQuotaServiceHandler) GetQuotas(context.Context, *connect.Request[v1.GetQuotasRequest]) (*connect.Response[v1.GetQuotasResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sundial.api.v1.QuotaService.GetQuotas is not implemented"))
+}
+
+func (UnimplementedQuotaServiceHandler) SetQuotas(context.Context, *connect.Request[v1.SetQuotasRequest]) (*connect.Response[v1.SetQuotasResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sundial.api.v1.QuotaService.SetQuotas is not implemented"))
 }

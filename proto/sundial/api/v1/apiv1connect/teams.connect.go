@@ -57,7 +57,9 @@ type TeamServiceClient interface {
 	// unavailable) stores no team and may be repeated; then the team.
 	CreateTeam(context.Context, *connect.Request[v1.CreateTeamRequest]) (*connect.Response[v1.CreateTeamResponse], error)
 	// DeleteTeam removes a team that has no job and no live token
-	// (FAILED_PRECONDITION otherwise). Cluster admin only. The team's job
+	// (FAILED_PRECONDITION otherwise). Cluster admin only: a team's caller
+	// is answered PERMISSION_DENIED for its own team and NOT_FOUND for
+	// another, whether it exists or not. The team's job
 	// topic is kept, and a team created again with the name goes on with
 	// it: a job's revision is the offset of its record on that topic, and a
 	// deleted job's tombstone in the store keeps its revision, so on a topic
@@ -174,7 +176,9 @@ type TeamServiceHandler interface {
 	// unavailable) stores no team and may be repeated; then the team.
 	CreateTeam(context.Context, *connect.Request[v1.CreateTeamRequest]) (*connect.Response[v1.CreateTeamResponse], error)
 	// DeleteTeam removes a team that has no job and no live token
-	// (FAILED_PRECONDITION otherwise). Cluster admin only. The team's job
+	// (FAILED_PRECONDITION otherwise). Cluster admin only: a team's caller
+	// is answered PERMISSION_DENIED for its own team and NOT_FOUND for
+	// another, whether it exists or not. The team's job
 	// topic is kept, and a team created again with the name goes on with
 	// it: a job's revision is the offset of its record on that topic, and a
 	// deleted job's tombstone in the store keeps its revision, so on a topic
