@@ -116,8 +116,9 @@ export function quotaEditor(s, team, onSaved) {
   const edit = (u) => {
     teamIn.value = u.team;
     for (const [key] of quotaFields) inputs[key].value = String(Number(u[key] || 0));
-    const jobs = Number(u.jobs ?? -1);
-    const running = Number(u.concurrentRuns ?? -1);
+    // The API's JSON leaves out a zero, so an absent count is 0.
+    const jobs = Number(u.jobs ?? 0);
+    const running = Number(u.concurrentRuns ?? 0);
     replace(usage, u.team === '*' ? 'The default applies to every team without a row of its own.'
       : `Team ${u.team} owns ${jobs} jobs; runs executing now: ${running < 0 ? 'not counted (no limit, or the API reaches no Redis)' : running}.`);
     replace(status);
