@@ -24,6 +24,10 @@
 // build tag (`make test-cluster` passes it), so `make test` neither builds
 // nor skips them, and a missing cluster fails them.
 //
+// NeedKafkaRedis is the start of a test that runs runners on the stack:
+// both namespaces, the installation's topics made under the topic prefix,
+// and a client on each backend.
+//
 // Invariants:
 //   - Each Need* call returns a namespace no other test uses: a Cassandra
 //     keyspace name, a Kafka topic prefix, a Redis key prefix. Tests of
