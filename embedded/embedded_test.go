@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +25,7 @@ import (
 	"github.com/sundialhq/sundial/client"
 	"github.com/sundialhq/sundial/dagengine"
 	"github.com/sundialhq/sundial/dagengine/dagrun"
+	"github.com/sundialhq/sundial/internal/testenv"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -33,24 +33,6 @@ import (
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
-}
-
-// syncBuffer is a bytes.Buffer safe for the watcher goroutine and the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // dagRunSucceeded matches the watch line of a sample DAG run that
@@ -127,7 +109,7 @@ func TestSamplesRunEndToEnd(t *testing.T) {
 	dag.Schedule.Kind = &sundialv1.Schedule_Interval{Interval: &sundialv1.Interval{Every: second}}
 	require.NoError(t, p.ApplyDag(ctx, dag))
 
-	out := &syncBuffer{}
+	out := &testenv.SyncBuffer{}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan error, 1)
 	go func() { watched <- p.Watch(watchCtx, out) }()

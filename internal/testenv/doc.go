@@ -28,6 +28,8 @@
 // both namespaces, the installation's topics made under the topic prefix,
 // and a client on each backend.
 //
+// SyncBuffer is the one output a test reads while goroutines write it.
+//
 // Invariants:
 //   - Each Need* call returns a namespace no other test uses: a Cassandra
 //     keyspace name, a Kafka topic prefix, a Redis key prefix. Tests of
