@@ -479,9 +479,11 @@ func attemptState(s store.RunState) apiv1.RunAttemptState {
 // unknown one.
 func AttemptState(s store.RunState) apiv1.RunAttemptState { return attemptState(s) }
 
-// StoreRunState maps an API attempt state back to the history's; "" for
-// UNSPECIFIED. Clients that print the history the way the store reads it
-// use it.
+// StoreRunState maps an API attempt state back to the history's. A state
+// this build does not know (UNSPECIFIED, or one a newer server added) keeps
+// its API name, so that a client prints it rather than nothing. Clients
+// that print the history the way the store reads it (the CLI through the
+// API) use it.
 func StoreRunState(s apiv1.RunAttemptState) store.RunState {
 	for _, st := range []store.RunState{store.StateScheduled, store.StateRunning, store.StateSucceeded,
 		store.StateFailed, store.StateSkipped, store.StateCancelled, store.StateSuspended} {
@@ -489,7 +491,7 @@ func StoreRunState(s apiv1.RunAttemptState) store.RunState {
 			return st
 		}
 	}
-	return ""
+	return store.RunState(s.String())
 }
 
 // summaryOf converts a job's history summary.
