@@ -172,14 +172,6 @@ func (b *dagBackends) runs() (*dagengine.Runs, error) {
 	return dagengine.NewRuns(dagengine.RunsConfig{Store: b.store, Enqueuer: b.enq, Producer: b.client, Topics: b.names, Shards: b.shards})
 }
 
-// oneArg returns the command's single argument or an error naming it.
-func oneArg(cmd *cli.Command, name string) (string, error) {
-	if cmd.Args().Len() != 1 || cmd.Args().First() == "" {
-		return "", fmt.Errorf("want exactly one argument, the %s; got %d", name, cmd.Args().Len())
-	}
-	return cmd.Args().First(), nil
-}
-
 func dagRunsCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "runs",

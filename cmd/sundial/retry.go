@@ -35,7 +35,7 @@ is set, else straight to Cassandra, Kafka and Redis.`,
 			timeoutFlag(time.Minute),
 		}),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			runID, err := oneID(cmd, "run id")
+			runID, err := oneArg(cmd, "run id")
 			if err != nil {
 				return err
 			}

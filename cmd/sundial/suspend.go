@@ -60,7 +60,7 @@ suspended (never, or already resumed) is an error.`,
 			timeoutFlag(time.Minute),
 		}),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			runID, err := oneID(cmd, "run id")
+			runID, err := oneArg(cmd, "run id")
 			if err != nil {
 				return err
 			}
