@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -128,10 +127,8 @@ func TestExampleHandlerRunsAndItsLogReachesRunsGet(t *testing.T) {
 	assert.Contains(t, log, `msg="progress 3/3: line billed"`)
 	assert.Contains(t, log, `msg="invoice sent" customer=acme`)
 
-	bin := filepath.Join(t.TempDir(), "sundial")
-	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../../cmd/sundial").CombinedOutput()
-	require.NoError(t, err, "go build ./cmd/sundial: %s", out)
-	out, err = exec.CommandContext(ctx, bin, "runs", "get", runID, "--cassandra-hosts", strings.Join(c.Hosts, ","), "--keyspace", c.Keyspace).CombinedOutput()
+	bin := testenv.BuildSundial(t)
+	out, err := exec.CommandContext(ctx, bin, "runs", "get", runID, "--cassandra-hosts", strings.Join(c.Hosts, ","), "--keyspace", c.Keyspace).CombinedOutput()
 	require.NoError(t, err, "sundial runs get: %s", out)
 	t.Logf("sundial runs get %s:\n%s", runID, out)
 	assert.Contains(t, string(out), "attempt 1: succeeded")
