@@ -28,7 +28,10 @@
 // both namespaces, the installation's topics made under the topic prefix,
 // and a client on each backend.
 //
-// SyncBuffer is the one output a test reads while goroutines write it.
+// Beside the backends it holds the helpers tests of many packages share,
+// one home each: SyncBuffer, an output a test reads while goroutines write
+// it; Logger, a logger onto the test's log; BuildSundial, the sundial
+// binary for tests that run its commands as processes.
 //
 // Invariants:
 //   - Each Need* call returns a namespace no other test uses: a Cassandra
