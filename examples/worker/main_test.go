@@ -11,20 +11,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/dispatcher"
-	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/history"
+	"github.com/sundialhq/sundial/internal/stacktest"
 	"github.com/sundialhq/sundial/internal/testenv"
-	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store"
-	"github.com/sundialhq/sundial/store/cassandra"
 	"github.com/sundialhq/sundial/worker"
 )
 
@@ -43,22 +40,9 @@ func TestExampleHandlerRunsAndItsLogReachesRunsGet(t *testing.T) {
 	rd := testenv.NeedRedis(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	names := topics.Names{Prefix: k.TopicPrefix}
 	logger := testLogger(t)
-
-	adm, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...))
-	require.NoError(t, err)
-	specs, err := names.Specs(testShards)
-	require.NoError(t, err)
-	_, err = topics.Ensure(ctx, kadm.NewClient(adm), specs, 1)
-	adm.Close()
-	require.NoError(t, err)
-	cc := cassandra.Config{Hosts: c.Hosts, Keyspace: c.Keyspace}
-	_, err = cassandra.Setup(ctx, cc, testShards)
-	require.NoError(t, err)
-	st, err := cassandra.Open(ctx, cc)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
+	in := stacktest.Install(ctx, t, k, c, testShards)
+	names, st, enq := in.Names, in.Store, in.Enqueuer
 
 	disp, err := dispatcher.New(dispatcher.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Store: st, Topics: names, GroupID: k.TopicPrefix + "dispatchers",
 		Registerer: prometheus.NewRegistry(), Logger: logger})
@@ -94,11 +78,6 @@ func TestExampleHandlerRunsAndItsLogReachesRunsGet(t *testing.T) {
 	_, err = st.UpsertJob(ctx, store.Job{ID: jobID, Spec: specBytes, Revision: 1, UpdatedAt: now})
 	require.NoError(t, err)
 	trig, err := proto.Marshal(&sundialv1.Trigger{JobId: jobID, RequestedAt: timestamppb.New(now), Payload: []byte(`{"customer": "acme", "lines": 3}`)})
-	require.NoError(t, err)
-	wake, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))
-	require.NoError(t, err)
-	t.Cleanup(wake.Close)
-	enq, err := enqueue.New(enqueue.Config{Store: st, Client: wake, Topics: names, Shards: testShards})
 	require.NoError(t, err)
 	runID := store.RunID(jobID, now)
 	require.NoError(t, enq.Enqueue(ctx, store.DueEntry{Due: now, JobID: jobID, Kind: store.KindTrigger, RunID: runID, Attempt: 1, Revision: 1, Payload: trig}))
