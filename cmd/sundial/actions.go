@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v3"
 
@@ -436,8 +435,10 @@ func signalRunThrough(ctx context.Context, cmd *cli.Command, verb, done string,
 
 // withRunBackends opens what an action on a run's next attempt needs
 // straight on the backends (runs retry, runs resume): the store, Redis
-// (checked) and an Enqueuer, and closes them after use.
-func withRunBackends(ctx context.Context, cmd *cli.Command, use func(st *cassandra.Store, rdb redis.UniversalClient, enq *enqueue.Enqueuer) error) error {
+// (checked) and an Enqueuer, and closes them after use. use gets the store
+// and the operator's configuration over Redis and the Enqueuer, to which
+// it adds what its action reads from the store.
+func withRunBackends(ctx context.Context, cmd *cli.Command, use func(st *cassandra.Store, cfg operator.Config) error) error {
 	return withStore(ctx, cmd, nil, func(st *cassandra.Store) error {
 		kopts, rdb, err := kafkaAndRedis(cmd)
 		if err != nil {
@@ -452,6 +453,6 @@ func withRunBackends(ctx context.Context, cmd *cli.Command, use func(st *cassand
 			return err
 		}
 		defer closeEnq()
-		return use(st, rdb, enq)
+		return use(st, operator.Config{Enqueuer: enq, Redis: rdb, RunnerKeyPrefix: cmd.String("redis-key-prefix") + runner.DefaultKeyPrefix})
 	})
 }
