@@ -107,9 +107,7 @@ func NewJobService(cfg JobServiceConfig) (*JobService, error) {
 	}
 	cfg.AnswerTimeout = cmp.Or(cfg.AnswerTimeout, 30*time.Second)
 	cfg.Logger = deps.Logger(cfg.Logger)
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Now = deps.Clock(cfg.Now)
 	return &JobService{cfg: cfg}, nil
 }
 

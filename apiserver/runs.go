@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/internal/deps"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -127,9 +128,7 @@ func NewRunService(cfg RunServiceConfig) (*RunService, error) {
 	cfg.Scan = cmp.Or(cfg.Scan, DefaultRunScan)
 	cfg.TailPoll = cmp.Or(cfg.TailPoll, DefaultTailPoll)
 	cfg.MaxTails = cmp.Or(cfg.MaxTails, DefaultMaxTails)
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Now = deps.Clock(cfg.Now)
 	return &RunService{cfg: cfg}, nil
 }
 
