@@ -148,18 +148,18 @@ func waitTimeout(d *durationpb.Duration) (time.Duration, error) {
 }
 
 // waitContext checks a request's wait_timeout (waitTimeout) and, when the
-// request waits, bounds ctx by it; cancel is never nil. A request that
-// does not wait still has its wait_timeout checked.
-func waitContext(ctx context.Context, wait bool, d *durationpb.Duration) (context.Context, context.CancelFunc, error) {
-	w, err := waitTimeout(d)
-	if err != nil {
-		return ctx, func() {}, err
+// request waits, bounds ctx by it; cancel is never nil, and w is the
+// timeout checked. A request that does not wait still has its
+// wait_timeout checked.
+func waitContext(ctx context.Context, wait bool, d *durationpb.Duration) (_ context.Context, cancel context.CancelFunc, w time.Duration, err error) {
+	if w, err = waitTimeout(d); err != nil {
+		return ctx, func() {}, 0, err
 	}
 	if !wait {
-		return ctx, func() {}, nil
+		return ctx, func() {}, w, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, w)
-	return ctx, cancel, nil
+	ctx, cancel = context.WithTimeout(ctx, w)
+	return ctx, cancel, w, nil
 }
 
 // PauseJob implements apiv1connect.OperatorServiceHandler.
@@ -195,7 +195,7 @@ func (s *OperatorService) TriggerJob(ctx context.Context, req *connect.Request[a
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel, err := waitContext(ctx, m.GetWait(), m.GetWaitTimeout())
+	ctx, cancel, wait, err := waitContext(ctx, m.GetWait(), m.GetWaitTimeout())
 	if err != nil {
 		return nil, err
 	}
@@ -380,7 +380,7 @@ func (s *OperatorService) CancelRun(ctx context.Context, req *connect.Request[ap
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel, err := waitContext(ctx, m.GetWait(), m.GetWaitTimeout())
+	ctx, cancel, _, err := waitContext(ctx, m.GetWait(), m.GetWaitTimeout())
 	if err != nil {
 		return nil, err
 	}
