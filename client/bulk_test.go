@@ -31,8 +31,8 @@ func TestApplyMany(t *testing.T) {
 	cs := testenv.NeedCassandra(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
-	in := stacktest.Install(ctx, t, k, cs, 4)
-	names, st, enq := in.Names, in.Store, in.Enqueuer
+	inst := stacktest.Install(ctx, t, k, cs, 4)
+	names, st, enq := inst.Names, inst.Store, inst.Enqueuer
 	quiet := slog.New(slog.DiscardHandler)
 	reg, err := registry.New(registry.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Store: st, Waker: enq, Logger: quiet, SharedTopic: true})
 	require.NoError(t, err)

@@ -49,8 +49,8 @@ func setup(t *testing.T) *stack {
 	c := testenv.NeedCassandra(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	t.Cleanup(cancel)
-	in := stacktest.Install(ctx, t, k, c, testShards)
-	return &stack{t: t, ctx: ctx, names: in.Names, brokers: k.Brokers, hosts: c.Hosts, keyspace: c.Keyspace, store: in.Store, client: in.Producer, enq: in.Enqueuer}
+	inst := stacktest.Install(ctx, t, k, c, testShards)
+	return &stack{t: t, ctx: ctx, names: inst.Names, brokers: k.Brokers, hosts: c.Hosts, keyspace: c.Keyspace, store: inst.Store, client: inst.Producer, enq: inst.Enqueuer}
 }
 
 // instance is one running engine and its metrics.

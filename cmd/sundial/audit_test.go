@@ -62,8 +62,8 @@ func TestTeamApplyAndAuditList(t *testing.T) {
 	// A guard against a hang: schema and topics can take minutes here.
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
-	in := stacktest.Install(ctx, t, k, c, 4)
-	names, st, enq := in.Names, in.Store, in.Enqueuer
+	inst := stacktest.Install(ctx, t, k, c, 4)
+	names, st, enq := inst.Names, inst.Store, inst.Enqueuer
 	_, err := topics.EnsureAt(ctx, k.Brokers, []topics.Spec{names.TeamJobsSpec("billing"), names.TeamJobsSpec("payments")}, -1)
 	require.NoError(t, err)
 	trail, err := audit.New(audit.Config{Store: st})

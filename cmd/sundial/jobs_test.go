@@ -100,8 +100,8 @@ func TestJobsCommands(t *testing.T) {
 	// Cassandra's schema and the topics alone can take minutes.
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
-	in := stacktest.Install(ctx, t, k, c, 4)
-	names, st, enq := in.Names, in.Store, in.Enqueuer
+	inst := stacktest.Install(ctx, t, k, c, 4)
+	names, st, enq := inst.Names, inst.Store, inst.Enqueuer
 	// The registry reads the team topics only, which the CLI writes: each
 	// definition to its owner team's.
 	_, err := topics.EnsureAt(ctx, k.Brokers, []topics.Spec{names.TeamJobsSpec("billing"), names.TeamJobsSpec("t"), names.TeamJobsSpec("bulk")}, -1)

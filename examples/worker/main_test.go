@@ -41,8 +41,8 @@ func TestExampleHandlerRunsAndItsLogReachesRunsGet(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	logger := testLogger(t)
-	in := stacktest.Install(ctx, t, k, c, testShards)
-	names, st, enq := in.Names, in.Store, in.Enqueuer
+	inst := stacktest.Install(ctx, t, k, c, testShards)
+	names, st, enq := inst.Names, inst.Store, inst.Enqueuer
 
 	disp, err := dispatcher.New(dispatcher.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Store: st, Topics: names, GroupID: k.TopicPrefix + "dispatchers",
 		Registerer: prometheus.NewRegistry(), Logger: logger})
