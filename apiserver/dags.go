@@ -137,14 +137,7 @@ func (s *DagService) lookupDag(ctx context.Context, id string) (store.Dag, *sund
 
 // storedDag reads a DAG the caller may see, or answers NotFound.
 func (s *DagService) storedDag(ctx context.Context, p auth.Principal, id string) (store.Dag, *sundialv1.DagSpec, error) {
-	d, spec, found, err := s.lookupDag(ctx, id)
-	if err != nil {
-		return store.Dag{}, nil, err
-	}
-	if !found || !p.CanSee(spec.GetOwnerTeam()) {
-		return store.Dag{}, nil, notFound("DAG", id)
-	}
-	return d, spec, nil
+	return visibleDefinition(ctx, p, "DAG", id, s.lookupDag)
 }
 
 // dagOf is the answer for a stored DAG, its inline jobs' secret values

@@ -107,9 +107,7 @@ func NewJobService(cfg JobServiceConfig) (*JobService, error) {
 	}
 	cfg.AnswerTimeout = cmp.Or(cfg.AnswerTimeout, 30*time.Second)
 	cfg.Logger = deps.Logger(cfg.Logger)
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Now = deps.Clock(cfg.Now)
 	return &JobService{cfg: cfg}, nil
 }
 
@@ -186,14 +184,26 @@ func (s *JobService) lookupJob(ctx context.Context, id string) (store.Job, *sund
 
 // storedJob reads a definition the caller may see, or answers NotFound.
 func (s *JobService) storedJob(ctx context.Context, p auth.Principal, id string) (store.Job, *sundialv1.JobSpec, error) {
-	j, spec, found, err := s.lookupJob(ctx, id)
+	return visibleDefinition(ctx, p, "job", id, s.lookupJob)
+}
+
+// visibleDefinition reads the definition id (a job's or a DAG's) through
+// lookup, whoever owns it, and returns it when p may see its owner team.
+// One that is missing, deleted or another team's is answered NotFound
+// alike (notFound, naming kind), so that no answer tells another team's
+// ids.
+func visibleDefinition[Row any, Spec interface{ GetOwnerTeam() string }](ctx context.Context, p auth.Principal, kind, id string,
+	lookup func(context.Context, string) (Row, Spec, bool, error)) (Row, Spec, error) {
+	row, spec, found, err := lookup(ctx, id)
+	if err == nil && (!found || !p.CanSee(spec.GetOwnerTeam())) {
+		err = notFound(kind, id)
+	}
 	if err != nil {
-		return store.Job{}, nil, err
+		var noRow Row
+		var noSpec Spec
+		return noRow, noSpec, err
 	}
-	if !found || !p.CanSee(spec.GetOwnerTeam()) {
-		return store.Job{}, nil, notFound("job", id)
-	}
-	return j, spec, nil
+	return row, spec, nil
 }
 
 // jobOf is the answer for a stored job. Its secret values read

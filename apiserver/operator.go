@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/auth"
@@ -134,9 +135,9 @@ func (s *OperatorService) actionError(ctx context.Context, what string, err erro
 	return internalError(what)
 }
 
-// waitTimeout checks a request's wait_timeout.
-func waitTimeout(d interface{ AsDuration() time.Duration }, set bool) (time.Duration, error) {
-	if !set {
+// waitTimeout checks a request's wait_timeout: nil is defaultWait.
+func waitTimeout(d *durationpb.Duration) (time.Duration, error) {
+	if d == nil {
 		return defaultWait, nil
 	}
 	w := d.AsDuration()
@@ -144,6 +145,21 @@ func waitTimeout(d interface{ AsDuration() time.Duration }, set bool) (time.Dura
 		return 0, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("wait_timeout %s: must be positive and at most %s", w, maxWait))
 	}
 	return w, nil
+}
+
+// waitContext checks a request's wait_timeout (waitTimeout) and, when the
+// request waits, bounds ctx by it; cancel is never nil, and w is the
+// timeout checked. A request that does not wait still has its
+// wait_timeout checked.
+func waitContext(ctx context.Context, wait bool, d *durationpb.Duration) (_ context.Context, cancel context.CancelFunc, w time.Duration, err error) {
+	if w, err = waitTimeout(d); err != nil {
+		return ctx, func() {}, 0, err
+	}
+	if !wait {
+		return ctx, func() {}, w, nil
+	}
+	ctx, cancel = context.WithTimeout(ctx, w)
+	return ctx, cancel, w, nil
 }
 
 // PauseJob implements apiv1connect.OperatorServiceHandler.
@@ -179,15 +195,11 @@ func (s *OperatorService) TriggerJob(ctx context.Context, req *connect.Request[a
 	if err != nil {
 		return nil, err
 	}
-	wait, err := waitTimeout(m.GetWaitTimeout(), m.WaitTimeout != nil)
+	ctx, cancel, wait, err := waitContext(ctx, m.GetWait(), m.GetWaitTimeout())
 	if err != nil {
 		return nil, err
 	}
-	if m.GetWait() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, wait)
-		defer cancel()
-	}
+	defer cancel()
 	res, err := s.cfg.Operator.Trigger(ctx, m.GetJobId(), operator.TriggerOptions{
 		IdempotencyKey: m.GetIdempotencyKey(), Payload: m.GetPayload(), Wait: m.GetWait(), Caller: p.Subject,
 	})
@@ -368,15 +380,11 @@ func (s *OperatorService) CancelRun(ctx context.Context, req *connect.Request[ap
 	if err != nil {
 		return nil, err
 	}
-	wait, err := waitTimeout(m.GetWaitTimeout(), m.WaitTimeout != nil)
+	ctx, cancel, _, err := waitContext(ctx, m.GetWait(), m.GetWaitTimeout())
 	if err != nil {
 		return nil, err
 	}
-	if m.GetWait() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, wait)
-		defer cancel()
-	}
+	defer cancel()
 	res, err := s.cfg.Operator.Cancel(ctx, jobID, m.GetRunId(), operator.CancelOptions{Wait: m.GetWait()})
 	if err != nil {
 		return nil, s.actionError(ctx, "cancel run", err)

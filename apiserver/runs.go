@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/auth"
+	"github.com/sundialhq/sundial/internal/deps"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -144,9 +145,7 @@ func NewRunService(cfg RunServiceConfig) (*RunService, error) {
 	cfg.TailPoll = cmp.Or(cfg.TailPoll, DefaultTailPoll)
 	cfg.MaxTails = cmp.Or(cfg.MaxTails, DefaultMaxTails)
 	cfg.ObjectiveScan = cmp.Or(cfg.ObjectiveScan, DefaultObjectiveScan)
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Now = deps.Clock(cfg.Now)
 	return &RunService{cfg: cfg}, nil
 }
 
@@ -496,9 +495,11 @@ func attemptState(s store.RunState) apiv1.RunAttemptState {
 // unknown one.
 func AttemptState(s store.RunState) apiv1.RunAttemptState { return attemptState(s) }
 
-// StoreRunState maps an API attempt state back to the history's; "" for
-// UNSPECIFIED. Clients that print the history the way the store reads it
-// use it.
+// StoreRunState maps an API attempt state back to the history's. A state
+// this build does not know (UNSPECIFIED, or one a newer server added) keeps
+// its API name, so that a client prints it rather than nothing. Clients
+// that print the history the way the store reads it (the CLI through the
+// API) use it.
 func StoreRunState(s apiv1.RunAttemptState) store.RunState {
 	for _, st := range []store.RunState{store.StateScheduled, store.StateRunning, store.StateSucceeded,
 		store.StateFailed, store.StateSkipped, store.StateCancelled, store.StateSuspended} {
@@ -506,7 +507,7 @@ func StoreRunState(s apiv1.RunAttemptState) store.RunState {
 			return st
 		}
 	}
-	return ""
+	return store.RunState(s.String())
 }
 
 // summaryOf converts a job's history summary.

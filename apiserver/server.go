@@ -191,9 +191,7 @@ func New(cfg Config) (*Server, error) {
 	cfg.IdleTimeout = cmp.Or(cfg.IdleTimeout, DefaultIdleTimeout)
 	cfg.MaxRequestBytes = cmp.Or(cfg.MaxRequestBytes, DefaultMaxRequestBytes)
 	cfg.MaxConnections = cmp.Or(cfg.MaxConnections, DefaultMaxConnections)
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Now = deps.Clock(cfg.Now)
 	if cfg.Registerer == nil {
 		cfg.Registerer = prometheus.NewRegistry()
 	}

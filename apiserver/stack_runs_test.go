@@ -109,15 +109,7 @@ func setupStack(t *testing.T, partitions int32, want ...func(topics.Names) strin
 		}, time.Minute, 50*time.Millisecond, "topic %s visible", name(names))
 	}
 	return &stack{store: st, names: names, brokers: k.Brokers, client: cl, admin: adm,
-		logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
-}
-
-// testWriter sends a logger's lines to the test log.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(b []byte) (int, error) {
-	w.t.Log(string(b))
-	return len(b), nil
+		logger: testenv.Logger(t, slog.LevelInfo)}
 }
 
 // serve mounts handlers behind the test caller middleware.

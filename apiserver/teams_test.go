@@ -1,7 +1,6 @@
 package apiserver_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"github.com/sundialhq/sundial/apiserver"
 	"github.com/sundialhq/sundial/audit"
 	"github.com/sundialhq/sundial/auth"
+	"github.com/sundialhq/sundial/internal/testenv"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
 	"github.com/sundialhq/sundial/quota"
@@ -44,24 +44,6 @@ func (r *recorded) all() []audit.Record {
 	return append([]audit.Record(nil), r.recs...)
 }
 
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // teamsEnv is an API server with a TeamService over an in-memory token
 // store, authenticating with the tokens of that same store: a token the
 // API creates calls the API, and one it revokes stops working.
@@ -70,7 +52,7 @@ type teamsEnv struct {
 	store  *auth.MemoryStore
 	jobs   *quota.Memory
 	audit  *recorded
-	logs   *syncBuffer
+	logs   *testenv.SyncBuffer
 	topics *fakeTopics
 	client func(bearer string) apiv1connect.TeamServiceClient
 	quotas func(bearer string) apiv1connect.QuotaServiceClient
@@ -79,7 +61,7 @@ type teamsEnv struct {
 
 func newTeamsEnv(t *testing.T) *teamsEnv {
 	t.Helper()
-	e := &teamsEnv{store: auth.NewMemoryStore(), jobs: quota.NewMemory(), audit: &recorded{}, logs: &syncBuffer{}, topics: &fakeTopics{made: map[string]bool{}}}
+	e := &teamsEnv{store: auth.NewMemoryStore(), jobs: quota.NewMemory(), audit: &recorded{}, logs: &testenv.SyncBuffer{}, topics: &fakeTopics{made: map[string]bool{}}}
 	now := time.Now().UTC()
 	cred, err := auth.GenerateCredential(nil)
 	require.NoError(t, err)

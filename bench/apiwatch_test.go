@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -86,7 +85,7 @@ func TestAPIWatch(t *testing.T) {
 	names := ns.Names()
 
 	var log bytes.Buffer
-	a := &APIWatch{Command: []string{buildSundial(t), "api"}, Backends: be, Keyspace: ns.Keyspace, Topics: names, Log: &syncWriter{w: &log}}
+	a := &APIWatch{Command: []string{testenv.BuildSundial(t), "api"}, Backends: be, Keyspace: ns.Keyspace, Topics: names, Log: &syncWriter{w: &log}}
 	a.Stop() // safe before Start
 	require.NoError(t, a.Start(t.Context()), "server output:\n%s", &log)
 	t.Cleanup(a.Stop)
@@ -120,17 +119,6 @@ func TestAPIWatch(t *testing.T) {
 	_, ok = a.PID()
 	assert.False(t, ok, "the server has exited")
 	a.Stop() // idempotent
-}
-
-// buildSundial builds cmd/sundial into the test's temporary directory.
-func buildSundial(t *testing.T) string {
-	t.Helper()
-	goTool, err := exec.LookPath("go")
-	require.NoError(t, err, "the go tool builds the sundial command")
-	bin := filepath.Join(t.TempDir(), "sundial")
-	out, err := exec.CommandContext(t.Context(), goTool, "build", "-o", bin, "github.com/sundialhq/sundial/cmd/sundial").CombinedOutput()
-	require.NoError(t, err, "go build ./cmd/sundial: %s", out)
-	return bin
 }
 
 // syncWriter serialises the writes of a child's stdout and stderr.

@@ -173,7 +173,7 @@ func TestWorkersScenario(t *testing.T) {
 	var progress bytes.Buffer
 	b := &Bench{
 		Config: Config{Scenario: "workers", Jobs: 40, Rate: 4, Duration: 10 * time.Second, Lead: 15 * time.Second, Drain: 3 * time.Minute,
-			BaselineDuration: time.Second, Shards: 8, Workers: 2, WorkerSlots: 4, Binary: buildSundial(t), ResultsDir: t.TempDir()},
+			BaselineDuration: time.Second, Shards: 8, Workers: 2, WorkerSlots: 4, Binary: testenv.BuildSundial(t), ResultsDir: t.TempDir()},
 		Backends: Backends{Brokers: k.Brokers, CassandraHosts: c.Hosts, RedisAddr: rd.Addr},
 		Progress: &syncWriter{w: &progress},
 	}

@@ -14,12 +14,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sundialhq/sundial/client"
-	"github.com/sundialhq/sundial/enqueue"
+	"github.com/sundialhq/sundial/internal/stacktest"
 	"github.com/sundialhq/sundial/internal/testenv"
-	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/registry"
-	"github.com/sundialhq/sundial/store/cassandra"
 )
 
 // TestApplyMany streams thousands of definitions, some invalid, through a
@@ -33,21 +31,8 @@ func TestApplyMany(t *testing.T) {
 	cs := testenv.NeedCassandra(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
-	const shards = 4
-	names := topics.Names{Prefix: k.TopicPrefix}
-	cfg := cassandra.Config{Hosts: cs.Hosts, Keyspace: cs.Keyspace, SchemaTimeout: 2 * time.Minute}
-	_, err := cassandra.Setup(ctx, cfg, shards)
-	require.NoError(t, err)
-	_, err = topics.Setup(ctx, k.Brokers, names, shards, -1)
-	require.NoError(t, err)
-	st, err := cassandra.Open(ctx, cfg)
-	require.NoError(t, err)
-	defer st.Close()
-	producer, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))
-	require.NoError(t, err)
-	defer producer.Close()
-	enq, err := enqueue.New(enqueue.Config{Store: st, Client: producer, Topics: names, Shards: shards})
-	require.NoError(t, err)
+	inst := stacktest.Install(ctx, t, k, cs, 4)
+	names, st, enq := inst.Names, inst.Store, inst.Enqueuer
 	quiet := slog.New(slog.DiscardHandler)
 	reg, err := registry.New(registry.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Store: st, Waker: enq, Logger: quiet, SharedTopic: true})
 	require.NoError(t, err)

@@ -75,7 +75,7 @@ func TestFiftyNodeDagEngineKilledTwice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real stack")
 	}
-	bin := buildSundial(t)
+	bin := testenv.BuildSundial(t)
 	s := setup(t)
 
 	killAt := []int{12, 32} // kill when the n-th distinct node starts
@@ -250,7 +250,7 @@ func TestDagAppliedAndTriggeredThroughTheCommands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real stack")
 	}
-	bin := buildSundial(t)
+	bin := testenv.BuildSundial(t)
 	s := setup(t)
 	log := &downstreamLog{nodes: map[string]bool{}}
 	s.dispatchAndRun(map[string]target.Handler{"work": target.HandlerFunc(func(_ context.Context, run *sundialv1.Run) error {
@@ -453,15 +453,6 @@ func (k *killPoints) done(node string) {
 			close(p.finished)
 		}
 	}
-}
-
-// buildSundial builds ./cmd/sundial into a temporary directory.
-func buildSundial(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sundial")
-	out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "../cmd/sundial").CombinedOutput()
-	require.NoError(t, err, "go build ./cmd/sundial: %s", out)
-	return bin
 }
 
 // process is a sundial command run by the test, its output in a file.

@@ -20,6 +20,7 @@ import (
 	"github.com/sundialhq/sundial/dagengine/dag"
 	"github.com/sundialhq/sundial/dagengine/dagrun"
 	"github.com/sundialhq/sundial/enqueue"
+	"github.com/sundialhq/sundial/internal/stacktest"
 	"github.com/sundialhq/sundial/internal/testenv"
 	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -48,29 +49,8 @@ func setup(t *testing.T) *stack {
 	c := testenv.NeedCassandra(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	t.Cleanup(cancel)
-	names := topics.Names{Prefix: k.TopicPrefix}
-
-	adm, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...))
-	require.NoError(t, err)
-	specs, err := names.Specs(testShards)
-	require.NoError(t, err)
-	_, err = topics.Ensure(ctx, kadm.NewClient(adm), specs, 1)
-	adm.Close()
-	require.NoError(t, err)
-
-	cfg := cassandra.Config{Hosts: c.Hosts, Keyspace: c.Keyspace}
-	_, err = cassandra.Setup(ctx, cfg, testShards)
-	require.NoError(t, err)
-	st, err := cassandra.Open(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))
-	require.NoError(t, err)
-	t.Cleanup(cl.Close)
-	enq, err := enqueue.New(enqueue.Config{Store: st, Client: cl, Topics: names, Shards: testShards})
-	require.NoError(t, err)
-	return &stack{t: t, ctx: ctx, names: names, brokers: k.Brokers, hosts: c.Hosts, keyspace: c.Keyspace, store: st, client: cl, enq: enq}
+	inst := stacktest.Install(ctx, t, k, c, testShards)
+	return &stack{t: t, ctx: ctx, names: inst.Names, brokers: k.Brokers, hosts: c.Hosts, keyspace: c.Keyspace, store: inst.Store, client: inst.Producer, enq: inst.Enqueuer}
 }
 
 // instance is one running engine and its metrics.

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sundialhq/sundial/internal/testenv"
 )
 
 // The sundial processes the end-to-end tests start: the observability
@@ -30,10 +32,7 @@ func sundialBinary(t *testing.T) string {
 		require.NoError(t, err)
 		return abs
 	}
-	bin := filepath.Join(t.TempDir(), "sundial")
-	out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "../cmd/sundial").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	return bin
+	return testenv.BuildSundial(t)
 }
 
 // sundialProcess is a long-running sundial command started by the test.

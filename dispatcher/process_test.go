@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sundialhq/sundial/internal/testenv"
 	"github.com/sundialhq/sundial/store"
 )
 
@@ -40,7 +41,7 @@ func TestKillDispatcherProcess(t *testing.T) {
 	t.Parallel()
 	const shards = 12
 	s := newStack(t, shards)
-	bin := buildSundial(t)
+	bin := testenv.BuildSundial(t)
 	names := []string{"p1", "p2", "p3"}
 	procs := map[string]*dispatcherProcess{}
 	for _, name := range names {
@@ -124,17 +125,6 @@ func TestKillDispatcherProcess(t *testing.T) {
 			procs[name].dumpLog()
 		}
 	}
-}
-
-// buildSundial builds cmd/sundial into the test's temporary directory.
-func buildSundial(t *testing.T) string {
-	t.Helper()
-	goTool, err := exec.LookPath("go")
-	require.NoError(t, err, "the go tool builds the sundial command")
-	bin := filepath.Join(t.TempDir(), "sundial")
-	out, err := exec.CommandContext(t.Context(), goTool, "build", "-o", bin, "github.com/sundialhq/sundial/cmd/sundial").CombinedOutput()
-	require.NoError(t, err, "go build ./cmd/sundial: %s", out)
-	return bin
 }
 
 // dispatcherProcess is a `sundial dispatcher` process started by a test.

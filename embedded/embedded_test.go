@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +25,7 @@ import (
 	"github.com/sundialhq/sundial/client"
 	"github.com/sundialhq/sundial/dagengine"
 	"github.com/sundialhq/sundial/dagengine/dagrun"
+	"github.com/sundialhq/sundial/internal/testenv"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -35,22 +35,24 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// syncBuffer is a bytes.Buffer safe for the watcher goroutine and the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+// startWithAPI starts a pipeline with the sample handlers and the API on a
+// loopback port, as `sundial dev` does, accepting tokens (TEAM:ROLE:SECRET);
+// it is stopped at cleanup. ctx bounds the test.
+func startWithAPI(t *testing.T, tokens ...string) (p *Pipeline, ctx context.Context) {
+	t.Helper()
+	p, err := New(Config{Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Handlers: SampleHandlers(),
+		APIAddr: "127.0.0.1:0", APITokens: tokens})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	t.Cleanup(cancel)
+	require.NoError(t, p.Start(ctx))
+	t.Cleanup(p.Stop)
+	return p, ctx
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+// as are the client options that call the API with the token secret.
+func as(secret string) []connect.ClientOption {
+	return []connect.ClientOption{connect.WithInterceptors(apiserver.BearerToken(secret))}
 }
 
 // dagRunSucceeded matches the watch line of a sample DAG run that
@@ -127,7 +129,7 @@ func TestSamplesRunEndToEnd(t *testing.T) {
 	dag.Schedule.Kind = &sundialv1.Schedule_Interval{Interval: &sundialv1.Interval{Every: second}}
 	require.NoError(t, p.ApplyDag(ctx, dag))
 
-	out := &syncBuffer{}
+	out := &testenv.SyncBuffer{}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan error, 1)
 	go func() { watched <- p.Watch(watchCtx, out) }()
@@ -183,13 +185,7 @@ func TestSamplesRunEndToEnd(t *testing.T) {
 // runs are listed to its team and to nobody else's.
 func TestAPIServesTheDocsExampleToItsTeam(t *testing.T) {
 	t.Parallel()
-	p, err := New(Config{Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Handlers: SampleHandlers(),
-		APIAddr: "127.0.0.1:0", APITokens: []string{"examples:admin:examples-secret", "dev:admin:dev-secret"}})
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	require.NoError(t, p.Start(ctx))
-	defer p.Stop()
+	p, ctx := startWithAPI(t, "examples:admin:examples-secret", "dev:admin:dev-secret")
 	require.NotEmpty(t, p.APIURL())
 
 	raw, err := os.ReadFile("../docs/examples/hello.json")
@@ -201,9 +197,6 @@ func TestAPIServesTheDocsExampleToItsTeam(t *testing.T) {
 	}
 	require.Len(t, specs, 1)
 
-	as := func(secret string) []connect.ClientOption {
-		return []connect.ClientOption{connect.WithInterceptors(apiserver.BearerToken(secret))}
-	}
 	jobs := apiv1connect.NewJobServiceClient(http.DefaultClient, p.APIURL(), as("examples-secret")...)
 	applied, err := jobs.ApplyJob(ctx, connect.NewRequest(&apiv1.ApplyJobRequest{Spec: specs[0]}))
 	require.NoError(t, err)
@@ -241,16 +234,7 @@ func TestAPIServesTheDocsExampleToItsTeam(t *testing.T) {
 // refused.
 func TestAPITeamServiceIssuesTokensThatCallIt(t *testing.T) {
 	t.Parallel()
-	p, err := New(Config{Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Handlers: SampleHandlers(),
-		APIAddr: "127.0.0.1:0", APITokens: []string{"dev:admin:dev-secret", "*:admin:root-secret"}})
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	require.NoError(t, p.Start(ctx))
-	defer p.Stop()
-	as := func(secret string) []connect.ClientOption {
-		return []connect.ClientOption{connect.WithInterceptors(apiserver.BearerToken(secret))}
-	}
+	p, ctx := startWithAPI(t, "dev:admin:dev-secret", "*:admin:root-secret")
 
 	teams, err := apiv1connect.NewTeamServiceClient(http.DefaultClient, p.APIURL(), as("root-secret")...).
 		ListTeams(ctx, connect.NewRequest(&apiv1.ListTeamsRequest{}))

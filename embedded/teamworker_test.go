@@ -3,7 +3,6 @@ package embedded
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"net/http"
 	"os"
 	"sync"
@@ -11,10 +10,8 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sundialhq/sundial/apiserver"
 	"github.com/sundialhq/sundial/client"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
@@ -28,13 +25,7 @@ import (
 // API's address and its team's token.
 func TestTeamWorkerRunsTheQuickstartJobOnDev(t *testing.T) {
 	t.Parallel()
-	p, err := New(Config{Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Handlers: SampleHandlers(),
-		APIAddr: "127.0.0.1:0", APITokens: []string{"dev:admin:dev-admin", "dev:operator:dev-operator"}})
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	require.NoError(t, p.Start(ctx))
-	defer p.Stop()
+	p, ctx := startWithAPI(t, "dev:admin:dev-admin", "dev:operator:dev-operator")
 
 	var mu sync.Mutex
 	fired := map[string]int{}
@@ -57,7 +48,7 @@ func TestTeamWorkerRunsTheQuickstartJobOnDev(t *testing.T) {
 		specs = append(specs, spec)
 	}
 	require.Len(t, specs, 1)
-	jobs := apiv1connect.NewJobServiceClient(http.DefaultClient, p.APIURL(), connect.WithInterceptors(apiserver.BearerToken("dev-admin")))
+	jobs := apiv1connect.NewJobServiceClient(http.DefaultClient, p.APIURL(), as("dev-admin")...)
 	applied, err := jobs.ApplyJob(ctx, connect.NewRequest(&apiv1.ApplyJobRequest{Spec: specs[0]}))
 	require.NoError(t, err)
 	require.True(t, applied.Msg.GetAccepted(), "%v", applied.Msg.GetStatus())

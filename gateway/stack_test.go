@@ -89,20 +89,10 @@ type stackOpts struct {
 
 func setupWith(t *testing.T, opts stackOpts) *stack {
 	t.Helper()
-	k := testenv.NeedKafka(t)
-	rd := testenv.NeedRedis(t)
-	names := topics.Names{Prefix: k.TopicPrefix}
+	kr := testenv.NeedKafkaRedis(t, 4)
+	k, rd, names, cl, rdb := kr.Kafka, kr.Redis, kr.Names, kr.Client, kr.RDB
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	specs, err := names.Specs(4)
-	require.NoError(t, err)
-	_, err = topics.EnsureAt(ctx, k.Brokers, specs, 1)
-	require.NoError(t, err)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.ProducerLinger(time.Millisecond))
-	require.NoError(t, err)
-	t.Cleanup(cl.Close)
-	rdb := redis.NewClient(&redis.Options{Addr: rd.Addr})
-	t.Cleanup(func() { _ = rdb.Close() })
 	enq := &enqueuer{cl: cl, names: names, stop: make(chan struct{})}
 	t.Cleanup(enq.close)
 	s := &stack{t: t, names: names, client: cl, events: newEventLog(t, k.Brokers, names), redis: rdb, runnerKeys: rd.KeyPrefix + runner.DefaultKeyPrefix}

@@ -121,20 +121,10 @@ type tailStack struct {
 
 func setupStack(t *testing.T, handlers map[string]target.Handler, exe *target.Exec, specs ...*sundialv1.JobSpec) *tailStack {
 	t.Helper()
-	k := testenv.NeedKafka(t)
-	rd := testenv.NeedRedis(t)
-	names := topics.Names{Prefix: k.TopicPrefix}
+	kr := testenv.NeedKafkaRedis(t, 2)
+	k, rd, names, cl, rdb := kr.Kafka, kr.Redis, kr.Names, kr.Client, kr.RDB
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	tspecs, err := names.Specs(2)
-	require.NoError(t, err)
-	_, err = topics.EnsureAt(ctx, k.Brokers, tspecs, 1)
-	require.NoError(t, err)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.ProducerLinger(time.Millisecond))
-	require.NoError(t, err)
-	t.Cleanup(cl.Close)
-	rdb := redis.NewClient(&redis.Options{Addr: rd.Addr})
-	t.Cleanup(func() { _ = rdb.Close() })
 
 	cfg := runner.Config{
 		ID: "tail-runner", Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Concurrency: 4,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sundialhq/sundial/checkpoint"
 	"github.com/sundialhq/sundial/client"
+	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store"
@@ -118,9 +119,7 @@ type Operator struct {
 
 // New returns an Operator. It does no I/O.
 func New(cfg Config) *Operator {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Now = deps.Clock(cfg.Now)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}

@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,27 +15,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sundialhq/sundial/internal/testenv"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/runner/target"
 )
-
-// logBuffer is a log sink that goroutines may share.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // waitDead waits for run's DEAD event and returns it.
 func waitDead(t *testing.T, h *harness, runID string) *sundialv1.RunEvent {
@@ -80,7 +62,7 @@ func TestRunErrorsAndLogsRedactURLSecrets(t *testing.T) {
 	closed.Close() // its port now refuses connections
 
 	h := newHarness(t, realBackends(t, 2), steadyTTL)
-	logs := &logBuffer{}
+	logs := &testenv.SyncBuffer{}
 	h.start(func(c *Config) {
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v3"
 
@@ -52,14 +51,6 @@ func cliAudit(st *cassandra.Store) (operator.Recorder, error) {
 	return operator.AuditTrail{Trail: trail, Fallback: "cli:" + name}, nil
 }
 
-// oneID returns the single argument of cmd, named what.
-func oneID(cmd *cli.Command, what string) (string, error) {
-	if cmd.Args().Len() != 1 {
-		return "", fmt.Errorf("name one %s, got %d arguments", what, cmd.Args().Len())
-	}
-	return cmd.Args().First(), nil
-}
-
 func jobsPauseCommand() *cli.Command  { return pauseCommand("pause", true) }
 func jobsResumeCommand() *cli.Command { return pauseCommand("resume", false) }
 
@@ -78,7 +69,7 @@ and waits for the registry's answer: through the control-plane API when
 --api-url is set, else straight to Cassandra and Kafka.`,
 		Flags: slices.Concat(kafkaFlags(), cassandraStoreFlags(), apiFlags(), []cli.Flag{timeoutFlag(30 * time.Second)}),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			id, err := oneID(cmd, "job id")
+			id, err := oneArg(cmd, "job id")
 			if err != nil {
 				return err
 			}
@@ -181,7 +172,7 @@ Examples:
 			timeoutFlag(time.Hour),
 		}),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			id, err := oneID(cmd, "job id")
+			id, err := oneArg(cmd, "job id")
 			if err != nil {
 				return err
 			}
@@ -387,7 +378,7 @@ func printPlan(w io.Writer, p operator.DefinitionPlan) int {
 // holds.
 func signalRun(ctx context.Context, cmd *cli.Command, verb, done string,
 	send func(ctx context.Context, op *operator.Operator, job, runID string, wait bool) (*sundialv1.RunEvent, error)) error {
-	if _, err := oneID(cmd, "run id"); err != nil {
+	if _, err := oneArg(cmd, "run id"); err != nil {
 		return err
 	}
 	kopts, rdb, err := kafkaAndRedis(cmd)
@@ -415,7 +406,7 @@ func signalRun(ctx context.Context, cmd *cli.Command, verb, done string,
 // "<run id>\t<done>" and the event send waited for.
 func signalRunThrough(ctx context.Context, cmd *cli.Command, verb, done string,
 	send func(ctx context.Context, job, runID string, wait bool) (*sundialv1.RunEvent, error)) error {
-	runID, err := oneID(cmd, "run id")
+	runID, err := oneArg(cmd, "run id")
 	if err != nil {
 		return err
 	}
@@ -444,8 +435,10 @@ func signalRunThrough(ctx context.Context, cmd *cli.Command, verb, done string,
 
 // withRunBackends opens what an action on a run's next attempt needs
 // straight on the backends (runs retry, runs resume): the store, Redis
-// (checked) and an Enqueuer, and closes them after use.
-func withRunBackends(ctx context.Context, cmd *cli.Command, use func(st *cassandra.Store, rdb redis.UniversalClient, enq *enqueue.Enqueuer) error) error {
+// (checked) and an Enqueuer, and closes them after use. use gets the store
+// and the operator's configuration over Redis and the Enqueuer, to which
+// it adds what its action reads from the store.
+func withRunBackends(ctx context.Context, cmd *cli.Command, use func(st *cassandra.Store, cfg operator.Config) error) error {
 	return withStore(ctx, cmd, nil, func(st *cassandra.Store) error {
 		kopts, rdb, err := kafkaAndRedis(cmd)
 		if err != nil {
@@ -460,6 +453,6 @@ func withRunBackends(ctx context.Context, cmd *cli.Command, use func(st *cassand
 			return err
 		}
 		defer closeEnq()
-		return use(st, rdb, enq)
+		return use(st, operator.Config{Enqueuer: enq, Redis: rdb, RunnerKeyPrefix: cmd.String("redis-key-prefix") + runner.DefaultKeyPrefix})
 	})
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,12 +27,7 @@ func TestOperatorCommands(t *testing.T) {
 	r := testenv.NeedRedis(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	ns := bench.Namespace{ID: "actions", TopicPrefix: k.TopicPrefix, Keyspace: c.Keyspace, RedisPrefix: r.KeyPrefix}
-	backends := bench.Backends{Brokers: k.Brokers, CassandraHosts: c.Hosts, RedisAddr: r.Addr}
-	require.NoError(t, ns.Setup(ctx, backends, 4))
-	pl := bench.NewInProcess(bench.PipelineConfig{Backends: backends, Namespace: ns, Dispatchers: 1, Runners: 1, Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, pl.Start(ctx))
-	defer pl.Stop()
+	startPipeline(ctx, t, k, c, r, "actions", bench.PipelineConfig{Dispatchers: 1, Runners: 1})
 
 	kafkaArgs := []string{"--kafka-brokers", strings.Join(k.Brokers, ","), "--topic-prefix", k.TopicPrefix}
 	storeArgs := []string{"--cassandra-hosts", strings.Join(c.Hosts, ","), "--keyspace", c.Keyspace}

@@ -106,15 +106,7 @@ func (a staticThenChain) Authenticate(ctx context.Context, bearer string) (auth.
 }
 
 func runAPI(ctx context.Context, cmd *cli.Command) error {
-	var bad []error
-	kopts, err := kafkaOptions(cmd)
-	if err != nil {
-		bad = append(bad, err)
-	}
-	cc, err := cassandraConfig(cmd)
-	if err != nil {
-		bad = append(bad, err)
-	}
+	kopts, cc, p, bad := serverFlags(ctx, cmd, "api")
 	if _, err := apiserver.ParseStaticTokens(cmd.StringSlice("api-static-token")); err != nil {
 		bad = append(bad, fmt.Errorf("--api-static-token: %w", err))
 	}
@@ -123,10 +115,6 @@ func runAPI(ctx context.Context, cmd *cli.Command) error {
 	}
 	if cmd.Bool("worker-gateway") && cmd.String("redis-addr") == "" && cmd.String("redis-sentinel-master") == "" {
 		bad = append(bad, errors.New("--worker-gateway: needs --redis-addr (or --redis-sentinel-master): the gateway holds its runs' leases"))
-	}
-	p, err := newProcess(ctx, cmd, "api")
-	if err != nil {
-		bad = append(bad, err)
 	}
 	if err := errors.Join(bad...); err != nil {
 		return err

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -233,7 +232,7 @@ func (a apiRuns) teamRuns(ctx context.Context, limit int, f runFilter) ([]store.
 			return nil, fmt.Errorf("api: list runs: %w", err)
 		}
 		for _, at := range resp.Msg.GetAttempts() {
-			runs = append(runs, recordFromAPI(at))
+			runs = append(runs, apiserver.RunRecordOf(at))
 		}
 		req.PageToken = resp.Msg.GetNextPageToken()
 		if req.PageToken == "" || len(runs) >= limit {
@@ -256,10 +255,10 @@ func (a apiRuns) jobRuns(ctx context.Context, job string, limit int, f runFilter
 			return store.Summary{}, nil, fmt.Errorf("api: list runs of %s: %w", job, err)
 		}
 		if resp.Msg.GetSummary() != nil {
-			sum = summaryFromAPI(resp.Msg.GetSummary())
+			sum = apiserver.SummaryOf(resp.Msg.GetSummary())
 		}
 		for _, at := range resp.Msg.GetAttempts() {
-			runs = append(runs, recordFromAPI(at))
+			runs = append(runs, apiserver.RunRecordOf(at))
 		}
 		tok = resp.Msg.GetNextPageToken()
 		if tok == "" || len(runs) >= limit {
@@ -275,66 +274,9 @@ func (a apiRuns) runAttempts(ctx context.Context, _, runID string, _ int) ([]sto
 	}
 	out := make([]store.RunRecord, 0, len(resp.Msg.GetRun().GetAttempts()))
 	for _, at := range resp.Msg.GetRun().GetAttempts() {
-		out = append(out, recordFromAPI(at))
+		out = append(out, apiserver.RunRecordOf(at))
 	}
 	return out, resp.Msg.GetRun().GetEvents(), nil
-}
-
-// recordFromAPI is the history record an API attempt reports.
-func recordFromAPI(a *apiv1.AttemptDetail) store.RunRecord {
-	r := store.RunRecord{JobID: a.GetJobId(), RunID: a.GetRunId(), Attempt: int(a.GetAttempt()),
-		State: stateFromAPI(a.GetState()), Due: a.GetDueTime().AsTime(), AttemptDue: a.GetAttemptDueTime().AsTime(),
-		Duration: a.GetDuration().AsDuration(), Error: a.GetError(), Log: a.GetLog(), UpdatedAt: a.GetUpdateTime().AsTime()}
-	if a.GetStartTime() != nil {
-		r.Started = a.GetStartTime().AsTime()
-	}
-	if a.GetFinishTime() != nil {
-		r.Finished = a.GetFinishTime().AsTime()
-	}
-	r.OwnerTeam, r.WaitReason = a.GetOwnerTeam(), a.GetWaitReason()
-	if t := a.GetDispatchTime(); t != nil {
-		r.Dispatched = t.AsTime()
-	}
-	if t := a.GetReceiveTime(); t != nil {
-		r.Received = t.AsTime()
-	}
-	if t := a.GetLeaseTime(); t != nil {
-		r.Leased = t.AsTime()
-	}
-	return r
-}
-
-// stateFromAPI is the history state an API attempt state names.
-func stateFromAPI(s apiv1.RunAttemptState) store.RunState {
-	switch s {
-	case apiv1.RunAttemptState_RUN_ATTEMPT_STATE_SCHEDULED:
-		return store.StateScheduled
-	case apiv1.RunAttemptState_RUN_ATTEMPT_STATE_RUNNING:
-		return store.StateRunning
-	case apiv1.RunAttemptState_RUN_ATTEMPT_STATE_SUCCEEDED:
-		return store.StateSucceeded
-	case apiv1.RunAttemptState_RUN_ATTEMPT_STATE_FAILED:
-		return store.StateFailed
-	case apiv1.RunAttemptState_RUN_ATTEMPT_STATE_SKIPPED:
-		return store.StateSkipped
-	case apiv1.RunAttemptState_RUN_ATTEMPT_STATE_CANCELLED:
-		return store.StateCancelled
-	case apiv1.RunAttemptState_RUN_ATTEMPT_STATE_SUSPENDED:
-		return store.StateSuspended
-	}
-	return store.RunState(cmp.Or(s.String(), "unknown"))
-}
-
-// summaryFromAPI is the history summary the API reports.
-func summaryFromAPI(s *apiv1.RunHistorySummary) store.Summary {
-	out := store.Summary{Runs: int(s.GetRuns()), Attempts: int(s.GetAttempts()), Failures: int(s.GetFailures())}
-	if s.GetLastRunId() != "" {
-		out.LastRun = &store.RunRecord{RunID: s.GetLastRunId(), State: stateFromAPI(s.GetLastRunState())}
-	}
-	if s.GetNextDueTime() != nil {
-		out.NextDue = s.GetNextDueTime().AsTime()
-	}
-	return out
 }
 
 // deadLetters reads the dead letters f selects, oldest first: through the

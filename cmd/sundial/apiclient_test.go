@@ -179,17 +179,8 @@ func (r refuseEnqueue) Enqueue(context.Context, ...store.DueEntry) error {
 	return nil
 }
 
-// testLogger writes to the test's log.
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tlogWriter{t}, nil))
-}
-
-type tlogWriter struct{ t *testing.T }
-
-func (w tlogWriter) Write(b []byte) (int, error) {
-	w.t.Log(string(b))
-	return len(b), nil
-}
+// testLogger writes to the test's log (testenv.Logger).
+func testLogger(t *testing.T) *slog.Logger { return testenv.Logger(t, slog.LevelInfo) }
 
 func mustMemoryStore(t *testing.T) *memory.Store {
 	t.Helper()

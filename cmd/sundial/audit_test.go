@@ -14,11 +14,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sundialhq/sundial/audit"
-	"github.com/sundialhq/sundial/enqueue"
+	"github.com/sundialhq/sundial/internal/stacktest"
 	"github.com/sundialhq/sundial/internal/testenv"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/registry"
-	"github.com/sundialhq/sundial/store/cassandra"
 )
 
 func TestParseSince(t *testing.T) {
@@ -63,22 +62,9 @@ func TestTeamApplyAndAuditList(t *testing.T) {
 	// A guard against a hang: schema and topics can take minutes here.
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
-	const shards = 4
-	names := topics.Names{Prefix: k.TopicPrefix}
-	cfg := cassandra.Config{Hosts: c.Hosts, Keyspace: c.Keyspace}
-	_, err := cassandra.Setup(ctx, cfg, shards)
-	require.NoError(t, err)
-	_, err = topics.Setup(ctx, k.Brokers, names, shards, -1)
-	require.NoError(t, err)
-	_, err = topics.EnsureAt(ctx, k.Brokers, []topics.Spec{names.TeamJobsSpec("billing"), names.TeamJobsSpec("payments")}, -1)
-	require.NoError(t, err)
-	st, err := cassandra.Open(ctx, cfg)
-	require.NoError(t, err)
-	defer st.Close()
-	producer, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))
-	require.NoError(t, err)
-	defer producer.Close()
-	enq, err := enqueue.New(enqueue.Config{Store: st, Client: producer, Topics: names, Shards: shards})
+	inst := stacktest.Install(ctx, t, k, c, 4)
+	names, st, enq := inst.Names, inst.Store, inst.Enqueuer
+	_, err := topics.EnsureAt(ctx, k.Brokers, []topics.Spec{names.TeamJobsSpec("billing"), names.TeamJobsSpec("payments")}, -1)
 	require.NoError(t, err)
 	trail, err := audit.New(audit.Config{Store: st})
 	require.NoError(t, err)

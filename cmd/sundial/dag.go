@@ -134,15 +134,7 @@ func (b *dagBackends) close() {
 // store that does not answer is asked again until ctx ends
 // (serverClusterConfig); a one-shot command passes nil and fails at once.
 func openDagBackends(ctx context.Context, cmd *cli.Command, server *slog.Logger) (*dagBackends, error) {
-	var bad []error
-	kopts, err := kafkaOptions(cmd)
-	if err != nil {
-		bad = append(bad, err)
-	}
-	cc, err := cassandraConfig(cmd)
-	if err != nil {
-		bad = append(bad, err)
-	}
+	kopts, cc, bad := backendFlags(cmd)
 	if err := errors.Join(bad...); err != nil {
 		return nil, err
 	}
@@ -180,14 +172,6 @@ func (b *dagBackends) runs() (*dagengine.Runs, error) {
 	return dagengine.NewRuns(dagengine.RunsConfig{Store: b.store, Enqueuer: b.enq, Producer: b.client, Topics: b.names, Shards: b.shards})
 }
 
-// oneArg returns the command's single argument or an error naming it.
-func oneArg(cmd *cli.Command, name string) (string, error) {
-	if cmd.Args().Len() != 1 || cmd.Args().First() == "" {
-		return "", fmt.Errorf("want exactly one argument, the %s; got %d", name, cmd.Args().Len())
-	}
-	return cmd.Args().First(), nil
-}
-
 func dagRunsCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "runs",
@@ -212,30 +196,20 @@ func dagRunsCommand() *cli.Command {
 			if cmd.Int("limit") <= 0 {
 				bad = append(bad, fmt.Errorf("--limit %d: must be positive", cmd.Int("limit")))
 			}
-			cc, err := cassandraConfig(cmd)
-			if err != nil {
-				bad = append(bad, err)
-			}
-			if err := errors.Join(bad...); err != nil {
-				return err
-			}
-			st, err := cassandra.Open(ctx, cc)
-			if err != nil {
-				return fmt.Errorf("cassandra: %w", err)
-			}
-			defer func() { _ = st.Close() }()
-			runs, err := st.ListDagRuns(ctx, id, cmd.Int("limit"))
-			if err != nil {
-				return err
-			}
-			if out := (emitter{w: cmd.Root().Writer, form: form}); out.structured() {
-				return emitAll(out, dagengine.SummarizeRuns(runs), func(r dagengine.RunSummary) dagengine.RunSummary { return r })
-			}
-			if len(runs) == 0 {
-				_, err := fmt.Fprintf(cmd.Root().Writer, "DAG %s has no runs\n", id)
-				return err
-			}
-			return dagengine.WriteRuns(cmd.Root().Writer, runs)
+			return withStore(ctx, cmd, bad, func(st *cassandra.Store) error {
+				runs, err := st.ListDagRuns(ctx, id, cmd.Int("limit"))
+				if err != nil {
+					return err
+				}
+				if out := (emitter{w: cmd.Root().Writer, form: form}); out.structured() {
+					return emitAll(out, dagengine.SummarizeRuns(runs), func(r dagengine.RunSummary) dagengine.RunSummary { return r })
+				}
+				if len(runs) == 0 {
+					_, err := fmt.Fprintf(cmd.Root().Writer, "DAG %s has no runs\n", id)
+					return err
+				}
+				return dagengine.WriteRuns(cmd.Root().Writer, runs)
+			})
 		},
 	}
 }
@@ -258,34 +232,24 @@ func dagShowCommand() *cli.Command {
 			if err != nil {
 				bad = append(bad, err)
 			}
-			cc, err := cassandraConfig(cmd)
-			if err != nil {
-				bad = append(bad, err)
-			}
-			if err := errors.Join(bad...); err != nil {
-				return err
-			}
-			st, err := cassandra.Open(ctx, cc)
-			if err != nil {
-				return fmt.Errorf("cassandra: %w", err)
-			}
-			defer func() { _ = st.Close() }()
-			row, err := st.GetDagRun(ctx, id)
-			if err != nil {
-				return err
-			}
-			state, err := dagrun.Unmarshal(row.State)
-			if err != nil {
-				return err
-			}
-			if out := (emitter{w: cmd.Root().Writer, form: form}); out.structured() {
-				d, err := dagengine.DetailRun(row, state, dag.Options{})
+			return withStore(ctx, cmd, bad, func(st *cassandra.Store) error {
+				row, err := st.GetDagRun(ctx, id)
 				if err != nil {
 					return err
 				}
-				return out.emit(d)
-			}
-			return dagengine.WriteRun(cmd.Root().Writer, row, state, dag.Options{})
+				state, err := dagrun.Unmarshal(row.State)
+				if err != nil {
+					return err
+				}
+				if out := (emitter{w: cmd.Root().Writer, form: form}); out.structured() {
+					d, err := dagengine.DetailRun(row, state, dag.Options{})
+					if err != nil {
+						return err
+					}
+					return out.emit(d)
+				}
+				return dagengine.WriteRun(cmd.Root().Writer, row, state, dag.Options{})
+			})
 		},
 	}
 }

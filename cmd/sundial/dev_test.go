@@ -3,33 +3,14 @@ package main
 import (
 	"context"
 	"regexp"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sundialhq/sundial/internal/testenv"
 )
-
-// lockedBuffer is an output that `sundial dev` writes from its goroutine
-// while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	return len(p), nil
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
-}
 
 var devExports = regexp.MustCompile(`export SUNDIAL_API_URL=(\S+) SUNDIAL_KAFKA_BROKERS=(\S+) SUNDIAL_API_TOKEN=(\S+)`)
 
@@ -42,7 +23,7 @@ func TestDevServesTheReadmePath(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	var out, errOut lockedBuffer
+	var out, errOut testenv.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"sundial", "dev", "--no-samples", "--listen", "127.0.0.1:0"}, &out, &errOut)

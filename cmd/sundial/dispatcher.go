@@ -50,19 +50,7 @@ Example, against the local stack:
 }
 
 func runDispatcher(ctx context.Context, cmd *cli.Command) error {
-	var bad []error
-	kopts, err := kafkaOptions(cmd)
-	if err != nil {
-		bad = append(bad, err)
-	}
-	storeCfg, err := cassandraConfig(cmd)
-	if err != nil {
-		bad = append(bad, err)
-	}
-	p, err := newProcess(ctx, cmd, "dispatcher")
-	if err != nil {
-		bad = append(bad, err)
-	}
+	kopts, storeCfg, p, bad := serverFlags(ctx, cmd, "dispatcher")
 	if len(bad) > 0 {
 		return errors.Join(bad...)
 	}

@@ -38,21 +38,9 @@ Example, against the local stack:
 }
 
 func runHistory(ctx context.Context, cmd *cli.Command) error {
-	var bad []error
-	kopts, err := kafkaOptions(cmd)
-	if err != nil {
-		bad = append(bad, err)
-	}
-	cc, err := cassandraConfig(cmd)
-	if err != nil {
-		bad = append(bad, err)
-	}
+	kopts, cc, p, bad := serverFlags(ctx, cmd, "history")
 	if n := cmd.Int("max-poll-records"); n <= 0 {
 		bad = append(bad, fmt.Errorf("--max-poll-records: %d is not positive", n))
-	}
-	p, err := newProcess(ctx, cmd, "history")
-	if err != nil {
-		bad = append(bad, err)
 	}
 	if err := errors.Join(bad...); err != nil {
 		return err

@@ -163,44 +163,38 @@ func jobsGetCommand() *cli.Command {
 			outputFlag(),
 		),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			if cmd.Args().Len() != 1 {
-				return fmt.Errorf("name one job id, got %d arguments", cmd.Args().Len())
+			var bad []error
+			id, err := oneArg(cmd, "job id")
+			if err != nil {
+				bad = append(bad, err)
 			}
 			form, err := outputOf(cmd)
 			if err != nil {
-				return err
-			}
-			id := cmd.Args().First()
-			cc, err := cassandraConfig(cmd)
-			if err != nil {
-				return err
+				bad = append(bad, err)
 			}
 			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
 			defer cancel()
-			st, err := cassandra.Open(ctx, cc)
-			if err != nil {
-				return fmt.Errorf("cassandra: %w", err)
-			}
-			defer func() { _ = st.Close() }()
-			job, err := st.GetJob(ctx, id)
-			if errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("job %q: not found", id)
-			}
-			if err != nil {
-				return err
-			}
-			summary, err := st.JobSummary(ctx, id)
-			if err != nil {
-				return err
-			}
-			if out := (emitter{w: cmd.Root().Writer, form: form}); out.structured() {
-				v, err := jobView(job, summary, time.Now())
+			return withStore(ctx, cmd, bad, func(st *cassandra.Store) error {
+				job, err := st.GetJob(ctx, id)
+				if errors.Is(err, store.ErrNotFound) {
+					return fmt.Errorf("job %q: not found", id)
+				}
 				if err != nil {
 					return err
 				}
-				return out.emit(v)
-			}
-			return printJob(cmd.Root().Writer, job, summary, time.Now())
+				summary, err := st.JobSummary(ctx, id)
+				if err != nil {
+					return err
+				}
+				if out := (emitter{w: cmd.Root().Writer, form: form}); out.structured() {
+					v, err := jobView(job, summary, time.Now())
+					if err != nil {
+						return err
+					}
+					return out.emit(v)
+				}
+				return printJob(cmd.Root().Writer, job, summary, time.Now())
+			})
 		},
 	}
 }

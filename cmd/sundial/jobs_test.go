@@ -16,13 +16,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sundialhq/sundial/enqueue"
+	"github.com/sundialhq/sundial/internal/stacktest"
 	"github.com/sundialhq/sundial/internal/testenv"
 	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/registry"
 	"github.com/sundialhq/sundial/store"
-	"github.com/sundialhq/sundial/store/cassandra"
 	"github.com/sundialhq/sundial/trigger"
 )
 
@@ -101,24 +100,11 @@ func TestJobsCommands(t *testing.T) {
 	// Cassandra's schema and the topics alone can take minutes.
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
-	const shards = 4
-	names := topics.Names{Prefix: k.TopicPrefix}
-	cfg := cassandra.Config{Hosts: c.Hosts, Keyspace: c.Keyspace}
-	_, err := cassandra.Setup(ctx, cfg, shards)
-	require.NoError(t, err)
-	_, err = topics.Setup(ctx, k.Brokers, names, shards, -1)
-	require.NoError(t, err)
+	inst := stacktest.Install(ctx, t, k, c, 4)
+	names, st, enq := inst.Names, inst.Store, inst.Enqueuer
 	// The registry reads the team topics only, which the CLI writes: each
 	// definition to its owner team's.
-	_, err = topics.EnsureAt(ctx, k.Brokers, []topics.Spec{names.TeamJobsSpec("billing"), names.TeamJobsSpec("t"), names.TeamJobsSpec("bulk")}, -1)
-	require.NoError(t, err)
-	st, err := cassandra.Open(ctx, cfg)
-	require.NoError(t, err)
-	defer st.Close()
-	producer, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))
-	require.NoError(t, err)
-	defer producer.Close()
-	enq, err := enqueue.New(enqueue.Config{Store: st, Client: producer, Topics: names, Shards: shards})
+	_, err := topics.EnsureAt(ctx, k.Brokers, []topics.Spec{names.TeamJobsSpec("billing"), names.TeamJobsSpec("t"), names.TeamJobsSpec("bulk")}, -1)
 	require.NoError(t, err)
 	quiet := slog.New(slog.DiscardHandler)
 	reg, err := registry.New(registry.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Topics: names, Store: st, Waker: enq, Logger: quiet})

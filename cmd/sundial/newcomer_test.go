@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -31,13 +30,7 @@ func TestNewcomerJobsFire(t *testing.T) {
 	defer cancel()
 
 	// The testenv names are the test's own and are removed at cleanup.
-	ns := bench.Namespace{ID: "newcomer", TopicPrefix: k.TopicPrefix, Keyspace: c.Keyspace, RedisPrefix: r.KeyPrefix}
-	backends := bench.Backends{Brokers: k.Brokers, CassandraHosts: c.Hosts, RedisAddr: r.Addr}
-	require.NoError(t, ns.Setup(ctx, backends, 4))
-	pl := bench.NewInProcess(bench.PipelineConfig{Backends: backends, Namespace: ns, Dispatchers: 1, Runners: 1,
-		Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, pl.Start(ctx))
-	defer pl.Stop()
+	startPipeline(ctx, t, k, c, r, "newcomer", bench.PipelineConfig{Dispatchers: 1, Runners: 1})
 
 	file := filepath.Join(t.TempDir(), "jobs.json")
 	require.NoError(t, os.WriteFile(file, []byte(`[

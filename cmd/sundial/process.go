@@ -63,6 +63,34 @@ func (p *process) tracerProvider() trace.TracerProvider {
 	return p.tracer
 }
 
+// backendFlags reads the Kafka flags (kafkaFlags) and the Cassandra flags
+// (cassandraStoreFlags), and returns what is wrong with them, all of it.
+func backendFlags(cmd *cli.Command) ([]kgo.Opt, cassandra.Config, []error) {
+	var bad []error
+	kopts, err := kafkaOptions(cmd)
+	if err != nil {
+		bad = append(bad, err)
+	}
+	cc, err := cassandraConfig(cmd)
+	if err != nil {
+		bad = append(bad, err)
+	}
+	return kopts, cc, bad
+}
+
+// serverFlags reads the flags every server command shares: backendFlags
+// and the process's own (newProcess, for component). The command adds its
+// own checks to bad and reports them all together before it connects to
+// anything; p is nil when the process flags are wrong.
+func serverFlags(ctx context.Context, cmd *cli.Command, component string) (kopts []kgo.Opt, cc cassandra.Config, p *process, bad []error) {
+	kopts, cc, bad = backendFlags(cmd)
+	p, err := newProcess(ctx, cmd, component)
+	if err != nil {
+		bad = append(bad, err)
+	}
+	return kopts, cc, p, bad
+}
+
 // newProcess reads processFlags. The telemetry server is created but not
 // started: components add their readiness checks first.
 func newProcess(ctx context.Context, cmd *cli.Command, component string) (*process, error) {

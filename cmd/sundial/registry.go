@@ -43,18 +43,8 @@ Example, against the local stack:
 }
 
 func runRegistry(ctx context.Context, cmd *cli.Command) error {
-	var bad []error
-	kopts, err := kafkaOptions(cmd)
-	if err != nil {
-		bad = append(bad, err)
-	}
-	if _, err := cassandraConfig(cmd); err != nil {
-		bad = append(bad, err)
-	}
-	p, err := newProcess(ctx, cmd, "registry")
-	if err != nil {
-		bad = append(bad, err)
-	}
+	// The store is opened by openEnqueuer, from the same flags.
+	kopts, _, p, bad := serverFlags(ctx, cmd, "registry")
 	if err := errors.Join(bad...); err != nil {
 		return err
 	}

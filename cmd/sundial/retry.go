@@ -7,12 +7,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v3"
 
-	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/operator"
-	"github.com/sundialhq/sundial/runner"
 	"github.com/sundialhq/sundial/store/cassandra"
 )
 
@@ -35,7 +32,7 @@ is set, else straight to Cassandra, Kafka and Redis.`,
 			timeoutFlag(time.Minute),
 		}),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			runID, err := oneID(cmd, "run id")
+			runID, err := oneArg(cmd, "run id")
 			if err != nil {
 				return err
 			}
@@ -57,14 +54,13 @@ is set, else straight to Cassandra, Kafka and Redis.`,
 				}
 				return report(ops.retry(ctx, runID))
 			}
-			return withRunBackends(ctx, cmd, func(st *cassandra.Store, rdb redis.UniversalClient, enq *enqueue.Enqueuer) error {
+			return withRunBackends(ctx, cmd, func(st *cassandra.Store, cfg operator.Config) error {
 				trail, err := cliAudit(st)
 				if err != nil {
 					return err
 				}
-				op := operator.New(operator.Config{Jobs: st, History: st, Enqueuer: enq, Redis: rdb,
-					RunnerKeyPrefix: cmd.String("redis-key-prefix") + runner.DefaultKeyPrefix, Audit: trail})
-				return report(operationsDirect{op}.retry(ctx, runID))
+				cfg.Jobs, cfg.History, cfg.Audit = st, st, trail
+				return report(operationsDirect{operator.New(cfg)}.retry(ctx, runID))
 			})
 		},
 	}

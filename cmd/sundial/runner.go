@@ -164,18 +164,8 @@ Example, against the local stack:
 func noopHandler(context.Context, *sundialv1.Run) error { return nil }
 
 func runRunner(ctx context.Context, cmd *cli.Command) error {
-	var bad []error
-	kopts, err := kafkaOptions(cmd)
-	if err != nil {
-		bad = append(bad, err)
-	}
-	if _, err := cassandraConfig(cmd); err != nil {
-		bad = append(bad, err)
-	}
-	p, err := newProcess(ctx, cmd, "runner")
-	if err != nil {
-		bad = append(bad, err)
-	}
+	// The store is opened by openEnqueuer, from the same flags.
+	kopts, _, p, bad := serverFlags(ctx, cmd, "runner")
 	names := topics.Names{Prefix: cmd.String("topic-prefix")}
 	concurrency := cmd.Int("concurrency")
 	if concurrency <= 0 {

@@ -19,7 +19,7 @@ import (
 func runsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "runs",
-		Usage: "inspect run history",
+		Usage: "list and inspect runs and their logs; cancel, suspend, resume or retry one",
 		Commands: []*cli.Command{
 			runsListCommand(),
 			runsGetCommand(),

@@ -7,13 +7,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v3"
 
-	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/operator"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/runner"
 	"github.com/sundialhq/sundial/store/cassandra"
 )
 
@@ -60,16 +57,15 @@ suspended (never, or already resumed) is an error.`,
 			timeoutFlag(time.Minute),
 		}),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			runID, err := oneID(cmd, "run id")
+			runID, err := oneArg(cmd, "run id")
 			if err != nil {
 				return err
 			}
 			ctx, cancel := context.WithTimeout(ctx, cmd.Duration("timeout"))
 			defer cancel()
-			return withRunBackends(ctx, cmd, func(st *cassandra.Store, rdb redis.UniversalClient, enq *enqueue.Enqueuer) error {
-				op := operator.New(operator.Config{Checkpoints: st, Enqueuer: enq, Redis: rdb,
-					RunnerKeyPrefix: cmd.String("redis-key-prefix") + runner.DefaultKeyPrefix})
-				job, err := op.ResumeRun(ctx, runID)
+			return withRunBackends(ctx, cmd, func(st *cassandra.Store, cfg operator.Config) error {
+				cfg.Checkpoints = st
+				job, err := operator.New(cfg).ResumeRun(ctx, runID)
 				if errors.Is(err, operator.ErrNotSuspended) {
 					return fmt.Errorf("run %s is not suspended: nothing to resume", runID)
 				}

@@ -68,8 +68,8 @@ func TestTracingFollowsOneRun(t *testing.T) {
 	code, out, errOut := runCLI(t, append(append([]string{"teams", "create", team}, storeArgs...), kafkaArgs...)...)
 	require.Equal(t, 0, code, "stdout: %s\nstderr: %s", out, errOut)
 
-	runnerLog := &lockedLog{}
-	serve := func(name string, stderr *lockedLog, args ...string) {
+	runnerLog := &testenv.SyncBuffer{}
+	serve := func(name string, stderr *testenv.SyncBuffer, args ...string) {
 		cmdCtx, stop := context.WithCancel(ctx)
 		done := make(chan int, 1)
 		go func() {
@@ -80,8 +80,8 @@ func TestTracingFollowsOneRun(t *testing.T) {
 			assert.Equal(t, 0, <-done, "sundial %s exits cleanly\n%s", name, stderr.String())
 		})
 	}
-	serve("registry", &lockedLog{}, append(kafkaArgs, storeArgs...)...)
-	serve("dispatcher", &lockedLog{}, append(kafkaArgs, storeArgs...)...)
+	serve("registry", &testenv.SyncBuffer{}, append(kafkaArgs, storeArgs...)...)
+	serve("dispatcher", &testenv.SyncBuffer{}, append(kafkaArgs, storeArgs...)...)
 	serve("runner", runnerLog, append(append(kafkaArgs, storeArgs...),
 		"--redis-addr", rd.Addr, "--redis-key-prefix", rd.KeyPrefix, "--egress-allow", "127.0.0.1/32",
 		"--log-level", "debug", "--log-format", "json")...)
@@ -263,22 +263,4 @@ func queryTrace(t *testing.T, queryURL, traceID string) jaegerTrace {
 		return jaegerTrace{}
 	}
 	return body.Data[0]
-}
-
-// lockedLog collects a command's log output, written from its goroutines.
-type lockedLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }

@@ -46,7 +46,7 @@ Examples:
 			timeoutFlag(5 * time.Minute),
 		}, slices.Concat(kafkaFlags(), apiFlags())...),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			id, err := oneID(cmd, "job or DAG id")
+			id, err := oneArg(cmd, "job or DAG id")
 			if err != nil {
 				return err
 			}

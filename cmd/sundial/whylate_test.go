@@ -41,14 +41,9 @@ func TestRunsListLateByNamesNoExecutor(t *testing.T) {
 	defer cancel()
 	log := slog.New(slog.DiscardHandler)
 
-	ns := bench.Namespace{ID: "whylate", TopicPrefix: k.TopicPrefix, Keyspace: c.Keyspace, RedisPrefix: rd.KeyPrefix}
-	backends := bench.Backends{Brokers: k.Brokers, CassandraHosts: c.Hosts, RedisAddr: rd.Addr}
-	require.NoError(t, ns.Setup(ctx, backends, 4))
 	// The registry and a dispatcher; the runner and the history writer are
 	// the test's own, so that it can stop the runner.
-	pl := bench.NewInProcess(bench.PipelineConfig{Backends: backends, Namespace: ns, Dispatchers: 1, Logger: log})
-	require.NoError(t, pl.Start(ctx))
-	t.Cleanup(pl.Stop)
+	pl, ns := startPipeline(ctx, t, k, c, rd, "whylate", bench.PipelineConfig{Dispatchers: 1, Logger: log})
 	st := pl.Store()
 	names := ns.Names()
 	kafka := []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}

@@ -1,19 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sundialhq/sundial/internal/testenv"
 )
 
 // quickstartWait bounds each step: the first builds Sundial, on a busy
@@ -32,24 +32,6 @@ func docBlock(t *testing.T, doc, marker string) string {
 	body, _, ok = strings.Cut(body, "```")
 	require.True(t, ok)
 	return body
-}
-
-// output collects a process's output and says when a pattern shows.
-type output struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (o *output) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.Write(p)
-}
-
-func (o *output) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
 }
 
 // start starts line with bash in dir, in a process group of its own that
@@ -110,7 +92,7 @@ func TestQuickstartFromAnEmptyDirectory(t *testing.T) {
 		}
 	}
 
-	dev := &output{}
+	dev := &testenv.SyncBuffer{}
 	start(t, dir, lines[0], append(env, "SUNDIAL_LISTEN=127.0.0.1:0"), dev)
 	var export string
 	require.Eventually(t, func() bool {
@@ -122,7 +104,7 @@ func TestQuickstartFromAnEmptyDirectory(t *testing.T) {
 	}, quickstartWait, 100*time.Millisecond, "sundial dev never printed the team's line:\n%s", dev.String())
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), mainGo, 0o644))
-	user := &output{}
+	user := &testenv.SyncBuffer{}
 	script := strings.Join(append([]string{export}, lines[2:]...), "\n")
 	start(t, dir, script, env, user)
 	require.Eventually(t, func() bool {

@@ -4,29 +4,24 @@ import (
 	"context"
 	"log/slog"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sundialhq/sundial/dispatcher"
-	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/history"
+	"github.com/sundialhq/sundial/internal/stacktest"
 	"github.com/sundialhq/sundial/internal/testenv"
-	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store"
-	"github.com/sundialhq/sundial/store/cassandra"
 	"github.com/sundialhq/sundial/worker"
 )
 
@@ -45,22 +40,9 @@ func TestExampleHandlerRunsAndItsLogReachesRunsGet(t *testing.T) {
 	rd := testenv.NeedRedis(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	names := topics.Names{Prefix: k.TopicPrefix}
 	logger := testLogger(t)
-
-	adm, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...))
-	require.NoError(t, err)
-	specs, err := names.Specs(testShards)
-	require.NoError(t, err)
-	_, err = topics.Ensure(ctx, kadm.NewClient(adm), specs, 1)
-	adm.Close()
-	require.NoError(t, err)
-	cc := cassandra.Config{Hosts: c.Hosts, Keyspace: c.Keyspace}
-	_, err = cassandra.Setup(ctx, cc, testShards)
-	require.NoError(t, err)
-	st, err := cassandra.Open(ctx, cc)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
+	inst := stacktest.Install(ctx, t, k, c, testShards)
+	names, st, enq := inst.Names, inst.Store, inst.Enqueuer
 
 	disp, err := dispatcher.New(dispatcher.Config{Kafka: []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}, Store: st, Topics: names, GroupID: k.TopicPrefix + "dispatchers",
 		Registerer: prometheus.NewRegistry(), Logger: logger})
@@ -97,11 +79,6 @@ func TestExampleHandlerRunsAndItsLogReachesRunsGet(t *testing.T) {
 	require.NoError(t, err)
 	trig, err := proto.Marshal(&sundialv1.Trigger{JobId: jobID, RequestedAt: timestamppb.New(now), Payload: []byte(`{"customer": "acme", "lines": 3}`)})
 	require.NoError(t, err)
-	wake, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.RecordPartitioner(enqueue.Partitioner(names, nil)))
-	require.NoError(t, err)
-	t.Cleanup(wake.Close)
-	enq, err := enqueue.New(enqueue.Config{Store: st, Client: wake, Topics: names, Shards: testShards})
-	require.NoError(t, err)
 	runID := store.RunID(jobID, now)
 	require.NoError(t, enq.Enqueue(ctx, store.DueEntry{Due: now, JobID: jobID, Kind: store.KindTrigger, RunID: runID, Attempt: 1, Revision: 1, Payload: trig}))
 
@@ -128,10 +105,8 @@ func TestExampleHandlerRunsAndItsLogReachesRunsGet(t *testing.T) {
 	assert.Contains(t, log, `msg="progress 3/3: line billed"`)
 	assert.Contains(t, log, `msg="invoice sent" customer=acme`)
 
-	bin := filepath.Join(t.TempDir(), "sundial")
-	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../../cmd/sundial").CombinedOutput()
-	require.NoError(t, err, "go build ./cmd/sundial: %s", out)
-	out, err = exec.CommandContext(ctx, bin, "runs", "get", runID, "--cassandra-hosts", strings.Join(c.Hosts, ","), "--keyspace", c.Keyspace).CombinedOutput()
+	bin := testenv.BuildSundial(t)
+	out, err := exec.CommandContext(ctx, bin, "runs", "get", runID, "--cassandra-hosts", strings.Join(c.Hosts, ","), "--keyspace", c.Keyspace).CombinedOutput()
 	require.NoError(t, err, "sundial runs get: %s", out)
 	t.Logf("sundial runs get %s:\n%s", runID, out)
 	assert.Contains(t, string(out), "attempt 1: succeeded")
@@ -139,29 +114,5 @@ func TestExampleHandlerRunsAndItsLogReachesRunsGet(t *testing.T) {
 	assert.Contains(t, string(out), `msg="invoice sent" customer=acme`)
 }
 
-// testLogger logs to the test at warning level and above, and drops what
-// arrives after the test ended.
-func testLogger(t *testing.T) *slog.Logger {
-	w := &testWriter{t: t}
-	t.Cleanup(func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		w.done = true
-	})
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-type testWriter struct {
-	mu   sync.Mutex
-	t    *testing.T
-	done bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(string(p))
-	}
-	return len(p), nil
-}
+// testLogger logs to the test at warning level and above (testenv.Logger).
+func testLogger(t *testing.T) *slog.Logger { return testenv.Logger(t, slog.LevelWarn) }

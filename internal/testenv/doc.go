@@ -24,6 +24,15 @@
 // build tag (`make test-cluster` passes it), so `make test` neither builds
 // nor skips them, and a missing cluster fails them.
 //
+// NeedKafkaRedis is the start of a test that runs runners on the stack:
+// both namespaces, the installation's topics made under the topic prefix,
+// and a client on each backend.
+//
+// Beside the backends it holds the helpers tests of many packages share,
+// one home each: SyncBuffer, an output a test reads while goroutines write
+// it; Logger, a logger onto the test's log; BuildSundial, the sundial
+// binary for tests that run its commands as processes.
+//
 // Invariants:
 //   - Each Need* call returns a namespace no other test uses: a Cassandra
 //     keyspace name, a Kafka topic prefix, a Redis key prefix. Tests of

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -92,7 +91,7 @@ func NeedJaeger(t testing.TB) Jaeger {
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(jaegerConfig, query, grpc, otlp)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuffer{}
+	logs := &SyncBuffer{}
 	cmd := exec.CommandContext(context.Background(), bin, "--config", cfg)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -160,23 +159,4 @@ func freePorts(t testing.TB, n int) []string {
 		t.Fatal(err)
 	}
 	return out
-}
-
-// lockedBuffer collects a process's output, written from two pipes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	return len(p), nil
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
 }
