@@ -201,9 +201,10 @@ type ListObjectivesResponse struct {
 	Objectives []*JobObjective `protobuf:"bytes,1,rep,name=objectives,proto3" json:"objectives,omitempty"`
 	// The token of the next page; empty on the last.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
-	// The window read: [window_start, now].
+	// The start of the window read: [window_start, now].
 	WindowStart *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=window_start,json=windowStart,proto3" json:"window_start,omitempty"`
-	Now         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=now,proto3" json:"now,omitempty"`
+	// The end of the window read: the server's time of the call.
+	Now *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=now,proto3" json:"now,omitempty"`
 	// The history held more records in the window than one call reads
 	// (its bound), or more jobs or teams than it measures: the figures are
 	// those of the records read, the newest, due at or after counted_from,
@@ -308,24 +309,28 @@ func (x *ListObjectivesResponse) GetJobsRanked() uint32 {
 // JobObjective is one job measured against its trigger-lag objective.
 type JobObjective struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The job and the team that owns it.
+	// The job.
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	Team  string `protobuf:"bytes,2,opt,name=team,proto3" json:"team,omitempty"`
-	// The label's text, and why it does not parse (then nothing below is
-	// measured; only a job_id request returns such a job).
-	Objective      string `protobuf:"bytes,3,opt,name=objective,proto3" json:"objective,omitempty"`
+	// The team that owns it.
+	Team string `protobuf:"bytes,2,opt,name=team,proto3" json:"team,omitempty"`
+	// The label's text.
+	Objective string `protobuf:"bytes,3,opt,name=objective,proto3" json:"objective,omitempty"`
+	// Why the label does not parse (then nothing below is measured; only a
+	// job_id request returns such a job).
 	ObjectiveError string `protobuf:"bytes,4,opt,name=objective_error,json=objectiveError,proto3" json:"objective_error,omitempty"`
 	// The objective: this percentile of attempts must start within lag of
-	// their due time, over window (the one measured: the shorter of the
-	// objective's and the request's).
-	Percentile float64              `protobuf:"fixed64,5,opt,name=percentile,proto3" json:"percentile,omitempty"`
-	Lag        *durationpb.Duration `protobuf:"bytes,6,opt,name=lag,proto3" json:"lag,omitempty"`
-	Window     *durationpb.Duration `protobuf:"bytes,7,opt,name=window,proto3" json:"window,omitempty"`
+	// their due time, over window.
+	Percentile float64 `protobuf:"fixed64,5,opt,name=percentile,proto3" json:"percentile,omitempty"`
+	// The start lag the objective allows.
+	Lag *durationpb.Duration `protobuf:"bytes,6,opt,name=lag,proto3" json:"lag,omitempty"`
+	// The window measured: the shorter of the objective's and the request's.
+	Window *durationpb.Duration `protobuf:"bytes,7,opt,name=window,proto3" json:"window,omitempty"`
 	// The attempts due in the window that started, or still wait past
-	// their due time; and those of them whose start lag is over lag (a
-	// waiting one counts its wait so far).
+	// their due time.
 	Attempts uint32 `protobuf:"varint,8,opt,name=attempts,proto3" json:"attempts,omitempty"`
-	Late     uint32 `protobuf:"varint,9,opt,name=late,proto3" json:"late,omitempty"`
+	// Those of them whose start lag is over lag (a waiting one counts its
+	// wait so far).
+	Late uint32 `protobuf:"varint,9,opt,name=late,proto3" json:"late,omitempty"`
 	// The late attempts the objective allows: (100 - percentile) % of
 	// attempts.
 	Budget float64 `protobuf:"fixed64,10,opt,name=budget,proto3" json:"budget,omitempty"`
@@ -493,9 +498,11 @@ func (x *JobObjective) GetLateAttempts() []*LateAttempt {
 // LateAttempt is an attempt that started later than its objective allows,
 // and the step of its timeline where it lost the most time.
 type LateAttempt struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	RunId   string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	Attempt uint32                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run.
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The attempt's number, from 1.
+	Attempt uint32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// The attempt's due time.
 	DueTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=due_time,json=dueTime,proto3" json:"due_time,omitempty"`
 	// Its start lag (a waiting attempt: its wait so far).
