@@ -171,8 +171,10 @@ func (s *RunService) jobObjective(ctx context.Context, p auth.Principal, m *apiv
 	}
 	o, perr := objective.Parse(text)
 	if perr != nil {
-		return []*apiv1.JobObjective{{JobId: id, Team: spec.GetOwnerTeam(), Objective: text, ObjectiveError: perr.Error()}},
-			objectiveRead{windowStart: now}, nil
+		// A label that does not parse is an answer, not a failure of the
+		// call: the job is returned with the reason.
+		job := &apiv1.JobObjective{JobId: id, Team: spec.GetOwnerTeam(), Objective: text, ObjectiveError: perr.Error()}
+		return []*apiv1.JobObjective{job}, objectiveRead{windowStart: now}, nil //nolint:nilerr // see above
 	}
 	if w := m.GetWindow(); w != nil {
 		o.Window = min(o.Window, w.AsDuration())
@@ -266,9 +268,9 @@ func (s *RunService) rankObjectives(ctx context.Context, p auth.Principal, m *ap
 			if err != nil || !found || job.Deleted || spec.GetOwnerTeam() != teamOf[id] || !p.CanSee(spec.GetOwnerTeam()) {
 				return err
 			}
-			o, err := objective.Parse(spec.GetLabels()[objective.Label])
-			if err != nil {
-				return nil // no label, or one that does not parse: nothing to rank by
+			o, perr := objective.Parse(spec.GetLabels()[objective.Label])
+			if perr != nil {
+				return nil //nolint:nilerr // no label, or one that does not parse: nothing to rank by
 			}
 			o.Window = min(o.Window, window)
 			measured[i] = s.measure(id, spec, o, byJob[id], now, 0)

@@ -60,8 +60,8 @@ func TestSetQuotasForTheClusterAdminOnly(t *testing.T) {
 	want := []quota.Quota{{Team: quota.DefaultTeam, MaxJobs: 100}, {Team: "payments", MaxJobs: 10, MaxConcurrentRuns: 3, MaxRunsPerMinute: 600}}
 	require.Equal(t, want, stored())
 
+	teamAdmin, _ := e.token(t, "payments", auth.RoleAdmin)
 	t.Run("a team's admin sets no quota, and another team's is not found", func(t *testing.T) {
-		teamAdmin, _ := e.token(t, "payments", auth.RoleAdmin)
 		for team, code := range map[string]connect.Code{
 			"payments":         connect.CodePermissionDenied,
 			quota.DefaultTeam:  connect.CodePermissionDenied,
