@@ -19,6 +19,7 @@ import (
 
 	"github.com/sundialhq/sundial/auth"
 	"github.com/sundialhq/sundial/internal/deps"
+	"github.com/sundialhq/sundial/objective"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -239,9 +240,10 @@ func (s *RunService) GetRun(ctx context.Context, req *connect.Request[apiv1.GetR
 		return nil, internalError("get run")
 	}
 	run := &apiv1.RunDetail{RunId: runID, JobId: target.jobID, OwnerTeam: target.team}
+	now := s.cfg.Now()
 	for _, r := range slices.Backward(recs) { // stored newest attempt first
 		if r.RunID == runID {
-			run.Attempts = append(run.Attempts, attemptDetailOf(r))
+			run.Attempts = append(run.Attempts, attemptDetailOf(r, now))
 			run.DueTime = timestamppb.New(r.Due)
 		}
 	}
@@ -344,7 +346,7 @@ func (s *RunService) ListRuns(ctx context.Context, req *connect.Request[apiv1.Li
 	slices.SortStableFunc(all, compareRecords)
 	resp := &apiv1.ListRunsResponse{}
 	for _, r := range all[min(offset, len(all)):min(offset+size, len(all))] {
-		resp.Attempts = append(resp.Attempts, attemptDetailOf(r))
+		resp.Attempts = append(resp.Attempts, attemptDetailOf(r, now))
 	}
 	if len(all) > offset+size {
 		resp.NextPageToken = pageToken(runPageKey(m), offset+size)
@@ -443,8 +445,9 @@ func runPageKey(m *apiv1.ListRunsRequest) *apiv1.ListRunsRequest {
 	return k
 }
 
-// attemptDetailOf converts a history record.
-func attemptDetailOf(r store.RunRecord) *apiv1.AttemptDetail {
+// attemptDetailOf converts a history record, with where it lost the most
+// time on its way to its start (objective.CauseOf) as of now.
+func attemptDetailOf(r store.RunRecord, now time.Time) *apiv1.AttemptDetail {
 	a := &apiv1.AttemptDetail{
 		RunId: r.RunID, JobId: r.JobID, Attempt: uint32(r.Attempt), State: attemptState(r.State),
 		DueTime: timestamppb.New(r.Due), AttemptDueTime: timestamppb.New(cmp.Or(r.AttemptDue, r.Due)),
@@ -467,6 +470,11 @@ func attemptDetailOf(r store.RunRecord) *apiv1.AttemptDetail {
 		return timestamppb.New(t)
 	}
 	a.DispatchTime, a.ReceiveTime, a.LeaseTime = ts(r.Dispatched), ts(r.Received), ts(r.Leased)
+	c := objective.CauseOf(r, now)
+	a.Cause = c.Where
+	if c.Where != objective.CauseUnknown {
+		a.CauseTime = durationpb.New(c.Lost)
+	}
 	return a
 }
 

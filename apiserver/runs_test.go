@@ -127,6 +127,8 @@ func TestGetRun(t *testing.T) {
 		assert.Equal(t, []string{"calling", "got 503"}, first.GetLog())
 		assert.Equal(t, apiv1.RunAttemptState_RUN_ATTEMPT_STATE_SUCCEEDED, second.GetState())
 		assert.Equal(t, time.Second, second.GetDuration().AsDuration())
+		assert.Equal(t, "unknown", first.GetCause(), "history without step times names no step")
+		assert.Nil(t, first.GetCauseTime())
 		require.Len(t, run.GetEvents(), f.eventsOfRun, "events: %v", run.GetEvents())
 		var states []sundialv1.RunState
 		for _, ev := range run.GetEvents() {
@@ -313,6 +315,10 @@ func TestListTeamRuns(t *testing.T) {
 		assert.Equal(t, "no_executor", a.GetWaitReason())
 		assert.Equal(t, "alpha", a.GetOwnerTeam())
 		assert.True(t, f.due2.Add(19*time.Second).Equal(a.GetReceiveTime().AsTime()))
+		// Dispatched on time, received 19 s later: it lost its time in the
+		// runners' consumer lag, the step the run page names.
+		assert.Equal(t, "consumer", a.GetCause())
+		assert.Equal(t, 19*time.Second, a.GetCauseTime().AsDuration())
 	})
 	t.Run("by state", func(t *testing.T) {
 		ids, _, err := list("owner", window(&apiv1.ListRunsRequest{States: []apiv1.RunAttemptState{apiv1.RunAttemptState_RUN_ATTEMPT_STATE_FAILED}}))

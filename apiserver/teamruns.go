@@ -65,7 +65,7 @@ func (s *RunService) listTeamRuns(ctx context.Context, p auth.Principal, m *apiv
 	}
 	resp := &apiv1.ListRunsResponse{}
 	for _, r := range recs[:min(size, len(recs))] {
-		resp.Attempts = append(resp.Attempts, attemptDetailOf(r))
+		resp.Attempts = append(resp.Attempts, attemptDetailOf(r, now))
 	}
 	if len(recs) > size {
 		resp.NextPageToken = keyToken(runPageKey(m), store.KeyOf(recs[size-1]))

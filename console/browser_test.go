@@ -398,7 +398,9 @@ func TestConsoleInABrowser(t *testing.T) {
 			return c ? [...c.closest('table').querySelectorAll('tbody tr:first-child td')].map((td) => td.textContent) : []; })()`)
 		require.Len(t, steps, 8, "the run's page has no step-by-step table")
 		assert.NotEqual(t, "–", steps[2], "the attempt's dispatched time")
-		assert.NotEmpty(t, steps[7], "where the attempt lost the most time")
+		// Where it lost the most time, as the server names it
+		// (AttemptDetail.cause): the embedded pipeline records every step.
+		assert.Regexp(t, `^the (dispatcher|consumer lag|runner) \(`, steps[7], "where the attempt lost the most time")
 		screenshot(t, tab, "run")
 	})
 
@@ -509,21 +511,6 @@ func TestConsoleInABrowser(t *testing.T) {
 
 	t.Run("a job's trigger-lag objective: its budget and where late attempts lost their time", func(t *testing.T) {
 		tab := b.tab(t, viewerToken)
-		// The run page's rule (js/objective.js causeOf) at now = 10:00: one
-		// attempt waited for the dispatcher, one for the runners' consumer
-		// lag, one in the runner with its wait reason, one has waited 4 s,
-		// not yet dispatched.
-		attempts := `[
-			{runId: 'shard', dueTime: '2026-01-01T09:31:00Z', dispatchTime: '2026-01-01T09:31:09Z', receiveTime: '2026-01-01T09:31:09.100Z', startTime: '2026-01-01T09:31:09.200Z'},
-			{runId: 'consumer', dueTime: '2026-01-01T09:32:00Z', dispatchTime: '2026-01-01T09:32:00.100Z', receiveTime: '2026-01-01T09:32:07Z', startTime: '2026-01-01T09:32:07.100Z'},
-			{runId: 'pool', dueTime: '2026-01-01T09:33:00Z', attemptDueTime: '2026-01-01T09:33:00Z', dispatchTime: '2026-01-01T09:33:00.100Z', receiveTime: '2026-01-01T09:33:00.200Z', startTime: '2026-01-01T09:33:05Z', waitReason: 'pool_full'},
-			{runId: 'waiting', dueTime: '2026-01-01T09:59:56Z'},
-		]`
-		got := eval[string](t, tab, fmt.Sprintf(`import(new URL('js/objective.js', location.href)).then((m) => {
-			const now = Date.parse('2026-01-01T10:00:00Z');
-			return JSON.stringify(%s.map((a) => { const c = m.causeOf(a, now); return [a.runId, c.where, Math.round(c.seconds * 10) / 10, c.waitReason]; })); })`, attempts))
-		assert.JSONEq(t, `[["shard", "dispatcher", 9, ""], ["consumer", "consumer", 6.9, ""], ["pool", "runner", 4.8, "pool_full"], ["waiting", "dispatcher", 4, ""]]`, got)
-
 		// On the job's page: a job with an objective is measured against
 		// it; one without says how to set one.
 		admin := apiv1connect.NewJobServiceClient(http.DefaultClient, p.APIURL(), as(adminToken)...)

@@ -1,44 +1,18 @@
-// Trigger-lag objectives: the label a job states its objective in, and
-// where one late attempt lost its time (the run's page). The server
+// Trigger-lag objectives: the label a job states its objective in, and how
+// the page writes where an attempt lost its time. The server
 // measures a job against its objective (RunService.ListObjectives, package
 // objective): the job's page and the overview show its figures, so the
-// window's attempts are never read in the browser. causeOf is the rule of
-// objective.CauseOf applied to one attempt the page already has.
+// window's attempts are never read in the browser, and names where each
+// attempt of a run lost its time (AttemptDetail.cause), which the run's
+// page shows.
 
-import {between, duration, seconds} from './format.js';
+import {duration, seconds} from './format.js';
 
 export const objectiveLabel = 'sundial.io/trigger-lag-objective';
 
-// causeOf names where a late attempt lost its time, from the times the
-// history records: due → dispatched is the dispatcher of its shard (the
-// shard's watermark lag), dispatched → received the runners' consumer lag
-// on the runs topic, received → started the runner (the pool's slots, the
-// job's concurrency, the team's quota). An attempt still waiting is
-// waiting in the first step it has not passed, until now. The attempt's
-// wait reason, when it reported one, says more.
-export function causeOf(a, now) {
-  const steps = [a.attemptDueTime || a.dueTime, a.dispatchTime, a.receiveTime, a.startTime];
-  if (!a.startTime) {
-    const open = steps.findIndex((t, i) => i > 0 && !t);
-    steps[open] = new Date(now).toISOString();
-    steps.fill(undefined, open + 1);
-  }
-  const parts = [
-    ['dispatcher', 'the dispatcher of its shard (watermark lag)', between(steps[0], steps[1])],
-    ['consumer', 'the runners\' consumer lag on the runs topic', between(steps[1], steps[2])],
-    ['runner', 'the runner: the pool\'s slots, the job\'s concurrency or the team\'s quota', between(steps[2], steps[3])],
-  ].filter((p) => Number.isFinite(p[2]));
-  const reason = a.waitReason || '';
-  if (parts.length === 0) {
-    return {where: reason ? 'wait' : 'unknown', text: reason ? `it waited: ${reason}` : 'no times recorded', waitReason: reason, seconds: NaN};
-  }
-  parts.sort((x, y) => y[2] - x[2]);
-  const [where, text, secs] = parts[0];
-  return {where, text, waitReason: reason, seconds: Math.max(0, secs)};
-}
-
-// lostIn says where a late attempt of ListObjectives (a LateAttempt) lost
-// its time: the step, what to look at, how long, and its wait reason.
+// lostIn says where an attempt lost its time, from the server's cause
+// (a LateAttempt of ListObjectives, or an AttemptDetail, which has no
+// culprit): the step, what to look at, how long, and its wait reason.
 export function lostIn(l) {
   if (!l) return '–';
   const step = {dispatcher: 'the dispatcher', consumer: 'the consumer lag', runner: 'the runner'}[l.cause];

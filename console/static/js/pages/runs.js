@@ -4,7 +4,7 @@
 import {h, replace, table, num, stateTag, errorBox} from '../dom.js';
 import * as fmt from '../format.js';
 import {action, loadInto} from './common.js';
-import {causeOf} from '../objective.js';
+import {lostIn} from '../objective.js';
 import {watch} from '../stream.js';
 
 const logPausedKey = 'sundial.console.logPaused';
@@ -247,11 +247,11 @@ export function lateness(r) {
 // timeline is each attempt's way from its due time to its start, as the
 // history records it (due → dispatched → received → leased → started, each
 // with the time since the step before), the wait it reported, and the step
-// where it lost the most time (the same rule as a job's objective).
+// where it lost the most time, which the server names by the rule of a
+// job's objective (AttemptDetail.cause).
 function timeline(attempts) {
   const known = attempts.filter((a) => a.dispatchTime || a.receiveTime || a.leaseTime || a.waitReason);
   if (known.length === 0) return [];
-  const now = Date.now();
   const step = (from, to) => {
     if (!to) return '–';
     const gap = fmt.between(from, to);
@@ -259,7 +259,6 @@ function timeline(attempts) {
   };
   const rows = known.map((a) => {
     const due = a.attemptDueTime || a.dueTime;
-    const c = causeOf(a, now);
     return [
       num(a.attempt),
       fmt.time(due),
@@ -268,7 +267,7 @@ function timeline(attempts) {
       step(a.receiveTime, a.leaseTime),
       step(a.leaseTime || a.receiveTime, a.startTime),
       a.waitReason || '–',
-      Number.isFinite(c.seconds) ? `${c.text} (${fmt.duration(c.seconds)})` : c.text,
+      lostIn(a),
     ];
   });
   return [

@@ -998,7 +998,14 @@ type AttemptDetail struct {
 	// When a runner fetched the run record.
 	ReceiveTime *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=receive_time,json=receiveTime,proto3" json:"receive_time,omitempty"`
 	// When a runner took the run's lease.
-	LeaseTime     *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=lease_time,json=leaseTime,proto3" json:"lease_time,omitempty"`
+	LeaseTime *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=lease_time,json=leaseTime,proto3" json:"lease_time,omitempty"`
+	// Where the attempt lost the most time between its due time and its
+	// start (an attempt not started yet: until now), by the rule of a job's
+	// trigger-lag objective (LateAttempt.cause): "dispatcher", "consumer",
+	// "runner", or "unknown" when the history holds none of the step times.
+	Cause string `protobuf:"bytes,18,opt,name=cause,proto3" json:"cause,omitempty"`
+	// The time lost in that step; unset when the cause is unknown.
+	CauseTime     *durationpb.Duration `protobuf:"bytes,19,opt,name=cause_time,json=causeTime,proto3" json:"cause_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1148,6 +1155,20 @@ func (x *AttemptDetail) GetReceiveTime() *timestamppb.Timestamp {
 func (x *AttemptDetail) GetLeaseTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.LeaseTime
+	}
+	return nil
+}
+
+func (x *AttemptDetail) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
+func (x *AttemptDetail) GetCauseTime() *durationpb.Duration {
+	if x != nil {
+		return x.CauseTime
 	}
 	return nil
 }
@@ -2212,7 +2233,7 @@ const file_sundial_api_v1_runs_proto_rawDesc = "" +
 	"owner_team\x18\x03 \x01(\tR\townerTeam\x125\n" +
 	"\bdue_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\adueTime\x129\n" +
 	"\battempts\x18\x05 \x03(\v2\x1d.sundial.api.v1.AttemptDetailR\battempts\x12,\n" +
-	"\x06events\x18\x06 \x03(\v2\x14.sundial.v1.RunEventR\x06events\"\x9a\x06\n" +
+	"\x06events\x18\x06 \x03(\v2\x14.sundial.v1.RunEventR\x06events\"\xea\x06\n" +
 	"\rAttemptDetail\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x18\n" +
@@ -2237,7 +2258,10 @@ const file_sundial_api_v1_runs_proto_rawDesc = "" +
 	"\rdispatch_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\fdispatchTime\x12=\n" +
 	"\freceive_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\vreceiveTime\x129\n" +
 	"\n" +
-	"lease_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\tleaseTime\"\xa5\x03\n" +
+	"lease_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\tleaseTime\x12\x14\n" +
+	"\x05cause\x18\x12 \x01(\tR\x05cause\x128\n" +
+	"\n" +
+	"cause_time\x18\x13 \x01(\v2\x19.google.protobuf.DurationR\tcauseTime\"\xa5\x03\n" +
 	"\x0fListRunsRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1c\n" +
 	"\n" +
@@ -2412,49 +2436,50 @@ var file_sundial_api_v1_runs_proto_depIdxs = []int32{
 	27, // 26: sundial.api.v1.AttemptDetail.dispatch_time:type_name -> google.protobuf.Timestamp
 	27, // 27: sundial.api.v1.AttemptDetail.receive_time:type_name -> google.protobuf.Timestamp
 	27, // 28: sundial.api.v1.AttemptDetail.lease_time:type_name -> google.protobuf.Timestamp
-	0,  // 29: sundial.api.v1.ListRunsRequest.states:type_name -> sundial.api.v1.RunAttemptState
-	27, // 30: sundial.api.v1.ListRunsRequest.due_after:type_name -> google.protobuf.Timestamp
-	27, // 31: sundial.api.v1.ListRunsRequest.due_before:type_name -> google.protobuf.Timestamp
-	26, // 32: sundial.api.v1.ListRunsRequest.min_late_by:type_name -> google.protobuf.Duration
-	10, // 33: sundial.api.v1.ListRunsResponse.attempts:type_name -> sundial.api.v1.AttemptDetail
-	13, // 34: sundial.api.v1.ListRunsResponse.summary:type_name -> sundial.api.v1.RunHistorySummary
-	0,  // 35: sundial.api.v1.RunHistorySummary.last_run_state:type_name -> sundial.api.v1.RunAttemptState
-	27, // 36: sundial.api.v1.RunHistorySummary.next_due_time:type_name -> google.protobuf.Timestamp
-	27, // 37: sundial.api.v1.DeadLetterFilter.dead_after:type_name -> google.protobuf.Timestamp
-	27, // 38: sundial.api.v1.DeadLetterFilter.dead_before:type_name -> google.protobuf.Timestamp
-	14, // 39: sundial.api.v1.ListDeadLettersRequest.filter:type_name -> sundial.api.v1.DeadLetterFilter
-	29, // 40: sundial.api.v1.ListDeadLettersResponse.dead_letters:type_name -> sundial.v1.DeadLetter
-	14, // 41: sundial.api.v1.ReplayDeadLettersRequest.filter:type_name -> sundial.api.v1.DeadLetterFilter
-	30, // 42: sundial.api.v1.WatchFilter.states:type_name -> sundial.v1.RunState
-	19, // 43: sundial.api.v1.WatchRunsRequest.filter:type_name -> sundial.api.v1.WatchFilter
-	27, // 44: sundial.api.v1.WatchRunsResponse.watching_since:type_name -> google.protobuf.Timestamp
-	22, // 45: sundial.api.v1.WatchRunsResponse.change:type_name -> sundial.api.v1.RunChange
-	30, // 46: sundial.api.v1.RunChange.state:type_name -> sundial.v1.RunState
-	27, // 47: sundial.api.v1.RunChange.time:type_name -> google.protobuf.Timestamp
-	19, // 48: sundial.api.v1.WatchEventsRequest.filter:type_name -> sundial.api.v1.WatchFilter
-	27, // 49: sundial.api.v1.WatchEventsResponse.watching_since:type_name -> google.protobuf.Timestamp
-	28, // 50: sundial.api.v1.WatchEventsResponse.event:type_name -> sundial.v1.RunEvent
-	7,  // 51: sundial.api.v1.RunService.GetRun:input_type -> sundial.api.v1.GetRunRequest
-	11, // 52: sundial.api.v1.RunService.ListRuns:input_type -> sundial.api.v1.ListRunsRequest
-	5,  // 53: sundial.api.v1.RunService.TailRunLog:input_type -> sundial.api.v1.TailRunLogRequest
-	1,  // 54: sundial.api.v1.RunService.ListObjectives:input_type -> sundial.api.v1.ListObjectivesRequest
-	15, // 55: sundial.api.v1.DlqService.ListDeadLetters:input_type -> sundial.api.v1.ListDeadLettersRequest
-	17, // 56: sundial.api.v1.DlqService.ReplayDeadLetters:input_type -> sundial.api.v1.ReplayDeadLettersRequest
-	20, // 57: sundial.api.v1.WatchService.WatchRuns:input_type -> sundial.api.v1.WatchRunsRequest
-	23, // 58: sundial.api.v1.WatchService.WatchEvents:input_type -> sundial.api.v1.WatchEventsRequest
-	8,  // 59: sundial.api.v1.RunService.GetRun:output_type -> sundial.api.v1.GetRunResponse
-	12, // 60: sundial.api.v1.RunService.ListRuns:output_type -> sundial.api.v1.ListRunsResponse
-	6,  // 61: sundial.api.v1.RunService.TailRunLog:output_type -> sundial.api.v1.TailRunLogResponse
-	2,  // 62: sundial.api.v1.RunService.ListObjectives:output_type -> sundial.api.v1.ListObjectivesResponse
-	16, // 63: sundial.api.v1.DlqService.ListDeadLetters:output_type -> sundial.api.v1.ListDeadLettersResponse
-	18, // 64: sundial.api.v1.DlqService.ReplayDeadLetters:output_type -> sundial.api.v1.ReplayDeadLettersResponse
-	21, // 65: sundial.api.v1.WatchService.WatchRuns:output_type -> sundial.api.v1.WatchRunsResponse
-	24, // 66: sundial.api.v1.WatchService.WatchEvents:output_type -> sundial.api.v1.WatchEventsResponse
-	59, // [59:67] is the sub-list for method output_type
-	51, // [51:59] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	26, // 29: sundial.api.v1.AttemptDetail.cause_time:type_name -> google.protobuf.Duration
+	0,  // 30: sundial.api.v1.ListRunsRequest.states:type_name -> sundial.api.v1.RunAttemptState
+	27, // 31: sundial.api.v1.ListRunsRequest.due_after:type_name -> google.protobuf.Timestamp
+	27, // 32: sundial.api.v1.ListRunsRequest.due_before:type_name -> google.protobuf.Timestamp
+	26, // 33: sundial.api.v1.ListRunsRequest.min_late_by:type_name -> google.protobuf.Duration
+	10, // 34: sundial.api.v1.ListRunsResponse.attempts:type_name -> sundial.api.v1.AttemptDetail
+	13, // 35: sundial.api.v1.ListRunsResponse.summary:type_name -> sundial.api.v1.RunHistorySummary
+	0,  // 36: sundial.api.v1.RunHistorySummary.last_run_state:type_name -> sundial.api.v1.RunAttemptState
+	27, // 37: sundial.api.v1.RunHistorySummary.next_due_time:type_name -> google.protobuf.Timestamp
+	27, // 38: sundial.api.v1.DeadLetterFilter.dead_after:type_name -> google.protobuf.Timestamp
+	27, // 39: sundial.api.v1.DeadLetterFilter.dead_before:type_name -> google.protobuf.Timestamp
+	14, // 40: sundial.api.v1.ListDeadLettersRequest.filter:type_name -> sundial.api.v1.DeadLetterFilter
+	29, // 41: sundial.api.v1.ListDeadLettersResponse.dead_letters:type_name -> sundial.v1.DeadLetter
+	14, // 42: sundial.api.v1.ReplayDeadLettersRequest.filter:type_name -> sundial.api.v1.DeadLetterFilter
+	30, // 43: sundial.api.v1.WatchFilter.states:type_name -> sundial.v1.RunState
+	19, // 44: sundial.api.v1.WatchRunsRequest.filter:type_name -> sundial.api.v1.WatchFilter
+	27, // 45: sundial.api.v1.WatchRunsResponse.watching_since:type_name -> google.protobuf.Timestamp
+	22, // 46: sundial.api.v1.WatchRunsResponse.change:type_name -> sundial.api.v1.RunChange
+	30, // 47: sundial.api.v1.RunChange.state:type_name -> sundial.v1.RunState
+	27, // 48: sundial.api.v1.RunChange.time:type_name -> google.protobuf.Timestamp
+	19, // 49: sundial.api.v1.WatchEventsRequest.filter:type_name -> sundial.api.v1.WatchFilter
+	27, // 50: sundial.api.v1.WatchEventsResponse.watching_since:type_name -> google.protobuf.Timestamp
+	28, // 51: sundial.api.v1.WatchEventsResponse.event:type_name -> sundial.v1.RunEvent
+	7,  // 52: sundial.api.v1.RunService.GetRun:input_type -> sundial.api.v1.GetRunRequest
+	11, // 53: sundial.api.v1.RunService.ListRuns:input_type -> sundial.api.v1.ListRunsRequest
+	5,  // 54: sundial.api.v1.RunService.TailRunLog:input_type -> sundial.api.v1.TailRunLogRequest
+	1,  // 55: sundial.api.v1.RunService.ListObjectives:input_type -> sundial.api.v1.ListObjectivesRequest
+	15, // 56: sundial.api.v1.DlqService.ListDeadLetters:input_type -> sundial.api.v1.ListDeadLettersRequest
+	17, // 57: sundial.api.v1.DlqService.ReplayDeadLetters:input_type -> sundial.api.v1.ReplayDeadLettersRequest
+	20, // 58: sundial.api.v1.WatchService.WatchRuns:input_type -> sundial.api.v1.WatchRunsRequest
+	23, // 59: sundial.api.v1.WatchService.WatchEvents:input_type -> sundial.api.v1.WatchEventsRequest
+	8,  // 60: sundial.api.v1.RunService.GetRun:output_type -> sundial.api.v1.GetRunResponse
+	12, // 61: sundial.api.v1.RunService.ListRuns:output_type -> sundial.api.v1.ListRunsResponse
+	6,  // 62: sundial.api.v1.RunService.TailRunLog:output_type -> sundial.api.v1.TailRunLogResponse
+	2,  // 63: sundial.api.v1.RunService.ListObjectives:output_type -> sundial.api.v1.ListObjectivesResponse
+	16, // 64: sundial.api.v1.DlqService.ListDeadLetters:output_type -> sundial.api.v1.ListDeadLettersResponse
+	18, // 65: sundial.api.v1.DlqService.ReplayDeadLetters:output_type -> sundial.api.v1.ReplayDeadLettersResponse
+	21, // 66: sundial.api.v1.WatchService.WatchRuns:output_type -> sundial.api.v1.WatchRunsResponse
+	24, // 67: sundial.api.v1.WatchService.WatchEvents:output_type -> sundial.api.v1.WatchEventsResponse
+	60, // [60:68] is the sub-list for method output_type
+	52, // [52:60] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_sundial_api_v1_runs_proto_init() }
