@@ -25,14 +25,10 @@ const userHZ = 100
 // /proc/<pid>/stat. The command name (field 2, in parentheses) may hold
 // spaces and parentheses, so the fields are counted from its last ')'.
 func parsePIDStat(b []byte) (uint64, error) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, errors.New("proc stat: no command name")
-	}
-	f := strings.Fields(string(b[i+1:]))
 	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
-	if len(f) < 13 {
-		return 0, fmt.Errorf("proc stat: %d fields after the command name, want at least 13", len(f))
+	f, err := statFields(b, 13)
+	if err != nil {
+		return 0, err
 	}
 	utime, err := strconv.ParseUint(f[11], 10, 64)
 	if err != nil {
@@ -43,6 +39,66 @@ func parsePIDStat(b []byte) (uint64, error) {
 		return 0, fmt.Errorf("proc stat: stime: %w", err)
 	}
 	return utime + stime, nil
+}
+
+// treeTicks is the CPU ticks of process root and its children: root's
+// utime + stime, the CPU of the children it has reaped (cutime + cstime,
+// fields 16 and 17), and the utime + stime of every live process whose
+// parent is root. A child that exits moves its ticks from the last term
+// to the second once reaped, so the sum never drops. PostgreSQL serves
+// each connection from a child of its postmaster.
+func treeTicks(proc string, root int) (uint64, error) {
+	b, err := os.ReadFile(filepath.Join(proc, strconv.Itoa(root), "stat"))
+	if err != nil {
+		return 0, err
+	}
+	f, err := statFields(b, 15)
+	if err != nil {
+		return 0, err
+	}
+	var sum uint64
+	for i, name := range []string{"utime", "stime", "cutime", "cstime"} {
+		v, err := strconv.ParseUint(f[11+i], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("proc stat: %s: %w", name, err)
+		}
+		sum += v
+	}
+	entries, err := os.ReadDir(proc)
+	if err != nil {
+		return 0, err
+	}
+	parent := strconv.Itoa(root)
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil || e.Name() == parent {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(proc, e.Name(), "stat"))
+		if err != nil {
+			continue // gone since the listing
+		}
+		if f, err := statFields(b, 2); err != nil || f[1] != parent {
+			continue
+		}
+		if t, err := parsePIDStat(b); err == nil {
+			sum += t
+		}
+	}
+	return sum, nil
+}
+
+// statFields are the fields of a /proc/<pid>/stat line after the command
+// name (f[0] is field 3, the state), at least want of them.
+func statFields(b []byte, want int) ([]string, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil, errors.New("proc stat: no command name")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < want {
+		return nil, fmt.Errorf("proc stat: %d fields after the command name, want at least %d", len(f), want)
+	}
+	return f, nil
 }
 
 // parseMachineStat reads the machine's busy and total CPU ticks, summed
@@ -79,6 +135,9 @@ type cpuProcess struct {
 	// pid finds the process now; ok false when it is not running or was not
 	// found (note says why).
 	pid func() (pid int, ok bool, note string)
+	// tree counts the process's children too (treeTicks): a server of
+	// many processes.
+	tree bool
 }
 
 // procTicks is one reading of a process: its pid and utime + stime.
@@ -303,12 +362,7 @@ func (s *cpuSampler) sample() {
 			notes[p.name] = note
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "stat"))
-		if err != nil {
-			notes[p.name] = err.Error()
-			continue
-		}
-		ticks, err := parsePIDStat(b)
+		ticks, err := processTicks(proc, pid, p.tree)
 		if err != nil {
 			notes[p.name] = err.Error()
 			continue
@@ -331,6 +385,19 @@ func (s *cpuSampler) sample() {
 			s.notes[name] = n // the first reason is the telling one
 		}
 	}
+}
+
+// processTicks reads the CPU ticks of process pid, with its children's
+// when tree is set.
+func processTicks(proc string, pid int, tree bool) (uint64, error) {
+	if tree {
+		return treeTicks(proc, pid)
+	}
+	b, err := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, err
+	}
+	return parsePIDStat(b)
 }
 
 // report summarises the samples taken.

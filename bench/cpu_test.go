@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -155,4 +157,43 @@ func TestCPUPerRun(t *testing.T) {
 	assert.InDelta(t, 1.0, c.BackendsMs, 1e-9)
 	assert.InDelta(t, 0.44, c.BenchMs, 1e-9)
 	assert.Equal(t, CPUPerRun{}, cpuPerRun(u, 0))
+}
+
+// A server of many processes (PostgreSQL) is counted with its children:
+// the root's own ticks, those of the children it has reaped, and those of
+// its live children, so that a child that exits and is reaped leaves the
+// sum unchanged; another process's children are not counted.
+func TestTreeTicks(t *testing.T) {
+	t.Parallel()
+	proc := t.TempDir()
+	// stat writes a /proc/<pid>/stat line: parent, utime, stime, cutime, cstime.
+	stat := func(pid, ppid int, utime, stime, cutime, cstime uint64) {
+		dir := filepath.Join(proc, strconv.Itoa(pid))
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		line := fmt.Sprintf("%d (postgres: x) S %d %d %d 0 -1 0 0 0 0 0 %d %d %d %d 20 0 1 0 5", pid, ppid, pid, pid, utime, stime, cutime, cstime)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "stat"), []byte(line), 0o644))
+	}
+	stat(10, 1, 5, 5, 20, 10) // the postmaster: 10 own, 30 reaped
+	stat(11, 10, 3, 2, 0, 0)  // a connection's backend: 5
+	stat(12, 10, 1, 1, 0, 0)  // another: 2
+	stat(13, 1, 100, 100, 0, 0)
+	stat(14, 13, 50, 0, 0, 0) // a child of another process
+	require.NoError(t, os.MkdirAll(filepath.Join(proc, "net"), 0o755))
+
+	got, err := treeTicks(proc, 10)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(47), got)
+
+	// Backend 11 exits and is reaped: its 5 ticks move to the root's cutime.
+	require.NoError(t, os.RemoveAll(filepath.Join(proc, "11")))
+	stat(10, 1, 5, 5, 25, 10)
+	got, err = treeTicks(proc, 10)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(47), got, "a reaped child's ticks are still counted")
+
+	_, err = treeTicks(proc, 99)
+	require.Error(t, err, "a root that is gone")
+	ticks, err := processTicks(proc, 10, false)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(10), ticks, "without tree: the process alone")
 }

@@ -2,9 +2,11 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"runtime"
 	"slices"
@@ -207,10 +209,10 @@ func (b *Bench) peerProgress(ctx context.Context, name string, rec *loadgen.Reco
 
 // peerCPU is the sampler, over a peer's window, of the CPU of the bench
 // process (where a peer's workers run, beside the load generator and the
-// downstream), of the stack's backends the peer uses (backends: kafka,
-// cassandra, redis) and of the machine, as the Sundial run's window is
-// sampled. A backend outside the stack (PostgreSQL) is counted in the
-// machine's figure only: it runs as many processes.
+// downstream), of the backends the peer uses (backends: kafka, cassandra,
+// redis of the stack, postgres) and of the machine, as the Sundial run's
+// window is sampled. PostgreSQL is the process listening on the port of
+// Backends.PostgresURL, counted with its children (one a connection).
 func (b *Bench) peerCPU(cfg Config, backends []string) *cpuSampler {
 	self := os.Getpid()
 	procs := []cpuProcess{{name: "bench", role: "pipeline", pid: func() (int, bool, string) { return self, true, "" }}}
@@ -219,5 +221,28 @@ func (b *Bench) peerCPU(cfg Config, backends []string) *cpuSampler {
 			procs = append(procs, p)
 		}
 	}
+	if slices.Contains(backends, "postgres") {
+		procs = append(procs, postgresCPUProcess(b.Backends.PostgresURL))
+	}
 	return &cpuSampler{procs: procs, every: time.Second, now: b.Now}
+}
+
+// postgresCPUProcess is the PostgreSQL server at rawURL: the process
+// listening on its port (5432 when the URL names none), with its
+// children.
+func postgresCPUProcess(rawURL string) cpuProcess {
+	return cpuProcess{name: "postgres", role: "backend", tree: true, pid: func() (int, bool, string) {
+		u, err := url.Parse(rawURL)
+		if err != nil {
+			return 0, false, "the PostgreSQL URL does not parse"
+		}
+		port, err := strconv.Atoi(cmp.Or(u.Port(), "5432"))
+		if err != nil {
+			return 0, false, "the PostgreSQL URL's port is not a number"
+		}
+		if pid, ok := portOwner("/proc", port); ok {
+			return pid, true, ""
+		}
+		return 0, false, fmt.Sprintf("no process of this machine listening on port %d", port)
+	}}
 }

@@ -78,7 +78,7 @@ func (b *Bench) runRiver(ctx context.Context, cfg *Config, ns Namespace) (System
 	if b.Backends.PostgresURL == "" {
 		return System{Name: "river"}, errors.New("river: no PostgreSQL: start it with deploy/local/postgres.sh up and pass --postgres-url (SUNDIAL_POSTGRES_URL)")
 	}
-	return b.runQueue(ctx, cfg, ns, "river", nil, func(p *peerRun, workers int) (queue, error) {
+	return b.runQueue(ctx, cfg, ns, "river", []string{"postgres"}, func(p *peerRun, workers int) (queue, error) {
 		pc, err := pgxpool.ParseConfig(b.Backends.PostgresURL)
 		if err != nil {
 			return nil, fmt.Errorf("river: postgres url: %w", err)
