@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -76,4 +77,60 @@ func (b Bounds) WithDefaults() Bounds {
 func admit(b Bounds, chunk, shipped, n int) bool {
 	n++
 	return chunk+n <= b.ChunkBytes && shipped+n <= b.AttemptBytes
+}
+
+// Pending is what one attempt logged since its last chunk was taken,
+// within Bounds: the lines admitted and the count of those left out. A
+// Tail keeps one before it writes to Redis; a team's worker (package
+// worker) keeps one per attempt before it sends the lines to the worker
+// gateway, so that both bound an attempt's log by the same rule. Not safe
+// for concurrent use: its owner locks. The zero value admits nothing; use
+// NewPending.
+type Pending struct {
+	bounds  Bounds
+	lines   []string
+	chunk   int   // bytes of lines
+	shipped int   // bytes admitted in all, taken or not
+	dropped int64 // lines left out since the last Take
+}
+
+// NewPending returns an empty Pending bounded by b (zero fields are the
+// defaults).
+func NewPending(b Bounds) Pending { return Pending{bounds: b.WithDefaults()} }
+
+// Add keeps line when it fits the bounds, and counts it as left out
+// otherwise.
+func (p *Pending) Add(line string) {
+	if admit(p.bounds, p.chunk, p.shipped, len(line)) {
+		p.lines = append(p.lines, line)
+		p.chunk += len(line) + 1
+		p.shipped += len(line) + 1
+		return
+	}
+	p.Skip(1)
+}
+
+// Skip counts n lines left out before they reached p (a worker's own
+// bounds); the count saturates rather than wraps.
+func (p *Pending) Skip(n int64) {
+	if n <= 0 {
+		return
+	}
+	if p.dropped > math.MaxInt64-n {
+		p.dropped = math.MaxInt64
+		return
+	}
+	p.dropped += n
+}
+
+// Empty reports whether nothing is pending: no line and no count.
+func (p *Pending) Empty() bool { return len(p.lines) == 0 && p.dropped == 0 }
+
+// Take returns the pending lines and the count of those left out, and
+// starts the next chunk; what was admitted in all still counts toward
+// Bounds.AttemptBytes.
+func (p *Pending) Take() (lines []string, dropped int64) {
+	lines, dropped = p.lines, p.dropped
+	p.lines, p.chunk, p.dropped = nil, 0, 0
+	return lines, dropped
 }

@@ -1,6 +1,7 @@
 package logtail
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -39,4 +40,35 @@ func TestBoundsValidate(t *testing.T) {
 		assert.ErrorContains(t, err, field)
 	}
 	assert.ErrorContains(t, Bounds{Every: 2 * time.Second, Retain: time.Second}.Validate(), "must be at least every")
+}
+
+func TestPendingBoundsEachChunkAndTheAttempt(t *testing.T) {
+	t.Parallel()
+	p := NewPending(Bounds{ChunkBytes: 10, AttemptBytes: 25})
+	assert.True(t, p.Empty())
+	for range 3 {
+		p.Add("1234") // 5 bytes with its newline: two fit a chunk
+	}
+	lines, dropped := p.Take()
+	assert.Equal(t, []string{"1234", "1234"}, lines)
+	assert.Equal(t, int64(1), dropped)
+	assert.True(t, p.Empty(), "Take starts the next chunk")
+	for range 3 {
+		p.Add("1234")
+	}
+	lines, dropped = p.Take()
+	assert.Len(t, lines, 2, "a new chunk takes lines again")
+	assert.Equal(t, int64(1), dropped)
+	p.Add("1234")
+	p.Add("1234")
+	lines, dropped = p.Take()
+	assert.Len(t, lines, 1, "the attempt's bound counts every chunk taken")
+	assert.Equal(t, int64(1), dropped)
+
+	p.Skip(math.MaxInt64)
+	p.Skip(5)
+	_, dropped = p.Take()
+	assert.Equal(t, int64(math.MaxInt64), dropped, "a count saturates")
+	p.Skip(-3)
+	assert.True(t, p.Empty(), "a negative count counts nothing")
 }

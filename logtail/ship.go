@@ -64,7 +64,7 @@ func (s *Shipper) Open(jobID, runID string, attempt uint32) *Tail {
 	if s == nil {
 		return nil
 	}
-	return &Tail{s: s, jobID: jobID, runID: runID, attempt: attempt}
+	return &Tail{s: s, jobID: jobID, runID: runID, attempt: attempt, pending: NewPending(s.cfg.Bounds)}
 }
 
 // Run writes what the attempts logged every Bounds.Every until ctx ends,
@@ -133,14 +133,11 @@ type Tail struct {
 	attempt      uint32
 
 	mu      sync.Mutex
-	lines   []string
-	chunk   int   // bytes of lines
-	shipped int   // bytes admitted in all
-	dropped int64 // lines left out since the last entry
-	marked  bool  // in s.dirty
-	wrote   bool  // an entry was taken
-	closed  bool  // the attempt ended
-	done    bool  // the end was taken
+	pending Pending
+	marked  bool // in s.dirty
+	wrote   bool // an entry was taken
+	closed  bool // the attempt ended
+	done    bool // the end was taken
 }
 
 // Line ships one line the attempt logged, within the Bounds; it never
@@ -154,13 +151,23 @@ func (t *Tail) Line(line string) {
 	if t.closed {
 		return
 	}
-	if admit(t.s.cfg.Bounds, t.chunk, t.shipped, len(line)) {
-		t.lines = append(t.lines, line)
-		t.chunk += len(line) + 1
-		t.shipped += len(line) + 1
-	} else {
-		t.dropped++
+	t.pending.Add(line)
+	t.markLocked()
+}
+
+// Skipped counts n lines the attempt logged that were left out before
+// they reached the Tail (a team's worker's own bounds, the same as the
+// Tail's): the tail reports them as dropped.
+func (t *Tail) Skipped(n int64) {
+	if t == nil || n <= 0 {
+		return
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	t.pending.Skip(n)
 	t.markLocked()
 }
 
@@ -177,7 +184,7 @@ func (t *Tail) Close() {
 		return
 	}
 	t.closed = true
-	if t.wrote || len(t.lines) > 0 || t.dropped > 0 {
+	if t.wrote || !t.pending.Empty() {
 		t.markLocked()
 	}
 }
@@ -202,11 +209,12 @@ func (t *Tail) take() (entry, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.marked = false
-	e := entry{lines: t.lines, dropped: t.dropped, end: t.closed && !t.done}
-	if len(e.lines) == 0 && e.dropped == 0 && !e.end {
+	end := t.closed && !t.done
+	if t.pending.Empty() && !end {
 		return entry{}, false
 	}
-	t.lines, t.chunk, t.dropped = nil, 0, 0
+	e := entry{end: end}
+	e.lines, e.dropped = t.pending.Take()
 	t.done = t.done || e.end
 	t.wrote = true
 	return e, true

@@ -36,6 +36,47 @@ type Output struct {
 // Append adds one line (a trailing newline is removed; a line with newlines
 // inside is kept as one line).
 func (o *Output) Append(line string) {
+	line = cutLine(line)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.Tail != nil {
+		o.Tail.Line(line)
+	}
+	o.keepLocked(line)
+}
+
+// Keep adds lines as Append does, without handing them to the Tail: the
+// final lines of an attempt that a remote worker sent its Tail earlier,
+// as it ran (Live).
+func (o *Output) Keep(lines []string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, l := range lines {
+		o.keepLocked(cutLine(l))
+	}
+}
+
+// Live hands the Tail lines an attempt logged elsewhere while it runs (a
+// team's worker, through the worker gateway), cut as Append cuts them,
+// and dropped, how many lines the worker left out before sending these.
+// They are not kept: the attempt's final lines come with its outcome
+// (Keep). Without a Tail it does nothing.
+func (o *Output) Live(lines []string, dropped int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.Tail == nil {
+		return
+	}
+	for _, l := range lines {
+		o.Tail.Line(cutLine(l))
+	}
+	o.Tail.Skipped(dropped)
+}
+
+// cutLine is a line as an Output keeps it: without its trailing newlines,
+// and cut at MaxOutputLineBytes on a character boundary, with an
+// ellipsis.
+func cutLine(line string) string {
 	line = strings.TrimRight(line, "\n")
 	if len(line) > MaxOutputLineBytes {
 		cut := MaxOutputLineBytes
@@ -44,11 +85,12 @@ func (o *Output) Append(line string) {
 		}
 		line = line[:cut] + "…"
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.Tail != nil {
-		o.Tail.Line(line)
-	}
+	return line
+}
+
+// keepLocked keeps line, dropping the oldest lines over the bounds.
+// Called with mu held.
+func (o *Output) keepLocked(line string) {
 	o.lines = append(o.lines, line)
 	o.bytes += len(line)
 	for len(o.lines) > MaxOutputLines || o.bytes > MaxOutputBytes {
@@ -79,7 +121,11 @@ func (o *Output) Lines() []string {
 
 // LineSink receives an attempt's log lines as they are logged.
 type LineSink interface {
+	// Line is one line, cut as the Output keeps it.
 	Line(line string)
+	// Skipped counts n lines left out before they reached the sink (a
+	// team's worker's bounds, Live).
+	Skipped(n int64)
 }
 
 // lineWriter is an io.Writer that splits what it is given into lines of

@@ -53,9 +53,13 @@ func TestLineWriterSplitsLinesAndCapsBytes(t *testing.T) {
 }
 
 // sink records the lines an Output hands its Tail.
-type sink struct{ lines []string }
+type sink struct {
+	lines   []string
+	skipped int64
+}
 
-func (s *sink) Line(l string) { s.lines = append(s.lines, l) }
+func (s *sink) Line(l string)   { s.lines = append(s.lines, l) }
+func (s *sink) Skipped(n int64) { s.skipped += n }
 
 func TestOutputHandsEveryLineToItsTail(t *testing.T) {
 	t.Parallel()
@@ -69,4 +73,25 @@ func TestOutputHandsEveryLineToItsTail(t *testing.T) {
 	require.Len(t, s.lines, MaxOutputLines+6, "the tail gets every line, also those the Output drops later")
 	assert.Equal(t, "line 0", s.lines[0], "without its newline")
 	assert.Equal(t, o.Lines()[len(o.Lines())-1], s.lines[len(s.lines)-1], "a long line is cut as the Output keeps it")
+}
+
+// TestLiveLinesGoToTheTailAndKeptLinesToTheLog: a remote worker's lines
+// sent as it runs (Live) reach the Tail only, cut as Append cuts them,
+// with the count it left out; its final lines (Keep) are the kept log and
+// do not reach the Tail again.
+func TestLiveLinesGoToTheTailAndKeptLinesToTheLog(t *testing.T) {
+	t.Parallel()
+	s := &sink{}
+	o := &Output{Tail: s}
+	long := strings.Repeat("x", MaxOutputLineBytes+10)
+	o.Live([]string{"one\n", long}, 3)
+	assert.Nil(t, o.Lines(), "live lines are not kept")
+	require.Len(t, s.lines, 2)
+	assert.Equal(t, "one", s.lines[0])
+	assert.Equal(t, strings.Repeat("x", MaxOutputLineBytes)+"…", s.lines[1])
+	assert.Equal(t, int64(3), s.skipped)
+	o.Keep([]string{"one", long, "two"})
+	assert.Len(t, s.lines, 2, "kept lines reached the tail")
+	assert.Equal(t, []string{"one", strings.Repeat("x", MaxOutputLineBytes) + "…", "two"}, o.Lines())
+	(&Output{}).Live([]string{"no tail"}, 1)
 }
