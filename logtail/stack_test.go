@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -28,6 +27,7 @@ import (
 	"github.com/sundialhq/sundial/internal/testenv"
 	"github.com/sundialhq/sundial/internal/topics"
 	"github.com/sundialhq/sundial/logtail"
+	"github.com/sundialhq/sundial/logtail/logtailtest"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
@@ -50,32 +50,6 @@ func (tokenAuth) Authenticate(_ context.Context, bearer string) (auth.Principal,
 		return auth.Principal{}, auth.Refuse(auth.ReasonUnknown, "unknown token")
 	}
 	return auth.Principal{Subject: "token:" + bearer, Team: team, Role: role}, nil
-}
-
-// jobs is the definitions the run service resolves a run's team from.
-type jobs map[string]*sundialv1.JobSpec
-
-func (j jobs) GetJob(_ context.Context, id string) (store.Job, error) {
-	spec, ok := j[id]
-	if !ok {
-		return store.Job{}, store.ErrNotFound
-	}
-	b, err := proto.Marshal(spec)
-	return store.Job{ID: id, Spec: b}, err
-}
-
-// noHistory is an empty run history: these tests read the live tail only.
-type noHistory struct{}
-
-func (noHistory) ListRuns(context.Context, string, int) ([]store.RunRecord, error) { return nil, nil }
-func (noHistory) JobSummary(context.Context, string) (store.Summary, error) {
-	return store.Summary{}, nil
-}
-func (noHistory) GetDagRun(context.Context, string) (store.DagRun, error) {
-	return store.DagRun{}, store.ErrNotFound
-}
-func (noHistory) RunEvents(context.Context, string, string) ([]*sundialv1.RunEvent, error) {
-	return nil, nil
 }
 
 // noRetries refuses the retries these tests' runs never make.
@@ -137,18 +111,9 @@ func setupStack(t *testing.T, handlers map[string]target.Handler, exe *target.Ex
 	require.NoError(t, r.Start(ctx))
 	t.Cleanup(r.Stop)
 
-	defs := jobs{}
-	for _, s := range specs {
-		defs[s.GetId()] = s
-	}
 	keys := rd.KeyPrefix + runner.DefaultKeyPrefix
-	runs, err := apiserver.NewRunService(apiserver.RunServiceConfig{
-		History: noHistory{}, Jobs: defs, DagRuns: noHistory{}, Events: noHistory{}, Logger: slog.New(slog.DiscardHandler),
-		Logs: logtail.Reader{Redis: rdb, KeyPrefix: keys}, TailPoll: 200 * time.Millisecond,
-	})
-	require.NoError(t, err)
 	srv, err := apiserver.New(apiserver.Config{Addr: "127.0.0.1:0", Authenticator: tokenAuth{},
-		Services: []apiserver.Service{apiserver.ConnectService(apiv1connect.NewRunServiceHandler, apiv1connect.RunServiceHandler(runs))}})
+		Services: []apiserver.Service{logtailtest.RunService(t, rdb, keys, specs...)}})
 	require.NoError(t, err)
 	require.NoError(t, srv.Start(ctx))
 	t.Cleanup(srv.Stop)
@@ -177,38 +142,6 @@ func (s *tailStack) runs(token string) apiv1connect.RunServiceClient {
 	return apiv1connect.NewRunServiceClient(http.DefaultClient, s.apiURL, connect.WithInterceptors(apiserver.BearerToken(token)))
 }
 
-// tailed is what a TailRunLog stream received.
-type tailed struct {
-	lines   []string
-	bytes   int
-	dropped int64
-	ended   bool
-}
-
-// follow reads a TailRunLog stream of runID until until says so or the
-// stream ends.
-func follow(t *testing.T, ctx context.Context, c apiv1connect.RunServiceClient, runID string, until func(tailed) bool) tailed {
-	t.Helper()
-	stream, err := c.TailRunLog(ctx, connect.NewRequest(&apiv1.TailRunLogRequest{RunId: runID}))
-	require.NoError(t, err)
-	defer func() { _ = stream.Close() }()
-	var got tailed
-	for stream.Receive() {
-		m := stream.Msg()
-		got.lines = append(got.lines, m.GetLines()...)
-		for _, l := range m.GetLines() {
-			got.bytes += len(l) + 1
-		}
-		got.dropped += m.GetDropped()
-		got.ended = got.ended || m.GetEnded()
-		if until(got) {
-			return got
-		}
-	}
-	require.NoError(t, stream.Err(), "the tail broke")
-	return got
-}
-
 // TestLiveLogOnTheStack runs an exec target on a stock runner on the real
 // Kafka and Redis and tails its log through the API: its lines arrive
 // while it runs, another team's caller gets not_found, and the tail ends
@@ -229,10 +162,10 @@ func TestLiveLogOnTheStack(t *testing.T) {
 
 	// A viewer of the run's team reads its lines while it runs: the gate
 	// that ends it is not there yet.
-	got := follow(t, ctx, s.runs("alpha:viewer"), run.GetRunId(), func(tl tailed) bool { return len(tl.lines) >= 3 })
-	require.GreaterOrEqual(t, len(got.lines), 3, "no line arrived while the run ran")
-	assert.Equal(t, []string{"exec line 1", "exec line 2", "exec line 3"}, got.lines[:3])
-	assert.False(t, got.ended)
+	got := logtailtest.Follow(t, ctx, s.runs("alpha:viewer"), run.GetRunId(), func(tl logtailtest.Tailed) bool { return len(tl.Lines) >= 3 })
+	require.GreaterOrEqual(t, len(got.Lines), 3, "no line arrived while the run ran")
+	assert.Equal(t, []string{"exec line 1", "exec line 2", "exec line 3"}, got.Lines[:3])
+	assert.False(t, got.Ended)
 	_, err = os.Stat(gateFile)
 	require.ErrorIs(t, err, os.ErrNotExist, "the lines came before the run could end")
 
@@ -248,11 +181,11 @@ func TestLiveLogOnTheStack(t *testing.T) {
 	// Open the gate: the tail ends with the run, its last line the one
 	// the command wrote on its way out.
 	require.NoError(t, os.WriteFile(gateFile, nil, 0o644))
-	got = follow(t, ctx, s.runs("alpha:viewer"), run.GetRunId(), func(tailed) bool { return false })
-	assert.True(t, got.ended, "the tail did not end with the run")
-	require.NotEmpty(t, got.lines)
-	assert.Equal(t, "exec done", got.lines[len(got.lines)-1])
-	assert.Equal(t, "exec line 1", got.lines[0], "a tail opened later starts at the attempt's first line")
+	got = logtailtest.Follow(t, ctx, s.runs("alpha:viewer"), run.GetRunId(), logtailtest.Forever)
+	assert.True(t, got.Ended, "the tail did not end with the run")
+	require.NotEmpty(t, got.Lines)
+	assert.Equal(t, "exec done", got.Lines[len(got.Lines)-1])
+	assert.Equal(t, "exec line 1", got.Lines[0], "a tail opened later starts at the attempt's first line")
 }
 
 // TestLiveLogBounds runs a handler that logs 100 MB: what the runner
@@ -270,8 +203,8 @@ func TestLiveLogBounds(t *testing.T) {
 
 	// The handler has logged its 100 MB once lines were left out; what
 	// Redis holds of the attempt is then bounded.
-	got := follow(t, ctx, s.runs("alpha:viewer"), run.GetRunId(), func(tl tailed) bool { return tl.dropped > 0 })
-	require.Positive(t, got.dropped)
+	got := logtailtest.Follow(t, ctx, s.runs("alpha:viewer"), run.GetRunId(), func(tl logtailtest.Tailed) bool { return tl.Dropped > 0 })
+	require.Positive(t, got.Dropped)
 	key := logtail.Key(s.keys, run.GetJobId(), run.GetRunId(), 1)
 	mem, err := s.redis.MemoryUsage(ctx, key).Result()
 	require.NoError(t, err)
@@ -281,8 +214,8 @@ func TestLiveLogBounds(t *testing.T) {
 	assert.Positive(t, ttl, "the attempt's log expires")
 
 	close(f.release)
-	got = follow(t, ctx, s.runs("alpha:viewer"), run.GetRunId(), func(tailed) bool { return false })
-	assert.True(t, got.ended)
-	assert.LessOrEqual(t, got.bytes, logtail.DefaultAttemptBytes, "the tail ships at most AttemptBytes of an attempt")
-	assert.Equal(t, int64(1_000_000), int64(len(got.lines))+got.dropped, "every line is either shipped or counted as left out")
+	got = logtailtest.Follow(t, ctx, s.runs("alpha:viewer"), run.GetRunId(), logtailtest.Forever)
+	assert.True(t, got.Ended)
+	assert.LessOrEqual(t, got.Bytes, logtail.DefaultAttemptBytes, "the tail ships at most AttemptBytes of an attempt")
+	assert.Equal(t, int64(1_000_000), int64(len(got.Lines))+got.Dropped, "every line is either shipped or counted as left out")
 }
