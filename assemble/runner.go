@@ -11,7 +11,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sundialhq/sundial/checkpoint"
+	"github.com/sundialhq/sundial/gateway"
 	"github.com/sundialhq/sundial/leasing"
+	"github.com/sundialhq/sundial/logtail"
 	"github.com/sundialhq/sundial/quota"
 	"github.com/sundialhq/sundial/runner"
 	"github.com/sundialhq/sundial/store"
@@ -176,16 +178,23 @@ const DefaultGatewayConcurrency = 4 * runner.DefaultConcurrency
 
 // Gateway builds the runner of a worker gateway (package gateway): a runner
 // as Runner builds it whose handler runs execute on the remote workers of
-// remote (runner.Config.Remote), that consumes only its directed topic
+// broker (runner.Config.Remote), that consumes only its directed topic
 // (runner.Config.DirectOnly), in the pool GatewayPool and the group
 // GatewayGroup unless cfg names others, with DefaultGatewayConcurrency
 // workers unless cfg sets Concurrency. The stock runners route the handler
-// runs they cannot execute to it while its workers serve them.
-func Gateway(ctx context.Context, cfg runner.Config, b RunnerBackends, remote runner.Remote) (*runner.Runner, error) {
-	if remote == nil {
-		return nil, errors.New("assemble gateway: remote: required")
+// runs they cannot execute to it while its workers serve them. Its
+// attempts' live tails are bounded by the broker's bounds
+// (gateway.Config.LogTail), the ones the broker tells its workers: cfg's
+// LogTail must be unset or the same.
+func Gateway(ctx context.Context, cfg runner.Config, b RunnerBackends, broker *gateway.Broker) (*runner.Runner, error) {
+	if broker == nil {
+		return nil, errors.New("assemble gateway: broker: required")
 	}
-	cfg.Remote = remote
+	if cfg.LogTail != (logtail.Bounds{}) && cfg.LogTail.WithDefaults() != broker.LogTail() {
+		return nil, fmt.Errorf("assemble gateway: runner LogTail %+v: the broker's bounds are %+v; set gateway.Config.LogTail, which the workers are told, and leave the runner's unset", cfg.LogTail, broker.LogTail())
+	}
+	cfg.LogTail = broker.LogTail()
+	cfg.Remote = broker
 	cfg.DirectOnly = true
 	if cfg.Pool == "" {
 		cfg.Pool = GatewayPool

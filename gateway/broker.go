@@ -18,6 +18,7 @@ import (
 	"github.com/sundialhq/sundial/discovery"
 	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/jobspec"
+	"github.com/sundialhq/sundial/logtail"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/runner/target"
 )
@@ -51,6 +52,12 @@ type Config struct {
 	// Registerer receives the gateway's metrics (sundial_gateway_*). Nil
 	// registers nothing.
 	Registerer prometheus.Registerer
+	// LogTail bounds the live tails of the workers' attempts: the
+	// gateway's runner ships them with these bounds (assemble.Gateway sets
+	// its runner.Config.LogTail from them), and every Poll answer tells
+	// them to the workers, which bound what they send by the same rule.
+	// Zero fields are logtail's defaults.
+	LogTail logtail.Bounds
 }
 
 func (c Config) withDefaults() Config {
@@ -59,6 +66,7 @@ func (c Config) withDefaults() Config {
 	c.MaxWait = cmp.Or(c.MaxWait, DefaultMaxWait)
 	c.Logger = deps.Logger(c.Logger)
 	c.Now = deps.Clock(c.Now)
+	c.LogTail = c.LogTail.WithDefaults()
 	return c
 }
 
@@ -75,6 +83,9 @@ func (c Config) Validate() error {
 	if c.MaxWait <= 0 {
 		errs = append(errs, fmt.Errorf("gateway config: MaxWait: %s is not positive", c.MaxWait))
 	}
+	if err := c.LogTail.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("gateway config: LogTail: %w", err))
+	}
 	return errors.Join(errs...)
 }
 
@@ -89,8 +100,20 @@ type Outcome struct {
 	// Suspend says the handler stopped after a checkpoint the gateway
 	// answered suspended.
 	Suspend bool
-	// Lines are the attempt's log lines.
+	// Lines are the attempt's log lines, its final log.
 	Lines []string
+	// Live, when set, says the worker sent the attempt's earlier lines to
+	// its live tail (appendLog): it holds the lines logged since, for the
+	// tail, and Lines are kept for the final log only. Nil: Lines go to
+	// the tail too.
+	Live *Live
+}
+
+// Live is a piece of an attempt's log a worker sends its live tail: the
+// lines, and how many it left out over the bounds.
+type Live struct {
+	Lines   []string
+	Dropped int64
 }
 
 // Task is one attempt waiting for, or held by, a worker.
@@ -156,6 +179,10 @@ func New(cfg Config) (*Broker, error) {
 
 // HeartbeatInterval is how often workers heartbeat their tasks.
 func (b *Broker) HeartbeatInterval() time.Duration { return b.cfg.HeartbeatInterval }
+
+// LogTail is the bounds of the workers' live tails (Config.LogTail, with
+// its defaults).
+func (b *Broker) LogTail() logtail.Bounds { return b.cfg.LogTail }
 
 func (b *Broker) lostAfter() time.Duration {
 	return time.Duration(b.cfg.LostAfter) * b.cfg.HeartbeatInterval
@@ -256,9 +283,15 @@ func (b *Broker) HandleAttempt(ctx context.Context, req target.Request) error {
 }
 
 // outcome turns a worker's outcome into the attempt's result, its lines
-// into the attempt's output.
+// into the attempt's output: to its live tail too, unless the worker sent
+// the tail the earlier ones as it ran, and then only the rest of them.
 func (b *Broker) outcome(req target.Request, out Outcome) error {
-	if req.Output != nil {
+	switch {
+	case req.Output == nil:
+	case out.Live != nil:
+		req.Output.Live(out.Live.Lines, out.Live.Dropped)
+		req.Output.Keep(out.Lines)
+	default:
 		for _, l := range out.Lines {
 			req.Output.Append(l)
 		}
@@ -435,6 +468,30 @@ func (b *Broker) heartbeat(team, token string) (*Task, Beat, error) {
 		w.seen = now
 	}
 	return t, Beat{Stop: t.stop}, nil
+}
+
+// appendLog hands the lines a worker sent of token's attempt to its live
+// tail, which bounds them. Only the worker a task of team was given to
+// may, and only until the attempt ends: anything else is ErrUnknownTask,
+// whatever the reason, so the answer tells nothing of another team's or
+// another worker's task.
+func (b *Broker) appendLog(team, workerID, token string, live Live) error {
+	b.mu.Lock()
+	t, err := b.task(team, token)
+	if err == nil && (t.ended || t.worker != workerID) {
+		err = ErrUnknownTask
+	}
+	b.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	// Outside the broker's lock: the lines are cut and bounded one by one.
+	// An attempt that ends meanwhile closes its tail, which then ignores
+	// them.
+	if t.Req.Output != nil {
+		t.Req.Output.Live(live.Lines, live.Dropped)
+	}
+	return nil
 }
 
 // complete hands the outcome to the waiting attempt. It reports stale

@@ -45,6 +45,16 @@
 //     announces the triple of the run's job, and defer it as no_worker
 //     when none does. The workers of one pool may serve different
 //     handlers; a worker never receives a run of another pool's job.
+//   - AppendLog hands a running attempt's lines to its live tail (the
+//     attempt's target.Output, Live: to its logtail.Tail only) for the
+//     worker the task was given to (the caller's team, the PollRequest's
+//     worker_id), and only until the attempt ends; any other entry is
+//     refused, as an unknown token is. The tail bounds the lines with
+//     Config.LogTail, the bounds of the gateway's runner (assemble.Gateway
+//     sets them) and the ones every Poll answer tells the workers, however
+//     much a worker sends; each line is cut as the attempt's log cuts it.
+//     An outcome that says its lines were sent live (live_log) gives the
+//     tail only the rest, and keeps the final log for history.
 //   - Its metrics (metrics.go, on Config.Registerer) are labelled by team
 //     at most: never by worker, job, run or token.
 package gateway

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -14,6 +15,7 @@ import (
 	"github.com/sundialhq/sundial/auth"
 	"github.com/sundialhq/sundial/checkpoint"
 	"github.com/sundialhq/sundial/jobspec"
+	"github.com/sundialhq/sundial/logtail"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
 	"github.com/sundialhq/sundial/runner/target"
@@ -89,7 +91,7 @@ func (s *Service) Poll(ctx context.Context, req *connect.Request[apiv1.PollReque
 		s.takeCarried(team, m.GetWorkerId(), c)
 	}
 	tasks := s.b.poll(ctx, team, pool, m.GetWorkerId(), m.GetHandlers(), int(min(m.GetMaxTasks(), 64)), m.GetWait().AsDuration())
-	out := &apiv1.PollResponse{HeartbeatInterval: durationpb.New(s.b.cfg.HeartbeatInterval), TakesCompletions: true}
+	out := &apiv1.PollResponse{HeartbeatInterval: durationpb.New(s.b.cfg.HeartbeatInterval), TakesCompletions: true, LogTail: logTailProto(s.b.cfg.LogTail)}
 	for _, t := range tasks {
 		out.Tasks = append(out.Tasks, taskProto(ctx, t))
 	}
@@ -162,6 +164,49 @@ func (s *Service) Complete(ctx context.Context, req *connect.Request[apiv1.Compl
 	return connect.NewResponse(&apiv1.CompleteResponse{Stale: stale}), nil
 }
 
+// maxAppendTasks bounds the entries of one AppendLog: far above the
+// attempts one worker holds at once.
+const maxAppendTasks = 1024
+
+// AppendLog hands the lines the caller's running attempts logged to their
+// live tails.
+func (s *Service) AppendLog(ctx context.Context, req *connect.Request[apiv1.AppendLogRequest]) (*connect.Response[apiv1.AppendLogResponse], error) {
+	team, err := teamOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m := req.Msg
+	var bad []string
+	if strings.TrimSpace(m.GetWorkerId()) == "" {
+		bad = append(bad, "worker_id: is required")
+	}
+	if n := len(m.GetTasks()); n > maxAppendTasks {
+		bad = append(bad, fmt.Sprintf("tasks: %d entries, at most %d a call", n, maxAppendTasks))
+	}
+	if len(bad) > 0 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("append log: "+strings.Join(bad, "; ")))
+	}
+	out := &apiv1.AppendLogResponse{}
+	for i, tl := range m.GetTasks() {
+		if err := s.b.appendLog(team, m.GetWorkerId(), tl.GetTaskToken(), liveOf(tl.GetLog())); err != nil {
+			out.Refused = append(out.Refused, uint32(i)) //nolint:gosec // i < maxAppendTasks
+		}
+	}
+	return connect.NewResponse(out), nil
+}
+
+// liveOf is the Live a LiveLog carries; a count of dropped lines past
+// what an int64 holds is the most it holds.
+func liveOf(l *apiv1.LiveLog) Live {
+	return Live{Lines: l.GetLines(), Dropped: int64(min(l.GetDropped(), math.MaxInt64))} //nolint:gosec // bounded just before
+}
+
+// logTailProto tells the workers the bounds of their attempts' live tails.
+func logTailProto(b logtail.Bounds) *apiv1.LogTail {
+	return &apiv1.LogTail{Every: durationpb.New(b.Every),
+		ChunkBytes: uint32(min(int64(b.ChunkBytes), math.MaxUint32)), AttemptBytes: uint32(min(int64(b.AttemptBytes), math.MaxUint32))} //nolint:gosec // bounded just before
+}
+
 // errNoOutcome refuses a completion that does not say how the attempt
 // ended.
 var errNoOutcome = errors.New("complete: outcome: is required (SUCCESS, FAILURE or SUSPEND)")
@@ -169,6 +214,10 @@ var errNoOutcome = errors.New("complete: outcome: is required (SUCCESS, FAILURE 
 // outcomeOf is the Outcome a completion gives.
 func outcomeOf(m *apiv1.CompleteRequest) (Outcome, error) {
 	out := Outcome{Lines: m.GetLogLines()}
+	if l := m.GetLiveLog(); l != nil {
+		live := liveOf(l)
+		out.Live = &live
+	}
 	switch m.GetOutcome() {
 	case apiv1.CompleteRequest_OUTCOME_SUCCESS:
 	case apiv1.CompleteRequest_OUTCOME_FAILURE:

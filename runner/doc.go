@@ -430,6 +430,9 @@
 // While the attempt runs, each line it logs also goes to its live tail
 // (package logtail): the runner's one Shipper goroutine writes them to Redis
 // once per Config.LogTail.Every, within its bounds, off the attempt's path.
+// A Remote's attempt (a team's worker, through the worker gateway) logs
+// far away: the gateway hands its lines to the attempt's Output as the
+// worker sends them (target.Output.Live), so they take the same path.
 // Nothing is produced while the attempt executes.
 //
 // # Dependencies

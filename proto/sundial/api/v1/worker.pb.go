@@ -78,7 +78,7 @@ func (x CompleteRequest_Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CompleteRequest_Outcome.Descriptor instead.
 func (CompleteRequest_Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_sundial_api_v1_worker_proto_rawDescGZIP(), []int{5, 0}
+	return file_sundial_api_v1_worker_proto_rawDescGZIP(), []int{10, 0}
 }
 
 // PollRequest says who polls and what it serves.
@@ -199,8 +199,13 @@ type PollResponse struct {
 	// The gateway takes PollRequest.completions: the worker may carry its
 	// outcomes on its Polls. A gateway that does not say so ignores them.
 	TakesCompletions bool `protobuf:"varint,3,opt,name=takes_completions,json=takesCompletions,proto3" json:"takes_completions,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Set when the gateway takes AppendLog: how often and how much of each
+	// running attempt's log the worker sends for its live tail. A gateway
+	// that does not set it has no live tail for its workers' attempts:
+	// their lines go with their outcomes only.
+	LogTail       *LogTail `protobuf:"bytes,4,opt,name=log_tail,json=logTail,proto3" json:"log_tail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PollResponse) Reset() {
@@ -254,6 +259,299 @@ func (x *PollResponse) GetTakesCompletions() bool {
 	return false
 }
 
+func (x *PollResponse) GetLogTail() *LogTail {
+	if x != nil {
+		return x.LogTail
+	}
+	return nil
+}
+
+// LogTail is how the worker sends its running attempts' lines to their
+// live tails: the bounds the gateway applies to them, which the worker
+// applies first so that it sends nothing the gateway would leave out.
+type LogTail struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most one AppendLog per interval, carrying every running attempt's
+	// new lines.
+	Every *durationpb.Duration `protobuf:"bytes,1,opt,name=every,proto3" json:"every,omitempty"`
+	// The most bytes of one attempt's lines (each counted with its newline)
+	// per interval; lines past it until the next interval are left out and
+	// counted (LiveLog.dropped).
+	ChunkBytes uint32 `protobuf:"varint,2,opt,name=chunk_bytes,json=chunkBytes,proto3" json:"chunk_bytes,omitempty"`
+	// The most bytes of one attempt's lines in all; lines past it are left
+	// out and counted.
+	AttemptBytes  uint32 `protobuf:"varint,3,opt,name=attempt_bytes,json=attemptBytes,proto3" json:"attempt_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogTail) Reset() {
+	*x = LogTail{}
+	mi := &file_sundial_api_v1_worker_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogTail) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogTail) ProtoMessage() {}
+
+func (x *LogTail) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_worker_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogTail.ProtoReflect.Descriptor instead.
+func (*LogTail) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_worker_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *LogTail) GetEvery() *durationpb.Duration {
+	if x != nil {
+		return x.Every
+	}
+	return nil
+}
+
+func (x *LogTail) GetChunkBytes() uint32 {
+	if x != nil {
+		return x.ChunkBytes
+	}
+	return 0
+}
+
+func (x *LogTail) GetAttemptBytes() uint32 {
+	if x != nil {
+		return x.AttemptBytes
+	}
+	return 0
+}
+
+// AppendLogRequest carries the new lines of the worker's running attempts.
+type AppendLogRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The worker's id, as on its Polls: only the tasks given to it are
+	// taken. Required.
+	WorkerId string `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	// One entry per attempt with something new, at most 1,024.
+	Tasks         []*TaskLog `protobuf:"bytes,2,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendLogRequest) Reset() {
+	*x = AppendLogRequest{}
+	mi := &file_sundial_api_v1_worker_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendLogRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendLogRequest) ProtoMessage() {}
+
+func (x *AppendLogRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_worker_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendLogRequest.ProtoReflect.Descriptor instead.
+func (*AppendLogRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_worker_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *AppendLogRequest) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *AppendLogRequest) GetTasks() []*TaskLog {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+// TaskLog is what one attempt logged since the worker last sent its lines.
+type TaskLog struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task, by the token Poll gave.
+	TaskToken string `protobuf:"bytes,1,opt,name=task_token,json=taskToken,proto3" json:"task_token,omitempty"`
+	// The lines and the count of those left out.
+	Log           *LiveLog `protobuf:"bytes,2,opt,name=log,proto3" json:"log,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskLog) Reset() {
+	*x = TaskLog{}
+	mi := &file_sundial_api_v1_worker_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskLog) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskLog) ProtoMessage() {}
+
+func (x *TaskLog) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_worker_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskLog.ProtoReflect.Descriptor instead.
+func (*TaskLog) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_worker_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *TaskLog) GetTaskToken() string {
+	if x != nil {
+		return x.TaskToken
+	}
+	return ""
+}
+
+func (x *TaskLog) GetLog() *LiveLog {
+	if x != nil {
+		return x.Log
+	}
+	return nil
+}
+
+// LiveLog is a piece of an attempt's log on its way to the live tail.
+type LiveLog struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The lines, oldest first, each as the attempt's log keeps it (the
+	// gateway cuts a line over 1 KiB as the log does).
+	Lines []string `protobuf:"bytes,1,rep,name=lines,proto3" json:"lines,omitempty"`
+	// How many lines the attempt logged within these that the worker left
+	// out over LogTail's bounds: the tail shows them as dropped.
+	Dropped       uint64 `protobuf:"varint,2,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LiveLog) Reset() {
+	*x = LiveLog{}
+	mi := &file_sundial_api_v1_worker_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LiveLog) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LiveLog) ProtoMessage() {}
+
+func (x *LiveLog) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_worker_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LiveLog.ProtoReflect.Descriptor instead.
+func (*LiveLog) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_worker_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *LiveLog) GetLines() []string {
+	if x != nil {
+		return x.Lines
+	}
+	return nil
+}
+
+func (x *LiveLog) GetDropped() uint64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
+// AppendLogResponse says which entries were not taken.
+type AppendLogResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The indexes in AppendLogRequest.tasks of the entries not taken: no
+	// task of the caller's team held by the worker (unknown, ended, given to
+	// another worker). The worker sends no more lines for them.
+	Refused       []uint32 `protobuf:"varint,1,rep,packed,name=refused,proto3" json:"refused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendLogResponse) Reset() {
+	*x = AppendLogResponse{}
+	mi := &file_sundial_api_v1_worker_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendLogResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendLogResponse) ProtoMessage() {}
+
+func (x *AppendLogResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_worker_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendLogResponse.ProtoReflect.Descriptor instead.
+func (*AppendLogResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_worker_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *AppendLogResponse) GetRefused() []uint32 {
+	if x != nil {
+		return x.Refused
+	}
+	return nil
+}
+
 // WorkerTask is one attempt of a run given to a worker.
 type WorkerTask struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -295,7 +593,7 @@ type WorkerTask struct {
 
 func (x *WorkerTask) Reset() {
 	*x = WorkerTask{}
-	mi := &file_sundial_api_v1_worker_proto_msgTypes[2]
+	mi := &file_sundial_api_v1_worker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -307,7 +605,7 @@ func (x *WorkerTask) String() string {
 func (*WorkerTask) ProtoMessage() {}
 
 func (x *WorkerTask) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_worker_proto_msgTypes[2]
+	mi := &file_sundial_api_v1_worker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -320,7 +618,7 @@ func (x *WorkerTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerTask.ProtoReflect.Descriptor instead.
 func (*WorkerTask) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_worker_proto_rawDescGZIP(), []int{2}
+	return file_sundial_api_v1_worker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *WorkerTask) GetTaskToken() string {
@@ -443,7 +741,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_sundial_api_v1_worker_proto_msgTypes[3]
+	mi := &file_sundial_api_v1_worker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -455,7 +753,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_worker_proto_msgTypes[3]
+	mi := &file_sundial_api_v1_worker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -468,7 +766,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_worker_proto_rawDescGZIP(), []int{3}
+	return file_sundial_api_v1_worker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *HeartbeatRequest) GetTaskToken() string {
@@ -511,7 +809,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_sundial_api_v1_worker_proto_msgTypes[4]
+	mi := &file_sundial_api_v1_worker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -523,7 +821,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_worker_proto_msgTypes[4]
+	mi := &file_sundial_api_v1_worker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -536,7 +834,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_worker_proto_rawDescGZIP(), []int{4}
+	return file_sundial_api_v1_worker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *HeartbeatResponse) GetStop() bool {
@@ -581,14 +879,19 @@ type CompleteRequest struct {
 	// Whether another attempt may succeed (FAILURE).
 	Retryable bool `protobuf:"varint,5,opt,name=retryable,proto3" json:"retryable,omitempty"`
 	// The attempt's log lines, oldest first; the gateway keeps the last ones.
-	LogLines      []string `protobuf:"bytes,6,rep,name=log_lines,json=logLines,proto3" json:"log_lines,omitempty"`
+	LogLines []string `protobuf:"bytes,6,rep,name=log_lines,json=logLines,proto3" json:"log_lines,omitempty"`
+	// Set when the worker sent lines of this attempt to its live tail
+	// (AppendLog): the lines it logged since its last AppendLog, which the
+	// gateway appends to the tail, while log_lines are kept for history
+	// only. Unset: log_lines go to the tail too, as the attempt ends.
+	LiveLog       *LiveLog `protobuf:"bytes,7,opt,name=live_log,json=liveLog,proto3" json:"live_log,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_sundial_api_v1_worker_proto_msgTypes[5]
+	mi := &file_sundial_api_v1_worker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -600,7 +903,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_worker_proto_msgTypes[5]
+	mi := &file_sundial_api_v1_worker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -613,7 +916,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_worker_proto_rawDescGZIP(), []int{5}
+	return file_sundial_api_v1_worker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CompleteRequest) GetTaskToken() string {
@@ -658,6 +961,13 @@ func (x *CompleteRequest) GetLogLines() []string {
 	return nil
 }
 
+func (x *CompleteRequest) GetLiveLog() *LiveLog {
+	if x != nil {
+		return x.LiveLog
+	}
+	return nil
+}
+
 // CompleteResponse acknowledges the outcome.
 type CompleteResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -670,7 +980,7 @@ type CompleteResponse struct {
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_sundial_api_v1_worker_proto_msgTypes[6]
+	mi := &file_sundial_api_v1_worker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -682,7 +992,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sundial_api_v1_worker_proto_msgTypes[6]
+	mi := &file_sundial_api_v1_worker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -695,7 +1005,7 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_sundial_api_v1_worker_proto_rawDescGZIP(), []int{6}
+	return file_sundial_api_v1_worker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CompleteResponse) GetStale() bool {
@@ -717,11 +1027,29 @@ const file_sundial_api_v1_worker_proto_rawDesc = "" +
 	"\tmax_tasks\x18\x04 \x01(\rR\bmaxTasks\x12-\n" +
 	"\x04wait\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12\x12\n" +
 	"\x04pool\x18\x06 \x01(\tR\x04pool\x12A\n" +
-	"\vcompletions\x18\a \x03(\v2\x1f.sundial.api.v1.CompleteRequestR\vcompletions\"\xb7\x01\n" +
+	"\vcompletions\x18\a \x03(\v2\x1f.sundial.api.v1.CompleteRequestR\vcompletions\"\xeb\x01\n" +
 	"\fPollResponse\x120\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x1a.sundial.api.v1.WorkerTaskR\x05tasks\x12H\n" +
 	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12+\n" +
-	"\x11takes_completions\x18\x03 \x01(\bR\x10takesCompletions\"\xfc\x03\n" +
+	"\x11takes_completions\x18\x03 \x01(\bR\x10takesCompletions\x122\n" +
+	"\blog_tail\x18\x04 \x01(\v2\x17.sundial.api.v1.LogTailR\alogTail\"\x80\x01\n" +
+	"\aLogTail\x12/\n" +
+	"\x05every\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x05every\x12\x1f\n" +
+	"\vchunk_bytes\x18\x02 \x01(\rR\n" +
+	"chunkBytes\x12#\n" +
+	"\rattempt_bytes\x18\x03 \x01(\rR\fattemptBytes\"^\n" +
+	"\x10AppendLogRequest\x12\x1b\n" +
+	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12-\n" +
+	"\x05tasks\x18\x02 \x03(\v2\x17.sundial.api.v1.TaskLogR\x05tasks\"S\n" +
+	"\aTaskLog\x12\x1d\n" +
+	"\n" +
+	"task_token\x18\x01 \x01(\tR\ttaskToken\x12)\n" +
+	"\x03log\x18\x02 \x01(\v2\x17.sundial.api.v1.LiveLogR\x03log\"9\n" +
+	"\aLiveLog\x12\x14\n" +
+	"\x05lines\x18\x01 \x03(\tR\x05lines\x12\x18\n" +
+	"\adropped\x18\x02 \x01(\x04R\adropped\"-\n" +
+	"\x11AppendLogResponse\x12\x18\n" +
+	"\arefused\x18\x01 \x03(\rR\arefused\"\xfc\x03\n" +
 	"\n" +
 	"WorkerTask\x12\x1d\n" +
 	"\n" +
@@ -756,7 +1084,7 @@ const file_sundial_api_v1_worker_proto_rawDesc = "" +
 	"\x04stop\x18\x01 \x01(\bR\x04stop\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1c\n" +
 	"\tsuspended\x18\x03 \x01(\bR\tsuspended\x12)\n" +
-	"\x10checkpoint_error\x18\x04 \x01(\tR\x0fcheckpointError\"\xd5\x02\n" +
+	"\x10checkpoint_error\x18\x04 \x01(\tR\x0fcheckpointError\"\x89\x03\n" +
 	"\x0fCompleteRequest\x12\x1d\n" +
 	"\n" +
 	"task_token\x18\x01 \x01(\tR\ttaskToken\x12A\n" +
@@ -765,18 +1093,20 @@ const file_sundial_api_v1_worker_proto_rawDesc = "" +
 	"error_code\x18\x03 \x01(\tR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\x12\x1c\n" +
 	"\tretryable\x18\x05 \x01(\bR\tretryable\x12\x1b\n" +
-	"\tlog_lines\x18\x06 \x03(\tR\blogLines\"a\n" +
+	"\tlog_lines\x18\x06 \x03(\tR\blogLines\x122\n" +
+	"\blive_log\x18\a \x01(\v2\x17.sundial.api.v1.LiveLogR\aliveLog\"a\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fOUTCOME_SUCCESS\x10\x01\x12\x13\n" +
 	"\x0fOUTCOME_FAILURE\x10\x02\x12\x13\n" +
 	"\x0fOUTCOME_SUSPEND\x10\x03\"(\n" +
 	"\x10CompleteResponse\x12\x14\n" +
-	"\x05stale\x18\x01 \x01(\bR\x05stale2\xf3\x01\n" +
+	"\x05stale\x18\x01 \x01(\bR\x05stale2\xc5\x02\n" +
 	"\rWorkerService\x12A\n" +
 	"\x04Poll\x12\x1b.sundial.api.v1.PollRequest\x1a\x1c.sundial.api.v1.PollResponse\x12P\n" +
 	"\tHeartbeat\x12 .sundial.api.v1.HeartbeatRequest\x1a!.sundial.api.v1.HeartbeatResponse\x12M\n" +
-	"\bComplete\x12\x1f.sundial.api.v1.CompleteRequest\x1a .sundial.api.v1.CompleteResponseB9Z7github.com/sundialhq/sundial/proto/sundial/api/v1;apiv1b\x06proto3"
+	"\bComplete\x12\x1f.sundial.api.v1.CompleteRequest\x1a .sundial.api.v1.CompleteResponse\x12P\n" +
+	"\tAppendLog\x12 .sundial.api.v1.AppendLogRequest\x1a!.sundial.api.v1.AppendLogResponseB9Z7github.com/sundialhq/sundial/proto/sundial/api/v1;apiv1b\x06proto3"
 
 var (
 	file_sundial_api_v1_worker_proto_rawDescOnce sync.Once
@@ -791,38 +1121,50 @@ func file_sundial_api_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_sundial_api_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sundial_api_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_sundial_api_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_sundial_api_v1_worker_proto_goTypes = []any{
 	(CompleteRequest_Outcome)(0),  // 0: sundial.api.v1.CompleteRequest.Outcome
 	(*PollRequest)(nil),           // 1: sundial.api.v1.PollRequest
 	(*PollResponse)(nil),          // 2: sundial.api.v1.PollResponse
-	(*WorkerTask)(nil),            // 3: sundial.api.v1.WorkerTask
-	(*HeartbeatRequest)(nil),      // 4: sundial.api.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),     // 5: sundial.api.v1.HeartbeatResponse
-	(*CompleteRequest)(nil),       // 6: sundial.api.v1.CompleteRequest
-	(*CompleteResponse)(nil),      // 7: sundial.api.v1.CompleteResponse
-	(*durationpb.Duration)(nil),   // 8: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(*LogTail)(nil),               // 3: sundial.api.v1.LogTail
+	(*AppendLogRequest)(nil),      // 4: sundial.api.v1.AppendLogRequest
+	(*TaskLog)(nil),               // 5: sundial.api.v1.TaskLog
+	(*LiveLog)(nil),               // 6: sundial.api.v1.LiveLog
+	(*AppendLogResponse)(nil),     // 7: sundial.api.v1.AppendLogResponse
+	(*WorkerTask)(nil),            // 8: sundial.api.v1.WorkerTask
+	(*HeartbeatRequest)(nil),      // 9: sundial.api.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),     // 10: sundial.api.v1.HeartbeatResponse
+	(*CompleteRequest)(nil),       // 11: sundial.api.v1.CompleteRequest
+	(*CompleteResponse)(nil),      // 12: sundial.api.v1.CompleteResponse
+	(*durationpb.Duration)(nil),   // 13: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
 }
 var file_sundial_api_v1_worker_proto_depIdxs = []int32{
-	8,  // 0: sundial.api.v1.PollRequest.wait:type_name -> google.protobuf.Duration
-	6,  // 1: sundial.api.v1.PollRequest.completions:type_name -> sundial.api.v1.CompleteRequest
-	3,  // 2: sundial.api.v1.PollResponse.tasks:type_name -> sundial.api.v1.WorkerTask
-	8,  // 3: sundial.api.v1.PollResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	9,  // 4: sundial.api.v1.WorkerTask.deadline:type_name -> google.protobuf.Timestamp
-	9,  // 5: sundial.api.v1.WorkerTask.due_time:type_name -> google.protobuf.Timestamp
-	0,  // 6: sundial.api.v1.CompleteRequest.outcome:type_name -> sundial.api.v1.CompleteRequest.Outcome
-	1,  // 7: sundial.api.v1.WorkerService.Poll:input_type -> sundial.api.v1.PollRequest
-	4,  // 8: sundial.api.v1.WorkerService.Heartbeat:input_type -> sundial.api.v1.HeartbeatRequest
-	6,  // 9: sundial.api.v1.WorkerService.Complete:input_type -> sundial.api.v1.CompleteRequest
-	2,  // 10: sundial.api.v1.WorkerService.Poll:output_type -> sundial.api.v1.PollResponse
-	5,  // 11: sundial.api.v1.WorkerService.Heartbeat:output_type -> sundial.api.v1.HeartbeatResponse
-	7,  // 12: sundial.api.v1.WorkerService.Complete:output_type -> sundial.api.v1.CompleteResponse
-	10, // [10:13] is the sub-list for method output_type
-	7,  // [7:10] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	13, // 0: sundial.api.v1.PollRequest.wait:type_name -> google.protobuf.Duration
+	11, // 1: sundial.api.v1.PollRequest.completions:type_name -> sundial.api.v1.CompleteRequest
+	8,  // 2: sundial.api.v1.PollResponse.tasks:type_name -> sundial.api.v1.WorkerTask
+	13, // 3: sundial.api.v1.PollResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	3,  // 4: sundial.api.v1.PollResponse.log_tail:type_name -> sundial.api.v1.LogTail
+	13, // 5: sundial.api.v1.LogTail.every:type_name -> google.protobuf.Duration
+	5,  // 6: sundial.api.v1.AppendLogRequest.tasks:type_name -> sundial.api.v1.TaskLog
+	6,  // 7: sundial.api.v1.TaskLog.log:type_name -> sundial.api.v1.LiveLog
+	14, // 8: sundial.api.v1.WorkerTask.deadline:type_name -> google.protobuf.Timestamp
+	14, // 9: sundial.api.v1.WorkerTask.due_time:type_name -> google.protobuf.Timestamp
+	0,  // 10: sundial.api.v1.CompleteRequest.outcome:type_name -> sundial.api.v1.CompleteRequest.Outcome
+	6,  // 11: sundial.api.v1.CompleteRequest.live_log:type_name -> sundial.api.v1.LiveLog
+	1,  // 12: sundial.api.v1.WorkerService.Poll:input_type -> sundial.api.v1.PollRequest
+	9,  // 13: sundial.api.v1.WorkerService.Heartbeat:input_type -> sundial.api.v1.HeartbeatRequest
+	11, // 14: sundial.api.v1.WorkerService.Complete:input_type -> sundial.api.v1.CompleteRequest
+	4,  // 15: sundial.api.v1.WorkerService.AppendLog:input_type -> sundial.api.v1.AppendLogRequest
+	2,  // 16: sundial.api.v1.WorkerService.Poll:output_type -> sundial.api.v1.PollResponse
+	10, // 17: sundial.api.v1.WorkerService.Heartbeat:output_type -> sundial.api.v1.HeartbeatResponse
+	12, // 18: sundial.api.v1.WorkerService.Complete:output_type -> sundial.api.v1.CompleteResponse
+	7,  // 19: sundial.api.v1.WorkerService.AppendLog:output_type -> sundial.api.v1.AppendLogResponse
+	16, // [16:20] is the sub-list for method output_type
+	12, // [12:16] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_sundial_api_v1_worker_proto_init() }
@@ -836,7 +1178,7 @@ func file_sundial_api_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_api_v1_worker_proto_rawDesc), len(file_sundial_api_v1_worker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   7,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

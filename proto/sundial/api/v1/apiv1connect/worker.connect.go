@@ -39,6 +39,8 @@ const (
 	WorkerServiceHeartbeatProcedure = "/sundial.api.v1.WorkerService/Heartbeat"
 	// WorkerServiceCompleteProcedure is the fully-qualified name of the WorkerService's Complete RPC.
 	WorkerServiceCompleteProcedure = "/sundial.api.v1.WorkerService/Complete"
+	// WorkerServiceAppendLogProcedure is the fully-qualified name of the WorkerService's AppendLog RPC.
+	WorkerServiceAppendLogProcedure = "/sundial.api.v1.WorkerService/AppendLog"
 )
 
 // WorkerServiceClient is a client for the sundial.api.v1.WorkerService service.
@@ -52,6 +54,17 @@ type WorkerServiceClient interface {
 	Heartbeat(context.Context, *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error)
 	// Complete gives the attempt's outcome and its log lines.
 	Complete(context.Context, *connect.Request[v1.CompleteRequest]) (*connect.Response[v1.CompleteResponse], error)
+	// AppendLog sends the lines the caller's running attempts logged since
+	// its previous AppendLog to their live tails (RunService.TailRunLog),
+	// all of them in one call, about once per PollResponse.log_tail.every.
+	// Each entry is taken only for a task of the caller's team that Poll
+	// gave to worker_id and whose attempt has not ended; any other (unknown,
+	// ended, another worker's, another team's) is answered in refused, all
+	// alike. The lines are bounded as the gateway's runner bounds its own
+	// attempts' (PollResponse.log_tail), whatever the worker sends. The
+	// attempt's final log still goes with its outcome (Complete): this is
+	// for the tail only, never kept in history.
+	AppendLog(context.Context, *connect.Request[v1.AppendLogRequest]) (*connect.Response[v1.AppendLogResponse], error)
 }
 
 // NewWorkerServiceClient constructs a client for the sundial.api.v1.WorkerService service. By
@@ -83,6 +96,12 @@ func NewWorkerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(workerServiceMethods.ByName("Complete")),
 			connect.WithClientOptions(opts...),
 		),
+		appendLog: connect.NewClient[v1.AppendLogRequest, v1.AppendLogResponse](
+			httpClient,
+			baseURL+WorkerServiceAppendLogProcedure,
+			connect.WithSchema(workerServiceMethods.ByName("AppendLog")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -91,6 +110,7 @@ type workerServiceClient struct {
 	poll      *connect.Client[v1.PollRequest, v1.PollResponse]
 	heartbeat *connect.Client[v1.HeartbeatRequest, v1.HeartbeatResponse]
 	complete  *connect.Client[v1.CompleteRequest, v1.CompleteResponse]
+	appendLog *connect.Client[v1.AppendLogRequest, v1.AppendLogResponse]
 }
 
 // Poll calls sundial.api.v1.WorkerService.Poll.
@@ -108,6 +128,11 @@ func (c *workerServiceClient) Complete(ctx context.Context, req *connect.Request
 	return c.complete.CallUnary(ctx, req)
 }
 
+// AppendLog calls sundial.api.v1.WorkerService.AppendLog.
+func (c *workerServiceClient) AppendLog(ctx context.Context, req *connect.Request[v1.AppendLogRequest]) (*connect.Response[v1.AppendLogResponse], error) {
+	return c.appendLog.CallUnary(ctx, req)
+}
+
 // WorkerServiceHandler is an implementation of the sundial.api.v1.WorkerService service.
 type WorkerServiceHandler interface {
 	// Poll waits, up to wait (at most 20s), for attempts of the caller's
@@ -119,6 +144,17 @@ type WorkerServiceHandler interface {
 	Heartbeat(context.Context, *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error)
 	// Complete gives the attempt's outcome and its log lines.
 	Complete(context.Context, *connect.Request[v1.CompleteRequest]) (*connect.Response[v1.CompleteResponse], error)
+	// AppendLog sends the lines the caller's running attempts logged since
+	// its previous AppendLog to their live tails (RunService.TailRunLog),
+	// all of them in one call, about once per PollResponse.log_tail.every.
+	// Each entry is taken only for a task of the caller's team that Poll
+	// gave to worker_id and whose attempt has not ended; any other (unknown,
+	// ended, another worker's, another team's) is answered in refused, all
+	// alike. The lines are bounded as the gateway's runner bounds its own
+	// attempts' (PollResponse.log_tail), whatever the worker sends. The
+	// attempt's final log still goes with its outcome (Complete): this is
+	// for the tail only, never kept in history.
+	AppendLog(context.Context, *connect.Request[v1.AppendLogRequest]) (*connect.Response[v1.AppendLogResponse], error)
 }
 
 // NewWorkerServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -146,6 +182,12 @@ func NewWorkerServiceHandler(svc WorkerServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(workerServiceMethods.ByName("Complete")),
 		connect.WithHandlerOptions(opts...),
 	)
+	workerServiceAppendLogHandler := connect.NewUnaryHandler(
+		WorkerServiceAppendLogProcedure,
+		svc.AppendLog,
+		connect.WithSchema(workerServiceMethods.ByName("AppendLog")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sundial.api.v1.WorkerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case WorkerServicePollProcedure:
@@ -154,6 +196,8 @@ func NewWorkerServiceHandler(svc WorkerServiceHandler, opts ...connect.HandlerOp
 			workerServiceHeartbeatHandler.ServeHTTP(w, r)
 		case WorkerServiceCompleteProcedure:
 			workerServiceCompleteHandler.ServeHTTP(w, r)
+		case WorkerServiceAppendLogProcedure:
+			workerServiceAppendLogHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -173,4 +217,8 @@ func (UnimplementedWorkerServiceHandler) Heartbeat(context.Context, *connect.Req
 
 func (UnimplementedWorkerServiceHandler) Complete(context.Context, *connect.Request[v1.CompleteRequest]) (*connect.Response[v1.CompleteResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sundial.api.v1.WorkerService.Complete is not implemented"))
+}
+
+func (UnimplementedWorkerServiceHandler) AppendLog(context.Context, *connect.Request[v1.AppendLogRequest]) (*connect.Response[v1.AppendLogResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sundial.api.v1.WorkerService.AppendLog is not implemented"))
 }
