@@ -26,6 +26,7 @@ import (
 	"github.com/sundialhq/sundial/internal/connect/testpki"
 	"github.com/sundialhq/sundial/internal/testenv"
 	"github.com/sundialhq/sundial/internal/topics"
+	"github.com/sundialhq/sundial/logtail/logtailtest"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/runner"
 	"github.com/sundialhq/sundial/runner/target"
@@ -85,6 +86,9 @@ type stackOpts struct {
 	noGateway bool
 	// gatewayConcurrency is the gateway runner's Concurrency; 0 is 64.
 	gatewayConcurrency int
+	// tails, when set, makes the API serve the RunService too, whose
+	// TailRunLog tails the runs of these jobs (live tails only).
+	tails []*sundialv1.JobSpec
 }
 
 func setupWith(t *testing.T, opts stackOpts) *stack {
@@ -128,6 +132,9 @@ func setupWith(t *testing.T, opts stackOpts) *stack {
 	t.Cleanup(gw.Stop)
 	acfg := apiserver.Config{Addr: "127.0.0.1:0", Authenticator: tokenAuth{},
 		Services: []apiserver.Service{gateway.NewService(broker).Service()}}
+	if opts.tails != nil {
+		acfg.Services = append(acfg.Services, logtailtest.RunService(t, rdb, s.runnerKeys, opts.tails...))
+	}
 	scheme := "http://"
 	if opts.pki != nil {
 		acfg.TLSCertFile, acfg.TLSKeyFile, scheme = opts.pki.ServerCert, opts.pki.ServerKey, "https://"

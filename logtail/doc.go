@@ -12,6 +12,15 @@
 // a stream from an offset (a stream entry id); the run service's
 // TailRunLog polls it for a caller who may see the run.
 //
+// A team's SDK worker executes its attempts far from the runner that
+// holds them (the worker gateway's, package gateway). It keeps each
+// running attempt's new lines in a Pending, bounded by the bounds the
+// gateway tells it, and sends them about once per Bounds.Every; the
+// gateway hands them to the attempt's target.Output (Live), so they reach
+// the gateway runner's Tail and Shipper as a handler's own lines do, and
+// are bounded again there. Pending is the one home of the bounding rule
+// for both.
+//
 // Invariants:
 //
 //   - Nothing of it is on an attempt's path: Tail.Line appends to memory

@@ -56,6 +56,16 @@
 //     writer stores them on the attempt's record, which `sundial runs get`
 //     prints. A team's worker sends them with the outcome. A worker that
 //     dies mid-run loses that attempt's lines.
+//   - A team's worker also sends each running attempt's new lines to the
+//     gateway for the run's live tail (livelog.go: WorkerService.AppendLog,
+//     about once a second, one call for all its attempts), once a Poll
+//     answer says the gateway takes them. Each attempt's lines are
+//     bounded before they are sent, by logtail's rule with the bounds the
+//     gateway told (a handler logging 100 MB sends at most the attempt's
+//     bound, and counts the rest); logging never waits on the call. A
+//     failed call loses those lines for the tail only. An outcome says
+//     whether its attempt's lines were sent live (CompleteRequest.live_log,
+//     with the lines not sent yet), so that the tail gets each line once.
 //   - Run.Progress is a line of the run's log; progress is not published
 //     while the run executes.
 //   - Checkpoint saves through the attempt's runner (a team's worker:

@@ -77,6 +77,8 @@ type remote struct {
 	// kick wakes the flusher when one is added.
 	done carried
 	kick chan struct{}
+	// live sends the running attempts' lines to their live tails.
+	live *liveLog
 }
 
 // completeLinger is how long an outcome waits for a Poll to carry it
@@ -184,7 +186,9 @@ func (w *Worker) startRemote(run *lifecycle.Run) error {
 	}
 	slices.Sort(rm.names)
 	rm.api = apiv1connect.NewWorkerServiceClient(hc, c.APIURL, connect.WithInterceptors(apiserver.BearerToken(c.Token)))
+	rm.live = newLiveLog(rm.api, c.ID, c.Logger)
 	run.Go(rm.flushLoop)
+	run.Go(rm.live.loop)
 	for range min(c.Concurrency, maxPollers) {
 		run.Go(rm.pollLoop)
 	}
@@ -265,6 +269,7 @@ func (rm *remote) pollLoop(ctx context.Context) {
 		}
 		retry.Reset()
 		rm.carry.Store(res.Msg.GetTakesCompletions())
+		rm.live.configure(res.Msg.GetLogTail())
 		got := res.Msg.GetTasks()
 		// A gateway gives max_tasks at most; one that gave more would
 		// have its extra tasks lost as worker_lost, never run twice.
@@ -313,6 +318,12 @@ func (rm *remote) execute(ctx context.Context, t *apiv1.WorkerTask, interval tim
 	beatCtx, stopBeats := context.WithCancel(ctx)
 	beatWG.Go(func() { beats.loop(beatCtx) })
 	out := &target.Output{}
+	// The handler's lines go to the run's live tail as it runs, when the
+	// gateway takes them.
+	live := rm.live.open(t.GetTaskToken())
+	if live != nil {
+		out.Tail = live
+	}
 	run := &sundialv1.Run{RunId: t.GetRunId(), JobId: t.GetJobId(), Attempt: t.GetAttempt(), DueTime: t.GetDueTime(), Payload: t.GetPayload(),
 		BaseRunId: t.GetBaseRunId(), ShardIndex: t.GetShardIndex(), ShardCount: t.GetShardCount(),
 		Target: &sundialv1.Target{Kind: &sundialv1.Target_Handler{Handler: &sundialv1.HandlerTarget{Name: t.GetHandler()}}}}
@@ -322,6 +333,7 @@ func (rm *remote) execute(ctx context.Context, t *apiv1.WorkerTask, interval tim
 	stopBeats()
 	beatWG.Wait()
 	free()
+	rest := rm.live.finish(live)
 	if errors.Is(context.Cause(runCtx), errStopped) {
 		// The gateway decided the attempt's outcome (lost lease, cancel,
 		// timeout) or cannot be reached: the task is no longer this
@@ -329,7 +341,7 @@ func (rm *remote) execute(ctx context.Context, t *apiv1.WorkerTask, interval tim
 		c.Logger.Info("attempt stopped", "run_id", t.GetRunId(), "reason", beats.reason())
 		return
 	}
-	req := &apiv1.CompleteRequest{TaskToken: t.GetTaskToken(), Outcome: apiv1.CompleteRequest_OUTCOME_SUCCESS, LogLines: out.Lines()}
+	req := &apiv1.CompleteRequest{TaskToken: t.GetTaskToken(), Outcome: apiv1.CompleteRequest_OUTCOME_SUCCESS, LogLines: out.Lines(), LiveLog: rest}
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrSuspended) && beats.suspended():

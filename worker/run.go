@@ -51,7 +51,8 @@ type Run struct {
 	// Log writes to the worker's logger and, as text lines, to the run's
 	// record: the last lines (target.MaxOutputLines, target.MaxOutputBytes)
 	// travel on the attempt's final event and `sundial runs get` prints
-	// them.
+	// them. While the attempt runs they also reach its live tail (`sundial
+	// runs logs --follow`), about a second later.
 	Log *slog.Logger
 
 	proto *sundialv1.Run
