@@ -46,16 +46,7 @@ func TestTeamTokenCannotTouchAnotherTeamsTask(t *testing.T) {
 	}()
 	run := handlerRun("team-b", "b-job", "b.work", time.Now())
 	s.produce(run)
-	var task *apiv1.WorkerTask
-	require.Eventually(t, func() bool {
-		res, err := b.Poll(ctx, connect.NewRequest(&apiv1.PollRequest{WorkerId: "b-1", Handlers: []string{"b.work"}, Wait: durationpb.New(time.Second)}))
-		require.NoError(t, err)
-		if len(res.Msg.GetTasks()) == 0 {
-			return false
-		}
-		task = res.Msg.GetTasks()[0]
-		return true
-	}, waitFor, time.Millisecond)
+	task := pollTask(t, ctx, b, "b-1", "b.work")
 	require.Equal(t, run.GetRunId(), task.GetRunId())
 	require.Positive(t, task.GetFencingToken())
 	require.False(t, task.GetReplay())

@@ -109,13 +109,7 @@ func TestSDKWorkerLogIsTailedWhileItRuns(t *testing.T) {
 		assert.Contains(t, got.Lines[i], want)
 	}
 	assert.False(t, got.Ended)
-	for _, token := range []string{"team-b:admin", "team-b:viewer"} {
-		stream, err := s.runs(token).TailRunLog(ctx, connect.NewRequest(&apiv1.TailRunLogRequest{RunId: run.GetRunId()}))
-		require.NoError(t, err)
-		assert.False(t, stream.Receive(), "%s received a message", token)
-		assert.Equal(t, connect.CodeNotFound, connect.CodeOf(stream.Err()), "%s: %v", token, stream.Err())
-		require.NoError(t, stream.Close())
-	}
+	logtailtest.NotFound(t, ctx, map[string]apiv1connect.RunServiceClient{"team-b:admin": s.runs("team-b:admin"), "team-b:viewer": s.runs("team-b:viewer")}, run.GetRunId())
 
 	open()
 	got = logtailtest.Follow(t, ctx, s.runs("team-a:viewer"), run.GetRunId(), logtailtest.Forever)

@@ -8,6 +8,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
@@ -99,3 +100,17 @@ func Follow(t *testing.T, ctx context.Context, c apiv1connect.RunServiceClient, 
 
 // Forever never stops a Follow: it reads until the stream ends.
 func Forever(Tailed) bool { return false }
+
+// NotFound asserts that each caller in clients is answered not_found when
+// it tails runID, before any message: a caller who may not see the run
+// does not learn it exists. The map's keys name the callers.
+func NotFound(t *testing.T, ctx context.Context, clients map[string]apiv1connect.RunServiceClient, runID string) {
+	t.Helper()
+	for who, c := range clients {
+		stream, err := c.TailRunLog(ctx, connect.NewRequest(&apiv1.TailRunLogRequest{RunId: runID}))
+		require.NoError(t, err)
+		assert.False(t, stream.Receive(), "%s received a message", who)
+		assert.Equal(t, connect.CodeNotFound, connect.CodeOf(stream.Err()), "%s: %v", who, stream.Err())
+		require.NoError(t, stream.Close())
+	}
+}
