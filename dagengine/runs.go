@@ -135,7 +135,8 @@ func (c RunsConfig) Validate() error {
 // Runs applies inputs to DAG runs durably and carries out their decisions:
 // the shell around package dagrun. It is safe for concurrent use, also by
 // several processes at once (see the package doc). The engine uses it for
-// events, timeouts and schedules; the CLI for resume and trigger.
+// events, timeouts and schedules; the CLI for resume and trigger; the API
+// server for ResumeDagRun.
 type Runs struct {
 	cfg    RunsConfig
 	m      *metrics
@@ -252,7 +253,7 @@ func (r *Runs) apply(ctx context.Context, id string, adopt bool, inputs ...dagru
 		st := l.state
 		if adopt {
 			if st, err = r.adopt(ctx, l, st); err != nil {
-				return Result{State: l.state}, err
+				return Result{}, err
 			}
 		}
 		var decisions []dagrun.Decision
@@ -555,7 +556,11 @@ func (r *Runs) StartRun(ctx context.Context, dagID string, due time.Time, origin
 // anyway). It fails with dagrun.ErrNothingToResume when no node failed, and
 // with ErrNotResumable when the DAG was deleted, or its current definition
 // is not dag.Compatible with the run's (a node added or removed, other
-// dependencies, another job), naming each node that differs.
+// dependencies, another job), naming each node that differs. Both leave
+// the run as it was (the first comes with its state). An error after the
+// resume was saved (its node runs or events not yet carried out, which the
+// engine redoes) comes with the state saved; any other error saved nothing
+// and comes with the zero State.
 func (r *Runs) Resume(ctx context.Context, id string) (dagrun.State, error) {
 	res, err := r.apply(ctx, id, true, dagrun.Resume{})
 	return res.State, err

@@ -100,7 +100,7 @@ func (o *Operator) PlanApply(ctx context.Context, specs []*sundialv1.JobSpec, fi
 		}
 		p.Changes = audit.Diff(old, spec)
 		newSched := compiled(spec, now)
-		p.NextFires = nextFires(newSched, spec, now, fires)
+		p.NextFires = nextFires(newSched, spec.GetSchedule(), now, fires)
 		p.RunsPerOccurrence, p.LoadLowerBound = runsPerOccurrence(spec, o.cfg.Members)
 		for _, t := range within(newSched, now, now.Add(PlanHorizon)) {
 			p.Load[store.BucketOf(t)] += p.RunsPerOccurrence
@@ -122,21 +122,35 @@ func (o *Operator) PlanApply(ctx context.Context, specs []*sundialv1.JobSpec, fi
 // compiled is spec's schedule anchored at accepted, or nil when it fires
 // nothing (no schedule, paused, or a schedule that does not compile).
 func compiled(spec *sundialv1.JobSpec, accepted time.Time) *schedule.Schedule {
-	if spec.GetSchedule() == nil || spec.GetPaused() {
+	return compiledSchedule(spec.GetSchedule(), spec.GetPaused(), accepted)
+}
+
+// compiledSchedule is sched anchored at accepted, or nil when it fires
+// nothing.
+func compiledSchedule(sched *sundialv1.Schedule, paused bool, accepted time.Time) *schedule.Schedule {
+	if sched == nil || paused {
 		return nil
 	}
-	s, errs := jobspec.CompileSchedule(spec.GetSchedule(), accepted)
+	s, errs := jobspec.CompileSchedule(sched, accepted)
 	if len(errs) > 0 {
 		return nil
 	}
 	return s
 }
 
-func nextFires(s *schedule.Schedule, spec *sundialv1.JobSpec, now time.Time, n int) []time.Time {
+// NextFires are the first n fire times of a definition's schedule, a
+// job's or a DAG's, as if it were accepted at now: none without a
+// schedule, when paused, or when the schedule does not compile (the
+// definition's validation says why).
+func NextFires(sched *sundialv1.Schedule, paused bool, now time.Time, n int) []time.Time {
+	return nextFires(compiledSchedule(sched, paused, now), sched, now, n)
+}
+
+func nextFires(s *schedule.Schedule, sched *sundialv1.Schedule, now time.Time, n int) []time.Time {
 	if s == nil || n <= 0 {
 		return nil
 	}
-	t, ok := jobspec.FirstDue(s, jobspec.MisfirePolicy(spec.GetSchedule()), jobspec.CatchUpWindow(spec.GetSchedule()), now, now)
+	t, ok := jobspec.FirstDue(s, jobspec.MisfirePolicy(sched), jobspec.CatchUpWindow(sched), now, now)
 	var out []time.Time
 	for ; ok && len(out) < n; t, ok = s.Next(t) {
 		out = append(out, store.Truncate(t))

@@ -143,3 +143,30 @@ func TestPlanApplyLoadCountsFanOut(t *testing.T) {
 	assert.True(t, plans[0].LoadLowerBound, "membership unknown")
 	assert.Equal(t, 1, plans[0].Load[now.Add(5*time.Minute)])
 }
+
+// TestNextFires: a DAG's or a job's schedule gives its next fire times as
+// if accepted now, in its zone; none when paused, without a schedule, or
+// when it does not compile.
+func TestNextFires(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 28, 12, 0, 0, 0, time.UTC)
+	berlin := &sundialv1.Schedule{TimeZone: "Europe/Berlin", Kind: &sundialv1.Schedule_Cron{Cron: &sundialv1.Cron{Expression: "0 3 * * *"}}}
+	for _, tc := range []struct {
+		name   string
+		sched  *sundialv1.Schedule
+		paused bool
+		want   []time.Time
+	}{
+		{name: "daily at 03:00 Berlin, across the switch to summer time", sched: berlin, want: []time.Time{
+			time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC), time.Date(2026, 3, 30, 1, 0, 0, 0, time.UTC), time.Date(2026, 3, 31, 1, 0, 0, 0, time.UTC),
+		}},
+		{name: "paused", sched: berlin, paused: true},
+		{name: "no schedule"},
+		{name: "does not compile", sched: &sundialv1.Schedule{Kind: &sundialv1.Schedule_Cron{Cron: &sundialv1.Cron{Expression: "61 * * * *"}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tc.want, NextFires(tc.sched, tc.paused, now, 3))
+		})
+	}
+}

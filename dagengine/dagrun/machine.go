@@ -281,15 +281,7 @@ func (m *machine) fail(i int, ev RunEvent, p Phase, reason string) {
 }
 
 // failed returns the nodes in a failure phase.
-func (m *machine) failed() []int {
-	var out []int
-	for i, n := range m.s.Nodes {
-		if n.Phase.Failure() {
-			out = append(out, i)
-		}
-	}
-	return out
-}
+func (m *machine) failed() []int { return m.s.Failed() }
 
 // applyPolicy skips what node i's failure rules out.
 func (m *machine) applyPolicy(i int) {

@@ -88,3 +88,30 @@ func TestUnmarshalRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestResumable: a DAG run can be resumed when a node failed, was
+// cancelled or timed out, and Failed names those nodes: the ones a Resume
+// reruns, and what the API's resumable and the console's Resume show.
+func TestResumable(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		phases []dagrun.Phase
+		failed []int
+	}{
+		{name: "all succeeded", phases: []dagrun.Phase{dagrun.Succeeded, dagrun.Succeeded}},
+		{name: "running, waiting", phases: []dagrun.Phase{dagrun.Running, dagrun.Waiting}},
+		{name: "failed, then skipped", phases: []dagrun.Phase{dagrun.Failed, dagrun.Skipped}, failed: []int{0}},
+		{name: "cancelled and timed out", phases: []dagrun.Phase{dagrun.Succeeded, dagrun.Cancelled, dagrun.TimedOut}, failed: []int{1, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st := dagrun.State{}
+			for _, p := range tc.phases {
+				st.Nodes = append(st.Nodes, dagrun.Node{Phase: p})
+			}
+			assert.Equal(t, tc.failed, st.Failed())
+			assert.Equal(t, len(tc.failed) > 0, st.Resumable())
+		})
+	}
+}

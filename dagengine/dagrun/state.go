@@ -228,6 +228,22 @@ func (n Node) RunID(dagRunID string) string {
 // Active reports whether the DAG run is still running.
 func (s *State) Active() bool { return s.Status == StatusRunning }
 
+// Resumable reports whether a Resume would rerun a node: one failed, was
+// cancelled or timed out.
+func (s *State) Resumable() bool { return len(s.Failed()) > 0 }
+
+// Failed returns the positions of the nodes that failed, were cancelled or
+// timed out: those a Resume reruns.
+func (s *State) Failed() []int {
+	var out []int
+	for i, n := range s.Nodes {
+		if n.Phase.Failure() {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
 // Pending reports whether the state holds work not yet acknowledged: nodes
 // Starting or events in the outbox.
 func (s *State) Pending() bool {
