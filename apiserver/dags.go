@@ -5,15 +5,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/audit"
 	"github.com/sundialhq/sundial/auth"
 	"github.com/sundialhq/sundial/client"
 	"github.com/sundialhq/sundial/dagengine/dag"
 	"github.com/sundialhq/sundial/dagengine/dagrun"
+	"github.com/sundialhq/sundial/internal/deps"
 	"github.com/sundialhq/sundial/jobspec"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
@@ -72,6 +76,16 @@ type DagServiceConfig struct {
 	// AnswerTimeout bounds the wait for the DAG engine's answer. Default
 	// 30 s.
 	AnswerTimeout time.Duration
+	// Runs resumes DAG runs (dagengine.Runs, the code `sundial dag resume`
+	// calls); without it ResumeDagRun answers Unimplemented.
+	Runs DagRunResumer
+	// Audit records every resume; nil records none.
+	Audit audit.Recorder
+	// Now is the clock of plans' next fire times and audit records.
+	// Default time.Now.
+	Now func() time.Time
+	// Logger; nil discards.
+	Logger *slog.Logger
 }
 
 // Validate reports every bad field.
@@ -102,6 +116,8 @@ func NewDagService(cfg DagServiceConfig) (*DagService, error) {
 		return nil, err
 	}
 	cfg.AnswerTimeout = cmp.Or(cfg.AnswerTimeout, 30*time.Second)
+	cfg.Now = deps.Clock(cfg.Now)
+	cfg.Logger = deps.Logger(cfg.Logger)
 	return &DagService{cfg: cfg}, nil
 }
 
@@ -153,6 +169,35 @@ func dagOf(d store.Dag, spec *sundialv1.DagSpec) *apiv1.Dag {
 	}
 }
 
+// dagInForce is the definition in force of DAG id and its revision, nil
+// and 0 for none (or no id); another team's DAG is NotFound, so that a
+// team cannot take over another team's DAG by naming itself the owner of
+// the same id.
+func (s *DagService) dagInForce(ctx context.Context, p auth.Principal, id string) (*sundialv1.DagSpec, int64, error) {
+	if id == "" {
+		return nil, 0, nil
+	}
+	d, stored, found, err := s.lookupDag(ctx, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !found {
+		return nil, 0, nil
+	}
+	if !p.CanSee(stored.GetOwnerTeam()) {
+		return nil, 0, notFound("DAG", id)
+	}
+	return stored, d.Revision, nil
+}
+
+// dagRejected is the answer to a DAG definition refused before it was
+// produced.
+func dagRejected(id string, errs []dag.FieldError) *sundialv1.JobStatus {
+	st := rejected(id, errs)
+	st.Subject = &sundialv1.JobStatus_DagId{DagId: id}
+	return st
+}
+
 // ApplyDag implements apiv1connect.DagServiceHandler.
 func (s *DagService) ApplyDag(ctx context.Context, req *connect.Request[apiv1.ApplyDagRequest]) (*connect.Response[apiv1.ApplyDagResponse], error) {
 	p, err := principal(ctx)
@@ -166,34 +211,23 @@ func (s *DagService) ApplyDag(ctx context.Context, req *connect.Request[apiv1.Ap
 	if err := mayChange(p, spec.GetOwnerTeam(), "apply DAG "+spec.GetId()); err != nil {
 		return nil, err
 	}
-	var before *sundialv1.DagSpec
-	if spec.GetId() != "" {
-		if _, stored, found, err := s.lookupDag(ctx, spec.GetId()); err != nil {
-			return nil, err
-		} else if found && !p.CanSee(stored.GetOwnerTeam()) {
-			return nil, notFound("DAG", spec.GetId())
-		} else if found {
-			before = stored
-		}
+	before, beforeRev, err := s.dagInForce(ctx, p, spec.GetId())
+	if err != nil {
+		return nil, err
 	}
-	// As for jobs: a value shown redacted keeps the stored node's.
-	if errs := jobspec.KeepRedactedDag(spec, before); len(errs) > 0 {
-		st := rejected(spec.GetId(), errs)
-		st.Subject = &sundialv1.JobStatus_DagId{DagId: spec.GetId()}
-		return connect.NewResponse(&apiv1.ApplyDagResponse{Status: st}), nil
+	if err := checkExpectedRevision(req.Msg.ExpectedRevision, before != nil, beforeRev); err != nil {
+		return nil, err
 	}
-	if errs, err := s.checkNodeJobs(ctx, spec); err != nil {
+	// As for jobs: a value shown redacted keeps the stored node's. The
+	// checks are PlanDag's (dagProblems).
+	if _, errs, err := s.dagProblems(ctx, spec, before); err != nil {
 		return nil, err
 	} else if len(errs) > 0 {
-		st := rejected(spec.GetId(), errs)
-		st.Subject = &sundialv1.JobStatus_DagId{DagId: spec.GetId()}
-		return connect.NewResponse(&apiv1.ApplyDagResponse{Status: st}), nil
+		return connect.NewResponse(&apiv1.ApplyDagResponse{Status: dagRejected(spec.GetId(), errs)}), nil
 	}
 	receipt, err := s.cfg.Writer.ApplyDag(ctx, spec)
 	if ve := (*dag.ValidationError)(nil); errors.As(err, &ve) {
-		st := rejected(spec.GetId(), ve.Errors)
-		st.Subject = &sundialv1.JobStatus_DagId{DagId: spec.GetId()}
-		return connect.NewResponse(&apiv1.ApplyDagResponse{Status: st}), nil
+		return connect.NewResponse(&apiv1.ApplyDagResponse{Status: dagRejected(spec.GetId(), ve.Errors)}), nil
 	}
 	if err != nil {
 		return nil, produceError(fmt.Sprintf("apply DAG %q", spec.GetId()), err)
@@ -422,54 +456,94 @@ func (s *DagService) GetDagRun(ctx context.Context, req *connect.Request[apiv1.G
 	if err != nil {
 		return nil, err
 	}
-	id := req.Msg.GetDagRunId()
-	if err := needID(id); err != nil {
+	r, err := s.visibleDagRun(ctx, p, req.Msg.GetDagRunId())
+	if err != nil {
 		return nil, err
+	}
+	return connect.NewResponse(&apiv1.GetDagRunResponse{DagRun: r.detail()}), nil
+}
+
+// storedDagRun is a DAG run as stored, decoded.
+type storedDagRun struct {
+	row   store.DagRun
+	state dagrun.State
+	// spec is the definition the run follows: the one a resume adopted,
+	// else the one it was created with (as the DAG engine reads it).
+	spec *sundialv1.DagSpec
+	// team is the run's: the team of the definition it was created with,
+	// as for the runs of its nodes (dagRunSpec).
+	team string
+}
+
+// visibleDagRun reads DAG run id for p: NotFound when there is none or p
+// may not see its team.
+func (s *DagService) visibleDagRun(ctx context.Context, p auth.Principal, id string) (storedDagRun, error) {
+	if err := needID(id); err != nil {
+		return storedDagRun{}, err
 	}
 	runs, err := s.dagRuns()
 	if err != nil {
-		return nil, err
+		return storedDagRun{}, err
 	}
 	row, err := runs.GetDagRun(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, notFound("DAG run", id)
+		return storedDagRun{}, notFound("DAG run", id)
 	}
 	if err != nil {
-		return nil, storeError("read DAG run", err)
+		return storedDagRun{}, storeError("read DAG run", err)
 	}
+	r, err := decodeDagRun(row)
+	if err != nil {
+		return storedDagRun{}, connect.NewError(connect.CodeInternal, err)
+	}
+	if !p.CanSee(r.team) {
+		return storedDagRun{}, notFound("DAG run", id)
+	}
+	return r, nil
+}
+
+// DagRunDetail is a stored DAG run as GetDagRun answers it, its inline
+// jobs' secret values redacted: `sundial dag resume` prints it alike
+// whether it went through the API or read the store.
+func DagRunDetail(row store.DagRun) (*apiv1.DagRunDetail, error) {
+	r, err := decodeDagRun(row)
+	if err != nil {
+		return nil, err
+	}
+	return r.detail(), nil
+}
+
+// decodeDagRun decodes a stored DAG run's state and definitions.
+func decodeDagRun(row store.DagRun) (storedDagRun, error) {
 	st, err := dagrun.Unmarshal(row.State)
 	if err != nil {
-		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("DAG run %q: the stored state does not decode: %w", id, err))
+		return storedDagRun{}, fmt.Errorf("DAG run %q: the stored state does not decode: %w", row.ID, err)
 	}
-	// The definition the run follows: the one a resume adopted, else the
-	// one it was created with (as the DAG engine reads it).
-	def := row.Spec
+	created := &sundialv1.DagSpec{}
+	if err := sundialv1.Unmarshal(sundialv1.ContentTypeProtobuf, row.Spec, created); err != nil {
+		return storedDagRun{}, fmt.Errorf("DAG run %q: the stored definition does not decode: %w", row.ID, err)
+	}
+	spec := created
 	if st.Definition != nil {
-		def = st.Definition
-	}
-	spec := &sundialv1.DagSpec{}
-	if err := sundialv1.Unmarshal(sundialv1.ContentTypeProtobuf, def, spec); err != nil {
-		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("DAG run %q: the stored definition does not decode: %w", id, err))
-	}
-	// The team is the snapshot's, as for the runs of its nodes
-	// (dagRunSpec).
-	team := spec.GetOwnerTeam()
-	if st.Definition != nil {
-		created := &sundialv1.DagSpec{}
-		if err := sundialv1.Unmarshal(sundialv1.ContentTypeProtobuf, row.Spec, created); err != nil {
-			return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("DAG run %q: the stored definition does not decode: %w", id, err))
+		spec = &sundialv1.DagSpec{}
+		if err := sundialv1.Unmarshal(sundialv1.ContentTypeProtobuf, st.Definition, spec); err != nil {
+			return storedDagRun{}, fmt.Errorf("DAG run %q: the stored definition does not decode: %w", row.ID, err)
 		}
-		team = created.GetOwnerTeam()
 	}
-	if !p.CanSee(team) {
-		return nil, notFound("DAG run", id)
-	}
+	return storedDagRun{row: row, state: st, spec: spec, team: created.GetOwnerTeam()}, nil
+}
+
+// detail is the answer for r, its inline jobs' secret values redacted.
+func (r storedDagRun) detail() *apiv1.DagRunDetail {
+	spec := proto.CloneOf(r.spec)
 	parents := map[string][]string{}
 	for _, n := range spec.GetNodes() {
 		parents[n.GetId()] = n.GetParents()
 	}
 	jobspec.Redact(spec)
-	out := &apiv1.DagRunDetail{Run: dagRunSummary(row), Spec: spec, EndedAt: timeOrNil(st.EndedAt), Resumes: int32(st.Resumes)} //nolint:gosec // a count of resumes
+	st := r.state
+	out := &apiv1.DagRunDetail{Run: dagRunSummary(r.row), Spec: spec, EndedAt: timeOrNil(st.EndedAt), Resumable: st.Resumable(),
+		Resumes: int32(st.Resumes)} //nolint:gosec // a count of resumes
 	for _, n := range st.Nodes {
 		out.Nodes = append(out.Nodes, &apiv1.DagNodeRun{
 			NodeId:    n.ID,
@@ -484,5 +558,5 @@ func (s *DagService) GetDagRun(ctx context.Context, req *connect.Request[apiv1.G
 			Parents:   parents[n.ID],
 		})
 	}
-	return connect.NewResponse(&apiv1.GetDagRunResponse{DagRun: out}), nil
+	return out
 }

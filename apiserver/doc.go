@@ -20,6 +20,11 @@
 //     registry's (or DAG engine's) answer on the status topic, matched by the
 //     record it names. A change answered late may still be applied: the
 //     DeadlineExceeded answer says so; the status topic has the final word.
+//     Resuming a DAG run (ResumeDagRun) is no definition: it calls the DAG
+//     engine's own code (dagengine.Runs.Resume, as `sundial dag resume`
+//     does), one conditional write of the DAG run that no concurrent engine
+//     can lose, and PlanDag checks a DAG definition with ApplyDag's checks
+//     (dagProblems) and writes nothing.
 //   - Authentication before anything: every Connect call and every plain
 //     handler passes the Authenticator first, in the edge (edge.go), before
 //     a byte of the body is read, inflated or decoded. A call without a valid bearer

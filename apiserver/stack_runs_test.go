@@ -30,6 +30,7 @@ const callerHeader = "X-Test-Caller"
 var callers = map[string]auth.Principal{
 	"owner":          {Subject: "token:owner", Team: "alpha", Role: auth.RoleViewer},
 	"owner-operator": {Subject: "token:owner-op", Team: "alpha", Role: auth.RoleOperator},
+	"owner-admin":    {Subject: "token:owner-admin", Team: "alpha", Role: auth.RoleAdmin},
 	"other":          {Subject: "token:other", Team: "beta", Role: auth.RoleAdmin},
 	"other-viewer":   {Subject: "token:other-viewer", Team: "beta", Role: auth.RoleViewer},
 	"cluster-admin":  {Subject: "token:root", ClusterAdmin: true},

@@ -38,8 +38,9 @@ import (
 
 // APIStore is what the API's services read: definitions, DAGs, run
 // history, DAG runs, the shards and the schedule's buckets (the
-// forecast); and the one history write, the scheduled attempt of a
-// retried run (operator.Retry). *cassandra.Store and *memory.Store are
+// forecast); the one history write, the scheduled attempt of a retried
+// run (operator.Retry); and the DAG runs a resume changes
+// (dagengine.Store). *cassandra.Store and *memory.Store are
 // ones.
 type APIStore interface {
 	apiserver.JobStore
@@ -47,6 +48,7 @@ type APIStore interface {
 	apiserver.RunHistory
 	store.RunIndex
 	apiserver.DagRunReader
+	dagengine.Store
 	apiserver.ShardReader
 	operator.History
 	operator.Due
@@ -146,9 +148,22 @@ func APIServices(cfg APIConfig, b APIBackends) ([]apiserver.Service, []apiserver
 	if err != nil {
 		return nil, nil, err
 	}
-	dags, err := apiserver.NewDagService(apiserver.DagServiceConfig{
-		Store: b.Store, Writer: apiserver.KafkaDagWriter{Client: b.Client}, AnswerTimeout: cfg.AnswerTimeout,
+	// ResumeDagRun calls the code `sundial dag resume` calls.
+	dagRuns, err := dagengine.NewRuns(dagengine.RunsConfig{
+		Store: b.Store, Enqueuer: b.Enqueuer, Producer: b.Producer, Topics: cfg.Topics, Shards: cfg.Shards,
+		Now: cfg.Now, Logger: named("api-dags"),
 	})
+	if err != nil {
+		return nil, nil, err
+	}
+	dagsCfg := apiserver.DagServiceConfig{
+		Store: b.Store, Writer: apiserver.KafkaDagWriter{Client: b.Client}, AnswerTimeout: cfg.AnswerTimeout,
+		Runs: dagRuns, Now: cfg.Now, Logger: named("api-dags"),
+	}
+	if trail != nil {
+		dagsCfg.Audit = trail
+	}
+	dags, err := apiserver.NewDagService(dagsCfg)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1223,9 +1223,15 @@ func (x *Dag) GetScheduleKind() ScheduleKind {
 type ApplyDagRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// spec is the definition; its owner_team decides who may apply it.
-	Spec          *v1.DagSpec `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Spec *v1.DagSpec `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	// expected_revision, when set, is the store revision (Dag.revision) the
+	// caller edited: the definition is applied only if that revision is
+	// still the one in force, and 0 means that no definition may be in
+	// force (a create). Otherwise the call is answered FAILED_PRECONDITION,
+	// naming the revision in force, and nothing is produced.
+	ExpectedRevision *int64 `protobuf:"varint,2,opt,name=expected_revision,json=expectedRevision,proto3,oneof" json:"expected_revision,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ApplyDagRequest) Reset() {
@@ -1263,6 +1269,13 @@ func (x *ApplyDagRequest) GetSpec() *v1.DagSpec {
 		return x.Spec
 	}
 	return nil
+}
+
+func (x *ApplyDagRequest) GetExpectedRevision() int64 {
+	if x != nil && x.ExpectedRevision != nil {
+		return *x.ExpectedRevision
+	}
+	return 0
 }
 
 // ApplyDagResponse is the engine's answer.
@@ -1941,7 +1954,11 @@ type DagRunDetail struct {
 	// ended_at is when the run ended; unset while it runs.
 	EndedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
 	// resumes counts the run's resumes.
-	Resumes       int32 `protobuf:"varint,5,opt,name=resumes,proto3" json:"resumes,omitempty"`
+	Resumes int32 `protobuf:"varint,5,opt,name=resumes,proto3" json:"resumes,omitempty"`
+	// resumable is true when a node failed, was cancelled or timed out:
+	// ResumeDagRun would rerun it (if the DAG's current definition has the
+	// run's shape). Whether the caller may resume it is the server's to say.
+	Resumable     bool `protobuf:"varint,6,opt,name=resumable,proto3" json:"resumable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2009,6 +2026,13 @@ func (x *DagRunDetail) GetResumes() int32 {
 		return x.Resumes
 	}
 	return 0
+}
+
+func (x *DagRunDetail) GetResumable() bool {
+	if x != nil {
+		return x.Resumable
+	}
+	return false
 }
 
 // DagNodeRun is the state of one node in a DAG run.
@@ -2140,11 +2164,520 @@ func (x *DagNodeRun) GetParents() []string {
 	return nil
 }
 
+// PlanDagRequest carries the DAG definition to plan.
+type PlanDagRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// spec is the definition, as it would be applied.
+	Spec *v1.DagSpec `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	// next_fires is how many next fire times to compute; default 5, at most
+	// 100.
+	NextFires uint32 `protobuf:"varint,2,opt,name=next_fires,json=nextFires,proto3" json:"next_fires,omitempty"`
+	// expected_revision, when set, is checked as ApplyDag checks it: a plan
+	// of a definition that changed since it was read is answered
+	// FAILED_PRECONDITION.
+	ExpectedRevision *int64 `protobuf:"varint,3,opt,name=expected_revision,json=expectedRevision,proto3,oneof" json:"expected_revision,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *PlanDagRequest) Reset() {
+	*x = PlanDagRequest{}
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanDagRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanDagRequest) ProtoMessage() {}
+
+func (x *PlanDagRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanDagRequest.ProtoReflect.Descriptor instead.
+func (*PlanDagRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *PlanDagRequest) GetSpec() *v1.DagSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *PlanDagRequest) GetNextFires() uint32 {
+	if x != nil {
+		return x.NextFires
+	}
+	return 0
+}
+
+func (x *PlanDagRequest) GetExpectedRevision() int64 {
+	if x != nil && x.ExpectedRevision != nil {
+		return *x.ExpectedRevision
+	}
+	return 0
+}
+
+// PlanDagResponse is what applying the definition would do. When errors
+// is set the definition would be refused and the rest is empty.
+type PlanDagResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// errors are the definition's problems, each naming its field
+	// ("nodes[2].parents[0]", "nodes[1].job_id"): ApplyDag would refuse it.
+	Errors []*v1.FieldError `protobuf:"bytes,1,rep,name=errors,proto3" json:"errors,omitempty"`
+	// created is true when no definition is in force.
+	Created bool `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
+	// revision is the revision in force; 0 when none.
+	Revision int64 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	// changes are the DAG's own fields that differ from the definition in
+	// force (its nodes are in nodes and edges).
+	Changes []*FieldChange `protobuf:"bytes,4,rep,name=changes,proto3" json:"changes,omitempty"`
+	// nodes are the nodes added, removed or changed, in the new definition's
+	// order, then the removed ones.
+	Nodes []*DagNodeChange `protobuf:"bytes,5,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// edges are the dependencies added or removed.
+	Edges []*DagEdgeChange `protobuf:"bytes,6,rep,name=edges,proto3" json:"edges,omitempty"`
+	// next_fires are the next fire times of the DAG's schedule, as if the
+	// definition were accepted now; empty without a schedule or paused.
+	NextFires []*timestamppb.Timestamp `protobuf:"bytes,7,rep,name=next_fires,json=nextFires,proto3" json:"next_fires,omitempty"`
+	// runs are the DAG's recent runs (at most 20, newest first) that are
+	// running or have not succeeded. A run goes on with the definition it
+	// follows; only a resume makes it take the new one.
+	Runs          []*DagRunImpact `protobuf:"bytes,8,rep,name=runs,proto3" json:"runs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanDagResponse) Reset() {
+	*x = PlanDagResponse{}
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanDagResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanDagResponse) ProtoMessage() {}
+
+func (x *PlanDagResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanDagResponse.ProtoReflect.Descriptor instead.
+func (*PlanDagResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *PlanDagResponse) GetErrors() []*v1.FieldError {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
+func (x *PlanDagResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
+}
+
+func (x *PlanDagResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *PlanDagResponse) GetChanges() []*FieldChange {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+func (x *PlanDagResponse) GetNodes() []*DagNodeChange {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *PlanDagResponse) GetEdges() []*DagEdgeChange {
+	if x != nil {
+		return x.Edges
+	}
+	return nil
+}
+
+func (x *PlanDagResponse) GetNextFires() []*timestamppb.Timestamp {
+	if x != nil {
+		return x.NextFires
+	}
+	return nil
+}
+
+func (x *PlanDagResponse) GetRuns() []*DagRunImpact {
+	if x != nil {
+		return x.Runs
+	}
+	return nil
+}
+
+// DagNodeChange is one node that applying a definition adds, removes or
+// changes.
+type DagNodeChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node_id is the node.
+	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// change is "added", "removed" or "changed".
+	Change string `protobuf:"bytes,2,opt,name=change,proto3" json:"change,omitempty"`
+	// fields are the node's fields that change (its parents are in edges);
+	// empty for an added or removed node.
+	Fields        []*FieldChange `protobuf:"bytes,3,rep,name=fields,proto3" json:"fields,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DagNodeChange) Reset() {
+	*x = DagNodeChange{}
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DagNodeChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DagNodeChange) ProtoMessage() {}
+
+func (x *DagNodeChange) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DagNodeChange.ProtoReflect.Descriptor instead.
+func (*DagNodeChange) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *DagNodeChange) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *DagNodeChange) GetChange() string {
+	if x != nil {
+		return x.Change
+	}
+	return ""
+}
+
+func (x *DagNodeChange) GetFields() []*FieldChange {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+// DagEdgeChange is one dependency added or removed: child runs after
+// parent.
+type DagEdgeChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// parent is the node run first.
+	Parent string `protobuf:"bytes,1,opt,name=parent,proto3" json:"parent,omitempty"`
+	// child is the node run after it.
+	Child string `protobuf:"bytes,2,opt,name=child,proto3" json:"child,omitempty"`
+	// change is "added" or "removed".
+	Change        string `protobuf:"bytes,3,opt,name=change,proto3" json:"change,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DagEdgeChange) Reset() {
+	*x = DagEdgeChange{}
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DagEdgeChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DagEdgeChange) ProtoMessage() {}
+
+func (x *DagEdgeChange) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DagEdgeChange.ProtoReflect.Descriptor instead.
+func (*DagEdgeChange) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *DagEdgeChange) GetParent() string {
+	if x != nil {
+		return x.Parent
+	}
+	return ""
+}
+
+func (x *DagEdgeChange) GetChild() string {
+	if x != nil {
+		return x.Child
+	}
+	return ""
+}
+
+func (x *DagEdgeChange) GetChange() string {
+	if x != nil {
+		return x.Change
+	}
+	return ""
+}
+
+// DagRunImpact is what applying a definition means for one DAG run.
+type DagRunImpact struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dag_run_id is the run.
+	DagRunId string `protobuf:"bytes,1,opt,name=dag_run_id,json=dagRunId,proto3" json:"dag_run_id,omitempty"`
+	// status is the run's status, as DagRunSummary.status.
+	Status string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// active is true while the run has not ended.
+	Active bool `protobuf:"varint,3,opt,name=active,proto3" json:"active,omitempty"`
+	// resumable is true when the run has a node to rerun (DagRunDetail).
+	Resumable bool `protobuf:"varint,4,opt,name=resumable,proto3" json:"resumable,omitempty"`
+	// same_shape is true when the new definition has the run's shape (the
+	// same nodes, jobs, parents and team), so a resume after the apply runs
+	// its nodes with the new definition; false when a resume would be
+	// refused.
+	SameShape bool `protobuf:"varint,5,opt,name=same_shape,json=sameShape,proto3" json:"same_shape,omitempty"`
+	// reason names each node that differs when same_shape is false.
+	Reason        string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DagRunImpact) Reset() {
+	*x = DagRunImpact{}
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DagRunImpact) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DagRunImpact) ProtoMessage() {}
+
+func (x *DagRunImpact) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DagRunImpact.ProtoReflect.Descriptor instead.
+func (*DagRunImpact) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *DagRunImpact) GetDagRunId() string {
+	if x != nil {
+		return x.DagRunId
+	}
+	return ""
+}
+
+func (x *DagRunImpact) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *DagRunImpact) GetActive() bool {
+	if x != nil {
+		return x.Active
+	}
+	return false
+}
+
+func (x *DagRunImpact) GetResumable() bool {
+	if x != nil {
+		return x.Resumable
+	}
+	return false
+}
+
+func (x *DagRunImpact) GetSameShape() bool {
+	if x != nil {
+		return x.SameShape
+	}
+	return false
+}
+
+func (x *DagRunImpact) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// ResumeDagRunRequest names the DAG run to resume.
+type ResumeDagRunRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dag_run_id is the DAG run's id.
+	DagRunId      string `protobuf:"bytes,1,opt,name=dag_run_id,json=dagRunId,proto3" json:"dag_run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeDagRunRequest) Reset() {
+	*x = ResumeDagRunRequest{}
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeDagRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeDagRunRequest) ProtoMessage() {}
+
+func (x *ResumeDagRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeDagRunRequest.ProtoReflect.Descriptor instead.
+func (*ResumeDagRunRequest) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ResumeDagRunRequest) GetDagRunId() string {
+	if x != nil {
+		return x.DagRunId
+	}
+	return ""
+}
+
+// ResumeDagRunResponse is the DAG run after the resume.
+type ResumeDagRunResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dag_run is the run, its rerun nodes started again.
+	DagRun *DagRunDetail `protobuf:"bytes,1,opt,name=dag_run,json=dagRun,proto3" json:"dag_run,omitempty"`
+	// rerun are the ids of the nodes run again.
+	Rerun         []string `protobuf:"bytes,2,rep,name=rerun,proto3" json:"rerun,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeDagRunResponse) Reset() {
+	*x = ResumeDagRunResponse{}
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeDagRunResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeDagRunResponse) ProtoMessage() {}
+
+func (x *ResumeDagRunResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sundial_api_v1_jobs_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeDagRunResponse.ProtoReflect.Descriptor instead.
+func (*ResumeDagRunResponse) Descriptor() ([]byte, []int) {
+	return file_sundial_api_v1_jobs_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ResumeDagRunResponse) GetDagRun() *DagRunDetail {
+	if x != nil {
+		return x.DagRun
+	}
+	return nil
+}
+
+func (x *ResumeDagRunResponse) GetRerun() []string {
+	if x != nil {
+		return x.Rerun
+	}
+	return nil
+}
+
 var File_sundial_api_v1_jobs_proto protoreflect.FileDescriptor
 
 const file_sundial_api_v1_jobs_proto_rawDesc = "" +
 	"\n" +
-	"\x19sundial/api/v1/jobs.proto\x12\x0esundial.api.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bsundial/api/v1/common.proto\x1a\x14sundial/v1/dag.proto\x1a\x16sundial/v1/event.proto\x1a\x14sundial/v1/job.proto\x1a\x17sundial/v1/status.proto\"\xff\x01\n" +
+	"\x19sundial/api/v1/jobs.proto\x12\x0esundial.api.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bsundial/api/v1/common.proto\x1a\x1dsundial/api/v1/operator.proto\x1a\x14sundial/v1/dag.proto\x1a\x16sundial/v1/event.proto\x1a\x14sundial/v1/job.proto\x1a\x17sundial/v1/status.proto\"\xff\x01\n" +
 	"\x03Job\x12'\n" +
 	"\x04spec\x18\x01 \x01(\v2\x13.sundial.v1.JobSpecR\x04spec\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x03R\brevision\x129\n" +
@@ -2224,9 +2757,11 @@ const file_sundial_api_v1_jobs_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x125\n" +
 	"\x05state\x18\x04 \x01(\x0e2\x1f.sundial.api.v1.DefinitionStateR\x05state\x12A\n" +
-	"\rschedule_kind\x18\x05 \x01(\x0e2\x1c.sundial.api.v1.ScheduleKindR\fscheduleKind\":\n" +
+	"\rschedule_kind\x18\x05 \x01(\x0e2\x1c.sundial.api.v1.ScheduleKindR\fscheduleKind\"\x82\x01\n" +
 	"\x0fApplyDagRequest\x12'\n" +
-	"\x04spec\x18\x01 \x01(\v2\x13.sundial.v1.DagSpecR\x04spec\"]\n" +
+	"\x04spec\x18\x01 \x01(\v2\x13.sundial.v1.DagSpecR\x04spec\x120\n" +
+	"\x11expected_revision\x18\x02 \x01(\x03H\x00R\x10expectedRevision\x88\x01\x01B\x14\n" +
+	"\x12_expected_revision\"]\n" +
 	"\x10ApplyDagResponse\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12-\n" +
 	"\x06status\x18\x02 \x01(\v2\x15.sundial.v1.JobStatusR\x06status\"\x1f\n" +
@@ -2266,13 +2801,14 @@ const file_sundial_api_v1_jobs_proto_rawDesc = "" +
 	"\n" +
 	"dag_run_id\x18\x01 \x01(\tR\bdagRunId\"J\n" +
 	"\x11GetDagRunResponse\x125\n" +
-	"\adag_run\x18\x01 \x01(\v2\x1c.sundial.api.v1.DagRunDetailR\x06dagRun\"\xeb\x01\n" +
+	"\adag_run\x18\x01 \x01(\v2\x1c.sundial.api.v1.DagRunDetailR\x06dagRun\"\x89\x02\n" +
 	"\fDagRunDetail\x12/\n" +
 	"\x03run\x18\x01 \x01(\v2\x1d.sundial.api.v1.DagRunSummaryR\x03run\x12'\n" +
 	"\x04spec\x18\x02 \x01(\v2\x13.sundial.v1.DagSpecR\x04spec\x120\n" +
 	"\x05nodes\x18\x03 \x03(\v2\x1a.sundial.api.v1.DagNodeRunR\x05nodes\x125\n" +
 	"\bended_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\x12\x18\n" +
-	"\aresumes\x18\x05 \x01(\x05R\aresumes\"\xfb\x02\n" +
+	"\aresumes\x18\x05 \x01(\x05R\aresumes\x12\x1c\n" +
+	"\tresumable\x18\x06 \x01(\bR\tresumable\"\xfb\x02\n" +
 	"\n" +
 	"DagNodeRun\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
@@ -2286,7 +2822,46 @@ const file_sundial_api_v1_jobs_proto_rawDesc = "" +
 	"\bdeadline\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x16\n" +
 	"\x06reason\x18\t \x01(\tR\x06reason\x12\x18\n" +
 	"\aparents\x18\n" +
-	" \x03(\tR\aparents2\xc7\x04\n" +
+	" \x03(\tR\aparents\"\xa0\x01\n" +
+	"\x0ePlanDagRequest\x12'\n" +
+	"\x04spec\x18\x01 \x01(\v2\x13.sundial.v1.DagSpecR\x04spec\x12\x1d\n" +
+	"\n" +
+	"next_fires\x18\x02 \x01(\rR\tnextFires\x120\n" +
+	"\x11expected_revision\x18\x03 \x01(\x03H\x00R\x10expectedRevision\x88\x01\x01B\x14\n" +
+	"\x12_expected_revision\"\x85\x03\n" +
+	"\x0fPlanDagResponse\x12.\n" +
+	"\x06errors\x18\x01 \x03(\v2\x16.sundial.v1.FieldErrorR\x06errors\x12\x18\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\x03R\brevision\x125\n" +
+	"\achanges\x18\x04 \x03(\v2\x1b.sundial.api.v1.FieldChangeR\achanges\x123\n" +
+	"\x05nodes\x18\x05 \x03(\v2\x1d.sundial.api.v1.DagNodeChangeR\x05nodes\x123\n" +
+	"\x05edges\x18\x06 \x03(\v2\x1d.sundial.api.v1.DagEdgeChangeR\x05edges\x129\n" +
+	"\n" +
+	"next_fires\x18\a \x03(\v2\x1a.google.protobuf.TimestampR\tnextFires\x120\n" +
+	"\x04runs\x18\b \x03(\v2\x1c.sundial.api.v1.DagRunImpactR\x04runs\"u\n" +
+	"\rDagNodeChange\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x16\n" +
+	"\x06change\x18\x02 \x01(\tR\x06change\x123\n" +
+	"\x06fields\x18\x03 \x03(\v2\x1b.sundial.api.v1.FieldChangeR\x06fields\"U\n" +
+	"\rDagEdgeChange\x12\x16\n" +
+	"\x06parent\x18\x01 \x01(\tR\x06parent\x12\x14\n" +
+	"\x05child\x18\x02 \x01(\tR\x05child\x12\x16\n" +
+	"\x06change\x18\x03 \x01(\tR\x06change\"\xb1\x01\n" +
+	"\fDagRunImpact\x12\x1c\n" +
+	"\n" +
+	"dag_run_id\x18\x01 \x01(\tR\bdagRunId\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12\x16\n" +
+	"\x06active\x18\x03 \x01(\bR\x06active\x12\x1c\n" +
+	"\tresumable\x18\x04 \x01(\bR\tresumable\x12\x1d\n" +
+	"\n" +
+	"same_shape\x18\x05 \x01(\bR\tsameShape\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\"3\n" +
+	"\x13ResumeDagRunRequest\x12\x1c\n" +
+	"\n" +
+	"dag_run_id\x18\x01 \x01(\tR\bdagRunId\"c\n" +
+	"\x14ResumeDagRunResponse\x125\n" +
+	"\adag_run\x18\x01 \x01(\v2\x1c.sundial.api.v1.DagRunDetailR\x06dagRun\x12\x14\n" +
+	"\x05rerun\x18\x02 \x03(\tR\x05rerun2\xc7\x04\n" +
 	"\n" +
 	"JobService\x12M\n" +
 	"\bApplyJob\x12\x1f.sundial.api.v1.ApplyJobRequest\x1a .sundial.api.v1.ApplyJobResponse\x12G\n" +
@@ -2297,7 +2872,7 @@ const file_sundial_api_v1_jobs_proto_rawDesc = "" +
 	"\tDeleteJob\x12 .sundial.api.v1.DeleteJobRequest\x1a!.sundial.api.v1.DeleteJobResponse\x12S\n" +
 	"\n" +
 	"GetJobView\x12!.sundial.api.v1.GetJobViewRequest\x1a\".sundial.api.v1.GetJobViewResponse\x12V\n" +
-	"\vGetJobViews\x12\".sundial.api.v1.GetJobViewsRequest\x1a#.sundial.api.v1.GetJobViewsResponse2\xef\x03\n" +
+	"\vGetJobViews\x12\".sundial.api.v1.GetJobViewsRequest\x1a#.sundial.api.v1.GetJobViewsResponse2\x96\x05\n" +
 	"\n" +
 	"DagService\x12M\n" +
 	"\bApplyDag\x12\x1f.sundial.api.v1.ApplyDagRequest\x1a .sundial.api.v1.ApplyDagResponse\x12G\n" +
@@ -2305,7 +2880,9 @@ const file_sundial_api_v1_jobs_proto_rawDesc = "" +
 	"\bListDags\x12\x1f.sundial.api.v1.ListDagsRequest\x1a .sundial.api.v1.ListDagsResponse\x12P\n" +
 	"\tDeleteDag\x12 .sundial.api.v1.DeleteDagRequest\x1a!.sundial.api.v1.DeleteDagResponse\x12V\n" +
 	"\vListDagRuns\x12\".sundial.api.v1.ListDagRunsRequest\x1a#.sundial.api.v1.ListDagRunsResponse\x12P\n" +
-	"\tGetDagRun\x12 .sundial.api.v1.GetDagRunRequest\x1a!.sundial.api.v1.GetDagRunResponseB9Z7github.com/sundialhq/sundial/proto/sundial/api/v1;apiv1b\x06proto3"
+	"\tGetDagRun\x12 .sundial.api.v1.GetDagRunRequest\x1a!.sundial.api.v1.GetDagRunResponse\x12J\n" +
+	"\aPlanDag\x12\x1e.sundial.api.v1.PlanDagRequest\x1a\x1f.sundial.api.v1.PlanDagResponse\x12Y\n" +
+	"\fResumeDagRun\x12#.sundial.api.v1.ResumeDagRunRequest\x1a$.sundial.api.v1.ResumeDagRunResponseB9Z7github.com/sundialhq/sundial/proto/sundial/api/v1;apiv1b\x06proto3"
 
 var (
 	file_sundial_api_v1_jobs_proto_rawDescOnce sync.Once
@@ -2319,7 +2896,7 @@ func file_sundial_api_v1_jobs_proto_rawDescGZIP() []byte {
 	return file_sundial_api_v1_jobs_proto_rawDescData
 }
 
-var file_sundial_api_v1_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_sundial_api_v1_jobs_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_sundial_api_v1_jobs_proto_goTypes = []any{
 	(*Job)(nil),                   // 0: sundial.api.v1.Job
 	(*ApplyJobRequest)(nil),       // 1: sundial.api.v1.ApplyJobRequest
@@ -2354,102 +2931,124 @@ var file_sundial_api_v1_jobs_proto_goTypes = []any{
 	(*GetDagRunResponse)(nil),     // 30: sundial.api.v1.GetDagRunResponse
 	(*DagRunDetail)(nil),          // 31: sundial.api.v1.DagRunDetail
 	(*DagNodeRun)(nil),            // 32: sundial.api.v1.DagNodeRun
-	(*v1.JobSpec)(nil),            // 33: sundial.v1.JobSpec
-	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
-	(DefinitionState)(0),          // 35: sundial.api.v1.DefinitionState
-	(ScheduleKind)(0),             // 36: sundial.api.v1.ScheduleKind
-	(*DefinitionDocument)(nil),    // 37: sundial.api.v1.DefinitionDocument
-	(*v1.JobStatus)(nil),          // 38: sundial.v1.JobStatus
-	(*DefinitionFilter)(nil),      // 39: sundial.api.v1.DefinitionFilter
-	(*PageRequest)(nil),           // 40: sundial.api.v1.PageRequest
-	(*durationpb.Duration)(nil),   // 41: google.protobuf.Duration
-	(*v1.DagSpec)(nil),            // 42: sundial.v1.DagSpec
-	(v1.RunState)(0),              // 43: sundial.v1.RunState
+	(*PlanDagRequest)(nil),        // 33: sundial.api.v1.PlanDagRequest
+	(*PlanDagResponse)(nil),       // 34: sundial.api.v1.PlanDagResponse
+	(*DagNodeChange)(nil),         // 35: sundial.api.v1.DagNodeChange
+	(*DagEdgeChange)(nil),         // 36: sundial.api.v1.DagEdgeChange
+	(*DagRunImpact)(nil),          // 37: sundial.api.v1.DagRunImpact
+	(*ResumeDagRunRequest)(nil),   // 38: sundial.api.v1.ResumeDagRunRequest
+	(*ResumeDagRunResponse)(nil),  // 39: sundial.api.v1.ResumeDagRunResponse
+	(*v1.JobSpec)(nil),            // 40: sundial.v1.JobSpec
+	(*timestamppb.Timestamp)(nil), // 41: google.protobuf.Timestamp
+	(DefinitionState)(0),          // 42: sundial.api.v1.DefinitionState
+	(ScheduleKind)(0),             // 43: sundial.api.v1.ScheduleKind
+	(*DefinitionDocument)(nil),    // 44: sundial.api.v1.DefinitionDocument
+	(*v1.JobStatus)(nil),          // 45: sundial.v1.JobStatus
+	(*DefinitionFilter)(nil),      // 46: sundial.api.v1.DefinitionFilter
+	(*PageRequest)(nil),           // 47: sundial.api.v1.PageRequest
+	(*durationpb.Duration)(nil),   // 48: google.protobuf.Duration
+	(*v1.DagSpec)(nil),            // 49: sundial.v1.DagSpec
+	(v1.RunState)(0),              // 50: sundial.v1.RunState
+	(*v1.FieldError)(nil),         // 51: sundial.v1.FieldError
+	(*FieldChange)(nil),           // 52: sundial.api.v1.FieldChange
 }
 var file_sundial_api_v1_jobs_proto_depIdxs = []int32{
-	33, // 0: sundial.api.v1.Job.spec:type_name -> sundial.v1.JobSpec
-	34, // 1: sundial.api.v1.Job.updated_at:type_name -> google.protobuf.Timestamp
-	35, // 2: sundial.api.v1.Job.state:type_name -> sundial.api.v1.DefinitionState
-	36, // 3: sundial.api.v1.Job.schedule_kind:type_name -> sundial.api.v1.ScheduleKind
-	33, // 4: sundial.api.v1.ApplyJobRequest.spec:type_name -> sundial.v1.JobSpec
-	37, // 5: sundial.api.v1.ApplyJobRequest.document:type_name -> sundial.api.v1.DefinitionDocument
-	38, // 6: sundial.api.v1.ApplyJobResponse.status:type_name -> sundial.v1.JobStatus
+	40, // 0: sundial.api.v1.Job.spec:type_name -> sundial.v1.JobSpec
+	41, // 1: sundial.api.v1.Job.updated_at:type_name -> google.protobuf.Timestamp
+	42, // 2: sundial.api.v1.Job.state:type_name -> sundial.api.v1.DefinitionState
+	43, // 3: sundial.api.v1.Job.schedule_kind:type_name -> sundial.api.v1.ScheduleKind
+	40, // 4: sundial.api.v1.ApplyJobRequest.spec:type_name -> sundial.v1.JobSpec
+	44, // 5: sundial.api.v1.ApplyJobRequest.document:type_name -> sundial.api.v1.DefinitionDocument
+	45, // 6: sundial.api.v1.ApplyJobResponse.status:type_name -> sundial.v1.JobStatus
 	0,  // 7: sundial.api.v1.GetJobResponse.job:type_name -> sundial.api.v1.Job
-	39, // 8: sundial.api.v1.ListJobsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
-	40, // 9: sundial.api.v1.ListJobsRequest.page:type_name -> sundial.api.v1.PageRequest
+	46, // 8: sundial.api.v1.ListJobsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
+	47, // 9: sundial.api.v1.ListJobsRequest.page:type_name -> sundial.api.v1.PageRequest
 	0,  // 10: sundial.api.v1.ListJobsResponse.jobs:type_name -> sundial.api.v1.Job
-	39, // 11: sundial.api.v1.SearchJobsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
-	40, // 12: sundial.api.v1.SearchJobsRequest.page:type_name -> sundial.api.v1.PageRequest
+	46, // 11: sundial.api.v1.SearchJobsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
+	47, // 12: sundial.api.v1.SearchJobsRequest.page:type_name -> sundial.api.v1.PageRequest
 	0,  // 13: sundial.api.v1.SearchJobsResponse.jobs:type_name -> sundial.api.v1.Job
-	38, // 14: sundial.api.v1.DeleteJobResponse.status:type_name -> sundial.v1.JobStatus
+	45, // 14: sundial.api.v1.DeleteJobResponse.status:type_name -> sundial.v1.JobStatus
 	0,  // 15: sundial.api.v1.GetJobViewResponse.job:type_name -> sundial.api.v1.Job
-	34, // 16: sundial.api.v1.GetJobViewResponse.next_fire_times:type_name -> google.protobuf.Timestamp
+	41, // 16: sundial.api.v1.GetJobViewResponse.next_fire_times:type_name -> google.protobuf.Timestamp
 	15, // 17: sundial.api.v1.GetJobViewResponse.last_runs:type_name -> sundial.api.v1.RunAttempt
 	16, // 18: sundial.api.v1.GetJobViewResponse.stats:type_name -> sundial.api.v1.RunStats
 	12, // 19: sundial.api.v1.GetJobViewsResponse.views:type_name -> sundial.api.v1.GetJobViewResponse
-	34, // 20: sundial.api.v1.RunAttempt.due_time:type_name -> google.protobuf.Timestamp
-	34, // 21: sundial.api.v1.RunAttempt.attempt_due_time:type_name -> google.protobuf.Timestamp
-	34, // 22: sundial.api.v1.RunAttempt.started_at:type_name -> google.protobuf.Timestamp
-	34, // 23: sundial.api.v1.RunAttempt.finished_at:type_name -> google.protobuf.Timestamp
-	41, // 24: sundial.api.v1.RunAttempt.duration:type_name -> google.protobuf.Duration
-	41, // 25: sundial.api.v1.RunStats.trigger_latency_p50:type_name -> google.protobuf.Duration
-	41, // 26: sundial.api.v1.RunStats.trigger_latency_p90:type_name -> google.protobuf.Duration
-	41, // 27: sundial.api.v1.RunStats.trigger_latency_p99:type_name -> google.protobuf.Duration
-	42, // 28: sundial.api.v1.Dag.spec:type_name -> sundial.v1.DagSpec
-	34, // 29: sundial.api.v1.Dag.updated_at:type_name -> google.protobuf.Timestamp
-	35, // 30: sundial.api.v1.Dag.state:type_name -> sundial.api.v1.DefinitionState
-	36, // 31: sundial.api.v1.Dag.schedule_kind:type_name -> sundial.api.v1.ScheduleKind
-	42, // 32: sundial.api.v1.ApplyDagRequest.spec:type_name -> sundial.v1.DagSpec
-	38, // 33: sundial.api.v1.ApplyDagResponse.status:type_name -> sundial.v1.JobStatus
+	41, // 20: sundial.api.v1.RunAttempt.due_time:type_name -> google.protobuf.Timestamp
+	41, // 21: sundial.api.v1.RunAttempt.attempt_due_time:type_name -> google.protobuf.Timestamp
+	41, // 22: sundial.api.v1.RunAttempt.started_at:type_name -> google.protobuf.Timestamp
+	41, // 23: sundial.api.v1.RunAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	48, // 24: sundial.api.v1.RunAttempt.duration:type_name -> google.protobuf.Duration
+	48, // 25: sundial.api.v1.RunStats.trigger_latency_p50:type_name -> google.protobuf.Duration
+	48, // 26: sundial.api.v1.RunStats.trigger_latency_p90:type_name -> google.protobuf.Duration
+	48, // 27: sundial.api.v1.RunStats.trigger_latency_p99:type_name -> google.protobuf.Duration
+	49, // 28: sundial.api.v1.Dag.spec:type_name -> sundial.v1.DagSpec
+	41, // 29: sundial.api.v1.Dag.updated_at:type_name -> google.protobuf.Timestamp
+	42, // 30: sundial.api.v1.Dag.state:type_name -> sundial.api.v1.DefinitionState
+	43, // 31: sundial.api.v1.Dag.schedule_kind:type_name -> sundial.api.v1.ScheduleKind
+	49, // 32: sundial.api.v1.ApplyDagRequest.spec:type_name -> sundial.v1.DagSpec
+	45, // 33: sundial.api.v1.ApplyDagResponse.status:type_name -> sundial.v1.JobStatus
 	17, // 34: sundial.api.v1.GetDagResponse.dag:type_name -> sundial.api.v1.Dag
-	39, // 35: sundial.api.v1.ListDagsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
-	40, // 36: sundial.api.v1.ListDagsRequest.page:type_name -> sundial.api.v1.PageRequest
+	46, // 35: sundial.api.v1.ListDagsRequest.filter:type_name -> sundial.api.v1.DefinitionFilter
+	47, // 36: sundial.api.v1.ListDagsRequest.page:type_name -> sundial.api.v1.PageRequest
 	17, // 37: sundial.api.v1.ListDagsResponse.dags:type_name -> sundial.api.v1.Dag
-	38, // 38: sundial.api.v1.DeleteDagResponse.status:type_name -> sundial.v1.JobStatus
+	45, // 38: sundial.api.v1.DeleteDagResponse.status:type_name -> sundial.v1.JobStatus
 	28, // 39: sundial.api.v1.ListDagRunsResponse.dag_runs:type_name -> sundial.api.v1.DagRunSummary
-	34, // 40: sundial.api.v1.DagRunSummary.due_time:type_name -> google.protobuf.Timestamp
-	34, // 41: sundial.api.v1.DagRunSummary.created_at:type_name -> google.protobuf.Timestamp
-	34, // 42: sundial.api.v1.DagRunSummary.updated_at:type_name -> google.protobuf.Timestamp
+	41, // 40: sundial.api.v1.DagRunSummary.due_time:type_name -> google.protobuf.Timestamp
+	41, // 41: sundial.api.v1.DagRunSummary.created_at:type_name -> google.protobuf.Timestamp
+	41, // 42: sundial.api.v1.DagRunSummary.updated_at:type_name -> google.protobuf.Timestamp
 	31, // 43: sundial.api.v1.GetDagRunResponse.dag_run:type_name -> sundial.api.v1.DagRunDetail
 	28, // 44: sundial.api.v1.DagRunDetail.run:type_name -> sundial.api.v1.DagRunSummary
-	42, // 45: sundial.api.v1.DagRunDetail.spec:type_name -> sundial.v1.DagSpec
+	49, // 45: sundial.api.v1.DagRunDetail.spec:type_name -> sundial.v1.DagSpec
 	32, // 46: sundial.api.v1.DagRunDetail.nodes:type_name -> sundial.api.v1.DagNodeRun
-	34, // 47: sundial.api.v1.DagRunDetail.ended_at:type_name -> google.protobuf.Timestamp
-	43, // 48: sundial.api.v1.DagNodeRun.run_state:type_name -> sundial.v1.RunState
-	34, // 49: sundial.api.v1.DagNodeRun.started_at:type_name -> google.protobuf.Timestamp
-	34, // 50: sundial.api.v1.DagNodeRun.ended_at:type_name -> google.protobuf.Timestamp
-	34, // 51: sundial.api.v1.DagNodeRun.deadline:type_name -> google.protobuf.Timestamp
-	1,  // 52: sundial.api.v1.JobService.ApplyJob:input_type -> sundial.api.v1.ApplyJobRequest
-	3,  // 53: sundial.api.v1.JobService.GetJob:input_type -> sundial.api.v1.GetJobRequest
-	5,  // 54: sundial.api.v1.JobService.ListJobs:input_type -> sundial.api.v1.ListJobsRequest
-	7,  // 55: sundial.api.v1.JobService.SearchJobs:input_type -> sundial.api.v1.SearchJobsRequest
-	9,  // 56: sundial.api.v1.JobService.DeleteJob:input_type -> sundial.api.v1.DeleteJobRequest
-	11, // 57: sundial.api.v1.JobService.GetJobView:input_type -> sundial.api.v1.GetJobViewRequest
-	13, // 58: sundial.api.v1.JobService.GetJobViews:input_type -> sundial.api.v1.GetJobViewsRequest
-	18, // 59: sundial.api.v1.DagService.ApplyDag:input_type -> sundial.api.v1.ApplyDagRequest
-	20, // 60: sundial.api.v1.DagService.GetDag:input_type -> sundial.api.v1.GetDagRequest
-	22, // 61: sundial.api.v1.DagService.ListDags:input_type -> sundial.api.v1.ListDagsRequest
-	24, // 62: sundial.api.v1.DagService.DeleteDag:input_type -> sundial.api.v1.DeleteDagRequest
-	26, // 63: sundial.api.v1.DagService.ListDagRuns:input_type -> sundial.api.v1.ListDagRunsRequest
-	29, // 64: sundial.api.v1.DagService.GetDagRun:input_type -> sundial.api.v1.GetDagRunRequest
-	2,  // 65: sundial.api.v1.JobService.ApplyJob:output_type -> sundial.api.v1.ApplyJobResponse
-	4,  // 66: sundial.api.v1.JobService.GetJob:output_type -> sundial.api.v1.GetJobResponse
-	6,  // 67: sundial.api.v1.JobService.ListJobs:output_type -> sundial.api.v1.ListJobsResponse
-	8,  // 68: sundial.api.v1.JobService.SearchJobs:output_type -> sundial.api.v1.SearchJobsResponse
-	10, // 69: sundial.api.v1.JobService.DeleteJob:output_type -> sundial.api.v1.DeleteJobResponse
-	12, // 70: sundial.api.v1.JobService.GetJobView:output_type -> sundial.api.v1.GetJobViewResponse
-	14, // 71: sundial.api.v1.JobService.GetJobViews:output_type -> sundial.api.v1.GetJobViewsResponse
-	19, // 72: sundial.api.v1.DagService.ApplyDag:output_type -> sundial.api.v1.ApplyDagResponse
-	21, // 73: sundial.api.v1.DagService.GetDag:output_type -> sundial.api.v1.GetDagResponse
-	23, // 74: sundial.api.v1.DagService.ListDags:output_type -> sundial.api.v1.ListDagsResponse
-	25, // 75: sundial.api.v1.DagService.DeleteDag:output_type -> sundial.api.v1.DeleteDagResponse
-	27, // 76: sundial.api.v1.DagService.ListDagRuns:output_type -> sundial.api.v1.ListDagRunsResponse
-	30, // 77: sundial.api.v1.DagService.GetDagRun:output_type -> sundial.api.v1.GetDagRunResponse
-	65, // [65:78] is the sub-list for method output_type
-	52, // [52:65] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	41, // 47: sundial.api.v1.DagRunDetail.ended_at:type_name -> google.protobuf.Timestamp
+	50, // 48: sundial.api.v1.DagNodeRun.run_state:type_name -> sundial.v1.RunState
+	41, // 49: sundial.api.v1.DagNodeRun.started_at:type_name -> google.protobuf.Timestamp
+	41, // 50: sundial.api.v1.DagNodeRun.ended_at:type_name -> google.protobuf.Timestamp
+	41, // 51: sundial.api.v1.DagNodeRun.deadline:type_name -> google.protobuf.Timestamp
+	49, // 52: sundial.api.v1.PlanDagRequest.spec:type_name -> sundial.v1.DagSpec
+	51, // 53: sundial.api.v1.PlanDagResponse.errors:type_name -> sundial.v1.FieldError
+	52, // 54: sundial.api.v1.PlanDagResponse.changes:type_name -> sundial.api.v1.FieldChange
+	35, // 55: sundial.api.v1.PlanDagResponse.nodes:type_name -> sundial.api.v1.DagNodeChange
+	36, // 56: sundial.api.v1.PlanDagResponse.edges:type_name -> sundial.api.v1.DagEdgeChange
+	41, // 57: sundial.api.v1.PlanDagResponse.next_fires:type_name -> google.protobuf.Timestamp
+	37, // 58: sundial.api.v1.PlanDagResponse.runs:type_name -> sundial.api.v1.DagRunImpact
+	52, // 59: sundial.api.v1.DagNodeChange.fields:type_name -> sundial.api.v1.FieldChange
+	31, // 60: sundial.api.v1.ResumeDagRunResponse.dag_run:type_name -> sundial.api.v1.DagRunDetail
+	1,  // 61: sundial.api.v1.JobService.ApplyJob:input_type -> sundial.api.v1.ApplyJobRequest
+	3,  // 62: sundial.api.v1.JobService.GetJob:input_type -> sundial.api.v1.GetJobRequest
+	5,  // 63: sundial.api.v1.JobService.ListJobs:input_type -> sundial.api.v1.ListJobsRequest
+	7,  // 64: sundial.api.v1.JobService.SearchJobs:input_type -> sundial.api.v1.SearchJobsRequest
+	9,  // 65: sundial.api.v1.JobService.DeleteJob:input_type -> sundial.api.v1.DeleteJobRequest
+	11, // 66: sundial.api.v1.JobService.GetJobView:input_type -> sundial.api.v1.GetJobViewRequest
+	13, // 67: sundial.api.v1.JobService.GetJobViews:input_type -> sundial.api.v1.GetJobViewsRequest
+	18, // 68: sundial.api.v1.DagService.ApplyDag:input_type -> sundial.api.v1.ApplyDagRequest
+	20, // 69: sundial.api.v1.DagService.GetDag:input_type -> sundial.api.v1.GetDagRequest
+	22, // 70: sundial.api.v1.DagService.ListDags:input_type -> sundial.api.v1.ListDagsRequest
+	24, // 71: sundial.api.v1.DagService.DeleteDag:input_type -> sundial.api.v1.DeleteDagRequest
+	26, // 72: sundial.api.v1.DagService.ListDagRuns:input_type -> sundial.api.v1.ListDagRunsRequest
+	29, // 73: sundial.api.v1.DagService.GetDagRun:input_type -> sundial.api.v1.GetDagRunRequest
+	33, // 74: sundial.api.v1.DagService.PlanDag:input_type -> sundial.api.v1.PlanDagRequest
+	38, // 75: sundial.api.v1.DagService.ResumeDagRun:input_type -> sundial.api.v1.ResumeDagRunRequest
+	2,  // 76: sundial.api.v1.JobService.ApplyJob:output_type -> sundial.api.v1.ApplyJobResponse
+	4,  // 77: sundial.api.v1.JobService.GetJob:output_type -> sundial.api.v1.GetJobResponse
+	6,  // 78: sundial.api.v1.JobService.ListJobs:output_type -> sundial.api.v1.ListJobsResponse
+	8,  // 79: sundial.api.v1.JobService.SearchJobs:output_type -> sundial.api.v1.SearchJobsResponse
+	10, // 80: sundial.api.v1.JobService.DeleteJob:output_type -> sundial.api.v1.DeleteJobResponse
+	12, // 81: sundial.api.v1.JobService.GetJobView:output_type -> sundial.api.v1.GetJobViewResponse
+	14, // 82: sundial.api.v1.JobService.GetJobViews:output_type -> sundial.api.v1.GetJobViewsResponse
+	19, // 83: sundial.api.v1.DagService.ApplyDag:output_type -> sundial.api.v1.ApplyDagResponse
+	21, // 84: sundial.api.v1.DagService.GetDag:output_type -> sundial.api.v1.GetDagResponse
+	23, // 85: sundial.api.v1.DagService.ListDags:output_type -> sundial.api.v1.ListDagsResponse
+	25, // 86: sundial.api.v1.DagService.DeleteDag:output_type -> sundial.api.v1.DeleteDagResponse
+	27, // 87: sundial.api.v1.DagService.ListDagRuns:output_type -> sundial.api.v1.ListDagRunsResponse
+	30, // 88: sundial.api.v1.DagService.GetDagRun:output_type -> sundial.api.v1.GetDagRunResponse
+	34, // 89: sundial.api.v1.DagService.PlanDag:output_type -> sundial.api.v1.PlanDagResponse
+	39, // 90: sundial.api.v1.DagService.ResumeDagRun:output_type -> sundial.api.v1.ResumeDagRunResponse
+	76, // [76:91] is the sub-list for method output_type
+	61, // [61:76] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_sundial_api_v1_jobs_proto_init() }
@@ -2458,14 +3057,17 @@ func file_sundial_api_v1_jobs_proto_init() {
 		return
 	}
 	file_sundial_api_v1_common_proto_init()
+	file_sundial_api_v1_operator_proto_init()
 	file_sundial_api_v1_jobs_proto_msgTypes[1].OneofWrappers = []any{}
+	file_sundial_api_v1_jobs_proto_msgTypes[18].OneofWrappers = []any{}
+	file_sundial_api_v1_jobs_proto_msgTypes[33].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sundial_api_v1_jobs_proto_rawDesc), len(file_sundial_api_v1_jobs_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

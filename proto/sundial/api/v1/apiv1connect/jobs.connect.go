@@ -61,6 +61,10 @@ const (
 	DagServiceListDagRunsProcedure = "/sundial.api.v1.DagService/ListDagRuns"
 	// DagServiceGetDagRunProcedure is the fully-qualified name of the DagService's GetDagRun RPC.
 	DagServiceGetDagRunProcedure = "/sundial.api.v1.DagService/GetDagRun"
+	// DagServicePlanDagProcedure is the fully-qualified name of the DagService's PlanDag RPC.
+	DagServicePlanDagProcedure = "/sundial.api.v1.DagService/PlanDag"
+	// DagServiceResumeDagRunProcedure is the fully-qualified name of the DagService's ResumeDagRun RPC.
+	DagServiceResumeDagRunProcedure = "/sundial.api.v1.DagService/ResumeDagRun"
 )
 
 // JobServiceClient is a client for the sundial.api.v1.JobService service.
@@ -335,6 +339,20 @@ type DagServiceClient interface {
 	// GetDagRun returns one DAG run with each node's state, as the DAG
 	// engine keeps it. Needs the viewer role in the DAG run's team.
 	GetDagRun(context.Context, *connect.Request[v1.GetDagRunRequest]) (*connect.Response[v1.GetDagRunResponse], error)
+	// PlanDag says what applying a DAG definition would do, and applies
+	// nothing: the errors ApplyDag would answer (each naming its field), the
+	// node, edge and field diff against the definition in force, the next
+	// fire times of its schedule, and for each recent DAG run that has not
+	// succeeded whether `sundial dag resume` (ResumeDagRun) could take the
+	// new definition. Needs the operator role in the DAG's owner_team.
+	PlanDag(context.Context, *connect.Request[v1.PlanDagRequest]) (*connect.Response[v1.PlanDagResponse], error)
+	// ResumeDagRun reruns the failed, cancelled and timed-out nodes of a DAG
+	// run and continues it with the DAG's current definition, as `sundial
+	// dag resume` does. A run with nothing to resume, or whose DAG's current
+	// definition has another shape (naming each node that differs), is
+	// answered FAILED_PRECONDITION and left as it was. Needs the admin role
+	// in the DAG run's team; recorded in the audit trail.
+	ResumeDagRun(context.Context, *connect.Request[v1.ResumeDagRunRequest]) (*connect.Response[v1.ResumeDagRunResponse], error)
 }
 
 // NewDagServiceClient constructs a client for the sundial.api.v1.DagService service. By default, it
@@ -384,17 +402,31 @@ func NewDagServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...
 			connect.WithSchema(dagServiceMethods.ByName("GetDagRun")),
 			connect.WithClientOptions(opts...),
 		),
+		planDag: connect.NewClient[v1.PlanDagRequest, v1.PlanDagResponse](
+			httpClient,
+			baseURL+DagServicePlanDagProcedure,
+			connect.WithSchema(dagServiceMethods.ByName("PlanDag")),
+			connect.WithClientOptions(opts...),
+		),
+		resumeDagRun: connect.NewClient[v1.ResumeDagRunRequest, v1.ResumeDagRunResponse](
+			httpClient,
+			baseURL+DagServiceResumeDagRunProcedure,
+			connect.WithSchema(dagServiceMethods.ByName("ResumeDagRun")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // dagServiceClient implements DagServiceClient.
 type dagServiceClient struct {
-	applyDag    *connect.Client[v1.ApplyDagRequest, v1.ApplyDagResponse]
-	getDag      *connect.Client[v1.GetDagRequest, v1.GetDagResponse]
-	listDags    *connect.Client[v1.ListDagsRequest, v1.ListDagsResponse]
-	deleteDag   *connect.Client[v1.DeleteDagRequest, v1.DeleteDagResponse]
-	listDagRuns *connect.Client[v1.ListDagRunsRequest, v1.ListDagRunsResponse]
-	getDagRun   *connect.Client[v1.GetDagRunRequest, v1.GetDagRunResponse]
+	applyDag     *connect.Client[v1.ApplyDagRequest, v1.ApplyDagResponse]
+	getDag       *connect.Client[v1.GetDagRequest, v1.GetDagResponse]
+	listDags     *connect.Client[v1.ListDagsRequest, v1.ListDagsResponse]
+	deleteDag    *connect.Client[v1.DeleteDagRequest, v1.DeleteDagResponse]
+	listDagRuns  *connect.Client[v1.ListDagRunsRequest, v1.ListDagRunsResponse]
+	getDagRun    *connect.Client[v1.GetDagRunRequest, v1.GetDagRunResponse]
+	planDag      *connect.Client[v1.PlanDagRequest, v1.PlanDagResponse]
+	resumeDagRun *connect.Client[v1.ResumeDagRunRequest, v1.ResumeDagRunResponse]
 }
 
 // ApplyDag calls sundial.api.v1.DagService.ApplyDag.
@@ -427,6 +459,16 @@ func (c *dagServiceClient) GetDagRun(ctx context.Context, req *connect.Request[v
 	return c.getDagRun.CallUnary(ctx, req)
 }
 
+// PlanDag calls sundial.api.v1.DagService.PlanDag.
+func (c *dagServiceClient) PlanDag(ctx context.Context, req *connect.Request[v1.PlanDagRequest]) (*connect.Response[v1.PlanDagResponse], error) {
+	return c.planDag.CallUnary(ctx, req)
+}
+
+// ResumeDagRun calls sundial.api.v1.DagService.ResumeDagRun.
+func (c *dagServiceClient) ResumeDagRun(ctx context.Context, req *connect.Request[v1.ResumeDagRunRequest]) (*connect.Response[v1.ResumeDagRunResponse], error) {
+	return c.resumeDagRun.CallUnary(ctx, req)
+}
+
 // DagServiceHandler is an implementation of the sundial.api.v1.DagService service.
 type DagServiceHandler interface {
 	// ApplyDag produces a DAG definition and returns the engine's answer.
@@ -445,6 +487,20 @@ type DagServiceHandler interface {
 	// GetDagRun returns one DAG run with each node's state, as the DAG
 	// engine keeps it. Needs the viewer role in the DAG run's team.
 	GetDagRun(context.Context, *connect.Request[v1.GetDagRunRequest]) (*connect.Response[v1.GetDagRunResponse], error)
+	// PlanDag says what applying a DAG definition would do, and applies
+	// nothing: the errors ApplyDag would answer (each naming its field), the
+	// node, edge and field diff against the definition in force, the next
+	// fire times of its schedule, and for each recent DAG run that has not
+	// succeeded whether `sundial dag resume` (ResumeDagRun) could take the
+	// new definition. Needs the operator role in the DAG's owner_team.
+	PlanDag(context.Context, *connect.Request[v1.PlanDagRequest]) (*connect.Response[v1.PlanDagResponse], error)
+	// ResumeDagRun reruns the failed, cancelled and timed-out nodes of a DAG
+	// run and continues it with the DAG's current definition, as `sundial
+	// dag resume` does. A run with nothing to resume, or whose DAG's current
+	// definition has another shape (naming each node that differs), is
+	// answered FAILED_PRECONDITION and left as it was. Needs the admin role
+	// in the DAG run's team; recorded in the audit trail.
+	ResumeDagRun(context.Context, *connect.Request[v1.ResumeDagRunRequest]) (*connect.Response[v1.ResumeDagRunResponse], error)
 }
 
 // NewDagServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -490,6 +546,18 @@ func NewDagServiceHandler(svc DagServiceHandler, opts ...connect.HandlerOption) 
 		connect.WithSchema(dagServiceMethods.ByName("GetDagRun")),
 		connect.WithHandlerOptions(opts...),
 	)
+	dagServicePlanDagHandler := connect.NewUnaryHandler(
+		DagServicePlanDagProcedure,
+		svc.PlanDag,
+		connect.WithSchema(dagServiceMethods.ByName("PlanDag")),
+		connect.WithHandlerOptions(opts...),
+	)
+	dagServiceResumeDagRunHandler := connect.NewUnaryHandler(
+		DagServiceResumeDagRunProcedure,
+		svc.ResumeDagRun,
+		connect.WithSchema(dagServiceMethods.ByName("ResumeDagRun")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sundial.api.v1.DagService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case DagServiceApplyDagProcedure:
@@ -504,6 +572,10 @@ func NewDagServiceHandler(svc DagServiceHandler, opts ...connect.HandlerOption) 
 			dagServiceListDagRunsHandler.ServeHTTP(w, r)
 		case DagServiceGetDagRunProcedure:
 			dagServiceGetDagRunHandler.ServeHTTP(w, r)
+		case DagServicePlanDagProcedure:
+			dagServicePlanDagHandler.ServeHTTP(w, r)
+		case DagServiceResumeDagRunProcedure:
+			dagServiceResumeDagRunHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -535,4 +607,12 @@ func (UnimplementedDagServiceHandler) ListDagRuns(context.Context, *connect.Requ
 
 func (UnimplementedDagServiceHandler) GetDagRun(context.Context, *connect.Request[v1.GetDagRunRequest]) (*connect.Response[v1.GetDagRunResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sundial.api.v1.DagService.GetDagRun is not implemented"))
+}
+
+func (UnimplementedDagServiceHandler) PlanDag(context.Context, *connect.Request[v1.PlanDagRequest]) (*connect.Response[v1.PlanDagResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sundial.api.v1.DagService.PlanDag is not implemented"))
+}
+
+func (UnimplementedDagServiceHandler) ResumeDagRun(context.Context, *connect.Request[v1.ResumeDagRunRequest]) (*connect.Response[v1.ResumeDagRunResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sundial.api.v1.DagService.ResumeDagRun is not implemented"))
 }
