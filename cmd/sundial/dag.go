@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,17 +10,23 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"text/tabwriter"
 	"time"
 
+	connectrpc "connectrpc.com/connect"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v3"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sundialhq/sundial/apiserver"
 	"github.com/sundialhq/sundial/client"
 	"github.com/sundialhq/sundial/dagengine"
 	"github.com/sundialhq/sundial/dagengine/dag"
 	"github.com/sundialhq/sundial/dagengine/dagrun"
 	"github.com/sundialhq/sundial/enqueue"
 	"github.com/sundialhq/sundial/internal/topics"
+	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
+	"github.com/sundialhq/sundial/proto/sundial/api/v1/apiv1connect"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store"
 	"github.com/sundialhq/sundial/store/cassandra"
@@ -268,13 +275,30 @@ resume. A current definition of another shape (a node added or removed, other
 parents or job, another team) or a deleted DAG is refused, naming each node
 that differs, and the run is left as it was (docs/job-definition.md).
 
-Example:
-  sundial dag resume data.daily-etl@1767229200000`,
-		Flags: append(kafkaFlags(), cassandraStoreFlags()...),
+With --api-url the resume goes through the control-plane API
+(DagService.ResumeDagRun), which calls the same code, checks that the
+token is an admin of the run's team and records the resume in the audit
+trail.
+
+Examples:
+  sundial dag resume data.daily-etl@1767229200000
+  sundial dag resume --api-url http://localhost:8080 data.daily-etl@1767229200000`,
+		Flags: append(append(kafkaFlags(), cassandraStoreFlags()...), apiFlags()...),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			id, err := oneArg(cmd, "DAG run id")
 			if err != nil {
 				return err
+			}
+			if api, ok, err := apiConfig(cmd); ok || err != nil {
+				if err != nil {
+					return err
+				}
+				dags := apiv1connect.NewDagServiceClient(api.client, api.url, api.options()...)
+				resp, err := dags.ResumeDagRun(ctx, connectrpc.NewRequest(&apiv1.ResumeDagRunRequest{DagRunId: id}))
+				if err != nil {
+					return fmt.Errorf("resume %s: %w", id, err)
+				}
+				return writeDagRunDetail(cmd.Root().Writer, resp.Msg.GetDagRun())
 			}
 			b, err := openDagBackends(ctx, cmd, nil)
 			if err != nil {
@@ -288,13 +312,60 @@ Example:
 			if _, err := r.Resume(ctx, id); err != nil {
 				return err
 			}
-			row, st, err := r.Get(ctx, id)
+			row, _, err := r.Get(ctx, id)
 			if err != nil {
 				return err
 			}
-			return dagengine.WriteRun(cmd.Root().Writer, row, st, dag.Options{})
+			d, err := apiserver.DagRunDetail(row)
+			if err != nil {
+				return err
+			}
+			return writeDagRunDetail(cmd.Root().Writer, d)
 		},
 	}
+}
+
+// writeDagRunDetail writes a DAG run as the API answers it (GetDagRun,
+// ResumeDagRun): a header, then each node's state, in the order of the
+// definition it follows. `dag resume` prints it whether it resumed through
+// the API or with the store's credentials (apiserver.DagRunDetail), so the
+// output does not depend on the path.
+func writeDagRunDetail(w io.Writer, d *apiv1.DagRunDetail) error {
+	var b strings.Builder
+	r, spec := d.GetRun(), d.GetSpec()
+	fmt.Fprintf(&b, "DAG run   %s\nDAG       %s\nOrigin    %s\nDue       %s\nStatus    %s\nNodes     %s\nEnded     %s\nResumes   %d\n\n",
+		r.GetDagRunId(), r.GetDagId(), r.GetOrigin(), tsText(r.GetDueTime()), r.GetStatus(), r.GetSummary(), tsText(d.GetEndedAt()), d.GetResumes())
+	jobs := map[string]string{}
+	for _, n := range spec.GetNodes() {
+		jobs[n.GetId()] = n.GetJobId()
+		if n.GetInline() != nil {
+			jobs[n.GetId()] = dag.InlineJobID(spec.GetId(), n.GetId())
+		}
+	}
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tSTATE\tJOB\tAFTER\tRUN ID\tATTEMPT\tSTARTED\tENDED\tREASON")
+	for _, n := range d.GetNodes() {
+		attempt := "-"
+		if n.GetAttempt() > 0 {
+			attempt = fmt.Sprint(n.GetAttempt())
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.GetNodeId(), n.GetPhase(), cmp.Or(jobs[n.GetNodeId()], "-"),
+			cmp.Or(strings.Join(n.GetParents(), ","), "-"), cmp.Or(n.GetRunId(), "-"), attempt, tsText(n.GetStartedAt()), tsText(n.GetEndedAt()),
+			cmp.Or(n.GetReason(), "-"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// tsText is a time of a DAG run as `dag show` writes it, "-" for none.
+func tsText(t *timestamppb.Timestamp) string {
+	if t == nil {
+		return "-"
+	}
+	return t.AsTime().UTC().Format("2006-01-02T15:04:05.000Z")
 }
 
 func dagApplyCommand() *cli.Command {
