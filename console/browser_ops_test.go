@@ -71,9 +71,10 @@ func startOpsConsole(t *testing.T, ctx context.Context) *opsConsole {
 	handlers["test.gate"] = g.handler()
 	talk := newChatty()
 	handlers[chattyHandler] = talk
+	handlers[failOnceHandler] = &failOnce{}
 	p, err := embedded.New(embedded.Config{Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler),
 		Handlers: handlers, APIAddr: "127.0.0.1:0",
-		APITokens: []string{"*:admin:" + adminToken, "dev:operator:" + operatorToken, "dev:viewer:" + viewerToken}})
+		APITokens: []string{"*:admin:" + adminToken, "dev:admin:" + devAdminToken, "dev:operator:" + operatorToken, "dev:viewer:" + viewerToken}})
 	require.NoError(t, err)
 	require.NoError(t, p.Start(ctx))
 	t.Cleanup(p.Stop)

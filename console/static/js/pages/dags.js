@@ -2,7 +2,7 @@
 // grid, the editor that draws the graph as the definition is typed, and a
 // DAG run's graph whose node states change live (WatchRuns).
 
-import {h, replace, table, stateTag, errorBox} from '../dom.js';
+import {h, replace, table, num, stateTag, errorBox} from '../dom.js';
 import * as fmt from '../format.js';
 import {draw} from '../graph.js';
 import {watch} from '../stream.js';
@@ -26,7 +26,7 @@ export const dags = {
   mount(root, ctx) {
     const results = h('div', {id: 'results', 'aria-live': 'polite'});
     root.append(h('h1', {}, 'DAGs'),
-      mayAdmin(ctx.session) ? h('p', {}, h('a', {href: '#/dagedit', 'data-write': 'true'}, 'New DAG…')) : null,
+      mayAdmin(ctx.session) ? h('p', {}, h('a', {href: '#/dagedit', 'data-write': 'true'}, 'New DAG…')) : '',
       results);
     return () => loadInto(results, async () => {
       const page = {size: pageSize};
@@ -117,12 +117,15 @@ export const dagRun = {
     const status = h('div', {id: 'dag-live-status', class: 'muted', role: 'status'});
     const graph = h('div', {id: 'dag-graph', class: 'graph-box'});
     const body = h('div', {id: 'results'});
-    root.append(h('h1', {}, 'DAG run ', h('code', {}, id)), status, graph, body);
+    const actions = h('div', {id: 'dag-run-actions', 'aria-live': 'polite'});
+    const resumeBtn = h('button', {type: 'button', id: 'dag-resume', 'data-write': 'true'}, 'Resume: rerun the failed nodes');
+    root.append(h('h1', {}, 'DAG run ', h('code', {}, id)), status, actions, graph, body);
     let last = null;
     let timer = 0;
     let loading = null;
-    const abort = new AbortController();
+    let abort = null;
     let streaming = false;
+    let left = false;
 
     const show = (run) => {
       last = run;
@@ -131,6 +134,13 @@ export const dagRun = {
       const {svg} = draw(nodes, `The graph of DAG run ${id}, each node with its state`);
       replace(graph, svg);
       const r = run.run || {};
+      // Resume is offered to the team's admins for a run with a node to
+      // rerun; the server decides (ResumeDagRun).
+      if (run.resumable && mayAdmin(ctx.session, (run.spec || {}).ownerTeam)) {
+        if (!actions.contains(resumeBtn)) replace(actions, resumeBtn);
+      } else if (actions.contains(resumeBtn)) {
+        replace(actions);
+      }
       replace(body,
         h('dl', {class: 'props'},
           h('dt', {}, 'DAG'), h('dd', {}, h('a', {href: `#/dags/${encodeURIComponent(r.dagId)}`}, r.dagId)),
@@ -145,11 +155,7 @@ export const dagRun = {
           n.runId ? h('a', {href: `#/runs/${encodeURIComponent(n.runId)}`}, n.runId) : '–',
           n.attempt ? String(n.attempt) : '–', fmt.time(n.startedAt), fmt.time(n.endedAt), n.reason || '',
         ])));
-      if (!r.active && streaming) {
-        abort.abort();
-        streaming = false;
-        replace(status, 'The DAG run has ended: nothing more to stream.');
-      }
+      if (!r.active) closeStream('The DAG run has ended: nothing more to stream.');
     };
     const load = async () => {
       if (loading) return loading;
@@ -188,28 +194,59 @@ export const dagRun = {
       }
     };
     ctx.onLeave(() => {
-      abort.abort();
+      left = true;
+      if (abort) abort.abort();
       window.clearTimeout(timer);
     });
     // Subscribe, then snapshot: the stream is open before the state is
     // read, so no change falls between the two.
-    streaming = true;
-    replace(status, 'Connecting to the live stream…');
-    const opened = new Promise((resolve) => {
-      watch(ctx.session.token, 'WatchService', 'WatchRuns', {filter: {}}, (m) => {
-        if (m.watchingSince) {
-          replace(status, `Live since ${fmt.time(m.watchingSince)}: node states change as the runs do.`);
+    // A resume opens it again: each stream answers only while it is the
+    // page's current one.
+    const openStream = () => {
+      const mine = new AbortController();
+      abort = mine;
+      streaming = true;
+      replace(status, 'Connecting to the live stream…');
+      return new Promise((resolve) => {
+        watch(ctx.session.token, 'WatchService', 'WatchRuns', {filter: {}}, (m) => {
+          if (m.watchingSince && abort === mine) {
+            replace(status, `Live since ${fmt.time(m.watchingSince)}: node states change as the runs do.`);
+          }
+          if (m.watchingSince) resolve();
+          if (m.change) onChange(m.change);
+        }, mine.signal).then(() => {
           resolve();
-        }
-        if (m.change) onChange(m.change);
-      }, abort.signal).then(() => {
-        resolve();
-        if (streaming) replace(status, 'The stream ended; reload the page to open it again.');
-      }, (e) => {
-        resolve();
-        replace(status, errorBox(e));
+          if (streaming && abort === mine) replace(status, 'The stream ended; reload the page to open it again.');
+        }, (e) => {
+          resolve();
+          if (abort === mine) replace(status, errorBox(e));
+        });
       });
+    };
+    const closeStream = (why) => {
+      if (!streaming) return;
+      streaming = false;
+      abort.abort();
+      replace(status, why);
+    };
+    resumeBtn.addEventListener('click', async () => {
+      resumeBtn.disabled = true;
+      try {
+        // The stream is open again before the resume, so that no change
+        // of the rerun nodes is missed.
+        if (!streaming && !left) await openStream();
+        const resp = await ctx.session.call('DagService', 'ResumeDagRun', {dagRunId: id});
+        show(resp.dagRun);
+        replace(actions, h('p', {id: 'dag-resumed'}, `Resumed: ${(resp.rerun || []).join(', ')} run again.`));
+      } catch (e) {
+        // Refused: the run is as it was, and an ended run needs no stream.
+        replace(actions, resumeBtn, errorBox(e));
+        if (last && !(last.run || {}).active) closeStream('The DAG run has ended: nothing more to stream.');
+      } finally {
+        resumeBtn.disabled = false;
+      }
     });
+    const opened = openStream();
     return async () => {
       await opened;
       if (last && !(last.run || {}).active) return; // an ended run does not change
@@ -231,6 +268,50 @@ const example = {
   ],
 };
 
+// planView shows PlanDag's answer: the problems, or the node, edge and
+// field diff, the next fires and what it means for the DAG's runs that
+// have not succeeded. ok is false when the definition would be refused.
+export function planView(p, spec) {
+  if ((p.errors || []).length) {
+    return {ok: false, nodes: [h('h2', {}, 'Plan'), h('div', {role: 'alert', class: 'error', id: 'plan-errors'},
+      h('p', {}, 'The definition would be refused:'),
+      h('ul', {}, p.errors.map((e) => h('li', {}, h('code', {}, e.field || 'spec'), `: ${e.reason}`))))]};
+  }
+  const zone = (spec.schedule || {}).timeZone || 'UTC';
+  const nodes = p.nodes || [];
+  const edges = p.edges || [];
+  const changes = p.changes || [];
+  const runs = p.runs || [];
+  const count = (n, what) => `${n} ${what}${n === 1 ? '' : 's'}`;
+  return {ok: true, nodes: [
+    h('h2', {}, 'Plan'),
+    h('p', {id: 'plan-summary'}, p.created ? `Creates the DAG with ${count((spec.nodes || []).length, 'node')}. ` :
+      `Against revision ${p.revision}: ${count(nodes.length, 'node')} added, removed or changed, ${count(edges.length, 'dependency')} added or removed, ${count(changes.length, 'other field')} changed. `,
+    'Nothing is applied until you press Apply.'),
+    h('h3', {}, 'Nodes'),
+    nodes.length ? h('div', {id: 'plan-nodes'}, table('Nodes added, removed or changed', ['Node', 'Change', 'Fields'], nodes.map((n) => [
+      h('code', {}, n.nodeId), stateTag(n.change),
+      (n.fields || []).map((f) => h('div', {}, h('code', {}, f.field), `: ${f.before || '–'} → ${f.after || '–'}`)),
+    ]))) : h('p', {id: 'plan-nodes'}, 'No node added, removed or changed.'),
+    h('h3', {}, 'Dependencies'),
+    edges.length ? h('div', {id: 'plan-edges'}, table('Dependencies added or removed', ['Parent', 'Child', 'Change'], edges.map((e) => [
+      h('code', {}, e.parent), h('code', {}, e.child), stateTag(e.change)]))) : h('p', {id: 'plan-edges'}, 'No dependency added or removed.'),
+    changes.length ? [h('h3', {}, 'Other fields'), h('div', {id: 'plan-diff'}, table('Field diff', ['Field', 'In force', 'After apply'],
+      changes.map((c) => [h('code', {}, c.field), c.before || '–', c.after || '–'])))] : null,
+    h('h3', {}, 'Next fires'),
+    (p.nextFires || []).length ? h('div', {id: 'plan-fires'}, table('Next fire times after apply', [['#', 'num'], `In ${zone}`, `In ${fmt.viewerZone}`],
+      p.nextFires.map((t, i) => [num(i + 1), fmt.time(t, zone), fmt.time(t)]))) :
+      h('p', {id: 'plan-fires'}, 'It fires nothing on its own (no schedule, or paused): a trigger starts its runs.'),
+    h('h3', {}, 'DAG runs not succeeded'),
+    h('p', {class: 'muted'}, 'A DAG run goes on with the definition it follows. A resume reruns its failed nodes with the definition in force, if it has the run\'s shape (the same nodes, jobs, parents and team).'),
+    runs.length ? h('div', {id: 'plan-runs'}, table('What a resume would do with each run', ['DAG run', 'Status', 'After apply'], runs.map((r) => [
+      h('a', {href: `#/dagrun/${encodeURIComponent(r.dagRunId)}`}, r.dagRunId), stateTag(r.status),
+      r.sameShape ? (r.resumable ? 'a resume reruns its failed nodes with this definition' : 'same shape; nothing to resume yet') :
+        h('span', {class: 'error'}, `a resume would be refused: ${r.reason}`),
+    ]))) : h('p', {id: 'plan-runs'}, 'None.'),
+  ]};
+}
+
 export const dagEdit = {
   id: 'dagedit',
   mount(root, ctx) {
@@ -239,7 +320,19 @@ export const dagEdit = {
     const problems = h('div', {id: 'dag-problems', role: 'status', 'aria-live': 'polite'});
     const graph = h('div', {id: 'dag-graph', class: 'graph-box'});
     const status = h('div', {id: 'action-status', 'aria-live': 'polite'});
+    const planEl = h('div', {id: 'plan'});
+    // revision is the one opened ("0" for a new DAG): Apply sends it, so a
+    // definition changed meanwhile is refused.
+    let revision = '0';
+    let planned = null; // the text last planned without errors
+    let team = '';
+    const apply = h('button', {type: 'button', class: 'primary', id: 'dag-apply', 'data-write': 'true', disabled: true}, 'Apply');
+    const planBtn = h('button', {type: 'button', id: 'dag-plan', 'data-write': 'true'}, 'Plan: show the diff, fires and runs');
+    const gate = () => {
+      apply.disabled = planned === null || planned !== area.value || !mayAdmin(ctx.session, team);
+    };
     const redraw = () => {
+      gate();
       let spec;
       try {
         spec = JSON.parse(area.value);
@@ -251,19 +344,45 @@ export const dagEdit = {
       replace(graph, svg);
       replace(problems, list.length ?
         h('ul', {class: 'error'}, list.map((p) => h('li', {}, p))) :
-        h('p', {class: 'muted'}, `${(spec.nodes || []).length} nodes, no problem seen here (the server checks everything on Apply).`));
+        h('p', {class: 'muted'}, `${(spec.nodes || []).length} nodes, no problem seen here (Plan has the server check everything).`));
     };
     area.addEventListener('input', redraw);
-    const apply = h('button', {type: 'button', class: 'primary', id: 'dag-apply', 'data-write': 'true'}, 'Apply');
+    planBtn.addEventListener('click', async () => {
+      planBtn.disabled = true;
+      const text = area.value;
+      replace(status, 'Planning…');
+      try {
+        const spec = JSON.parse(text);
+        team = spec.ownerTeam || '';
+        const p = await ctx.session.call('DagService', 'PlanDag', {spec, nextFires: 5, expectedRevision: revision});
+        const shown = planView(p, spec);
+        replace(planEl, shown.nodes);
+        planned = shown.ok ? text : null;
+        replace(status, shown.ok ? (mayAdmin(ctx.session, team) ? 'Planned. Apply applies exactly this draft.' : 'Planned. Only an admin of the team may apply.') :
+          'The plan found errors: nothing can be applied.');
+      } catch (e) {
+        planned = null;
+        replace(planEl);
+        replace(status, e instanceof SyntaxError ? h('p', {class: 'error', role: 'alert'}, `Not JSON: ${e.message}`) : errorBox(e));
+      } finally {
+        planBtn.disabled = false;
+        gate();
+      }
+    });
     apply.addEventListener('click', async () => {
+      if (planned !== area.value) return;
       apply.disabled = true;
       replace(status, 'Applying…');
       try {
         const spec = JSON.parse(area.value);
-        const r = await ctx.session.call('DagService', 'ApplyDag', {spec});
+        const r = await ctx.session.call('DagService', 'ApplyDag', {spec, expectedRevision: revision});
         const st = r.status || {};
         if (r.accepted) {
-          replace(status, h('p', {}, 'Applied: ', h('a', {href: `#/dags/${encodeURIComponent(spec.id)}`}, spec.id), '.'));
+          planned = null;
+          // The next apply of this page expects the revision now in force.
+          const {dag: d} = await ctx.session.call('DagService', 'GetDag', {id: spec.id});
+          revision = String(d.revision || '0');
+          replace(status, h('p', {id: 'dag-applied'}, 'Applied: ', h('a', {href: `#/dags/${encodeURIComponent(spec.id)}`}, spec.id), '.'));
         } else {
           replace(status, h('div', {class: 'error', role: 'alert'}, 'Refused: ',
             h('ul', {}, (st.errors || []).map((e) => h('li', {}, `${e.field || ''}: ${e.reason || e.message || ''}`))), st.message || ''));
@@ -271,16 +390,20 @@ export const dagEdit = {
       } catch (e) {
         replace(status, errorBox(e));
       } finally {
-        apply.disabled = false;
+        gate();
       }
     });
     root.append(h('h1', {}, id ? h('span', {}, 'Edit DAG ', h('code', {}, id)) : 'New DAG'),
-      h('p', {class: 'muted'}, 'The definition as JSON (a DagSpec, as the API takes it). The graph is drawn as you type.'),
+      h('p', {class: 'muted'}, 'The definition as JSON (a DagSpec, as the API takes it). The graph is drawn as you type; Plan asks the server what applying it would do, and Apply is offered after a clean plan of the same draft.'),
       h('div', {class: 'editor'},
         h('div', {}, h('label', {for: 'dag-spec', class: 'field'}, 'Definition (JSON)'), area),
         h('div', {}, h('h2', {}, 'Graph'), problems, graph)),
-      mayAdmin(ctx.session) ? h('div', {class: 'actions'}, apply) : h('p', {class: 'muted'}, 'Only an admin of the team may apply.'),
-      status);
+      // PlanDag needs the operator role, ApplyDag the admin's (WhoAmI's
+      // permissions; the server decides).
+      // (root.append is the DOM's: it would write a null as text.)
+      ctx.session.permissions.has('operate') ? h('div', {class: 'actions'}, planBtn, mayAdmin(ctx.session) ? apply : null) : '',
+      mayAdmin(ctx.session) ? '' : h('p', {class: 'muted'}, 'Only an admin of the team may apply.'),
+      status, planEl);
     let loaded = false;
     return async () => {
       if (loaded) return; // an auto-refresh never overwrites what is typed
@@ -289,6 +412,8 @@ export const dagEdit = {
         try {
           const {dag: d} = await ctx.session.call('DagService', 'GetDag', {id});
           area.value = JSON.stringify(d.spec, null, 2);
+          revision = String(d.revision || '0');
+          team = d.spec.ownerTeam || '';
         } catch (e) {
           replace(status, errorBox(e));
         }
@@ -297,6 +422,7 @@ export const dagEdit = {
         spec.id = `${spec.ownerTeam}.my-dag`;
         spec.nodes = spec.nodes.map((n) => ({...n, jobId: `${spec.ownerTeam}.${n.id}`}));
         area.value = JSON.stringify(spec, null, 2);
+        team = spec.ownerTeam;
       }
       redraw();
     };
