@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"testing"
@@ -436,4 +437,39 @@ func TestApplyDagChecksTheExpectedRevision(t *testing.T) {
 	assert.Equal(t, 1, w.produced())
 	require.NoError(t, apply(nil))
 	assert.Equal(t, 2, w.produced())
+}
+
+// dagsDown is a store whose DAG definitions cannot be read.
+type dagsDown struct{ *memory.Store }
+
+func (dagsDown) GetDag(context.Context, string) (store.Dag, error) {
+	return store.Dag{}, errors.New("read timeout at 10.0.0.7:9042")
+}
+
+// TestResumeDagRunThatSavedNothing: a resume that fails before anything is
+// saved (the DAG's definition cannot be read) answers unavailable without
+// the backend's words, is not audited, and leaves the run as it was.
+func TestResumeDagRunThatSavedNothing(t *testing.T) {
+	t.Parallel()
+	d := newDagTest(t)
+	ctx := t.Context()
+	run := d.failedRun(t, d.now.Add(-time.Hour))
+	runs, err := dagengine.NewRuns(dagengine.RunsConfig{Store: dagsDown{d.store}, Enqueuer: d.queue, Producer: acked{}, Shards: 4,
+		Now: func() time.Time { return d.now }})
+	require.NoError(t, err)
+	trail := &trailRecorder{}
+	svc, err := apiserver.NewDagService(apiserver.DagServiceConfig{Store: d.store, Writer: noDagWriter{}, Runs: runs, Audit: trail,
+		Now: func() time.Time { return d.now }})
+	require.NoError(t, err)
+	srv := serve(t, func(mux *http.ServeMux) { mux.Handle(apiv1connect.NewDagServiceHandler(svc)) })
+	c := apiv1connect.NewDagServiceClient(srv.Client(), srv.URL)
+
+	_, err = c.ResumeDagRun(ctx, as("owner-admin", &apiv1.ResumeDagRunRequest{DagRunId: run}))
+	requireConnectCode(t, connect.CodeUnavailable, err)
+	assert.NotContains(t, err.Error(), "10.0.0.7", "the backend's words stay in the server's log")
+	assert.Empty(t, trail.records(), "a resume that did not happen is not audited")
+	_, st, err := d.runs.Get(ctx, run)
+	require.NoError(t, err)
+	assert.Equal(t, dagrun.StatusFailed, st.Status)
+	assert.Zero(t, st.Resumes)
 }
