@@ -15,7 +15,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sundialhq/sundial/apiserver"
-	"github.com/sundialhq/sundial/audit"
 	"github.com/sundialhq/sundial/client"
 	"github.com/sundialhq/sundial/dagengine"
 	"github.com/sundialhq/sundial/dagengine/dag"
@@ -34,7 +33,7 @@ type dagTest struct {
 	store  *memory.Store
 	runs   *dagengine.Runs
 	queue  *queueRecorder
-	trail  *trailRecorder
+	trail  *recorded
 	client apiv1connect.DagServiceClient
 	now    time.Time
 }
@@ -71,25 +70,6 @@ func (acked) ProduceSync(_ context.Context, rs ...*kgo.Record) kgo.ProduceResult
 	return out
 }
 
-// trailRecorder keeps the audit records.
-type trailRecorder struct {
-	mu   sync.Mutex
-	recs []audit.Record
-}
-
-func (a *trailRecorder) Record(_ context.Context, r audit.Record) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.recs = append(a.recs, r)
-	return nil
-}
-
-func (a *trailRecorder) records() []audit.Record {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]audit.Record(nil), a.recs...)
-}
-
 // etlDag is DAG alpha.etl of registered jobs: extract, then load.
 func etlDag() *sundialv1.DagSpec {
 	return &sundialv1.DagSpec{Id: "alpha.etl", OwnerTeam: "alpha", Description: "nightly",
@@ -104,7 +84,7 @@ func newDagTest(t *testing.T) *dagTest {
 	t.Helper()
 	st, err := memory.New(memory.Options{})
 	require.NoError(t, err)
-	d := &dagTest{store: st, queue: &queueRecorder{}, trail: &trailRecorder{}, now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	d := &dagTest{store: st, queue: &queueRecorder{}, trail: &recorded{}, now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
 	_, err = st.InitCluster(t.Context(), 4)
 	require.NoError(t, err)
 	for id, team := range map[string]string{"alpha.extract": "alpha", "alpha.load": "alpha", "alpha.report": "alpha", "beta.secret": "beta"} {
@@ -295,7 +275,7 @@ func TestResumeDagRunFromTheAPI(t *testing.T) {
 	requireConnectCode(t, connect.CodePermissionDenied, err)
 	_, err = resume("owner-admin", "")
 	requireConnectCode(t, connect.CodeInvalidArgument, err)
-	assert.Empty(t, d.trail.records(), "nothing refused is audited")
+	assert.Empty(t, d.trail.all(), "nothing refused is audited")
 	enqueued := len(d.queue.enqueued())
 
 	r, err := resume("owner-admin", run)
@@ -306,7 +286,7 @@ func TestResumeDagRunFromTheAPI(t *testing.T) {
 	assert.Equal(t, int32(1), r.GetDagRun().GetResumes())
 	assert.False(t, r.GetDagRun().GetResumable())
 	assert.Equal(t, []string{dagrun.NodeRunID(run, "extract", 2)}, d.queue.enqueued()[enqueued:], "the failed node runs again under a new run id")
-	recs := d.trail.records()
+	recs := d.trail.all()
 	require.Len(t, recs, 1)
 	assert.Equal(t, apiserver.AuditDagRunResumed, recs[0].Action)
 	assert.Equal(t, "alpha.etl", recs[0].Subject, "under the DAG's id, so that its trail lists it")
@@ -330,7 +310,7 @@ func TestResumeDagRunFromTheAPI(t *testing.T) {
 	_, st, err := d.runs.Get(ctx, second)
 	require.NoError(t, err)
 	assert.Equal(t, dagrun.StatusFailed, st.Status, "a refused resume leaves the run as it was")
-	assert.Len(t, d.trail.records(), 1)
+	assert.Len(t, d.trail.all(), 1)
 }
 
 // TestPlanDagHidesAnotherTeamsRuns: a DAG id that another team used before
@@ -457,7 +437,7 @@ func TestResumeDagRunThatSavedNothing(t *testing.T) {
 	runs, err := dagengine.NewRuns(dagengine.RunsConfig{Store: dagsDown{d.store}, Enqueuer: d.queue, Producer: acked{}, Shards: 4,
 		Now: func() time.Time { return d.now }})
 	require.NoError(t, err)
-	trail := &trailRecorder{}
+	trail := &recorded{}
 	svc, err := apiserver.NewDagService(apiserver.DagServiceConfig{Store: d.store, Writer: noDagWriter{}, Runs: runs, Audit: trail,
 		Now: func() time.Time { return d.now }})
 	require.NoError(t, err)
@@ -467,7 +447,7 @@ func TestResumeDagRunThatSavedNothing(t *testing.T) {
 	_, err = c.ResumeDagRun(ctx, as("owner-admin", &apiv1.ResumeDagRunRequest{DagRunId: run}))
 	requireConnectCode(t, connect.CodeUnavailable, err)
 	assert.NotContains(t, err.Error(), "10.0.0.7", "the backend's words stay in the server's log")
-	assert.Empty(t, trail.records(), "a resume that did not happen is not audited")
+	assert.Empty(t, trail.all(), "a resume that did not happen is not audited")
 	_, st, err := d.runs.Get(ctx, run)
 	require.NoError(t, err)
 	assert.Equal(t, dagrun.StatusFailed, st.Status)
