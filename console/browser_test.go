@@ -361,6 +361,7 @@ func TestConsoleInABrowser(t *testing.T) {
 			b.open(t, tab, page.fragment, page.id)
 			writes := eval[int](t, tab, `document.querySelectorAll('[data-write]').length`)
 			assert.Zero(t, writes, "write buttons on %s", page.fragment)
+			assert.Empty(t, eval[[]string](t, tab, strayNulls), "the page writes null where a write button would be: %s", page.fragment)
 		}
 		// The search and the filters are in the URL, answered by the
 		// server.

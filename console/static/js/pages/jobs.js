@@ -15,7 +15,7 @@ export const jobs = {
     const results = h('div', {id: 'results', 'aria-live': 'polite'});
     root.append(
       h('h1', {}, 'Jobs'),
-      ctx.session.permissions.has('apply') ? h('p', {}, h('a', {href: '#/edit', class: 'button', 'data-write': 'true', id: 'new-job'}, 'New job')) : null,
+      ctx.session.permissions.has('apply') ? h('p', {}, h('a', {href: '#/edit', class: 'button', 'data-write': 'true', id: 'new-job'}, 'New job')) : '',
       filterForm(ctx, ['jobs'], [
         field('Search (id, description, labels)', 'f-text', textInput('text', q.get('text'), {type: 'search'})),
         field('Team', 'f-team', textInput('team', q.get('team'))),
@@ -37,10 +37,11 @@ export const jobs = {
   },
 };
 
-// bulkLink leads an operator to the bulk actions on this page's search.
+// bulkLink leads an operator to the bulk actions on this page's search;
+// for others it is empty text (a null appended to the page reads "null").
 function bulkLink(ctx) {
   const s = ctx.session;
-  if (!s.clusterAdmin && !['operator', 'admin'].includes(s.role)) return null;
+  if (!s.clusterAdmin && !['operator', 'admin'].includes(s.role)) return '';
   const q = new URLSearchParams(ctx.route.query);
   q.delete('page');
   return h('p', {}, h('a', {href: `#/bulk?${q}`, 'data-write': 'true', id: 'bulk-link'}, 'Bulk actions on the jobs this search selects…'));
