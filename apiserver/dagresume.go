@@ -55,7 +55,7 @@ func (s *DagService) ResumeDagRun(ctx context.Context, req *connect.Request[apiv
 	case errors.Is(err, dagrun.ErrNothingToResume), errors.Is(err, dagengine.ErrNotResumable):
 		return nil, connect.NewError(connect.CodeFailedPrecondition, err)
 	case errors.Is(err, store.ErrNotFound):
-		return nil, notFound("DAG run", id)
+		return nil, notVisible("DAG run", id)
 	case errors.Is(err, dagengine.ErrPermanent):
 		s.cfg.Logger.ErrorContext(ctx, "resume DAG run", "dag_run", id, "err", err)
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("resume DAG run %q: the stored run does not fit its definition; the server's log says why", id))

@@ -185,7 +185,7 @@ func (s *DagService) dagInForce(ctx context.Context, p auth.Principal, id string
 		return nil, 0, nil
 	}
 	if !p.CanSee(stored.GetOwnerTeam()) {
-		return nil, 0, notFound("DAG", id)
+		return nil, 0, notVisible("DAG", id)
 	}
 	return stored, d.Revision, nil
 }
@@ -487,7 +487,7 @@ func (s *DagService) visibleDagRun(ctx context.Context, p auth.Principal, id str
 	}
 	row, err := runs.GetDagRun(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return storedDagRun{}, notFound("DAG run", id)
+		return storedDagRun{}, notVisible("DAG run", id)
 	}
 	if err != nil {
 		return storedDagRun{}, storeError("read DAG run", err)
@@ -497,7 +497,7 @@ func (s *DagService) visibleDagRun(ctx context.Context, p auth.Principal, id str
 		return storedDagRun{}, connect.NewError(connect.CodeInternal, err)
 	}
 	if !p.CanSee(r.team) {
-		return storedDagRun{}, notFound("DAG run", id)
+		return storedDagRun{}, notVisible("DAG run", id)
 	}
 	return r, nil
 }

@@ -125,11 +125,6 @@ func principal(ctx context.Context) (auth.Principal, error) {
 	return p, nil
 }
 
-// notFound is the answer for a missing definition and for one the caller
-// may not see alike, so that no answer tells another team's ids.
-func notFound(kind, id string) error {
-	return connect.NewError(connect.CodeNotFound, fmt.Errorf("%s %q: not found", kind, id))
-}
 
 // needID checks a request's id field.
 func needID(id string) error {
@@ -196,7 +191,7 @@ func visibleDefinition[Row any, Spec interface{ GetOwnerTeam() string }](ctx con
 	lookup func(context.Context, string) (Row, Spec, bool, error)) (Row, Spec, error) {
 	row, spec, found, err := lookup(ctx, id)
 	if err == nil && (!found || !p.CanSee(spec.GetOwnerTeam())) {
-		err = notFound(kind, id)
+		err = notVisible(kind, id)
 	}
 	if err != nil {
 		var noRow Row
@@ -300,7 +295,7 @@ func (s *JobService) ApplyJob(ctx context.Context, req *connect.Request[apiv1.Ap
 			return nil, err
 		}
 		if found && !p.CanSee(stored.GetOwnerTeam()) {
-			return nil, notFound("job", spec.GetId())
+			return nil, notVisible("job", spec.GetId())
 		}
 		before, beforeRev = stored, j.Revision
 	}

@@ -162,7 +162,7 @@ func (s *RunService) jobObjective(ctx context.Context, p auth.Principal, m *apiv
 		return nil, objectiveRead{}, internalError("list objectives")
 	}
 	if !found || job.Deleted || !p.CanSee(spec.GetOwnerTeam()) {
-		return nil, objectiveRead{}, notFound("job", id)
+		return nil, objectiveRead{}, notVisible("job", id)
 	}
 	text, ok := spec.GetLabels()[objective.Label]
 	if !ok {

@@ -37,8 +37,9 @@ func requireCaller(ctx context.Context) (auth.Principal, error) {
 	return p, nil
 }
 
-// notVisible is the answer for a missing run and for another team's run
-// alike.
+// notVisible is the answer for a missing object (a definition, a run, a
+// DAG run) and for one the caller may not see alike, so that no answer
+// tells another team's ids.
 func notVisible(what, id string) error {
 	return connect.NewError(connect.CodeNotFound, fmt.Errorf("%s %q: not found", what, id))
 }
