@@ -292,7 +292,9 @@ func TestConsoleJobsFirstPageAtScale(t *testing.T) {
 		require.Less(t, sorted[len(sorted)/2], time.Second,
 			"the median of the loads' first page at %d jobs (%v): the issue wants it under 1 s", n, times)
 	}
-	if i := os.Getenv(updateScreenshots); i == "1" {
+	if os.Getenv(scaleJobs) != "" {
+		// Only a picture at the scale asked for: 300 jobs show nothing
+		// the jobs page's own picture does not.
 		screenshot(t, tab, "jobs-at-scale")
 	}
 
