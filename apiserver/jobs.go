@@ -125,7 +125,6 @@ func principal(ctx context.Context) (auth.Principal, error) {
 	return p, nil
 }
 
-
 // needID checks a request's id field.
 func needID(id string) error {
 	if id == "" {
