@@ -19,7 +19,6 @@ import (
 	"github.com/sundialhq/sundial/operator"
 	apiv1 "github.com/sundialhq/sundial/proto/sundial/api/v1"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
-	"github.com/sundialhq/sundial/store"
 )
 
 // Limits of PlanDag.
@@ -126,19 +125,12 @@ func (s *DagService) runImpacts(ctx context.Context, p auth.Principal, dagID str
 		if !r.Active && r.Status == dagrun.StatusSucceeded.String() {
 			continue
 		}
-		row, err := runs.GetDagRun(ctx, r.ID)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
+		run, err := s.visibleDagRun(ctx, p, r.ID)
+		if connect.CodeOf(err) == connect.CodeNotFound {
+			continue // gone since the listing, or another team's
 		}
 		if err != nil {
-			return nil, storeError("read DAG run", err)
-		}
-		run, err := decodeDagRun(row)
-		if err != nil {
-			return nil, connect.NewError(connect.CodeInternal, err)
-		}
-		if !p.CanSee(run.team) {
-			continue
+			return nil, err
 		}
 		imp, err := runImpact(run, g)
 		if err != nil {
