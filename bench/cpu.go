@@ -551,17 +551,26 @@ func backendCPUProcesses(dir string, be Backends) []cpuProcess {
 	}
 	var out []cpuProcess
 	for _, backend := range []string{"kafka", "cassandra", "redis"} {
-		var pid int
-		out = append(out, cpuProcess{name: backend, role: "backend", pid: func() (int, bool, string) {
-			if pid != 0 {
-				if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); err == nil {
-					return pid, true, ""
-				}
-			}
-			p, how := backendPID("/proc", dir, backend, addrs[backend])
-			pid = p
-			return p, p != 0, how
-		}})
+		out = append(out, cpuProcess{name: backend, role: "backend", pid: cachedPID(func() (int, string) {
+			return backendPID("/proc", dir, backend, addrs[backend])
+		})})
 	}
 	return out
+}
+
+// cachedPID finds a process with find (pid 0 when not found, and why) and
+// keeps its pid while the process lives, so that a sampler does not search
+// every second; once it is gone (a restart) find runs again.
+func cachedPID(find func() (int, string)) func() (int, bool, string) {
+	var pid int
+	return func() (int, bool, string) {
+		if pid != 0 {
+			if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); err == nil {
+				return pid, true, ""
+			}
+		}
+		p, how := find()
+		pid = p
+		return p, p != 0, how
+	}
 }

@@ -229,20 +229,20 @@ func (b *Bench) peerCPU(cfg Config, backends []string) *cpuSampler {
 
 // postgresCPUProcess is the PostgreSQL server at rawURL: the process
 // listening on its port (5432 when the URL names none), with its
-// children.
+// children; found once and kept while it lives.
 func postgresCPUProcess(rawURL string) cpuProcess {
-	return cpuProcess{name: "postgres", role: "backend", tree: true, pid: func() (int, bool, string) {
+	return cpuProcess{name: "postgres", role: "backend", tree: true, pid: cachedPID(func() (int, string) {
 		u, err := url.Parse(rawURL)
 		if err != nil {
-			return 0, false, "the PostgreSQL URL does not parse"
+			return 0, "the PostgreSQL URL does not parse"
 		}
 		port, err := strconv.Atoi(cmp.Or(u.Port(), "5432"))
 		if err != nil {
-			return 0, false, "the PostgreSQL URL's port is not a number"
+			return 0, "the PostgreSQL URL's port is not a number"
 		}
 		if pid, ok := portOwner("/proc", port); ok {
-			return pid, true, ""
+			return pid, ""
 		}
-		return 0, false, fmt.Sprintf("no process of this machine listening on port %d", port)
-	}}
+		return 0, fmt.Sprintf("no process of this machine listening on port %d", port)
+	})}
 }
