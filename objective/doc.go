@@ -34,6 +34,7 @@
 // lag on the runs topic (dispatched -> received), or the runner (received
 // -> started: the pool's slots, the job's concurrency, the team's quota).
 // An attempt still waiting waits in the first step it has not passed, up
-// to now. With none of those times, the cause is unknown. The console's
-// run page applies the same rule to one run.
+// to now. With none of those times, the cause is unknown. GetRun and
+// ListRuns answer it for each attempt (AttemptDetail.cause), which the
+// console's run page shows.
 package objective
