@@ -30,6 +30,13 @@ function append(el, children) {
   }
 }
 
+// add appends children to el as h does: arrays flattened, and null,
+// undefined and false left out (the DOM's own append writes them as text),
+// so that a page adds what a role may see with a plain condition.
+export function add(el, ...children) {
+  append(el, children);
+}
+
 // replace swaps a node's children for new ones.
 export function replace(el, ...children) {
   el.replaceChildren();

@@ -2,7 +2,7 @@
 // grid, the editor that draws the graph as the definition is typed, and a
 // DAG run's graph whose node states change live (WatchRuns).
 
-import {h, replace, table, num, stateTag, errorBox} from '../dom.js';
+import {h, add, replace, table, num, stateTag, errorBox} from '../dom.js';
 import * as fmt from '../format.js';
 import {draw} from '../graph.js';
 import {watch} from '../stream.js';
@@ -25,8 +25,8 @@ export const dags = {
   id: 'dags',
   mount(root, ctx) {
     const results = h('div', {id: 'results', 'aria-live': 'polite'});
-    root.append(h('h1', {}, 'DAGs'),
-      mayAdmin(ctx.session) ? h('p', {}, h('a', {href: '#/dagedit', 'data-write': 'true'}, 'New DAG…')) : '',
+    add(root, h('h1', {}, 'DAGs'),
+      mayAdmin(ctx.session) ? h('p', {}, h('a', {href: '#/dagedit', 'data-write': 'true'}, 'New DAG…')) : null,
       results);
     return () => loadInto(results, async () => {
       const page = {size: pageSize};
@@ -393,16 +393,15 @@ export const dagEdit = {
         gate();
       }
     });
-    root.append(h('h1', {}, id ? h('span', {}, 'Edit DAG ', h('code', {}, id)) : 'New DAG'),
+    add(root, h('h1', {}, id ? h('span', {}, 'Edit DAG ', h('code', {}, id)) : 'New DAG'),
       h('p', {class: 'muted'}, 'The definition as JSON (a DagSpec, as the API takes it). The graph is drawn as you type; Plan asks the server what applying it would do, and Apply is offered after a clean plan of the same draft.'),
       h('div', {class: 'editor'},
         h('div', {}, h('label', {for: 'dag-spec', class: 'field'}, 'Definition (JSON)'), area),
         h('div', {}, h('h2', {}, 'Graph'), problems, graph)),
       // PlanDag needs the operator role, ApplyDag the admin's (WhoAmI's
       // permissions; the server decides).
-      // (root.append is the DOM's: it would write a null as text.)
-      ctx.session.permissions.has('operate') ? h('div', {class: 'actions'}, planBtn, mayAdmin(ctx.session) ? apply : null) : '',
-      mayAdmin(ctx.session) ? '' : h('p', {class: 'muted'}, 'Only an admin of the team may apply.'),
+      ctx.session.permissions.has('operate') ? h('div', {class: 'actions'}, planBtn, mayAdmin(ctx.session) ? apply : null) : null,
+      mayAdmin(ctx.session) ? null : h('p', {class: 'muted'}, 'Only an admin of the team may apply.'),
       status, planEl);
     let loaded = false;
     return async () => {

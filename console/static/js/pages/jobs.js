@@ -2,7 +2,7 @@
 // with its schedule, next fires, last runs, trigger-lag figures and the
 // operator's actions.
 
-import {h, replace, table, num, stateTag, errorBox} from '../dom.js';
+import {h, add, replace, table, num, stateTag, errorBox} from '../dom.js';
 import * as fmt from '../format.js';
 import {pager, action, confirmTyped, filterForm, field, select, textInput, loadInto} from './common.js';
 import {objectiveLabel, lostIn, budgetLeft} from '../objective.js';
@@ -13,9 +13,9 @@ export const jobs = {
   mount(root, ctx) {
     const q = ctx.route.query;
     const results = h('div', {id: 'results', 'aria-live': 'polite'});
-    root.append(
+    add(root,
       h('h1', {}, 'Jobs'),
-      ctx.session.permissions.has('apply') ? h('p', {}, h('a', {href: '#/edit', class: 'button', 'data-write': 'true', id: 'new-job'}, 'New job')) : '',
+      ctx.session.permissions.has('apply') ? h('p', {}, h('a', {href: '#/edit', class: 'button', 'data-write': 'true', id: 'new-job'}, 'New job')) : null,
       filterForm(ctx, ['jobs'], [
         field('Search (id, description, labels)', 'f-text', textInput('text', q.get('text'), {type: 'search'})),
         field('Team', 'f-team', textInput('team', q.get('team'))),
@@ -38,10 +38,10 @@ export const jobs = {
 };
 
 // bulkLink leads an operator to the bulk actions on this page's search;
-// for others it is empty text (a null appended to the page reads "null").
+// null for others.
 function bulkLink(ctx) {
   const s = ctx.session;
-  if (!s.clusterAdmin && !['operator', 'admin'].includes(s.role)) return '';
+  if (!s.clusterAdmin && !['operator', 'admin'].includes(s.role)) return null;
   const q = new URLSearchParams(ctx.route.query);
   q.delete('page');
   return h('p', {}, h('a', {href: `#/bulk?${q}`, 'data-write': 'true', id: 'bulk-link'}, 'Bulk actions on the jobs this search selects…'));
