@@ -509,12 +509,23 @@ func (c *shardCore) Failed(e store.DueEntry, retryAt time.Time) {
 }
 
 // Watermark returns the due time up to which every entry of the shard has
-// been dispatched: never past now, an unread bucket, or an entry in memory
-// (waiting or in flight). It only moves forward. It also forgets fired keys
-// that have left the dedupe window.
+// been dispatched: never past now, what the reads have not taken yet, or an
+// entry in memory (waiting or in flight). It only moves forward. It also
+// forgets fired keys that have left the dedupe window.
+//
+// The bucket being read (the one starting at complete) holds it back only
+// from the latest due time its pages have brought: its rows come in due
+// order, so every row due before that one has been taken, and a row written
+// since has a wake-up. Rows due at that very millisecond may still be in
+// the next page, hence the millisecond less. A watermark that waited for the
+// whole minute would make a new owner fire up to a minute of runs again.
 func (c *shardCore) Watermark(now time.Time) time.Time {
 	w := store.Truncate(now)
-	if limit := c.complete.Add(-time.Millisecond); limit.Before(w) {
+	taken := c.complete
+	if c.loading && c.ahead.After(taken) {
+		taken = c.ahead
+	}
+	if limit := taken.Add(-time.Millisecond); limit.Before(w) {
 		w = limit
 	}
 	for _, it := range c.items {

@@ -198,8 +198,16 @@
 //
 // A shard's watermark is the due time up to which every entry has been
 // dispatched and its successor stored. The owner advances it every
-// WatermarkInterval to min(now, the end of the buckets read completely, the
-// earliest entry in memory, waiting or being fired) - 1ms, never backwards.
+// WatermarkInterval to min(now, what the reads have taken, the earliest
+// entry in memory, waiting or being fired) - 1ms, never backwards. What the
+// reads have taken ends at the latest due time the pages of the bucket
+// being read have brought (its rows come in due order; a row written after
+// its page was read has a wake-up), or at the end of the buckets read
+// completely between reads. So the watermark trails now by about
+// WatermarkInterval, and a new owner after a crash fires again (with the
+// same run ids, which runners refuse) what fell due since the last advance,
+// not everything since the minute began; the price is one lightweight
+// transaction per owned shard every WatermarkInterval while it fires.
 // Buckets wholly behind the watermark are deleted (one partition tombstone
 // each, DeleteBucket): they are never read again, and a tombstone per
 // partition costs later reads nothing, unlike a TTL per entry that leaves a
