@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sundialhq/sundial/dagengine/dagrun"
+	"github.com/sundialhq/sundial/internal/consume"
 	"github.com/sundialhq/sundial/internal/topics"
 	sundialv1 "github.com/sundialhq/sundial/proto/sundial/v1"
 	"github.com/sundialhq/sundial/store"
@@ -31,8 +32,8 @@ func (e *Engine) eventsLoop(ctx context.Context, cl *kgo.Client) {
 		})
 		recs := fetches.Records()
 		if len(recs) > 0 && e.processEvents(ctx, recs) {
-			if err := e.retry(ctx, "commit", func() error { return cl.CommitRecords(ctx, recs...) }); err != nil {
-				e.cfg.Logger.Debug("commit abandoned", "err", err)
+			if err := consume.CommitPoll(ctx, cl, e.backoff("commit"), recs); err != nil && ctx.Err() == nil {
+				e.cfg.Logger.Warn("commit abandoned; the poll's events will be applied again", "records", len(recs), "err", err)
 			}
 		}
 		cl.AllowRebalance()

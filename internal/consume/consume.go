@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
@@ -105,7 +106,7 @@ func (l *Loop) commit(ctx context.Context, recs []*kgo.Record) {
 		context.AfterFunc(commitCtx, func() { t.Stop() })
 	})
 	defer stop()
-	err := backoff.Retry(commitCtx, l.Backoff, func() error { return l.Client.CommitRecords(commitCtx, recs...) })
+	err := CommitPoll(commitCtx, l.Client, l.Backoff, recs)
 	if err != nil {
 		l.Logger.Warn("commit failed; the poll's records will be handled again", "records", len(recs), "err", err)
 		return
@@ -113,6 +114,35 @@ func (l *Loop) commit(ctx context.Context, recs []*kgo.Record) {
 	if l.OnCommitted != nil {
 		l.OnCommitted(len(recs))
 	}
+}
+
+// CommitPoll commits the offsets of recs, a poll taken with
+// BlockRebalanceOnPoll, retrying with b until it succeeds, ctx ends, or
+// the group says this member's generation is over (GenerationEnded). Such a
+// commit can never succeed: the client rejoins only once the poll allows a
+// rebalance, and the poll waits for the commit. It is abandoned instead, so
+// that the caller allows the rebalance: a later commit covers the records if
+// the member keeps their partitions, and their next owner handles them
+// again if not, as after a crash.
+func CommitPoll(ctx context.Context, cl *kgo.Client, b backoff.Config, recs []*kgo.Record) error {
+	b.Permanent = GenerationEnded
+	return backoff.Retry(ctx, b, func() error { return cl.CommitRecords(ctx, recs...) })
+}
+
+// GenerationEnded says whether a commit failed because the group no longer
+// counts this member's generation: the member was dropped (its session
+// expired while Kafka was away, or an operator removed it), fenced by
+// another member with its instance id, or the group is rebalancing.
+func GenerationEnded(err error) bool {
+	for _, e := range []*kerr.Error{
+		kerr.UnknownMemberID, kerr.IllegalGeneration, kerr.RebalanceInProgress,
+		kerr.FencedInstanceID, kerr.FencedMemberEpoch, kerr.StaleMemberEpoch,
+	} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // process handles recs and waits for their answers; false means ctx ended

@@ -24,4 +24,14 @@
 //     does, and keeps its assignment only across a crash.
 //   - Rebalances wait for the poll in hand (kgo.BlockRebalanceOnPoll), so a
 //     commit never lands after the partition moved to another member.
+//   - A commit the group refuses because this member's generation is over
+//     (GenerationEnded: the member was dropped, fenced, or the group is
+//     rebalancing) is abandoned, not retried: the member rejoins only once
+//     the poll allows a rebalance, so retrying would hold the partitions
+//     for ever. A later commit covers the poll's records if the member
+//     keeps their partitions; their next owner handles them again if not.
+//     CommitPoll is that rule; Loop and the DAG
+//     engine's events loop commit through it. (Before it, a DAG engine
+//     whose session expired while Kafka was down retried its commit for
+//     the last nine minutes of a chaos run, and its DAG runs stood still.)
 package consume
