@@ -99,7 +99,7 @@ func (s *AuditService) ListAudit(ctx context.Context, req *connect.Request[apiv1
 	}
 	switch {
 	case q.Team != "" && !p.Allows(q.Team, auth.RoleViewer):
-		return nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("list audit: team %q: the caller reads its own team's records only", q.Team))
+		return nil, notVisible("team", q.Team)
 	case q.Subject != "" && !p.ClusterAdmin:
 		// A deleted job's records stay readable by its team: the tombstone
 		// still names the owner.

@@ -124,7 +124,7 @@ func checkObjectives(p auth.Principal, m *apiv1.ListObjectivesRequest) error {
 	case m.GetAllTeams() && !p.ClusterAdmin:
 		return connect.NewError(connect.CodePermissionDenied, errors.New("all_teams: only the cluster admin ranks every team's jobs"))
 	case m.GetTeam() != "" && !p.CanSee(m.GetTeam()):
-		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("team %q: a caller of team %q ranks only its own team's jobs", m.GetTeam(), p.Team))
+		return notVisible("team", m.GetTeam())
 	}
 	return nil
 }

@@ -218,7 +218,7 @@ func TestListObjectives(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []string{"beta.worst"}, objectiveIDs(resp), "not alpha.moved: its runs were alpha's")
 		_, err = list("owner", &apiv1.ListObjectivesRequest{Team: "beta"})
-		requireConnectCode(t, connect.CodePermissionDenied, err)
+		requireConnectCode(t, connect.CodeNotFound, err)
 		_, err = list("owner", &apiv1.ListObjectivesRequest{AllTeams: true})
 		requireConnectCode(t, connect.CodePermissionDenied, err)
 		for _, id := range []string{"beta.worst", "alpha.moved", "no.such-job"} {

@@ -194,7 +194,7 @@ func testAudit(t *testing.T, e *env, owner, other string) {
 	_, err = e.audit(token(other, auth.RoleAdmin)).ListAudit(ctx, connect.NewRequest(&apiv1.ListAuditRequest{JobId: id}))
 	requireCode(t, connect.CodeNotFound, err, "other team's job")
 	_, err = e.audit(token(other, auth.RoleAdmin)).ListAudit(ctx, connect.NewRequest(&apiv1.ListAuditRequest{Team: owner}))
-	requireCode(t, connect.CodePermissionDenied, err, "other team")
+	requireCode(t, connect.CodeNotFound, err, "another team reads as no team")
 	_, err = e.audit(admin).ListAudit(ctx, connect.NewRequest(&apiv1.ListAuditRequest{JobId: id, Team: owner}))
 	requireCode(t, connect.CodeInvalidArgument, err, "both")
 }
@@ -219,7 +219,9 @@ func testQuotas(t *testing.T, e *env, owner, other string) {
 	assert.EqualValues(t, 0, q.GetConcurrentRuns(), "counted in Redis, none running")
 
 	_, err = e.quotas(token(other, auth.RoleAdmin)).GetQuotas(ctx, connect.NewRequest(&apiv1.GetQuotasRequest{Teams: []string{owner}}))
-	requireCode(t, connect.CodePermissionDenied, err, "other team")
+	requireCode(t, connect.CodeNotFound, err, "another team reads as no team, as SetQuotas answers it")
+	_, err = e.quotas(token(other, auth.RoleAdmin)).GetQuotas(ctx, connect.NewRequest(&apiv1.GetQuotasRequest{Teams: []string{quota.DefaultTeam}}))
+	requireCode(t, connect.CodePermissionDenied, err, "the default row is the cluster admin's")
 
 	all, err := e.quotas(clusterAdminToken).GetQuotas(ctx, connect.NewRequest(&apiv1.GetQuotasRequest{}))
 	require.NoError(t, err)

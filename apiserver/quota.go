@@ -91,7 +91,12 @@ func (s *QuotaService) GetQuotas(ctx context.Context, req *connect.Request[apiv1
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("teams[%d]: empty", i))
 		}
 		if !p.Allows(t, auth.RoleViewer) {
-			return nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("get quotas: team %q: the caller reads its own team's quota only", t))
+			// As SetQuotas answers: another team does not exist for the
+			// caller; the default row does, and is the cluster admin's.
+			if t != quota.DefaultTeam {
+				return nil, notVisible("team", t)
+			}
+			return nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("get quotas: team %q: cluster admin only; a team reads its own quota", t))
 		}
 	}
 	usages, err := quota.Usages(ctx, s.cfg.Store, s.cfg.Runs, teams...)

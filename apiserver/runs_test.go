@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -327,7 +328,10 @@ func TestListTeamRuns(t *testing.T) {
 	})
 	t.Run("team A cannot list team B's runs", func(t *testing.T) {
 		_, _, err := list("owner", window(&apiv1.ListRunsRequest{Team: "beta"}))
-		requireConnectCode(t, connect.CodePermissionDenied, err)
+		requireConnectCode(t, connect.CodeNotFound, err)
+		_, _, missing := list("owner", window(&apiv1.ListRunsRequest{Team: "no-such-team"}))
+		requireConnectCode(t, connect.CodeNotFound, missing)
+		assert.Equal(t, strings.ReplaceAll(missing.Error(), "no-such-team", "beta"), err.Error(), "another team reads exactly as no team")
 		ids, _, err := list("other", window(&apiv1.ListRunsRequest{}))
 		require.NoError(t, err)
 		assert.Equal(t, []string{f.betaRun + "#1"}, ids, "beta lists its own")

@@ -81,7 +81,7 @@ func (s *RunService) checkTeamRuns(p auth.Principal, m *apiv1.ListRunsRequest) (
 	case m.GetTeam() == "" && p.Team == "":
 		errs = append(errs, errors.New("team: required without job_id or dag_run_id for a caller of no team"))
 	case m.GetTeam() != "" && !p.CanSee(m.GetTeam()):
-		return 0, nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("team %q: a caller of team %q lists only its own team's runs", m.GetTeam(), p.Team))
+		return 0, nil, notVisible("team", m.GetTeam())
 	}
 	var after *store.RunKey
 	if tok := m.GetPageToken(); tok != "" {
