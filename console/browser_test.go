@@ -453,6 +453,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		b.open(t, tab, "#/jobs", "jobs")
 		screenshot(t, tab, "jobs")
 		b.open(t, tab, "#/cluster", "cluster")
+		eventually(t, tab, `document.querySelectorAll('table').length > 0`, "the cluster page shows no table")
 		rows := eval[int](t, tab, `document.querySelectorAll('table')[0].querySelectorAll('tbody tr').length`)
 		assert.Equal(t, embedded.DefaultShards, rows)
 		screenshot(t, tab, "cluster")

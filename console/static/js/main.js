@@ -63,7 +63,12 @@ const pages = {
   teams: () => teams,
 };
 
+// rendered counts the pages rendered, so that a refresh of a page left
+// while it was in flight does not mark the page shown since as loaded.
+let rendered = 0;
+
 async function render() {
+  const mine = ++rendered;
   refresher.stop();
   leave();
   if (!session) return;
@@ -84,7 +89,7 @@ async function render() {
     } finally {
       drop(); // the first page took what was started early for it
     }
-    main.dataset.loaded = 'true';
+    if (mine === rendered) main.dataset.loaded = 'true';
   });
 }
 
