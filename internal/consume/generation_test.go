@@ -17,7 +17,6 @@ import (
 
 	"github.com/sundialhq/sundial/internal/backoff"
 	"github.com/sundialhq/sundial/internal/consume"
-	"github.com/sundialhq/sundial/internal/testenv"
 )
 
 func TestGenerationEnded(t *testing.T) {
@@ -52,13 +51,7 @@ func TestGenerationEnded(t *testing.T) {
 // rejoin, for ever: nothing more is consumed or committed (a DAG engine did
 // that for nine minutes of a chaos run).
 func TestLoopRejoinsWhenTheGroupDroppedItDuringAPoll(t *testing.T) {
-	k := testenv.NeedKafka(t)
-	topic, group := k.TopicPrefix+"dropped", k.TopicPrefix+"dropped-group"
-	adm, err := kafkaAdmin(k.Brokers)
-	require.NoError(t, err)
-	defer adm.Close()
-	_, err = adm.CreateTopic(t.Context(), 1, 1, nil, topic)
-	require.NoError(t, err)
+	k, adm, topic, group := groupTopic(t, "dropped", 1)
 
 	var (
 		mu      sync.Mutex

@@ -98,13 +98,7 @@ func groupMembers(t *testing.T, adm *kadm.Client, group string) []string {
 // at once, and the other member takes its partitions without waiting for
 // the session timeout.
 func TestStaticMemberKeepsItsPartitionsAcrossACrashAndLeavesOnStop(t *testing.T) {
-	k := testenv.NeedKafka(t)
-	topic, group := k.TopicPrefix+"static", k.TopicPrefix+"static-group"
-	adm, err := kafkaAdmin(k.Brokers)
-	require.NoError(t, err)
-	defer adm.Close()
-	_, err = adm.CreateTopic(t.Context(), 4, 1, nil, topic)
-	require.NoError(t, err)
+	k, adm, topic, group := groupTopic(t, "static", 4)
 
 	a := join(t, k.Brokers, group, topic, "a")
 	b := join(t, k.Brokers, group, topic, "b")
@@ -137,6 +131,21 @@ func TestStaticMemberKeepsItsPartitionsAcrossACrashAndLeavesOnStop(t *testing.T)
 	assert.Equal(t, []string{"b"}, groupMembers(t, adm, group), "a stopped static member has left the group")
 	require.Eventually(t, func() bool { p, _ := b.state(); return len(p) == 4 }, 3*time.Minute, 100*time.Millisecond,
 		"the remaining member takes the stopped member's partitions")
+}
+
+// groupTopic needs the stack's Kafka and makes a topic of partitions for
+// the test, named after name, with a group name beside it; the admin
+// client is closed when the test ends.
+func groupTopic(t *testing.T, name string, partitions int32) (testenv.Kafka, *kadm.Client, string, string) {
+	t.Helper()
+	k := testenv.NeedKafka(t)
+	topic, group := k.TopicPrefix+name, k.TopicPrefix+name+"-group"
+	adm, err := kafkaAdmin(k.Brokers)
+	require.NoError(t, err)
+	t.Cleanup(adm.Close)
+	_, err = adm.CreateTopic(t.Context(), partitions, 1, nil, topic)
+	require.NoError(t, err)
+	return k, adm, topic, group
 }
 
 func kafkaAdmin(brokers []string) (*kadm.Client, error) {
