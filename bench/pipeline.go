@@ -486,7 +486,11 @@ func (p *Processes) args(name string) []string {
 		"--cassandra-hosts", strings.Join(c.Backends.CassandraHosts, ","),
 		"--keyspace", c.Namespace.Keyspace,
 		"--topic-prefix", c.Namespace.TopicPrefix,
-		"--log-level", "warn",
+		// Info, into the process's own log file: what a process logs at
+		// info is its life (start, partitions and shards taken and given
+		// up, lease takeovers), not each run, so a chaos kill's restart
+		// can be read from the logs at no cost per run.
+		"--log-level", "info",
 	}
 	if c.MemoryLimitMiB > 0 {
 		common = append(common, "--memory-limit-mib", strconv.Itoa(c.MemoryLimitMiB))

@@ -27,6 +27,7 @@ const (
 	DefaultLookahead         = 10 * time.Second
 	DefaultPrepareAhead      = 500 * time.Millisecond
 	DefaultJobFeedMaxLag     = 5 * time.Second
+	DefaultJobFeedReplay     = 2 * time.Hour
 	DefaultCatchUpHorizon    = 24 * time.Hour
 	DefaultMisfireThreshold  = time.Second
 	DefaultWatermarkInterval = 5 * time.Second
@@ -105,6 +106,16 @@ type Config struct {
 	// below that turns every firing into a store read. At least
 	// PrepareAhead. Default 5s.
 	JobFeedMaxLag time.Duration
+	// JobFeedReplay is how far back the jobs feed reads the registry's
+	// answers when the dispatcher starts: a snapshot checked within it
+	// (less the clock-skew allowance) may be trusted at once, so a
+	// restarted dispatcher fires the jobs of every interval up to about
+	// this long without reading them. Jobs of longer intervals read their
+	// definitions once, as every job did before. The price is reading the
+	// answers of that long at start (the compacted sundial.jobs.status
+	// holds one a job changed in it), before which the feed is not fresh
+	// and firings read their jobs. Default 2h.
+	JobFeedReplay time.Duration
 	// CatchUpHorizon bounds how far back a new owner reads from the shard's
 	// watermark. Entries older than now minus the horizon are never read:
 	// occurrences that old are outside every sane catch-up window, but a
@@ -203,6 +214,7 @@ func (c Config) withDefaults() Config {
 	c.Lookahead = cmp.Or(c.Lookahead, DefaultLookahead)
 	c.PrepareAhead = cmp.Or(c.PrepareAhead, DefaultPrepareAhead)
 	c.JobFeedMaxLag = cmp.Or(c.JobFeedMaxLag, max(DefaultJobFeedMaxLag, c.PrepareAhead))
+	c.JobFeedReplay = cmp.Or(c.JobFeedReplay, DefaultJobFeedReplay)
 	c.CatchUpHorizon = cmp.Or(c.CatchUpHorizon, DefaultCatchUpHorizon)
 	c.MisfireThreshold = cmp.Or(c.MisfireThreshold, DefaultMisfireThreshold)
 	c.WatermarkInterval = cmp.Or(c.WatermarkInterval, DefaultWatermarkInterval)
@@ -242,6 +254,9 @@ func (c Config) Validate() error {
 	}
 	if c.JobFeedMaxLag < c.PrepareAhead {
 		bad("job feed max lag", "%s: must be at least the prepare ahead %s", c.JobFeedMaxLag, c.PrepareAhead)
+	}
+	if c.JobFeedReplay < 0 {
+		bad("job feed replay", "%s: must not be negative", c.JobFeedReplay)
 	}
 	if c.CatchUpHorizon < time.Minute {
 		bad("catch-up horizon", "%s: must be at least 1m", c.CatchUpHorizon)

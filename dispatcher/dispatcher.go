@@ -112,7 +112,7 @@ func (d *Dispatcher) start(ctx context.Context, run *lifecycle.Run) error {
 	// The feed starts first and stops last: owners read the job cache it
 	// keeps current until they have drained.
 	feed, err := startJobFeed(slices.Clone(d.cfg.Kafka),
-		d.cfg.Topics.JobsStatus(), d.jobs, d.cfg.Now, d.m, d.log)
+		d.cfg.Topics.JobsStatus(), d.jobs, d.cfg.Now, d.cfg.JobFeedReplay, d.m, d.log)
 	if err != nil {
 		return err
 	}

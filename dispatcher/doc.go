@@ -153,9 +153,11 @@
 // the read of the job). A firing reads nothing when the jobs feed vouches for
 // the snapshot (snapshots.go): the feed is fresh up to JobFeedMaxLag ago, it
 // has recorded every change seen since CheckedAt (its change log starts at
-// its first catch-up, plus a clock skew of 5s, and moves forward when it
-// forgets old changes to stay bounded), and none of them is newer than the
-// entry's revision. A changed, paused or deleted job is thus found by the
+// the start of its replay: it first reads the answers stamped in the
+// JobFeedReplay, 2h, before the dispatcher started; plus a clock skew of 5s;
+// and moves forward when it forgets old changes to stay bounded), and none
+// of them is newer than the entry's revision. So a restarted dispatcher
+// fires the chains of jobs of intervals up to about 2h without reads. A changed, paused or deleted job is thus found by the
 // revision check as before, after a read. The store write of the successor
 // is then the firing's only store call; writes of concurrent firings, of
 // all the dispatcher's shards, share PutDue calls (nextwriter.go: what

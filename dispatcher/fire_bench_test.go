@@ -71,8 +71,8 @@ func BenchmarkFire(b *testing.B) {
 			if tc.cached {
 				o.jobs = newJobCache(r, time.Now, time.Hour, m)
 				// The feed started a while ago: it vouches for snapshots.
-				o.jobs.setFresh(time.Now().Add(-time.Minute))
-				o.jobs.setFresh(time.Now())
+				o.jobs.setFresh(time.Now().Add(-time.Minute), time.Now().Add(-time.Minute))
+				o.jobs.setFresh(time.Now(), time.Now())
 			}
 			var payload []byte
 			if tc.snapshot {
@@ -133,8 +133,8 @@ func BenchmarkFireOnGoroutines(b *testing.B) {
 			r := slowReader{jobs: map[string]store.Job{"job": job}}
 			o := &owner{cfg: cfg, prod: nullProducer{}, topics: cfg.Topics, m: m, log: cfg.Logger, store: storeOf{r: r}}
 			o.jobs = newJobCache(r, time.Now, time.Hour, m)
-			o.jobs.setFresh(time.Now().Add(-time.Minute))
-			o.jobs.setFresh(time.Now())
+			o.jobs.setFresh(time.Now().Add(-time.Minute), time.Now().Add(-time.Minute))
+			o.jobs.setFresh(time.Now(), time.Now())
 			ctx, cancel := context.WithCancel(b.Context())
 			o.next = startNextWriter(ctx, nopPuts{}, time.Second, 1, 0)
 			f := newFirers(time.Minute)

@@ -28,15 +28,25 @@ const feedInterval = 100 * time.Millisecond
 //
 // Freshness: the feed lists the topic's end offsets at t0, reads up to them,
 // and then declares fresh = t0: every answer acknowledged before t0 lay below
-// those offsets and has been applied. It starts from the end offsets it first
-// lists, so the cache is usable once the feed has caught up with the answers
-// written since.
+// those offsets and has been applied.
+//
+// Where it starts: at the first offsets stamped at or after since = start
+// minus the replay (Config.JobFeedReplay), so its first catch-up reads the
+// answers of the replay and the change log starts at since, not at the
+// dispatcher's start. Every record stamped at or after since lies at or
+// after those offsets (Kafka finds the earliest such offset), and a change
+// after a snapshot's CheckedAt is answered after it, so a snapshot checked
+// since since (plus the skew allowance) may be trusted by a dispatcher that
+// has just started: a restart does not turn a minute of firings into store
+// reads. The topic is compacted, which removes an answer only when a later
+// one of the same job, of a revision at least as high, is kept.
 type jobFeed struct {
 	cl     *kgo.Client
 	adm    *kadm.Client
 	topic  string
 	cache  *jobCache
 	now    func() time.Time
+	since  time.Time
 	m      *metrics
 	log    *slog.Logger
 	cancel context.CancelFunc
@@ -44,15 +54,17 @@ type jobFeed struct {
 	stop   sync.Once
 }
 
-// startJobFeed starts following topic. Its client has opts (the seed brokers
-// and the dispatcher's Config.Kafka) and consumes no group. Stop ends it.
-func startJobFeed(opts []kgo.Opt, topic string, cache *jobCache, now func() time.Time, m *metrics, log *slog.Logger) (*jobFeed, error) {
+// startJobFeed starts following topic from the answers of the last replay.
+// Its client has opts (the seed brokers and the dispatcher's Config.Kafka)
+// and consumes no group. Stop ends it.
+func startJobFeed(opts []kgo.Opt, topic string, cache *jobCache, now func() time.Time, replay time.Duration, m *metrics, log *slog.Logger) (*jobFeed, error) {
 	cl, err := kgo.NewClient(append(opts, kgo.FetchMaxWait(feedInterval))...)
 	if err != nil {
 		return nil, fmt.Errorf("jobs feed: kafka client: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &jobFeed{cl: cl, adm: kadm.NewClient(cl), topic: topic, cache: cache, now: now, m: m, log: log, cancel: cancel, done: make(chan struct{})}
+	f := &jobFeed{cl: cl, adm: kadm.NewClient(cl), topic: topic, cache: cache, now: now, since: now().Add(-replay),
+		m: m, log: log, cancel: cancel, done: make(chan struct{})}
 	go f.run(ctx)
 	return f, nil
 }
@@ -84,7 +96,7 @@ func (f *jobFeed) run(ctx context.Context) {
 			f.log.Warn("jobs feed behind; firings read their jobs from the store meanwhile", "topic", f.topic, "err", err)
 			wait = retry.Next()
 		} else {
-			f.cache.setFresh(t0)
+			f.cache.setFresh(t0, f.since)
 			retry.Reset()
 		}
 		now := f.now()
@@ -113,6 +125,18 @@ func (f *jobFeed) catchUp(ctx context.Context, pos map[int32]int64) error {
 	if err != nil {
 		return fmt.Errorf("list end offsets: %w", err)
 	}
+	var replayed kadm.ListedOffsets
+	if len(pos) == 0 {
+		// The first round starts each partition at the answers of the
+		// replay; a partition added later is read from its start.
+		replayed, err = f.adm.ListOffsetsAfterMilli(lctx, f.since.UnixMilli(), f.topic)
+		if err == nil {
+			err = replayed.Error()
+		}
+		if err != nil {
+			return fmt.Errorf("list the offsets of the replay: %w", err)
+		}
+	}
 	ends := map[int32]int64{}
 	add := map[int32]kgo.Offset{}
 	listed.Each(func(o kadm.ListedOffset) {
@@ -121,11 +145,9 @@ func (f *jobFeed) catchUp(ctx context.Context, pos map[int32]int64) error {
 		}
 		ends[o.Partition] = o.Offset
 		if _, ok := pos[o.Partition]; !ok {
-			// The first listing starts each partition at its end; a
-			// partition added later is read from its start.
-			start := o.Offset
-			if len(pos) > 0 {
-				start = 0
+			var start int64
+			if r, ok := replayed.Lookup(f.topic, o.Partition); ok {
+				start = min(r.Offset, o.Offset)
 			}
 			pos[o.Partition] = start
 			add[o.Partition] = kgo.NewOffset().At(start)

@@ -161,13 +161,15 @@ func (c *jobCache) usableLocked(now time.Time) bool {
 	return !c.fresh.IsZero() && !c.fresh.Before(now.Add(-c.maxLag))
 }
 
-// setFresh records that every change answered before t has been applied.
-func (c *jobCache) setFresh(t time.Time) {
+// setFresh records that every change answered before t has been applied,
+// and the first time also that the change log holds every change answered
+// since since (the feed's replay).
+func (c *jobCache) setFresh(t, since time.Time) {
 	c.mu.Lock()
 	if t.After(c.fresh) {
 		c.fresh = t
 	}
-	c.changes.start(t)
+	c.changes.start(since)
 	c.mu.Unlock()
 }
 

@@ -113,7 +113,7 @@ func TestJobCache(t *testing.T) {
 				c.prefetch(t.Context(), map[string]time.Time{"a": due})
 				r.set(store.Job{ID: "a", Revision: 2})
 				time.Sleep(jobCacheMaxAge + time.Second)
-				c.setFresh(time.Now())
+				c.setFresh(time.Now(), time.Now())
 			},
 			wantReads: 2, wantRev: 2,
 		},
@@ -137,7 +137,7 @@ func TestJobCache(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				r := &countingReader{jobs: map[string]store.Job{"a": {ID: "a", Revision: 1}}}
 				c := newTestCache(t, r)
-				c.setFresh(time.Now())
+				c.setFresh(time.Now(), time.Now())
 				tt.run(t, c, r)
 				j, _, err := c.get(t.Context(), "a", due)
 				require.NoError(t, err)
@@ -158,7 +158,7 @@ func TestJobCacheNotFoundIsReadAgainAndSweep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := &countingReader{jobs: map[string]store.Job{"a": {ID: "a", Revision: 1}}}
 		c := newTestCache(t, r)
-		c.setFresh(time.Now())
+		c.setFresh(time.Now(), time.Now())
 		c.prefetch(t.Context(), map[string]time.Time{"a": time.Now(), "late": time.Now(), "gone": time.Now()})
 		assert.Equal(t, int64(3), r.reads.Load())
 		r.set(store.Job{ID: "late", Revision: 1}) // its row lands after the bucket read
@@ -274,7 +274,7 @@ func startWithJobs(e *ownerEnv, r jobReader) *jobCache {
 	m, err := newMetrics(prometheus.NewRegistry())
 	require.NoError(e.t, err)
 	cache := newJobCache(r, cfg.Now, cfg.PrepareAhead, m)
-	cache.setFresh(time.Now())
+	cache.setFresh(time.Now(), time.Now())
 	cc, err := e.st.GetClusterConfig(e.t.Context())
 	require.NoError(e.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -300,7 +300,7 @@ func TestJobCacheFiringReadsAQueuedJobItself(t *testing.T) {
 			want[id] = time.Now()
 		}
 		c := newTestCache(t, r)
-		c.setFresh(time.Now())
+		c.setFresh(time.Now(), time.Now())
 		done := make(chan struct{})
 		go func() {
 			defer close(done)

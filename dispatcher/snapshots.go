@@ -25,8 +25,9 @@ import (
 //
 //   - the feed is fresh up to maxLag ago (as for definitions in memory);
 //   - the change log holds every change seen since CheckedAt: CheckedAt is
-//     at or after the log's start (the feed's first catch-up, or the end of
-//     the changes it forgot to stay bounded) plus snapshotClockSkew;
+//     at or after the log's start (the start of the feed's replay, read by
+//     its first catch-up: jobfeed.go; or the end of the changes it forgot
+//     to stay bounded) plus snapshotClockSkew;
 //   - and no change of the job with a revision above r is in the log.
 //
 // Any change of the job after CheckedAt is answered after it, so the feed
@@ -38,8 +39,8 @@ import (
 // newer can have been stored before it was produced), and for a chained
 // successor the time up to which the feed had applied every change when the
 // predecessor was planned (or when its job was read). A firing whose
-// snapshot may not be used (a dispatcher that has just started, an entry
-// written before its feed started, a job that changed) reads its job as
+// snapshot may not be used (a dispatcher whose feed has not caught up, an
+// entry checked before the feed's replay, a job that changed) reads its job as
 // before, and the successor it chains carries a snapshot checked at that
 // read, so the next firing of the chain reads nothing.
 //

@@ -55,7 +55,7 @@ func startWithFeed(e *ownerEnv, st Store, register func()) (*jobCache, func()) {
 	m, err := newMetrics(prometheus.NewRegistry())
 	require.NoError(e.t, err)
 	cache := newJobCache(st, cfg.Now, cfg.PrepareAhead, m)
-	cache.setFresh(time.Now())
+	cache.setFresh(time.Now(), time.Now())
 	stopFeed, feedDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(feedDone)
@@ -64,7 +64,7 @@ func startWithFeed(e *ownerEnv, st Store, register func()) (*jobCache, func()) {
 			case <-stopFeed:
 				return
 			case <-time.After(100 * time.Millisecond):
-				cache.setFresh(time.Now())
+				cache.setFresh(time.Now(), time.Now())
 			}
 		}
 	}()

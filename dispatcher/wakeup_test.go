@@ -135,7 +135,7 @@ func alwaysFresh(cache *jobCache) (stop func()) {
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			cache.setFresh(time.Now())
+			cache.setFresh(time.Now(), time.Now())
 			select {
 			case <-ctx.Done():
 			case <-time.After(feedInterval):
