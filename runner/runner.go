@@ -204,6 +204,9 @@ func consumerOpts(cfg *Config, commits *committer) []kgo.Opt {
 	}
 	return append(copts,
 		kgo.ConsumerGroup(cfg.Group),
+		// Every priority topic shared among the runners, not the sum of
+		// their partitions (consume.PerTopicBalancer).
+		consume.Balancers(),
 		kgo.SessionTimeout(cfg.SessionTimeout),
 		kgo.HeartbeatInterval(cfg.HeartbeatInterval),
 		// Only this runner subscribes to its directed topic, so the group

@@ -29,6 +29,7 @@ func GroupOptions(group string, topics ...string) []kgo.Opt {
 	return []kgo.Opt{
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(topics...),
+		Balancers(),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),

@@ -34,4 +34,9 @@
 //     engine's events loop commit through it. (Before it, a DAG engine
 //     whose session expired while Kafka was down retried its commit for
 //     the last nine minutes of a chaos run, and its DAG runs stood still.)
+//   - Every group of Sundial that reads several topics shares each topic
+//     among its members (PerTopicBalancer, cooperative): two runners each
+//     read half of sundial.runs.default, not one all of it and the other
+//     all of sundial.runs.high, as kgo's cooperative-sticky balancer, which
+//     balances the sum of the partitions, had them.
 package consume
