@@ -87,16 +87,24 @@ func (perTopicBalancer) Balance(b *kgo.ConsumerBalancer, topics map[string]int32
 		members = append(members, mo)
 	})
 	plan := b.NewPlan()
+	load := make([]int, len(members)) // partitions planned so far, by member
 	for _, topic := range slices.Sorted(maps.Keys(topics)) {
 		var readers []memberOf
-		for _, m := range members {
+		var at []int // readers[i] is members[at[i]]
+		for i, m := range members {
 			if m.topic[topic] {
 				readers = append(readers, m)
+				at = append(at, i)
 			}
 		}
-		for i, parts := range balanceTopic(topics[topic], readers, topic) {
+		loads := make([]int, len(readers))
+		for i := range readers {
+			loads[i] = load[at[i]]
+		}
+		for i, parts := range balanceTopic(topics[topic], readers, loads, topic) {
 			if len(parts) > 0 {
 				plan.AddPartitions(readers[i].m, topic, parts)
+				load[at[i]] += len(parts)
 			}
 		}
 	}
@@ -105,14 +113,16 @@ func (perTopicBalancer) Balance(b *kgo.ConsumerBalancer, topics map[string]int32
 }
 
 // balanceTopic shares the partitions 0..n-1 of topic among readers (in the
-// group's order: by instance id, then member id). Each reader gets n/k or
-// n/k+1 of them; the larger shares go to the readers that own the most
-// already, then in order. A reader keeps the partitions it owns, up to its
+// group's order: by instance id, then member id), whose load is what the
+// topics balanced before gave them. Each reader gets n/k or n/k+1 of them;
+// the larger shares go to the readers that own the most already, then to
+// the least loaded (so many topics of few partitions do not all go to the
+// first reader), then in order. A reader keeps the partitions it owns, up to its
 // share, the lowest first; a partition claimed by two readers belongs to
 // the one claiming it at the later generation (the other missed a
 // rebalance), or to the first in order. What is left goes, lowest first,
 // to the readers below their share, in order.
-func balanceTopic(n int32, readers []memberOf, topic string) [][]int32 {
+func balanceTopic(n int32, readers []memberOf, load []int, topic string) [][]int32 {
 	k := len(readers)
 	out := make([][]int32, k)
 	if k == 0 || n <= 0 {
@@ -142,7 +152,9 @@ func balanceTopic(n int32, readers []memberOf, topic string) [][]int32 {
 	for i := range byOwned {
 		byOwned[i] = i
 	}
-	slices.SortStableFunc(byOwned, func(a, b int) int { return cmp.Compare(owns[b], owns[a]) })
+	slices.SortStableFunc(byOwned, func(a, b int) int {
+		return cmp.Or(cmp.Compare(owns[b], owns[a]), cmp.Compare(load[a], load[b]))
+	})
 	share := make([]int, k)
 	for rank, i := range byOwned {
 		share[i] = int(n) / k

@@ -14,6 +14,7 @@ func TestBalanceTopic(t *testing.T) {
 	type reader struct {
 		owned []int32
 		gen   int32
+		load  int
 	}
 	tests := []struct {
 		name    string
@@ -38,15 +39,21 @@ func TestBalanceTopic(t *testing.T) {
 			want: [][]int32{{0}, {1}}},
 		{name: "more readers than partitions", n: 2, readers: []reader{{}, {}, {owned: []int32{1}}},
 			want: [][]int32{{0}, nil, {1}}},
+		{name: "the larger share goes to the less loaded reader", n: 3, readers: []reader{{load: 2}, {load: 1}},
+			want: [][]int32{{2}, {0, 1}}},
+		{name: "a partition owned weighs more than the load", n: 3, readers: []reader{{owned: []int32{0, 1}, load: 9}, {}},
+			want: [][]int32{{0, 1}, {2}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			readers := make([]memberOf, len(tt.readers))
+			load := make([]int, len(tt.readers))
 			for i, r := range tt.readers {
 				readers[i] = memberOf{owned: map[string][]int32{"t": r.owned}, generation: r.gen}
+				load[i] = r.load
 			}
-			got := balanceTopic(tt.n, readers, "t")
+			got := balanceTopic(tt.n, readers, load, "t")
 			if len(tt.want) == 0 {
 				assert.Empty(t, got)
 				return
@@ -146,4 +153,24 @@ func TestPerTopicBalancerIsCooperative(t *testing.T) {
 	}, topics)
 	assert.Equal(t, []int32{0, 1}, second["a"]["t"])
 	assert.Equal(t, []int32{2, 3}, second["b"]["t"], "once revoked, they move")
+}
+
+// TestPerTopicBalancerSpreadsSmallTopics: topics of fewer partitions than
+// members do not all go to the first member.
+func TestPerTopicBalancerSpreadsSmallTopics(t *testing.T) {
+	t.Parallel()
+	b := PerTopicBalancer()
+	topics := map[string]int32{}
+	var names []string
+	for i := range 6 {
+		name := string(rune('a'+i)) + ".jobs"
+		topics[name] = 1
+		names = append(names, name)
+	}
+	got := balance(t, []kmsg.JoinGroupResponseMember{
+		joined(t, b, "x", names, nil, -1), joined(t, b, "y", names, nil, -1), joined(t, b, "z", names, nil, -1),
+	}, topics)
+	for _, m := range []string{"x", "y", "z"} {
+		assert.Len(t, got[m], 2, "%s's topics", m)
+	}
 }
