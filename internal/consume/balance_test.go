@@ -40,7 +40,7 @@ func TestBalanceTopic(t *testing.T) {
 		{name: "more readers than partitions", n: 2, readers: []reader{{}, {}, {owned: []int32{1}}},
 			want: [][]int32{{0}, nil, {1}}},
 		{name: "the larger share goes to the less loaded reader", n: 3, readers: []reader{{load: 2}, {load: 1}},
-			want: [][]int32{{2}, {0, 1}}},
+			want: [][]int32{{0}, {1, 2}}},
 		{name: "a partition owned weighs more than the load", n: 3, readers: []reader{{owned: []int32{0, 1}, load: 9}, {}},
 			want: [][]int32{{0, 1}, {2}}},
 	}
