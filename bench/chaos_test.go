@@ -118,6 +118,24 @@ func TestChaosRecovery(t *testing.T) {
 	assert.InDelta(t, -1, rec, 1e-9, "still slow when the next kill came")
 	_, rec = recovery(series, from, crashes, 2)
 	assert.InDelta(t, 15, rec, 1e-9)
+	for i, want := range []float64{4, -1, 15} {
+		assert.InDelta(t, want, settled(series, from, crashes, i, th), 1e-9, "kill %d settles as it recovers when nothing else is slow", i)
+	}
+
+	// One slow second long after the kill: the kill recovered only after
+	// it, but it had settled 4 s after the kill.
+	series[90].P99Ms = 5000
+	_, rec = recovery(series, from, crashes, 2)
+	assert.InDelta(t, 31, rec, 1e-9)
+	assert.InDelta(t, 15, settled(series, from, crashes, 2, th), 1e-9)
+	// Slow seconds four apart never make five in a row.
+	for s := 76; s < 100; s += 4 {
+		series[s].P99Ms = 5000
+	}
+	assert.InDelta(t, -1, settled(series, from, crashes, 2, th), 1e-9)
+	// A kill in the middle of a second: that second counts.
+	half := []CrashEvent{{Process: "runner-1", Kind: "process", KilledAt: from.Add(34*time.Second + 500*time.Millisecond)}}
+	assert.InDelta(t, 0, settled(series, from, half, 0, th), 1e-9, "the seconds from 34 on are fast")
 }
 
 func TestCountDagRuns(t *testing.T) {
@@ -179,8 +197,8 @@ func chaosReport() *Report {
 		panic(err)
 	}
 	s.Crash = []CrashEvent{
-		{Process: "runner-1", Kind: "process", KilledAt: from.Add(20 * time.Second), Restarted: from.Add(22 * time.Second), RecoverySeconds: 3, ThresholdMs: 250},
-		{Process: "kafka", Kind: "backend", KilledAt: from.Add(30 * time.Second), Restarted: from.Add(50 * time.Second), RecoverySeconds: -1, ThresholdMs: 250},
+		{Process: "runner-1", Kind: "process", KilledAt: from.Add(20 * time.Second), Restarted: from.Add(22 * time.Second), RecoverySeconds: 3, SettledSeconds: new(2.0), ThresholdMs: 250},
+		{Process: "kafka", Kind: "backend", KilledAt: from.Add(30 * time.Second), Restarted: from.Add(50 * time.Second), RecoverySeconds: -1, SettledSeconds: new(-1.0), ThresholdMs: 250},
 		{Process: "dagengine-0", Kind: "process", KilledAt: from.Add(40 * time.Second), Error: "not running when its kill came due"},
 		{Process: "runner-0", Kind: "process", KilledAt: from.Add(130 * time.Second), Restarted: from.Add(132 * time.Second)},
 		{Process: "redis", Kind: "backend", KilledAt: from.Add(100 * time.Second), Restarted: from.Add(110 * time.Second), RecoverySeconds: 20},
@@ -221,12 +239,12 @@ func TestChaosReport(t *testing.T) {
 	require.NoError(t, err)
 	for _, want := range []string{
 		"## Chaos (sundial): 2 process kills, backends killed: [kafka redis] (seed 42)",
-		"| 1 | 20.0 | runner-1 | 2.0 s | 3.0 s |  |",
-		"| 2 | 30.0 | **kafka** (backend) | 20.0 s | not recovered before the next kill |  |",
-		"| 3 | 40.0 | dagengine-0 | - | - | not running when its kill came due |",
+		"| 1 | 20.0 | runner-1 | 2.0 s | 3.0 s | 2.0 s |  |",
+		"| 2 | 30.0 | **kafka** (backend) | 20.0 s | not recovered before the next kill | not before the next kill |  |",
+		"| 3 | 40.0 | dagengine-0 | - | - | - | not running when its kill came due |",
 		"- dispatcher-2 at 12:00:31.000: exit status 1",
-		"| 4 | 130.0 | runner-0 | 2.0 s | after the window: not measured |  |",
-		"| 5 | 100.0 | **redis** (backend) | 10.0 s | ≥ 20.0 s (slow until the end of the window) |  |",
+		"| 4 | 130.0 | runner-0 | 2.0 s | after the window: not measured | after the window: not measured |  |",
+		"| 5 | 100.0 | **redis** (backend) | 10.0 s | ≥ 20.0 s (slow until the end of the window) | not measured |  |",
 		"DAG runs due in the window (20 DAGs of 3 nodes every 10s): 240 expected, 240 succeeded, 0 failed, 0 lost, 0 unexpected; DAG engines' lag on sundial.events at the end: 7 records",
 		"`chaos-timeline.png`",
 	} {

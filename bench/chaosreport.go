@@ -47,6 +47,8 @@ type chaosView struct {
 	// ThresholdMs is the recovery threshold of the first kill; 0 without
 	// kills.
 	ThresholdMs float64
+	// SettleSeconds is settleSeconds, for the text.
+	SettleSeconds int
 }
 
 // chaosKillRow is one kill of a chaos run, numbered from 1.
@@ -60,14 +62,16 @@ type chaosKillRow struct {
 	Down        bool
 	DownSeconds float64
 	Recovery    string
+	// Settled: the kill's SettledSeconds, written out.
+	Settled string
 }
 
 // chaosSummary builds the kills table of s's chaos run in the window [from,
 // to).
 func chaosSummary(s System, from, to time.Time) *chaosView {
-	v := &chaosView{System: s.Name, ChaosInfo: s.Chaos}
+	v := &chaosView{System: s.Name, ChaosInfo: s.Chaos, SettleSeconds: settleSeconds}
 	for i, e := range s.Crash {
-		row := chaosKillRow{N: i + 1, CrashEvent: e, AtSeconds: e.KilledAt.Sub(from).Seconds(), Recovery: chaosRecovery(e, to)}
+		row := chaosKillRow{N: i + 1, CrashEvent: e, AtSeconds: e.KilledAt.Sub(from).Seconds(), Recovery: chaosRecovery(e, to), Settled: settledText(e, to)}
 		if !e.Restarted.IsZero() {
 			row.Down, row.DownSeconds = true, e.Restarted.Sub(e.KilledAt).Seconds()
 		}
@@ -94,6 +98,22 @@ func chaosRecovery(e CrashEvent, to time.Time) string {
 		return fmt.Sprintf("%.1f s", e.RecoverySeconds)
 	}
 	return "not recovered before the next kill"
+}
+
+// settledText says how long after the kill e the latency settled, for a
+// window ending at to.
+func settledText(e CrashEvent, to time.Time) string {
+	switch {
+	case e.Error != "":
+		return "-"
+	case !e.KilledAt.Before(to):
+		return "after the window: not measured"
+	case e.SettledSeconds == nil:
+		return "not measured"
+	case *e.SettledSeconds >= 0:
+		return fmt.Sprintf("%.1f s", *e.SettledSeconds)
+	}
+	return "not before the next kill"
 }
 
 // chaosTargets are the chaos scenario's targets: nothing lost (runs and

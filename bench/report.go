@@ -182,7 +182,14 @@ type CrashEvent struct {
 	// due in a second is back under the threshold for good (their p99), or
 	// -1 if it never recovered within the window.
 	RecoverySeconds float64 `json:"recovery_seconds"`
-	ThresholdMs     float64 `json:"threshold_ms"`
+	// SettledSeconds: from the kill until the first of settleSeconds
+	// seconds in a row whose p99 is under the threshold (a later second
+	// over it, unrelated to the kill, does not undo it), or -1 if none
+	// came before the next kill or the end of the series; nil in reports
+	// written before it. Shown beside RecoverySeconds, which it never
+	// exceeds.
+	SettledSeconds *float64 `json:"settled_seconds,omitempty"`
+	ThresholdMs    float64 `json:"threshold_ms"`
 }
 
 // Target is one target of the project with the measured value.

@@ -657,6 +657,7 @@ func tally(sys *System, run *sundialRun, rec *loadgen.Recorder, mem, runnerMem *
 	sys.Crash = run.crashes
 	for i := range sys.Crash {
 		sys.Crash[i].ThresholdMs, sys.Crash[i].RecoverySeconds = recovery(sys.Series, from, sys.Crash, i)
+		sys.Crash[i].SettledSeconds = new(settled(sys.Series, from, sys.Crash, i, sys.Crash[i].ThresholdMs))
 	}
 }
 
@@ -924,6 +925,39 @@ func recovery(series []SeriesPoint, from time.Time, crashes []CrashEvent, i int)
 	return thresholdMs, lastBad - kill
 }
 
+// settleSeconds is how many seconds in a row under the threshold make a
+// kill settled (CrashEvent.SettledSeconds).
+const settleSeconds = 5
+
+// settled is the time from crash i's kill until the first of settleSeconds
+// seconds in a row, from the second of the kill on, whose p99 is at most
+// thresholdMs (a second with no runs due counts as under it), all before
+// the next kill or the end of the series; -1 if there are none.
+func settled(series []SeriesPoint, from time.Time, crashes []CrashEvent, i int, thresholdMs float64) float64 {
+	kill := crashes[i].KilledAt.Sub(from).Seconds()
+	p99 := map[int]float64{}
+	last := -1
+	for _, sp := range series {
+		p99[sp.Second] = sp.P99Ms
+		last = max(last, sp.Second)
+	}
+	end := last + 1
+	if i+1 < len(crashes) {
+		end = int(math.Floor(crashes[i+1].KilledAt.Sub(from).Seconds()))
+	}
+	run := 0
+	for s := int(math.Floor(kill)); s < end; s++ {
+		if p99[s] > thresholdMs {
+			run = 0
+			continue
+		}
+		if run++; run == settleSeconds {
+			return math.Max(0, float64(s-settleSeconds+1)-kill)
+		}
+	}
+	return -1
+}
+
 // Recovery recomputes the recovery of every crash of every system of r
 // from its series (for reports written before a change of the rule).
 func Recovery(r *Report) {
@@ -931,6 +965,7 @@ func Recovery(r *Report) {
 		s := &r.Systems[si]
 		for i := range s.Crash {
 			s.Crash[i].ThresholdMs, s.Crash[i].RecoverySeconds = recovery(s.Series, r.Workload.WindowFrom, s.Crash, i)
+			s.Crash[i].SettledSeconds = new(settled(s.Series, r.Workload.WindowFrom, s.Crash, i, s.Crash[i].ThresholdMs))
 		}
 	}
 }

@@ -191,7 +191,11 @@ func crashRecovery(c CrashEvent) string {
 	if c.RecoverySeconds < 0 {
 		return "did not recover in the window"
 	}
-	return fmt.Sprintf("recovered %.1f s after the kill", c.RecoverySeconds)
+	s := fmt.Sprintf("recovered %.1f s after the kill", c.RecoverySeconds)
+	if c.SettledSeconds != nil && *c.SettledSeconds >= 0 && *c.SettledSeconds < c.RecoverySeconds {
+		s += fmt.Sprintf(", settled %.1f s after it (%d s in a row under the bound)", *c.SettledSeconds, settleSeconds)
+	}
+	return s
 }
 
 // resultRows are the rows of the results table, a cell per system; herd

@@ -128,7 +128,7 @@ func goldenCrash() *Report {
 	r.Config = Config{Scenario: "crash"}.WithDefaults()
 	s := r.Systems[0]
 	s.Crash = []CrashEvent{
-		{Process: "runner-0", KilledAt: from.Add(20*time.Second + 250*time.Millisecond), Restarted: from.Add(25 * time.Second), RecoverySeconds: 4.5, ThresholdMs: 250},
+		{Process: "runner-0", KilledAt: from.Add(20*time.Second + 250*time.Millisecond), Restarted: from.Add(25 * time.Second), RecoverySeconds: 4.5, SettledSeconds: new(3.0), ThresholdMs: 250},
 		{Process: "dispatcher-0", KilledAt: from.Add(40 * time.Second), Restarted: from.Add(45 * time.Second), RecoverySeconds: -1, ThresholdMs: 900},
 	}
 	s.Notes = []string{"one note"}
