@@ -189,7 +189,7 @@ type CrashEvent struct {
 	// written before it. Shown beside RecoverySeconds, which it never
 	// exceeds.
 	SettledSeconds *float64 `json:"settled_seconds,omitempty"`
-	ThresholdMs    float64 `json:"threshold_ms"`
+	ThresholdMs    float64  `json:"threshold_ms"`
 }
 
 // Target is one target of the project with the measured value.
