@@ -145,8 +145,11 @@ func (f *jobFeed) catchUp(ctx context.Context, pos map[int32]int64) error {
 		}
 		ends[o.Partition] = o.Offset
 		if _, ok := pos[o.Partition]; !ok {
+			// A partition missing from the replay's listing, or listed
+			// with no offset, is read from its start: more than the
+			// replay, never less.
 			var start int64
-			if r, ok := replayed.Lookup(f.topic, o.Partition); ok {
+			if r, ok := replayed.Lookup(f.topic, o.Partition); ok && r.Offset >= 0 {
 				start = min(r.Offset, o.Offset)
 			}
 			pos[o.Partition] = start
