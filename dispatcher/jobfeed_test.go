@@ -24,18 +24,9 @@ import (
 // drops its job from memory, so the next firing reads the job again.
 func TestJobFeed(t *testing.T) {
 	t.Parallel()
-	k := testenv.NeedKafka(t)
-	names := topics.Names{Prefix: k.TopicPrefix}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.ProducerLinger(0))
-	require.NoError(t, err)
-	t.Cleanup(cl.Close)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	spec := topics.Spec{Name: names.JobsStatus(), Partitions: topics.JobsStatusPartitions}
-	_, err = topics.Ensure(ctx, kadm.NewClient(cl), []topics.Spec{spec}, 1)
-	require.NoError(t, err)
-	require.NoError(t, waitForLeaders(ctx, kadm.NewClient(cl), []topics.Spec{spec}))
-	// An answer written before the feed starts is not news to it.
+	k, names, cl, ctx := statusTopic(t)
+	// An answer written before the feed starts is read by its replay, but
+	// drops nothing: the job was not in memory yet.
 	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: names.JobsStatus(), Key: []byte("old")}).FirstErr())
 
 	r := &countingReader{jobs: map[string]store.Job{"a": {ID: "a", Revision: 1}, "b": {ID: "b", Revision: 1}, "old": {ID: "old", Revision: 1}}}
@@ -78,17 +69,7 @@ func TestJobFeed(t *testing.T) {
 // store reads in the crash bench).
 func TestJobFeedReplaysTheAnswersBeforeItsStart(t *testing.T) {
 	t.Parallel()
-	k := testenv.NeedKafka(t)
-	names := topics.Names{Prefix: k.TopicPrefix}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.ProducerLinger(0))
-	require.NoError(t, err)
-	t.Cleanup(cl.Close)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	spec := topics.Spec{Name: names.JobsStatus(), Partitions: topics.JobsStatusPartitions}
-	_, err = topics.Ensure(ctx, kadm.NewClient(cl), []topics.Spec{spec}, 1)
-	require.NoError(t, err)
-	require.NoError(t, waitForLeaders(ctx, kadm.NewClient(cl), []topics.Spec{spec}))
+	k, names, cl, ctx := statusTopic(t)
 
 	const replay = time.Hour
 	start := time.Now()
@@ -138,4 +119,23 @@ func TestJobFeedReplaysTheAnswersBeforeItsStart(t *testing.T) {
 	_, read := cache.changes.latest("ancient")
 	cache.mu.Unlock()
 	assert.False(t, read, "an answer stamped before the replay was read")
+}
+
+// statusTopic creates sundial.jobs.status under a prefix of the test's own
+// on the real Kafka and returns a producing client and a context of two
+// minutes for the test.
+func statusTopic(t *testing.T) (testenv.Kafka, topics.Names, *kgo.Client, context.Context) {
+	t.Helper()
+	k := testenv.NeedKafka(t)
+	names := topics.Names{Prefix: k.TopicPrefix}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.ProducerLinger(0))
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	spec := topics.Spec{Name: names.JobsStatus(), Partitions: topics.JobsStatusPartitions}
+	_, err = topics.Ensure(ctx, kadm.NewClient(cl), []topics.Spec{spec}, 1)
+	require.NoError(t, err)
+	require.NoError(t, waitForLeaders(ctx, kadm.NewClient(cl), []topics.Spec{spec}))
+	return k, names, cl, ctx
 }
