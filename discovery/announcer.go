@@ -188,10 +188,22 @@ func (a *Announcer) announce(ctx context.Context, cl *kgo.Client, u *usage) {
 
 // tombstone says the executor left, so readers drop it at once rather than
 // after the expiry bound.
+//
+// Heartbeats still buffered when Stop cancelled the loop fail with their
+// context, and the producer fails every record buffered behind them in the
+// partition with the same error: a tombstone failed so, while its own
+// context lives, is produced again (the canceled heartbeats are gone).
 func (a *Announcer) tombstone(ctx context.Context, cl *kgo.Client) {
 	ctx, cancel := context.WithTimeout(ctx, tombstoneTimeout)
 	defer cancel()
-	if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte(a.cfg.ID)}).FirstErr(); err != nil {
-		a.cfg.Logger.Warn("tombstone not written; readers expire the executor instead", "err", err)
+	for {
+		err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte(a.cfg.ID)}).FirstErr()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, context.Canceled) || ctx.Err() != nil {
+			a.cfg.Logger.Warn("tombstone not written; readers expire the executor instead", "err", err)
+			return
+		}
 	}
 }

@@ -9,7 +9,11 @@
 //   - An Announcer writes its executor's ExecutorAnnouncement (pool, labels,
 //     version, slots, runs in flight, CPU and memory use) every
 //     Interval, keyed by the executor id, and a tombstone when it stops
-//     cleanly. Its goroutine is owned by Start/Stop. Compaction keeps the
+//     cleanly. Heartbeats buffered when Stop cancels the loop fail, and
+//     the producer fails the records behind them in the partition with
+//     them: a tombstone failed that way is written again (tombstoneTimeout
+//     bounds the whole write). Its goroutine is owned by Start/Stop.
+//     Compaction keeps the
 //     newest announcement of every executor and drops the tombstoned ones,
 //     so the topic stays as small as the fleet.
 //   - A Directory consumes every partition of the topic from the start, with
