@@ -63,8 +63,8 @@ type CassandraBaseline struct {
 
 // MeasureKafka produces keyed records of payloadBytes to a new topic of
 // partitions partitions for d, consuming them at the same time, and reports
-// the consumed records/s and the end-to-end latency. The topic is deleted
-// afterwards.
+// the consumed records/s and the end-to-end latency. The window of d starts
+// once a first record has been consumed. The topic is deleted afterwards.
 func MeasureKafka(ctx context.Context, brokers []string, topic string, partitions int32, payloadBytes int, d time.Duration) (KafkaBaseline, error) {
 	res := KafkaBaseline{PayloadBytes: payloadBytes, Partitions: partitions, Producer: "franz-go, linger 0, acks=all, idempotent, key = job id"}
 	adm, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
@@ -98,6 +98,19 @@ func MeasureKafka(ctx context.Context, brokers []string, topic string, partition
 	value := make([]byte, payloadBytes)
 	for i := range value {
 		value[i] = byte('a' + i%26)
+	}
+	// The window starts once a first record has made the round trip: the
+	// new topic's partitions and both clients' metadata are ready, so a
+	// busy machine's slow start is not measured as a rate of nothing.
+	if err := prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte("first"), Value: value}).FirstErr(); err != nil {
+		return res, fmt.Errorf("baseline K: first record: %w", err)
+	}
+	for first := false; !first; {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return res, fmt.Errorf("baseline K: waiting for the first record: %w", ctx.Err())
+		}
+		first = fs.NumRecords() > 0
 	}
 	hist := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
 	var consumed atomic.Int64
