@@ -133,6 +133,39 @@ func TestChaosRecovery(t *testing.T) {
 		series[s].P99Ms = 5000
 	}
 	assert.InDelta(t, -1, settled(series, from, crashes, 2, th), 1e-9)
+	// The runs due less than a threshold before the next kill count for
+	// that kill: the second before a kill at 40 s, slow with the runs
+	// queued on its victim, leaves the kill at 10 s recovered after 3 s.
+	// A second that ended a threshold or more before the next kill counts.
+	queued := make([]SeriesPoint, 50)
+	for s := range queued {
+		queued[s] = SeriesPoint{Second: s, Count: 10, P99Ms: 20}
+		if (s >= 10 && s < 13) || s == 39 {
+			queued[s].P99Ms = 5000
+		}
+	}
+	for _, tc := range []struct {
+		next   time.Duration
+		want   float64
+		reason string
+	}{
+		{40 * time.Second, 3, "second 39 ends less than 250 ms before the kill at 40 s"},
+		{40*time.Second + 100*time.Millisecond, 3, "second 39 ends 100 ms before the kill"},
+		{40*time.Second + 300*time.Millisecond, -1, "second 39 ends 300 ms before the kill, its runs' lateness is the kill at 10 s's"},
+	} {
+		two := []CrashEvent{{Process: "runner-1", KilledAt: from.Add(10 * time.Second)}, {Process: "runner-0", KilledAt: from.Add(tc.next)}}
+		th, rec := recovery(queued, from, two, 0)
+		assert.InDelta(t, 250, th, 1e-9)
+		assert.InDelta(t, tc.want, rec, 1e-9, tc.reason)
+		assert.InDelta(t, 3, settled(queued, from, two, 0, th), 1e-9, tc.reason)
+	}
+	// Two kills closer than a threshold: no second counts for the first,
+	// which is not shown as recovered.
+	near := []CrashEvent{{Process: "runner-1", KilledAt: from.Add(20 * time.Second)}, {Process: "runner-0", KilledAt: from.Add(20*time.Second + 100*time.Millisecond)}}
+	_, rec = recovery(queued, from, near, 0)
+	assert.InDelta(t, -1, rec, 1e-9)
+	assert.InDelta(t, -1, settled(queued, from, near, 0, 250), 1e-9)
+
 	// A kill in the middle of a second: that second counts.
 	half := []CrashEvent{{Process: "runner-1", Kind: "process", KilledAt: from.Add(34*time.Second + 500*time.Millisecond)}}
 	assert.InDelta(t, 0, settled(series, from, half, 0, th), 1e-9, "the seconds from 34 on are fast")

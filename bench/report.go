@@ -179,8 +179,9 @@ type CrashEvent struct {
 	// Error says why the kill or the restart did not happen as planned.
 	Error string `json:"error,omitempty"`
 	// RecoverySeconds: from the kill until the trigger latency of the runs
-	// due in a second is back under the threshold for good (their p99), or
-	// -1 if it never recovered within the window.
+	// due in a second is back under the threshold for good (their p99), up
+	// to a threshold before the next kill, or -1 if it never recovered
+	// within that span.
 	RecoverySeconds float64 `json:"recovery_seconds"`
 	// SettledSeconds: from the kill until the first of settleSeconds
 	// seconds in a row whose p99 is under the threshold (a later second

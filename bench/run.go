@@ -884,8 +884,9 @@ func (b *Bench) crash(ctx context.Context, cfg Config, procs *Processes, from ti
 }
 
 // recovery is the time from crash i's kill until the per-second p99 of the
-// runs due after it stays under the threshold (up to the next kill or the
-// end of the series). The threshold is the larger of 250ms and twice the
+// runs due after it stays under the threshold (up to the next kill, see
+// countedUntil, or the end of the series); -1 if the last second counted
+// is still over it. The threshold is the larger of 250ms and twice the
 // median per-second p99 of the seconds that ended at least 10s before the
 // first kill: runs due just before a kill may still be queued on the
 // killed process, so those seconds do not count as the undisturbed state.
@@ -902,27 +903,37 @@ func recovery(series []SeriesPoint, from time.Time, crashes []CrashEvent, i int)
 		thresholdMs = math.Max(thresholdMs, 2*percentile(before, 0.5))
 	}
 	kill := crashes[i].KilledAt.Sub(from).Seconds()
-	end := math.Inf(1)
-	if i+1 < len(crashes) {
-		end = crashes[i+1].KilledAt.Sub(from).Seconds()
-	}
-	lastBad := -1.0
+	end := countedUntil(from, crashes, i, thresholdMs)
+	lastBad, lastCounted := -1.0, -1.0
 	for _, sp := range series {
 		s := float64(sp.Second)
-		if s+1 <= kill || s >= end {
+		if s+1 <= kill || s+1 > end {
 			continue
 		}
+		lastCounted = max(lastCounted, s+1)
 		if sp.P99Ms > thresholdMs {
-			lastBad = s + 1
+			lastBad = max(lastBad, s+1)
 		}
+	}
+	if !math.IsInf(end, 1) && (lastCounted < 0 || lastBad >= lastCounted) {
+		return thresholdMs, -1
 	}
 	if lastBad < 0 {
 		return thresholdMs, 0
 	}
-	if !math.IsInf(end, 1) && lastBad >= end {
-		return thresholdMs, -1
-	}
 	return thresholdMs, lastBad - kill
+}
+
+// countedUntil is the end, in seconds into the window, of the seconds
+// whose runs count for crash i: +Inf for the last crash, else one
+// threshold before the next kill. A run due less than a threshold before
+// the next kill that is late may be late because of that kill (queued on
+// the process it killed), not because this one's effects lasted.
+func countedUntil(from time.Time, crashes []CrashEvent, i int, thresholdMs float64) float64 {
+	if i+1 >= len(crashes) {
+		return math.Inf(1)
+	}
+	return crashes[i+1].KilledAt.Sub(from).Seconds() - thresholdMs/1000
 }
 
 // settleSeconds is how many seconds in a row under the threshold make a
@@ -931,8 +942,9 @@ const settleSeconds = 5
 
 // settled is the time from crash i's kill until the first of settleSeconds
 // seconds in a row, from the second of the kill on, whose p99 is at most
-// thresholdMs (a second with no runs due counts as under it), all before
-// the next kill or the end of the series; -1 if there are none.
+// thresholdMs (a second with no runs due counts as under it), all counted
+// for it (countedUntil) and before the end of the series; -1 if there are
+// none.
 func settled(series []SeriesPoint, from time.Time, crashes []CrashEvent, i int, thresholdMs float64) float64 {
 	kill := crashes[i].KilledAt.Sub(from).Seconds()
 	p99 := map[int]float64{}
@@ -941,12 +953,9 @@ func settled(series []SeriesPoint, from time.Time, crashes []CrashEvent, i int, 
 		p99[sp.Second] = sp.P99Ms
 		last = max(last, sp.Second)
 	}
-	end := last + 1
-	if i+1 < len(crashes) {
-		end = int(math.Floor(crashes[i+1].KilledAt.Sub(from).Seconds()))
-	}
+	end := min(float64(last+1), countedUntil(from, crashes, i, thresholdMs))
 	run := 0
-	for s := int(math.Floor(kill)); s < end; s++ {
+	for s := int(math.Floor(kill)); float64(s+1) <= end; s++ {
 		if p99[s] > thresholdMs {
 			run = 0
 			continue
