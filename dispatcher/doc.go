@@ -209,7 +209,8 @@
 // WatermarkInterval, and a new owner after a crash fires again (with the
 // same run ids, which runners refuse) what fell due since the last advance,
 // not everything since the minute began; the price is one lightweight
-// transaction per owned shard every WatermarkInterval while it fires.
+// transaction per owned shard every WatermarkInterval, whether it fires or
+// not (docs/architecture.md measures what they cost Cassandra).
 // Buckets wholly behind the watermark are deleted (one partition tombstone
 // each, DeleteBucket): they are never read again, and a tombstone per
 // partition costs later reads nothing, unlike a TTL per entry that leaves a
