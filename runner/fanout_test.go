@@ -147,10 +147,13 @@ func TestBroadcast(t *testing.T) {
 		s.h.produce(base)
 		ev := s.waitBaseSucceeded(t, base.GetRunId())
 		assert.Equal(t, uint32(1), ev.GetAttempt(), "a base run's events are of attempt 1")
-		retried := routing.ShardID(base.GetRunId(), 1)
-		assert.Equal(t, 2, s.startedCount(retried), "%s", s.h.events.describe(retried))
-		for _, i := range []int{0, 2} {
-			assert.Equal(t, 1, s.startedCount(routing.ShardID(base.GetRunId(), i)))
+		// The shards' events are on other partitions than the base run's
+		// SUCCEEDED and may be read after it: wait for them, then count.
+		for i, want := range []int{1, 2, 1} {
+			shard := routing.ShardID(base.GetRunId(), i)
+			require.Eventually(t, func() bool { return s.startedCount(shard) >= want },
+				wait, 10*time.Millisecond, "%s", s.h.events.describe(shard))
+			assert.Equal(t, want, s.startedCount(shard), "%s", s.h.events.describe(shard))
 		}
 	})
 
